@@ -1,0 +1,27 @@
+// kiln: one binary, one subcommand per job.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "cli/data_command.h"
+#include "cli/train_command.h"
+#include "kernels/check.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: train transformer language models and watch them train"};
+  app.require_subcommand(1);
+  kiln::add_train_command(app);
+  kiln::add_data_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,7 @@
+#include "kernels/check.h"
+
+namespace kiln {
+
+void fail(const std::string& message) { throw Error(message); }
+
+}  // namespace kiln

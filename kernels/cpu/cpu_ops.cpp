@@ -1,0 +1,335 @@
+// The CPU backend: checks shapes, picks the scalar type, and calls the bodies in
+// kernels/cpu/kernels.h.
+#include <omp.h>
+
+#include <cblas.h>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/check.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/ops.h"
+
+namespace kiln {
+
+namespace {
+
+// Calls fn(T{}) with T the scalar type of x.
+template <typename Fn>
+void dispatch(const Tensor& x, Fn&& fn) {
+  switch (x.dtype) {
+    case DType::F32: fn(float{}); return;
+    case DType::F64: fn(double{}); return;
+    case DType::I32: break;
+  }
+  fail(std::string("cpu ops: floating tensor expected, got ") + dtype_name(x.dtype));
+}
+
+void same_shape(const Tensor& a, const Tensor& b, const char* op) {
+  KILN_CHECK(a.shape == b.shape && a.dtype == b.dtype,
+             std::string(op) + ": " + a.shape.str() + " vs " + b.shape.str());
+}
+
+cpu::HeadLayout head_layout(const Tensor& qkv, AttentionShape s) {
+  KILN_CHECK(qkv.shape.rank == 3 && qkv.shape[2] == s.qkv_width(),
+             "attention: qkv " + qkv.shape.str() + " does not match the heads");
+  KILN_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0, "attention: bad head counts");
+  return {qkv.shape[0], qkv.shape[1], s.n_head, s.n_kv_head, s.head_dim};
+}
+
+class CpuOps final : public Ops {
+ public:
+  explicit CpuOps(int threads) : threads_(threads) {
+    omp_set_num_threads(threads_);
+    openblas_set_num_threads(threads_);
+  }
+  ~CpuOps() override { std::free(scratch_); }
+
+  Device device() const override { return Device::Cpu; }
+  std::string name() const override {
+    return "cpu (" + std::to_string(threads_) + " threads, OpenBLAS)";
+  }
+
+  void* allocate(size_t bytes) override {
+    // 64-byte alignment: whole cache lines, and room for AVX-512 loads.
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    KILN_CHECK(p != nullptr, "out of host memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, bytes);
+    return p;
+  }
+  void release(void* ptr) override { std::free(ptr); }
+  void copy_to_host(void* host, const Tensor& src) override {
+    std::memcpy(host, src.data, src.bytes());
+  }
+  void copy_from_host(const Tensor& dst, const void* host) override {
+    std::memcpy(dst.data, host, dst.bytes());
+  }
+  void fill(const Tensor& x, double value) override {
+    if (x.dtype == DType::I32) {
+      cpu::fill(x.as<int32_t>(), x.numel(), static_cast<int32_t>(value));
+      return;
+    }
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cpu::fill(x.as<T>(), x.numel(), static_cast<T>(value));
+    });
+  }
+
+  size_t reserve(const OpLimits& limits) override {
+    std::free(scratch_);
+    // Two seq x seq score matrices per thread, in the widest scalar type.
+    scratch_bytes_ = static_cast<size_t>(threads_) * 2 * limits.seq_len * limits.seq_len * 8;
+    scratch_ = allocate(scratch_bytes_);
+    return scratch_bytes_;
+  }
+
+  void matmul(const Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb,
+              bool accumulate) override {
+    const int64_t M = ta ? a.shape.cols() : a.shape.rows();
+    const int64_t K = ta ? a.shape.rows() : a.shape.cols();
+    const int64_t Kb = tb ? b.shape.cols() : b.shape.rows();
+    const int64_t N = tb ? b.shape.rows() : b.shape.cols();
+    KILN_CHECK(K == Kb && out.shape.rows() == M && out.shape.cols() == N &&
+                   a.dtype == b.dtype && a.dtype == out.dtype,
+               "matmul: " + a.shape.str() + (ta ? "^T" : "") + " x " + b.shape.str() +
+                   (tb ? "^T" : "") + " -> " + out.shape.str());
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cpu::gemm<T>(ta, tb, M, N, K, T(1), a.as<T>(), a.shape.cols(), b.as<T>(), b.shape.cols(),
+                   accumulate ? T(1) : T(0), out.as<T>(), N);
+    });
+  }
+
+  void add_bias(const Tensor& out, const Tensor& bias) override {
+    KILN_CHECK(out.shape.cols() == bias.numel(), "add_bias: width mismatch");
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cpu::add_bias(out.as<T>(), bias.as<T>(), out.shape.rows(), out.shape.cols());
+    });
+  }
+  void bias_backward(const Tensor& dbias, const Tensor& dout) override {
+    KILN_CHECK(dout.shape.cols() == dbias.numel(), "bias_backward: width mismatch");
+    dispatch(dout, [&](auto t) {
+      using T = decltype(t);
+      cpu::bias_backward(dbias.as<T>(), dout.as<T>(), dout.shape.rows(), dout.shape.cols());
+    });
+  }
+  void add(const Tensor& out, const Tensor& a, const Tensor& b) override {
+    same_shape(out, a, "add");
+    same_shape(out, b, "add");
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cpu::add(out.as<T>(), a.as<T>(), b.as<T>(), out.numel());
+    });
+  }
+  void scale(const Tensor& x, double factor) override {
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cpu::scale(x.as<T>(), x.numel(), static_cast<T>(factor));
+    });
+  }
+  double sum_squares(const Tensor& x) override {
+    double result = 0;
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      result = cpu::sum_squares(x.as<T>(), x.numel());
+    });
+    return result;
+  }
+
+  void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
+                         const Tensor& wpe) override {
+    KILN_CHECK(tokens.dtype == DType::I32 && tokens.shape.rank == 2 &&
+                   out.shape.rows() == tokens.numel() && out.shape.cols() == wte.shape.cols(),
+               "embedding_forward: shapes " + out.shape.str() + " " + tokens.shape.str());
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cpu::embedding_forward(out.as<T>(), tokens.as<int32_t>(), wte.as<T>(),
+                             wpe.empty() ? nullptr : wpe.as<T>(), tokens.shape[0],
+                             tokens.shape[1], wte.shape.cols());
+    });
+  }
+  void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,
+                          const Tensor& dout) override {
+    dispatch(dout, [&](auto t) {
+      using T = decltype(t);
+      cpu::embedding_backward(dwte.as<T>(), dwpe.empty() ? nullptr : dwpe.as<T>(),
+                              tokens.as<int32_t>(), dout.as<T>(), tokens.shape[0],
+                              tokens.shape[1], dwte.shape.cols());
+    });
+  }
+
+  void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         double eps) override {
+    same_shape(out, x, "layernorm_forward");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cpu::layernorm_forward(out.as<T>(), mean.as<T>(), rstd.as<T>(), x.as<T>(), weight.as<T>(),
+                             bias.as<T>(), x.shape.rows(), x.shape.cols(), eps);
+    });
+  }
+  void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                          const Tensor& dout, const Tensor& x, const Tensor& weight,
+                          const Tensor& mean, const Tensor& rstd) override {
+    same_shape(dx, x, "layernorm_backward");
+    same_shape(dout, x, "layernorm_backward");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cpu::layernorm_backward(dx.as<T>(), dweight.as<T>(), dbias.as<T>(), dout.as<T>(), x.as<T>(),
+                              weight.as<T>(), mean.as<T>(), rstd.as<T>(), x.shape.rows(),
+                              x.shape.cols());
+    });
+  }
+  void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
+                       const Tensor& weight, double eps) override {
+    same_shape(out, x, "rmsnorm_forward");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cpu::rmsnorm_forward(out.as<T>(), rstd.as<T>(), x.as<T>(), weight.as<T>(), x.shape.rows(),
+                           x.shape.cols(), eps);
+    });
+  }
+  void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout,
+                        const Tensor& x, const Tensor& weight, const Tensor& rstd) override {
+    same_shape(dx, x, "rmsnorm_backward");
+    same_shape(dout, x, "rmsnorm_backward");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cpu::rmsnorm_backward(dx.as<T>(), dweight.as<T>(), dout.as<T>(), x.as<T>(), weight.as<T>(),
+                            rstd.as<T>(), x.shape.rows(), x.shape.cols());
+    });
+  }
+
+  void gelu_forward(const Tensor& out, const Tensor& x) override {
+    same_shape(out, x, "gelu_forward");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cpu::gelu_forward(out.as<T>(), x.as<T>(), x.numel());
+    });
+  }
+  void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override {
+    same_shape(dx, x, "gelu_backward");
+    same_shape(dout, x, "gelu_backward");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cpu::gelu_backward(dx.as<T>(), x.as<T>(), dout.as<T>(), x.numel());
+    });
+  }
+  void swiglu_forward(const Tensor& out, const Tensor& x) override {
+    KILN_CHECK(x.shape.rows() == out.shape.rows() && x.shape.cols() == 2 * out.shape.cols(),
+               "swiglu_forward: " + x.shape.str() + " -> " + out.shape.str());
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cpu::swiglu_forward(out.as<T>(), x.as<T>(), out.shape.rows(), out.shape.cols());
+    });
+  }
+  void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override {
+    same_shape(dx, x, "swiglu_backward");
+    KILN_CHECK(x.shape.cols() == 2 * dout.shape.cols(), "swiglu_backward: width mismatch");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cpu::swiglu_backward(dx.as<T>(), x.as<T>(), dout.as<T>(), dout.shape.rows(),
+                           dout.shape.cols());
+    });
+  }
+
+  void rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape s) override {
+    rope(qkv, table, s, false);
+  }
+  void rope_backward(const Tensor& dqkv, const Tensor& table, AttentionShape s) override {
+    rope(dqkv, table, s, true);
+  }
+
+  void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                         AttentionShape s) override {
+    const cpu::HeadLayout layout = head_layout(qkv, s);
+    check_scratch(layout.seq);
+    KILN_CHECK(out.numel() == layout.batch * layout.seq * s.n_head * s.head_dim &&
+                   lse.numel() == layout.batch * s.n_head * layout.seq,
+               "attention_forward: output shapes");
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cpu::attention_forward(out.as<T>(), lse.as<T>(), qkv.as<T>(), layout,
+                             static_cast<T*>(scratch_));
+    });
+  }
+  void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                          const Tensor& out, const Tensor& lse, AttentionShape s) override {
+    const cpu::HeadLayout layout = head_layout(qkv, s);
+    check_scratch(layout.seq);
+    same_shape(dqkv, qkv, "attention_backward");
+    same_shape(dout, out, "attention_backward");
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cpu::attention_backward(dqkv.as<T>(), dout.as<T>(), qkv.as<T>(), out.as<T>(), lse.as<T>(),
+                              layout, static_cast<T*>(scratch_));
+    });
+  }
+
+  void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                             const Tensor& targets, int64_t vocab_size) override {
+    check_loss_shapes(logits, targets, vocab_size);
+    dispatch(logits, [&](auto t) {
+      using T = decltype(t);
+      cpu::cross_entropy_forward(losses.as<T>(), lse.as<T>(), logits.as<T>(),
+                                 targets.as<int32_t>(), logits.shape.rows(), logits.shape.cols(),
+                                 vocab_size);
+    });
+  }
+  void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
+                              const Tensor& targets, int64_t vocab_size, double dloss) override {
+    check_loss_shapes(logits, targets, vocab_size);
+    same_shape(dlogits, logits, "cross_entropy_backward");
+    dispatch(logits, [&](auto t) {
+      using T = decltype(t);
+      cpu::cross_entropy_backward(dlogits.as<T>(), logits.as<T>(), lse.as<T>(),
+                                  targets.as<int32_t>(), logits.shape.rows(), logits.shape.cols(),
+                                  vocab_size, dloss);
+    });
+  }
+
+  void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+             const AdamWStep& s) override {
+    same_shape(param, grad, "adamw");
+    same_shape(param, m, "adamw");
+    same_shape(param, v, "adamw");
+    dispatch(param, [&](auto t) {
+      using T = decltype(t);
+      cpu::adamw(param.as<T>(), grad.as<T>(), m.as<T>(), v.as<T>(), param.numel(), s.lr, s.beta1,
+                 s.beta2, s.eps, s.weight_decay, s.step);
+    });
+  }
+
+ private:
+  void rope(const Tensor& qkv, const Tensor& table, AttentionShape s, bool inverse) {
+    const cpu::HeadLayout layout = head_layout(qkv, s);
+    KILN_CHECK(s.head_dim % 2 == 0 && table.shape.rank == 3 && table.shape[0] >= layout.seq &&
+                   table.shape[1] == s.head_dim / 2 && table.dtype == qkv.dtype,
+               "rope: table " + table.shape.str() + " does not match the heads");
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cpu::rope(qkv.as<T>(), table.as<T>(), layout, inverse);
+    });
+  }
+  void check_scratch(int64_t seq) const {
+    KILN_CHECK(static_cast<size_t>(threads_) * 2 * seq * seq * 8 <= scratch_bytes_,
+               "attention: reserve() was not called for sequence length " + std::to_string(seq));
+  }
+  static void check_loss_shapes(const Tensor& logits, const Tensor& targets, int64_t vocab) {
+    KILN_CHECK(targets.dtype == DType::I32 && targets.numel() == logits.shape.rows() &&
+                   vocab <= logits.shape.cols(),
+               "cross_entropy: logits " + logits.shape.str() + " targets " + targets.shape.str());
+  }
+
+  int threads_;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Ops> make_cpu_ops(int threads) { return std::make_unique<CpuOps>(threads); }
+
+}  // namespace kiln

@@ -1,0 +1,55 @@
+// Token (and learned position) embedding.
+#include <algorithm>
+
+#include "kernels/cpu/kernels.h"
+
+namespace kiln::cpu {
+
+template <typename T>
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t B,
+                       int64_t seq, int64_t C) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < B * seq; ++n) {
+    const T* tok = wte + static_cast<int64_t>(tokens[n]) * C;
+    T* row = out + n * C;
+    if (wpe) {
+      const T* pos = wpe + (n % seq) * C;
+      for (int64_t c = 0; c < C; ++c) row[c] = tok[c] + pos[c];
+    } else {
+      std::copy(tok, tok + C, row);
+    }
+  }
+}
+
+// Threads split the channels, not the tokens: two tokens with the same id then never
+// race, and every gradient row is summed in token order (deterministic, no atomics).
+template <typename T>
+void embedding_backward(T* dwte, T* dwpe, const int32_t* tokens, const T* dout, int64_t B,
+                        int64_t seq, int64_t C) {
+  constexpr int64_t kBlock = 32;
+  const int64_t blocks = (C + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t c0 = blk * kBlock, c1 = std::min(C, c0 + kBlock);
+    for (int64_t n = 0; n < B * seq; ++n) {
+      const T* d = dout + n * C;
+      T* tok = dwte + static_cast<int64_t>(tokens[n]) * C;
+      for (int64_t c = c0; c < c1; ++c) tok[c] += d[c];
+      if (dwpe) {
+        T* pos = dwpe + (n % seq) * C;
+        for (int64_t c = c0; c < c1; ++c) pos[c] += d[c];
+      }
+    }
+  }
+}
+
+template void embedding_forward<float>(float*, const int32_t*, const float*, const float*,
+                                       int64_t, int64_t, int64_t);
+template void embedding_forward<double>(double*, const int32_t*, const double*, const double*,
+                                        int64_t, int64_t, int64_t);
+template void embedding_backward<float>(float*, float*, const int32_t*, const float*, int64_t,
+                                        int64_t, int64_t);
+template void embedding_backward<double>(double*, double*, const int32_t*, const double*,
+                                         int64_t, int64_t, int64_t);
+
+}  // namespace kiln::cpu

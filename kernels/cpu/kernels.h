@@ -1,0 +1,80 @@
+// The CPU bodies of the op table, on raw pointers and explicit sizes, templated on the
+// scalar type: float is the CPU backend, double serves the gradient checks. Each body
+// is the reference the CUDA kernels are tested against. Threads come from OpenMP;
+// every reduction runs in an order fixed by the sizes alone, so results do not depend
+// on the number of threads.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::cpu {
+
+// C[M, N] = op(A) op(B) + beta * C, row-major, through BLAS.
+template <typename T>
+void gemm(bool transpose_a, bool transpose_b, int64_t M, int64_t N, int64_t K, T alpha,
+          const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
+
+template <typename T> void fill(T* x, int64_t n, T value);
+template <typename T> void add(T* out, const T* a, const T* b, int64_t n);
+template <typename T> void scale(T* x, int64_t n, T factor);
+template <typename T> double sum_squares(const T* x, int64_t n);
+template <typename T> void add_bias(T* out, const T* bias, int64_t N, int64_t C);
+template <typename T> void bias_backward(T* dbias, const T* dout, int64_t N, int64_t C);
+
+template <typename T>
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t B,
+                       int64_t seq, int64_t C);
+template <typename T>
+void embedding_backward(T* dwte, T* dwpe, const int32_t* tokens, const T* dout, int64_t B,
+                        int64_t seq, int64_t C);
+
+template <typename T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias,
+                       int64_t N, int64_t C, double eps);
+template <typename T>
+void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x,
+                        const T* weight, const T* mean, const T* rstd, int64_t N, int64_t C);
+template <typename T>
+void rmsnorm_forward(T* out, T* rstd, const T* x, const T* weight, int64_t N, int64_t C,
+                     double eps);
+template <typename T>
+void rmsnorm_backward(T* dx, T* dweight, const T* dout, const T* x, const T* weight,
+                      const T* rstd, int64_t N, int64_t C);
+
+template <typename T> void gelu_forward(T* out, const T* x, int64_t n);
+template <typename T> void gelu_backward(T* dx, const T* x, const T* dout, int64_t n);
+template <typename T> void swiglu_forward(T* out, const T* x, int64_t N, int64_t F);
+template <typename T> void swiglu_backward(T* dx, const T* x, const T* dout, int64_t N, int64_t F);
+
+struct HeadLayout {
+  int64_t batch = 0;
+  int64_t seq = 0;
+  int64_t n_head = 0;
+  int64_t n_kv_head = 0;
+  int64_t head_dim = 0;
+  int64_t qkv_width() const { return (n_head + 2 * n_kv_head) * head_dim; }
+};
+
+// inverse = false rotates forward, true rotates back (the backward of the rotation).
+template <typename T>
+void rope(T* qkv, const T* table, const HeadLayout& layout, bool inverse);
+
+// scratch holds 2 * seq * seq values per thread.
+template <typename T>
+void attention_forward(T* out, T* lse, const T* qkv, const HeadLayout& layout, T* scratch);
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
+                        const HeadLayout& layout, T* scratch);
+
+template <typename T>
+void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* targets, int64_t N,
+                           int64_t Vp, int64_t V);
+template <typename T>
+void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
+                            int64_t N, int64_t Vp, int64_t V, double dloss);
+
+template <typename T>
+void adamw(T* param, const T* grad, T* m, T* v, int64_t n, double lr, double beta1, double beta2,
+           double eps, double weight_decay, int64_t step);
+
+}  // namespace kiln::cpu

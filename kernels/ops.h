@@ -1,0 +1,146 @@
+// The op table: every operation a training step performs, with one signature and one
+// implementation per backend (kernels/cpu now, kernels/cuda later). The object that
+// implements it is also the op context: the CPU one carries the thread count, a CUDA
+// one will carry the stream and library handles.
+//
+// Conventions shared by every op:
+//  - matrices are row-major; a linear layer's weight is [out, in] as in PyTorch;
+//  - "rows" N is batch x sequence, flattened;
+//  - an op named *_backward accumulates (+=) into parameter gradients, because
+//    micro-batches of one step add into the same gradient buffer; what it does to the
+//    input gradient is stated at each op;
+//  - all floating tensors of one call share a dtype (F32, or F64 on the CPU).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/tensor.h"
+
+namespace kiln {
+
+// Shape of the fused query/key/value activation [B, T, (n_head + 2 * n_kv_head) * head_dim]:
+// all query heads first, then the key heads, then the value heads.
+struct AttentionShape {
+  int n_head = 0;
+  int n_kv_head = 0;
+  int head_dim = 0;
+  int qkv_width() const { return (n_head + 2 * n_kv_head) * head_dim; }
+};
+
+struct AdamWStep {
+  double lr = 0;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0;
+  int64_t step = 1;  // 1-based, for bias correction
+};
+
+// The largest shapes a run will pass to the ops, known from the config before step 1.
+struct OpLimits {
+  int64_t seq_len = 0;
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+
+  // ---- memory -------------------------------------------------------------------
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void release(void* ptr) = 0;
+  virtual void copy_to_host(void* host, const Tensor& src) = 0;
+  virtual void copy_from_host(const Tensor& dst, const void* host) = 0;
+  virtual void fill(const Tensor& x, double value) = 0;
+  // Allocates the ops' own working memory once, before the first step, and returns its
+  // size in bytes (the CPU's attention scratch; a GPU's library workspaces).
+  virtual size_t reserve(const OpLimits& limits) = 0;
+
+  // ---- dense algebra ------------------------------------------------------------
+  // out[M, N] = op(a) * op(b) (+ out when accumulate), op = transpose when asked.
+  virtual void matmul(const Tensor& out, const Tensor& a, bool transpose_a, const Tensor& b,
+                      bool transpose_b, bool accumulate) = 0;
+  // out[N, C] += bias[C] on every row.
+  virtual void add_bias(const Tensor& out, const Tensor& bias) = 0;
+  // dbias[C] += sum over rows of dout[N, C].
+  virtual void bias_backward(const Tensor& dbias, const Tensor& dout) = 0;
+  // out = a + b, elementwise (out may alias a or b).
+  virtual void add(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  // x *= factor.
+  virtual void scale(const Tensor& x, double factor) = 0;
+  // Sum of squares, accumulated in double: the square of the gradient norm.
+  virtual double sum_squares(const Tensor& x) = 0;
+
+  // ---- embedding ----------------------------------------------------------------
+  // out[B, T, C] = wte[tokens] (+ wpe[t] when wpe is given).
+  virtual void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
+                                 const Tensor& wpe) = 0;
+  // dwte[tokens] += dout; dwpe[t] += sum over batch (when given). Deterministic.
+  virtual void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,
+                                  const Tensor& dout) = 0;
+
+  // ---- normalisation (statistics in the compute dtype, eps inside the root) -----
+  // out = (x - mean) * rstd * weight + bias; saves mean[N], rstd[N].
+  virtual void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                                 const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                 double eps) = 0;
+  // dx += ..., dweight += ..., dbias += ...
+  virtual void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                                  const Tensor& dout, const Tensor& x, const Tensor& weight,
+                                  const Tensor& mean, const Tensor& rstd) = 0;
+  // out = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps); saves rstd[N].
+  virtual void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
+                               const Tensor& weight, double eps) = 0;
+  // dx += ..., dweight += ...
+  virtual void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout,
+                                const Tensor& x, const Tensor& weight, const Tensor& rstd) = 0;
+
+  // ---- activations --------------------------------------------------------------
+  // GELU, tanh approximation (GPT-2's).
+  virtual void gelu_forward(const Tensor& out, const Tensor& x) = 0;
+  // dx = dout * gelu'(x) (overwrites; dx may alias dout).
+  virtual void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) = 0;
+  // x[N, 2F] holds [gate | up] per row; out[N, F] = silu(gate) * up.
+  virtual void swiglu_forward(const Tensor& out, const Tensor& x) = 0;
+  // dx[N, 2F] = gradients of gate and up (overwrites).
+  virtual void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) = 0;
+
+  // ---- attention ----------------------------------------------------------------
+  // Rotary embedding of the query and key heads of qkv[B, T, qkv_width], in place, with
+  // the rotate-half pairing (i, i + head_dim/2). table[T, head_dim/2, 2] holds cos, sin.
+  virtual void rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape shape) = 0;
+  // The inverse rotation of the query and key gradients in dqkv, in place.
+  virtual void rope_backward(const Tensor& dqkv, const Tensor& table, AttentionShape shape) = 0;
+  // Causal softmax attention with grouped-query heads: out[B, T, n_head * head_dim],
+  // lse[B, n_head, T] the log-sum-exp of each scaled score row (all backward needs).
+  virtual void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                                 AttentionShape shape) = 0;
+  // dqkv[B, T, qkv_width] (overwrites).
+  virtual void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                  const Tensor& out, const Tensor& lse, AttentionShape shape) = 0;
+
+  // ---- loss ---------------------------------------------------------------------
+  // Softmax cross-entropy over the first vocab_size columns of logits[N, Vp] (the rest
+  // is padding and takes no part). losses[N], lse[N]. A target < 0 is masked: loss 0.
+  virtual void cross_entropy_forward(const Tensor& losses, const Tensor& lse,
+                                     const Tensor& logits, const Tensor& targets,
+                                     int64_t vocab_size) = 0;
+  // dlogits = dloss * (softmax - onehot) from logits and lse, written over the whole
+  // row (padding columns get 0). dlogits may alias logits: the probabilities are never
+  // stored, the logits buffer turns into its own gradient.
+  virtual void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits,
+                                      const Tensor& lse, const Tensor& targets,
+                                      int64_t vocab_size, double dloss) = 0;
+
+  // ---- optimizer ----------------------------------------------------------------
+  // AdamW with decoupled weight decay on one parameter tensor and its state.
+  virtual void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                     const AdamWStep& step) = 0;
+};
+
+std::unique_ptr<Ops> make_cpu_ops(int threads);
+
+}  // namespace kiln

@@ -1,0 +1,111 @@
+// The run config: sections model, train, data, parallel, precision, backend, store.
+// Loaded from JSON (or the embedded tiny defaults), overridden by --set, validated
+// before anything runs. Key names here are the ones used in docs, the store and logs.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kiln {
+
+struct ModelConfig {
+  std::string arch = "gpt2";  // gpt2 | llama
+  int n_layer = 0;
+  int n_head = 0;
+  int n_kv_head = 0;  // 0: same as n_head
+  int d_model = 0;
+  int d_ff = 0;  // 0: 4 * d_model
+  int vocab_size = 0;
+  int seq_len = 0;
+  double rope_theta = 10000.0;
+  bool tie_embeddings = true;
+  int make_vocab_size_divisible_by = 128;  // the output layer is padded to a multiple
+  double norm_eps = 1e-5;
+  double init_std = 0.02;
+
+  bool is_llama() const { return arch == "llama"; }
+  int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  int ffn_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }
+  int head_dim() const { return d_model / n_head; }
+  int64_t padded_vocab() const;
+};
+
+struct TrainConfig {
+  int64_t steps = 1000;
+  int global_batch = 8;  // sequences per optimizer step
+  int micro_batch = 8;   // sequences per forward/backward; the rest is accumulation
+  double lr = 3e-4;
+  double min_lr = 3e-5;
+  int64_t warmup = 0;
+  std::string decay = "cosine";  // cosine | linear | wsd | constant
+  double wsd_decay_fraction = 0.2;  // wsd: the final fraction of steps that decays
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double adam_eps = 1e-8;
+  double clip_grad = 1.0;  // 0: no clipping
+  uint64_t seed = 1234;
+  int64_t log_interval = 10;
+  int64_t eval_interval = 100;  // 0: no validation
+  int64_t eval_iters = 10;
+  int sample_tokens = 0;  // after training, generate this many tokens
+  std::string sample_prompt;
+  double sample_temperature = 0.8;
+};
+
+struct DataConfig {
+  std::vector<std::string> paths;  // indexed-dataset prefixes (PREFIX.bin + PREFIX.idx)
+  std::string split = "969,30,1";  // train, valid, test weights over documents
+  std::string tokenizer = "byte";
+
+  // split as train, valid, test fractions summing to 1 (missing parts are 0).
+  std::array<double, 3> split_fractions() const;
+};
+
+struct ParallelConfig {
+  int tp = 1;
+  int pp = 1;
+  int vpp = 1;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
+};
+
+struct PrecisionConfig {
+  std::string dtype = "fp32";  // fp32 | bf16 | fp16
+};
+
+struct BackendConfig {
+  std::string device = "auto";  // cpu | cuda | auto
+  int threads = 0;              // 0: every core
+};
+
+struct StoreConfig {
+  std::string path = "runs/kiln.db";
+};
+
+struct Config {
+  ModelConfig model;
+  TrainConfig train;
+  DataConfig data;
+  ParallelConfig parallel;
+  PrecisionConfig precision;
+  BackendConfig backend;
+  StoreConfig store;
+
+  int grad_accum() const { return train.global_batch / train.micro_batch; }
+};
+
+// Parses, applies defaults, validates. Throws kiln::Error naming the key and the reason.
+Config config_from_json(const nlohmann::json& j);
+// The whole resolved config, every key present (what a run records).
+nlohmann::json config_to_json(const Config& config);
+// Reads a JSON file, or the embedded tiny config when path is empty, then applies each
+// "section.key=value" override in order (the value parses as JSON, else as a string).
+Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+void apply_override(nlohmann::json& j, const std::string& assignment);
+
+}  // namespace kiln

@@ -1,0 +1,44 @@
+#include "trainer/memory/arena.h"
+
+#include "kernels/check.h"
+
+namespace kiln {
+
+namespace {
+constexpr size_t kAlignment = 64;
+}
+
+Arena::~Arena() {
+  if (base_) owner_->release(base_);
+}
+
+Tensor Arena::take(Shape shape, DType dtype) {
+  Tensor t;
+  t.shape = shape;
+  t.dtype = dtype;
+  t.device = device_;
+  cursor_ = (cursor_ + kAlignment - 1) / kAlignment * kAlignment;
+  if (base_) {
+    KILN_CHECK(cursor_ + t.bytes() <= capacity_,
+               "arena " + name_ + ": layout grew after it was sized");
+    t.data = base_ + cursor_;
+  }
+  cursor_ += t.bytes();
+  return t;
+}
+
+void Arena::allocate(Ops& ops) {
+  KILN_CHECK(base_ == nullptr, "arena " + name_ + " allocated twice");
+  capacity_ = (cursor_ + kAlignment - 1) / kAlignment * kAlignment;
+  owner_ = &ops;
+  device_ = ops.device();
+  base_ = static_cast<char*>(ops.allocate(capacity_ == 0 ? kAlignment : capacity_));
+  cursor_ = 0;
+}
+
+void Arena::check_complete() const {
+  KILN_CHECK(base_ != nullptr && (cursor_ + kAlignment - 1) / kAlignment * kAlignment == capacity_,
+             "arena " + name_ + ": second layout pass differs from the first");
+}
+
+}  // namespace kiln

@@ -1,0 +1,41 @@
+// Arenas: one allocation each, sized from the config before the first step, carved
+// into tensors. A layout is carved twice: once with no memory to learn the size, once
+// after allocate() to hand out real pointers, so the footprint is known (and printed)
+// before any work and a step never allocates.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace kiln {
+
+class Arena {
+ public:
+  explicit Arena(std::string name) : name_(std::move(name)) {}
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena();
+
+  // Next tensor of the layout, aligned to 64 bytes. Its data is null until allocate().
+  Tensor take(Shape shape, DType dtype);
+  // Allocates what the first pass took and rewinds for the second pass.
+  void allocate(Ops& ops);
+  // After the second pass: checks it took exactly what the first pass did.
+  void check_complete() const;
+
+  const std::string& name() const { return name_; }
+  size_t bytes() const { return base_ ? capacity_ : cursor_; }
+  Device device() const { return device_; }
+
+ private:
+  std::string name_;
+  Ops* owner_ = nullptr;
+  Device device_ = Device::Cpu;
+  char* base_ = nullptr;
+  size_t capacity_ = 0;
+  size_t cursor_ = 0;
+};
+
+}  // namespace kiln

@@ -1,0 +1,208 @@
+#include "trainer/model/gpt_model.h"
+
+#include <cmath>
+
+#include "kernels/check.h"
+#include "trainer/util/random.h"
+
+namespace kiln {
+
+GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype,
+                   int slots)
+    : config_(config), micro_batch_(micro_batch), slots_(slots), dtype_(dtype), ops_(ops),
+      params_(dtype) {
+  // First pass learns the sizes, second hands out memory.
+  layout();
+  params_.allocate(ops_);
+  activations_.allocate(ops_);
+  scratch_.allocate(ops_);
+  layout();
+  params_.check_complete();
+  activations_.check_complete();
+  scratch_.check_complete();
+  workspace_bytes_ = ops_.reserve({config_.seq_len});
+  if (config_.is_llama()) fill_rope_table();
+  batch_.assign(static_cast<size_t>(slots_), Batch{});
+  target_count_.assign(static_cast<size_t>(slots_), 0);
+  has_targets_.assign(static_cast<size_t>(slots_), false);
+}
+
+void GptModel::layout() {
+  params_.begin_pass();
+  const LayerBuild build{config_, micro_batch_, slots_, dtype_, params_, activations_, scratch_};
+  const int64_t C = config_.d_model, Vp = config_.padded_vocab(), V = config_.vocab_size;
+  const int64_t T = config_.seq_len;
+
+  if (config_.is_llama()) rope_table_ = activations_.take({T, config_.head_dim() / 2, 2}, dtype_);
+
+  // Parameters in the order backward produces their gradients.
+  Parameter head;
+  if (!config_.tie_embeddings)
+    head = params_.add("lm_head.weight", {Vp, C}, Init::Normal, config_.init_std, V);
+  final_norm_.bind(build, "final_norm");
+  blocks_.assign(static_cast<size_t>(config_.n_layer), TransformerBlock{});
+  for (int l = config_.n_layer - 1; l >= 0; --l)
+    blocks_[static_cast<size_t>(l)].bind(build, l, rope_table_);
+  if (!config_.is_llama()) wpe_ = params_.add("wpe", {T, C}, Init::Normal, config_.init_std);
+  wte_ = params_.add("wte", {Vp, C}, Init::Normal, config_.init_std, V);
+  lm_head_.bind_shared(config_.tie_embeddings ? wte_ : head);
+
+  slot_.assign(static_cast<size_t>(slots_), Slot{});
+  for (Slot& s : slot_) {
+    s.tokens = activations_.take({micro_batch_, T}, DType::I32);
+    s.targets = activations_.take({micro_batch_, T}, DType::I32);
+    for (int l = 0; l <= config_.n_layer; ++l) s.residual.push_back(build.take(activations_, C));
+    s.final_norm_out = build.take(activations_, C);
+    s.logits = build.take(activations_, Vp);
+    s.losses = build.take_rows(activations_);
+    s.lse = build.take_rows(activations_);
+  }
+  block_scratch_.bind(build);
+  d_residual_ = build.take(scratch_, C);
+}
+
+void GptModel::fill_rope_table() {
+  const int64_t T = config_.seq_len, half = config_.head_dim() / 2;
+  std::vector<double> table(static_cast<size_t>(T * half * 2));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double inv_freq = std::pow(config_.rope_theta, -2.0 * static_cast<double>(i) /
+                                                               config_.head_dim());
+      const double angle = static_cast<double>(t) * inv_freq;
+      table[static_cast<size_t>((t * half + i) * 2)] = std::cos(angle);
+      table[static_cast<size_t>((t * half + i) * 2 + 1)] = std::sin(angle);
+    }
+  }
+  if (dtype_ == DType::F64) {
+    ops_.copy_from_host(rope_table_, table.data());
+  } else {
+    const std::vector<float> narrow(table.begin(), table.end());
+    ops_.copy_from_host(rope_table_, narrow.data());
+  }
+}
+
+void GptModel::init_parameters(uint64_t seed) {
+  for (const Parameter& p : params_.all()) init_parameter(p, seed);
+  zero_grad();
+}
+
+void GptModel::init_parameter(const Parameter& p, uint64_t seed) {
+  std::vector<double> values(static_cast<size_t>(p.value.numel()), 0.0);
+  const int64_t row = p.value.numel() / p.value.shape[0];
+  const int64_t real = p.real_rows * row;
+  Random rng(seed ^ stable_hash(p.name));
+  for (int64_t i = 0; i < real; ++i) {
+    switch (p.init) {
+      case Init::Normal: values[static_cast<size_t>(i)] = p.std * rng.normal(); break;
+      case Init::Ones: values[static_cast<size_t>(i)] = 1.0; break;
+      case Init::Zeros: break;
+    }
+  }
+  if (dtype_ == DType::F64) {
+    ops_.copy_from_host(p.value, values.data());
+  } else {
+    const std::vector<float> narrow(values.begin(), values.end());
+    ops_.copy_from_host(p.value, narrow.data());
+  }
+}
+
+void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
+                         int slot) {
+  KILN_CHECK(b >= 1 && b <= micro_batch_ && t >= 1 && t <= config_.seq_len,
+             "batch of " + std::to_string(b) + "x" + std::to_string(t) +
+                 " exceeds the model's layout " + std::to_string(micro_batch_) + "x" +
+                 std::to_string(config_.seq_len));
+  const size_t s = static_cast<size_t>(slot);
+  Batch& batch = batch_[s];
+  batch = Batch{b, t, slot};
+  for (int64_t i = 0; i < b * t; ++i)
+    KILN_CHECK(tokens[i] >= 0 && tokens[i] < config_.vocab_size,
+               "token id " + std::to_string(tokens[i]) + " is outside model.vocab_size=" +
+                   std::to_string(config_.vocab_size));
+  ops_.copy_from_host(batch.of(slot_[s].tokens), tokens);
+  has_targets_[s] = targets != nullptr;
+  target_count_[s] = 0;
+  if (targets) {
+    for (int64_t i = 0; i < b * t; ++i) {
+      KILN_CHECK(targets[i] < config_.vocab_size,
+                 "target id " + std::to_string(targets[i]) + " is outside model.vocab_size");
+      if (targets[i] >= 0) ++target_count_[s];
+    }
+    ops_.copy_from_host(batch.of(slot_[s].targets), targets);
+  }
+}
+
+double GptModel::forward(int slot) {
+  const size_t s = static_cast<size_t>(slot);
+  const Batch& batch = batch_[s];
+  const Slot& a = slot_[s];
+  const Tensor tokens = batch.of(a.tokens);
+  ops_.embedding_forward(batch.of(a.residual[0]), tokens, wte_.value,
+                         config_.is_llama() ? Tensor{} : wpe_.value);
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    blocks_[l].forward(ops_, batch, batch.of(a.residual[l + 1]), batch.of(a.residual[l]),
+                       block_scratch_);
+  const Tensor final_out = batch.of(a.final_norm_out);
+  final_norm_.forward(ops_, batch, final_out, batch.of(a.residual.back()));
+  const Tensor logits = batch.of(a.logits);
+  lm_head_.forward(ops_, logits, final_out);
+  if (!has_targets_[s]) return 0.0;
+
+  const Tensor losses = batch.of(a.losses), lse = batch.of(a.lse);
+  const Tensor flat_logits = logits.view({batch.b * batch.t, config_.padded_vocab()});
+  ops_.cross_entropy_forward(losses, lse, flat_logits, batch.of(a.targets), config_.vocab_size);
+  double sum = 0;
+  if (dtype_ == DType::F64) {
+    std::vector<double> host(static_cast<size_t>(losses.numel()));
+    ops_.copy_to_host(host.data(), losses);
+    for (double v : host) sum += v;
+  } else {
+    std::vector<float> host(static_cast<size_t>(losses.numel()));
+    ops_.copy_to_host(host.data(), losses);
+    for (float v : host) sum += v;
+  }
+  return target_count_[s] > 0 ? sum / static_cast<double>(target_count_[s]) : 0.0;
+}
+
+void GptModel::backward(double dloss, int slot) {
+  const size_t s = static_cast<size_t>(slot);
+  KILN_CHECK(has_targets_[s], "backward needs a batch with targets");
+  const Batch& batch = batch_[s];
+  const Slot& a = slot_[s];
+  const Tensor logits = batch.of(a.logits);
+  const Tensor flat_logits = logits.view({batch.b * batch.t, config_.padded_vocab()});
+  ops_.cross_entropy_backward(flat_logits, flat_logits, batch.of(a.lse), batch.of(a.targets),
+                              config_.vocab_size, dloss);
+  const Tensor d_final = batch.of(block_scratch_.d_norm_out);
+  lm_head_.backward(ops_, d_final, logits, batch.of(a.final_norm_out));
+  const Tensor d_residual = batch.of(d_residual_);
+  ops_.fill(d_residual, 0.0);
+  final_norm_.backward(ops_, batch, d_residual, d_final, batch.of(a.residual.back()));
+  for (size_t l = blocks_.size(); l-- > 0;)
+    blocks_[l].backward(ops_, batch, d_residual, batch.of(a.residual[l]), block_scratch_);
+  ops_.embedding_backward(wte_.grad, config_.is_llama() ? Tensor{} : wpe_.grad,
+                          batch.of(a.tokens), d_residual);
+}
+
+void GptModel::zero_grad() { ops_.fill(params_.flat_grads(), 0.0); }
+
+void GptModel::logits_row(int64_t row, std::vector<float>& out, int slot) const {
+  KILN_CHECK(dtype_ == DType::F32, "logits_row reads fp32 models");
+  const Batch& batch = batch_[static_cast<size_t>(slot)];
+  const Tensor logits =
+      batch.of(slot_[static_cast<size_t>(slot)].logits).view({batch.b * batch.t, config_.padded_vocab()});
+  const Tensor one = logits.slice(row, row + 1);
+  std::vector<float> full(static_cast<size_t>(config_.padded_vocab()));
+  ops_.copy_to_host(full.data(), one);
+  out.assign(full.begin(), full.begin() + config_.vocab_size);
+}
+
+std::vector<ArenaSize> GptModel::memory() const {
+  return {{"parameters", params_.values_arena().bytes()},
+          {"gradients", params_.grads_arena().bytes()},
+          {"activations", activations_.bytes()},
+          {"scratch", scratch_.bytes()},
+          {"op workspace", workspace_bytes_}};
+}
+
+}  // namespace kiln

@@ -1,0 +1,89 @@
+// The decoder-only transformer, GPT-2 or Llama-style by model.arch, built from one set
+// of layers:
+//   embedding (+ learned positions for GPT-2) -> n_layer blocks -> final norm ->
+//   output layer (tied to the embedding or not) -> softmax cross-entropy.
+// Every buffer is laid out before the first step; forward and backward allocate nothing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer/model/scratch.h"
+#include "trainer/model/transformer_block.h"
+
+namespace kiln {
+
+struct ArenaSize {
+  std::string name;
+  size_t bytes = 0;
+};
+
+class GptModel {
+ public:
+  // dtype F32 trains; F64 (CPU only) serves the gradient checks.
+  GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype = DType::F32,
+           int slots = 1);
+
+  // Seeded initialisation: every parameter draws from its own stream (seed, name).
+  void init_parameters(uint64_t seed);
+
+  // Copies b sequences of t tokens into slot `slot`; targets may be null (no loss), and a
+  // target < 0 is masked out of the loss.
+  void set_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
+                 int slot = 0);
+  // Forward over the slot's batch; returns the mean loss over its unmasked targets
+  // (0 without targets).
+  double forward(int slot = 0);
+  // Backward from the slot's per-token losses, each weighted by dloss; gradients add up.
+  void backward(double dloss, int slot = 0);
+  void zero_grad();
+
+  // The first vocab_size logits of row `row` (= sequence * t + position) of the last
+  // forward, as float.
+  void logits_row(int64_t row, std::vector<float>& out, int slot = 0) const;
+
+  ParameterSet& parameters() { return params_; }
+  const ParameterSet& parameters() const { return params_; }
+  const ModelConfig& config() const { return config_; }
+  int64_t micro_batch() const { return micro_batch_; }
+  std::vector<ArenaSize> memory() const;
+  // Unmasked targets in the slot's batch.
+  int64_t target_count(int slot = 0) const { return target_count_[static_cast<size_t>(slot)]; }
+
+ private:
+  void layout();
+  void fill_rope_table();
+  void init_parameter(const Parameter& p, uint64_t seed);
+
+  ModelConfig config_;
+  int64_t micro_batch_;
+  int slots_;
+  DType dtype_;
+  Ops& ops_;
+  ParameterSet params_;
+  Arena activations_{"activations"};
+  Arena scratch_{"scratch"};
+  size_t workspace_bytes_ = 0;
+
+  Parameter wte_, wpe_;
+  std::vector<TransformerBlock> blocks_;
+  Norm final_norm_;
+  Linear lm_head_;
+  BlockScratch block_scratch_;
+  Tensor rope_table_;
+  Tensor d_residual_;
+  struct Slot {
+    Tensor tokens, targets;     // [B, T] int32
+    std::vector<Tensor> residual;  // n_layer + 1 of [B, T, C]: each block's input, then the last output
+    Tensor final_norm_out;      // [B, T, C]
+    Tensor logits;              // [B, T, padded vocab]; becomes its own gradient in backward
+    Tensor losses, lse;         // [B, T]
+  };
+  std::vector<Slot> slot_;
+  std::vector<Batch> batch_;
+  std::vector<int64_t> target_count_;
+  std::vector<bool> has_targets_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,44 @@
+// What a layer needs to lay out its parameters and buffers, and the shape of the
+// micro-batch it runs on.
+#pragma once
+
+#include "trainer/config/config.h"
+#include "trainer/model/parameters.h"
+
+namespace kiln {
+
+struct LayerBuild {
+  const ModelConfig& model;
+  int64_t micro_batch;
+  int slots;  // activation slots: micro-batches a stage can hold in flight
+  DType dtype;
+  ParameterSet& params;
+  Arena& activations;  // saved for backward, one copy per slot
+  Arena& scratch;      // shared by all layers, overwritten freely
+
+  // A [micro_batch, seq_len, width] buffer.
+  Tensor take(Arena& arena, int64_t width) const {
+    return arena.take({micro_batch, model.seq_len, width}, dtype);
+  }
+  Tensor take_rows(Arena& arena) const {
+    return arena.take({micro_batch, model.seq_len}, dtype);
+  }
+};
+
+// The micro-batch in flight: b sequences of t tokens (at most the sizes laid out for),
+// stored in activation slot `slot`.
+struct Batch {
+  int64_t b = 0;
+  int64_t t = 0;
+  int slot = 0;
+
+  // The leading [b, t, ...] part of a [micro_batch, seq_len, ...] buffer.
+  Tensor of(const Tensor& full) const {
+    Tensor v = full;
+    v.shape.dims[0] = b;
+    v.shape.dims[1] = t;
+    return v;
+  }
+};
+
+}  // namespace kiln

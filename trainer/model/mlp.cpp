@@ -1,0 +1,52 @@
+#include "trainer/model/mlp.h"
+
+#include <cmath>
+
+namespace kiln {
+
+void Mlp::bind(const LayerBuild& build, const std::string& name) {
+  const ModelConfig& m = build.model;
+  swiglu_ = m.is_llama();
+  const bool bias = !m.is_llama();
+  const int64_t F = m.ffn_dim();
+  const int64_t fc_width = swiglu_ ? 2 * F : F;
+  proj_.bind(build, name + ".proj", F, m.d_model, bias, m.init_std / std::sqrt(2.0 * m.n_layer));
+  fc_.bind(build, name + ".fc", m.d_model, fc_width, bias, m.init_std);
+  fc_out_.clear();
+  hidden_.clear();
+  for (int s = 0; s < build.slots; ++s) {
+    fc_out_.push_back(build.take(build.activations, fc_width));
+    hidden_.push_back(build.take(build.activations, F));
+  }
+}
+
+void Mlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const {
+  const size_t s = static_cast<size_t>(batch.slot);
+  const Tensor fc_out = batch.of(fc_out_[s]);
+  const Tensor hidden = batch.of(hidden_[s]);
+  fc_.forward(ops, fc_out, x);
+  if (swiglu_) {
+    ops.swiglu_forward(hidden, fc_out);
+  } else {
+    ops.gelu_forward(hidden, fc_out);
+  }
+  proj_.forward(ops, y, hidden);
+}
+
+void Mlp::backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy,
+                   const Tensor& x, const BlockScratch& scratch) const {
+  const size_t s = static_cast<size_t>(batch.slot);
+  const Tensor fc_out = batch.of(fc_out_[s]);
+  const Tensor hidden = batch.of(hidden_[s]);
+  const Tensor d_hidden = batch.of(scratch.d_hidden);
+  const Tensor d_fc = batch.of(scratch.d_fc);
+  proj_.backward(ops, d_hidden, dy, hidden);
+  if (swiglu_) {
+    ops.swiglu_backward(d_fc, fc_out, d_hidden);
+  } else {
+    ops.gelu_backward(d_fc, fc_out, d_hidden);
+  }
+  fc_.backward(ops, dx, d_fc, x);
+}
+
+}  // namespace kiln

@@ -1,0 +1,28 @@
+// The feed-forward branch: GELU MLP (GPT-2) or SwiGLU (Llama), whose first product
+// yields [gate | up] in one matrix.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainer/model/linear.h"
+#include "trainer/model/scratch.h"
+
+namespace kiln {
+
+class Mlp {
+ public:
+  void bind(const LayerBuild& build, const std::string& name);
+  void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const;
+  // dx = input gradient (overwrites); parameter gradients accumulate.
+  void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                const BlockScratch& scratch) const;
+
+ private:
+  bool swiglu_ = false;
+  Linear fc_;
+  Linear proj_;
+  std::vector<Tensor> fc_out_, hidden_;  // per slot
+};
+
+}  // namespace kiln

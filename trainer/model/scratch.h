@@ -1,0 +1,20 @@
+// Buffers every block uses in turn and nobody keeps: a branch's output before the
+// residual add, and the gradients flowing back through one block.
+#pragma once
+
+#include "trainer/model/layer_build.h"
+
+namespace kiln {
+
+struct BlockScratch {
+  Tensor branch_out;  // [B, T, C] attention or MLP output, before the residual add
+  Tensor d_norm_out;  // [B, T, C] gradient of a norm's output
+  Tensor d_attn;      // [B, T, n_head * head_dim]
+  Tensor d_qkv;       // [B, T, qkv width]
+  Tensor d_hidden;    // [B, T, d_ff] gradient of the MLP's activation output
+  Tensor d_fc;        // [B, T, d_ff or 2 d_ff] gradient of the first MLP product
+
+  void bind(const LayerBuild& build);
+};
+
+}  // namespace kiln

@@ -1,0 +1,53 @@
+#include "trainer/model/self_attention.h"
+
+#include <cmath>
+
+namespace kiln {
+
+void SelfAttention::bind(const LayerBuild& build, const std::string& name,
+                         const Tensor& rope_table) {
+  const ModelConfig& m = build.model;
+  shape_ = {m.n_head, m.kv_heads(), m.head_dim()};
+  rope_ = m.is_llama();
+  rope_table_ = rope_table;
+  const bool bias = !m.is_llama();
+  // GPT-2's scaled init: residual projections get std / sqrt(2 * n_layer).
+  proj_.bind(build, name + ".proj", static_cast<int64_t>(m.n_head) * m.head_dim(), m.d_model,
+             bias, m.init_std / std::sqrt(2.0 * m.n_layer));
+  qkv_.bind(build, name + ".qkv", m.d_model, shape_.qkv_width(), bias, m.init_std);
+  qkv_out_.clear();
+  attn_out_.clear();
+  lse_.clear();
+  for (int s = 0; s < build.slots; ++s) {
+    qkv_out_.push_back(build.take(build.activations, shape_.qkv_width()));
+    attn_out_.push_back(build.take(build.activations, static_cast<int64_t>(m.n_head) * m.head_dim()));
+    lse_.push_back(build.activations.take({build.micro_batch, m.n_head, m.seq_len}, build.dtype));
+  }
+}
+
+void SelfAttention::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const {
+  const size_t s = static_cast<size_t>(batch.slot);
+  const Tensor qkv = batch.of(qkv_out_[s]);
+  const Tensor out = batch.of(attn_out_[s]);
+  const Tensor lse = lse_[s].view({lse_[s].numel()}).slice(0, batch.b * shape_.n_head * batch.t);
+  qkv_.forward(ops, qkv, x);
+  if (rope_) ops.rope_forward(qkv, rope_table_, shape_);
+  ops.attention_forward(out, lse, qkv, shape_);
+  proj_.forward(ops, y, out);
+}
+
+void SelfAttention::backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy,
+                             const Tensor& x, const BlockScratch& scratch) const {
+  const size_t s = static_cast<size_t>(batch.slot);
+  const Tensor qkv = batch.of(qkv_out_[s]);
+  const Tensor out = batch.of(attn_out_[s]);
+  const Tensor lse = lse_[s].view({lse_[s].numel()}).slice(0, batch.b * shape_.n_head * batch.t);
+  const Tensor d_attn = batch.of(scratch.d_attn);
+  const Tensor d_qkv = batch.of(scratch.d_qkv);
+  proj_.backward(ops, d_attn, dy, out);
+  ops.attention_backward(d_qkv, d_attn, qkv, out, lse, shape_);
+  if (rope_) ops.rope_backward(d_qkv, rope_table_, shape_);
+  qkv_.backward(ops, dx, d_qkv, x);
+}
+
+}  // namespace kiln

@@ -1,0 +1,31 @@
+// Causal self-attention: fused QKV projection, RoPE (Llama), attention with grouped-query
+// heads, output projection. Saves the rotated QKV, the attention output and its
+// log-sum-exp per slot.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainer/model/linear.h"
+#include "trainer/model/scratch.h"
+
+namespace kiln {
+
+class SelfAttention {
+ public:
+  void bind(const LayerBuild& build, const std::string& name, const Tensor& rope_table);
+  void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const;
+  // dx = input gradient (overwrites); parameter gradients accumulate.
+  void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                const BlockScratch& scratch) const;
+
+ private:
+  AttentionShape shape_;
+  bool rope_ = false;
+  Tensor rope_table_;
+  Linear qkv_;
+  Linear proj_;
+  std::vector<Tensor> qkv_out_, attn_out_, lse_;  // per slot
+};
+
+}  // namespace kiln
