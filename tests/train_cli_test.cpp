@@ -20,7 +20,7 @@ std::string prepare_corpus(const std::string& dir) {
     out << "Document " << d << ": the quick brown fox jumps over the lazy dog.\n\n";
   out.close();
   const CommandResult r = run_command(kiln + " data prepare --input " + text +
-                                      " --document-boundary blank-line --append-eod --output " +
+                                      " --tokenizer byte --document-boundary blank-line --append-eod --output " +
                                       dir + "/corpus");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return dir + "/corpus";

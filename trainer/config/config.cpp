@@ -1,0 +1,510 @@
+#include "trainer/config/config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/check.h"
+#include "trainer/config/embedded_config.h"
+
+namespace kiln {
+namespace {
+
+using nlohmann::json;
+
+// Every key, in the order the docs list them. The reader, the writer and the override
+// parser all walk this one list, so adding a field here is the whole job.
+template <class C, class F>
+void for_each_field(C& c, F&& f) {
+  f("model", "arch", c.model.arch);
+  f("model", "n_layer", c.model.n_layer);
+  f("model", "n_head", c.model.n_head);
+  f("model", "n_kv_head", c.model.n_kv_head);
+  f("model", "d_model", c.model.d_model);
+  f("model", "d_ff", c.model.d_ff);
+  f("model", "vocab_size", c.model.vocab_size);
+  f("model", "seq_len", c.model.seq_len);
+  f("model", "rope_theta", c.model.rope_theta);
+  f("model", "tie_embeddings", c.model.tie_embeddings);
+  f("model", "make_vocab_size_divisible_by", c.model.make_vocab_size_divisible_by);
+  f("model", "norm_eps", c.model.norm_eps);
+  f("model", "init_std", c.model.init_std);
+
+  f("train", "steps", c.train.steps);
+  f("train", "global_batch", c.train.global_batch);
+  f("train", "micro_batch", c.train.micro_batch);
+  f("train", "lr", c.train.lr);
+  f("train", "min_lr", c.train.min_lr);
+  f("train", "warmup", c.train.warmup);
+  f("train", "decay", c.train.decay);
+  f("train", "wsd_decay_fraction", c.train.wsd_decay_fraction);
+  f("train", "weight_decay", c.train.weight_decay);
+  f("train", "beta1", c.train.beta1);
+  f("train", "beta2", c.train.beta2);
+  f("train", "adam_eps", c.train.adam_eps);
+  f("train", "clip_grad", c.train.clip_grad);
+  f("train", "seed", c.train.seed);
+  f("train", "log_interval", c.train.log_interval);
+  f("train", "eval_interval", c.train.eval_interval);
+  f("train", "eval_iters", c.train.eval_iters);
+  f("train", "sample_tokens", c.train.sample_tokens);
+  f("train", "sample_prompt", c.train.sample_prompt);
+  f("train", "sample_temperature", c.train.sample_temperature);
+
+  f("data", "paths", c.data.paths);
+  f("data", "split", c.data.split);
+  f("data", "tokenizer", c.data.tokenizer);
+
+  f("parallel", "tp", c.parallel.tp);
+  f("parallel", "pp", c.parallel.pp);
+  f("parallel", "vpp", c.parallel.vpp);
+  f("parallel", "sequence_parallel", c.parallel.sequence_parallel);
+  f("parallel", "distributed_optimizer", c.parallel.distributed_optimizer);
+
+  f("precision", "dtype", c.precision.dtype);
+
+  f("backend", "device", c.backend.device);
+  f("backend", "threads", c.backend.threads);
+
+  f("store", "path", c.store.path);
+}
+
+const std::vector<std::string> kSections = {"model",     "train",   "data", "parallel",
+                                            "precision", "backend", "store"};
+const std::vector<std::string> kRequired = {"n_layer", "n_head", "d_model", "vocab_size",
+                                            "seq_len"};  // all in model
+constexpr int kByteVocab = 257;  // 256 byte values + end-of-document
+
+enum class Kind { Integer, Number, Bool, String, StringList };
+
+template <class T>
+constexpr Kind kind_of() {
+  if constexpr (std::is_same_v<T, bool>) return Kind::Bool;
+  else if constexpr (std::is_integral_v<T>) return Kind::Integer;
+  else if constexpr (std::is_floating_point_v<T>) return Kind::Number;
+  else if constexpr (std::is_same_v<T, std::string>) return Kind::String;
+  else {
+    static_assert(std::is_same_v<T, std::vector<std::string>>);
+    return Kind::StringList;
+  }
+}
+
+struct Field {
+  std::string section, key;
+  Kind kind;
+};
+
+const std::vector<Field>& schema() {
+  static const std::vector<Field> fields = [] {
+    std::vector<Field> out;
+    Config defaults;
+    for_each_field(defaults, [&](const char* section, const char* key, const auto& value) {
+      out.push_back({section, key, kind_of<std::decay_t<decltype(value)>>()});
+    });
+    return out;
+  }();
+  return fields;
+}
+
+const Field* find_field(std::string_view section, std::string_view key) {
+  for (const Field& f : schema())
+    if (f.section == section && f.key == key) return &f;
+  return nullptr;
+}
+
+bool has_key(const json& j, const char* section, const char* key) {
+  const auto s = j.find(section);
+  return s != j.end() && s->contains(key);
+}
+
+// A value as the user would write it, cut short so one bad array keeps the error one line.
+std::string show(const json& value) {
+  std::string s = value.dump();
+  return s.size() <= 60 ? s : s.substr(0, 57) + "...";
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The candidate a typo most likely meant, or "" when none is close enough to suggest.
+std::string closest(std::string_view word, const std::vector<std::string>& candidates) {
+  const auto contains = [](std::string_view a, std::string_view b) {
+    return (b.size() >= 2 && a.find(b) != a.npos) || (a.size() >= 2 && b.find(a) != b.npos);
+  };
+  const std::string* best = nullptr;
+  size_t best_distance = 0;
+  for (const std::string& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    const bool better = !best || d < best_distance ||
+                        (d == best_distance && contains(word, c) && !contains(word, *best));
+    if (better) {
+      best = &c;
+      best_distance = d;
+    }
+  }
+  if (!best) return "";
+  const bool close = best_distance <= std::max(word.size(), best->size()) / 3 + 1;
+  return close || contains(word, *best) ? *best : "";
+}
+
+std::string did_you_mean(const std::string& suggestion) {
+  return suggestion.empty() ? "" : " (did you mean " + suggestion + "?)";
+}
+
+// Megatron and Hugging Face names that users bring along, and ours for them.
+constexpr std::pair<std::string_view, std::string_view> kForeignNames[] = {
+    {"num_layers", "model.n_layer"},           {"num_hidden_layers", "model.n_layer"},
+    {"num_attention_heads", "model.n_head"},   {"num_query_groups", "model.n_kv_head"},
+    {"num_key_value_heads", "model.n_kv_head"}, {"hidden_size", "model.d_model"},
+    {"ffn_hidden_size", "model.d_ff"},         {"intermediate_size", "model.d_ff"},
+    {"seq_length", "model.seq_len"},           {"max_position_embeddings", "model.seq_len"},
+    {"rotary_base", "model.rope_theta"},       {"init_method_std", "model.init_std"},
+    {"learning_rate", "train.lr"},             {"max_lr", "train.lr"},
+    {"train_iters", "train.steps"},
+    {"lr_warmup_iters", "train.warmup"},       {"lr_decay_style", "train.decay"},
+    {"tensor_model_parallel_size", "parallel.tp"}, {"pipeline_model_parallel_size", "parallel.pp"},
+};
+
+std::string unknown_key_hint(const std::string& section, const std::string& key) {
+  for (const auto& [foreign, ours] : kForeignNames)
+    if (key == foreign) return did_you_mean(std::string(ours));
+  std::vector<std::string> same_section;
+  std::string elsewhere;  // the same key in another section
+  for (const Field& f : schema()) {
+    if (f.section == section) same_section.push_back(f.key);
+    else if (f.key == key) elsewhere = f.section + "." + f.key;
+  }
+  const std::string guess = closest(key, same_section);
+  // A one-letter slip in this section beats the exact key in another (data.path is data.paths).
+  if (!guess.empty() && (elsewhere.empty() || edit_distance(key, guess) <= 1))
+    return did_you_mean(section + "." + guess);
+  return did_you_mean(elsewhere);
+}
+
+// Unknown sections and keys are errors, not ignored: a typo would otherwise silently
+// train with the default.
+void check_structure(const json& j) {
+  if (!j.is_object()) fail("config: the top level must be an object of sections, got " + show(j));
+  for (const auto& [name, section] : j.items()) {
+    if (std::find(kSections.begin(), kSections.end(), name) == kSections.end())
+      fail("config: unknown section " + show(name) + did_you_mean(closest(name, kSections)));
+    if (!section.is_object())
+      fail("config: section " + name + " must be an object, got " + show(section));
+    for (const auto& item : section.items())
+      if (!find_field(name, item.key()))
+        fail("config: unknown key " + name + "." + item.key() + unknown_key_hint(name, item.key()));
+  }
+  for (const std::string& key : kRequired)
+    if (!has_key(j, "model", key.c_str())) fail("config: model." + key + " is required");
+}
+
+[[noreturn]] void type_error(const std::string& name, const std::string& expected, const json& v) {
+  fail("config: " + name + " must be " + expected + ", got " + show(v));
+}
+
+template <class T>
+[[noreturn]] void range_error(const std::string& name, const json& v) {
+  fail("config: " + name + " must be an integer from " + std::to_string(std::numeric_limits<T>::min()) +
+       " to " + std::to_string(std::numeric_limits<T>::max()) + ", got " + show(v));
+}
+
+// 1e5 is an integer too; a float is accepted when it is whole and a double holds it exactly.
+template <class T>
+T read_integer(const std::string& name, const json& v) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (!std::in_range<T>(u)) range_error<T>(name, v);
+    return static_cast<T>(u);
+  }
+  if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (!std::in_range<T>(i)) range_error<T>(name, v);
+    return static_cast<T>(i);
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && std::trunc(d) == d) {
+      constexpr double kExact = 9007199254740992.0;  // 2^53
+      if (std::abs(d) > kExact || !std::in_range<T>(static_cast<int64_t>(d))) range_error<T>(name, v);
+      return static_cast<T>(d);
+    }
+  }
+  type_error(name, "an integer", v);
+}
+
+template <class T>
+void read_value(const std::string& name, const json& v, T& out) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) type_error(name, "true or false", v);
+    out = v.get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    out = read_integer<T>(name, v);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!v.is_number()) type_error(name, "a number", v);
+    out = v.get<double>();
+    if (!std::isfinite(out)) type_error(name, "a finite number", v);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string()) type_error(name, "a string", v);
+    out = v.get<std::string>();
+  } else {
+    if (v.is_string()) {
+      out = {v.get<std::string>()};
+      return;
+    }
+    if (!v.is_array()) type_error(name, "a string or an array of strings", v);
+    out.clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_string()) type_error(name + "[" + std::to_string(i) + "]", "a string", v[i]);
+      out.push_back(v[i].get<std::string>());
+    }
+  }
+}
+
+template <class T>
+void at_least(const std::string& name, T value, std::type_identity_t<T> min) {
+  if (!(value >= min)) fail("config: " + name + " must be >= " + show(min) + ", got " + show(value));
+}
+
+void positive(const std::string& name, double value) {
+  if (!(value > 0)) fail("config: " + name + " must be > 0, got " + show(value));
+}
+
+void one_of(const std::string& name, const std::string& value, std::initializer_list<const char*> options) {
+  std::string list;
+  for (const char* o : options) {
+    if (value == o) return;
+    list += (list.empty() ? "" : ", ") + std::string(o);
+  }
+  fail("config: " + name + " must be one of " + list + ", got " + show(value));
+}
+
+// "a" must divide "b"; both are named so the user sees which two keys disagree.
+void divides(const std::string& a_name, int64_t a, const std::string& b_name, int64_t b) {
+  if (b % a != 0)
+    fail("config: " + a_name + "=" + show(a) + " does not divide " + b_name + "=" + show(b));
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::optional<std::array<double, 3>> parse_split(std::string_view text) {
+  std::array<double, 3> weights{0, 0, 0};
+  size_t n = 0;
+  for (;;) {
+    const size_t comma = text.find(',');
+    const std::string_view part = trim(text.substr(0, comma));
+    if (n == weights.size() || part.empty()) return std::nullopt;
+    double w = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), w);
+    if (ec != std::errc() || end != part.data() + part.size() || !std::isfinite(w) || w < 0)
+      return std::nullopt;
+    weights[n++] = w;
+    if (comma == text.npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  const double sum = weights[0] + weights[1] + weights[2];
+  if (!(sum > 0)) return std::nullopt;
+  for (double& w : weights) w /= sum;
+  return weights;
+}
+
+void validate_model(const ModelConfig& m) {
+  one_of("model.arch", m.arch, {"gpt2", "llama"});
+  at_least("model.n_layer", m.n_layer, 1);
+  at_least("model.n_head", m.n_head, 1);
+  at_least("model.n_kv_head", m.n_kv_head, 0);
+  at_least("model.d_model", m.d_model, 1);
+  at_least("model.d_ff", m.d_ff, 0);
+  at_least("model.vocab_size", m.vocab_size, 1);
+  at_least("model.seq_len", m.seq_len, 1);
+  divides("model.n_head", m.n_head, "model.d_model", m.d_model);
+  if (m.n_kv_head > 0) divides("model.n_kv_head", m.n_kv_head, "model.n_head", m.n_head);
+  if (m.is_llama() && m.head_dim() % 2 != 0)
+    fail("config: model.d_model / model.n_head = " + show(m.head_dim()) +
+         " must be even for arch llama (rotary embeddings rotate pairs of dimensions)");
+  positive("model.rope_theta", m.rope_theta);
+  at_least("model.make_vocab_size_divisible_by", m.make_vocab_size_divisible_by, 1);
+  positive("model.norm_eps", m.norm_eps);
+  positive("model.init_std", m.init_std);
+}
+
+void validate_train(const TrainConfig& t) {
+  at_least("train.steps", t.steps, 1);
+  at_least("train.global_batch", t.global_batch, 1);
+  at_least("train.micro_batch", t.micro_batch, 1);
+  divides("train.micro_batch", t.micro_batch, "train.global_batch", t.global_batch);
+  positive("train.lr", t.lr);
+  if (!(t.min_lr >= 0 && t.min_lr <= t.lr))
+    fail("config: train.min_lr must be in [0, train.lr=" + show(t.lr) + "], got " + show(t.min_lr));
+  at_least("train.warmup", t.warmup, 0);
+  if (t.warmup > t.steps)
+    fail("config: train.warmup=" + show(t.warmup) + " exceeds train.steps=" + show(t.steps));
+  one_of("train.decay", t.decay, {"cosine", "linear", "wsd", "constant"});
+  if (!(t.wsd_decay_fraction > 0 && t.wsd_decay_fraction <= 1))
+    fail("config: train.wsd_decay_fraction must be in (0, 1], got " + show(t.wsd_decay_fraction));
+  at_least("train.weight_decay", t.weight_decay, 0.0);
+  for (const auto& [name, beta] : {std::pair{"train.beta1", t.beta1}, std::pair{"train.beta2", t.beta2}})
+    if (!(beta >= 0 && beta < 1)) fail("config: " + std::string(name) + " must be in [0, 1), got " + show(beta));
+  positive("train.adam_eps", t.adam_eps);
+  at_least("train.clip_grad", t.clip_grad, 0.0);
+  at_least("train.log_interval", t.log_interval, 1);
+  at_least("train.eval_interval", t.eval_interval, 0);
+  at_least("train.eval_iters", t.eval_iters, 0);
+  at_least("train.sample_tokens", t.sample_tokens, 0);
+  positive("train.sample_temperature", t.sample_temperature);
+}
+
+void validate_data(const DataConfig& d, const ModelConfig& m) {
+  for (size_t i = 0; i < d.paths.size(); ++i)
+    if (d.paths[i].empty()) fail("config: data.paths[" + std::to_string(i) + "] is empty");
+  if (!parse_split(d.split))
+    fail("config: data.split must be 1 to 3 comma-separated non-negative numbers with a positive sum "
+         "(e.g. \"969,30,1\"), got " + show(d.split));
+  one_of("data.tokenizer", d.tokenizer, {"byte"});
+  if (m.vocab_size < kByteVocab)
+    fail("config: model.vocab_size=" + show(m.vocab_size) + " is smaller than the " +
+         show(kByteVocab) + " tokens of data.tokenizer=\"byte\"");
+}
+
+// Layout rules that hold for any number of processes (Megatron checks the same at startup);
+// whether this process can run the layout is the trainer's call.
+void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
+  at_least("parallel.tp", p.tp, 1);
+  at_least("parallel.pp", p.pp, 1);
+  at_least("parallel.vpp", p.vpp, 1);
+  divides("parallel.tp", p.tp, "model.n_head", m.n_head);
+  // With those unset, n_head | d_model and tp | n_head already imply the rest.
+  if (m.n_kv_head > 0) divides("parallel.tp", p.tp, "model.n_kv_head", m.n_kv_head);
+  if (m.d_ff > 0) divides("parallel.tp", p.tp, "model.d_ff", m.d_ff);
+  if (m.padded_vocab() % p.tp != 0)
+    fail("config: parallel.tp=" + show(p.tp) + " does not divide the padded vocab " +
+         show(m.padded_vocab()) + "; raise model.make_vocab_size_divisible_by");
+  if (p.sequence_parallel) divides("parallel.tp", p.tp, "model.seq_len", m.seq_len);
+  divides("parallel.pp * parallel.vpp", int64_t{p.pp} * p.vpp, "model.n_layer", m.n_layer);
+  if (p.vpp > 1 && p.pp == 1) fail("config: parallel.vpp=" + show(p.vpp) + " needs parallel.pp > 1");
+}
+
+void validate(const Config& c) {
+  validate_model(c.model);
+  validate_train(c.train);
+  validate_data(c.data, c.model);
+  validate_parallel(c.parallel, c.model);
+  one_of("precision.dtype", c.precision.dtype, {"fp32", "bf16", "fp16"});
+  one_of("backend.device", c.backend.device, {"cpu", "cuda", "auto"});
+  at_least("backend.threads", c.backend.threads, 0);
+}
+
+// nlohmann prefixes "[json.exception.parse_error.101] "; the rest is the useful part.
+std::string parse_message(const json::exception& e) {
+  const std::string what = e.what();
+  const size_t bracket = what.find("] ");
+  return bracket == what.npos ? what : what.substr(bracket + 2);
+}
+
+json parse_json(const std::string& text, const std::string& origin) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail("config: " + origin + ": " + parse_message(e));
+  }
+}
+
+json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("config: cannot open " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_json(text.str(), path);
+}
+
+}  // namespace
+
+int64_t ModelConfig::padded_vocab() const {
+  const int64_t multiple = std::max(make_vocab_size_divisible_by, 1);
+  return (int64_t{vocab_size} + multiple - 1) / multiple * multiple;
+}
+
+std::array<double, 3> DataConfig::split_fractions() const {
+  const auto weights = parse_split(split);
+  if (!weights) fail("config: data.split " + show(split) + " is not 1 to 3 comma-separated weights");
+  return *weights;
+}
+
+Config config_from_json(const json& j) {
+  check_structure(j);
+  Config c;
+  for_each_field(c, [&](const char* section, const char* key, auto& out) {
+    if (has_key(j, section, key)) read_value(std::string(section) + "." + key, j.at(section).at(key), out);
+  });
+  // Llama-family models untie the output layer; GPT-2 ties it. An explicit value wins.
+  if (!has_key(j, "model", "tie_embeddings")) c.model.tie_embeddings = !c.model.is_llama();
+  validate(c);
+  return c;
+}
+
+json config_to_json(const Config& config) {
+  json j = json::object();
+  for_each_field(config, [&](const char* section, const char* key, const auto& value) {
+    j[section][key] = value;
+  });
+  return j;
+}
+
+void apply_override(json& j, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == assignment.npos)
+    fail("config: override " + show(assignment) + " has no '='; write section.key=value, e.g. train.lr=3e-4");
+  const std::string path = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  const size_t dot = path.find('.');
+  if (dot == path.npos || dot == 0 || dot + 1 == path.size() || path.find('.', dot + 1) != path.npos)
+    fail("config: override " + show(assignment) + " must name section.key before '=', e.g. train.lr=3e-4");
+  const std::string section = path.substr(0, dot);
+  const std::string key = path.substr(dot + 1);
+
+  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) value = text;
+  // A string key takes the text as written, so data.split=100 is "100", not the number 100.
+  const Field* field = find_field(section, key);
+  const bool string_key = field && (field->kind == Kind::String || field->kind == Kind::StringList);
+  if (string_key && !value.is_string() && !value.is_array()) value = text;
+
+  if (j.is_null()) j = json::object();
+  if (!j.is_object()) fail("config: cannot apply " + show(assignment) + ": the config is not an object");
+  json& target = j[section];
+  if (target.is_null()) target = json::object();
+  if (!target.is_object())
+    fail("config: cannot apply " + show(assignment) + ": section " + section + " is not an object");
+  target[key] = std::move(value);
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  json j = path.empty() ? parse_json(kEmbeddedTinyConfig, "the embedded tiny config") : read_json_file(path);
+  for (const std::string& assignment : overrides) apply_override(j, assignment);
+  return config_from_json(j);
+}
+
+}  // namespace kiln

@@ -1,0 +1,413 @@
+#include "trainer/config/config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/check.h"
+
+namespace kiln {
+namespace {
+
+using nlohmann::json;
+
+// The smallest valid config: only the required keys.
+json minimal() {
+  return json::parse(R"({"model": {"n_layer": 2, "n_head": 4, "d_model": 64,
+                                    "vocab_size": 257, "seq_len": 32}})");
+}
+
+Config with(std::vector<std::string> overrides, json j = minimal()) {
+  for (const std::string& o : overrides) apply_override(j, o);
+  return config_from_json(j);
+}
+
+// The message of the kiln::Error that parsing throws, or "" when it does not throw.
+std::string json_error(const json& j) {
+  try {
+    config_from_json(j);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string error_of(const std::vector<std::string>& overrides, json j = minimal()) {
+  for (const std::string& o : overrides) apply_override(j, o);
+  return json_error(j);
+}
+
+#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \
+  << "message: \"" << (haystack) << "\" lacks \"" << (needle) << "\""
+
+TEST(Config, DefaultsFillWhatTheJsonLeavesOut) {
+  const Config c = config_from_json(minimal());
+  EXPECT_EQ(c.model.arch, "gpt2");
+  EXPECT_EQ(c.model.n_layer, 2);
+  EXPECT_EQ(c.model.n_kv_head, 0);
+  EXPECT_EQ(c.model.kv_heads(), 4);
+  EXPECT_EQ(c.model.ffn_dim(), 256);
+  EXPECT_EQ(c.model.head_dim(), 16);
+  EXPECT_TRUE(c.model.tie_embeddings);
+  EXPECT_EQ(c.model.make_vocab_size_divisible_by, 128);
+  EXPECT_DOUBLE_EQ(c.model.rope_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(c.model.norm_eps, 1e-5);
+  EXPECT_EQ(c.train.steps, 1000);
+  EXPECT_EQ(c.train.global_batch, 8);
+  EXPECT_EQ(c.grad_accum(), 1);
+  EXPECT_DOUBLE_EQ(c.train.lr, 3e-4);
+  EXPECT_DOUBLE_EQ(c.train.min_lr, 3e-5);
+  EXPECT_EQ(c.train.decay, "cosine");
+  EXPECT_DOUBLE_EQ(c.train.beta2, 0.95);
+  EXPECT_EQ(c.train.seed, 1234u);
+  EXPECT_TRUE(c.data.paths.empty());
+  EXPECT_EQ(c.data.split, "969,30,1");
+  EXPECT_EQ(c.data.tokenizer, "byte");
+  EXPECT_EQ(c.parallel.tp, 1);
+  EXPECT_FALSE(c.parallel.sequence_parallel);
+  EXPECT_EQ(c.precision.dtype, "fp32");
+  EXPECT_EQ(c.backend.device, "auto");
+  EXPECT_EQ(c.backend.threads, 0);
+  EXPECT_EQ(c.store.path, "runs/kiln.db");
+}
+
+TEST(Config, RequiredKeys) {
+  for (const char* key : {"n_layer", "n_head", "d_model", "vocab_size", "seq_len"}) {
+    json j = minimal();
+    j["model"].erase(key);
+    EXPECT_EQ(json_error(j), std::string("config: model.") + key + " is required");
+  }
+  EXPECT_EQ(json_error(json::object()), "config: model.n_layer is required");
+}
+
+TEST(Config, TieEmbeddingsDefaultsByArch) {
+  EXPECT_TRUE(with({}).model.tie_embeddings);
+  EXPECT_FALSE(with({"model.arch=llama"}).model.tie_embeddings);
+  EXPECT_TRUE(with({"model.arch=llama", "model.tie_embeddings=true"}).model.tie_embeddings);
+  EXPECT_FALSE(with({"model.tie_embeddings=false"}).model.tie_embeddings);
+}
+
+TEST(Config, UnknownSectionsAndKeys) {
+  EXPECT_EQ(error_of({"modle.n_layer=3"}), "config: unknown section \"modle\" (did you mean model?)");
+  EXPECT_EQ(error_of({"train.lr_max=1"}), "config: unknown key train.lr_max (did you mean train.lr?)");
+  EXPECT_EQ(error_of({"model.n_heads=4"}), "config: unknown key model.n_heads (did you mean model.n_head?)");
+  EXPECT_EQ(error_of({"train.seq_len=4"}), "config: unknown key train.seq_len (did you mean model.seq_len?)");
+  EXPECT_EQ(error_of({"data.path=x"}), "config: unknown key data.path (did you mean data.paths?)");
+  EXPECT_EQ(error_of({"model.num_layers=4"}), "config: unknown key model.num_layers (did you mean model.n_layer?)");
+  EXPECT_EQ(error_of({"train.zzzzzz=1"}), "config: unknown key train.zzzzzz");
+  json j = minimal();
+  j["train"] = 3;
+  EXPECT_EQ(json_error(j), "config: section train must be an object, got 3");
+  EXPECT_HAS(json_error(json::array()), "top level must be an object");
+}
+
+TEST(Config, TypesAreChecked) {
+  EXPECT_EQ(error_of({"model.n_layer=3.5"}), "config: model.n_layer must be an integer, got 3.5");
+  EXPECT_EQ(error_of({"train.lr=fast"}), "config: train.lr must be a number, got \"fast\"");
+  EXPECT_EQ(error_of({"parallel.sequence_parallel=1"}),
+            "config: parallel.sequence_parallel must be true or false, got 1");
+  EXPECT_HAS(error_of({"model.n_layer=\"4\""}), "model.n_layer must be an integer");
+  EXPECT_HAS(error_of({"model.n_layer=3000000000"}), "model.n_layer must be an integer from");
+  EXPECT_HAS(error_of({"train.seed=-1"}), "train.seed must be an integer from 0");
+  EXPECT_HAS(error_of({"data.paths=[\"a\",3]"}), "data.paths[1] must be a string, got 3");
+  json j = minimal();
+  j["model"]["arch"] = 3;
+  EXPECT_EQ(json_error(j), "config: model.arch must be a string, got 3");
+  j = minimal();
+  j["data"]["paths"] = json::object();
+  EXPECT_EQ(json_error(j), "config: data.paths must be a string or an array of strings, got {}");
+  // Whole floats are integers: 1e5 steps is what the user meant.
+  EXPECT_EQ(with({"train.steps=1e5"}).train.steps, 100000);
+  EXPECT_EQ(with({"train.seed=18446744073709551615"}).train.seed, 18446744073709551615ull);
+}
+
+// Each rule: an override that breaks it, and the text its error must contain.
+struct Rule {
+  std::vector<std::string> overrides;
+  std::string message;
+};
+
+TEST(Config, EveryValidationRuleNamesItsKey) {
+  const std::vector<Rule> rules = {
+      {{"model.n_layer=0"}, "model.n_layer must be >= 1, got 0"},
+      {{"model.n_head=0"}, "model.n_head must be >= 1"},
+      {{"model.d_model=0"}, "model.d_model must be >= 1"},
+      {{"model.vocab_size=0"}, "model.vocab_size must be >= 1"},
+      {{"model.seq_len=-4"}, "model.seq_len must be >= 1, got -4"},
+      {{"model.n_kv_head=-1"}, "model.n_kv_head must be >= 0"},
+      {{"model.d_ff=-1"}, "model.d_ff must be >= 0"},
+      {{"model.n_head=5", "model.d_model=256"}, "config: model.n_head=5 does not divide model.d_model=256"},
+      {{"model.n_kv_head=3"}, "model.n_kv_head=3 does not divide model.n_head=4"},
+      {{"model.arch=llama", "model.n_head=4", "model.d_model=60"}, "model.d_model / model.n_head = 15 must be even"},
+      {{"model.arch=gpt3"}, "model.arch must be one of gpt2, llama, got \"gpt3\""},
+      {{"model.rope_theta=0"}, "model.rope_theta must be > 0"},
+      {{"model.make_vocab_size_divisible_by=0"}, "model.make_vocab_size_divisible_by must be >= 1"},
+      {{"model.norm_eps=0"}, "model.norm_eps must be > 0"},
+      {{"model.init_std=-0.02"}, "model.init_std must be > 0"},
+      {{"train.steps=0"}, "train.steps must be >= 1"},
+      {{"train.global_batch=0"}, "train.global_batch must be >= 1"},
+      {{"train.micro_batch=0"}, "train.micro_batch must be >= 1"},
+      {{"train.log_interval=0"}, "train.log_interval must be >= 1"},
+      {{"train.eval_interval=-1"}, "train.eval_interval must be >= 0"},
+      {{"train.eval_iters=-1"}, "train.eval_iters must be >= 0"},
+      {{"train.warmup=-1"}, "train.warmup must be >= 0"},
+      {{"train.sample_tokens=-1"}, "train.sample_tokens must be >= 0"},
+      {{"train.global_batch=8", "train.micro_batch=3"}, "train.micro_batch=3 does not divide train.global_batch=8"},
+      {{"train.lr=0"}, "train.lr must be > 0"},
+      {{"train.min_lr=-1e-5"}, "train.min_lr must be in [0, train.lr=0.0003], got -1e-05"},
+      {{"train.min_lr=1e-3"}, "train.min_lr must be in [0, train.lr"},
+      {{"train.warmup=2000"}, "train.warmup=2000 exceeds train.steps=1000"},
+      {{"train.decay=step"}, "train.decay must be one of cosine, linear, wsd, constant"},
+      {{"train.wsd_decay_fraction=0"}, "train.wsd_decay_fraction must be in (0, 1], got 0"},
+      {{"train.wsd_decay_fraction=1.5"}, "train.wsd_decay_fraction must be in (0, 1]"},
+      {{"train.beta1=1"}, "train.beta1 must be in [0, 1), got 1"},
+      {{"train.beta2=-0.1"}, "train.beta2 must be in [0, 1)"},
+      {{"train.adam_eps=0"}, "train.adam_eps must be > 0"},
+      {{"train.weight_decay=-0.1"}, "train.weight_decay must be >= 0"},
+      {{"train.clip_grad=-1"}, "train.clip_grad must be >= 0"},
+      {{"train.sample_temperature=0"}, "train.sample_temperature must be > 0"},
+      {{"data.split=98,2,x"}, "data.split must be 1 to 3 comma-separated"},
+      {{"data.split=0,0,0"}, "data.split must be"},
+      {{"data.split=1,2,3,4"}, "data.split must be"},
+      {{"data.split=1,-2"}, "data.split must be"},
+      {{"data.split="}, "data.split must be"},
+      {{"data.paths=[\"a\",\"\"]"}, "data.paths[1] is empty"},
+      {{"data.tokenizer=gpt2"}, "data.tokenizer must be one of byte, got \"gpt2\""},
+      {{"model.vocab_size=256"}, "model.vocab_size=256 is smaller than the 257 tokens of data.tokenizer"},
+      {{"parallel.tp=0"}, "parallel.tp must be >= 1"},
+      {{"parallel.pp=0"}, "parallel.pp must be >= 1"},
+      {{"parallel.vpp=0"}, "parallel.vpp must be >= 1"},
+      {{"parallel.tp=8"}, "parallel.tp=8 does not divide model.n_head=4"},
+      {{"model.n_kv_head=1", "parallel.tp=2"}, "parallel.tp=2 does not divide model.n_kv_head=1"},
+      {{"model.d_ff=255", "parallel.tp=2"}, "parallel.tp=2 does not divide model.d_ff=255"},
+      {{"model.make_vocab_size_divisible_by=1", "parallel.tp=2"}, "parallel.tp=2 does not divide the padded vocab 257"},
+      {{"model.seq_len=33", "parallel.tp=2", "parallel.sequence_parallel=true"}, "parallel.tp=2 does not divide model.seq_len=33"},
+      {{"parallel.pp=4", "model.n_layer=6"}, "parallel.pp * parallel.vpp=4 does not divide model.n_layer=6"},
+      {{"parallel.vpp=2"}, "parallel.vpp=2 needs parallel.pp > 1"},
+      {{"precision.dtype=fp8"}, "precision.dtype must be one of fp32, bf16, fp16"},
+      {{"backend.device=tpu"}, "backend.device must be one of cpu, cuda, auto"},
+      {{"backend.threads=-1"}, "backend.threads must be >= 0"},
+  };
+  for (const Rule& rule : rules) {
+    SCOPED_TRACE(rule.overrides.back());
+    const std::string message = error_of(rule.overrides);
+    EXPECT_HAS(message, rule.message);
+    EXPECT_EQ(message.rfind("config: ", 0), 0u) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+}
+
+TEST(Config, LimitsThatAreValid) {
+  // Single-process limits are the trainer's: tp=2 is a valid layout here.
+  EXPECT_EQ(with({"parallel.tp=2", "parallel.pp=2", "parallel.vpp=1"}).parallel.tp, 2);
+  EXPECT_EQ(with({"model.n_kv_head=2", "model.arch=llama"}).model.kv_heads(), 2);
+  const Config c = with({"train.warmup=1000", "train.min_lr=3e-4", "train.beta1=0", "train.clip_grad=0",
+                         "train.eval_interval=0", "train.decay=wsd", "train.wsd_decay_fraction=1",
+                         "data.split=100", "backend.device=cuda", "precision.dtype=bf16"});
+  EXPECT_EQ(c.train.warmup, 1000);
+  EXPECT_EQ(c.data.split, "100");
+  EXPECT_EQ(c.train.decay, "wsd");
+}
+
+TEST(Config, Overrides) {
+  json j = minimal();
+  apply_override(j, "train.lr=1e-3");
+  EXPECT_TRUE(j["train"]["lr"].is_number_float());  // created: minimal() has no train section
+  EXPECT_DOUBLE_EQ(j["train"]["lr"].get<double>(), 1e-3);
+  apply_override(j, "data.paths=[\"a\",\"b\"]");
+  EXPECT_EQ(j["data"]["paths"], json::array({"a", "b"}));
+  apply_override(j, "store.path=runs.db");
+  EXPECT_EQ(j["store"]["path"], "runs.db");
+  apply_override(j, "model.arch=llama");
+  apply_override(j, "model.n_layer=6");
+  apply_override(j, "train.sample_prompt=x=1, y=2");  // only the first '=' splits
+  apply_override(j, "train.lr=2e-3");                 // later overrides win
+
+  const Config c = config_from_json(j);
+  EXPECT_DOUBLE_EQ(c.train.lr, 2e-3);
+  EXPECT_EQ(c.data.paths, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(c.store.path, "runs.db");
+  EXPECT_EQ(c.model.arch, "llama");
+  EXPECT_EQ(c.model.n_layer, 6);
+  EXPECT_EQ(c.train.sample_prompt, "x=1, y=2");
+}
+
+TEST(Config, StringKeysKeepTheTextAsWritten) {
+  EXPECT_EQ(with({"data.split=100"}).data.split, "100");
+  EXPECT_EQ(with({"train.sample_prompt=42"}).train.sample_prompt, "42");
+  EXPECT_EQ(with({"train.sample_prompt=\"quoted\""}).train.sample_prompt, "quoted");
+  EXPECT_EQ(with({"data.paths=data/kjv"}).data.paths, std::vector<std::string>{"data/kjv"});
+  EXPECT_EQ(with({"store.path="}).store.path, "");
+}
+
+TEST(Config, SinglePathIsAOneElementList) {
+  json j = minimal();
+  j["data"]["paths"] = "data/kjv";
+  EXPECT_EQ(config_from_json(j).data.paths, std::vector<std::string>{"data/kjv"});
+}
+
+TEST(Config, MalformedOverrides) {
+  json j = minimal();
+  for (const char* bad : {"train.lr", "lr=3", ".lr=3", "train.=3", "train.lr.x=3", "=3"}) {
+    SCOPED_TRACE(bad);
+    try {
+      apply_override(j, bad);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_HAS(e.what(), "section.key");
+      EXPECT_HAS(e.what(), bad);
+    }
+  }
+  j["train"] = 1;
+  EXPECT_THROW(apply_override(j, "train.lr=1"), Error);
+}
+
+TEST(Config, RoundTrips) {
+  for (const std::vector<std::string>& overrides : std::vector<std::vector<std::string>>{
+           {},
+           {"model.arch=llama", "model.n_kv_head=2", "model.d_ff=100", "train.seed=18446744073709551615",
+            "train.lr=1.2345678901234567e-4", "data.paths=[\"x\",\"y\"]", "parallel.distributed_optimizer=true",
+            "train.sample_prompt=\"hi\\nthere\""}}) {
+    const Config c = with(overrides);
+    const json j = config_to_json(c);
+    EXPECT_EQ(config_to_json(config_from_json(j)), j);
+  }
+  const json j = config_to_json(with({"model.arch=llama"}));
+  EXPECT_EQ(j["model"]["tie_embeddings"], false);
+  EXPECT_EQ(j["model"]["n_kv_head"], 0);  // as given, not resolved to n_head
+}
+
+TEST(Config, ToJsonWritesEveryKey) {
+  const json j = config_to_json(Config{});
+  const std::vector<std::pair<std::string, size_t>> sections = {
+      {"model", 13}, {"train", 20}, {"data", 3}, {"parallel", 5},
+      {"precision", 1}, {"backend", 2}, {"store", 1}};
+  EXPECT_EQ(j.size(), sections.size());
+  for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
+  EXPECT_EQ(j["train"]["adam_eps"], 1e-8);
+  EXPECT_EQ(j["data"]["paths"], json::array());
+}
+
+TEST(Config, PaddedVocab) {
+  ModelConfig m;
+  m.vocab_size = 50257;
+  EXPECT_EQ(m.padded_vocab(), 50304);
+  m.vocab_size = 257;
+  m.make_vocab_size_divisible_by = 8;
+  EXPECT_EQ(m.padded_vocab(), 264);
+  m.vocab_size = 128256;
+  m.make_vocab_size_divisible_by = 128;
+  EXPECT_EQ(m.padded_vocab(), 128256);
+  m.vocab_size = 257;
+  m.make_vocab_size_divisible_by = 1;
+  EXPECT_EQ(m.padded_vocab(), 257);
+}
+
+TEST(Config, SplitFractions) {
+  DataConfig d;
+  d.split = "98,2,0";
+  EXPECT_DOUBLE_EQ(d.split_fractions()[0], 0.98);
+  EXPECT_DOUBLE_EQ(d.split_fractions()[1], 0.02);
+  EXPECT_DOUBLE_EQ(d.split_fractions()[2], 0.0);
+  d.split = "969, 30, 1";
+  EXPECT_DOUBLE_EQ(d.split_fractions()[1], 0.03);
+  d.split = "100";
+  EXPECT_DOUBLE_EQ(d.split_fractions()[0], 1.0);
+  EXPECT_DOUBLE_EQ(d.split_fractions()[2], 0.0);
+  d.split = "nope";
+  EXPECT_THROW(d.split_fractions(), Error);
+}
+
+TEST(Config, EmbeddedTinyConfigLoads) {
+  const Config c = load_config("", {});
+  EXPECT_EQ(c.model.arch, "gpt2");
+  EXPECT_EQ(c.model.n_layer, 4);
+  EXPECT_EQ(c.model.d_model, 128);
+  EXPECT_EQ(c.model.vocab_size, 257);
+  EXPECT_EQ(c.model.padded_vocab(), 264);
+  EXPECT_EQ(c.backend.device, "cpu");
+  EXPECT_EQ(c.data.paths, std::vector<std::string>{"data/kjv"});
+  const Config changed = load_config("", {"train.steps=10", "train.warmup=5"});
+  EXPECT_EQ(changed.train.steps, 10);
+  EXPECT_EQ(changed.model.n_layer, 4);
+}
+
+TEST(Config, LoadsFilesAndReportsBadOnes) {
+  const auto dir = std::filesystem::temp_directory_path() / "kiln_config_test";
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const char* name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  const std::string good = write("good.json", minimal().dump());
+  EXPECT_EQ(load_config(good, {"model.n_layer=3"}).model.n_layer, 3);
+
+  const std::string broken = write("broken.json", "{\"model\": {\"n_layer\": 2,}}");
+  try {
+    load_config(broken, {});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_HAS(e.what(), "config: " + broken + ": parse error at line 1");
+  }
+  EXPECT_THROW(
+      {
+        try {
+          load_config((dir / "missing.json").string(), {});
+        } catch (const Error& e) {
+          EXPECT_HAS(e.what(), "config: cannot open");
+          throw;
+        }
+      },
+      Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Config, EveryShippedConfigLoads) {
+  size_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(KILN_SOURCE_DIR "/configs")) {
+    if (entry.path().extension() != ".json") continue;
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW(load_config(entry.path().string(), {}));
+    ++count;
+  }
+  EXPECT_GE(count, 6u);
+}
+
+TEST(Config, ShippedConfigsHaveThePublishedShapes) {
+  const auto load = [](const char* name) { return load_config(std::string(KILN_SOURCE_DIR "/configs/") + name, {}); };
+  struct Shape {
+    const char* file;
+    const char* arch;
+    int n_layer, n_head, kv_heads, d_model, head_dim, ffn_dim, vocab_size, seq_len;
+    int64_t padded_vocab;
+    bool tied;
+  };
+  for (const Shape& s : {Shape{"gpt2-124m.json", "gpt2", 12, 12, 12, 768, 64, 3072, 50257, 1024, 50304, true},
+                         Shape{"gpt2-350m.json", "gpt2", 24, 16, 16, 1024, 64, 4096, 50257, 1024, 50304, true},
+                         Shape{"gpt2-1.5b.json", "gpt2", 48, 25, 25, 1600, 64, 6400, 50257, 1024, 50304, true},
+                         Shape{"llama-1b.json", "llama", 16, 32, 8, 2048, 64, 8192, 128256, 2048, 128256, true},
+                         Shape{"llama-8b.json", "llama", 32, 32, 8, 4096, 128, 14336, 128256, 2048, 128256, false}}) {
+    SCOPED_TRACE(s.file);
+    const ModelConfig m = load(s.file).model;
+    EXPECT_EQ(m.arch, s.arch);
+    EXPECT_EQ(m.n_layer, s.n_layer);
+    EXPECT_EQ(m.n_head, s.n_head);
+    EXPECT_EQ(m.kv_heads(), s.kv_heads);
+    EXPECT_EQ(m.d_model, s.d_model);
+    EXPECT_EQ(m.ffn_dim(), s.ffn_dim);
+    EXPECT_EQ(m.vocab_size, s.vocab_size);
+    EXPECT_EQ(m.seq_len, s.seq_len);
+    EXPECT_EQ(m.padded_vocab(), s.padded_vocab);
+    EXPECT_EQ(m.tie_embeddings, s.tied);
+    EXPECT_EQ(m.head_dim(), s.head_dim);
+    if (m.is_llama()) {
+      EXPECT_DOUBLE_EQ(m.rope_theta, 500000.0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln
