@@ -27,9 +27,9 @@ std::string prepare_corpus(const std::string& dir) {
 }
 
 std::string small_run(const std::string& prefix) {
-  return " --set data.paths=[\"" + prefix + "\"] --set model.n_layer=1 --set model.d_model=32"
+  return " --set 'data.paths=[\"" + prefix + "\"]' --set model.n_layer=1 --set model.d_model=32"
          " --set model.n_head=2 --set model.seq_len=16 --set train.global_batch=4"
-         " --set train.micro_batch=2 --set train.steps=6 --set train.log_interval=2"
+         " --set train.micro_batch=2 --set train.steps=6 --set train.warmup=2 --set train.log_interval=2"
          " --set train.eval_interval=3 --set train.eval_iters=2 --set data.split=90,10,0"
          " --set train.sample_tokens=20 --set train.sample_prompt=Doc";
 }
@@ -52,7 +52,7 @@ TEST(TrainCli, BadConfigValueIsOneLineAndNonZero) {
 }
 
 TEST(TrainCli, MissingDataIsOneLineAndNonZero) {
-  const CommandResult r = run_command(kiln + " train --set data.paths=[\"/nonexistent/corpus\"]");
+  const CommandResult r = run_command(kiln + " train --set 'data.paths=[\"/nonexistent/corpus\"]'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("/nonexistent/corpus"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;

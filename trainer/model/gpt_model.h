@@ -40,7 +40,7 @@ class GptModel {
   void zero_grad();
 
   // The first vocab_size logits of row `row` (= sequence * t + position) of the last
-  // forward, as float.
+  // forward, as float. Valid until backward, which turns the logits into their gradient.
   void logits_row(int64_t row, std::vector<float>& out, int slot = 0) const;
 
   ParameterSet& parameters() { return params_; }

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <sstream>
 
 #include <fmt/core.h>
 
@@ -42,14 +41,6 @@ std::string human_duration(double seconds) {
   return fmt::format("{}s", s);
 }
 
-bool has_valid_split(const std::string& split) {
-  std::stringstream in(split);
-  std::string part;
-  std::getline(in, part, ',');
-  if (!std::getline(in, part, ',')) return false;
-  return std::stod(part) > 0;
-}
-
 void check_single_process(const ParallelConfig& p) {
   const int model_parallel = p.tp * p.pp;
   if (model_parallel != 1)
@@ -69,7 +60,7 @@ Trainer::Trainer(const Config& config, std::FILE* out) : config_(config), out_(o
   const ModelConfig& m = config_.model;
   train_data_ = std::make_unique<GptDataset>(config_.data.paths, config_.data.split, Split::Train,
                                              m.seq_len, config_.train.seed);
-  if (has_valid_split(config_.data.split))
+  if (config_.data.split_fractions()[1] > 0)
     valid_data_ = std::make_unique<GptDataset>(config_.data.paths, config_.data.split,
                                                Split::Valid, m.seq_len, config_.train.seed);
   for (const GptDataset* data : {train_data_.get(), valid_data_.get()}) {

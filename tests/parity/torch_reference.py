@@ -1,0 +1,184 @@
+#!/usr/bin/python3
+"""An independent PyTorch model of kiln's GPT-2 and Llama-style transformers.
+
+Run by tests/torch_parity_test.cpp as `/usr/bin/python3 torch_reference.py DIR`.
+DIR holds manifest.json (config, parameter names and shapes, optimizer settings),
+params/NAME.bin (fp32 little-endian, vocabulary padding left out), tokens.bin and
+targets.bin (int32 [batch, seq_len]; a target < 0 is masked). It writes:
+  logits.bin        fp32 [batch * seq_len, vocab_size] of the first forward
+  grads/NAME.bin    fp32, the gradient of the mean loss for every parameter
+  result.json       {"loss", "losses": 10 training losses + the loss after the last
+                     step, "grad_norms": the norm before clipping at each step}
+
+Written from the model description (pre-norm blocks, LayerNorm/GELU-tanh/learned
+positions/tied head for GPT-2; RMSNorm/SwiGLU/RoPE/GQA/untied head for Llama), not from
+kiln's code. torch 1.13 has neither F.scaled_dot_product_attention nor F.rms_norm, so
+attention and RMSNorm are spelled out.
+"""
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def load(path, dtype, shape):
+    return torch.from_numpy(np.fromfile(path, dtype=dtype).reshape(shape).copy())
+
+
+def save(path, tensor):
+    tensor.detach().to(torch.float32).contiguous().numpy().astype("<f4").tofile(path)
+
+
+def rms_norm(x, weight, eps):
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+
+def rope_tables(cfg):
+    """cos and sin [seq_len, head_dim / 2]; angle = pos * theta^(-2i / head_dim)."""
+    hd, T = cfg["head_dim"], cfg["seq_len"]
+    i = torch.arange(hd // 2, dtype=torch.float64)
+    inv_freq = cfg["rope_theta"] ** (-2.0 * i / hd)
+    angle = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    return torch.cos(angle).float(), torch.sin(angle).float()
+
+
+def apply_rope(x, cos, sin):
+    """x [B, heads, T, hd]; rotate-half: pairs (i, i + hd/2)."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    c, s = cos[: x.shape[2]], sin[: x.shape[2]]
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+
+
+def causal_attention(q, k, v):
+    """q [B, H, T, hd], k and v [B, H, T, hd]: softmax(q k^T / sqrt(hd)) v, causal."""
+    T, hd = q.shape[2], q.shape[3]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(hd)
+    future = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+    scores = scores.masked_fill(future, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def forward(cfg, P, tokens):
+    """Logits [B, T, vocab_size] from parameters P (a dict of float32 tensors)."""
+    llama = cfg["arch"] == "llama"
+    B, T = tokens.shape
+    H, KV, hd, C = cfg["n_head"], cfg["n_kv_head"], cfg["head_dim"], cfg["d_model"]
+    eps = cfg["norm_eps"]
+
+    def norm(x, prefix):
+        if llama:
+            return rms_norm(x, P[prefix + ".weight"], eps)
+        return F.layer_norm(x, (C,), P[prefix + ".weight"], P[prefix + ".bias"], eps)
+
+    def linear(x, prefix):
+        return F.linear(x, P[prefix + ".weight"], P.get(prefix + ".bias"))
+
+    x = P["wte"][tokens]
+    if not llama:
+        x = x + P["wpe"][:T][None]
+    if llama:
+        cos, sin = rope_tables(cfg)
+
+    for layer in range(cfg["n_layer"]):
+        pre = "layers.%d." % layer
+        # Attention: fused projection, rows = query heads, key heads, value heads.
+        qkv = linear(norm(x, pre + "norm1"), pre + "attn.qkv")
+        q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
+        q = q.view(B, T, H, hd).transpose(1, 2)
+        k = k.view(B, T, KV, hd).transpose(1, 2)
+        v = v.view(B, T, KV, hd).transpose(1, 2)
+        if llama:
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        # Grouped-query: query head h reads key/value head h // (H / KV).
+        k = k.repeat_interleave(H // KV, dim=1)
+        v = v.repeat_interleave(H // KV, dim=1)
+        attn = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * hd)
+        x = x + linear(attn, pre + "attn.proj")
+
+        # MLP: GELU (tanh) for GPT-2, SwiGLU with [gate | up] rows for Llama.
+        h = linear(norm(x, pre + "norm2"), pre + "mlp.fc")
+        if llama:
+            gate, up = h.split(cfg["d_ff"], dim=-1)
+            h = F.silu(gate) * up
+        else:
+            h = gelu_tanh(h)
+        x = x + linear(h, pre + "mlp.proj")
+
+    x = norm(x, "final_norm")
+    head = P["wte"] if cfg["tie_embeddings"] else P["lm_head.weight"]
+    return x @ head.t()
+
+
+def mean_loss(logits, targets):
+    V = logits.shape[-1]
+    return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=-1,
+                           reduction="mean")
+
+
+def main():
+    out_dir = sys.argv[1]
+    with open(os.path.join(out_dir, "manifest.json")) as f:
+        cfg = json.load(f)
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    B, T = cfg["batch"], cfg["seq_len"]
+    tokens = load(os.path.join(out_dir, "tokens.bin"), "<i4", (B, T)).long()
+    targets = load(os.path.join(out_dir, "targets.bin"), "<i4", (B, T)).long()
+    targets[targets < 0] = -1
+
+    def fresh_params():
+        P = {}
+        for p in cfg["params"]:
+            w = load(os.path.join(out_dir, "params", p["name"] + ".bin"), "<f4", p["shape"])
+            P[p["name"]] = w.float().requires_grad_(True)
+        return P
+
+    # One forward and backward: logits, loss, gradients of the mean loss.
+    P = fresh_params()
+    logits = forward(cfg, P, tokens)
+    assert logits.dtype == torch.float32 and logits.shape[-1] == cfg["vocab_size"]
+    loss = mean_loss(logits, targets)
+    loss.backward()
+    save(os.path.join(out_dir, "logits.bin"), logits.reshape(B * T, -1))
+    os.makedirs(os.path.join(out_dir, "grads"), exist_ok=True)
+    for name, w in P.items():
+        save(os.path.join(out_dir, "grads", name + ".bin"), w.grad)
+
+    # Ten steps of torch.optim.AdamW on the same batch, clipped by clip_grad_norm_;
+    # weight decay on matrices and embeddings (the manifest's decay flags) only.
+    P = fresh_params()
+    decay = [P[p["name"]] for p in cfg["params"] if p["decay"]]
+    no_decay = [P[p["name"]] for p in cfg["params"] if not p["decay"]]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg["weight_decay"]},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg["lr"][0], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["adam_eps"])
+    losses, norms = [], []
+    for step in range(cfg["steps"]):
+        optimizer.zero_grad(set_to_none=True)
+        loss_t = mean_loss(forward(cfg, P, tokens), targets)
+        loss_t.backward()
+        norm = torch.nn.utils.clip_grad_norm_(list(P.values()), cfg["clip_grad"])
+        for group in optimizer.param_groups:
+            group["lr"] = cfg["lr"][step]
+        optimizer.step()
+        losses.append(loss_t.item())
+        norms.append(norm.item())
+    with torch.no_grad():
+        losses.append(mean_loss(forward(cfg, P, tokens), targets).item())
+
+    with open(os.path.join(out_dir, "result.json"), "w") as f:
+        json.dump({"loss": loss.item(), "losses": losses, "grad_norms": norms}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

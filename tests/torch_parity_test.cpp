@@ -1,0 +1,300 @@
+// kiln's fp32 CPU model against an independent PyTorch implementation
+// (tests/parity/torch_reference.py): with the same weights and tokens, both must give the
+// same logits, loss and parameter gradients, and ten AdamW steps with clipping and
+// weight decay must give the same losses. One case for GPT-2, one for a Llama-style
+// model (GQA, SwiGLU, RoPE, RMSNorm, untied head, no biases).
+//
+// The test writes a manifest (manifest.json) and little-endian fp32/int32 files to a
+// temp dir, runs /usr/bin/python3 (Debian's python3-torch) on it, and reads back
+// the reference's results.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainer/model/gpt_model.h"
+#include "trainer/optim/adamw.h"
+#include "trainer/util/random.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kReference = std::string(KILN_SOURCE_DIR) + "/tests/parity/torch_reference.py";
+
+constexpr int64_t kBatch = 3;
+constexpr int kSteps = 10;
+constexpr double kLossTol = 1e-5;     // relative, the loss of the first forward
+constexpr double kLogitsTol = 1e-5;   // relative, all logits as one tensor
+constexpr double kGradTol = 1e-4;     // relative, each gradient tensor
+constexpr double kTrainTol = 1e-5;    // relative, each of the losses along 10 AdamW steps
+constexpr double kNormTol = 1e-4;     // relative, the gradient norm before each step
+
+struct Shell {
+  int exit_code = -1;
+  std::string output;
+};
+
+Shell shell(const std::string& command) {
+  Shell r;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return r;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) r.output.append(buffer, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+template <typename T>
+void write_binary(const fs::path& path, const std::vector<T>& data) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(data.data()),
+            static_cast<std::streamsize>(data.size() * sizeof(T)));
+  ASSERT_TRUE(out.good()) << "cannot write " << path;
+}
+
+std::vector<float> read_floats(const fs::path& path, size_t expected) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "the reference did not write " << path;
+  std::vector<float> data(expected);
+  in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(expected * 4));
+  EXPECT_EQ(static_cast<size_t>(in.gcount()), expected * 4) << path << " is short";
+  return data;
+}
+
+// ||a - b|| / ||b||, in double.
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    diff += d * d;
+    ref += static_cast<double>(b[i]) * b[i];
+  }
+  if (a.size() != b.size()) return INFINITY;
+  return ref > 0 ? std::sqrt(diff / ref) : std::sqrt(diff);
+}
+
+double relative_error(double a, double b) { return std::abs(a - b) / std::abs(b); }
+
+ModelConfig parity_model(const std::string& arch) {
+  ModelConfig m;
+  m.arch = arch;
+  m.n_layer = 2;
+  m.d_model = 64;
+  m.n_head = 4;
+  m.n_kv_head = arch == "llama" ? 2 : 0;
+  m.d_ff = arch == "llama" ? 96 : 0;  // gpt2: 4 * d_model
+  m.vocab_size = 50;
+  m.make_vocab_size_divisible_by = 16;  // 50 -> 64 rows: padding exists
+  m.seq_len = 16;
+  m.tie_embeddings = arch != "llama";
+  m.rope_theta = 10000.0;
+  m.norm_eps = 1e-5;
+  m.init_std = 0.05;  // a little above GPT-2's 0.02 so attention and softmax are not flat
+  return m;
+}
+
+// Real rows of a parameter (vocabulary padding left out) as a flat float vector.
+std::vector<float> real_part(const Parameter& p, const Tensor& t) {
+  const int64_t n = p.value.numel() / p.value.shape[0] * p.real_rows;
+  const float* data = t.as<float>();
+  return std::vector<float>(data, data + n);
+}
+
+std::vector<int64_t> real_shape(const Parameter& p) {
+  std::vector<int64_t> shape;
+  for (int i = 0; i < p.value.shape.rank; ++i) shape.push_back(p.value.shape[i]);
+  shape[0] = p.real_rows;
+  return shape;
+}
+
+class TorchParity : public testing::TestWithParam<std::string> {};
+
+TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
+  const std::string arch = GetParam();
+
+  const fs::path dir = fs::path(testing::TempDir()) / ("kiln_torch_parity_" + arch);
+  fs::remove_all(dir);
+  fs::create_directories(dir / "params");
+
+  const ModelConfig mc = parity_model(arch);
+  const int64_t T = mc.seq_len, V = mc.vocab_size, N = kBatch * T;
+  auto ops = make_cpu_ops(2);
+  GptModel model(mc, kBatch, *ops, DType::F32);
+  model.init_parameters(20240611);
+
+  // Norm weights and biases start at one and zero; move them off so that their forward
+  // paths (and the bias adds) are exercised too.
+  Random jitter(99);
+  for (const Parameter& p : model.parameters().all()) {
+    if (p.value.shape.rank != 1) continue;
+    const bool is_weight = p.name.ends_with(".weight");
+    float* v = p.value.as<float>();
+    for (int64_t i = 0; i < p.value.numel(); ++i)
+      v[i] = static_cast<float>((is_weight ? 1.0 : 0.0) + 0.1 * jitter.normal());
+  }
+
+  // Seeded tokens and targets; one target masked.
+  Random pick(static_cast<uint64_t>(arch.size()) * 7919 + 5);
+  std::vector<int32_t> tokens(static_cast<size_t>(N)), targets(static_cast<size_t>(N));
+  for (auto& t : tokens) t = static_cast<int32_t>(pick.below(static_cast<uint64_t>(V)));
+  for (auto& t : targets) t = static_cast<int32_t>(pick.below(static_cast<uint64_t>(V)));
+  targets[static_cast<size_t>(T + 5)] = -1;
+  write_binary(dir / "tokens.bin", tokens);
+  write_binary(dir / "targets.bin", targets);
+
+  // Weights, real rows only.
+  json params = json::array();
+  for (const Parameter& p : model.parameters().all()) {
+    write_binary(dir / "params" / (p.name + ".bin"), real_part(p, p.value));
+    params.push_back({{"name", p.name}, {"shape", real_shape(p)}, {"decay", p.decay}});
+  }
+
+  // kiln: logits, loss, gradients.
+  model.set_batch(tokens.data(), targets.data(), kBatch, T);
+  ASSERT_EQ(model.target_count(), N - 1);
+  model.zero_grad();
+  const double loss = model.forward();
+  std::vector<float> logits, row;  // read before backward turns them into their gradient
+  for (int64_t r = 0; r < N; ++r) {
+    model.logits_row(r, row);
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  model.backward(1.0 / static_cast<double>(model.target_count()));
+  std::map<std::string, std::vector<float>> grads;
+  for (const Parameter& p : model.parameters().all()) grads[p.name] = real_part(p, p.grad);
+
+  // kiln: ten AdamW steps on the same batch, lr varying per step. clip_grad sits below
+  // the gradient norm of the first steps so clipping takes part.
+  TrainConfig train;
+  train.beta1 = 0.9;
+  train.beta2 = 0.95;
+  train.adam_eps = 1e-8;
+  train.weight_decay = 0.1;
+  double norm0 = 0;
+  for (const auto& [name, g] : grads)
+    for (float x : g) norm0 += static_cast<double>(x) * x;
+  norm0 = std::sqrt(norm0);
+  train.clip_grad = 0.5 * norm0;
+  std::vector<double> lrs;
+  for (int s = 0; s < kSteps; ++s) lrs.push_back(3e-3 * (1.0 - 0.05 * s));
+  AdamW adamw(train, model.parameters(), *ops);
+  std::vector<double> losses, norms;
+  for (int s = 0; s < kSteps; ++s) {
+    model.zero_grad();
+    losses.push_back(model.forward());
+    model.backward(1.0 / static_cast<double>(model.target_count()));
+    norms.push_back(adamw.step(lrs[static_cast<size_t>(s)]));
+  }
+  losses.push_back(model.forward());  // after the last step
+  const int clipped = static_cast<int>(
+      std::count_if(norms.begin(), norms.end(), [&](double n) { return n > train.clip_grad; }));
+  EXPECT_GT(clipped, 0) << "clip_grad never triggered: the test no longer covers clipping";
+
+  json manifest = {
+      {"arch", arch},
+      {"n_layer", mc.n_layer},
+      {"d_model", mc.d_model},
+      {"n_head", mc.n_head},
+      {"n_kv_head", mc.kv_heads()},
+      {"head_dim", mc.head_dim()},
+      {"d_ff", mc.ffn_dim()},
+      {"vocab_size", mc.vocab_size},
+      {"seq_len", mc.seq_len},
+      {"rope_theta", mc.rope_theta},
+      {"norm_eps", mc.norm_eps},
+      {"tie_embeddings", mc.tie_embeddings},
+      {"batch", kBatch},
+      {"params", params},
+      {"steps", kSteps},
+      {"lr", lrs},
+      {"beta1", train.beta1},
+      {"beta2", train.beta2},
+      {"adam_eps", train.adam_eps},
+      {"weight_decay", train.weight_decay},
+      {"clip_grad", train.clip_grad},
+  };
+  std::ofstream(dir / "manifest.json") << manifest.dump(2);
+
+  const Shell ref = shell(kPython + " " + kReference + " " + dir.string());
+  if (ref.exit_code != 0) {
+    // Never skip: a machine without the reference is a machine not set up.
+    const Shell probe = shell(kPython + " -c 'import torch, numpy'");
+    ASSERT_EQ(probe.exit_code, 0)
+        << kPython << " cannot import torch and numpy (Debian's python3-torch, python3-numpy);"
+        << " run scripts/setup.sh. Output:\n"
+        << probe.output;
+    FAIL() << "the torch reference failed:\n" << ref.output;
+  }
+
+  json result;
+  std::ifstream(dir / "result.json") >> result;
+  std::ostringstream report;
+  report.precision(3);
+  report << std::scientific << arch << ":";
+
+  // Loss and logits.
+  const double loss_error = relative_error(loss, result["loss"].get<double>());
+  EXPECT_LT(loss_error, kLossTol) << "loss kiln " << loss << " torch " << result["loss"];
+  const double logits_error =
+      relative_error(logits, read_floats(dir / "logits.bin", static_cast<size_t>(N * V)));
+  EXPECT_LT(logits_error, kLogitsTol) << "logits";
+  report << " loss " << loss_error << ", logits " << logits_error;
+
+  // Every gradient tensor.
+  double worst_grad = 0;
+  std::string worst_name;
+  for (const Parameter& p : model.parameters().all()) {
+    const auto& mine = grads[p.name];
+    const double e =
+        relative_error(mine, read_floats(dir / "grads" / (p.name + ".bin"), mine.size()));
+    EXPECT_LT(e, kGradTol) << "gradient of " << p.name;
+    if (e >= worst_grad) worst_grad = e, worst_name = p.name;
+  }
+  report << ", worst gradient " << worst_grad << " (" << worst_name << ")";
+
+  // Ten AdamW steps: the loss before each, and after the last; the norm before clipping.
+  const auto ref_losses = result["losses"].get<std::vector<double>>();
+  const auto ref_norms = result["grad_norms"].get<std::vector<double>>();
+  ASSERT_EQ(ref_losses.size(), losses.size());
+  ASSERT_EQ(ref_norms.size(), norms.size());
+  double worst_train = 0, worst_norm = 0;
+  for (size_t s = 0; s < losses.size(); ++s) {
+    const double e = relative_error(losses[s], ref_losses[s]);
+    EXPECT_LT(e, kTrainTol) << "loss before step " << s + 1 << ": kiln " << losses[s]
+                            << " torch " << ref_losses[s];
+    worst_train = std::max(worst_train, e);
+  }
+  for (size_t s = 0; s < norms.size(); ++s) {
+    const double e = relative_error(norms[s], ref_norms[s]);
+    EXPECT_LT(e, kNormTol) << "gradient norm at step " << s + 1;
+    worst_norm = std::max(worst_norm, e);
+  }
+  EXPECT_LT(losses.back(), losses.front()) << "ten steps on one batch should lower the loss";
+  report << ", " << kSteps << "-step losses " << worst_train << " (" << losses.front() << " -> "
+         << losses.back() << "), grad norms " << worst_norm << ", clipped steps " << clipped;
+  std::printf("parity %s\n", report.str().c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Arch, TorchParity, testing::Values("gpt2", "llama"),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+}  // namespace
+}  // namespace kiln
