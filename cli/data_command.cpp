@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include <fmt/core.h>
@@ -24,8 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kReadChunk = size_t{1} << 20;        // bytes read from an input at a time
-constexpr size_t kEncodeChunk = size_t{1} << 20;      // text held before it is encoded
+constexpr size_t kReadChunk = size_t{1} << 20;          // bytes read from an input at a time
+constexpr size_t kEncodeChunk = size_t{1} << 20;        // text held before it is encoded
 constexpr uint64_t kProgressFrom = uint64_t{64} << 20;  // inputs this large report progress
 
 double seconds_since(Clock::time_point start) {
@@ -108,7 +109,9 @@ class BlankLineSplitter {
   }
 
  private:
-  static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+  static bool is_blank(char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
+  }
 
   void put(char c) {
     if (held_cr_) {  // a '\r' after text: part of a "\r\n" line ending, or just a byte
@@ -157,8 +160,12 @@ class BlankLineSplitter {
 class Progress {
  public:
   Progress(std::FILE* err, uint64_t total_bytes)
-      : err_(err), total_(total_bytes), enabled_(err != nullptr && total_bytes >= kProgressFrom),
-        tty_(enabled_ && ::isatty(::fileno(err)) == 1), start_(Clock::now()), last_(start_) {}
+      : err_(err),
+        total_(total_bytes),
+        enabled_(err != nullptr && total_bytes >= kProgressFrom),
+        tty_(enabled_ && ::isatty(::fileno(err)) == 1),
+        start_(Clock::now()),
+        last_(start_) {}
 
   void update(uint64_t done, int64_t documents) {
     if (!enabled_) return;
@@ -167,8 +174,9 @@ class Progress {
     last_ = now;
     const double rate = static_cast<double>(done) / std::max(seconds_since(start_), 1e-9);
     fmt::print(err_, "{}data prepare: {} of {} ({:.0f}%), {} documents, {}/s{}", tty_ ? "\r" : "",
-               human_bytes(done), human_bytes(total_), 100.0 * static_cast<double>(done) / static_cast<double>(total_),
-               documents, human_bytes(static_cast<uint64_t>(rate)), tty_ ? "\x1b[K" : "\n");
+               human_bytes(done), human_bytes(total_),
+               100.0 * static_cast<double>(done) / static_cast<double>(total_), documents,
+               human_bytes(static_cast<uint64_t>(rate)), tty_ ? "\x1b[K" : "\n");
     std::fflush(err_);
     drawn_ = true;
   }
@@ -204,15 +212,17 @@ void check_output(const std::string& output) {
   if (output.empty()) fail("data prepare: --output is empty; give a prefix such as data/corpus");
   for (const char* ext : {".bin", ".idx"}) {
     if (output.size() > 4 && output.ends_with(ext)) {
-      fail("data prepare: --output " + output + " is a prefix: kiln writes PREFIX.bin and PREFIX.idx, so drop the " +
-           ext);
+      fail("data prepare: --output " + output +
+           " is a prefix: kiln writes PREFIX.bin and PREFIX.idx, so drop the " + ext);
     }
   }
   const fs::path parent = fs::path(output).parent_path();
   std::error_code ec;
   if (!parent.empty() && !fs::exists(parent, ec)) {
     fs::create_directories(parent, ec);
-    if (ec) fail("data prepare: cannot create the output directory " + parent.string() + ": " + ec.message());
+    if (ec)
+      fail("data prepare: cannot create the output directory " + parent.string() + ": " +
+           ec.message());
   }
 }
 
@@ -236,7 +246,8 @@ uint64_t read_input(const std::string& path, const std::string& boundary, Docume
       on_chunk(n);
     }
     if (n < chunk.size()) {
-      if (std::ferror(f.get())) fail("data prepare: cannot read input " + path + ": " + std::strerror(errno));
+      if (std::ferror(f.get()))
+        fail("data prepare: cannot read input " + path + ": " + std::strerror(errno));
       break;
     }
   }
@@ -259,13 +270,20 @@ std::string preview(const std::vector<int32_t>& ids, bool truncated) {
     }
     const std::string byte = ByteTokenizer().decode(std::span<const int32_t>(&id, 1));
     const auto c = static_cast<unsigned char>(byte[0]);
-    if (c == '\n') text += "\\n";
-    else if (c == '\t') text += "\\t";
-    else if (c == '\r') text += "\\r";
-    else if (c == '\\') text += "\\\\";
-    else if (c == '"') text += "\\\"";
-    else if (c < 0x20 || c == 0x7f) text += fmt::format("\\x{:02x}", c);
-    else text += byte;
+    if (c == '\n')
+      text += "\\n";
+    else if (c == '\t')
+      text += "\\t";
+    else if (c == '\r')
+      text += "\\r";
+    else if (c == '\\')
+      text += "\\\\";
+    else if (c == '"')
+      text += "\\\"";
+    else if (c < 0x20 || c == 0x7f)
+      text += fmt::format("\\x{:02x}", c);
+    else
+      text += byte;
   }
   if (truncated) {
     // Drop a trailing UTF-8 sequence the cut left incomplete.
@@ -288,7 +306,8 @@ DataPrepareSummary data_prepare(const DataPrepareOptions& options, std::FILE* ou
     fail("data prepare: unknown tokenizer \"" + options.tokenizer + "\" (available: byte)");
   }
   if (options.document_boundary != "file" && options.document_boundary != "blank-line") {
-    fail("data prepare: unknown --document-boundary \"" + options.document_boundary + "\" (file or blank-line)");
+    fail("data prepare: unknown --document-boundary \"" + options.document_boundary +
+         "\" (file or blank-line)");
   }
   const uint64_t total_bytes = check_inputs(options.inputs);
   check_output(options.output);
@@ -302,10 +321,11 @@ DataPrepareSummary data_prepare(const DataPrepareOptions& options, std::FILE* ou
   DataPrepareSummary summary;
   for (const auto& path : options.inputs) {
     uint64_t done_before = static_cast<uint64_t>(summary.bytes);
-    summary.bytes += static_cast<int64_t>(read_input(path, options.document_boundary, sink, splitter, [&](uint64_t n) {
-      done_before += n;
-      progress.update(done_before, writer.num_documents());
-    }));
+    summary.bytes += static_cast<int64_t>(
+        read_input(path, options.document_boundary, sink, splitter, [&](uint64_t n) {
+          done_before += n;
+          progress.update(done_before, writer.num_documents());
+        }));
   }
   progress.done();
   if (writer.num_documents() == 0) {
@@ -318,8 +338,9 @@ DataPrepareSummary data_prepare(const DataPrepareOptions& options, std::FILE* ou
   summary.tokens = writer.num_tokens();
   summary.seconds = seconds_since(start);
   if (out != nullptr) {
-    fmt::print(out, "data prepare: {} documents, {} tokens from {} bytes in {:.2f} s -> {}, {}\n", summary.documents,
-               summary.tokens, summary.bytes, summary.seconds, writer.bin_path(), writer.idx_path());
+    fmt::print(out, "data prepare: {} documents, {} tokens from {} bytes in {:.2f} s -> {}, {}\n",
+               summary.documents, summary.tokens, summary.bytes, summary.seconds, writer.bin_path(),
+               writer.idx_path());
     std::fflush(out);
   }
   return summary;
@@ -328,10 +349,12 @@ DataPrepareSummary data_prepare(const DataPrepareOptions& options, std::FILE* ou
 void data_inspect(const std::string& prefix, std::FILE* out) {
   const IndexedDataset ds(prefix);
   std::error_code ec;
-  fmt::print(out, "{}: {} documents, {} sequences, {} tokens, dtype {} (code {})\n", prefix, ds.num_documents(),
-             ds.num_sequences(), ds.num_tokens(), indexed_dtype::name(ds.dtype_code()), ds.dtype_code());
-  fmt::print(out, "files: {}.bin ({}), {}.idx ({})\n", prefix, human_bytes(fs::file_size(prefix + ".bin", ec)),
-             prefix, human_bytes(fs::file_size(prefix + ".idx", ec)));
+  fmt::print(out, "{}: {} documents, {} sequences, {} tokens, dtype {} (code {})\n", prefix,
+             ds.num_documents(), ds.num_sequences(), ds.num_tokens(),
+             indexed_dtype::name(ds.dtype_code()), ds.dtype_code());
+  fmt::print(out, "files: {}.bin ({}), {}.idx ({})\n", prefix,
+             human_bytes(fs::file_size(prefix + ".bin", ec)), prefix,
+             human_bytes(fs::file_size(prefix + ".idx", ec)));
   if (ds.num_documents() == 0) {
     fmt::print(out, "no documents\n");
     return;
@@ -343,44 +366,58 @@ void data_inspect(const std::string& prefix, std::FILE* out) {
     longest = std::max(longest, end - begin);
   }
   fmt::print(out, "document length (tokens): min {}, mean {:.1f}, max {}\n", shortest,
-             static_cast<double>(ds.num_tokens()) / static_cast<double>(ds.num_documents()), longest);
+             static_cast<double>(ds.num_tokens()) / static_cast<double>(ds.num_documents()),
+             longest);
 
   constexpr int64_t kShown = 200;
   const auto [begin, end] = ds.document_tokens(0);
   const int64_t n = std::min(end - begin, kShown);
   std::vector<int32_t> ids(static_cast<size_t>(n));
   ds.read(begin, n, ids.data());
-  const bool bytes_only = std::all_of(ids.begin(), ids.end(), [](int32_t id) { return id >= 0 && id <= ByteTokenizer::kEod; });
+  const bool bytes_only = std::all_of(
+      ids.begin(), ids.end(), [](int32_t id) { return id >= 0 && id <= ByteTokenizer::kEod; });
   if (bytes_only) {
-    fmt::print(out, "first document ({} tokens, as bytes): {}\n", end - begin, preview(ids, end - begin > n));
+    fmt::print(out, "first document ({} tokens, as bytes): {}\n", end - begin,
+               preview(ids, end - begin > n));
   } else {
     // Ids past the byte tokenizer's: another tokenizer wrote it, so show ids, not text.
     std::string shown;
-    for (size_t i = 0; i < std::min<size_t>(ids.size(), 20); ++i) shown += (i ? ", " : "") + std::to_string(ids[i]);
-    fmt::print(out, "first document ({} tokens, ids beyond the byte tokenizer): [{}{}]\n", end - begin, shown,
-               end - begin > 20 ? ", ..." : "");
+    for (size_t i = 0; i < std::min<size_t>(ids.size(), 20); ++i)
+      shown += (i ? ", " : "") + std::to_string(ids[i]);
+    fmt::print(out, "first document ({} tokens, ids beyond the byte tokenizer): [{}{}]\n",
+               end - begin, shown, end - begin > 20 ? ", ..." : "");
   }
 }
 
 void add_data_command(CLI::App& app) {
-  CLI::App* data = app.add_subcommand("data", "Prepare and inspect token datasets (Megatron .bin + .idx)");
+  CLI::App* data =
+      app.add_subcommand("data", "Prepare and inspect token datasets (Megatron .bin + .idx)");
   data->require_subcommand(1);
 
   auto prepare_options = std::make_shared<DataPrepareOptions>();
-  CLI::App* prepare = data->add_subcommand("prepare", "Tokenize text files into an indexed dataset PREFIX.bin + PREFIX.idx");
-  prepare->add_option("-i,--input", prepare_options->inputs, "Text files to read, in order")->required();
-  prepare->add_option("-t,--tokenizer", prepare_options->tokenizer, "Tokenizer: byte")->required();
-  prepare->add_option("-o,--output", prepare_options->output, "Output prefix (writes PREFIX.bin and PREFIX.idx)")
+  CLI::App* prepare = data->add_subcommand(
+      "prepare", "Tokenize text files into an indexed dataset PREFIX.bin + PREFIX.idx");
+  prepare->add_option("-i,--input", prepare_options->inputs, "Text files to read, in order")
       ->required();
-  prepare->add_flag("--append-eod", prepare_options->append_eod, "End every document with the end-of-document token");
-  prepare->add_option("--document-boundary", prepare_options->document_boundary,
-                      "What makes a document: file (one per input) or blank-line (blocks between blank lines)")
+  prepare->add_option("-t,--tokenizer", prepare_options->tokenizer, "Tokenizer: byte")->required();
+  prepare
+      ->add_option("-o,--output", prepare_options->output,
+                   "Output prefix (writes PREFIX.bin and PREFIX.idx)")
+      ->required();
+  prepare->add_flag("--append-eod", prepare_options->append_eod,
+                    "End every document with the end-of-document token");
+  prepare
+      ->add_option(
+          "--document-boundary", prepare_options->document_boundary,
+          "What makes a document: file (one per input) or blank-line (blocks between blank lines)")
       ->capture_default_str();
   prepare->callback([prepare_options] { data_prepare(*prepare_options); });
 
   auto inspect_prefix = std::make_shared<std::string>();
-  CLI::App* inspect = data->add_subcommand("inspect", "Print the counts, dtype and first document of a dataset");
-  inspect->add_option("prefix", *inspect_prefix, "Dataset prefix (PREFIX.bin + PREFIX.idx)")->required();
+  CLI::App* inspect =
+      data->add_subcommand("inspect", "Print the counts, dtype and first document of a dataset");
+  inspect->add_option("prefix", *inspect_prefix, "Dataset prefix (PREFIX.bin + PREFIX.idx)")
+      ->required();
   inspect->callback([inspect_prefix] { data_inspect(*inspect_prefix); });
 }
 

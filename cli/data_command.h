@@ -15,10 +15,10 @@ void add_data_command(CLI::App& app);
 
 struct DataPrepareOptions {
   std::vector<std::string> inputs;
-  std::string tokenizer;                    // "byte" is the one there is
-  std::string output;                       // writes OUTPUT.bin and OUTPUT.idx
-  bool append_eod = false;                  // end every document with the EOD token
-  std::string document_boundary = "file";   // file | blank-line
+  std::string tokenizer;                   // "byte" is the one there is
+  std::string output;                      // writes OUTPUT.bin and OUTPUT.idx
+  bool append_eod = false;                 // end every document with the EOD token
+  std::string document_boundary = "file";  // file | blank-line
 };
 
 struct DataPrepareSummary {

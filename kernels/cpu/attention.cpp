@@ -9,6 +9,7 @@
 
 #include <omp.h>
 
+#include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/kernels.h"
 
 namespace kiln::cpu {
@@ -50,13 +51,14 @@ void causal_probabilities(T* P, const T* q, const T* k, int64_t seq, int64_t hea
       T mx = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j <= i; ++j) mx = std::max(mx, row[j]);
       T sum = 0;
-      for (int64_t j = 0; j <= i; ++j) sum += std::exp(row[j] - mx);
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j <= i; ++j) sum += vexp(row[j] - mx);
       row_lse = mx + std::log(sum);
       lse_out[i] = row_lse;
     } else {
       row_lse = lse_in[i];
     }
-    for (int64_t j = 0; j <= i; ++j) row[j] = std::exp(row[j] - row_lse);
+    for (int64_t j = 0; j <= i; ++j) row[j] = vexp(row[j] - row_lse);
     std::fill(row + i + 1, row + seq, T(0));
   }
 }
@@ -117,6 +119,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
       // dS = P * (dP - rowsum(dO * O)), the softmax backward.
       for (int64_t i = 0; i < seq; ++i) {
         T delta = 0;
+#pragma omp simd reduction(+ : delta)
         for (int64_t d = 0; d < hd; ++d) delta += d_o[i * out_width + d] * o[i * out_width + d];
         T* ds = dS + i * seq;
         const T* p = P + i * seq;

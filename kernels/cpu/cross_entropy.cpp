@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/kernels.h"
 
 namespace kiln::cpu {
@@ -18,7 +19,8 @@ void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* ta
     T mx = -std::numeric_limits<T>::infinity();
     for (int64_t v = 0; v < V; ++v) mx = std::max(mx, row[v]);
     T sum = 0;
-    for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
+#pragma omp simd reduction(+ : sum)
+    for (int64_t v = 0; v < V; ++v) sum += vexp(row[v] - mx);
     lse[n] = mx + std::log(sum);
     losses[n] = targets[n] < 0 ? T(0) : lse[n] - row[targets[n]];
   }
@@ -37,7 +39,7 @@ void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int
       continue;
     }
     const T row_lse = lse[n];
-    for (int64_t v = 0; v < V; ++v) drow[v] = d * std::exp(row[v] - row_lse);
+    for (int64_t v = 0; v < V; ++v) drow[v] = d * vexp(row[v] - row_lse);
     std::fill(drow + V, drow + Vp, T(0));
     drow[targets[n]] -= d;
   }

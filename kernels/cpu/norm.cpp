@@ -19,9 +19,11 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, co
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
     T m = 0;
+#pragma omp simd reduction(+ : m)
     for (int64_t c = 0; c < C; ++c) m += xr[c];
     m /= static_cast<T>(C);
     T var = 0;
+#pragma omp simd reduction(+ : var)
     for (int64_t c = 0; c < C; ++c) var += (xr[c] - m) * (xr[c] - m);
     var /= static_cast<T>(C);
     const T s = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var) + eps));
@@ -41,6 +43,7 @@ void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x,
     const T* d = dout + n * C;
     const T m = mean[n], s = rstd[n];
     T mean_dnorm = 0, mean_dnorm_xhat = 0;
+#pragma omp simd reduction(+ : mean_dnorm, mean_dnorm_xhat)
     for (int64_t c = 0; c < C; ++c) {
       const T dnorm = d[c] * weight[c];
       mean_dnorm += dnorm;
@@ -81,6 +84,7 @@ void rmsnorm_forward(T* out, T* rstd, const T* x, const T* weight, int64_t N, in
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
     T ms = 0;
+#pragma omp simd reduction(+ : ms)
     for (int64_t c = 0; c < C; ++c) ms += xr[c] * xr[c];
     ms /= static_cast<T>(C);
     const T s = static_cast<T>(1.0 / std::sqrt(static_cast<double>(ms) + eps));
@@ -99,6 +103,7 @@ void rmsnorm_backward(T* dx, T* dweight, const T* dout, const T* x, const T* wei
     const T* d = dout + n * C;
     const T s = rstd[n];
     T mean_dnorm_xhat = 0;
+#pragma omp simd reduction(+ : mean_dnorm_xhat)
     for (int64_t c = 0; c < C; ++c) mean_dnorm_xhat += d[c] * weight[c] * xr[c] * s;
     mean_dnorm_xhat /= static_cast<T>(C);
     T* dxr = dx + n * C;

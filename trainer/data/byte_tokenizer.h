@@ -13,7 +13,7 @@ namespace kiln {
 
 class ByteTokenizer {
  public:
-  static constexpr int32_t kEod = 256;     // end of document, appended by `data prepare --append-eod`
+  static constexpr int32_t kEod = 256;  // end of document, appended by `data prepare --append-eod`
   static constexpr int kVocabSize = 257;  // bytes 0..255 and kEod
 
   // One id per byte, in order. Stateless, so encoding a text in chunks gives the same

@@ -37,7 +37,8 @@ class Permutation {
 
   uint64_t operator()(uint64_t i) const {
     uint64_t x = i;
-    do x = round_trip(x); while (x >= n_);
+    do x = round_trip(x);
+    while (x >= n_);
     return x;
   }
 
@@ -78,7 +79,8 @@ std::array<double, 3> parse_weights(const std::string& weights) {
     char* end = nullptr;
     const double v = field.empty() ? -1.0 : std::strtod(field.c_str(), &end);
     if (field.empty() || end != field.c_str() + field.size() || !std::isfinite(v) || v < 0.0) {
-      fail(bad + "is malformed: \"" + field + "\" is not a non-negative number (expected e.g. \"98,2,0\")");
+      fail(bad + "is malformed: \"" + field +
+           "\" is not a non-negative number (expected e.g. \"98,2,0\")");
     }
     w[count++] = v;
     if (comma == std::string::npos) break;
@@ -101,9 +103,12 @@ std::string join(const std::vector<std::string>& names) {
 
 const char* split_name(Split split) {
   switch (split) {
-    case Split::Train: return "train";
-    case Split::Valid: return "valid";
-    case Split::Test: return "test";
+    case Split::Train:
+      return "train";
+    case Split::Valid:
+      return "valid";
+    case Split::Test:
+      return "test";
   }
   return "?";
 }
@@ -115,23 +120,24 @@ std::vector<int64_t> split_boundaries(const std::string& weights, int64_t num_do
   for (double v : w) {
     cumulative += v;
     // nearbyint in the default rounding mode rounds half to even, as Python's round().
-    const auto b = static_cast<int64_t>(std::nearbyint(cumulative * static_cast<double>(num_documents)));
+    const auto b =
+        static_cast<int64_t>(std::nearbyint(cumulative * static_cast<double>(num_documents)));
     bounds.push_back(std::clamp<int64_t>(b, bounds.back(), num_documents));
   }
   bounds.back() = num_documents;  // the cumulative sum may fall a hair short of 1
   return bounds;
 }
 
-GptDataset::GptDataset(const std::vector<std::string>& prefixes, const std::string& split_weights, Split which,
-                       int seq_len, uint64_t seed)
+GptDataset::GptDataset(const std::vector<std::string>& prefixes, const std::string& split_weights,
+                       Split which, int seq_len, uint64_t seed)
     : split_(which), seq_len_(seq_len), seed_(seed) {
   KILN_CHECK(!prefixes.empty(), "data: no dataset paths given");
   KILN_CHECK(seq_len >= 1, "data: seq_len must be at least 1, got " + std::to_string(seq_len));
   const int s = static_cast<int>(which);
   const std::array<double, 3> weights = parse_weights(split_weights);
   if (weights[static_cast<size_t>(s)] == 0.0) {
-    fail(std::string("data: the ") + split_name(which) + " split has weight 0 in split \"" + split_weights +
-         "\", so it holds no documents");
+    fail(std::string("data: the ") + split_name(which) + " split has weight 0 in split \"" +
+         split_weights + "\", so it holds no documents");
   }
 
   int64_t documents = 0;
@@ -140,7 +146,8 @@ GptDataset::GptDataset(const std::vector<std::string>& prefixes, const std::stri
     documents += datasets_.back().num_documents();
   }
   const std::vector<int64_t> bounds = split_boundaries(split_weights, documents);
-  const int64_t first_doc = bounds[static_cast<size_t>(s)], last_doc = bounds[static_cast<size_t>(s) + 1];
+  const int64_t first_doc = bounds[static_cast<size_t>(s)],
+                last_doc = bounds[static_cast<size_t>(s) + 1];
 
   // The split's documents [first_doc, last_doc) of the concatenated corpus fall into each
   // dataset as one contiguous document range, hence one contiguous token range.
@@ -160,8 +167,8 @@ GptDataset::GptDataset(const std::vector<std::string>& prefixes, const std::stri
 
   if (num_tokens_ < static_cast<int64_t>(seq_len) + 1) {
     fail(std::string("data: the ") + split_name(which) + " split of " + join(prefixes) + " has " +
-         std::to_string(num_tokens_) + " tokens, fewer than one sample of seq_len + 1 = " +
-         std::to_string(seq_len + 1));
+         std::to_string(num_tokens_) +
+         " tokens, fewer than one sample of seq_len + 1 = " + std::to_string(seq_len + 1));
   }
   num_samples_ = (num_tokens_ - 1) / seq_len;
   max_token_id_ = scan_max_token();
@@ -189,7 +196,8 @@ int32_t GptDataset::scan_max_token() const {
 int64_t GptDataset::sample_position(int64_t index) const {
   KILN_CHECK(index >= 0, "data: negative sample index " + std::to_string(index));
   const auto n = static_cast<uint64_t>(num_samples_);
-  const uint64_t epoch = static_cast<uint64_t>(index) / n, within = static_cast<uint64_t>(index) % n;
+  const uint64_t epoch = static_cast<uint64_t>(index) / n,
+                 within = static_cast<uint64_t>(index) % n;
   if (split_ != Split::Train) return static_cast<int64_t>(within);
   // A fresh key per (seed, epoch): each epoch is its own permutation.
   const Permutation perm(n, mix64(seed_ ^ mix64(epoch)));

@@ -27,8 +27,8 @@ class GptDataset {
  public:
   // prefixes: one or more indexed datasets, their documents taken in order as one corpus.
   // split_weights: "98,2,0"-style weights; documents are split contiguously by them.
-  GptDataset(const std::vector<std::string>& prefixes, const std::string& split_weights, Split which,
-             int seq_len, uint64_t seed);
+  GptDataset(const std::vector<std::string>& prefixes, const std::string& split_weights,
+             Split which, int seq_len, uint64_t seed);
 
   // Samples of seq_len + 1 tokens in one pass: (num_tokens() - 1) / seq_len.
   int64_t num_samples() const { return num_samples_; }

@@ -48,7 +48,8 @@ class GptDatasetTest : public testing::Test {
   std::string a() const { return (dir_ / "a").string(); }
   std::string b() const { return (dir_ / "b").string(); }
 
-  static void write(const std::string& prefix, int64_t vocab, const std::vector<int>& lengths, int32_t& next) {
+  static void write(const std::string& prefix, int64_t vocab, const std::vector<int>& lengths,
+                    int32_t& next) {
     IndexedDatasetWriter writer(prefix, vocab);
     for (int length : lengths) {
       std::vector<int32_t> doc(static_cast<size_t>(length));
@@ -90,20 +91,27 @@ TEST(SplitBoundaries, FollowsMegatronRounding) {
 
 TEST(SplitBoundaries, RejectsMalformedWeights) {
   EXPECT_EQ(error_of([] { split_boundaries("", 10); }),
-            "data: split \"\" is malformed: \"\" is not a non-negative number (expected e.g. \"98,2,0\")");
+            "data: split \"\" is malformed: \"\" is not a non-negative number (expected e.g. "
+            "\"98,2,0\")");
   EXPECT_EQ(error_of([] { split_boundaries("98,x,0", 10); }),
-            "data: split \"98,x,0\" is malformed: \"x\" is not a non-negative number (expected e.g. \"98,2,0\")");
+            "data: split \"98,x,0\" is malformed: \"x\" is not a non-negative number (expected "
+            "e.g. \"98,2,0\")");
   EXPECT_EQ(error_of([] { split_boundaries("98,,2", 10); }),
-            "data: split \"98,,2\" is malformed: \"\" is not a non-negative number (expected e.g. \"98,2,0\")");
+            "data: split \"98,,2\" is malformed: \"\" is not a non-negative number (expected e.g. "
+            "\"98,2,0\")");
   EXPECT_EQ(error_of([] { split_boundaries("98,-2,0", 10); }),
-            "data: split \"98,-2,0\" is malformed: \"-2\" is not a non-negative number (expected e.g. \"98,2,0\")");
+            "data: split \"98,-2,0\" is malformed: \"-2\" is not a non-negative number (expected "
+            "e.g. \"98,2,0\")");
   EXPECT_EQ(error_of([] { split_boundaries("98 2", 10); }),
-            "data: split \"98 2\" is malformed: \"98 2\" is not a non-negative number (expected e.g. \"98,2,0\")");
+            "data: split \"98 2\" is malformed: \"98 2\" is not a non-negative number (expected "
+            "e.g. \"98,2,0\")");
   EXPECT_EQ(error_of([] { split_boundaries("1,2,3,4", 10); }),
             "data: split \"1,2,3,4\" has more than three weights (train, valid, test)");
-  EXPECT_EQ(error_of([] { split_boundaries("0,0,0", 10); }), "data: split \"0,0,0\" has no positive weight");
+  EXPECT_EQ(error_of([] { split_boundaries("0,0,0", 10); }),
+            "data: split \"0,0,0\" has no positive weight");
   EXPECT_EQ(error_of([] { split_boundaries("1e999,1", 10); }),
-            "data: split \"1e999,1\" is malformed: \"1e999\" is not a non-negative number (expected e.g. \"98,2,0\")");
+            "data: split \"1e999,1\" is malformed: \"1e999\" is not a non-negative number "
+            "(expected e.g. \"98,2,0\")");
 }
 
 TEST_F(GptDatasetTest, SplitsDocumentsAcrossDatasets) {
@@ -175,12 +183,12 @@ TEST_F(GptDatasetTest, ShuffleIsAPermutationPerEpochDeterministicBySeed) {
     std::vector<int64_t> identity(static_cast<size_t>(n));
     std::iota(identity.begin(), identity.end(), 0);
     EXPECT_EQ(sorted, identity);  // every sample exactly once per epoch
-    EXPECT_NE(e, identity);      // and actually shuffled
+    EXPECT_NE(e, identity);       // and actually shuffled
   }
-  EXPECT_NE(e0, e1);                  // reshuffled each epoch
-  EXPECT_EQ(e0, order(same, 0));      // same seed, same order
+  EXPECT_NE(e0, e1);              // reshuffled each epoch
+  EXPECT_EQ(e0, order(same, 0));  // same seed, same order
   EXPECT_EQ(e1, order(same, 1));
-  EXPECT_NE(e0, order(other, 0));     // another seed, another order
+  EXPECT_NE(e0, order(other, 0));                       // another seed, another order
   for (int64_t i : {int64_t{0}, int64_t{17}, n + 5}) {  // contents follow the position
     const int32_t k = static_cast<int32_t>(ds.sample_position(i));
     EXPECT_EQ(sample(ds, i), (std::vector<int32_t>{k, k + 1}));
@@ -201,21 +209,28 @@ TEST_F(GptDatasetTest, SingleSampleSplit) {
 }
 
 TEST_F(GptDatasetTest, RejectsTooShortAndEmptySplits) {
-  EXPECT_EQ(error_of([&] { GptDataset ds({a(), b()}, "6,2,2", Split::Valid, 128, 1); }),
+  EXPECT_EQ(error_of([&] {
+              GptDataset ds({a(), b()}, "6,2,2", Split::Valid, 128, 1);
+            }),
             "data: the valid split of " + a() + " + " + b() +
                 " has 10 tokens, fewer than one sample of seq_len + 1 = 129");
-  EXPECT_EQ(error_of([&] { GptDataset ds({a(), b()}, "6,2,2", Split::Valid, 10, 1); }),
+  EXPECT_EQ(error_of([&] {
+              GptDataset ds({a(), b()}, "6,2,2", Split::Valid, 10, 1);
+            }),
             "data: the valid split of " + a() + " + " + b() +
                 " has 10 tokens, fewer than one sample of seq_len + 1 = 11");
   EXPECT_EQ(error_of([&] { GptDataset ds({a(), b()}, "6,2,2", Split::Valid, 9, 1); }), "");
   // A positive weight that rounds to no documents: 0.01 of 10 documents.
   EXPECT_EQ(error_of([&] { GptDataset ds({a()}, "99,1,0", Split::Valid, 4, 1); }),
-            "data: the valid split of " + a() + " has 0 tokens, fewer than one sample of seq_len + 1 = 5");
+            "data: the valid split of " + a() +
+                " has 0 tokens, fewer than one sample of seq_len + 1 = 5");
   EXPECT_EQ(error_of([&] { GptDataset ds({a()}, "98,2,0", Split::Test, 4, 1); }),
             "data: the test split has weight 0 in split \"98,2,0\", so it holds no documents");
   EXPECT_EQ(error_of([&] { GptDataset ds({a()}, "98,x", Split::Train, 4, 1); }),
-            "data: split \"98,x\" is malformed: \"x\" is not a non-negative number (expected e.g. \"98,2,0\")");
-  EXPECT_EQ(error_of([&] { GptDataset ds({}, "1", Split::Train, 4, 1); }), "data: no dataset paths given");
+            "data: split \"98,x\" is malformed: \"x\" is not a non-negative number (expected e.g. "
+            "\"98,2,0\")");
+  EXPECT_EQ(error_of([&] { GptDataset ds({}, "1", Split::Train, 4, 1); }),
+            "data: no dataset paths given");
   EXPECT_EQ(error_of([&] { GptDataset ds({a()}, "1", Split::Train, 0, 1); }),
             "data: seq_len must be at least 1, got 0");
   EXPECT_EQ(error_of([&] { GptDataset ds({a() + "-missing"}, "1", Split::Train, 4, 1); }),

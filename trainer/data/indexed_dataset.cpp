@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -13,7 +14,8 @@
 #include "kernels/check.h"
 
 // The format is little-endian and we write and read arrays as host memory.
-static_assert(std::endian::native == std::endian::little, "kiln's data files assume a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "kiln's data files assume a little-endian host");
 
 namespace kiln {
 namespace {
@@ -62,25 +64,43 @@ void close_durably(std::FILE*& f, const std::string& path) {
 
 int indexed_dtype::size(int code) {
   switch (code) {
-    case kUint8: case kInt8: return 1;
-    case kInt16: case kUint16: return 2;
-    case kInt32: case kFloat32: return 4;
-    case kInt64: case kFloat64: return 8;
-    default: return 0;
+    case kUint8:
+    case kInt8:
+      return 1;
+    case kInt16:
+    case kUint16:
+      return 2;
+    case kInt32:
+    case kFloat32:
+      return 4;
+    case kInt64:
+    case kFloat64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
 const char* indexed_dtype::name(int code) {
   switch (code) {
-    case kUint8: return "uint8";
-    case kInt8: return "int8";
-    case kInt16: return "int16";
-    case kInt32: return "int32";
-    case kInt64: return "int64";
-    case kFloat64: return "float64";
-    case kFloat32: return "float32";
-    case kUint16: return "uint16";
-    default: return "unknown";
+    case kUint8:
+      return "uint8";
+    case kInt8:
+      return "int8";
+    case kInt16:
+      return "int16";
+    case kInt32:
+      return "int32";
+    case kInt64:
+      return "int64";
+    case kFloat64:
+      return "float64";
+    case kFloat32:
+      return "float32";
+    case kUint16:
+      return "uint16";
+    default:
+      return "unknown";
   }
 }
 
@@ -157,9 +177,11 @@ void IndexedDataset::validate_index() {
   }
   dtype_code_ = p[17];
   dtype_size_ = indexed_dtype::size(dtype_code_);
-  if (dtype_size_ == 0 || dtype_code_ == indexed_dtype::kFloat32 || dtype_code_ == indexed_dtype::kFloat64) {
+  if (dtype_size_ == 0 || dtype_code_ == indexed_dtype::kFloat32 ||
+      dtype_code_ == indexed_dtype::kFloat64) {
     fail(idx_path_ + ": unsupported dtype code " + std::to_string(dtype_code_) + " (" +
-         indexed_dtype::name(dtype_code_) + "; token files are uint8, int8, int16, uint16, int32 or int64)");
+         indexed_dtype::name(dtype_code_) +
+         "; token files are uint8, int8, int16, uint16, int32 or int64)");
   }
   const uint64_t sequences = load<uint64_t>(p + 18);
   const uint64_t doc_indices = load<uint64_t>(p + 26);
@@ -173,14 +195,15 @@ void IndexedDataset::validate_index() {
   }
   const uint64_t after_sequences = body - sequences * 12;
   if (doc_indices > after_sequences / 8) {
-    fail(idx_path_ + ": document index count " + std::to_string(doc_indices) + " does not fit the file (" +
-         std::to_string(size) + " bytes)");
+    fail(idx_path_ + ": document index count " + std::to_string(doc_indices) +
+         " does not fit the file (" + std::to_string(size) + " bytes)");
   }
   const uint64_t expected = kHeaderBytes + sequences * 12 + doc_indices * 8;
   // Multimodal Megatron files append one int8 mode per sequence; we ignore the modes.
   if (size != expected && size != expected + sequences) {
-    fail(idx_path_ + ": " + std::to_string(size) + " bytes, but its counts (" + std::to_string(sequences) +
-         " sequences, " + std::to_string(doc_indices) + " document indices) need " + std::to_string(expected));
+    fail(idx_path_ + ": " + std::to_string(size) + " bytes, but its counts (" +
+         std::to_string(sequences) + " sequences, " + std::to_string(doc_indices) +
+         " document indices) need " + std::to_string(expected));
   }
   if (doc_indices == 0) fail(idx_path_ + ": no document indices (they must start with 0)");
 
@@ -201,16 +224,18 @@ void IndexedDataset::validate_sequences() {
     const int32_t length = load<int32_t>(p + lengths_at_ + static_cast<uint64_t>(i) * 4);
     const int64_t pointer = load<int64_t>(p + pointers_at_ + static_cast<uint64_t>(i) * 8);
     const std::string which = "sequence " + std::to_string(i);
-    if (length < 0) fail(idx_path_ + ": " + which + " has negative length " + std::to_string(length));
+    if (length < 0)
+      fail(idx_path_ + ": " + which + " has negative length " + std::to_string(length));
     if (pointer < 0 || static_cast<uint64_t>(pointer) != expected) {
       fail(idx_path_ + ": " + which + " starts at byte " + std::to_string(pointer) + ", expected " +
            std::to_string(expected) + " (sequences must be stored back to back)");
     }
-    const uint64_t end = expected + static_cast<uint64_t>(length) * static_cast<uint64_t>(dtype_size_);
+    const uint64_t end =
+        expected + static_cast<uint64_t>(length) * static_cast<uint64_t>(dtype_size_);
     if (end > bin_size) {
       fail(idx_path_ + ": " + which + " (" + std::to_string(length) + " tokens at byte " +
-           std::to_string(pointer) + ") runs past the end of " + bin_path_ + " (" + std::to_string(bin_size) +
-           " bytes; truncated?)");
+           std::to_string(pointer) + ") runs past the end of " + bin_path_ + " (" +
+           std::to_string(bin_size) + " bytes; truncated?)");
     }
     expected = end;
   }
@@ -227,7 +252,8 @@ int64_t IndexedDataset::document_index(int64_t j) const {
 
 void IndexedDataset::validate_documents() {
   if (document_index(0) != 0) {
-    fail(idx_path_ + ": document indices start at " + std::to_string(document_index(0)) + ", not 0");
+    fail(idx_path_ + ": document indices start at " + std::to_string(document_index(0)) +
+         ", not 0");
   }
   for (int64_t j = 1; j < num_doc_indices_; ++j) {
     const int64_t prev = document_index(j - 1), cur = document_index(j);
@@ -239,23 +265,26 @@ void IndexedDataset::validate_documents() {
   }
   const int64_t last = document_index(num_doc_indices_ - 1);
   if (last != num_sequences_) {
-    fail(idx_path_ + ": document indices end at " + std::to_string(last) + ", not at the sequence count " +
-         std::to_string(num_sequences_));
+    fail(idx_path_ + ": document indices end at " + std::to_string(last) +
+         ", not at the sequence count " + std::to_string(num_sequences_));
   }
 }
 
 int32_t IndexedDataset::sequence_length(int64_t i) const {
-  KILN_CHECK(i >= 0 && i < num_sequences_, prefix_ + ": sequence " + std::to_string(i) + " out of range");
+  KILN_CHECK(i >= 0 && i < num_sequences_,
+             prefix_ + ": sequence " + std::to_string(i) + " out of range");
   return load<int32_t>(idx_.data() + lengths_at_ + static_cast<uint64_t>(i) * 4);
 }
 
 int64_t IndexedDataset::sequence_offset(int64_t i) const {
-  KILN_CHECK(i >= 0 && i < num_sequences_, prefix_ + ": sequence " + std::to_string(i) + " out of range");
+  KILN_CHECK(i >= 0 && i < num_sequences_,
+             prefix_ + ": sequence " + std::to_string(i) + " out of range");
   return load<int64_t>(idx_.data() + pointers_at_ + static_cast<uint64_t>(i) * 8) / dtype_size_;
 }
 
 std::pair<int64_t, int64_t> IndexedDataset::document_sequences(int64_t d) const {
-  KILN_CHECK(d >= 0 && d < num_documents(), prefix_ + ": document " + std::to_string(d) + " out of range");
+  KILN_CHECK(d >= 0 && d < num_documents(),
+             prefix_ + ": document " + std::to_string(d) + " out of range");
   return {document_index(d), document_index(d + 1)};
 }
 
@@ -269,26 +298,39 @@ std::pair<int64_t, int64_t> IndexedDataset::document_tokens(int64_t d) const {
 
 void IndexedDataset::read(int64_t token_offset, int64_t count, int32_t* out) const {
   KILN_CHECK(token_offset >= 0 && count >= 0 && token_offset <= num_tokens_ - count,
-             bin_path_ + ": read of " + std::to_string(count) + " tokens at " + std::to_string(token_offset) +
-                 " runs outside its " + std::to_string(num_tokens_) + " tokens");
-  const uint8_t* src = bin_.data() + static_cast<uint64_t>(token_offset) * static_cast<uint64_t>(dtype_size_);
+             bin_path_ + ": read of " + std::to_string(count) + " tokens at " +
+                 std::to_string(token_offset) + " runs outside its " + std::to_string(num_tokens_) +
+                 " tokens");
+  const uint8_t* src =
+      bin_.data() + static_cast<uint64_t>(token_offset) * static_cast<uint64_t>(dtype_size_);
   switch (dtype_code_) {
-    case indexed_dtype::kUint16: convert<uint16_t>(src, count, out); break;
-    case indexed_dtype::kInt32: convert<int32_t>(src, count, out); break;
-    case indexed_dtype::kUint8: convert<uint8_t>(src, count, out); break;
-    case indexed_dtype::kInt8: convert<int8_t>(src, count, out); break;
-    case indexed_dtype::kInt16: convert<int16_t>(src, count, out); break;
+    case indexed_dtype::kUint16:
+      convert<uint16_t>(src, count, out);
+      break;
+    case indexed_dtype::kInt32:
+      convert<int32_t>(src, count, out);
+      break;
+    case indexed_dtype::kUint8:
+      convert<uint8_t>(src, count, out);
+      break;
+    case indexed_dtype::kInt8:
+      convert<int8_t>(src, count, out);
+      break;
+    case indexed_dtype::kInt16:
+      convert<int16_t>(src, count, out);
+      break;
     case indexed_dtype::kInt64:
       for (int64_t i = 0; i < count; ++i) {
         const int64_t v = load<int64_t>(src + i * 8);
         if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
-          fail(bin_path_ + ": token " + std::to_string(token_offset + i) + " is " + std::to_string(v) +
-               ", which does not fit an int32 id");
+          fail(bin_path_ + ": token " + std::to_string(token_offset + i) + " is " +
+               std::to_string(v) + ", which does not fit an int32 id");
         }
         out[i] = static_cast<int32_t>(v);
       }
       break;
-    default: fail(bin_path_ + ": unsupported dtype code " + std::to_string(dtype_code_));
+    default:
+      fail(bin_path_ + ": unsupported dtype code " + std::to_string(dtype_code_));
   }
 }
 
@@ -296,7 +338,8 @@ void IndexedDataset::read(int64_t token_offset, int64_t count, int32_t* out) con
 
 IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, int64_t vocab_size)
     : prefix_(prefix), vocab_size_(vocab_size), dtype_code_(indexed_dtype::for_vocab(vocab_size)) {
-  KILN_CHECK(vocab_size > 0, prefix + ": vocabulary size must be positive, got " + std::to_string(vocab_size));
+  KILN_CHECK(vocab_size > 0,
+             prefix + ": vocabulary size must be positive, got " + std::to_string(vocab_size));
   const std::string tmp = bin_path() + ".tmp";
   bin_ = std::fopen(tmp.c_str(), "wb");
   if (bin_ == nullptr) fail(tmp + ": cannot create: " + errno_text());
@@ -329,8 +372,9 @@ void IndexedDatasetWriter::add_tokens(std::span<const int32_t> tokens) {
     for (size_t k = 0; k < n; ++k) {
       const int32_t t = tokens[i + k];
       if (t < 0 || t >= vocab_size_) {
-        fail(prefix_ + ": token id " + std::to_string(t) + " in document " + std::to_string(num_documents()) +
-             " is outside the vocabulary of " + std::to_string(vocab_size_));
+        fail(prefix_ + ": token id " + std::to_string(t) + " in document " +
+             std::to_string(num_documents()) + " is outside the vocabulary of " +
+             std::to_string(vocab_size_));
       }
       if (dtype_code_ == indexed_dtype::kUint16) {
         const auto v = static_cast<uint16_t>(t);
@@ -347,7 +391,8 @@ void IndexedDatasetWriter::add_tokens(std::span<const int32_t> tokens) {
 }
 
 void IndexedDatasetWriter::close_sequence() {
-  if (open_sequence_length_ > 0) sequence_lengths_.push_back(static_cast<int32_t>(open_sequence_length_));
+  if (open_sequence_length_ > 0)
+    sequence_lengths_.push_back(static_cast<int32_t>(open_sequence_length_));
   open_sequence_length_ = 0;
 }
 
@@ -360,7 +405,8 @@ void IndexedDatasetWriter::end_document() {
 
 void IndexedDatasetWriter::finish() {
   KILN_CHECK(!finished_, prefix_ + ": finish() called twice");
-  KILN_CHECK(!document_open_, prefix_ + ": finish() with a document still open (call end_document())");
+  KILN_CHECK(!document_open_,
+             prefix_ + ": finish() with a document still open (call end_document())");
   close_durably(bin_, bin_path() + ".tmp");
   write_index();
   // .bin first and .idx last: a reader opens the pair only once the .idx is in place.

@@ -119,17 +119,17 @@ TEST_F(IndexedDatasetTest, WritesTheExactMegatronBytes) {
   writer.add_document(std::vector<int32_t>{8, 9});
   writer.finish();
 
-  const std::string expected_idx = std::string("MMIDIDX\0\0", 9) +
-      std::string("\x01\0\0\0\0\0\0\0", 8) +          // version 1
-      std::string("\x08", 1) +                        // dtype code 8: uint16
-      std::string("\x02\0\0\0\0\0\0\0", 8) +          // 2 sequences
-      std::string("\x03\0\0\0\0\0\0\0", 8) +          // 3 document indices
-      std::string("\x03\0\0\0\x02\0\0\0", 8) +        // lengths 3, 2 (int32)
-      std::string("\0\0\0\0\0\0\0\0", 8) +            // pointer 0 (int64, bytes)
-      std::string("\x06\0\0\0\0\0\0\0", 8) +          // pointer 6 = 3 tokens * 2 bytes
-      std::string("\0\0\0\0\0\0\0\0", 8) +            // document indices 0,
-      std::string("\x01\0\0\0\0\0\0\0", 8) +          //   1,
-      std::string("\x02\0\0\0\0\0\0\0", 8);           //   2
+  const std::string expected_idx =
+      std::string("MMIDIDX\0\0", 9) + std::string("\x01\0\0\0\0\0\0\0", 8) +  // version 1
+      std::string("\x08", 1) +                  // dtype code 8: uint16
+      std::string("\x02\0\0\0\0\0\0\0", 8) +    // 2 sequences
+      std::string("\x03\0\0\0\0\0\0\0", 8) +    // 3 document indices
+      std::string("\x03\0\0\0\x02\0\0\0", 8) +  // lengths 3, 2 (int32)
+      std::string("\0\0\0\0\0\0\0\0", 8) +      // pointer 0 (int64, bytes)
+      std::string("\x06\0\0\0\0\0\0\0", 8) +    // pointer 6 = 3 tokens * 2 bytes
+      std::string("\0\0\0\0\0\0\0\0", 8) +      // document indices 0,
+      std::string("\x01\0\0\0\0\0\0\0", 8) +    //   1,
+      std::string("\x02\0\0\0\0\0\0\0", 8);     //   2
   ASSERT_EQ(expected_idx.size(), 82u);
   EXPECT_EQ(slurp(prefix() + ".idx"), expected_idx);
   EXPECT_EQ(slurp(prefix() + ".bin"), kReferenceBin);
@@ -142,7 +142,7 @@ TEST_F(IndexedDatasetTest, RoundTripsUint16) {
   IndexedDatasetWriter writer(prefix(), 257);
   EXPECT_EQ(writer.dtype_code(), indexed_dtype::kUint16);
   writer.add_document(std::vector<int32_t>{72, 105, 256});
-  writer.add_document(std::vector<int32_t>{});  // empty: a document of zero sequences
+  writer.add_document(std::vector<int32_t>{});      // empty: a document of zero sequences
   writer.add_tokens(std::vector<int32_t>{0, 255});  // one document streamed in pieces
   writer.add_tokens(std::vector<int32_t>{128});
   writer.end_document();
@@ -190,7 +190,9 @@ TEST_F(IndexedDatasetTest, RoundTripsInt32ForLargeVocabularies) {
 
 TEST_F(IndexedDatasetTest, WriterRejectsIdsOutsideTheVocabulary) {
   IndexedDatasetWriter writer(prefix(), 257);
-  EXPECT_EQ(error_of([&] { writer.add_document(std::vector<int32_t>{1, 257}); }),
+  EXPECT_EQ(error_of([&] {
+              writer.add_document(std::vector<int32_t>{1, 257});
+            }),
             prefix() + ": token id 257 in document 0 is outside the vocabulary of 257");
   EXPECT_EQ(error_of([&] { writer.add_document(std::vector<int32_t>{-1}); }),
             prefix() + ": token id -1 in document 0 is outside the vocabulary of 257");
@@ -247,7 +249,8 @@ TEST_F(IndexedDatasetTest, ReadsEveryIntegerDtype) {
 }
 
 TEST_F(IndexedDatasetTest, AcceptsMultimodalModesAfterTheIndex) {
-  spit(prefix() + ".idx", reference_index().bytes() + std::string("\0\0", 2));  // one int8 per sequence
+  spit(prefix() + ".idx",
+       reference_index().bytes() + std::string("\0\0", 2));  // one int8 per sequence
   spit(prefix() + ".bin", kReferenceBin);
   EXPECT_EQ(IndexedDataset(prefix()).num_tokens(), 5);
 }
@@ -282,7 +285,8 @@ TEST_F(IndexedDatasetTest, RejectsInt64IdsThatDoNotFitInt32) {
 // Every way a pair can be broken, each with the message the user sees.
 TEST_F(IndexedDatasetTest, RejectsCorruptFiles) {
   const std::string p = prefix(), idx_path = p + ".idx", bin_path = p + ".bin";
-  auto expect = [&](const std::string& idx_bytes, const std::string& bin_bytes, const std::string& message) {
+  auto expect = [&](const std::string& idx_bytes, const std::string& bin_bytes,
+                    const std::string& message) {
     spit(idx_path, idx_bytes);
     spit(bin_path, bin_bytes);
     EXPECT_EQ(error_of([&] { IndexedDataset ds(p); }), message);
@@ -292,10 +296,12 @@ TEST_F(IndexedDatasetTest, RejectsCorruptFiles) {
   expect(good, kReferenceBin, "");  // the baseline is valid
 
   fs::remove(idx_path);
-  EXPECT_EQ(error_of([&] { IndexedDataset ds(p); }), idx_path + ": cannot open: No such file or directory");
+  EXPECT_EQ(error_of([&] { IndexedDataset ds(p); }),
+            idx_path + ": cannot open: No such file or directory");
   spit(idx_path, good);
   fs::remove(bin_path);
-  EXPECT_EQ(error_of([&] { IndexedDataset ds(p); }), bin_path + ": cannot open: No such file or directory");
+  EXPECT_EQ(error_of([&] { IndexedDataset ds(p); }),
+            bin_path + ": cannot open: No such file or directory");
 
   expect("", kReferenceBin, idx_path + ": truncated header (0 bytes, need 34)");
   expect(good.substr(0, 20), kReferenceBin, idx_path + ": truncated header (20 bytes, need 34)");
@@ -319,12 +325,15 @@ TEST_F(IndexedDatasetTest, RejectsCorruptFiles) {
 
   bad = reference_index();
   bad.sequence_count = uint64_t{1} << 62;  // would overflow a naive size computation
-  expect(bad.bytes(), kReferenceBin, idx_path + ": sequence count 4611686018427387904 does not fit the file (82 bytes)");
+  expect(bad.bytes(), kReferenceBin,
+         idx_path + ": sequence count 4611686018427387904 does not fit the file (82 bytes)");
   bad.sequence_count = 4;  // fits, but leaves no room for the document indices
-  expect(bad.bytes(), kReferenceBin, idx_path + ": document index count 3 does not fit the file (82 bytes)");
+  expect(bad.bytes(), kReferenceBin,
+         idx_path + ": document index count 3 does not fit the file (82 bytes)");
   bad = reference_index();
   bad.doc_count = 4;
-  expect(bad.bytes(), kReferenceBin, idx_path + ": document index count 4 does not fit the file (82 bytes)");
+  expect(bad.bytes(), kReferenceBin,
+         idx_path + ": document index count 4 does not fit the file (82 bytes)");
   bad.doc_count = 2;
   expect(bad.bytes(), kReferenceBin,
          idx_path + ": 82 bytes, but its counts (2 sequences, 2 document indices) need 74");
@@ -342,17 +351,20 @@ TEST_F(IndexedDatasetTest, RejectsCorruptFiles) {
   bad = reference_index();
   bad.pointers = {0, 8};
   expect(bad.bytes(), kReferenceBin,
-         idx_path + ": sequence 1 starts at byte 8, expected 6 (sequences must be stored back to back)");
+         idx_path +
+             ": sequence 1 starts at byte 8, expected 6 (sequences must be stored back to back)");
   bad.pointers = {2, 6};
   expect(bad.bytes(), kReferenceBin,
-         idx_path + ": sequence 0 starts at byte 2, expected 0 (sequences must be stored back to back)");
+         idx_path +
+             ": sequence 0 starts at byte 2, expected 0 (sequences must be stored back to back)");
   bad = reference_index();
   bad.lengths = {3, 1000};
   expect(bad.bytes(), kReferenceBin,
          idx_path + ": sequence 1 (1000 tokens at byte 6) runs past the end of " + bin_path +
              " (10 bytes; truncated?)");
   expect(good, kReferenceBin.substr(0, 9),  // truncated .bin
-         idx_path + ": sequence 1 (2 tokens at byte 6) runs past the end of " + bin_path + " (9 bytes; truncated?)");
+         idx_path + ": sequence 1 (2 tokens at byte 6) runs past the end of " + bin_path +
+             " (9 bytes; truncated?)");
   expect(good, kReferenceBin + std::string("\x01\x00", 2),
          bin_path + ": 12 bytes, but " + idx_path + " describes 10 (files from different runs?)");
 
@@ -363,7 +375,8 @@ TEST_F(IndexedDatasetTest, RejectsCorruptFiles) {
   expect(bad.bytes(), kReferenceBin,
          idx_path + ": document index 2 is 1, below the previous 2 (they must not decrease)");
   bad.docs = {0, 1, 1};
-  expect(bad.bytes(), kReferenceBin, idx_path + ": document indices end at 1, not at the sequence count 2");
+  expect(bad.bytes(), kReferenceBin,
+         idx_path + ": document indices end at 1, not at the sequence count 2");
 }
 
 TEST_F(IndexedDatasetTest, RejectsADirectoryInPlaceOfAFile) {
