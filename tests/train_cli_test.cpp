@@ -81,3 +81,27 @@ TEST(TrainCli, PrintConfigShowsEmbeddedDefaults) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+// Ctrl-C stops at the next step boundary: a final progress line, a message, exit 130.
+TEST(TrainCli, InterruptStopsCleanly) {
+  const std::string dir = fresh_dir("interrupt");
+  const std::string prefix = prepare_corpus(dir);
+  const std::string log = dir + "/train.log";
+  const std::string script =
+      kiln + " train" + small_run(prefix) + " --set train.steps=100000 --set train.log_interval=1"
+      " >" + log + " 2>&1 & pid=$!; "
+      "for i in $(seq 200); do grep -q '^step' " + log + " && break; sleep 0.1; done; "
+      "kill -INT $pid; wait $pid; echo exit=$?";
+  std::ofstream(dir + "/interrupt.sh") << script << "\n";
+  const CommandResult r = run_command("sh " + dir + "/interrupt.sh");
+  EXPECT_NE(r.output.find("exit=130"), std::string::npos) << r.output;
+  const CommandResult logged = run_command("cat " + log);
+  EXPECT_NE(logged.output.find("interrupted; stopped cleanly after step"), std::string::npos)
+      << logged.output;
+}
+
+}  // namespace
+}  // namespace kiln::test
