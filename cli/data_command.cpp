@@ -18,6 +18,7 @@
 #include "kernels/check.h"
 #include "trainer/data/byte_tokenizer.h"
 #include "trainer/data/indexed_dataset.h"
+#include "trainer/util/human_format.h"
 
 namespace kiln {
 namespace {
@@ -33,16 +34,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::string human_bytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  size_t u = 0;
-  while (v >= 1024.0 && u + 1 < std::size(units)) {
-    v /= 1024.0;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
-}
 
 // Collects a document's text, encodes it in bounded pieces and streams the ids to the
 // writer. Encoding in pieces is exact for the byte tokenizer, which has no state across

@@ -8,7 +8,6 @@
 // temp dir, runs /usr/bin/python3 (Debian's python3-torch) on it, and reads back
 // the reference's results.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
@@ -25,11 +24,14 @@
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/util/random.h"
+#include "tests/run_command.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
+using test::CommandResult;
+using test::run_command;
 using nlohmann::json;
 
 const std::string kPython = "/usr/bin/python3";
@@ -42,23 +44,6 @@ constexpr double kLogitsTol = 1e-5;   // relative, all logits as one tensor
 constexpr double kGradTol = 1e-4;     // relative, each gradient tensor
 constexpr double kTrainTol = 1e-5;    // relative, each of the losses along 10 AdamW steps
 constexpr double kNormTol = 1e-4;     // relative, the gradient norm before each step
-
-struct Shell {
-  int exit_code = -1;
-  std::string output;
-};
-
-Shell shell(const std::string& command) {
-  Shell r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return r;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) r.output.append(buffer, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 template <typename T>
 void write_binary(const fs::path& path, const std::vector<T>& data) {
@@ -231,10 +216,10 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
   };
   std::ofstream(dir / "manifest.json") << manifest.dump(2);
 
-  const Shell ref = shell(kPython + " " + kReference + " " + dir.string());
+  const CommandResult ref = run_command(kPython + " " + kReference + " " + dir.string());
   if (ref.exit_code != 0) {
     // Never skip: a machine without the reference is a machine not set up.
-    const Shell probe = shell(kPython + " -c 'import torch, numpy'");
+    const CommandResult probe = run_command(kPython + " -c 'import torch, numpy'");
     ASSERT_EQ(probe.exit_code, 0)
         << kPython << " cannot import torch and numpy (Debian's python3-torch, python3-numpy);"
         << " run scripts/setup.sh. Output:\n"

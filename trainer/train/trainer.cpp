@@ -11,6 +11,7 @@
 #include "trainer/train/backend.h"
 #include "trainer/train/generate.h"
 #include "trainer/train/interrupt.h"
+#include "trainer/util/human_format.h"
 
 namespace kiln {
 
@@ -20,25 +21,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string human_bytes(size_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  if (u == 0) return fmt::format("{} B", bytes);
-  return fmt::format("{:.1f} {}", v, units[u]);
-}
-
-std::string human_duration(double seconds) {
-  const int64_t s = static_cast<int64_t>(std::llround(seconds));
-  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
-  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
 }
 
 void check_single_process(const ParallelConfig& p) {

@@ -1,0 +1,28 @@
+#include "trainer/util/human_format.h"
+
+#include <cmath>
+#include <iterator>
+
+#include <fmt/core.h>
+
+namespace kiln {
+
+std::string human_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < std::size(units)) {
+    v /= 1024.0;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+std::string human_duration(double seconds) {
+  const int64_t s = static_cast<int64_t>(std::llround(seconds));
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+}  // namespace kiln
