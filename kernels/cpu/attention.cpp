@@ -1,7 +1,7 @@
 // Rotary position embedding and causal grouped-query attention.
 //
-// Attention works one head at a time through BLAS: S = scale * Q K^T, a causal softmax
-// row by row, O = P V. Only the log-sum-exp of each row is kept for backward, which
+// Attention works one head at a time through BLAS, in blocks of query rows:
+// S = scale * Q K^T, a causal softmax row by row, O = P V. Only the log-sum-exp of each row is kept for backward, which
 // rebuilds P from Q, K and the log-sum-exp, as a flash-attention kernel does.
 #include <algorithm>
 #include <cmath>
@@ -37,14 +37,20 @@ void rope(T* qkv, const T* table, const HeadLayout& L, bool inverse) {
 
 namespace {
 
-// Fills P[seq, seq] with the causal softmax of scale * Q K^T. Forward computes each
-// row's log-sum-exp into lse_out; backward passes the saved one as lse_in instead.
+// Query rows are processed in blocks; block [r0, r1) only meets keys [0, r1), so the
+// products skip most of the masked upper triangle.
+constexpr int64_t kRowBlock = 32;
+
+// Fills rows [r0, r1) of P (row stride seq, columns [0, r1)) with the causal softmax of
+// scale * Q K^T. Forward computes each row's log-sum-exp into lse_out; backward passes
+// the saved one as lse_in instead.
 template <typename T>
-void causal_probabilities(T* P, const T* q, const T* k, int64_t seq, int64_t head_dim,
-                          int64_t width, const T* lse_in, T* lse_out) {
+void causal_probabilities(T* P, const T* q, const T* k, int64_t r0, int64_t r1, int64_t seq,
+                          int64_t head_dim, int64_t width, const T* lse_in, T* lse_out) {
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-  gemm<T>(false, true, seq, seq, head_dim, scale, q, width, k, width, T(0), P, seq);
-  for (int64_t i = 0; i < seq; ++i) {
+  gemm<T>(false, true, r1 - r0, r1, head_dim, scale, q + r0 * width, width, k, width, T(0),
+          P + r0 * seq, seq);
+  for (int64_t i = r0; i < r1; ++i) {
     T* row = P + i * seq;
     T row_lse;
     if (!lse_in) {
@@ -59,7 +65,7 @@ void causal_probabilities(T* P, const T* q, const T* k, int64_t seq, int64_t hea
       row_lse = lse_in[i];
     }
     for (int64_t j = 0; j <= i; ++j) row[j] = vexp(row[j] - row_lse);
-    std::fill(row + i + 1, row + seq, T(0));
+    std::fill(row + i + 1, row + r1, T(0));
   }
 }
 
@@ -78,9 +84,13 @@ void attention_forward(T* out, T* lse, const T* qkv, const HeadLayout& L, T* scr
     const T* q = base + h * hd;
     const T* k = base + (L.n_head + g) * hd;
     const T* v = base + (L.n_head + L.n_kv_head + g) * hd;
-    causal_probabilities<T>(P, q, k, seq, hd, width, nullptr, lse + bh * seq);
-    gemm<T>(false, false, seq, hd, seq, T(1), P, seq, v, width, T(0),
-            out + b * seq * out_width + h * hd, out_width);
+    T* o = out + b * seq * out_width + h * hd;
+    for (int64_t r0 = 0; r0 < seq; r0 += kRowBlock) {
+      const int64_t r1 = std::min(seq, r0 + kRowBlock);
+      causal_probabilities<T>(P, q, k, r0, r1, seq, hd, width, nullptr, lse + bh * seq);
+      gemm<T>(false, false, r1 - r0, hd, r1, T(1), P + r0 * seq, seq, v, width, T(0),
+              o + r0 * out_width, out_width);
+    }
   }
 }
 
@@ -112,23 +122,32 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
       const T* q = base + h * hd;
       const T* o = out + b * seq * out_width + h * hd;
       const T* d_o = dout + b * seq * out_width + h * hd;
-      causal_probabilities<T>(P, q, k, seq, hd, width, lse + (b * L.n_head + h) * seq, nullptr);
-      // dV += P^T dO and dP = dO V^T.
-      gemm<T>(true, false, seq, hd, seq, T(1), P, seq, d_o, out_width, T(1), dv, width);
-      gemm<T>(false, true, seq, seq, hd, T(1), d_o, out_width, v, width, T(0), dS, seq);
-      // dS = P * (dP - rowsum(dO * O)), the softmax backward.
-      for (int64_t i = 0; i < seq; ++i) {
-        T delta = 0;
+      T* dq = dbase + h * hd;
+      for (int64_t r0 = 0; r0 < seq; r0 += kRowBlock) {
+        const int64_t r1 = std::min(seq, r0 + kRowBlock), rows = r1 - r0;
+        causal_probabilities<T>(P, q, k, r0, r1, seq, hd, width, lse + (b * L.n_head + h) * seq,
+                                nullptr);
+        const T* p = P + r0 * seq;
+        T* ds = dS + r0 * seq;
+        // dV[0, r1) += P^T dO and dP = dO V^T over this block's rows.
+        gemm<T>(true, false, r1, hd, rows, T(1), p, seq, d_o + r0 * out_width, out_width, T(1), dv,
+                width);
+        gemm<T>(false, true, rows, r1, hd, T(1), d_o + r0 * out_width, out_width, v, width, T(0),
+                ds, seq);
+        // dS = P * (dP - rowsum(dO * O)), the softmax backward.
+        for (int64_t i = r0; i < r1; ++i) {
+          T delta = 0;
 #pragma omp simd reduction(+ : delta)
-        for (int64_t d = 0; d < hd; ++d) delta += d_o[i * out_width + d] * o[i * out_width + d];
-        T* ds = dS + i * seq;
-        const T* p = P + i * seq;
-        for (int64_t j = 0; j <= i; ++j) ds[j] = p[j] * (ds[j] - delta);
-        std::fill(ds + i + 1, ds + seq, T(0));
+          for (int64_t d = 0; d < hd; ++d) delta += d_o[i * out_width + d] * o[i * out_width + d];
+          T* ds_row = dS + i * seq;
+          const T* p_row = P + i * seq;
+          for (int64_t j = 0; j <= i; ++j) ds_row[j] = p_row[j] * (ds_row[j] - delta);
+          std::fill(ds_row + i + 1, ds_row + r1, T(0));
+        }
+        // dQ = scale * dS K and dK[0, r1) += scale * dS^T Q.
+        gemm<T>(false, false, rows, hd, r1, scale, ds, seq, k, width, T(0), dq + r0 * width, width);
+        gemm<T>(true, false, r1, hd, rows, scale, ds, seq, q + r0 * width, width, T(1), dk, width);
       }
-      // dQ = scale * dS K and dK += scale * dS^T Q.
-      gemm<T>(false, false, seq, hd, seq, scale, dS, seq, k, width, T(0), dbase + h * hd, width);
-      gemm<T>(true, false, seq, hd, seq, scale, dS, seq, q, width, T(1), dk, width);
     }
   }
 }

@@ -160,9 +160,12 @@ TEST_F(OpGradients, EmbeddingAndBias) {
   expect_gradient(bias, dbias, bias_loss, "dbias");
 }
 
-// Attention with RoPE in front, grouped-query heads (4 query heads share 2 kv heads).
-TEST_F(OpGradients, RopeAndAttention) {
-  const int64_t B = 2, T = 6;
+// Attention with RoPE in front, grouped-query heads (4 query heads share 2 kv heads), at a
+// sequence shorter than one block of query rows and at one spanning two blocks.
+class AttentionGradients : public OpGradients, public testing::WithParamInterface<int64_t> {};
+
+TEST_P(AttentionGradients, RopeAndAttention) {
+  const int64_t B = 2, T = GetParam();
   const AttentionShape s{4, 2, 4};
   const int64_t W = s.qkv_width(), O = s.n_head * s.head_dim;
   std::vector<double> qkv, r, work(B * T * W), out(B * T * O), lse(B * s.n_head * T);
@@ -193,6 +196,8 @@ TEST_F(OpGradients, RopeAndAttention) {
   ops->rope_backward(tdqkv, ttable, s);
   expect_gradient(qkv, dqkv, loss, "dqkv");
 }
+
+INSTANTIATE_TEST_SUITE_P(Seq, AttentionGradients, testing::Values(6, 40));
 
 TEST_F(OpGradients, CrossEntropyWithPaddingAndMask) {
   const int64_t N = 5, Vp = 8, V = 6;
