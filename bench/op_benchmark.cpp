@@ -31,7 +31,7 @@ struct Fixture {
     const char* threads = std::getenv("KILN_THREADS");
     backend.threads = threads ? std::atoi(threads) : 0;
     ops = kiln::make_cpu_ops(kiln::resolved_threads(backend));
-    ops->reserve({T});
+    ops->reserve({B, T, kHeads});
   }
   // Random values, never zeros, so no op takes a shortcut.
   Tensor make(kiln::Shape shape) {
@@ -122,8 +122,10 @@ void BM_adamw(benchmark::State& state) {
   Fixture& f = fixture();
   const int64_t n = 840000;  // the tiny model's parameters
   const Tensor p = f.make({n}), g = f.make({n}), m = f.make({n}), v = f.make({n});
+  std::vector<int64_t> one_segment = {0, n, 1};
+  const Tensor segments{one_segment.data(), kiln::DType::I64, {1, 3}, kiln::Device::Cpu};
   kiln::AdamWStep step{1e-3, 0.9, 0.95, 1e-8, 0.1, 1};
-  for (auto _ : state) f.ops->adamw(p, g, m, v, step);
+  for (auto _ : state) f.ops->adamw(p, g, m, v, Tensor{}, segments, step);
 }
 
 }  // namespace

@@ -9,7 +9,9 @@
 //  - an op named *_backward accumulates (+=) into parameter gradients, because
 //    micro-batches of one step add into the same gradient buffer; what it does to the
 //    input gradient is stated at each op;
-//  - all floating tensors of one call share a dtype (F32, or F64 on the CPU).
+//  - precision: activations and parameters are the compute dtype (F32 or F64 on the CPU;
+//    F32, BF16 or F16 on CUDA); norm statistics, log-sum-exps, losses, parameter
+//    gradients, master weights and optimizer state are F32 (F64 when computing in F64).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,8 @@ struct AttentionShape {
   int qkv_width() const { return (n_head + 2 * n_kv_head) * head_dim; }
 };
 
+// The optimizer's segment table: a [n, 3] I64 tensor of (begin, end, decay) rows over the
+// flat parameter buffers, one row per parameter tensor; decay is 0 or 1.
 struct AdamWStep {
   double lr = 0;
   double beta1 = 0.9;
@@ -40,7 +44,9 @@ struct AdamWStep {
 
 // The largest shapes a run will pass to the ops, known from the config before step 1.
 struct OpLimits {
+  int64_t micro_batch = 0;
   int64_t seq_len = 0;
+  AttentionShape heads;
 };
 
 class Ops {
@@ -55,6 +61,11 @@ class Ops {
   virtual void copy_to_host(void* host, const Tensor& src) = 0;
   virtual void copy_from_host(const Tensor& dst, const void* host) = 0;
   virtual void fill(const Tensor& x, double value) = 0;
+  // out = x converted to out's dtype (same element count).
+  virtual void cast(const Tensor& out, const Tensor& x) = 0;
+  // Bytes this backend can still allocate (device memory, or the host's available memory),
+  // so a run that does not fit is refused before it starts.
+  virtual size_t available_memory() const = 0;
   // Allocates the ops' own working memory once, before the first step, and returns its
   // size in bytes (the CPU's attention scratch; a GPU's library workspaces).
   virtual size_t reserve(const OpLimits& limits) = 0;
@@ -136,9 +147,12 @@ class Ops {
                                       int64_t vocab_size, double dloss) = 0;
 
   // ---- optimizer ----------------------------------------------------------------
-  // AdamW with decoupled weight decay on one parameter tensor and its state.
-  virtual void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                     const AdamWStep& step) = 0;
+  // AdamW with decoupled weight decay over every parameter tensor in one call: master,
+  // grad, m and v are the flat F32 buffers; segments the [n, 3] I64 table; step.weight_decay
+  // applies to segments with decay = 1. When param_copy is given (mixed precision), the
+  // updated weights are also written to it in its dtype.
+  virtual void adamw(const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
+                     const Tensor& param_copy, const Tensor& segments, const AdamWStep& step) = 0;
 };
 
 std::unique_ptr<Ops> make_cpu_ops(int threads);

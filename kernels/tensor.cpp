@@ -9,6 +9,9 @@ size_t dtype_size(DType dtype) {
     case DType::F32: return 4;
     case DType::F64: return 8;
     case DType::I32: return 4;
+    case DType::I64: return 8;
+    case DType::BF16: return 2;
+    case DType::F16: return 2;
   }
   return 0;
 }
@@ -18,6 +21,9 @@ const char* dtype_name(DType dtype) {
     case DType::F32: return "fp32";
     case DType::F64: return "fp64";
     case DType::I32: return "int32";
+    case DType::I64: return "int64";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "fp16";
   }
   return "?";
 }

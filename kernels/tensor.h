@@ -11,9 +11,12 @@
 namespace kiln {
 
 enum class DType : uint8_t {
-  F32,  // parameters, activations and optimizer state on the CPU backend
-  F64,  // the CPU backend computes in double for gradient checks
-  I32,  // token ids and targets
+  F32,   // master weights, gradients, optimizer state, statistics; everything on the CPU
+  F64,   // the CPU backend computes in double for gradient checks
+  I32,   // token ids and targets
+  I64,   // offsets (the optimizer's table of parameter segments)
+  BF16,  // parameters and activations in bf16 mixed precision (CUDA)
+  F16,   // parameters and activations in fp16 mixed precision (CUDA)
 };
 
 enum class Device : uint8_t { Cpu, Cuda };

@@ -3,6 +3,8 @@
 #include <omp.h>
 
 #include <cblas.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -21,9 +23,12 @@ void dispatch(const Tensor& x, Fn&& fn) {
   switch (x.dtype) {
     case DType::F32: fn(float{}); return;
     case DType::F64: fn(double{}); return;
-    case DType::I32: break;
+    case DType::I32:
+    case DType::I64:
+    case DType::BF16:
+    case DType::F16: break;
   }
-  fail(std::string("cpu ops: floating tensor expected, got ") + dtype_name(x.dtype));
+  fail(std::string("cpu ops: fp32 or fp64 tensor expected, got ") + dtype_name(x.dtype));
 }
 
 void same_shape(const Tensor& a, const Tensor& b, const char* op) {
@@ -74,6 +79,23 @@ class CpuOps final : public Ops {
       using T = decltype(t);
       cpu::fill(x.as<T>(), x.numel(), static_cast<T>(value));
     });
+  }
+
+  void cast(const Tensor& out, const Tensor& x) override {
+    KILN_CHECK(out.numel() == x.numel(), "cast: element counts differ");
+    dispatch(out, [&](auto to) {
+      dispatch(x, [&](auto from) {
+        using To = decltype(to);
+        using From = decltype(from);
+        const From* src = x.as<From>();
+        To* dst = out.as<To>();
+        for (int64_t i = 0; i < x.numel(); ++i) dst[i] = static_cast<To>(src[i]);
+      });
+    });
+  }
+
+  size_t available_memory() const override {
+    return static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
   }
 
   size_t reserve(const OpLimits& limits) override {
@@ -290,15 +312,26 @@ class CpuOps final : public Ops {
     });
   }
 
-  void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-             const AdamWStep& s) override {
-    same_shape(param, grad, "adamw");
-    same_shape(param, m, "adamw");
-    same_shape(param, v, "adamw");
-    dispatch(param, [&](auto t) {
+  // The CPU trains in its compute dtype, so the master weights are the parameters
+  // themselves and there is no copy to write.
+  void adamw(const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
+             const Tensor& param_copy, const Tensor& segments, const AdamWStep& s) override {
+    same_shape(master, grad, "adamw");
+    same_shape(master, m, "adamw");
+    same_shape(master, v, "adamw");
+    KILN_CHECK(param_copy.empty(), "adamw: the CPU backend keeps no parameter copy");
+    KILN_CHECK(segments.dtype == DType::I64 && segments.shape.rank == 2 && segments.shape[1] == 3,
+               "adamw: segments must be an [n, 3] int64 table");
+    const int64_t* table = segments.as<int64_t>();
+    dispatch(master, [&](auto t) {
       using T = decltype(t);
-      cpu::adamw(param.as<T>(), grad.as<T>(), m.as<T>(), v.as<T>(), param.numel(), s.lr, s.beta1,
-                 s.beta2, s.eps, s.weight_decay, s.step);
+      for (int64_t i = 0; i < segments.shape[0]; ++i) {
+        const int64_t begin = table[3 * i], end = table[3 * i + 1];
+        KILN_CHECK(begin >= 0 && begin <= end && end <= master.numel(), "adamw: bad segment");
+        cpu::adamw(master.as<T>() + begin, grad.as<T>() + begin, m.as<T>() + begin,
+                   v.as<T>() + begin, end - begin, s.lr, s.beta1, s.beta2, s.eps,
+                   table[3 * i + 2] ? s.weight_decay : 0.0, s.step);
+      }
     });
   }
 

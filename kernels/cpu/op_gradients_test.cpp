@@ -182,7 +182,7 @@ TEST_P(AttentionGradients, RopeAndAttention) {
       table[(t * 2 + i) * 2 + 1] = std::sin(angle);
     }
   const Tensor ttable{table.data(), DType::F64, {T, 2, 2}, Device::Cpu};
-  ops->reserve({T});
+  ops->reserve({B, T, s});
   auto loss = [&] {
     work = qkv;
     ops->rope_forward(twork, ttable, s);

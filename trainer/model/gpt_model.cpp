@@ -3,37 +3,63 @@
 #include <cmath>
 
 #include "kernels/check.h"
+#include "trainer/memory/host_copy.h"
+#include "trainer/util/human_format.h"
 #include "trainer/util/random.h"
 
 namespace kiln {
 
+namespace {
+// Statistics and gradients are F32 unless the whole model computes in F64.
+DType wide_dtype(DType compute) { return compute == DType::F64 ? DType::F64 : DType::F32; }
+}  // namespace
+
 GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype,
-                   int slots)
+                   size_t optimizer_bytes_per_element, int slots)
     : config_(config), micro_batch_(micro_batch), slots_(slots), dtype_(dtype), ops_(ops),
-      params_(dtype) {
+      params_(dtype, wide_dtype(dtype)) {
   // First pass learns the sizes, second hands out memory.
   layout();
+  check_fits(optimizer_bytes_per_element);
   params_.allocate(ops_);
   activations_.allocate(ops_);
   scratch_.allocate(ops_);
   layout();
-  params_.check_complete();
   activations_.check_complete();
   scratch_.check_complete();
-  workspace_bytes_ = ops_.reserve({config_.seq_len});
+  workspace_bytes_ = ops_.reserve(
+      {micro_batch_, config_.seq_len, {config_.n_head, config_.kv_heads(), config_.head_dim()}});
   if (config_.is_llama()) fill_rope_table();
   batch_.assign(static_cast<size_t>(slots_), Batch{});
   target_count_.assign(static_cast<size_t>(slots_), 0);
   has_targets_.assign(static_cast<size_t>(slots_), false);
 }
 
+void GptModel::check_fits(size_t optimizer_bytes_per_element) const {
+  const size_t optimizer = static_cast<size_t>(params_.size()) * optimizer_bytes_per_element;
+  size_t needed = optimizer;
+  std::string parts;
+  for (const ArenaSize& a : memory()) {
+    needed += a.bytes;
+    parts += a.name + " " + human_bytes(a.bytes) + ", ";
+  }
+  const size_t available = ops_.available_memory();
+  KILN_CHECK(needed <= available,
+             "the run needs " + human_bytes(needed) + " (" + parts + "optimizer " +
+                 human_bytes(optimizer) + ") but " + ops_.name() + " has " +
+                 human_bytes(available) +
+                 " available; lower train.micro_batch, model.seq_len or the model size");
+}
+
 void GptModel::layout() {
   params_.begin_pass();
-  const LayerBuild build{config_, micro_batch_, slots_, dtype_, params_, activations_, scratch_};
+  const LayerBuild build{config_,           micro_batch_, slots_,     dtype_,
+                         wide_dtype(dtype_), params_,      activations_, scratch_};
   const int64_t C = config_.d_model, Vp = config_.padded_vocab(), V = config_.vocab_size;
   const int64_t T = config_.seq_len;
 
-  if (config_.is_llama()) rope_table_ = activations_.take({T, config_.head_dim() / 2, 2}, dtype_);
+  if (config_.is_llama())
+    rope_table_ = activations_.take({T, config_.head_dim() / 2, 2}, build.stat_dtype);
 
   // Parameters in the order backward produces their gradients.
   Parameter head;
@@ -54,8 +80,8 @@ void GptModel::layout() {
     for (int l = 0; l <= config_.n_layer; ++l) s.residual.push_back(build.take(activations_, C));
     s.final_norm_out = build.take(activations_, C);
     s.logits = build.take(activations_, Vp);
-    s.losses = build.take_rows(activations_);
-    s.lse = build.take_rows(activations_);
+    s.losses = build.take_stats(activations_);
+    s.lse = build.take_stats(activations_);
   }
   block_scratch_.bind(build);
   d_residual_ = build.take(scratch_, C);
@@ -73,12 +99,7 @@ void GptModel::fill_rope_table() {
       table[static_cast<size_t>((t * half + i) * 2 + 1)] = std::sin(angle);
     }
   }
-  if (dtype_ == DType::F64) {
-    ops_.copy_from_host(rope_table_, table.data());
-  } else {
-    const std::vector<float> narrow(table.begin(), table.end());
-    ops_.copy_from_host(rope_table_, narrow.data());
-  }
+  copy_from_doubles(ops_, rope_table_, table);
 }
 
 void GptModel::init_parameters(uint64_t seed) {
@@ -98,12 +119,7 @@ void GptModel::init_parameter(const Parameter& p, uint64_t seed) {
       case Init::Zeros: break;
     }
   }
-  if (dtype_ == DType::F64) {
-    ops_.copy_from_host(p.value, values.data());
-  } else {
-    const std::vector<float> narrow(values.begin(), values.end());
-    ops_.copy_from_host(p.value, narrow.data());
-  }
+  copy_from_doubles(ops_, p.value, values);
 }
 
 void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
@@ -152,15 +168,7 @@ double GptModel::forward(int slot) {
   const Tensor flat_logits = logits.view({batch.b * batch.t, config_.padded_vocab()});
   ops_.cross_entropy_forward(losses, lse, flat_logits, batch.of(a.targets), config_.vocab_size);
   double sum = 0;
-  if (dtype_ == DType::F64) {
-    std::vector<double> host(static_cast<size_t>(losses.numel()));
-    ops_.copy_to_host(host.data(), losses);
-    for (double v : host) sum += v;
-  } else {
-    std::vector<float> host(static_cast<size_t>(losses.numel()));
-    ops_.copy_to_host(host.data(), losses);
-    for (float v : host) sum += v;
-  }
+  for (double v : copy_to_doubles(ops_, losses)) sum += v;
   return target_count_[s] > 0 ? sum / static_cast<double>(target_count_[s]) : 0.0;
 }
 
@@ -187,19 +195,16 @@ void GptModel::backward(double dloss, int slot) {
 void GptModel::zero_grad() { ops_.fill(params_.flat_grads(), 0.0); }
 
 void GptModel::logits_row(int64_t row, std::vector<float>& out, int slot) const {
-  KILN_CHECK(dtype_ == DType::F32, "logits_row reads fp32 models");
   const Batch& batch = batch_[static_cast<size_t>(slot)];
   const Tensor logits =
       batch.of(slot_[static_cast<size_t>(slot)].logits).view({batch.b * batch.t, config_.padded_vocab()});
-  const Tensor one = logits.slice(row, row + 1);
-  std::vector<float> full(static_cast<size_t>(config_.padded_vocab()));
-  ops_.copy_to_host(full.data(), one);
+  const std::vector<double> full = copy_to_doubles(ops_, logits.slice(row, row + 1));
   out.assign(full.begin(), full.begin() + config_.vocab_size);
 }
 
 std::vector<ArenaSize> GptModel::memory() const {
-  return {{"parameters", params_.values_arena().bytes()},
-          {"gradients", params_.grads_arena().bytes()},
+  return {{"parameters", params_.value_bytes()},
+          {"gradients", params_.grad_bytes()},
           {"activations", activations_.bytes()},
           {"scratch", scratch_.bytes()},
           {"op workspace", workspace_bytes_}};

@@ -21,9 +21,11 @@ struct ArenaSize {
 
 class GptModel {
  public:
-  // dtype F32 trains; F64 (CPU only) serves the gradient checks.
+  // dtype: F32, or BF16/F16 on CUDA; F64 (CPU only) serves the gradient checks.
+  // Refuses, before allocating anything, a layout that does not fit the backend's memory
+  // together with optimizer_bytes_per_element bytes of optimizer state per parameter.
   GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype = DType::F32,
-           int slots = 1);
+           size_t optimizer_bytes_per_element = 0, int slots = 1);
 
   // Seeded initialisation: every parameter draws from its own stream (seed, name).
   void init_parameters(uint64_t seed);
@@ -53,6 +55,7 @@ class GptModel {
 
  private:
   void layout();
+  void check_fits(size_t optimizer_bytes_per_element) const;
   void fill_rope_table();
   void init_parameter(const Parameter& p, uint64_t seed);
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "trainer/config/config.h"
+#include "trainer/memory/arena.h"
 #include "trainer/model/parameters.h"
 
 namespace kiln {
@@ -11,7 +12,8 @@ struct LayerBuild {
   const ModelConfig& model;
   int64_t micro_batch;
   int slots;  // activation slots: micro-batches a stage can hold in flight
-  DType dtype;
+  DType dtype;       // activations and parameters
+  DType stat_dtype;  // norm statistics, log-sum-exps, losses, RoPE table
   ParameterSet& params;
   Arena& activations;  // saved for backward, one copy per slot
   Arena& scratch;      // shared by all layers, overwritten freely
@@ -20,8 +22,9 @@ struct LayerBuild {
   Tensor take(Arena& arena, int64_t width) const {
     return arena.take({micro_batch, model.seq_len, width}, dtype);
   }
-  Tensor take_rows(Arena& arena) const {
-    return arena.take({micro_batch, model.seq_len}, dtype);
+  // A [micro_batch, seq_len] buffer of statistics.
+  Tensor take_stats(Arena& arena) const {
+    return arena.take({micro_batch, model.seq_len}, stat_dtype);
   }
 };
 

@@ -11,8 +11,8 @@ void Norm::bind(const LayerBuild& build, const std::string& name) {
   mean_.clear();
   rstd_.clear();
   for (int s = 0; s < build.slots; ++s) {
-    if (!rms_) mean_.push_back(build.take_rows(build.activations));
-    rstd_.push_back(build.take_rows(build.activations));
+    if (!rms_) mean_.push_back(build.take_stats(build.activations));
+    rstd_.push_back(build.take_stats(build.activations));
   }
 }
 

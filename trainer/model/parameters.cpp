@@ -4,32 +4,52 @@
 
 namespace kiln {
 
+namespace {
+// Every tensor starts on a multiple of 32 elements: 64-byte alignment in F16/BF16 and
+// better in wider types, in both buffers at once.
+constexpr int64_t kAlignElements = 32;
+}  // namespace
+
+ParameterSet::~ParameterSet() {
+  if (owner_) {
+    owner_->release(values_);
+    owner_->release(grads_);
+  }
+}
+
+void ParameterSet::begin_pass() {
+  params_.clear();
+  if (!owner_) size_ = 0;
+  next_ = 0;
+}
+
 Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, double std,
                             int64_t real_rows) {
   Parameter p;
   p.name = name;
-  p.value = values_.take(shape, dtype_);
-  p.grad = grads_.take(shape, dtype_);
+  p.offset = (next_ + kAlignElements - 1) / kAlignElements * kAlignElements;
+  next_ = p.offset + shape.numel();
+  if (!owner_) size_ = next_;
+  KILN_CHECK(next_ <= size_, "parameter layout grew after it was sized");
+  p.value = {values_ ? static_cast<char*>(values_) + p.offset * dtype_size(value_dtype_) : nullptr,
+             value_dtype_, shape, device_};
+  p.grad = {grads_ ? static_cast<char*>(grads_) + p.offset * dtype_size(grad_dtype_) : nullptr,
+            grad_dtype_, shape, device_};
   p.init = init;
   p.std = std;
   p.decay = shape.rank >= 2;
   p.real_rows = real_rows < 0 ? shape[0] : real_rows;
-  if (params_.empty()) {
-    first_value_ = p.value;
-    first_grad_ = p.grad;
-  }
   params_.push_back(p);
   return p;
 }
 
 void ParameterSet::allocate(Ops& ops) {
-  values_.allocate(ops);
-  grads_.allocate(ops);
-}
-
-void ParameterSet::check_complete() const {
-  values_.check_complete();
-  grads_.check_complete();
+  KILN_CHECK(owner_ == nullptr, "parameters allocated twice");
+  size_ = (next_ + kAlignElements - 1) / kAlignElements * kAlignElements;
+  owner_ = &ops;
+  device_ = ops.device();
+  values_ = ops.allocate(value_bytes());
+  grads_ = ops.allocate(grad_bytes());
 }
 
 const Parameter& ParameterSet::find(const std::string& name) const {
@@ -42,12 +62,6 @@ int64_t ParameterSet::count() const {
   int64_t n = 0;
   for (const Parameter& p : params_) n += p.value.numel() / p.value.shape[0] * p.real_rows;
   return n;
-}
-
-Tensor ParameterSet::flat(Tensor first, const Arena& arena) const {
-  Tensor t = first;
-  t.shape = Shape{static_cast<int64_t>(arena.bytes() / dtype_size(dtype_))};
-  return t;
 }
 
 }  // namespace kiln

@@ -1,12 +1,14 @@
-// Parameters and their gradients live in two flat buffers with the same layout, in the
-// order backward produces gradients (output layer first, embeddings last), so later
-// data-parallel buckets are slices and an optimizer shard is one contiguous range.
+// Parameters and their gradients live in two flat buffers with the same layout in
+// elements, in the order backward produces gradients (output layer first, embeddings
+// last), so later data-parallel buckets are slices and an optimizer shard is one
+// contiguous range. Values are in the compute dtype; gradients accumulate in F32 (F64
+// when computing in F64), as Megatron's main_grad.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "trainer/memory/arena.h"
+#include "kernels/ops.h"
 
 namespace kiln {
 
@@ -15,7 +17,8 @@ enum class Init { Normal, Zeros, Ones };
 struct Parameter {
   std::string name;
   Tensor value;
-  Tensor grad;  // same offset in the gradient buffer
+  Tensor grad;
+  int64_t offset = 0;    // in elements, the same in both buffers
   Init init = Init::Zeros;
   double std = 0;        // for Init::Normal
   bool decay = false;    // weight decay: matrices and embeddings, not norms or biases
@@ -24,34 +27,40 @@ struct Parameter {
 
 class ParameterSet {
  public:
-  explicit ParameterSet(DType dtype) : dtype_(dtype) {}
+  ParameterSet(DType value_dtype, DType grad_dtype)
+      : value_dtype_(value_dtype), grad_dtype_(grad_dtype) {}
+  ParameterSet(const ParameterSet&) = delete;
+  ParameterSet& operator=(const ParameterSet&) = delete;
+  ~ParameterSet();
 
   Parameter add(const std::string& name, Shape shape, Init init, double std = 0,
                 int64_t real_rows = -1);
-  // Starts a layout pass (the set is carved twice, as arenas are).
-  void begin_pass() { params_.clear(); }
+  // Starts a layout pass (the set is laid out twice, as arenas are: sizes, then memory).
+  void begin_pass();
   void allocate(Ops& ops);
-  void check_complete() const;
 
   const std::vector<Parameter>& all() const { return params_; }
   const Parameter& find(const std::string& name) const;
-  // The whole flat buffers, padding included (padding is zero and stays zero).
-  Tensor flat_values() const { return flat(first_value_, values_); }
-  Tensor flat_grads() const { return flat(first_grad_, grads_); }
+  // The whole flat buffers, alignment gaps included (they are zero and stay zero).
+  Tensor flat_values() const { return {values_, value_dtype_, {size_}, device_}; }
+  Tensor flat_grads() const { return {grads_, grad_dtype_, {size_}, device_}; }
+  int64_t size() const { return size_; }
   // Trainable elements, padding excluded.
   int64_t count() const;
-  DType dtype() const { return dtype_; }
-  const Arena& values_arena() const { return values_; }
-  const Arena& grads_arena() const { return grads_; }
+  DType value_dtype() const { return value_dtype_; }
+  DType grad_dtype() const { return grad_dtype_; }
+  size_t value_bytes() const { return static_cast<size_t>(size_) * dtype_size(value_dtype_); }
+  size_t grad_bytes() const { return static_cast<size_t>(size_) * dtype_size(grad_dtype_); }
 
  private:
-  Tensor flat(Tensor first, const Arena& arena) const;
-
-  DType dtype_;
-  Arena values_{"parameters"};
-  Arena grads_{"gradients"};
+  DType value_dtype_, grad_dtype_;
+  Ops* owner_ = nullptr;
+  Device device_ = Device::Cpu;
+  void* values_ = nullptr;
+  void* grads_ = nullptr;
+  int64_t size_ = 0;    // elements in each buffer
+  int64_t next_ = 0;    // end of the last tensor laid out in this pass
   std::vector<Parameter> params_;
-  Tensor first_value_, first_grad_;
 };
 
 }  // namespace kiln

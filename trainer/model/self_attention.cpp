@@ -21,7 +21,8 @@ void SelfAttention::bind(const LayerBuild& build, const std::string& name,
   for (int s = 0; s < build.slots; ++s) {
     qkv_out_.push_back(build.take(build.activations, shape_.qkv_width()));
     attn_out_.push_back(build.take(build.activations, static_cast<int64_t>(m.n_head) * m.head_dim()));
-    lse_.push_back(build.activations.take({build.micro_batch, m.n_head, m.seq_len}, build.dtype));
+    lse_.push_back(
+        build.activations.take({build.micro_batch, m.n_head, m.seq_len}, build.stat_dtype));
   }
 }
 

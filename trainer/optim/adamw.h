@@ -1,32 +1,42 @@
-// AdamW over every parameter: first and second moments in a buffer laid out like the
-// parameters, decoupled weight decay on matrices and embeddings only, global-norm
-// gradient clipping before the update.
+// AdamW over every parameter in one op call: F32 master weights (the parameters
+// themselves when they are F32 or F64; a copy when they are BF16/F16), first and second
+// moments laid out like the flat gradient buffer, decoupled weight decay on matrices and
+// embeddings only, global-norm clipping before the update, and skipping of steps whose
+// gradients overflowed (fp16 loss scaling).
 #pragma once
 
 #include "trainer/config/config.h"
+#include "trainer/memory/arena.h"
 #include "trainer/model/parameters.h"
 
 namespace kiln {
 
+struct OptimizerStep {
+  double grad_norm = 0;  // of the true (unscaled) gradients, before clipping
+  bool skipped = false;  // the gradients held an Inf or NaN: nothing was updated
+};
+
 class AdamW {
  public:
-  AdamW(const TrainConfig& train, const ParameterSet& params, Ops& ops);
+  AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops);
 
-  // The global L2 norm of the gradients (before clipping).
-  double grad_norm() const;
-  // Clips to train.clip_grad, then updates every parameter with learning rate lr.
-  // Returns the gradient norm before clipping.
-  double step(double lr);
+  // Optimizer state per parameter element, for sizing a run before it allocates.
+  static size_t state_bytes_per_element(DType value_dtype);
+
+  // The gradients hold loss_scale times the true gradients. Unscales, clips to
+  // train.clip_grad, and updates every parameter with learning rate lr, unless the
+  // gradients are not finite.
+  OptimizerStep step(double lr, double loss_scale = 1.0);
 
   int64_t steps_taken() const { return step_; }
   size_t bytes() const { return state_.bytes(); }
 
  private:
   TrainConfig train_;
-  const ParameterSet& params_;
+  ParameterSet& params_;
   Ops& ops_;
   Arena state_{"optimizer"};
-  std::vector<Tensor> m_, v_;
+  Tensor master_, m_, v_, segments_;
   int64_t step_ = 0;
 };
 

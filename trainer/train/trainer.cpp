@@ -23,6 +23,12 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+DType compute_dtype(const PrecisionConfig& precision) {
+  if (precision.dtype == "bf16") return DType::BF16;
+  if (precision.dtype == "fp16") return DType::F16;
+  return DType::F32;
+}
+
 void check_single_process(const ParallelConfig& p) {
   const int model_parallel = p.tp * p.pp;
   if (model_parallel != 1)
@@ -34,7 +40,10 @@ void check_single_process(const ParallelConfig& p) {
 
 }  // namespace
 
-Trainer::Trainer(const Config& config, std::FILE* out) : config_(config), out_(out) {
+Trainer::Trainer(const Config& config, std::FILE* out)
+    : config_(config),
+      out_(out),
+      loss_scaler_(config.precision.dtype == "fp16" ? LossScaler::dynamic() : LossScaler::none()) {
   check_single_process(config_.parallel);
   KILN_CHECK(!config_.data.paths.empty(), "data.paths is empty: name at least one dataset prefix");
   ops_ = make_ops(config_);
@@ -51,7 +60,9 @@ Trainer::Trainer(const Config& config, std::FILE* out) : config_(config), out_(o
                        data->max_token_id(), config_.data.paths.front(), m.vocab_size));
   }
 
-  model_ = std::make_unique<GptModel>(m, config_.train.micro_batch, *ops_);
+  const DType dtype = compute_dtype(config_.precision);
+  model_ = std::make_unique<GptModel>(m, config_.train.micro_batch, *ops_, dtype,
+                                      AdamW::state_bytes_per_element(dtype));
   model_->init_parameters(config_.train.seed);
   optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_);
 
@@ -104,7 +115,7 @@ double Trainer::train_step(int64_t step) {
   for (int micro = 0; micro < accum; ++micro) {
     fill_batch(*train_data_, (step - 1) * config_.train.global_batch + micro * B);
     loss += model_->forward() / accum;
-    model_->backward(1.0 / tokens_per_step);
+    model_->backward(loss_scaler_.scale() / tokens_per_step);
   }
   return loss;
 }
@@ -133,7 +144,15 @@ TrainSummary Trainer::run() {
   for (int64_t step = 1; step <= t.steps; ++step) {
     const double lr = learning_rate(t, step);
     const double loss = train_step(step);
-    const double norm = optimizer_->step(lr);
+    const double scale = loss_scaler_.scale();
+    const OptimizerStep update = optimizer_->step(lr, scale);
+    loss_scaler_.update(update.skipped);
+    if (update.skipped) {
+      fmt::print(out_, "step {}: gradients overflowed at loss scale {:g}; step skipped ({} so "
+                       "far), loss scale now {:g}\n",
+                 step, scale, loss_scaler_.skipped_steps(), loss_scaler_.scale());
+    }
+    const double norm = update.grad_norm;
     if (!std::isfinite(loss)) fail(fmt::format("loss is {} at step {}", loss, step));
     interval_loss += loss;
     ++interval_steps;

@@ -13,6 +13,7 @@
 #include "trainer/data/gpt_dataset.h"
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
+#include "trainer/optim/loss_scaler.h"
 
 namespace kiln {
 
@@ -45,6 +46,7 @@ class Trainer {
   std::unique_ptr<GptDataset> valid_data_;
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<AdamW> optimizer_;
+  LossScaler loss_scaler_;
   std::vector<int32_t> window_, tokens_, targets_;
 };
 
