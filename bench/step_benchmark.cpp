@@ -1,16 +1,29 @@
 // One full training step of a kiln config, timed with Google Benchmark: the trainer's
-// step (trainer/train/trainer.cpp) on seeded random tokens instead of a dataset.
+// step (trainer/train/trainer.cpp) on seeded random tokens instead of a dataset, on the
+// CPU or, with --set backend.device=cuda --set precision.dtype=bf16, on the GPU.
 //
 //   kiln_bench_step [--config FILE] [--set section.key=value ...] [--describe]
 //                   [--benchmark_* flags]
 //
 // One iteration = zero_grad; forward and backward over each of grad_accum() micro-batches
-// (each backward weighted by 1 / tokens per step); AdamW step with clipping. Reports
-// tokens/s (counter "tok_per_s") and wall time per step. --describe prints the resolved
-// config, the model shape and the parameter list as JSON and exits: bench/torch_step.py
-// builds its PyTorch peer from it.
+// (each backward weighted by loss scale / tokens per step); AdamW step with clipping (fp16:
+// with dynamic loss scaling, as the trainer); then a wait for the device to finish. Counters:
+//   tok_per_s       tokens per second
+//   tflops          model TFLOP/s (trainer/train/flops.h: 6 N + 12 L d s per token)
+//   mfu, hfu        model and hardware FLOP/s over the device's dense BF16 peak, as
+//                   fractions (only when the peak is known: H100, H200, A100)
+//   fwd_ms, bwd_ms, opt_ms
+//                   one step split into forward (with zero_grad and set_batch), backward and
+//                   optimizer, from 5 separate steps with a device sync after each phase
+//   peak_mem_bytes  everything kiln allocates: parameters, gradients, activations, scratch,
+//                   op workspace and optimizer state, all laid out before step 1
+//   device_mem_bytes  (GPU) device memory in use after the first step less before the model
+// --describe prints the resolved config, the model shape, the FLOP counts and the parameter
+// list as JSON and exits: bench/torch_step.py and bench/peers/torch_gpu_step.py build their
+// PyTorch peers from it.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -23,12 +36,18 @@
 #include "trainer/config/config.h"
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
+#include "trainer/optim/loss_scaler.h"
 #include "trainer/train/backend.h"
+#include "trainer/train/flops.h"
 #include "trainer/util/random.h"
 
 namespace {
 
 using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Steps timed phase by phase for the forward/backward/optimizer split.
+constexpr int kPhaseSteps = 5;
 
 struct Args {
   std::string config_path;
@@ -55,9 +74,16 @@ Args parse_args(int argc, char** argv) {
   return args;
 }
 
-// What the PyTorch peer needs: the model in tests/parity/torch_reference.py's terms,
-// the training settings, the thread count and every parameter (vocabulary padding left out).
-json describe(const kiln::Config& config, const kiln::GptModel& model) {
+kiln::DType compute_dtype(const std::string& dtype) {
+  if (dtype == "bf16") return kiln::DType::BF16;
+  if (dtype == "fp16") return kiln::DType::F16;
+  return kiln::DType::F32;
+}
+
+// What the PyTorch peers need: the model in tests/parity/torch_reference.py's terms,
+// the training settings, the thread count, the FLOP counts and every parameter
+// (vocabulary padding left out).
+json describe(const kiln::Config& config, const kiln::GptModel& model, const kiln::Ops& ops) {
   const kiln::ModelConfig& m = config.model;
   json params = json::array();
   for (const kiln::Parameter& p : model.parameters().all()) {
@@ -80,29 +106,47 @@ json describe(const kiln::Config& config, const kiln::GptModel& model) {
             {"head_dim", m.head_dim()},
             {"d_ff", m.ffn_dim()},
             {"vocab_size", m.vocab_size},
+            {"padded_vocab", m.padded_vocab()},
             {"seq_len", m.seq_len},
             {"rope_theta", m.rope_theta},
             {"norm_eps", m.norm_eps},
+            {"init_std", m.init_std},
             {"tie_embeddings", m.tie_embeddings}}},
+          {"device", ops.name()},
           {"threads", kiln::resolved_threads(config.backend)},
           {"grad_accum", config.grad_accum()},
+          {"model_flops_per_token", kiln::model_flops_per_token(m)},
+          {"recomputed_flops_per_token", kiln::recomputed_flops_per_token(m)},
+          {"peak_flops", kiln::peak_bf16_flops(ops.name())},
           {"params", params}};
 }
+
+struct PhaseTimes {  // seconds, summed over the steps timed
+  double forward = 0, backward = 0, optimizer = 0;
+};
 
 int run(int argc, char** argv) {
   Args args = parse_args(argc, argv);
   const kiln::Config config = kiln::load_config(args.config_path, args.overrides);
   const kiln::ModelConfig& m = config.model;
   const kiln::TrainConfig& t = config.train;
+  const kiln::DType dtype = compute_dtype(config.precision.dtype);
 
   auto ops = kiln::make_ops(config);
-  kiln::GptModel model(m, t.micro_batch, *ops);
-  model.init_parameters(t.seed);
+  const bool gpu = ops->device() == kiln::Device::Cuda;
   if (args.describe) {
-    fmt::print("{}\n", describe(config, model).dump(1));
+    // Parameter shapes do not depend on the batch: lay out one sequence, initialise nothing.
+    const kiln::GptModel model(m, 1, *ops, dtype);
+    fmt::print("{}\n", describe(config, model, *ops).dump(1));
     return 0;
   }
+  const double free_before = gpu ? static_cast<double>(ops->available_memory()) : 0;
+  kiln::GptModel model(m, t.micro_batch, *ops, dtype,
+                       kiln::AdamW::state_bytes_per_element(dtype));
+  model.init_parameters(t.seed);
   kiln::AdamW optimizer(t, model.parameters(), *ops);
+  kiln::LossScaler scaler =
+      config.precision.dtype == "fp16" ? kiln::LossScaler::dynamic() : kiln::LossScaler::none();
 
   // Seeded random tokens and targets, one micro-batch each.
   const int accum = config.grad_accum();
@@ -115,29 +159,73 @@ int run(int argc, char** argv) {
       for (int64_t i = 0; i < B * T; ++i)
         v->push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(m.vocab_size))));
 
-  auto step = [&] {
+  // Waits for the device: copying one gradient element to the host synchronises the stream.
+  const kiln::Tensor one = model.parameters().flat_grads().slice(0, 1);
+  auto sync = [&] {
+    double host = 0;
+    ops->copy_to_host(&host, one);
+  };
+  // One step; with `split`, a sync after each phase and its time added there.
+  auto step = [&](PhaseTimes* split) {
+    Clock::time_point mark = Clock::now();
+    auto lap = [&](double PhaseTimes::*phase) {
+      if (!split) return;
+      sync();
+      const Clock::time_point now = Clock::now();
+      split->*phase += std::chrono::duration<double>(now - mark).count();
+      mark = now;
+    };
+    const double scale = scaler.scale();
     model.zero_grad();
     double loss = 0;
     for (int micro = 0; micro < accum; ++micro) {
       model.set_batch(tokens[static_cast<size_t>(micro)].data(),
                       targets[static_cast<size_t>(micro)].data(), B, T);
       loss += model.forward() / accum;
-      model.backward(1.0 / tokens_per_step);
+      lap(&PhaseTimes::forward);
+      model.backward(scale / tokens_per_step);
+      lap(&PhaseTimes::backward);
     }
-    optimizer.step(t.lr);
+    scaler.update(optimizer.step(t.lr, scale).skipped);
+    sync();
+    lap(&PhaseTimes::optimizer);
     return loss;
   };
-  step();  // warm-up: first touch of every buffer, BLAS and OpenMP start-up
+  step(nullptr);  // warm-up: first touch of every buffer, library and thread start-up
+  const double device_mem = gpu ? free_before - static_cast<double>(ops->available_memory()) : 0;
+  PhaseTimes split;
+  for (int i = 0; i < kPhaseSteps; ++i) step(&split);
 
-  const std::string name = fmt::format(
-      "kiln_step/{}/L{}_C{}_T{}_B{}x{}", m.arch, m.n_layer, m.d_model, T, B, accum);
-  benchmark::RegisterBenchmark(name.c_str(),
-                               [&](benchmark::State& state) {
-                                 for (auto _ : state) benchmark::DoNotOptimize(step());
-                                 state.counters["tok_per_s"] = benchmark::Counter(
-                                     tokens_per_step, benchmark::Counter::kIsIterationInvariantRate);
-                                 state.SetLabel(ops->name());
-                               })
+  double arenas = static_cast<double>(optimizer.bytes());
+  for (const kiln::ArenaSize& a : model.memory()) arenas += static_cast<double>(a.bytes);
+  const int64_t model_flops = kiln::model_flops_per_token(m);
+  const int64_t hardware_flops = model_flops + kiln::recomputed_flops_per_token(m);
+  const double peak = kiln::peak_bf16_flops(ops->name());
+
+  const std::string name = fmt::format("kiln_step/{}/{}/L{}_C{}_T{}_B{}x{}", m.arch,
+                                       config.precision.dtype, m.n_layer, m.d_model, T, B, accum);
+  benchmark::RegisterBenchmark(name.c_str(), [&](benchmark::State& state) {
+    for (auto _ : state) benchmark::DoNotOptimize(step(nullptr));
+    using benchmark::Counter;
+    const auto rate = [&](double per_token) {
+      return Counter(tokens_per_step * per_token, Counter::kIsIterationInvariantRate);
+    };
+    state.counters["tok_per_s"] = rate(1);
+    state.counters["tflops"] = rate(static_cast<double>(model_flops) / 1e12);
+    if (peak > 0) {
+      state.counters["mfu"] = rate(static_cast<double>(model_flops) / peak);
+      state.counters["hfu"] = rate(static_cast<double>(hardware_flops) / peak);
+    }
+    state.counters["fwd_ms"] = split.forward * 1e3 / kPhaseSteps;
+    state.counters["bwd_ms"] = split.backward * 1e3 / kPhaseSteps;
+    state.counters["opt_ms"] = split.optimizer * 1e3 / kPhaseSteps;
+    state.counters["peak_mem_bytes"] = Counter(arenas, Counter::kDefaults, Counter::kIs1024);
+    if (gpu) {
+      state.counters["device_mem_bytes"] =
+          Counter(device_mem, Counter::kDefaults, Counter::kIs1024);
+    }
+    state.SetLabel(ops->name());
+  })
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
 

@@ -157,4 +157,8 @@ class Ops {
 
 std::unique_ptr<Ops> make_cpu_ops(int threads);
 
+// The CUDA backend (kernels/cuda/), in builds with CUDA (KILN_HAVE_CUDA defined).
+int cuda_device_count();
+std::unique_ptr<Ops> make_cuda_ops(int device);
+
 }  // namespace kiln

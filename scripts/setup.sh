@@ -8,6 +8,7 @@ packages=(
   libopenblas-openmp-dev   # BLAS for the CPU backend; the OpenMP build shares our thread pool
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libbenchmark-dev
+  libsqlite3-dev sqlite3   # the run store, and the shell to query it
   bible-kjv                # the demo corpus
   python3-torch python3-numpy   # the PyTorch reference for parity tests and benchmarks
 )

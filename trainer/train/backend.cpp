@@ -6,6 +6,30 @@
 
 namespace kiln {
 
+namespace {
+
+bool cuda_available() {
+#ifdef KILN_HAVE_CUDA
+  return cuda_device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Ops> make_gpu_ops() {
+#ifdef KILN_HAVE_CUDA
+  if (cuda_device_count() == 0)
+    fail("backend.device=cuda: no CUDA GPU is visible to this process (check nvidia-smi and "
+         "CUDA_VISIBLE_DEVICES), or use backend.device=cpu");
+  return make_cuda_ops(0);
+#else
+  fail("backend.device=cuda: this build has no CUDA backend (configure with nvcc on the PATH "
+       "and -DKILN_CUDA=ON), or use backend.device=cpu");
+#endif
+}
+
+}  // namespace
+
 int resolved_threads(const BackendConfig& backend) {
   if (backend.threads > 0) return backend.threads;
   const unsigned cores = std::thread::hardware_concurrency();
@@ -14,8 +38,8 @@ int resolved_threads(const BackendConfig& backend) {
 
 std::unique_ptr<Ops> make_ops(const Config& config) {
   const std::string& device = config.backend.device;
-  if (device == "cuda")
-    fail("backend.device=cuda: this build has no CUDA backend yet; use backend.device=cpu");
+  const bool gpu = device == "cuda" || (device == "auto" && cuda_available());
+  if (gpu) return make_gpu_ops();
   if (config.precision.dtype != "fp32")
     fail("precision.dtype=" + config.precision.dtype +
          " needs backend.device=cuda; the CPU backend trains in fp32");

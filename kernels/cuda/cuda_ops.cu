@@ -1,0 +1,413 @@
+// The CUDA backend: checks shapes and dtypes, picks the element type, and launches the
+// bodies in kernels/cuda/kernels.cuh on the backend's stream. Memory comes from plain
+// cudaMalloc, once, through the arenas; matrix products go through cuBLASLt.
+#include <memory>
+#include <string>
+
+#include "kernels/check.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kernels.cuh"
+#include "kernels/cuda/matmul.h"
+#include "kernels/ops.h"
+
+namespace kiln {
+
+namespace {
+
+// Calls fn(T{}) with T the element type of an activation or parameter tensor.
+template <typename Fn>
+void dispatch(const Tensor& x, Fn&& fn) {
+  switch (x.dtype) {
+    case DType::F32: fn(float{}); return;
+    case DType::BF16: fn(__nv_bfloat16{}); return;
+    case DType::F16: fn(__half{}); return;
+    default: break;
+  }
+  fail(std::string("cuda ops: fp32, bf16 or fp16 tensor expected, got ") + dtype_name(x.dtype));
+}
+
+cudaDataType cuda_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F16: return CUDA_R_16F;
+    default: break;
+  }
+  fail(std::string("cuda matmul: unsupported dtype ") + dtype_name(dtype));
+}
+
+void same_shape(const Tensor& a, const Tensor& b, const char* op) {
+  KILN_CHECK(a.shape == b.shape && a.dtype == b.dtype,
+             std::string(op) + ": " + a.shape.str() + " vs " + b.shape.str());
+}
+
+void expect_f32(const Tensor& t, const char* what) {
+  KILN_CHECK(t.dtype == DType::F32, std::string(what) + " must be fp32, got " + dtype_name(t.dtype));
+}
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.data);
+}
+
+cuda::HeadLayout head_layout(const Tensor& qkv, AttentionShape s) {
+  KILN_CHECK(qkv.shape.rank == 3 && qkv.shape[2] == s.qkv_width(),
+             "attention: qkv " + qkv.shape.str() + " does not match the heads");
+  KILN_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0, "attention: bad head counts");
+  return {qkv.shape[0], qkv.shape[1], s.n_head, s.n_kv_head, s.head_dim};
+}
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(int device) : device_(device) {
+    KILN_CUDA_CHECK(cudaSetDevice(device_));
+    cudaDeviceProp prop{};
+    KILN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    name_ = "cuda:" + std::to_string(device_) + " (" + prop.name + ")";
+    KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    matmul_ = std::make_unique<cuda::Matmul>();
+    KILN_CUDA_CHECK(cudaMalloc(&sum_result_, sizeof(double)));
+  }
+  ~CudaOps() override {
+    cudaFree(sum_result_);
+    cudaFree(workspace_);
+    matmul_.reset();
+    cudaStreamDestroy(stream_);
+  }
+
+  Device device() const override { return Device::Cuda; }
+  std::string name() const override { return name_; }
+
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t status = cudaMalloc(&p, bytes == 0 ? 256 : bytes);
+    KILN_CHECK(status == cudaSuccess, "out of GPU memory allocating " + std::to_string(bytes) +
+                                          " bytes on " + name_ + ": " + cudaGetErrorString(status));
+    KILN_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+    return p;
+  }
+  void release(void* ptr) override { cudaFree(ptr); }
+  void copy_to_host(void* host, const Tensor& src) override {
+    KILN_CUDA_CHECK(cudaMemcpyAsync(host, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream_));
+    KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy_from_host(const Tensor& dst, const void* host) override {
+    KILN_CUDA_CHECK(cudaMemcpyAsync(dst.data, host, dst.bytes(), cudaMemcpyHostToDevice, stream_));
+    KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void fill(const Tensor& x, double value) override {
+    if (x.dtype == DType::I32 || x.dtype == DType::I64) {
+      KILN_CHECK(value == 0.0, "fill: integer tensors fill with zero only");
+      KILN_CUDA_CHECK(cudaMemsetAsync(x.data, 0, x.bytes(), stream_));
+      return;
+    }
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::fill(ptr<T>(x), x.numel(), static_cast<float>(value), stream_);
+    });
+  }
+  void cast(const Tensor& out, const Tensor& x) override {
+    KILN_CHECK(out.numel() == x.numel(), "cast: element counts differ");
+    dispatch(out, [&](auto to) {
+      dispatch(x, [&](auto from) {
+        using To = decltype(to);
+        using From = decltype(from);
+        cuda::cast(ptr<To>(out), ptr<From>(x), x.numel(), stream_);
+      });
+    });
+  }
+  size_t available_memory() const override {
+    size_t free = 0, total = 0;
+    KILN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return free;
+  }
+  size_t reserve(const OpLimits& limits) override {
+    const cuda::HeadLayout layout{limits.micro_batch, limits.seq_len, limits.heads.n_head,
+                                  limits.heads.n_kv_head, limits.heads.head_dim};
+    KILN_CHECK(cuda::attention_head_dim_supported(layout.head_dim),
+               "the CUDA attention supports head dims 32, 64, 80, 96 and 128, not " +
+                   std::to_string(layout.head_dim) + " (model.d_model / model.n_head)");
+    const size_t bytes = cuda::attention_backward_workspace_bytes(layout);
+    if (bytes > workspace_bytes_) {
+      cudaFree(workspace_);
+      workspace_ = allocate(bytes);
+      workspace_bytes_ = bytes;
+    }
+    return workspace_bytes_ + matmul_->workspace_bytes();
+  }
+
+  void matmul(const Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb,
+              bool accumulate) override {
+    const int64_t M = ta ? a.shape.cols() : a.shape.rows();
+    const int64_t K = ta ? a.shape.rows() : a.shape.cols();
+    const int64_t Kb = tb ? b.shape.cols() : b.shape.rows();
+    const int64_t N = tb ? b.shape.rows() : b.shape.cols();
+    KILN_CHECK(K == Kb && out.shape.rows() == M && out.shape.cols() == N && a.dtype == b.dtype &&
+                   (out.dtype == a.dtype || out.dtype == DType::F32),
+               "matmul: " + a.shape.str() + (ta ? "^T" : "") + " x " + b.shape.str() +
+                   (tb ? "^T" : "") + " -> " + out.shape.str());
+    matmul_->run(cuda_type(a.dtype), cuda_type(out.dtype), ta, tb, M, N, K, a.data, a.shape.cols(),
+                 b.data, b.shape.cols(), out.data, N, accumulate, stream_);
+  }
+  void add_bias(const Tensor& out, const Tensor& bias) override {
+    KILN_CHECK(out.shape.cols() == bias.numel() && out.dtype == bias.dtype, "add_bias: mismatch");
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cuda::add_bias(ptr<T>(out), ptr<T>(bias), out.shape.rows(), out.shape.cols(), stream_);
+    });
+  }
+  void bias_backward(const Tensor& dbias, const Tensor& dout) override {
+    expect_f32(dbias, "bias_backward: dbias");
+    KILN_CHECK(dout.shape.cols() == dbias.numel(), "bias_backward: width mismatch");
+    dispatch(dout, [&](auto t) {
+      using T = decltype(t);
+      cuda::bias_backward(ptr<float>(dbias), ptr<T>(dout), dout.shape.rows(), dout.shape.cols(),
+                          stream_);
+    });
+  }
+  void add(const Tensor& out, const Tensor& a, const Tensor& b) override {
+    same_shape(out, a, "add");
+    same_shape(out, b, "add");
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cuda::add(ptr<T>(out), ptr<T>(a), ptr<T>(b), out.numel(), stream_);
+    });
+  }
+  void scale(const Tensor& x, double factor) override {
+    expect_f32(x, "scale");
+    cuda::scale(ptr<float>(x), x.numel(), static_cast<float>(factor), stream_);
+  }
+  double sum_squares(const Tensor& x) override {
+    expect_f32(x, "sum_squares");
+    cuda::sum_squares(ptr<float>(x), x.numel(), static_cast<double*>(sum_result_), stream_);
+    double result = 0;
+    KILN_CUDA_CHECK(cudaMemcpyAsync(&result, sum_result_, sizeof(double), cudaMemcpyDeviceToHost,
+                                    stream_));
+    KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return result;
+  }
+
+  void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
+                         const Tensor& wpe) override {
+    KILN_CHECK(tokens.dtype == DType::I32 && tokens.shape.rank == 2 &&
+                   out.shape.rows() == tokens.numel() && out.shape.cols() == wte.shape.cols(),
+               "embedding_forward: shapes " + out.shape.str() + " " + tokens.shape.str());
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cuda::embedding_forward(ptr<T>(out), ptr<int32_t>(tokens), ptr<T>(wte),
+                              wpe.empty() ? nullptr : ptr<T>(wpe), tokens.shape[0],
+                              tokens.shape[1], wte.shape.cols(), stream_);
+    });
+  }
+  void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,
+                          const Tensor& dout) override {
+    expect_f32(dwte, "embedding_backward: dwte");
+    dispatch(dout, [&](auto t) {
+      using T = decltype(t);
+      cuda::embedding_backward(ptr<float>(dwte), dwpe.empty() ? nullptr : ptr<float>(dwpe),
+                               ptr<int32_t>(tokens), ptr<T>(dout), tokens.shape[0],
+                               tokens.shape[1], dwte.shape.cols(), dwte.shape[0], stream_);
+    });
+  }
+
+  void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         double eps) override {
+    same_shape(out, x, "layernorm_forward");
+    expect_f32(rstd, "layernorm_forward: rstd");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::layernorm_forward(ptr<T>(out), ptr<float>(mean), ptr<float>(rstd), ptr<T>(x),
+                              ptr<T>(weight), ptr<T>(bias), x.shape.rows(), x.shape.cols(),
+                              static_cast<float>(eps), stream_);
+    });
+  }
+  void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                          const Tensor& dout, const Tensor& x, const Tensor& weight,
+                          const Tensor& mean, const Tensor& rstd) override {
+    same_shape(dx, x, "layernorm_backward");
+    same_shape(dout, x, "layernorm_backward");
+    expect_f32(dweight, "layernorm_backward: dweight");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::layernorm_backward(ptr<T>(dx), ptr<float>(dweight), ptr<float>(dbias), ptr<T>(dout),
+                               ptr<T>(x), ptr<T>(weight), ptr<float>(mean), ptr<float>(rstd),
+                               x.shape.rows(), x.shape.cols(), stream_);
+    });
+  }
+  void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
+                       const Tensor& weight, double eps) override {
+    same_shape(out, x, "rmsnorm_forward");
+    expect_f32(rstd, "rmsnorm_forward: rstd");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::rmsnorm_forward(ptr<T>(out), ptr<float>(rstd), ptr<T>(x), ptr<T>(weight),
+                            x.shape.rows(), x.shape.cols(), static_cast<float>(eps), stream_);
+    });
+  }
+  void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout,
+                        const Tensor& x, const Tensor& weight, const Tensor& rstd) override {
+    same_shape(dx, x, "rmsnorm_backward");
+    same_shape(dout, x, "rmsnorm_backward");
+    expect_f32(dweight, "rmsnorm_backward: dweight");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::rmsnorm_backward(ptr<T>(dx), ptr<float>(dweight), ptr<T>(dout), ptr<T>(x),
+                             ptr<T>(weight), ptr<float>(rstd), x.shape.rows(), x.shape.cols(),
+                             stream_);
+    });
+  }
+
+  void gelu_forward(const Tensor& out, const Tensor& x) override {
+    same_shape(out, x, "gelu_forward");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::gelu_forward(ptr<T>(out), ptr<T>(x), x.numel(), stream_);
+    });
+  }
+  void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override {
+    same_shape(dx, x, "gelu_backward");
+    same_shape(dout, x, "gelu_backward");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::gelu_backward(ptr<T>(dx), ptr<T>(x), ptr<T>(dout), x.numel(), stream_);
+    });
+  }
+  void swiglu_forward(const Tensor& out, const Tensor& x) override {
+    KILN_CHECK(x.shape.rows() == out.shape.rows() && x.shape.cols() == 2 * out.shape.cols() &&
+                   x.dtype == out.dtype,
+               "swiglu_forward: " + x.shape.str() + " -> " + out.shape.str());
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::swiglu_forward(ptr<T>(out), ptr<T>(x), out.shape.rows(), out.shape.cols(), stream_);
+    });
+  }
+  void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override {
+    same_shape(dx, x, "swiglu_backward");
+    KILN_CHECK(x.shape.cols() == 2 * dout.shape.cols(), "swiglu_backward: width mismatch");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::swiglu_backward(ptr<T>(dx), ptr<T>(x), ptr<T>(dout), dout.shape.rows(),
+                            dout.shape.cols(), stream_);
+    });
+  }
+
+  void rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape s) override {
+    rope(qkv, table, s, false);
+  }
+  void rope_backward(const Tensor& dqkv, const Tensor& table, AttentionShape s) override {
+    rope(dqkv, table, s, true);
+  }
+  void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                         AttentionShape s) override {
+    const cuda::HeadLayout layout = head_layout(qkv, s);
+    expect_f32(lse, "attention_forward: lse");
+    KILN_CHECK(out.numel() == layout.batch * layout.seq * s.n_head * s.head_dim &&
+                   lse.numel() == layout.batch * s.n_head * layout.seq && out.dtype == qkv.dtype,
+               "attention_forward: output shapes");
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cuda::attention_forward(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), layout, stream_);
+    });
+  }
+  void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                          const Tensor& out, const Tensor& lse, AttentionShape s) override {
+    const cuda::HeadLayout layout = head_layout(qkv, s);
+    same_shape(dqkv, qkv, "attention_backward");
+    same_shape(dout, out, "attention_backward");
+    KILN_CHECK(cuda::attention_backward_workspace_bytes(layout) <= workspace_bytes_,
+               "attention_backward: reserve() was not called for this shape");
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cuda::attention_backward(ptr<T>(dqkv), ptr<T>(dout), ptr<T>(qkv), ptr<T>(out),
+                               ptr<float>(lse), layout, workspace_, stream_);
+    });
+  }
+
+  void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                             const Tensor& targets, int64_t vocab_size) override {
+    check_loss_shapes(logits, targets, vocab_size);
+    expect_f32(losses, "cross_entropy_forward: losses");
+    dispatch(logits, [&](auto t) {
+      using T = decltype(t);
+      cuda::cross_entropy_forward(ptr<float>(losses), ptr<float>(lse), ptr<T>(logits),
+                                  ptr<int32_t>(targets), logits.shape.rows(), logits.shape.cols(),
+                                  vocab_size, stream_);
+    });
+  }
+  void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
+                              const Tensor& targets, int64_t vocab_size, double dloss) override {
+    check_loss_shapes(logits, targets, vocab_size);
+    same_shape(dlogits, logits, "cross_entropy_backward");
+    dispatch(logits, [&](auto t) {
+      using T = decltype(t);
+      cuda::cross_entropy_backward(ptr<T>(dlogits), ptr<T>(logits), ptr<float>(lse),
+                                   ptr<int32_t>(targets), logits.shape.rows(), logits.shape.cols(),
+                                   vocab_size, static_cast<float>(dloss), stream_);
+    });
+  }
+
+  void adamw(const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
+             const Tensor& param_copy, const Tensor& segments, const AdamWStep& s) override {
+    for (const Tensor* t : {&master, &grad, &m, &v}) expect_f32(*t, "adamw state");
+    KILN_CHECK(segments.dtype == DType::I64 && segments.shape.rank == 2 && segments.shape[1] == 3,
+               "adamw: segments must be an [n, 3] int64 table");
+    const auto* table = static_cast<const cuda::AdamWSegment*>(segments.data);
+    const int n = static_cast<int>(segments.shape[0]);
+    auto run = [&](auto t) {
+      using T = decltype(t);
+      cuda::adamw(ptr<float>(master), ptr<float>(grad), ptr<float>(m), ptr<float>(v),
+                  param_copy.empty() ? static_cast<T*>(nullptr) : ptr<T>(param_copy), table, n,
+                  static_cast<float>(s.lr), static_cast<float>(s.beta1),
+                  static_cast<float>(s.beta2), static_cast<float>(s.eps),
+                  static_cast<float>(s.weight_decay), s.step, stream_);
+    };
+    if (param_copy.empty()) {
+      run(float{});
+    } else {
+      dispatch(param_copy, run);
+    }
+  }
+
+ private:
+  void rope(const Tensor& qkv, const Tensor& table, AttentionShape s, bool inverse) {
+    const cuda::HeadLayout layout = head_layout(qkv, s);
+    expect_f32(table, "rope: table");
+    KILN_CHECK(s.head_dim % 2 == 0 && table.shape.rank == 3 && table.shape[0] >= layout.seq &&
+                   table.shape[1] == s.head_dim / 2,
+               "rope: table " + table.shape.str() + " does not match the heads");
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cuda::rope(ptr<T>(qkv), ptr<float>(table), layout, inverse, stream_);
+    });
+  }
+  static void check_loss_shapes(const Tensor& logits, const Tensor& targets, int64_t vocab) {
+    KILN_CHECK(targets.dtype == DType::I32 && targets.numel() == logits.shape.rows() &&
+                   vocab <= logits.shape.cols(),
+               "cross_entropy: logits " + logits.shape.str() + " targets " + targets.shape.str());
+  }
+
+  int device_;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<cuda::Matmul> matmul_;
+  void* sum_result_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+};
+
+}  // namespace
+
+int cuda_device_count() {
+  int count = 0;
+  // No driver, no device, or a driver too old for this runtime all mean: no GPU here.
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+std::unique_ptr<Ops> make_cuda_ops(int device) { return std::make_unique<CudaOps>(device); }
+
+}  // namespace kiln

@@ -1,0 +1,120 @@
+// The CUDA bodies of the op table (kernels/ops.h), each the twin of a CPU body in
+// kernels/cpu/kernels.h and tested against it (kernels/cuda/cuda_ops_test.cpp).
+//
+// Types: T is the activation and parameter type (float, __nv_bfloat16 or __half). Norm
+// statistics, log-sum-exps and losses are float; parameter gradients (`dweight`, `dbias`,
+// `dwte`, `dwpe`) are float accumulators (+=), as Megatron's main_grad; all arithmetic
+// that reduces (norm statistics, softmax, loss, gradient sums) runs in float. Every
+// function launches on `stream` and returns without synchronising.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kiln::cuda {
+
+struct HeadLayout {
+  int64_t batch = 0;
+  int64_t seq = 0;
+  int64_t n_head = 0;
+  int64_t n_kv_head = 0;
+  int64_t head_dim = 0;
+  int64_t qkv_width() const { return (n_head + 2 * n_kv_head) * head_dim; }
+};
+
+// ---- elementwise and reductions (kernels/cuda/elementwise.cu) ---------------------------
+template <typename T> void fill(T* x, int64_t n, float value, cudaStream_t stream);
+template <typename T> void add(T* out, const T* a, const T* b, int64_t n, cudaStream_t stream);
+void scale(float* x, int64_t n, float factor, cudaStream_t stream);
+// Writes sum(x^2) (accumulated in float per block, then double) to *result (device).
+void sum_squares(const float* x, int64_t n, double* result, cudaStream_t stream);
+// out = x, converting between any two floating types.
+template <typename To, typename From>
+void cast(To* out, const From* x, int64_t n, cudaStream_t stream);
+template <typename T>
+void add_bias(T* out, const T* bias, int64_t N, int64_t C, cudaStream_t stream);
+template <typename T>
+void bias_backward(float* dbias, const T* dout, int64_t N, int64_t C, cudaStream_t stream);
+
+// ---- embedding (kernels/cuda/embedding.cu) --------------------------------------------
+template <typename T>
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t B,
+                       int64_t seq, int64_t C, cudaStream_t stream);
+// Deterministic: no atomics on the hot path (tokens sorted or grouped per id).
+template <typename T>
+void embedding_backward(float* dwte, float* dwpe, const int32_t* tokens, const T* dout,
+                        int64_t B, int64_t seq, int64_t C, int64_t vocab_rows,
+                        cudaStream_t stream);
+
+// ---- normalisation (kernels/cuda/norm.cu) ---------------------------------------------
+template <typename T>
+void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* weight,
+                       const T* bias, int64_t N, int64_t C, float eps, cudaStream_t stream);
+// dx += ...; dweight, dbias += ... (float).
+template <typename T>
+void layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, const T* x,
+                        const T* weight, const float* mean, const float* rstd, int64_t N,
+                        int64_t C, cudaStream_t stream);
+template <typename T>
+void rmsnorm_forward(T* out, float* rstd, const T* x, const T* weight, int64_t N, int64_t C,
+                     float eps, cudaStream_t stream);
+template <typename T>
+void rmsnorm_backward(T* dx, float* dweight, const T* dout, const T* x, const T* weight,
+                      const float* rstd, int64_t N, int64_t C, cudaStream_t stream);
+
+// ---- activations (kernels/cuda/activation.cu) -------------------------------------------
+template <typename T> void gelu_forward(T* out, const T* x, int64_t n, cudaStream_t stream);
+template <typename T>
+void gelu_backward(T* dx, const T* x, const T* dout, int64_t n, cudaStream_t stream);
+template <typename T>
+void swiglu_forward(T* out, const T* x, int64_t N, int64_t F, cudaStream_t stream);
+template <typename T>
+void swiglu_backward(T* dx, const T* x, const T* dout, int64_t N, int64_t F, cudaStream_t stream);
+
+// ---- attention (kernels/cuda/rope.cu, kernels/cuda/attention.cu) -----------------------
+// table: [seq, head_dim/2, 2] float (cos, sin). inverse: the backward rotation.
+template <typename T>
+void rope(T* qkv, const float* table, const HeadLayout& layout, bool inverse, cudaStream_t stream);
+// Flash-attention style: tiles in shared memory, online softmax, only lse[B, H, T] stored.
+template <typename T>
+void attention_forward(T* out, float* lse, const T* qkv, const HeadLayout& layout,
+                       cudaStream_t stream);
+// dqkv overwritten; it must not alias qkv, dout or out. workspace:
+// attention_backward_workspace_bytes(layout) bytes, 4-byte aligned, overlapping nothing.
+// Head dims: 32, 64, 80, 96, 128 (attention_head_dim_supported).
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
+                        const HeadLayout& layout, void* workspace, cudaStream_t stream);
+size_t attention_backward_workspace_bytes(const HeadLayout& layout);
+inline bool attention_head_dim_supported(int64_t head_dim) {
+  return head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128;
+}
+
+// ---- loss (kernels/cuda/cross_entropy.cu) -----------------------------------------------
+template <typename T>
+void cross_entropy_forward(float* losses, float* lse, const T* logits, const int32_t* targets,
+                           int64_t N, int64_t Vp, int64_t V, cudaStream_t stream);
+// dlogits may alias logits.
+template <typename T>
+void cross_entropy_backward(T* dlogits, const T* logits, const float* lse, const int32_t* targets,
+                            int64_t N, int64_t Vp, int64_t V, float dloss, cudaStream_t stream);
+
+// ---- optimizer (kernels/cuda/adamw.cu) --------------------------------------------------
+// [begin, end) of the flat buffers is one parameter tensor; weight decay applies when decay.
+struct AdamWSegment {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t decay = 0;  // 0 or 1; int64 so the host writes the table as int64 triples
+};
+// Every parameter in one launch (multi-tensor): float master weights, gradients and
+// moments; segments (device memory) list the tensors; when param_copy is not null, the
+// updated weights are also written to it in T. Elements outside every segment are left alone.
+template <typename T>
+void adamw(float* master, const float* grad, float* m, float* v, T* param_copy,
+           const AdamWSegment* segments, int n_segments, float lr, float beta1, float beta2,
+           float eps, float weight_decay, int64_t step, cudaStream_t stream);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,307 @@
+// Every CUDA op against its CPU twin on random inputs (never zeros), with the CUDA output
+// poisoned with NaN before the run, in fp32, bf16 and fp16. Both sides see the same input
+// values (rounded to the GPU dtype first); the tolerance is on the relative error of the
+// whole output, ||gpu - cpu|| / ||cpu||: 1e-5 in fp32, 1e-2 in bf16, 5e-3 in fp16.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "trainer/memory/host_copy.h"
+#include "trainer/util/random.h"
+
+namespace kiln {
+namespace {
+
+struct Pair {
+  Tensor cpu;  // F32 (statistics and gradients too)
+  Tensor gpu;  // the dtype under test, or F32 for statistics and gradients
+};
+
+class CudaOps : public testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no GPU";
+    gpu_ = make_cuda_ops(0);
+  }
+  void TearDown() override {
+    for (void* p : cpu_memory_) cpu_->release(p);
+    for (void* p : gpu_memory_) gpu_->release(p);
+  }
+
+  DType dtype() const { return GetParam(); }
+  double tolerance() const {
+    switch (dtype()) {
+      case DType::BF16: return 1e-2;
+      case DType::F16: return 5e-3;
+      default: return 1e-5;
+    }
+  }
+
+  Tensor alloc(Ops& ops, std::vector<void*>& owned, Shape shape, DType type) {
+    Tensor t{nullptr, type, shape, ops.device()};
+    t.data = ops.allocate(t.bytes());
+    owned.push_back(t.data);
+    return t;
+  }
+
+  // Random values of the given scale, none zero, identical on both sides.
+  Pair random(Shape shape, DType gpu_type, double scale = 1.0) {
+    Pair p{alloc(*cpu_, cpu_memory_, shape, DType::F32), alloc(*gpu_, gpu_memory_, shape, gpu_type)};
+    std::vector<double> values(static_cast<size_t>(shape.numel()));
+    for (double& v : values) {
+      v = scale * rng_.normal();
+      if (std::abs(v) < 1e-3 * scale) v = 1e-3 * scale;
+    }
+    copy_from_doubles(*gpu_, p.gpu, values);
+    copy_from_doubles(*cpu_, p.cpu, copy_to_doubles(*gpu_, p.gpu));  // the rounded values
+    return p;
+  }
+  // An output: zero on the CPU, NaN on the GPU so that anything left unwritten shows.
+  Pair output(Shape shape, DType gpu_type) {
+    Pair p{alloc(*cpu_, cpu_memory_, shape, DType::F32), alloc(*gpu_, gpu_memory_, shape, gpu_type)};
+    cpu_->fill(p.cpu, 0.0);
+    gpu_->fill(p.gpu, std::numeric_limits<double>::quiet_NaN());
+    return p;
+  }
+  // An accumulator (+=): the same random start on both sides.
+  Pair accumulator(Shape shape, DType gpu_type) { return random(shape, gpu_type, 0.1); }
+  Pair ids(Shape shape, int64_t below, bool with_masked = false) {
+    Pair p{alloc(*cpu_, cpu_memory_, shape, DType::I32), alloc(*gpu_, gpu_memory_, shape, DType::I32)};
+    std::vector<int32_t> values(static_cast<size_t>(shape.numel()));
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = with_masked && i % 7 == 3 ? -1 : static_cast<int32_t>(rng_.below(below));
+    cpu_->copy_from_host(p.cpu, values.data());
+    gpu_->copy_from_host(p.gpu, values.data());
+    return p;
+  }
+
+  void expect_close(const Pair& p, const std::string& what, double tol = 0) {
+    const std::vector<double> want = copy_to_doubles(*cpu_, p.cpu);
+    const std::vector<double> got = copy_to_doubles(*gpu_, p.gpu);
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_FALSE(std::isnan(got[i])) << what << "[" << i << "] was not written";
+      diff += (got[i] - want[i]) * (got[i] - want[i]);
+      norm += want[i] * want[i];
+    }
+    EXPECT_LE(std::sqrt(diff / std::max(norm, 1e-30)), tol > 0 ? tol : tolerance()) << what;
+  }
+
+  std::unique_ptr<Ops> cpu_ = make_cpu_ops(2);
+  std::unique_ptr<Ops> gpu_;
+  std::vector<void*> cpu_memory_, gpu_memory_;
+  Random rng_{2024};
+};
+
+constexpr int64_t B = 2, T = 70, C = 96;  // T and C not multiples of the usual tile sizes
+
+TEST_P(CudaOps, Matmul) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const Pair a = random(ta ? Shape{40, 130} : Shape{130, 40}, dtype());
+      const Pair b = random(tb ? Shape{72, 40} : Shape{40, 72}, dtype());
+      const Pair out = output({130, 72}, dtype());
+      cpu_->matmul(out.cpu, a.cpu, ta, b.cpu, tb, false);
+      gpu_->matmul(out.gpu, a.gpu, ta, b.gpu, tb, false);
+      expect_close(out, "matmul ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+    }
+  }
+  // A weight gradient: float accumulator from low-precision inputs.
+  const Pair dy = random({130, 72}, dtype()), x = random({130, 40}, dtype());
+  const Pair dw = accumulator({72, 40}, DType::F32);
+  cpu_->matmul(dw.cpu, dy.cpu, true, x.cpu, false, true);
+  gpu_->matmul(dw.gpu, dy.gpu, true, x.gpu, false, true);
+  expect_close(dw, "matmul weight gradient");
+}
+
+TEST_P(CudaOps, ElementwiseAndBias) {
+  const Pair a = random({B, T, C}, dtype()), b = random({B, T, C}, dtype());
+  const Pair sum = output({B, T, C}, dtype());
+  cpu_->add(sum.cpu, a.cpu, b.cpu);
+  gpu_->add(sum.gpu, a.gpu, b.gpu);
+  expect_close(sum, "add");
+
+  const Pair bias = random({C}, dtype());
+  cpu_->add_bias(a.cpu, bias.cpu);
+  gpu_->add_bias(a.gpu, bias.gpu);
+  expect_close(a, "add_bias");
+
+  const Pair dbias = accumulator({C}, DType::F32);
+  cpu_->bias_backward(dbias.cpu, b.cpu);
+  gpu_->bias_backward(dbias.gpu, b.gpu);
+  expect_close(dbias, "bias_backward");
+
+  const Pair g = random({100003}, DType::F32);
+  EXPECT_NEAR(gpu_->sum_squares(g.gpu) / cpu_->sum_squares(g.cpu), 1.0, 1e-6);
+  cpu_->scale(g.cpu, 0.37);
+  gpu_->scale(g.gpu, 0.37);
+  expect_close(g, "scale", 1e-6);
+
+  const Pair converted = output({B, T, C}, DType::F32);
+  cpu_->cast(converted.cpu, b.cpu);
+  gpu_->cast(converted.gpu, b.gpu);
+  expect_close(converted, "cast", 1e-7);
+}
+
+TEST_P(CudaOps, Embedding) {
+  const int64_t V = 50;
+  const Pair tokens = ids({B, T}, V);
+  const Pair wte = random({V, C}, dtype()), wpe = random({T, C}, dtype());
+  const Pair out = output({B, T, C}, dtype());
+  cpu_->embedding_forward(out.cpu, tokens.cpu, wte.cpu, wpe.cpu);
+  gpu_->embedding_forward(out.gpu, tokens.gpu, wte.gpu, wpe.gpu);
+  expect_close(out, "embedding_forward");
+
+  const Pair dout = random({B, T, C}, dtype());
+  const Pair dwte = accumulator({V, C}, DType::F32), dwpe = accumulator({T, C}, DType::F32);
+  cpu_->embedding_backward(dwte.cpu, dwpe.cpu, tokens.cpu, dout.cpu);
+  gpu_->embedding_backward(dwte.gpu, dwpe.gpu, tokens.gpu, dout.gpu);
+  expect_close(dwte, "embedding_backward dwte");
+  expect_close(dwpe, "embedding_backward dwpe");
+}
+
+TEST_P(CudaOps, Norms) {
+  const Pair x = random({B * T, C}, dtype()), w = random({C}, dtype()), bias = random({C}, dtype());
+  const Pair out = output({B * T, C}, dtype());
+  const Pair mean = output({B * T}, DType::F32), rstd = output({B * T}, DType::F32);
+  cpu_->layernorm_forward(out.cpu, mean.cpu, rstd.cpu, x.cpu, w.cpu, bias.cpu, 1e-5);
+  gpu_->layernorm_forward(out.gpu, mean.gpu, rstd.gpu, x.gpu, w.gpu, bias.gpu, 1e-5);
+  expect_close(out, "layernorm_forward");
+  expect_close(rstd, "layernorm rstd", 1e-5);
+
+  const Pair dout = random({B * T, C}, dtype());
+  const Pair dx = accumulator({B * T, C}, dtype());
+  const Pair dw = accumulator({C}, DType::F32), db = accumulator({C}, DType::F32);
+  cpu_->layernorm_backward(dx.cpu, dw.cpu, db.cpu, dout.cpu, x.cpu, w.cpu, mean.cpu, rstd.cpu);
+  gpu_->layernorm_backward(dx.gpu, dw.gpu, db.gpu, dout.gpu, x.gpu, w.gpu, mean.gpu, rstd.gpu);
+  expect_close(dx, "layernorm_backward dx");
+  expect_close(dw, "layernorm_backward dweight");
+  expect_close(db, "layernorm_backward dbias");
+
+  const Pair rms_out = output({B * T, C}, dtype());
+  cpu_->rmsnorm_forward(rms_out.cpu, rstd.cpu, x.cpu, w.cpu, 1e-5);
+  gpu_->rmsnorm_forward(rms_out.gpu, rstd.gpu, x.gpu, w.gpu, 1e-5);
+  expect_close(rms_out, "rmsnorm_forward");
+  cpu_->rmsnorm_backward(dx.cpu, dw.cpu, dout.cpu, x.cpu, w.cpu, rstd.cpu);
+  gpu_->rmsnorm_backward(dx.gpu, dw.gpu, dout.gpu, x.gpu, w.gpu, rstd.gpu);
+  expect_close(dx, "rmsnorm_backward dx");
+  expect_close(dw, "rmsnorm_backward dweight");
+}
+
+TEST_P(CudaOps, Activations) {
+  const int64_t F = 136;
+  const Pair x = random({B * T, F}, dtype(), 2.0), dout = random({B * T, F}, dtype());
+  const Pair y = output({B * T, F}, dtype()), dx = output({B * T, F}, dtype());
+  cpu_->gelu_forward(y.cpu, x.cpu);
+  gpu_->gelu_forward(y.gpu, x.gpu);
+  expect_close(y, "gelu_forward");
+  cpu_->gelu_backward(dx.cpu, x.cpu, dout.cpu);
+  gpu_->gelu_backward(dx.gpu, x.gpu, dout.gpu);
+  expect_close(dx, "gelu_backward");
+
+  const Pair gate_up = random({B * T, 2 * F}, dtype(), 2.0);
+  const Pair h = output({B * T, F}, dtype()), dgu = output({B * T, 2 * F}, dtype());
+  cpu_->swiglu_forward(h.cpu, gate_up.cpu);
+  gpu_->swiglu_forward(h.gpu, gate_up.gpu);
+  expect_close(h, "swiglu_forward");
+  cpu_->swiglu_backward(dgu.cpu, gate_up.cpu, dout.cpu);
+  gpu_->swiglu_backward(dgu.gpu, gate_up.gpu, dout.gpu);
+  expect_close(dgu, "swiglu_backward");
+}
+
+// RoPE and attention with grouped-query heads, at head dims 64 and 128.
+TEST_P(CudaOps, RopeAndAttention) {
+  for (int head_dim : {64, 128}) {
+    const AttentionShape s{4, 2, head_dim};
+    const int64_t W = s.qkv_width(), O = s.n_head * head_dim;
+    cpu_->reserve({B, T, s});
+    gpu_->reserve({B, T, s});
+    std::vector<double> angles(static_cast<size_t>(T * head_dim));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < head_dim / 2; ++i) {
+        const double a = static_cast<double>(t) * std::pow(10000.0, -2.0 * i / head_dim);
+        angles[static_cast<size_t>((t * head_dim / 2 + i) * 2)] = std::cos(a);
+        angles[static_cast<size_t>((t * head_dim / 2 + i) * 2 + 1)] = std::sin(a);
+      }
+    const Pair table = output({T, head_dim / 2, 2}, DType::F32);
+    copy_from_doubles(*cpu_, table.cpu, angles);
+    copy_from_doubles(*gpu_, table.gpu, angles);
+
+    const Pair qkv = random({B, T, W}, dtype());
+    cpu_->rope_forward(qkv.cpu, table.cpu, s);
+    gpu_->rope_forward(qkv.gpu, table.gpu, s);
+    expect_close(qkv, "rope_forward hd=" + std::to_string(head_dim));
+
+    const Pair out = output({B, T, O}, dtype()), lse = output({B * s.n_head * T}, DType::F32);
+    cpu_->attention_forward(out.cpu, lse.cpu, qkv.cpu, s);
+    gpu_->attention_forward(out.gpu, lse.gpu, qkv.gpu, s);
+    expect_close(out, "attention_forward hd=" + std::to_string(head_dim));
+    expect_close(lse, "attention lse hd=" + std::to_string(head_dim), 1e-5);
+
+    const Pair dout = random({B, T, O}, dtype()), dqkv = output({B, T, W}, dtype());
+    cpu_->attention_backward(dqkv.cpu, dout.cpu, qkv.cpu, out.cpu, lse.cpu, s);
+    gpu_->attention_backward(dqkv.gpu, dout.gpu, qkv.gpu, out.gpu, lse.gpu, s);
+    expect_close(dqkv, "attention_backward hd=" + std::to_string(head_dim));
+    cpu_->rope_backward(dqkv.cpu, table.cpu, s);
+    gpu_->rope_backward(dqkv.gpu, table.gpu, s);
+    expect_close(dqkv, "rope_backward hd=" + std::to_string(head_dim));
+  }
+}
+
+TEST_P(CudaOps, CrossEntropy) {
+  const int64_t N = 150, Vp = 520, V = 513;
+  const Pair logits = random({N, Vp}, dtype(), 3.0);
+  const Pair targets = ids({N}, V, true);
+  const Pair losses = output({N}, DType::F32), lse = output({N}, DType::F32);
+  cpu_->cross_entropy_forward(losses.cpu, lse.cpu, logits.cpu, targets.cpu, V);
+  gpu_->cross_entropy_forward(losses.gpu, lse.gpu, logits.gpu, targets.gpu, V);
+  expect_close(losses, "cross_entropy losses", 1e-5);
+  const Pair dlogits = output({N, Vp}, dtype());
+  cpu_->cross_entropy_backward(dlogits.cpu, logits.cpu, lse.cpu, targets.cpu, V, 0.01);
+  gpu_->cross_entropy_backward(dlogits.gpu, logits.gpu, lse.gpu, targets.gpu, V, 0.01);
+  expect_close(dlogits, "cross_entropy_backward");
+  // In place, as the model runs it: the logits turn into their gradient.
+  gpu_->cross_entropy_backward(logits.gpu, logits.gpu, lse.gpu, targets.gpu, V, 0.01);
+  expect_close({dlogits.cpu, logits.gpu}, "cross_entropy_backward in place");
+}
+
+TEST_P(CudaOps, AdamWOverSegments) {
+  const int64_t n = 5000;
+  std::vector<int64_t> rows = {0, 1000, 1, 1024, 3000, 0, 3008, 4990, 1};  // gaps untouched
+  const Pair segments{alloc(*cpu_, cpu_memory_, {3, 3}, DType::I64),
+                      alloc(*gpu_, gpu_memory_, {3, 3}, DType::I64)};
+  cpu_->copy_from_host(segments.cpu, rows.data());
+  gpu_->copy_from_host(segments.gpu, rows.data());
+  const Pair master = random({n}, DType::F32), grad = random({n}, DType::F32);
+  const Pair m = random({n}, DType::F32, 0.1), v = random({n}, DType::F32, 0.1);
+  gpu_->scale(v.gpu, 0.0);  // second moments are non-negative: start both from zero
+  cpu_->scale(v.cpu, 0.0);
+  const Pair copy = random({n}, dtype());
+  const AdamWStep step{1e-3, 0.9, 0.95, 1e-8, 0.1, 3};
+  cpu_->adamw(master.cpu, grad.cpu, m.cpu, v.cpu, Tensor{}, segments.cpu, step);
+  gpu_->adamw(master.gpu, grad.gpu, m.gpu, v.gpu, dtype() == DType::F32 ? Tensor{} : copy.gpu,
+              segments.gpu, step);
+  expect_close(master, "adamw master", 1e-6);
+  expect_close(m, "adamw m", 1e-6);
+  expect_close(v, "adamw v", 1e-6);
+  if (dtype() != DType::F32) {
+    // The copy holds the updated master weights inside the segments, its old values outside.
+    const std::vector<double> updated = copy_to_doubles(*cpu_, master.cpu);
+    const std::vector<double> got = copy_to_doubles(*gpu_, copy.gpu);
+    for (int64_t i : {0, 999, 1024, 2999, 3008, 4989})
+      EXPECT_NEAR(got[static_cast<size_t>(i)], updated[static_cast<size_t>(i)],
+                  1e-2 * std::abs(updated[static_cast<size_t>(i)]) + 1e-6)
+          << "param copy [" << i << "]";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtype, CudaOps, testing::Values(DType::F32, DType::BF16, DType::F16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,93 @@
+// The whole model on the GPU against the CPU: same weights and tokens give the same loss
+// and parameter gradients, for both architectures, in fp32 and in bf16.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <ostream>
+#include <vector>
+
+#include "trainer/memory/host_copy.h"
+#include "trainer/model/gpt_model.h"
+
+namespace kiln {
+namespace {
+
+ModelConfig small_model(const std::string& arch) {
+  ModelConfig m;
+  m.arch = arch;
+  m.n_layer = 2;
+  m.n_head = 4;
+  m.n_kv_head = arch == "llama" ? 2 : 0;
+  m.d_model = 256;  // head dim 64
+  m.d_ff = arch == "llama" ? 512 : 0;
+  m.vocab_size = 300;
+  m.seq_len = 64;
+  m.tie_embeddings = arch != "llama";
+  return m;
+}
+
+double relative_error(const std::vector<double>& got, const std::vector<double>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+struct Case {
+  std::string arch;
+  DType dtype;
+  double loss_tol, grad_tol;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.arch << "/" << dtype_name(c.dtype); }
+
+class GpuModelParity : public testing::TestWithParam<Case> {};
+
+TEST_P(GpuModelParity, LossAndGradientsMatchTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no GPU";
+  const Case c = GetParam();
+  const ModelConfig config = small_model(c.arch);
+  auto cpu_ops = make_cpu_ops(2);
+  auto gpu_ops = make_cuda_ops(0);
+  GptModel cpu(config, 2, *cpu_ops, DType::F32);
+  GptModel gpu(config, 2, *gpu_ops, c.dtype);
+  gpu.init_parameters(11);
+  // The CPU starts from the GPU's weights (rounded to its dtype).
+  for (size_t i = 0; i < cpu.parameters().all().size(); ++i)
+    copy_from_doubles(*cpu_ops, cpu.parameters().all()[i].value,
+                      copy_to_doubles(*gpu_ops, gpu.parameters().all()[i].value));
+
+  std::vector<int32_t> tokens(2 * 64), targets(2 * 64);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<int32_t>((i * 37 + 11) % 300);
+    targets[i] = i % 17 == 5 ? -1 : static_cast<int32_t>((i * 53 + 7) % 300);
+  }
+  double losses[2];
+  GptModel* models[2] = {&cpu, &gpu};
+  for (int k = 0; k < 2; ++k) {
+    models[k]->set_batch(tokens.data(), targets.data(), 2, 64);
+    models[k]->zero_grad();
+    losses[k] = models[k]->forward();
+    models[k]->backward(1.0 / static_cast<double>(models[k]->target_count()));
+  }
+  EXPECT_NEAR(losses[1] / losses[0], 1.0, c.loss_tol);
+  for (size_t i = 0; i < cpu.parameters().all().size(); ++i) {
+    const Parameter& p = cpu.parameters().all()[i];
+    const double error = relative_error(copy_to_doubles(*gpu_ops, gpu.parameters().all()[i].grad),
+                                        copy_to_doubles(*cpu_ops, p.grad));
+    EXPECT_LE(error, c.grad_tol) << p.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ArchDtype, GpuModelParity,
+    testing::Values(Case{"gpt2", DType::F32, 1e-5, 1e-4}, Case{"llama", DType::F32, 1e-5, 1e-4},
+                    Case{"gpt2", DType::BF16, 1e-2, 5e-2}, Case{"llama", DType::BF16, 1e-2, 5e-2}),
+    [](const auto& info) {
+      return info.param.arch + "_" + std::string(dtype_name(info.param.dtype));
+    });
+
+}  // namespace
+}  // namespace kiln

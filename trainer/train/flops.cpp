@@ -1,0 +1,42 @@
+#include "trainer/train/flops.h"
+
+namespace kiln {
+
+int64_t flops_parameter_count(const ModelConfig& m) {
+  const bool llama = m.is_llama();
+  const int64_t d = m.d_model, f = m.ffn_dim(), width = int64_t{m.n_head} * m.head_dim();
+  const int64_t qkv = int64_t{m.n_head + 2 * m.kv_heads()} * m.head_dim();
+  const int64_t fc = llama ? 2 * f : f;  // SwiGLU's fc holds the gate and up halves
+  // Each norm has a weight (and a bias on GPT-2); each linear a weight [out, in] (and a bias
+  // [out] on GPT-2).
+  const int64_t norm = llama ? d : 2 * d;
+  const auto linear = [&](int64_t in, int64_t out) { return in * out + (llama ? 0 : out); };
+  const int64_t layer = norm + linear(d, qkv) + linear(width, d) + norm + linear(d, fc) +
+                        linear(f, d);
+  const int64_t head = int64_t{m.vocab_size} * d;
+  return m.n_layer * layer + norm + head;
+}
+
+int64_t model_flops_per_token(const ModelConfig& m) {
+  const int64_t width = int64_t{m.n_head} * m.head_dim();
+  return 6 * flops_parameter_count(m) + 12 * int64_t{m.n_layer} * width * m.seq_len;
+}
+
+int64_t recomputed_flops_per_token(const ModelConfig& m) {
+  const int64_t width = int64_t{m.n_head} * m.head_dim();
+  return 2 * int64_t{m.n_layer} * width * m.seq_len;
+}
+
+double peak_bf16_flops(const std::string& device_name) {
+  const auto has = [&](const char* s) { return device_name.find(s) != std::string::npos; };
+  if (has("H100") || has("H200")) return has("PCIe") ? 756e12 : has("NVL") ? 835e12 : 989e12;
+  if (has("A100")) return 312e12;
+  return 0;
+}
+
+double utilisation(double tokens_per_s, int64_t flops_per_token, double peak_flops) {
+  if (peak_flops <= 0) return 0;
+  return tokens_per_s * static_cast<double>(flops_per_token) / peak_flops;
+}
+
+}  // namespace kiln
