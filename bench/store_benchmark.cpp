@@ -1,0 +1,194 @@
+// The run store's speed (docs/store.md, Benchmarks): how fast metric rows go in through the
+// trainer's path, and how fast a chart's series comes out of a long run.
+//
+//   build/kiln_bench_store [--benchmark_filter=REGEX]
+//
+// Files go in $TMPDIR (default /tmp). Targets: >= 100,000 metric rows/s inserted; one
+// metric of a 1,000,000-row run downsampled to 1000 points in < 100 ms.
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/metric_queries.h"
+#include "store/rows.h"
+#include "store/run_writer.h"
+#include "store/schema.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace kiln::store;
+
+std::string temp_path(const std::string& name) {
+  const char* tmp = std::getenv("TMPDIR");
+  return (fs::path(tmp && *tmp ? tmp : "/tmp") /
+          ("kiln_bench_store_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+void remove_store(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path + suffix);
+}
+
+// A row as the trainer fills it: every column measured.
+MetricRow full_row(int64_t step, int rank) {
+  MetricRow m;
+  m.step = step;
+  m.rank = rank;
+  m.time = 1.7e9 + 0.1 * static_cast<double>(step);
+  m.tokens = step * 524288;
+  m.loss = 2.0 + 8.0 / (1.0 + 0.001 * static_cast<double>(step)) + 0.01 * ((step * 7 + rank) % 13);
+  m.lr = 3e-4;
+  m.grad_norm = 0.8;
+  m.tokens_per_s = 1.2e6;
+  m.tflops = 410.0;
+  m.mfu = 0.41;
+  m.fwd_ms = 120.5;
+  m.bwd_ms = 240.25;
+  m.opt_ms = 12.0;
+  m.comm_ms = 8.5;
+  m.data_ms = 0.3;
+  m.mem_used = int64_t{60} << 30;
+  m.mem_peak = int64_t{70} << 30;
+  m.loss_scale = 65536.0;
+  m.skipped_steps = 0;
+  return m;
+}
+
+// The trainer's path: RunWriter::log_metrics with one log interval (every rank's row for
+// one step) per call, committed by the writer thread; flush() at the end of each iteration
+// so the figure is rows on disk per second, not rows queued.
+void BM_WriterInsert(benchmark::State& state) {
+  const int ranks = static_cast<int>(state.range(0));
+  constexpr int kIntervals = 2000;
+  const std::string path = temp_path("insert.db");
+  remove_store(path);
+  {
+    WriterOptions options;
+    options.max_queued_rows = size_t{1} << 22;  // measure the disk, not the thinning
+    RunWriter writer(path, options);
+    RunInfo info;
+    info.name = "bench";
+    writer.create_run(info);
+    int64_t step = 0;
+    for (auto _ : state) {
+      for (int i = 0; i < kIntervals; ++i, ++step) {
+        std::vector<MetricRow> rows;
+        rows.reserve(static_cast<size_t>(ranks));
+        for (int r = 0; r < ranks; ++r) rows.push_back(full_row(step, r));
+        writer.log_metrics(std::move(rows));
+      }
+      writer.flush();
+    }
+    const WriterStats stats = writer.stats();
+    state.counters["transactions"] = static_cast<double>(stats.committed_transactions);
+    state.counters["dropped"] = static_cast<double>(stats.dropped_rows);
+  }
+  state.SetItemsProcessed(state.iterations() * kIntervals * ranks);
+  remove_store(path);
+}
+BENCHMARK(BM_WriterInsert)->Arg(8)->Arg(64)->ArgName("ranks")->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// SQLite's own ceiling for our rows: one transaction of 10,000 inserts, no thread.
+void BM_RawInsert(benchmark::State& state) {
+  constexpr int kRows = 10000;
+  const std::string path = temp_path("raw.db");
+  remove_store(path);
+  {
+    auto db = open_store(path, Access::ReadWrite);
+    db->exec("INSERT INTO runs (name, created_at) VALUES ('raw', 0)");
+    const int64_t run = db->last_insert_rowid();
+    int64_t step = 0;
+    for (auto _ : state) {
+      Transaction tx(*db);
+      for (int i = 0; i < kRows; ++i, ++step) insert_metric(*db, run, full_row(step / 8, static_cast<int>(step % 8)));
+      tx.commit();
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * kRows);
+  remove_store(path);
+}
+BENCHMARK(BM_RawInsert)->Unit(benchmark::kMillisecond);
+
+// A store with two runs of 1,000,000 metric rows each: one rank x 1,000,000 steps, and
+// 8 ranks x 125,000 steps. Built once per process.
+struct QueryStore {
+  std::string path = temp_path("query.db");
+  int64_t one_rank = 0, eight_ranks = 0;
+  std::unique_ptr<Database> db;
+
+  QueryStore() {
+    remove_store(path);
+    auto writer = open_store(path, Access::ReadWrite);
+    one_rank = fill(*writer, "one-rank", 1, 1000000);
+    eight_ranks = fill(*writer, "eight-ranks", 8, 125000);
+    writer.reset();
+    db = open_store(path, Access::ReadOnly);
+  }
+  ~QueryStore() {
+    db.reset();
+    remove_store(path);
+  }
+  static int64_t fill(Database& db, const char* name, int ranks, int64_t steps) {
+    Statement st(db, "INSERT INTO runs (name, created_at) VALUES (?, 0)");
+    st.bind(1, name).run();
+    const int64_t run = db.last_insert_rowid();
+    for (int64_t s0 = 0; s0 < steps; s0 += 10000) {
+      Transaction tx(db);
+      for (int64_t s = s0; s < std::min(steps, s0 + 10000); ++s)
+        for (int r = 0; r < ranks; ++r) insert_metric(db, run, full_row(s, r));
+      tx.commit();
+    }
+    return run;
+  }
+};
+
+QueryStore& query_store() {
+  static QueryStore store;
+  return store;
+}
+
+void run_series(benchmark::State& state, bool eight, std::vector<int> ranks, size_t points) {
+  QueryStore& q = query_store();
+  const int64_t run = eight ? q.eight_ranks : q.one_rank;
+  SeriesQuery query;
+  query.key = "loss";
+  query.ranks = std::move(ranks);
+  query.max_points = points;
+  size_t returned = 0;
+  for (auto _ : state) {
+    const auto series = metric_series(*q.db, run, query);
+    returned = 0;
+    for (const auto& s : series) returned += s.points.size();
+    benchmark::DoNotOptimize(returned);
+  }
+  state.counters["points"] = static_cast<double>(returned);
+  state.SetItemsProcessed(state.iterations() * 1000000);  // rows scanned
+}
+
+void BM_Series_1Rank1MSteps_1000Points(benchmark::State& state) {
+  run_series(state, false, {}, 1000);
+}
+void BM_Series_8Ranks125kSteps_AllRanks_1000Points(benchmark::State& state) {
+  run_series(state, true, {}, 1000);
+}
+void BM_Series_8Ranks125kSteps_Rank0_1000Points(benchmark::State& state) {
+  run_series(state, true, {0}, 1000);
+}
+void BM_Series_1Rank1MSteps_AllPoints(benchmark::State& state) {
+  run_series(state, false, {}, 0);
+}
+BENCHMARK(BM_Series_1Rank1MSteps_1000Points)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Series_8Ranks125kSteps_AllRanks_1000Points)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Series_8Ranks125kSteps_Rank0_1000Points)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Series_1Rank1MSteps_AllPoints)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

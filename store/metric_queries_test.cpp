@@ -1,0 +1,216 @@
+#include "store/metric_queries.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "kernels/check.h"
+#include "store/config_diff.h"
+#include "store/export.h"
+#include "store/rows.h"
+#include "store/schema.h"
+#include "store/test_util.h"
+
+namespace kiln::store {
+namespace {
+
+using testing_util::StoreTest;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A value with structure: a slow decay, a wiggle, and one spike at step 5003.
+double value_at(int64_t step, int rank) {
+  if (step == 5003 && rank == 0) return 100.0;
+  return 5.0 / (1.0 + 0.001 * static_cast<double>(step)) + 0.01 * static_cast<double>((step * 7) % 5) + rank;
+}
+
+class MetricQueriesTest : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    db_ = open_store(path(), Access::ReadWrite);
+    db_->exec("INSERT INTO runs (name, created_at, started_at) VALUES ('series', 0, 1000)");
+    run_ = db_->last_insert_rowid();
+    Transaction tx(*db_);
+    for (int64_t step = 0; step < 10000; ++step) {
+      for (int rank = 0; rank < 2; ++rank) {
+        MetricRow m;
+        m.step = step;
+        m.rank = rank;
+        m.time = 1000.0 + static_cast<double>(step);
+        m.tokens = step * 100;
+        m.loss = value_at(step, rank);
+        if (step % 2 == 0) m.grad_norm = static_cast<double>(step);  // only even steps
+        insert_metric(*db_, run_, m);
+      }
+    }
+    tx.commit();
+  }
+
+  std::unique_ptr<Database> db_;
+  int64_t run_ = 0;
+};
+
+TEST_F(MetricQueriesTest, EveryPointWithoutDownsampling) {
+  SeriesQuery q;
+  q.key = "loss";
+  q.first_step = 100;
+  q.last_step = 199;
+  const auto series = metric_series(*db_, run_, q);
+  ASSERT_EQ(series.size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(series[rank].rank, rank);
+    ASSERT_EQ(series[rank].points.size(), 100u);
+    for (size_t i = 0; i < 100; ++i) {
+      const auto& p = series[rank].points[i];
+      const int64_t step = 100 + static_cast<int64_t>(i);
+      EXPECT_EQ(p.step, step);
+      EXPECT_EQ(p.time, 1000.0 + static_cast<double>(step));
+      EXPECT_EQ(p.value, value_at(step, rank));
+      EXPECT_EQ(p.min, p.value);
+      EXPECT_EQ(p.max, p.value);
+    }
+  }
+}
+
+TEST_F(MetricQueriesTest, DownsamplingKeepsMinMaxAndLastPerBucket) {
+  SeriesQuery q;
+  q.key = "loss";
+  q.ranks = {0};
+  q.max_points = 100;
+  const auto series = metric_series(*db_, run_, q);
+  ASSERT_EQ(series.size(), 1u);
+  const auto& points = series[0].points;
+  ASSERT_EQ(points.size(), 100u);  // 10,000 steps in buckets of 100
+  for (size_t b = 0; b < points.size(); ++b) {
+    const int64_t first = static_cast<int64_t>(b) * 100, last = first + 99;
+    double lo = INFINITY, hi = -INFINITY;
+    for (int64_t s = first; s <= last; ++s) lo = std::min(lo, value_at(s, 0)), hi = std::max(hi, value_at(s, 0));
+    EXPECT_EQ(points[b].step, last);
+    EXPECT_EQ(points[b].value, value_at(last, 0));
+    EXPECT_EQ(points[b].min, lo);
+    EXPECT_EQ(points[b].max, hi);
+  }
+  EXPECT_EQ(points[50].max, 100.0);  // the spike at step 5003 survives
+}
+
+TEST_F(MetricQueriesTest, NullValuesAreSkippedAndKeysChecked) {
+  SeriesQuery q;
+  q.key = "grad_norm";
+  q.ranks = {1};
+  q.first_step = 0;
+  q.last_step = 9;
+  const auto series = metric_series(*db_, run_, q);
+  ASSERT_EQ(series.size(), 1u);
+  std::vector<int64_t> steps;
+  for (const auto& p : series[0].points) steps.push_back(p.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{0, 2, 4, 6, 8}));
+  q.ranks = {5};
+  EXPECT_TRUE(metric_series(*db_, run_, q).empty());
+  q.key = "loss; DROP TABLE runs";
+  const std::string message = error_of([&] { metric_series(*db_, run_, q); });
+  EXPECT_EQ(message.rfind("store: unknown metric 'loss; DROP TABLE runs' (valid: loss, lr, ", 0), 0u)
+      << message;
+  q.key = "loss";
+  EXPECT_EQ(error_of([&] { metric_series(*db_, 42, q); }), "store: no run with id 42 in " + path());
+}
+
+TEST_F(MetricQueriesTest, SummaryFigures) {
+  db_->exec("INSERT INTO runs (name, created_at, started_at) VALUES ('small', 0, 50)");
+  const int64_t run = db_->last_insert_rowid();
+  // Steps 1..4 on two ranks; per-step mean loss 4, 3, 1.5, 2; tokens/s and MFU per step.
+  const double loss[4][2] = {{4.5, 3.5}, {3, 3}, {1, 2}, {2, 2}};
+  for (int64_t step = 1; step <= 4; ++step)
+    for (int rank = 0; rank < 2; ++rank) {
+      MetricRow m;
+      m.step = step;
+      m.rank = rank;
+      m.time = 100.0 + 10.0 * static_cast<double>(step);
+      m.loss = loss[step - 1][rank];
+      m.tokens_per_s = 1000.0 * static_cast<double>(step);
+      m.mfu = 0.1 * static_cast<double>(step);
+      insert_metric(*db_, run, m);
+    }
+  insert_valid(*db_, run, {2, 0, 3.5});
+  insert_valid(*db_, run, {4, 0, 2.25});
+  const RunSummary s = summarize_run(*db_, run, 3.0);
+  EXPECT_EQ(s.name, "small");
+  EXPECT_EQ(s.logged_steps, 4);
+  EXPECT_EQ(s.last_step, 4);
+  EXPECT_EQ(s.final_loss, 2.0);
+  EXPECT_EQ(s.best_loss, 1.5);
+  EXPECT_EQ(s.best_step, 3);
+  EXPECT_EQ(s.best_valid_loss, 2.25);
+  EXPECT_DOUBLE_EQ(s.mean_tokens_per_s, 3000.0);  // steps 2..4
+  EXPECT_DOUBLE_EQ(s.mean_mfu, 0.3);
+  EXPECT_TRUE(std::isnan(s.mean_tflops));
+  EXPECT_EQ(s.elapsed_s, 140.0 - 50.0);
+  EXPECT_EQ(s.target_step, 2);
+  EXPECT_EQ(s.time_to_target_s, 120.0 - 50.0);
+  EXPECT_FALSE(summarize_run(*db_, run, 1.0).target_step.has_value());
+}
+
+TEST_F(MetricQueriesTest, CsvExportHasEveryRowExactly) {
+  db_->exec("UPDATE runs SET name = 'series, v2' WHERE id = " + std::to_string(run_));
+  std::ostringstream out;
+  write_metrics_csv(*db_, run_, out);
+  std::istringstream in(out.str());
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line,
+            "run,step,rank,time,tokens,loss,lr,grad_norm,tokens_per_s,tflops,mfu,mem_used,"
+            "mem_peak,fwd_ms,bwd_ms,opt_ms,comm_ms,data_ms,loss_scale,skipped_steps");
+  std::getline(in, line);
+  EXPECT_EQ(line, "\"series, v2\",0,0,1000,0,5,,0,,,,,,,,,,,,0");
+  std::getline(in, line);
+  EXPECT_EQ(line, "\"series, v2\",0,1,1000,0,6,,0,,,,,,,,,,,,0");
+  std::getline(in, line);
+  EXPECT_EQ(line, "\"series, v2\",1,0,1001,100," + fmt::format("{}", value_at(1, 0)) + ",,,,,,,,,,,,,,0");
+  size_t rows = 3;
+  while (std::getline(in, line)) ++rows;
+  EXPECT_EQ(rows, 20000u);
+}
+
+TEST_F(MetricQueriesTest, JsonExportHoldsTheWholeRun) {
+  insert_event(*db_, run_, Event{0, 5, 3, "nan", "loss is \"NaN\""});
+  std::ostringstream out;
+  write_run_json(*db_, run_, out);
+  const auto json = nlohmann::json::parse(out.str());
+  EXPECT_EQ(json["run"]["name"], "series");
+  EXPECT_EQ(json["run"]["status"], "created");
+  ASSERT_EQ(json["metrics"].size(), 20000u);
+  EXPECT_EQ(json["metrics"][2]["step"], 1);
+  EXPECT_EQ(json["metrics"][2]["loss"].get<double>(), value_at(1, 0));
+  EXPECT_TRUE(json["metrics"][2]["grad_norm"].is_null());
+  EXPECT_EQ(json["metrics"][4]["grad_norm"].get<double>(), 2.0);
+  ASSERT_EQ(json["events"].size(), 1u);
+  EXPECT_EQ(json["events"][0]["message"], "loss is \"NaN\"");
+  EXPECT_TRUE(json["checkpoints"].empty());
+}
+
+TEST(ConfigDiffTest, ListsTheLeavesThatDiffer) {
+  const auto diff = config_diff({R"({"train":{"lr":3e-4,"steps":100},"model":{"n_layer":2}})",
+                                 R"({"train":{"lr":1e-4,"steps":100},"model":{"n_layer":2},"data":{"paths":["a"]}})"});
+  ASSERT_EQ(diff.size(), 2u);
+  EXPECT_EQ(diff[0].key, "data.paths.0");
+  EXPECT_EQ(diff[0].values, (std::vector<std::optional<std::string>>{std::nullopt, "\"a\""}));
+  EXPECT_EQ(diff[1].key, "train.lr");
+  EXPECT_EQ(diff[1].values, (std::vector<std::optional<std::string>>{"0.0003", "0.0001"}));
+  EXPECT_EQ(error_of([] { config_diff({"{}", "{oops"}); }),
+            "store: config 2 of the comparison is not valid JSON");
+}
+
+}  // namespace
+}  // namespace kiln::store

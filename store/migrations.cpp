@@ -1,0 +1,121 @@
+// The schema, one migration per version. Never edit a migration that has shipped: add the
+// next one. The comments inside CREATE statements are kept in the file, so `.schema` in the
+// sqlite3 shell shows them. Times are Unix seconds (REAL); docs/store.md has every column.
+#include <iterator>
+
+#include "store/schema.h"
+
+namespace kiln::store {
+namespace {
+
+// Version 0 -> 1: the first schema.
+constexpr const char* kV1 = R"sql(
+CREATE TABLE runs (
+  id           INTEGER PRIMARY KEY,
+  name         TEXT NOT NULL UNIQUE,
+  status       TEXT NOT NULL DEFAULT 'created' CHECK (status IN
+                 ('created', 'running', 'paused', 'completed', 'stopped', 'failed', 'lost')),
+  config_json  TEXT NOT NULL DEFAULT '{}',   -- the resolved run config
+  layout       TEXT NOT NULL DEFAULT '',     -- parallel layout, e.g. tp2.pp1.dp4
+  backend      TEXT NOT NULL DEFAULT '',     -- cpu | cuda
+  device       TEXT NOT NULL DEFAULT '',
+  host         TEXT NOT NULL DEFAULT '',
+  command_line TEXT NOT NULL DEFAULT '',
+  created_at   REAL NOT NULL,
+  started_at   REAL,
+  ended_at     REAL,
+  heartbeat_at REAL,                         -- last sign of life of the training process
+  tags         TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(tags)),  -- JSON array of text
+  notes        TEXT NOT NULL DEFAULT '',
+  error        TEXT                          -- why a failed run failed
+);
+
+-- One row per rank per logged step. Times in ms, memory in bytes, NULL = not measured.
+CREATE TABLE metrics (
+  run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step          INTEGER NOT NULL,
+  rank          INTEGER NOT NULL,
+  time          REAL NOT NULL,
+  tokens        INTEGER,   -- tokens consumed by the whole run up to this step
+  loss          REAL,
+  lr            REAL,
+  grad_norm     REAL,
+  tokens_per_s  REAL,      -- whole-run throughput as this rank measured it
+  tflops        REAL,      -- model TFLOP/s of this rank's device
+  mfu           REAL,      -- model FLOPs utilisation, 0..1
+  fwd_ms        REAL,
+  bwd_ms        REAL,
+  opt_ms        REAL,
+  comm_ms       REAL,      -- exposed communication
+  data_ms       REAL,      -- waiting for data
+  mem_used      INTEGER,
+  mem_peak      INTEGER,
+  loss_scale    REAL,
+  skipped_steps INTEGER,
+  PRIMARY KEY (run_id, step, rank)
+) WITHOUT ROWID;
+
+CREATE TABLE valid_metrics (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step   INTEGER NOT NULL,
+  time   REAL NOT NULL,
+  loss   REAL,
+  PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+
+CREATE TABLE system_metrics (
+  run_id       INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank         INTEGER NOT NULL,
+  time         REAL NOT NULL,
+  gpu_util     REAL,     -- percent
+  gpu_mem_used INTEGER,  -- bytes
+  gpu_power_w  REAL,
+  gpu_temp_c   REAL,
+  cpu_percent  REAL,     -- of one core
+  rss_bytes    INTEGER,
+  PRIMARY KEY (run_id, rank, time)
+) WITHOUT ROWID;
+
+CREATE TABLE events (
+  id      INTEGER PRIMARY KEY,
+  run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  time    REAL NOT NULL,
+  step    INTEGER,
+  kind    TEXT NOT NULL,  -- start | end | status | checkpoint | command | nan | error | dropped
+  message TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX events_by_run ON events (run_id, id);
+
+CREATE TABLE checkpoints (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step   INTEGER NOT NULL,
+  path   TEXT NOT NULL,
+  bytes  INTEGER,
+  layout TEXT NOT NULL DEFAULT '',
+  time   REAL NOT NULL,
+  PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+
+CREATE TABLE commands (
+  id           INTEGER PRIMARY KEY,
+  run_id       INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  created_at   REAL NOT NULL,
+  action       TEXT NOT NULL CHECK (action IN ('pause', 'resume', 'stop', 'checkpoint', 'set')),
+  argument     TEXT NOT NULL DEFAULT '',  -- set: key=value
+  status       TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'applied', 'rejected')),
+  applied_step INTEGER,
+  applied_at   REAL,
+  reason       TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX commands_by_run ON commands (run_id, status, id);
+)sql";
+
+constexpr Migration kMigrations[] = {{kV1}};
+
+}  // namespace
+
+std::span<const Migration> migrations() { return kMigrations; }
+
+int schema_version() { return static_cast<int>(std::size(kMigrations)); }
+
+}  // namespace kiln::store

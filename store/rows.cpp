@@ -1,0 +1,121 @@
+#include "store/rows.h"
+
+#include <string>
+
+namespace kiln::store {
+
+void insert_metric(Database& db, int64_t run_id, const MetricRow& r) {
+  static const std::string sql = std::string("INSERT OR REPLACE INTO metrics (run_id, ") +
+                                 kMetricColumns +
+                                 ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+  Statement& st = db.cached(sql);
+  st.bind_all(run_id, r.step, r.rank, r.time, r.tokens, r.loss, r.lr, r.grad_norm,
+              r.tokens_per_s, r.tflops, r.mfu, r.fwd_ms, r.bwd_ms, r.opt_ms, r.comm_ms, r.data_ms,
+              r.mem_used, r.mem_peak, r.loss_scale, r.skipped_steps);
+  st.run();
+}
+
+void insert_valid(Database& db, int64_t run_id, const ValidRow& r) {
+  Statement& st =
+      db.cached("INSERT OR REPLACE INTO valid_metrics (run_id, step, time, loss) VALUES (?,?,?,?)");
+  st.bind_all(run_id, r.step, r.time, r.loss);
+  st.run();
+}
+
+void insert_system(Database& db, int64_t run_id, const SystemRow& r) {
+  static const std::string sql = std::string("INSERT OR REPLACE INTO system_metrics (run_id, ") +
+                                 kSystemColumns + ") VALUES (?,?,?,?,?,?,?,?,?)";
+  Statement& st = db.cached(sql);
+  st.bind_all(run_id, r.rank, r.time, r.gpu_util, r.gpu_mem_used, r.gpu_power_w, r.gpu_temp_c,
+              r.cpu_percent, r.rss_bytes);
+  st.run();
+}
+
+int64_t insert_event(Database& db, int64_t run_id, const Event& e) {
+  Statement& st =
+      db.cached("INSERT INTO events (run_id, time, step, kind, message) VALUES (?,?,?,?,?)");
+  st.bind_all(run_id, e.time, e.step, e.kind, e.message);
+  st.run();
+  return db.last_insert_rowid();
+}
+
+void insert_checkpoint(Database& db, int64_t run_id, const Checkpoint& c) {
+  Statement& st = db.cached(
+      "INSERT OR REPLACE INTO checkpoints (run_id, step, path, bytes, layout, time) "
+      "VALUES (?,?,?,?,?,?)");
+  st.bind_all(run_id, c.step, c.path, c.bytes, c.layout, c.time);
+  st.run();
+}
+
+MetricRow read_metric(const Statement& st, int i) {
+  MetricRow r;
+  r.step = st.int64(i);
+  r.rank = static_cast<int>(st.int64(i + 1));
+  r.time = st.real(i + 2);
+  r.tokens = st.int64(i + 3);
+  r.loss = st.real(i + 4);
+  r.lr = st.real(i + 5);
+  r.grad_norm = st.real(i + 6);
+  r.tokens_per_s = st.real(i + 7);
+  r.tflops = st.real(i + 8);
+  r.mfu = st.real(i + 9);
+  r.fwd_ms = st.real(i + 10);
+  r.bwd_ms = st.real(i + 11);
+  r.opt_ms = st.real(i + 12);
+  r.comm_ms = st.real(i + 13);
+  r.data_ms = st.real(i + 14);
+  r.mem_used = st.opt_int64(i + 15);
+  r.mem_peak = st.opt_int64(i + 16);
+  r.loss_scale = st.real(i + 17);
+  r.skipped_steps = st.int64(i + 18);
+  return r;
+}
+
+SystemRow read_system(const Statement& st, int i) {
+  SystemRow r;
+  r.rank = static_cast<int>(st.int64(i));
+  r.time = st.real(i + 1);
+  r.gpu_util = st.real(i + 2);
+  r.gpu_mem_used = st.opt_int64(i + 3);
+  r.gpu_power_w = st.real(i + 4);
+  r.gpu_temp_c = st.real(i + 5);
+  r.cpu_percent = st.real(i + 6);
+  r.rss_bytes = st.opt_int64(i + 7);
+  return r;
+}
+
+Event read_event(const Statement& st, int i) {
+  Event e;
+  e.id = st.int64(i);
+  e.time = st.real(i + 1);
+  e.step = st.opt_int64(i + 2);
+  e.kind = st.text(i + 3);
+  e.message = st.text(i + 4);
+  return e;
+}
+
+Checkpoint read_checkpoint(const Statement& st, int i) {
+  Checkpoint c;
+  c.step = st.int64(i);
+  c.path = st.text(i + 1);
+  c.bytes = st.opt_int64(i + 2);
+  c.layout = st.text(i + 3);
+  c.time = st.real(i + 4);
+  return c;
+}
+
+Command read_command(const Statement& st, int i) {
+  Command c;
+  c.id = st.int64(i);
+  c.run_id = st.int64(i + 1);
+  c.created_at = st.real(i + 2);
+  c.action = parse_command_action(st.text(i + 3));
+  c.argument = st.text(i + 4);
+  c.status = parse_command_status(st.text(i + 5));
+  c.applied_step = st.opt_int64(i + 6);
+  c.applied_at = st.opt_real(i + 7);
+  c.reason = st.text(i + 8);
+  return c;
+}
+
+}  // namespace kiln::store

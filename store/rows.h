@@ -1,0 +1,40 @@
+// Reading and writing single rows: the one place that knows each table's column order.
+// The writer and the queries both go through here, so a column added in a migration is
+// added here once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "store/database.h"
+#include "store/types.h"
+
+namespace kiln::store {
+
+// The metrics columns after run_id, in table order (also the export order after "run").
+inline constexpr const char* kMetricColumns =
+    "step, rank, time, tokens, loss, lr, grad_norm, tokens_per_s, tflops, mfu, fwd_ms, bwd_ms, "
+    "opt_ms, comm_ms, data_ms, mem_used, mem_peak, loss_scale, skipped_steps";
+inline constexpr const char* kEventColumns = "id, time, step, kind, message";
+inline constexpr const char* kCheckpointColumns = "step, path, bytes, layout, time";
+inline constexpr const char* kCommandColumns =
+    "id, run_id, created_at, action, argument, status, applied_step, applied_at, reason";
+inline constexpr const char* kSystemColumns =
+    "rank, time, gpu_util, gpu_mem_used, gpu_power_w, gpu_temp_c, cpu_percent, rss_bytes";
+
+// Inserts replace a row with the same key: a run resumed from a checkpoint logs its steps
+// again, and the newer measurement is the one to keep.
+void insert_metric(Database& db, int64_t run_id, const MetricRow& row);
+void insert_valid(Database& db, int64_t run_id, const ValidRow& row);
+void insert_system(Database& db, int64_t run_id, const SystemRow& row);
+int64_t insert_event(Database& db, int64_t run_id, const Event& event);
+void insert_checkpoint(Database& db, int64_t run_id, const Checkpoint& checkpoint);
+
+// Read a row whose selected columns start at `first` in the order of the lists above.
+MetricRow read_metric(const Statement& st, int first = 0);
+SystemRow read_system(const Statement& st, int first = 0);
+Event read_event(const Statement& st, int first = 0);
+Checkpoint read_checkpoint(const Statement& st, int first = 0);
+Command read_command(const Statement& st, int first = 0);
+
+}  // namespace kiln::store

@@ -1,0 +1,276 @@
+#include "store/run_queries.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "store/commands.h"
+#include "store/error.h"
+#include "store/rows.h"
+
+namespace kiln::store {
+namespace {
+
+// Every run column, with the effective status first: ?1 is the heartbeat cutoff.
+constexpr const char* kRunSelect = R"sql(
+  SELECT id, name,
+         CASE WHEN status IN ('running', 'paused')
+                   AND coalesce(heartbeat_at, started_at, created_at) < ?1
+              THEN 'lost' ELSE status END AS effective,
+         status, config_json, layout, backend, device, host, command_line, created_at,
+         started_at, ended_at, heartbeat_at, tags, notes, coalesce(error, ''),
+         (SELECT max(step) FROM metrics WHERE metrics.run_id = runs.id)
+  FROM runs)sql";
+
+std::vector<std::string> parse_tags(const std::string& text) {
+  const auto json = nlohmann::json::parse(text, nullptr, false);
+  std::vector<std::string> tags;
+  if (!json.is_array()) return tags;
+  for (const auto& t : json)
+    if (t.is_string()) tags.push_back(t.get<std::string>());
+  return tags;
+}
+
+RunRecord read_run(const Statement& st) {
+  RunRecord r;
+  r.id = st.int64(0);
+  r.name = st.text(1);
+  r.status = parse_run_status(st.text(2));
+  r.stored_status = parse_run_status(st.text(3));
+  r.config_json = st.text(4);
+  r.layout = st.text(5);
+  r.backend = st.text(6);
+  r.device = st.text(7);
+  r.host = st.text(8);
+  r.command_line = st.text(9);
+  r.created_at = st.real(10);
+  r.started_at = st.opt_real(11);
+  r.ended_at = st.opt_real(12);
+  r.heartbeat_at = st.opt_real(13);
+  r.tags = parse_tags(st.text(14));
+  r.notes = st.text(15);
+  r.error = st.text(16);
+  r.last_step = st.opt_int64(17);
+  return r;
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string candidates(Statement& st, size_t limit) {
+  std::string text;
+  size_t n = 0;
+  while (st.step()) {
+    if (n++ < limit)
+      text += (text.empty() ? "" : ", ") + st.text(1) + " (id " + std::to_string(st.int64(0)) + ")";
+  }
+  if (n > limit) text += ", and " + std::to_string(n - limit) + " more";
+  return text;
+}
+
+void write_tags(Database& db, int64_t run_id, const std::vector<std::string>& tags) {
+  Statement& st = db.cached("UPDATE runs SET tags = ? WHERE id = ?");
+  st.bind_all(nlohmann::json(tags).dump(), run_id);
+  st.run();
+}
+
+}  // namespace
+
+std::vector<RunRecord> list_runs(Database& db, const RunFilter& filter, double stale_after_s) {
+  std::string sql = std::string("SELECT * FROM (") + kRunSelect + ") AS r WHERE 1";
+  int index = 1;
+  if (filter.status) sql += " AND effective = ?" + std::to_string(++index);
+  if (!filter.tag.empty())
+    sql += " AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = ?" +
+           std::to_string(++index) + ")";
+  if (!filter.name_contains.empty())
+    sql += " AND instr(lower(name), lower(?" + std::to_string(++index) + ")) > 0";
+  if (filter.since) sql += " AND created_at >= ?" + std::to_string(++index);
+  sql += " ORDER BY created_at DESC, id DESC";
+  if (filter.limit > 0) sql += " LIMIT " + std::to_string(filter.limit);
+
+  Statement& st = db.cached(sql);
+  index = 1;
+  st.bind(index, unix_now() - stale_after_s);
+  if (filter.status) st.bind(++index, to_string(*filter.status));
+  if (!filter.tag.empty()) st.bind(++index, filter.tag);
+  if (!filter.name_contains.empty()) st.bind(++index, filter.name_contains);
+  if (filter.since) st.bind(++index, *filter.since);
+  std::vector<RunRecord> runs;
+  while (st.step()) runs.push_back(read_run(st));
+  return runs;
+}
+
+RunRecord get_run(Database& db, int64_t run_id, double stale_after_s) {
+  static const std::string sql = std::string(kRunSelect) + " WHERE id = ?2";
+  Statement& st = db.cached(sql);
+  st.bind(1, unix_now() - stale_after_s).bind(2, run_id);
+  if (!st.step()) fail("store: no run with id " + std::to_string(run_id) + " in " + db.path());
+  RunRecord run = read_run(st);
+  st.reset();
+  return run;
+}
+
+int64_t resolve_run(Database& db, std::string_view run) {
+  if (run.empty()) fail("store: no run given (an id or a name)");
+  const std::string text(run);
+  if (all_digits(run)) {
+    // Names are never all digits (create_run refuses them), so this is an id.
+    Statement& st = db.cached("SELECT id FROM runs WHERE id = ?");
+    st.bind(1, text.size() <= 18 ? static_cast<int64_t>(std::stoll(text)) : int64_t{-1});
+    if (st.step()) {
+      const int64_t id = st.int64(0);
+      st.reset();
+      return id;
+    }
+    fail("store: no run with id " + text + " in " + db.path());
+  }
+  {
+    Statement& st = db.cached("SELECT id FROM runs WHERE name = ?");
+    st.bind(1, text);
+    if (st.step()) {
+      const int64_t id = st.int64(0);
+      st.reset();
+      return id;
+    }
+  }
+  Statement& prefix = db.cached(
+      "SELECT id, name FROM runs WHERE substr(name, 1, length(?1)) = ?1 ORDER BY id");
+  prefix.bind(1, text);
+  std::vector<std::pair<int64_t, std::string>> matches;
+  while (prefix.step()) matches.emplace_back(prefix.int64(0), prefix.text(1));
+  if (matches.size() == 1) return matches[0].first;
+  if (matches.size() > 1) {
+    std::string list;
+    for (size_t i = 0; i < matches.size() && i < 8; ++i)
+      list += (i ? ", " : "") + matches[i].second + " (id " + std::to_string(matches[i].first) + ")";
+    if (matches.size() > 8) list += ", and " + std::to_string(matches.size() - 8) + " more";
+    fail("store: run '" + text + "' is ambiguous: " + list + "; give the full name or the id");
+  }
+  Statement& similar = db.cached(
+      "SELECT id, name FROM runs WHERE instr(lower(name), lower(?)) > 0 ORDER BY id DESC");
+  similar.bind(1, text);
+  const std::string near = candidates(similar, 5);
+  if (!near.empty())
+    fail("store: no run named '" + text + "' in " + db.path() + "; did you mean " + near + "?");
+  const int64_t count = db.query_int("SELECT count(*) FROM runs");
+  fail("store: no run named '" + text + "' in " + db.path() +
+       (count == 0 ? std::string(" (it holds no runs)")
+                   : " (it holds " + std::to_string(count) + " runs; `kiln runs list` shows them)"));
+}
+
+RunDetails run_details(Database& db, int64_t run_id, size_t max_events, double stale_after_s) {
+  RunDetails d;
+  d.run = get_run(db, run_id, stale_after_s);
+  {
+    static const std::string sql = std::string("SELECT ") + kMetricColumns +
+                                   " FROM metrics WHERE run_id = ?1 AND step = "
+                                   "(SELECT max(step) FROM metrics WHERE run_id = ?1) ORDER BY rank";
+    Statement& st = db.cached(sql);
+    st.bind(1, run_id);
+    while (st.step()) d.latest.push_back(read_metric(st));
+  }
+  {
+    Statement& st = db.cached(
+        "SELECT step, time, loss FROM valid_metrics WHERE run_id = ? ORDER BY step DESC LIMIT 1");
+    st.bind(1, run_id);
+    if (st.step()) d.latest_valid = ValidRow{st.int64(0), st.real(1), st.real(2)};
+    st.reset();
+  }
+  {
+    static const std::string sql = std::string("SELECT * FROM (SELECT ") + kEventColumns +
+                                   " FROM events WHERE run_id = ? ORDER BY id DESC LIMIT ?) "
+                                   "ORDER BY id";
+    Statement& st = db.cached(sql);
+    st.bind(1, run_id).bind(2, static_cast<int64_t>(std::min<size_t>(max_events, INT64_MAX)));
+    while (st.step()) d.events.push_back(read_event(st));
+  }
+  d.checkpoints = list_checkpoints(db, run_id);
+  d.commands = list_commands(db, run_id);
+  return d;
+}
+
+std::vector<Event> list_events(Database& db, int64_t run_id, int64_t after_id) {
+  static const std::string sql = std::string("SELECT ") + kEventColumns +
+                                 " FROM events WHERE run_id = ? AND id > ? ORDER BY id";
+  Statement& st = db.cached(sql);
+  st.bind(1, run_id).bind(2, after_id);
+  std::vector<Event> events;
+  while (st.step()) events.push_back(read_event(st));
+  return events;
+}
+
+std::vector<Checkpoint> list_checkpoints(Database& db, int64_t run_id) {
+  static const std::string sql = std::string("SELECT ") + kCheckpointColumns +
+                                 " FROM checkpoints WHERE run_id = ? ORDER BY step";
+  Statement& st = db.cached(sql);
+  st.bind(1, run_id);
+  std::vector<Checkpoint> checkpoints;
+  while (st.step()) checkpoints.push_back(read_checkpoint(st));
+  return checkpoints;
+}
+
+std::vector<ValidRow> list_valid(Database& db, int64_t run_id) {
+  Statement& st =
+      db.cached("SELECT step, time, loss FROM valid_metrics WHERE run_id = ? ORDER BY step");
+  st.bind(1, run_id);
+  std::vector<ValidRow> rows;
+  while (st.step()) rows.push_back(ValidRow{st.int64(0), st.real(1), st.real(2)});
+  return rows;
+}
+
+std::vector<SystemRow> list_system(Database& db, int64_t run_id, double since) {
+  static const std::string sql = std::string("SELECT ") + kSystemColumns +
+                                 " FROM system_metrics WHERE run_id = ? AND time >= ? "
+                                 "ORDER BY time, rank";
+  Statement& st = db.cached(sql);
+  st.bind(1, run_id).bind(2, since);
+  std::vector<SystemRow> rows;
+  while (st.step()) rows.push_back(read_system(st));
+  return rows;
+}
+
+void add_tags(Database& db, int64_t run_id, const std::vector<std::string>& tags) {
+  Transaction tx(db);
+  std::vector<std::string> current = get_run(db, run_id).tags;
+  for (const auto& tag : tags) {
+    if (tag.empty()) fail("store: a tag cannot be empty");
+    if (std::find(current.begin(), current.end(), tag) == current.end()) current.push_back(tag);
+  }
+  write_tags(db, run_id, current);
+  tx.commit();
+}
+
+void remove_tags(Database& db, int64_t run_id, const std::vector<std::string>& tags) {
+  Transaction tx(db);
+  std::vector<std::string> current = get_run(db, run_id).tags;
+  std::erase_if(current, [&](const std::string& t) {
+    return std::find(tags.begin(), tags.end(), t) != tags.end();
+  });
+  write_tags(db, run_id, current);
+  tx.commit();
+}
+
+void set_notes(Database& db, int64_t run_id, const std::string& notes) {
+  Transaction tx(db);
+  get_run(db, run_id);  // an unknown id fails with the usual message
+  Statement& st = db.cached("UPDATE runs SET notes = ? WHERE id = ?");
+  st.bind_all(notes, run_id);
+  st.run();
+  tx.commit();
+}
+
+void remove_run(Database& db, int64_t run_id, bool force, double stale_after_s) {
+  Transaction tx(db);
+  const RunRecord run = get_run(db, run_id, stale_after_s);
+  if (!force && (run.status == RunStatus::Running || run.status == RunStatus::Paused))
+    fail("store: run '" + run.name + "' is " + std::string(to_string(run.status)) +
+         "; stop it first, or remove it anyway with force");
+  // ON DELETE CASCADE removes its metrics, events, checkpoints and commands.
+  Statement& st = db.cached("DELETE FROM runs WHERE id = ?");
+  st.bind(1, run_id);
+  st.run();
+  tx.commit();
+}
+
+}  // namespace kiln::store

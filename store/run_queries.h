@@ -1,0 +1,62 @@
+// Reading runs: listing with filters, resolving what a user typed, one run's details; and
+// the small edits a user makes to a run's record (tags, notes, removal).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/database.h"
+#include "store/types.h"
+
+namespace kiln::store {
+
+// A running or paused run whose heartbeat is older than this reads as lost.
+inline constexpr double kDefaultStaleAfterS = 30;
+
+struct RunFilter {
+  std::optional<RunStatus> status;  // the effective status: Lost finds dead runs
+  std::string tag;                  // has this tag
+  std::string name_contains;
+  std::optional<double> since;      // created at or after, Unix seconds
+  int limit = 0;                    // 0: no limit
+};
+
+// Newest first.
+std::vector<RunRecord> list_runs(Database& db, const RunFilter& filter = {},
+                           double stale_after_s = kDefaultStaleAfterS);
+// The run with this id; an unknown id is an error.
+RunRecord get_run(Database& db, int64_t run_id, double stale_after_s = kDefaultStaleAfterS);
+
+// What a user typed as RUN: an id, a name, or an unambiguous prefix of one name. An unknown
+// or ambiguous one is an error that lists the candidates.
+int64_t resolve_run(Database& db, std::string_view run);
+
+struct RunDetails {
+  RunRecord run;
+  std::vector<MetricRow> latest;  // the latest logged step, one row per rank that logged it
+  std::optional<ValidRow> latest_valid;
+  std::vector<Event> events;      // the newest max_events, oldest first
+  std::vector<Checkpoint> checkpoints;
+  std::vector<Command> commands;
+};
+RunDetails run_details(Database& db, int64_t run_id, size_t max_events = 100,
+                       double stale_after_s = kDefaultStaleAfterS);
+
+// Rows for views that follow a run: events after an id, every validation row, system rows
+// at or after a time.
+std::vector<Event> list_events(Database& db, int64_t run_id, int64_t after_id = 0);
+std::vector<Checkpoint> list_checkpoints(Database& db, int64_t run_id);
+std::vector<ValidRow> list_valid(Database& db, int64_t run_id);
+std::vector<SystemRow> list_system(Database& db, int64_t run_id, double since = 0);
+
+void add_tags(Database& db, int64_t run_id, const std::vector<std::string>& tags);
+void remove_tags(Database& db, int64_t run_id, const std::vector<std::string>& tags);
+void set_notes(Database& db, int64_t run_id, const std::string& notes);
+// Deletes the run and all its rows. A live (running or paused) run needs force.
+void remove_run(Database& db, int64_t run_id, bool force = false,
+                double stale_after_s = kDefaultStaleAfterS);
+
+}  // namespace kiln::store

@@ -1,0 +1,366 @@
+#include "store/run_writer.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "store/commands.h"
+#include "store/error.h"
+#include "store/rows.h"
+#include "store/schema.h"
+
+namespace kiln::store {
+namespace {
+
+// Failures worth retrying with the rows kept: the disk or the lock may come back. Anything
+// else (a constraint, a damaged file) would fail the same way forever.
+bool is_transient(int code) {
+  switch (code & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_FULL:
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+    case SQLITE_READONLY:
+    case SQLITE_NOMEM:
+    case SQLITE_PROTOCOL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// What a batch that can never be written loses, so it is still counted.
+Dropped dropped_by(const Batch& batch) {
+  Dropped d = batch.dropped;
+  for (const auto& item : batch.items) {
+    Dropped one;
+    if (const auto* m = std::get_if<MetricBatch>(&item); m && !m->rows.empty()) {
+      one.metric_rows = static_cast<int64_t>(m->rows.size());
+      one.first_step = m->rows.front().step;
+      one.last_step = m->rows.back().step;
+      for (const auto& r : m->rows) {
+        one.first_step = std::min(one.first_step, r.step);
+        one.last_step = std::max(one.last_step, r.step);
+      }
+    } else if (const auto* s = std::get_if<SystemBatch>(&item)) {
+      one.system_rows = static_cast<int64_t>(s->rows.size());
+    }
+    d.merge(one);
+  }
+  return d;
+}
+
+}  // namespace
+
+RunWriter::RunWriter(const std::string& path, WriterOptions options)
+    : path_(path), options_(std::move(options)), queue_(options_.max_queued_rows) {
+  db_ = open_store(path_, Access::ReadWrite, options_.busy_timeout_ms);
+  sync_db_ = open_store(path_, Access::ReadWrite, options_.busy_timeout_ms);
+  if (options_.on_open) options_.on_open(*db_);
+  thread_ = std::thread([this] { thread_main(); });
+}
+
+RunWriter::~RunWriter() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+int64_t RunWriter::create_run(const RunInfo& info) {
+  std::lock_guard sync(sync_mutex_);
+  {
+    std::lock_guard lock(mutex_);
+    if (run_id_ != 0)
+      fail("store: this writer already records run " + std::to_string(run_id_) +
+           "; use one RunWriter per run");
+  }
+  if (info.name.empty()) fail("store: a run needs a name");
+  if (all_digits(info.name))
+    fail("store: run name '" + info.name + "' is all digits, which reads as a run id; " +
+         "choose a name with a letter in it");
+
+  Database& db = *sync_db_;
+  const double now = unix_now();
+  Transaction tx(db);
+  Statement& existing = db.cached("SELECT id FROM runs WHERE name = ?");
+  existing.bind(1, info.name);
+  if (existing.step()) {
+    const int64_t id = existing.int64(0);
+    existing.reset();
+    fail("store: a run named '" + info.name + "' already exists in " + path_ + " (id " +
+         std::to_string(id) + "); choose another name");
+  }
+  Statement& insert = db.cached(
+      "INSERT INTO runs (name, status, config_json, layout, backend, device, host, command_line, "
+      "created_at, started_at, heartbeat_at, tags, notes) "
+      "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  insert.bind_all(info.name, info.config_json.empty() ? std::string("{}") : info.config_json,
+                  info.layout, info.backend, info.device, info.host, info.command_line, now, now,
+                  now, nlohmann::json(info.tags).dump(), info.notes);
+  insert.run();
+  const int64_t id = db.last_insert_rowid();
+  std::string message = "started";
+  if (!info.host.empty()) message += " on " + info.host;
+  if (!info.backend.empty()) message += ", " + info.backend;
+  if (!info.device.empty()) message += " (" + info.device + ")";
+  if (!info.layout.empty()) message += ", layout " + info.layout;
+  insert_event(db, id, Event{0, now, std::nullopt, std::string(event_kind::kStart), message});
+  tx.commit();
+
+  {
+    std::lock_guard lock(mutex_);
+    run_id_ = id;
+  }
+  wake_.notify_all();  // the heartbeat clock starts
+  return id;
+}
+
+int64_t RunWriter::run_id() const {
+  std::lock_guard lock(mutex_);
+  return run_id_;
+}
+
+void RunWriter::require_run() const {
+  if (run_id_ == 0) fail("store: log before create_run: the writer has no run yet");
+}
+
+void RunWriter::push(WriteItem item) {
+  {
+    std::lock_guard lock(mutex_);
+    require_run();
+    queue_.push(std::move(item));
+    ++pushed_seq_;
+  }
+  wake_.notify_one();
+}
+
+void RunWriter::log_metrics(std::vector<MetricRow> rows) {
+  const double now = unix_now();
+  for (auto& r : rows)
+    if (!(r.time > 0)) r.time = now;
+  push(MetricBatch{std::move(rows)});
+}
+
+void RunWriter::log_valid(ValidRow row) {
+  if (!(row.time > 0)) row.time = unix_now();
+  push(row);
+}
+
+void RunWriter::log_system(std::vector<SystemRow> rows) {
+  const double now = unix_now();
+  for (auto& r : rows)
+    if (!(r.time > 0)) r.time = now;
+  push(SystemBatch{std::move(rows)});
+}
+
+void RunWriter::log_event(std::string_view kind, std::string message,
+                          std::optional<int64_t> step) {
+  push(Event{0, unix_now(), step, std::string(kind), std::move(message)});
+}
+
+void RunWriter::log_checkpoint(Checkpoint checkpoint) {
+  if (!(checkpoint.time > 0)) checkpoint.time = unix_now();
+  push(std::move(checkpoint));
+}
+
+void RunWriter::heartbeat() { push(Heartbeat{}); }
+
+void RunWriter::set_status(RunStatus status) {
+  if (status != RunStatus::Running && status != RunStatus::Paused)
+    fail("store: set_status takes running or paused; end a run with finish()");
+  push(StatusChange{status, {}, unix_now()});
+}
+
+void RunWriter::finish(RunStatus status, std::string error) {
+  if (!is_terminal(status))
+    fail("store: finish takes completed, stopped or failed, not " + std::string(to_string(status)));
+  push(StatusChange{status, std::move(error), unix_now()});
+  std::lock_guard lock(mutex_);
+  finished_ = true;
+}
+
+void RunWriter::flush() {
+  std::unique_lock lock(mutex_);
+  const uint64_t target = pushed_seq_;
+  const int64_t failures = stats_.failed_commits;
+  wake_.notify_one();
+  committed_.wait(lock, [&] {
+    return committed_seq_ >= target || stats_.failed_commits > failures;
+  });
+  if (committed_seq_ < target)
+    fail(stats_.last_error + " (" + std::to_string(queue_.rows()) +
+         " rows still queued; the writer keeps retrying)");
+}
+
+std::vector<Command> RunWriter::pending_commands() {
+  const int64_t run = run_id();
+  if (run == 0) return {};
+  std::lock_guard sync(sync_mutex_);
+  return store::pending_commands(*sync_db_, run);
+}
+
+void RunWriter::mark_command(int64_t command_id, CommandStatus status, int64_t step,
+                             const std::string& reason) {
+  std::lock_guard sync(sync_mutex_);
+  store::mark_command(*sync_db_, command_id, status, step, reason);
+}
+
+WriterStats RunWriter::stats() const {
+  std::lock_guard lock(mutex_);
+  WriterStats s = stats_;
+  s.dropped_rows = queue_.dropped_total();
+  s.queued_rows = queue_.rows();
+  return s;
+}
+
+void RunWriter::thread_main() {
+  using Clock = std::chrono::steady_clock;
+  const auto interval = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.heartbeat_interval_s));
+  auto next_beat = Clock::now() + interval;
+  auto backoff = std::chrono::milliseconds(50);
+
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    const auto beats = [&] { return interval.count() > 0 && run_id_ != 0 && !finished_; };
+    if (queue_.empty() && !stopping_) {
+      if (beats())
+        wake_.wait_until(lock, next_beat, [&] { return !queue_.empty() || stopping_; });
+      else
+        wake_.wait(lock, [&] { return !queue_.empty() || stopping_ || beats(); });
+    }
+    if (queue_.empty()) {
+      if (stopping_) break;
+      if (!beats() || Clock::now() < next_beat) continue;
+      queue_.push(Heartbeat{});  // nothing else to commit: the heartbeat is the commit
+    }
+
+    Batch batch = queue_.take();
+    const uint64_t seq = pushed_seq_;
+    lock.unlock();
+
+    std::string error;
+    bool transient = false;
+    try {
+      commit(batch);
+    } catch (const DatabaseError& e) {
+      error = e.what();
+      transient = is_transient(e.code);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+
+    lock.lock();
+    if (error.empty()) {
+      committed_seq_ = seq;
+      ++stats_.committed_transactions;
+      for (const auto& item : batch.items)
+        if (const auto* m = std::get_if<MetricBatch>(&item))
+          stats_.committed_metric_rows += static_cast<int64_t>(m->rows.size());
+      backoff = std::chrono::milliseconds(50);
+      next_beat = Clock::now() + interval;
+      committed_.notify_all();
+      continue;
+    }
+
+    ++stats_.failed_commits;
+    stats_.last_error = error;
+    unreported_error_ = error;
+    ++unreported_failures_;
+    if (transient) {
+      queue_.put_back(std::move(batch));
+    } else {
+      // These rows can never be written; count them so the loss is recorded if the store
+      // recovers (committed_seq_ moves on: nobody should wait for them).
+      queue_.put_back(Batch{{}, dropped_by(batch)});
+      committed_seq_ = seq;
+    }
+    committed_.notify_all();
+    if (stopping_) break;  // the destructor's one more try has failed too
+    wake_.wait_for(lock, backoff, [&] { return stopping_; });
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+  }
+}
+
+void RunWriter::commit(const Batch& batch) {
+  Database& db = *db_;
+  int64_t run = 0;
+  std::string error_note;
+  {
+    std::lock_guard lock(mutex_);
+    run = run_id_;
+    if (!unreported_error_.empty())
+      error_note = "store writes failed " + std::to_string(unreported_failures_) +
+                   " time(s), then recovered; last: " + unreported_error_;
+  }
+  const double now = unix_now();
+  Transaction tx(db);
+  for (const auto& item : batch.items) apply(item, run);
+  if (batch.dropped.any()) {
+    std::optional<int64_t> step;
+    if (batch.dropped.metric_rows > 0) step = batch.dropped.last_step;
+    insert_event(db, run,
+                 Event{0, now, step, std::string(event_kind::kDropped), batch.dropped.describe()});
+  }
+  if (!error_note.empty())
+    insert_event(db, run, Event{0, now, std::nullopt, std::string(event_kind::kError), error_note});
+  // Every commit is a sign of life.
+  Statement& beat = db.cached("UPDATE runs SET heartbeat_at = ? WHERE id = ?");
+  beat.bind_all(now, run);
+  beat.run();
+  tx.commit();
+
+  if (!error_note.empty()) {
+    std::lock_guard lock(mutex_);
+    unreported_error_.clear();
+    unreported_failures_ = 0;
+  }
+}
+
+void RunWriter::apply(const WriteItem& item, int64_t run) {
+  Database& db = *db_;
+  if (const auto* m = std::get_if<MetricBatch>(&item)) {
+    for (const auto& row : m->rows) insert_metric(db, run, row);
+  } else if (const auto* s = std::get_if<SystemBatch>(&item)) {
+    for (const auto& row : s->rows) insert_system(db, run, row);
+  } else if (const auto* v = std::get_if<ValidRow>(&item)) {
+    insert_valid(db, run, *v);
+  } else if (const auto* e = std::get_if<Event>(&item)) {
+    insert_event(db, run, *e);
+  } else if (const auto* c = std::get_if<Checkpoint>(&item)) {
+    insert_checkpoint(db, run, *c);
+    std::string message = "wrote " + c->path;
+    if (c->bytes) message += " (" + std::to_string(*c->bytes) + " bytes)";
+    insert_event(db, run, Event{0, c->time, c->step, std::string(event_kind::kCheckpoint), message});
+  } else if (const auto* change = std::get_if<StatusChange>(&item)) {
+    const std::string status(to_string(change->status));
+    if (is_terminal(change->status)) {
+      Statement& st = db.cached("UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE id = ?");
+      st.bind(1, status).bind(2, change->time).bind(4, run);
+      if (!change->error.empty()) st.bind(3, change->error);
+      st.run();
+      insert_event(db, run,
+                   Event{0, change->time, std::nullopt, std::string(event_kind::kEnd),
+                         change->error.empty() ? status : status + ": " + change->error});
+    } else {
+      Statement& st = db.cached("UPDATE runs SET status = ? WHERE id = ?");
+      st.bind_all(status, run);
+      st.run();
+      insert_event(db, run,
+                   Event{0, change->time, std::nullopt, std::string(event_kind::kStatus), status});
+    }
+  }
+  // A Heartbeat needs no row of its own: commit() stamps the run.
+}
+
+}  // namespace kiln::store

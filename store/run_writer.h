@@ -1,0 +1,124 @@
+// The trainer's side of the store: rank 0 records one run through a RunWriter.
+//
+//   RunWriter writer("kiln-runs.db");
+//   const int64_t run = writer.create_run(info);       // synchronous: returns the id
+//   writer.log_metrics(rows_of_every_rank);            // each log interval; never blocks
+//   for (const Command& c : writer.pending_commands()) // at a step boundary
+//     writer.mark_command(c.id, CommandStatus::Applied, step);
+//   writer.finish(RunStatus::Completed);
+//   writer.flush();                                    // at exit: wait for the disk
+//
+// The log_* calls only queue: a background thread owns a connection and commits everything
+// queued as one transaction (one per log interval while the disk keeps up). When it does not,
+// the queue thins old metric rows and records how many it dropped (write_queue.h). The thread
+// also updates the run's heartbeat every heartbeat_interval_s, so a run whose process died
+// reads as `lost`. create_run, pending_commands and mark_command use a second connection and
+// return when done; they are rare and small. All methods may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/database.h"
+#include "store/types.h"
+#include "store/write_queue.h"
+
+namespace kiln::store {
+
+struct WriterOptions {
+  size_t max_queued_rows = 1 << 16;  // metric + system rows waiting before thinning starts
+  double heartbeat_interval_s = 5;   // 0: heartbeats only with commits and heartbeat()
+  int busy_timeout_ms = kDefaultBusyTimeoutMs;
+  // Runs on the writer thread's connection once it is open (tests use it to set
+  // PRAGMA max_page_count and simulate a full disk).
+  std::function<void(Database&)> on_open;
+};
+
+struct WriterStats {
+  int64_t committed_transactions = 0;
+  int64_t committed_metric_rows = 0;
+  int64_t dropped_rows = 0;  // metric + system rows thinned away, all recorded as events
+  int64_t failed_commits = 0;
+  size_t queued_rows = 0;
+  std::string last_error;  // the last failed commit's message; empty if none
+};
+
+class RunWriter {
+ public:
+  // Opens (creating or migrating) the store for writing; fails here, not later, on a file
+  // it cannot write.
+  explicit RunWriter(const std::string& path, WriterOptions options = {});
+  // Commits what it can (one more try on a failing disk) and stops the thread. Call
+  // finish() and flush() first to know that everything was written.
+  ~RunWriter();
+  RunWriter(const RunWriter&) = delete;
+  RunWriter& operator=(const RunWriter&) = delete;
+
+  // Inserts the run as `running`, with a `start` event. A name already taken, empty, or all
+  // digits is refused. One run per writer.
+  int64_t create_run(const RunInfo& info);
+  int64_t run_id() const;
+
+  // One log interval: every rank's row for the step(s). Rows with time 0 get now.
+  void log_metrics(std::vector<MetricRow> rows);
+  void log_valid(ValidRow row);
+  void log_system(std::vector<SystemRow> rows);
+  void log_event(std::string_view kind, std::string message,
+                 std::optional<int64_t> step = std::nullopt);
+  void log_checkpoint(Checkpoint checkpoint);  // also a `checkpoint` event
+  void heartbeat();
+  // Paused or running again (a `status` event).
+  void set_status(RunStatus status);
+  // Completed, stopped or failed: ends the run (ended_at, error, an `end` event) and stops
+  // the heartbeats.
+  void finish(RunStatus status, std::string error = {});
+
+  // Waits until everything queued before the call is committed. If a commit fails meanwhile
+  // it throws that failure (the rows stay queued and the thread keeps retrying).
+  void flush();
+
+  // Commands for this run that are still pending, oldest first.
+  std::vector<Command> pending_commands();
+  // Records the decision on a command and its `command` event, in one transaction.
+  void mark_command(int64_t command_id, CommandStatus status, int64_t step,
+                    const std::string& reason = {});
+
+  WriterStats stats() const;
+
+ private:
+  void push(WriteItem item);
+  void require_run() const;
+  void thread_main();
+  void commit(const Batch& batch);
+  void apply(const WriteItem& item, int64_t run);
+
+  std::string path_;
+  WriterOptions options_;
+  std::unique_ptr<Database> db_;       // the writer thread's
+  std::unique_ptr<Database> sync_db_;  // create_run, commands; guarded by sync_mutex_
+  std::mutex sync_mutex_;
+
+  mutable std::mutex mutex_;  // guards everything below
+  std::condition_variable wake_;
+  std::condition_variable committed_;
+  WriteQueue queue_;
+  int64_t run_id_ = 0;
+  bool finished_ = false;  // finish() queued: no more automatic heartbeats
+  bool stopping_ = false;
+  uint64_t pushed_seq_ = 0;     // items pushed so far
+  uint64_t committed_seq_ = 0;  // all items up to here are committed (or counted as dropped)
+  WriterStats stats_;
+  std::string unreported_error_;  // a failure to record as an event once commits work again
+  int64_t unreported_failures_ = 0;
+
+  std::thread thread_;
+};
+
+}  // namespace kiln::store

@@ -1,0 +1,66 @@
+#include "store/schema.h"
+
+#include <string>
+
+#include "store/error.h"
+
+namespace kiln::store {
+namespace {
+
+std::string other_tables(Database& db) {
+  std::string names;
+  Statement st(db, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name LIMIT 4");
+  while (st.step()) names += (names.empty() ? "" : ", ") + st.text(0);
+  return names;
+}
+
+// Refuses files that are not ours or are newer than this binary; true if it is current.
+bool check_version(Database& db, int version, int target) {
+  const int64_t app_id = db.query_int("PRAGMA application_id");
+  if (app_id != 0 && app_id != kApplicationId)
+    fail("store: " + db.path() + " is not a kiln run store (it belongs to another program)");
+  if (version == 0 && app_id == 0) {
+    const std::string tables = other_tables(db);
+    if (!tables.empty())
+      fail("store: " + db.path() + " is not a kiln run store (it holds other tables: " +
+           tables + ")");
+  }
+  if (version > target)
+    fail("store: " + db.path() + " has schema version " + std::to_string(version) +
+         ", newer than this kiln's " + std::to_string(target) + "; upgrade kiln");
+  return version == target;
+}
+
+}  // namespace
+
+void migrate(Database& db, std::span<const Migration> steps) {
+  const int target = static_cast<int>(steps.size());
+  int version = static_cast<int>(db.query_int("PRAGMA user_version"));
+  if (check_version(db, version, target)) return;
+
+  if (db.access() == Access::ReadOnly) {
+    if (version == 0) fail("store: " + db.path() + " holds no kiln runs yet (an empty store)");
+    fail("store: " + db.path() + " has schema version " + std::to_string(version) +
+         ", older than this kiln's " + std::to_string(target) +
+         "; open it once for writing (any kiln command that records runs) to upgrade it");
+  }
+
+  // One transaction for every step: a crash mid-way leaves the old version intact. The
+  // version is read again under the write lock, in case another process migrated first.
+  Transaction tx(db);
+  version = static_cast<int>(db.query_int("PRAGMA user_version"));
+  if (check_version(db, version, target)) return;
+  for (int k = version; k < target; ++k) db.exec(steps[static_cast<size_t>(k)].sql);
+  db.exec("PRAGMA user_version = " + std::to_string(target));
+  db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
+  tx.commit();
+}
+
+std::unique_ptr<Database> open_store(const std::string& path, Access access,
+                                     int busy_timeout_ms) {
+  auto db = std::make_unique<Database>(path, access, busy_timeout_ms);
+  migrate(*db, migrations());
+  return db;
+}
+
+}  // namespace kiln::store

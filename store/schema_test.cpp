@@ -1,0 +1,239 @@
+#include "store/schema.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <vector>
+
+#include "kernels/check.h"
+#include "store/run_queries.h"
+#include "store/run_writer.h"
+#include "store/test_util.h"
+
+namespace kiln::store {
+namespace {
+
+using testing_util::StoreTest;
+namespace fs = std::filesystem;
+
+class SchemaTest : public StoreTest {};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void spit(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A store with one run and a few metric rows, closed (so its -wal is folded in).
+void make_store(const std::string& path) {
+  RunWriter writer(path);
+  writer.create_run(testing_util::run_info("first"));
+  writer.log_metrics(testing_util::interval(0, 2));
+  writer.finish(RunStatus::Completed);
+  writer.flush();
+}
+
+TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
+  auto db = open_store(path(), Access::ReadWrite);
+  EXPECT_EQ(schema_version(), 1);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 1);
+  EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
+  EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(db->query_int("PRAGMA synchronous"), 1);  // NORMAL
+  EXPECT_EQ(db->query_int("PRAGMA foreign_keys"), 1);
+  std::vector<std::string> tables;
+  Statement st(*db, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name");
+  while (st.step()) tables.push_back(st.text(0));
+  EXPECT_EQ(tables, (std::vector<std::string>{"checkpoints", "commands", "events", "metrics",
+                                              "runs", "system_metrics", "valid_metrics"}));
+  // Reopening a current store changes nothing.
+  db.reset();
+  db = open_store(path(), Access::ReadWrite);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 1);
+}
+
+TEST_F(SchemaTest, MigratesAnEmptyFileFromVersionZero) {
+  spit(path(), "");  // what `touch kiln-runs.db` leaves: a version-0 SQLite database
+  auto db = open_store(path(), Access::ReadWrite);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 1);
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM runs"), 0);
+}
+
+TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
+  make_store(path());
+  std::vector<Migration> next(migrations().begin(), migrations().end());
+  next.push_back({"ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 3;"
+                  "CREATE TABLE extras (run_id INTEGER, x TEXT);"});
+  Database db(path(), Access::ReadWrite);
+  migrate(db, next);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(db.query_int("SELECT priority FROM runs WHERE name = 'first'"), 3);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM extras"), 0);
+  migrate(db, next);  // already there: nothing to do
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 2);
+}
+
+TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
+  make_store(path());
+  std::vector<Migration> next(migrations().begin(), migrations().end());
+  next.push_back({"CREATE TABLE extras (x); ALTER TABLE no_such_table ADD COLUMN y;"});
+  Database db(path(), Access::ReadWrite);
+  EXPECT_EQ(error_of([&] { migrate(db, next); }),
+            "store: " + path() + ": no such table: no_such_table");
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 1);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'extras'"), 0);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
+}
+
+TEST_F(SchemaTest, RefusesAStoreFromANewerKiln) {
+  make_store(path());
+  {
+    Database db(path(), Access::ReadWrite);
+    db.exec("PRAGMA user_version = 7");
+  }
+  const std::string expected =
+      "store: " + path() + " has schema version 7, newer than this kiln's 1; upgrade kiln";
+  EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadWrite); }), expected);
+  EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadOnly); }), expected);
+  EXPECT_EQ(error_of([&] { RunWriter writer(path()); }), expected);
+  Database db(path(), Access::ReadOnly);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 7);  // untouched
+}
+
+TEST_F(SchemaTest, ReadOnlyAccessNeverMigrates) {
+  Database(path(), Access::ReadWrite).exec("PRAGMA user_version = 0");
+  EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadOnly); }),
+            "store: " + path() + " holds no kiln runs yet (an empty store)");
+  EXPECT_EQ(error_of([&] { open_store(path("missing.db"), Access::ReadOnly); }),
+            "store: " + path("missing.db") + ": no such run store");
+}
+
+TEST_F(SchemaTest, ANonSqliteFileIsRefusedAndLeftAlone) {
+  const std::string text = "step,loss\n1,2.5\n2,2.4\n" + std::string(4096, 'x');
+  spit(path(), text);
+  const std::string expected = "store: " + path() + " is not a kiln run store (file is not a database)";
+  EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadWrite); }), expected);
+  EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadOnly); }), expected);
+  EXPECT_EQ(slurp(path()), text);
+}
+
+TEST_F(SchemaTest, AnotherProgramsDatabaseIsRefused) {
+  Database(path(), Access::ReadWrite).exec("CREATE TABLE photos (id INTEGER, file TEXT)");
+  EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadWrite); }),
+            "store: " + path() + " is not a kiln run store (it holds other tables: photos)");
+  Database db(path(), Access::ReadOnly);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 0);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'runs'"), 0);
+}
+
+TEST_F(SchemaTest, ADamagedFileGivesOneClearLine) {
+  make_store(path());
+  std::string bytes = slurp(path());
+  ASSERT_GT(bytes.size(), 4096u);
+  // Page 1 holds the schema table; scribble over it after the 100-byte file header.
+  for (size_t i = 100; i < 4096; ++i) bytes[i] = static_cast<char>(0xA5 ^ (i * 31));
+  spit(path(), bytes);
+  const std::string message = error_of([&] { open_store(path(), Access::ReadOnly); });
+  EXPECT_EQ(message.rfind("store: " + path() + " is damaged (", 0), 0u) << message;
+  EXPECT_NE(message.find("restore it from a copy"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+  EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadWrite); }).rfind("store: " + path() + " is damaged (", 0), 0u);
+  EXPECT_EQ(slurp(path()), bytes);  // refusing it wrote nothing
+}
+
+// Runs `check` in a child process without root's power to write any file (as nobody when
+// the tests run as root), and returns what it reports.
+std::string as_unprivileged(const std::function<std::string()>& check) {
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string out;
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) {
+      out = "could not drop privileges";
+    } else {
+      try {
+        out = check();
+      } catch (const std::exception& e) {
+        out = std::string("unexpected: ") + e.what();
+      }
+    }
+    const ssize_t written = write(fds[1], out.data(), out.size());
+    _exit(written == static_cast<ssize_t>(out.size()) ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return out;
+}
+
+TEST_F(SchemaTest, AReadOnlyFileRefusesWritesAndServesQueries) {
+  make_store(path());
+  const std::string before = slurp(path());
+  fs::permissions(path(), fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  // The folder is not writable either, so not even a -shm file can be made next to it.
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+  const std::string report = as_unprivileged([&] {
+    std::string out = error_of([&] { open_store(path(), Access::ReadWrite); }) + "\n";
+    out += error_of([&] { RunWriter writer(path()); }) + "\n";
+    auto db = open_store(path(), Access::ReadOnly);
+    const auto runs = list_runs(*db);
+    out += std::to_string(runs.size()) + " " + (runs.empty() ? "" : runs[0].name) + " " +
+           std::string(runs.empty() ? "" : to_string(runs[0].status)) + "\n";
+    const std::string write = error_of([&] { add_tags(*db, runs.at(0).id, {"x"}); });
+    out += write.rfind("store: " + path() + " is read-only (", 0) == 0 ? "write refused" : write;
+    return out;
+  });
+  const std::string refused = "store: " + path() +
+                              " is read-only (no write permission); open it read-only to query "
+                              "it, or choose another store file";
+  EXPECT_EQ(report, refused + "\n" + refused + "\n1 first completed\nwrite refused");
+  EXPECT_EQ(slurp(path()), before);
+}
+
+TEST_F(SchemaTest, AFullDiskFailsTheTransactionAndKeepsTheFile) {
+  make_store(path());
+  {
+    auto db = open_store(path(), Access::ReadWrite);
+    const int64_t pages = db->query_int("PRAGMA page_count");
+    db->exec("PRAGMA max_page_count = " + std::to_string(pages + 2));
+    const std::string message = error_of([&] {
+      Transaction tx(*db);
+      Statement st(*db, "INSERT INTO events (run_id, time, kind, message) VALUES (1, 0, 'x', ?)");
+      for (int i = 0; i < 1000; ++i) st.bind(1, std::string(1000, 'e')).run(), st.reset();
+      tx.commit();
+    });
+    EXPECT_EQ(message, "store: " + path() +
+                           ": disk full (database or disk is full); free space and retry");
+  }
+  auto db = open_store(path(), Access::ReadOnly);
+  EXPECT_EQ(db->query_text("PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM events WHERE kind = 'x'"), 0);
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM metrics"), 2);
+}
+
+}  // namespace
+}  // namespace kiln::store

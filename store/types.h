@@ -1,0 +1,156 @@
+// The rows of the run store as C++ values: what the trainer hands the writer and what the
+// queries hand back. Column meanings and units are in docs/store.md.
+//
+// Absent values: a double that is NaN is stored as SQL NULL and reads back as NaN (SQLite
+// itself turns a bound NaN into NULL), so a NaN loss is "no value"; the trainer records the
+// NaN itself as a `nan` event. Integers that may be unknown are std::optional.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::store {
+
+inline constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
+
+// Seconds since the Unix epoch, as a double (every time column in the store).
+double unix_now();
+
+enum class RunStatus { Created, Running, Paused, Completed, Stopped, Failed, Lost };
+std::string_view to_string(RunStatus status);
+// "running" -> Running; anything else is a kiln::Error naming the valid statuses.
+RunStatus parse_run_status(std::string_view text);
+// Completed, stopped and failed runs are over; created, running and paused ones are not.
+// (Lost is a reading of a running run whose heartbeat went stale, not a stored end.)
+bool is_terminal(RunStatus status);
+
+enum class CommandAction { Pause, Resume, Stop, Checkpoint, Set };
+std::string_view to_string(CommandAction action);
+CommandAction parse_command_action(std::string_view text);
+
+enum class CommandStatus { Pending, Applied, Rejected };
+std::string_view to_string(CommandStatus status);
+CommandStatus parse_command_status(std::string_view text);
+
+// What a run is, given once when it starts.
+struct RunInfo {
+  std::string name;                 // unique in the store; never all digits (that reads as an id)
+  std::string config_json = "{}";   // the resolved config, as JSON text
+  std::string layout;               // parallel layout, e.g. "tp2.pp1.dp4"
+  std::string backend;              // "cpu", "cuda"
+  std::string device;               // e.g. "NVIDIA H100 80GB HBM3" or the CPU model
+  std::string host;                 // host name of rank 0
+  std::string command_line;         // the kiln command as typed
+  std::vector<std::string> tags;
+  std::string notes;
+};
+
+// One rank's measurements for one logged step. Times are milliseconds, memory is bytes.
+struct MetricRow {
+  int64_t step = 0;
+  int rank = 0;
+  double time = 0;                  // unix seconds; 0: the writer stamps the time it was queued
+  int64_t tokens = 0;               // tokens consumed by the whole run up to this step
+  double loss = kNoValue;
+  double lr = kNoValue;
+  double grad_norm = kNoValue;
+  double tokens_per_s = kNoValue;   // the whole run's throughput, as this rank measured it
+  double tflops = kNoValue;         // model TFLOP/s achieved by this rank's device
+  double mfu = kNoValue;            // model FLOPs utilisation, 0..1
+  double fwd_ms = kNoValue;
+  double bwd_ms = kNoValue;
+  double opt_ms = kNoValue;
+  double comm_ms = kNoValue;        // exposed (not overlapped) communication
+  double data_ms = kNoValue;        // waiting for the next batch
+  std::optional<int64_t> mem_used;  // device memory in use at the end of the step
+  std::optional<int64_t> mem_peak;  // peak device memory so far
+  double loss_scale = kNoValue;     // fp16 dynamic loss scale
+  int64_t skipped_steps = 0;        // optimizer steps skipped (overflow) so far
+};
+
+struct ValidRow {
+  int64_t step = 0;
+  double time = 0;  // 0: stamped when queued
+  double loss = kNoValue;
+};
+
+// Per-rank machine readings; any field may be absent (no GPU, no NVML).
+struct SystemRow {
+  int rank = 0;
+  double time = 0;  // 0: stamped when queued
+  double gpu_util = kNoValue;        // percent, 0..100
+  std::optional<int64_t> gpu_mem_used;  // bytes
+  double gpu_power_w = kNoValue;     // watts
+  double gpu_temp_c = kNoValue;      // degrees Celsius
+  double cpu_percent = kNoValue;     // process CPU, percent of one core (may exceed 100)
+  std::optional<int64_t> rss_bytes;  // process resident memory
+};
+
+// Known event kinds; the column is open text, so later kinds need no migration.
+namespace event_kind {
+inline constexpr std::string_view kStart = "start";
+inline constexpr std::string_view kEnd = "end";
+inline constexpr std::string_view kCheckpoint = "checkpoint";
+inline constexpr std::string_view kCommand = "command";
+inline constexpr std::string_view kNan = "nan";
+inline constexpr std::string_view kError = "error";
+inline constexpr std::string_view kDropped = "dropped";
+inline constexpr std::string_view kStatus = "status";
+}  // namespace event_kind
+
+struct Event {
+  int64_t id = 0;  // set by the store
+  double time = 0;
+  std::optional<int64_t> step;
+  std::string kind;
+  std::string message;
+};
+
+struct Checkpoint {
+  int64_t step = 0;
+  std::string path;
+  std::optional<int64_t> bytes;
+  std::string layout;  // the layout it was written under
+  double time = 0;     // 0: stamped when queued
+};
+
+struct Command {
+  int64_t id = 0;
+  int64_t run_id = 0;
+  double created_at = 0;
+  CommandAction action = CommandAction::Pause;
+  std::string argument;  // for set: "train.lr=1e-4"; empty otherwise
+  CommandStatus status = CommandStatus::Pending;
+  std::optional<int64_t> applied_step;
+  std::optional<double> applied_at;
+  std::string reason;
+};
+
+// A run as read back. `status` is the effective status: a running or paused run whose
+// heartbeat is older than the staleness threshold reads as Lost.
+struct RunRecord {
+  int64_t id = 0;
+  std::string name;
+  RunStatus status = RunStatus::Created;
+  RunStatus stored_status = RunStatus::Created;  // what the row says
+  std::string config_json;
+  std::string layout;
+  std::string backend;
+  std::string device;
+  std::string host;
+  std::string command_line;
+  double created_at = 0;
+  std::optional<double> started_at;
+  std::optional<double> ended_at;
+  std::optional<double> heartbeat_at;
+  std::vector<std::string> tags;
+  std::string notes;
+  std::string error;
+  std::optional<int64_t> last_step;  // the highest logged step, if any
+};
+
+}  // namespace kiln::store

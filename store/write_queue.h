@@ -1,0 +1,82 @@
+// The writer's bounded queue, and what it does when the disk cannot keep up.
+//
+// Metric and system rows are counted against a capacity. When a push would pass it, the
+// queue thins the oldest waiting batches of that kind (it drops every second one, never the
+// newest), so a long stall leaves the curve sampled more coarsely instead of cut off, the
+// queue's memory stays bounded and the latest measurements are always kept. Every row
+// dropped is counted; the writer records the count as a `dropped` event in its next commit.
+// Events, checkpoints, validation rows and status changes are small and rare and are never
+// dropped. Not thread-safe: the RunWriter holds its mutex around every call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "store/types.h"
+
+namespace kiln::store {
+
+struct MetricBatch {
+  std::vector<MetricRow> rows;
+};
+struct SystemBatch {
+  std::vector<SystemRow> rows;
+};
+struct StatusChange {
+  RunStatus status = RunStatus::Running;
+  std::string error;  // kept in runs.error for a failed run
+  double time = 0;
+};
+struct Heartbeat {};
+
+using WriteItem =
+    std::variant<MetricBatch, SystemBatch, ValidRow, Event, Checkpoint, StatusChange, Heartbeat>;
+
+// What thinning removed since the last commit.
+struct Dropped {
+  int64_t metric_rows = 0;
+  int64_t system_rows = 0;
+  int64_t first_step = 0;  // step range of the dropped metric rows
+  int64_t last_step = 0;
+
+  bool any() const { return metric_rows > 0 || system_rows > 0; }
+  void merge(const Dropped& other);
+  std::string describe() const;  // the `dropped` event's message
+};
+
+// What the writer thread takes to commit as one transaction.
+struct Batch {
+  std::deque<WriteItem> items;
+  Dropped dropped;
+};
+
+class WriteQueue {
+ public:
+  explicit WriteQueue(size_t capacity_rows) : capacity_(capacity_rows) {}
+
+  void push(WriteItem item);
+  // Everything waiting, and the drops not yet recorded; the queue is left empty.
+  Batch take();
+  // A batch whose commit failed goes back in front of anything pushed since.
+  void put_back(Batch batch);
+
+  bool empty() const { return items_.empty() && !dropped_.any(); }
+  size_t rows() const { return rows_; }
+  int64_t dropped_total() const { return dropped_total_; }
+
+ private:
+  static size_t rows_of(const WriteItem& item);
+  void thin();
+
+  size_t capacity_;
+  std::deque<WriteItem> items_;
+  size_t rows_ = 0;  // metric and system rows in items_
+  Dropped dropped_;
+  int64_t dropped_total_ = 0;  // metric and system rows ever dropped
+};
+
+}  // namespace kiln::store
