@@ -4,14 +4,16 @@
 #include <exception>
 
 #include "cli/data_command.h"
+#include "cli/runs_command.h"
 #include "cli/train_command.h"
 #include "kernels/check.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: train transformer language models and watch them train"};
   app.require_subcommand(1);
-  kiln::add_train_command(app);
+  kiln::add_train_command(app, kiln::shell_command_line(argc, argv));
   kiln::add_data_command(app);
+  kiln::add_runs_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

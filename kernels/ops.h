@@ -69,6 +69,9 @@ class Ops {
   // Allocates the ops' own working memory once, before the first step, and returns its
   // size in bytes (the CPU's attention scratch; a GPU's library workspaces).
   virtual size_t reserve(const OpLimits& limits) = 0;
+  // Waits until every op queued so far has finished (a no-op where ops run synchronously),
+  // so a host clock can time a phase of the step.
+  virtual void synchronize() = 0;
 
   // ---- dense algebra ------------------------------------------------------------
   // out[M, N] = op(a) * op(b) (+ out when accumulate), op = transpose when asked.
@@ -160,5 +163,7 @@ std::unique_ptr<Ops> make_cpu_ops(int threads);
 // The CUDA backend (kernels/cuda/), in builds with CUDA (KILN_HAVE_CUDA defined).
 int cuda_device_count();
 std::unique_ptr<Ops> make_cuda_ops(int device);
+// The device's PCI bus id ("0000:3B:00.0"), which names the same GPU to NVML.
+std::string cuda_pci_bus_id(int device);
 
 }  // namespace kiln

@@ -12,6 +12,13 @@ struct CommandResult {
 
 CommandResult run_command(const std::string& command);
 
+// Starts a shell command in the background, its output going to log_path; returns its pid.
+int start_background(const std::string& command, const std::string& log_path);
+// Waits for a background command: its exit code, or 128 + the signal that ended it.
+int wait_exit(int pid);
+// The file's whole text ("" when it cannot be read).
+std::string read_text(const std::string& path);
+
 // A fresh directory under the test temp dir.
 std::string fresh_dir(const std::string& name);
 

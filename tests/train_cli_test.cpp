@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "tests/corpus_fixture.h"
 #include "tests/run_command.h"
 
 namespace kiln::test {
@@ -13,31 +14,12 @@ namespace {
 
 const std::string kiln = KILN_BINARY;
 
-// A small corpus of many short documents, prepared with kiln data prepare.
-std::string prepare_corpus(const std::string& dir) {
-  const std::string text = dir + "/corpus.txt";
-  std::ofstream out(text);
-  for (int d = 0; d < 200; ++d)
-    out << "Document " << d << ": the quick brown fox jumps over the lazy dog.\n\n";
-  out.close();
-  const CommandResult r = run_command(kiln + " data prepare --input " + text +
-                                      " --tokenizer byte --document-boundary blank-line --append-eod --output " +
-                                      dir + "/corpus");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  return dir + "/corpus";
-}
-
-std::string small_run(const std::string& prefix) {
-  return " --set 'data.paths=[\"" + prefix + "\"]' --set model.n_layer=1 --set model.d_model=32"
-         " --set model.n_head=2 --set model.seq_len=16 --set train.global_batch=4"
-         " --set train.micro_batch=2 --set train.steps=6 --set train.warmup=2 --set train.log_interval=2"
-         " --set train.eval_interval=3 --set train.eval_iters=2 --set data.split=90,10,0"
-         " --set train.sample_tokens=20 --set train.sample_prompt=Doc";
-}
+// Not recorded: the run store's tests pass --store themselves (train_store_test.cpp).
+std::string unrecorded_run(const std::string& prefix) { return " --no-store" + small_run(prefix); }
 
 TEST(TrainCli, TrainsAndSamples) {
   const std::string prefix = prepare_corpus(fresh_dir("train_cli"));
-  const CommandResult r = run_command(kiln + " train" + small_run(prefix));
+  const CommandResult r = run_command(kiln + " train" + unrecorded_run(prefix));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("step 6/6 | loss"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("eval step 6 | valid loss"), std::string::npos) << r.output;
@@ -61,7 +43,7 @@ TEST(TrainCli, MissingDataIsOneLineAndNonZero) {
 
 TEST(TrainCli, DataShorterThanOneSampleIsRefused) {
   const std::string prefix = prepare_corpus(fresh_dir("short_data"));
-  const CommandResult r = run_command(kiln + " train" + small_run(prefix) +
+  const CommandResult r = run_command(kiln + " train" + unrecorded_run(prefix) +
                                       " --set model.seq_len=4096");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("fewer than one sample"), std::string::npos) << r.output;
@@ -95,7 +77,7 @@ TEST(TrainCli, InterruptStopsCleanly) {
   const std::string prefix = prepare_corpus(dir);
   const std::string log = dir + "/train.log";
   const std::string script =
-      kiln + " train" + small_run(prefix) + " --set train.steps=100000 --set train.log_interval=1"
+      kiln + " train" + unrecorded_run(prefix) + " --set train.steps=100000 --set train.log_interval=1"
       " >" + log + " 2>&1 & pid=$!; "
       "for i in $(seq 200); do grep -q '^step' " + log + " && break; sleep 0.1; done; "
       "kill -INT $pid; wait $pid; echo exit=$?";

@@ -106,6 +106,8 @@ class CpuOps final : public Ops {
     return scratch_bytes_;
   }
 
+  void synchronize() override {}
+
   void matmul(const Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb,
               bool accumulate) override {
     const int64_t M = ta ? a.shape.cols() : a.shape.rows();

@@ -136,6 +136,8 @@ class CudaOps final : public Ops {
     return workspace_bytes_ + matmul_->workspace_bytes();
   }
 
+  void synchronize() override { KILN_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
   void matmul(const Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb,
               bool accumulate) override {
     const int64_t M = ta ? a.shape.cols() : a.shape.rows();
@@ -409,5 +411,11 @@ int cuda_device_count() {
 }
 
 std::unique_ptr<Ops> make_cuda_ops(int device) { return std::make_unique<CudaOps>(device); }
+
+std::string cuda_pci_bus_id(int device) {
+  char id[32] = {};
+  KILN_CUDA_CHECK(cudaDeviceGetPCIBusId(id, sizeof id, device));
+  return id;
+}
 
 }  // namespace kiln

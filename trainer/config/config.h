@@ -84,7 +84,7 @@ struct BackendConfig {
 };
 
 struct StoreConfig {
-  std::string path = "runs/kiln.db";
+  std::string path;  // empty: $KILN_STORE, else ./kiln-runs.db (cli/store_path.h)
 };
 
 struct Config {

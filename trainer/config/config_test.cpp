@@ -71,7 +71,7 @@ TEST(Config, DefaultsFillWhatTheJsonLeavesOut) {
   EXPECT_EQ(c.precision.dtype, "fp32");
   EXPECT_EQ(c.backend.device, "auto");
   EXPECT_EQ(c.backend.threads, 0);
-  EXPECT_EQ(c.store.path, "runs/kiln.db");
+  EXPECT_EQ(c.store.path, "");
 }
 
 TEST(Config, RequiredKeys) {

@@ -1,7 +1,10 @@
 #include "trainer/train/trainer.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 #include <fmt/core.h>
 
@@ -9,6 +12,7 @@
 #include "trainer/data/byte_tokenizer.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/train/backend.h"
+#include "trainer/train/flops.h"
 #include "trainer/train/generate.h"
 #include "trainer/train/interrupt.h"
 #include "trainer/util/human_format.h"
@@ -38,15 +42,30 @@ void check_single_process(const ParallelConfig& p) {
   if (p.vpp != 1) fail("parallel.vpp needs pipeline parallelism (parallel.pp > 1)");
 }
 
+// Megatron's way of naming a layout; data parallelism fills what the others leave.
+std::string layout_name(const ParallelConfig& p) {
+  return fmt::format("tp{}.pp{}.dp1", p.tp, p.pp);
+}
+
+std::string host_name() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? name : "";
+}
+
+double ms_since(Clock::time_point start) { return seconds_since(start) * 1e3; }
+
+constexpr auto kPausePoll = std::chrono::milliseconds(200);
+
 }  // namespace
 
-Trainer::Trainer(const Config& config, std::FILE* out)
+Trainer::Trainer(const Config& config, const RecordOptions& record, std::FILE* out)
     : config_(config),
       out_(out),
       loss_scaler_(config.precision.dtype == "fp16" ? LossScaler::dynamic() : LossScaler::none()) {
   check_single_process(config_.parallel);
   KILN_CHECK(!config_.data.paths.empty(), "data.paths is empty: name at least one dataset prefix");
   ops_ = make_ops(config_);
+  probe_ = std::make_unique<SystemProbe>(*ops_);
 
   const ModelConfig& m = config_.model;
   train_data_ = std::make_unique<GptDataset>(config_.data.paths, config_.data.split, Split::Train,
@@ -87,6 +106,20 @@ Trainer::Trainer(const Config& config, std::FILE* out)
   }
   fmt::print(out_, "{} optimizer {} | total {}\n", memory, human_bytes(optimizer_->bytes()),
              human_bytes(total));
+
+  model_flops_per_token_ = model_flops_per_token(m);
+  peak_flops_ = peak_bf16_flops(ops_->name());
+  if (!record.store_path.empty()) {
+    store::RunInfo info;
+    info.config_json = config_to_json(config_).dump();
+    info.layout = layout_name(config_.parallel);
+    info.backend = ops_->device() == Device::Cuda ? "cuda" : "cpu";
+    info.device = probe_->device_name();
+    info.host = host_name();
+    recorder_ = std::make_unique<RunRecorder>(record, info, *probe_);
+    fmt::print(out_, "kiln: recording run {} '{}' in {}\n", recorder_->run_id(),
+               recorder_->name(), recorder_->path());
+  }
   std::fflush(out_);
 }
 
@@ -105,19 +138,36 @@ void Trainer::fill_batch(const GptDataset& data, int64_t first_sample) {
   model_->set_batch(tokens_.data(), targets_.data(), B, T);
 }
 
-double Trainer::train_step(int64_t step) {
+double Trainer::scheduled_lr(int64_t step) const {
+  return learning_rate(config_.train, step) * lr_scale_;
+}
+
+StepTimes Trainer::train_step(int64_t step, bool timed) {
   const int accum = config_.grad_accum();
   const int64_t B = config_.train.micro_batch;
   const double tokens_per_step =
       static_cast<double>(config_.train.global_batch) * config_.model.seq_len;
+  // On a logged step each phase waits for the device, so the host clock times the device.
+  const auto phase_end = [&] {
+    if (timed) ops_->synchronize();
+  };
+  StepTimes times;
   model_->zero_grad();
-  double loss = 0;
   for (int micro = 0; micro < accum; ++micro) {
+    Clock::time_point t0 = Clock::now();
     fill_batch(*train_data_, (step - 1) * config_.train.global_batch + micro * B);
-    loss += model_->forward() / accum;
+    phase_end();
+    times.data_ms += ms_since(t0);
+    t0 = Clock::now();
+    times.loss += model_->forward() / accum;
+    phase_end();
+    times.fwd_ms += ms_since(t0);
+    t0 = Clock::now();
     model_->backward(loss_scaler_.scale() / tokens_per_step);
+    phase_end();
+    times.bwd_ms += ms_since(t0);
   }
-  return loss;
+  return times;
 }
 
 double Trainer::evaluate() {
@@ -130,22 +180,142 @@ double Trainer::evaluate() {
   return loss / static_cast<double>(config_.train.eval_iters);
 }
 
+store::MetricRow Trainer::metric_row(int64_t step, double loss, double lr, double grad_norm,
+                                     double seconds_per_step, const StepTimes& times,
+                                     double opt_ms) const {
+  const int64_t tokens_per_step = static_cast<int64_t>(config_.train.global_batch) * config_.model.seq_len;
+  store::MetricRow row;
+  row.step = step;
+  row.rank = 0;
+  row.tokens = step * tokens_per_step;
+  row.loss = loss;
+  row.lr = lr;
+  row.grad_norm = grad_norm;
+  row.tokens_per_s = static_cast<double>(tokens_per_step) / seconds_per_step;
+  row.tflops = row.tokens_per_s * static_cast<double>(model_flops_per_token_) / 1e12;
+  if (peak_flops_ > 0) row.mfu = utilisation(row.tokens_per_s, model_flops_per_token_, peak_flops_);
+  row.fwd_ms = times.fwd_ms;
+  row.bwd_ms = times.bwd_ms;
+  row.opt_ms = opt_ms;
+  row.comm_ms = 0;  // one process: nothing to communicate
+  row.data_ms = times.data_ms;
+  if (config_.precision.dtype == "fp16") row.loss_scale = loss_scaler_.scale();
+  row.skipped_steps = loss_scaler_.skipped_steps();
+  return row;
+}
+
+std::string Trainer::apply_setting(const Setting& setting) {
+  TrainConfig& t = config_.train;
+  if (setting.key == "train.lr") {
+    lr_scale_ = setting.value / t.lr;
+    return fmt::format("peak lr now {:g} (the schedule times {:g})", setting.value, lr_scale_);
+  }
+  if (setting.key == "train.lr_scale") {
+    lr_scale_ = setting.value;
+    return fmt::format("the schedule times {:g} (peak lr {:g})", lr_scale_, t.lr * lr_scale_);
+  }
+  const auto steps = static_cast<int64_t>(setting.value);
+  if (setting.key == "train.log_interval") {
+    t.log_interval = steps;
+    return fmt::format("logging every {} steps", steps);
+  }
+  t.eval_interval = steps;
+  return steps > 0 ? fmt::format("validating every {} steps", steps)
+                   : std::string("validation off");
+}
+
+SteeringDecision Trainer::steer(int64_t step, bool paused) {
+  const std::vector<store::Command> pending = recorder_->pending_commands();
+  if (pending.empty()) return {};
+  SteeringDecision decision = decide(pending, paused);
+  for (size_t i = 0; i < decision.settings.size(); ++i) {
+    std::string& reason = decision.outcomes[decision.setting_outcome[i]].reason;
+    reason += ": " + apply_setting(decision.settings[i]);
+  }
+  recorder_->record(decision, step);
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const CommandOutcome& o = decision.outcomes[i];
+    fmt::print(out_, "kiln: command {} ({}) {} after step {}: {}\n", o.command_id,
+               store::to_string(pending[i].action), o.applied ? "applied" : "rejected", step,
+               o.reason);
+  }
+  std::fflush(out_);
+  if (decision.pause) recorder_->set_paused(true);
+  if (decision.resume) recorder_->set_paused(false);
+  return decision;
+}
+
+bool Trainer::wait_while_paused(int64_t step, double& waited_s) {
+  const Clock::time_point start = Clock::now();
+  fmt::print(out_, "kiln: paused after step {}; resume with: kiln runs resume {} --store {}\n",
+             step, recorder_->name(), recorder_->path());
+  std::fflush(out_);
+  bool stop = false;
+  for (bool paused = true; paused && !stop && !interrupt_requested();) {
+    // Sleeping, not spinning: a paused run leaves its cores (and GPU) idle. The store's
+    // writer thread keeps the heartbeat going meanwhile.
+    std::this_thread::sleep_for(kPausePoll);
+    const SteeringDecision decision = steer(step, true);
+    stop = decision.stop;
+    paused = !decision.resume;
+  }
+  waited_s = seconds_since(start);
+  if (!stop && !interrupt_requested()) {
+    fmt::print(out_, "kiln: resumed after {} paused\n", human_duration(waited_s));
+    std::fflush(out_);
+  }
+  return stop;
+}
+
 TrainSummary Trainer::run() {
-  const TrainConfig& t = config_.train;
-  const double tokens_per_step = static_cast<double>(t.global_batch) * config_.model.seq_len;
-  const bool validate = valid_data_ && t.eval_interval > 0 && t.eval_iters > 0;
   install_interrupt_handler();
   TrainSummary summary;
+  try {
+    train_loop(summary);
+  } catch (const std::exception& e) {
+    if (recorder_) {
+      const std::string store_error = recorder_->finish(store::RunStatus::Failed, e.what());
+      if (!store_error.empty()) fmt::print(stderr, "kiln: warning: {}\n", store_error);
+    }
+    throw;
+  }
+  if (recorder_) {
+    const store::RunStatus status = summary.interrupted || summary.stopped
+                                        ? store::RunStatus::Stopped
+                                        : store::RunStatus::Completed;
+    const std::string store_error = recorder_->finish(status);
+    if (!store_error.empty())
+      fmt::print(stderr, "kiln: warning: the run store could not record the end: {}\n",
+                 store_error);
+  }
+  if (config_.train.sample_tokens > 0 && !summary.interrupted && !summary.stopped) {
+    const TrainConfig& t = config_.train;
+    const std::string text = generate(*model_, ByteTokenizer{}, t.sample_prompt, t.sample_tokens,
+                                      t.sample_temperature, t.seed);
+    fmt::print(out_, "--- sample (temperature {}) ---\n{}\n---\n", t.sample_temperature, text);
+  }
+  std::fflush(out_);
+  return summary;
+}
+
+void Trainer::train_loop(TrainSummary& summary) {
+  const TrainConfig& t = config_.train;
+  const double tokens_per_step = static_cast<double>(t.global_batch) * config_.model.seq_len;
+  const bool has_valid = valid_data_ && t.eval_iters > 0;
   const Clock::time_point start = Clock::now();
   Clock::time_point interval_start = start;
-  double interval_loss = 0;
+  double interval_loss = 0, interval_paused_s = 0;
   int64_t interval_steps = 0;
 
   for (int64_t step = 1; step <= t.steps; ++step) {
-    const double lr = learning_rate(t, step);
-    const double loss = train_step(step);
+    const bool timed = step % t.log_interval == 0 || step == t.steps;
+    const double lr = scheduled_lr(step);
+    const StepTimes times = train_step(step, timed);
     const double scale = loss_scaler_.scale();
+    const Clock::time_point opt_start = Clock::now();
     const OptimizerStep update = optimizer_->step(lr, scale);
+    if (timed) ops_->synchronize();
+    const double opt_ms = ms_since(opt_start);
     loss_scaler_.update(update.skipped);
     if (update.skipped) {
       fmt::print(out_, "step {}: gradients overflowed at loss scale {:g}; step skipped ({} so "
@@ -153,14 +323,22 @@ TrainSummary Trainer::run() {
                  step, scale, loss_scaler_.skipped_steps(), loss_scaler_.scale());
     }
     const double norm = update.grad_norm;
-    if (!std::isfinite(loss)) fail(fmt::format("loss is {} at step {}", loss, step));
-    interval_loss += loss;
+    if (!std::isfinite(times.loss)) {
+      const std::string message =
+          fmt::format("loss is {} at step {}", std::isnan(times.loss) ? "nan" : "infinite", step);
+      if (recorder_) recorder_->log_event(store::event_kind::kNan, message, step);
+      fail(message);
+    }
+    interval_loss += times.loss;
     ++interval_steps;
     summary.steps = step;
-    const bool stop = interrupt_requested();
 
-    if (step % t.log_interval == 0 || step == t.steps || stop) {
-      const double elapsed = seconds_since(interval_start);
+    // The step boundary: commands first, so a step the run stops or pauses after is logged.
+    const SteeringDecision decision =
+        recorder_ && step < t.steps ? steer(step, false) : SteeringDecision{};
+    const bool interrupted = interrupt_requested();
+    if (timed || decision.stop || decision.pause || interrupted) {
+      const double elapsed = seconds_since(interval_start) - interval_paused_s;
       const double per_step = elapsed / static_cast<double>(interval_steps);
       summary.train_loss = interval_loss / static_cast<double>(interval_steps);
       fmt::print(out_, "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s"
@@ -169,31 +347,42 @@ TrainSummary Trainer::run() {
                  tokens_per_step / per_step, per_step * 1e3,
                  human_duration(per_step * static_cast<double>(t.steps - step)));
       std::fflush(out_);
+      if (recorder_)
+        recorder_->log_step(metric_row(step, summary.train_loss, lr, norm, per_step, times, opt_ms));
       interval_start = Clock::now();
       interval_loss = 0;
+      interval_paused_s = 0;
       interval_steps = 0;
     }
-    if (validate && (step % t.eval_interval == 0 || step == t.steps)) {
+    if (has_valid && t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
       summary.valid_loss = evaluate();
       fmt::print(out_, "eval step {} | valid loss {:.4f} | {:.3f} bits per token\n", step,
                  *summary.valid_loss, *summary.valid_loss / std::log(2.0));
       std::fflush(out_);
+      if (recorder_) recorder_->log_valid(step, *summary.valid_loss);
     }
-    if (stop) {
+
+    bool stop = decision.stop;
+    if (decision.pause && !stop && !interrupted) {
+      double waited_s = 0;
+      stop = wait_while_paused(step, waited_s);
+      interval_paused_s += waited_s;
+    }
+    if (interrupt_requested()) {
       summary.interrupted = true;
       fmt::print(out_, "kiln: interrupted; stopped cleanly after step {}\n", step);
+      if (recorder_)
+        recorder_->log_event(store::event_kind::kStatus, "interrupted (SIGINT or SIGTERM)", step);
+      break;
+    }
+    if (stop) {
+      summary.stopped = true;
+      fmt::print(out_, "kiln: stopped by command after step {}\n", step);
       break;
     }
   }
   fmt::print(out_, "kiln: trained {} steps in {}\n", summary.steps,
              human_duration(seconds_since(start)));
-  if (t.sample_tokens > 0 && !summary.interrupted) {
-    const std::string text = generate(*model_, ByteTokenizer{}, t.sample_prompt, t.sample_tokens,
-                                      t.sample_temperature, t.seed);
-    fmt::print(out_, "--- sample (temperature {}) ---\n{}\n---\n", t.sample_temperature, text);
-  }
-  std::fflush(out_);
-  return summary;
 }
 
 }  // namespace kiln

@@ -1,7 +1,8 @@
 // The training loop on one process: for each step, gradient accumulation over the
 // micro-batches of one global batch, clipping, AdamW at the scheduled learning rate;
-// a progress line every log interval, validation every eval interval, a clean stop
-// on Ctrl-C, and a generated sample at the end when asked.
+// a progress line (and a row in the run store) every log interval, validation every eval
+// interval, the store's steering commands at every step boundary, a clean stop on Ctrl-C
+// or SIGTERM, and a generated sample at the end when asked.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,8 @@
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/optim/loss_scaler.h"
+#include "trainer/telemetry/system_probe.h"
+#include "trainer/train/run_recorder.h"
 
 namespace kiln {
 
@@ -21,33 +24,61 @@ struct TrainSummary {
   int64_t steps = 0;
   double train_loss = 0;                // mean over the last log interval
   std::optional<double> valid_loss;     // the last validation, when there is a valid split
-  bool interrupted = false;
+  bool interrupted = false;             // Ctrl-C or SIGTERM
+  bool stopped = false;                 // a stop command from the store
+};
+
+// One step's loss and where its time went (milliseconds, host clock; the device is waited
+// for at each phase's end on steps that are logged, so the split is the device's too).
+struct StepTimes {
+  double loss = 0;
+  double data_ms = 0;
+  double fwd_ms = 0;
+  double bwd_ms = 0;
 };
 
 class Trainer {
  public:
   // Checks what the config asks of this process, opens the data, lays out the model and
-  // optimizer; prints the run header and memory. Throws kiln::Error on bad input.
-  explicit Trainer(const Config& config, std::FILE* out = stdout);
+  // optimizer; prints the run header and memory; creates the run in the store when
+  // record.store_path is set. Throws kiln::Error on bad input, before anything is written.
+  explicit Trainer(const Config& config, const RecordOptions& record = {},
+                   std::FILE* out = stdout);
   ~Trainer();
 
   TrainSummary run();
   GptModel& model() { return *model_; }
 
  private:
-  double train_step(int64_t step);
+  void train_loop(TrainSummary& summary);
+  StepTimes train_step(int64_t step, bool timed);
   double evaluate();
   void fill_batch(const GptDataset& data, int64_t first_sample);
+  double scheduled_lr(int64_t step) const;
+  store::MetricRow metric_row(int64_t step, double loss, double lr, double grad_norm,
+                              double seconds_per_step, const StepTimes& times, double opt_ms) const;
+  // Reads the store's commands, applies the settings among them and records every outcome;
+  // the caller acts on pause, resume and stop.
+  SteeringDecision steer(int64_t step, bool paused);
+  // Holds the run at the boundary after `step` until resumed; true when it must stop.
+  // Returns the seconds it waited through `waited_s`.
+  bool wait_while_paused(int64_t step, double& waited_s);
+  std::string apply_setting(const Setting& setting);
 
   Config config_;
   std::FILE* out_;
   std::unique_ptr<Ops> ops_;
+  std::unique_ptr<SystemProbe> probe_;
   std::unique_ptr<GptDataset> train_data_;
   std::unique_ptr<GptDataset> valid_data_;
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<AdamW> optimizer_;
   LossScaler loss_scaler_;
   std::vector<int32_t> window_, tokens_, targets_;
+  std::unique_ptr<RunRecorder> recorder_;
+  double lr_scale_ = 1;  // `kiln runs set`: the schedule times this
+  int64_t model_flops_per_token_ = 0;
+  double peak_flops_ = 0;  // 0: unknown device, no MFU
 };
 
 }  // namespace kiln

@@ -1,0 +1,20 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kiln {
+
+// kiln runs list | show | compare | export     read run history (docs/runs.md)
+// kiln runs tag | note | rm                     edit a run's record
+// kiln runs pause | resume | stop | checkpoint | set   steer a live run
+void add_runs_command(CLI::App& app);
+
+// Each group registers its subcommands under `kiln runs`.
+void add_runs_list_command(CLI::App& runs);
+void add_runs_show_command(CLI::App& runs);
+void add_runs_compare_command(CLI::App& runs);
+void add_runs_export_command(CLI::App& runs);
+void add_runs_edit_commands(CLI::App& runs);
+void add_runs_steer_commands(CLI::App& runs);
+
+}  // namespace kiln

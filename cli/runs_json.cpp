@@ -1,0 +1,87 @@
+#include "cli/runs_json.h"
+
+#include <cmath>
+#include <string>
+
+namespace kiln {
+
+using nlohmann::json;
+
+json json_number(double value) { return std::isfinite(value) ? json(value) : json(); }
+
+json json_number(const std::optional<double>& value) {
+  return value ? json_number(*value) : json();
+}
+
+json json_number(const std::optional<int64_t>& value) { return value ? json(*value) : json(); }
+
+json to_json(const store::RunRecord& run) {
+  return {{"id", run.id},
+          {"name", run.name},
+          {"status", std::string(store::to_string(run.status))},
+          {"stored_status", std::string(store::to_string(run.stored_status))},
+          {"layout", run.layout},
+          {"backend", run.backend},
+          {"device", run.device},
+          {"host", run.host},
+          {"command_line", run.command_line},
+          {"created_at", json_number(run.created_at)},
+          {"started_at", json_number(run.started_at)},
+          {"ended_at", json_number(run.ended_at)},
+          {"heartbeat_at", json_number(run.heartbeat_at)},
+          {"tags", run.tags},
+          {"notes", run.notes},
+          {"error", run.error},
+          {"last_step", json_number(run.last_step)}};
+}
+
+json to_json(const store::MetricRow& row) {
+  return {{"step", row.step},
+          {"rank", row.rank},
+          {"time", json_number(row.time)},
+          {"tokens", row.tokens},
+          {"loss", json_number(row.loss)},
+          {"lr", json_number(row.lr)},
+          {"grad_norm", json_number(row.grad_norm)},
+          {"tokens_per_s", json_number(row.tokens_per_s)},
+          {"tflops", json_number(row.tflops)},
+          {"mfu", json_number(row.mfu)},
+          {"fwd_ms", json_number(row.fwd_ms)},
+          {"bwd_ms", json_number(row.bwd_ms)},
+          {"opt_ms", json_number(row.opt_ms)},
+          {"comm_ms", json_number(row.comm_ms)},
+          {"data_ms", json_number(row.data_ms)},
+          {"mem_used", json_number(row.mem_used)},
+          {"mem_peak", json_number(row.mem_peak)},
+          {"loss_scale", json_number(row.loss_scale)},
+          {"skipped_steps", row.skipped_steps}};
+}
+
+json to_json(const store::Event& event) {
+  return {{"id", event.id},
+          {"time", json_number(event.time)},
+          {"step", json_number(event.step)},
+          {"kind", event.kind},
+          {"message", event.message}};
+}
+
+json to_json(const store::Checkpoint& checkpoint) {
+  return {{"step", checkpoint.step},
+          {"path", checkpoint.path},
+          {"bytes", json_number(checkpoint.bytes)},
+          {"layout", checkpoint.layout},
+          {"time", json_number(checkpoint.time)}};
+}
+
+json to_json(const store::Command& command) {
+  return {{"id", command.id},
+          {"action", std::string(store::to_string(command.action))},
+          {"argument", command.argument},
+          {"status", std::string(store::to_string(command.status))},
+          {"created_at", json_number(command.created_at)},
+          {"applied_step", json_number(command.applied_step)},
+          {"applied_at", json_number(command.applied_at)},
+          {"reason", command.reason}};
+}
+
+}  // namespace kiln

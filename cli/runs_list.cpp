@@ -1,0 +1,166 @@
+// kiln runs list: the runs of a store, newest first, as a table or JSON.
+#include <fmt/core.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/run_config_summary.h"
+#include "cli/run_figures.h"
+#include "cli/runs_command.h"
+#include "cli/runs_format.h"
+#include "cli/runs_json.h"
+#include "cli/runs_store.h"
+#include "kernels/check.h"
+#include "store/metric_queries.h"
+#include "store/run_queries.h"
+
+namespace kiln {
+namespace {
+
+constexpr size_t kDeviceWidth = 28;  // a GPU's full name fits; a CPU's long one is cut
+
+struct ListOptions {
+  std::string store;
+  std::string status;
+  std::string tag;
+  std::string name;
+  std::string since;
+  int limit = 0;
+  bool json = false;
+};
+
+// One run's line: its record and what its latest logged step measured.
+struct ListedRun {
+  store::RunRecord run;
+  std::optional<int64_t> planned_steps;
+  double loss = store::kNoValue;
+  double tokens_per_s = store::kNoValue;
+  double mfu = store::kNoValue;
+  double duration_s = store::kNoValue;
+};
+
+store::RunFilter make_filter(const ListOptions& options, double now) {
+  if (options.limit < 0) fail(fmt::format("--limit must be 0 (all) or more, got {}", options.limit));
+  store::RunFilter filter;
+  if (!options.status.empty()) filter.status = store::parse_run_status(options.status);
+  filter.tag = options.tag;
+  filter.name_contains = options.name;
+  if (!options.since.empty()) filter.since = parse_since(options.since, now);
+  filter.limit = options.limit;
+  return filter;
+}
+
+ListedRun describe(store::Database& db, store::RunRecord run, double now) {
+  ListedRun listed;
+  listed.planned_steps = planned_steps(run.config_json);
+  listed.duration_s = run_duration_s(run, now);
+  if (run.last_step) {
+    std::vector<store::MetricRow> latest;
+    store::for_each_metric(
+        db, run.id, [&](const store::MetricRow& row) { latest.push_back(row); }, *run.last_step,
+        *run.last_step);
+    listed.loss = mean_over_ranks(latest, &store::MetricRow::loss);
+    listed.tokens_per_s = mean_over_ranks(latest, &store::MetricRow::tokens_per_s);
+    listed.mfu = mean_over_ranks(latest, &store::MetricRow::mfu);
+  }
+  listed.run = std::move(run);
+  return listed;
+}
+
+std::string step_text(const ListedRun& r) {
+  const std::string last = r.run.last_step ? std::to_string(*r.run.last_step) : kAbsent;
+  return r.planned_steps ? last + "/" + std::to_string(*r.planned_steps) : last;
+}
+
+std::string device_text(const store::RunRecord& run) {
+  std::string text = run.backend;
+  if (!run.device.empty()) text += (text.empty() ? "" : " ") + run.device;
+  if (text.empty()) return kAbsent;
+  if (text.size() > kDeviceWidth) text = text.substr(0, kDeviceWidth - 3) + "...";
+  return text;
+}
+
+void print_table(const std::vector<ListedRun>& runs) {
+  using A = Table::Align;
+  Table table({{"ID", A::Right},
+               {"NAME"},
+               {"STATUS"},
+               {"TAGS"},
+               {"LAYOUT"},
+               {"DEVICE"},
+               {"STEP", A::Right},
+               {"LOSS", A::Right},
+               {"TOK/S", A::Right},
+               {"MFU", A::Right},
+               {"STARTED"},
+               {"DURATION", A::Right}});
+  for (const auto& r : runs) {
+    const store::RunRecord& run = r.run;
+    table.add({std::to_string(run.id), run.name, std::string(store::to_string(run.status)),
+               run.tags.empty() ? kAbsent : join(run.tags, ","),
+               run.layout.empty() ? kAbsent : run.layout, device_text(run), step_text(r),
+               fixed4(r.loss), compact_rate(r.tokens_per_s), percent(r.mfu),
+               local_minute(run.started_at.value_or(run.created_at)),
+               duration_or_absent(r.duration_s)});
+  }
+  table.print(stdout);
+}
+
+void print_json(const std::vector<ListedRun>& runs) {
+  nlohmann::json array = nlohmann::json::array();
+  for (const auto& r : runs) {
+    nlohmann::json item = to_json(r.run);
+    item["steps"] = json_number(r.planned_steps);
+    item["loss"] = json_number(r.loss);
+    item["tokens_per_s"] = json_number(r.tokens_per_s);
+    item["mfu"] = json_number(r.mfu);
+    item["duration_s"] = json_number(r.duration_s);
+    array.push_back(std::move(item));
+  }
+  fmt::print("{}\n", array.dump(2));
+}
+
+bool store_has_runs(store::Database& db) {
+  store::RunFilter any;
+  any.limit = 1;
+  return !store::list_runs(db, any).empty();
+}
+
+void runs_list(const ListOptions& options) {
+  const auto db = open_store_for_reading(options.store);
+  const double now = store::unix_now();
+  std::vector<ListedRun> runs;
+  for (auto& run : store::list_runs(*db, make_filter(options, now)))
+    runs.push_back(describe(*db, std::move(run), now));
+  if (options.json) {
+    print_json(runs);
+  } else if (!runs.empty()) {
+    print_table(runs);
+  } else if (!store_has_runs(*db)) {
+    fmt::print("no runs in {} yet; `kiln train` records one\n", db->path());
+  } else {
+    fmt::print("no runs in {} match the filters\n", db->path());
+  }
+}
+
+}  // namespace
+
+void add_runs_list_command(CLI::App& runs) {
+  auto options = std::make_shared<ListOptions>();
+  CLI::App* cmd = runs.add_subcommand("list", "List runs, newest first");
+  add_store_option(cmd, options->store);
+  cmd->add_option("--status", options->status,
+                  "Only runs with this status: created, running, paused, completed, stopped, "
+                  "failed, lost");
+  cmd->add_option("--tag", options->tag, "Only runs with this tag");
+  cmd->add_option("--name", options->name, "Only runs whose name contains this text");
+  cmd->add_option("--since", options->since,
+                  "Only runs created since: 2026-11-20, 2026-11-20T14:00, or an age: 30m, 2h, 3d");
+  cmd->add_option("--limit", options->limit, "At most this many runs (0: all)");
+  cmd->add_flag("--json", options->json, "Print a JSON array instead of a table");
+  cmd->callback([options] { runs_list(*options); });
+}
+
+}  // namespace kiln

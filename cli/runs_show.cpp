@@ -1,0 +1,201 @@
+// kiln runs show: one run's record, config, latest metrics, events, checkpoints, commands.
+#include <fmt/core.h>
+
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/run_config_summary.h"
+#include "cli/run_figures.h"
+#include "cli/runs_command.h"
+#include "cli/runs_format.h"
+#include "cli/runs_json.h"
+#include "cli/runs_store.h"
+#include "kernels/check.h"
+#include "store/run_queries.h"
+#include "trainer/util/human_format.h"
+
+namespace kiln {
+namespace {
+
+struct ShowOptions {
+  std::string store;
+  std::string run;
+  int events = 20;
+  bool json = false;
+};
+
+// "label:" padded so the values line up.
+void field(std::string_view label, const std::string& value) {
+  if (!value.empty()) fmt::print("  {:<11}{}\n", std::string(label) + ":", value);
+}
+
+std::string bytes_or_absent(const std::optional<int64_t>& bytes) {
+  return bytes ? human_bytes(static_cast<uint64_t>(*bytes)) : kAbsent;
+}
+
+std::string status_text(const store::RunRecord& run) {
+  std::string text(store::to_string(run.status));
+  if (run.status == store::RunStatus::Lost)
+    text += fmt::format(" (recorded as {}; no heartbeat since {})",
+                        store::to_string(run.stored_status),
+                        local_second(run.heartbeat_at.value_or(run.created_at)));
+  return text;
+}
+
+std::string machine_text(const store::RunRecord& run) {
+  std::string text = run.backend;
+  if (!run.device.empty()) text += (text.empty() ? "" : " ") + ("(" + run.device + ")");
+  if (!run.host.empty()) text += (text.empty() ? "on " : " on ") + run.host;
+  if (!run.layout.empty()) text += (text.empty() ? "layout " : ", layout ") + run.layout;
+  return text;
+}
+
+std::string times_text(const store::RunRecord& run, double now) {
+  std::string text = "created " + local_second(run.created_at);
+  if (run.started_at) text += ", started " + local_second(*run.started_at);
+  if (run.ended_at) text += ", ended " + local_second(*run.ended_at);
+  const double duration = run_duration_s(run, now);
+  if (!std::isnan(duration))
+    text += (run.ended_at || run.status == store::RunStatus::Lost ? ", ran " : ", running for ") +
+            duration_or_absent(duration);
+  return text;
+}
+
+void print_record(const store::RunRecord& run, double now) {
+  fmt::print("run {}: {}\n", run.id, run.name);
+  field("status", status_text(run));
+  field("error", run.error);
+  field("machine", machine_text(run));
+  field("command", run.command_line);
+  field("times", times_text(run, now));
+  field("tags", join(run.tags, ", "));
+  field("notes", run.notes);
+  field("config", config_summary(run.config_json));
+}
+
+void print_latest(const store::RunDetails& d) {
+  if (d.latest.empty()) {
+    fmt::print("\nno metrics logged yet\n");
+  } else {
+    using A = Table::Align;
+    fmt::print("\nlatest metrics (step {}):\n", d.latest.front().step);
+    Table table({{"RANK", A::Right},
+                 {"LOSS", A::Right},
+                 {"LR", A::Right},
+                 {"GRAD NORM", A::Right},
+                 {"TOK/S", A::Right},
+                 {"TFLOP/S", A::Right},
+                 {"MFU", A::Right},
+                 {"MEM", A::Right},
+                 {"PEAK MEM", A::Right}});
+    for (const auto& m : d.latest) {
+      table.add({std::to_string(m.rank), fixed4(m.loss), shortest(m.lr), fixed4(m.grad_norm),
+                 compact_rate(m.tokens_per_s),
+                 std::isnan(m.tflops) ? kAbsent : fmt::format("{:.1f}", m.tflops), percent(m.mfu),
+                 bytes_or_absent(m.mem_used), bytes_or_absent(m.mem_peak)});
+    }
+    table.print(stdout, 2);
+  }
+  if (d.latest_valid)
+    fmt::print("latest validation loss: {} at step {}\n", fixed4(d.latest_valid->loss),
+               d.latest_valid->step);
+}
+
+void print_events(const std::vector<store::Event>& events) {
+  if (events.empty()) return;
+  fmt::print("\nevents (latest {}):\n", events.size());
+  Table table({{"TIME"}, {"STEP", Table::Align::Right}, {"KIND"}, {"MESSAGE"}});
+  for (const auto& e : events)
+    table.add({local_second(e.time), e.step ? std::to_string(*e.step) : kAbsent, e.kind,
+               e.message});
+  table.print(stdout, 2);
+}
+
+void print_checkpoints(const std::vector<store::Checkpoint>& checkpoints) {
+  if (checkpoints.empty()) return;
+  fmt::print("\ncheckpoints:\n");
+  Table table({{"STEP", Table::Align::Right},
+               {"SIZE", Table::Align::Right},
+               {"LAYOUT"},
+               {"TIME"},
+               {"PATH"}});
+  for (const auto& c : checkpoints)
+    table.add({std::to_string(c.step), bytes_or_absent(c.bytes),
+               c.layout.empty() ? kAbsent : c.layout, local_second(c.time), c.path});
+  table.print(stdout, 2);
+}
+
+void print_commands(const std::vector<store::Command>& commands) {
+  if (commands.empty()) return;
+  fmt::print("\ncommands:\n");
+  using A = Table::Align;
+  Table table({{"ID", A::Right}, {"QUEUED"}, {"ACTION"}, {"STATUS"}, {"STEP", A::Right},
+               {"REASON"}});
+  for (const auto& c : commands) {
+    std::string action(store::to_string(c.action));
+    if (!c.argument.empty()) action += " " + c.argument;
+    table.add({std::to_string(c.id), local_second(c.created_at), action,
+               std::string(store::to_string(c.status)),
+               c.applied_step ? std::to_string(*c.applied_step) : kAbsent,
+               c.reason.empty() ? kAbsent : c.reason});
+  }
+  table.print(stdout, 2);
+}
+
+void print_json(const store::RunDetails& d) {
+  using nlohmann::json;
+  json out = to_json(d.run);
+  json config = json::parse(d.run.config_json, nullptr, /*allow_exceptions=*/false);
+  out["config"] = config.is_discarded() ? json(d.run.config_json) : std::move(config);
+  const auto rows = [](const auto& items) {
+    json array = json::array();
+    for (const auto& item : items) array.push_back(to_json(item));
+    return array;
+  };
+  out["latest_metrics"] = rows(d.latest);
+  out["latest_valid"] = d.latest_valid ? json{{"step", d.latest_valid->step},
+                                              {"time", json_number(d.latest_valid->time)},
+                                              {"loss", json_number(d.latest_valid->loss)}}
+                                       : json();
+  out["events"] = rows(d.events);
+  out["checkpoints"] = rows(d.checkpoints);
+  out["commands"] = rows(d.commands);
+  fmt::print("{}\n", out.dump(2));
+}
+
+void runs_show(const ShowOptions& options) {
+  if (options.events < 0) fail(fmt::format("--events must be 0 or more, got {}", options.events));
+  const auto db = open_store_for_reading(options.store);
+  const int64_t id = store::resolve_run(*db, options.run);
+  const store::RunDetails d =
+      store::run_details(*db, id, static_cast<size_t>(options.events));
+  if (options.json) {
+    print_json(d);
+    return;
+  }
+  print_record(d.run, store::unix_now());
+  print_latest(d);
+  print_events(d.events);
+  print_checkpoints(d.checkpoints);
+  print_commands(d.commands);
+}
+
+}  // namespace
+
+void add_runs_show_command(CLI::App& runs) {
+  auto options = std::make_shared<ShowOptions>();
+  CLI::App* cmd = runs.add_subcommand(
+      "show", "Show one run: record, config, latest metrics, events, checkpoints, commands");
+  cmd->add_option("run", options->run, "Run id, name, or unambiguous name prefix")->required();
+  add_store_option(cmd, options->store);
+  cmd->add_option("--events", options->events, "How many of the latest events to show")
+      ->capture_default_str();
+  cmd->add_flag("--json", options->json, "Print JSON, with the full config");
+  cmd->callback([options] { runs_show(*options); });
+}
+
+}  // namespace kiln

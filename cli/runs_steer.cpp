@@ -1,0 +1,146 @@
+// kiln runs pause | resume | stop | checkpoint | set: steer a live run through the store's
+// commands queue. The training process reads pending commands at each step boundary and
+// marks each applied or rejected; --wait follows the command until it does.
+#include <fmt/core.h>
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "cli/run_figures.h"
+#include "cli/runs_command.h"
+#include "cli/runs_store.h"
+#include "kernels/check.h"
+#include "store/commands.h"
+#include "store/run_queries.h"
+#include "trainer/steer/setting.h"
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr double kDefaultWaitS = 30;
+constexpr auto kPollInterval = std::chrono::milliseconds(100);
+
+// Exit codes of --wait beyond 0 (applied).
+constexpr int kExitRejected = 1;
+constexpr int kExitNotApplied = 2;  // timed out, or the run ended first
+
+struct SteerOptions {
+  std::string store;
+  std::string run;
+  std::string assignment;  // set only: key=value
+  bool wait = false;
+  std::string wait_text;  // --wait's optional SECONDS
+};
+
+double wait_seconds(const std::string& text) {
+  if (text.empty()) return kDefaultWaitS;
+  double seconds = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(seconds) ||
+      seconds <= 0)
+    fail("--wait: '" + text + "' is not a number of seconds greater than 0");
+  return seconds;
+}
+
+// The store's argument for set: the assignment validated and normalised to key=value, so
+// the trainer reads back exactly the number that was checked here.
+std::string set_argument(const std::string& assignment) {
+  const Setting setting = parse_setting(assignment);
+  return fmt::format("{}={}", setting.key, setting.value);
+}
+
+store::Command find_command(store::Database& db, int64_t run_id, int64_t command_id) {
+  for (const auto& c : store::list_commands(db, run_id))
+    if (c.id == command_id) return c;
+  fail(fmt::format("command {} is gone from the store (was its run removed?)", command_id));
+}
+
+// Polls until the command is decided; returns the exit code.
+int wait_for(store::Database& db, int64_t run_id, int64_t command_id, double timeout_s) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    // The run is read before the command: a run that had already ended by then, with the
+    // command still pending, can never apply it.
+    const store::RunRecord run = store::get_run(db, run_id);
+    const store::Command command = find_command(db, run_id, command_id);
+    if (command.status == store::CommandStatus::Applied) {
+      fmt::print("applied at step {}\n", command.applied_step.value_or(-1));
+      return 0;
+    }
+    if (command.status == store::CommandStatus::Rejected) {
+      fmt::print("rejected: {}\n", command.reason.empty() ? "(no reason given)" : command.reason);
+      return kExitRejected;
+    }
+    if (!is_live(run.status)) {
+      fmt::print(stderr, "kiln: run {} is {}; command {} was never applied\n", run.id,
+                 store::to_string(run.status), command_id);
+      return kExitNotApplied;
+    }
+    if (Clock::now() >= deadline) {
+      fmt::print(stderr,
+                 "kiln: command {} still pending after {} s; it stays queued for the run's next "
+                 "step boundary\n",
+                 command_id, timeout_s);
+      return kExitNotApplied;
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+void steer(store::CommandAction action, const SteerOptions& options) {
+  const std::string argument =
+      action == store::CommandAction::Set ? set_argument(options.assignment) : "";
+  const double timeout_s = wait_seconds(options.wait_text);
+  const auto db = open_store_for_writing(options.store);
+  const int64_t run_id = store::resolve_run(*db, options.run);
+  const int64_t command_id = store::insert_command(*db, run_id, action, argument);
+  const store::RunRecord run = store::get_run(*db, run_id);
+  fmt::print("queued {}{} for run {} ({}) as command {}; it applies at the next step boundary\n",
+             store::to_string(action), argument.empty() ? "" : " " + argument, run.id, run.name,
+             command_id);
+  std::fflush(stdout);
+  if (!options.wait) return;
+  const int code = wait_for(*db, run_id, command_id, timeout_s);
+  if (code != 0) throw CLI::RuntimeError(code);
+}
+
+void add_steer_command(CLI::App& runs, store::CommandAction action, const std::string& help) {
+  auto options = std::make_shared<SteerOptions>();
+  CLI::App* cmd = runs.add_subcommand(std::string(store::to_string(action)), help);
+  cmd->add_option("run", options->run, "Run id, name, or unambiguous name prefix")->required();
+  if (action == store::CommandAction::Set)
+    cmd->add_option("setting", options->assignment, "key=value; the keys: " + hot_settings())
+        ->required();
+  add_store_option(cmd, options->store);
+  CLI::Option* wait =
+      cmd->add_option("--wait", options->wait_text,
+                      "Wait until the run applies or rejects the command (at most SECONDS, "
+                      "default 30); exit 0 applied, 1 rejected, 2 not applied in time")
+          ->expected(0, 1)
+          ->type_name("[SECONDS]");
+  cmd->callback([options, action, wait] {
+    options->wait = wait->count() > 0;
+    steer(action, *options);
+  });
+}
+
+}  // namespace
+
+void add_runs_steer_commands(CLI::App& runs) {
+  using A = store::CommandAction;
+  add_steer_command(runs, A::Pause, "Pause a live run at its next step boundary");
+  add_steer_command(runs, A::Resume, "Resume a paused run");
+  add_steer_command(runs, A::Stop, "Stop a live run at its next step boundary (it ends as stopped)");
+  add_steer_command(runs, A::Checkpoint, "Save a checkpoint of a live run at its next step boundary");
+  add_steer_command(runs, A::Set,
+                    "Change a setting of a live run at its next step boundary, e.g. train.lr=3e-4");
+}
+
+}  // namespace kiln

@@ -1,0 +1,33 @@
+#include "tests/corpus_fixture.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/run_command.h"
+
+namespace kiln::test {
+
+std::string prepare_corpus(const std::string& dir) {
+  const std::string text = dir + "/corpus.txt";
+  std::ofstream out(text);
+  for (int d = 0; d < 200; ++d)
+    out << "Document " << d << ": the quick brown fox jumps over the lazy dog.\n\n";
+  out.close();
+  const CommandResult r = run_command(std::string(KILN_BINARY) + " data prepare --input " + text +
+                                      " --tokenizer byte --document-boundary blank-line"
+                                      " --append-eod --output " + dir + "/corpus");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return dir + "/corpus";
+}
+
+std::string small_run(const std::string& prefix) {
+  return " --set 'data.paths=[\"" + prefix + "\"]' --set model.n_layer=1"
+         " --set model.d_model=32 --set model.n_head=2 --set model.seq_len=16"
+         " --set train.global_batch=4 --set train.micro_batch=2 --set train.steps=6"
+         " --set train.warmup=2 --set train.log_interval=2 --set train.eval_interval=3"
+         " --set train.eval_iters=2 --set data.split=90,10,0 --set train.sample_tokens=20"
+         " --set train.sample_prompt=Doc";
+}
+
+}  // namespace kiln::test

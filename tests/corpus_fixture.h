@@ -1,0 +1,16 @@
+// A small corpus for end-to-end training tests, and the small run that trains on it.
+#pragma once
+
+#include <string>
+
+namespace kiln::test {
+
+// Writes 200 short documents under dir and prepares them with kiln data prepare; returns
+// the dataset prefix.
+std::string prepare_corpus(const std::string& dir);
+
+// --set overrides for a 1-layer model that trains 6 steps on the corpus in well under a
+// second: logs every 2 steps, validates at steps 3 and 6, samples 20 tokens at the end.
+std::string small_run(const std::string& prefix);
+
+}  // namespace kiln::test

@@ -1,0 +1,299 @@
+// End-to-end: kiln train records its run in the store, and a live run obeys the commands
+// of `kiln runs` from another process; kill -9 leaves a store that opens and reads.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "kernels/check.h"
+#include "store/commands.h"
+#include "store/metric_queries.h"
+#include "store/run_queries.h"
+#include "store/schema.h"
+#include "tests/corpus_fixture.h"
+#include "tests/run_command.h"
+
+namespace kiln::test {
+namespace {
+
+using namespace std::chrono_literals;
+using store::Access;
+
+const std::string kiln = KILN_BINARY;
+
+std::vector<store::MetricRow> metrics_of(store::Database& db, int64_t run) {
+  std::vector<store::MetricRow> rows;
+  store::for_each_metric(db, run, [&](const store::MetricRow& r) { rows.push_back(r); });
+  return rows;
+}
+
+std::optional<int64_t> last_step(const std::string& store_path, const std::string& run) {
+  try {
+    auto db = store::open_store(store_path, Access::ReadOnly);
+    return store::get_run(*db, store::resolve_run(*db, run)).last_step;
+  } catch (const Error&) {
+    return std::nullopt;  // not created yet
+  }
+}
+
+// Polls until the run has logged a step after `after`; the step, or nullopt after 30 s.
+std::optional<int64_t> wait_for_step_after(const std::string& store_path, const std::string& run,
+                                           int64_t after) {
+  for (int i = 0; i < 300; ++i) {
+    if (const auto step = last_step(store_path, run); step && *step > after) return step;
+    std::this_thread::sleep_for(100ms);
+  }
+  return std::nullopt;
+}
+
+// CPU seconds the process has used (user + system), from /proc/PID/stat.
+double cpu_seconds(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(field);
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+TEST(TrainStore, RecordsEveryLoggedStepValidationAndTheEnd) {
+  const std::string dir = fresh_dir("train_store_record");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
+  const CommandResult r =
+      run_command(kiln + " train --store " + path + " --name first --tag smoke" + small_run(prefix));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("kiln: recording run 1 'first' in " + path), std::string::npos)
+      << r.output;
+
+  auto db = store::open_store(path, Access::ReadOnly);
+  const int64_t id = store::resolve_run(*db, "first");
+  const store::RunRecord run = store::get_run(*db, id);
+  EXPECT_EQ(run.status, store::RunStatus::Completed);
+  EXPECT_EQ(run.tags, std::vector<std::string>{"smoke"});
+  EXPECT_EQ(run.backend, "cpu");
+  EXPECT_EQ(run.layout, "tp1.pp1.dp1");
+  EXPECT_FALSE(run.host.empty());
+  EXPECT_NE(run.device.find("threads"), std::string::npos) << run.device;
+  EXPECT_NE(run.command_line.find("train --store " + path + " --name first"), std::string::npos)
+      << run.command_line;
+  EXPECT_TRUE(run.ended_at.has_value());
+  EXPECT_EQ(nlohmann::json::parse(run.config_json)["train"]["steps"], 6);
+
+  // Logged every 2 steps of 4 sequences of 16 tokens.
+  const std::vector<store::MetricRow> rows = metrics_of(*db, id);
+  ASSERT_EQ(rows.size(), 3u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const store::MetricRow& m = rows[i];
+    EXPECT_EQ(m.step, 2 * static_cast<int64_t>(i + 1));
+    EXPECT_EQ(m.rank, 0);
+    EXPECT_EQ(m.tokens, m.step * 64);
+    EXPECT_GT(m.loss, 1.0);
+    EXPECT_LT(m.loss, 6.0);
+    EXPECT_GT(m.lr, 0);
+    EXPECT_GT(m.grad_norm, 0);
+    EXPECT_GT(m.tokens_per_s, 0);
+    EXPECT_GT(m.tflops, 0);
+    EXPECT_TRUE(std::isnan(m.mfu)) << "no MFU without a known peak";
+    EXPECT_GT(m.fwd_ms, 0);
+    EXPECT_GT(m.bwd_ms, 0);
+    EXPECT_GE(m.opt_ms, 0);
+    EXPECT_GE(m.data_ms, 0);
+    EXPECT_EQ(m.comm_ms, 0);
+    ASSERT_TRUE(m.mem_used && m.mem_peak);
+    EXPECT_GT(*m.mem_used, 1 << 20);
+    EXPECT_GE(*m.mem_peak, *m.mem_used);
+    EXPECT_EQ(m.skipped_steps, 0);
+  }
+  // The stored loss is the one the console printed for the step.
+  char printed[32];
+  std::snprintf(printed, sizeof printed, "step 6/6 | loss %.4f", rows.back().loss);
+  EXPECT_NE(r.output.find(printed), std::string::npos) << r.output;
+  // Warm-up to step 2, then cosine: the stored lr is the schedule's.
+  EXPECT_DOUBLE_EQ(rows[0].lr, nlohmann::json::parse(run.config_json)["train"]["lr"].get<double>());
+
+  const std::vector<store::ValidRow> valid = store::list_valid(*db, id);
+  ASSERT_EQ(valid.size(), 2u);
+  EXPECT_EQ(valid[0].step, 3);
+  EXPECT_EQ(valid[1].step, 6);
+  EXPECT_GT(valid[1].loss, 0);
+
+  const std::vector<store::Event> events = store::list_events(*db, id);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.front().kind, "start");
+  EXPECT_EQ(events.back().kind, "end");
+  EXPECT_EQ(events.back().message, "completed");
+
+  const std::vector<store::SystemRow> system = store::list_system(*db, id);
+  ASSERT_GE(system.size(), 1u);
+  ASSERT_TRUE(system[0].rss_bytes.has_value());
+  EXPECT_GT(*system[0].rss_bytes, 1 << 20);
+  EXPECT_GE(system[0].cpu_percent, 0);
+  EXPECT_TRUE(std::isnan(system[0].gpu_util));
+}
+
+TEST(TrainStore, DefaultNamesAreUniqueAndATakenNameIsRefused) {
+  const std::string dir = fresh_dir("train_store_names");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/env.db";
+  const std::string train = "KILN_STORE=" + path + " " + kiln + " train" + small_run(prefix);
+  ASSERT_EQ(run_command(train).exit_code, 0);
+  ASSERT_EQ(run_command(train).exit_code, 0);
+  {
+    auto db = store::open_store(path, Access::ReadOnly);
+    const auto runs = store::list_runs(*db);
+    ASSERT_EQ(runs.size(), 2u);
+    EXPECT_NE(runs[0].name, runs[1].name);
+    for (const auto& run : runs) EXPECT_EQ(run.name.rfind("tiny-", 0), 0u) << run.name;
+  }
+  const std::string taken = store::list_runs(*store::open_store(path, Access::ReadOnly))[0].name;
+  const CommandResult r = run_command(train + " --name " + taken);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("a run named '" + taken + "' already exists"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("step 1"), std::string::npos) << "refused before training";
+  EXPECT_EQ(store::list_runs(*store::open_store(path, Access::ReadOnly)).size(), 2u);
+}
+
+TEST(TrainStore, TheDefaultStoreIsInTheWorkingFolderAndNoStoreWritesNone) {
+  const std::string dir = fresh_dir("train_store_default");
+  const std::string prefix = prepare_corpus(dir);
+  const std::string train = "cd " + dir + " && env -u KILN_STORE " + kiln + " train" + small_run(prefix);
+  ASSERT_EQ(run_command(train + " --no-store").exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/kiln-runs.db"));
+  ASSERT_EQ(run_command(train).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/kiln-runs.db"));
+  const CommandResult both = run_command(train + " --no-store --store x.db");
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.output.find("excludes"), std::string::npos) << both.output;
+}
+
+TEST(TrainStore, AFileThatIsNoStoreIsRefusedBeforeTrainingAndLeftAlone) {
+  const std::string dir = fresh_dir("train_store_bad");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/notes.txt";
+  std::ofstream(path) << "my notes, not a database\n";
+  const CommandResult r = run_command(kiln + " train --store " + path + small_run(prefix));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("kiln: error: store: "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step 1"), std::string::npos) << r.output;
+  EXPECT_EQ(read_text(path), "my notes, not a database\n");
+}
+
+TEST(TrainStore, ADivergingRunIsRecordedAsFailedWithTheReason) {
+  const std::string dir = fresh_dir("train_store_nan");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
+  const CommandResult r =
+      run_command(kiln + " train --store " + path + " --name boom" + small_run(prefix) +
+                  " --set train.lr=1e30 --set train.clip_grad=0 --set train.warmup=0"
+                  " --set train.steps=50 --set train.log_interval=1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  auto db = store::open_store(path, Access::ReadOnly);
+  const store::RunRecord run = store::get_run(*db, store::resolve_run(*db, "boom"));
+  EXPECT_EQ(run.status, store::RunStatus::Failed);
+  EXPECT_NE(run.error.find("loss is nan at step"), std::string::npos) << run.error;
+  std::set<std::string> kinds;
+  for (const auto& e : store::list_events(*db, run.id)) kinds.insert(e.kind);
+  EXPECT_TRUE(kinds.count("nan")) << "a nan event";
+  EXPECT_TRUE(kinds.count("end"));
+}
+
+// Pause, change the learning rate while paused, resume, stop: each from a second process
+// with `kiln runs ... --wait`, each applied at a step boundary and recorded.
+TEST(TrainStore, ALiveRunPausesResumesTakesANewLearningRateAndStops) {
+  const std::string dir = fresh_dir("train_store_steer");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db", log = dir + "/train.log";
+  const int pid = start_background(
+      kiln + " train --store " + path + " --name live" + small_run(prefix) +
+          " --set train.steps=1000000 --set train.log_interval=1 --set train.eval_interval=0"
+          " --set train.decay=constant --set train.warmup=0 --set train.lr=0.001",
+      log);
+  ASSERT_TRUE(wait_for_step_after(path, "live", 2)) << read_text(log);
+
+  const CommandResult pause = run_command(kiln + " runs pause live --store " + path + " --wait 30");
+  ASSERT_EQ(pause.exit_code, 0) << pause.output << read_text(log);
+  const int64_t paused_at = *last_step(path, "live");
+  {
+    auto db = store::open_store(path, Access::ReadOnly);
+    EXPECT_EQ(store::get_run(*db, store::resolve_run(*db, "live")).status, store::RunStatus::Paused);
+  }
+  // Held at the boundary, and idle: no steps, and almost no CPU, over a second.
+  const double cpu_before = cpu_seconds(pid);
+  std::this_thread::sleep_for(1s);
+  EXPECT_LT(cpu_seconds(pid) - cpu_before, 0.15);
+  EXPECT_EQ(*last_step(path, "live"), paused_at);
+
+  const CommandResult set =
+      run_command(kiln + " runs set live train.lr_scale=0.5 --store " + path + " --wait 30");
+  ASSERT_EQ(set.exit_code, 0) << set.output;
+  const CommandResult resume = run_command(kiln + " runs resume live --store " + path + " --wait 30");
+  ASSERT_EQ(resume.exit_code, 0) << resume.output;
+  ASSERT_TRUE(wait_for_step_after(path, "live", paused_at + 3)) << read_text(log);
+
+  const CommandResult stop = run_command(kiln + " runs stop live --store " + path + " --wait 30");
+  ASSERT_EQ(stop.exit_code, 0) << stop.output;
+  EXPECT_EQ(wait_exit(pid), 0) << read_text(log);
+  const std::string output = read_text(log);
+  EXPECT_NE(output.find("kiln: paused after step " + std::to_string(paused_at)), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("kiln: stopped by command after step"), std::string::npos) << output;
+
+  auto db = store::open_store(path, Access::ReadOnly);
+  const int64_t id = store::resolve_run(*db, "live");
+  const store::RunRecord run = store::get_run(*db, id);
+  EXPECT_EQ(run.status, store::RunStatus::Stopped);
+  // Every step logged once, in order, and training went on from the step it paused at; the
+  // steps after the resume ran at half the learning rate.
+  const std::vector<store::MetricRow> rows = metrics_of(*db, id);
+  ASSERT_GT(rows.size(), static_cast<size_t>(paused_at + 2));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].step, static_cast<int64_t>(i + 1));
+    EXPECT_DOUBLE_EQ(rows[i].lr, rows[i].step <= paused_at ? 0.001 : 0.0005) << rows[i].step;
+  }
+  const std::vector<store::Command> commands = store::list_commands(*db, id);
+  ASSERT_EQ(commands.size(), 4u);
+  for (const store::Command& c : commands) EXPECT_EQ(c.status, store::CommandStatus::Applied);
+  EXPECT_EQ(commands[0].applied_step, paused_at);
+  EXPECT_EQ(commands[1].applied_step, paused_at) << "set while paused";
+  EXPECT_EQ(commands[2].applied_step, paused_at) << "resumed at the step it paused at";
+  EXPECT_EQ(commands[3].applied_step, rows.back().step) << "the last step is logged";
+}
+
+// kill -9 at different moments: the store opens, passes SQLite's integrity check, holds
+// every step up to the last commit without gaps, and the run reads as lost once its
+// heartbeat is stale.
+TEST(TrainStore, KillNineLeavesAReadableStoreAndTheRunReadsAsLost) {
+  const std::string dir = fresh_dir("train_store_kill");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
+  for (int round = 0; round < 3; ++round) {
+    const std::string name = "killed-" + std::to_string(round), log = dir + "/" + name + ".log";
+    const int pid = start_background(kiln + " train --store " + path + " --name " + name +
+                                         small_run(prefix) +
+                                         " --set train.steps=1000000 --set train.log_interval=1",
+                                     log);
+    ASSERT_TRUE(wait_for_step_after(path, name, 2 + 7 * round)) << read_text(log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(37 * round));
+    kill(pid, SIGKILL);
+    EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
+
+    auto db = store::open_store(path, Access::ReadOnly);
+    EXPECT_EQ(db->query_text("PRAGMA integrity_check"), "ok");
+    const int64_t id = store::resolve_run(*db, name);
+    const std::vector<store::MetricRow> rows = metrics_of(*db, id);
+    ASSERT_GE(rows.size(), static_cast<size_t>(3 + 7 * round));
+    for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].step, static_cast<int64_t>(i + 1));
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(store::get_run(*db, id, /*stale_after_s=*/0.2).status, store::RunStatus::Lost);
+    EXPECT_EQ(store::get_run(*db, id).status, store::RunStatus::Running) << "fresh heartbeat";
+  }
+}
+
+}  // namespace
+}  // namespace kiln::test

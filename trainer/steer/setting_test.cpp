@@ -1,0 +1,44 @@
+#include "trainer/steer/setting.h"
+
+#include <gtest/gtest.h>
+
+#include "kernels/check.h"
+
+namespace kiln {
+namespace {
+
+std::string error_of(std::string_view assignment) {
+  try {
+    parse_setting(assignment);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Setting, ParsesEveryHotKey) {
+  EXPECT_EQ(parse_setting("train.lr=3e-4").key, "train.lr");
+  EXPECT_DOUBLE_EQ(parse_setting("train.lr=3e-4").value, 3e-4);
+  EXPECT_DOUBLE_EQ(parse_setting("train.lr_scale=0.5").value, 0.5);
+  EXPECT_DOUBLE_EQ(parse_setting(" train.log_interval = 5 ").value, 5);
+  EXPECT_DOUBLE_EQ(parse_setting("train.eval_interval=0").value, 0);
+}
+
+TEST(Setting, RefusesWhatCannotChangeWithTheReason) {
+  EXPECT_EQ(error_of("model.n_layer=4"),
+            "model.n_layer cannot change during a run; the keys that can are train.lr, "
+            "train.lr_scale, train.log_interval, train.eval_interval");
+  EXPECT_EQ(error_of("train.lr"), "setting 'train.lr' is not key=value (keys: train.lr, "
+                                  "train.lr_scale, train.log_interval, train.eval_interval)");
+  EXPECT_EQ(error_of("train.lr=fast"), "train.lr: 'fast' is not a number");
+  EXPECT_EQ(error_of("train.lr=1e-3x"), "train.lr: '1e-3x' is not a number");
+  EXPECT_EQ(error_of("train.lr=nan"), "train.lr: 'nan' is not a number");
+  EXPECT_EQ(error_of("train.lr_scale=0"), "train.lr_scale: must be greater than 0, got 0");
+  EXPECT_EQ(error_of("train.log_interval=0"),
+            "train.log_interval: must be a whole number of steps of at least 1, got 0");
+  EXPECT_EQ(error_of("train.eval_interval=2.5"),
+            "train.eval_interval: must be a whole number of steps, got 2.5");
+}
+
+}  // namespace
+}  // namespace kiln

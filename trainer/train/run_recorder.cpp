@@ -1,0 +1,95 @@
+#include "trainer/train/run_recorder.h"
+
+#include <ctime>
+#include <filesystem>
+#include <string_view>
+
+#include "kernels/check.h"
+
+namespace kiln {
+namespace {
+
+// System rows are slower-moving than step rows; one every few seconds draws the curve.
+constexpr auto kSystemSampleEvery = std::chrono::seconds(5);
+
+int64_t create_run(store::RunWriter& writer, const RecordOptions& options, store::RunInfo& info) {
+  info.name = options.name;
+  for (int attempt = 2;; ++attempt) {
+    try {
+      return writer.create_run(info);
+    } catch (const Error& e) {
+      // Two default-named runs started in the same second: number the later one.
+      const bool taken = std::string_view(e.what()).find("already exists") != std::string_view::npos;
+      if (options.name_given || !taken || attempt > 100) throw;
+      info.name = options.name + "-" + std::to_string(attempt);
+    }
+  }
+}
+
+}  // namespace
+
+RunRecorder::RunRecorder(const RecordOptions& options, store::RunInfo info, SystemProbe& probe)
+    : writer_(options.store_path), probe_(probe), path_(options.store_path) {
+  info.command_line = options.command_line;
+  info.tags = options.tags;
+  run_id_ = create_run(writer_, options, info);
+  name_ = info.name;
+  next_system_sample_ = std::chrono::steady_clock::now();
+}
+
+void RunRecorder::log_step(store::MetricRow row) {
+  const MemoryReading memory = probe_.memory();
+  row.mem_used = memory.used;
+  row.mem_peak = memory.peak;
+  writer_.log_metrics({row});
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= next_system_sample_) {
+    writer_.log_system({probe_.sample(row.rank)});
+    next_system_sample_ = now + kSystemSampleEvery;
+  }
+}
+
+void RunRecorder::log_valid(int64_t step, double loss) {
+  store::ValidRow row;
+  row.step = step;
+  row.loss = loss;
+  writer_.log_valid(row);
+}
+
+void RunRecorder::log_event(std::string_view kind, std::string message, int64_t step) {
+  writer_.log_event(kind, std::move(message), step);
+}
+
+void RunRecorder::record(const SteeringDecision& decision, int64_t step) {
+  for (const CommandOutcome& o : decision.outcomes)
+    writer_.mark_command(o.command_id,
+                         o.applied ? store::CommandStatus::Applied : store::CommandStatus::Rejected,
+                         step, o.reason);
+}
+
+void RunRecorder::set_paused(bool paused) {
+  writer_.set_status(paused ? store::RunStatus::Paused : store::RunStatus::Running);
+}
+
+std::string RunRecorder::finish(store::RunStatus status, const std::string& error) {
+  try {
+    writer_.finish(status, error);
+    writer_.flush();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+std::string default_run_name(const std::string& config_path) {
+  const std::string stem =
+      config_path.empty() ? "tiny" : std::filesystem::path(config_path).stem().string();
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  return stem + "-" + stamp;
+}
+
+}  // namespace kiln

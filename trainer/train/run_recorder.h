@@ -1,0 +1,68 @@
+// The trainer's side of the run store: rank 0 records its run through one RunRecorder.
+//
+// It opens the store and creates the run (so a store it cannot write fails before step 1),
+// hands each logged step's rows to the store's writer thread (the training thread never
+// waits for the disk), adds a system row at most every few seconds, reads the commands
+// that steer the run and records what became of them, and ends the run with its status.
+// With several ranks, rank 0 gathers every rank's row over the communicator and records
+// them together; with one rank its own row is the interval's only row.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store/run_writer.h"
+#include "store/types.h"
+#include "trainer/steer/steering.h"
+#include "trainer/telemetry/system_probe.h"
+
+namespace kiln {
+
+struct RecordOptions {
+  std::string store_path;  // the store file; empty: the run is not recorded
+  std::string name;        // the run's name; taken, it is an error
+  bool name_given = true;  // false: a default name, which gets "-2", "-3", ... when taken
+  std::string command_line;
+  std::vector<std::string> tags;
+};
+
+class RunRecorder {
+ public:
+  // Creates the run as `running`. Throws kiln::Error (store: ...) when the store cannot be
+  // opened for writing or the name is taken.
+  RunRecorder(const RecordOptions& options, store::RunInfo info, SystemProbe& probe);
+
+  const std::string& name() const { return name_; }
+  int64_t run_id() const { return run_id_; }
+  const std::string& path() const { return path_; }
+
+  // One logged step of this rank; the memory columns are filled here.
+  void log_step(store::MetricRow row);
+  void log_valid(int64_t step, double loss);
+  void log_event(std::string_view kind, std::string message, int64_t step);
+
+  std::vector<store::Command> pending_commands() { return writer_.pending_commands(); }
+  // Marks each command of the decision applied or rejected at `step`.
+  void record(const SteeringDecision& decision, int64_t step);
+  void set_paused(bool paused);
+
+  // Ends the run and waits for the disk. Returns the store's failure, if any, instead of
+  // throwing: the training is over either way, and the caller reports it.
+  std::string finish(store::RunStatus status, const std::string& error = {});
+
+ private:
+  store::RunWriter writer_;
+  SystemProbe& probe_;
+  std::string path_;
+  std::string name_;
+  int64_t run_id_ = 0;
+  std::chrono::steady_clock::time_point next_system_sample_;
+};
+
+// The name a run gets without --name: the config's file name (or "tiny" for the embedded
+// config) and the local start time, e.g. "gpt2-124m-20261122-141503".
+std::string default_run_name(const std::string& config_path);
+
+}  // namespace kiln
