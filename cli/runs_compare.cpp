@@ -10,7 +10,7 @@
 
 #include "cli/runs_command.h"
 #include "cli/runs_format.h"
-#include "cli/runs_json.h"
+#include "store/json_rows.h"
 #include "cli/runs_store.h"
 #include "kernels/check.h"
 #include "store/config_diff.h"
@@ -19,6 +19,8 @@
 
 namespace kiln {
 namespace {
+
+using store::json_number;
 
 using nlohmann::json;
 

@@ -10,7 +10,7 @@
 #include "cli/run_figures.h"
 #include "cli/runs_command.h"
 #include "cli/runs_format.h"
-#include "cli/runs_json.h"
+#include "store/json_rows.h"
 #include "cli/runs_store.h"
 #include "kernels/check.h"
 #include "store/metric_queries.h"
@@ -18,6 +18,8 @@
 
 namespace kiln {
 namespace {
+
+using store::json_number;
 
 constexpr size_t kDeviceWidth = 28;  // a GPU's full name fits; a CPU's long one is cut
 

@@ -12,7 +12,7 @@
 #include "cli/run_figures.h"
 #include "cli/runs_command.h"
 #include "cli/runs_format.h"
-#include "cli/runs_json.h"
+#include "store/json_rows.h"
 #include "cli/runs_store.h"
 #include "kernels/check.h"
 #include "store/run_queries.h"
@@ -20,6 +20,8 @@
 
 namespace kiln {
 namespace {
+
+using store::json_number;
 
 struct ShowOptions {
   std::string store;
@@ -149,18 +151,14 @@ void print_commands(const std::vector<store::Command>& commands) {
 void print_json(const store::RunDetails& d) {
   using nlohmann::json;
   json out = to_json(d.run);
-  json config = json::parse(d.run.config_json, nullptr, /*allow_exceptions=*/false);
-  out["config"] = config.is_discarded() ? json(d.run.config_json) : std::move(config);
+  out["config"] = store::config_json(d.run);
   const auto rows = [](const auto& items) {
     json array = json::array();
     for (const auto& item : items) array.push_back(to_json(item));
     return array;
   };
   out["latest_metrics"] = rows(d.latest);
-  out["latest_valid"] = d.latest_valid ? json{{"step", d.latest_valid->step},
-                                              {"time", json_number(d.latest_valid->time)},
-                                              {"loss", json_number(d.latest_valid->loss)}}
-                                       : json();
+  out["latest_valid"] = d.latest_valid ? to_json(*d.latest_valid) : json();
   out["events"] = rows(d.events);
   out["checkpoints"] = rows(d.checkpoints);
   out["commands"] = rows(d.commands);

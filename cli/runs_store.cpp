@@ -35,9 +35,7 @@ std::unique_ptr<store::Database> open_store_for_reading(const std::string& flag)
 }
 
 std::unique_ptr<store::Database> open_store_for_writing(const std::string& flag) {
-  const std::string path = existing_store(flag);
-  store::open_store(path, store::Access::ReadOnly);
-  return store::open_store(path, store::Access::ReadWrite);
+  return store::open_store(existing_store(flag), store::Access::ReadWrite);
 }
 
 }  // namespace kiln

@@ -15,9 +15,8 @@ void add_store_option(CLI::App* command, std::string& flag);
 // Opens an existing store read-only. A missing file is one clear error; nothing is created.
 std::unique_ptr<store::Database> open_store_for_reading(const std::string& flag);
 
-// Opens an existing store for an edit. It is checked read-only first, so a missing file is
-// never created and a file that is not a kiln store is refused before a writable connection
-// could touch it (opening for writing switches a SQLite file to WAL mode).
+// Opens an existing store for an edit. A missing file is never created, and a file that is
+// not a kiln store is refused before anything in it changes (store::open_store).
 std::unique_ptr<store::Database> open_store_for_writing(const std::string& flag);
 
 }  // namespace kiln

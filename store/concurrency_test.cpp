@@ -35,13 +35,16 @@ TEST_F(ConcurrencyTest, ReadersSeeWholeIntervalsWhileTheWriterCommits) {
     std::lock_guard lock(failure_mutex);
     if (failure.empty()) failure = what;
   };
-  auto reader = [&](bool downsample) {
+  // Every row, buckets of rows (100 points), and buckets of whole blocks (10 points), which
+  // read blocks, rows and the step range in separate statements of one snapshot.
+  auto reader = [&](size_t max_points) {
+    const bool downsample = max_points > 0;
     try {
       auto db = open_store(path(), Access::ReadOnly);
       size_t seen = 0;
       while (!done.load()) {
         SeriesQuery q;
-        q.max_points = downsample ? 100 : 0;
+        q.max_points = max_points;
         const auto series = metric_series(*db, run, q);
         const size_t n = series.empty() ? 0 : series[0].points.size();
         if (!series.empty() && series.size() != kRanks) report("a partial interval: ranks");
@@ -62,7 +65,7 @@ TEST_F(ConcurrencyTest, ReadersSeeWholeIntervalsWhileTheWriterCommits) {
       report(std::string("reader failed: ") + e.what());
     }
   };
-  std::thread a(reader, false), b(reader, true);
+  std::thread a(reader, 0), b(reader, 100), c(reader, 10);
   for (int64_t step = 0; step < kSteps; ++step) {
     writer.log_metrics(interval(step, kRanks));
     if (step % 25 == 0) writer.flush();  // commit in many small transactions
@@ -71,6 +74,7 @@ TEST_F(ConcurrencyTest, ReadersSeeWholeIntervalsWhileTheWriterCommits) {
   done = true;
   a.join();
   b.join();
+  c.join();
   EXPECT_EQ(failure, "");
   EXPECT_GT(reads.load(), 10);
   auto db = open_store(path(), Access::ReadOnly);

@@ -16,6 +16,7 @@ std::vector<ConfigDifference> config_diff(const std::vector<std::string>& config
       fail("store: config " + std::to_string(i + 1) + " of the comparison is not valid JSON");
     const auto flat = json.flatten();  // items() refers into it: keep it alive
     for (const auto& [pointer, value] : flat.items()) {
+      if (pointer.empty()) continue;  // an empty config flattens to one root null: no keys
       // "/train/lr" -> "train.lr" ("~1" and "~0" are a pointer's escapes for '/' and '~').
       std::string key;
       for (size_t k = 1; k < pointer.size(); ++k) {

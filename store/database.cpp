@@ -84,6 +84,12 @@ Statement& Statement::bind(int index, std::string_view value) {
   return *this;
 }
 
+Statement& Statement::bind(int index, std::span<const std::byte> value) {
+  const int rc = sqlite3_bind_blob64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT);
+  if (rc != SQLITE_OK) db_.raise(rc);
+  return *this;
+}
+
 Statement& Statement::bind(int index, std::nullopt_t) {
   const int rc = sqlite3_bind_null(stmt_, index);
   if (rc != SQLITE_OK) db_.raise(rc);
@@ -137,6 +143,13 @@ std::optional<double> Statement::opt_real(int column) const {
   return sqlite3_column_double(stmt_, column);
 }
 
+std::span<const std::byte> Statement::blob(int column) const {
+  // The pointer, then the size: SQLite's documented safe order.
+  const auto* data = static_cast<const std::byte*>(sqlite3_column_blob(stmt_, column));
+  const auto size = static_cast<size_t>(sqlite3_column_bytes(stmt_, column));
+  return {data, data ? size : 0};
+}
+
 // ---- Database ----
 
 Database::Database(std::string path, Access access, int busy_timeout_ms)
@@ -177,17 +190,18 @@ Database::Database(std::string path, Access access, int busy_timeout_ms)
   // Foreign keys are off by default in SQLite, per connection: removing a run must cascade.
   exec("PRAGMA foreign_keys = ON");
   exec("PRAGMA mmap_size = 1073741824");
-  if (access == Access::ReadWrite) {
-    // WAL: readers never block the writer and the writer never blocks readers, and a commit
-    // is one append to the -wal file. The mode is stored in the file, so set it only once.
-    if (query_text("PRAGMA journal_mode") != "wal" &&
-        query_text("PRAGMA journal_mode = WAL") != "wal")
-      fail("store: " + path_ + ": cannot switch to WAL mode (is it on a network filesystem?)");
-    // NORMAL in WAL mode: a commit survives a crash of the process (kill -9) and the file is
-    // never corrupted; only a power loss or OS crash may roll back the last commits. FULL
-    // would add an fsync to every log interval.
-    exec("PRAGMA synchronous = NORMAL");
-  }
+  // NORMAL in WAL mode: a commit survives a crash of the process (kill -9) and the file is
+  // never corrupted; only a power loss or OS crash may roll back the last commits. FULL
+  // would add an fsync to every log interval. (A per-connection setting: it writes nothing.)
+  if (access == Access::ReadWrite) exec("PRAGMA synchronous = NORMAL");
+}
+
+void Database::use_wal() {
+  // WAL: readers never block the writer and the writer never blocks readers, and a commit
+  // is one append to the -wal file. The mode is stored in the file, so set it only once.
+  if (query_text("PRAGMA journal_mode") != "wal" &&
+      query_text("PRAGMA journal_mode = WAL") != "wal")
+    fail("store: " + path_ + ": cannot switch to WAL mode (is it on a network filesystem?)");
 }
 
 Database::~Database() { close(); }
@@ -259,6 +273,22 @@ Transaction::~Transaction() {
 void Transaction::commit() {
   db_.exec("COMMIT");
   open_ = false;
+}
+
+// ---- ReadSnapshot ----
+
+ReadSnapshot::ReadSnapshot(Database& db) : db_(db) {
+  if (sqlite3_get_autocommit(db_.handle()) == 0) return;
+  db_.exec("BEGIN");
+  owned_ = true;
+}
+
+ReadSnapshot::~ReadSnapshot() {
+  if (!owned_) return;
+  // A read-only transaction has nothing to lose, but it must end: a connection left inside
+  // it would read this snapshot forever. ROLLBACK ends it even when COMMIT cannot.
+  if (sqlite3_exec(db_.handle(), "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
+    sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
 }
 
 }  // namespace kiln::store

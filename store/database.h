@@ -5,9 +5,11 @@
 // for). Every failure is a kiln::Error with a one-line "store: ..." message naming the file.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -39,6 +41,7 @@ class Statement {
     return bind(index, std::string_view(value));
   }
   Statement& bind(int index, const char* value) { return bind(index, std::string_view(value)); }
+  Statement& bind(int index, std::span<const std::byte> value);  // a BLOB
   Statement& bind(int index, std::nullopt_t);
   template <typename T>
   Statement& bind(int index, const std::optional<T>& value) {
@@ -65,6 +68,8 @@ class Statement {
   std::string text(int column) const;
   std::optional<int64_t> opt_int64(int column) const;
   std::optional<double> opt_real(int column) const;
+  // A BLOB's bytes, valid until the next step() or reset(): read without a copy.
+  std::span<const std::byte> blob(int column) const;
 
  private:
   Database& db_;
@@ -84,6 +89,11 @@ class Database {
   const std::string& path() const { return path_; }
   Access access() const { return access_; }
   sqlite3* handle() const { return db_; }
+
+  // Puts the file in WAL journal mode (stored in the file; a no-op when it is already). The
+  // store does this only once it knows the file is its own (open_store), so opening
+  // another program's SQLite file for writing changes nothing in it.
+  void use_wal();
 
   // Runs SQL text of one or more statements that return no rows.
   void exec(const std::string& sql);
@@ -126,6 +136,22 @@ class Transaction {
  private:
   Database& db_;
   bool open_ = true;
+};
+
+// A read that takes several statements and must see one state of the file (a series reads
+// its ranges, rollup blocks and rows in turn): a deferred transaction holds one WAL snapshot
+// until it ends, so a commit landing in between cannot show half of itself. Inside a caller's
+// transaction it adds nothing: that one already holds the snapshot.
+class ReadSnapshot {
+ public:
+  explicit ReadSnapshot(Database& db);
+  ~ReadSnapshot();
+  ReadSnapshot(const ReadSnapshot&) = delete;
+  ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+
+ private:
+  Database& db_;
+  bool owned_ = false;
 };
 
 }  // namespace kiln::store

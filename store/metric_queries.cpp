@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "store/error.h"
+#include "store/metric_blocks.h"
 #include "store/rows.h"
 #include "store/run_queries.h"
 
@@ -24,55 +26,38 @@ void check_key(const std::string& key) {
   fail("store: unknown metric '" + key + "' (valid: " + valid + ")");
 }
 
-// The present step range within [first, last], or nothing when no row is there. Two
-// index lookups: ORDER BY ... LIMIT 1 walks the primary key from either end.
-std::optional<std::pair<int64_t, int64_t>> step_range(Database& db, int64_t run_id,
-                                                      const SeriesQuery& q,
-                                                      const std::string& ranks) {
-  const std::string where =
-      " FROM metrics WHERE run_id = ? AND step BETWEEN ? AND ?" + ranks + " AND " + q.key +
-      " IS NOT NULL";
-  Statement& lo = db.cached("SELECT step" + where + " ORDER BY step LIMIT 1");
-  lo.bind_all(run_id, q.first_step, q.last_step);
-  if (!lo.step()) return std::nullopt;
-  const int64_t first = lo.int64(0);
-  lo.reset();
-  Statement& hi = db.cached("SELECT step" + where + " ORDER BY step DESC LIMIT 1");
-  hi.bind_all(run_id, q.first_step, q.last_step);
-  hi.step();
-  const int64_t last = hi.int64(0);
-  hi.reset();
-  return std::make_pair(first, last);
+// " AND rank IN (...)", or nothing for every rank. Ranks are integers: inlining them keeps
+// one cached statement per rank set.
+std::string rank_filter(const std::vector<int>& ranks) {
+  if (ranks.empty()) return {};
+  std::string sql = " AND rank IN (";
+  for (size_t i = 0; i < ranks.size(); ++i) sql += (i ? "," : "") + std::to_string(ranks[i]);
+  return sql + ")";
 }
 
-}  // namespace
+// The lowest step in [first, last] where one of the ranks has a value of the key: a walk
+// of the primary key (run_id, step, rank) from `first` that stops at the first match.
+std::optional<int64_t> first_step_with_value(Database& db, int64_t run_id,
+                                             const std::string& key, const std::string& ranks,
+                                             int64_t first, int64_t last) {
+  Statement& st = db.cached("SELECT step FROM metrics WHERE run_id = ? AND step BETWEEN ? AND ?" +
+                            ranks + " AND " + key + " IS NOT NULL ORDER BY step LIMIT 1");
+  st.bind_all(run_id, first, last);
+  std::optional<int64_t> step;
+  if (st.step()) step = st.int64(0);
+  st.reset();
+  return step;
+}
 
-std::span<const std::string_view> metric_keys() { return kKeys; }
-
-std::vector<RankSeries> metric_series(Database& db, int64_t run_id, const SeriesQuery& q) {
-  check_key(q.key);
-  get_run(db, run_id);  // an unknown run is an error, not an empty chart
-
-  // Ranks are integers: inlining them keeps one cached statement per rank set.
-  std::string ranks;
-  if (!q.ranks.empty()) {
-    ranks = " AND rank IN (";
-    for (size_t i = 0; i < q.ranks.size(); ++i)
-      ranks += (i ? "," : "") + std::to_string(q.ranks[i]);
-    ranks += ")";
-  }
-  const auto range = step_range(db, run_id, q, ranks);
-  if (!range) return {};
-  // Bucket width in steps: the range cut into at most max_points buckets.
-  const uint64_t span = static_cast<uint64_t>(range->second) - static_cast<uint64_t>(range->first);
-  const uint64_t width =
-      q.max_points == 0 || span < q.max_points ? 1 : span / q.max_points + 1;
-
+// The series from the rows in [first, last], in buckets of `width` steps from `first`.
+std::vector<RankSeries> series_from_rows(Database& db, int64_t run_id, const std::string& key,
+                                         const std::string& ranks, int64_t first, int64_t last,
+                                         uint64_t width) {
   // The primary key is (run_id, step, rank): this walks it in order, no sort.
-  Statement& st = db.cached("SELECT step, rank, time, " + q.key +
+  Statement& st = db.cached("SELECT step, rank, time, " + key +
                             " FROM metrics WHERE run_id = ? AND step BETWEEN ? AND ?" + ranks +
-                            " AND " + q.key + " IS NOT NULL ORDER BY step, rank");
-  st.bind_all(run_id, range->first, range->second);
+                            " AND " + key + " IS NOT NULL ORDER BY step, rank");
+  st.bind_all(run_id, first, last);
 
   struct Open {
     RankSeries series;
@@ -96,7 +81,7 @@ std::vector<RankSeries> metric_series(Database& db, int64_t run_id, const Series
     const double time = st.real(2);
     const double value = st.real(3);
     Open& o = slot(rank);
-    const uint64_t bucket = (static_cast<uint64_t>(step) - static_cast<uint64_t>(range->first)) / width;
+    const uint64_t bucket = (static_cast<uint64_t>(step) - static_cast<uint64_t>(first)) / width;
     if (o.has && bucket == o.bucket) {
       o.point.step = step;
       o.point.time = time;
@@ -124,6 +109,120 @@ std::vector<RankSeries> metric_series(Database& db, int64_t run_id, const Series
   for (auto& [rank, o] : sparse)
     if (rank >= 0) close(o);
   return result;
+}
+
+// One rank's aggregates of the key, per block with a value in the query's range, by block.
+struct RankBlocks {
+  int rank = 0;
+  std::vector<KeyBlock> blocks;
+};
+
+// Every wanted rank's blocks in the query's step range, ranks ascending, ranks without a
+// value left out. Whole blocks come from the rollup. A block the range cuts also counts rows
+// outside it, so the (at most two) cut blocks are aggregated from their rows in the range.
+std::vector<RankBlocks> blocks_in_range(Database& db, int64_t run_id, const SeriesQuery& q,
+                                        size_t key) {
+  std::vector<int> ranks = q.ranks.empty() ? block_ranks(db, run_id) : q.ranks;
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+
+  const int64_t head = block_of(q.first_step), tail = block_of(q.last_step);
+  const bool cut_head = q.first_step > first_step_of(head);
+  // One block cut at both ends is read whole as the head.
+  const bool cut_tail = q.last_step < last_step_of(tail) && !(cut_head && head == tail);
+  std::map<int, KeyAggregate> head_rows, tail_rows;
+  if (cut_head)
+    head_rows = aggregate_key_rows(db, run_id, key, q.first_step,
+                                   std::min(last_step_of(head), q.last_step));
+  if (cut_tail)
+    tail_rows = aggregate_key_rows(db, run_id, key, std::max(first_step_of(tail), q.first_step),
+                                   q.last_step);
+
+  std::vector<RankBlocks> result;
+  for (const int rank : ranks) {
+    RankBlocks r{rank, {}};
+    if (const auto it = head_rows.find(rank); it != head_rows.end())
+      r.blocks.push_back({head, it->second});
+    const std::vector<KeyBlock> whole = read_key_blocks(
+        db, run_id, rank, key, head + (cut_head ? 1 : 0), tail - (cut_tail ? 1 : 0));
+    r.blocks.insert(r.blocks.end(), whole.begin(), whole.end());
+    if (const auto it = tail_rows.find(rank); it != tail_rows.end())
+      r.blocks.push_back({tail, it->second});
+    if (!r.blocks.empty()) result.push_back(std::move(r));
+  }
+  return result;
+}
+
+// The series from blocks: bucket b holds blocks first_block + b * per_bucket onwards.
+std::vector<RankSeries> series_from_blocks(const std::vector<RankBlocks>& ranks,
+                                           int64_t first_block, uint64_t per_bucket) {
+  std::vector<RankSeries> result;
+  for (const auto& r : ranks) {
+    RankSeries series{r.rank, {}};
+    KeyAggregate bucket;
+    uint64_t index = 0;
+    auto close = [&] {
+      series.points.push_back(
+          SeriesPoint{bucket.last_step, bucket.last_time, bucket.last, bucket.min, bucket.max});
+    };
+    for (const auto& b : r.blocks) {
+      const uint64_t i =
+          (static_cast<uint64_t>(b.block) - static_cast<uint64_t>(first_block)) / per_bucket;
+      if (bucket.present() && i != index) {
+        close();
+        bucket = KeyAggregate{};
+      }
+      index = i;
+      bucket.merge(b.aggregate);
+    }
+    if (bucket.present()) close();
+    result.push_back(std::move(series));
+  }
+  return result;
+}
+
+}  // namespace
+
+std::span<const std::string_view> metric_keys() { return kKeys; }
+
+std::vector<RankSeries> metric_series(Database& db, int64_t run_id, const SeriesQuery& q) {
+  check_key(q.key);
+  ReadSnapshot snapshot(db);  // the blocks, the rows and the range from the same commits
+  get_run(db, run_id);        // an unknown run is an error, not an empty chart
+  const std::string ranks = rank_filter(q.ranks);
+  if (q.max_points == 0)
+    return series_from_rows(db, run_id, q.key, ranks, q.first_step, q.last_step, 1);
+
+  // The blocks give the present step range without a walk over rows: the last step is in
+  // their aggregates, the first is an index lookup among the first block's rows.
+  const std::vector<RankBlocks> blocks = blocks_in_range(db, run_id, q, key_index(q.key));
+  if (blocks.empty()) return {};
+  int64_t first_block = std::numeric_limits<int64_t>::max();
+  int64_t last_block = std::numeric_limits<int64_t>::min();
+  int64_t last = std::numeric_limits<int64_t>::min();
+  for (const auto& r : blocks) {
+    first_block = std::min(first_block, r.blocks.front().block);
+    last_block = std::max(last_block, r.blocks.back().block);
+    last = std::max(last, r.blocks.back().aggregate.last_step);
+  }
+  const auto first = first_step_with_value(db, run_id, q.key, ranks,
+                                           std::max(first_step_of(first_block), q.first_step),
+                                           std::min(last_step_of(first_block), q.last_step));
+  if (!first)
+    fail("store: the metric blocks of run " + std::to_string(run_id) + " in " + db.path() +
+         " disagree with its rows (block " + std::to_string(first_block) + " has none)");
+
+  // Bucket width in steps: the range cut into at most max_points buckets. Below a block's
+  // width the buckets come from the rows; otherwise from whole blocks, as many per bucket as
+  // keep the count within max_points.
+  const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(*first);
+  const uint64_t width = span < q.max_points ? 1 : span / q.max_points + 1;
+  if (width < static_cast<uint64_t>(kStepsPerBlock))
+    return series_from_rows(db, run_id, q.key, ranks, *first, last, width);
+  const uint64_t count =
+      static_cast<uint64_t>(last_block) - static_cast<uint64_t>(first_block) + 1;
+  return series_from_blocks(blocks, first_block,
+                            count / q.max_points + (count % q.max_points != 0 ? 1 : 0));
 }
 
 void for_each_metric(Database& db, int64_t run_id,

@@ -24,9 +24,15 @@ struct SeriesQuery {
   std::vector<int> ranks;  // empty: every rank
   int64_t first_step = std::numeric_limits<int64_t>::min();
   int64_t last_step = std::numeric_limits<int64_t>::max();
-  // Points per rank at most; 0: every row. Downsampling cuts the step range into equal
-  // buckets and keeps, per bucket, the last value and the min and max, so a spike is never
-  // lost from the chart.
+  // Points per rank at most; 0: every row. Downsampling cuts the steps from the first to the
+  // last with a value (of any wanted rank, within first_step..last_step) into equal buckets
+  // and keeps, per bucket, the last value and the min and max, so a spike is never lost from
+  // the chart. Buckets narrower than kStepsPerBlock (64) steps start at the first step and
+  // come from the rows. Wider ones are whole blocks of 64 steps (step 64k to 64k+63, the
+  // first bucket starting at the first step's block), as few per bucket as keep the count
+  // within max_points, and come from the store's per-block aggregates (metric_blocks.h):
+  // a 1000-point chart of a long run reads one block per 64 steps instead of every row, with
+  // the values a scan would give (a block the step range cuts is read from its rows).
   size_t max_points = 0;
 };
 
@@ -46,7 +52,8 @@ struct RankSeries {
 };
 
 // Rows where the key is NULL (not measured) are skipped. An unknown key is an error that
-// lists the valid ones. Ranks come back in increasing order.
+// lists the valid ones. Ranks come back in increasing order, each with at least one point.
+// The reads share one snapshot, so a commit landing meanwhile shows whole or not at all.
 std::vector<RankSeries> metric_series(Database& db, int64_t run_id, const SeriesQuery& query);
 
 // Every metric row of the run in (step, rank) order, without sampling: for export. Rows

@@ -12,6 +12,7 @@
 #include "kernels/check.h"
 #include "store/config_diff.h"
 #include "store/export.h"
+#include "store/metric_blocks.h"
 #include "store/rows.h"
 #include "store/schema.h"
 #include "store/test_util.h"
@@ -19,16 +20,9 @@
 namespace kiln::store {
 namespace {
 
-using testing_util::StoreTest;
+using testing_util::error_of;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing_util::StoreTest;
 
 // A value with structure: a slow decay, a wiggle, and one spike at step 5003.
 double value_at(int64_t step, int rank) {
@@ -44,7 +38,9 @@ class MetricQueriesTest : public StoreTest {
     db_->exec("INSERT INTO runs (name, created_at, started_at) VALUES ('series', 0, 1000)");
     run_ = db_->last_insert_rowid();
     Transaction tx(*db_);
+    BlockUpdate blocks;
     for (int64_t step = 0; step < 10000; ++step) {
+      std::vector<MetricRow> rows;
       for (int rank = 0; rank < 2; ++rank) {
         MetricRow m;
         m.step = step;
@@ -54,8 +50,11 @@ class MetricQueriesTest : public StoreTest {
         m.loss = value_at(step, rank);
         if (step % 2 == 0) m.grad_norm = static_cast<double>(step);  // only even steps
         insert_metric(*db_, run_, m);
+        rows.push_back(m);
       }
+      blocks.add(rows);
     }
+    blocks.write(*db_, run_);
     tx.commit();
   }
 
@@ -85,6 +84,16 @@ TEST_F(MetricQueriesTest, EveryPointWithoutDownsampling) {
   }
 }
 
+// The extremes and the last row of rank 0 over steps first..last.
+SeriesPoint expected_point(int64_t first, int64_t last) {
+  SeriesPoint p{last, 1000.0 + static_cast<double>(last), value_at(last, 0), INFINITY, -INFINITY};
+  for (int64_t s = first; s <= last; ++s) {
+    p.min = std::min(p.min, value_at(s, 0));
+    p.max = std::max(p.max, value_at(s, 0));
+  }
+  return p;
+}
+
 TEST_F(MetricQueriesTest, DownsamplingKeepsMinMaxAndLastPerBucket) {
   SeriesQuery q;
   q.key = "loss";
@@ -93,17 +102,71 @@ TEST_F(MetricQueriesTest, DownsamplingKeepsMinMaxAndLastPerBucket) {
   const auto series = metric_series(*db_, run_, q);
   ASSERT_EQ(series.size(), 1u);
   const auto& points = series[0].points;
-  ASSERT_EQ(points.size(), 100u);  // 10,000 steps in buckets of 100
+  // 10,000 steps in at most 100 buckets need 100 steps each: wider than a block, so each
+  // bucket is two whole blocks of 64 steps, 79 buckets from step 0 (the last one shorter).
+  ASSERT_EQ(points.size(), 79u);
   for (size_t b = 0; b < points.size(); ++b) {
-    const int64_t first = static_cast<int64_t>(b) * 100, last = first + 99;
-    double lo = INFINITY, hi = -INFINITY;
-    for (int64_t s = first; s <= last; ++s) lo = std::min(lo, value_at(s, 0)), hi = std::max(hi, value_at(s, 0));
-    EXPECT_EQ(points[b].step, last);
-    EXPECT_EQ(points[b].value, value_at(last, 0));
-    EXPECT_EQ(points[b].min, lo);
-    EXPECT_EQ(points[b].max, hi);
+    const int64_t first = static_cast<int64_t>(b) * 128;
+    const SeriesPoint want = expected_point(first, std::min<int64_t>(first + 127, 9999));
+    EXPECT_EQ(points[b].step, want.step);
+    EXPECT_EQ(points[b].time, want.time);
+    EXPECT_EQ(points[b].value, want.value);
+    EXPECT_EQ(points[b].min, want.min);
+    EXPECT_EQ(points[b].max, want.max);
   }
-  EXPECT_EQ(points[50].max, 100.0);  // the spike at step 5003 survives
+  EXPECT_EQ(points[39].max, 100.0);  // the spike at step 5003 survives
+}
+
+TEST_F(MetricQueriesTest, BucketsNarrowerThanABlockStartAtTheFirstStep) {
+  SeriesQuery q;
+  q.key = "loss";
+  q.ranks = {0};
+  q.first_step = 4003;
+  q.last_step = 6002;
+  q.max_points = 100;
+  const auto series = metric_series(*db_, run_, q);
+  ASSERT_EQ(series.size(), 1u);
+  const auto& points = series[0].points;
+  ASSERT_EQ(points.size(), 100u);  // 2000 steps in buckets of 20 from step 4003
+  for (size_t b = 0; b < points.size(); ++b) {
+    const int64_t first = 4003 + static_cast<int64_t>(b) * 20;
+    const SeriesPoint want = expected_point(first, first + 19);
+    EXPECT_EQ(points[b].step, want.step);
+    EXPECT_EQ(points[b].value, want.value);
+    EXPECT_EQ(points[b].min, want.min);
+    EXPECT_EQ(points[b].max, want.max);
+  }
+  EXPECT_EQ(points[50].max, 100.0);  // steps 5003..5022
+}
+
+TEST_F(MetricQueriesTest, ARangeThatCutsBlocksCountsOnlyItsOwnSteps) {
+  SeriesQuery q;
+  q.key = "loss";
+  q.ranks = {0};
+  q.max_points = 10;
+  // Blocks 78 (steps 4992..5055) and 93 (5952..6015) are cut; the spike at 5003 lies in
+  // block 78 before the range, and must not reach the first bucket's max.
+  q.first_step = 5004;
+  q.last_step = 6000;
+  auto series = metric_series(*db_, run_, q);
+  ASSERT_EQ(series.size(), 1u);
+  // 997 steps, 10 points: buckets of 128 steps (two blocks) from block 78.
+  ASSERT_EQ(series[0].points.size(), 8u);
+  const SeriesPoint want_first = expected_point(5004, 5119);
+  EXPECT_EQ(series[0].points[0].max, want_first.max);
+  EXPECT_LT(series[0].points[0].max, 100.0);
+  EXPECT_EQ(series[0].points[0].min, want_first.min);
+  EXPECT_EQ(series[0].points[0].step, 5119);
+  const SeriesPoint want_last = expected_point(5888, 6000);
+  EXPECT_EQ(series[0].points[7].step, 6000);
+  EXPECT_EQ(series[0].points[7].value, value_at(6000, 0));
+  EXPECT_EQ(series[0].points[7].min, want_last.min);
+  EXPECT_EQ(series[0].points[7].max, want_last.max);
+  // One step earlier, the spike is in.
+  q.first_step = 5003;
+  series = metric_series(*db_, run_, q);
+  ASSERT_EQ(series.size(), 1u);
+  EXPECT_EQ(series[0].points[0].max, 100.0);
 }
 
 TEST_F(MetricQueriesTest, NullValuesAreSkippedAndKeysChecked) {
@@ -208,6 +271,11 @@ TEST(ConfigDiffTest, ListsTheLeavesThatDiffer) {
   EXPECT_EQ(diff[0].values, (std::vector<std::optional<std::string>>{std::nullopt, "\"a\""}));
   EXPECT_EQ(diff[1].key, "train.lr");
   EXPECT_EQ(diff[1].values, (std::vector<std::optional<std::string>>{"0.0003", "0.0001"}));
+  // An empty config has no keys: every key of the other one differs, and no blank key shows.
+  const auto from_empty = config_diff({"{}", R"({"train":{"lr":3e-4}})"});
+  ASSERT_EQ(from_empty.size(), 1u);
+  EXPECT_EQ(from_empty[0].key, "train.lr");
+  EXPECT_EQ(from_empty[0].values, (std::vector<std::optional<std::string>>{std::nullopt, "0.0003"}));
   EXPECT_EQ(error_of([] { config_diff({"{}", "{oops"}); }),
             "store: config 2 of the comparison is not valid JSON");
 }

@@ -55,6 +55,17 @@ CREATE TABLE metrics (
   PRIMARY KEY (run_id, step, rank)
 ) WITHOUT ROWID;
 
+-- The metrics rolled up per rank and block of 64 steps (block = floor(step / 64)), written
+-- with the rows in the same transaction, so a long run's chart reads blocks, not rows.
+CREATE TABLE metric_blocks (
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank       INTEGER NOT NULL,
+  block      INTEGER NOT NULL,
+  aggregates BLOB NOT NULL,  -- per metric key, 40 bytes little-endian: min, max, last (f64),
+                             -- last step (i64), its time (f64); NaN min: no value in the block
+  PRIMARY KEY (run_id, rank, block)
+) WITHOUT ROWID;
+
 CREATE TABLE valid_metrics (
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
   step   INTEGER NOT NULL,

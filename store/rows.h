@@ -23,7 +23,9 @@ inline constexpr const char* kSystemColumns =
     "rank, time, gpu_util, gpu_mem_used, gpu_power_w, gpu_temp_c, cpu_percent, rss_bytes";
 
 // Inserts replace a row with the same key: a run resumed from a checkpoint logs its steps
-// again, and the newer measurement is the one to keep.
+// again, and the newer measurement is the one to keep. insert_metric writes the row alone:
+// whoever inserts metric rows also hands them to a BlockUpdate (metric_blocks.h) in the same
+// transaction, as the writer does, or downsampled series will not see them.
 void insert_metric(Database& db, int64_t run_id, const MetricRow& row);
 void insert_valid(Database& db, int64_t run_id, const ValidRow& row);
 void insert_system(Database& db, int64_t run_id, const SystemRow& row);

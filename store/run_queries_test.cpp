@@ -13,18 +13,11 @@
 namespace kiln::store {
 namespace {
 
+using testing_util::error_of;
+
 using testing_util::interval;
 using testing_util::run_info;
 using testing_util::StoreTest;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::vector<std::string> names(const std::vector<RunRecord>& runs) {
   std::vector<std::string> out;

@@ -8,6 +8,7 @@
 
 #include "store/commands.h"
 #include "store/error.h"
+#include "store/metric_blocks.h"
 #include "store/rows.h"
 #include "store/schema.h"
 
@@ -305,7 +306,11 @@ void RunWriter::commit(const Batch& batch) {
   }
   const double now = unix_now();
   Transaction tx(db);
-  for (const auto& item : batch.items) apply(item, run);
+  // The metric blocks once for the whole batch, after its rows: a block touched by many
+  // queued intervals is read and written once.
+  BlockUpdate blocks;
+  for (const auto& item : batch.items) apply(item, run, blocks);
+  blocks.write(db, run);
   if (batch.dropped.any()) {
     std::optional<int64_t> step;
     if (batch.dropped.metric_rows > 0) step = batch.dropped.last_step;
@@ -327,10 +332,11 @@ void RunWriter::commit(const Batch& batch) {
   }
 }
 
-void RunWriter::apply(const WriteItem& item, int64_t run) {
+void RunWriter::apply(const WriteItem& item, int64_t run, BlockUpdate& blocks) {
   Database& db = *db_;
   if (const auto* m = std::get_if<MetricBatch>(&item)) {
     for (const auto& row : m->rows) insert_metric(db, run, row);
+    blocks.add(m->rows);
   } else if (const auto* s = std::get_if<SystemBatch>(&item)) {
     for (const auto& row : s->rows) insert_system(db, run, row);
   } else if (const auto* v = std::get_if<ValidRow>(&item)) {

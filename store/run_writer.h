@@ -9,7 +9,8 @@
 //   writer.flush();                                    // at exit: wait for the disk
 //
 // The log_* calls only queue: a background thread owns a connection and commits everything
-// queued as one transaction (one per log interval while the disk keeps up). When it does not,
+// queued as one transaction (one per log interval while the disk keeps up), metric rows with
+// their blocks (metric_blocks.h). When it does not,
 // the queue thins old metric rows and records how many it dropped (write_queue.h). The thread
 // also updates the run's heartbeat every heartbeat_interval_s, so a run whose process died
 // reads as `lost`. create_run, pending_commands and mark_command use a second connection and
@@ -31,6 +32,8 @@
 #include "store/write_queue.h"
 
 namespace kiln::store {
+
+class BlockUpdate;
 
 struct WriterOptions {
   size_t max_queued_rows = 1 << 16;  // metric + system rows waiting before thinning starts
@@ -97,7 +100,7 @@ class RunWriter {
   void require_run() const;
   void thread_main();
   void commit(const Batch& batch);
-  void apply(const WriteItem& item, int64_t run);
+  void apply(const WriteItem& item, int64_t run, BlockUpdate& blocks);
 
   std::string path_;
   WriterOptions options_;

@@ -18,21 +18,14 @@
 namespace kiln::store {
 namespace {
 
+using testing_util::error_of;
+
 using testing_util::interval;
 using testing_util::loss_of;
 using testing_util::run_info;
 using testing_util::StoreTest;
 
 class RunWriterTest : public StoreTest {};
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::vector<MetricRow> all_rows(Database& db, int64_t run) {
   std::vector<MetricRow> rows;

@@ -60,6 +60,7 @@ std::unique_ptr<Database> open_store(const std::string& path, Access access,
                                      int busy_timeout_ms) {
   auto db = std::make_unique<Database>(path, access, busy_timeout_ms);
   migrate(*db, migrations());
+  if (access == Access::ReadWrite) db->use_wal();
   return db;
 }
 

@@ -17,6 +17,8 @@
 namespace kiln::store {
 namespace {
 
+using testing_util::error_of;
+
 using testing_util::StoreTest;
 namespace fs = std::filesystem;
 
@@ -29,15 +31,6 @@ std::string slurp(const std::string& path) {
 
 void spit(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // A store with one run and a few metric rows, closed (so its -wal is folded in).
@@ -60,8 +53,9 @@ TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   std::vector<std::string> tables;
   Statement st(*db, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name");
   while (st.step()) tables.push_back(st.text(0));
-  EXPECT_EQ(tables, (std::vector<std::string>{"checkpoints", "commands", "events", "metrics",
-                                              "runs", "system_metrics", "valid_metrics"}));
+  EXPECT_EQ(tables, (std::vector<std::string>{"checkpoints", "commands", "events",
+                                              "metric_blocks", "metrics", "runs",
+                                              "system_metrics", "valid_metrics"}));
   // Reopening a current store changes nothing.
   db.reset();
   db = open_store(path(), Access::ReadWrite);
@@ -141,6 +135,7 @@ TEST_F(SchemaTest, AnotherProgramsDatabaseIsRefused) {
   Database db(path(), Access::ReadOnly);
   EXPECT_EQ(db.query_int("PRAGMA user_version"), 0);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'runs'"), 0);
+  EXPECT_EQ(db.query_text("PRAGMA journal_mode"), "delete") << "its journal mode is its own";
 }
 
 TEST_F(SchemaTest, ADamagedFileGivesOneClearLine) {

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "kernels/check.h"
 #include "store/types.h"
 
 namespace kiln::store::testing_util {
@@ -33,6 +35,16 @@ class StoreTest : public ::testing::Test {
 
   fs::path dir_;
 };
+
+// The message of the kiln::Error that f throws, or "(no error)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 // A value that identifies (step, rank): any mix-up of rows shows as a wrong value.
 inline double loss_of(int64_t step, int rank) {

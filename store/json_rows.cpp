@@ -1,9 +1,9 @@
-#include "cli/runs_json.h"
+#include "store/json_rows.h"
 
 #include <cmath>
 #include <string>
 
-namespace kiln {
+namespace kiln::store {
 
 using nlohmann::json;
 
@@ -15,11 +15,11 @@ json json_number(const std::optional<double>& value) {
 
 json json_number(const std::optional<int64_t>& value) { return value ? json(*value) : json(); }
 
-json to_json(const store::RunRecord& run) {
+json to_json(const RunRecord& run) {
   return {{"id", run.id},
           {"name", run.name},
-          {"status", std::string(store::to_string(run.status))},
-          {"stored_status", std::string(store::to_string(run.stored_status))},
+          {"status", std::string(to_string(run.status))},
+          {"stored_status", std::string(to_string(run.stored_status))},
           {"layout", run.layout},
           {"backend", run.backend},
           {"device", run.device},
@@ -35,7 +35,7 @@ json to_json(const store::RunRecord& run) {
           {"last_step", json_number(run.last_step)}};
 }
 
-json to_json(const store::MetricRow& row) {
+json to_json(const MetricRow& row) {
   return {{"step", row.step},
           {"rank", row.rank},
           {"time", json_number(row.time)},
@@ -57,7 +57,27 @@ json to_json(const store::MetricRow& row) {
           {"skipped_steps", row.skipped_steps}};
 }
 
-json to_json(const store::Event& event) {
+json config_json(const RunRecord& run) {
+  json config = json::parse(run.config_json, nullptr, false);
+  return config.is_discarded() ? json(run.config_json) : config;
+}
+
+json to_json(const ValidRow& row) {
+  return {{"step", row.step}, {"time", json_number(row.time)}, {"loss", json_number(row.loss)}};
+}
+
+json to_json(const SystemRow& row) {
+  return {{"rank", row.rank},
+          {"time", json_number(row.time)},
+          {"gpu_util", json_number(row.gpu_util)},
+          {"gpu_mem_used", json_number(row.gpu_mem_used)},
+          {"gpu_power_w", json_number(row.gpu_power_w)},
+          {"gpu_temp_c", json_number(row.gpu_temp_c)},
+          {"cpu_percent", json_number(row.cpu_percent)},
+          {"rss_bytes", json_number(row.rss_bytes)}};
+}
+
+json to_json(const Event& event) {
   return {{"id", event.id},
           {"time", json_number(event.time)},
           {"step", json_number(event.step)},
@@ -65,7 +85,7 @@ json to_json(const store::Event& event) {
           {"message", event.message}};
 }
 
-json to_json(const store::Checkpoint& checkpoint) {
+json to_json(const Checkpoint& checkpoint) {
   return {{"step", checkpoint.step},
           {"path", checkpoint.path},
           {"bytes", json_number(checkpoint.bytes)},
@@ -73,15 +93,15 @@ json to_json(const store::Checkpoint& checkpoint) {
           {"time", json_number(checkpoint.time)}};
 }
 
-json to_json(const store::Command& command) {
+json to_json(const Command& command) {
   return {{"id", command.id},
-          {"action", std::string(store::to_string(command.action))},
+          {"action", std::string(to_string(command.action))},
           {"argument", command.argument},
-          {"status", std::string(store::to_string(command.status))},
+          {"status", std::string(to_string(command.status))},
           {"created_at", json_number(command.created_at)},
           {"applied_step", json_number(command.applied_step)},
           {"applied_at", json_number(command.applied_at)},
           {"reason", command.reason}};
 }
 
-}  // namespace kiln
+}  // namespace kiln::store

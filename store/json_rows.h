@@ -1,0 +1,30 @@
+// The store's rows as JSON, for everything that hands them to people or programs: `kiln runs
+// ... --json`, `kiln runs export --format json`, the dashboard's API. Times are Unix seconds;
+// an absent or non-finite number is null, so the output is always valid JSON.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "store/types.h"
+
+namespace kiln::store {
+
+nlohmann::json json_number(double value);
+nlohmann::json json_number(const std::optional<double>& value);
+nlohmann::json json_number(const std::optional<int64_t>& value);
+
+// Every field of the record except the config, which callers add where it belongs (it is
+// large, and a list of runs rarely wants it).
+nlohmann::json to_json(const RunRecord& run);
+// The config_json text parsed; text that is not JSON is kept as a string.
+nlohmann::json config_json(const RunRecord& run);
+nlohmann::json to_json(const MetricRow& row);
+nlohmann::json to_json(const ValidRow& row);
+nlohmann::json to_json(const SystemRow& row);
+nlohmann::json to_json(const Event& event);
+nlohmann::json to_json(const Checkpoint& checkpoint);
+nlohmann::json to_json(const Command& command);
+
+}  // namespace kiln::store
