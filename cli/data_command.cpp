@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -12,12 +13,18 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <thread>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "kernels/check.h"
 #include "trainer/data/byte_tokenizer.h"
+#include "trainer/data/document_splitter.h"
 #include "trainer/data/indexed_dataset.h"
+#include "trainer/data/ordered_pool.h"
+#include "trainer/data/tokenizer.h"
+#include "trainer/data/utf8.h"
 #include "trainer/util/human_format.h"
 
 namespace kiln {
@@ -26,148 +33,206 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kReadChunk = size_t{1} << 20;          // bytes read from an input at a time
-constexpr size_t kEncodeChunk = size_t{1} << 20;        // text held before it is encoded
-constexpr uint64_t kProgressFrom = uint64_t{64} << 20;  // inputs this large report progress
+constexpr size_t kReadChunk = size_t{1} << 20;  // bytes read from an input at a time
+constexpr size_t kSegmentBytes = size_t{1}
+                                 << 20;        // a long document is encoded in pieces of about this
+constexpr size_t kMaxHeld = size_t{64} << 20;  // ... and cut here even with no safe place to cut
+constexpr size_t kBatchBytes = size_t{256} << 10;  // text handed to a worker at a time
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// A stretch of input for a worker: all or part of a document's text, or one JSONL line.
+struct Segment {
+  std::string text;
+  size_t file = 0;      // index into the inputs
+  uint64_t offset = 0;  // where text starts in the file, in bytes
+  int64_t line = 0;     // JSONL: the line number
+  bool ends_document = false;
+};
 
-// Collects a document's text, encodes it in bounded pieces and streams the ids to the
-// writer. Encoding in pieces is exact for the byte tokenizer, which has no state across
-// bytes. Empty documents are skipped (no document, no EOD).
-class DocumentSink {
- public:
-  DocumentSink(IndexedDatasetWriter& writer, const ByteTokenizer& tokenizer, bool append_eod)
-      : writer_(writer), tokenizer_(tokenizer), append_eod_(append_eod) {}
+struct EncodedSegment {
+  size_t ids = 0;
+  bool ends_document = false;
+};
 
-  void put(char c) {
-    text_.push_back(c);
-    if (text_.size() >= kEncodeChunk) flush();
+struct EncodedBatch {
+  std::vector<int32_t> ids;
+  std::vector<EncodedSegment> segments;
+};
+
+// Text from `path` starting at byte `offset` of it was not UTF-8.
+[[noreturn]] void not_utf8(const std::string& path, uint64_t offset, const InvalidUtf8& e,
+                           const Tokenizer& tokenizer) {
+  fail(fmt::format("data prepare: {}: not valid UTF-8 at byte {} (0x{:02x}); tokenizer {} reads "
+                   "UTF-8 text only",
+                   path, offset + e.offset, e.byte, tokenizer.name()));
+}
+
+// nlohmann's messages start with "[json.exception.parse_error.101] parse error at line 1, ";
+// a JSONL line is one line, so keep what follows.
+std::string short_json_error(const std::string& what) {
+  const size_t column = what.find("column ");
+  return column == std::string::npos ? what : what.substr(column);
+}
+
+// The text under `key` in one JSONL line.
+std::string json_text(const Segment& s, const std::string& key, const std::string& where) {
+  const size_t bad = invalid_utf8_offset(s.text);
+  if (bad != std::string_view::npos)
+    fail(fmt::format("{}: not valid UTF-8 at byte {} (0x{:02x})", where, s.offset + bad,
+                     static_cast<unsigned char>(s.text[bad])));
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(s.text);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(fmt::format("{}: not JSON ({})", where, short_json_error(e.what())));
   }
-  void put(std::string_view s) {
-    text_.append(s);
-    if (text_.size() >= kEncodeChunk) flush();
-  }
+  if (!doc.is_object())
+    fail(fmt::format("{}: a JSONL line must be a JSON object, got {}", where, doc.type_name()));
+  const auto it = doc.find(key);
+  if (it == doc.end()) fail(fmt::format("{}: no \"{}\" key", where, key));
+  if (!it->is_string())
+    fail(fmt::format("{}: \"{}\" is {}, not a string", where, key, it->type_name()));
+  return std::move(it->get_ref<std::string&>());
+}
 
-  void end_document() {
-    flush();
-    if (!has_tokens_) return;
-    if (append_eod_) {
-      const int32_t eod = ByteTokenizer::kEod;
-      writer_.add_tokens(std::span<const int32_t>(&eod, 1));
+// A worker's job: the ids of each segment of a batch, in order.
+EncodedBatch encode_batch(const std::vector<Segment>& batch, const Tokenizer& tokenizer,
+                          const DataPrepareOptions& options) {
+  EncodedBatch out;
+  out.segments.reserve(batch.size());
+  for (const Segment& s : batch) {
+    const size_t before = out.ids.size();
+    const std::string& path = options.inputs[s.file];
+    if (options.json_key.empty()) {
+      try {
+        tokenizer.encode(s.text, out.ids);
+      } catch (const InvalidUtf8& e) {
+        not_utf8(path, s.offset, e, tokenizer);
+      }
+    } else {
+      const std::string where = fmt::format("data prepare: {}:{}", path, s.line);
+      tokenizer.encode(json_text(s, options.json_key, where), out.ids);
     }
-    writer_.end_document();
-    has_tokens_ = false;
+    out.segments.push_back({out.ids.size() - before, s.ends_document});
   }
+  return out;
+}
+
+// Writes encoded batches as they come back in order: a document's ids, then its EOD.
+// A document with no ids is skipped and counted.
+class DocumentWriter {
+ public:
+  DocumentWriter(IndexedDatasetWriter& writer, int32_t eod, bool append_eod)
+      : writer_(writer), eod_(eod), append_eod_(append_eod) {}
+
+  void write(const EncodedBatch& batch) {
+    size_t at = 0;
+    for (const EncodedSegment& s : batch.segments) {
+      if (s.ids > 0) {
+        writer_.add_tokens(std::span<const int32_t>(batch.ids.data() + at, s.ids));
+        has_tokens_ = true;
+      }
+      at += s.ids;
+      if (!s.ends_document) continue;
+      if (!has_tokens_) {
+        ++empty_;
+        continue;
+      }
+      if (append_eod_) writer_.add_tokens(std::span<const int32_t>(&eod_, 1));
+      writer_.end_document();
+      has_tokens_ = false;
+    }
+  }
+
+  int64_t empty_documents() const { return empty_; }
 
  private:
-  void flush() {
-    if (text_.empty()) return;
-    writer_.add_tokens(tokenizer_.encode(text_));
-    has_tokens_ = true;
-    text_.clear();
-  }
-
   IndexedDatasetWriter& writer_;
-  const ByteTokenizer& tokenizer_;
+  int32_t eod_;
   bool append_eod_;
-  std::string text_;
   bool has_tokens_ = false;
+  int64_t empty_ = 0;
 };
 
-// --document-boundary blank-line: a document is a block of lines; one or more blank
-// lines (empty or whitespace only) separate blocks. A document keeps its text exactly,
-// except the line ending after its last line, which is dropped. Fed byte by byte across
-// read chunks, holding back only what might still turn out to be a boundary: the last
-// line ending and the whitespace at the start of the current line.
-class BlankLineSplitter {
+// Turns the documents of plain-text files into segments: a document is held until it
+// ends, or, when long, cut where the tokenizer says the ids before the cut are final.
+class SegmentBuilder : public DocumentSink {
  public:
-  explicit BlankLineSplitter(DocumentSink& sink) : sink_(sink) {}
+  SegmentBuilder(const Tokenizer& tokenizer, const std::vector<std::string>& inputs,
+                 std::function<void(Segment&&)> emit)
+      : tokenizer_(tokenizer), inputs_(inputs), emit_(std::move(emit)) {}
 
-  void feed(std::string_view chunk) {
-    for (char c : chunk) put(c);
+  void start_file(size_t file) { file_ = file; }
+
+  void text(std::string_view piece, uint64_t offset) override {
+    if (held_.empty()) held_offset_ = offset;
+    held_.append(piece);
+    if (held_.size() >= cut_at_) cut();
   }
 
-  // The end of an input file ends its last document; held line endings are dropped.
-  void end_file() {
-    sink_.end_document();
+  void end_document() override {
+    emit_({std::move(held_), file_, held_offset_, 0, true});
     held_.clear();
-    line_has_text_ = false;
-    held_cr_ = false;
+    cut_at_ = kSegmentBytes;
   }
 
  private:
-  static bool is_blank(char c) {
-    return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
+  void cut() {
+    size_t n = 0;
+    try {
+      n = tokenizer_.stable_prefix(held_);
+    } catch (const InvalidUtf8& e) {
+      not_utf8(inputs_[file_], held_offset_, e, tokenizer_);
+    }
+    if (n == 0 && held_.size() >= kMaxHeld) n = utf8_complete_prefix(held_);
+    if (n > 0) {
+      emit_({held_.substr(0, n), file_, held_offset_, 0, false});
+      held_.erase(0, n);
+      held_offset_ += n;
+    }
+    // Not before another segment's worth arrives, so a long stretch with no place to cut
+    // is scanned once per segment, not once per byte.
+    cut_at_ = held_.size() + kSegmentBytes;
   }
 
-  void put(char c) {
-    if (held_cr_) {  // a '\r' after text: part of a "\r\n" line ending, or just a byte
-      held_cr_ = false;
-      if (c == '\n') {
-        held_ = "\r\n";
-        line_has_text_ = false;
-        return;
-      }
-      sink_.put('\r');
-    }
-    if (c == '\n') {
-      if (line_has_text_) {
-        held_ = "\n";  // ends a line of text; kept only if more text follows
-        line_has_text_ = false;
-      } else {
-        sink_.end_document();  // a blank line: the block is over
-        held_.clear();
-      }
-      return;
-    }
-    if (!line_has_text_) {
-      if (is_blank(c)) {
-        held_.push_back(c);
-        return;
-      }
-      sink_.put(held_);  // the line has text after all: its indentation belongs to it
-      held_.clear();
-      line_has_text_ = true;
-    }
-    if (c == '\r') {
-      held_cr_ = true;
-      return;
-    }
-    sink_.put(c);
-  }
-
-  DocumentSink& sink_;
+  const Tokenizer& tokenizer_;
+  const std::vector<std::string>& inputs_;
+  std::function<void(Segment&&)> emit_;
+  size_t file_ = 0;
   std::string held_;
-  bool line_has_text_ = false;
-  bool held_cr_ = false;
+  uint64_t held_offset_ = 0;
+  size_t cut_at_ = kSegmentBytes;
 };
 
-// A progress line on stderr for large inputs: redrawn in place on a terminal, a new
-// line every few seconds in a log.
+// The progress line on stderr: redrawn in place on a terminal, a new line every few
+// seconds in a log; nothing for a run that ends before the first.
 class Progress {
  public:
   Progress(std::FILE* err, uint64_t total_bytes)
       : err_(err),
         total_(total_bytes),
-        enabled_(err != nullptr && total_bytes >= kProgressFrom),
-        tty_(enabled_ && ::isatty(::fileno(err)) == 1),
+        tty_(err != nullptr && ::isatty(::fileno(err)) == 1),
         start_(Clock::now()),
         last_(start_) {}
 
-  void update(uint64_t done, int64_t documents) {
-    if (!enabled_) return;
+  void update(uint64_t bytes, int64_t documents, int64_t tokens) {
+    if (err_ == nullptr) return;
     const auto now = Clock::now();
     if (now - last_ < std::chrono::milliseconds(tty_ ? 500 : 5000)) return;
     last_ = now;
-    const double rate = static_cast<double>(done) / std::max(seconds_since(start_), 1e-9);
-    fmt::print(err_, "{}data prepare: {} of {} ({:.0f}%), {} documents, {}/s{}", tty_ ? "\r" : "",
-               human_bytes(done), human_bytes(total_),
-               100.0 * static_cast<double>(done) / static_cast<double>(total_), documents,
-               human_bytes(static_cast<uint64_t>(rate)), tty_ ? "\x1b[K" : "\n");
+    const double s = std::max(seconds_since(start_), 1e-9);
+    fmt::print(
+        err_,
+        "{}data prepare: {} of {} ({:.0f}%), {}/s, {:.0f} documents/s, {:.0f} tokens/s; "
+        "{} documents, {} tokens{}",
+        tty_ ? "\r" : "", human_bytes(bytes), human_bytes(total_),
+        total_ > 0 ? 100.0 * static_cast<double>(bytes) / static_cast<double>(total_) : 100.0,
+        human_bytes(static_cast<uint64_t>(static_cast<double>(bytes) / s)),
+        static_cast<double>(documents) / s, static_cast<double>(tokens) / s, documents, tokens,
+        tty_ ? "\x1b[K" : "\n");
     std::fflush(err_);
     drawn_ = true;
   }
@@ -179,7 +244,7 @@ class Progress {
  private:
   std::FILE* err_;
   uint64_t total_;
-  bool enabled_, tty_;
+  bool tty_;
   Clock::time_point start_, last_;
   bool drawn_ = false;
 };
@@ -217,107 +282,168 @@ void check_output(const std::string& output) {
   }
 }
 
-// Streams one input through the document boundary rule.
-uint64_t read_input(const std::string& path, const std::string& boundary, DocumentSink& sink,
-                    BlankLineSplitter& splitter, const std::function<void(uint64_t)>& on_chunk) {
+void check_options(const DataPrepareOptions& options) {
+  if (options.document_boundary != "file" && options.document_boundary != "blank-line")
+    fail("data prepare: unknown --document-boundary \"" + options.document_boundary +
+         "\" (file or blank-line)");
+  if (!options.json_key.empty() && options.document_boundary != "file")
+    fail(
+        "data prepare: --document-boundary is for plain text; with --json-key every JSONL line "
+        "is a document");
+  if (options.workers < 1)
+    fail("data prepare: --workers " + std::to_string(options.workers) + " must be at least 1");
+}
+
+// Reads a file in chunks; on_chunk(chunk, offset of its first byte).
+void read_chunks(const std::string& path,
+                 const std::function<void(std::string_view, uint64_t)>& on_chunk) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) fail("data prepare: cannot open input " + path + ": " + std::strerror(errno));
   std::string chunk(kReadChunk, '\0');
-  uint64_t bytes = 0;
+  uint64_t offset = 0;
   while (true) {
     const size_t n = std::fread(chunk.data(), 1, chunk.size(), f.get());
-    if (n > 0) {
-      const std::string_view piece(chunk.data(), n);
-      if (boundary == "file") {
-        sink.put(piece);
-      } else {
-        splitter.feed(piece);
-      }
-      bytes += n;
-      on_chunk(n);
-    }
+    if (n > 0) on_chunk(std::string_view(chunk.data(), n), offset);
+    offset += n;
     if (n < chunk.size()) {
       if (std::ferror(f.get()))
         fail("data prepare: cannot read input " + path + ": " + std::strerror(errno));
-      break;
+      return;
     }
   }
-  if (boundary == "file") {
-    sink.end_document();
-  } else {
-    splitter.end_file();
-  }
-  return bytes;
 }
 
-// Shows the first `limit` bytes of a byte-tokenized document as a quoted line: control
-// bytes escaped, EOD as <eod>, a UTF-8 character cut by the limit left out.
-std::string preview(const std::vector<int32_t>& ids, bool truncated) {
-  std::string text;
-  for (int32_t id : ids) {
-    if (id == ByteTokenizer::kEod) {
-      text += "<eod>";
-      continue;
-    }
-    const std::string byte = ByteTokenizer().decode(std::span<const int32_t>(&id, 1));
-    const auto c = static_cast<unsigned char>(byte[0]);
+// Makes control bytes visible in a one-line preview.
+std::string escaped(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
     if (c == '\n')
-      text += "\\n";
+      out += "\\n";
     else if (c == '\t')
-      text += "\\t";
+      out += "\\t";
     else if (c == '\r')
-      text += "\\r";
+      out += "\\r";
     else if (c == '\\')
-      text += "\\\\";
+      out += "\\\\";
     else if (c == '"')
-      text += "\\\"";
+      out += "\\\"";
     else if (c < 0x20 || c == 0x7f)
-      text += fmt::format("\\x{:02x}", c);
+      out += fmt::format("\\x{:02x}", c);
     else
-      text += byte;
+      out.push_back(ch);
   }
-  if (truncated) {
-    // Drop a trailing UTF-8 sequence the cut left incomplete.
-    size_t lead = text.size();
-    while (lead > 0 && (static_cast<unsigned char>(text[lead - 1]) & 0xc0) == 0x80) --lead;
-    if (lead > 0 && static_cast<unsigned char>(text[lead - 1]) >= 0xc0) {
-      const auto c = static_cast<unsigned char>(text[lead - 1]);
-      const size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-      if (text.size() - (lead - 1) < need) text.resize(lead - 1);
-    }
+  return out;
+}
+
+// The text of ids as a quoted line: control bytes escaped, the EOD as <eod>, and a UTF-8
+// character that the cut at the end left incomplete dropped.
+std::string preview(const Tokenizer& tokenizer, std::span<const int32_t> ids, bool truncated) {
+  std::string text;
+  size_t run = 0;  // where the text since the last EOD starts
+  for (size_t i = 0; i <= ids.size(); ++i) {
+    if (i < ids.size() && ids[i] != tokenizer.eod()) continue;
+    text += escaped(tokenizer.decode(ids.subspan(run, i - run)));
+    if (i < ids.size()) text += "<eod>";
+    run = i + 1;
   }
+  if (truncated) text.resize(utf8_complete_prefix(text));
   return "\"" + text + "\"" + (truncated ? "..." : "");
+}
+
+// Documents by length, in powers of two.
+void print_histogram(const IndexedDataset& ds, std::FILE* out) {
+  std::vector<int64_t> buckets(64);  // bucket 0: empty; k >= 1: [2^(k-1), 2^k)
+  for (int64_t d = 0; d < ds.num_documents(); ++d) {
+    const auto [begin, end] = ds.document_tokens(d);
+    const auto length = static_cast<uint64_t>(end - begin);
+    ++buckets[static_cast<size_t>(std::bit_width(length))];
+  }
+  size_t first = 0, last = buckets.size() - 1;
+  while (buckets[first] == 0) ++first;
+  while (buckets[last] == 0) --last;
+  const int64_t most = *std::max_element(buckets.begin(), buckets.end());
+  const auto range = [](size_t k) {
+    return k == 0 ? std::string("0")
+                  : fmt::format("{}-{}", int64_t{1} << (k - 1), (int64_t{1} << k) - 1);
+  };
+  const size_t width = range(last).size();
+  fmt::print(out, "documents by length (tokens):\n");
+  for (size_t k = first; k <= last; ++k) {
+    const auto bar = static_cast<size_t>((buckets[k] * 40 + most - 1) / most);
+    fmt::print(out, "  {:>{}} {:>9} {}\n", range(k), width, buckets[k], std::string(bar, '#'));
+  }
 }
 
 }  // namespace
 
 DataPrepareSummary data_prepare(const DataPrepareOptions& options, std::FILE* out, std::FILE* err) {
   const auto start = Clock::now();
-  if (options.tokenizer != "byte") {
-    fail("data prepare: unknown tokenizer \"" + options.tokenizer + "\" (available: byte)");
-  }
-  if (options.document_boundary != "file" && options.document_boundary != "blank-line") {
-    fail("data prepare: unknown --document-boundary \"" + options.document_boundary +
-         "\" (file or blank-line)");
-  }
+  check_options(options);
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(options.tokenizer);
   const uint64_t total_bytes = check_inputs(options.inputs);
   check_output(options.output);
 
-  const ByteTokenizer tokenizer;
-  IndexedDatasetWriter writer(options.output, ByteTokenizer::kVocabSize);
-  DocumentSink sink(writer, tokenizer, options.append_eod);
-  BlankLineSplitter splitter(sink);
+  IndexedDatasetWriter writer(options.output, tokenizer->vocab_size());
+  DocumentWriter documents(writer, tokenizer->eod(), options.append_eod);
+  // Enough batches in flight to keep every worker busy while the oldest is written.
+  OrderedPool<EncodedBatch> pool(options.workers, 2 * static_cast<size_t>(options.workers) + 2,
+                                 [&](EncodedBatch& batch) { documents.write(batch); });
   Progress progress(err, total_bytes);
 
+  std::vector<Segment> batch;
+  size_t batch_bytes = 0;
+  const auto submit = [&] {
+    if (batch.empty()) return;
+    pool.submit([segments = std::move(batch), &tokenizer, &options] {
+      return encode_batch(segments, *tokenizer, options);
+    });
+    batch.clear();
+    batch_bytes = 0;
+  };
+  const auto add = [&](Segment&& s) {
+    batch_bytes += s.text.size();
+    batch.push_back(std::move(s));
+    if (batch_bytes >= kBatchBytes) submit();
+  };
+
+  SegmentBuilder segments(*tokenizer, options.inputs, add);
+  BlankLineSplitter blank_lines(segments);
+  size_t file = 0;
+  JsonlLineSplitter jsonl([&](std::string_view line, int64_t number, uint64_t offset) {
+    add({std::string(line), file, offset, number, true});
+  });
   DataPrepareSummary summary;
-  for (const auto& path : options.inputs) {
-    uint64_t done_before = static_cast<uint64_t>(summary.bytes);
-    summary.bytes += static_cast<int64_t>(
-        read_input(path, options.document_boundary, sink, splitter, [&](uint64_t n) {
-          done_before += n;
-          progress.update(done_before, writer.num_documents());
-        }));
+  try {
+    for (file = 0; file < options.inputs.size(); ++file) {
+      segments.start_file(file);
+      read_chunks(options.inputs[file], [&](std::string_view chunk, uint64_t offset) {
+        if (!options.json_key.empty()) {
+          jsonl.feed(chunk);
+        } else if (options.document_boundary == "file") {
+          segments.text(chunk, offset);
+        } else {
+          blank_lines.feed(chunk, offset);
+        }
+        summary.bytes += static_cast<int64_t>(chunk.size());
+        progress.update(static_cast<uint64_t>(summary.bytes), writer.num_documents(),
+                        writer.num_tokens());
+      });
+      if (!options.json_key.empty()) {
+        jsonl.end_file();
+      } else if (options.document_boundary == "file") {
+        segments.end_document();
+      } else {
+        blank_lines.end_file();
+      }
+    }
+    submit();
+  } catch (const Error&) {
+    // An earlier batch may hold an earlier error: report the first in input order.
+    pool.finish();
+    throw;
   }
+  pool.finish();
   progress.done();
   if (writer.num_documents() == 0) {
     fail("data prepare: the inputs hold no text (" + std::to_string(options.inputs.size()) +
@@ -326,18 +452,32 @@ DataPrepareSummary data_prepare(const DataPrepareOptions& options, std::FILE* ou
   writer.finish();
 
   summary.documents = writer.num_documents();
+  summary.empty_documents = documents.empty_documents();
   summary.tokens = writer.num_tokens();
   summary.seconds = seconds_since(start);
   if (out != nullptr) {
-    fmt::print(out, "data prepare: {} documents, {} tokens from {} bytes in {:.2f} s -> {}, {}\n",
-               summary.documents, summary.tokens, summary.bytes, summary.seconds, writer.bin_path(),
-               writer.idx_path());
+    fmt::print(out,
+               "data prepare: {} documents{}, {} tokens from {} bytes in {:.2f} s ({}/s, {} "
+               "worker{}, tokenizer {}) -> {}, {}\n",
+               summary.documents,
+               summary.empty_documents > 0
+                   ? fmt::format(" ({} empty skipped)", summary.empty_documents)
+                   : std::string(),
+               summary.tokens, summary.bytes, summary.seconds,
+               human_bytes(static_cast<uint64_t>(static_cast<double>(summary.bytes) /
+                                                 std::max(summary.seconds, 1e-9))),
+               options.workers, options.workers == 1 ? "" : "s", tokenizer->name(),
+               writer.bin_path(), writer.idx_path());
     std::fflush(out);
   }
   return summary;
 }
 
-void data_inspect(const std::string& prefix, std::FILE* out) {
+void data_inspect(const std::string& prefix, const DataInspectOptions& options, std::FILE* out) {
+  if (options.docs < 0)
+    fail("data inspect: --docs " + std::to_string(options.docs) + " must be >= 0");
+  const std::unique_ptr<Tokenizer> tokenizer =
+      options.tokenizer.empty() ? nullptr : load_tokenizer(options.tokenizer);
   const IndexedDataset ds(prefix);
   std::error_code ec;
   fmt::print(out, "{}: {} documents, {} sequences, {} tokens, dtype {} (code {})\n", prefix,
@@ -359,24 +499,40 @@ void data_inspect(const std::string& prefix, std::FILE* out) {
   fmt::print(out, "document length (tokens): min {}, mean {:.1f}, max {}\n", shortest,
              static_cast<double>(ds.num_tokens()) / static_cast<double>(ds.num_documents()),
              longest);
+  print_histogram(ds, out);
 
-  constexpr int64_t kShown = 200;
-  const auto [begin, end] = ds.document_tokens(0);
-  const int64_t n = std::min(end - begin, kShown);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  ds.read(begin, n, ids.data());
-  const bool bytes_only = std::all_of(
-      ids.begin(), ids.end(), [](int32_t id) { return id >= 0 && id <= ByteTokenizer::kEod; });
-  if (bytes_only) {
-    fmt::print(out, "first document ({} tokens, as bytes): {}\n", end - begin,
-               preview(ids, end - begin > n));
-  } else {
-    // Ids past the byte tokenizer's: another tokenizer wrote it, so show ids, not text.
-    std::string shown;
-    for (size_t i = 0; i < std::min<size_t>(ids.size(), 20); ++i)
-      shown += (i ? ", " : "") + std::to_string(ids[i]);
-    fmt::print(out, "first document ({} tokens, ids beyond the byte tokenizer): [{}{}]\n",
-               end - begin, shown, end - begin > 20 ? ", ..." : "");
+  constexpr int64_t kShown = 200;  // tokens shown of each document
+  const ByteTokenizer bytes;
+  for (int64_t d = 0; d < std::min(options.docs, ds.num_documents()); ++d) {
+    const auto [begin, end] = ds.document_tokens(d);
+    const int64_t n = std::min(end - begin, kShown);
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    ds.read(begin, n, ids.data());
+    const bool truncated = end - begin > n;
+    if (tokenizer) {
+      for (const int32_t id : ids)
+        if (id < 0 || id >= tokenizer->vocab_size())
+          fail(
+              fmt::format("data inspect: document {} of {} holds id {}, outside the {} ids of "
+                          "tokenizer {}",
+                          d, prefix, id, tokenizer->vocab_size(), tokenizer->name()));
+      fmt::print(out, "document {} ({} tokens): {}\n", d, end - begin,
+                 preview(*tokenizer, ids, truncated));
+      continue;
+    }
+    const bool bytes_only = std::all_of(
+        ids.begin(), ids.end(), [](int32_t id) { return id >= 0 && id <= ByteTokenizer::kEod; });
+    if (bytes_only) {
+      fmt::print(out, "document {} ({} tokens, as bytes): {}\n", d, end - begin,
+                 preview(bytes, ids, truncated));
+    } else {
+      // Ids past the byte tokenizer's and no tokenizer named: show ids, not text.
+      std::string shown;
+      for (size_t i = 0; i < std::min<size_t>(ids.size(), 20); ++i)
+        shown += (i ? ", " : "") + std::to_string(ids[i]);
+      fmt::print(out, "document {} ({} tokens, ids; --tokenizer decodes them): [{}{}]\n", d,
+                 end - begin, shown, end - begin > 20 ? ", ..." : "");
+    }
   }
 }
 
@@ -386,30 +542,48 @@ void add_data_command(CLI::App& app) {
   data->require_subcommand(1);
 
   auto prepare_options = std::make_shared<DataPrepareOptions>();
+  prepare_options->workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   CLI::App* prepare = data->add_subcommand(
-      "prepare", "Tokenize text files into an indexed dataset PREFIX.bin + PREFIX.idx");
-  prepare->add_option("-i,--input", prepare_options->inputs, "Text files to read, in order")
+      "prepare", "Tokenize text or JSONL files into an indexed dataset PREFIX.bin + PREFIX.idx");
+  prepare
+      ->add_option("-i,--input", prepare_options->inputs, "Text or JSONL files to read, in order")
       ->required();
-  prepare->add_option("-t,--tokenizer", prepare_options->tokenizer, "Tokenizer: byte")->required();
+  prepare
+      ->add_option("-t,--tokenizer", prepare_options->tokenizer,
+                   "Tokenizer: byte, a directory with vocab.json + merges.txt or tokenizer.json, "
+                   "or a tokenizer.json")
+      ->required();
   prepare
       ->add_option("-o,--output", prepare_options->output,
                    "Output prefix (writes PREFIX.bin and PREFIX.idx)")
       ->required();
   prepare->add_flag("--append-eod", prepare_options->append_eod,
-                    "End every document with the end-of-document token");
+                    "End every document with the tokenizer's end-of-document token");
   prepare
-      ->add_option(
-          "--document-boundary", prepare_options->document_boundary,
-          "What makes a document: file (one per input) or blank-line (blocks between blank lines)")
+      ->add_option("--document-boundary", prepare_options->document_boundary,
+                   "Plain text: what makes a document: file (one per input) or blank-line (blocks "
+                   "between blank lines)")
+      ->capture_default_str();
+  prepare->add_option("--json-key", prepare_options->json_key,
+                      "Read the inputs as JSONL, one document per line, the text under this key");
+  prepare
+      ->add_option("-w,--workers", prepare_options->workers,
+                   "Threads encoding documents (the output is the same for any number)")
       ->capture_default_str();
   prepare->callback([prepare_options] { data_prepare(*prepare_options); });
 
   auto inspect_prefix = std::make_shared<std::string>();
-  CLI::App* inspect =
-      data->add_subcommand("inspect", "Print the counts, dtype and first document of a dataset");
+  auto inspect_options = std::make_shared<DataInspectOptions>();
+  CLI::App* inspect = data->add_subcommand(
+      "inspect", "Print the counts, dtype, length histogram and first documents of a dataset");
   inspect->add_option("prefix", *inspect_prefix, "Dataset prefix (PREFIX.bin + PREFIX.idx)")
       ->required();
-  inspect->callback([inspect_prefix] { data_inspect(*inspect_prefix); });
+  inspect->add_option("-t,--tokenizer", inspect_options->tokenizer,
+                      "Decode the documents shown with this tokenizer");
+  inspect->add_option("--docs", inspect_options->docs, "How many documents to show")
+      ->capture_default_str();
+  inspect->callback(
+      [inspect_prefix, inspect_options] { data_inspect(*inspect_prefix, *inspect_options); });
 }
 
 }  // namespace kiln

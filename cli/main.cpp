@@ -5,6 +5,7 @@
 
 #include "cli/data_command.h"
 #include "cli/runs_command.h"
+#include "cli/tokenizer_command.h"
 #include "cli/train_command.h"
 #include "kernels/check.h"
 
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   kiln::add_train_command(app, kiln::shell_command_line(argc, argv));
   kiln::add_data_command(app);
+  kiln::add_tokenizer_commands(app);
   kiln::add_runs_command(app);
   try {
     app.parse(argc, argv);

@@ -71,7 +71,9 @@ int wait_for(store::Database& db, int64_t run_id, int64_t command_id, double tim
     const store::RunRecord run = store::get_run(db, run_id);
     const store::Command command = find_command(db, run_id, command_id);
     if (command.status == store::CommandStatus::Applied) {
-      fmt::print("applied at step {}\n", command.applied_step.value_or(-1));
+      // The reason says what the run did: "paused", "checkpoint; wrote PATH", ...
+      fmt::print("applied at step {}{}\n", command.applied_step.value_or(-1),
+                 command.reason.empty() ? "" : ": " + command.reason);
       return 0;
     }
     if (command.status == store::CommandStatus::Rejected) {

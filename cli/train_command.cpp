@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "cli/store_path.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
 #include "trainer/train/trainer.h"
 
@@ -22,23 +23,43 @@ struct TrainOptions {
   std::vector<std::string> tags;
   std::string store;
   bool no_store = false;
+  std::string resume;
 };
 
+// Where --resume looks: train.checkpoint_dir as this command sets it (a config file, --set),
+// else the default. Read without validating: the config that runs is the checkpoint's.
+std::string checkpoint_dir(const TrainOptions& options) {
+  nlohmann::json j = options.config_path.empty() ? nlohmann::json::object()
+                                                 : read_config_json(options.config_path);
+  for (const std::string& assignment : options.overrides) apply_override(j, assignment);
+  const nlohmann::json dir = j.value("/train/checkpoint_dir"_json_pointer, nlohmann::json());
+  return dir.is_string() ? dir.get<std::string>() : TrainConfig{}.checkpoint_dir;
+}
+
+Config resolve_config(const TrainOptions& options, std::string& resume) {
+  if (options.resume.empty()) return load_config(options.config_path, options.overrides);
+  resume = find_checkpoint(options.resume, checkpoint_dir(options));
+  // Resuming continues the checkpoint's run: its config, unless a file is given, with this
+  // command's --set on top (train.steps=..., say).
+  if (options.config_path.empty())
+    return config_with_overrides(checkpoint_config(resume), options.overrides);
+  return load_config(options.config_path, options.overrides);
+}
+
 void run_train(const TrainOptions& options, const std::string& command_line) {
-  const Config config = load_config(options.config_path, options.overrides);
+  std::string resume;
+  const Config config = resolve_config(options, resume);
   if (options.print_config) {
     fmt::print("{}\n", config_to_json(config).dump(2));
     return;
   }
   RecordOptions record;
-  if (!options.no_store) {
-    record.store_path = resolve_store_path(options.store, config.store.path);
-    record.name = options.name.empty() ? default_run_name(options.config_path) : options.name;
-    record.name_given = !options.name.empty();
-    record.command_line = command_line;
-    record.tags = options.tags;
-  }
-  Trainer trainer(config, record);
+  record.name = options.name.empty() ? default_run_name(options.config_path) : options.name;
+  record.name_given = !options.name.empty();
+  record.command_line = command_line;
+  record.tags = options.tags;
+  if (!options.no_store) record.store_path = resolve_store_path(options.store, config.store.path);
+  Trainer trainer(config, record, resume);
   const TrainSummary summary = trainer.run();
   if (summary.interrupted) throw CLI::RuntimeError(130);
 }
@@ -82,6 +103,9 @@ void add_train_command(CLI::App& app, std::string command_line) {
       "Run store file (default: $KILN_STORE, else store.path, else ./kiln-runs.db)");
   cmd->add_flag("--no-store", options->no_store, "Do not record the run in a store")
       ->excludes(store);
+  cmd->add_option("--resume", options->resume,
+                  "Continue from a checkpoint: its folder, a run's checkpoint folder (its "
+                  "latest), or `latest` (the newest under train.checkpoint_dir)");
   cmd->add_flag("--print-config", options->print_config,
                 "Print the resolved config as JSON and exit");
   cmd->callback([options, command_line] { run_train(*options, command_line); });

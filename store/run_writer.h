@@ -67,6 +67,12 @@ class RunWriter {
   // Inserts the run as `running`, with a `start` event. A name already taken, empty, or all
   // digits is refused. One run per writer.
   int64_t create_run(const RunInfo& info);
+  // Continues the run named info.name, which a checkpoint of it is resuming: the status
+  // goes back to `running`, the end and error are cleared, the record takes info's command
+  // line, host and device, and a `start` event says where it resumed from. Returns nullopt
+  // when the store has no run of that name. A run that is still live (running or paused,
+  // heartbeat fresh) is refused: two processes must not record one run.
+  std::optional<int64_t> resume_run(const RunInfo& info, const std::string& resumed_from);
   int64_t run_id() const;
 
   // One log interval: every rank's row for the step(s). Rows with time 0 get now.
@@ -98,6 +104,7 @@ class RunWriter {
  private:
   void push(WriteItem item);
   void require_run() const;
+  void require_no_run() const;
   void thread_main();
   void commit(const Batch& batch);
   void apply(const WriteItem& item, int64_t run, BlockUpdate& blocks);

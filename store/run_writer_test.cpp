@@ -114,6 +114,45 @@ TEST_F(RunWriterTest, RecordsARunFromStartToEnd) {
   EXPECT_EQ(events[3].message, "completed");
 }
 
+TEST_F(RunWriterTest, AResumedRunContinuesTheSameRecord) {
+  int64_t id = 0;
+  {
+    RunWriter writer(path());
+    id = writer.create_run(run_info("long-run"));
+    writer.log_metrics(interval(10, 2));
+    writer.finish(RunStatus::Failed, "out of memory");
+    writer.flush();
+  }
+  {
+    RunWriter writer(path());
+    RunInfo info = run_info("long-run");
+    info.host = "otherhost";
+    info.command_line = "kiln train --resume latest";
+    EXPECT_EQ(writer.resume_run(info, "/ckpt/step-00000010"), id);
+    writer.log_metrics(interval(20, 2));
+    writer.flush();
+    auto db = open_store(path(), Access::ReadOnly);
+    const RunRecord run = get_run(*db, id);
+    EXPECT_EQ(run.status, RunStatus::Running);
+    EXPECT_FALSE(run.ended_at.has_value());
+    EXPECT_EQ(run.error, "");
+    EXPECT_EQ(run.host, "otherhost");
+    EXPECT_EQ(run.command_line, "kiln train --resume latest");
+    EXPECT_EQ(run.last_step, 20);
+    EXPECT_EQ(list_events(*db, id).back().message, "resumed from /ckpt/step-00000010 on otherhost");
+    // A second process may not record the run while this one does.
+    RunWriter second(path());
+    EXPECT_EQ(error_of([&] { second.resume_run(info, "x"); }),
+              "store: run 'long-run' (id 1) is still running in another process; stop it first, "
+              "or resume under another --name");
+    writer.finish(RunStatus::Completed);
+    writer.flush();
+  }
+  RunWriter writer(path());
+  EXPECT_FALSE(writer.resume_run(run_info("never-recorded"), "x").has_value());
+  EXPECT_EQ(writer.run_id(), 0);
+}
+
 TEST_F(RunWriterTest, AFailedRunKeepsItsError) {
   int64_t id = 0;
   {

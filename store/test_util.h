@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.h"
 #include "store/types.h"
+#include "tests/error_of.h"
 
 namespace kiln::store::testing_util {
 
@@ -36,15 +36,7 @@ class StoreTest : public ::testing::Test {
   fs::path dir_;
 };
 
-// The message of the kiln::Error that f throws, or "(no error)".
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 // A value that identifies (step, rank): any mix-up of rows shows as a wrong value.
 inline double loss_of(int64_t step, int rank) {

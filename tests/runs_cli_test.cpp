@@ -719,13 +719,14 @@ TEST_F(RunsCli, SteeringRefusesBadSettingsAndEndedRuns) {
 
 TEST_F(RunsCli, WaitReportsTheStepItWasAppliedAt) {
   const auto live = start_live_run(store_);
-  std::thread trainer = answer_next_command(*live, store::CommandStatus::Applied, 42);
+  std::thread trainer = answer_next_command(*live, store::CommandStatus::Applied, 42,
+                                             "checkpoint; wrote /ckpt/live/step-00000042");
   const CommandResult r = kiln_runs(store_, "checkpoint", "live --wait 10");
   trainer.join();
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output,
             "queued checkpoint for run 1 (live) as command 1; it applies at the next step "
-            "boundary\napplied at step 42\n");
+            "boundary\napplied at step 42: checkpoint; wrote /ckpt/live/step-00000042\n");
   const auto command = row_with(kiln_runs(store_, "show", "live").output, 0, "1");
   ASSERT_EQ(command.size(), 6u);
   EXPECT_EQ(command[2], "checkpoint");

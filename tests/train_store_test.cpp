@@ -213,7 +213,8 @@ TEST(TrainStore, ALiveRunPausesResumesTakesANewLearningRateAndStops) {
   const int pid = start_background(
       kiln + " train --store " + path + " --name live" + small_run(prefix) +
           " --set train.steps=1000000 --set train.log_interval=1 --set train.eval_interval=0"
-          " --set train.decay=constant --set train.warmup=0 --set train.lr=0.001",
+          " --set train.decay=constant --set train.warmup=0 --set train.lr=0.001"
+          " --set train.checkpoint_dir=" + dir + "/checkpoints",
       log);
   ASSERT_TRUE(wait_for_step_after(path, "live", 2)) << read_text(log);
 

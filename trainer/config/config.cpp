@@ -55,6 +55,9 @@ void for_each_field(C& c, F&& f) {
   f("train", "log_interval", c.train.log_interval);
   f("train", "eval_interval", c.train.eval_interval);
   f("train", "eval_iters", c.train.eval_iters);
+  f("train", "checkpoint_interval", c.train.checkpoint_interval);
+  f("train", "checkpoint_dir", c.train.checkpoint_dir);
+  f("train", "checkpoint_keep", c.train.checkpoint_keep);
   f("train", "sample_tokens", c.train.sample_tokens);
   f("train", "sample_prompt", c.train.sample_prompt);
   f("train", "sample_temperature", c.train.sample_temperature);
@@ -373,6 +376,9 @@ void validate_train(const TrainConfig& t) {
   at_least("train.log_interval", t.log_interval, 1);
   at_least("train.eval_interval", t.eval_interval, 0);
   at_least("train.eval_iters", t.eval_iters, 0);
+  at_least("train.checkpoint_interval", t.checkpoint_interval, 0);
+  if (t.checkpoint_dir.empty()) fail("config: train.checkpoint_dir is empty");
+  at_least("train.checkpoint_keep", t.checkpoint_keep, 0);
   at_least("train.sample_tokens", t.sample_tokens, 0);
   positive("train.sample_temperature", t.sample_temperature);
 }
@@ -383,8 +389,9 @@ void validate_data(const DataConfig& d, const ModelConfig& m) {
   if (!parse_split(d.split))
     fail("config: data.split must be 1 to 3 comma-separated non-negative numbers with a positive sum "
          "(e.g. \"969,30,1\"), got " + show(d.split));
-  one_of("data.tokenizer", d.tokenizer, {"byte"});
-  if (m.vocab_size < kByteVocab)
+  // Any other spec names tokenizer files: the trainer loads them and checks the vocabulary.
+  if (d.tokenizer.empty()) fail("config: data.tokenizer is empty (byte, or a tokenizer's files)");
+  if (d.tokenizer == "byte" && m.vocab_size < kByteVocab)
     fail("config: model.vocab_size=" + show(m.vocab_size) + " is smaller than the " +
          show(kByteVocab) + " tokens of data.tokenizer=\"byte\"");
 }
@@ -502,7 +509,15 @@ void apply_override(json& j, const std::string& assignment) {
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  json j = path.empty() ? parse_json(kEmbeddedTinyConfig, "the embedded tiny config") : read_json_file(path);
+  return config_with_overrides(read_config_json(path), overrides);
+}
+
+json read_config_json(const std::string& path) {
+  return path.empty() ? parse_json(kEmbeddedTinyConfig, "the embedded tiny config")
+                      : read_json_file(path);
+}
+
+Config config_with_overrides(json j, const std::vector<std::string>& overrides) {
   for (const std::string& assignment : overrides) apply_override(j, assignment);
   return config_from_json(j);
 }

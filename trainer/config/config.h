@@ -52,6 +52,9 @@ struct TrainConfig {
   int64_t log_interval = 10;
   int64_t eval_interval = 100;  // 0: no validation
   int64_t eval_iters = 10;
+  int64_t checkpoint_interval = 0;      // save every N steps (and at the end); 0: only on command
+  std::string checkpoint_dir = "checkpoints";  // each run saves under <dir>/<run name>/
+  int checkpoint_keep = 0;              // keep the newest N checkpoints of a run; 0: all
   int sample_tokens = 0;  // after training, generate this many tokens
   std::string sample_prompt;
   double sample_temperature = 0.8;
@@ -106,6 +109,10 @@ nlohmann::json config_to_json(const Config& config);
 // Reads a JSON file, or the embedded tiny config when path is empty, then applies each
 // "section.key=value" override in order (the value parses as JSON, else as a string).
 Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+// The JSON of a config file, or of the embedded tiny config when path is empty, unvalidated.
+nlohmann::json read_config_json(const std::string& path);
+// A config given as JSON (a checkpoint's), with overrides applied the same way.
+Config config_with_overrides(nlohmann::json j, const std::vector<std::string>& overrides);
 void apply_override(nlohmann::json& j, const std::string& assignment);
 
 }  // namespace kiln

@@ -2,13 +2,14 @@
 
 namespace kiln {
 
-std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
-  std::vector<int32_t> ids(text.size());
+void ByteTokenizer::encode_into(std::string_view text, std::vector<int32_t>& ids,
+                                bool /*allow_special*/) const {
+  const size_t start = ids.size();
+  ids.resize(start + text.size());
   for (size_t i = 0; i < text.size(); ++i) {
     // Through unsigned char: bytes >= 0x80 must map to 128..255, not negative ids.
-    ids[i] = static_cast<unsigned char>(text[i]);
+    ids[start + i] = static_cast<unsigned char>(text[i]);
   }
-  return ids;
 }
 
 std::string ByteTokenizer::decode(std::span<const int32_t> ids) const {

@@ -9,22 +9,31 @@
 #include <string_view>
 #include <vector>
 
+#include "trainer/data/tokenizer.h"
+
 namespace kiln {
 
-class ByteTokenizer {
+class ByteTokenizer : public Tokenizer {
  public:
   static constexpr int32_t kEod = 256;  // end of document, appended by `data prepare --append-eod`
   static constexpr int kVocabSize = 257;  // bytes 0..255 and kEod
 
-  // One id per byte, in order. Stateless, so encoding a text in chunks gives the same
-  // ids as encoding it whole.
-  std::vector<int32_t> encode(std::string_view text) const;
+  std::string name() const override { return "byte"; }
+  int32_t vocab_size() const override { return kVocabSize; }
+  int32_t eod() const override { return kEod; }
 
   // The bytes of ids 0..255, in order. kEod and ids outside 0..255 produce nothing:
   // a decoded sample reads as the text it came from, with document ends dropped.
-  std::string decode(std::span<const int32_t> ids) const;
+  std::string decode(std::span<const int32_t> ids) const override;
 
-  std::string name() const { return "byte"; }
+  // Stateless, so any cut is stable: encoding a text in chunks gives the ids of the whole.
+  size_t stable_prefix(std::string_view text) const override { return text.size(); }
+
+ private:
+  // One id per byte, in order; any bytes, UTF-8 or not. The end-of-document id has no
+  // text form, so there is nothing special to allow.
+  void encode_into(std::string_view text, std::vector<int32_t>& ids,
+                   bool allow_special) const override;
 };
 
 }  // namespace kiln

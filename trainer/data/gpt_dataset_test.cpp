@@ -10,20 +10,14 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "tests/error_of.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 // Two datasets whose token ids are their position in the concatenated corpus, so every
 // expected sample can be written down as a run of consecutive numbers:
@@ -219,7 +213,7 @@ TEST_F(GptDatasetTest, RejectsTooShortAndEmptySplits) {
             }),
             "data: the valid split of " + a() + " + " + b() +
                 " has 10 tokens, fewer than one sample of seq_len + 1 = 11");
-  EXPECT_EQ(error_of([&] { GptDataset ds({a(), b()}, "6,2,2", Split::Valid, 9, 1); }), "");
+  EXPECT_EQ(error_of([&] { GptDataset ds({a(), b()}, "6,2,2", Split::Valid, 9, 1); }), "(no error)");
   // A positive weight that rounds to no documents: 0.01 of 10 documents.
   EXPECT_EQ(error_of([&] { GptDataset ds({a()}, "99,1,0", Split::Valid, 4, 1); }),
             "data: the valid split of " + a() +

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "tests/error_of.h"
 
 namespace kiln {
 namespace {
@@ -85,14 +86,7 @@ RawIndex reference_index() {
 const std::string kReferenceBin("\x05\x00\x06\x00\x07\x00\x08\x00\x09\x00", 10);
 
 // The message of the kiln::Error that f throws, or "" when it throws none.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 std::vector<int32_t> read_all(const IndexedDataset& ds) {
   std::vector<int32_t> out(static_cast<size_t>(ds.num_tokens()));
@@ -293,7 +287,7 @@ TEST_F(IndexedDatasetTest, RejectsCorruptFiles) {
   };
   const std::string good = reference_index().bytes();
 
-  expect(good, kReferenceBin, "");  // the baseline is valid
+  expect(good, kReferenceBin, "(no error)");  // the baseline is valid
 
   fs::remove(idx_path);
   EXPECT_EQ(error_of([&] { IndexedDataset ds(p); }),

@@ -57,4 +57,20 @@ std::vector<double> copy_to_doubles(Ops& ops, const Tensor& src) {
   fail(std::string("copy: floating tensor expected, got ") + dtype_name(src.dtype));
 }
 
+std::vector<double> doubles_from_bytes(const void* bytes, DType dtype, int64_t count) {
+  std::vector<double> out(static_cast<size_t>(count));
+  for (size_t i = 0; i < out.size(); ++i) {
+    switch (dtype) {
+      case DType::F64: out[i] = static_cast<const double*>(bytes)[i]; break;
+      case DType::F32: out[i] = static_cast<const float*>(bytes)[i]; break;
+      case DType::BF16: out[i] = bf16_to_float(static_cast<const uint16_t*>(bytes)[i]); break;
+      case DType::F16: out[i] = f16_to_float(static_cast<const uint16_t*>(bytes)[i]); break;
+      case DType::I32:
+      case DType::I64:
+        fail(std::string("copy: floating values expected, got ") + dtype_name(dtype));
+    }
+  }
+  return out;
+}
+
 }  // namespace kiln

@@ -31,6 +31,15 @@ class AdamW {
   int64_t steps_taken() const { return step_; }
   size_t bytes() const { return state_.bytes(); }
 
+  // The state a checkpoint keeps, laid out like the flat gradient buffer: the F32 master
+  // weights (the parameters themselves when they are F32 or F64) and the two moments.
+  Tensor master() const { return master_; }
+  Tensor exp_avg() const { return m_; }
+  Tensor exp_avg_sq() const { return v_; }
+  bool keeps_master_copy() const { return master_.data != params_.flat_values().data; }
+  // After the state was restored from a checkpoint: the bias correction goes on from here.
+  void set_steps_taken(int64_t steps) { step_ = steps; }
+
  private:
   TrainConfig train_;
   ParameterSet& params_;

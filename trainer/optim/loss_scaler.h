@@ -18,6 +18,19 @@ class LossScaler {
   // After each optimizer step: overflow = the step was skipped.
   void update(bool overflow);
 
+  // What a checkpoint keeps, so a resumed fp16 run scales exactly as the original would.
+  struct State {
+    double scale = 1;
+    int64_t clean_steps = 0;
+    int64_t skipped = 0;
+  };
+  State state() const { return {scale_, clean_steps_, skipped_}; }
+  void restore(const State& state) {
+    scale_ = state.scale;
+    clean_steps_ = state.clean_steps;
+    skipped_ = state.skipped;
+  }
+
  private:
   LossScaler(double scale, int64_t growth_interval)
       : scale_(scale), growth_interval_(growth_interval) {}

@@ -31,7 +31,9 @@ SteeringDecision decide(const std::vector<store::Command>& pending, bool paused)
         d.stop = true;
         break;
       case store::CommandAction::Checkpoint:
-        out.reason = "this build cannot write checkpoints yet";
+        out.applied = true;
+        out.reason = "checkpoint";
+        d.checkpoint = true;
         break;
       case store::CommandAction::Set:
         try {

@@ -75,10 +75,12 @@ TEST(Steering, SettingsAreParsedAndBadOnesRejectedWithTheReason) {
             std::string::npos);
 }
 
-TEST(Steering, CheckpointIsRejectedUntilCheckpointsExist) {
-  const SteeringDecision d = decide({command(1, CommandAction::Checkpoint)}, false);
-  EXPECT_FALSE(d.outcomes[0].applied);
-  EXPECT_EQ(d.outcomes[0].reason, "this build cannot write checkpoints yet");
+TEST(Steering, CheckpointCommandsAreApplied) {
+  const SteeringDecision d =
+      decide({command(1, CommandAction::Checkpoint), command(2, CommandAction::Checkpoint)}, false);
+  EXPECT_TRUE(d.checkpoint);
+  EXPECT_FALSE(d.stop);
+  EXPECT_TRUE(d.outcomes[0].applied && d.outcomes[1].applied);
 }
 
 }  // namespace

@@ -8,10 +8,11 @@
 
 namespace kiln {
 
-std::string generate(GptModel& model, const ByteTokenizer& tokenizer, const std::string& prompt,
+std::string generate(GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
                      int n_tokens, double temperature, uint64_t seed) {
   std::vector<int32_t> context = tokenizer.encode(prompt);
-  if (context.empty()) context.push_back(ByteTokenizer::kEod);
+  // An empty prompt starts the sample where a document would: after an end of document.
+  if (context.empty()) context.push_back(tokenizer.eod());
   const size_t prompt_size = context.size();
   const size_t window = static_cast<size_t>(model.config().seq_len);
   Random rng(seed);

@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <string>
 
-#include "trainer/data/byte_tokenizer.h"
+#include "trainer/data/tokenizer.h"
 #include "trainer/model/gpt_model.h"
 
 namespace kiln {
 
-std::string generate(GptModel& model, const ByteTokenizer& tokenizer, const std::string& prompt,
+std::string generate(GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
                      int n_tokens, double temperature, uint64_t seed);
 
 }  // namespace kiln

@@ -32,7 +32,10 @@ RunRecorder::RunRecorder(const RecordOptions& options, store::RunInfo info, Syst
     : writer_(options.store_path), probe_(probe), path_(options.store_path) {
   info.command_line = options.command_line;
   info.tags = options.tags;
-  run_id_ = create_run(writer_, options, info);
+  info.name = options.name;
+  std::optional<int64_t> resumed;
+  if (!options.resumed_from.empty()) resumed = writer_.resume_run(info, options.resumed_from);
+  run_id_ = resumed ? *resumed : create_run(writer_, options, info);
   name_ = info.name;
   next_system_sample_ = std::chrono::steady_clock::now();
 }
@@ -65,6 +68,11 @@ void RunRecorder::record(const SteeringDecision& decision, int64_t step) {
     writer_.mark_command(o.command_id,
                          o.applied ? store::CommandStatus::Applied : store::CommandStatus::Rejected,
                          step, o.reason);
+}
+
+void RunRecorder::log_checkpoint(int64_t step, const std::string& path, int64_t bytes,
+                                 const std::string& layout) {
+  writer_.log_checkpoint({step, path, bytes, layout, 0});
 }
 
 void RunRecorder::set_paused(bool paused) {

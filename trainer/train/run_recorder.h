@@ -26,6 +26,9 @@ struct RecordOptions {
   bool name_given = true;  // false: a default name, which gets "-2", "-3", ... when taken
   std::string command_line;
   std::vector<std::string> tags;
+  // The checkpoint a resumed run continues from: the store's run of the same name, when
+  // there is one, is continued rather than a new one created.
+  std::string resumed_from;
 };
 
 class RunRecorder {
@@ -47,6 +50,7 @@ class RunRecorder {
   // Marks each command of the decision applied or rejected at `step`.
   void record(const SteeringDecision& decision, int64_t step);
   void set_paused(bool paused);
+  void log_checkpoint(int64_t step, const std::string& path, int64_t bytes, const std::string& layout);
 
   // Ends the run and waits for the disk. Returns the store's failure, if any, instead of
   // throwing: the training is over either way, and the caller reports it.

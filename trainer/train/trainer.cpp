@@ -4,13 +4,15 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <thread>
 
 #include <fmt/core.h>
 
 #include "kernels/check.h"
-#include "trainer/data/byte_tokenizer.h"
+#include "trainer/data/tokenizer.h"
 #include "trainer/optim/lr_schedule.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/train/backend.h"
 #include "trainer/train/flops.h"
 #include "trainer/train/generate.h"
@@ -58,7 +60,8 @@ constexpr auto kPausePoll = std::chrono::milliseconds(200);
 
 }  // namespace
 
-Trainer::Trainer(const Config& config, const RecordOptions& record, std::FILE* out)
+Trainer::Trainer(const Config& config, const RecordOptions& record, const std::string& resume,
+                 std::FILE* out)
     : config_(config),
       out_(out),
       loss_scaler_(config.precision.dtype == "fp16" ? LossScaler::dynamic() : LossScaler::none()) {
@@ -68,6 +71,11 @@ Trainer::Trainer(const Config& config, const RecordOptions& record, std::FILE* o
   probe_ = std::make_unique<SystemProbe>(*ops_);
 
   const ModelConfig& m = config_.model;
+  tokenizer_ = load_tokenizer(config_.data.tokenizer);
+  const int32_t tokenizer_ids = tokenizer_->vocab_size();
+  if (m.vocab_size < tokenizer_ids)
+    fail(fmt::format("model.vocab_size={} is smaller than the tokenizer's {} ids (data.tokenizer={})",
+                     m.vocab_size, tokenizer_ids, config_.data.tokenizer));
   train_data_ = std::make_unique<GptDataset>(config_.data.paths, config_.data.split, Split::Train,
                                              m.seq_len, config_.train.seed);
   if (config_.data.split_fractions()[1] > 0)
@@ -84,6 +92,27 @@ Trainer::Trainer(const Config& config, const RecordOptions& record, std::FILE* o
                                       AdamW::state_bytes_per_element(dtype));
   model_->init_parameters(config_.train.seed);
   optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_);
+  RecordOptions recording = record;
+  run_name_ = record.name;
+  if (!resume.empty()) {
+    const Checkpoint checkpoint(resume);
+    checkpoint.check_model(config_to_json(config_)["model"]);
+    const TrainingState& state = checkpoint.state();
+    if (state.step >= config_.train.steps)
+      fail(fmt::format("checkpoint {} is at step {}, and train.steps={} leaves nothing to train; "
+                       "raise train.steps",
+                       resume, state.step, config_.train.steps));
+    checkpoint.restore(*model_, *optimizer_, *ops_);
+    first_step_ = state.step + 1;
+    saved_step_ = state.step;
+    consumed_samples_ = state.consumed_samples;
+    lr_scale_ = state.lr_scale;
+    loss_scaler_.restore(state.loss_scaler);
+    // The run goes on under its own name (and in its own checkpoint folder) unless the user
+    // names a new one: a fork of the run.
+    if (!record.name_given) run_name_ = recording.name = state.run_name;
+    recording.resumed_from = resume;
+  }
 
   const TrainConfig& t = config_.train;
   fmt::print(out_, "kiln: {} model, {} layers, d_model {}, {} heads ({} kv), {:.2f}M parameters, "
@@ -116,10 +145,13 @@ Trainer::Trainer(const Config& config, const RecordOptions& record, std::FILE* o
     info.backend = ops_->device() == Device::Cuda ? "cuda" : "cpu";
     info.device = probe_->device_name();
     info.host = host_name();
-    recorder_ = std::make_unique<RunRecorder>(record, info, *probe_);
+    recorder_ = std::make_unique<RunRecorder>(recording, info, *probe_);
+    run_name_ = recorder_->name();
     fmt::print(out_, "kiln: recording run {} '{}' in {}\n", recorder_->run_id(),
                recorder_->name(), recorder_->path());
   }
+  if (!resume.empty())
+    fmt::print(out_, "kiln: resumed from {} at step {}\n", resume, first_step_ - 1);
   std::fflush(out_);
 }
 
@@ -142,7 +174,7 @@ double Trainer::scheduled_lr(int64_t step) const {
   return learning_rate(config_.train, step) * lr_scale_;
 }
 
-StepTimes Trainer::train_step(int64_t step, bool timed) {
+StepTimes Trainer::train_step(bool timed) {
   const int accum = config_.grad_accum();
   const int64_t B = config_.train.micro_batch;
   const double tokens_per_step =
@@ -155,7 +187,7 @@ StepTimes Trainer::train_step(int64_t step, bool timed) {
   model_->zero_grad();
   for (int micro = 0; micro < accum; ++micro) {
     Clock::time_point t0 = Clock::now();
-    fill_batch(*train_data_, (step - 1) * config_.train.global_batch + micro * B);
+    fill_batch(*train_data_, consumed_samples_ + micro * B);
     phase_end();
     times.data_ms += ms_since(t0);
     t0 = Clock::now();
@@ -224,6 +256,32 @@ std::string Trainer::apply_setting(const Setting& setting) {
                    : std::string("validation off");
 }
 
+std::string Trainer::save_checkpoint_at(int64_t step) {
+  const std::string root = (std::filesystem::path(config_.train.checkpoint_dir) / run_name_).string();
+  if (saved_step_ == step) return (std::filesystem::path(root) / fmt::format("step-{:08d}", step)).string();
+  TrainingState state;
+  state.step = step;
+  state.optimizer_steps = optimizer_->steps_taken();
+  state.consumed_samples = consumed_samples_;
+  state.seed = config_.train.seed;
+  state.lr_scale = lr_scale_;
+  state.loss_scaler = loss_scaler_.state();
+  state.run_name = run_name_;
+  state.layout = layout_name(config_.parallel);
+  state.config = config_to_json(config_);
+  const Clock::time_point start = Clock::now();
+  const WrittenCheckpoint written =
+      save_checkpoint(root, state, *model_, *optimizer_, *ops_, config_.train.checkpoint_keep);
+  saved_step_ = step;
+  const double seconds = seconds_since(start);
+  not_training_s_ += seconds;
+  fmt::print(out_, "kiln: saved checkpoint {} ({}) in {:.1f} s\n", written.path,
+             human_bytes(static_cast<uint64_t>(written.bytes)), seconds);
+  std::fflush(out_);
+  if (recorder_) recorder_->log_checkpoint(step, written.path, written.bytes, state.layout);
+  return written.path;
+}
+
 SteeringDecision Trainer::steer(int64_t step, bool paused) {
   const std::vector<store::Command> pending = recorder_->pending_commands();
   if (pending.empty()) return {};
@@ -231,6 +289,15 @@ SteeringDecision Trainer::steer(int64_t step, bool paused) {
   for (size_t i = 0; i < decision.settings.size(); ++i) {
     std::string& reason = decision.outcomes[decision.setting_outcome[i]].reason;
     reason += ": " + apply_setting(decision.settings[i]);
+  }
+  if (decision.checkpoint || decision.stop) {
+    const std::string path = save_checkpoint_at(step);
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const auto action = pending[i].action;
+      CommandOutcome& o = decision.outcomes[i];
+      if (o.applied && (action == store::CommandAction::Checkpoint || action == store::CommandAction::Stop))
+        o.reason += "; wrote " + path;
+    }
   }
   recorder_->record(decision, step);
   for (size_t i = 0; i < pending.size(); ++i) {
@@ -290,7 +357,7 @@ TrainSummary Trainer::run() {
   }
   if (config_.train.sample_tokens > 0 && !summary.interrupted && !summary.stopped) {
     const TrainConfig& t = config_.train;
-    const std::string text = generate(*model_, ByteTokenizer{}, t.sample_prompt, t.sample_tokens,
+    const std::string text = generate(*model_, *tokenizer_, t.sample_prompt, t.sample_tokens,
                                       t.sample_temperature, t.seed);
     fmt::print(out_, "--- sample (temperature {}) ---\n{}\n---\n", t.sample_temperature, text);
   }
@@ -304,13 +371,14 @@ void Trainer::train_loop(TrainSummary& summary) {
   const bool has_valid = valid_data_ && t.eval_iters > 0;
   const Clock::time_point start = Clock::now();
   Clock::time_point interval_start = start;
-  double interval_loss = 0, interval_paused_s = 0;
+  double interval_loss = 0;
   int64_t interval_steps = 0;
 
-  for (int64_t step = 1; step <= t.steps; ++step) {
+  for (int64_t step = first_step_; step <= t.steps; ++step) {
     const bool timed = step % t.log_interval == 0 || step == t.steps;
     const double lr = scheduled_lr(step);
-    const StepTimes times = train_step(step, timed);
+    const StepTimes times = train_step(timed);
+    consumed_samples_ += t.global_batch;
     const double scale = loss_scaler_.scale();
     const Clock::time_point opt_start = Clock::now();
     const OptimizerStep update = optimizer_->step(lr, scale);
@@ -331,14 +399,14 @@ void Trainer::train_loop(TrainSummary& summary) {
     }
     interval_loss += times.loss;
     ++interval_steps;
-    summary.steps = step;
+    summary.steps = step - first_step_ + 1;
 
     // The step boundary: commands first, so a step the run stops or pauses after is logged.
     const SteeringDecision decision =
         recorder_ && step < t.steps ? steer(step, false) : SteeringDecision{};
     const bool interrupted = interrupt_requested();
     if (timed || decision.stop || decision.pause || interrupted) {
-      const double elapsed = seconds_since(interval_start) - interval_paused_s;
+      const double elapsed = seconds_since(interval_start) - not_training_s_;
       const double per_step = elapsed / static_cast<double>(interval_steps);
       summary.train_loss = interval_loss / static_cast<double>(interval_steps);
       fmt::print(out_, "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s"
@@ -351,26 +419,32 @@ void Trainer::train_loop(TrainSummary& summary) {
         recorder_->log_step(metric_row(step, summary.train_loss, lr, norm, per_step, times, opt_ms));
       interval_start = Clock::now();
       interval_loss = 0;
-      interval_paused_s = 0;
+      not_training_s_ = 0;
       interval_steps = 0;
     }
     if (has_valid && t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
+      const Clock::time_point eval_start = Clock::now();
       summary.valid_loss = evaluate();
+      not_training_s_ += seconds_since(eval_start);
       fmt::print(out_, "eval step {} | valid loss {:.4f} | {:.3f} bits per token\n", step,
                  *summary.valid_loss, *summary.valid_loss / std::log(2.0));
       std::fflush(out_);
       if (recorder_) recorder_->log_valid(step, *summary.valid_loss);
     }
+    if (t.checkpoint_interval > 0 && (step % t.checkpoint_interval == 0 || step == t.steps))
+      save_checkpoint_at(step);
 
     bool stop = decision.stop;
     if (decision.pause && !stop && !interrupted) {
       double waited_s = 0;
       stop = wait_while_paused(step, waited_s);
-      interval_paused_s += waited_s;
+      not_training_s_ += waited_s;
     }
     if (interrupt_requested()) {
       summary.interrupted = true;
       fmt::print(out_, "kiln: interrupted; stopped cleanly after step {}\n", step);
+      // With periodic checkpoints on, the work since the last one is kept too.
+      if (t.checkpoint_interval > 0) save_checkpoint_at(step);
       if (recorder_)
         recorder_->log_event(store::event_kind::kStatus, "interrupted (SIGINT or SIGTERM)", step);
       break;

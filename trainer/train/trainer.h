@@ -12,6 +12,7 @@
 
 #include "trainer/config/config.h"
 #include "trainer/data/gpt_dataset.h"
+#include "trainer/data/tokenizer.h"
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/optim/loss_scaler.h"
@@ -40,10 +41,11 @@ struct StepTimes {
 class Trainer {
  public:
   // Checks what the config asks of this process, opens the data, lays out the model and
-  // optimizer; prints the run header and memory; creates the run in the store when
+  // optimizer, restores the checkpoint at `resume` when one is named; prints the run header
+  // and memory; creates (or, resuming, continues) the run in the store when
   // record.store_path is set. Throws kiln::Error on bad input, before anything is written.
   explicit Trainer(const Config& config, const RecordOptions& record = {},
-                   std::FILE* out = stdout);
+                   const std::string& resume = {}, std::FILE* out = stdout);
   ~Trainer();
 
   TrainSummary run();
@@ -51,7 +53,7 @@ class Trainer {
 
  private:
   void train_loop(TrainSummary& summary);
-  StepTimes train_step(int64_t step, bool timed);
+  StepTimes train_step(bool timed);
   double evaluate();
   void fill_batch(const GptDataset& data, int64_t first_sample);
   double scheduled_lr(int64_t step) const;
@@ -64,6 +66,8 @@ class Trainer {
   // Returns the seconds it waited through `waited_s`.
   bool wait_while_paused(int64_t step, double& waited_s);
   std::string apply_setting(const Setting& setting);
+  // Writes the checkpoint of `step` (once per step) and records it; returns its path.
+  std::string save_checkpoint_at(int64_t step);
 
   Config config_;
   std::FILE* out_;
@@ -76,6 +80,14 @@ class Trainer {
   LossScaler loss_scaler_;
   std::vector<int32_t> window_, tokens_, targets_;
   std::unique_ptr<RunRecorder> recorder_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::string run_name_;        // names the run's checkpoint folder
+  int64_t first_step_ = 1;      // > 1 when resuming
+  int64_t consumed_samples_ = 0;  // training samples read so far: the data position
+  int64_t saved_step_ = 0;      // the step of the last checkpoint written
+  // Seconds of the current log interval spent not training (validation, checkpoints,
+  // pauses): left out of its tokens/s, as Megatron's timers leave them out.
+  double not_training_s_ = 0;
   double lr_scale_ = 1;  // `kiln runs set`: the schedule times this
   int64_t model_flops_per_token_ = 0;
   double peak_flops_ = 0;  // 0: unknown device, no MFU

@@ -1,0 +1,170 @@
+// End-to-end: checkpoints written by kiln train resume bit for bit, are written by the stop
+// and checkpoint commands, and a damaged one is refused with one line.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "kernels/check.h"
+#include "store/commands.h"
+#include "store/metric_queries.h"
+#include "store/run_queries.h"
+#include "store/schema.h"
+#include "tests/corpus_fixture.h"
+#include "tests/run_command.h"
+
+namespace kiln::test {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+const std::string kiln = KILN_BINARY;
+
+// Eight steps of the small run with every step logged, validation off.
+std::string eight_steps(const std::string& prefix, const std::string& dir) {
+  return small_run(prefix) + " --set train.steps=8 --set train.log_interval=1"
+         " --set train.eval_interval=0 --set train.sample_tokens=0"
+         " --set train.checkpoint_dir=" + dir + "/checkpoints";
+}
+
+std::vector<store::MetricRow> rows_of(const std::string& path, const std::string& run) {
+  auto db = store::open_store(path, store::Access::ReadOnly);
+  std::vector<store::MetricRow> rows;
+  store::for_each_metric(*db, store::resolve_run(*db, run),
+                         [&](const store::MetricRow& r) { rows.push_back(r); });
+  return rows;
+}
+
+TEST(CheckpointCli, AResumedRunContinuesTheCurveBitForBit) {
+  const std::string dir = fresh_dir("ckpt_exact");
+  const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
+  const std::string run = eight_steps(prefix, dir) + " --store " + store;
+  const CommandResult full =
+      run_command(kiln + " train --name full --set train.checkpoint_interval=4" + run);
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  EXPECT_NE(full.output.find("kiln: saved checkpoint " + dir + "/checkpoints/full/step-00000004"),
+            std::string::npos)
+      << full.output;
+
+  // A second run, forked from step 4 under another name: same config, from the checkpoint.
+  const CommandResult resumed = run_command(kiln + " train --name fork --store " + store +
+                                            " --resume " + dir + "/checkpoints/full/step-00000004");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("kiln: resumed from " + dir +
+                                "/checkpoints/full/step-00000004 at step 4"),
+            std::string::npos)
+      << resumed.output;
+  const auto a = rows_of(store, "full"), b = rows_of(store, "fork");
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(b[i].step, a[i + 4].step);
+    EXPECT_EQ(b[i].loss, a[i + 4].loss) << "step " << b[i].step;  // exact, not near
+    EXPECT_EQ(b[i].grad_norm, a[i + 4].grad_norm) << "step " << b[i].step;
+    EXPECT_EQ(b[i].lr, a[i + 4].lr);
+    EXPECT_EQ(b[i].tokens, a[i + 4].tokens);
+  }
+  // And the weights and optimizer state at the end are the same bytes.
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(read_text(dir + "/checkpoints/full/step-00000008/" + file),
+              read_text(dir + "/checkpoints/fork/step-00000008/" + file))
+        << file;
+}
+
+TEST(CheckpointCli, ResumingLatestContinuesTheSameRunInTheStore) {
+  const std::string dir = fresh_dir("ckpt_latest");
+  const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
+  ASSERT_EQ(run_command(kiln + " train --name grow --set train.checkpoint_interval=4" +
+                        eight_steps(prefix, dir) + " --store " + store)
+                .exit_code,
+            0);
+  const CommandResult more = run_command(kiln + " train --resume latest --set train.steps=12" +
+                                         " --set train.checkpoint_dir=" + dir + "/checkpoints" +
+                                         " --store " + store);
+  ASSERT_EQ(more.exit_code, 0) << more.output;
+  EXPECT_NE(more.output.find("kiln: recording run 1 'grow'"), std::string::npos) << more.output;
+  EXPECT_NE(more.output.find("step  9/12"), std::string::npos) << more.output;
+  auto db = store::open_store(store, store::Access::ReadOnly);
+  ASSERT_EQ(store::list_runs(*db).size(), 1u);
+  const store::RunRecord run = store::get_run(*db, 1);
+  EXPECT_EQ(run.status, store::RunStatus::Completed);
+  EXPECT_EQ(run.last_step, 12);
+  EXPECT_EQ(store::list_checkpoints(*db, 1).size(), 3u);  // steps 4, 8, 12
+  // start, checkpoints at 4 and 8, end; then the resumed process starts again.
+  const auto events = store::list_events(*db, 1);
+  ASSERT_GE(events.size(), 5u);
+  EXPECT_EQ(events[4].kind, "start");
+  EXPECT_EQ(events[4].message.rfind("resumed from " + dir + "/checkpoints/grow/step-00000008", 0),
+            0u)
+      << events[4].message;
+}
+
+TEST(CheckpointCli, StopAndCheckpointCommandsWriteCheckpoints) {
+  const std::string dir = fresh_dir("ckpt_commands");
+  const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
+  const std::string log = dir + "/train.log";
+  const int pid = start_background(kiln + " train --name live --store " + store +
+                                       eight_steps(prefix, dir) + " --set train.steps=1000000",
+                                   log);
+  for (int i = 0; i < 300 && !fs::exists(store); ++i) std::this_thread::sleep_for(100ms);
+  const CommandResult checkpoint =
+      run_command(kiln + " runs checkpoint live --store " + store + " --wait 30");
+  ASSERT_EQ(checkpoint.exit_code, 0) << checkpoint.output << read_text(log);
+  const CommandResult stop = run_command(kiln + " runs stop live --store " + store + " --wait 30");
+  ASSERT_EQ(stop.exit_code, 0) << stop.output;
+  EXPECT_EQ(wait_exit(pid), 0) << read_text(log);
+
+  auto db = store::open_store(store, store::Access::ReadOnly);
+  const auto checkpoints = store::list_checkpoints(*db, 1);
+  ASSERT_EQ(checkpoints.size(), 2u);
+  EXPECT_TRUE(fs::exists(checkpoints[1].path + "/manifest.json"));
+  const auto commands = store::list_commands(*db, 1);
+  ASSERT_EQ(commands.size(), 2u);
+  EXPECT_EQ(commands[0].reason, "checkpoint; wrote " + checkpoints[0].path);
+  EXPECT_EQ(commands[1].reason, "stopping; wrote " + checkpoints[1].path);
+  EXPECT_EQ(*commands[1].applied_step, checkpoints[1].step);
+  EXPECT_EQ(store::get_run(*db, 1).status, store::RunStatus::Stopped);
+}
+
+TEST(CheckpointCli, ADamagedCheckpointOrAnotherModelIsRefusedInOneLine) {
+  const std::string dir = fresh_dir("ckpt_refused");
+  const std::string prefix = prepare_corpus(dir);
+  ASSERT_EQ(run_command(kiln + " train --no-store --name base --set train.checkpoint_interval=8" +
+                        eight_steps(prefix, dir))
+                .exit_code,
+            0);
+  const std::string checkpoint = dir + "/checkpoints/base/step-00000008";
+  // The same config but for one more layer, given as a file: refused before anything runs.
+  const CommandResult other =
+      run_command(kiln + " train --no-store --config " KILN_SOURCE_DIR "/configs/tiny.json" +
+                  eight_steps(prefix, dir) + " --set model.n_layer=2 --set train.steps=12 --resume " +
+                  checkpoint);
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_EQ(other.output, "kiln: error: checkpoint: " + checkpoint +
+                              " holds another model: model.n_layer is 1 there, 2 here\n");
+
+  const CommandResult done = run_command(kiln + " train --no-store --resume " + checkpoint);
+  EXPECT_EQ(done.exit_code, 1);
+  EXPECT_EQ(done.output, "kiln: error: checkpoint " + checkpoint +
+                             " is at step 8, and train.steps=8 leaves nothing to train; raise "
+                             "train.steps\n");
+
+  std::ofstream(checkpoint + "/optimizer.safetensors", std::ios::app) << "garbage";
+  const CommandResult damaged =
+      run_command(kiln + " train --no-store --resume " + checkpoint + " --set train.steps=9");
+  EXPECT_EQ(damaged.exit_code, 1);
+  EXPECT_EQ(damaged.output.rfind("kiln: error: checkpoint: " + checkpoint +
+                                     "/optimizer.safetensors is damaged: ",
+                                 0),
+            0u)
+      << damaged.output;
+  EXPECT_EQ(damaged.output.find('\n'), damaged.output.size() - 1) << damaged.output;
+}
+
+}  // namespace
+}  // namespace kiln::test

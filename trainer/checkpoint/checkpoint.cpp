@@ -1,0 +1,289 @@
+#include "trainer/checkpoint/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/core.h>
+
+#include "kernels/check.h"
+#include "trainer/checkpoint/durable_file.h"
+#include "trainer/memory/host_copy.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kFormat = "kiln-checkpoint";
+constexpr int kVersion = 1;
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kStateFile = "state.json";
+constexpr const char* kManifestFile = "manifest.json";
+constexpr const char* kLatestFile = "latest";
+
+// The part of a flat buffer (values, moments, master weights) that holds one parameter.
+Tensor parameter_view(const Tensor& flat, const Parameter& p) {
+  Tensor t = flat;
+  t.data = static_cast<char*>(flat.data) + p.offset * static_cast<int64_t>(dtype_size(flat.dtype));
+  t.shape = p.value.shape;
+  return t;
+}
+
+// Optimizer tensors per parameter, as PyTorch's AdamW names its state.
+std::vector<std::pair<std::string, Tensor>> optimizer_tensors(const GptModel& model,
+                                                              const AdamW& optimizer) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const Parameter& p : model.parameters().all()) {
+    out.push_back({"exp_avg." + p.name, parameter_view(optimizer.exp_avg(), p)});
+    out.push_back({"exp_avg_sq." + p.name, parameter_view(optimizer.exp_avg_sq(), p)});
+    if (optimizer.keeps_master_copy())
+      out.push_back({"master." + p.name, parameter_view(optimizer.master(), p)});
+  }
+  return out;
+}
+
+// Writes named device tensors into one safetensors file, one host copy at a time.
+json write_tensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                   Ops& ops) {
+  std::vector<TensorInfo> infos;
+  for (const auto& [name, t] : tensors) infos.push_back({name, t.dtype, t.shape});
+  SafetensorsWriter writer(path, infos, {{"format", kFormat}});
+  std::vector<std::byte> host;
+  for (const auto& [name, t] : tensors) {
+    host.resize(t.bytes());
+    ops.copy_to_host(host.data(), t);
+    writer.write_tensor(host.data(), host.size());
+  }
+  const DurableWriter& file = writer.close();
+  return {{"bytes", file.bytes()}, {"sha256", file.sha256()}};
+}
+
+json write_text(const std::string& path, const std::string& text) {
+  DurableWriter file(path);
+  file.write(text.data(), text.size());
+  file.close();
+  return {{"bytes", file.bytes()}, {"sha256", file.sha256()}};
+}
+
+json state_to_json(const TrainingState& s) {
+  return {{"format", kFormat},
+          {"version", kVersion},
+          {"step", s.step},
+          {"optimizer_steps", s.optimizer_steps},
+          {"consumed_samples", s.consumed_samples},
+          {"seed", s.seed},
+          {"lr_scale", s.lr_scale},
+          {"loss_scaler",
+           {{"scale", s.loss_scaler.scale},
+            {"clean_steps", s.loss_scaler.clean_steps},
+            {"skipped", s.loss_scaler.skipped}}},
+          {"run_name", s.run_name},
+          {"layout", s.layout},
+          {"config", s.config}};
+}
+
+TrainingState state_from_json(const json& j, const std::string& file) {
+  try {
+    if (j.at("format") != kFormat || j.at("version").get<int>() != kVersion)
+      fail("checkpoint: " + file + " is not a kiln checkpoint state of version " +
+           std::to_string(kVersion));
+    TrainingState s;
+    s.step = j.at("step").get<int64_t>();
+    s.optimizer_steps = j.at("optimizer_steps").get<int64_t>();
+    s.consumed_samples = j.at("consumed_samples").get<int64_t>();
+    s.seed = j.at("seed").get<uint64_t>();
+    s.lr_scale = j.at("lr_scale").get<double>();
+    const json& scaler = j.at("loss_scaler");
+    s.loss_scaler = {scaler.at("scale").get<double>(), scaler.at("clean_steps").get<int64_t>(),
+                     scaler.at("skipped").get<int64_t>()};
+    s.run_name = j.at("run_name").get<std::string>();
+    s.layout = j.at("layout").get<std::string>();
+    s.config = j.at("config");
+    return s;
+  } catch (const json::exception& e) {
+    fail("checkpoint: " + file + " is damaged: " + e.what());
+  }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("checkpoint: cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+json read_json(const std::string& path) {
+  const json j = json::parse(read_text(path), nullptr, false);
+  if (j.is_discarded()) fail("checkpoint: " + path + " is damaged (not valid JSON)");
+  return j;
+}
+
+// Keeps the newest `keep` checkpoints under root, and clears temporary folders that a
+// crashed write left behind.
+void prune(const std::string& root, const std::string& just_written, int keep) {
+  std::vector<std::string> steps;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".tmp-", 0) == 0) fs::remove_all(entry.path());
+    else if (name.rfind("step-", 0) == 0 && entry.is_directory()) steps.push_back(name);
+  }
+  if (keep <= 0) return;
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
+    if (steps[i] != just_written) fs::remove_all(fs::path(root) / steps[i]);
+}
+
+// Copies saved bytes into a device tensor, converting when the dtypes differ.
+void load_into(Ops& ops, const Tensor& dst, const SafetensorsFile& file, const std::string& name) {
+  const TensorInfo& info = file.info(name);
+  if (!(info.shape == dst.shape))
+    fail("checkpoint: " + name + " is " + info.shape.str() + " in " + file.path() + ", " +
+         dst.shape.str() + " in this model");
+  const auto bytes = file.data(name);
+  if (info.dtype == dst.dtype) {
+    ops.copy_from_host(dst, bytes.data());
+  } else {
+    copy_from_doubles(ops, dst, doubles_from_bytes(bytes.data(), info.dtype, dst.numel()));
+  }
+}
+
+}  // namespace
+
+WrittenCheckpoint save_checkpoint(const std::string& root, const TrainingState& state,
+                                  const GptModel& model, const AdamW& optimizer, Ops& ops,
+                                  int keep) {
+  fs::create_directories(root);
+  const std::string name = fmt::format("step-{:08d}", state.step);
+  const fs::path final_path = fs::path(root) / name;
+  const fs::path tmp = fs::path(root) / fmt::format(".tmp-{}-{}", name, getpid());
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+
+  std::vector<std::pair<std::string, Tensor>> params;
+  for (const Parameter& p : model.parameters().all()) params.push_back({p.name, p.value});
+  json files;
+  files[kModelFile] = write_tensors((tmp / kModelFile).string(), params, ops);
+  files[kOptimizerFile] =
+      write_tensors((tmp / kOptimizerFile).string(), optimizer_tensors(model, optimizer), ops);
+  files[kStateFile] = write_text((tmp / kStateFile).string(), state_to_json(state).dump(2) + "\n");
+  // The manifest last: a folder with a manifest has every file it names.
+  const json manifest = {{"format", kFormat}, {"version", kVersion}, {"files", files}};
+  write_text((tmp / kManifestFile).string(), manifest.dump(2) + "\n");
+  sync_directory(tmp.string());
+
+  // Saving a step that is already there (a run resumed from an earlier checkpoint): the
+  // new one replaces it, and only once it is whole.
+  const fs::path old = fs::path(root) / fmt::format(".tmp-old-{}-{}", name, getpid());
+  if (fs::exists(final_path)) fs::rename(final_path, old);
+  fs::rename(tmp, final_path);
+  sync_directory(root);
+  write_file_atomically((fs::path(root) / kLatestFile).string(), name + "\n");
+  fs::remove_all(old);
+  prune(root, name, keep);
+
+  int64_t bytes = 0;
+  for (const auto& [file, entry] : files.items()) bytes += entry["bytes"].get<int64_t>();
+  return {final_path.string(), bytes};
+}
+
+Checkpoint::Checkpoint(std::string path) : path_(std::move(path)) {
+  const fs::path dir(path_);
+  if (!fs::is_directory(dir)) fail("checkpoint: " + path_ + " is not a folder");
+  const fs::path manifest_path = dir / kManifestFile;
+  if (!fs::exists(manifest_path))
+    fail("checkpoint: " + path_ + " is not a complete checkpoint (it has no " + kManifestFile + ")");
+  const json manifest = read_json(manifest_path.string());
+  if (!manifest.contains("files") || !manifest["files"].is_object())
+    fail("checkpoint: " + manifest_path.string() + " is damaged (no files)");
+  for (const char* name : {kModelFile, kOptimizerFile, kStateFile}) {
+    const fs::path file = dir / name;
+    if (!manifest["files"].contains(name))
+      fail("checkpoint: " + manifest_path.string() + " does not list " + name);
+    const json& entry = manifest["files"][name];
+    if (!fs::exists(file)) fail("checkpoint: " + file.string() + " is missing");
+    const auto size = static_cast<int64_t>(fs::file_size(file));
+    const auto expected = entry.value("bytes", int64_t{-1});
+    if (size != expected)
+      fail(fmt::format("checkpoint: {} is damaged: {} bytes, the manifest says {}", file.string(),
+                       size, expected));
+    if (sha256_of_file(file.string()) != entry.value("sha256", std::string()))
+      fail("checkpoint: " + file.string() + " is damaged: its SHA-256 does not match the manifest");
+  }
+  state_ = state_from_json(read_json((dir / kStateFile).string()), (dir / kStateFile).string());
+  model_ = std::make_unique<SafetensorsFile>((dir / kModelFile).string());
+  optimizer_ = std::make_unique<SafetensorsFile>((dir / kOptimizerFile).string());
+}
+
+void Checkpoint::check_model(const json& model_config) const {
+  const json saved = state_.config.value("model", json::object());
+  json keys = saved;
+  keys.update(model_config);
+  for (const auto& [key, unused] : keys.items()) {
+    const json here = model_config.value(key, json()), there = saved.value(key, json());
+    if (here != there)
+      fail(fmt::format("checkpoint: {} holds another model: model.{} is {} there, {} here", path_,
+                       key, there.dump(), here.dump()));
+  }
+}
+
+void Checkpoint::restore(GptModel& model, AdamW& optimizer, Ops& ops) const {
+  const bool has_master = optimizer_->contains("master." + model.parameters().all().front().name);
+  for (const Parameter& p : model.parameters().all()) {
+    // Under mixed precision the F32 master weights are the truth; a run in F32 resuming a
+    // mixed-precision checkpoint takes them rather than the rounded copies.
+    const bool from_master = has_master && !optimizer.keeps_master_copy();
+    load_into(ops, p.value, from_master ? *optimizer_ : *model_, (from_master ? "master." : "") + p.name);
+    load_into(ops, parameter_view(optimizer.exp_avg(), p), *optimizer_, "exp_avg." + p.name);
+    load_into(ops, parameter_view(optimizer.exp_avg_sq(), p), *optimizer_, "exp_avg_sq." + p.name);
+    if (optimizer.keeps_master_copy())
+      load_into(ops, parameter_view(optimizer.master(), p), has_master ? *optimizer_ : *model_,
+                (has_master ? "master." : "") + p.name);
+  }
+  optimizer.set_steps_taken(state_.optimizer_steps);
+}
+
+std::string find_checkpoint(const std::string& spec, const std::string& checkpoint_dir) {
+  if (spec == "latest") {
+    std::string newest;
+    fs::file_time_type newest_time{};
+    std::error_code ec;
+    if (fs::is_directory(checkpoint_dir, ec)) {
+      for (const auto& run : fs::directory_iterator(checkpoint_dir)) {
+        const fs::path latest = run.path() / kLatestFile;
+        if (!fs::exists(latest)) continue;
+        const auto time = fs::last_write_time(latest);
+        if (newest.empty() || time > newest_time) {
+          newest = run.path().string();
+          newest_time = time;
+        }
+      }
+    }
+    if (newest.empty())
+      fail("--resume latest: no checkpoint under " + checkpoint_dir + " (train.checkpoint_dir)");
+    return find_checkpoint(newest, checkpoint_dir);
+  }
+  const fs::path path(spec);
+  if (fs::exists(path / kManifestFile)) return path.string();
+  if (fs::exists(path / kLatestFile)) {
+    std::string name = read_text((path / kLatestFile).string());
+    name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return c == '\n'; }), name.end());
+    return (path / name).string();
+  }
+  fail("--resume " + spec + ": not a checkpoint (no " + kManifestFile +
+       ") nor a folder of checkpoints (no " + kLatestFile + " file)");
+}
+
+nlohmann::json checkpoint_config(const std::string& path) {
+  const std::string file = (fs::path(path) / kStateFile).string();
+  if (!fs::exists(file)) fail("checkpoint: " + file + " is missing");
+  return state_from_json(read_json(file), file).config;
+}
+
+}  // namespace kiln

@@ -1,0 +1,185 @@
+#include "trainer/checkpoint/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "kernels/check.h"
+#include "trainer/config/config.h"
+#include "trainer/memory/host_copy.h"
+#include "tests/error_of.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+using test::error_of;
+
+ModelConfig small_model() {
+  ModelConfig m;
+  m.arch = "llama";
+  m.n_layer = 2;
+  m.n_head = 4;
+  m.n_kv_head = 2;
+  m.d_model = 16;
+  m.d_ff = 24;
+  m.vocab_size = 11;
+  m.seq_len = 6;
+  m.tie_embeddings = false;
+  m.make_vocab_size_divisible_by = 8;
+  return m;
+}
+
+// A model and optimizer that have taken two steps, so every tensor holds something.
+struct Trained {
+  std::unique_ptr<Ops> ops = make_cpu_ops(2);
+  TrainConfig train;
+  GptModel model{small_model(), 2, *ops};
+  AdamW optimizer{train, model.parameters(), *ops};
+
+  explicit Trained(uint64_t seed) {
+    model.init_parameters(seed);
+    const std::vector<int32_t> tokens = {1, 4, 2, 9, 10, 3, 0, 5, 5, 7, 8, 2};
+    const std::vector<int32_t> targets = {4, 2, 9, 10, 3, 6, 5, 5, 1, 8, 2, 1};
+    for (int step = 0; step < 2; ++step) {
+      model.zero_grad();
+      model.set_batch(tokens.data(), targets.data(), 2, 6);
+      model.forward();
+      model.backward(1.0 / 12);
+      optimizer.step(1e-2);
+    }
+  }
+
+  TrainingState state(int64_t step) const {
+    TrainingState s;
+    s.step = step;
+    s.optimizer_steps = optimizer.steps_taken();
+    s.consumed_samples = step * 4;
+    s.seed = 9;
+    s.lr_scale = 0.5;
+    s.loss_scaler = {1024, 3, 1};
+    s.run_name = "unit";
+    s.layout = "tp1.pp1.dp1";
+    Config config;
+    config.model = small_model();
+    s.config = config_to_json(config);
+    return s;
+  }
+};
+
+std::vector<double> values(Ops& ops, const Tensor& t) { return copy_to_doubles(ops, t); }
+
+class CheckpointTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = (fs::path(testing::TempDir()) /
+             ("kiln_ckpt_" + std::string(testing::UnitTest::GetInstance()->current_test_info()->name()) +
+              "_" + std::to_string(getpid())))
+                .string();
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  std::string root_;
+};
+
+TEST_F(CheckpointTest, RestoresEveryTensorAndTheState) {
+  Trained a(1);
+  const WrittenCheckpoint written = save_checkpoint(root_, a.state(2), a.model, a.optimizer, *a.ops, 0);
+  EXPECT_EQ(written.path, root_ + "/step-00000002");
+  EXPECT_GT(written.bytes, 0);
+
+  Trained b(2);  // another initialisation, another history
+  const Checkpoint checkpoint(written.path);
+  checkpoint.restore(b.model, b.optimizer, *b.ops);
+  for (const Parameter& p : a.model.parameters().all())
+    EXPECT_EQ(values(*a.ops, p.value), values(*b.ops, b.model.parameters().find(p.name).value)) << p.name;
+  EXPECT_EQ(values(*a.ops, a.optimizer.exp_avg()), values(*b.ops, b.optimizer.exp_avg()));
+  EXPECT_EQ(values(*a.ops, a.optimizer.exp_avg_sq()), values(*b.ops, b.optimizer.exp_avg_sq()));
+  EXPECT_EQ(b.optimizer.steps_taken(), 2);
+  const TrainingState& s = checkpoint.state();
+  EXPECT_EQ(s.step, 2);
+  EXPECT_EQ(s.consumed_samples, 8);
+  EXPECT_EQ(s.seed, 9u);
+  EXPECT_EQ(s.lr_scale, 0.5);
+  EXPECT_EQ(s.loss_scaler.scale, 1024);
+  EXPECT_EQ(s.loss_scaler.clean_steps, 3);
+  EXPECT_EQ(s.run_name, "unit");
+  EXPECT_EQ(s.config["model"]["n_layer"], 2);
+}
+
+TEST_F(CheckpointTest, DamagedOrIncompleteCheckpointsAreRefusedNamingTheFile) {
+  Trained a(1);
+  const std::string path = save_checkpoint(root_, a.state(2), a.model, a.optimizer, *a.ops, 0).path;
+  const std::string model = path + "/model.safetensors";
+  const auto size = fs::file_size(model);
+
+  {  // one byte changed, same size
+    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size - 5));
+    f.put('\x7f');
+  }
+  EXPECT_EQ(error_of([&] { Checkpoint c(path); }),
+            "checkpoint: " + model + " is damaged: its SHA-256 does not match the manifest");
+  fs::resize_file(model, size - 100);
+  EXPECT_EQ(error_of([&] { Checkpoint c(path); }),
+            "checkpoint: " + model + " is damaged: " + std::to_string(size - 100) +
+                " bytes, the manifest says " + std::to_string(size));
+  fs::remove(model);
+  EXPECT_EQ(error_of([&] { Checkpoint c(path); }), "checkpoint: " + model + " is missing");
+  fs::remove(path + "/manifest.json");
+  EXPECT_EQ(error_of([&] { Checkpoint c(path); }),
+            "checkpoint: " + path + " is not a complete checkpoint (it has no manifest.json)");
+}
+
+TEST_F(CheckpointTest, AnotherModelShapeIsRefused) {
+  Trained a(1);
+  const Checkpoint checkpoint(
+      save_checkpoint(root_, a.state(2), a.model, a.optimizer, *a.ops, 0).path);
+  Config other;
+  other.model = small_model();
+  other.model.n_layer = 3;
+  EXPECT_EQ(error_of([&] { checkpoint.check_model(config_to_json(other)["model"]); }),
+            "checkpoint: " + checkpoint.path() + " holds another model: model.n_layer is 2 there, 3 here");
+  other.model.n_layer = 2;
+  checkpoint.check_model(config_to_json(other)["model"]);
+}
+
+TEST_F(CheckpointTest, KeepsTheNewestAndACrashedWriteLeavesTheLastWhole) {
+  Trained a(1);
+  for (int64_t step : {10, 20, 30}) save_checkpoint(root_, a.state(step), a.model, a.optimizer, *a.ops, 2);
+  EXPECT_FALSE(fs::exists(root_ + "/step-00000010"));
+  EXPECT_TRUE(fs::exists(root_ + "/step-00000020"));
+  EXPECT_EQ(find_checkpoint(root_, "unused"), root_ + "/step-00000030");
+
+  // A write that died half-way: a temporary folder with part of a checkpoint in it. The
+  // latest checkpoint is still the last whole one, and the next save clears the debris.
+  fs::create_directories(root_ + "/.tmp-step-00000040-99999");
+  std::ofstream(root_ + "/.tmp-step-00000040-99999/model.safetensors") << "partial";
+  EXPECT_EQ(Checkpoint(find_checkpoint(root_, "unused")).state().step, 30);
+  save_checkpoint(root_, a.state(40), a.model, a.optimizer, *a.ops, 2);
+  EXPECT_FALSE(fs::exists(root_ + "/.tmp-step-00000040-99999"));
+  EXPECT_FALSE(fs::exists(root_ + "/step-00000020"));
+  EXPECT_EQ(Checkpoint(find_checkpoint(root_, "unused")).state().step, 40);
+}
+
+TEST_F(CheckpointTest, LatestIsTheNewestOfAnyRun) {
+  Trained a(1);
+  save_checkpoint(root_ + "/first", a.state(5), a.model, a.optimizer, *a.ops, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  save_checkpoint(root_ + "/second", a.state(3), a.model, a.optimizer, *a.ops, 0);
+  EXPECT_EQ(find_checkpoint("latest", root_), root_ + "/second/step-00000003");
+  EXPECT_EQ(find_checkpoint(root_ + "/first", root_), root_ + "/first/step-00000005");
+  EXPECT_EQ(error_of([&] { find_checkpoint("latest", root_ + "/none"); }),
+            "--resume latest: no checkpoint under " + root_ + "/none (train.checkpoint_dir)");
+  EXPECT_EQ(error_of([&] { find_checkpoint(root_, root_); }),
+            "--resume " + root_ + ": not a checkpoint (no manifest.json) nor a folder of "
+            "checkpoints (no latest file)");
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,113 @@
+#include "trainer/checkpoint/durable_file.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "kernels/check.h"
+
+namespace kiln {
+namespace {
+
+std::string system_error(const std::string& what, const std::string& path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+std::string hex(const unsigned char* bytes, unsigned int n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) {
+    out += digits[bytes[i] >> 4];
+    out += digits[bytes[i] & 15];
+  }
+  return out;
+}
+
+std::string finish_digest(EVP_MD_CTX* ctx) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_DigestFinal_ex(ctx, digest, &n);
+  return hex(digest, n);
+}
+
+EVP_MD_CTX* new_digest() {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  KILN_CHECK(ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1,
+             "checkpoint: cannot start a SHA-256 digest (OpenSSL)");
+  return ctx;
+}
+
+}  // namespace
+
+DurableWriter::DurableWriter(std::string path) : path_(std::move(path)) {
+  file_ = std::fopen(path_.c_str(), "wb");
+  if (!file_) fail(system_error("cannot create", path_));
+  digest_ = new_digest();
+}
+
+DurableWriter::~DurableWriter() {
+  if (digest_) EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(digest_));
+  if (file_) {
+    std::fclose(file_);
+    std::remove(path_.c_str());
+  }
+}
+
+void DurableWriter::write(const void* data, size_t bytes) {
+  if (bytes == 0) return;
+  if (std::fwrite(data, 1, bytes, file_) != bytes) fail(system_error("cannot write", path_));
+  EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(digest_), data, bytes);
+  bytes_ += bytes;
+}
+
+void DurableWriter::close() {
+  if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0)
+    fail(system_error("cannot write", path_));
+  std::FILE* file = file_;
+  file_ = nullptr;
+  if (std::fclose(file) != 0) fail(system_error("cannot write", path_));
+  sha256_ = finish_digest(static_cast<EVP_MD_CTX*>(digest_));
+}
+
+std::string sha256_of_file(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) fail(system_error("cannot open", path));
+  EVP_MD_CTX* ctx = new_digest();
+  std::vector<unsigned char> buffer(1 << 20);
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0)
+    EVP_DigestUpdate(ctx, buffer.data(), n);
+  const bool failed = std::ferror(file) != 0;
+  std::fclose(file);
+  const std::string digest = finish_digest(ctx);
+  EVP_MD_CTX_free(ctx);
+  if (failed) fail(system_error("cannot read", path));
+  return digest;
+}
+
+void sync_directory(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) fail(system_error("cannot open folder", path));
+  const int rc = fsync(fd);
+  ::close(fd);
+  if (rc != 0) fail(system_error("cannot sync folder", path));
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  DurableWriter out(tmp);
+  out.write(text.data(), text.size());
+  out.close();
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) fail("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  sync_directory(folder.empty() ? "." : folder.string());
+}
+
+}  // namespace kiln

@@ -1,0 +1,41 @@
+// What defines a byte-level BPE tokenizer, as plain data: its tokens, its merges in rank
+// order, its special tokens and its pre-tokenisation pattern. The file readers fill one
+// (GPT-2's vocab.json + merges.txt, Hugging Face's tokenizer.json), the trainer learns
+// one, and BpeTokenizer runs one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainer/data/pretokenizer.h"
+
+namespace kiln {
+
+// A token of the byte-level vocabulary: its id and the raw bytes it stands for (not
+// GPT-2's printable form; trainer/data/bpe_byte_map.h converts).
+struct BpeToken {
+  int32_t id = 0;
+  std::string bytes;
+};
+
+// A token that BPE never produces: it is matched whole in the text, and only when the
+// caller allows special tokens (GPT-2's <|endoftext|>).
+struct SpecialToken {
+  int32_t id = 0;
+  std::string text;
+};
+
+struct BpeModel {
+  std::vector<BpeToken> tokens;
+  // Merges, lowest rank (first applied) first: the raw bytes of the left and right token.
+  std::vector<std::pair<std::string, std::string>> merges;
+  std::vector<SpecialToken> specials;
+  int32_t eod = -1;  // the id of the end-of-document token, one of specials
+  std::string pattern = Pretokenizer::kGpt2Pattern;
+  // Hugging Face's ignore_merges (Llama 3): a piece that is a token is that token.
+  bool ignore_merges = false;
+};
+
+}  // namespace kiln

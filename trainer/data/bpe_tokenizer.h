@@ -1,0 +1,66 @@
+// Byte-level BPE as GPT-2 defines it: the text is split into pieces by the
+// pre-tokenisation regex, each piece's UTF-8 bytes start as one token each, and the
+// merges join neighbouring tokens, lowest rank first, until none applies. Special tokens
+// sit outside BPE and are matched whole when the caller allows them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "trainer/data/bpe_model.h"
+#include "trainer/data/bpe_piece_cache.h"
+#include "trainer/data/pretokenizer.h"
+#include "trainer/data/tokenizer.h"
+
+namespace kiln {
+
+class BpeTokenizer : public Tokenizer {
+ public:
+  // Checks the model: ids unique, a token for every byte, each merge joining two tokens
+  // into a token. Throws kiln::Error naming `name` (where the model came from).
+  BpeTokenizer(const BpeModel& model, std::string name);
+
+  std::string name() const override { return name_; }
+  int32_t vocab_size() const override { return static_cast<int32_t>(id_bytes_.size()); }
+  int32_t eod() const override { return eod_; }
+  std::string decode(std::span<const int32_t> ids) const override;
+  size_t stable_prefix(std::string_view text) const override {
+    return pretokenizer_.stable_prefix(text);
+  }
+
+ private:
+  struct Merge {
+    int32_t rank;
+    int32_t id;  // the token the two become
+  };
+  static uint64_t pair_key(int32_t left, int32_t right) {
+    return static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right);
+  }
+
+  void encode_into(std::string_view text, std::vector<int32_t>& ids,
+                   bool allow_special) const override;
+  // Text with no special tokens in it, already checked to be UTF-8.
+  void encode_ordinary(std::string_view text, std::vector<int32_t>& ids) const;
+  void encode_piece(std::string_view piece, std::vector<int32_t>& ids) const;
+  // BPE proper on one piece of at least two bytes.
+  void merge(std::string_view piece, std::vector<int32_t>& ids) const;
+
+  std::string name_;
+  int32_t eod_ = -1;
+  std::vector<std::string> id_bytes_;  // what each id decodes to ("" for an unused id)
+  std::array<int32_t, 256> byte_id_{};
+  std::unordered_map<uint64_t, Merge> merges_;
+  std::unordered_map<std::string, int32_t> token_id_;  // only with ignore_merges
+  bool ignore_merges_ = false;
+  std::vector<SpecialToken> specials_;      // longest first, so the longest match wins
+  std::array<bool, 256> special_starts_{};  // whether some special token starts with a byte
+  Pretokenizer pretokenizer_;
+  mutable BpePieceCache cache_;
+};
+
+}  // namespace kiln
