@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def load_reference():
     path = ROOT / "tests" / "parity" / "torch_reference.py"
+    sys.path.insert(0, str(path.parent))  # for the reference's own import of safetensors_io
     spec = importlib.util.spec_from_file_location("torch_reference", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

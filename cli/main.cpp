@@ -4,6 +4,8 @@
 #include <exception>
 
 #include "cli/data_command.h"
+#include "cli/generate_command.h"
+#include "cli/interchange_command.h"
 #include "cli/runs_command.h"
 #include "cli/tokenizer_command.h"
 #include "cli/train_command.h"
@@ -15,6 +17,8 @@ int main(int argc, char** argv) {
   kiln::add_train_command(app, kiln::shell_command_line(argc, argv));
   kiln::add_data_command(app);
   kiln::add_tokenizer_commands(app);
+  kiln::add_generate_commands(app);
+  kiln::add_interchange_commands(app);
   kiln::add_runs_command(app);
   try {
     app.parse(argc, argv);

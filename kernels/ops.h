@@ -135,6 +135,13 @@ class Ops {
   // dqkv[B, T, qkv_width] (overwrites).
   virtual void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                                   const Tensor& out, const Tensor& lse, AttentionShape shape) = 0;
+  // Inference with a key/value cache: qkv[B, T, qkv_width] holds positions [pos, pos + T)
+  // of each sequence (RoPE applied). Their key and value heads are first written into rows
+  // [pos, pos + T) of k_cache and v_cache [B, capacity, n_kv_head * head_dim]; then the
+  // query of position pos + t attends causally to cache rows [0, pos + t]:
+  // out[B, T, n_head * head_dim]. Rows past pos + T are neither read nor written.
+  virtual void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
+                                const Tensor& qkv, int64_t pos, AttentionShape shape) = 0;
 
   // ---- loss ---------------------------------------------------------------------
   // Softmax cross-entropy over the first vocab_size columns of logits[N, Vp] (the rest

@@ -22,7 +22,8 @@ std::string prepare_corpus(const std::string& dir) {
 }
 
 std::string small_run(const std::string& prefix) {
-  return " --set 'data.paths=[\"" + prefix + "\"]' --set model.n_layer=1"
+  return " --set 'data.paths=[\"" + prefix + "\"]' --set data.tokenizer=byte"
+         " --set model.vocab_size=257 --set model.n_layer=1"
          " --set model.d_model=32 --set model.n_head=2 --set model.seq_len=16"
          " --set train.global_batch=4 --set train.micro_batch=2 --set train.steps=6"
          " --set train.warmup=2 --set train.log_interval=2 --set train.eval_interval=3"

@@ -9,8 +9,8 @@ namespace kiln::test {
 // the dataset prefix.
 std::string prepare_corpus(const std::string& dir);
 
-// --set overrides for a 1-layer model that trains 6 steps on the corpus in well under a
-// second: logs every 2 steps, validates at steps 3 and 6, samples 20 tokens at the end.
+// --set overrides for a 1-layer byte-level model that trains 6 steps on the corpus in well
+// under a second: logs every 2 steps, validates at steps 3 and 6, samples 20 tokens at the end.
 std::string small_run(const std::string& prefix);
 
 }  // namespace kiln::test

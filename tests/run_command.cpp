@@ -48,7 +48,10 @@ std::string read_text(const std::string& path) {
 }
 
 std::string fresh_dir(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / ("kiln_" + name);
+  // The pid keeps apart the processes ctest runs side by side, each running one test of a
+  // suite whose set-up prepares the same-named folder.
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) /
+                                    ("kiln_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

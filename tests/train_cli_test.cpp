@@ -35,7 +35,8 @@ TEST(TrainCli, BadConfigValueIsOneLineAndNonZero) {
 }
 
 TEST(TrainCli, MissingDataIsOneLineAndNonZero) {
-  const CommandResult r = run_command(kiln + " train --set 'data.paths=[\"/nonexistent/corpus\"]'");
+  const CommandResult r = run_command(
+      kiln + " train --set data.tokenizer=byte --set 'data.paths=[\"/nonexistent/corpus\"]'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("/nonexistent/corpus"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;

@@ -41,7 +41,8 @@ TEST(TrainCuda, TinyConfigLossCurveMatchesTheCpu) {
                 .exit_code,
             0);
   const std::string common = kiln + " train --no-store --set 'data.paths=[\"" + dir +
-                             "/corpus\"]' --set train.steps=50 --set train.log_interval=1"
+                             "/corpus\"]' --set data.tokenizer=byte --set model.vocab_size=257"
+                             " --set train.steps=50 --set train.log_interval=1"
                              " --set train.eval_interval=0 --set train.sample_tokens=0";
   const CommandResult cpu = run_command(common + " --set backend.device=cpu");
   const CommandResult gpu = run_command(common + " --set backend.device=cuda");

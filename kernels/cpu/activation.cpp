@@ -11,26 +11,27 @@ constexpr double kGeluScale = 0.7978845608028654;  // sqrt(2 / pi)
 constexpr double kGeluCubic = 0.044715;
 }  // namespace
 
+// GELU-tanh as 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2 / pi) (x + 0.044715 x^3):
+// the same function with one exp and one division, the fewest of its forms.
 template <typename T>
 void gelu_forward(T* out, const T* x, int64_t n) {
-  const T k = static_cast<T>(kGeluScale), a = static_cast<T>(kGeluCubic);
+  const T k = static_cast<T>(2 * kGeluScale), a = static_cast<T>(kGeluCubic);
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const T v = x[i];
-    out[i] = T(0.5) * v * (T(1) + vtanh(k * (v + a * v * v * v)));
+    out[i] = v * vsigmoid(k * (v + a * v * v * v));
   }
 }
 
+// d/dx x s(2u) = s + x s (1 - s) 2u', with s = sigmoid(2u), 2u' = k (1 + 3 * 0.044715 x^2).
 template <typename T>
 void gelu_backward(T* dx, const T* x, const T* dout, int64_t n) {
-  const T k = static_cast<T>(kGeluScale), a = static_cast<T>(kGeluCubic);
+  const T k = static_cast<T>(2 * kGeluScale), a = static_cast<T>(kGeluCubic);
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const T v = x[i];
-    const T th = vtanh(k * (v + a * v * v * v));
-    const T sech2 = T(1) - th * th;
-    const T grad = T(0.5) * (T(1) + th) + T(0.5) * v * sech2 * k * (T(1) + T(3) * a * v * v);
-    dx[i] = dout[i] * grad;
+    const T s = vsigmoid(k * (v + a * v * v * v));
+    dx[i] = dout[i] * (s + v * s * (T(1) - s) * k * (T(1) + T(3) * a * v * v));
   }
 }
 

@@ -1,10 +1,20 @@
 // Rotary position embedding and causal grouped-query attention.
 //
-// Attention works one head at a time through BLAS, in blocks of query rows:
-// S = scale * Q K^T, a causal softmax row by row, O = P V. Only the log-sum-exp of each row is kept for backward, which
-// rebuilds P from Q, K and the log-sum-exp, as a flash-attention kernel does.
+// Attention works one head at a time, in blocks of kRows queries: block [r0, r1) meets keys
+// [0, r1) only, which skips most of the masked upper triangle. Its scores are held
+// transposed, S^T = K Q^T with a row per key and a column per query, so the softmax reduces
+// down columns, a vector of queries at a time, and never across a vector. Only the
+// log-sum-exp of each query's scores is kept for backward, which rebuilds P from Q, K and
+// it, as a flash-attention kernel does.
+//
+// At a head dim of 32 and a sequence of 128 each product is a few thousand multiply-adds,
+// too small for BLAS, whose packing then costs as much as the product; they go through
+// product() below, a register-blocked kernel that reads its left operand in place and its
+// right one with rows padded to whole vectors (K and V copied once per head, the block's Q
+// and dO once per block).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <omp.h>
@@ -37,118 +47,315 @@ void rope(T* qkv, const T* table, const HeadLayout& L, bool inverse) {
 
 namespace {
 
-// Query rows are processed in blocks; block [r0, r1) only meets keys [0, r1), so the
-// products skip most of the masked upper triangle.
-constexpr int64_t kRowBlock = 32;
-
-// Fills rows [r0, r1) of P (row stride seq, columns [0, r1)) with the causal softmax of
-// scale * Q K^T. Forward computes each row's log-sum-exp into lse_out; backward passes
-// the saved one as lse_in instead.
+// The target's vector width, as a GCC vector type, so the same code builds for any target
+// (16 bytes: SSE, NEON).
+#if defined(__AVX512F__)
+constexpr int64_t kVectorBytes = 64;
+#elif defined(__AVX__)
+constexpr int64_t kVectorBytes = 32;
+#else
+constexpr int64_t kVectorBytes = 16;
+#endif
 template <typename T>
-void causal_probabilities(T* P, const T* q, const T* k, int64_t r0, int64_t r1, int64_t seq,
-                          int64_t head_dim, int64_t width, const T* lse_in, T* lse_out) {
-  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-  gemm<T>(false, true, r1 - r0, r1, head_dim, scale, q + r0 * width, width, k, width, T(0),
-          P + r0 * seq, seq);
-  for (int64_t i = r0; i < r1; ++i) {
-    T* row = P + i * seq;
-    T row_lse;
-    if (!lse_in) {
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j <= i; ++j) mx = std::max(mx, row[j]);
-      T sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j <= i; ++j) sum += vexp(row[j] - mx);
-      row_lse = mx + std::log(sum);
-      lse_out[i] = row_lse;
-    } else {
-      row_lse = lse_in[i];
+struct VectorOf {
+  typedef T type __attribute__((vector_size(kVectorBytes)));
+};
+template <typename T>
+using Vec = typename VectorOf<T>::type;
+template <typename T>
+constexpr int64_t kLanes = kVectorBytes / sizeof(T);
+
+template <typename T>
+Vec<T> load(const T* p) {
+  Vec<T> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename T>
+void store(T* p, Vec<T> v) {
+  std::memcpy(p, &v, sizeof v);
+}
+template <typename T>
+int64_t padded(int64_t n) {
+  return (n + kLanes<T> - 1) / kLanes<T> * kLanes<T>;
+}
+
+// Queries per block: one float vector, two double ones.
+constexpr int64_t kRows = 16;
+static_assert(kRows % kLanes<float> == 0 && kRows % kLanes<double> == 0);
+// Rows of a register tile, each one or two vectors wide: 8 measured fastest with AVX-512
+// (more rows run out of registers for the row addresses of A); AVX and SSE have half the
+// vector registers.
+constexpr int kTileRows = kVectorBytes == 64 ? 8 : 4;
+
+// MR rows of NV vectors of C, held in registers over the whole sum. The loops over the
+// tile are unrolled from the start, or GCC keeps the accumulators in memory across calls.
+template <int MR, int NV, typename T>
+void tile(T* C, int64_t ldc, const T* A, int64_t am, int64_t ak, const T* B, int64_t ldb,
+          int64_t K, bool accumulate) {
+  Vec<T> acc[MR][NV];
+#pragma GCC unroll 16
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v)
+      acc[m][v] = accumulate ? load(C + m * ldc + v * kLanes<T>) : Vec<T>{};
+  for (int64_t k = 0; k < K; ++k) {
+    Vec<T> b[NV];
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + v * kLanes<T>);
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m) {
+      const T a = A[m * am + k * ak];
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) acc[m][v] += a * b[v];
     }
-    for (int64_t j = 0; j <= i; ++j) row[j] = vexp(row[j] - row_lse);
-    std::fill(row + i + 1, row + r1, T(0));
+  }
+#pragma GCC unroll 16
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) store(C + m * ldc + v * kLanes<T>, acc[m][v]);
+}
+
+template <int NV, typename T>
+void tile_column(T* C, int64_t ldc, const T* A, int64_t am, int64_t ak, const T* B, int64_t ldb,
+                 int64_t M, int64_t K, bool accumulate) {
+  int64_t m = 0;
+  for (; m + kTileRows <= M; m += kTileRows)
+    tile<kTileRows, NV>(C + m * ldc, ldc, A + m * am, am, ak, B, ldb, K, accumulate);
+  for (; m < M; ++m) tile<1, NV>(C + m * ldc, ldc, A + m * am, am, ak, B, ldb, K, accumulate);
+}
+
+// C[M, N] = A B (+ C when accumulate), with A(m, k) = A[m * am + k * ak] (so A can be read
+// transposed) and B[K, N] row-major; N is a whole number of vectors.
+template <typename T>
+void product(T* C, int64_t ldc, const T* A, int64_t am, int64_t ak, const T* B, int64_t ldb,
+             int64_t M, int64_t N, int64_t K, bool accumulate) {
+  int64_t n = 0;
+  for (; n + 2 * kLanes<T> <= N; n += 2 * kLanes<T>)
+    tile_column<2>(C + n, ldc, A, am, ak, B + n, ldb, M, K, accumulate);
+  if (n < N) tile_column<1>(C + n, ldc, A, am, ak, B + n, ldb, M, K, accumulate);
+}
+
+// dst[n, padded(cols)] = src[n, cols] (row stride ld), zero-padded.
+template <typename T>
+void pack_rows(T* dst, const T* src, int64_t ld, int64_t n, int64_t cols) {
+  const int64_t dw = padded<T>(cols);
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t d = 0; d < cols; ++d) dst[j * dw + d] = src[j * ld + d];
+    for (int64_t d = cols; d < dw; ++d) dst[j * dw + d] = T(0);
   }
 }
 
+// Asks the cache for rows [0, n) of cols values at stride ld, to be read or (kWrite)
+// written. A task's operands lie a qkv row apart, a pattern the hardware prefetchers do not
+// follow; so each task fetches the next one's, a block of rows at a time, and the next
+// task finds them in cache (measured: a third off backward when they come from memory).
+template <bool kWrite = false, typename T>
+void prefetch_rows(const T* p, int64_t ld, int64_t n, int64_t cols) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t d = 0; d < cols; d += 64 / static_cast<int64_t>(sizeof(T)))
+      __builtin_prefetch(p + j * ld + d, kWrite);
+}
+
+// dst[cols, kRows] = src[n, cols]^T (row stride ld), columns n and on zero.
+template <typename T>
+void pack_block_transposed(T* dst, const T* src, int64_t ld, int64_t n, int64_t cols) {
+  for (int64_t d = 0; d < cols; ++d)
+    for (int64_t i = 0; i < kRows; ++i) dst[d * kRows + i] = i < n ? src[i * ld + d] : T(0);
+}
+
+// dst[n, cols] (row stride ld) = factor[j] * src[n, padded(cols)], factor = 1 when null.
+template <typename T>
+void unpack_rows(T* dst, int64_t ld, const T* src, int64_t n, int64_t cols,
+                 const T* factor = nullptr) {
+  const int64_t sw = padded<T>(cols);
+  for (int64_t j = 0; j < n; ++j) {
+    const T f = factor ? factor[j] : T(1);
+    for (int64_t d = 0; d < cols; ++d) dst[j * ld + d] = f * src[j * sw + d];
+  }
+}
+
+// Sets the causally masked entries of a block's S^T[r1, kRows] (key j > query r0 + i; all
+// in rows r0 + 1 to r1 - 1) to value. Whole rows under a mask, which compile to one masked
+// store per vector; the masks cannot go inside the exp loops, which GCC would then split at
+// the diagonal into scalar tails.
+template <typename T>
+void mask_block(T* st, int64_t r0, int64_t r1, T value) {
+  for (int64_t j = r0 + 1; j < r1; ++j) {
+    T* row = st + j * kRows;
+#pragma omp simd
+    for (int64_t i = 0; i < kRows; ++i) row[i] = i < j - r0 ? value : row[i];
+  }
+}
+
+// Per thread: backward's buffers (forward's fit in them), laid out in attention_backward.
+template <typename T>
+int64_t scratch_elements(int64_t seq, int64_t hd) {
+  const int64_t hp = padded<T>(hd);
+  return 4 * seq * hp + 2 * seq * kRows + 2 * hd * kRows + 3 * kRows * hp;
+}
+
+template <typename T>
+T* thread_scratch(T* scratch, int64_t seq, int64_t hd) {
+  const int64_t per_thread = static_cast<int64_t>(attention_scratch_bytes(seq, hd) / sizeof(T));
+  return scratch + omp_get_thread_num() * per_thread;
+}
+
 }  // namespace
+
+size_t attention_scratch_bytes(int64_t seq, int64_t head_dim) {
+  const size_t f = static_cast<size_t>(scratch_elements<float>(seq, head_dim)) * sizeof(float);
+  const size_t d = static_cast<size_t>(scratch_elements<double>(seq, head_dim)) * sizeof(double);
+  return (std::max(f, d) + 63) / 64 * 64;
+}
 
 template <typename T>
 void attention_forward(T* out, T* lse, const T* qkv, const HeadLayout& L, T* scratch) {
   const int64_t seq = L.seq, hd = L.head_dim, width = L.qkv_width();
   const int64_t out_width = L.n_head * hd;
   const int64_t group = L.n_head / L.n_kv_head;
-#pragma omp parallel for schedule(dynamic)
+  const int64_t hp = padded<T>(hd);
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
+  // A static schedule gives each thread consecutive tasks, so it knows the next one's rows.
+#pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < L.batch * L.n_head; ++bh) {
     const int64_t b = bh / L.n_head, h = bh % L.n_head, g = h / group;
-    T* P = scratch + static_cast<int64_t>(omp_get_thread_num()) * 2 * seq * seq;
+    const int64_t next = std::min(bh + 1, L.batch * L.n_head - 1);
+    const int64_t next_h = next % L.n_head, next_g = next_h / group;
+    const T* next_base = qkv + next / L.n_head * seq * width;
+    T* kp = thread_scratch(scratch, seq, hd);  // [seq, hp]: K
+    T* vp = kp + seq * hp;                     // [seq, hp]: V
+    T* st = vp + seq * hp;                     // [seq, kRows]: S^T, then exp(S - max)^T
+    T* qt = st + seq * kRows;                  // [hd, kRows]: the block's Q^T
+    T* o = qt + hd * kRows;                    // [kRows, hp]: its unnormalised output
     const T* base = qkv + b * seq * width;
-    const T* q = base + h * hd;
-    const T* k = base + (L.n_head + g) * hd;
-    const T* v = base + (L.n_head + L.n_kv_head + g) * hd;
-    T* o = out + b * seq * out_width + h * hd;
-    for (int64_t r0 = 0; r0 < seq; r0 += kRowBlock) {
-      const int64_t r1 = std::min(seq, r0 + kRowBlock);
-      causal_probabilities<T>(P, q, k, r0, r1, seq, hd, width, nullptr, lse + bh * seq);
-      gemm<T>(false, false, r1 - r0, hd, r1, T(1), P + r0 * seq, seq, v, width, T(0),
-              o + r0 * out_width, out_width);
+    pack_rows(kp, base + (L.n_head + g) * hd, width, seq, hd);
+    pack_rows(vp, base + (L.n_head + L.n_kv_head + g) * hd, width, seq, hd);
+    for (int64_t r0 = 0; r0 < seq; r0 += kRows) {
+      const int64_t r1 = std::min(seq, r0 + kRows), rows = r1 - r0;
+      for (int64_t head : {next_h, L.n_head + next_g, L.n_head + L.n_kv_head + next_g})
+        prefetch_rows(next_base + r0 * width + head * hd, width, rows, hd);
+      pack_block_transposed(qt, base + r0 * width + h * hd, width, rows, hd);
+      product(st, kRows, kp, hp, 1, qt, kRows, r1, kRows, hd, false);
+      mask_block(st, r0, r1, -std::numeric_limits<T>::infinity());
+      T mx[kRows], sum[kRows];
+      std::fill(mx, mx + kRows, -std::numeric_limits<T>::infinity());
+      std::fill(sum, sum + kRows, T(0));
+      for (int64_t j = 0; j < r1; ++j) {
+        const T* row = st + j * kRows;
+#pragma omp simd
+        for (int64_t i = 0; i < kRows; ++i) mx[i] = mx[i] > row[i] ? mx[i] : row[i];
+      }
+      for (int64_t j = 0; j < r1; ++j) {
+        T* row = st + j * kRows;
+#pragma omp simd
+        for (int64_t i = 0; i < kRows; ++i) {
+          row[i] = vexp(scale * (row[i] - mx[i]));
+          sum[i] += row[i];
+        }
+      }
+      mask_block(st, r0, r1, T(0));  // exp of the -inf above, which vexp clamps
+      T inverse_sum[kRows];
+      for (int64_t i = 0; i < rows; ++i) {
+        lse[bh * seq + r0 + i] = scale * mx[i] + std::log(sum[i]);
+        inverse_sum[i] = T(1) / sum[i];
+      }
+      product(o, hp, st, 1, kRows, vp, hp, rows, hp, r1, false);
+      unpack_rows(out + (b * seq + r0) * out_width + h * hd, out_width, o, rows, hd, inverse_sum);
     }
   }
 }
 
 // One task per (batch, key/value head): the query heads that share a key/value head add
-// into the same dK and dV, so they run in the same task, in head order.
+// into the same dK and dV, so they run in the same task, in head order. Scheduled and
+// prefetched as forward.
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
                         const HeadLayout& L, T* scratch) {
   const int64_t seq = L.seq, hd = L.head_dim, width = L.qkv_width();
   const int64_t out_width = L.n_head * hd;
   const int64_t group = L.n_head / L.n_kv_head;
+  const int64_t hp = padded<T>(hd);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(static)
   for (int64_t bg = 0; bg < L.batch * L.n_kv_head; ++bg) {
     const int64_t b = bg / L.n_kv_head, g = bg % L.n_kv_head;
-    T* P = scratch + static_cast<int64_t>(omp_get_thread_num()) * 2 * seq * seq;
-    T* dS = P + seq * seq;
+    const int64_t next = std::min(bg + 1, L.batch * L.n_kv_head - 1);
+    const int64_t next_row = next / L.n_kv_head * seq, next_g = next % L.n_kv_head;
+    const int64_t next_q = next_g * group * hd;  // its query heads, in qkv, out and dout
+    const int64_t next_k = (L.n_head + next_g) * hd, next_v = (L.n_head + L.n_kv_head + next_g) * hd;
+    T* kp = thread_scratch(scratch, seq, hd);  // [seq, hp]: K
+    T* vp = kp + seq * hp;                     // [seq, hp]: V
+    T* dk = vp + seq * hp;                     // [seq, hp]: dK, summed over the group's heads
+    T* dv = dk + seq * hp;                     // [seq, hp]: dV, the same
+    T* pt = dv + seq * hp;                     // [seq, kRows]: the block's S^T, then P^T
+    T* dst = pt + seq * kRows;                 // [seq, kRows]: its dP^T, then scale * dS^T
+    T* qt = dst + seq * kRows;                 // [hd, kRows]: its Q^T
+    T* dot = qt + hd * kRows;                  // [hd, kRows]: its dO^T
+    T* qp = dot + hd * kRows;                  // [kRows, hp]: its Q
+    T* dop = qp + kRows * hp;                  // [kRows, hp]: its dO
+    T* dq = dop + kRows * hp;                  // [kRows, hp]: its dQ
     const T* base = qkv + b * seq * width;
     T* dbase = dqkv + b * seq * width;
-    const T* k = base + (L.n_head + g) * hd;
-    const T* v = base + (L.n_head + L.n_kv_head + g) * hd;
-    T* dk = dbase + (L.n_head + g) * hd;
-    T* dv = dbase + (L.n_head + L.n_kv_head + g) * hd;
-    for (int64_t t = 0; t < seq; ++t) {
-      std::fill(dk + t * width, dk + t * width + hd, T(0));
-      std::fill(dv + t * width, dv + t * width + hd, T(0));
-    }
+    pack_rows(kp, base + (L.n_head + g) * hd, width, seq, hd);
+    pack_rows(vp, base + (L.n_head + L.n_kv_head + g) * hd, width, seq, hd);
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-      const T* q = base + h * hd;
       const T* o = out + b * seq * out_width + h * hd;
       const T* d_o = dout + b * seq * out_width + h * hd;
-      T* dq = dbase + h * hd;
-      for (int64_t r0 = 0; r0 < seq; r0 += kRowBlock) {
-        const int64_t r1 = std::min(seq, r0 + kRowBlock), rows = r1 - r0;
-        causal_probabilities<T>(P, q, k, r0, r1, seq, hd, width, lse + (b * L.n_head + h) * seq,
-                                nullptr);
-        const T* p = P + r0 * seq;
-        T* ds = dS + r0 * seq;
-        // dV[0, r1) += P^T dO and dP = dO V^T over this block's rows.
-        gemm<T>(true, false, r1, hd, rows, T(1), p, seq, d_o + r0 * out_width, out_width, T(1), dv,
-                width);
-        gemm<T>(false, true, rows, r1, hd, T(1), d_o + r0 * out_width, out_width, v, width, T(0),
-                ds, seq);
-        // dS = P * (dP - rowsum(dO * O)), the softmax backward.
-        for (int64_t i = r0; i < r1; ++i) {
-          T delta = 0;
-#pragma omp simd reduction(+ : delta)
-          for (int64_t d = 0; d < hd; ++d) delta += d_o[i * out_width + d] * o[i * out_width + d];
-          T* ds_row = dS + i * seq;
-          const T* p_row = P + i * seq;
-          for (int64_t j = 0; j <= i; ++j) ds_row[j] = p_row[j] * (ds_row[j] - delta);
-          std::fill(ds_row + i + 1, ds_row + r1, T(0));
+      // Last block first: it meets every key, so there the group's first head writes dK
+      // and dV rather than adding to zeros.
+      for (int64_t r0 = (seq - 1) / kRows * kRows; r0 >= 0; r0 -= kRows) {
+        const int64_t r1 = std::min(seq, r0 + kRows), rows = r1 - r0;
+        const bool accumulate = h > g * group || r1 < seq;
+        const T* q = base + r0 * width + h * hd;
+        if (h == g * group) {
+          const int64_t row = next_row + r0;
+          prefetch_rows(out + row * out_width + next_q, out_width, rows, group * hd);
+          prefetch_rows(dout + row * out_width + next_q, out_width, rows, group * hd);
+          for (int64_t column : {next_q, next_k, next_v}) {
+            const int64_t cols = column == next_q ? group * hd : hd;
+            prefetch_rows(qkv + row * width + column, width, rows, cols);
+            prefetch_rows<true>(dqkv + row * width + column, width, rows, cols);
+          }
         }
-        // dQ = scale * dS K and dK[0, r1) += scale * dS^T Q.
-        gemm<T>(false, false, rows, hd, r1, scale, ds, seq, k, width, T(0), dq + r0 * width, width);
-        gemm<T>(true, false, r1, hd, rows, scale, ds, seq, q + r0 * width, width, T(1), dk, width);
+        pack_block_transposed(qt, q, width, rows, hd);
+        pack_block_transposed(dot, d_o + r0 * out_width, out_width, rows, hd);
+        pack_rows(qp, q, width, rows, hd);
+        pack_rows(dop, d_o + r0 * out_width, out_width, rows, hd);
+        product(pt, kRows, kp, hp, 1, qt, kRows, r1, kRows, hd, false);
+        product(dst, kRows, vp, hp, 1, dot, kRows, r1, kRows, hd, false);
+        // Columns past the block's rows are padding: lse and delta 0 there.
+        T row_lse[kRows] = {}, delta[kRows] = {};
+        for (int64_t i = 0; i < rows; ++i) {
+          row_lse[i] = lse[(b * L.n_head + h) * seq + r0 + i];
+          T sum = 0;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t d = 0; d < hd; ++d)
+            sum += d_o[(r0 + i) * out_width + d] * o[(r0 + i) * out_width + d];
+          delta[i] = sum;
+        }
+        // P = exp(scale * S - lse) and the softmax backward dS = P * (dP - rowsum(dO * O)),
+        // with the scale of S folded in.
+        for (int64_t j = 0; j < r1; ++j) {
+          T* p_row = pt + j * kRows;
+          T* ds_row = dst + j * kRows;
+#pragma omp simd
+          for (int64_t i = 0; i < kRows; ++i) {
+            p_row[i] = vexp(scale * p_row[i] - row_lse[i]);
+            ds_row[i] = scale * p_row[i] * (ds_row[i] - delta[i]);
+          }
+        }
+        mask_block(pt, r0, r1, T(0));
+        mask_block(dst, r0, r1, T(0));
+        // dV[0, r1) += P^T dO, dQ = dS K and dK[0, r1) += dS^T Q.
+        product(dv, hp, pt, kRows, 1, dop, hp, r1, hp, rows, accumulate);
+        product(dq, hp, dst, 1, kRows, kp, hp, rows, hp, r1, false);
+        product(dk, hp, dst, kRows, 1, qp, hp, r1, hp, rows, accumulate);
+        unpack_rows(dbase + r0 * width + h * hd, width, dq, rows, hd);
       }
     }
+    unpack_rows(dbase + (L.n_head + g) * hd, width, dk, seq, hd);
+    unpack_rows(dbase + (L.n_head + L.n_kv_head + g) * hd, width, dv, seq, hd);
   }
 }
 

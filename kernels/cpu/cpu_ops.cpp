@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/op_checks.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/ops.h"
 
@@ -29,11 +30,6 @@ void dispatch(const Tensor& x, Fn&& fn) {
     case DType::F16: break;
   }
   fail(std::string("cpu ops: fp32 or fp64 tensor expected, got ") + dtype_name(x.dtype));
-}
-
-void same_shape(const Tensor& a, const Tensor& b, const char* op) {
-  KILN_CHECK(a.shape == b.shape && a.dtype == b.dtype,
-             std::string(op) + ": " + a.shape.str() + " vs " + b.shape.str());
 }
 
 cpu::HeadLayout head_layout(const Tensor& qkv, AttentionShape s) {
@@ -100,8 +96,8 @@ class CpuOps final : public Ops {
 
   size_t reserve(const OpLimits& limits) override {
     std::free(scratch_);
-    // Two seq x seq score matrices per thread, in the widest scalar type.
-    scratch_bytes_ = static_cast<size_t>(threads_) * 2 * limits.seq_len * limits.seq_len * 8;
+    scratch_bytes_ = static_cast<size_t>(threads_) *
+                     cpu::attention_scratch_bytes(limits.seq_len, limits.heads.head_dim);
     scratch_ = allocate(scratch_bytes_);
     return scratch_bytes_;
   }
@@ -140,8 +136,8 @@ class CpuOps final : public Ops {
     });
   }
   void add(const Tensor& out, const Tensor& a, const Tensor& b) override {
-    same_shape(out, a, "add");
-    same_shape(out, b, "add");
+    check_same_shape(out, a, "add");
+    check_same_shape(out, b, "add");
     dispatch(out, [&](auto t) {
       using T = decltype(t);
       cpu::add(out.as<T>(), a.as<T>(), b.as<T>(), out.numel());
@@ -187,7 +183,7 @@ class CpuOps final : public Ops {
   void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                          const Tensor& x, const Tensor& weight, const Tensor& bias,
                          double eps) override {
-    same_shape(out, x, "layernorm_forward");
+    check_same_shape(out, x, "layernorm_forward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::layernorm_forward(out.as<T>(), mean.as<T>(), rstd.as<T>(), x.as<T>(), weight.as<T>(),
@@ -197,8 +193,8 @@ class CpuOps final : public Ops {
   void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                           const Tensor& dout, const Tensor& x, const Tensor& weight,
                           const Tensor& mean, const Tensor& rstd) override {
-    same_shape(dx, x, "layernorm_backward");
-    same_shape(dout, x, "layernorm_backward");
+    check_same_shape(dx, x, "layernorm_backward");
+    check_same_shape(dout, x, "layernorm_backward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::layernorm_backward(dx.as<T>(), dweight.as<T>(), dbias.as<T>(), dout.as<T>(), x.as<T>(),
@@ -208,7 +204,7 @@ class CpuOps final : public Ops {
   }
   void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
                        const Tensor& weight, double eps) override {
-    same_shape(out, x, "rmsnorm_forward");
+    check_same_shape(out, x, "rmsnorm_forward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::rmsnorm_forward(out.as<T>(), rstd.as<T>(), x.as<T>(), weight.as<T>(), x.shape.rows(),
@@ -217,8 +213,8 @@ class CpuOps final : public Ops {
   }
   void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout,
                         const Tensor& x, const Tensor& weight, const Tensor& rstd) override {
-    same_shape(dx, x, "rmsnorm_backward");
-    same_shape(dout, x, "rmsnorm_backward");
+    check_same_shape(dx, x, "rmsnorm_backward");
+    check_same_shape(dout, x, "rmsnorm_backward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::rmsnorm_backward(dx.as<T>(), dweight.as<T>(), dout.as<T>(), x.as<T>(), weight.as<T>(),
@@ -227,15 +223,15 @@ class CpuOps final : public Ops {
   }
 
   void gelu_forward(const Tensor& out, const Tensor& x) override {
-    same_shape(out, x, "gelu_forward");
+    check_same_shape(out, x, "gelu_forward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::gelu_forward(out.as<T>(), x.as<T>(), x.numel());
     });
   }
   void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override {
-    same_shape(dx, x, "gelu_backward");
-    same_shape(dout, x, "gelu_backward");
+    check_same_shape(dx, x, "gelu_backward");
+    check_same_shape(dout, x, "gelu_backward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::gelu_backward(dx.as<T>(), x.as<T>(), dout.as<T>(), x.numel());
@@ -250,7 +246,7 @@ class CpuOps final : public Ops {
     });
   }
   void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override {
-    same_shape(dx, x, "swiglu_backward");
+    check_same_shape(dx, x, "swiglu_backward");
     KILN_CHECK(x.shape.cols() == 2 * dout.shape.cols(), "swiglu_backward: width mismatch");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
@@ -269,7 +265,7 @@ class CpuOps final : public Ops {
   void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
                          AttentionShape s) override {
     const cpu::HeadLayout layout = head_layout(qkv, s);
-    check_scratch(layout.seq);
+    check_scratch(layout);
     KILN_CHECK(out.numel() == layout.batch * layout.seq * s.n_head * s.head_dim &&
                    lse.numel() == layout.batch * s.n_head * layout.seq,
                "attention_forward: output shapes");
@@ -282,13 +278,23 @@ class CpuOps final : public Ops {
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                           const Tensor& out, const Tensor& lse, AttentionShape s) override {
     const cpu::HeadLayout layout = head_layout(qkv, s);
-    check_scratch(layout.seq);
-    same_shape(dqkv, qkv, "attention_backward");
-    same_shape(dout, out, "attention_backward");
+    check_scratch(layout);
+    check_same_shape(dqkv, qkv, "attention_backward");
+    check_same_shape(dout, out, "attention_backward");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
       cpu::attention_backward(dqkv.as<T>(), dout.as<T>(), qkv.as<T>(), out.as<T>(), lse.as<T>(),
                               layout, static_cast<T*>(scratch_));
+    });
+  }
+  void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
+                        const Tensor& qkv, int64_t pos, AttentionShape s) override {
+    check_attention_decode(out, k_cache, v_cache, qkv, pos, s);
+    const cpu::HeadLayout layout = head_layout(qkv, s);
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cpu::attention_decode(out.as<T>(), k_cache.as<T>(), v_cache.as<T>(), qkv.as<T>(), layout,
+                            k_cache.shape[1], pos);
     });
   }
 
@@ -305,7 +311,7 @@ class CpuOps final : public Ops {
   void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                               const Tensor& targets, int64_t vocab_size, double dloss) override {
     check_loss_shapes(logits, targets, vocab_size);
-    same_shape(dlogits, logits, "cross_entropy_backward");
+    check_same_shape(dlogits, logits, "cross_entropy_backward");
     dispatch(logits, [&](auto t) {
       using T = decltype(t);
       cpu::cross_entropy_backward(dlogits.as<T>(), logits.as<T>(), lse.as<T>(),
@@ -318,9 +324,9 @@ class CpuOps final : public Ops {
   // themselves and there is no copy to write.
   void adamw(const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
              const Tensor& param_copy, const Tensor& segments, const AdamWStep& s) override {
-    same_shape(master, grad, "adamw");
-    same_shape(master, m, "adamw");
-    same_shape(master, v, "adamw");
+    check_same_shape(master, grad, "adamw");
+    check_same_shape(master, m, "adamw");
+    check_same_shape(master, v, "adamw");
     KILN_CHECK(param_copy.empty(), "adamw: the CPU backend keeps no parameter copy");
     KILN_CHECK(segments.dtype == DType::I64 && segments.shape.rank == 2 && segments.shape[1] == 3,
                "adamw: segments must be an [n, 3] int64 table");
@@ -348,9 +354,12 @@ class CpuOps final : public Ops {
       cpu::rope(qkv.as<T>(), table.as<T>(), layout, inverse);
     });
   }
-  void check_scratch(int64_t seq) const {
-    KILN_CHECK(static_cast<size_t>(threads_) * 2 * seq * seq * 8 <= scratch_bytes_,
-               "attention: reserve() was not called for sequence length " + std::to_string(seq));
+  void check_scratch(const cpu::HeadLayout& layout) const {
+    KILN_CHECK(static_cast<size_t>(threads_) * cpu::attention_scratch_bytes(layout.seq,
+                                                                            layout.head_dim) <=
+                   scratch_bytes_,
+               "attention: reserve() was not called for sequence length " +
+                   std::to_string(layout.seq) + ", head dim " + std::to_string(layout.head_dim));
   }
   static void check_loss_shapes(const Tensor& logits, const Tensor& targets, int64_t vocab) {
     KILN_CHECK(targets.dtype == DType::I32 && targets.numel() == logits.shape.rows() &&

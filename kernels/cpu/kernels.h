@@ -5,6 +5,7 @@
 // on the number of threads.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace kiln::cpu {
@@ -59,12 +60,18 @@ struct HeadLayout {
 template <typename T>
 void rope(T* qkv, const T* table, const HeadLayout& layout, bool inverse);
 
-// scratch holds 2 * seq * seq values per thread.
+// scratch holds attention_scratch_bytes(seq, head_dim) bytes per thread, 64-byte aligned.
+size_t attention_scratch_bytes(int64_t seq, int64_t head_dim);
 template <typename T>
 void attention_forward(T* out, T* lse, const T* qkv, const HeadLayout& layout, T* scratch);
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
                         const HeadLayout& layout, T* scratch);
+// Ops::attention_decode (kernels/cpu/attention_decode.cpp): layout.seq is the number of new
+// positions per sequence; the caches are [batch, capacity, n_kv_head * head_dim].
+template <typename T>
+void attention_decode(T* out, T* k_cache, T* v_cache, const T* qkv, const HeadLayout& layout,
+                      int64_t capacity, int64_t pos);
 
 template <typename T>
 void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* targets, int64_t N,

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/check.h"
+#include "kernels/op_checks.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.cuh"
 #include "kernels/cuda/matmul.h"
@@ -34,11 +35,6 @@ cudaDataType cuda_type(DType dtype) {
     default: break;
   }
   fail(std::string("cuda matmul: unsupported dtype ") + dtype_name(dtype));
-}
-
-void same_shape(const Tensor& a, const Tensor& b, const char* op) {
-  KILN_CHECK(a.shape == b.shape && a.dtype == b.dtype,
-             std::string(op) + ": " + a.shape.str() + " vs " + b.shape.str());
 }
 
 void expect_f32(const Tensor& t, const char* what) {
@@ -168,8 +164,8 @@ class CudaOps final : public Ops {
     });
   }
   void add(const Tensor& out, const Tensor& a, const Tensor& b) override {
-    same_shape(out, a, "add");
-    same_shape(out, b, "add");
+    check_same_shape(out, a, "add");
+    check_same_shape(out, b, "add");
     dispatch(out, [&](auto t) {
       using T = decltype(t);
       cuda::add(ptr<T>(out), ptr<T>(a), ptr<T>(b), out.numel(), stream_);
@@ -215,7 +211,7 @@ class CudaOps final : public Ops {
   void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                          const Tensor& x, const Tensor& weight, const Tensor& bias,
                          double eps) override {
-    same_shape(out, x, "layernorm_forward");
+    check_same_shape(out, x, "layernorm_forward");
     expect_f32(rstd, "layernorm_forward: rstd");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
@@ -227,8 +223,8 @@ class CudaOps final : public Ops {
   void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                           const Tensor& dout, const Tensor& x, const Tensor& weight,
                           const Tensor& mean, const Tensor& rstd) override {
-    same_shape(dx, x, "layernorm_backward");
-    same_shape(dout, x, "layernorm_backward");
+    check_same_shape(dx, x, "layernorm_backward");
+    check_same_shape(dout, x, "layernorm_backward");
     expect_f32(dweight, "layernorm_backward: dweight");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
@@ -239,7 +235,7 @@ class CudaOps final : public Ops {
   }
   void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
                        const Tensor& weight, double eps) override {
-    same_shape(out, x, "rmsnorm_forward");
+    check_same_shape(out, x, "rmsnorm_forward");
     expect_f32(rstd, "rmsnorm_forward: rstd");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
@@ -249,8 +245,8 @@ class CudaOps final : public Ops {
   }
   void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout,
                         const Tensor& x, const Tensor& weight, const Tensor& rstd) override {
-    same_shape(dx, x, "rmsnorm_backward");
-    same_shape(dout, x, "rmsnorm_backward");
+    check_same_shape(dx, x, "rmsnorm_backward");
+    check_same_shape(dout, x, "rmsnorm_backward");
     expect_f32(dweight, "rmsnorm_backward: dweight");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
@@ -261,15 +257,15 @@ class CudaOps final : public Ops {
   }
 
   void gelu_forward(const Tensor& out, const Tensor& x) override {
-    same_shape(out, x, "gelu_forward");
+    check_same_shape(out, x, "gelu_forward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cuda::gelu_forward(ptr<T>(out), ptr<T>(x), x.numel(), stream_);
     });
   }
   void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override {
-    same_shape(dx, x, "gelu_backward");
-    same_shape(dout, x, "gelu_backward");
+    check_same_shape(dx, x, "gelu_backward");
+    check_same_shape(dout, x, "gelu_backward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cuda::gelu_backward(ptr<T>(dx), ptr<T>(x), ptr<T>(dout), x.numel(), stream_);
@@ -285,7 +281,7 @@ class CudaOps final : public Ops {
     });
   }
   void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override {
-    same_shape(dx, x, "swiglu_backward");
+    check_same_shape(dx, x, "swiglu_backward");
     KILN_CHECK(x.shape.cols() == 2 * dout.shape.cols(), "swiglu_backward: width mismatch");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
@@ -315,14 +311,24 @@ class CudaOps final : public Ops {
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                           const Tensor& out, const Tensor& lse, AttentionShape s) override {
     const cuda::HeadLayout layout = head_layout(qkv, s);
-    same_shape(dqkv, qkv, "attention_backward");
-    same_shape(dout, out, "attention_backward");
+    check_same_shape(dqkv, qkv, "attention_backward");
+    check_same_shape(dout, out, "attention_backward");
     KILN_CHECK(cuda::attention_backward_workspace_bytes(layout) <= workspace_bytes_,
                "attention_backward: reserve() was not called for this shape");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
       cuda::attention_backward(ptr<T>(dqkv), ptr<T>(dout), ptr<T>(qkv), ptr<T>(out),
                                ptr<float>(lse), layout, workspace_, stream_);
+    });
+  }
+  void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
+                        const Tensor& qkv, int64_t pos, AttentionShape s) override {
+    check_attention_decode(out, k_cache, v_cache, qkv, pos, s);
+    const cuda::HeadLayout layout = head_layout(qkv, s);
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cuda::attention_decode(ptr<T>(out), ptr<T>(k_cache), ptr<T>(v_cache), ptr<T>(qkv), layout,
+                             k_cache.shape[1], pos, stream_);
     });
   }
 
@@ -340,7 +346,7 @@ class CudaOps final : public Ops {
   void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                               const Tensor& targets, int64_t vocab_size, double dloss) override {
     check_loss_shapes(logits, targets, vocab_size);
-    same_shape(dlogits, logits, "cross_entropy_backward");
+    check_same_shape(dlogits, logits, "cross_entropy_backward");
     dispatch(logits, [&](auto t) {
       using T = decltype(t);
       cuda::cross_entropy_backward(ptr<T>(dlogits), ptr<T>(logits), ptr<float>(lse),

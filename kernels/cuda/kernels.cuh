@@ -89,6 +89,11 @@ template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
                         const HeadLayout& layout, void* workspace, cudaStream_t stream);
 size_t attention_backward_workspace_bytes(const HeadLayout& layout);
+// Ops::attention_decode (kernels/cuda/attention_decode.cu): layout.seq new positions per
+// sequence, caches [batch, capacity, n_kv_head * head_dim]; head dims up to 256.
+template <typename T>
+void attention_decode(T* out, T* k_cache, T* v_cache, const T* qkv, const HeadLayout& layout,
+                      int64_t capacity, int64_t pos, cudaStream_t stream);
 inline bool attention_head_dim_supported(int64_t head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """An independent PyTorch model of kiln's GPT-2 and Llama-style transformers.
 
-Run by tests/torch_parity_test.cpp as `/usr/bin/python3 torch_reference.py DIR`.
+Run by tests/torch_parity_test.cpp as `/usr/bin/python3 torch_reference.py DIR`, and by
+tests/hf_export_parity_test.cpp as `torch_reference.py --hf MODEL_DIR DIR` (see hf_main).
 DIR holds manifest.json (config, parameter names and shapes, optimizer settings),
 params/NAME.bin (fp32 little-endian, vocabulary padding left out), tokens.bin and
 targets.bin (int32 [batch, seq_len]; a target < 0 is masked). It writes:
@@ -23,6 +24,8 @@ import sys
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from safetensors_io import read_safetensors
 
 
 def load(path, dtype, shape):
@@ -180,5 +183,87 @@ def main():
         json.dump({"loss": loss.item(), "losses": losses, "grad_norms": norms}, f, indent=1)
 
 
+def params_from_hf(model_dir):
+    """cfg and P (this script's names) from a Hugging Face folder that `kiln export` wrote,
+    read the way transformers reads GPT2LMHeadModel and LlamaForCausalLM: GPT-2's Conv1D
+    computes x @ W + b with W stored [in, out], so F.linear's weight is W^T, and c_attn's
+    output is q, k, v of n_embd each; Llama's q/k/v_proj and gate/up_proj are separate
+    F.linear weights, stacked here into the fused forms forward() takes."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        hf = json.load(f)
+    tensors = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+
+    def t(name):
+        return torch.from_numpy(tensors.pop(name)).float()
+
+    P = {}
+    if hf["model_type"] == "gpt2":
+        C, H = hf["n_embd"], hf["n_head"]
+        cfg = {"arch": "gpt2", "n_layer": hf["n_layer"], "n_head": H, "n_kv_head": H,
+               "head_dim": C // H, "d_model": C, "d_ff": hf["n_inner"] or 4 * C,
+               "vocab_size": hf["vocab_size"], "seq_len": hf["n_positions"],
+               "norm_eps": hf["layer_norm_epsilon"],
+               "tie_embeddings": hf.get("tie_word_embeddings", True)}
+        assert hf["activation_function"] in ("gelu_new", "gelu_pytorch_tanh")
+        P["wte"], P["wpe"] = t("transformer.wte.weight"), t("transformer.wpe.weight")
+        for layer in range(cfg["n_layer"]):
+            h, k = "transformer.h.%d." % layer, "layers.%d." % layer
+            for ours, theirs in (("norm1", "ln_1"), ("norm2", "ln_2")):
+                P[k + ours + ".weight"] = t(h + theirs + ".weight")
+                P[k + ours + ".bias"] = t(h + theirs + ".bias")
+            for ours, theirs in (("attn.qkv", "attn.c_attn"), ("attn.proj", "attn.c_proj"),
+                                 ("mlp.fc", "mlp.c_fc"), ("mlp.proj", "mlp.c_proj")):
+                P[k + ours + ".weight"] = t(h + theirs + ".weight").t().contiguous()
+                P[k + ours + ".bias"] = t(h + theirs + ".bias")
+        P["final_norm.weight"], P["final_norm.bias"] = t("transformer.ln_f.weight"), t("transformer.ln_f.bias")
+    else:
+        assert hf["model_type"] == "llama" and hf["hidden_act"] == "silu"
+        C, H = hf["hidden_size"], hf["num_attention_heads"]
+        cfg = {"arch": "llama", "n_layer": hf["num_hidden_layers"], "n_head": H,
+               "n_kv_head": hf.get("num_key_value_heads", H), "head_dim": C // H, "d_model": C,
+               "d_ff": hf["intermediate_size"], "vocab_size": hf["vocab_size"],
+               "seq_len": hf["max_position_embeddings"], "rope_theta": hf["rope_theta"],
+               "norm_eps": hf["rms_norm_eps"],
+               "tie_embeddings": hf.get("tie_word_embeddings", False)}
+        P["wte"] = t("model.embed_tokens.weight")
+        for layer in range(cfg["n_layer"]):
+            m, k = "model.layers.%d." % layer, "layers.%d." % layer
+            attn, mlp = m + "self_attn.", m + "mlp."
+            P[k + "norm1.weight"] = t(m + "input_layernorm.weight")
+            P[k + "attn.qkv.weight"] = torch.cat(
+                [t(attn + "q_proj.weight"), t(attn + "k_proj.weight"), t(attn + "v_proj.weight")])
+            P[k + "attn.proj.weight"] = t(attn + "o_proj.weight")
+            P[k + "norm2.weight"] = t(m + "post_attention_layernorm.weight")
+            P[k + "mlp.fc.weight"] = torch.cat([t(mlp + "gate_proj.weight"), t(mlp + "up_proj.weight")])
+            P[k + "mlp.proj.weight"] = t(mlp + "down_proj.weight")
+        P["final_norm.weight"] = t("model.norm.weight")
+    if not cfg["tie_embeddings"]:
+        P["lm_head.weight"] = t("lm_head.weight")
+    assert not tensors, "tensors left unread: %s" % sorted(tensors)
+    return cfg, P
+
+
+def hf_main(model_dir, out_dir):
+    """Loss and logits of an exported model on DIR's tokens.bin and targets.bin ([batch,
+    seq_len] int32, manifest.json giving both): DIR/hf_result.json and DIR/hf_logits.bin."""
+    with open(os.path.join(out_dir, "manifest.json")) as f:
+        shape = json.load(f)
+    torch.set_num_threads(1)
+    B, T = shape["batch"], shape["seq_len"]
+    tokens = load(os.path.join(out_dir, "tokens.bin"), "<i4", (B, T)).long()
+    targets = load(os.path.join(out_dir, "targets.bin"), "<i4", (B, T)).long()
+    targets[targets < 0] = -1
+    cfg, P = params_from_hf(model_dir)
+    with torch.no_grad():
+        logits = forward(cfg, P, tokens)
+        loss = mean_loss(logits, targets)
+    save(os.path.join(out_dir, "hf_logits.bin"), logits.reshape(B * T, -1))
+    with open(os.path.join(out_dir, "hf_result.json"), "w") as f:
+        json.dump({"loss": loss.item()}, f, indent=1)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "--hf":
+        hf_main(sys.argv[2], sys.argv[3])
+    else:
+        main()

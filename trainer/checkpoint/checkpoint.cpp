@@ -48,16 +48,26 @@ std::vector<std::pair<std::string, Tensor>> optimizer_tensors(const GptModel& mo
   return out;
 }
 
-// Writes named device tensors into one safetensors file, one host copy at a time.
-json write_tensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                   Ops& ops) {
+// Device tensors as sources: each copied to the host when its turn comes.
+std::vector<TensorSource> device_sources(
+    const std::vector<std::pair<std::string, Tensor>>& tensors, Ops& ops) {
+  std::vector<TensorSource> out;
+  for (const auto& [name, t] : tensors)
+    out.push_back({{name, t.dtype, t.shape}, [&ops, t](void* host) {
+                     ops.copy_to_host(host, t);
+                   }});
+  return out;
+}
+
+// Writes tensors into one safetensors file, one host copy at a time.
+json write_tensors(const std::string& path, const std::vector<TensorSource>& tensors) {
   std::vector<TensorInfo> infos;
-  for (const auto& [name, t] : tensors) infos.push_back({name, t.dtype, t.shape});
+  for (const TensorSource& t : tensors) infos.push_back(t.info);
   SafetensorsWriter writer(path, infos, {{"format", kFormat}});
   std::vector<std::byte> host;
-  for (const auto& [name, t] : tensors) {
-    host.resize(t.bytes());
-    ops.copy_to_host(host.data(), t);
+  for (const TensorSource& t : tensors) {
+    host.resize(static_cast<size_t>(t.info.shape.numel()) * dtype_size(t.info.dtype));
+    t.read(host.data());
     writer.write_tensor(host.data(), host.size());
   }
   const DurableWriter& file = writer.close();
@@ -159,6 +169,15 @@ void load_into(Ops& ops, const Tensor& dst, const SafetensorsFile& file, const s
 WrittenCheckpoint save_checkpoint(const std::string& root, const TrainingState& state,
                                   const GptModel& model, const AdamW& optimizer, Ops& ops,
                                   int keep) {
+  std::vector<std::pair<std::string, Tensor>> params;
+  for (const Parameter& p : model.parameters().all()) params.push_back({p.name, p.value});
+  return write_checkpoint(root, state, device_sources(params, ops),
+                          device_sources(optimizer_tensors(model, optimizer), ops), keep);
+}
+
+WrittenCheckpoint write_checkpoint(const std::string& root, const TrainingState& state,
+                                   const std::vector<TensorSource>& model,
+                                   const std::vector<TensorSource>& optimizer, int keep) {
   fs::create_directories(root);
   const std::string name = fmt::format("step-{:08d}", state.step);
   const fs::path final_path = fs::path(root) / name;
@@ -166,12 +185,9 @@ WrittenCheckpoint save_checkpoint(const std::string& root, const TrainingState& 
   fs::remove_all(tmp);
   fs::create_directories(tmp);
 
-  std::vector<std::pair<std::string, Tensor>> params;
-  for (const Parameter& p : model.parameters().all()) params.push_back({p.name, p.value});
   json files;
-  files[kModelFile] = write_tensors((tmp / kModelFile).string(), params, ops);
-  files[kOptimizerFile] =
-      write_tensors((tmp / kOptimizerFile).string(), optimizer_tensors(model, optimizer), ops);
+  files[kModelFile] = write_tensors((tmp / kModelFile).string(), model);
+  files[kOptimizerFile] = write_tensors((tmp / kOptimizerFile).string(), optimizer);
   files[kStateFile] = write_text((tmp / kStateFile).string(), state_to_json(state).dump(2) + "\n");
   // The manifest last: a folder with a manifest has every file it names.
   const json manifest = {{"format", kFormat}, {"version", kVersion}, {"files", files}};
@@ -247,6 +263,15 @@ void Checkpoint::restore(GptModel& model, AdamW& optimizer, Ops& ops) const {
                 (has_master ? "master." : "") + p.name);
   }
   optimizer.set_steps_taken(state_.optimizer_steps);
+}
+
+void Checkpoint::load_parameters(GptModel& model, Ops& ops) const {
+  const ParameterSet& params = model.parameters();
+  const bool from_master = params.value_dtype() == DType::F32 &&
+                           optimizer_->contains("master." + params.all().front().name);
+  for (const Parameter& p : params.all())
+    load_into(ops, p.value, from_master ? *optimizer_ : *model_,
+              (from_master ? "master." : "") + p.name);
 }
 
 std::string find_checkpoint(const std::string& spec, const std::string& checkpoint_dir) {

@@ -15,9 +15,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "trainer/checkpoint/safetensors.h"
 #include "trainer/model/gpt_model.h"
@@ -50,6 +52,19 @@ WrittenCheckpoint save_checkpoint(const std::string& root, const TrainingState& 
                                   const GptModel& model, const AdamW& optimizer, Ops& ops,
                                   int keep);
 
+// One tensor of a checkpoint file and how to get its bytes, one tensor at a time, so a
+// writer never holds more than one tensor in host memory.
+struct TensorSource {
+  TensorInfo info;
+  std::function<void(void* host)> read;  // fills info's bytes
+};
+
+// Writes a checkpoint from tensor sources rather than a live model (what `kiln import`
+// does), with save_checkpoint's layout and crash safety.
+WrittenCheckpoint write_checkpoint(const std::string& root, const TrainingState& state,
+                                   const std::vector<TensorSource>& model,
+                                   const std::vector<TensorSource>& optimizer, int keep);
+
 // A checkpoint whose files were all checked against its manifest. A missing, truncated or
 // altered file is an error naming it.
 class Checkpoint {
@@ -63,6 +78,11 @@ class Checkpoint {
   void check_model(const nlohmann::json& model_config) const;
   // Loads parameters and optimizer state (converting the dtype when the run's differs).
   void restore(GptModel& model, AdamW& optimizer, Ops& ops) const;
+  // Loads the parameters alone, for inference: the F32 master weights when the checkpoint
+  // has them and the model computes in F32, else the saved parameters, converted.
+  void load_parameters(GptModel& model, Ops& ops) const;
+  // The weights file, checked (for tools that read tensors by name: `kiln export`).
+  const SafetensorsFile& model_file() const { return *model_; }
 
  private:
   std::string path_;

@@ -326,10 +326,11 @@ TEST(Config, EmbeddedTinyConfigLoads) {
   EXPECT_EQ(c.model.arch, "gpt2");
   EXPECT_EQ(c.model.n_layer, 4);
   EXPECT_EQ(c.model.d_model, 128);
-  EXPECT_EQ(c.model.vocab_size, 257);
-  EXPECT_EQ(c.model.padded_vocab(), 264);
+  EXPECT_EQ(c.model.vocab_size, 2048);  // the demo's BPE, trained on its corpus
+  EXPECT_EQ(c.model.padded_vocab(), 2048);
   EXPECT_EQ(c.backend.device, "cpu");
-  EXPECT_EQ(c.data.paths, std::vector<std::string>{"data/kjv"});
+  EXPECT_EQ(c.data.paths, std::vector<std::string>{"data/kjv-bpe"});
+  EXPECT_EQ(c.data.tokenizer, "data/kjv-tokenizer");
   const Config changed = load_config("", {"train.steps=10", "train.warmup=5"});
   EXPECT_EQ(changed.train.steps, 10);
   EXPECT_EQ(changed.model.n_layer, 4);

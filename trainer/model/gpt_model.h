@@ -48,6 +48,10 @@ class GptModel {
   ParameterSet& parameters() { return params_; }
   const ParameterSet& parameters() const { return params_; }
   const ModelConfig& config() const { return config_; }
+  Ops& ops() const { return ops_; }
+  // Llama's RoPE angles, [seq_len, head_dim / 2, 2] (cos, sin) by absolute position; empty
+  // for GPT-2. The decoder (gpt_decoder.h) rotates with the same table.
+  const Tensor& rope_table() const { return rope_table_; }
   int64_t micro_batch() const { return micro_batch_; }
   std::vector<ArenaSize> memory() const;
   // Unmasked targets in the slot's batch.

@@ -6,6 +6,7 @@
 #include <ostream>
 #include <vector>
 
+#include "tests/small_model.h"
 #include "trainer/memory/host_copy.h"
 #include "trainer/model/gpt_model.h"
 
@@ -13,17 +14,7 @@ namespace kiln {
 namespace {
 
 ModelConfig small_model(const std::string& arch) {
-  ModelConfig m;
-  m.arch = arch;
-  m.n_layer = 2;
-  m.n_head = 4;
-  m.n_kv_head = arch == "llama" ? 2 : 0;
-  m.d_model = 256;  // head dim 64
-  m.d_ff = arch == "llama" ? 512 : 0;
-  m.vocab_size = 300;
-  m.seq_len = 64;
-  m.tie_embeddings = arch != "llama";
-  return m;
+  return test::small_model(arch, 256, 300, 64);  // head dim 64
 }
 
 double relative_error(const std::vector<double>& got, const std::vector<double>& want) {

@@ -1,43 +1,62 @@
 #include "trainer/train/generate.h"
 
 #include <algorithm>
-#include <cmath>
-#include <vector>
 
-#include "trainer/util/random.h"
+#include "kernels/check.h"
 
 namespace kiln {
 
-std::string generate(GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
-                     int n_tokens, double temperature, uint64_t seed) {
-  std::vector<int32_t> context = tokenizer.encode(prompt);
-  // An empty prompt starts the sample where a document would: after an end of document.
-  if (context.empty()) context.push_back(tokenizer.eod());
-  const size_t prompt_size = context.size();
-  const size_t window = static_cast<size_t>(model.config().seq_len);
-  Random rng(seed);
+std::vector<int32_t> generate_ids(GptDecoder& decoder, std::span<const int32_t> prompt,
+                                  const GenerateOptions& options,
+                                  const std::function<void(int32_t)>& on_token) {
+  KILN_CHECK(!prompt.empty(), "generate: the prompt has no tokens");
+  const auto window = static_cast<size_t>(decoder.capacity());
+  const size_t keep = std::max<size_t>(1, window / 2);
+  // The tokens the decoder holds, in order: what each next token is conditioned on.
+  std::vector<int32_t> held(prompt.end() - static_cast<long>(std::min(prompt.size(), window)),
+                            prompt.end());
+  decoder.reset();
+  decoder.feed(held.data(), static_cast<int64_t>(held.size()));
+
+  Sampler sampler(options.sampling, options.seed);
+  std::vector<int32_t> produced;
   std::vector<float> logits;
-  std::vector<double> weights;
-  for (int i = 0; i < n_tokens; ++i) {
-    const size_t begin = context.size() > window ? context.size() - window : 0;
-    const int64_t t = static_cast<int64_t>(context.size() - begin);
-    model.set_batch(context.data() + begin, nullptr, 1, t);
-    model.forward();
-    model.logits_row(t - 1, logits);
-    const float top = *std::max_element(logits.begin(), logits.end());
-    weights.resize(logits.size());
-    double total = 0;
-    for (size_t v = 0; v < logits.size(); ++v) {
-      weights[v] = std::exp((logits[v] - top) / temperature);
-      total += weights[v];
+  for (int i = 0; i < options.max_tokens; ++i) {
+    decoder.logits(0, logits);
+    const int32_t next = sampler.next(logits);
+    if (next == options.stop_id) break;
+    produced.push_back(next);
+    if (on_token) on_token(next);
+    if (i + 1 == options.max_tokens) break;  // the last token needs no forward
+    if (held.size() == window) {
+      held.erase(held.begin(), held.end() - static_cast<long>(keep - 1));
+      held.push_back(next);
+      decoder.reset();
+      decoder.feed(held.data(), static_cast<int64_t>(held.size()));
+    } else {
+      held.push_back(next);
+      decoder.feed(&next, 1);
     }
-    double pick = rng.uniform() * total;
-    size_t next = 0;
-    while (next + 1 < weights.size() && pick >= weights[next]) pick -= weights[next++];
-    context.push_back(static_cast<int32_t>(next));
   }
-  const std::vector<int32_t> produced(context.begin() + static_cast<long>(prompt_size),
-                                      context.end());
+  return produced;
+}
+
+std::vector<int32_t> prompt_ids(const Tokenizer& tokenizer, const std::string& prompt) {
+  std::vector<int32_t> ids = tokenizer.encode(prompt);
+  if (ids.empty()) ids.push_back(tokenizer.eod());
+  return ids;
+}
+
+std::string generate(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
+                     int n_tokens, double temperature, uint64_t seed) {
+  GptDecoder decoder(model);
+  GenerateOptions options;
+  options.max_tokens = n_tokens;
+  options.sampling.temperature = temperature;
+  options.seed = seed;
+  options.stop_id = tokenizer.eod();
+  const std::vector<int32_t> produced =
+      generate_ids(decoder, prompt_ids(tokenizer, prompt), options);
   return prompt + tokenizer.decode(produced);
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <thread>
+#include <tuple>
 
 #include <fmt/core.h>
 
@@ -73,6 +74,11 @@ Trainer::Trainer(const Config& config, const RecordOptions& record, const std::s
   const ModelConfig& m = config_.model;
   tokenizer_ = load_tokenizer(config_.data.tokenizer);
   const int32_t tokenizer_ids = tokenizer_->vocab_size();
+  token_bytes_.assign(static_cast<size_t>(std::max<int64_t>(m.padded_vocab(), tokenizer_ids)), 0);
+  for (int32_t id = 0; id < tokenizer_ids; ++id)
+    if (id != tokenizer_->eod())
+      token_bytes_[static_cast<size_t>(id)] =
+          static_cast<int64_t>(tokenizer_->decode(std::span<const int32_t>(&id, 1)).size());
   if (m.vocab_size < tokenizer_ids)
     fail(fmt::format("model.vocab_size={} is smaller than the tokenizer's {} ids (data.tokenizer={})",
                      m.vocab_size, tokenizer_ids, config_.data.tokenizer));
@@ -202,14 +208,20 @@ StepTimes Trainer::train_step(bool timed) {
   return times;
 }
 
-double Trainer::evaluate() {
+std::pair<double, double> Trainer::evaluate() {
   const int64_t B = config_.train.micro_batch;
-  double loss = 0;
+  double loss = 0, nats = 0;
+  int64_t bytes = 0;
   for (int64_t i = 0; i < config_.train.eval_iters; ++i) {
     fill_batch(*valid_data_, i * B);
-    loss += model_->forward();
+    const double batch_loss = model_->forward();
+    loss += batch_loss;
+    nats += batch_loss * static_cast<double>(model_->target_count());
+    for (const int32_t target : targets_)
+      if (target >= 0) bytes += token_bytes_[static_cast<size_t>(target)];
   }
-  return loss / static_cast<double>(config_.train.eval_iters);
+  return {loss / static_cast<double>(config_.train.eval_iters),
+          nats / static_cast<double>(std::max<int64_t>(bytes, 1))};
 }
 
 store::MetricRow Trainer::metric_row(int64_t step, double loss, double lr, double grad_norm,
@@ -406,9 +418,17 @@ void Trainer::train_loop(TrainSummary& summary) {
         recorder_ && step < t.steps ? steer(step, false) : SteeringDecision{};
     const bool interrupted = interrupt_requested();
     if (timed || decision.stop || decision.pause || interrupted) {
-      const double elapsed = seconds_since(interval_start) - not_training_s_;
+      // The next interval starts now, so the cost of reporting this one (printing, handing
+      // rows to the store) counts in it and not nowhere.
+      const Clock::time_point now = Clock::now();
+      const double elapsed =
+          std::chrono::duration<double>(now - interval_start).count() - not_training_s_;
       const double per_step = elapsed / static_cast<double>(interval_steps);
       summary.train_loss = interval_loss / static_cast<double>(interval_steps);
+      interval_start = now;
+      interval_loss = 0;
+      not_training_s_ = 0;
+      interval_steps = 0;
       fmt::print(out_, "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s"
                        " | {:.1f} ms/step | ETA {}\n",
                  step, std::to_string(t.steps).size(), t.steps, summary.train_loss, lr, norm,
@@ -417,17 +437,16 @@ void Trainer::train_loop(TrainSummary& summary) {
       std::fflush(out_);
       if (recorder_)
         recorder_->log_step(metric_row(step, summary.train_loss, lr, norm, per_step, times, opt_ms));
-      interval_start = Clock::now();
-      interval_loss = 0;
-      not_training_s_ = 0;
-      interval_steps = 0;
     }
     if (has_valid && t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
       const Clock::time_point eval_start = Clock::now();
-      summary.valid_loss = evaluate();
+      std::tie(summary.valid_loss, summary.valid_nats_per_byte) = evaluate();
       not_training_s_ += seconds_since(eval_start);
-      fmt::print(out_, "eval step {} | valid loss {:.4f} | {:.3f} bits per token\n", step,
-                 *summary.valid_loss, *summary.valid_loss / std::log(2.0));
+      fmt::print(out_,
+                 "eval step {} | valid loss {:.4f} | {:.3f} bits per token | {:.4f} nats per "
+                 "byte\n",
+                 step, *summary.valid_loss, *summary.valid_loss / std::log(2.0),
+                 *summary.valid_nats_per_byte);
       std::fflush(out_);
       if (recorder_) recorder_->log_valid(step, *summary.valid_loss);
     }

@@ -25,6 +25,8 @@ struct TrainSummary {
   int64_t steps = 0;
   double train_loss = 0;                // mean over the last log interval
   std::optional<double> valid_loss;     // the last validation, when there is a valid split
+  std::optional<double> valid_nats_per_byte;  // the same loss per byte of text: compares
+                                              // across tokenizers
   bool interrupted = false;             // Ctrl-C or SIGTERM
   bool stopped = false;                 // a stop command from the store
 };
@@ -54,7 +56,8 @@ class Trainer {
  private:
   void train_loop(TrainSummary& summary);
   StepTimes train_step(bool timed);
-  double evaluate();
+  // Mean validation loss per token, and per byte of the target tokens' text.
+  std::pair<double, double> evaluate();
   void fill_batch(const GptDataset& data, int64_t first_sample);
   double scheduled_lr(int64_t step) const;
   store::MetricRow metric_row(int64_t step, double loss, double lr, double grad_norm,
@@ -81,6 +84,7 @@ class Trainer {
   std::vector<int32_t> window_, tokens_, targets_;
   std::unique_ptr<RunRecorder> recorder_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::vector<int64_t> token_bytes_;  // bytes of text per id (0 for end-of-document, padding)
   std::string run_name_;        // names the run's checkpoint folder
   int64_t first_step_ = 1;      // > 1 when resuming
   int64_t consumed_samples_ = 0;  // training samples read so far: the data position

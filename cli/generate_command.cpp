@@ -1,0 +1,211 @@
+#include "cli/generate_command.h"
+
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/inference_model.h"
+#include "kernels/check.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/data/gpt_dataset.h"
+#include "trainer/data/utf8.h"
+#include "trainer/train/generate.h"
+#include "trainer/train/text_stream.h"
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const std::vector<std::string> kDevices = {"cpu", "cuda", "auto"};
+
+struct GenerateCliOptions {
+  std::string checkpoint;
+  std::string prompt;
+  int max_tokens = 200;
+  SamplingOptions sampling;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  std::string tokenizer;
+  std::string device = "auto";
+};
+
+struct EvalOptions {
+  std::string checkpoint;
+  std::string data;
+  int64_t iters = 0;
+  std::string split = "valid";
+  int micro_batch = 0;
+  std::string tokenizer;
+  std::string device = "auto";
+};
+
+void write_out(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+void run_generate(const GenerateCliOptions& o) {
+  check_sampling(o.sampling);
+  if (o.max_tokens < 0) fail(fmt::format("--max-tokens must be 0 or more, got {}", o.max_tokens));
+  const InferenceModel m = load_inference_model(o.checkpoint, o.device, o.tokenizer, 1);
+  std::vector<int32_t> prompt;
+  try {
+    prompt = prompt_ids(*m.tokenizer, o.prompt);
+  } catch (const InvalidUtf8& e) {
+    fail(
+        fmt::format("--prompt is not valid UTF-8 (byte 0x{:02x} at offset {}), and tokenizer {} "
+                    "reads UTF-8 text only",
+                    e.byte, e.offset, m.tokenizer->name()));
+  }
+  GptDecoder decoder(*m.model);
+  GenerateOptions options;
+  options.max_tokens = o.max_tokens;
+  options.sampling = o.sampling;
+  // By default the run's seed: the same prompt and temperature give the trainer's sample.
+  options.seed = o.seed_given ? o.seed : m.config.train.seed;
+  options.stop_id = m.tokenizer->eod();
+
+  write_out(o.prompt);
+  TextStream stream(write_out);
+  const Clock::time_point start = Clock::now();
+  const std::vector<int32_t> produced = generate_ids(decoder, prompt, options, [&](int32_t id) {
+    stream.add(m.tokenizer->decode(std::span<const int32_t>(&id, 1)));
+  });
+  stream.finish();
+  write_out("\n");
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  fmt::print(
+      stderr, "kiln: {} tokens in {:.2f} s ({:.1f} tokens/s){}\n", produced.size(), seconds,
+      static_cast<double>(produced.size()) / std::max(seconds, 1e-9),
+      static_cast<int>(produced.size()) < o.max_tokens ? ", ended at the end of document" : "");
+}
+
+Split split_of(const std::string& name) {
+  if (name == "train") return Split::Train;
+  if (name == "test") return Split::Test;
+  return Split::Valid;
+}
+
+void run_eval(const EvalOptions& o) {
+  if (o.iters < 0)
+    fail(fmt::format("--iters must be 0 (the whole split) or more, got {}", o.iters));
+  if (o.micro_batch < 0)
+    fail(fmt::format("--micro-batch must be at least 1, got {}", o.micro_batch));
+  const std::string path = checkpoint_argument(o.checkpoint);
+  const Config saved = config_from_json(checkpoint_config(path));
+  const int64_t B = o.micro_batch > 0 ? o.micro_batch : saved.train.micro_batch;
+  const InferenceModel m = load_inference_model(path, o.device, o.tokenizer, B);
+  const ModelConfig& mc = m.config.model;
+  const GptDataset data({o.data}, m.config.data.split, split_of(o.split), mc.seq_len,
+                        m.config.train.seed);
+  if (data.max_token_id() >= mc.vocab_size)
+    fail(fmt::format("data: token id {} in {} is outside model.vocab_size={}", data.max_token_id(),
+                     o.data, mc.vocab_size));
+
+  // Bytes each id decodes to; the end of document stands for no text.
+  std::vector<int64_t> bytes_of(static_cast<size_t>(mc.vocab_size), 0);
+  for (int32_t id = 0; id < m.tokenizer->vocab_size(); ++id)
+    if (id != m.tokenizer->eod())
+      bytes_of[static_cast<size_t>(id)] =
+          static_cast<int64_t>(m.tokenizer->decode(std::span<const int32_t>(&id, 1)).size());
+
+  const int64_t T = mc.seq_len;
+  const int64_t samples = o.iters > 0 ? o.iters * B : data.num_samples();
+  std::vector<int32_t> window(static_cast<size_t>(T + 1)), tokens, targets;
+  double loss_sum = 0;
+  int64_t token_count = 0, byte_count = 0;
+  for (int64_t first = 0; first < samples; first += B) {
+    const int64_t b = std::min(B, samples - first);
+    tokens.clear();
+    targets.clear();
+    for (int64_t s = 0; s < b; ++s) {
+      data.sample(first + s, window.data());
+      tokens.insert(tokens.end(), window.begin(), window.end() - 1);
+      targets.insert(targets.end(), window.begin() + 1, window.end());
+    }
+    for (int32_t id : targets) byte_count += bytes_of[static_cast<size_t>(id)];
+    m.model->set_batch(tokens.data(), targets.data(), b, T);
+    loss_sum += m.model->forward() * static_cast<double>(m.model->target_count());
+    token_count += m.model->target_count();
+  }
+  const double loss = loss_sum / static_cast<double>(token_count);
+  nlohmann::ordered_json result;
+  result["loss"] = loss;
+  result["perplexity"] = std::exp(loss);
+  result["tokens"] = token_count;
+  result["bits_per_byte"] =
+      byte_count > 0
+          ? nlohmann::ordered_json(loss_sum / std::log(2.0) / static_cast<double>(byte_count))
+          : nlohmann::ordered_json(nullptr);
+  result["bytes"] = byte_count;
+  result["samples"] = samples;
+  result["split"] = o.split;
+  result["checkpoint"] = m.path;
+  fmt::print("{}\n", result.dump());
+}
+
+void add_device_option(CLI::App* cmd, std::string& device) {
+  cmd->add_option("--device", device, "cpu, cuda, or auto (a GPU when one is visible)")
+      ->check(CLI::IsMember(kDevices))
+      ->capture_default_str();
+}
+
+}  // namespace
+
+void add_generate_commands(CLI::App& app) {
+  auto g = std::make_shared<GenerateCliOptions>();
+  CLI::App* gen = app.add_subcommand(
+      "generate", "Continue a prompt with a trained model, streaming the text as it comes");
+  gen->add_option("--checkpoint", g->checkpoint,
+                  "A checkpoint folder, a run's folder of checkpoints, or latest")
+      ->required();
+  gen->add_option("--prompt", g->prompt, "The text to continue (\"\": start a new document)")
+      ->required();
+  gen->add_option("--max-tokens", g->max_tokens, "Tokens to generate at most")
+      ->capture_default_str();
+  gen->add_option("--temperature", g->sampling.temperature, "Softmax temperature; 0 is greedy")
+      ->capture_default_str();
+  gen->add_option("--top-k", g->sampling.top_k, "Draw from the K most likely tokens (0: all)")
+      ->capture_default_str();
+  gen->add_option("--top-p", g->sampling.top_p,
+                  "Draw from the fewest most likely tokens whose probability reaches P")
+      ->capture_default_str();
+  CLI::Option* seed =
+      gen->add_option("--seed", g->seed, "Random seed (default: the run's train.seed)");
+  gen->add_option("--tokenizer", g->tokenizer,
+                  "Tokenizer spec (default: the run's data.tokenizer)");
+  add_device_option(gen, g->device);
+  gen->callback([g, seed] {
+    g->seed_given = seed->count() > 0;
+    run_generate(*g);
+  });
+
+  auto e = std::make_shared<EvalOptions>();
+  CLI::App* eval = app.add_subcommand(
+      "eval", "Print a checkpoint's loss, perplexity and bits per byte on a dataset, as JSON");
+  eval->add_option("--checkpoint", e->checkpoint,
+                   "A checkpoint folder, a run's folder of checkpoints, or latest")
+      ->required();
+  eval->add_option("--data", e->data, "Indexed dataset prefix (PREFIX.bin + PREFIX.idx)")
+      ->required();
+  eval->add_option("--iters", e->iters, "Micro-batches to evaluate (0: the whole split)")
+      ->capture_default_str();
+  eval->add_option("--split", e->split, "Which split of data.split")
+      ->check(CLI::IsMember({"train", "valid", "test"}))
+      ->capture_default_str();
+  eval->add_option("--micro-batch", e->micro_batch,
+                   "Sequences per forward (default: the run's train.micro_batch)");
+  eval->add_option("--tokenizer", e->tokenizer,
+                   "Tokenizer spec (default: the run's data.tokenizer)");
+  add_device_option(eval, e->device);
+  eval->callback([e] { run_eval(*e); });
+}
+
+}  // namespace kiln

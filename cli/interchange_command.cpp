@@ -1,0 +1,78 @@
+#include "cli/interchange_command.h"
+
+#include <fmt/core.h>
+
+#include <memory>
+#include <string>
+
+#include "cli/inference_model.h"
+#include "trainer/interchange/hf_export.h"
+#include "trainer/interchange/hf_import.h"
+
+namespace kiln {
+namespace {
+
+struct ExportOptions {
+  std::string checkpoint, format, output;
+};
+
+struct ImportOptions {
+  HfImportOptions hf;
+  std::string format;
+};
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+void run_export(const ExportOptions& o) {
+  const HfExportSummary s = export_hf(checkpoint_argument(o.checkpoint), o.output);
+  fmt::print("kiln: exported {} ({}, {:.2f}M parameters, {}) to {}: {}\n", s.checkpoint, s.arch,
+             static_cast<double>(s.parameters) / 1e6, dtype_name(s.dtype), o.output, join(s.files));
+  if (s.files.size() == 2)
+    fmt::print(
+        "kiln: note: the byte tokenizer has no Hugging Face equivalent; no tokenizer files "
+        "were written\n");
+}
+
+void run_import(const HfImportOptions& o) {
+  const HfImportSummary s = import_hf(o);
+  fmt::print("kiln: imported {} ({}, {:.2f}M parameters) as {}, run {}, data.tokenizer={}\n",
+             o.input, s.arch, static_cast<double>(s.parameters) / 1e6, s.checkpoint, s.run_name,
+             s.tokenizer);
+  for (const std::string& note : s.notes) fmt::print("kiln: note: {}\n", note);
+  fmt::print("kiln: fine-tune with: kiln train --resume {} --set 'data.paths=[\"PREFIX\"]'\n",
+             o.output);
+}
+
+}  // namespace
+
+void add_interchange_commands(CLI::App& app) {
+  auto e = std::make_shared<ExportOptions>();
+  CLI::App* exp = app.add_subcommand(
+      "export", "Write a checkpoint as a Hugging Face model folder (transformers loads it)");
+  exp->add_option("--checkpoint", e->checkpoint,
+                  "A checkpoint folder, a run's folder of checkpoints, or latest")
+      ->required();
+  exp->add_option("--format", e->format, "hf: config.json + model.safetensors + tokenizer files")
+      ->required()
+      ->check(CLI::IsMember({"hf"}));
+  exp->add_option("-o,--output", e->output, "The folder to write (created)")->required();
+  exp->callback([e] { run_export(*e); });
+
+  auto i = std::make_shared<ImportOptions>();
+  CLI::App* imp = app.add_subcommand(
+      "import", "Turn a Hugging Face model folder into a kiln checkpoint to fine-tune");
+  imp->add_option("--format", i->format, "hf: a GPT2LMHeadModel or LlamaForCausalLM folder")
+      ->required()
+      ->check(CLI::IsMember({"hf"}));
+  imp->add_option("-i,--input", i->hf.input, "The Hugging Face model folder")->required();
+  imp->add_option("-o,--output", i->hf.output, "The checkpoint folder to create")->required();
+  imp->add_option("--seq-len", i->hf.seq_len,
+                  "model.seq_len (default: the config's n_positions / max_position_embeddings)");
+  imp->callback([i] { run_import(i->hf); });
+}
+
+}  // namespace kiln

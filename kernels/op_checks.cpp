@@ -1,0 +1,30 @@
+#include "kernels/op_checks.h"
+
+#include <string>
+
+#include "kernels/check.h"
+
+namespace kiln {
+
+void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
+  KILN_CHECK(a.shape == b.shape && a.dtype == b.dtype,
+             std::string(op) + ": " + a.shape.str() + " vs " + b.shape.str());
+}
+
+void check_attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
+                            const Tensor& qkv, int64_t pos, AttentionShape s) {
+  check_same_shape(k_cache, v_cache, "attention_decode");
+  KILN_CHECK(qkv.shape.rank == 3 && qkv.shape[2] == s.qkv_width(),
+             "attention_decode: qkv " + qkv.shape.str() + " is not [batch, seq, " +
+                 std::to_string(s.qkv_width()) + "]");
+  const int64_t batch = qkv.shape[0], seq = qkv.shape[1];
+  KILN_CHECK(k_cache.shape.rank == 3 && k_cache.shape[0] == batch &&
+                 k_cache.shape[2] == s.n_kv_head * s.head_dim && k_cache.dtype == qkv.dtype &&
+                 pos >= 0 && pos + seq <= k_cache.shape[1] &&
+                 out.numel() == batch * seq * s.n_head * s.head_dim && out.dtype == qkv.dtype,
+             "attention_decode: cache " + k_cache.shape.str() + " cannot take positions " +
+                 std::to_string(pos) + ".." + std::to_string(pos + seq) + " of qkv " +
+                 qkv.shape.str());
+}
+
+}  // namespace kiln

@@ -1,0 +1,19 @@
+// Shape checks that every backend makes the same way before it launches an op, so a
+// mismatch reads the same on the CPU and the GPU.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace kiln {
+
+// a and b have one shape and one dtype.
+void check_same_shape(const Tensor& a, const Tensor& b, const char* op);
+
+// Ops::attention_decode's tensors agree with each other and the cache can take positions
+// [pos, pos + qkv.shape[1]).
+void check_attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
+                            const Tensor& qkv, int64_t pos, AttentionShape shape);
+
+}  // namespace kiln

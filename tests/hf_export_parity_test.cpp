@@ -1,0 +1,127 @@
+// An exported model, read the way transformers reads it: tests/parity/torch_reference.py
+// --hf loads the config.json and model.safetensors that `kiln export` wrote (parsing the
+// safetensors by hand, mapping Hugging Face's names and layouts itself) into its PyTorch
+// model, and must reproduce kiln's loss and logits on the same tokens, for a GPT-2 (tied,
+// biases, Conv1D layouts) and a Llama-style model (GQA, split q/k/v and gate/up, untied).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "tests/run_command.h"
+#include "tests/small_model.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/interchange/hf_export.h"
+#include "trainer/util/random.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kReference = std::string(KILN_SOURCE_DIR) + "/tests/parity/torch_reference.py";
+constexpr int64_t kBatch = 3;
+constexpr double kTolerance = 1e-5;  // relative, loss and all logits
+
+ModelConfig export_model(const std::string& arch) {
+  ModelConfig m = test::small_model(arch, 64, 300, 16);  // the byte tokenizer's 257 and more
+  m.make_vocab_size_divisible_by = 64;                    // padded to 320
+  m.init_std = 0.05;
+  return m;
+}
+
+template <typename T>
+void write_binary(const fs::path& path, const std::vector<T>& data) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(data.data()),
+             static_cast<std::streamsize>(data.size() * sizeof(T)));
+}
+
+class HfExportParity : public testing::TestWithParam<std::string> {};
+
+TEST_P(HfExportParity, PyTorchReadsTheExportAndGivesKilnsLoss) {
+  const std::string arch = GetParam();
+  const fs::path dir = fs::path(testing::TempDir()) / ("kiln_hf_parity_" + arch);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+
+  const ModelConfig mc = export_model(arch);
+  const int64_t T = mc.seq_len, N = kBatch * T;
+  auto ops = make_cpu_ops(2);
+  GptModel model(mc, kBatch, *ops);
+  model.init_parameters(424242);
+  Random jitter(3);  // norm weights and biases off their ones and zeros
+  for (const Parameter& p : model.parameters().all())
+    if (p.value.shape.rank == 1)
+      for (int64_t i = 0; i < p.value.numel(); ++i)
+        p.value.as<float>()[i] =
+            static_cast<float>((p.name.ends_with(".weight") ? 1.0 : 0.0) + 0.1 * jitter.normal());
+
+  Random pick(17);
+  std::vector<int32_t> tokens(static_cast<size_t>(N)), targets(static_cast<size_t>(N));
+  for (auto& t : tokens) t = static_cast<int32_t>(pick.below(300));
+  for (auto& t : targets) t = static_cast<int32_t>(pick.below(300));
+  targets[7] = -1;
+  model.set_batch(tokens.data(), targets.data(), kBatch, T);
+  const double loss = model.forward();
+  std::vector<float> logits, row;
+  for (int64_t r = 0; r < N; ++r) {
+    model.logits_row(r, row);
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+
+  TrainConfig train;
+  AdamW optimizer(train, model.parameters(), *ops);
+  Config config;
+  config.model = mc;
+  TrainingState state;
+  state.run_name = "parity";
+  state.layout = "tp1.pp1.dp1";
+  state.config = config_to_json(config);
+  const std::string checkpoint =
+      save_checkpoint((dir / "checkpoints").string(), state, model, optimizer, *ops, 0).path;
+  export_hf(checkpoint, (dir / "hf").string());
+
+  write_binary(dir / "tokens.bin", tokens);
+  write_binary(dir / "targets.bin", targets);
+  std::ofstream(dir / "manifest.json") << nlohmann::json{{"batch", kBatch}, {"seq_len", T}}.dump();
+  const test::CommandResult ref = test::run_command(kPython + " " + kReference + " --hf " +
+                                                    (dir / "hf").string() + " " + dir.string());
+  ASSERT_EQ(ref.exit_code, 0) << "the torch reference failed (scripts/setup.sh installs "
+                                 "python3-torch):\n"
+                              << ref.output;
+
+  nlohmann::json result;
+  std::ifstream(dir / "hf_result.json") >> result;
+  const double ref_loss = result["loss"].get<double>();
+  const double loss_error = std::abs(loss - ref_loss) / std::abs(ref_loss);
+  EXPECT_LT(loss_error, kTolerance) << "loss kiln " << loss << " torch " << ref_loss;
+
+  std::vector<float> ref_logits(logits.size());
+  std::ifstream in(dir / "hf_logits.bin", std::ios::binary);
+  in.read(reinterpret_cast<char*>(ref_logits.data()),
+          static_cast<std::streamsize>(ref_logits.size() * sizeof(float)));
+  ASSERT_EQ(static_cast<size_t>(in.gcount()), ref_logits.size() * sizeof(float))
+      << "the reference's logits are not [batch * seq_len, vocab_size]";
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    diff += (static_cast<double>(logits[i]) - ref_logits[i]) * (logits[i] - ref_logits[i]);
+    norm += static_cast<double>(ref_logits[i]) * ref_logits[i];
+  }
+  const double logits_error = std::sqrt(diff / norm);
+  EXPECT_LT(logits_error, kTolerance) << "logits";
+  std::printf("hf export parity %s: loss %.3e, logits %.3e\n", arch.c_str(), loss_error,
+              logits_error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Arch, HfExportParity, testing::Values("gpt2", "llama"),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+}  // namespace
+}  // namespace kiln

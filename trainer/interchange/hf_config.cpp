@@ -1,0 +1,190 @@
+#include "trainer/interchange/hf_config.h"
+
+#include <fmt/core.h>
+
+#include "kernels/check.h"
+
+namespace kiln {
+namespace {
+
+using nlohmann::json;
+
+const char* torch_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return "float32";
+    case DType::F64: return "float64";
+    case DType::BF16: return "bfloat16";
+    case DType::F16: return "float16";
+    case DType::I32:
+    case DType::I64: break;
+  }
+  fail(std::string("export: weights of dtype ") + dtype_name(dtype) + " are not a model's");
+}
+
+// A config.json field: Hugging Face's default when absent or null, else of the right kind.
+class Fields {
+ public:
+  Fields(const json& config, const std::string& file) : config_(config), file_(file) {}
+
+  template <typename T>
+  T get(const char* key, T fallback) const {
+    const auto it = config_.find(key);
+    if (it == config_.end() || it->is_null()) return fallback;
+    const bool ok = std::is_same_v<T, bool>       ? it->is_boolean()
+                    : std::is_integral_v<T>       ? it->is_number_integer()
+                    : std::is_floating_point_v<T> ? it->is_number()
+                                                  : it->is_string();
+    if (!ok) fail(fmt::format("import: {}: {} is {}, not a {}", file_, key, it->dump(), kind<T>()));
+    return it->get<T>();
+  }
+  bool present(const char* key) const {
+    const auto it = config_.find(key);
+    return it != config_.end() && !it->is_null();
+  }
+  // Refuses a setting kiln does not compute: the value must be the one it computes.
+  template <typename T>
+  void require(const char* key, T fallback, T wanted, const std::string& why) const {
+    if (get<T>(key, fallback) != wanted)
+      fail(fmt::format("import: {}: {} is {}; {}", file_, key, config_.at(key).dump(), why));
+  }
+
+ private:
+  template <typename T>
+  static const char* kind() {
+    if constexpr (std::is_same_v<T, bool>)
+      return "boolean";
+    else if constexpr (std::is_integral_v<T>)
+      return "integer";
+    else if constexpr (std::is_floating_point_v<T>)
+      return "number";
+    else
+      return "string";
+  }
+  const json& config_;
+  const std::string& file_;
+};
+
+ModelConfig gpt2_from_hf(const Fields& f, const std::string& file) {
+  ModelConfig m;
+  m.arch = "gpt2";
+  // GPT2Config's defaults are GPT-2 small's.
+  m.vocab_size = f.get<int>("vocab_size", 50257);
+  m.seq_len = f.get<int>("n_positions", 1024);
+  m.d_model = f.get<int>("n_embd", 768);
+  m.n_layer = f.get<int>("n_layer", 12);
+  m.n_head = f.get<int>("n_head", 12);
+  m.d_ff = f.get<int>("n_inner", 0);  // absent: 4 * n_embd, as kiln's 0 means
+  m.norm_eps = f.get<double>("layer_norm_epsilon", 1e-5);
+  m.init_std = f.get<double>("initializer_range", 0.02);
+  m.tie_embeddings = f.get<bool>("tie_word_embeddings", true);
+  const std::string act = f.get<std::string>("activation_function", "gelu_new");
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+    fail(
+        fmt::format("import: {}: activation_function \"{}\" is not the tanh GELU (gelu_new) kiln "
+                    "computes",
+                    file, act));
+  f.require<bool>("scale_attn_weights", true, true,
+                  "kiln scales attention scores by 1/sqrt(head dim)");
+  f.require<bool>("scale_attn_by_inverse_layer_idx", false, false,
+                  "kiln does not scale attention by layer");
+  f.require<bool>("add_cross_attention", false, false, "kiln models have no cross-attention");
+  return m;
+}
+
+ModelConfig llama_from_hf(const Fields& f, const std::string& file) {
+  ModelConfig m;
+  m.arch = "llama";
+  // LlamaConfig's defaults are Llama 2 7B's.
+  m.vocab_size = f.get<int>("vocab_size", 32000);
+  m.d_model = f.get<int>("hidden_size", 4096);
+  m.d_ff = f.get<int>("intermediate_size", 11008);
+  m.n_layer = f.get<int>("num_hidden_layers", 32);
+  m.n_head = f.get<int>("num_attention_heads", 32);
+  m.n_kv_head = f.get<int>("num_key_value_heads", m.n_head);
+  m.seq_len = f.get<int>("max_position_embeddings", 2048);
+  m.norm_eps = f.get<double>("rms_norm_eps", 1e-6);
+  m.rope_theta = f.get<double>("rope_theta", 10000.0);
+  m.init_std = f.get<double>("initializer_range", 0.02);
+  m.tie_embeddings = f.get<bool>("tie_word_embeddings", false);
+  f.require<std::string>("hidden_act", "silu", "silu", "kiln's SwiGLU gates with silu");
+  if (f.present("rope_scaling"))
+    fail("import: " + file + ": rope_scaling is set; kiln's RoPE has no scaling");
+  f.require<bool>("attention_bias", false, false, "kiln's Llama layers have no biases");
+  f.require<bool>("mlp_bias", false, false, "kiln's Llama layers have no biases");
+  if (m.n_head > 0 && f.get<int>("head_dim", m.d_model / m.n_head) != m.d_model / m.n_head)
+    fail(
+        fmt::format("import: {}: head_dim {} is not hidden_size / num_attention_heads = {}; kiln "
+                    "derives it",
+                    file, f.get<int>("head_dim", 0), m.d_model / m.n_head));
+  return m;
+}
+
+}  // namespace
+
+json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
+  json c;
+  if (m.is_llama()) {
+    c = {{"architectures", {"LlamaForCausalLM"}},
+         {"model_type", "llama"},
+         {"vocab_size", m.vocab_size},
+         {"hidden_size", m.d_model},
+         {"intermediate_size", m.ffn_dim()},
+         {"num_hidden_layers", m.n_layer},
+         {"num_attention_heads", m.n_head},
+         {"num_key_value_heads", m.kv_heads()},
+         {"head_dim", m.head_dim()},
+         {"max_position_embeddings", m.seq_len},
+         {"rms_norm_eps", m.norm_eps},
+         {"rope_theta", m.rope_theta},
+         {"rope_scaling", nullptr},
+         {"hidden_act", "silu"},
+         {"attention_bias", false},
+         {"attention_dropout", 0.0},
+         {"mlp_bias", false},
+         {"pretraining_tp", 1}};
+  } else {
+    if (m.kv_heads() != m.n_head)
+      fail(
+          fmt::format("export: GPT2LMHeadModel has no grouped-query attention, and this gpt2 model "
+                      "has model.n_kv_head={} for model.n_head={}",
+                      m.kv_heads(), m.n_head));
+    c = {{"architectures", {"GPT2LMHeadModel"}},
+         {"model_type", "gpt2"},
+         {"vocab_size", m.vocab_size},
+         {"n_positions", m.seq_len},
+         {"n_ctx", m.seq_len},
+         {"n_embd", m.d_model},
+         {"n_layer", m.n_layer},
+         {"n_head", m.n_head},
+         // null: 4 * n_embd, which is what kiln's d_ff = 0 means too.
+         {"n_inner", m.d_ff > 0 ? json(m.d_ff) : json(nullptr)},
+         {"activation_function", "gelu_new"},
+         {"layer_norm_epsilon", m.norm_eps},
+         // kiln trains without dropout; fine-tuning elsewhere starts the same way.
+         {"resid_pdrop", 0.0},
+         {"embd_pdrop", 0.0},
+         {"attn_pdrop", 0.0},
+         {"scale_attn_weights", true}};
+  }
+  c["initializer_range"] = m.init_std;
+  c["tie_word_embeddings"] = m.tie_embeddings;
+  c["use_cache"] = true;
+  c["torch_dtype"] = torch_dtype(dtype);
+  if (eod >= 0) {
+    c["bos_token_id"] = eod;
+    c["eos_token_id"] = eod;
+  }
+  return c;
+}
+
+ModelConfig model_from_hf_config(const json& config, const std::string& file) {
+  if (!config.is_object()) fail("import: " + file + " is not a JSON object");
+  const Fields fields(config, file);
+  if (!fields.present("model_type")) fail("import: " + file + " has no model_type");
+  const std::string type = fields.get<std::string>("model_type", "");
+  if (type == "gpt2") return gpt2_from_hf(fields, file);
+  if (type == "llama") return llama_from_hf(fields, file);
+  fail("import: " + file + ": model_type \"" + type + "\" is not one kiln imports (gpt2, llama)");
+}
+
+}  // namespace kiln

@@ -1,0 +1,68 @@
+#include "trainer/interchange/hf_export.h"
+
+#include <filesystem>
+
+#include "kernels/check.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/durable_file.h"
+#include "trainer/interchange/hf_config.h"
+#include "trainer/interchange/hf_tensors.h"
+#include "trainer/interchange/hf_tokenizer.h"
+
+namespace kiln {
+
+namespace fs = std::filesystem;
+
+HfExportSummary export_hf(const std::string& checkpoint_path, const std::string& output) {
+  HfExportSummary summary;
+  summary.checkpoint = checkpoint_path;
+  const Checkpoint checkpoint(checkpoint_path);
+  const Config config = config_from_json(checkpoint.state().config);
+  const ModelConfig& m = config.model;
+  const SafetensorsFile& weights = checkpoint.model_file();
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.data.tokenizer);
+  summary.arch = m.arch;
+  summary.dtype = weights.info("wte").dtype;
+  const nlohmann::json hf = hf_config(m, summary.dtype, tokenizer->eod());
+
+  fs::create_directories(output);
+  write_file_atomically((fs::path(output) / "config.json").string(), hf.dump(2) + "\n");
+  summary.files.push_back("config.json");
+
+  const std::vector<HfTensor> map = hf_tensor_map(m);
+  std::vector<TensorInfo> infos;
+  for (const HfTensor& t : map) {
+    const TensorInfo& saved = weights.info(t.kiln_name);
+    if (!(saved.shape == t.kiln_shape) || saved.dtype != summary.dtype)
+      fail("export: " + t.kiln_name + " is " + saved.shape.str() + " " + dtype_name(saved.dtype) +
+           " in " + weights.path() + ", not " + t.kiln_shape.str() + " " +
+           dtype_name(summary.dtype));
+    for (const HfPart& p : t.parts) {
+      infos.push_back({p.name, summary.dtype, hf_shape(t, p)});
+      summary.parameters += infos.back().shape.numel();
+    }
+  }
+  summary.tensors = static_cast<int64_t>(infos.size());
+  // transformers refuses a safetensors file whose metadata does not say format "pt".
+  SafetensorsWriter writer((fs::path(output) / "model.safetensors").string(), infos,
+                           {{"format", "pt"}});
+  const size_t element = dtype_size(summary.dtype);
+  std::vector<std::byte> part;
+  for (const HfTensor& t : map) {
+    const std::byte* kiln = weights.data(t.kiln_name).data();
+    for (const HfPart& p : t.parts) {
+      part.resize(static_cast<size_t>(hf_shape(t, p).numel()) * element);
+      copy_part_out(kiln, t, p, element, part.data());
+      writer.write_tensor(part.data(), part.size());
+    }
+  }
+  writer.close();
+  summary.files.push_back("model.safetensors");
+
+  for (const std::string& name :
+       write_hf_tokenizer(config.data.tokenizer, *tokenizer, m.seq_len, output))
+    summary.files.push_back(name);
+  return summary;
+}
+
+}  // namespace kiln

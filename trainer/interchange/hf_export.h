@@ -1,0 +1,30 @@
+// `kiln export --format hf`: a checkpoint as a Hugging Face model directory that
+// transformers' GPT2LMHeadModel or LlamaForCausalLM loads with from_pretrained:
+//   config.json          GPT2Config or LlamaConfig (hf_config.h)
+//   model.safetensors    every weight under its Hugging Face name and layout (hf_tensors.h),
+//                        in the checkpoint's dtype, vocabulary padding removed
+//   vocab.json, merges.txt or tokenizer.json, and tokenizer_config.json, when
+//                        data.tokenizer names files (hf_tokenizer.h)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace kiln {
+
+struct HfExportSummary {
+  std::string checkpoint;  // the checkpoint folder exported
+  std::string arch;        // gpt2 | llama
+  DType dtype = DType::F32;
+  int64_t tensors = 0;             // in model.safetensors
+  int64_t parameters = 0;          // values in them
+  std::vector<std::string> files;  // written into the output directory
+};
+
+// Exports the checkpoint folder (checked against its manifest first) into output, creating it.
+HfExportSummary export_hf(const std::string& checkpoint_path, const std::string& output);
+
+}  // namespace kiln

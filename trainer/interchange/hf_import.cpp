@@ -1,0 +1,256 @@
+#include "trainer/interchange/hf_import.h"
+
+#include <fmt/core.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "kernels/check.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/interchange/hf_config.h"
+#include "trainer/interchange/hf_tensors.h"
+#include "trainer/interchange/hf_tokenizer.h"
+#include "trainer/memory/host_copy.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("import: cannot read " + path.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  const json j = json::parse(text.str(), nullptr, false);
+  if (j.is_discarded()) fail("import: " + path.string() + " is not valid JSON");
+  return j;
+}
+
+// The weights of a model directory: model.safetensors, or the shards that
+// model.safetensors.index.json names.
+class HfWeights {
+ public:
+  explicit HfWeights(const fs::path& dir) {
+    const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
+    if (fs::exists(single)) {
+      open(single);
+    } else if (fs::exists(index)) {
+      const json map = read_json(index).value("weight_map", json());
+      if (!map.is_object() || map.empty()) fail("import: " + index.string() + " has no weight_map");
+      std::set<std::string> shards;
+      for (const auto& [name, shard] : map.items()) {
+        if (!shard.is_string()) fail("import: " + index.string() + ": " + name + " names no file");
+        shards.insert(shard.get<std::string>());
+      }
+      for (const std::string& shard : shards) {
+        if (!fs::exists(dir / shard))
+          fail("import: " + (dir / shard).string() + ", a shard named by " + index.string() +
+               ", is missing");
+        open(dir / shard);
+      }
+      for (const auto& [name, shard] : map.items())
+        if (!index_.count(name) ||
+            index_.at(name)->path() != (dir / shard.get<std::string>()).string())
+          fail("import: " + index.string() + " puts " + name + " in " + shard.get<std::string>() +
+               ", which does not hold it");
+    } else {
+      fail("import: " + dir.string() +
+           " has neither model.safetensors nor model.safetensors.index.json");
+    }
+  }
+
+  // The file holding `name`, or null.
+  const SafetensorsFile* find(const std::string& name) const {
+    const auto it = index_.find(name);
+    return it == index_.end() ? nullptr : it->second;
+  }
+  const std::map<std::string, const SafetensorsFile*>& all() const { return index_; }
+  // Where the error for a missing tensor points: the single file, or the index.
+  std::string where() const {
+    return files_.size() == 1 ? files_.front()->path()
+                              : "the shards of model.safetensors.index.json";
+  }
+
+ private:
+  void open(const fs::path& path) {
+    files_.push_back(std::make_unique<SafetensorsFile>(path.string()));
+    for (const TensorInfo& t : files_.back()->tensors()) index_[t.name] = files_.back().get();
+  }
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const SafetensorsFile*> index_;
+};
+
+// A part's tensor as the directory holds it: GPT-2's files name their tensors with the
+// "transformer." prefix (GPT2LMHeadModel) or without (GPT2Model, as the original gpt2 has).
+struct Located {
+  const SafetensorsFile* file = nullptr;
+  std::string name;
+};
+
+Located locate(const HfWeights& weights, const std::string& name) {
+  if (const SafetensorsFile* f = weights.find(name)) return {f, name};
+  const std::string bare = name.rfind("transformer.", 0) == 0 ? name.substr(12) : "";
+  if (const SafetensorsFile* f = bare.empty() ? nullptr : weights.find(bare)) return {f, bare};
+  return {};
+}
+
+// Buffers Hugging Face keeps in some files that are not weights: GPT-2's causal masks and
+// Llama's rotary frequencies, which kiln computes.
+bool ignorable(const std::string& name) {
+  for (const char* suffix : {".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq"})
+    if (name.ends_with(suffix)) return true;
+  return false;
+}
+
+bool is_floating(DType d) {
+  return d == DType::F32 || d == DType::F64 || d == DType::BF16 || d == DType::F16;
+}
+
+// Every part present, of a floating dtype and the expected shape (GPT-2's position table
+// may have more rows than the kiln model keeps); nothing left over.
+void check_weights(const HfWeights& weights, const std::vector<HfTensor>& map, const ModelConfig& m,
+                   int64_t hf_positions) {
+  std::set<std::string> used;
+  for (const HfTensor& t : map) {
+    for (const HfPart& p : t.parts) {
+      const Located at = locate(weights, p.name);
+      if (!at.file) fail("import: " + weights.where() + " has no tensor " + p.name);
+      const TensorInfo& info = at.file->info(at.name);
+      Shape want = hf_shape(t, p);
+      if (t.kiln_name == "wpe") want = {hf_positions, m.d_model};
+      if (!(info.shape == want))
+        fail("import: " + at.name + " is " + info.shape.str() + " in " + at.file->path() +
+             "; the config.json says " + want.str());
+      if (!is_floating(info.dtype))
+        fail("import: " + at.name + " in " + at.file->path() + " is " + dtype_name(info.dtype) +
+             ", not a floating dtype");
+      used.insert(at.name);
+    }
+  }
+  for (const auto& [name, file] : weights.all()) {
+    if (used.count(name) || ignorable(name)) continue;
+    if (m.tie_embeddings && name == "lm_head.weight") continue;  // a copy of the tied embedding
+    fail("import: " + file->path() + " holds " + name + ", which a kiln " + m.arch +
+         " model has no place for");
+  }
+}
+
+// The kiln tensor, F32 with zero padding rows, filled from its parts.
+TensorSource model_source(const HfWeights& weights, const HfTensor& t) {
+  return {{t.kiln_name, DType::F32, t.kiln_shape}, [&weights, &t](void* host) {
+            auto* kiln = static_cast<std::byte*>(host);
+            std::memset(kiln, 0, static_cast<size_t>(t.kiln_shape.numel()) * sizeof(float));
+            std::vector<float> widened;
+            for (const HfPart& p : t.parts) {
+              const Located at = locate(weights, p.name);
+              const DType dtype = at.file->info(at.name).dtype;
+              // The leading values are the part: a position table may be longer than kiln keeps.
+              const std::byte* part = at.file->data(at.name).data();
+              if (dtype != DType::F32) {
+                const std::vector<double> values =
+                    doubles_from_bytes(part, dtype, hf_shape(t, p).numel());
+                widened.assign(values.begin(), values.end());
+                part = reinterpret_cast<const std::byte*>(widened.data());
+              }
+              copy_part_in(part, t, p, sizeof(float), kiln);
+            }
+          }};
+}
+
+TensorSource zeros(const std::string& name, Shape shape) {
+  return {{name, DType::F32, shape}, [shape](void* host) {
+            std::memset(host, 0, static_cast<size_t>(shape.numel()) * sizeof(float));
+          }};
+}
+
+// data.tokenizer of the import: OUTPUT/tokenizer when the directory has tokenizer files
+// (copied there once everything is checked), else byte.
+std::string tokenizer_spec(const fs::path& input, const fs::path& output,
+                           std::vector<std::string>& notes) {
+  if (!fs::exists(tokenizer_files(input.string()).front().source)) {
+    notes.push_back(input.string() +
+                    " has no tokenizer files; data.tokenizer is byte (set "
+                    "another with --set data.tokenizer=SPEC when resuming)");
+    return "byte";
+  }
+  return fs::absolute(output / "tokenizer").lexically_normal().string();
+}
+
+}  // namespace
+
+HfImportSummary import_hf(const HfImportOptions& options) {
+  const fs::path input(options.input), output(options.output);
+  if (!fs::is_directory(input)) fail("import: " + options.input + " is not a folder");
+  if (!fs::exists(input / "config.json"))
+    fail("import: " + options.input + " has no config.json (a Hugging Face model folder has one)");
+  if (fs::exists(output) && !(fs::is_directory(output) && fs::is_empty(output)))
+    fail("import: " + options.output + " already exists; give a new folder");
+
+  const std::string config_file = (input / "config.json").string();
+  ModelConfig model = model_from_hf_config(read_json(config_file), config_file);
+  const int64_t hf_positions = model.seq_len;
+  if (options.seq_len > 0) {
+    if (!model.is_llama() && options.seq_len > hf_positions)
+      fail(fmt::format("import: --seq-len {} exceeds the {} learned positions of {} (n_positions)",
+                       options.seq_len, hf_positions, config_file));
+    model.seq_len = options.seq_len;
+  }
+  HfImportSummary summary;
+  summary.arch = model.arch;
+  summary.run_name = output.filename().empty() ? output.parent_path().filename().string()
+                                               : output.filename().string();
+  Config config;
+  config.model = model;
+  summary.tokenizer = config.data.tokenizer = tokenizer_spec(input, output, summary.notes);
+  // Validated as a run validates it, so the checkpoint resumes.
+  config = config_from_json(config_to_json(config));
+
+  const HfWeights weights(input);
+  const std::vector<HfTensor> map = hf_tensor_map(config.model);
+  check_weights(weights, map, config.model, hf_positions);
+
+  // Everything is checked: from here on the output is written.
+  if (summary.tokenizer != "byte") {
+    fs::create_directories(summary.tokenizer);
+    for (const TokenizerFile& f : tokenizer_files(input.string()))
+      fs::copy_file(f.source, fs::path(summary.tokenizer) / f.name,
+                    fs::copy_options::overwrite_existing);
+  }
+
+  std::vector<TensorSource> params, moments;
+  for (const HfTensor& t : map) {
+    params.push_back(model_source(weights, t));
+    moments.push_back(zeros("exp_avg." + t.kiln_name, t.kiln_shape));
+    moments.push_back(zeros("exp_avg_sq." + t.kiln_name, t.kiln_shape));
+    for (const HfPart& p : t.parts) summary.parameters += hf_shape(t, p).numel();
+  }
+  TrainingState state;
+  state.seed = config.train.seed;
+  state.run_name = summary.run_name;
+  state.layout = "tp1.pp1.dp1";
+  state.config = config_to_json(config);
+  summary.checkpoint = write_checkpoint(output.string(), state, params, moments, 0).path;
+
+  if (summary.tokenizer != "byte") {
+    try {
+      const int32_t ids = load_tokenizer(summary.tokenizer)->vocab_size();
+      if (ids > model.vocab_size)
+        summary.notes.push_back(fmt::format(
+            "the tokenizer has {} ids, more than the model's vocab_size {}", ids, model.vocab_size));
+    } catch (const Error& e) {
+      summary.notes.push_back(std::string("kiln cannot read the tokenizer (") + e.what() +
+                              "); set another with --set data.tokenizer=SPEC when resuming");
+    }
+  }
+  return summary;
+}
+
+}  // namespace kiln

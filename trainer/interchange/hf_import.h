@@ -1,0 +1,38 @@
+// `kiln import --format hf`: a Hugging Face model directory (config.json and
+// model.safetensors, or model.safetensors.index.json and its shards) as a kiln checkpoint
+// at step 0 with zero optimizer moments, ready for `kiln train --resume OUTPUT --set ...`.
+//
+//   OUTPUT/step-00000000/   the checkpoint: F32 weights (any floating dtype is converted)
+//   OUTPUT/latest           naming it, so OUTPUT itself is what --resume takes
+//   OUTPUT/tokenizer/       the directory's vocab.json + merges.txt or tokenizer.json, which
+//                           data.tokenizer names (by absolute path); without them, byte
+//
+// The run it resumes is named after OUTPUT's last component. Unknown model types, tensors
+// that are missing or of the wrong shape, and tensors kiln has no place for are refused in
+// one line naming the tensor, before anything is written.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct HfImportOptions {
+  std::string input;
+  std::string output;  // must not exist yet, or be empty
+  int seq_len = 0;     // model.seq_len; 0: the config's n_positions / max_position_embeddings
+};
+
+struct HfImportSummary {
+  std::string checkpoint;  // the checkpoint folder written
+  std::string run_name;
+  std::string arch;
+  int64_t parameters = 0;
+  std::string tokenizer;           // data.tokenizer of the checkpoint
+  std::vector<std::string> notes;  // what the user should know (a tokenizer kiln cannot read)
+};
+
+HfImportSummary import_hf(const HfImportOptions& options);
+
+}  // namespace kiln

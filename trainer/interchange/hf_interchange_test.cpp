@@ -1,0 +1,305 @@
+// Export to the Hugging Face layout and import back: the tensor map names every kiln
+// parameter with its shape; a checkpoint exported and imported again has every tensor
+// bit for bit (both architectures, tied and untied, grouped-query heads), also from
+// sharded BF16 files; what import refuses, it refuses in one line naming the tensor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "kernels/half_convert.h"
+#include "tests/error_of.h"
+#include "tests/small_model.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/interchange/hf_config.h"
+#include "trainer/interchange/hf_export.h"
+#include "trainer/interchange/hf_import.h"
+#include "trainer/interchange/hf_tensors.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using test::error_of;
+
+ModelConfig model_of(const std::string& arch, bool tied) {
+  ModelConfig m = test::small_model(arch, 32, 300, 16);  // padded to 384: padding rows exist
+  m.tie_embeddings = tied;
+  return m;
+}
+
+struct Case {
+  std::string arch;
+  bool tied;
+};
+
+std::string name_of(const testing::TestParamInfo<Case>& info) {
+  return info.param.arch + (info.param.tied ? "_tied" : "_untied");
+}
+
+fs::path fresh(const std::string& name) {
+  const fs::path dir = fs::path(testing::TempDir()) / ("kiln_hf_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A checkpoint of a randomly initialised model (padding rows zero, as training keeps them).
+std::string save_model(const ModelConfig& m, const fs::path& root) {
+  auto ops = make_cpu_ops(2);
+  GptModel model(m, 1, *ops);
+  model.init_parameters(9);
+  TrainConfig train;
+  AdamW optimizer(train, model.parameters(), *ops);
+  Config config;
+  config.model = m;
+  TrainingState state;
+  state.step = 3;
+  state.run_name = "original";
+  state.layout = "tp1.pp1.dp1";
+  state.config = config_to_json(config);
+  return save_checkpoint(root.string(), state, model, optimizer, *ops, 0).path;
+}
+
+// Every tensor's bytes, by name.
+std::map<std::string, std::vector<std::byte>> tensors_of(const std::string& file) {
+  const SafetensorsFile f(file);
+  std::map<std::string, std::vector<std::byte>> out;
+  for (const TensorInfo& t : f.tensors()) {
+    const auto bytes = f.data(t.name);
+    out[t.name].assign(bytes.begin(), bytes.end());
+  }
+  return out;
+}
+
+class HfInterchange : public testing::TestWithParam<Case> {};
+
+TEST_P(HfInterchange, TheMapNamesEveryParameterWithItsShape) {
+  const ModelConfig m = model_of(GetParam().arch, GetParam().tied);
+  auto ops = make_cpu_ops(1);
+  const GptModel model(m, 1, *ops);
+  std::map<std::string, Shape> kiln, mapped;
+  for (const Parameter& p : model.parameters().all()) kiln[p.name] = p.value.shape;
+  std::set<std::string> hf_names;
+  for (const HfTensor& t : hf_tensor_map(m)) {
+    mapped[t.kiln_name] = t.kiln_shape;
+    int64_t row = 0;
+    for (const HfPart& p : t.parts) {
+      EXPECT_EQ(p.row_begin, row) << t.kiln_name << ": parts must tile the rows in order";
+      row = p.row_end;
+      EXPECT_TRUE(hf_names.insert(p.name).second) << p.name << " named twice";
+    }
+    const int64_t real_rows =
+        t.kiln_name == "wte" || t.kiln_name == "lm_head.weight" ? m.vocab_size : t.kiln_shape[0];
+    EXPECT_EQ(row, real_rows) << t.kiln_name;
+  }
+  ASSERT_EQ(mapped.size(), kiln.size());
+  for (const auto& [name, shape] : kiln) {
+    ASSERT_TRUE(mapped.count(name)) << name << " has no Hugging Face tensor";
+    EXPECT_EQ(mapped[name], shape) << name;
+  }
+}
+
+TEST_P(HfInterchange, ExportThenImportGivesBackEveryTensorExactly) {
+  const ModelConfig m = model_of(GetParam().arch, GetParam().tied);
+  const fs::path dir = fresh("roundtrip_" + GetParam().arch + (GetParam().tied ? "_t" : "_u"));
+  const std::string original = save_model(m, dir / "original");
+  const HfExportSummary exported = export_hf(original, (dir / "hf").string());
+  EXPECT_EQ(exported.files, (std::vector<std::string>{"config.json", "model.safetensors"}));
+
+  const HfImportSummary imported = import_hf({(dir / "hf").string(), (dir / "back").string(), 0});
+  EXPECT_EQ(imported.checkpoint, (dir / "back" / "step-00000000").string());
+  EXPECT_EQ(imported.run_name, "back");
+  EXPECT_EQ(imported.tokenizer, "byte");
+  EXPECT_EQ(tensors_of(imported.checkpoint + "/model.safetensors"),
+            tensors_of(original + "/model.safetensors"));
+
+  // The checkpoint opens, resumes from step 0 with zero moments, and holds the same model.
+  const Checkpoint back(find_checkpoint((dir / "back").string(), "unused"));
+  EXPECT_EQ(back.state().step, 0);
+  EXPECT_EQ(back.state().optimizer_steps, 0);
+  const ModelConfig again = config_from_json(back.state().config).model;
+  EXPECT_EQ(again.arch, m.arch);
+  EXPECT_EQ(again.n_layer, m.n_layer);
+  EXPECT_EQ(again.kv_heads(), m.kv_heads());
+  EXPECT_EQ(again.ffn_dim(), m.ffn_dim());
+  EXPECT_EQ(again.seq_len, m.seq_len);
+  EXPECT_EQ(again.tie_embeddings, m.tie_embeddings);
+  EXPECT_EQ(again.padded_vocab(), m.padded_vocab());
+  for (const auto& [name, bytes] : tensors_of(back.path() + "/optimizer.safetensors"))
+    for (std::byte b : bytes) ASSERT_EQ(b, std::byte{0}) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HfInterchange,
+                         testing::Values(Case{"gpt2", true}, Case{"gpt2", false},
+                                         Case{"llama", false}, Case{"llama", true}),
+                         name_of);
+
+// The exported files re-written as two BF16 shards and an index, as large models come.
+TEST(HfImport, ReadsShardedBf16Weights) {
+  const ModelConfig m = model_of("llama", false);
+  const fs::path dir = fresh("sharded");
+  const std::string original = save_model(m, dir / "original");
+  export_hf(original, (dir / "hf").string());
+  const SafetensorsFile whole((dir / "hf" / "model.safetensors").string());
+  const fs::path sharded = dir / "sharded";
+  fs::create_directories(sharded);
+  fs::copy_file(dir / "hf" / "config.json", sharded / "config.json");
+  nlohmann::json weight_map;
+  std::vector<TensorInfo> shard_infos[2];
+  for (size_t i = 0; i < whole.tensors().size(); ++i) {
+    TensorInfo info = whole.tensors()[i];
+    info.dtype = DType::BF16;
+    shard_infos[i % 2].push_back(info);
+    weight_map[info.name] = "model-0000" + std::to_string(i % 2 + 1) + "-of-00002.safetensors";
+  }
+  for (int s = 0; s < 2; ++s) {
+    SafetensorsWriter writer(
+        (sharded / ("model-0000" + std::to_string(s + 1) + "-of-00002.safetensors")).string(),
+        shard_infos[s]);
+    for (const TensorInfo& info : shard_infos[s]) {
+      const auto* values = reinterpret_cast<const float*>(whole.data(info.name).data());
+      std::vector<uint16_t> bf16(static_cast<size_t>(info.shape.numel()));
+      for (size_t k = 0; k < bf16.size(); ++k) bf16[k] = float_to_bf16(values[k]);
+      writer.write_tensor(bf16.data(), bf16.size() * 2);
+    }
+    writer.close();
+  }
+  std::ofstream(sharded / "model.safetensors.index.json")
+      << nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump();
+
+  const HfImportSummary imported = import_hf({sharded.string(), (dir / "back").string(), 0});
+  const SafetensorsFile got(imported.checkpoint + "/model.safetensors");
+  const SafetensorsFile want(original + "/model.safetensors");
+  for (const TensorInfo& t : want.tensors()) {
+    const auto* a = reinterpret_cast<const float*>(got.data(t.name).data());
+    const auto* b = reinterpret_cast<const float*>(want.data(t.name).data());
+    for (int64_t k = 0; k < t.shape.numel(); ++k)
+      ASSERT_EQ(a[k], bf16_to_float(float_to_bf16(b[k]))) << t.name << "[" << k << "]";
+  }
+}
+
+// Rewrites the exported model.safetensors with its tensors changed by `edit` (which may
+// rename one, reshape it, or return false to drop it), and `extra` (zeros) added.
+void rewrite(const fs::path& dir, const std::function<bool(TensorInfo&)>& edit,
+             const std::vector<TensorInfo>& extra = {}) {
+  const fs::path file = dir / "model.safetensors";
+  std::map<std::string, std::vector<std::byte>> tensors = tensors_of(file.string());
+  std::vector<TensorInfo> infos;
+  std::vector<const std::vector<std::byte>*> data;
+  {
+    const SafetensorsFile f(file.string());
+    for (TensorInfo info : f.tensors()) {
+      const std::string name = info.name;
+      if (!edit(info)) continue;
+      tensors[name].resize(static_cast<size_t>(info.shape.numel()) * dtype_size(info.dtype));
+      infos.push_back(info);
+      data.push_back(&tensors[name]);
+    }
+  }
+  for (const TensorInfo& info : extra) {
+    tensors[info.name].assign(static_cast<size_t>(info.shape.numel()) * dtype_size(info.dtype),
+                              std::byte{0});
+    infos.push_back(info);
+    data.push_back(&tensors[info.name]);
+  }
+  fs::remove(file);
+  SafetensorsWriter writer(file.string(), infos);
+  for (const auto* d : data) writer.write_tensor(d->data(), d->size());
+  writer.close();
+}
+
+TEST(HfImport, RefusesWhatItCannotPlaceInOneLine) {
+  const fs::path dir = fresh("refused");
+  const std::string original = save_model(model_of("gpt2", true), dir / "original");
+  const fs::path hf = dir / "hf";
+  auto import_to = [&](const std::string& out) {
+    return error_of([&] { import_hf({hf.string(), (dir / out).string(), 0}); });
+  };
+  const std::string file = (hf / "model.safetensors").string();
+
+  export_hf(original, hf.string());
+  rewrite(hf, [](TensorInfo& t) { return t.name != "transformer.h.1.mlp.c_fc.bias"; });
+  EXPECT_EQ(import_to("a"), "import: " + file + " has no tensor transformer.h.1.mlp.c_fc.bias");
+
+  export_hf(original, hf.string());
+  rewrite(hf, [](TensorInfo& t) {
+    if (t.name == "transformer.h.0.attn.c_attn.weight")
+      t.shape = {96, 32};  // kiln's layout, not Conv1D's
+    return true;
+  });
+  EXPECT_EQ(import_to("b"), "import: transformer.h.0.attn.c_attn.weight is [96, 32] in " + file +
+                                "; the config.json says [32, 96]");
+
+  export_hf(original, hf.string());
+  rewrite(hf, [](TensorInfo& t) {
+    if (t.name == "transformer.ln_f.bias") t.name = "transformer.ln_g.bias";
+    return true;
+  });
+  EXPECT_EQ(import_to("c"), "import: " + file + " has no tensor transformer.ln_f.bias");
+
+  // GPT-2's causal-mask buffers are skipped; a tensor kiln has no place for is not.
+  export_hf(original, hf.string());
+  rewrite(hf, [](TensorInfo&) { return true; },
+          {{"transformer.h.0.attn.bias", DType::F32, {1, 1, 16, 16}},
+           {"transformer.h.0.attn.c_attn.lora_a", DType::F32, {4, 32}}});
+  EXPECT_EQ(import_to("c2"), "import: " + file +
+                                 " holds transformer.h.0.attn.c_attn.lora_a, which a kiln gpt2 "
+                                 "model has no place for");
+
+  // The original gpt2's names, without "transformer.", are found.
+  export_hf(original, hf.string());
+  rewrite(hf, [](TensorInfo& t) {
+    if (t.name.rfind("transformer.", 0) == 0) t.name = t.name.substr(12);
+    if (t.name == "h.0.ln_1.bias") t.name = "h.0.ln_3.bias";
+    return true;
+  });
+  EXPECT_EQ(import_to("d"), "import: " + file + " has no tensor transformer.h.0.ln_1.bias");
+
+  export_hf(original, hf.string());
+  std::ofstream(hf / "config.json") << R"({"model_type": "qwen2", "vocab_size": 300})";
+  EXPECT_EQ(import_to("e"), "import: " + (hf / "config.json").string() +
+                                ": model_type \"qwen2\" is not one kiln imports (gpt2, llama)");
+  std::ofstream(hf / "config.json") << R"({"model_type": "gpt2", "activation_function": "relu"})";
+  EXPECT_EQ(import_to("f"), "import: " + (hf / "config.json").string() +
+                                ": activation_function \"relu\" is not the tanh GELU (gelu_new) "
+                                "kiln computes");
+  EXPECT_EQ(error_of([&] {
+              import_hf({(dir / "nowhere").string(), (dir / "g").string(), 0});
+            }),
+            "import: " + (dir / "nowhere").string() + " is not a folder");
+  EXPECT_FALSE(fs::exists(dir / "a")) << "a refused import writes nothing";
+}
+
+TEST(HfImport, KeepsFewerLearnedPositionsWhenAsked) {
+  const fs::path dir = fresh("positions");
+  const std::string original = save_model(model_of("gpt2", true), dir / "original");
+  export_hf(original, (dir / "hf").string());
+  const HfImportSummary imported = import_hf({(dir / "hf").string(), (dir / "back").string(), 8});
+  const SafetensorsFile got(imported.checkpoint + "/model.safetensors");
+  const SafetensorsFile want(original + "/model.safetensors");
+  EXPECT_EQ(got.info("wpe").shape, (Shape{8, 32}));
+  EXPECT_EQ(
+      std::vector<std::byte>(got.data("wpe").begin(), got.data("wpe").end()),
+      std::vector<std::byte>(want.data("wpe").begin(), want.data("wpe").begin() + 8 * 32 * 4));
+  EXPECT_EQ(error_of([&] {
+              import_hf({(dir / "hf").string(), (dir / "more").string(), 17});
+            }),
+            "import: --seq-len 17 exceeds the 16 learned positions of " +
+                (dir / "hf" / "config.json").string() + " (n_positions)");
+}
+
+TEST(HfConfig, RefusesGroupedQueryGpt2) {
+  ModelConfig m = model_of("gpt2", true);
+  m.n_kv_head = 2;
+  EXPECT_EQ(error_of([&] { hf_config(m, DType::F32, 256); }),
+            "export: GPT2LMHeadModel has no grouped-query attention, and this gpt2 model has "
+            "model.n_kv_head=2 for model.n_head=4");
+}
+
+}  // namespace
+}  // namespace kiln

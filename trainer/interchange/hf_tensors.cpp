@@ -1,0 +1,117 @@
+#include "trainer/interchange/hf_tensors.h"
+
+#include <cstring>
+
+namespace kiln {
+namespace {
+
+// One Hugging Face tensor holding the first `rows` rows of a kiln tensor.
+HfTensor whole(const std::string& kiln_name, Shape kiln_shape, const std::string& hf_name,
+               int64_t rows = -1, bool transposed = false) {
+  return {kiln_name, kiln_shape, {{hf_name, 0, rows < 0 ? kiln_shape[0] : rows, transposed}}};
+}
+
+void gpt2_layer(std::vector<HfTensor>& out, const ModelConfig& m, int layer) {
+  const std::string k = "layers." + std::to_string(layer) + ".";
+  const std::string h = "transformer.h." + std::to_string(layer) + ".";
+  const int64_t C = m.d_model, F = m.ffn_dim();
+  const int64_t QKV = (m.n_head + 2 * m.kv_heads()) * m.head_dim();
+  out.push_back(whole(k + "norm1.weight", {C}, h + "ln_1.weight"));
+  out.push_back(whole(k + "norm1.bias", {C}, h + "ln_1.bias"));
+  out.push_back(whole(k + "attn.qkv.weight", {QKV, C}, h + "attn.c_attn.weight", -1, true));
+  out.push_back(whole(k + "attn.qkv.bias", {QKV}, h + "attn.c_attn.bias"));
+  out.push_back(whole(k + "attn.proj.weight", {C, C}, h + "attn.c_proj.weight", -1, true));
+  out.push_back(whole(k + "attn.proj.bias", {C}, h + "attn.c_proj.bias"));
+  out.push_back(whole(k + "norm2.weight", {C}, h + "ln_2.weight"));
+  out.push_back(whole(k + "norm2.bias", {C}, h + "ln_2.bias"));
+  out.push_back(whole(k + "mlp.fc.weight", {F, C}, h + "mlp.c_fc.weight", -1, true));
+  out.push_back(whole(k + "mlp.fc.bias", {F}, h + "mlp.c_fc.bias"));
+  out.push_back(whole(k + "mlp.proj.weight", {C, F}, h + "mlp.c_proj.weight", -1, true));
+  out.push_back(whole(k + "mlp.proj.bias", {C}, h + "mlp.c_proj.bias"));
+}
+
+void llama_layer(std::vector<HfTensor>& out, const ModelConfig& m, int layer) {
+  const std::string k = "layers." + std::to_string(layer) + ".";
+  const std::string h = "model.layers." + std::to_string(layer) + ".";
+  const int64_t C = m.d_model, F = m.ffn_dim(), D = m.head_dim();
+  const int64_t Q = m.n_head * D, KV = m.kv_heads() * D;
+  out.push_back(whole(k + "norm1.weight", {C}, h + "input_layernorm.weight"));
+  out.push_back({k + "attn.qkv.weight",
+                 {Q + 2 * KV, C},
+                 {{h + "self_attn.q_proj.weight", 0, Q},
+                  {h + "self_attn.k_proj.weight", Q, Q + KV},
+                  {h + "self_attn.v_proj.weight", Q + KV, Q + 2 * KV}}});
+  out.push_back(whole(k + "attn.proj.weight", {C, Q}, h + "self_attn.o_proj.weight"));
+  out.push_back(whole(k + "norm2.weight", {C}, h + "post_attention_layernorm.weight"));
+  out.push_back({k + "mlp.fc.weight",
+                 {2 * F, C},
+                 {{h + "mlp.gate_proj.weight", 0, F}, {h + "mlp.up_proj.weight", F, 2 * F}}});
+  out.push_back(whole(k + "mlp.proj.weight", {C, F}, h + "mlp.down_proj.weight"));
+}
+
+}  // namespace
+
+std::vector<HfTensor> hf_tensor_map(const ModelConfig& m) {
+  const int64_t V = m.vocab_size, Vp = m.padded_vocab(), C = m.d_model;
+  std::vector<HfTensor> out;
+  if (m.is_llama()) {
+    out.push_back(whole("wte", {Vp, C}, "model.embed_tokens.weight", V));
+    for (int l = 0; l < m.n_layer; ++l) llama_layer(out, m, l);
+    out.push_back(whole("final_norm.weight", {C}, "model.norm.weight"));
+  } else {
+    out.push_back(whole("wte", {Vp, C}, "transformer.wte.weight", V));
+    out.push_back(whole("wpe", {m.seq_len, C}, "transformer.wpe.weight"));
+    for (int l = 0; l < m.n_layer; ++l) gpt2_layer(out, m, l);
+    out.push_back(whole("final_norm.weight", {C}, "transformer.ln_f.weight"));
+    out.push_back(whole("final_norm.bias", {C}, "transformer.ln_f.bias"));
+  }
+  if (!m.tie_embeddings) out.push_back(whole("lm_head.weight", {Vp, C}, "lm_head.weight", V));
+  return out;
+}
+
+Shape hf_shape(const HfTensor& tensor, const HfPart& part) {
+  const int64_t rows = part.row_end - part.row_begin;
+  if (tensor.kiln_shape.rank == 1) return {rows};
+  const int64_t cols = tensor.kiln_shape[1];
+  return part.transposed ? Shape{cols, rows} : Shape{rows, cols};
+}
+
+namespace {
+// Rows and columns of the kiln matrix a part covers (a 1-D tensor is one column).
+struct Span2 {
+  int64_t rows, cols;
+};
+Span2 span_of(const HfTensor& t, const HfPart& p) {
+  return {p.row_end - p.row_begin, t.kiln_shape.rank == 1 ? 1 : t.kiln_shape[1]};
+}
+}  // namespace
+
+void copy_part_out(const std::byte* kiln, const HfTensor& t, const HfPart& p, size_t element,
+                   std::byte* out) {
+  const auto [rows, cols] = span_of(t, p);
+  const std::byte* src = kiln + static_cast<size_t>(p.row_begin * cols) * element;
+  if (!p.transposed) {
+    std::memcpy(out, src, static_cast<size_t>(rows * cols) * element);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      std::memcpy(out + static_cast<size_t>(c * rows + r) * element,
+                  src + static_cast<size_t>(r * cols + c) * element, element);
+}
+
+void copy_part_in(const std::byte* part, const HfTensor& t, const HfPart& p, size_t element,
+                  std::byte* kiln) {
+  const auto [rows, cols] = span_of(t, p);
+  std::byte* dst = kiln + static_cast<size_t>(p.row_begin * cols) * element;
+  if (!p.transposed) {
+    std::memcpy(dst, part, static_cast<size_t>(rows * cols) * element);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      std::memcpy(dst + static_cast<size_t>(r * cols + c) * element,
+                  part + static_cast<size_t>(c * rows + r) * element, element);
+}
+
+}  // namespace kiln

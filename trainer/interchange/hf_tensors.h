@@ -1,0 +1,47 @@
+// Where kiln's parameters lie in Hugging Face's tensors (GPT2LMHeadModel, LlamaForCausalLM),
+// for `kiln export` and `kiln import`; docs/interchange.md has the tables.
+//
+// A kiln tensor is one Hugging Face tensor or several stacked along its rows: Llama's fused
+// qkv is q_proj, k_proj and v_proj; its fused [gate | up] is gate_proj and up_proj. GPT-2's
+// Conv1D layers store their weights [in, out], transposed from kiln's [out, in]; its c_attn
+// already stacks q, k, v in kiln's order. Vocabulary padding rows exist only in kiln.
+// RoPE needs no permutation: kiln and Hugging Face's Llama both rotate halves (i, i + d/2).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+#include "trainer/config/config.h"
+
+namespace kiln {
+
+struct HfPart {
+  std::string name;       // the Hugging Face tensor
+  int64_t row_begin = 0;  // the kiln rows it holds: [row_begin, row_end)
+  int64_t row_end = 0;
+  bool transposed = false;  // stored [in, out] (GPT-2's Conv1D)
+};
+
+struct HfTensor {
+  std::string kiln_name;
+  Shape kiln_shape;  // with the vocabulary padding rows
+  std::vector<HfPart> parts;
+};
+
+// Every kiln parameter of the model, in Hugging Face's order (embeddings, layers, final
+// norm, output layer). The output layer is absent when tied to the embedding.
+std::vector<HfTensor> hf_tensor_map(const ModelConfig& model);
+
+// The shape of a part in the Hugging Face file.
+Shape hf_shape(const HfTensor& tensor, const HfPart& part);
+
+// Copies a part between a kiln tensor's bytes (kiln_shape, row-major) and the Hugging Face
+// tensor's bytes (hf_shape), transposing Conv1D weights; `element` is the bytes per value.
+void copy_part_out(const std::byte* kiln, const HfTensor& tensor, const HfPart& part,
+                   size_t element, std::byte* out);
+void copy_part_in(const std::byte* part_bytes, const HfTensor& tensor, const HfPart& part,
+                  size_t element, std::byte* kiln);
+
+}  // namespace kiln

@@ -1,0 +1,26 @@
+// A kiln tokenizer spec (data.tokenizer) as files of a Hugging Face model directory:
+// GPT-2's vocab.json + merges.txt, or a tokenizer.json, copied as they are. The byte
+// tokenizer has no Hugging Face equivalent and gives no files.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainer/data/tokenizer.h"
+
+namespace kiln {
+
+struct TokenizerFile {
+  std::string source;  // where it is now
+  std::string name;    // its name in a model directory
+};
+
+// The files a spec names, chosen as load_tokenizer chooses them.
+std::vector<TokenizerFile> tokenizer_files(const std::string& spec);
+
+// Copies the spec's files into dir and writes tokenizer_config.json naming the Hugging Face
+// class that reads them and the end-of-document token; returns the names written.
+std::vector<std::string> write_hf_tokenizer(const std::string& spec, const Tokenizer& tokenizer,
+                                            int64_t max_length, const std::string& dir);
+
+}  // namespace kiln
