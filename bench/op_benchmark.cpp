@@ -71,15 +71,39 @@ void BM_matmul_weight_grad(benchmark::State& state) {
 void BM_attention_forward(benchmark::State& state) {
   Fixture& f = fixture();
   const Tensor qkv = f.make({B, T, 3 * C}), out = f.make({B, T, C}), lse = f.make({B * 4 * T});
-  for (auto _ : state) f.ops->attention_forward(out, lse, qkv, kHeads);
+  for (auto _ : state) f.ops->attention_forward(out, lse, qkv, kHeads, Tensor{});
 }
 
 void BM_attention_backward(benchmark::State& state) {
   Fixture& f = fixture();
   const Tensor qkv = f.make({B, T, 3 * C}), out = f.make({B, T, C}), lse = f.make({B * 4 * T});
   const Tensor dout = f.make({B, T, C}), dqkv = f.make({B, T, 3 * C});
-  f.ops->attention_forward(out, lse, qkv, kHeads);
-  for (auto _ : state) f.ops->attention_backward(dqkv, dout, qkv, out, lse, kHeads);
+  f.ops->attention_forward(out, lse, qkv, kHeads, Tensor{});
+  for (auto _ : state) f.ops->attention_backward(dqkv, dout, qkv, out, lse, kHeads, Tensor{});
+}
+
+// Attention with Megatron's reset_attention_mask over rows that pack four documents of 32
+// tokens: each query attends from the first token of its document.
+Tensor document_starts() {
+  static std::vector<int32_t> starts(static_cast<size_t>(B * T));
+  for (size_t i = 0; i < starts.size(); ++i) starts[i] = static_cast<int32_t>(i % T / 32 * 32);
+  return Tensor{starts.data(), kiln::DType::I32, {B, T}, kiln::Device::Cpu};
+}
+
+void BM_attention_forward_documents(benchmark::State& state) {
+  Fixture& f = fixture();
+  const Tensor qkv = f.make({B, T, 3 * C}), out = f.make({B, T, C}), lse = f.make({B * 4 * T});
+  const Tensor starts = document_starts();
+  for (auto _ : state) f.ops->attention_forward(out, lse, qkv, kHeads, starts);
+}
+
+void BM_attention_backward_documents(benchmark::State& state) {
+  Fixture& f = fixture();
+  const Tensor qkv = f.make({B, T, 3 * C}), out = f.make({B, T, C}), lse = f.make({B * 4 * T});
+  const Tensor dout = f.make({B, T, C}), dqkv = f.make({B, T, 3 * C});
+  const Tensor starts = document_starts();
+  f.ops->attention_forward(out, lse, qkv, kHeads, starts);
+  for (auto _ : state) f.ops->attention_backward(dqkv, dout, qkv, out, lse, kHeads, starts);
 }
 
 // Writes 64 MB, more than the caches hold, outside the timing: the op then reads its inputs
@@ -97,7 +121,7 @@ void BM_attention_forward_cold(benchmark::State& state) {
   const Tensor qkv = f.make({B, T, 3 * C}), out = f.make({B, T, C}), lse = f.make({B * 4 * T});
   for (auto _ : state) {
     evict_caches(state);
-    f.ops->attention_forward(out, lse, qkv, kHeads);
+    f.ops->attention_forward(out, lse, qkv, kHeads, Tensor{});
   }
 }
 
@@ -105,10 +129,10 @@ void BM_attention_backward_cold(benchmark::State& state) {
   Fixture& f = fixture();
   const Tensor qkv = f.make({B, T, 3 * C}), out = f.make({B, T, C}), lse = f.make({B * 4 * T});
   const Tensor dout = f.make({B, T, C}), dqkv = f.make({B, T, 3 * C});
-  f.ops->attention_forward(out, lse, qkv, kHeads);
+  f.ops->attention_forward(out, lse, qkv, kHeads, Tensor{});
   for (auto _ : state) {
     evict_caches(state);
-    f.ops->attention_backward(dqkv, dout, qkv, out, lse, kHeads);
+    f.ops->attention_backward(dqkv, dout, qkv, out, lse, kHeads, Tensor{});
   }
 }
 
@@ -170,6 +194,8 @@ BENCHMARK(BM_attention_forward)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_attention_backward)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_attention_forward_cold)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_attention_backward_cold)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_attention_forward_documents)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_attention_backward_documents)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_gelu_forward)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_gelu_backward)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_layernorm_forward)->Unit(benchmark::kMillisecond);

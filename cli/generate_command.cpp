@@ -14,6 +14,7 @@
 #include "kernels/check.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/data/gpt_dataset.h"
+#include "trainer/data/token_batch.h"
 #include "trainer/data/utf8.h"
 #include "trainer/train/generate.h"
 #include "trainer/train/text_stream.h"
@@ -103,8 +104,21 @@ void run_eval(const EvalOptions& o) {
   const int64_t B = o.micro_batch > 0 ? o.micro_batch : saved.train.micro_batch;
   const InferenceModel m = load_inference_model(path, o.device, o.tokenizer, B);
   const ModelConfig& mc = m.config.model;
-  const GptDataset data({o.data}, m.config.data.split, split_of(o.split), mc.seq_len,
-                        m.config.train.seed);
+  // Every sample of the split once (or the first --iters micro-batches' worth), in the
+  // dataset's order, read the way the run read its data.
+  const int64_t T = mc.seq_len;
+  GptDatasetSpec spec;
+  spec.prefix = o.data;
+  spec.split = m.config.data.split;
+  spec.which = split_of(o.split);
+  spec.num_samples = o.iters * B;
+  spec.seq_len = mc.seq_len;
+  spec.seed = m.config.train.seed;
+  spec.cache_dir = m.config.data.cache_dir;
+  const GptDataset data(spec);
+  const DataConfig& d = m.config.data;
+  TokenBatch batch(DocumentOptions{m.tokenizer->eod(), d.eod_mask_loss, d.reset_position_ids,
+                                   d.reset_attention_mask});
   if (data.max_token_id() >= mc.vocab_size)
     fail(fmt::format("data: token id {} in {} is outside model.vocab_size={}", data.max_token_id(),
                      o.data, mc.vocab_size));
@@ -116,22 +130,16 @@ void run_eval(const EvalOptions& o) {
       bytes_of[static_cast<size_t>(id)] =
           static_cast<int64_t>(m.tokenizer->decode(std::span<const int32_t>(&id, 1)).size());
 
-  const int64_t T = mc.seq_len;
   const int64_t samples = o.iters > 0 ? o.iters * B : data.num_samples();
-  std::vector<int32_t> window(static_cast<size_t>(T + 1)), tokens, targets;
   double loss_sum = 0;
   int64_t token_count = 0, byte_count = 0;
   for (int64_t first = 0; first < samples; first += B) {
     const int64_t b = std::min(B, samples - first);
-    tokens.clear();
-    targets.clear();
-    for (int64_t s = 0; s < b; ++s) {
-      data.sample(first + s, window.data());
-      tokens.insert(tokens.end(), window.begin(), window.end() - 1);
-      targets.insert(targets.end(), window.begin() + 1, window.end());
-    }
-    for (int32_t id : targets) byte_count += bytes_of[static_cast<size_t>(id)];
-    m.model->set_batch(tokens.data(), targets.data(), b, T);
+    batch.fill(data, first, b, mc.seq_len);
+    for (int64_t k = 0; k < b * T; ++k)
+      if (batch.targets()[k] >= 0) byte_count += bytes_of[static_cast<size_t>(batch.targets()[k])];
+    m.model->set_batch(batch.tokens(), batch.targets(), b, T, 0,
+                       {batch.positions(), batch.attention_starts()});
     loss_sum += m.model->forward() * static_cast<double>(m.model->target_count());
     token_count += m.model->target_count();
   }

@@ -11,6 +11,17 @@ void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
              std::string(op) + ": " + a.shape.str() + " vs " + b.shape.str());
 }
 
+const int32_t* per_token(const Tensor& values, int64_t batch, int64_t seq, const char* op,
+                         const char* name) {
+  if (values.empty()) return nullptr;
+  KILN_CHECK(values.dtype == DType::I32 && values.shape.rank == 2 && values.shape[0] == batch &&
+                 values.shape[1] == seq,
+             std::string(op) + ": " + name + " must be a [" + std::to_string(batch) + ", " +
+                 std::to_string(seq) + "] int32 tensor, got " + values.shape.str() + " " +
+                 dtype_name(values.dtype));
+  return values.as<int32_t>();
+}
+
 void check_attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& qkv, int64_t pos, AttentionShape s) {
   check_same_shape(k_cache, v_cache, "attention_decode");

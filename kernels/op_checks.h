@@ -11,6 +11,11 @@ namespace kiln {
 // a and b have one shape and one dtype.
 void check_same_shape(const Tensor& a, const Tensor& b, const char* op);
 
+// The values of an optional per-token argument (ops.h: positions, key_starts): null when
+// it is empty, else checked to be a [batch, seq] I32 tensor.
+const int32_t* per_token(const Tensor& values, int64_t batch, int64_t seq, const char* op,
+                         const char* name);
+
 // Ops::attention_decode's tensors agree with each other and the cache can take positions
 // [pos, pos + qkv.shape[1]).
 void check_attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,

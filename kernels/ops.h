@@ -9,6 +9,10 @@
 //  - an op named *_backward accumulates (+=) into parameter gradients, because
 //    micro-batches of one step add into the same gradient buffer; what it does to the
 //    input gradient is stated at each op;
+//  - `positions` and `key_starts` are optional per-token [B, T] I32 tensors, empty when
+//    absent: Megatron's position and attention resets for rows that pack several documents.
+//    Their values are the caller's to validate (a GPU could not check them without a copy
+//    back to the host);
 //  - precision: activations and parameters are the compute dtype (F32 or F64 on the CPU;
 //    F32, BF16 or F16 on CUDA); norm statistics, log-sum-exps, losses, parameter
 //    gradients, master weights and optimizer state are F32 (F64 when computing in F64).
@@ -89,12 +93,13 @@ class Ops {
   virtual double sum_squares(const Tensor& x) = 0;
 
   // ---- embedding ----------------------------------------------------------------
-  // out[B, T, C] = wte[tokens] (+ wpe[t] when wpe is given).
+  // out[B, T, C] = wte[tokens] (+ wpe[p] when wpe is given, p = positions[b, t], or t when
+  // positions is empty).
   virtual void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
-                                 const Tensor& wpe) = 0;
-  // dwte[tokens] += dout; dwpe[t] += sum over batch (when given). Deterministic.
+                                 const Tensor& wpe, const Tensor& positions) = 0;
+  // dwte[tokens] += dout; dwpe[p] += dout (when given), p as in forward. Deterministic.
   virtual void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,
-                                  const Tensor& dout) = 0;
+                                  const Tensor& dout, const Tensor& positions) = 0;
 
   // ---- normalisation (statistics in the compute dtype, eps inside the root) -----
   // out = (x - mean) * rstd * weight + bias; saves mean[N], rstd[N].
@@ -124,17 +129,24 @@ class Ops {
 
   // ---- attention ----------------------------------------------------------------
   // Rotary embedding of the query and key heads of qkv[B, T, qkv_width], in place, with
-  // the rotate-half pairing (i, i + head_dim/2). table[T, head_dim/2, 2] holds cos, sin.
-  virtual void rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape shape) = 0;
+  // the rotate-half pairing (i, i + head_dim/2). table[P, head_dim/2, 2] holds cos, sin by
+  // position; token (b, t) turns by row positions[b, t] of it (row t when positions is
+  // empty), which must be below P.
+  virtual void rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape shape,
+                            const Tensor& positions) = 0;
   // The inverse rotation of the query and key gradients in dqkv, in place.
-  virtual void rope_backward(const Tensor& dqkv, const Tensor& table, AttentionShape shape) = 0;
+  virtual void rope_backward(const Tensor& dqkv, const Tensor& table, AttentionShape shape,
+                             const Tensor& positions) = 0;
   // Causal softmax attention with grouped-query heads: out[B, T, n_head * head_dim],
-  // lse[B, n_head, T] the log-sum-exp of each scaled score row (all backward needs).
+  // lse[B, n_head, T] the log-sum-exp of each scaled score row (all backward needs). The
+  // query at (b, i) attends to the keys [key_starts[b, i], i] of its row, with
+  // 0 <= key_starts[b, i] <= i ([0, i] when key_starts is empty).
   virtual void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                                 AttentionShape shape) = 0;
-  // dqkv[B, T, qkv_width] (overwrites).
+                                 AttentionShape shape, const Tensor& key_starts) = 0;
+  // dqkv[B, T, qkv_width] (overwrites); key_starts as in forward.
   virtual void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                                  const Tensor& out, const Tensor& lse, AttentionShape shape) = 0;
+                                  const Tensor& out, const Tensor& lse, AttentionShape shape,
+                                  const Tensor& key_starts) = 0;
   // Inference with a key/value cache: qkv[B, T, qkv_width] holds positions [pos, pos + T)
   // of each sequence (RoPE applied). Their key and value heads are first written into rows
   // [pos, pos + T) of k_cache and v_cache [B, capacity, n_kv_head * head_dim]; then the

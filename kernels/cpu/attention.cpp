@@ -1,7 +1,9 @@
 // Rotary position embedding and causal grouped-query attention.
 //
 // Attention works one head at a time, in blocks of kRows queries: block [r0, r1) meets keys
-// [0, r1) only, which skips most of the masked upper triangle. Its scores are held
+// [0, r1) only, which skips most of the masked upper triangle; with key starts (documents
+// packed in a row), keys [first, r1) only, first the smallest start of the block's queries,
+// which skips the earlier documents too. Its scores are held
 // transposed, S^T = K Q^T with a row per key and a column per query, so the softmax reduces
 // down columns, a vector of queries at a time, and never across a vector. Only the
 // log-sum-exp of each query's scores is kept for backward, which rebuilds P from Q, K and
@@ -25,14 +27,14 @@
 namespace kiln::cpu {
 
 template <typename T>
-void rope(T* qkv, const T* table, const HeadLayout& L, bool inverse) {
+void rope(T* qkv, const T* table, const int32_t* positions, const HeadLayout& L, bool inverse) {
   const int64_t width = L.qkv_width();
   const int64_t half = L.head_dim / 2;
   const int64_t rotated_heads = L.n_head + L.n_kv_head;  // queries and keys; values stay
   const T sign = inverse ? T(-1) : T(1);
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < L.batch * L.seq; ++n) {
-    const T* angles = table + (n % L.seq) * half * 2;
+    const T* angles = table + position_of(positions, n, L.seq) * half * 2;
     for (int64_t h = 0; h < rotated_heads; ++h) {
       T* x = qkv + n * width + h * L.head_dim;
       for (int64_t i = 0; i < half; ++i) {
@@ -188,6 +190,41 @@ void mask_block(T* st, int64_t r0, int64_t r1, T value) {
   }
 }
 
+// Where a block's queries [r0, r1) start attending, from the key starts of their row (null:
+// every query starts at key 0). Keys before `first` are masked for every query, so the
+// block's products begin there; keys in [first, last) are masked for some, by
+// mask_before_starts.
+template <typename T>
+struct BlockStarts {
+  int64_t first = 0, last = 0;
+  T start[kRows] = {};  // in T, so the mask compares whole vectors; 0 past the block's rows
+};
+
+template <typename T>
+BlockStarts<T> block_starts(const int32_t* key_starts, int64_t r0, int64_t r1) {
+  BlockStarts<T> s;
+  if (!key_starts) return s;
+  s.first = r1;
+  for (int64_t i = 0; i < r1 - r0; ++i) {
+    const int64_t k = key_starts[r0 + i];
+    s.start[i] = static_cast<T>(k);
+    s.first = std::min(s.first, k);
+    s.last = std::max(s.last, k);
+  }
+  return s;
+}
+
+// Sets the entries of S^T whose key comes before its query's start to value.
+template <typename T>
+void mask_before_starts(T* st, const BlockStarts<T>& s, T value) {
+  for (int64_t j = s.first; j < s.last; ++j) {
+    T* row = st + j * kRows;
+    const T key = static_cast<T>(j);
+#pragma omp simd
+    for (int64_t i = 0; i < kRows; ++i) row[i] = key < s.start[i] ? value : row[i];
+  }
+}
+
 // Per thread: backward's buffers (forward's fit in them), laid out in attention_backward.
 template <typename T>
 int64_t scratch_elements(int64_t seq, int64_t hd) {
@@ -210,7 +247,8 @@ size_t attention_scratch_bytes(int64_t seq, int64_t head_dim) {
 }
 
 template <typename T>
-void attention_forward(T* out, T* lse, const T* qkv, const HeadLayout& L, T* scratch) {
+void attention_forward(T* out, T* lse, const T* qkv, const int32_t* key_starts,
+                       const HeadLayout& L, T* scratch) {
   const int64_t seq = L.seq, hd = L.head_dim, width = L.qkv_width();
   const int64_t out_width = L.n_head * hd;
   const int64_t group = L.n_head / L.n_kv_head;
@@ -229,24 +267,28 @@ void attention_forward(T* out, T* lse, const T* qkv, const HeadLayout& L, T* scr
     T* qt = st + seq * kRows;                  // [hd, kRows]: the block's Q^T
     T* o = qt + hd * kRows;                    // [kRows, hp]: its unnormalised output
     const T* base = qkv + b * seq * width;
+    const int32_t* row_starts = key_starts ? key_starts + b * seq : nullptr;
     pack_rows(kp, base + (L.n_head + g) * hd, width, seq, hd);
     pack_rows(vp, base + (L.n_head + L.n_kv_head + g) * hd, width, seq, hd);
     for (int64_t r0 = 0; r0 < seq; r0 += kRows) {
       const int64_t r1 = std::min(seq, r0 + kRows), rows = r1 - r0;
       for (int64_t head : {next_h, L.n_head + next_g, L.n_head + L.n_kv_head + next_g})
         prefetch_rows(next_base + r0 * width + head * hd, width, rows, hd);
+      const BlockStarts<T> starts = block_starts<T>(row_starts, r0, r1);
+      const int64_t j0 = starts.first;
       pack_block_transposed(qt, base + r0 * width + h * hd, width, rows, hd);
-      product(st, kRows, kp, hp, 1, qt, kRows, r1, kRows, hd, false);
+      product(st + j0 * kRows, kRows, kp + j0 * hp, hp, 1, qt, kRows, r1 - j0, kRows, hd, false);
       mask_block(st, r0, r1, -std::numeric_limits<T>::infinity());
+      mask_before_starts(st, starts, -std::numeric_limits<T>::infinity());
       T mx[kRows], sum[kRows];
       std::fill(mx, mx + kRows, -std::numeric_limits<T>::infinity());
       std::fill(sum, sum + kRows, T(0));
-      for (int64_t j = 0; j < r1; ++j) {
+      for (int64_t j = j0; j < r1; ++j) {
         const T* row = st + j * kRows;
 #pragma omp simd
         for (int64_t i = 0; i < kRows; ++i) mx[i] = mx[i] > row[i] ? mx[i] : row[i];
       }
-      for (int64_t j = 0; j < r1; ++j) {
+      for (int64_t j = j0; j < r1; ++j) {
         T* row = st + j * kRows;
 #pragma omp simd
         for (int64_t i = 0; i < kRows; ++i) {
@@ -255,12 +297,13 @@ void attention_forward(T* out, T* lse, const T* qkv, const HeadLayout& L, T* scr
         }
       }
       mask_block(st, r0, r1, T(0));  // exp of the -inf above, which vexp clamps
+      mask_before_starts(st, starts, T(0));
       T inverse_sum[kRows];
       for (int64_t i = 0; i < rows; ++i) {
         lse[bh * seq + r0 + i] = scale * mx[i] + std::log(sum[i]);
         inverse_sum[i] = T(1) / sum[i];
       }
-      product(o, hp, st, 1, kRows, vp, hp, rows, hp, r1, false);
+      product(o, hp, st + j0 * kRows, 1, kRows, vp + j0 * hp, hp, rows, hp, r1 - j0, false);
       unpack_rows(out + (b * seq + r0) * out_width + h * hd, out_width, o, rows, hd, inverse_sum);
     }
   }
@@ -271,7 +314,7 @@ void attention_forward(T* out, T* lse, const T* qkv, const HeadLayout& L, T* scr
 // prefetched as forward.
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
-                        const HeadLayout& L, T* scratch) {
+                        const int32_t* key_starts, const HeadLayout& L, T* scratch) {
   const int64_t seq = L.seq, hd = L.head_dim, width = L.qkv_width();
   const int64_t out_width = L.n_head * hd;
   const int64_t group = L.n_head / L.n_kv_head;
@@ -296,14 +339,15 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
     T* dop = qp + kRows * hp;                  // [kRows, hp]: its dO
     T* dq = dop + kRows * hp;                  // [kRows, hp]: its dQ
     const T* base = qkv + b * seq * width;
+    const int32_t* row_starts = key_starts ? key_starts + b * seq : nullptr;
     T* dbase = dqkv + b * seq * width;
     pack_rows(kp, base + (L.n_head + g) * hd, width, seq, hd);
     pack_rows(vp, base + (L.n_head + L.n_kv_head + g) * hd, width, seq, hd);
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
       const T* o = out + b * seq * out_width + h * hd;
       const T* d_o = dout + b * seq * out_width + h * hd;
-      // Last block first: it meets every key, so there the group's first head writes dK
-      // and dV rather than adding to zeros.
+      // Last block first: it meets every key (from its first start on), so there the
+      // group's first head writes dK and dV rather than adding to zeros.
       for (int64_t r0 = (seq - 1) / kRows * kRows; r0 >= 0; r0 -= kRows) {
         const int64_t r1 = std::min(seq, r0 + kRows), rows = r1 - r0;
         const bool accumulate = h > g * group || r1 < seq;
@@ -318,12 +362,20 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
             prefetch_rows<true>(dqkv + row * width + column, width, rows, cols);
           }
         }
+        const BlockStarts<T> starts = block_starts<T>(row_starts, r0, r1);
+        const int64_t j0 = starts.first;
+        // The pass that writes dK and dV covers keys [j0, seq): the ones before start at 0.
+        if (!accumulate) {
+          std::fill(dk, dk + j0 * hp, T(0));
+          std::fill(dv, dv + j0 * hp, T(0));
+        }
         pack_block_transposed(qt, q, width, rows, hd);
         pack_block_transposed(dot, d_o + r0 * out_width, out_width, rows, hd);
         pack_rows(qp, q, width, rows, hd);
         pack_rows(dop, d_o + r0 * out_width, out_width, rows, hd);
-        product(pt, kRows, kp, hp, 1, qt, kRows, r1, kRows, hd, false);
-        product(dst, kRows, vp, hp, 1, dot, kRows, r1, kRows, hd, false);
+        product(pt + j0 * kRows, kRows, kp + j0 * hp, hp, 1, qt, kRows, r1 - j0, kRows, hd, false);
+        product(dst + j0 * kRows, kRows, vp + j0 * hp, hp, 1, dot, kRows, r1 - j0, kRows, hd,
+                false);
         // Columns past the block's rows are padding: lse and delta 0 there.
         T row_lse[kRows] = {}, delta[kRows] = {};
         for (int64_t i = 0; i < rows; ++i) {
@@ -336,7 +388,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
         }
         // P = exp(scale * S - lse) and the softmax backward dS = P * (dP - rowsum(dO * O)),
         // with the scale of S folded in.
-        for (int64_t j = 0; j < r1; ++j) {
+        for (int64_t j = j0; j < r1; ++j) {
           T* p_row = pt + j * kRows;
           T* ds_row = dst + j * kRows;
 #pragma omp simd
@@ -347,10 +399,14 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
         }
         mask_block(pt, r0, r1, T(0));
         mask_block(dst, r0, r1, T(0));
-        // dV[0, r1) += P^T dO, dQ = dS K and dK[0, r1) += dS^T Q.
-        product(dv, hp, pt, kRows, 1, dop, hp, r1, hp, rows, accumulate);
-        product(dq, hp, dst, 1, kRows, kp, hp, rows, hp, r1, false);
-        product(dk, hp, dst, kRows, 1, qp, hp, r1, hp, rows, accumulate);
+        mask_before_starts(pt, starts, T(0));
+        mask_before_starts(dst, starts, T(0));
+        // dV[j0, r1) += P^T dO, dQ = dS K and dK[j0, r1) += dS^T Q.
+        product(dv + j0 * hp, hp, pt + j0 * kRows, kRows, 1, dop, hp, r1 - j0, hp, rows,
+                accumulate);
+        product(dq, hp, dst + j0 * kRows, 1, kRows, kp + j0 * hp, hp, rows, hp, r1 - j0, false);
+        product(dk + j0 * hp, hp, dst + j0 * kRows, kRows, 1, qp, hp, r1 - j0, hp, rows,
+                accumulate);
         unpack_rows(dbase + r0 * width + h * hd, width, dq, rows, hd);
       }
     }
@@ -360,10 +416,10 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
 }
 
 #define KILN_INSTANTIATE(T)                                                                  \
-  template void rope<T>(T*, const T*, const HeadLayout&, bool);                              \
-  template void attention_forward<T>(T*, T*, const T*, const HeadLayout&, T*);               \
+  template void rope<T>(T*, const T*, const int32_t*, const HeadLayout&, bool);              \
+  template void attention_forward<T>(T*, T*, const T*, const int32_t*, const HeadLayout&, T*); \
   template void attention_backward<T>(T*, const T*, const T*, const T*, const T*,            \
-                                      const HeadLayout&, T*);
+                                      const int32_t*, const HeadLayout&, T*);
 KILN_INSTANTIATE(float)
 KILN_INSTANTIATE(double)
 #undef KILN_INSTANTIATE

@@ -159,23 +159,27 @@ class CpuOps final : public Ops {
   }
 
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
-                         const Tensor& wpe) override {
+                         const Tensor& wpe, const Tensor& positions) override {
     KILN_CHECK(tokens.dtype == DType::I32 && tokens.shape.rank == 2 &&
                    out.shape.rows() == tokens.numel() && out.shape.cols() == wte.shape.cols(),
                "embedding_forward: shapes " + out.shape.str() + " " + tokens.shape.str());
+    const int32_t* position_ids =
+        per_token(positions, tokens.shape[0], tokens.shape[1], "embedding_forward", "positions");
     dispatch(out, [&](auto t) {
       using T = decltype(t);
-      cpu::embedding_forward(out.as<T>(), tokens.as<int32_t>(), wte.as<T>(),
+      cpu::embedding_forward(out.as<T>(), tokens.as<int32_t>(), position_ids, wte.as<T>(),
                              wpe.empty() ? nullptr : wpe.as<T>(), tokens.shape[0],
                              tokens.shape[1], wte.shape.cols());
     });
   }
   void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,
-                          const Tensor& dout) override {
+                          const Tensor& dout, const Tensor& positions) override {
+    const int32_t* position_ids =
+        per_token(positions, tokens.shape[0], tokens.shape[1], "embedding_backward", "positions");
     dispatch(dout, [&](auto t) {
       using T = decltype(t);
       cpu::embedding_backward(dwte.as<T>(), dwpe.empty() ? nullptr : dwpe.as<T>(),
-                              tokens.as<int32_t>(), dout.as<T>(), tokens.shape[0],
+                              tokens.as<int32_t>(), position_ids, dout.as<T>(), tokens.shape[0],
                               tokens.shape[1], dwte.shape.cols());
     });
   }
@@ -255,36 +259,43 @@ class CpuOps final : public Ops {
     });
   }
 
-  void rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape s) override {
-    rope(qkv, table, s, false);
+  void rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape s,
+                    const Tensor& positions) override {
+    rope(qkv, table, s, positions, false);
   }
-  void rope_backward(const Tensor& dqkv, const Tensor& table, AttentionShape s) override {
-    rope(dqkv, table, s, true);
+  void rope_backward(const Tensor& dqkv, const Tensor& table, AttentionShape s,
+                     const Tensor& positions) override {
+    rope(dqkv, table, s, positions, true);
   }
 
   void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                         AttentionShape s) override {
+                         AttentionShape s, const Tensor& key_starts) override {
     const cpu::HeadLayout layout = head_layout(qkv, s);
     check_scratch(layout);
     KILN_CHECK(out.numel() == layout.batch * layout.seq * s.n_head * s.head_dim &&
                    lse.numel() == layout.batch * s.n_head * layout.seq,
                "attention_forward: output shapes");
+    const int32_t* starts =
+        per_token(key_starts, layout.batch, layout.seq, "attention_forward", "key_starts");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
-      cpu::attention_forward(out.as<T>(), lse.as<T>(), qkv.as<T>(), layout,
+      cpu::attention_forward(out.as<T>(), lse.as<T>(), qkv.as<T>(), starts, layout,
                              static_cast<T*>(scratch_));
     });
   }
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                          const Tensor& out, const Tensor& lse, AttentionShape s) override {
+                          const Tensor& out, const Tensor& lse, AttentionShape s,
+                          const Tensor& key_starts) override {
     const cpu::HeadLayout layout = head_layout(qkv, s);
     check_scratch(layout);
     check_same_shape(dqkv, qkv, "attention_backward");
     check_same_shape(dout, out, "attention_backward");
+    const int32_t* starts =
+        per_token(key_starts, layout.batch, layout.seq, "attention_backward", "key_starts");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
       cpu::attention_backward(dqkv.as<T>(), dout.as<T>(), qkv.as<T>(), out.as<T>(), lse.as<T>(),
-                              layout, static_cast<T*>(scratch_));
+                              starts, layout, static_cast<T*>(scratch_));
     });
   }
   void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
@@ -344,14 +355,17 @@ class CpuOps final : public Ops {
   }
 
  private:
-  void rope(const Tensor& qkv, const Tensor& table, AttentionShape s, bool inverse) {
+  void rope(const Tensor& qkv, const Tensor& table, AttentionShape s, const Tensor& positions,
+            bool inverse) {
     const cpu::HeadLayout layout = head_layout(qkv, s);
     KILN_CHECK(s.head_dim % 2 == 0 && table.shape.rank == 3 && table.shape[0] >= layout.seq &&
                    table.shape[1] == s.head_dim / 2 && table.dtype == qkv.dtype,
                "rope: table " + table.shape.str() + " does not match the heads");
+    const int32_t* position_ids =
+        per_token(positions, layout.batch, layout.seq, "rope", "positions");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
-      cpu::rope(qkv.as<T>(), table.as<T>(), layout, inverse);
+      cpu::rope(qkv.as<T>(), table.as<T>(), position_ids, layout, inverse);
     });
   }
   void check_scratch(const cpu::HeadLayout& layout) const {

@@ -6,14 +6,14 @@
 namespace kiln::cpu {
 
 template <typename T>
-void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t B,
-                       int64_t seq, int64_t C) {
+void embedding_forward(T* out, const int32_t* tokens, const int32_t* positions, const T* wte,
+                       const T* wpe, int64_t B, int64_t seq, int64_t C) {
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < B * seq; ++n) {
     const T* tok = wte + static_cast<int64_t>(tokens[n]) * C;
     T* row = out + n * C;
     if (wpe) {
-      const T* pos = wpe + (n % seq) * C;
+      const T* pos = wpe + position_of(positions, n, seq) * C;
       for (int64_t c = 0; c < C; ++c) row[c] = tok[c] + pos[c];
     } else {
       std::copy(tok, tok + C, row);
@@ -21,11 +21,12 @@ void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe
   }
 }
 
-// Threads split the channels, not the tokens: two tokens with the same id then never
-// race, and every gradient row is summed in token order (deterministic, no atomics).
+// Threads split the channels, not the tokens: two tokens with the same id (or position)
+// then never race, and every gradient row is summed in token order (deterministic, no
+// atomics).
 template <typename T>
-void embedding_backward(T* dwte, T* dwpe, const int32_t* tokens, const T* dout, int64_t B,
-                        int64_t seq, int64_t C) {
+void embedding_backward(T* dwte, T* dwpe, const int32_t* tokens, const int32_t* positions,
+                        const T* dout, int64_t B, int64_t seq, int64_t C) {
   constexpr int64_t kBlock = 32;
   const int64_t blocks = (C + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
@@ -36,20 +37,20 @@ void embedding_backward(T* dwte, T* dwpe, const int32_t* tokens, const T* dout, 
       T* tok = dwte + static_cast<int64_t>(tokens[n]) * C;
       for (int64_t c = c0; c < c1; ++c) tok[c] += d[c];
       if (dwpe) {
-        T* pos = dwpe + (n % seq) * C;
+        T* pos = dwpe + position_of(positions, n, seq) * C;
         for (int64_t c = c0; c < c1; ++c) pos[c] += d[c];
       }
     }
   }
 }
 
-template void embedding_forward<float>(float*, const int32_t*, const float*, const float*,
-                                       int64_t, int64_t, int64_t);
-template void embedding_forward<double>(double*, const int32_t*, const double*, const double*,
-                                        int64_t, int64_t, int64_t);
-template void embedding_backward<float>(float*, float*, const int32_t*, const float*, int64_t,
-                                        int64_t, int64_t);
-template void embedding_backward<double>(double*, double*, const int32_t*, const double*,
-                                         int64_t, int64_t, int64_t);
+#define KILN_INSTANTIATE(T)                                                                 \
+  template void embedding_forward<T>(T*, const int32_t*, const int32_t*, const T*, const T*, \
+                                     int64_t, int64_t, int64_t);                             \
+  template void embedding_backward<T>(T*, T*, const int32_t*, const int32_t*, const T*,      \
+                                      int64_t, int64_t, int64_t);
+KILN_INSTANTIATE(float)
+KILN_INSTANTIATE(double)
+#undef KILN_INSTANTIATE
 
 }  // namespace kiln::cpu

@@ -22,12 +22,18 @@ template <typename T> double sum_squares(const T* x, int64_t n);
 template <typename T> void add_bias(T* out, const T* bias, int64_t N, int64_t C);
 template <typename T> void bias_backward(T* dbias, const T* dout, int64_t N, int64_t C);
 
+// The position of token n = b * seq + t: positions[n] (Ops' optional per-token positions),
+// or t when there are none.
+inline int64_t position_of(const int32_t* positions, int64_t n, int64_t seq) {
+  return positions ? positions[n] : n % seq;
+}
+
 template <typename T>
-void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t B,
-                       int64_t seq, int64_t C);
+void embedding_forward(T* out, const int32_t* tokens, const int32_t* positions, const T* wte,
+                       const T* wpe, int64_t B, int64_t seq, int64_t C);
 template <typename T>
-void embedding_backward(T* dwte, T* dwpe, const int32_t* tokens, const T* dout, int64_t B,
-                        int64_t seq, int64_t C);
+void embedding_backward(T* dwte, T* dwpe, const int32_t* tokens, const int32_t* positions,
+                        const T* dout, int64_t B, int64_t seq, int64_t C);
 
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias,
@@ -57,16 +63,20 @@ struct HeadLayout {
 };
 
 // inverse = false rotates forward, true rotates back (the backward of the rotation).
+// positions: null, or the table row of each token.
 template <typename T>
-void rope(T* qkv, const T* table, const HeadLayout& layout, bool inverse);
+void rope(T* qkv, const T* table, const int32_t* positions, const HeadLayout& layout,
+          bool inverse);
 
 // scratch holds attention_scratch_bytes(seq, head_dim) bytes per thread, 64-byte aligned.
+// key_starts: null (causal), or the first key of each query's row it attends to.
 size_t attention_scratch_bytes(int64_t seq, int64_t head_dim);
 template <typename T>
-void attention_forward(T* out, T* lse, const T* qkv, const HeadLayout& layout, T* scratch);
+void attention_forward(T* out, T* lse, const T* qkv, const int32_t* key_starts,
+                       const HeadLayout& layout, T* scratch);
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
-                        const HeadLayout& layout, T* scratch);
+                        const int32_t* key_starts, const HeadLayout& layout, T* scratch);
 // Ops::attention_decode (kernels/cpu/attention_decode.cpp): layout.seq is the number of new
 // positions per sequence; the caches are [batch, capacity, n_kv_head * head_dim].
 template <typename T>

@@ -3,6 +3,7 @@
 // analytic gradient is backward(dout = r).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -137,14 +138,34 @@ TEST_F(OpGradients, EmbeddingAndBias) {
   const Tensor twte = make(wte, {V, C}), twpe = make(wpe, {T, C}), tr = make(r, {B, T, C});
   const Tensor tout{out.data(), DType::F64, {B, T, C}, Device::Cpu};
   auto loss = [&] {
-    ops->embedding_forward(tout, ttok, twte, twpe);
+    ops->embedding_forward(tout, ttok, twte, twpe, Tensor{});
     return dot(out, r);
   };
   std::vector<double> dwte(wte.size(), 0.0), dwpe(wpe.size(), 0.0);
   ops->embedding_backward(Tensor{dwte.data(), DType::F64, {V, C}, Device::Cpu},
-                          Tensor{dwpe.data(), DType::F64, {T, C}, Device::Cpu}, ttok, tr);
+                          Tensor{dwpe.data(), DType::F64, {T, C}, Device::Cpu}, ttok, tr,
+                          Tensor{});
   expect_gradient(wte, dwte, loss, "dwte");
   expect_gradient(wpe, dwpe, loss, "dwpe");
+
+  // Per-token positions (documents restarting at 0, one position never used): each token
+  // reads, and adds its gradient into, its own position's row.
+  std::vector<int32_t> positions = {0, 1, 2, 0, 1, 0, 0, 1, 2, 3};
+  const Tensor tpos{positions.data(), DType::I32, {B, T}, Device::Cpu};
+  auto loss_at_positions = [&] {
+    ops->embedding_forward(tout, ttok, twte, twpe, tpos);
+    return dot(out, r);
+  };
+  loss_at_positions();
+  for (int64_t n = 0; n < B * T; ++n)
+    EXPECT_EQ(out[n * C], wte[tokens[n] * C] + wpe[positions[n] * C]) << "token " << n;
+  std::fill(dwte.begin(), dwte.end(), 0.0);
+  std::fill(dwpe.begin(), dwpe.end(), 0.0);
+  ops->embedding_backward(Tensor{dwte.data(), DType::F64, {V, C}, Device::Cpu},
+                          Tensor{dwpe.data(), DType::F64, {T, C}, Device::Cpu}, ttok, tr, tpos);
+  expect_gradient(wte, dwte, loss_at_positions, "dwte with positions");
+  expect_gradient(wpe, dwpe, loss_at_positions, "dwpe with positions");
+  for (int64_t c = 0; c < C; ++c) EXPECT_EQ(dwpe[4 * C + c], 0.0) << "position 4 is unused";
 
   std::vector<double> x, bias, r2, y(6 * 3);
   make(x, {6, 3});
@@ -161,40 +182,61 @@ TEST_F(OpGradients, EmbeddingAndBias) {
 }
 
 // Attention with RoPE in front, grouped-query heads (4 query heads share 2 kv heads), at a
-// sequence shorter than one block of query rows and at one spanning two blocks.
-class AttentionGradients : public OpGradients, public testing::WithParamInterface<int64_t> {};
+// sequence shorter than one block of query rows and at one spanning two blocks; plain, and
+// with the resets of packed documents (RoPE positions restart at 0 and each token attends
+// within its document only).
+class AttentionGradients : public OpGradients, public testing::WithParamInterface<int64_t> {
+ protected:
+  void check(const Tensor& positions, const Tensor& key_starts) {
+    const int64_t B = 2, T = GetParam();
+    const AttentionShape s{4, 2, 4};
+    const int64_t W = s.qkv_width(), O = s.n_head * s.head_dim;
+    std::vector<double> qkv, r, work(B * T * W), out(B * T * O), lse(B * s.n_head * T);
+    make(qkv, {B, T, W});
+    const Tensor tr = make(r, {B, T, O});
+    const Tensor twork{work.data(), DType::F64, {B, T, W}, Device::Cpu};
+    const Tensor tout{out.data(), DType::F64, {B, T, O}, Device::Cpu};
+    const Tensor tlse{lse.data(), DType::F64, {B * s.n_head * T}, Device::Cpu};
+    std::vector<double> table(T * 2 * 2);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < 2; ++i) {
+        const double angle = static_cast<double>(t) * std::pow(10000.0, -2.0 * i / 4.0);
+        table[(t * 2 + i) * 2] = std::cos(angle);
+        table[(t * 2 + i) * 2 + 1] = std::sin(angle);
+      }
+    const Tensor ttable{table.data(), DType::F64, {T, 2, 2}, Device::Cpu};
+    ops->reserve({B, T, s});
+    auto loss = [&] {
+      work = qkv;
+      ops->rope_forward(twork, ttable, s, positions);
+      ops->attention_forward(tout, tlse, twork, s, key_starts);
+      return dot(out, r);
+    };
+    loss();
+    std::vector<double> dqkv(qkv.size());
+    const Tensor tdqkv{dqkv.data(), DType::F64, {B, T, W}, Device::Cpu};
+    ops->attention_backward(tdqkv, tr, twork, tout, tlse, s, key_starts);
+    ops->rope_backward(tdqkv, ttable, s, positions);
+    expect_gradient(qkv, dqkv, loss, "dqkv");
+  }
+};
 
-TEST_P(AttentionGradients, RopeAndAttention) {
+TEST_P(AttentionGradients, RopeAndAttention) { check(Tensor{}, Tensor{}); }
+
+TEST_P(AttentionGradients, RopeAndAttentionWithDocumentResets) {
   const int64_t B = 2, T = GetParam();
-  const AttentionShape s{4, 2, 4};
-  const int64_t W = s.qkv_width(), O = s.n_head * s.head_dim;
-  std::vector<double> qkv, r, work(B * T * W), out(B * T * O), lse(B * s.n_head * T);
-  make(qkv, {B, T, W});
-  const Tensor tr = make(r, {B, T, O});
-  const Tensor twork{work.data(), DType::F64, {B, T, W}, Device::Cpu};
-  const Tensor tout{out.data(), DType::F64, {B, T, O}, Device::Cpu};
-  const Tensor tlse{lse.data(), DType::F64, {B * s.n_head * T}, Device::Cpu};
-  std::vector<double> table(T * 2 * 2);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t i = 0; i < 2; ++i) {
-      const double angle = static_cast<double>(t) * std::pow(10000.0, -2.0 * i / 4.0);
-      table[(t * 2 + i) * 2] = std::cos(angle);
-      table[(t * 2 + i) * 2 + 1] = std::sin(angle);
+  // Documents end where (5t + 3b) % 11 == 2: lengths from 1 up, a different cut per row.
+  std::vector<int32_t> positions(B * T), starts(B * T);
+  for (int64_t b = 0; b < B; ++b) {
+    int32_t start = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      starts[b * T + t] = start;
+      positions[b * T + t] = static_cast<int32_t>(t) - start;
+      if ((5 * t + 3 * b) % 11 == 2) start = static_cast<int32_t>(t) + 1;
     }
-  const Tensor ttable{table.data(), DType::F64, {T, 2, 2}, Device::Cpu};
-  ops->reserve({B, T, s});
-  auto loss = [&] {
-    work = qkv;
-    ops->rope_forward(twork, ttable, s);
-    ops->attention_forward(tout, tlse, twork, s);
-    return dot(out, r);
-  };
-  loss();
-  std::vector<double> dqkv(qkv.size());
-  const Tensor tdqkv{dqkv.data(), DType::F64, {B, T, W}, Device::Cpu};
-  ops->attention_backward(tdqkv, tr, twork, tout, tlse, s);
-  ops->rope_backward(tdqkv, ttable, s);
-  expect_gradient(qkv, dqkv, loss, "dqkv");
+  }
+  check(Tensor{positions.data(), DType::I32, {B, T}, Device::Cpu},
+        Tensor{starts.data(), DType::I32, {B, T}, Device::Cpu});
 }
 
 INSTANTIATE_TEST_SUITE_P(Seq, AttentionGradients, testing::Values(6, 40));

@@ -6,6 +6,11 @@
 // out[B, T, n_head * D]; lse[B, n_head, T] (float) is the log-sum-exp of each row of
 // scale * q.k with scale = 1 / sqrt(D).
 //
+// Key starts (optional, [B, T]): query r attends to keys [key_starts[b, r], r] instead of
+// [0, r], the mask of documents packed in one row. A K/V tile that no query of a query tile
+// attends to (an earlier document's) is skipped by the whole block; inside the tiles that
+// remain, the mask is per element.
+//
 // Kernels (all arithmetic in float; tiles are converted to float as they enter shared
 // memory, rows padded to D + 1 floats so column walks hit distinct banks):
 //   forward: one block per (query tile, head, batch); K/V tiles stream through shared
@@ -111,6 +116,25 @@ __device__ void load_tile(float* dst, const T* src, int64_t stride, int row0, in
   }
 }
 
+// The first key query row r of batch row b attends to: its key start, or 0 without key starts
+// and on the tile rows past the sequence.
+__device__ __forceinline__ int key_start(const int32_t* key_starts, int b, int r,
+                                         const Dims& dims) {
+  return key_starts && r < dims.seq ? key_starts[static_cast<int64_t>(b) * dims.seq + r] : 0;
+}
+
+// True, on every thread, when no query of the tile [q0, q0 + BQ) attends to any key of
+// [k0, k0 + BK): each query's keys [start, r] miss it. A block-wide barrier: every thread
+// of the block must call it.
+template <int BQ, int BK>
+__device__ bool tile_unseen(const int32_t* key_starts, int b, int q0, int k0, const Dims& dims) {
+  static_assert(BQ <= kThreads, "one thread per query row");
+  const int r = q0 + static_cast<int>(threadIdx.x);
+  const bool misses = threadIdx.x >= BQ || r >= dims.seq || r < k0 ||
+                      key_start(key_starts, b, r, dims) >= k0 + BK;
+  return __syncthreads_and(misses) != 0;
+}
+
 // dst[r] = src[row0 + r] * factor for the rows of a tile (0 past seq).
 template <int ROWS>
 __device__ void load_rows(float* dst, const float* src, int row0, int seq, float factor) {
@@ -123,7 +147,8 @@ __device__ void load_rows(float* dst, const float* src, int row0, int seq, float
 template <typename T, int D, int BQ, int BK>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_kernel(T* __restrict__ out, float* __restrict__ lse,
-                             const T* __restrict__ qkv, Dims dims, float scale_log2) {
+                             const T* __restrict__ qkv, const int32_t* __restrict__ key_starts,
+                             Dims dims, float scale_log2) {
   constexpr int RM = BQ / 16, CN = BK / 16, DN = D / 16, LD = D + 1, LP = BK + 1;
   extern __shared__ float smem[];
   float* q_s = smem;           // [BQ][LD]
@@ -141,14 +166,17 @@ __global__ void __launch_bounds__(kThreads)
 
   // Scores are kept in log2 units (scaled by scale * log2 e) so exp2f does the softmax.
   float o[RM][DN] = {}, m[RM], l[RM];
+  int start[RM];  // the first key of each of this thread's rows
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
     m[i] = -INFINITY;
     l[i] = 0.f;
+    start[i] = key_start(key_starts, b, q0 + ty + 16 * i, dims);
   }
 
   const int kv_end = min(dims.seq, q0 + BQ);
   for (int k0 = 0; k0 < kv_end; k0 += BK) {
+    if (key_starts && tile_unseen<BQ, BK>(key_starts, b, q0, k0, dims)) continue;
     __syncthreads();  // the previous tile's readers are done with k_s, v_s, p_s
     load_tile<BK, D>(k_s, k_head, dims.width, k0, dims.seq);
     load_tile<BK, D>(v_s, v_head, dims.width, k0, dims.seq);
@@ -168,8 +196,9 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < CN; ++j) s[i][j] = fmaf(qa[i], ka[j], s[i][j]);
     }
 
-    // Online softmax. Key 0 is in the first tile and visible to every row, so m is
-    // finite from the first tile on and no row ever computes -inf - -inf.
+    // Online softmax. A row whose keys all lie in later tiles (its start past this one) has
+    // m_new = -inf here and adds nothing; 0 in place of its max keeps -inf - -inf out of the
+    // exponents. Without key starts, key 0 is visible to every row and m_new is finite.
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
       const int r = q0 + ty + 16 * i;
@@ -177,15 +206,16 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < CN; ++j) {
         const int c = k0 + tx + 16 * j;
-        s[i][j] = c <= r ? s[i][j] * scale_log2 : -INFINITY;
+        s[i][j] = c <= r && c >= start[i] ? s[i][j] * scale_log2 : -INFINITY;
         mx = fmaxf(mx, s[i][j]);
       }
       const float m_new = fmaxf(m[i], row_max(mx));
-      const float correction = exp2f(m[i] - m_new);
+      const float m_shift = m_new == -INFINITY ? 0.f : m_new;
+      const float correction = exp2f(m[i] - m_shift);
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < CN; ++j) {
-        const float p = exp2f(s[i][j] - m_new);
+        const float p = exp2f(s[i][j] - m_shift);
         p_s[(ty + 16 * i) * LP + tx + 16 * j] = p;
         sum += p;
       }
@@ -254,8 +284,9 @@ template <typename T, int D, int BQ, int BK>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
                                  const T* __restrict__ qkv, const float* __restrict__ lse,
-                                 const float* __restrict__ delta, Dims dims, float scale_log2,
-                                 float scale) {
+                                 const float* __restrict__ delta,
+                                 const int32_t* __restrict__ key_starts, Dims dims,
+                                 float scale_log2, float scale) {
   constexpr int RM = BQ / 16, CN = BK / 16, DN = D / 16, LD = D + 1, LP = BK + 1;
   extern __shared__ float smem[];
   float* q_s = smem;              // [BQ][LD]
@@ -280,8 +311,12 @@ __global__ void __launch_bounds__(kThreads)
   load_rows<BQ>(delta_s, delta + stats, q0, dims.seq, 1.f);
 
   float dq[RM][DN] = {};
+  int start[RM];  // the first key of each of this thread's rows
+#pragma unroll
+  for (int i = 0; i < RM; ++i) start[i] = key_start(key_starts, b, q0 + ty + 16 * i, dims);
   const int kv_end = min(dims.seq, q0 + BQ);
   for (int k0 = 0; k0 < kv_end; k0 += BK) {
+    if (key_starts && tile_unseen<BQ, BK>(key_starts, b, q0, k0, dims)) continue;
     __syncthreads();  // the previous tile's readers are done with k_s, v_s, ds_s
     load_tile<BK, D>(k_s, k_head, dims.width, k0, dims.seq);
     load_tile<BK, D>(v_s, v_head, dims.width, k0, dims.seq);
@@ -318,8 +353,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < CN; ++j) {
         const int c = k0 + tx + 16 * j;
-        const float p =
-            (c <= r && r < dims.seq) ? exp2f(s[i][j] * scale_log2 - lse_s[rl]) : 0.f;
+        const float p = (c <= r && c >= start[i] && r < dims.seq)
+                            ? exp2f(s[i][j] * scale_log2 - lse_s[rl])
+                            : 0.f;
         ds_s[rl * LP + tx + 16 * j] = p * (dp[i][j] - delta_s[rl]);
       }
     }
@@ -357,8 +393,9 @@ template <typename T, int D, int BK, int BQ>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
                                    const T* __restrict__ qkv, const float* __restrict__ lse,
-                                   const float* __restrict__ delta, Dims dims, float scale_log2,
-                                   float scale) {
+                                   const float* __restrict__ delta,
+                                   const int32_t* __restrict__ key_starts, Dims dims,
+                                   float scale_log2, float scale) {
   constexpr int CM = BK / 16, RN = BQ / 16, DN = D / 16, LD = D + 1, LP = BQ + 1;
   extern __shared__ float smem[];
   float* k_s = smem;               // [BK][LD]
@@ -382,6 +419,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int h = g * dims.group; h < (g + 1) * dims.group; ++h) {
     const int64_t stats = (static_cast<int64_t>(b) * dims.n_head + h) * dims.seq;
     for (int q0 = (k0 / BQ) * BQ; q0 < dims.seq; q0 += BQ) {
+      if (key_starts && tile_unseen<BQ, BK>(key_starts, b, q0, k0, dims)) continue;
       __syncthreads();  // the previous tile's readers are done with q_s, do_s, pt_s, dst_s
       load_tile<BQ, D>(q_s, base + h * D, dims.width, q0, dims.seq);
       load_tile<BQ, D>(do_s, dout_base + h * D, dims.out_width, q0, dims.seq);
@@ -414,14 +452,18 @@ __global__ void __launch_bounds__(kThreads)
       }
 
       // P^T and dS^T = P^T * (dP^T - delta); masked and padding rows give 0.
+      int start[RN];  // the first key of each of this thread's query columns
+#pragma unroll
+      for (int j = 0; j < RN; ++j) start[j] = key_start(key_starts, b, q0 + tx + 16 * j, dims);
 #pragma unroll
       for (int i = 0; i < CM; ++i) {
         const int c = k0 + ty + 16 * i;
 #pragma unroll
         for (int j = 0; j < RN; ++j) {
           const int rl = tx + 16 * j, r = q0 + rl;
-          const float p =
-              (c <= r && r < dims.seq) ? exp2f(s[i][j] * scale_log2 - lse_s[rl]) : 0.f;
+          const float p = (c <= r && c >= start[j] && r < dims.seq)
+                              ? exp2f(s[i][j] * scale_log2 - lse_s[rl])
+                              : 0.f;
           pt_s[(ty + 16 * i) * LP + rl] = p;
           dst_s[(ty + 16 * i) * LP + rl] = p * (dp[i][j] - delta_s[rl]);
         }
@@ -523,8 +565,8 @@ float softmax_scale_log2(int64_t head_dim) {
 }  // namespace
 
 template <typename T>
-void attention_forward(T* out, float* lse, const T* qkv, const HeadLayout& layout,
-                       cudaStream_t stream) {
+void attention_forward(T* out, float* lse, const T* qkv, const int32_t* key_starts,
+                       const HeadLayout& layout, cudaStream_t stream) {
   const Dims dims = make_dims(layout, "attention_forward");
   dispatch_head_dim(layout.head_dim, "attention_forward", [&](auto head_dim) {
     constexpr int D = decltype(head_dim)::value;
@@ -534,7 +576,8 @@ void attention_forward(T* out, float* lse, const T* qkv, const HeadLayout& layou
     constexpr size_t smem = forward_smem_bytes(D, BQ, BK);
     allow_shared_memory(kernel, smem);
     const dim3 grid(ceil_div(dims.seq, BQ), dims.n_head, static_cast<unsigned>(layout.batch));
-    kernel<<<grid, kThreads, smem, stream>>>(out, lse, qkv, dims, softmax_scale_log2(D));
+    kernel<<<grid, kThreads, smem, stream>>>(out, lse, qkv, key_starts, dims,
+                                             softmax_scale_log2(D));
     KILN_CUDA_CHECK_LAUNCH("attention_forward_kernel");
   });
 }
@@ -546,7 +589,8 @@ size_t attention_backward_workspace_bytes(const HeadLayout& layout) {
 
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
-                        const HeadLayout& layout, void* workspace, cudaStream_t stream) {
+                        const int32_t* key_starts, const HeadLayout& layout, void* workspace,
+                        cudaStream_t stream) {
   const Dims dims = make_dims(layout, "attention_backward");
   dispatch_head_dim(layout.head_dim, "attention_backward", [&](auto head_dim) {
     constexpr int D = decltype(head_dim)::value;
@@ -569,8 +613,8 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
       constexpr size_t smem = dq_smem_bytes(D, BQ, BK);
       allow_shared_memory(kernel, smem);
       const dim3 grid(ceil_div(dims.seq, BQ), dims.n_head, static_cast<unsigned>(layout.batch));
-      kernel<<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, delta, dims, scale_log2,
-                                               scale);
+      kernel<<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, delta, key_starts, dims,
+                                               scale_log2, scale);
       KILN_CUDA_CHECK_LAUNCH("attention_backward_dq_kernel");
     }
     {
@@ -579,17 +623,18 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
       constexpr size_t smem = dkdv_smem_bytes(D, BK, BQ);
       allow_shared_memory(kernel, smem);
       const dim3 grid(ceil_div(dims.seq, BK), dims.n_kv_head, static_cast<unsigned>(layout.batch));
-      kernel<<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, delta, dims, scale_log2,
-                                               scale);
+      kernel<<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, delta, key_starts, dims,
+                                               scale_log2, scale);
       KILN_CUDA_CHECK_LAUNCH("attention_backward_dkdv_kernel");
     }
   });
 }
 
 #define KILN_INSTANTIATE(T)                                                                    \
-  template void attention_forward<T>(T*, float*, const T*, const HeadLayout&, cudaStream_t);   \
+  template void attention_forward<T>(T*, float*, const T*, const int32_t*, const HeadLayout&,   \
+                                     cudaStream_t);                                             \
   template void attention_backward<T>(T*, const T*, const T*, const T*, const float*,          \
-                                      const HeadLayout&, void*, cudaStream_t);
+                                      const int32_t*, const HeadLayout&, void*, cudaStream_t);
 KILN_INSTANTIATE(float)
 KILN_INSTANTIATE(__nv_bfloat16)
 KILN_INSTANTIATE(__half)

@@ -186,25 +186,30 @@ class CudaOps final : public Ops {
   }
 
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
-                         const Tensor& wpe) override {
+                         const Tensor& wpe, const Tensor& positions) override {
     KILN_CHECK(tokens.dtype == DType::I32 && tokens.shape.rank == 2 &&
                    out.shape.rows() == tokens.numel() && out.shape.cols() == wte.shape.cols(),
                "embedding_forward: shapes " + out.shape.str() + " " + tokens.shape.str());
+    const int32_t* position_ids =
+        per_token(positions, tokens.shape[0], tokens.shape[1], "embedding_forward", "positions");
     dispatch(out, [&](auto t) {
       using T = decltype(t);
-      cuda::embedding_forward(ptr<T>(out), ptr<int32_t>(tokens), ptr<T>(wte),
+      cuda::embedding_forward(ptr<T>(out), ptr<int32_t>(tokens), position_ids, ptr<T>(wte),
                               wpe.empty() ? nullptr : ptr<T>(wpe), tokens.shape[0],
                               tokens.shape[1], wte.shape.cols(), stream_);
     });
   }
   void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,
-                          const Tensor& dout) override {
+                          const Tensor& dout, const Tensor& positions) override {
     expect_f32(dwte, "embedding_backward: dwte");
+    const int32_t* position_ids =
+        per_token(positions, tokens.shape[0], tokens.shape[1], "embedding_backward", "positions");
     dispatch(dout, [&](auto t) {
       using T = decltype(t);
       cuda::embedding_backward(ptr<float>(dwte), dwpe.empty() ? nullptr : ptr<float>(dwpe),
-                               ptr<int32_t>(tokens), ptr<T>(dout), tokens.shape[0],
-                               tokens.shape[1], dwte.shape.cols(), dwte.shape[0], stream_);
+                               ptr<int32_t>(tokens), position_ids, ptr<T>(dout), tokens.shape[0],
+                               tokens.shape[1], dwte.shape.cols(), dwte.shape[0],
+                               dwpe.empty() ? 0 : dwpe.shape[0], stream_);
     });
   }
 
@@ -290,35 +295,43 @@ class CudaOps final : public Ops {
     });
   }
 
-  void rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape s) override {
-    rope(qkv, table, s, false);
+  void rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape s,
+                    const Tensor& positions) override {
+    rope(qkv, table, s, positions, false);
   }
-  void rope_backward(const Tensor& dqkv, const Tensor& table, AttentionShape s) override {
-    rope(dqkv, table, s, true);
+  void rope_backward(const Tensor& dqkv, const Tensor& table, AttentionShape s,
+                     const Tensor& positions) override {
+    rope(dqkv, table, s, positions, true);
   }
   void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                         AttentionShape s) override {
+                         AttentionShape s, const Tensor& key_starts) override {
     const cuda::HeadLayout layout = head_layout(qkv, s);
     expect_f32(lse, "attention_forward: lse");
     KILN_CHECK(out.numel() == layout.batch * layout.seq * s.n_head * s.head_dim &&
                    lse.numel() == layout.batch * s.n_head * layout.seq && out.dtype == qkv.dtype,
                "attention_forward: output shapes");
+    const int32_t* starts =
+        per_token(key_starts, layout.batch, layout.seq, "attention_forward", "key_starts");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
-      cuda::attention_forward(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), layout, stream_);
+      cuda::attention_forward(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), starts, layout,
+                              stream_);
     });
   }
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                          const Tensor& out, const Tensor& lse, AttentionShape s) override {
+                          const Tensor& out, const Tensor& lse, AttentionShape s,
+                          const Tensor& key_starts) override {
     const cuda::HeadLayout layout = head_layout(qkv, s);
     check_same_shape(dqkv, qkv, "attention_backward");
     check_same_shape(dout, out, "attention_backward");
     KILN_CHECK(cuda::attention_backward_workspace_bytes(layout) <= workspace_bytes_,
                "attention_backward: reserve() was not called for this shape");
+    const int32_t* starts =
+        per_token(key_starts, layout.batch, layout.seq, "attention_backward", "key_starts");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
       cuda::attention_backward(ptr<T>(dqkv), ptr<T>(dout), ptr<T>(qkv), ptr<T>(out),
-                               ptr<float>(lse), layout, workspace_, stream_);
+                               ptr<float>(lse), starts, layout, workspace_, stream_);
     });
   }
   void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
@@ -378,15 +391,18 @@ class CudaOps final : public Ops {
   }
 
  private:
-  void rope(const Tensor& qkv, const Tensor& table, AttentionShape s, bool inverse) {
+  void rope(const Tensor& qkv, const Tensor& table, AttentionShape s, const Tensor& positions,
+            bool inverse) {
     const cuda::HeadLayout layout = head_layout(qkv, s);
     expect_f32(table, "rope: table");
     KILN_CHECK(s.head_dim % 2 == 0 && table.shape.rank == 3 && table.shape[0] >= layout.seq &&
                    table.shape[1] == s.head_dim / 2,
                "rope: table " + table.shape.str() + " does not match the heads");
+    const int32_t* position_ids =
+        per_token(positions, layout.batch, layout.seq, "rope", "positions");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
-      cuda::rope(ptr<T>(qkv), ptr<float>(table), layout, inverse, stream_);
+      cuda::rope(ptr<T>(qkv), ptr<float>(table), position_ids, layout, inverse, stream_);
     });
   }
   static void check_loss_shapes(const Tensor& logits, const Tensor& targets, int64_t vocab) {

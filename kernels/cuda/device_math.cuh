@@ -85,6 +85,14 @@ void with_pack(bool packed, Launch&& launch) {
   }
 }
 
+// ---- positions ------------------------------------------------------------------------
+
+// The position of token n = b * seq + t: positions[n] (the ops' optional per-token
+// positions), or t when there are none.
+__device__ __forceinline__ int64_t position_of(const int32_t* positions, int64_t n, int64_t seq) {
+  return positions ? positions[n] : n % seq;
+}
+
 // ---- reductions (blockDim.x a multiple of 32; every lane/thread gets the same bits) -----
 
 template <typename V>

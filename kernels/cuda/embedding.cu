@@ -1,21 +1,24 @@
 // Token (and learned position) embedding: the twin of kernels/cpu/embedding.cpp.
 //
 // Forward: one warp per token row, lanes stride the C channels in packs of P:
-//   out[n] = wte[tokens[n]] (+ wpe[n % seq]).
+//   out[n] = wte[tokens[n]] (+ wpe[p]), p = positions[n], or n % seq without positions.
 // Backward, deterministic, no atomics on the gradients:
 //   dwte: the token ids of a window of up to 64K tokens are sorted with their positions
 //     (cub's radix sort, stable and deterministic), so every id becomes one run of sorted
-//     positions in token order. wte_backward_kernel then gives each run to one warp per
+//     positions in token order. scatter_runs_kernel then gives each run to one warp per
 //     channel chunk (32 lanes x P channels), which adds dout[position] into a register copy
 //     of the dwte row in token order - the CPU's order - and writes the row back once. No two
 //     runs share a row, so nothing races. Runs longer than kHeavyRun (frequent ids) are split
 //     over the 8 warps of the block and their partial sums added in warp order.
-//   dwpe: one warp per position t, lanes over channels, adding dout[b, t] for b in order.
+//   dwpe: one warp per position t, lanes over channels, adding dout[b, t] for b in order;
+//     with per-token positions, which may repeat anywhere in the batch, the positions are
+//     ids into dwpe and take the sorted-runs path of dwte.
 //
 // Scratch: the sort's keys, positions and temporary storage are static device arrays
 // (about 2 MB, allocated with the module), so a call allocates nothing; as a consequence two
 // embedding_backward calls must not run at the same time on one device (the CUDA backend
-// runs every op on one stream). Ids outside [0, vocab_rows) contribute nothing.
+// runs every op on one stream). Ids outside [0, vocab_rows) (positions outside
+// [0, position_rows)) contribute nothing.
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/check.h"
@@ -32,13 +35,13 @@ constexpr int kRowThreads = kRowWarps * 32;
 
 template <typename T, int P>
 __global__ void __launch_bounds__(kRowThreads)
-    embedding_forward_kernel(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t N,
-                             int64_t seq, int64_t C) {
+    embedding_forward_kernel(T* out, const int32_t* tokens, const int32_t* positions, const T* wte,
+                             const T* wpe, int64_t N, int64_t seq, int64_t C) {
   const int lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   if (n >= N) return;
   const T* tok = wte + static_cast<int64_t>(tokens[n]) * C;
-  const T* pos = wpe ? wpe + (n % seq) * C : nullptr;
+  const T* pos = wpe ? wpe + position_of(positions, n, seq) * C : nullptr;
   T* o = out + n * C;
   for (int c = lane * P; c < C; c += 32 * P) {
     float v[P];
@@ -53,7 +56,7 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-// ---- dwte -------------------------------------------------------------------------------------
+// ---- dwte (and dwpe with positions) -----------------------------------------------------------
 
 constexpr int kSortWindow = 1 << 16;                // tokens sorted at once
 constexpr size_t kSortTempBytes = size_t{1} << 20;  // cub needs a few KB at this size
@@ -83,11 +86,12 @@ __device__ int run_length(const uint32_t* keys, int first, int count, uint32_t k
   }
 }
 
+// Adds the runs of sorted ids into their rows of table (dwte, or dwpe with positions).
 // Block: 256 sorted indices x one chunk of 32 * P channels (blockIdx.y). Warp w looks for the
 // runs that start at its 32 indices; lane l owns channels [chunk + l * P, + P).
 template <typename T, int P>
 __global__ void __launch_bounds__(kRowThreads)
-    wte_backward_kernel(float* dwte, const T* dout, const uint32_t* keys, const int32_t* positions,
+    scatter_runs_kernel(float* table, const T* dout, const uint32_t* keys, const int32_t* positions,
                         int count, int64_t C, uint32_t invalid) {
   constexpr int kMaxHeavy = kRowThreads / (kHeavyRun + 1) + 1;  // disjoint runs > kHeavyRun
   __shared__ int heavy_first[kMaxHeavy], heavy_length[kMaxHeavy];
@@ -114,7 +118,7 @@ __global__ void __launch_bounds__(kRowThreads)
       continue;
     }
     if (owns_channels) {  // no early continue: the lanes stay converged for run_length
-      float* row = dwte + static_cast<int64_t>(key) * C + c;
+      float* row = table + static_cast<int64_t>(key) * C + c;
       float acc[P], d[P];
       load_float(acc, row);
 #pragma unroll 4
@@ -143,7 +147,7 @@ __global__ void __launch_bounds__(kRowThreads)
     for (int k = 0; k < P; ++k) heavy_partial[warp][lane * P + k] = acc[k];
     __syncthreads();
     if (warp == 0 && owns_channels) {
-      float* row = dwte + static_cast<int64_t>(keys[first]) * C + c;
+      float* row = table + static_cast<int64_t>(keys[first]) * C + c;
       load_float(acc, row);
       for (int w = 0; w < kRowWarps; ++w)
 #pragma unroll
@@ -182,31 +186,15 @@ E* symbol_address(const V& symbol) {
   return static_cast<E*>(p);
 }
 
-}  // namespace
-
+// table[ids[n]] += dout[n] for n < N, each row summed in token order: the sort windows and
+// scatter_runs_kernel above. Ids outside [0, rows) contribute nothing.
 template <typename T>
-void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t B,
-                       int64_t seq, int64_t C, cudaStream_t stream) {
-  const int64_t N = B * seq;
-  if (N <= 0 || C <= 0) return;
-  with_pack<T>(can_pack<kPack<T>>(C, out, wte, wpe), [&](auto p) {
-    embedding_forward_kernel<T, decltype(p)::value>
-        <<<blocks_for(N, kRowWarps), kRowThreads, 0, stream>>>(out, tokens, wte, wpe, N, seq, C);
-    KILN_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
-  });
-}
-
-template <typename T>
-void embedding_backward(float* dwte, float* dwpe, const int32_t* tokens, const T* dout, int64_t B,
-                        int64_t seq, int64_t C, int64_t vocab_rows, cudaStream_t stream) {
-  const int64_t N = B * seq;
-  if (N <= 0 || C <= 0) return;
-  KILN_CHECK(vocab_rows > 0 && vocab_rows < (int64_t{1} << 32) - 1 && N < (int64_t{1} << 31),
-             "embedding_backward: vocabulary or token count out of range");
-  const bool packed = can_pack<kPack<T>>(C, dout, dwte, dwpe);
-
-  const auto invalid = static_cast<uint32_t>(vocab_rows);  // sorts after every valid id
-  int end_bit = 1;                                         // the bits of `invalid`
+void scatter_add_rows(float* table, const int32_t* ids, const T* dout, int64_t N, int64_t C,
+                      int64_t rows, bool packed, cudaStream_t stream) {
+  KILN_CHECK(rows > 0 && rows < (int64_t{1} << 32) - 1 && N < (int64_t{1} << 31),
+             "embedding_backward: table rows or token count out of range");
+  const auto invalid = static_cast<uint32_t>(rows);  // sorts after every valid id
+  int end_bit = 1;                                   // the bits of `invalid`
   while (end_bit < 32 && (uint64_t{1} << end_bit) <= invalid) ++end_bit;
   auto* keys = symbol_address<uint32_t>(g_sort_keys);
   auto* positions = symbol_address<int32_t>(g_sort_positions);
@@ -214,7 +202,7 @@ void embedding_backward(float* dwte, float* dwpe, const int32_t* tokens, const T
 
   for (int64_t n0 = 0; n0 < N; n0 += kSortWindow) {  // windows in token order
     const int count = static_cast<int>(std::min<int64_t>(kSortWindow, N - n0));
-    sort_input_kernel<<<blocks_for(count, 256), 256, 0, stream>>>(keys, positions, tokens, n0,
+    sort_input_kernel<<<blocks_for(count, 256), 256, 0, stream>>>(keys, positions, ids, n0,
                                                                   count, invalid);
     KILN_CUDA_CHECK_LAUNCH("sort_input_kernel");
     cub::DoubleBuffer<uint32_t> sorted_keys(keys, keys + kSortWindow);
@@ -232,13 +220,39 @@ void embedding_backward(float* dwte, float* dwpe, const int32_t* tokens, const T
       constexpr int P = decltype(p)::value;
       const dim3 grid(blocks_for(count, kRowThreads),
                       static_cast<unsigned>((C + 32 * P - 1) / (32 * P)));
-      wte_backward_kernel<T, P><<<grid, kRowThreads, 0, stream>>>(
-          dwte, dout, sorted_keys.Current(), sorted_positions.Current(), count, C, invalid);
-      KILN_CUDA_CHECK_LAUNCH("wte_backward_kernel");
+      scatter_runs_kernel<T, P><<<grid, kRowThreads, 0, stream>>>(
+          table, dout, sorted_keys.Current(), sorted_positions.Current(), count, C, invalid);
+      KILN_CUDA_CHECK_LAUNCH("scatter_runs_kernel");
     });
   }
+}
 
-  if (dwpe) {
+}  // namespace
+
+template <typename T>
+void embedding_forward(T* out, const int32_t* tokens, const int32_t* positions, const T* wte,
+                       const T* wpe, int64_t B, int64_t seq, int64_t C, cudaStream_t stream) {
+  const int64_t N = B * seq;
+  if (N <= 0 || C <= 0) return;
+  with_pack<T>(can_pack<kPack<T>>(C, out, wte, wpe), [&](auto p) {
+    embedding_forward_kernel<T, decltype(p)::value>
+        <<<blocks_for(N, kRowWarps), kRowThreads, 0, stream>>>(out, tokens, positions, wte, wpe,
+                                                               N, seq, C);
+    KILN_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
+  });
+}
+
+template <typename T>
+void embedding_backward(float* dwte, float* dwpe, const int32_t* tokens, const int32_t* positions,
+                        const T* dout, int64_t B, int64_t seq, int64_t C, int64_t vocab_rows,
+                        int64_t position_rows, cudaStream_t stream) {
+  const int64_t N = B * seq;
+  if (N <= 0 || C <= 0) return;
+  const bool packed = can_pack<kPack<T>>(C, dout, dwte, dwpe);
+  scatter_add_rows(dwte, tokens, dout, N, C, vocab_rows, packed, stream);
+  if (dwpe && positions) {
+    scatter_add_rows(dwpe, positions, dout, N, C, position_rows, packed, stream);
+  } else if (dwpe) {
     with_pack<T>(packed, [&](auto p) {
       wpe_backward_kernel<T, decltype(p)::value>
           <<<blocks_for(seq, kRowWarps), kRowThreads, 0, stream>>>(dwpe, dout, B, seq, C);
@@ -248,10 +262,10 @@ void embedding_backward(float* dwte, float* dwpe, const int32_t* tokens, const T
 }
 
 #define KILN_INSTANTIATE(T)                                                                       \
-  template void embedding_forward<T>(T*, const int32_t*, const T*, const T*, int64_t, int64_t,    \
-                                     int64_t, cudaStream_t);                                      \
-  template void embedding_backward<T>(float*, float*, const int32_t*, const T*, int64_t, int64_t, \
-                                      int64_t, int64_t, cudaStream_t);
+  template void embedding_forward<T>(T*, const int32_t*, const int32_t*, const T*, const T*,      \
+                                     int64_t, int64_t, int64_t, cudaStream_t);                    \
+  template void embedding_backward<T>(float*, float*, const int32_t*, const int32_t*, const T*,   \
+                                      int64_t, int64_t, int64_t, int64_t, int64_t, cudaStream_t);
 KILN_INSTANTIATE(float)
 KILN_INSTANTIATE(__nv_bfloat16)
 KILN_INSTANTIATE(__half)

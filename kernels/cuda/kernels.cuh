@@ -40,14 +40,16 @@ template <typename T>
 void bias_backward(float* dbias, const T* dout, int64_t N, int64_t C, cudaStream_t stream);
 
 // ---- embedding (kernels/cuda/embedding.cu) --------------------------------------------
+// positions (here and below): null, or the position of each of the B * seq tokens.
 template <typename T>
-void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t B,
-                       int64_t seq, int64_t C, cudaStream_t stream);
-// Deterministic: no atomics on the hot path (tokens sorted or grouped per id).
+void embedding_forward(T* out, const int32_t* tokens, const int32_t* positions, const T* wte,
+                       const T* wpe, int64_t B, int64_t seq, int64_t C, cudaStream_t stream);
+// Deterministic: no atomics on the hot path (tokens sorted or grouped per id). vocab_rows and
+// position_rows: the rows of dwte and dwpe.
 template <typename T>
-void embedding_backward(float* dwte, float* dwpe, const int32_t* tokens, const T* dout,
-                        int64_t B, int64_t seq, int64_t C, int64_t vocab_rows,
-                        cudaStream_t stream);
+void embedding_backward(float* dwte, float* dwpe, const int32_t* tokens, const int32_t* positions,
+                        const T* dout, int64_t B, int64_t seq, int64_t C, int64_t vocab_rows,
+                        int64_t position_rows, cudaStream_t stream);
 
 // ---- normalisation (kernels/cuda/norm.cu) ---------------------------------------------
 template <typename T>
@@ -75,19 +77,23 @@ template <typename T>
 void swiglu_backward(T* dx, const T* x, const T* dout, int64_t N, int64_t F, cudaStream_t stream);
 
 // ---- attention (kernels/cuda/rope.cu, kernels/cuda/attention.cu) -----------------------
-// table: [seq, head_dim/2, 2] float (cos, sin). inverse: the backward rotation.
+// table: [P, head_dim/2, 2] float (cos, sin) by position, P above every position used.
+// inverse: the backward rotation.
 template <typename T>
-void rope(T* qkv, const float* table, const HeadLayout& layout, bool inverse, cudaStream_t stream);
+void rope(T* qkv, const float* table, const int32_t* positions, const HeadLayout& layout,
+          bool inverse, cudaStream_t stream);
 // Flash-attention style: tiles in shared memory, online softmax, only lse[B, H, T] stored.
+// key_starts (here and in backward): null (causal), or the first key each query attends to.
 template <typename T>
-void attention_forward(T* out, float* lse, const T* qkv, const HeadLayout& layout,
-                       cudaStream_t stream);
+void attention_forward(T* out, float* lse, const T* qkv, const int32_t* key_starts,
+                       const HeadLayout& layout, cudaStream_t stream);
 // dqkv overwritten; it must not alias qkv, dout or out. workspace:
 // attention_backward_workspace_bytes(layout) bytes, 4-byte aligned, overlapping nothing.
 // Head dims: 32, 64, 80, 96, 128 (attention_head_dim_supported).
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
-                        const HeadLayout& layout, void* workspace, cudaStream_t stream);
+                        const int32_t* key_starts, const HeadLayout& layout, void* workspace,
+                        cudaStream_t stream);
 size_t attention_backward_workspace_bytes(const HeadLayout& layout);
 // Ops::attention_decode (kernels/cuda/attention_decode.cu): layout.seq new positions per
 // sequence, caches [batch, capacity, n_kv_head * head_dim]; head dims up to 256.

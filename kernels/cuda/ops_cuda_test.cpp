@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -71,13 +72,32 @@ class CudaOps : public testing::TestWithParam<DType> {
   // An accumulator (+=): the same random start on both sides.
   Pair accumulator(Shape shape, DType gpu_type) { return random(shape, gpu_type, 0.1); }
   Pair ids(Shape shape, int64_t below, bool with_masked = false) {
-    Pair p{alloc(*cpu_, cpu_memory_, shape, DType::I32), alloc(*gpu_, gpu_memory_, shape, DType::I32)};
     std::vector<int32_t> values(static_cast<size_t>(shape.numel()));
     for (size_t i = 0; i < values.size(); ++i)
       values[i] = with_masked && i % 7 == 3 ? -1 : static_cast<int32_t>(rng_.below(below));
+    return integers(shape, values);
+  }
+  Pair integers(Shape shape, const std::vector<int32_t>& values) {
+    Pair p{alloc(*cpu_, cpu_memory_, shape, DType::I32), alloc(*gpu_, gpu_memory_, shape, DType::I32)};
     cpu_->copy_from_host(p.cpu, values.data());
     gpu_->copy_from_host(p.gpu, values.data());
     return p;
+  }
+  // Megatron's resets for [batch, seq] rows that pack documents ending at the given columns
+  // of each row: positions restart at 0 and key starts move to each document's first token.
+  std::pair<Pair, Pair> document_resets(int64_t batch, int64_t seq,
+                                        const std::vector<std::vector<int32_t>>& ends) {
+    std::vector<int32_t> positions, starts;
+    for (int64_t b = 0; b < batch; ++b) {
+      int32_t start = 0;
+      for (int32_t t = 0; t < seq; ++t) {
+        positions.push_back(t - start);
+        starts.push_back(start);
+        for (int32_t end : ends[static_cast<size_t>(b)])
+          if (t == end) start = t + 1;
+      }
+    }
+    return {integers({batch, seq}, positions), integers({batch, seq}, starts)};
   }
 
   void expect_close(const Pair& p, const std::string& what, double tol = 0) {
@@ -91,6 +111,8 @@ class CudaOps : public testing::TestWithParam<DType> {
     }
     EXPECT_LE(std::sqrt(diff / std::max(norm, 1e-30)), tol > 0 ? tol : tolerance()) << what;
   }
+
+  void rope_and_attention(int64_t seq, const Pair& positions, const Pair& key_starts);
 
   std::unique_ptr<Ops> cpu_ = make_cpu_ops(2);
   std::unique_ptr<Ops> gpu_;
@@ -153,16 +175,27 @@ TEST_P(CudaOps, Embedding) {
   const Pair tokens = ids({B, T}, V);
   const Pair wte = random({V, C}, dtype()), wpe = random({T, C}, dtype());
   const Pair out = output({B, T, C}, dtype());
-  cpu_->embedding_forward(out.cpu, tokens.cpu, wte.cpu, wpe.cpu);
-  gpu_->embedding_forward(out.gpu, tokens.gpu, wte.gpu, wpe.gpu);
+  cpu_->embedding_forward(out.cpu, tokens.cpu, wte.cpu, wpe.cpu, Tensor{});
+  gpu_->embedding_forward(out.gpu, tokens.gpu, wte.gpu, wpe.gpu, Tensor{});
   expect_close(out, "embedding_forward");
 
   const Pair dout = random({B, T, C}, dtype());
   const Pair dwte = accumulator({V, C}, DType::F32), dwpe = accumulator({T, C}, DType::F32);
-  cpu_->embedding_backward(dwte.cpu, dwpe.cpu, tokens.cpu, dout.cpu);
-  gpu_->embedding_backward(dwte.gpu, dwpe.gpu, tokens.gpu, dout.gpu);
+  cpu_->embedding_backward(dwte.cpu, dwpe.cpu, tokens.cpu, dout.cpu, Tensor{});
+  gpu_->embedding_backward(dwte.gpu, dwpe.gpu, tokens.gpu, dout.gpu, Tensor{});
   expect_close(dwte, "embedding_backward dwte");
   expect_close(dwpe, "embedding_backward dwpe");
+
+  // Per-token positions of packed documents: dwpe takes the sorted path of dwte.
+  const Pair positions = document_resets(B, T, {{0, 30, 31}, {68}}).first;
+  const Pair out_at = output({B, T, C}, dtype());
+  cpu_->embedding_forward(out_at.cpu, tokens.cpu, wte.cpu, wpe.cpu, positions.cpu);
+  gpu_->embedding_forward(out_at.gpu, tokens.gpu, wte.gpu, wpe.gpu, positions.gpu);
+  expect_close(out_at, "embedding_forward with positions");
+  cpu_->embedding_backward(dwte.cpu, dwpe.cpu, tokens.cpu, dout.cpu, positions.cpu);
+  gpu_->embedding_backward(dwte.gpu, dwpe.gpu, tokens.gpu, dout.gpu, positions.gpu);
+  expect_close(dwte, "embedding_backward dwte with positions");
+  expect_close(dwpe, "embedding_backward dwpe with positions");
 }
 
 TEST_P(CudaOps, Norms) {
@@ -214,43 +247,55 @@ TEST_P(CudaOps, Activations) {
   expect_close(dgu, "swiglu_backward");
 }
 
-// RoPE and attention with grouped-query heads, at head dims 64 and 128.
-TEST_P(CudaOps, RopeAndAttention) {
+// RoPE and attention with grouped-query heads, at head dims 64 and 128, over [B, seq] rows;
+// positions and key_starts empty (a default Pair) for plain causal attention.
+void CudaOps::rope_and_attention(int64_t seq, const Pair& positions, const Pair& key_starts) {
+  const std::string resets = positions.cpu.empty() ? "" : " with resets";
   for (int head_dim : {64, 128}) {
+    const std::string what = " hd=" + std::to_string(head_dim) + resets;
     const AttentionShape s{4, 2, head_dim};
     const int64_t W = s.qkv_width(), O = s.n_head * head_dim;
-    cpu_->reserve({B, T, s});
-    gpu_->reserve({B, T, s});
-    std::vector<double> angles(static_cast<size_t>(T * head_dim));
-    for (int64_t t = 0; t < T; ++t)
+    cpu_->reserve({B, seq, s});
+    gpu_->reserve({B, seq, s});
+    std::vector<double> angles(static_cast<size_t>(seq * head_dim));
+    for (int64_t t = 0; t < seq; ++t)
       for (int64_t i = 0; i < head_dim / 2; ++i) {
         const double a = static_cast<double>(t) * std::pow(10000.0, -2.0 * i / head_dim);
         angles[static_cast<size_t>((t * head_dim / 2 + i) * 2)] = std::cos(a);
         angles[static_cast<size_t>((t * head_dim / 2 + i) * 2 + 1)] = std::sin(a);
       }
-    const Pair table = output({T, head_dim / 2, 2}, DType::F32);
+    const Pair table = output({seq, head_dim / 2, 2}, DType::F32);
     copy_from_doubles(*cpu_, table.cpu, angles);
     copy_from_doubles(*gpu_, table.gpu, angles);
 
-    const Pair qkv = random({B, T, W}, dtype());
-    cpu_->rope_forward(qkv.cpu, table.cpu, s);
-    gpu_->rope_forward(qkv.gpu, table.gpu, s);
-    expect_close(qkv, "rope_forward hd=" + std::to_string(head_dim));
+    const Pair qkv = random({B, seq, W}, dtype());
+    cpu_->rope_forward(qkv.cpu, table.cpu, s, positions.cpu);
+    gpu_->rope_forward(qkv.gpu, table.gpu, s, positions.gpu);
+    expect_close(qkv, "rope_forward" + what);
 
-    const Pair out = output({B, T, O}, dtype()), lse = output({B * s.n_head * T}, DType::F32);
-    cpu_->attention_forward(out.cpu, lse.cpu, qkv.cpu, s);
-    gpu_->attention_forward(out.gpu, lse.gpu, qkv.gpu, s);
-    expect_close(out, "attention_forward hd=" + std::to_string(head_dim));
-    expect_close(lse, "attention lse hd=" + std::to_string(head_dim), 1e-5);
+    const Pair out = output({B, seq, O}, dtype()), lse = output({B * s.n_head * seq}, DType::F32);
+    cpu_->attention_forward(out.cpu, lse.cpu, qkv.cpu, s, key_starts.cpu);
+    gpu_->attention_forward(out.gpu, lse.gpu, qkv.gpu, s, key_starts.gpu);
+    expect_close(out, "attention_forward" + what);
+    expect_close(lse, "attention lse" + what, 1e-5);
 
-    const Pair dout = random({B, T, O}, dtype()), dqkv = output({B, T, W}, dtype());
-    cpu_->attention_backward(dqkv.cpu, dout.cpu, qkv.cpu, out.cpu, lse.cpu, s);
-    gpu_->attention_backward(dqkv.gpu, dout.gpu, qkv.gpu, out.gpu, lse.gpu, s);
-    expect_close(dqkv, "attention_backward hd=" + std::to_string(head_dim));
-    cpu_->rope_backward(dqkv.cpu, table.cpu, s);
-    gpu_->rope_backward(dqkv.gpu, table.gpu, s);
-    expect_close(dqkv, "rope_backward hd=" + std::to_string(head_dim));
+    const Pair dout = random({B, seq, O}, dtype()), dqkv = output({B, seq, W}, dtype());
+    cpu_->attention_backward(dqkv.cpu, dout.cpu, qkv.cpu, out.cpu, lse.cpu, s, key_starts.cpu);
+    gpu_->attention_backward(dqkv.gpu, dout.gpu, qkv.gpu, out.gpu, lse.gpu, s, key_starts.gpu);
+    expect_close(dqkv, "attention_backward" + what);
+    cpu_->rope_backward(dqkv.cpu, table.cpu, s, positions.cpu);
+    gpu_->rope_backward(dqkv.gpu, table.gpu, s, positions.gpu);
+    expect_close(dqkv, "rope_backward" + what);
   }
+}
+
+TEST_P(CudaOps, RopeAndAttention) { rope_and_attention(T, Pair{}, Pair{}); }
+
+// Rows of 200 tokens that pack documents of 1 to 129 tokens, so whole K/V tiles of earlier
+// documents are skipped and tiles that hold a boundary are masked element by element.
+TEST_P(CudaOps, RopeAndAttentionWithDocumentResets) {
+  const auto [positions, key_starts] = document_resets(B, 200, {{0, 40, 41, 130}, {63, 64, 199}});
+  rope_and_attention(200, positions, key_starts);
 }
 
 TEST_P(CudaOps, CrossEntropy) {

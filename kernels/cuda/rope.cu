@@ -2,8 +2,8 @@
 // head_dim], in place: the twin of kiln::cpu::rope in kernels/cpu/attention.cpp.
 //
 // Rotate-half pairing: element i of a head pairs with i + head_dim/2 and turns by the angle
-// of table[t, i] = (cos, sin), t = row % seq; the inverse (backward) turns by -angle. Value
-// heads are left alone.
+// of table[t, i] = (cos, sin), t = positions[row], or row % seq without positions; the
+// inverse (backward) turns by -angle. Value heads are left alone.
 //
 // Decomposition: one warp per token row; its lanes walk the (head, i) pairs of the rotated
 // heads, P consecutive i at a time (P-element packs of both halves, 2P floats of table).
@@ -18,14 +18,14 @@ constexpr int kRowThreads = kRowWarps * 32;
 
 template <typename T, int P>
 __global__ void __launch_bounds__(kRowThreads)
-    rope_kernel(T* qkv, const float* table, int64_t rows, int64_t seq, int64_t width, int head_dim,
-                int rotated_heads, float sign) {
+    rope_kernel(T* qkv, const float* table, const int32_t* positions, int64_t rows, int64_t seq,
+                int64_t width, int head_dim, int rotated_heads, float sign) {
   const int lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   if (n >= rows) return;
   const int half = head_dim / 2, packs_per_head = half / P;
   T* row = qkv + n * width;
-  const float* angles = table + (n % seq) * half * 2;
+  const float* angles = table + position_of(positions, n, seq) * half * 2;
   for (int idx = lane; idx < rotated_heads * packs_per_head; idx += 32) {
     const int h = idx / packs_per_head, i = (idx % packs_per_head) * P;
     T* x = row + h * head_dim + i;
@@ -53,7 +53,8 @@ __global__ void __launch_bounds__(kRowThreads)
 }  // namespace
 
 template <typename T>
-void rope(T* qkv, const float* table, const HeadLayout& layout, bool inverse, cudaStream_t stream) {
+void rope(T* qkv, const float* table, const int32_t* positions, const HeadLayout& layout,
+          bool inverse, cudaStream_t stream) {
   const int64_t rows = layout.batch * layout.seq;
   const int head_dim = static_cast<int>(layout.head_dim);
   const int rotated_heads = static_cast<int>(layout.n_head + layout.n_kv_head);
@@ -65,15 +66,17 @@ void rope(T* qkv, const float* table, const HeadLayout& layout, bool inverse, cu
                       reinterpret_cast<uintptr_t>(table) % (2 * P * sizeof(float)) == 0;
   with_pack<T>(packed, [&](auto p) {
     rope_kernel<T, decltype(p)::value><<<blocks_for(rows, kRowWarps), kRowThreads, 0, stream>>>(
-        qkv, table, rows, layout.seq, layout.qkv_width(), head_dim, rotated_heads,
+        qkv, table, positions, rows, layout.seq, layout.qkv_width(), head_dim, rotated_heads,
         inverse ? -1.0f : 1.0f);
     KILN_CUDA_CHECK_LAUNCH("rope_kernel");
   });
 }
 
-template void rope<float>(float*, const float*, const HeadLayout&, bool, cudaStream_t);
-template void rope<__nv_bfloat16>(__nv_bfloat16*, const float*, const HeadLayout&, bool,
-                                  cudaStream_t);
-template void rope<__half>(__half*, const float*, const HeadLayout&, bool, cudaStream_t);
+template void rope<float>(float*, const float*, const int32_t*, const HeadLayout&, bool,
+                          cudaStream_t);
+template void rope<__nv_bfloat16>(__nv_bfloat16*, const float*, const int32_t*, const HeadLayout&,
+                                  bool, cudaStream_t);
+template void rope<__half>(__half*, const float*, const int32_t*, const HeadLayout&, bool,
+                           cudaStream_t);
 
 }  // namespace kiln::cuda

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "trainer/util/sha256.h"
 
 namespace kiln {
 namespace {
@@ -18,21 +19,11 @@ std::string system_error(const std::string& what, const std::string& path) {
   return what + " " + path + ": " + std::strerror(errno);
 }
 
-std::string hex(const unsigned char* bytes, unsigned int n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < n; ++i) {
-    out += digits[bytes[i] >> 4];
-    out += digits[bytes[i] & 15];
-  }
-  return out;
-}
-
 std::string finish_digest(EVP_MD_CTX* ctx) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
   EVP_DigestFinal_ex(ctx, digest, &n);
-  return hex(digest, n);
+  return hex_of(digest, n);
 }
 
 EVP_MD_CTX* new_digest() {

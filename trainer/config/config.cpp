@@ -65,6 +65,10 @@ void for_each_field(C& c, F&& f) {
   f("data", "paths", c.data.paths);
   f("data", "split", c.data.split);
   f("data", "tokenizer", c.data.tokenizer);
+  f("data", "cache_dir", c.data.cache_dir);
+  f("data", "eod_mask_loss", c.data.eod_mask_loss);
+  f("data", "reset_position_ids", c.data.reset_position_ids);
+  f("data", "reset_attention_mask", c.data.reset_attention_mask);
 
   f("parallel", "tp", c.parallel.tp);
   f("parallel", "pp", c.parallel.pp);
@@ -277,6 +281,11 @@ void read_value(const std::string& name, const json& v, T& out) {
     if (!v.is_array()) type_error(name, "a string or an array of strings", v);
     out.clear();
     for (size_t i = 0; i < v.size(); ++i) {
+      // A number is a blend weight in data.paths (0.7, "data/a", 0.3, "data/b").
+      if (v[i].is_number()) {
+        out.push_back(v[i].dump());
+        continue;
+      }
       if (!v[i].is_string()) type_error(name + "[" + std::to_string(i) + "]", "a string", v[i]);
       out.push_back(v[i].get<std::string>());
     }

@@ -61,9 +61,14 @@ struct TrainConfig {
 };
 
 struct DataConfig {
-  std::vector<std::string> paths;  // indexed-dataset prefixes (PREFIX.bin + PREFIX.idx)
+  // Indexed-dataset prefixes (PREFIX.bin + PREFIX.idx), or weight, prefix pairs to blend.
+  std::vector<std::string> paths;
   std::string split = "969,30,1";  // train, valid, test weights over documents
   std::string tokenizer = "byte";
+  std::string cache_dir;            // the datasets' index cache; empty: beside the data
+  bool eod_mask_loss = false;       // no loss on targets that are the end-of-document token
+  bool reset_position_ids = false;  // positions restart after each end-of-document token
+  bool reset_attention_mask = false;  // tokens attend only within their own document
 
   // split as train, valid, test fractions summing to 1 (missing parts are 0).
   std::array<double, 3> split_fractions() const;

@@ -112,7 +112,10 @@ TEST(Config, TypesAreChecked) {
   EXPECT_HAS(error_of({"model.n_layer=\"4\""}), "model.n_layer must be an integer");
   EXPECT_HAS(error_of({"model.n_layer=3000000000"}), "model.n_layer must be an integer from");
   EXPECT_HAS(error_of({"train.seed=-1"}), "train.seed must be an integer from 0");
-  EXPECT_HAS(error_of({"data.paths=[\"a\",3]"}), "data.paths[1] must be a string, got 3");
+  EXPECT_HAS(error_of({"data.paths=[\"a\",true]"}), "data.paths[1] must be a string, got true");
+  // A number in data.paths is a blend weight, kept as its text.
+  EXPECT_EQ(with({"data.paths=[0.7,\"a\",0.3,\"b\"]"}).data.paths,
+            (std::vector<std::string>{"0.7", "a", "0.3", "b"}));
   json j = minimal();
   j["model"]["arch"] = 3;
   EXPECT_EQ(json_error(j), "config: model.arch must be a string, got 3");
@@ -283,7 +286,7 @@ TEST(Config, RoundTrips) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 13}, {"train", 23}, {"data", 3}, {"parallel", 5},
+      {"model", 13}, {"train", 23}, {"data", 7}, {"parallel", 5},
       {"precision", 1}, {"backend", 2}, {"store", 1}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

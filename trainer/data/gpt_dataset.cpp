@@ -2,62 +2,18 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <limits>
 #include <string_view>
 
 #include "kernels/check.h"
+#include "trainer/data/gpt_indices.h"
 
 namespace kiln {
 namespace {
-
-// splitmix64's output function: a fast, well-mixed 64-bit hash. We write our own RNG
-// rather than use <random> distributions or std::shuffle, whose results differ between
-// standard libraries, so a seed picks the same samples on every machine.
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// A seeded pseudo-random permutation of [0, n), evaluated one element at a time: a
-// balanced Feistel network over the smallest 2^(2h) >= n, cycle-walked until the value
-// lands inside [0, n) (a permutation restricted this way stays a permutation; the domain
-// is under 4n, so that takes fewer than 4 steps on average). Unlike a Fisher-Yates table
-// it needs no memory and no state, so any rank can map any index, a resumed run needs
-// nothing saved, and reading samples from several threads is safe.
-class Permutation {
- public:
-  Permutation(uint64_t n, uint64_t key) : n_(n) {
-    while ((uint64_t{1} << (2 * half_bits_)) < n && half_bits_ < 32) ++half_bits_;
-    mask_ = (half_bits_ == 32) ? 0xffffffffULL : (uint64_t{1} << half_bits_) - 1;
-    for (size_t r = 0; r < keys_.size(); ++r) key = keys_[r] = mix64(key + r);
-  }
-
-  uint64_t operator()(uint64_t i) const {
-    uint64_t x = i;
-    do x = round_trip(x);
-    while (x >= n_);
-    return x;
-  }
-
- private:
-  uint64_t round_trip(uint64_t x) const {
-    uint64_t left = x >> half_bits_, right = x & mask_;
-    for (uint64_t key : keys_) {
-      const uint64_t next = left ^ (mix64(right ^ key) & mask_);
-      left = right;
-      right = next;
-    }
-    return (left << half_bits_) | right;
-  }
-
-  uint64_t n_;
-  int half_bits_ = 1;
-  uint64_t mask_ = 1;
-  std::array<uint64_t, 6> keys_{};  // six rounds: well past the four that make it pseudo-random
-};
 
 std::string trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t");
@@ -93,25 +49,10 @@ std::array<double, 3> parse_weights(const std::string& weights) {
   return w;
 }
 
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& name : names) out += (out.empty() ? "" : " + ") + name;
-  return out;
-}
+// Bumped when the arrays' meaning changes, so caches of an older kiln are built again.
+constexpr int kIndexFormat = 1;
 
 }  // namespace
-
-const char* split_name(Split split) {
-  switch (split) {
-    case Split::Train:
-      return "train";
-    case Split::Valid:
-      return "valid";
-    case Split::Test:
-      return "test";
-  }
-  return "?";
-}
 
 std::vector<int64_t> split_boundaries(const std::string& weights, int64_t num_documents) {
   const std::array<double, 3> w = parse_weights(weights);
@@ -128,101 +69,183 @@ std::vector<int64_t> split_boundaries(const std::string& weights, int64_t num_do
   return bounds;
 }
 
-GptDataset::GptDataset(const std::vector<std::string>& prefixes, const std::string& split_weights,
-                       Split which, int seq_len, uint64_t seed)
-    : split_(which), seq_len_(seq_len), seed_(seed) {
-  KILN_CHECK(!prefixes.empty(), "data: no dataset paths given");
-  KILN_CHECK(seq_len >= 1, "data: seq_len must be at least 1, got " + std::to_string(seq_len));
-  const int s = static_cast<int>(which);
-  const std::array<double, 3> weights = parse_weights(split_weights);
-  if (weights[static_cast<size_t>(s)] == 0.0) {
-    fail(std::string("data: the ") + split_name(which) + " split has weight 0 in split \"" +
-         split_weights + "\", so it holds no documents");
+GptDataset::GptDataset(const GptDatasetSpec& spec, std::FILE* log)
+    : spec_(spec), data_(spec.prefix) {
+  const char* split = split_name(spec.which);
+  KILN_CHECK(spec.seq_len >= 1, "data: seq_len must be at least 1, got " + std::to_string(spec.seq_len));
+  KILN_CHECK(spec.num_samples >= 0,
+             "data: asked for " + std::to_string(spec.num_samples) + " samples of " + split);
+  const std::array<double, 3> weights = parse_weights(spec.split);
+  if (weights[static_cast<size_t>(spec.which)] == 0.0) {
+    fail(std::string("data: the ") + split + " split has weight 0 in split \"" + spec.split +
+         "\", so it holds no documents");
   }
-
-  int64_t documents = 0;
-  for (const auto& prefix : prefixes) {
-    datasets_.emplace_back(prefix);
-    documents += datasets_.back().num_documents();
+  const std::vector<int64_t> bounds = split_boundaries(spec.split, data_.num_documents());
+  first_document_ = bounds[static_cast<size_t>(spec.which)];
+  last_document_ = bounds[static_cast<size_t>(spec.which) + 1];
+  KILN_CHECK(last_document_ <= std::numeric_limits<int32_t>::max(),
+             "data: " + spec.prefix + " has more documents than a document index holds (2^31 - 1)");
+  if (last_document_ > first_document_)
+    num_tokens_ = data_.document_tokens(last_document_ - 1).second -
+                  data_.document_tokens(first_document_).first;
+  if (num_tokens_ < static_cast<int64_t>(spec.seq_len) + 1) {
+    fail(std::string("data: the ") + split + " split of " + spec.prefix + " has " +
+         std::to_string(num_tokens_) + " tokens, fewer than one sample of seq_len + 1 = " +
+         std::to_string(spec.seq_len + 1));
   }
-  const std::vector<int64_t> bounds = split_boundaries(split_weights, documents);
-  const int64_t first_doc = bounds[static_cast<size_t>(s)],
-                last_doc = bounds[static_cast<size_t>(s) + 1];
+  if (spec_.num_samples == 0) spec_.num_samples = (num_tokens_ - 1) / spec.seq_len;
+  num_epochs_ = plan_epochs(num_tokens_, spec_.num_samples, spec.seq_len).num_epochs;
 
-  // The split's documents [first_doc, last_doc) of the concatenated corpus fall into each
-  // dataset as one contiguous document range, hence one contiguous token range.
-  int64_t doc_base = 0;
-  for (size_t d = 0; d < datasets_.size(); ++d) {
-    const IndexedDataset& ds = datasets_[d];
-    const int64_t lo = std::max<int64_t>(first_doc - doc_base, 0);
-    const int64_t hi = std::min<int64_t>(last_doc - doc_base, ds.num_documents());
-    doc_base += ds.num_documents();
-    if (lo >= hi) continue;
-    const int64_t begin = ds.document_tokens(lo).first, end = ds.document_tokens(hi - 1).second;
-    if (end > begin) {
-      ranges_.push_back({d, begin, end - begin, num_tokens_});
-      num_tokens_ += end - begin;
+  IndexCache cache(cache_dir_for(spec.prefix, spec.cache_dir),
+                   std::filesystem::path(spec.prefix).filename().string(), split, description());
+  cache_stem_ = cache.stem();
+  const auto start = std::chrono::steady_clock::now();
+  bool built = false;
+  if (cache.complete()) {
+    try {
+      load(cache);
+    } catch (const Error& e) {
+      if (log) std::fprintf(log, "kiln: data: rebuilding a damaged index cache (%s)\n", e.what());
+      built = true;
     }
+  } else {
+    built = true;
   }
+  if (built) {
+    build(cache);
+    load(cache);
+  }
+  if (log) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(log, "kiln: data %s: %s indices of %lld samples (%lld epoch%s) %s %sdescription.json in %.2f s\n",
+                 split, built ? "built" : "loaded", static_cast<long long>(num_samples()),
+                 static_cast<long long>(num_epochs_), num_epochs_ == 1 ? "" : "s",
+                 built ? "into" : "from", cache_stem_.c_str(), seconds);
+  }
+}
 
-  if (num_tokens_ < static_cast<int64_t>(seq_len) + 1) {
-    fail(std::string("data: the ") + split_name(which) + " split of " + join(prefixes) + " has " +
-         std::to_string(num_tokens_) +
-         " tokens, fewer than one sample of seq_len + 1 = " + std::to_string(seq_len + 1));
+nlohmann::json GptDataset::description() const {
+  std::error_code error;
+  const auto idx_bytes = std::filesystem::file_size(spec_.prefix + ".idx", error);
+  return {{"class", "GPTDataset"},
+          {"format", kIndexFormat},
+          {"prefix", std::filesystem::absolute(spec_.prefix).lexically_normal().string()},
+          {"idx_bytes", error ? 0 : idx_bytes},
+          {"documents", data_.num_documents()},
+          {"tokens", data_.num_tokens()},
+          {"split", spec_.split},
+          {"split_documents", {first_document_, last_document_}},
+          {"num_samples", spec_.num_samples},
+          {"seq_len", spec_.seq_len},
+          {"seed", spec_.seed}};
+}
+
+void GptDataset::build(IndexCache& cache) {
+  const EpochPlan plan = plan_epochs(num_tokens_, spec_.num_samples, spec_.seq_len);
+  std::vector<int32_t> documents;
+  std::vector<int64_t> sizes(static_cast<size_t>(last_document_), 0);
+  for (int64_t d = first_document_; d < last_document_; ++d) {
+    documents.push_back(static_cast<int32_t>(d));
+    const auto [begin, end] = data_.document_tokens(d);
+    sizes[static_cast<size_t>(d)] = end - begin;
   }
-  num_samples_ = (num_tokens_ - 1) / seq_len;
-  max_token_id_ = scan_max_token();
+  // One generator, drawn from in Megatron's order: documents first, then samples.
+  NumpyRandomState rng(spec_.seed);
+  const std::vector<int32_t> document_index = build_document_index(documents, plan, rng);
+  const std::vector<int64_t> sample_index =
+      build_sample_index(sizes, document_index, plan, spec_.seq_len);
+  const int64_t samples = static_cast<int64_t>(sample_index.size()) / 2 - 1;
+  const std::vector<int64_t> shuffle = build_shuffle_index(samples, plan, rng);
+
+  write_npy<int32_t>(cache.array_path("document_index"), document_index,
+                     {static_cast<int64_t>(document_index.size())});
+  write_npy<int64_t>(cache.array_path("sample_index"), sample_index, {samples + 1, 2});
+  write_npy<int64_t>(cache.array_path("shuffle_index"), shuffle, {samples});
+  cache.write_description({{"max_token_id", scan_max_token()},
+                           {"num_epochs", plan.num_epochs},
+                           {"separate_final_epoch", plan.separate_final_epoch},
+                           {"tokens_per_epoch", num_tokens_},
+                           {"samples", samples}});
+}
+
+void GptDataset::load(const IndexCache& cache) {
+  document_index_file_ = NpyArray::open<int32_t>(cache.array_path("document_index"));
+  sample_index_file_ = NpyArray::open<int64_t>(cache.array_path("sample_index"));
+  shuffle_index_file_ = NpyArray::open<int64_t>(cache.array_path("shuffle_index"));
+  document_index_ = document_index_file_.values<int32_t>();
+  sample_index_ = sample_index_file_.values<int64_t>();
+  shuffle_ = shuffle_index_file_.values<int64_t>();
+  max_token_id_ = cache.stored()["facts"].value("max_token_id", -1);
+  check_indices();
+}
+
+// The arrays come from a file; a sample read must never leave them or the data, so they
+// are checked whole once (a few ms per million samples) rather than trusted.
+void GptDataset::check_indices() const {
+  const std::string where = cache_stem_ + "*.npy";
+  const int64_t samples = static_cast<int64_t>(shuffle_.size());
+  KILN_CHECK(static_cast<int64_t>(document_index_.size()) == num_documents() * num_epochs_ &&
+                 sample_index_file_.shape() == (std::vector<int64_t>{samples + 1, 2}) &&
+                 samples >= spec_.num_samples && max_token_id_ >= 0,
+             where + ": index shapes do not match the data");
+  for (int32_t d : document_index_)
+    KILN_CHECK(d >= first_document_ && d < last_document_, where + ": document out of the split");
+  const int64_t positions = static_cast<int64_t>(document_index_.size());
+  for (size_t k = 0; k < sample_index_.size(); k += 2)
+    KILN_CHECK(sample_index_[k] >= 0 && sample_index_[k] < positions && sample_index_[k + 1] >= 0,
+               where + ": sample index out of range");
+  for (int64_t j : shuffle_)
+    KILN_CHECK(j >= 0 && j < samples, where + ": shuffle index out of range");
 }
 
 int32_t GptDataset::scan_max_token() const {
   // One pass over the split in bounded pieces; also catches negative ids, which only a
   // signed-dtype file from elsewhere could hold.
   constexpr int64_t kPiece = 1 << 20;
+  const int64_t begin = data_.document_tokens(first_document_).first;
   std::vector<int32_t> buffer(static_cast<size_t>(std::min(kPiece, num_tokens_)));
   int32_t max_id = 0;
   for (int64_t at = 0; at < num_tokens_; at += kPiece) {
     const int64_t n = std::min(kPiece, num_tokens_ - at);
-    read_stream(at, n, buffer.data());
+    data_.read(begin + at, n, buffer.data());
     const auto [lo, hi] = std::minmax_element(buffer.begin(), buffer.begin() + n);
     if (*lo < 0) {
-      fail("data: the " + std::string(split_name(split_)) + " split holds a negative token id " +
-           std::to_string(*lo) + " (corrupt data?)");
+      fail("data: the " + std::string(split_name(spec_.which)) + " split of " + spec_.prefix +
+           " holds a negative token id " + std::to_string(*lo) + " (corrupt data?)");
     }
     max_id = std::max(max_id, *hi);
   }
   return max_id;
 }
 
-int64_t GptDataset::sample_position(int64_t index) const {
-  KILN_CHECK(index >= 0, "data: negative sample index " + std::to_string(index));
-  const auto n = static_cast<uint64_t>(num_samples_);
-  const uint64_t epoch = static_cast<uint64_t>(index) / n,
-                 within = static_cast<uint64_t>(index) % n;
-  if (split_ != Split::Train) return static_cast<int64_t>(within);
-  // A fresh key per (seed, epoch): each epoch is its own permutation.
-  const Permutation perm(n, mix64(seed_ ^ mix64(epoch)));
-  return static_cast<int64_t>(perm(within));
-}
-
 void GptDataset::sample(int64_t index, int32_t* out) const {
-  const int64_t k = sample_position(index);
-  read_stream(k * seq_len_, static_cast<int64_t>(seq_len_) + 1, out);
+  KILN_CHECK(index >= 0 && index < num_samples(),
+             "data: sample " + std::to_string(index) + " of " + split_name(spec_.which) +
+                 " is outside the " + std::to_string(num_samples()) + " its indices hold");
+  const auto k = static_cast<size_t>(shuffle_[static_cast<size_t>(index)]);
+  size_t position = static_cast<size_t>(sample_index_[2 * k]);
+  int64_t offset = sample_index_[2 * k + 1];
+  // seq_len + 1 tokens from (position, offset) on, document after document.
+  int64_t wanted = static_cast<int64_t>(spec_.seq_len) + 1;
+  while (wanted > 0) {
+    KILN_CHECK(position < document_index_.size(), cache_stem_ + "*.npy: a sample runs past the "
+                                                                "end of its document index");
+    const auto [begin, end] = data_.document_tokens(document_index_[position]);
+    const int64_t n = std::min(wanted, end - begin - offset);
+    data_.read(begin + offset, n, out);
+    out += n;
+    wanted -= n;
+    ++position;
+    offset = 0;
+  }
 }
 
-void GptDataset::read_stream(int64_t position, int64_t count, int32_t* out) const {
-  // The last range starting at or before `position`, then onward across ranges.
-  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), position,
-                             [](int64_t pos, const Range& r) { return pos < r.start; });
-  --it;
-  while (count > 0) {
-    const int64_t skip = position - it->start;
-    const int64_t n = std::min(count, it->length - skip);
-    datasets_[it->dataset].read(it->begin + skip, n, out);
-    out += n;
-    position += n;
-    count -= n;
-    ++it;
-  }
+std::string GptDataset::describe() const {
+  return spec_.prefix + " " + split_name(spec_.which) + ": " + std::to_string(num_documents()) +
+         " documents, " + std::to_string(num_tokens_) + " tokens, " +
+         std::to_string(num_samples()) + " samples over " + std::to_string(num_epochs_) +
+         (num_epochs_ == 1 ? " epoch" : " epochs");
 }
 
 }  // namespace kiln

@@ -1,20 +1,27 @@
-// The training dataset, minimal form: one or more indexed datasets read as one corpus,
-// split by documents into train/valid/test, cut into windows of seq_len + 1 tokens.
-// (Megatron's full GPT dataset, with cached document/sample/shuffle indices and blending,
-// extends this later; docs/data.md describes what this one does.)
+// Megatron's GPT dataset over one split of one indexed dataset (PREFIX.bin + .idx).
+//
+// The split's documents are a contiguous run of the file's documents, chosen by the split
+// weights as Megatron chooses them. Its samples are windows of seq_len + 1 tokens that run
+// across document boundaries, visited in a shuffled order; the document, sample and
+// shuffle indices (trainer/data/gpt_indices.h) are built once for the requested number of
+// samples and cached as .npy files beside the data (trainer/data/index_cache.h), then
+// memory-mapped, so a run starts at once the second time and every rank reads the same
+// indices. docs/data.md explains the whole scheme.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "trainer/data/index_cache.h"
 #include "trainer/data/indexed_dataset.h"
+#include "trainer/data/npy_file.h"
+#include "trainer/data/sample_source.h"
 
 namespace kiln {
-
-enum class Split { Train, Valid, Test };
-
-const char* split_name(Split split);  // "train", "valid", "test"
 
 // Parses "98,2,0"-style weights (1 to 3 non-negative numbers, missing ones are 0, not all
 // 0) and returns the document boundaries of the three splits over num_documents documents:
@@ -23,52 +30,51 @@ const char* split_name(Split split);  // "train", "valid", "test"
 // half to even as Python does. Throws kiln::Error on malformed weights.
 std::vector<int64_t> split_boundaries(const std::string& weights, int64_t num_documents);
 
-class GptDataset {
+struct GptDatasetSpec {
+  std::string prefix;
+  std::string split = "969,30,1";  // train, valid, test weights over documents
+  Split which = Split::Train;
+  int64_t num_samples = 0;  // requested: the indices cover at least this many; 0: one epoch
+  int seq_len = 0;
+  uint64_t seed = 0;
+  std::string cache_dir;  // empty: PREFIX's folder/cache
+};
+
+class GptDataset final : public SampleSource {
  public:
-  // prefixes: one or more indexed datasets, their documents taken in order as one corpus.
-  // split_weights: "98,2,0"-style weights; documents are split contiguously by them.
-  GptDataset(const std::vector<std::string>& prefixes, const std::string& split_weights,
-             Split which, int seq_len, uint64_t seed);
+  // Loads the cached indices, or builds and caches them, printing one line to log (when
+  // given) about which it did. kiln::Error on bad data, an empty split or a bad spec.
+  explicit GptDataset(const GptDatasetSpec& spec, std::FILE* log = nullptr);
 
-  // Samples of seq_len + 1 tokens in one pass: (num_tokens() - 1) / seq_len.
-  int64_t num_samples() const { return num_samples_; }
-  // Tokens in this split.
-  int64_t num_tokens() const { return num_tokens_; }
-  int seq_len() const { return seq_len_; }
-  // Largest id in the split's tokens, so the trainer can check it against the vocabulary.
-  int32_t max_token_id() const { return max_token_id_; }
+  int64_t num_samples() const override { return static_cast<int64_t>(shuffle_.size()); }
+  void sample(int64_t index, int32_t* out) const override;
+  int64_t num_tokens() const override { return num_tokens_; }
+  int32_t max_token_id() const override { return max_token_id_; }
+  std::string describe() const override;
 
-  // Fills out[0..seq_len] (seq_len + 1 tokens) with sample `index`. Sample k covers tokens
-  // [k*seq_len, k*seq_len + seq_len + 1) of the split's token stream (documents
-  // concatenated, windows cross document boundaries; neighbouring samples share one token,
-  // the last target of one being the first input of the next). Train visits the samples in
-  // a seeded shuffled order, reshuffled each epoch (index >= num_samples() is the next
-  // epoch); Valid and Test in order, wrapping. Thread-safe: it only reads.
-  void sample(int64_t index, int32_t* out) const;
-
-  // Which sample of the stream `index` visits (the shuffle alone, for tests and tools).
-  int64_t sample_position(int64_t index) const;
+  int64_t num_documents() const { return last_document_ - first_document_; }
+  int64_t num_epochs() const { return num_epochs_; }
+  // Where the index arrays are (ARRAY = document_index, sample_index, shuffle_index).
+  const std::string& cache_stem() const { return cache_stem_; }
 
  private:
-  // A contiguous run of one dataset's .bin that belongs to this split.
-  struct Range {
-    size_t dataset;
-    int64_t begin;   // token offset in that dataset's .bin
-    int64_t length;  // tokens
-    int64_t start;   // token offset of this range in the split's stream
-  };
-
-  void read_stream(int64_t position, int64_t count, int32_t* out) const;
+  nlohmann::json description() const;
+  void build(IndexCache& cache);
+  void load(const IndexCache& cache);
+  void check_indices() const;
   int32_t scan_max_token() const;
 
-  std::vector<IndexedDataset> datasets_;
-  std::vector<Range> ranges_;
-  Split split_;
-  int seq_len_;
-  uint64_t seed_;
+  GptDatasetSpec spec_;
+  IndexedDataset data_;
+  int64_t first_document_ = 0, last_document_ = 0;  // the split: [first, last)
   int64_t num_tokens_ = 0;
-  int64_t num_samples_ = 0;
+  int64_t num_epochs_ = 0;
   int32_t max_token_id_ = 0;
+  std::string cache_stem_;
+  NpyArray document_index_file_, sample_index_file_, shuffle_index_file_;
+  std::span<const int32_t> document_index_;
+  std::span<const int64_t> sample_index_;  // (samples + 1) x 2
+  std::span<const int64_t> shuffle_;
 };
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <numeric>
@@ -19,12 +20,10 @@ namespace fs = std::filesystem;
 
 using test::error_of;
 
-// Two datasets whose token ids are their position in the concatenated corpus, so every
-// expected sample can be written down as a run of consecutive numbers:
-//   a (uint16): 4 documents of 5, 7, 3, 5 tokens, ids 0..19
-//   b (int32):  6 documents of 4, 6, 2, 8, 5, 5 tokens, ids 20..49
-// With split "6,2,2" over the 10 documents: train = a's 4 + b's first 2 (ids 0..29),
-// valid = b's documents 2, 3 (ids 30..39), test = b's documents 4, 5 (ids 40..49).
+// A dataset whose token ids are their position in the file, so a sample's tokens show
+// where they came from: 10 documents of 5, 7, 3, 5, 4, 6, 2, 8, 5, 5 tokens, ids 0..49.
+// Split "6,2,2": train = documents 0..5 (ids 0..29), valid = 6, 7 (ids 30..39), test =
+// 8, 9 (ids 40..49).
 class GptDatasetTest : public testing::Test {
  protected:
   void SetUp() override {
@@ -33,18 +32,15 @@ class GptDatasetTest : public testing::Test {
            ("kiln_gpt_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    int32_t next = 0;
-    write(a(), 257, {5, 7, 3, 5}, next);
-    write(b(), 100000, {4, 6, 2, 8, 5, 5}, next);
+    write(prefix(), {5, 7, 3, 5, 4, 6, 2, 8, 5, 5});
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  std::string a() const { return (dir_ / "a").string(); }
-  std::string b() const { return (dir_ / "b").string(); }
+  std::string prefix() const { return (dir_ / "a").string(); }
 
-  static void write(const std::string& prefix, int64_t vocab, const std::vector<int>& lengths,
-                    int32_t& next) {
-    IndexedDatasetWriter writer(prefix, vocab);
+  static void write(const std::string& prefix, const std::vector<int>& lengths) {
+    IndexedDatasetWriter writer(prefix, 100000);
+    int32_t next = 0;
     for (int length : lengths) {
       std::vector<int32_t> doc(static_cast<size_t>(length));
       std::iota(doc.begin(), doc.end(), next);
@@ -54,16 +50,32 @@ class GptDatasetTest : public testing::Test {
     writer.finish();
   }
 
-  static std::vector<int32_t> sample(const GptDataset& ds, int64_t index) {
-    std::vector<int32_t> out(static_cast<size_t>(ds.seq_len()) + 1);
+  GptDatasetSpec spec(Split which, int64_t samples, int seq_len, uint64_t seed = 1) const {
+    GptDatasetSpec s;
+    s.prefix = prefix();
+    s.split = "6,2,2";
+    s.which = which;
+    s.num_samples = samples;
+    s.seq_len = seq_len;
+    s.seed = seed;
+    return s;
+  }
+
+  static std::vector<int32_t> sample(const SampleSource& ds, int64_t index, int seq_len) {
+    std::vector<int32_t> out(static_cast<size_t>(seq_len) + 1);
     ds.sample(index, out.data());
     return out;
   }
 
-  static std::vector<int32_t> run(int32_t first, int count) {
-    std::vector<int32_t> out(static_cast<size_t>(count));
-    std::iota(out.begin(), out.end(), first);
-    return out;
+  // What a dataset printed to its log.
+  static std::string log_of(const std::function<void(std::FILE*)>& f) {
+    std::FILE* log = std::tmpfile();
+    f(log);
+    std::rewind(log);
+    std::string text;
+    for (int c; (c = std::fgetc(log)) != EOF;) text += static_cast<char>(c);
+    std::fclose(log);
+    return text;
   }
 
   fs::path dir_;
@@ -108,130 +120,133 @@ TEST(SplitBoundaries, RejectsMalformedWeights) {
             "(expected e.g. \"98,2,0\")");
 }
 
-TEST_F(GptDatasetTest, SplitsDocumentsAcrossDatasets) {
-  const GptDataset train({a(), b()}, "6,2,2", Split::Train, 4, 1);
-  const GptDataset valid({a(), b()}, "6,2,2", Split::Valid, 4, 1);
-  const GptDataset test({a(), b()}, "6,2,2", Split::Test, 4, 1);
+TEST_F(GptDatasetTest, SplitsTheDocumentsContiguously) {
+  const GptDataset train(spec(Split::Train, 1, 4)), valid(spec(Split::Valid, 1, 4)),
+      test(spec(Split::Test, 1, 4));
+  EXPECT_EQ(train.num_documents(), 6);
   EXPECT_EQ(train.num_tokens(), 30);
   EXPECT_EQ(valid.num_tokens(), 10);
   EXPECT_EQ(test.num_tokens(), 10);
-  EXPECT_EQ(train.num_samples(), 7);  // (30 - 1) / 4
-  EXPECT_EQ(valid.num_samples(), 2);  // (10 - 1) / 4
   EXPECT_EQ(train.max_token_id(), 29);
   EXPECT_EQ(valid.max_token_id(), 39);
   EXPECT_EQ(test.max_token_id(), 49);
+  // One epoch holds (30 - 1) / 4 = 7 samples, all of them indexed however few were asked.
+  EXPECT_EQ(train.num_samples(), 7);
+  EXPECT_EQ(train.num_epochs(), 1);
 }
 
-TEST_F(GptDatasetTest, ValidSamplesAreWindowsInOrderAndWrap) {
-  const GptDataset valid({a(), b()}, "6,2,2", Split::Valid, 4, 1);
-  EXPECT_EQ(sample(valid, 0), run(30, 5));  // crosses from document 2 (ids 30, 31) into 3
-  EXPECT_EQ(sample(valid, 1), run(34, 5));  // shares id 34 with sample 0
-  EXPECT_EQ(sample(valid, 2), run(30, 5));  // the next pass starts over
-  EXPECT_EQ(sample(valid, 5), run(34, 5));
-  const GptDataset test({a(), b()}, "6,2,2", Split::Test, 3, 1);
-  EXPECT_EQ(test.num_samples(), 3);
-  EXPECT_EQ(sample(test, 2), run(46, 4));
-}
-
-TEST_F(GptDatasetTest, TrainSamplesCrossDocumentAndDatasetBoundaries) {
-  const GptDataset train({a(), b()}, "6,2,2", Split::Train, 4, 7);
-  std::vector<int64_t> seen;
+TEST_F(GptDatasetTest, SamplesAreWindowsOfTheShuffledDocumentStream) {
+  // 40 samples of 4 need 161 tokens: 6 epochs of the 30-token train split.
+  const GptDataset train(spec(Split::Train, 40, 4, 7));
+  EXPECT_EQ(train.num_epochs(), 6);
+  EXPECT_EQ(train.num_samples(), (6 * 30 - 1) / 4);
+  const NpyArray documents = NpyArray::open<int32_t>(train.cache_stem() + "document_index.npy");
+  const NpyArray shuffle = NpyArray::open<int64_t>(train.cache_stem() + "shuffle_index.npy");
+  // Each epoch's documents appear 6 times in all.
+  std::vector<int> seen(6, 0);
+  for (int32_t d : documents.values<int32_t>()) ++seen.at(static_cast<size_t>(d));
+  EXPECT_EQ(seen, std::vector<int>(6, 6));
+  // The stream: the documents' tokens in document-index order. Sample k of the stream is
+  // tokens [4k, 4k + 5); the i-th sample visited is sample shuffle[i].
+  const int lengths[] = {5, 7, 3, 5, 4, 6}, starts[] = {0, 5, 12, 15, 20, 24};
+  std::vector<int32_t> stream;
+  for (int32_t d : documents.values<int32_t>())
+    for (int t = 0; t < lengths[d]; ++t) stream.push_back(starts[d] + t);
+  std::vector<int64_t> order(shuffle.values<int64_t>().begin(), shuffle.values<int64_t>().end());
   for (int64_t i = 0; i < train.num_samples(); ++i) {
-    const int64_t k = train.sample_position(i);
-    // Sample k is tokens [4k, 4k + 5): sample 4 (ids 16..20) spans a's end and b's start.
-    EXPECT_EQ(sample(train, i), run(static_cast<int32_t>(4 * k), 5)) << "index " << i;
-    seen.push_back(k);
+    const auto k = static_cast<size_t>(order[static_cast<size_t>(i)]);
+    EXPECT_EQ(sample(train, i, 4), std::vector<int32_t>(stream.begin() + 4 * k,
+                                                        stream.begin() + 4 * k + 5))
+        << "sample " << i;
   }
-  std::sort(seen.begin(), seen.end());
-  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));
+  std::sort(order.begin(), order.end());
+  for (size_t k = 0; k < order.size(); ++k) ASSERT_EQ(order[k], static_cast<int64_t>(k));
 }
 
-TEST_F(GptDatasetTest, SplitWithinOneDatasetStartsMidFile) {
-  // "1,1" over 10 documents: train = a + b's first document, valid = b's documents 1..5.
-  const GptDataset valid({a(), b()}, "1,1", Split::Valid, 8, 1);
-  EXPECT_EQ(valid.num_tokens(), 26);  // b's documents 1..5: ids 24..49
-  EXPECT_EQ(sample(valid, 0), run(24, 9));
-  EXPECT_EQ(sample(valid, 2), run(40, 9));
+TEST_F(GptDatasetTest, BuiltOnceThenLoadedFromTheCache) {
+  const std::string first = log_of([&](std::FILE* log) { GptDataset ds(spec(Split::Train, 40, 4), log); });
+  EXPECT_NE(first.find("kiln: data train: built indices of 44 samples (6 epochs) into "), std::string::npos)
+      << first;
+  const std::string again = log_of([&](std::FILE* log) { GptDataset ds(spec(Split::Train, 40, 4), log); });
+  EXPECT_NE(again.find("kiln: data train: loaded indices of 44 samples (6 epochs) from "), std::string::npos)
+      << again;
+  // What shapes the indices names the cache: another seed, length or count builds anew.
+  const GptDataset base(spec(Split::Train, 40, 4)), seeded(spec(Split::Train, 40, 4, 2)),
+      longer(spec(Split::Train, 40, 5)), more(spec(Split::Train, 41, 4));
+  EXPECT_EQ(base.cache_stem().substr(0, base.cache_stem().rfind('/')), (dir_ / "cache").string());
+  for (const GptDataset* other : {&seeded, &longer, &more})
+    EXPECT_NE(other->cache_stem(), base.cache_stem());
+  EXPECT_NE(sample(seeded, 0, 4), sample(base, 0, 4));
+  // Megatron's file names: NAME-HASH-SPLIT-ARRAY.npy beside a description.
+  for (const char* array : {"document_index.npy", "sample_index.npy", "shuffle_index.npy",
+                            "description.json"})
+    EXPECT_TRUE(fs::exists(base.cache_stem() + array)) << array;
 }
 
-TEST_F(GptDatasetTest, ShuffleIsAPermutationPerEpochDeterministicBySeed) {
-  // One document of 4001 tokens, seq_len 1: 4000 samples, sample k = {k, k + 1}.
-  const std::string big = (dir_ / "big").string();
-  int32_t next = 0;
-  write(big, 100000, {4001}, next);
-  const GptDataset ds({big}, "1,0,0", Split::Train, 1, 1234);
-  const GptDataset same({big}, "1,0,0", Split::Train, 1, 1234);
-  const GptDataset other({big}, "1,0,0", Split::Train, 1, 99);
-  const int64_t n = ds.num_samples();
-  ASSERT_EQ(n, 4000);
-
-  auto order = [n](const GptDataset& d, int64_t epoch) {
-    std::vector<int64_t> out;
-    for (int64_t i = 0; i < n; ++i) out.push_back(d.sample_position(epoch * n + i));
-    return out;
-  };
-  const std::vector<int64_t> e0 = order(ds, 0), e1 = order(ds, 1);
-  for (const auto& e : {e0, e1}) {
-    std::vector<int64_t> sorted = e;
-    std::sort(sorted.begin(), sorted.end());
-    std::vector<int64_t> identity(static_cast<size_t>(n));
-    std::iota(identity.begin(), identity.end(), 0);
-    EXPECT_EQ(sorted, identity);  // every sample exactly once per epoch
-    EXPECT_NE(e, identity);       // and actually shuffled
+TEST_F(GptDatasetTest, ADamagedCacheIsBuiltAgain) {
+  std::string stem;
+  std::vector<int32_t> want;
+  {
+    const GptDataset ds(spec(Split::Train, 20, 4));
+    stem = ds.cache_stem();
+    want = sample(ds, 3, 4);
   }
-  EXPECT_NE(e0, e1);              // reshuffled each epoch
-  EXPECT_EQ(e0, order(same, 0));  // same seed, same order
-  EXPECT_EQ(e1, order(same, 1));
-  EXPECT_NE(e0, order(other, 0));                       // another seed, another order
-  for (int64_t i : {int64_t{0}, int64_t{17}, n + 5}) {  // contents follow the position
-    const int32_t k = static_cast<int32_t>(ds.sample_position(i));
-    EXPECT_EQ(sample(ds, i), (std::vector<int32_t>{k, k + 1}));
-  }
-  // Pinned, so a change to the shuffle (which would change every run's data order) is seen.
-  EXPECT_EQ((std::vector<int64_t>{e0[0], e0[1], e0[2], e0[3], e1[0]}),
-            (std::vector<int64_t>{1399, 2660, 3201, 3709, 976}));
+  fs::resize_file(stem + "shuffle_index.npy", fs::file_size(stem + "shuffle_index.npy") - 8);
+  const std::string log = log_of([&](std::FILE* f) {
+    const GptDataset ds(spec(Split::Train, 20, 4), f);
+    EXPECT_EQ(sample(ds, 3, 4), want);
+  });
+  EXPECT_NE(log.find("rebuilding a damaged index cache"), std::string::npos) << log;
+  EXPECT_NE(log.find("built indices"), std::string::npos) << log;
 }
 
-TEST_F(GptDatasetTest, SingleSampleSplit) {
-  const std::string tiny = (dir_ / "tiny").string();
-  int32_t next = 0;
-  write(tiny, 257, {3, 2}, next);
-  const GptDataset ds({tiny}, "1", Split::Train, 4, 5);
-  EXPECT_EQ(ds.num_samples(), 1);
-  EXPECT_EQ(sample(ds, 0), run(0, 5));
-  EXPECT_EQ(sample(ds, 3), run(0, 5));
+TEST_F(GptDatasetTest, TheCacheCanLiveElsewhere) {
+  GptDatasetSpec s = spec(Split::Valid, 2, 4);
+  s.cache_dir = (dir_ / "elsewhere").string();
+  const GptDataset ds(s);
+  EXPECT_EQ(ds.cache_stem().rfind(s.cache_dir + "/a-", 0), 0u) << ds.cache_stem();
+  EXPECT_FALSE(fs::exists(dir_ / "cache"));
+  s.cache_dir = "/proc/kiln-cannot-write-here";
+  EXPECT_EQ(error_of([&] { GptDataset bad(s); }).rfind(
+                "data: cannot create the index cache folder /proc/kiln-cannot-write-here: ", 0),
+            0u);
+}
+
+TEST_F(GptDatasetTest, ZeroSamplesMeansOneEpochAndIndicesStayInRange) {
+  const GptDataset valid(spec(Split::Valid, 0, 4));
+  EXPECT_EQ(valid.num_samples(), 2);  // (10 - 1) / 4
+  EXPECT_EQ(valid.num_epochs(), 1);
+  std::vector<int32_t> out(5);
+  EXPECT_EQ(error_of([&] { valid.sample(2, out.data()); }),
+            "data: sample 2 of valid is outside the 2 its indices hold");
+  EXPECT_EQ(error_of([&] { valid.sample(-1, out.data()); }),
+            "data: sample -1 of valid is outside the 2 its indices hold");
 }
 
 TEST_F(GptDatasetTest, RejectsTooShortAndEmptySplits) {
-  EXPECT_EQ(error_of([&] {
-              GptDataset ds({a(), b()}, "6,2,2", Split::Valid, 128, 1);
-            }),
-            "data: the valid split of " + a() + " + " + b() +
-                " has 10 tokens, fewer than one sample of seq_len + 1 = 129");
-  EXPECT_EQ(error_of([&] {
-              GptDataset ds({a(), b()}, "6,2,2", Split::Valid, 10, 1);
-            }),
-            "data: the valid split of " + a() + " + " + b() +
+  EXPECT_EQ(error_of([&] { GptDataset ds(spec(Split::Valid, 1, 10)); }),
+            "data: the valid split of " + prefix() +
                 " has 10 tokens, fewer than one sample of seq_len + 1 = 11");
-  EXPECT_EQ(error_of([&] { GptDataset ds({a(), b()}, "6,2,2", Split::Valid, 9, 1); }), "(no error)");
-  // A positive weight that rounds to no documents: 0.01 of 10 documents.
-  EXPECT_EQ(error_of([&] { GptDataset ds({a()}, "99,1,0", Split::Valid, 4, 1); }),
-            "data: the valid split of " + a() +
+  EXPECT_EQ(error_of([&] { GptDataset ds(spec(Split::Valid, 1, 9)); }), "(no error)");
+  GptDatasetSpec s = spec(Split::Valid, 1, 4);
+  s.split = "99,1,0";  // a positive weight that rounds to no documents: 0.01 of 10
+  EXPECT_EQ(error_of([&] { GptDataset ds(s); }),
+            "data: the valid split of " + prefix() +
                 " has 0 tokens, fewer than one sample of seq_len + 1 = 5");
-  EXPECT_EQ(error_of([&] { GptDataset ds({a()}, "98,2,0", Split::Test, 4, 1); }),
+  s.split = "98,2,0";
+  s.which = Split::Test;
+  EXPECT_EQ(error_of([&] { GptDataset ds(s); }),
             "data: the test split has weight 0 in split \"98,2,0\", so it holds no documents");
-  EXPECT_EQ(error_of([&] { GptDataset ds({a()}, "98,x", Split::Train, 4, 1); }),
+  s.split = "98,x";
+  EXPECT_EQ(error_of([&] { GptDataset ds(s); }),
             "data: split \"98,x\" is malformed: \"x\" is not a non-negative number (expected e.g. "
             "\"98,2,0\")");
-  EXPECT_EQ(error_of([&] { GptDataset ds({}, "1", Split::Train, 4, 1); }),
-            "data: no dataset paths given");
-  EXPECT_EQ(error_of([&] { GptDataset ds({a()}, "1", Split::Train, 0, 1); }),
+  EXPECT_EQ(error_of([&] { GptDataset ds(spec(Split::Train, 1, 0)); }),
             "data: seq_len must be at least 1, got 0");
-  EXPECT_EQ(error_of([&] { GptDataset ds({a() + "-missing"}, "1", Split::Train, 4, 1); }),
-            a() + "-missing.idx: cannot open: No such file or directory");
-  const GptDataset ok({a()}, "1", Split::Train, 4, 1);
-  std::vector<int32_t> out(5);
-  EXPECT_EQ(error_of([&] { ok.sample(-1, out.data()); }), "data: negative sample index -1");
+  s = spec(Split::Train, 1, 4);
+  s.prefix += "-missing";
+  EXPECT_EQ(error_of([&] { GptDataset ds(s); }),
+            prefix() + "-missing.idx: cannot open: No such file or directory");
 }
 
 }  // namespace

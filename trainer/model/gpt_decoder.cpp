@@ -115,11 +115,12 @@ void GptDecoder::forward_chunk(int64_t t) {
   const Tensor attn = chunk.of(attn_), branch = chunk.of(branch_);
   const Tensor fc = chunk.of(fc_), hidden = chunk.of(hidden_);
   ops_.embedding_forward(x, chunk.of(tokens_), wte_,
-                         m.is_llama() ? Tensor{} : wpe_.slice(pos_, pos_ + t));
+                         m.is_llama() ? Tensor{} : wpe_.slice(pos_, pos_ + t), Tensor{});
   for (const Layer& l : layers_) {
     norm(normed, x, l.norm1_weight, l.norm1_bias, t);
     linear(qkv, normed, l.qkv_weight, l.qkv_bias);
-    if (m.is_llama()) ops_.rope_forward(qkv, model_.rope_table().slice(pos_, pos_ + t), heads_);
+    if (m.is_llama())
+      ops_.rope_forward(qkv, model_.rope_table().slice(pos_, pos_ + t), heads_, Tensor{});
     ops_.attention_decode(attn, l.k_cache, l.v_cache, qkv, pos_, heads_);
     linear(branch, attn, l.attn_proj_weight, l.attn_proj_bias);
     ops_.add(x, x, branch);

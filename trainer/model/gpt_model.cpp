@@ -77,6 +77,8 @@ void GptModel::layout() {
   for (Slot& s : slot_) {
     s.tokens = activations_.take({micro_batch_, T}, DType::I32);
     s.targets = activations_.take({micro_batch_, T}, DType::I32);
+    s.positions = activations_.take({micro_batch_, T}, DType::I32);
+    s.key_starts = activations_.take({micro_batch_, T}, DType::I32);
     for (int l = 0; l <= config_.n_layer; ++l) s.residual.push_back(build.take(activations_, C));
     s.final_norm_out = build.take(activations_, C);
     s.logits = build.take(activations_, Vp);
@@ -123,7 +125,7 @@ void GptModel::init_parameter(const Parameter& p, uint64_t seed) {
 }
 
 void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
-                         int slot) {
+                         int slot, const DocumentResets& resets) {
   KILN_CHECK(b >= 1 && b <= micro_batch_ && t >= 1 && t <= config_.seq_len,
              "batch of " + std::to_string(b) + "x" + std::to_string(t) +
                  " exceeds the model's layout " + std::to_string(micro_batch_) + "x" +
@@ -146,6 +148,25 @@ void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t 
     }
     ops_.copy_from_host(batch.of(slot_[s].targets), targets);
   }
+  const auto where = [t](int64_t i) {
+    return " at row " + std::to_string(i / t) + ", column " + std::to_string(i % t);
+  };
+  if (resets.positions) {
+    for (int64_t i = 0; i < b * t; ++i)
+      KILN_CHECK(resets.positions[i] >= 0 && resets.positions[i] < config_.seq_len,
+                 "position id " + std::to_string(resets.positions[i]) + where(i) +
+                     " is outside [0, model.seq_len=" + std::to_string(config_.seq_len) + ")");
+    batch.positions = batch.of(slot_[s].positions);
+    ops_.copy_from_host(batch.positions, resets.positions);
+  }
+  if (resets.attention_starts) {
+    for (int64_t i = 0; i < b * t; ++i)
+      KILN_CHECK(resets.attention_starts[i] >= 0 && resets.attention_starts[i] <= i % t,
+                 "attention start " + std::to_string(resets.attention_starts[i]) + where(i) +
+                     " is outside [0, its column]");
+    batch.key_starts = batch.of(slot_[s].key_starts);
+    ops_.copy_from_host(batch.key_starts, resets.attention_starts);
+  }
 }
 
 double GptModel::forward(int slot) {
@@ -154,7 +175,7 @@ double GptModel::forward(int slot) {
   const Slot& a = slot_[s];
   const Tensor tokens = batch.of(a.tokens);
   ops_.embedding_forward(batch.of(a.residual[0]), tokens, wte_.value,
-                         config_.is_llama() ? Tensor{} : wpe_.value);
+                         config_.is_llama() ? Tensor{} : wpe_.value, batch.positions);
   for (size_t l = 0; l < blocks_.size(); ++l)
     blocks_[l].forward(ops_, batch, batch.of(a.residual[l + 1]), batch.of(a.residual[l]),
                        block_scratch_);
@@ -189,7 +210,7 @@ void GptModel::backward(double dloss, int slot) {
   for (size_t l = blocks_.size(); l-- > 0;)
     blocks_[l].backward(ops_, batch, d_residual, batch.of(a.residual[l]), block_scratch_);
   ops_.embedding_backward(wte_.grad, config_.is_llama() ? Tensor{} : wpe_.grad,
-                          batch.of(a.tokens), d_residual);
+                          batch.of(a.tokens), d_residual, batch.positions);
 }
 
 void GptModel::zero_grad() { ops_.fill(params_.flat_grads(), 0.0); }

@@ -14,6 +14,16 @@
 
 namespace kiln {
 
+// Megatron's resets at document boundaries, for a batch whose rows pack several documents.
+// Either pointer may be null: positions null = 0..t-1 in every row; attention_starts null =
+// plain causal attention.
+struct DocumentResets {
+  const int32_t* positions = nullptr;         // [b * t] each token's position id (GPT-2's
+                                              // learned positions and Llama's RoPE use it)
+  const int32_t* attention_starts = nullptr;  // [b * t] the first column of its own row that
+                                              // each token may attend to (<= its own column)
+};
+
 struct ArenaSize {
   std::string name;
   size_t bytes = 0;
@@ -31,9 +41,11 @@ class GptModel {
   void init_parameters(uint64_t seed);
 
   // Copies b sequences of t tokens into slot `slot`; targets may be null (no loss), and a
-  // target < 0 is masked out of the loss.
+  // target < 0 is masked out of the loss. resets: the position ids and attention starts of
+  // rows that pack several documents (checked here: positions below model.seq_len, starts
+  // within [0, column]); without them the step does no extra work.
   void set_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
-                 int slot = 0);
+                 int slot = 0, const DocumentResets& resets = {});
   // Forward over the slot's batch; returns the mean loss over its unmasked targets
   // (0 without targets).
   double forward(int slot = 0);
@@ -82,6 +94,7 @@ class GptModel {
   Tensor d_residual_;
   struct Slot {
     Tensor tokens, targets;     // [B, T] int32
+    Tensor positions, key_starts;  // [B, T] int32: DocumentResets, when the batch has them
     std::vector<Tensor> residual;  // n_layer + 1 of [B, T, C]: each block's input, then the last output
     Tensor final_norm_out;      // [B, T, C]
     Tensor logits;              // [B, T, padded vocab]; becomes its own gradient in backward

@@ -1,5 +1,6 @@
 // The whole model on the GPU against the CPU: same weights and tokens give the same loss
-// and parameter gradients, for both architectures, in fp32 and in bf16.
+// and parameter gradients, for both architectures, in fp32 and in bf16, plain and with the
+// document resets of rows that pack several documents.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,9 +31,12 @@ struct Case {
   std::string arch;
   DType dtype;
   double loss_tol, grad_tol;
+  bool resets = false;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.arch << "/" << dtype_name(c.dtype); }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.arch << "/" << dtype_name(c.dtype) << (c.resets ? "/resets" : "");
+}
 
 class GpuModelParity : public testing::TestWithParam<Case> {};
 
@@ -55,10 +59,20 @@ TEST_P(GpuModelParity, LossAndGradientsMatchTheCpu) {
     tokens[i] = static_cast<int32_t>((i * 37 + 11) % 300);
     targets[i] = i % 17 == 5 ? -1 : static_cast<int32_t>((i * 53 + 7) % 300);
   }
+  // Row 0 packs documents [0, 21), [21, 22) and [22, 64); row 1 [0, 41) and [41, 64).
+  std::vector<int32_t> positions, starts;
+  for (int32_t i = 0; i < 2 * 64; ++i) {
+    const int32_t t = i % 64;
+    const int32_t start = i < 64 ? (t < 21 ? 0 : t < 22 ? 21 : 22) : (t < 41 ? 0 : 41);
+    starts.push_back(start);
+    positions.push_back(t - start);
+  }
+  const DocumentResets resets =
+      c.resets ? DocumentResets{positions.data(), starts.data()} : DocumentResets{};
   double losses[2];
   GptModel* models[2] = {&cpu, &gpu};
   for (int k = 0; k < 2; ++k) {
-    models[k]->set_batch(tokens.data(), targets.data(), 2, 64);
+    models[k]->set_batch(tokens.data(), targets.data(), 2, 64, 0, resets);
     models[k]->zero_grad();
     losses[k] = models[k]->forward();
     models[k]->backward(1.0 / static_cast<double>(models[k]->target_count()));
@@ -75,9 +89,13 @@ TEST_P(GpuModelParity, LossAndGradientsMatchTheCpu) {
 INSTANTIATE_TEST_SUITE_P(
     ArchDtype, GpuModelParity,
     testing::Values(Case{"gpt2", DType::F32, 1e-5, 1e-4}, Case{"llama", DType::F32, 1e-5, 1e-4},
-                    Case{"gpt2", DType::BF16, 1e-2, 5e-2}, Case{"llama", DType::BF16, 1e-2, 5e-2}),
+                    Case{"gpt2", DType::BF16, 1e-2, 5e-2}, Case{"llama", DType::BF16, 1e-2, 5e-2},
+                    Case{"gpt2", DType::F32, 1e-5, 1e-4, true},
+                    Case{"llama", DType::F32, 1e-5, 1e-4, true},
+                    Case{"llama", DType::BF16, 1e-2, 5e-2, true}),
     [](const auto& info) {
-      return info.param.arch + "_" + std::string(dtype_name(info.param.dtype));
+      return info.param.arch + "_" + std::string(dtype_name(info.param.dtype)) +
+             (info.param.resets ? "_resets" : "");
     });
 
 }  // namespace

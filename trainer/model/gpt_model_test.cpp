@@ -1,10 +1,13 @@
 // The whole model's gradients against central finite differences, in double precision,
-// for both architectures; and a tiny fp32 model that must overfit one batch.
+// for both architectures (plain, and with the document resets of rows that pack several
+// documents); the defining property of those resets; and a tiny fp32 model that must
+// overfit one batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
+#include "tests/error_of.h"
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/util/random.h"
@@ -31,16 +34,16 @@ ModelConfig tiny_model(const std::string& arch) {
 struct Batch2x6 {
   std::vector<int32_t> tokens = {1, 4, 2, 9, 10, 3, 0, 5, 5, 7, 8, 2};
   std::vector<int32_t> targets = {4, 2, 9, 10, 3, 6, 5, 5, -1, 8, 2, 1};  // one masked
+  // Row 0 packs documents [0, 3) and [3, 6), row 1 [0, 1) and [1, 6).
+  std::vector<int32_t> positions = {0, 1, 2, 0, 1, 2, 0, 0, 1, 2, 3, 4};
+  std::vector<int32_t> starts = {0, 0, 0, 3, 3, 3, 0, 1, 1, 1, 1, 1};
 };
 
 class ModelGradients : public testing::TestWithParam<std::string> {};
 
-TEST_P(ModelGradients, MatchFiniteDifferences) {
-  auto ops = make_cpu_ops(2);
-  GptModel model(tiny_model(GetParam()), 2, *ops, DType::F64);
-  model.init_parameters(7);
-  const Batch2x6 batch;
-  model.set_batch(batch.tokens.data(), batch.targets.data(), 2, 6);
+// Checks 6 random elements of every parameter's gradient against finite differences of the
+// loss over the batch the model holds.
+void expect_gradients_match_finite_differences(GptModel& model) {
   model.zero_grad();
   model.forward();
   model.backward(1.0 / static_cast<double>(model.target_count()));
@@ -70,6 +73,105 @@ TEST_P(ModelGradients, MatchFiniteDifferences) {
   }
   EXPECT_GT(checked, 60);
   EXPECT_LT(worst, 1e-5);
+}
+
+TEST_P(ModelGradients, MatchFiniteDifferences) {
+  auto ops = make_cpu_ops(2);
+  GptModel model(tiny_model(GetParam()), 2, *ops, DType::F64);
+  model.init_parameters(7);
+  const Batch2x6 batch;
+  model.set_batch(batch.tokens.data(), batch.targets.data(), 2, 6);
+  expect_gradients_match_finite_differences(model);
+  SCOPED_TRACE("with document resets");
+  model.set_batch(batch.tokens.data(), batch.targets.data(), 2, 6, 0,
+                  {batch.positions.data(), batch.starts.data()});
+  expect_gradients_match_finite_differences(model);
+}
+
+// Megatron's resets make a packed document see only itself: the second document of a row,
+// after both resets, has the logits, loss and parameter gradients it has alone at the start
+// of a row (the first document's targets masked, so it adds no loss).
+TEST_P(ModelGradients, ResetsMakeAPackedDocumentMatchItAlone) {
+  ModelConfig m = tiny_model(GetParam());
+  m.seq_len = 12;
+  auto ops = make_cpu_ops(2);
+  GptModel packed(m, 1, *ops, DType::F64), alone(m, 1, *ops, DType::F64);
+  packed.init_parameters(5);
+  alone.init_parameters(5);
+  const std::vector<int32_t> first = {3, 8, 8, 1, 6}, second = {2, 7, 4, 10, 0, 9, 5};
+  const std::vector<int32_t> second_targets = {7, 4, 10, 0, 9, 5, 1};
+  std::vector<int32_t> tokens = first, targets(first.size(), -1), positions, starts;
+  tokens.insert(tokens.end(), second.begin(), second.end());
+  targets.insert(targets.end(), second_targets.begin(), second_targets.end());
+  for (int32_t t = 0; t < 12; ++t) {
+    positions.push_back(t < 5 ? t : t - 5);
+    starts.push_back(t < 5 ? 0 : 5);
+  }
+  packed.set_batch(tokens.data(), targets.data(), 1, 12, 0, {positions.data(), starts.data()});
+  alone.set_batch(second.data(), second_targets.data(), 1, 7);
+  GptModel* models[] = {&packed, &alone};
+  double losses[2];
+  for (int k = 0; k < 2; ++k) {
+    models[k]->zero_grad();
+    losses[k] = models[k]->forward();
+  }
+  EXPECT_NEAR(losses[0], losses[1], 1e-12);
+  std::vector<float> want, got;
+  for (int64_t t = 0; t < 7; ++t) {
+    packed.logits_row(5 + t, got);
+    alone.logits_row(t, want);
+    for (size_t v = 0; v < want.size(); ++v) EXPECT_FLOAT_EQ(got[v], want[v]) << "token " << t;
+  }
+  for (GptModel* model : models) model->backward(1.0 / 7);
+  for (size_t i = 0; i < packed.parameters().all().size(); ++i) {
+    const Parameter& p = packed.parameters().all()[i];
+    const double* g = p.grad.as<double>();
+    const double* w = alone.parameters().all()[i].grad.as<double>();
+    for (int64_t j = 0; j < p.grad.numel(); ++j)
+      ASSERT_NEAR(g[j], w[j], 1e-12) << p.name << "[" << j << "]";
+  }
+
+  // Without resets the second document sees the first, and its positions continue after it.
+  packed.set_batch(tokens.data(), targets.data(), 1, 12);
+  EXPECT_GT(std::abs(packed.forward() - losses[1]), 1e-3);
+}
+
+// Resets that change nothing (positions 0..t-1, every start 0) give the plain step's
+// results, bit for bit.
+TEST_P(ModelGradients, IdentityResetsChangeNothing) {
+  auto ops = make_cpu_ops(2);
+  GptModel model(tiny_model(GetParam()), 2, *ops);
+  model.init_parameters(7);
+  const Batch2x6 batch;
+  const std::vector<int32_t> positions = {0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5};
+  const std::vector<int32_t> starts(12, 0);
+  model.set_batch(batch.tokens.data(), batch.targets.data(), 2, 6);
+  const double plain = model.forward();
+  model.set_batch(batch.tokens.data(), batch.targets.data(), 2, 6, 0,
+                  {positions.data(), starts.data()});
+  EXPECT_EQ(model.forward(), plain);
+}
+
+TEST_P(ModelGradients, BadResetsAreRefused) {
+  auto ops = make_cpu_ops(2);
+  GptModel model(tiny_model(GetParam()), 2, *ops, DType::F64);
+  const Batch2x6 batch;
+  std::vector<int32_t> positions = batch.positions, starts = batch.starts;
+  const auto set = [&](DocumentResets resets) {
+    return test::error_of([&] { model.set_batch(batch.tokens.data(), nullptr, 2, 6, 0, resets); });
+  };
+  positions[4] = 6;
+  EXPECT_EQ(set({positions.data(), nullptr}),
+            "position id 6 at row 0, column 4 is outside [0, model.seq_len=6)");
+  positions[4] = -1;
+  EXPECT_EQ(set({positions.data(), nullptr}),
+            "position id -1 at row 0, column 4 is outside [0, model.seq_len=6)");
+  starts[8] = 3;
+  EXPECT_EQ(set({nullptr, starts.data()}),
+            "attention start 3 at row 1, column 2 is outside [0, its column]");
+  starts[8] = -1;
+  EXPECT_EQ(set({nullptr, starts.data()}),
+            "attention start -1 at row 1, column 2 is outside [0, its column]");
 }
 
 TEST_P(ModelGradients, PaddingRowsStayZero) {

@@ -34,6 +34,9 @@ struct Batch {
   int64_t b = 0;
   int64_t t = 0;
   int slot = 0;
+  // Its document resets (gpt_model.h), [b, t] I32, as the ops take them: empty when absent.
+  Tensor positions{};
+  Tensor key_starts{};
 
   // The leading [b, t, ...] part of a [micro_batch, seq_len, ...] buffer.
   Tensor of(const Tensor& full) const {

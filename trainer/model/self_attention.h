@@ -1,5 +1,6 @@
 // Causal self-attention: fused QKV projection, RoPE (Llama), attention with grouped-query
-// heads, output projection. Saves the rotated QKV, the attention output and its
+// heads, output projection; the batch's document resets, when it has them, give RoPE its
+// positions and attention its key starts. Saves the rotated QKV, the attention output and its
 // log-sum-exp per slot.
 #pragma once
 

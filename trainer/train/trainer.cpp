@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 #include <tuple>
@@ -11,6 +13,7 @@
 #include <fmt/core.h>
 
 #include "kernels/check.h"
+#include "trainer/data/blended_dataset.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -59,6 +62,30 @@ double ms_since(Clock::time_point start) { return seconds_since(start) * 1e3; }
 
 constexpr auto kPausePoll = std::chrono::milliseconds(200);
 
+// A FILE* whose text is kept in memory until asked for.
+class NoteBuffer {
+ public:
+  NoteBuffer() : file_(open_memstream(&text_, &size_)) {
+    KILN_CHECK(file_ != nullptr, "cannot open a memory stream");
+  }
+  ~NoteBuffer() {
+    std::fclose(file_);
+    std::free(text_);
+  }
+  NoteBuffer(const NoteBuffer&) = delete;
+  NoteBuffer& operator=(const NoteBuffer&) = delete;
+  std::FILE* file() { return file_; }
+  std::string text() {
+    std::fflush(file_);
+    return std::string(text_, size_);
+  }
+
+ private:
+  char* text_ = nullptr;
+  size_t size_ = 0;
+  std::FILE* file_;
+};
+
 }  // namespace
 
 Trainer::Trainer(const Config& config, const RecordOptions& record, const std::string& resume,
@@ -82,16 +109,32 @@ Trainer::Trainer(const Config& config, const RecordOptions& record, const std::s
   if (m.vocab_size < tokenizer_ids)
     fail(fmt::format("model.vocab_size={} is smaller than the tokenizer's {} ids (data.tokenizer={})",
                      m.vocab_size, tokenizer_ids, config_.data.tokenizer));
-  train_data_ = std::make_unique<GptDataset>(config_.data.paths, config_.data.split, Split::Train,
-                                             m.seq_len, config_.train.seed);
-  if (config_.data.split_fractions()[1] > 0)
-    valid_data_ = std::make_unique<GptDataset>(config_.data.paths, config_.data.split,
-                                               Split::Valid, m.seq_len, config_.train.seed);
-  for (const GptDataset* data : {train_data_.get(), valid_data_.get()}) {
+  // Megatron's sample counts: every step's global batch; validation reads the same first
+  // eval_iters micro-batches each time, so its losses compare across the run.
+  const TrainConfig& tc = config_.train;
+  GptDatasetSpec spec;
+  spec.split = config_.data.split;
+  spec.seq_len = m.seq_len;
+  spec.seed = tc.seed;
+  spec.cache_dir = config_.data.cache_dir;
+  spec.num_samples = static_cast<int64_t>(tc.steps) * tc.global_batch;
+  // What the datasets say about their indices waits for the header: a refusal further on
+  // stays one line.
+  NoteBuffer data_notes;
+  train_data_ = open_samples(config_.data.paths, spec, data_notes.file());
+  if (config_.data.split_fractions()[1] > 0 && tc.eval_iters > 0) {
+    spec.which = Split::Valid;
+    spec.num_samples = static_cast<int64_t>(tc.eval_iters) * tc.micro_batch;
+    valid_data_ = open_samples(config_.data.paths, spec, data_notes.file());
+  }
+  for (const SampleSource* data : {train_data_.get(), valid_data_.get()}) {
     if (data && data->max_token_id() >= m.vocab_size)
       fail(fmt::format("data: token id {} in {} is outside model.vocab_size={}",
-                       data->max_token_id(), config_.data.paths.front(), m.vocab_size));
+                       data->max_token_id(), data->describe(), m.vocab_size));
   }
+  batch_ = std::make_unique<TokenBatch>(DocumentOptions{
+      tokenizer_->eod(), config_.data.eod_mask_loss, config_.data.reset_position_ids,
+      config_.data.reset_attention_mask});
 
   const DType dtype = compute_dtype(config_.precision);
   model_ = std::make_unique<GptModel>(m, config_.train.micro_batch, *ops_, dtype,
@@ -129,10 +172,8 @@ Trainer::Trainer(const Config& config, const RecordOptions& record, const std::s
   fmt::print(out_, "kiln: {}, {}; global batch {} = {} micro-batches of {}, {} tokens a step, {} steps\n",
              ops_->name(), config_.precision.dtype, t.global_batch, config_.grad_accum(),
              t.micro_batch, static_cast<int64_t>(t.global_batch) * m.seq_len, t.steps);
-  fmt::print(out_, "kiln: data {}: train {} tokens ({} samples){}\n", config_.data.paths.front(),
-             train_data_->num_tokens(), train_data_->num_samples(),
-             valid_data_ ? fmt::format(", valid {} tokens", valid_data_->num_tokens())
-                         : std::string(", no valid split"));
+  fmt::print(out_, "{}kiln: data {}\n", data_notes.text(), train_data_->describe());
+  if (valid_data_) fmt::print(out_, "kiln: data {}\n", valid_data_->describe());
   std::string memory = "kiln: memory";
   size_t total = optimizer_->bytes();
   for (const ArenaSize& a : model_->memory()) {
@@ -163,17 +204,11 @@ Trainer::Trainer(const Config& config, const RecordOptions& record, const std::s
 
 Trainer::~Trainer() = default;
 
-void Trainer::fill_batch(const GptDataset& data, int64_t first_sample) {
+void Trainer::fill_batch(const SampleSource& data, int64_t first_sample) {
   const int64_t B = config_.train.micro_batch, T = config_.model.seq_len;
-  window_.resize(static_cast<size_t>(T + 1));
-  tokens_.resize(static_cast<size_t>(B * T));
-  targets_.resize(static_cast<size_t>(B * T));
-  for (int64_t b = 0; b < B; ++b) {
-    data.sample(first_sample + b, window_.data());
-    std::copy(window_.begin(), window_.end() - 1, tokens_.begin() + b * T);
-    std::copy(window_.begin() + 1, window_.end(), targets_.begin() + b * T);
-  }
-  model_->set_batch(tokens_.data(), targets_.data(), B, T);
+  batch_->fill(data, first_sample, B, static_cast<int>(T));
+  model_->set_batch(batch_->tokens(), batch_->targets(), B, T, 0,
+                    {batch_->positions(), batch_->attention_starts()});
 }
 
 double Trainer::scheduled_lr(int64_t step) const {
@@ -217,8 +252,9 @@ std::pair<double, double> Trainer::evaluate() {
     const double batch_loss = model_->forward();
     loss += batch_loss;
     nats += batch_loss * static_cast<double>(model_->target_count());
-    for (const int32_t target : targets_)
-      if (target >= 0) bytes += token_bytes_[static_cast<size_t>(target)];
+    const int32_t* targets = batch_->targets();
+    for (int64_t k = 0; k < B * config_.model.seq_len; ++k)
+      if (targets[k] >= 0) bytes += token_bytes_[static_cast<size_t>(targets[k])];
   }
   return {loss / static_cast<double>(config_.train.eval_iters),
           nats / static_cast<double>(std::max<int64_t>(bytes, 1))};

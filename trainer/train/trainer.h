@@ -11,7 +11,8 @@
 #include <optional>
 
 #include "trainer/config/config.h"
-#include "trainer/data/gpt_dataset.h"
+#include "trainer/data/sample_source.h"
+#include "trainer/data/token_batch.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
@@ -58,7 +59,7 @@ class Trainer {
   StepTimes train_step(bool timed);
   // Mean validation loss per token, and per byte of the target tokens' text.
   std::pair<double, double> evaluate();
-  void fill_batch(const GptDataset& data, int64_t first_sample);
+  void fill_batch(const SampleSource& data, int64_t first_sample);
   double scheduled_lr(int64_t step) const;
   store::MetricRow metric_row(int64_t step, double loss, double lr, double grad_norm,
                               double seconds_per_step, const StepTimes& times, double opt_ms) const;
@@ -76,12 +77,12 @@ class Trainer {
   std::FILE* out_;
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<SystemProbe> probe_;
-  std::unique_ptr<GptDataset> train_data_;
-  std::unique_ptr<GptDataset> valid_data_;
+  std::unique_ptr<SampleSource> train_data_;
+  std::unique_ptr<SampleSource> valid_data_;  // null without a valid split or eval_iters
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<AdamW> optimizer_;
   LossScaler loss_scaler_;
-  std::vector<int32_t> window_, tokens_, targets_;
+  std::unique_ptr<TokenBatch> batch_;
   std::unique_ptr<RunRecorder> recorder_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int64_t> token_bytes_;  // bytes of text per id (0 for end-of-document, padding)

@@ -1,0 +1,30 @@
+// What the trainer reads training and validation samples from: a GPT dataset over one
+// indexed dataset's split, or a blend of several (trainer/data/blended_dataset.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+
+enum class Split { Train, Valid, Test };
+
+const char* split_name(Split split);  // "train", "valid", "test"
+
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  // Samples in the order they are visited, at least as many as were asked for.
+  virtual int64_t num_samples() const = 0;
+  // Fills out[0..seq_len] (seq_len + 1 tokens) with the index-th sample visited, index in
+  // [0, num_samples()). Thread-safe: it only reads.
+  virtual void sample(int64_t index, int32_t* out) const = 0;
+  // Tokens in one pass over the split (over every dataset of a blend).
+  virtual int64_t num_tokens() const = 0;
+  // The largest token id in the split, so the trainer can check it against the vocabulary.
+  virtual int32_t max_token_id() const = 0;
+  // One line for the log: where the samples come from.
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace kiln

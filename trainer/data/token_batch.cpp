@@ -1,0 +1,47 @@
+#include "trainer/data/token_batch.h"
+
+#include "kernels/check.h"
+
+namespace kiln {
+
+TokenBatch::TokenBatch(const DocumentOptions& options) : options_(options) {
+  KILN_CHECK(options.eod >= 0 || !(options.eod_mask_loss || options.reset_position_ids ||
+                                   options.reset_attention_mask),
+             "data.eod_mask_loss, data.reset_position_ids and data.reset_attention_mask need a "
+             "tokenizer with an end-of-document token");
+}
+
+void TokenBatch::fill(const SampleSource& data, int64_t first, int64_t rows, int seq_len) {
+  const auto T = static_cast<size_t>(seq_len);
+  const bool resets = options_.reset_position_ids || options_.reset_attention_mask;
+  window_.resize(T + 1);
+  tokens_.resize(static_cast<size_t>(rows) * T);
+  targets_.resize(tokens_.size());
+  positions_.resize(options_.reset_position_ids ? tokens_.size() : 0);
+  starts_.resize(options_.reset_attention_mask ? tokens_.size() : 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    data.sample(first + r, window_.data());
+    const size_t row = static_cast<size_t>(r) * T;
+    int32_t document_start = 0;  // column where the current document began in this row
+    for (size_t i = 0; i < T; ++i) {
+      const int32_t input = window_[i];
+      tokens_[row + i] = input;
+      targets_[row + i] = options_.eod_mask_loss && input == options_.eod ? -1 : window_[i + 1];
+      if (!resets) continue;
+      const auto column = static_cast<int32_t>(i);
+      if (options_.reset_position_ids) positions_[row + i] = column - document_start;
+      if (options_.reset_attention_mask) starts_[row + i] = document_start;
+      if (input == options_.eod) document_start = column + 1;
+    }
+  }
+}
+
+const int32_t* TokenBatch::positions() const {
+  return options_.reset_position_ids ? positions_.data() : nullptr;
+}
+
+const int32_t* TokenBatch::attention_starts() const {
+  return options_.reset_attention_mask ? starts_.data() : nullptr;
+}
+
+}  // namespace kiln
