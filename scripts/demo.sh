@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The demo: prepare the King James Bible (Debian's bible-kjv) as a byte-level corpus on
-# first use, then train the tiny model on it with the embedded defaults and print a
-# sample. Extra arguments go to `kiln train` (e.g. --set train.steps=200).
+# The demo: prepare the King James Bible (Debian's bible-kjv) with a BPE tokenizer learned
+# from it on first use, then train the tiny model on it with the embedded defaults and print
+# a sample. Extra arguments go to `kiln train` (e.g. --set train.steps=200).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
