@@ -11,6 +11,7 @@ packages=(
   libsqlite3-dev sqlite3   # the run store, and the shell to query it
   libssl-dev               # SHA-256 of checkpoint files
   libpcre2-dev             # Unicode regex with JIT for GPT-2's pre-tokenisation
+  libopenmpi-dev openmpi-bin   # multi-process runs: mpirun and the MPI communicator
   bible-kjv                # the demo corpus
   python3-torch python3-numpy   # the PyTorch reference for parity tests and benchmarks
 )

@@ -1,0 +1,53 @@
+// The one interface every parallel layer and the trainer talk through: collectives and
+// point-to-point transfers over a group of ranks. Backends: a single process (every
+// collective is the identity), MPI for tensors in host memory (mpi_communicator.h), and
+// NCCL for GPU tensors. All calls are collective over the communicator's ranks unless said
+// otherwise, and every rank must make them in the same order with the same shapes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace kiln {
+
+enum class ReduceOp { Sum, Max };
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;  // in this communicator
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;  // "single", "mpi", "nccl"
+
+  // x = op over every rank's x, in place.
+  virtual void all_reduce(const Tensor& x, ReduceOp op) = 0;
+  // x = root's x.
+  virtual void broadcast(const Tensor& x, int root) = 0;
+  // out[size * n] = every rank's in[n], in rank order.
+  virtual void all_gather(const Tensor& out, const Tensor& in) = 0;
+  // out[n] = the sum over ranks of slice `rank` of in[size * n].
+  virtual void reduce_scatter(const Tensor& out, const Tensor& in) = 0;
+  // On root, out[size * n] = every rank's in[n] in rank order; out is not touched elsewhere.
+  virtual void gather(const Tensor& out, const Tensor& in, int root) = 0;
+  // Point to point: blocks until the peer's matching call.
+  virtual void send(const Tensor& x, int peer) = 0;
+  virtual void recv(const Tensor& x, int peer) = 0;
+  virtual void barrier() = 0;
+
+  // A communicator over `ranks` (ranks of this communicator, in the new one's order), for
+  // every rank of this one: each passes the group it belongs to, as ParallelLayout names
+  // them. Collective over this communicator.
+  virtual std::unique_ptr<Communicator> split(const std::vector<int>& ranks) = 0;
+};
+
+// World of one: every collective leaves its data as it is (out = in where shapes differ).
+std::unique_ptr<Communicator> make_single_process_communicator();
+
+// Checks shared by the backends: `what` for messages.
+void check_gather_shapes(const Tensor& out, const Tensor& in, int size, const char* what);
+
+}  // namespace kiln

@@ -1,0 +1,48 @@
+#include "trainer/parallel/layout.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/error_of.h"
+
+namespace kiln {
+namespace {
+
+ParallelConfig config(int tp, int pp) {
+  ParallelConfig c;
+  c.tp = tp;
+  c.pp = pp;
+  return c;
+}
+
+TEST(ParallelLayout, OrdersRanksTensorFastestThenDataThenPipeline) {
+  // Megatron's example: 16 ranks, tp 2, pp 4 -> dp 2.
+  const ParallelLayout layout(config(2, 4), 16);
+  EXPECT_EQ(layout.dp(), 2);
+  EXPECT_EQ(layout.name(), "tp2.pp4.dp2");
+  EXPECT_EQ(layout.tensor_group(5), (std::vector<int>{4, 5}));
+  EXPECT_EQ(layout.data_group(5), (std::vector<int>{5, 7}));
+  EXPECT_EQ(layout.pipeline_group(5), (std::vector<int>{1, 5, 9, 13}));
+  const RankCoordinates c = layout.coordinates(11);
+  EXPECT_EQ(c.tp, 1);
+  EXPECT_EQ(c.dp, 1);
+  EXPECT_EQ(c.pp, 2);
+  for (int r = 0; r < 16; ++r) EXPECT_EQ(layout.rank_of(layout.coordinates(r)), r);
+}
+
+TEST(ParallelLayout, OneProcessIsTheTrivialLayout) {
+  const ParallelLayout layout(ParallelConfig{}, 1);
+  EXPECT_EQ(layout.name(), "tp1.pp1.dp1");
+  EXPECT_EQ(layout.data_group(0), std::vector<int>{0});
+}
+
+TEST(ParallelLayout, AWorldThatDoesNotFitIsRefusedWithTheArithmetic) {
+  EXPECT_EQ(test::error_of([] { ParallelLayout layout(config(2, 2), 6); }),
+            "parallel: 6 processes do not fit parallel.tp=2 x parallel.pp=2 = 4: the world size "
+            "must be a multiple of 4 (data-parallel size = world / 4)");
+  EXPECT_EQ(test::error_of([] { ParallelLayout layout(config(2, 1), 1); }),
+            "parallel: 1 processes do not fit parallel.tp=2 x parallel.pp=1 = 2: the world size "
+            "must be a multiple of 2 (data-parallel size = world / 2)");
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,108 @@
+// The MPI communicator on 4 ranks (ctest runs `mpirun -np 4 mpi_tests`): every collective's
+// result written down from the ranks' inputs, and groups split as ParallelLayout names them.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tests/error_of.h"
+#include "trainer/parallel/layout.h"
+#include "trainer/parallel/mpi_communicator.h"
+
+namespace kiln {
+namespace {
+
+template <typename T>
+Tensor host(std::vector<T>& v, DType dtype) {
+  return {v.data(), dtype, {static_cast<int64_t>(v.size())}};
+}
+
+class MpiCommunicatorTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    comm_ = MpiSession::world();
+    ASSERT_EQ(comm_->size(), 4) << "run under mpirun -np 4";
+    r_ = comm_->rank();
+  }
+  std::unique_ptr<Communicator> comm_;
+  int r_ = 0;
+};
+
+TEST_F(MpiCommunicatorTest, AllReduceSumsAndMaxes) {
+  std::vector<float> x{1.0f * r_, 10.0f, -1.0f * r_};
+  comm_->all_reduce(host(x, DType::F32), ReduceOp::Sum);
+  EXPECT_EQ(x, (std::vector<float>{6, 40, -6}));
+  std::vector<double> y{1.0 * r_, -1.0 * r_};
+  comm_->all_reduce(host(y, DType::F64), ReduceOp::Max);
+  EXPECT_EQ(y, (std::vector<double>{3, 0}));
+  std::vector<int64_t> steps{r_ + int64_t{1}};
+  comm_->all_reduce(host(steps, DType::I64), ReduceOp::Sum);
+  EXPECT_EQ(steps[0], 10);
+}
+
+TEST_F(MpiCommunicatorTest, BroadcastGatherAndScatter) {
+  std::vector<int32_t> decision{r_ == 2 ? 7 : 0, r_ == 2 ? 8 : 0};
+  comm_->broadcast(host(decision, DType::I32), 2);
+  EXPECT_EQ(decision, (std::vector<int32_t>{7, 8}));
+
+  std::vector<float> mine{1.0f * r_, 100.0f + r_}, all(8, -1.0f);
+  comm_->all_gather(host(all, DType::F32), host(mine, DType::F32));
+  EXPECT_EQ(all, (std::vector<float>{0, 100, 1, 101, 2, 102, 3, 103}));
+
+  std::vector<float> gathered(8, -1.0f);
+  comm_->gather(host(gathered, DType::F32), host(mine, DType::F32), 0);
+  if (r_ == 0) EXPECT_EQ(gathered, all);
+  else EXPECT_EQ(gathered, std::vector<float>(8, -1.0f));  // untouched off the root
+
+  // Each rank gives 1..8 scaled by its rank + 1; slice r of the sum is (1+2+3+4) x slice r.
+  std::vector<float> full(8), shard(2);
+  for (int i = 0; i < 8; ++i) full[static_cast<size_t>(i)] = static_cast<float>((i + 1) * (r_ + 1));
+  comm_->reduce_scatter(host(shard, DType::F32), host(full, DType::F32));
+  EXPECT_EQ(shard, (std::vector<float>{10.0f * (2 * r_ + 1), 10.0f * (2 * r_ + 2)}));
+}
+
+TEST_F(MpiCommunicatorTest, SendAndReceiveAroundARing) {
+  std::vector<double> out{1.0 * r_}, in{-1.0};
+  const int next = (r_ + 1) % 4, previous = (r_ + 3) % 4;
+  // Even ranks send first, odd ones receive first: no rank waits on a rank that waits.
+  if (r_ % 2 == 0) {
+    comm_->send(host(out, DType::F64), next);
+    comm_->recv(host(in, DType::F64), previous);
+  } else {
+    comm_->recv(host(in, DType::F64), previous);
+    comm_->send(host(out, DType::F64), next);
+  }
+  EXPECT_EQ(in[0], previous);
+  comm_->barrier();
+}
+
+TEST_F(MpiCommunicatorTest, GroupsSplitAsTheLayoutNamesThem) {
+  // tp 2 x dp 2: tensor groups {0, 1}, {2, 3}; data groups {0, 2}, {1, 3}.
+  ParallelConfig config;
+  config.tp = 2;
+  const ParallelLayout layout(config, 4);
+  const auto tensor = comm_->split(layout.tensor_group(r_));
+  const auto data = comm_->split(layout.data_group(r_));
+  EXPECT_EQ(tensor->size(), 2);
+  EXPECT_EQ(tensor->rank(), layout.coordinates(r_).tp);
+  EXPECT_EQ(data->rank(), layout.coordinates(r_).dp);
+  std::vector<float> x{1.0f * r_};
+  tensor->all_reduce(host(x, DType::F32), ReduceOp::Sum);
+  EXPECT_EQ(x[0], r_ < 2 ? 1.0f : 5.0f);
+  std::vector<float> y{1.0f * r_};
+  data->all_reduce(host(y, DType::F32), ReduceOp::Sum);
+  EXPECT_EQ(y[0], r_ % 2 == 0 ? 2.0f : 4.0f);
+}
+
+TEST_F(MpiCommunicatorTest, BadCallsAreRefusedInOneLine) {
+  std::vector<uint16_t> half(2);
+  EXPECT_EQ(test::error_of([&] { comm_->all_reduce(host(half, DType::BF16), ReduceOp::Sum); }),
+            "all_reduce: MPI cannot add bf16 values");
+  std::vector<float> small(3), one(1);
+  EXPECT_EQ(test::error_of([&] { comm_->all_gather(host(small, DType::F32), host(one, DType::F32)); }),
+            "all_gather: [3] fp32 cannot hold 4 x [1] fp32");
+  EXPECT_EQ(test::error_of([&] { comm_->split({(r_ + 1) % 4}); }),
+            "split: rank " + std::to_string(r_) + " is not in the group it was given");
+}
+
+}  // namespace
+}  // namespace kiln
