@@ -50,6 +50,19 @@ TEST(TrainCli, DataShorterThanOneSampleIsRefused) {
   EXPECT_NE(r.output.find("fewer than one sample"), std::string::npos) << r.output;
 }
 
+TEST(TrainCli, ALayoutThatDoesNotFitTheProcessesIsRefused) {
+  CommandResult r = run_command(kiln + " train --set parallel.tp=2");
+  EXPECT_EQ(r.output,
+            "kiln: error: parallel: 1 process does not fit parallel.tp=2 x parallel.pp=1 = 2: the "
+            "world size must be a multiple of 2 (data-parallel size = world / 2)\n");
+  // As mpirun -np 2 would start it (the launcher's variable alone; no MPI is started).
+  r = run_command("OMPI_COMM_WORLD_SIZE=2 " + kiln + " train");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.output,
+            "kiln: error: kiln train was launched as 2 processes (tp1.pp1.dp2); this build trains "
+            "on one process: run it without mpirun\n");
+}
+
 TEST(TrainCli, CudaWithoutGpuIsRefused) {
 #ifdef KILN_HAVE_CUDA
   if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present";

@@ -11,9 +11,10 @@ ParallelLayout::ParallelLayout(const ParallelConfig& config, int world_size)
   KILN_CHECK(tp_ >= 1 && pp_ >= 1 && vpp_ >= 1, "parallel: tp, pp and vpp must be at least 1");
   const int model_parallel = tp_ * pp_;
   if (world_size < 1 || world_size % model_parallel != 0)
-    fail(fmt::format("parallel: {} processes do not fit parallel.tp={} x parallel.pp={} = {}: "
-                     "the world size must be a multiple of {} (data-parallel size = world / {})",
-                     world_size, tp_, pp_, model_parallel, model_parallel, model_parallel));
+    fail(fmt::format("parallel: {} {} not fit parallel.tp={} x parallel.pp={} = {}: the world "
+                     "size must be a multiple of {} (data-parallel size = world / {})",
+                     world_size, world_size == 1 ? "process does" : "processes do", tp_, pp_,
+                     model_parallel, model_parallel, model_parallel));
   dp_ = world_size / model_parallel;
 }
 

@@ -40,7 +40,7 @@ TEST(ParallelLayout, AWorldThatDoesNotFitIsRefusedWithTheArithmetic) {
             "parallel: 6 processes do not fit parallel.tp=2 x parallel.pp=2 = 4: the world size "
             "must be a multiple of 4 (data-parallel size = world / 4)");
   EXPECT_EQ(test::error_of([] { ParallelLayout layout(config(2, 1), 1); }),
-            "parallel: 1 processes do not fit parallel.tp=2 x parallel.pp=1 = 2: the world size "
+            "parallel: 1 process does not fit parallel.tp=2 x parallel.pp=1 = 2: the world size "
             "must be a multiple of 2 (data-parallel size = world / 2)");
 }
 

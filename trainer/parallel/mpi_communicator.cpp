@@ -155,9 +155,7 @@ class MpiCommunicator final : public Communicator {
 }  // namespace
 
 bool MpiSession::launched() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
-    if (std::getenv(name) != nullptr) return true;
-  return false;
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
 }
 
 MpiSession::MpiSession() {

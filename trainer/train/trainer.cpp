@@ -15,6 +15,8 @@
 #include "kernels/check.h"
 #include "trainer/data/blended_dataset.h"
 #include "trainer/data/tokenizer.h"
+#include "trainer/parallel/launch.h"
+#include "trainer/parallel/layout.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/train/backend.h"
@@ -39,18 +41,14 @@ DType compute_dtype(const PrecisionConfig& precision) {
   return DType::F32;
 }
 
+// The layout must fit the processes launched; until the parallel trainer lands, that is one.
 void check_single_process(const ParallelConfig& p) {
-  const int model_parallel = p.tp * p.pp;
-  if (model_parallel != 1)
-    fail(fmt::format("parallel.tp={} x parallel.pp={} needs a multiple of {} processes; this "
-                     "build trains on 1 process",
-                     p.tp, p.pp, model_parallel));
+  const ParallelLayout layout(p, launched_world_size());
+  if (layout.world() > 1)
+    fail(fmt::format("kiln train was launched as {} processes ({}); this build trains on one "
+                     "process: run it without mpirun",
+                     layout.world(), layout.name()));
   if (p.vpp != 1) fail("parallel.vpp needs pipeline parallelism (parallel.pp > 1)");
-}
-
-// Megatron's way of naming a layout; data parallelism fills what the others leave.
-std::string layout_name(const ParallelConfig& p) {
-  return fmt::format("tp{}.pp{}.dp1", p.tp, p.pp);
 }
 
 std::string host_name() {
@@ -188,7 +186,7 @@ Trainer::Trainer(const Config& config, const RecordOptions& record, const std::s
   if (!record.store_path.empty()) {
     store::RunInfo info;
     info.config_json = config_to_json(config_).dump();
-    info.layout = layout_name(config_.parallel);
+    info.layout = ParallelLayout(config_.parallel, 1).name();
     info.backend = ops_->device() == Device::Cuda ? "cuda" : "cpu";
     info.device = probe_->device_name();
     info.host = host_name();
@@ -315,7 +313,7 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   state.lr_scale = lr_scale_;
   state.loss_scaler = loss_scaler_.state();
   state.run_name = run_name_;
-  state.layout = layout_name(config_.parallel);
+  state.layout = ParallelLayout(config_.parallel, 1).name();
   state.config = config_to_json(config_);
   const Clock::time_point start = Clock::now();
   const WrittenCheckpoint written =
