@@ -1,5 +1,6 @@
 #include "cli/train_command.h"
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "cli/store_path.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
+#include "trainer/parallel/world.h"
 #include "trainer/train/trainer.h"
 
 namespace kiln {
@@ -58,8 +60,14 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   record.name_given = !options.name.empty();
   record.command_line = command_line;
   record.tags = options.tags;
-  if (!options.no_store) record.store_path = resolve_store_path(options.store, config.store.path);
-  Trainer trainer(config, record, resume);
+  World world;
+  // Rank 0 speaks for the run: it prints and records; the other ranks train in silence.
+  const bool first = world.comm().rank() == 0;
+  if (!options.no_store && first)
+    record.store_path = resolve_store_path(options.store, config.store.path);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(first ? nullptr : std::fopen("/dev/null", "w"),
+                                                         std::fclose);
+  Trainer trainer(config, world.comm(), record, resume, first ? stdout : quiet.get());
   const TrainSummary summary = trainer.run();
   if (summary.interrupted) throw CLI::RuntimeError(130);
 }

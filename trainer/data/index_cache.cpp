@@ -1,5 +1,7 @@
 #include "trainer/data/index_cache.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -37,7 +39,8 @@ std::string IndexCache::array_path(const std::string& array) const {
 
 void IndexCache::write_description(const nlohmann::json& facts) {
   stored_ = {{"description", description_}, {"facts", facts}};
-  const std::string path = stem_ + "description.json", tmp = path + ".tmp";
+  const std::string path = stem_ + "description.json",
+                    tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp);
     out << stored_.dump(1) << "\n";

@@ -1,5 +1,7 @@
 #include "trainer/data/npy_file.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -74,7 +76,8 @@ void write_npy(const std::string& path, std::span<const T> values, std::vector<i
   header.append(63 - (kPreamble + header.size()) % 64, ' ');
   header += '\n';
 
-  const std::string tmp = path + ".tmp";
+  // The process id keeps apart ranks that build the same cache at once.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail("cannot create " + tmp + ": " + std::strerror(errno));
   const unsigned char preamble[kPreamble] = {

@@ -15,7 +15,7 @@
 namespace kiln {
 
 // Writes values with the given shape (its product must equal values.size()) to path,
-// through path + ".tmp" renamed into place, so a reader never sees a partial file.
+// through path + ".tmp.PID" renamed into place, so a reader never sees a partial file.
 // T is int16_t, int32_t or int64_t.
 template <typename T>
 void write_npy(const std::string& path, std::span<const T> values, std::vector<int64_t> shape);

@@ -3,9 +3,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "kernels/check.h"
 
@@ -57,6 +59,19 @@ int int_count(int64_t n, const char* what) {
   return static_cast<int>(n);
 }
 
+// Waits for a request by polling, then polling with short sleeps, rather than with MPI's busy
+// wait: a rank held at a broadcast (in a paused run, every rank but the one reading the
+// store's commands) then leaves its core idle.
+void wait_idle(MPI_Request& request) {
+  constexpr int kSpins = 1000;
+  int done = 0;
+  for (int spin = 0;; ++spin) {
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "Test");
+    if (done) return;
+    if (spin > kSpins) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
@@ -88,9 +103,11 @@ class MpiCommunicator final : public Communicator {
     auto* bytes = static_cast<char*>(x.data);
     for (int64_t at = 0; at < x.numel(); at += kPiece) {
       const int n = static_cast<int>(std::min(kPiece, x.numel() - at));
-      check(MPI_Bcast(bytes + at * static_cast<int64_t>(dtype_size(x.dtype)), n,
-                      mpi_type(x.dtype), root, comm_),
-            "Bcast");
+      MPI_Request request;
+      check(MPI_Ibcast(bytes + at * static_cast<int64_t>(dtype_size(x.dtype)), n,
+                       mpi_type(x.dtype), root, comm_, &request),
+            "Ibcast");
+      wait_idle(request);
     }
   }
 

@@ -15,7 +15,6 @@
 #include "kernels/check.h"
 #include "trainer/data/blended_dataset.h"
 #include "trainer/data/tokenizer.h"
-#include "trainer/parallel/launch.h"
 #include "trainer/parallel/layout.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -41,14 +40,26 @@ DType compute_dtype(const PrecisionConfig& precision) {
   return DType::F32;
 }
 
-// The layout must fit the processes launched; until the parallel trainer lands, that is one.
-void check_single_process(const ParallelConfig& p) {
-  const ParallelLayout layout(p, launched_world_size());
-  if (layout.world() > 1)
-    fail(fmt::format("kiln train was launched as {} processes ({}); this build trains on one "
-                     "process: run it without mpirun",
-                     layout.world(), layout.name()));
+// Data parallelism over the launched processes; the model-parallel layouts come later.
+ParallelLayout data_parallel_layout(const Config& c, int world_size) {
+  const ParallelConfig& p = c.parallel;
+  const ParallelLayout layout(p, world_size);
+  if (layout.tp() * layout.pp() > 1)
+    fail(fmt::format("parallel.tp={} x parallel.pp={}: tensor and pipeline parallelism are not in "
+                     "this build yet; it trains data-parallel only (tp = pp = 1)",
+                     p.tp, p.pp));
   if (p.vpp != 1) fail("parallel.vpp needs pipeline parallelism (parallel.pp > 1)");
+  if (p.sequence_parallel)
+    fail("parallel.sequence_parallel needs tensor parallelism, which is not in this build yet");
+  if (p.distributed_optimizer)
+    fail("parallel.distributed_optimizer (optimizer state sharded over the data-parallel ranks) "
+         "is not in this build yet");
+  const int64_t per_step = int64_t{c.train.micro_batch} * layout.dp();
+  if (c.train.global_batch % per_step != 0)
+    fail(fmt::format("train.global_batch={} is not a multiple of train.micro_batch={} x {} "
+                     "data-parallel ranks = {}",
+                     c.train.global_batch, c.train.micro_batch, layout.dp(), per_step));
+  return layout;
 }
 
 std::string host_name() {
@@ -86,14 +97,20 @@ class NoteBuffer {
 
 }  // namespace
 
-Trainer::Trainer(const Config& config, const RecordOptions& record, const std::string& resume,
-                 std::FILE* out)
+Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions& record,
+                 const std::string& resume, std::FILE* out)
     : config_(config),
+      world_(world),
       out_(out),
       loss_scaler_(config.precision.dtype == "fp16" ? LossScaler::dynamic() : LossScaler::none()) {
-  check_single_process(config_.parallel);
+  const ParallelLayout layout = data_parallel_layout(config_, world.size());
+  data_parallel_ = layout.dp();
+  accum_ = config_.train.global_batch / (config_.train.micro_batch * data_parallel_);
   KILN_CHECK(!config_.data.paths.empty(), "data.paths is empty: name at least one dataset prefix");
   ops_ = make_ops(config_);
+  if (data_parallel_ > 1 && ops_->device() == Device::Cuda)
+    fail("data parallelism across GPUs needs the NCCL communicator, which is not in this build "
+         "yet; on the GPU, train on one process");
   probe_ = std::make_unique<SystemProbe>(*ops_);
 
   const ModelConfig& m = config_.model;
@@ -167,9 +184,12 @@ Trainer::Trainer(const Config& config, const RecordOptions& record, const std::s
              m.arch, m.n_layer, m.d_model, m.n_head, m.kv_heads(),
              static_cast<double>(model_->parameters().count()) / 1e6, m.vocab_size,
              m.padded_vocab(), m.seq_len);
-  fmt::print(out_, "kiln: {}, {}; global batch {} = {} micro-batches of {}, {} tokens a step, {} steps\n",
-             ops_->name(), config_.precision.dtype, t.global_batch, config_.grad_accum(),
-             t.micro_batch, static_cast<int64_t>(t.global_batch) * m.seq_len, t.steps);
+  fmt::print(out_, "kiln: {}, {}; global batch {} = {} micro-batches of {}{}, {} tokens a step, {} "
+                   "steps\n",
+             ops_->name(), config_.precision.dtype, t.global_batch, accum_, t.micro_batch,
+             data_parallel_ > 1 ? fmt::format(" on each of {} data-parallel ranks", data_parallel_)
+                                : std::string(),
+             static_cast<int64_t>(t.global_batch) * m.seq_len, t.steps);
   fmt::print(out_, "{}kiln: data {}\n", data_notes.text(), train_data_->describe());
   if (valid_data_) fmt::print(out_, "kiln: data {}\n", valid_data_->describe());
   std::string memory = "kiln: memory";
@@ -186,7 +206,7 @@ Trainer::Trainer(const Config& config, const RecordOptions& record, const std::s
   if (!record.store_path.empty()) {
     store::RunInfo info;
     info.config_json = config_to_json(config_).dump();
-    info.layout = ParallelLayout(config_.parallel, 1).name();
+    info.layout = ParallelLayout(config_.parallel, world_.size()).name();
     info.backend = ops_->device() == Device::Cuda ? "cuda" : "cpu";
     info.device = probe_->device_name();
     info.host = host_name();
@@ -214,8 +234,10 @@ double Trainer::scheduled_lr(int64_t step) const {
 }
 
 StepTimes Trainer::train_step(bool timed) {
-  const int accum = config_.grad_accum();
+  const int accum = accum_;
   const int64_t B = config_.train.micro_batch;
+  // This rank's slice of the step's global batch.
+  const int64_t first = consumed_samples_ + world_.rank() * int64_t{accum} * B;
   const double tokens_per_step =
       static_cast<double>(config_.train.global_batch) * config_.model.seq_len;
   // On a logged step each phase waits for the device, so the host clock times the device.
@@ -226,7 +248,7 @@ StepTimes Trainer::train_step(bool timed) {
   model_->zero_grad();
   for (int micro = 0; micro < accum; ++micro) {
     Clock::time_point t0 = Clock::now();
-    fill_batch(*train_data_, consumed_samples_ + micro * B);
+    fill_batch(*train_data_, first + micro * B);
     phase_end();
     times.data_ms += ms_since(t0);
     t0 = Clock::now();
@@ -238,7 +260,17 @@ StepTimes Trainer::train_step(bool timed) {
     phase_end();
     times.bwd_ms += ms_since(t0);
   }
+  if (data_parallel_ > 1) reduce_gradients(times);
   return times;
+}
+
+void Trainer::reduce_gradients(StepTimes& times) {
+  // Each rank's backward weighted its tokens by 1 / (the global batch's tokens), so the sum
+  // over ranks is the global batch's gradient, as one process computes it.
+  world_.all_reduce(model_->parameters().flat_grads(), ReduceOp::Sum);
+  double loss = times.loss;
+  world_.all_reduce(Tensor{&loss, DType::F64, {1}}, ReduceOp::Sum);
+  times.loss = loss / data_parallel_;
 }
 
 std::pair<double, double> Trainer::evaluate() {
@@ -303,6 +335,8 @@ std::string Trainer::apply_setting(const Setting& setting) {
 }
 
 std::string Trainer::save_checkpoint_at(int64_t step) {
+  // The replicas hold the same model and optimizer state: the first one writes it.
+  if (!is_first_rank()) return {};
   const std::string root = (std::filesystem::path(config_.train.checkpoint_dir) / run_name_).string();
   if (saved_step_ == step) return (std::filesystem::path(root) / fmt::format("step-{:08d}", step)).string();
   TrainingState state;
@@ -313,7 +347,7 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   state.lr_scale = lr_scale_;
   state.loss_scaler = loss_scaler_.state();
   state.run_name = run_name_;
-  state.layout = ParallelLayout(config_.parallel, 1).name();
+  state.layout = ParallelLayout(config_.parallel, world_.size()).name();
   state.config = config_to_json(config_);
   const Clock::time_point start = Clock::now();
   const WrittenCheckpoint written =
@@ -355,6 +389,29 @@ SteeringDecision Trainer::steer(int64_t step, bool paused) {
   std::fflush(out_);
   if (decision.pause) recorder_->set_paused(true);
   if (decision.resume) recorder_->set_paused(false);
+  return decision;
+}
+
+SteeringDecision Trainer::share_decision(SteeringDecision decision, bool& interrupted) {
+  if (world_.size() == 1) return decision;
+  // What the step boundary decided, and the settings it may have changed, as rank 0 has
+  // them; small integers travel exactly as doubles.
+  TrainConfig& t = config_.train;
+  double control[] = {static_cast<double>(decision.pause),
+                      static_cast<double>(decision.stop),
+                      static_cast<double>(decision.checkpoint),
+                      static_cast<double>(interrupted),
+                      static_cast<double>(t.log_interval),
+                      static_cast<double>(t.eval_interval),
+                      lr_scale_};
+  world_.broadcast(Tensor{control, DType::F64, {std::size(control)}}, 0);
+  decision.pause = control[0] != 0;
+  decision.stop = control[1] != 0;
+  decision.checkpoint = control[2] != 0;
+  interrupted = control[3] != 0;
+  t.log_interval = static_cast<int>(control[4]);
+  t.eval_interval = static_cast<int>(control[5]);
+  lr_scale_ = control[6];
   return decision;
 }
 
@@ -401,7 +458,8 @@ TrainSummary Trainer::run() {
       fmt::print(stderr, "kiln: warning: the run store could not record the end: {}\n",
                  store_error);
   }
-  if (config_.train.sample_tokens > 0 && !summary.interrupted && !summary.stopped) {
+  if (config_.train.sample_tokens > 0 && !summary.interrupted && !summary.stopped &&
+      is_first_rank()) {
     const TrainConfig& t = config_.train;
     const std::string text = generate(*model_, *tokenizer_, t.sample_prompt, t.sample_tokens,
                                       t.sample_temperature, t.seed);
@@ -448,9 +506,9 @@ void Trainer::train_loop(TrainSummary& summary) {
     summary.steps = step - first_step_ + 1;
 
     // The step boundary: commands first, so a step the run stops or pauses after is logged.
-    const SteeringDecision decision =
-        recorder_ && step < t.steps ? steer(step, false) : SteeringDecision{};
-    const bool interrupted = interrupt_requested();
+    bool interrupted = interrupt_requested();
+    const SteeringDecision decision = share_decision(
+        recorder_ && step < t.steps ? steer(step, false) : SteeringDecision{}, interrupted);
     if (timed || decision.stop || decision.pause || interrupted) {
       // The next interval starts now, so the cost of reporting this one (printing, handing
       // rows to the store) counts in it and not nowhere.
@@ -489,11 +547,18 @@ void Trainer::train_loop(TrainSummary& summary) {
 
     bool stop = decision.stop;
     if (decision.pause && !stop && !interrupted) {
-      double waited_s = 0;
-      stop = wait_while_paused(step, waited_s);
-      not_training_s_ += waited_s;
+      // Rank 0 holds the run while the others wait for its word, idle.
+      const Clock::time_point pause_start = Clock::now();
+      SteeringDecision after;
+      if (is_first_rank()) {
+        double waited_s = 0;
+        after.stop = wait_while_paused(step, waited_s);
+      }
+      interrupted = interrupt_requested();
+      stop = share_decision(after, interrupted).stop;
+      not_training_s_ += seconds_since(pause_start);
     }
-    if (interrupt_requested()) {
+    if (interrupted) {
       summary.interrupted = true;
       fmt::print(out_, "kiln: interrupted; stopped cleanly after step {}\n", step);
       // With periodic checkpoints on, the work since the last one is kept too.

@@ -17,6 +17,7 @@
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/optim/loss_scaler.h"
+#include "trainer/parallel/communicator.h"
 #include "trainer/telemetry/system_probe.h"
 #include "trainer/train/run_recorder.h"
 
@@ -47,8 +48,11 @@ class Trainer {
   // optimizer, restores the checkpoint at `resume` when one is named; prints the run header
   // and memory; creates (or, resuming, continues) the run in the store when
   // record.store_path is set. Throws kiln::Error on bad input, before anything is written.
-  explicit Trainer(const Config& config, const RecordOptions& record = {},
-                   const std::string& resume = {}, std::FILE* out = stdout);
+  // world: the run's processes; with several, they are data-parallel replicas (each reads
+  // its slice of every global batch, gradients are summed over all) and only rank 0
+  // prints, records and writes checkpoints (the caller gives the others no store).
+  Trainer(const Config& config, Communicator& world, const RecordOptions& record = {},
+          const std::string& resume = {}, std::FILE* out = stdout);
   ~Trainer();
 
   TrainSummary run();
@@ -73,7 +77,16 @@ class Trainer {
   // Writes the checkpoint of `step` (once per step) and records it; returns its path.
   std::string save_checkpoint_at(int64_t step);
 
+  // Rank 0's steering at a step boundary, sent to every rank so all act at the same step.
+  SteeringDecision share_decision(SteeringDecision decision, bool& interrupted);
+  // Sums the replicas' gradients (and their losses, averaged) over the data-parallel ranks.
+  void reduce_gradients(StepTimes& times);
+  bool is_first_rank() const { return world_.rank() == 0; }
+
   Config config_;
+  Communicator& world_;
+  int data_parallel_ = 1;
+  int accum_ = 1;  // micro-batches per step on each rank
   std::FILE* out_;
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<SystemProbe> probe_;

@@ -1,0 +1,77 @@
+// End-to-end: kiln train launched by mpirun as data-parallel replicas on the CPU trains the
+// single-process loss curve (fp32 sums in another order only), and a batch the ranks cannot
+// share is refused in one line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tests/corpus_fixture.h"
+#include "tests/run_command.h"
+
+namespace kiln::test {
+namespace {
+
+const std::string kiln = KILN_BINARY;
+
+// mpirun refuses to run as root unless told; CI runs tests as root.
+std::string mpirun(int ranks) {
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
+         std::to_string(ranks) + " ";
+}
+
+std::vector<double> losses(const std::string& output) {
+  static const std::regex loss("loss ([0-9.]+)");
+  std::vector<double> out;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), loss);
+       it != std::sregex_iterator(); ++it)
+    out.push_back(std::stod((*it)[1]));
+  return out;
+}
+
+class DataParallel : public testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef KILN_HAVE_MPI
+    GTEST_SKIP() << "skipped: built without MPI";
+#endif
+  }
+};
+
+TEST_F(DataParallel, TwoRanksTrainTheSingleRankCurve) {
+  const std::string prefix = prepare_corpus(fresh_dir("data_parallel"));
+  // A global batch of 8 in micro-batches of 2: 4 on one rank, 2 on each of two.
+  const std::string args = " train --no-store" + small_run(prefix) +
+                           " --set train.global_batch=8 --set train.steps=20"
+                           " --set train.log_interval=1 --set train.eval_interval=10";
+  const CommandResult single = run_command(kiln + args);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const CommandResult dp2 = run_command(mpirun(2) + kiln + args);
+  ASSERT_EQ(dp2.exit_code, 0) << dp2.output;
+  EXPECT_NE(dp2.output.find("2 micro-batches of 2 on each of 2 data-parallel ranks"),
+            std::string::npos)
+      << dp2.output;
+  const std::vector<double> want = losses(single.output), got = losses(dp2.output);
+  ASSERT_EQ(want.size(), 22u) << single.output;  // 20 steps, 2 validations
+  ASSERT_EQ(got.size(), want.size()) << dp2.output;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_LE(std::abs(got[i] - want[i]), 1e-4 * want[i] + 5e-5) << "loss " << i;
+  // One sample, one header: rank 1 is silent.
+  EXPECT_EQ(dp2.output.find("--- sample"), dp2.output.rfind("--- sample")) << dp2.output;
+}
+
+TEST_F(DataParallel, ABatchTheRanksCannotShareIsRefused) {
+  const std::string prefix = prepare_corpus(fresh_dir("data_parallel_bad"));
+  const CommandResult r = run_command(mpirun(3) + kiln + " train --no-store" + small_run(prefix));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("kiln: error: train.global_batch=4 is not a multiple of "
+                          "train.micro_batch=2 x 3 data-parallel ranks = 6"),
+            std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace kiln::test
