@@ -63,6 +63,30 @@ TEST_F(DataParallel, TwoRanksTrainTheSingleRankCurve) {
   EXPECT_EQ(dp2.output.find("--- sample"), dp2.output.rfind("--- sample")) << dp2.output;
 }
 
+TEST_F(DataParallel, RankZeroRecordsEveryRanksRowsInOneRun) {
+  const std::string dir = fresh_dir("data_parallel_store");
+  const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
+  const CommandResult r = run_command(mpirun(2) + kiln + " train --name dp2 --store " + store +
+                                      small_run(prefix));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const CommandResult csv = run_command(kiln + " runs export dp2 --format csv --store " + store);
+  ASSERT_EQ(csv.exit_code, 0) << csv.output;
+  // run,step,rank,...: steps 2, 4 and 6 logged, each by ranks 0 and 1.
+  std::vector<std::string> step_rank;
+  for (size_t at = csv.output.find('\n') + 1; at < csv.output.size();) {
+    const size_t end = csv.output.find('\n', at);
+    const std::string line = csv.output.substr(at, end - at);
+    const size_t first = line.find(','), second = line.find(',', first + 1),
+                 third = line.find(',', second + 1);
+    step_rank.push_back(line.substr(first + 1, third - first - 1));
+    at = end + 1;
+  }
+  EXPECT_EQ(step_rank, (std::vector<std::string>{"2,0", "2,1", "4,0", "4,1", "6,0", "6,1"}))
+      << csv.output;
+  const CommandResult show = run_command(kiln + " runs show dp2 --store " + store);
+  EXPECT_NE(show.output.find("tp1.pp1.dp2"), std::string::npos) << show.output;
+}
+
 TEST_F(DataParallel, ABatchTheRanksCannotShareIsRefused) {
   const std::string prefix = prepare_corpus(fresh_dir("data_parallel_bad"));
   const CommandResult r = run_command(mpirun(3) + kiln + " train --no-store" + small_run(prefix));

@@ -40,14 +40,11 @@ RunRecorder::RunRecorder(const RecordOptions& options, store::RunInfo info, Syst
   next_system_sample_ = std::chrono::steady_clock::now();
 }
 
-void RunRecorder::log_step(store::MetricRow row) {
-  const MemoryReading memory = probe_.memory();
-  row.mem_used = memory.used;
-  row.mem_peak = memory.peak;
+void RunRecorder::log_step(const store::MetricRow& row) {
   writer_.log_metrics({row});
   const auto now = std::chrono::steady_clock::now();
-  if (now >= next_system_sample_) {
-    writer_.log_system({probe_.sample(row.rank)});
+  if (row.rank == 0 && now >= next_system_sample_) {
+    writer_.log_system({probe_.sample(0)});
     next_system_sample_ = now + kSystemSampleEvery;
   }
 }

@@ -41,8 +41,9 @@ class RunRecorder {
   int64_t run_id() const { return run_id_; }
   const std::string& path() const { return path_; }
 
-  // One logged step of this rank; the memory columns are filled here.
-  void log_step(store::MetricRow row);
+  // One logged step of one rank (rank 0 records every rank's). Now and then, with rank 0's
+  // row, this process's system readings too.
+  void log_step(const store::MetricRow& row);
   void log_valid(int64_t step, double loss);
   void log_event(std::string_view kind, std::string message, int64_t step);
 

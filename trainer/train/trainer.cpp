@@ -265,12 +265,48 @@ StepTimes Trainer::train_step(bool timed) {
 }
 
 void Trainer::reduce_gradients(StepTimes& times) {
+  const Clock::time_point start = Clock::now();
   // Each rank's backward weighted its tokens by 1 / (the global batch's tokens), so the sum
   // over ranks is the global batch's gradient, as one process computes it.
   world_.all_reduce(model_->parameters().flat_grads(), ReduceOp::Sum);
   double loss = times.loss;
   world_.all_reduce(Tensor{&loss, DType::F64, {1}}, ReduceOp::Sum);
   times.loss = loss / data_parallel_;
+  times.comm_ms = ms_since(start);
+}
+
+void Trainer::record_step(store::MetricRow row) {
+  const MemoryReading memory = probe_->memory();
+  row.mem_used = memory.used;
+  row.mem_peak = memory.peak;
+  if (world_.size() == 1) {
+    recorder_->log_step(row);
+    return;
+  }
+  // What differs between ranks travels; step, loss, lr and grad norm are the same on all.
+  double mine[] = {row.tokens_per_s, row.tflops, row.mfu, row.fwd_ms, row.bwd_ms, row.opt_ms,
+                   row.comm_ms, row.data_ms, static_cast<double>(*row.mem_used),
+                   static_cast<double>(*row.mem_peak)};
+  constexpr int64_t kFields = std::size(mine);
+  std::vector<double> all(static_cast<size_t>(kFields * world_.size()));
+  world_.gather(Tensor{all.data(), DType::F64, {static_cast<int64_t>(all.size())}},
+                Tensor{mine, DType::F64, {kFields}}, 0);
+  if (!recorder_) return;
+  for (int r = 0; r < world_.size(); ++r) {
+    const double* v = all.data() + r * kFields;
+    row.rank = r;
+    row.tokens_per_s = v[0];
+    row.tflops = v[1];
+    row.mfu = v[2];
+    row.fwd_ms = v[3];
+    row.bwd_ms = v[4];
+    row.opt_ms = v[5];
+    row.comm_ms = v[6];
+    row.data_ms = v[7];
+    row.mem_used = static_cast<int64_t>(v[8]);
+    row.mem_peak = static_cast<int64_t>(v[9]);
+    recorder_->log_step(row);
+  }
 }
 
 std::pair<double, double> Trainer::evaluate() {
@@ -296,7 +332,7 @@ store::MetricRow Trainer::metric_row(int64_t step, double loss, double lr, doubl
   const int64_t tokens_per_step = static_cast<int64_t>(config_.train.global_batch) * config_.model.seq_len;
   store::MetricRow row;
   row.step = step;
-  row.rank = 0;
+  row.rank = world_.rank();
   row.tokens = step * tokens_per_step;
   row.loss = loss;
   row.lr = lr;
@@ -307,7 +343,7 @@ store::MetricRow Trainer::metric_row(int64_t step, double loss, double lr, doubl
   row.fwd_ms = times.fwd_ms;
   row.bwd_ms = times.bwd_ms;
   row.opt_ms = opt_ms;
-  row.comm_ms = 0;  // one process: nothing to communicate
+  row.comm_ms = times.comm_ms;
   row.data_ms = times.data_ms;
   if (config_.precision.dtype == "fp16") row.loss_scale = loss_scaler_.scale();
   row.skipped_steps = loss_scaler_.skipped_steps();
@@ -527,8 +563,8 @@ void Trainer::train_loop(TrainSummary& summary) {
                  tokens_per_step / per_step, per_step * 1e3,
                  human_duration(per_step * static_cast<double>(t.steps - step)));
       std::fflush(out_);
-      if (recorder_)
-        recorder_->log_step(metric_row(step, summary.train_loss, lr, norm, per_step, times, opt_ms));
+      if (recorder_ || world_.size() > 1)
+        record_step(metric_row(step, summary.train_loss, lr, norm, per_step, times, opt_ms));
     }
     if (has_valid && t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
       const Clock::time_point eval_start = Clock::now();

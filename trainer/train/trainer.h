@@ -40,6 +40,7 @@ struct StepTimes {
   double data_ms = 0;
   double fwd_ms = 0;
   double bwd_ms = 0;
+  double comm_ms = 0;  // summing the gradients over the data-parallel ranks
 };
 
 class Trainer {
@@ -81,6 +82,8 @@ class Trainer {
   SteeringDecision share_decision(SteeringDecision decision, bool& interrupted);
   // Sums the replicas' gradients (and their losses, averaged) over the data-parallel ranks.
   void reduce_gradients(StepTimes& times);
+  // Every rank's row of a logged step, gathered to rank 0, which hands them to the store.
+  void record_step(store::MetricRow row);
   bool is_first_rank() const { return world_.rank() == 0; }
 
   Config config_;
