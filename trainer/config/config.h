@@ -80,6 +80,9 @@ struct ParallelConfig {
   int vpp = 1;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
+  // Elements per data-parallel gradient bucket (Megatron's --ddp-bucket-size): each bucket's
+  // all-reduce starts as soon as backward has finished its gradients.
+  int64_t ddp_bucket_size = 40000000;
 };
 
 struct PrecisionConfig {

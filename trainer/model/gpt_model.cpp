@@ -66,9 +66,16 @@ void GptModel::layout() {
   if (!config_.tie_embeddings)
     head = params_.add("lm_head.weight", {Vp, C}, Init::Normal, config_.init_std, V);
   final_norm_.bind(build, "final_norm");
+  const auto laid_out = [&] {
+    const std::vector<Parameter>& all = params_.all();
+    return all.empty() ? int64_t{0} : all.back().offset + all.back().value.numel();
+  };
+  ready_after_ = {laid_out()};
   blocks_.assign(static_cast<size_t>(config_.n_layer), TransformerBlock{});
-  for (int l = config_.n_layer - 1; l >= 0; --l)
+  for (int l = config_.n_layer - 1; l >= 0; --l) {
     blocks_[static_cast<size_t>(l)].bind(build, l, rope_table_);
+    ready_after_.push_back(laid_out());
+  }
   if (!config_.is_llama()) wpe_ = params_.add("wpe", {T, C}, Init::Normal, config_.init_std);
   wte_ = params_.add("wte", {Vp, C}, Init::Normal, config_.init_std, V);
   lm_head_.bind_shared(config_.tie_embeddings ? wte_ : head);
@@ -193,7 +200,11 @@ double GptModel::forward(int slot) {
   return target_count_[s] > 0 ? sum / static_cast<double>(target_count_[s]) : 0.0;
 }
 
-void GptModel::backward(double dloss, int slot) {
+void GptModel::backward(double dloss, int slot,
+                        const std::function<void(int64_t)>& gradients_ready) {
+  const auto ready = [&](size_t stage) {
+    if (gradients_ready) gradients_ready(ready_after_[stage]);
+  };
   const size_t s = static_cast<size_t>(slot);
   KILN_CHECK(has_targets_[s], "backward needs a batch with targets");
   const Batch& batch = batch_[s];
@@ -207,8 +218,11 @@ void GptModel::backward(double dloss, int slot) {
   const Tensor d_residual = batch.of(d_residual_);
   ops_.fill(d_residual, 0.0);
   final_norm_.backward(ops_, batch, d_residual, d_final, batch.of(a.residual.back()));
-  for (size_t l = blocks_.size(); l-- > 0;)
+  ready(0);
+  for (size_t l = blocks_.size(); l-- > 0;) {
     blocks_[l].backward(ops_, batch, d_residual, batch.of(a.residual[l]), block_scratch_);
+    ready(blocks_.size() - l);
+  }
   ops_.embedding_backward(wte_.grad, config_.is_llama() ? Tensor{} : wpe_.grad,
                           batch.of(a.tokens), d_residual, batch.positions);
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,11 @@ class GptModel {
   // (0 without targets).
   double forward(int slot = 0);
   // Backward from the slot's per-token losses, each weighted by dloss; gradients add up.
-  void backward(double dloss, int slot = 0);
+  // After each layer, gradients_ready (when given) hears how many leading elements of the
+  // flat gradient buffer this backward has finished with: data parallelism starts reducing
+  // them while the earlier layers run.
+  void backward(double dloss, int slot = 0,
+                const std::function<void(int64_t)>& gradients_ready = {});
   void zero_grad();
 
   // The first vocab_size logits of row `row` (= sequence * t + position) of the last
@@ -86,6 +91,9 @@ class GptModel {
   size_t workspace_bytes_ = 0;
 
   Parameter wte_, wpe_;
+  // The flat gradient buffer's elements final after the output layer and final norm, then
+  // after each block in backward order (the embeddings come last: the whole buffer).
+  std::vector<int64_t> ready_after_;
   std::vector<TransformerBlock> blocks_;
   Norm final_norm_;
   Linear lm_head_;

@@ -15,6 +15,13 @@ namespace kiln {
 
 enum class ReduceOp { Sum, Max };
 
+// A collective started and not yet waited for; its tensor must stay untouched until wait().
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -25,6 +32,8 @@ class Communicator {
 
   // x = op over every rank's x, in place.
   virtual void all_reduce(const Tensor& x, ReduceOp op) = 0;
+  // all_reduce, started: it proceeds while the caller computes, until wait().
+  virtual std::unique_ptr<PendingCollective> start_all_reduce(const Tensor& x, ReduceOp op) = 0;
   // x = root's x.
   virtual void broadcast(const Tensor& x, int root) = 0;
   // out[size * n] = every rank's in[n], in rank order.

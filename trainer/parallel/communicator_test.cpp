@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tests/error_of.h"
+#include "trainer/parallel/gradient_buckets.h"
 
 namespace kiln {
 namespace {
@@ -28,6 +29,16 @@ TEST(SingleProcessCommunicator, CollectivesOfOneLeaveTheDataAsItIs) {
             "communicator: no peer 1 in a world of one");
   EXPECT_EQ(test::error_of([&] { comm->broadcast(t, 2); }),
             "communicator: root 2 in a world of one");
+}
+
+TEST(GradientBuckets, CutTheBufferAndFoldAShortTail) {
+  const auto comm = make_single_process_communicator();
+  std::vector<float> grads(10);
+  const Tensor t{grads.data(), DType::F32, {10}};
+  EXPECT_EQ(GradientBuckets(*comm, t, 4).buckets(), 3);    // 4, 4, 2
+  EXPECT_EQ(GradientBuckets(*comm, t, 6).buckets(), 2);    // 6, 4: half a bucket goes alone
+  EXPECT_EQ(GradientBuckets(*comm, t, 100).buckets(), 1);  // one bucket holds it all
+  EXPECT_EQ(GradientBuckets(*comm, t, 9).buckets(), 1);    // a tail of 1 joins the first
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "kernels/check.h"
 
@@ -72,6 +73,22 @@ void wait_idle(MPI_Request& request) {
   }
 }
 
+class MpiPending final : public PendingCollective {
+ public:
+  void add(MPI_Request request) { requests_.push_back(request); }
+  void wait() override {
+    for (MPI_Request& request : requests_) wait_idle(request);
+    requests_.clear();
+  }
+  ~MpiPending() override {
+    // MPI needs every request completed, even on the way out of an error.
+    for (MPI_Request& request : requests_) MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+
+ private:
+  std::vector<MPI_Request> requests_;
+};
+
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
@@ -87,15 +104,22 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
 
-  void all_reduce(const Tensor& x, ReduceOp op) override {
+  void all_reduce(const Tensor& x, ReduceOp op) override { start_all_reduce(x, op)->wait(); }
+
+  std::unique_ptr<PendingCollective> start_all_reduce(const Tensor& x, ReduceOp op) override {
     check_reducible(x, "all_reduce");
+    auto pending = std::make_unique<MpiPending>();
     auto* bytes = static_cast<char*>(x.data);
     for (int64_t at = 0; at < x.numel(); at += kPiece) {
       const int n = static_cast<int>(std::min(kPiece, x.numel() - at));
-      check(MPI_Allreduce(MPI_IN_PLACE, bytes + at * static_cast<int64_t>(dtype_size(x.dtype)), n,
-                          mpi_type(x.dtype), op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_),
-            "Allreduce");
+      MPI_Request request;
+      check(MPI_Iallreduce(MPI_IN_PLACE, bytes + at * static_cast<int64_t>(dtype_size(x.dtype)), n,
+                           mpi_type(x.dtype), op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_,
+                           &request),
+            "Iallreduce");
+      pending->add(request);
     }
+    return pending;
   }
 
   void broadcast(const Tensor& x, int root) override {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tests/error_of.h"
+#include "trainer/parallel/gradient_buckets.h"
 #include "trainer/parallel/layout.h"
 #include "trainer/parallel/mpi_communicator.h"
 
@@ -91,6 +92,18 @@ TEST_F(MpiCommunicatorTest, GroupsSplitAsTheLayoutNamesThem) {
   std::vector<float> y{1.0f * r_};
   data->all_reduce(host(y, DType::F32), ReduceOp::Sum);
   EXPECT_EQ(y[0], r_ % 2 == 0 ? 2.0f : 4.0f);
+}
+
+TEST_F(MpiCommunicatorTest, GradientBucketsSumEveryBucketOverTheRanks) {
+  // 10 elements in buckets of 4: [0, 4), [4, 8), [8, 10); rank r holds (r + 1) x (i + 1).
+  std::vector<float> grads(10);
+  for (int i = 0; i < 10; ++i) grads[static_cast<size_t>(i)] = static_cast<float>((r_ + 1) * (i + 1));
+  GradientBuckets buckets(*comm_, host(grads, DType::F32), 4);
+  EXPECT_EQ(buckets.buckets(), 3);
+  buckets.ready(5);  // starts the first bucket only
+  buckets.ready(9);  // and the second
+  buckets.finish();  // the third, then waits
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(grads[static_cast<size_t>(i)], 10.0f * (i + 1)) << i;
 }
 
 TEST_F(MpiCommunicatorTest, BadCallsAreRefusedInOneLine) {

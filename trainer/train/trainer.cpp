@@ -156,6 +156,9 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
                                       AdamW::state_bytes_per_element(dtype));
   model_->init_parameters(config_.train.seed);
   optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_);
+  if (data_parallel_ > 1)
+    buckets_ = std::make_unique<GradientBuckets>(world_, model_->parameters().flat_grads(),
+                                                 config_.parallel.ddp_bucket_size);
   RecordOptions recording = record;
   run_name_ = record.name;
   if (!resume.empty()) {
@@ -256,7 +259,13 @@ StepTimes Trainer::train_step(bool timed) {
     phase_end();
     times.fwd_ms += ms_since(t0);
     t0 = Clock::now();
-    model_->backward(loss_scaler_.scale() / tokens_per_step);
+    // The last micro-batch's backward finishes the step's gradients, layer by layer: each
+    // bucket's reduction over the data-parallel ranks starts as its layers are done.
+    if (buckets_ && micro == accum - 1)
+      model_->backward(loss_scaler_.scale() / tokens_per_step, 0,
+                       [this](int64_t ready) { buckets_->ready(ready); });
+    else
+      model_->backward(loss_scaler_.scale() / tokens_per_step);
     phase_end();
     times.bwd_ms += ms_since(t0);
   }
@@ -267,8 +276,9 @@ StepTimes Trainer::train_step(bool timed) {
 void Trainer::reduce_gradients(StepTimes& times) {
   const Clock::time_point start = Clock::now();
   // Each rank's backward weighted its tokens by 1 / (the global batch's tokens), so the sum
-  // over ranks is the global batch's gradient, as one process computes it.
-  world_.all_reduce(model_->parameters().flat_grads(), ReduceOp::Sum);
+  // over ranks is the global batch's gradient, as one process computes it. What is left of
+  // the reduction after backward is the exposed communication.
+  buckets_->finish();
   double loss = times.loss;
   world_.all_reduce(Tensor{&loss, DType::F64, {1}}, ReduceOp::Sum);
   times.loss = loss / data_parallel_;

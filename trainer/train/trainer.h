@@ -18,6 +18,7 @@
 #include "trainer/optim/adamw.h"
 #include "trainer/optim/loss_scaler.h"
 #include "trainer/parallel/communicator.h"
+#include "trainer/parallel/gradient_buckets.h"
 #include "trainer/telemetry/system_probe.h"
 #include "trainer/train/run_recorder.h"
 
@@ -97,6 +98,7 @@ class Trainer {
   std::unique_ptr<SampleSource> valid_data_;  // null without a valid split or eval_iters
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<GradientBuckets> buckets_;  // with several data-parallel ranks
   LossScaler loss_scaler_;
   std::unique_ptr<TokenBatch> batch_;
   std::unique_ptr<RunRecorder> recorder_;
