@@ -267,6 +267,48 @@ TEST(TrainStore, ALiveRunPausesResumesTakesANewLearningRateAndStops) {
   EXPECT_EQ(commands[3].applied_step, rows.back().step) << "the last step is logged";
 }
 
+// The same steering on two data-parallel ranks: rank 0 reads the commands and both ranks
+// pause, take the new learning rate and stop at the same step.
+TEST(TrainStore, TwoRanksPauseTakeANewLearningRateAndStopTogether) {
+#ifndef KILN_HAVE_MPI
+  GTEST_SKIP() << "skipped: built without MPI";
+#endif
+  const std::string dir = fresh_dir("train_store_steer_dp2");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db", log = dir + "/train.log";
+  const int pid = start_background(
+      "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 " +
+          kiln + " train --store " + path + " --name live2" + small_run(prefix) +
+          " --set train.steps=1000000 --set train.log_interval=1 --set train.eval_interval=0"
+          " --set train.decay=constant --set train.warmup=0 --set train.lr=0.001"
+          " --set train.checkpoint_dir=" + dir + "/checkpoints",
+      log);
+  ASSERT_TRUE(wait_for_step_after(path, "live2", 2)) << read_text(log);
+  ASSERT_EQ(run_command(kiln + " runs pause live2 --store " + path + " --wait 30").exit_code, 0)
+      << read_text(log);
+  const int64_t paused_at = *last_step(path, "live2");
+  ASSERT_EQ(run_command(kiln + " runs set live2 train.lr_scale=0.5 --store " + path + " --wait 30")
+                .exit_code,
+            0);
+  ASSERT_EQ(run_command(kiln + " runs resume live2 --store " + path + " --wait 30").exit_code, 0);
+  ASSERT_TRUE(wait_for_step_after(path, "live2", paused_at + 3)) << read_text(log);
+  ASSERT_EQ(run_command(kiln + " runs stop live2 --store " + path + " --wait 30").exit_code, 0);
+  EXPECT_EQ(wait_exit(pid), 0) << read_text(log);
+
+  auto db = store::open_store(path, Access::ReadOnly);
+  const int64_t id = store::resolve_run(*db, "live2");
+  EXPECT_EQ(store::get_run(*db, id).status, store::RunStatus::Stopped);
+  // Both ranks at every step, in order, at half the learning rate after the pause: had a
+  // rank missed the broadcast, the other would have waited for it forever.
+  const std::vector<store::MetricRow> rows = metrics_of(*db, id);
+  ASSERT_GT(rows.size(), static_cast<size_t>(2 * (paused_at + 2)));
+  ASSERT_EQ(rows.size() % 2, 0u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].step, static_cast<int64_t>(i / 2 + 1));
+    EXPECT_EQ(rows[i].rank, static_cast<int>(i % 2));
+    EXPECT_DOUBLE_EQ(rows[i].lr, rows[i].step <= paused_at ? 0.001 : 0.0005) << rows[i].step;
+  }
+}
+
 // kill -9 at different moments: the store opens, passes SQLite's integrity check, holds
 // every step up to the last commit without gaps, and the run reads as lost once its
 // heartbeat is stale.
