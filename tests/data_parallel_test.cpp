@@ -3,10 +3,12 @@
 // share is refused in one line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/corpus_fixture.h"
@@ -53,6 +55,11 @@ TEST_F(DataParallel, TwoRanksTrainTheSingleRankCurve) {
   const CommandResult dp2 = run_command(mpirun(2) + kiln + args + " --set parallel.ddp_bucket_size=2000");
   ASSERT_EQ(dp2.exit_code, 0) << dp2.output;
   EXPECT_NE(dp2.output.find("2 micro-batches of 2 on each of 2 data-parallel ranks"),
+            std::string::npos)
+      << dp2.output;
+  // The two ranks share the machine's cores.
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  EXPECT_NE(dp2.output.find("cpu (" + std::to_string(std::max(1, cores / 2)) + " threads"),
             std::string::npos)
       << dp2.output;
   const std::vector<double> want = losses(single.output), got = losses(dp2.output);

@@ -1,5 +1,7 @@
 #include "trainer/train/backend.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "kernels/check.h"
@@ -32,8 +34,11 @@ std::unique_ptr<Ops> make_gpu_ops() {
 
 int resolved_threads(const BackendConfig& backend) {
   if (backend.threads > 0) return backend.threads;
-  const unsigned cores = std::thread::hardware_concurrency();
-  return cores > 0 ? static_cast<int>(cores) : 1;
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // Ranks that mpirun started on this machine share its cores (Open MPI names their count).
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int ranks_here = local != nullptr ? std::max(1, std::atoi(local)) : 1;
+  return std::max(1, cores / ranks_here);
 }
 
 std::unique_ptr<Ops> make_ops(const Config& config) {
