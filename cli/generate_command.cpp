@@ -123,12 +123,7 @@ void run_eval(const EvalOptions& o) {
     fail(fmt::format("data: token id {} in {} is outside model.vocab_size={}", data.max_token_id(),
                      o.data, mc.vocab_size));
 
-  // Bytes each id decodes to; the end of document stands for no text.
-  std::vector<int64_t> bytes_of(static_cast<size_t>(mc.vocab_size), 0);
-  for (int32_t id = 0; id < m.tokenizer->vocab_size(); ++id)
-    if (id != m.tokenizer->eod())
-      bytes_of[static_cast<size_t>(id)] =
-          static_cast<int64_t>(m.tokenizer->decode(std::span<const int32_t>(&id, 1)).size());
+  const std::vector<int64_t> bytes_of = text_bytes_per_id(*m.tokenizer, mc.vocab_size);
 
   const int64_t samples = o.iters > 0 ? o.iters * B : data.num_samples();
   double loss_sum = 0;
@@ -136,8 +131,7 @@ void run_eval(const EvalOptions& o) {
   for (int64_t first = 0; first < samples; first += B) {
     const int64_t b = std::min(B, samples - first);
     batch.fill(data, first, b, mc.seq_len);
-    for (int64_t k = 0; k < b * T; ++k)
-      if (batch.targets()[k] >= 0) byte_count += bytes_of[static_cast<size_t>(batch.targets()[k])];
+    byte_count += batch.target_text_bytes(bytes_of);
     m.model->set_batch(batch.tokens(), batch.targets(), b, T, 0,
                        {batch.positions(), batch.attention_starts()});
     loss_sum += m.model->forward() * static_cast<double>(m.model->target_count());
@@ -171,9 +165,7 @@ void add_generate_commands(CLI::App& app) {
   auto g = std::make_shared<GenerateCliOptions>();
   CLI::App* gen = app.add_subcommand(
       "generate", "Continue a prompt with a trained model, streaming the text as it comes");
-  gen->add_option("--checkpoint", g->checkpoint,
-                  "A checkpoint folder, a run's folder of checkpoints, or latest")
-      ->required();
+  add_checkpoint_option(gen, g->checkpoint);
   gen->add_option("--prompt", g->prompt, "The text to continue (\"\": start a new document)")
       ->required();
   gen->add_option("--max-tokens", g->max_tokens, "Tokens to generate at most")
@@ -198,9 +190,7 @@ void add_generate_commands(CLI::App& app) {
   auto e = std::make_shared<EvalOptions>();
   CLI::App* eval = app.add_subcommand(
       "eval", "Print a checkpoint's loss, perplexity and bits per byte on a dataset, as JSON");
-  eval->add_option("--checkpoint", e->checkpoint,
-                   "A checkpoint folder, a run's folder of checkpoints, or latest")
-      ->required();
+  add_checkpoint_option(eval, e->checkpoint);
   eval->add_option("--data", e->data, "Indexed dataset prefix (PREFIX.bin + PREFIX.idx)")
       ->required();
   eval->add_option("--iters", e->iters, "Micro-batches to evaluate (0: the whole split)")

@@ -1,5 +1,7 @@
 #include "cli/inference_model.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -11,6 +13,13 @@
 namespace kiln {
 
 namespace fs = std::filesystem;
+
+void add_checkpoint_option(CLI::App* command, std::string& checkpoint) {
+  command
+      ->add_option("--checkpoint", checkpoint,
+                   "A checkpoint folder, a run's folder of checkpoints, or latest")
+      ->required();
+}
 
 std::string checkpoint_argument(const std::string& spec) {
   if (spec != "latest") {

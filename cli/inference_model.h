@@ -12,11 +12,17 @@
 #include "trainer/data/tokenizer.h"
 #include "trainer/model/gpt_model.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace kiln {
 
 // What --checkpoint names, as --resume takes it: a checkpoint folder, a run's folder of
 // checkpoints (its latest) or `latest`; one line saying what is wrong otherwise.
 std::string checkpoint_argument(const std::string& spec);
+// The required --checkpoint option that checkpoint_argument reads.
+void add_checkpoint_option(CLI::App* command, std::string& checkpoint);
 
 struct InferenceModel {
   std::string path;  // the checkpoint folder

@@ -53,9 +53,7 @@ void add_interchange_commands(CLI::App& app) {
   auto e = std::make_shared<ExportOptions>();
   CLI::App* exp = app.add_subcommand(
       "export", "Write a checkpoint as a Hugging Face model folder (transformers loads it)");
-  exp->add_option("--checkpoint", e->checkpoint,
-                  "A checkpoint folder, a run's folder of checkpoints, or latest")
-      ->required();
+  add_checkpoint_option(exp, e->checkpoint);
   exp->add_option("--format", e->format, "hf: config.json + model.safetensors + tokenizer files")
       ->required()
       ->check(CLI::IsMember({"hf"}));

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <regex>
 
 #include "tests/run_command.h"
 
@@ -29,6 +30,15 @@ std::string small_run(const std::string& prefix) {
          " --set train.warmup=2 --set train.log_interval=2 --set train.eval_interval=3"
          " --set train.eval_iters=2 --set data.split=90,10,0 --set train.sample_tokens=20"
          " --set train.sample_prompt=Doc";
+}
+
+std::vector<double> printed_losses(const std::string& output) {
+  static const std::regex loss("loss ([0-9.]+)");
+  std::vector<double> out;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), loss);
+       it != std::sregex_iterator(); ++it)
+    out.push_back(std::stod((*it)[1]));
+  return out;
 }
 
 }  // namespace kiln::test

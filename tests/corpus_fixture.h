@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace kiln::test {
 
@@ -12,5 +13,8 @@ std::string prepare_corpus(const std::string& dir);
 // --set overrides for a 1-layer byte-level model that trains 6 steps on the corpus in well
 // under a second: logs every 2 steps, validates at steps 3 and 6, samples 20 tokens at the end.
 std::string small_run(const std::string& prefix);
+
+// Every "loss X" a training run printed (training and validation), in order.
+std::vector<double> printed_losses(const std::string& output);
 
 }  // namespace kiln::test

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/random_words.h"
 #include "tests/run_command.h"
 
 namespace kiln::test {
@@ -86,12 +87,7 @@ std::string varied_documents(int words, unsigned seed) {
                                                "caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac",
                                                "hello",       "!!",
                                                "?",           "\xf0\x9f\x8e\x89"};
-  const std::vector<std::string> separators = {" ", " ", " ", ", ", ".\n", "\n\n", "  ", "\t"};
-  std::mt19937 rng(seed);
-  std::string text;
-  for (int i = 0; i < words; ++i)
-    text += vocabulary[rng() % vocabulary.size()] + separators[rng() % separators.size()];
-  return text;
+  return random_words(vocabulary, words, seed);
 }
 
 // A BPE tokenizer trained on varied_documents, in dir/tok.

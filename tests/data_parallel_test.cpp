@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,21 +17,6 @@ namespace kiln::test {
 namespace {
 
 const std::string kiln = KILN_BINARY;
-
-// mpirun refuses to run as root unless told; CI runs tests as root.
-std::string mpirun(int ranks) {
-  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
-         std::to_string(ranks) + " ";
-}
-
-std::vector<double> losses(const std::string& output) {
-  static const std::regex loss("loss ([0-9.]+)");
-  std::vector<double> out;
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), loss);
-       it != std::sregex_iterator(); ++it)
-    out.push_back(std::stod((*it)[1]));
-  return out;
-}
 
 class DataParallel : public testing::Test {
  protected:
@@ -52,7 +36,8 @@ TEST_F(DataParallel, TwoRanksTrainTheSingleRankCurve) {
                            " --set train.log_interval=1 --set train.eval_interval=10";
   const CommandResult single = run_command(kiln + args);
   ASSERT_EQ(single.exit_code, 0) << single.output;
-  const CommandResult dp2 = run_command(mpirun(2) + kiln + args + " --set parallel.ddp_bucket_size=2000");
+  const CommandResult dp2 =
+      run_command(mpirun_command(2) + kiln + args + " --set parallel.ddp_bucket_size=2000");
   ASSERT_EQ(dp2.exit_code, 0) << dp2.output;
   EXPECT_NE(dp2.output.find("2 micro-batches of 2 on each of 2 data-parallel ranks"),
             std::string::npos)
@@ -62,7 +47,8 @@ TEST_F(DataParallel, TwoRanksTrainTheSingleRankCurve) {
   EXPECT_NE(dp2.output.find("cpu (" + std::to_string(std::max(1, cores / 2)) + " threads"),
             std::string::npos)
       << dp2.output;
-  const std::vector<double> want = losses(single.output), got = losses(dp2.output);
+  const std::vector<double> want = printed_losses(single.output),
+                            got = printed_losses(dp2.output);
   ASSERT_EQ(want.size(), 22u) << single.output;  // 20 steps, 2 validations
   ASSERT_EQ(got.size(), want.size()) << dp2.output;
   for (size_t i = 0; i < want.size(); ++i)
@@ -74,8 +60,8 @@ TEST_F(DataParallel, TwoRanksTrainTheSingleRankCurve) {
 TEST_F(DataParallel, RankZeroRecordsEveryRanksRowsInOneRun) {
   const std::string dir = fresh_dir("data_parallel_store");
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
-  const CommandResult r = run_command(mpirun(2) + kiln + " train --name dp2 --store " + store +
-                                      small_run(prefix));
+  const CommandResult r = run_command(mpirun_command(2) + kiln + " train --name dp2 --store " +
+                                      store + small_run(prefix));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const CommandResult csv = run_command(kiln + " runs export dp2 --format csv --store " + store);
   ASSERT_EQ(csv.exit_code, 0) << csv.output;
@@ -107,19 +93,21 @@ TEST_F(DataParallel, ACheckpointMovesBetweenOneAndTwoRanks) {
                           " --set train.checkpoint_dir=" + dir + "/checkpoints";
   const CommandResult straight = run_command(kiln + run + " --name straight");
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
-  const std::vector<double> want = losses(straight.output);
+  const std::vector<double> want = printed_losses(straight.output);
   ASSERT_EQ(want.size(), 12u);
 
-  const CommandResult two = run_command(mpirun(2) + kiln + run + " --name two");
+  const CommandResult two = run_command(mpirun_command(2) + kiln + run + " --name two");
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const CommandResult one =
       run_command(kiln + run + " --name one --resume " + dir + "/checkpoints/two/step-00000004");
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  const CommandResult back = run_command(mpirun(2) + kiln + run + " --name back --resume " + dir +
+  const CommandResult back = run_command(mpirun_command(2) + kiln + run +
+                                         " --name back --resume " + dir +
                                          "/checkpoints/one/step-00000008");
   ASSERT_EQ(back.exit_code, 0) << back.output;
   // two: steps 1-12 on 2 ranks; one: steps 5-12 on 1 rank; back: steps 9-12 on 2 ranks.
-  const std::vector<double> a = losses(two.output), b = losses(one.output), c = losses(back.output);
+  const std::vector<double> a = printed_losses(two.output), b = printed_losses(one.output),
+                            c = printed_losses(back.output);
   ASSERT_EQ(a.size(), 12u);
   ASSERT_EQ(b.size(), 8u) << one.output;
   ASSERT_EQ(c.size(), 4u) << back.output;
@@ -133,7 +121,8 @@ TEST_F(DataParallel, ACheckpointMovesBetweenOneAndTwoRanks) {
 
 TEST_F(DataParallel, ABatchTheRanksCannotShareIsRefused) {
   const std::string prefix = prepare_corpus(fresh_dir("data_parallel_bad"));
-  const CommandResult r = run_command(mpirun(3) + kiln + " train --no-store" + small_run(prefix));
+  const CommandResult r =
+      run_command(mpirun_command(3) + kiln + " train --no-store" + small_run(prefix));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("kiln: error: train.global_batch=4 is not a multiple of "
                           "train.micro_batch=2 x 3 data-parallel ranks = 6"),

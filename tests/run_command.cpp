@@ -47,6 +47,11 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
+std::string mpirun_command(int ranks) {
+  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
+         std::to_string(ranks) + " ";
+}
+
 std::string fresh_dir(const std::string& name) {
   // The pid keeps apart the processes ctest runs side by side, each running one test of a
   // suite whose set-up prepares the same-named folder.

@@ -19,6 +19,10 @@ int wait_exit(int pid);
 // The file's whole text ("" when it cannot be read).
 std::string read_text(const std::string& path);
 
+// The start of a command line that launches what follows as `ranks` MPI processes on this
+// machine (more ranks than cores allowed; as root too, which mpirun refuses unless told).
+std::string mpirun_command(int ranks);
+
 // A fresh directory under the test temp dir.
 std::string fresh_dir(const std::string& name);
 

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -19,16 +18,6 @@ const std::string kiln = KILN_BINARY;
 
 CommandResult train(const std::string& prefix, const std::string& extra) {
   return run_command(kiln + " train --no-store" + small_run(prefix) + extra);
-}
-
-// Every "loss X" the run printed, in order.
-std::vector<std::string> losses(const std::string& output) {
-  static const std::regex loss("loss ([0-9.]+)");
-  std::vector<std::string> out;
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), loss);
-       it != std::sregex_iterator(); ++it)
-    out.push_back((*it)[1]);
-  return out;
 }
 
 bool one_line(const CommandResult& r) {
@@ -47,8 +36,8 @@ TEST(TrainData, IndicesAreBuiltOnceThenLoaded) {
   EXPECT_NE(again.output.find("kiln: data train: loaded indices of "), std::string::npos)
       << again.output;
   // Same indices, same run: the losses agree to the last digit.
-  EXPECT_EQ(losses(first.output), losses(again.output));
-  EXPECT_EQ(losses(first.output).size(), 5u);  // 3 logged steps, 2 validations
+  EXPECT_EQ(printed_losses(first.output), printed_losses(again.output));
+  EXPECT_EQ(printed_losses(first.output).size(), 5u);  // 3 logged steps, 2 validations
   EXPECT_TRUE(fs::is_directory(fs::path(prefix).parent_path() / "cache"));
 }
 
@@ -72,11 +61,11 @@ TEST(TrainData, TrainsOnABlendAndWithDocumentOptions) {
   EXPECT_NE(masked.output.find("step 6/6 | loss"), std::string::npos) << masked.output;
   // Each option alone changes what the model computes (the corpus's samples hold several
   // documents each), so each changes the losses.
-  const std::vector<std::string> plain = losses(train(a, "").output);
+  const std::vector<double> plain = printed_losses(train(a, "").output);
   for (const char* option : {"eod_mask_loss", "reset_position_ids", "reset_attention_mask"}) {
     const CommandResult r = train(a, std::string(" --set data.") + option + "=true");
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(losses(r.output), plain) << option;
+    EXPECT_NE(printed_losses(r.output), plain) << option;
   }
 }
 

@@ -35,6 +35,14 @@ std::vector<store::MetricRow> metrics_of(store::Database& db, int64_t run) {
   return rows;
 }
 
+// A run that trains until stopped, logging every step at a constant learning rate of 0.001
+// (so a new one shows in the rows), checkpointing into dir.
+std::string live_run_settings(const std::string& dir) {
+  return " --set train.steps=1000000 --set train.log_interval=1 --set train.eval_interval=0"
+         " --set train.decay=constant --set train.warmup=0 --set train.lr=0.001"
+         " --set train.checkpoint_dir=" + dir + "/checkpoints";
+}
+
 std::optional<int64_t> last_step(const std::string& store_path, const std::string& run) {
   try {
     auto db = store::open_store(store_path, Access::ReadOnly);
@@ -212,9 +220,7 @@ TEST(TrainStore, ALiveRunPausesResumesTakesANewLearningRateAndStops) {
   const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db", log = dir + "/train.log";
   const int pid = start_background(
       kiln + " train --store " + path + " --name live" + small_run(prefix) +
-          " --set train.steps=1000000 --set train.log_interval=1 --set train.eval_interval=0"
-          " --set train.decay=constant --set train.warmup=0 --set train.lr=0.001"
-          " --set train.checkpoint_dir=" + dir + "/checkpoints",
+          live_run_settings(dir),
       log);
   ASSERT_TRUE(wait_for_step_after(path, "live", 2)) << read_text(log);
 
@@ -276,11 +282,8 @@ TEST(TrainStore, TwoRanksPauseTakeANewLearningRateAndStopTogether) {
   const std::string dir = fresh_dir("train_store_steer_dp2");
   const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db", log = dir + "/train.log";
   const int pid = start_background(
-      "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 " +
-          kiln + " train --store " + path + " --name live2" + small_run(prefix) +
-          " --set train.steps=1000000 --set train.log_interval=1 --set train.eval_interval=0"
-          " --set train.decay=constant --set train.warmup=0 --set train.lr=0.001"
-          " --set train.checkpoint_dir=" + dir + "/checkpoints",
+      mpirun_command(2) + kiln + " train --store " + path + " --name live2" + small_run(prefix) +
+          live_run_settings(dir),
       log);
   ASSERT_TRUE(wait_for_step_after(path, "live2", 2)) << read_text(log);
   ASSERT_EQ(run_command(kiln + " runs pause live2 --store " + path + " --wait 30").exit_code, 0)

@@ -12,6 +12,7 @@
 #include "trainer/config/config.h"
 #include "trainer/memory/host_copy.h"
 #include "tests/error_of.h"
+#include "tests/small_model.h"
 
 namespace kiln {
 namespace {
@@ -21,16 +22,7 @@ namespace fs = std::filesystem;
 using test::error_of;
 
 ModelConfig small_model() {
-  ModelConfig m;
-  m.arch = "llama";
-  m.n_layer = 2;
-  m.n_head = 4;
-  m.n_kv_head = 2;
-  m.d_model = 16;
-  m.d_ff = 24;
-  m.vocab_size = 11;
-  m.seq_len = 6;
-  m.tie_embeddings = false;
+  ModelConfig m = test::small_model("llama", 16, 11, 6);
   m.make_vocab_size_divisible_by = 8;
   return m;
 }

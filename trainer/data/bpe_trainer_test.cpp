@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "tests/random_words.h"
 #include "trainer/data/bpe_tokenizer.h"
 
 namespace kiln {
@@ -68,12 +69,7 @@ std::string varied_text(int words, unsigned seed) {
       "the",    "then", "there", "these", "and", "an",          "ant",
       "and'll", "it's", "we'll", "12",    "123", "caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac",
       "hello",  "help", "held",  "!!",    "?",   "..."};
-  const std::vector<std::string> separators = {" ", " ", " ", ", ", ".\n", "\n\n", "  ", "\t"};
-  std::mt19937 rng(seed);
-  std::string text;
-  for (int i = 0; i < words; ++i)
-    text += vocabulary[rng() % vocabulary.size()] + separators[rng() % separators.size()];
-  return text;
+  return test::random_words(vocabulary, words, seed);
 }
 
 TEST(BpeTrainer, MergesTheMostFrequentPairFirst) {

@@ -94,7 +94,7 @@ GptDataset::GptDataset(const GptDatasetSpec& spec, std::FILE* log)
          std::to_string(spec.seq_len + 1));
   }
   if (spec_.num_samples == 0) spec_.num_samples = (num_tokens_ - 1) / spec.seq_len;
-  num_epochs_ = plan_epochs(num_tokens_, spec_.num_samples, spec.seq_len).num_epochs;
+  plan_ = plan_epochs(num_tokens_, spec_.num_samples, spec.seq_len);
 
   IndexCache cache(cache_dir_for(spec.prefix, spec.cache_dir),
                    std::filesystem::path(spec.prefix).filename().string(), split, description());
@@ -120,7 +120,7 @@ GptDataset::GptDataset(const GptDatasetSpec& spec, std::FILE* log)
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(log, "kiln: data %s: %s indices of %lld samples (%lld epoch%s) %s %sdescription.json in %.2f s\n",
                  split, built ? "built" : "loaded", static_cast<long long>(num_samples()),
-                 static_cast<long long>(num_epochs_), num_epochs_ == 1 ? "" : "s",
+                 static_cast<long long>(plan_.num_epochs), plan_.num_epochs == 1 ? "" : "s",
                  built ? "into" : "from", cache_stem_.c_str(), seconds);
   }
 }
@@ -142,7 +142,6 @@ nlohmann::json GptDataset::description() const {
 }
 
 void GptDataset::build(IndexCache& cache) {
-  const EpochPlan plan = plan_epochs(num_tokens_, spec_.num_samples, spec_.seq_len);
   std::vector<int32_t> documents;
   std::vector<int64_t> sizes(static_cast<size_t>(last_document_), 0);
   for (int64_t d = first_document_; d < last_document_; ++d) {
@@ -152,19 +151,19 @@ void GptDataset::build(IndexCache& cache) {
   }
   // One generator, drawn from in Megatron's order: documents first, then samples.
   NumpyRandomState rng(spec_.seed);
-  const std::vector<int32_t> document_index = build_document_index(documents, plan, rng);
+  const std::vector<int32_t> document_index = build_document_index(documents, plan_, rng);
   const std::vector<int64_t> sample_index =
-      build_sample_index(sizes, document_index, plan, spec_.seq_len);
+      build_sample_index(sizes, document_index, plan_, spec_.seq_len);
   const int64_t samples = static_cast<int64_t>(sample_index.size()) / 2 - 1;
-  const std::vector<int64_t> shuffle = build_shuffle_index(samples, plan, rng);
+  const std::vector<int64_t> shuffle = build_shuffle_index(samples, plan_, rng);
 
   write_npy<int32_t>(cache.array_path("document_index"), document_index,
                      {static_cast<int64_t>(document_index.size())});
   write_npy<int64_t>(cache.array_path("sample_index"), sample_index, {samples + 1, 2});
   write_npy<int64_t>(cache.array_path("shuffle_index"), shuffle, {samples});
   cache.write_description({{"max_token_id", scan_max_token()},
-                           {"num_epochs", plan.num_epochs},
-                           {"separate_final_epoch", plan.separate_final_epoch},
+                           {"num_epochs", plan_.num_epochs},
+                           {"separate_final_epoch", plan_.separate_final_epoch},
                            {"tokens_per_epoch", num_tokens_},
                            {"samples", samples}});
 }
@@ -185,7 +184,7 @@ void GptDataset::load(const IndexCache& cache) {
 void GptDataset::check_indices() const {
   const std::string where = cache_stem_ + "*.npy";
   const int64_t samples = static_cast<int64_t>(shuffle_.size());
-  KILN_CHECK(static_cast<int64_t>(document_index_.size()) == num_documents() * num_epochs_ &&
+  KILN_CHECK(static_cast<int64_t>(document_index_.size()) == num_documents() * plan_.num_epochs &&
                  sample_index_file_.shape() == (std::vector<int64_t>{samples + 1, 2}) &&
                  samples >= spec_.num_samples && max_token_id_ >= 0,
              where + ": index shapes do not match the data");
@@ -244,8 +243,8 @@ void GptDataset::sample(int64_t index, int32_t* out) const {
 std::string GptDataset::describe() const {
   return spec_.prefix + " " + split_name(spec_.which) + ": " + std::to_string(num_documents()) +
          " documents, " + std::to_string(num_tokens_) + " tokens, " +
-         std::to_string(num_samples()) + " samples over " + std::to_string(num_epochs_) +
-         (num_epochs_ == 1 ? " epoch" : " epochs");
+         std::to_string(num_samples()) + " samples over " + std::to_string(plan_.num_epochs) +
+         (plan_.num_epochs == 1 ? " epoch" : " epochs");
 }
 
 }  // namespace kiln

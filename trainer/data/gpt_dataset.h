@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/data/gpt_indices.h"
 #include "trainer/data/index_cache.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/npy_file.h"
@@ -53,7 +54,7 @@ class GptDataset final : public SampleSource {
   std::string describe() const override;
 
   int64_t num_documents() const { return last_document_ - first_document_; }
-  int64_t num_epochs() const { return num_epochs_; }
+  int64_t num_epochs() const { return plan_.num_epochs; }
   // Where the index arrays are (ARRAY = document_index, sample_index, shuffle_index).
   const std::string& cache_stem() const { return cache_stem_; }
 
@@ -68,7 +69,7 @@ class GptDataset final : public SampleSource {
   IndexedDataset data_;
   int64_t first_document_ = 0, last_document_ = 0;  // the split: [first, last)
   int64_t num_tokens_ = 0;
-  int64_t num_epochs_ = 0;
+  EpochPlan plan_;  // epochs of the split the requested samples need
   int32_t max_token_id_ = 0;
   std::string cache_stem_;
   NpyArray document_index_file_, sample_index_file_, shuffle_index_file_;

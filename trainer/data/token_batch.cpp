@@ -44,4 +44,11 @@ const int32_t* TokenBatch::attention_starts() const {
   return options_.reset_attention_mask ? starts_.data() : nullptr;
 }
 
+int64_t TokenBatch::target_text_bytes(std::span<const int64_t> bytes_per_id) const {
+  int64_t bytes = 0;
+  for (int32_t target : targets_)
+    if (target >= 0) bytes += bytes_per_id[static_cast<size_t>(target)];
+  return bytes;
+}
+
 }  // namespace kiln

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "trainer/data/sample_source.h"
@@ -38,6 +39,8 @@ class TokenBatch {
   // Per token, the first column of its row it may attend to; null unless
   // reset_attention_mask.
   const int32_t* attention_starts() const;
+  // The bytes of text the unmasked targets stand for (bytes_per_id: text_bytes_per_id).
+  int64_t target_text_bytes(std::span<const int64_t> bytes_per_id) const;
 
  private:
   DocumentOptions options_;

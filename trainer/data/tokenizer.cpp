@@ -1,5 +1,6 @@
 #include "trainer/data/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/core.h>
@@ -36,6 +37,15 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
                     spec));
   }
   return std::make_unique<BpeTokenizer>(read_hf_tokenizer_json(spec), spec);
+}
+
+std::vector<int64_t> text_bytes_per_id(const Tokenizer& tokenizer, int64_t size) {
+  std::vector<int64_t> bytes(static_cast<size_t>(std::max<int64_t>(size, tokenizer.vocab_size())), 0);
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id)
+    if (id != tokenizer.eod())
+      bytes[static_cast<size_t>(id)] =
+          static_cast<int64_t>(tokenizer.decode(std::span<const int32_t>(&id, 1)).size());
+  return bytes;
 }
 
 }  // namespace kiln

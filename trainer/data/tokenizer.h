@@ -61,4 +61,9 @@ class Tokenizer {
 // Throws kiln::Error naming the spec and what is wrong with it.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec);
 
+// Bytes of text each id decodes to, for ids [0, max(size, vocab_size())): what per-byte
+// losses divide by. The end of document, and ids past the tokenizer's (vocabulary
+// padding), stand for no text.
+std::vector<int64_t> text_bytes_per_id(const Tokenizer& tokenizer, int64_t size);
+
 }  // namespace kiln

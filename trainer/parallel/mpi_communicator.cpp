@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -194,10 +193,6 @@ class MpiCommunicator final : public Communicator {
 };
 
 }  // namespace
-
-bool MpiSession::launched() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
-}
 
 MpiSession::MpiSession() {
   int provided = 0;

@@ -10,10 +10,6 @@ namespace kiln {
 
 class MpiSession {
  public:
-  // True when an MPI launcher (mpirun, srun) started this process: its environment names
-  // the world size. A plain start stays a world of one without touching MPI.
-  static bool launched();
-
   MpiSession();  // MPI_Init_thread; kiln::Error when MPI cannot start
   ~MpiSession();  // MPI_Finalize
   MpiSession(const MpiSession&) = delete;

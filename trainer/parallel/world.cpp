@@ -12,7 +12,8 @@ namespace kiln {
 
 #ifdef KILN_HAVE_MPI
 World::World() {
-  if (MpiSession::launched()) {
+  // A plain start stays a world of one without touching MPI.
+  if (launched_by_mpi()) {
     session_ = std::make_unique<MpiSession>();
     comm_ = MpiSession::world();
   } else {

@@ -101,14 +101,13 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
                  const std::string& resume, std::FILE* out)
     : config_(config),
       world_(world),
+      layout_(data_parallel_layout(config_, world.size())),
       out_(out),
       loss_scaler_(config.precision.dtype == "fp16" ? LossScaler::dynamic() : LossScaler::none()) {
-  const ParallelLayout layout = data_parallel_layout(config_, world.size());
-  data_parallel_ = layout.dp();
-  accum_ = config_.train.global_batch / (config_.train.micro_batch * data_parallel_);
+  accum_ = config_.train.global_batch / (config_.train.micro_batch * layout_.dp());
   KILN_CHECK(!config_.data.paths.empty(), "data.paths is empty: name at least one dataset prefix");
   ops_ = make_ops(config_);
-  if (data_parallel_ > 1 && ops_->device() == Device::Cuda)
+  if (layout_.dp() > 1 && ops_->device() == Device::Cuda)
     fail("data parallelism across GPUs needs the NCCL communicator, which is not in this build "
          "yet; on the GPU, train on one process");
   probe_ = std::make_unique<SystemProbe>(*ops_);
@@ -116,14 +115,10 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   const ModelConfig& m = config_.model;
   tokenizer_ = load_tokenizer(config_.data.tokenizer);
   const int32_t tokenizer_ids = tokenizer_->vocab_size();
-  token_bytes_.assign(static_cast<size_t>(std::max<int64_t>(m.padded_vocab(), tokenizer_ids)), 0);
-  for (int32_t id = 0; id < tokenizer_ids; ++id)
-    if (id != tokenizer_->eod())
-      token_bytes_[static_cast<size_t>(id)] =
-          static_cast<int64_t>(tokenizer_->decode(std::span<const int32_t>(&id, 1)).size());
   if (m.vocab_size < tokenizer_ids)
     fail(fmt::format("model.vocab_size={} is smaller than the tokenizer's {} ids (data.tokenizer={})",
                      m.vocab_size, tokenizer_ids, config_.data.tokenizer));
+  token_bytes_ = text_bytes_per_id(*tokenizer_, m.vocab_size);
   // Megatron's sample counts: every step's global batch; validation reads the same first
   // eval_iters micro-batches each time, so its losses compare across the run.
   const TrainConfig& tc = config_.train;
@@ -156,7 +151,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
                                       AdamW::state_bytes_per_element(dtype));
   model_->init_parameters(config_.train.seed);
   optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_);
-  if (data_parallel_ > 1)
+  if (layout_.dp() > 1)
     buckets_ = std::make_unique<GradientBuckets>(world_, model_->parameters().flat_grads(),
                                                  config_.parallel.ddp_bucket_size);
   RecordOptions recording = record;
@@ -190,7 +185,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   fmt::print(out_, "kiln: {}, {}; global batch {} = {} micro-batches of {}{}, {} tokens a step, {} "
                    "steps\n",
              ops_->name(), config_.precision.dtype, t.global_batch, accum_, t.micro_batch,
-             data_parallel_ > 1 ? fmt::format(" on each of {} data-parallel ranks", data_parallel_)
+             layout_.dp() > 1 ? fmt::format(" on each of {} data-parallel ranks", layout_.dp())
                                 : std::string(),
              static_cast<int64_t>(t.global_batch) * m.seq_len, t.steps);
   fmt::print(out_, "{}kiln: data {}\n", data_notes.text(), train_data_->describe());
@@ -209,7 +204,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   if (!record.store_path.empty()) {
     store::RunInfo info;
     info.config_json = config_to_json(config_).dump();
-    info.layout = ParallelLayout(config_.parallel, world_.size()).name();
+    info.layout = layout_.name();
     info.backend = ops_->device() == Device::Cuda ? "cuda" : "cpu";
     info.device = probe_->device_name();
     info.host = host_name();
@@ -269,7 +264,7 @@ StepTimes Trainer::train_step(bool timed) {
     phase_end();
     times.bwd_ms += ms_since(t0);
   }
-  if (data_parallel_ > 1) reduce_gradients(times);
+  if (layout_.dp() > 1) reduce_gradients(times);
   return times;
 }
 
@@ -281,7 +276,7 @@ void Trainer::reduce_gradients(StepTimes& times) {
   buckets_->finish();
   double loss = times.loss;
   world_.all_reduce(Tensor{&loss, DType::F64, {1}}, ReduceOp::Sum);
-  times.loss = loss / data_parallel_;
+  times.loss = loss / layout_.dp();
   times.comm_ms = ms_since(start);
 }
 
@@ -328,9 +323,7 @@ std::pair<double, double> Trainer::evaluate() {
     const double batch_loss = model_->forward();
     loss += batch_loss;
     nats += batch_loss * static_cast<double>(model_->target_count());
-    const int32_t* targets = batch_->targets();
-    for (int64_t k = 0; k < B * config_.model.seq_len; ++k)
-      if (targets[k] >= 0) bytes += token_bytes_[static_cast<size_t>(targets[k])];
+    bytes += batch_->target_text_bytes(token_bytes_);
   }
   return {loss / static_cast<double>(config_.train.eval_iters),
           nats / static_cast<double>(std::max<int64_t>(bytes, 1))};
@@ -393,7 +386,7 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   state.lr_scale = lr_scale_;
   state.loss_scaler = loss_scaler_.state();
   state.run_name = run_name_;
-  state.layout = ParallelLayout(config_.parallel, world_.size()).name();
+  state.layout = layout_.name();
   state.config = config_to_json(config_);
   const Clock::time_point start = Clock::now();
   const WrittenCheckpoint written =

@@ -19,6 +19,7 @@
 #include "trainer/optim/loss_scaler.h"
 #include "trainer/parallel/communicator.h"
 #include "trainer/parallel/gradient_buckets.h"
+#include "trainer/parallel/layout.h"
 #include "trainer/telemetry/system_probe.h"
 #include "trainer/train/run_recorder.h"
 
@@ -89,7 +90,7 @@ class Trainer {
 
   Config config_;
   Communicator& world_;
-  int data_parallel_ = 1;
+  ParallelLayout layout_;
   int accum_ = 1;  // micro-batches per step on each rank
   std::FILE* out_;
   std::unique_ptr<Ops> ops_;
