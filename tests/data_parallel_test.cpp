@@ -81,44 +81,6 @@ TEST_F(DataParallel, RankZeroRecordsEveryRanksRowsInOneRun) {
   EXPECT_NE(show.output.find("tp1.pp1.dp2"), std::string::npos) << show.output;
 }
 
-TEST_F(DataParallel, ACheckpointMovesBetweenOneAndTwoRanks) {
-  // A replica's checkpoint is the whole model, so a run saved on 2 ranks resumes on 1 and
-  // back, each time on the curve of a run that never stopped.
-  const std::string dir = fresh_dir("data_parallel_resume");
-  const std::string prefix = prepare_corpus(dir);
-  const std::string run = " train --no-store" + small_run(prefix) +
-                          " --set train.global_batch=8 --set train.steps=12"
-                          " --set train.log_interval=1 --set train.eval_interval=0"
-                          " --set train.sample_tokens=0 --set train.checkpoint_interval=4"
-                          " --set train.checkpoint_dir=" + dir + "/checkpoints";
-  const CommandResult straight = run_command(kiln + run + " --name straight");
-  ASSERT_EQ(straight.exit_code, 0) << straight.output;
-  const std::vector<double> want = printed_losses(straight.output);
-  ASSERT_EQ(want.size(), 12u);
-
-  const CommandResult two = run_command(mpirun_command(2) + kiln + run + " --name two");
-  ASSERT_EQ(two.exit_code, 0) << two.output;
-  const CommandResult one =
-      run_command(kiln + run + " --name one --resume " + dir + "/checkpoints/two/step-00000004");
-  ASSERT_EQ(one.exit_code, 0) << one.output;
-  const CommandResult back = run_command(mpirun_command(2) + kiln + run +
-                                         " --name back --resume " + dir +
-                                         "/checkpoints/one/step-00000008");
-  ASSERT_EQ(back.exit_code, 0) << back.output;
-  // two: steps 1-12 on 2 ranks; one: steps 5-12 on 1 rank; back: steps 9-12 on 2 ranks.
-  const std::vector<double> a = printed_losses(two.output), b = printed_losses(one.output),
-                            c = printed_losses(back.output);
-  ASSERT_EQ(a.size(), 12u);
-  ASSERT_EQ(b.size(), 8u) << one.output;
-  ASSERT_EQ(c.size(), 4u) << back.output;
-  const auto near = [&](double got, size_t i) {
-    return std::abs(got - want[i]) <= 1e-4 * want[i] + 5e-5;
-  };
-  for (size_t i = 0; i < 12; ++i) EXPECT_TRUE(near(a[i], i)) << "2 ranks, step " << i + 1;
-  for (size_t i = 4; i < 12; ++i) EXPECT_TRUE(near(b[i - 4], i)) << "resumed on 1, step " << i + 1;
-  for (size_t i = 8; i < 12; ++i) EXPECT_TRUE(near(c[i - 8], i)) << "back on 2, step " << i + 1;
-}
-
 TEST_F(DataParallel, ABatchTheRanksCannotShareIsRefused) {
   const std::string prefix = prepare_corpus(fresh_dir("data_parallel_bad"));
   const CommandResult r =

@@ -37,13 +37,13 @@ Tensor parameter_view(const Tensor& flat, const Parameter& p) {
 
 // Optimizer tensors per parameter, as PyTorch's AdamW names its state.
 std::vector<std::pair<std::string, Tensor>> optimizer_tensors(const GptModel& model,
-                                                              const AdamW& optimizer) {
+                                                              const OptimizerState& optimizer) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const Parameter& p : model.parameters().all()) {
-    out.push_back({"exp_avg." + p.name, parameter_view(optimizer.exp_avg(), p)});
-    out.push_back({"exp_avg_sq." + p.name, parameter_view(optimizer.exp_avg_sq(), p)});
-    if (optimizer.keeps_master_copy())
-      out.push_back({"master." + p.name, parameter_view(optimizer.master(), p)});
+    out.push_back({"exp_avg." + p.name, parameter_view(optimizer.exp_avg, p)});
+    out.push_back({"exp_avg_sq." + p.name, parameter_view(optimizer.exp_avg_sq, p)});
+    if (optimizer.master_copy)
+      out.push_back({"master." + p.name, parameter_view(optimizer.master, p)});
   }
   return out;
 }
@@ -167,8 +167,8 @@ void load_into(Ops& ops, const Tensor& dst, const SafetensorsFile& file, const s
 }  // namespace
 
 WrittenCheckpoint save_checkpoint(const std::string& root, const TrainingState& state,
-                                  const GptModel& model, const AdamW& optimizer, Ops& ops,
-                                  int keep) {
+                                  const GptModel& model, const OptimizerState& optimizer,
+                                  Ops& ops, int keep) {
   std::vector<std::pair<std::string, Tensor>> params;
   for (const Parameter& p : model.parameters().all()) params.push_back({p.name, p.value});
   return write_checkpoint(root, state, device_sources(params, ops),
@@ -251,18 +251,19 @@ void Checkpoint::check_model(const json& model_config) const {
 
 void Checkpoint::restore(GptModel& model, AdamW& optimizer, Ops& ops) const {
   const bool has_master = optimizer_->contains("master." + model.parameters().all().front().name);
+  const OptimizerState state = optimizer.state_to_restore();
   for (const Parameter& p : model.parameters().all()) {
     // Under mixed precision the F32 master weights are the truth; a run in F32 resuming a
     // mixed-precision checkpoint takes them rather than the rounded copies.
-    const bool from_master = has_master && !optimizer.keeps_master_copy();
+    const bool from_master = has_master && !state.master_copy;
     load_into(ops, p.value, from_master ? *optimizer_ : *model_, (from_master ? "master." : "") + p.name);
-    load_into(ops, parameter_view(optimizer.exp_avg(), p), *optimizer_, "exp_avg." + p.name);
-    load_into(ops, parameter_view(optimizer.exp_avg_sq(), p), *optimizer_, "exp_avg_sq." + p.name);
-    if (optimizer.keeps_master_copy())
-      load_into(ops, parameter_view(optimizer.master(), p), has_master ? *optimizer_ : *model_,
+    load_into(ops, parameter_view(state.exp_avg, p), *optimizer_, "exp_avg." + p.name);
+    load_into(ops, parameter_view(state.exp_avg_sq, p), *optimizer_, "exp_avg_sq." + p.name);
+    if (state.master_copy)
+      load_into(ops, parameter_view(state.master, p), has_master ? *optimizer_ : *model_,
                 (has_master ? "master." : "") + p.name);
   }
-  optimizer.set_steps_taken(state_.optimizer_steps);
+  optimizer.restored(state, state_.optimizer_steps);
 }
 
 void Checkpoint::load_parameters(GptModel& model, Ops& ops) const {

@@ -47,10 +47,11 @@ struct WrittenCheckpoint {
 };
 
 // Writes the checkpoint of `state.step` under root (created if missing), points `latest` at
-// it, then removes the oldest checkpoints beyond `keep` (0 keeps all).
+// it, then removes the oldest checkpoints beyond `keep` (0 keeps all). optimizer: the whole
+// state (AdamW::state_for_checkpoint).
 WrittenCheckpoint save_checkpoint(const std::string& root, const TrainingState& state,
-                                  const GptModel& model, const AdamW& optimizer, Ops& ops,
-                                  int keep);
+                                  const GptModel& model, const OptimizerState& optimizer,
+                                  Ops& ops, int keep);
 
 // One tensor of a checkpoint file and how to get its bytes, one tensor at a time, so a
 // writer never holds more than one tensor in host memory.
@@ -76,7 +77,8 @@ class Checkpoint {
 
   // Refuses a checkpoint of another model shape: every model.* key must match.
   void check_model(const nlohmann::json& model_config) const;
-  // Loads parameters and optimizer state (converting the dtype when the run's differs).
+  // Loads parameters and optimizer state (converting the dtype when the run's differs); every
+  // rank of a sharded optimizer loads the whole state and keeps its shard.
   void restore(GptModel& model, AdamW& optimizer, Ops& ops) const;
   // Loads the parameters alone, for inference: the F32 master weights when the checkpoint
   // has them and the model computes in F32, else the saved parameters, converted.

@@ -81,7 +81,7 @@ class CheckpointTest : public testing::Test {
 
 TEST_F(CheckpointTest, RestoresEveryTensorAndTheState) {
   Trained a(1);
-  const WrittenCheckpoint written = save_checkpoint(root_, a.state(2), a.model, a.optimizer, *a.ops, 0);
+  const WrittenCheckpoint written = save_checkpoint(root_, a.state(2), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0);
   EXPECT_EQ(written.path, root_ + "/step-00000002");
   EXPECT_GT(written.bytes, 0);
 
@@ -90,8 +90,10 @@ TEST_F(CheckpointTest, RestoresEveryTensorAndTheState) {
   checkpoint.restore(b.model, b.optimizer, *b.ops);
   for (const Parameter& p : a.model.parameters().all())
     EXPECT_EQ(values(*a.ops, p.value), values(*b.ops, b.model.parameters().find(p.name).value)) << p.name;
-  EXPECT_EQ(values(*a.ops, a.optimizer.exp_avg()), values(*b.ops, b.optimizer.exp_avg()));
-  EXPECT_EQ(values(*a.ops, a.optimizer.exp_avg_sq()), values(*b.ops, b.optimizer.exp_avg_sq()));
+  EXPECT_EQ(values(*a.ops, a.optimizer.state_for_checkpoint().exp_avg),
+            values(*b.ops, b.optimizer.state_for_checkpoint().exp_avg));
+  EXPECT_EQ(values(*a.ops, a.optimizer.state_for_checkpoint().exp_avg_sq),
+            values(*b.ops, b.optimizer.state_for_checkpoint().exp_avg_sq));
   EXPECT_EQ(b.optimizer.steps_taken(), 2);
   const TrainingState& s = checkpoint.state();
   EXPECT_EQ(s.step, 2);
@@ -106,7 +108,7 @@ TEST_F(CheckpointTest, RestoresEveryTensorAndTheState) {
 
 TEST_F(CheckpointTest, DamagedOrIncompleteCheckpointsAreRefusedNamingTheFile) {
   Trained a(1);
-  const std::string path = save_checkpoint(root_, a.state(2), a.model, a.optimizer, *a.ops, 0).path;
+  const std::string path = save_checkpoint(root_, a.state(2), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0).path;
   const std::string model = path + "/model.safetensors";
   const auto size = fs::file_size(model);
 
@@ -131,7 +133,7 @@ TEST_F(CheckpointTest, DamagedOrIncompleteCheckpointsAreRefusedNamingTheFile) {
 TEST_F(CheckpointTest, AnotherModelShapeIsRefused) {
   Trained a(1);
   const Checkpoint checkpoint(
-      save_checkpoint(root_, a.state(2), a.model, a.optimizer, *a.ops, 0).path);
+      save_checkpoint(root_, a.state(2), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0).path);
   Config other;
   other.model = small_model();
   other.model.n_layer = 3;
@@ -143,7 +145,7 @@ TEST_F(CheckpointTest, AnotherModelShapeIsRefused) {
 
 TEST_F(CheckpointTest, KeepsTheNewestAndACrashedWriteLeavesTheLastWhole) {
   Trained a(1);
-  for (int64_t step : {10, 20, 30}) save_checkpoint(root_, a.state(step), a.model, a.optimizer, *a.ops, 2);
+  for (int64_t step : {10, 20, 30}) save_checkpoint(root_, a.state(step), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 2);
   EXPECT_FALSE(fs::exists(root_ + "/step-00000010"));
   EXPECT_TRUE(fs::exists(root_ + "/step-00000020"));
   EXPECT_EQ(find_checkpoint(root_, "unused"), root_ + "/step-00000030");
@@ -153,7 +155,7 @@ TEST_F(CheckpointTest, KeepsTheNewestAndACrashedWriteLeavesTheLastWhole) {
   fs::create_directories(root_ + "/.tmp-step-00000040-99999");
   std::ofstream(root_ + "/.tmp-step-00000040-99999/model.safetensors") << "partial";
   EXPECT_EQ(Checkpoint(find_checkpoint(root_, "unused")).state().step, 30);
-  save_checkpoint(root_, a.state(40), a.model, a.optimizer, *a.ops, 2);
+  save_checkpoint(root_, a.state(40), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 2);
   EXPECT_FALSE(fs::exists(root_ + "/.tmp-step-00000040-99999"));
   EXPECT_FALSE(fs::exists(root_ + "/step-00000020"));
   EXPECT_EQ(Checkpoint(find_checkpoint(root_, "unused")).state().step, 40);
@@ -161,9 +163,9 @@ TEST_F(CheckpointTest, KeepsTheNewestAndACrashedWriteLeavesTheLastWhole) {
 
 TEST_F(CheckpointTest, LatestIsTheNewestOfAnyRun) {
   Trained a(1);
-  save_checkpoint(root_ + "/first", a.state(5), a.model, a.optimizer, *a.ops, 0);
+  save_checkpoint(root_ + "/first", a.state(5), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  save_checkpoint(root_ + "/second", a.state(3), a.model, a.optimizer, *a.ops, 0);
+  save_checkpoint(root_ + "/second", a.state(3), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0);
   EXPECT_EQ(find_checkpoint("latest", root_), root_ + "/second/step-00000003");
   EXPECT_EQ(find_checkpoint(root_ + "/first", root_), root_ + "/first/step-00000005");
   EXPECT_EQ(error_of([&] { find_checkpoint("latest", root_ + "/none"); }),

@@ -51,6 +51,7 @@ void for_each_field(C& c, F&& f) {
   f("train", "beta2", c.train.beta2);
   f("train", "adam_eps", c.train.adam_eps);
   f("train", "clip_grad", c.train.clip_grad);
+  f("train", "recompute", c.train.recompute);
   f("train", "seed", c.train.seed);
   f("train", "log_interval", c.train.log_interval);
   f("train", "eval_interval", c.train.eval_interval);
@@ -191,6 +192,8 @@ constexpr std::pair<std::string_view, std::string_view> kForeignNames[] = {
     {"train_iters", "train.steps"},
     {"lr_warmup_iters", "train.warmup"},       {"lr_decay_style", "train.decay"},
     {"tensor_model_parallel_size", "parallel.tp"}, {"pipeline_model_parallel_size", "parallel.pp"},
+    {"recompute_granularity", "train.recompute"},
+    {"use_distributed_optimizer", "parallel.distributed_optimizer"},
 };
 
 std::string unknown_key_hint(const std::string& section, const std::string& key) {
@@ -376,6 +379,7 @@ void validate_train(const TrainConfig& t) {
   if (t.warmup > t.steps)
     fail("config: train.warmup=" + show(t.warmup) + " exceeds train.steps=" + show(t.steps));
   one_of("train.decay", t.decay, {"cosine", "linear", "wsd", "constant"});
+  one_of("train.recompute", t.recompute, {"none", "selective", "full"});
   if (!(t.wsd_decay_fraction > 0 && t.wsd_decay_fraction <= 1))
     fail("config: train.wsd_decay_fraction must be in (0, 1], got " + show(t.wsd_decay_fraction));
   at_least("train.weight_decay", t.weight_decay, 0.0);

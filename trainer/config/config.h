@@ -42,6 +42,9 @@ struct TrainConfig {
   double min_lr = 3e-5;
   int64_t warmup = 0;
   std::string decay = "cosine";  // cosine | linear | wsd | constant
+  // Activations recomputed in backward instead of kept: none | selective (the attention
+  // core) | full (each block from its input), as Megatron's --recompute-granularity.
+  std::string recompute = "none";
   double wsd_decay_fraction = 0.2;  // wsd: the final fraction of steps that decays
   double weight_decay = 0.1;
   double beta1 = 0.9;

@@ -62,7 +62,7 @@ std::string save_model(const ModelConfig& m, const fs::path& root) {
   state.run_name = "original";
   state.layout = "tp1.pp1.dp1";
   state.config = config_to_json(config);
-  return save_checkpoint(root.string(), state, model, optimizer, *ops, 0).path;
+  return save_checkpoint(root.string(), state, model, optimizer.state_for_checkpoint(), *ops, 0).path;
 }
 
 // Every tensor's bytes, by name.

@@ -1,5 +1,7 @@
 #include "trainer/memory/arena.h"
 
+#include <algorithm>
+
 #include "kernels/check.h"
 
 namespace kiln {
@@ -24,20 +26,22 @@ Tensor Arena::take(Shape shape, DType dtype) {
     t.data = base_ + cursor_;
   }
   cursor_ += t.bytes();
+  high_ = std::max(high_, cursor_);
   return t;
 }
 
 void Arena::allocate(Ops& ops) {
   KILN_CHECK(base_ == nullptr, "arena " + name_ + " allocated twice");
-  capacity_ = (cursor_ + kAlignment - 1) / kAlignment * kAlignment;
+  capacity_ = (high_ + kAlignment - 1) / kAlignment * kAlignment;
   owner_ = &ops;
   device_ = ops.device();
   base_ = static_cast<char*>(ops.allocate(capacity_ == 0 ? kAlignment : capacity_));
   cursor_ = 0;
+  high_ = 0;
 }
 
 void Arena::check_complete() const {
-  KILN_CHECK(base_ != nullptr && (cursor_ + kAlignment - 1) / kAlignment * kAlignment == capacity_,
+  KILN_CHECK(base_ != nullptr && (high_ + kAlignment - 1) / kAlignment * kAlignment == capacity_,
              "arena " + name_ + ": second layout pass differs from the first");
 }
 

@@ -24,9 +24,13 @@ class Arena {
   void allocate(Ops& ops);
   // After the second pass: checks it took exactly what the first pass did.
   void check_complete() const;
+  // Takes the next tensors from the start again: they share memory with the ones taken
+  // before (layers that take turns, recomputing their activations). The arena's size is the
+  // furthest any pass reached.
+  void rewind() { cursor_ = 0; }
 
   const std::string& name() const { return name_; }
-  size_t bytes() const { return base_ ? capacity_ : cursor_; }
+  size_t bytes() const { return base_ ? capacity_ : high_; }
   Device device() const { return device_; }
 
  private:
@@ -36,6 +40,7 @@ class Arena {
   char* base_ = nullptr;
   size_t capacity_ = 0;
   size_t cursor_ = 0;
+  size_t high_ = 0;  // the furthest cursor_ of this pass
 };
 
 }  // namespace kiln

@@ -15,18 +15,20 @@ DType wide_dtype(DType compute) { return compute == DType::F64 ? DType::F64 : DT
 }  // namespace
 
 GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype,
-                   size_t optimizer_bytes_per_element, int slots)
-    : config_(config), micro_batch_(micro_batch), slots_(slots), dtype_(dtype), ops_(ops),
+                   size_t optimizer_bytes_per_element, int slots, const ModelSplit& split)
+    : config_(config), micro_batch_(micro_batch), slots_(slots), split_(split), dtype_(dtype), ops_(ops),
       params_(dtype, wide_dtype(dtype)) {
   // First pass learns the sizes, second hands out memory.
   layout();
   check_fits(optimizer_bytes_per_element);
-  params_.allocate(ops_);
+  params_.allocate(ops_, split_.flat_shards);
   activations_.allocate(ops_);
   scratch_.allocate(ops_);
+  recomputed_.allocate(ops_);
   layout();
   activations_.check_complete();
   scratch_.check_complete();
+  recomputed_.check_complete();
   workspace_bytes_ = ops_.reserve(
       {micro_batch_, config_.seq_len, {config_.n_head, config_.kv_heads(), config_.head_dim()}});
   if (config_.is_llama()) fill_rope_table();
@@ -53,8 +55,14 @@ void GptModel::check_fits(size_t optimizer_bytes_per_element) const {
 
 void GptModel::layout() {
   params_.begin_pass();
-  const LayerBuild build{config_,           micro_batch_, slots_,     dtype_,
-                         wide_dtype(dtype_), params_,      activations_, scratch_};
+  const LayerBuild build{config_,  micro_batch_,       slots_,   dtype_,           wide_dtype(dtype_),
+                         params_,  activations_,       scratch_, split_.recompute, recomputed_};
+  // Under full recomputation a block keeps nothing of its own: what its backward reads is
+  // laid out in the shared arena, the same memory for every block.
+  const bool full = split_.recompute == Recompute::Full;
+  const LayerBuild block_build{config_,  micro_batch_,  slots_,   dtype_,           wide_dtype(dtype_),
+                               params_,  full ? recomputed_ : activations_, scratch_,
+                               split_.recompute, recomputed_};
   const int64_t C = config_.d_model, Vp = config_.padded_vocab(), V = config_.vocab_size;
   const int64_t T = config_.seq_len;
 
@@ -73,7 +81,8 @@ void GptModel::layout() {
   ready_after_ = {laid_out()};
   blocks_.assign(static_cast<size_t>(config_.n_layer), TransformerBlock{});
   for (int l = config_.n_layer - 1; l >= 0; --l) {
-    blocks_[static_cast<size_t>(l)].bind(build, l, rope_table_);
+    recomputed_.rewind();
+    blocks_[static_cast<size_t>(l)].bind(block_build, l, rope_table_);
     ready_after_.push_back(laid_out());
   }
   if (!config_.is_llama()) wpe_ = params_.add("wpe", {T, C}, Init::Normal, config_.init_std);
@@ -220,6 +229,9 @@ void GptModel::backward(double dloss, int slot,
   final_norm_.backward(ops_, batch, d_residual, d_final, batch.of(a.residual.back()));
   ready(0);
   for (size_t l = blocks_.size(); l-- > 0;) {
+    if (split_.recompute == Recompute::Full)
+      blocks_[l].forward(ops_, batch, batch.of(a.residual[l + 1]), batch.of(a.residual[l]),
+                         block_scratch_);
     blocks_[l].backward(ops_, batch, d_residual, batch.of(a.residual[l]), block_scratch_);
     ready(blocks_.size() - l);
   }
@@ -238,11 +250,13 @@ void GptModel::logits_row(int64_t row, std::vector<float>& out, int slot) const 
 }
 
 std::vector<ArenaSize> GptModel::memory() const {
-  return {{"parameters", params_.value_bytes()},
-          {"gradients", params_.grad_bytes()},
-          {"activations", activations_.bytes()},
-          {"scratch", scratch_.bytes()},
-          {"op workspace", workspace_bytes_}};
+  std::vector<ArenaSize> arenas{{"parameters", params_.value_bytes()},
+                                {"gradients", params_.grad_bytes()},
+                                {"activations", activations_.bytes()},
+                                {"scratch", scratch_.bytes()}};
+  if (split_.recompute != Recompute::None) arenas.push_back({"recomputed", recomputed_.bytes()});
+  arenas.push_back({"op workspace", workspace_bytes_});
+  return arenas;
 }
 
 }  // namespace kiln

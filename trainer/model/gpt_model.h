@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/model/model_split.h"
 #include "trainer/model/scratch.h"
 #include "trainer/model/transformer_block.h"
 
@@ -35,8 +36,9 @@ class GptModel {
   // dtype: F32, or BF16/F16 on CUDA; F64 (CPU only) serves the gradient checks.
   // Refuses, before allocating anything, a layout that does not fit the backend's memory
   // together with optimizer_bytes_per_element bytes of optimizer state per parameter.
+  // split: activation recomputation and the flat buffers' shards.
   GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype = DType::F32,
-           size_t optimizer_bytes_per_element = 0, int slots = 1);
+           size_t optimizer_bytes_per_element = 0, int slots = 1, const ModelSplit& split = {});
 
   // Seeded initialisation: every parameter draws from its own stream (seed, name).
   void init_parameters(uint64_t seed);
@@ -83,11 +85,13 @@ class GptModel {
   ModelConfig config_;
   int64_t micro_batch_;
   int slots_;
+  ModelSplit split_;
   DType dtype_;
   Ops& ops_;
   ParameterSet params_;
   Arena activations_{"activations"};
   Arena scratch_{"scratch"};
+  Arena recomputed_{"recomputed"};
   size_t workspace_bytes_ = 0;
 
   Parameter wte_, wpe_;

@@ -182,6 +182,36 @@ TEST_P(ModelGradients, GradientsReportedReadyNeverChangeAgain) {
   }
 }
 
+// Recomputation re-runs the same forward ops on the same inputs: the loss and every
+// gradient equal those of the run that kept its activations, bit for bit, with document
+// resets on (they reach the recomputed attention too); and it keeps less.
+TEST_P(ModelGradients, RecomputationChangesNothingButMemory) {
+  auto ops = make_cpu_ops(2);
+  const Batch2x6 batch;
+  const auto step = [&](Recompute recompute, size_t& activation_bytes) {
+    GptModel model(tiny_model(GetParam()), 2, *ops, DType::F32, 0, 1, ModelSplit{recompute});
+    model.init_parameters(7);
+    model.set_batch(batch.tokens.data(), batch.targets.data(), 2, 6, 0,
+                    {batch.positions.data(), batch.starts.data()});
+    model.zero_grad();
+    const double loss = model.forward();
+    model.backward(1.0);
+    activation_bytes = 0;
+    for (const ArenaSize& a : model.memory())
+      if (a.name == "activations" || a.name == "recomputed") activation_bytes += a.bytes;
+    const Tensor grads = model.parameters().flat_grads();
+    std::vector<float> out(grads.as<float>(), grads.as<float>() + grads.numel());
+    out.push_back(static_cast<float>(loss));
+    return out;
+  };
+  size_t kept = 0, selective = 0, full = 0;
+  const std::vector<float> want = step(Recompute::None, kept);
+  EXPECT_EQ(step(Recompute::Selective, selective), want);
+  EXPECT_EQ(step(Recompute::Full, full), want);
+  EXPECT_LT(selective, kept);
+  EXPECT_LT(full, selective);
+}
+
 TEST_P(ModelGradients, BadResetsAreRefused) {
   auto ops = make_cpu_ops(2);
   GptModel model(tiny_model(GetParam()), 2, *ops, DType::F64);

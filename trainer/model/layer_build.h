@@ -4,6 +4,7 @@
 
 #include "trainer/config/config.h"
 #include "trainer/memory/arena.h"
+#include "trainer/model/model_split.h"
 #include "trainer/model/parameters.h"
 
 namespace kiln {
@@ -17,6 +18,10 @@ struct LayerBuild {
   ParameterSet& params;
   Arena& activations;  // saved for backward, one copy per slot
   Arena& scratch;      // shared by all layers, overwritten freely
+  Recompute recompute;
+  // What backward recomputes: one copy shared by the blocks, refilled by each block's
+  // forward re-run just before its backward.
+  Arena& recomputed;
 
   // A [micro_batch, seq_len, width] buffer.
   Tensor take(Arena& arena, int64_t width) const {

@@ -43,9 +43,11 @@ Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, dou
   return p;
 }
 
-void ParameterSet::allocate(Ops& ops) {
+void ParameterSet::allocate(Ops& ops, int shards) {
   KILN_CHECK(owner_ == nullptr, "parameters allocated twice");
-  size_ = (next_ + kAlignElements - 1) / kAlignElements * kAlignElements;
+  // Each shard starts aligned too.
+  const int64_t multiple = kAlignElements * shards;
+  size_ = (next_ + multiple - 1) / multiple * multiple;
   owner_ = &ops;
   device_ = ops.device();
   values_ = ops.allocate(value_bytes());

@@ -37,7 +37,9 @@ class ParameterSet {
                 int64_t real_rows = -1);
   // Starts a layout pass (the set is laid out twice, as arenas are: sizes, then memory).
   void begin_pass();
-  void allocate(Ops& ops);
+  // Allocates both buffers, their length padded to a multiple of shards (the distributed
+  // optimizer cuts them into that many equal contiguous shards).
+  void allocate(Ops& ops, int shards = 1);
 
   const std::vector<Parameter>& all() const { return params_; }
   const Parameter& find(const std::string& name) const;

@@ -10,6 +10,8 @@ void SelfAttention::bind(const LayerBuild& build, const std::string& name,
   shape_ = {m.n_head, m.kv_heads(), m.head_dim()};
   rope_ = m.is_llama();
   rope_table_ = rope_table;
+  recompute_core_ = build.recompute == Recompute::Selective;
+  Arena& core = recompute_core_ ? build.recomputed : build.activations;
   const bool bias = !m.is_llama();
   // GPT-2's scaled init: residual projections get std / sqrt(2 * n_layer).
   proj_.bind(build, name + ".proj", static_cast<int64_t>(m.n_head) * m.head_dim(), m.d_model,
@@ -20,9 +22,8 @@ void SelfAttention::bind(const LayerBuild& build, const std::string& name,
   lse_.clear();
   for (int s = 0; s < build.slots; ++s) {
     qkv_out_.push_back(build.take(build.activations, shape_.qkv_width()));
-    attn_out_.push_back(build.take(build.activations, static_cast<int64_t>(m.n_head) * m.head_dim()));
-    lse_.push_back(
-        build.activations.take({build.micro_batch, m.n_head, m.seq_len}, build.stat_dtype));
+    attn_out_.push_back(build.take(core, static_cast<int64_t>(m.n_head) * m.head_dim()));
+    lse_.push_back(core.take({build.micro_batch, m.n_head, m.seq_len}, build.stat_dtype));
   }
 }
 
@@ -45,6 +46,7 @@ void SelfAttention::backward(Ops& ops, const Batch& batch, const Tensor& dx, con
   const Tensor lse = lse_[s].view({lse_[s].numel()}).slice(0, batch.b * shape_.n_head * batch.t);
   const Tensor d_attn = batch.of(scratch.d_attn);
   const Tensor d_qkv = batch.of(scratch.d_qkv);
+  if (recompute_core_) ops.attention_forward(out, lse, qkv, shape_, batch.key_starts);
   proj_.backward(ops, d_attn, dy, out);
   ops.attention_backward(d_qkv, d_attn, qkv, out, lse, shape_, batch.key_starts);
   if (rope_) ops.rope_backward(d_qkv, rope_table_, shape_, batch.positions);

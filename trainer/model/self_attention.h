@@ -1,7 +1,8 @@
 // Causal self-attention: fused QKV projection, RoPE (Llama), attention with grouped-query
 // heads, output projection; the batch's document resets, when it has them, give RoPE its
 // positions and attention its key starts. Saves the rotated QKV, the attention output and its
-// log-sum-exp per slot.
+// log-sum-exp per slot; under selective recomputation the last two are shared by every
+// layer and backward recomputes them from the saved qkv.
 #pragma once
 
 #include <string>
@@ -23,6 +24,7 @@ class SelfAttention {
  private:
   AttentionShape shape_;
   bool rope_ = false;
+  bool recompute_core_ = false;  // train.recompute=selective
   Tensor rope_table_;
   Linear qkv_;
   Linear proj_;

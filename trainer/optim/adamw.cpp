@@ -1,7 +1,10 @@
 #include "trainer/optim/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "kernels/check.h"
 
 namespace kiln {
 
@@ -16,36 +19,58 @@ size_t AdamW::state_bytes_per_element(DType value_dtype) {
                                                                                        : DType::F32);
 }
 
-AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops)
-    : train_(train), params_(params), ops_(ops) {
-  const bool mixed = mixed_precision(params_.value_dtype());
-  const Shape flat{params_.size()};
-  const Shape table{static_cast<int64_t>(params_.all().size()), 3};
+AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, Communicator* shard_group)
+    : train_(train), params_(params), ops_(ops), group_(shard_group),
+      shards_(shard_group ? shard_group->size() : 1),
+      mixed_(mixed_precision(params.value_dtype())) {
+  const int64_t n = params_.size();
+  KILN_CHECK(n % shards_ == 0, "the flat parameter buffer of " + std::to_string(n) +
+                                   " elements does not cut into " + std::to_string(shards_) +
+                                   " shards");
+  const int rank = shards_ > 1 ? group_->rank() : 0;
+  begin_ = n / shards_ * rank;
+  end_ = begin_ + n / shards_;
+  const Shape shard{end_ - begin_};
+  // The segment table covers the shard: each parameter's part of it, from the shard's start.
+  std::vector<int64_t> rows;
+  for (const Parameter& p : params_.all()) {
+    const int64_t first = std::max(p.offset, begin_);
+    const int64_t last = std::min(p.offset + p.value.numel(), end_);
+    if (first >= last) continue;
+    rows.push_back(first - begin_);
+    rows.push_back(last - begin_);
+    rows.push_back(p.decay ? 1 : 0);
+  }
+  const Shape table{std::max<int64_t>(1, static_cast<int64_t>(rows.size() / 3)), 3};
+  if (rows.empty()) rows = {0, 0, 0};
   for (int pass = 0; pass < 2; ++pass) {
     if (pass == 1) state_.allocate(ops_);
-    if (mixed) master_ = state_.take(flat, params_.grad_dtype());
-    m_ = state_.take(flat, params_.grad_dtype());
-    v_ = state_.take(flat, params_.grad_dtype());
+    if (mixed_) master_ = state_.take(shard, params_.grad_dtype());
+    m_ = state_.take(shard, params_.grad_dtype());
+    v_ = state_.take(shard, params_.grad_dtype());
+    if (sharded()) grad_shard_ = state_.take(shard, params_.grad_dtype());
     segments_ = state_.take(table, DType::I64);
   }
   state_.check_complete();
-  if (mixed) {
-    ops_.cast(master_, params_.flat_values());
+  const Tensor values = params_.flat_values().slice(begin_, end_);
+  if (mixed_) {
+    ops_.cast(master_, values);
   } else {
-    master_ = params_.flat_values();
+    master_ = values;
   }
-  std::vector<int64_t> rows;
-  for (const Parameter& p : params_.all()) {
-    rows.push_back(p.offset);
-    rows.push_back(p.offset + p.value.numel());
-    rows.push_back(p.decay ? 1 : 0);
-  }
+  if (!sharded()) grad_shard_ = params_.flat_grads();
   ops_.copy_from_host(segments_, rows.data());
 }
 
+void AdamW::reduce_scatter_gradients() {
+  KILN_CHECK(sharded(), "reduce_scatter_gradients needs a sharded optimizer");
+  group_->reduce_scatter(grad_shard_, params_.flat_grads());
+}
+
 OptimizerStep AdamW::step(double lr, double loss_scale) {
-  const Tensor grads = params_.flat_grads();
-  const double sum_squares = ops_.sum_squares(grads);
+  const Tensor grads = grad_shard_;
+  double sum_squares = ops_.sum_squares(grads);
+  if (sharded()) group_->all_reduce(Tensor{&sum_squares, DType::F64, {1}}, ReduceOp::Sum);
   if (!std::isfinite(sum_squares)) return {sum_squares, true};
   OptimizerStep result;
   result.grad_norm = std::sqrt(sum_squares) / loss_scale;
@@ -56,9 +81,49 @@ OptimizerStep AdamW::step(double lr, double loss_scale) {
   if (factor != 1.0) ops_.scale(grads, factor);
   ++step_;
   const AdamWStep s{lr, train_.beta1, train_.beta2, train_.adam_eps, train_.weight_decay, step_};
-  const bool mixed = master_.data != params_.flat_values().data;
-  ops_.adamw(master_, grads, m_, v_, mixed ? params_.flat_values() : Tensor{}, segments_, s);
+  const Tensor values = params_.flat_values();
+  ops_.adamw(master_, grads, m_, v_, mixed_ ? values.slice(begin_, end_) : Tensor{}, segments_, s);
+  // Every rank takes the others' updated shards; its own is already in place.
+  if (sharded()) group_->all_gather(values, values.slice(begin_, end_));
   return result;
+}
+
+OptimizerState AdamW::whole_buffers() const {
+  OptimizerState whole;
+  whole.master_copy = mixed_;
+  whole.memory = std::make_unique<Arena>("optimizer state");
+  const Shape flat{params_.size()};
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) whole.memory->allocate(ops_);
+    if (mixed_) whole.master = whole.memory->take(flat, params_.grad_dtype());
+    whole.exp_avg = whole.memory->take(flat, params_.grad_dtype());
+    whole.exp_avg_sq = whole.memory->take(flat, params_.grad_dtype());
+  }
+  if (!mixed_) whole.master = params_.flat_values();
+  return whole;
+}
+
+OptimizerState AdamW::state_for_checkpoint() {
+  if (!sharded()) return {master_, m_, v_, mixed_, nullptr};
+  const bool root = group_->rank() == 0;
+  OptimizerState whole = root ? whole_buffers() : OptimizerState{};
+  group_->gather(whole.exp_avg, m_, 0);
+  group_->gather(whole.exp_avg_sq, v_, 0);
+  if (mixed_) group_->gather(whole.master, master_, 0);
+  return whole;
+}
+
+OptimizerState AdamW::state_to_restore() {
+  if (!sharded()) return {master_, m_, v_, mixed_, nullptr};
+  return whole_buffers();
+}
+
+void AdamW::restored(const OptimizerState& state, int64_t steps) {
+  step_ = steps;
+  if (!sharded()) return;
+  ops_.cast(m_, state.exp_avg.slice(begin_, end_));
+  ops_.cast(v_, state.exp_avg_sq.slice(begin_, end_));
+  if (mixed_) ops_.cast(master_, state.master.slice(begin_, end_));
 }
 
 }  // namespace kiln

@@ -3,11 +3,19 @@
 // moments laid out like the flat gradient buffer, decoupled weight decay on matrices and
 // embeddings only, global-norm clipping before the update, and skipping of steps whose
 // gradients overflowed (fp16 loss scaling).
+//
+// With a shard group of several ranks it is Megatron's distributed optimizer (ZeRO-1): the
+// flat buffers are cut into one contiguous shard per rank; a rank keeps master weights and
+// moments for its shard alone, receives the sum of every rank's gradients for its shard
+// (reduce-scatter), updates it, and all-gathers the updated parameters.
 #pragma once
+
+#include <memory>
 
 #include "trainer/config/config.h"
 #include "trainer/memory/arena.h"
 #include "trainer/model/parameters.h"
+#include "trainer/parallel/communicator.h"
 
 namespace kiln {
 
@@ -16,36 +24,57 @@ struct OptimizerStep {
   bool skipped = false;  // the gradients held an Inf or NaN: nothing was updated
 };
 
+// The whole optimizer state, laid out like the flat gradient buffer: what a checkpoint holds.
+struct OptimizerState {
+  Tensor master, exp_avg, exp_avg_sq;
+  bool master_copy = false;        // master is a copy (mixed precision), not the parameters
+  std::unique_ptr<Arena> memory;   // owns the tensors when they are not the optimizer's own
+};
+
 class AdamW {
  public:
-  AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops);
+  // shard_group: the data-parallel ranks that share the state (null or one rank: no sharding);
+  // the parameter buffers must be allocated with that many shards.
+  AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops,
+        Communicator* shard_group = nullptr);
 
-  // Optimizer state per parameter element, for sizing a run before it allocates.
+  // Optimizer state per parameter element (of the shard), for sizing a run before it allocates.
   static size_t state_bytes_per_element(DType value_dtype);
+
+  bool sharded() const { return shards_ > 1; }
+  // Sharded: this rank's shard of the flat gradients becomes the sum over the group's ranks.
+  void reduce_scatter_gradients();
 
   // The gradients hold loss_scale times the true gradients. Unscales, clips to
   // train.clip_grad, and updates every parameter with learning rate lr, unless the
-  // gradients are not finite.
+  // gradients are not finite. Sharded, a collective over the group.
   OptimizerStep step(double lr, double loss_scale = 1.0);
 
   int64_t steps_taken() const { return step_; }
   size_t bytes() const { return state_.bytes(); }
 
-  // The state a checkpoint keeps, laid out like the flat gradient buffer: the F32 master
-  // weights (the parameters themselves when they are F32 or F64) and the two moments.
-  Tensor master() const { return master_; }
-  Tensor exp_avg() const { return m_; }
-  Tensor exp_avg_sq() const { return v_; }
-  bool keeps_master_copy() const { return master_.data != params_.flat_values().data; }
-  // After the state was restored from a checkpoint: the bias correction goes on from here.
-  void set_steps_taken(int64_t steps) { step_ = steps; }
+  // The whole state for a checkpoint: views of this optimizer's own tensors or, sharded,
+  // gathered from every rank to the group's rank 0 (a collective; the other ranks get an
+  // empty state).
+  OptimizerState state_for_checkpoint();
+  // Where a checkpoint's state is loaded before restored() takes it.
+  OptimizerState state_to_restore();
+  // After the state was loaded: a sharded optimizer keeps its shard of it; the bias
+  // correction goes on from `steps`.
+  void restored(const OptimizerState& state, int64_t steps);
 
  private:
+  OptimizerState whole_buffers() const;
+
   TrainConfig train_;
   ParameterSet& params_;
   Ops& ops_;
+  Communicator* group_;
+  int shards_ = 1;
+  bool mixed_ = false;  // BF16/F16 parameters: the F32 master weights are a copy
+  int64_t begin_ = 0, end_ = 0;  // this rank's shard of the flat buffers
   Arena state_{"optimizer"};
-  Tensor master_, m_, v_, segments_;
+  Tensor master_, m_, v_, grad_shard_, segments_;
   int64_t step_ = 0;
 };
 

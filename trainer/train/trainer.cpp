@@ -51,9 +51,6 @@ ParallelLayout data_parallel_layout(const Config& c, int world_size) {
   if (p.vpp != 1) fail("parallel.vpp needs pipeline parallelism (parallel.pp > 1)");
   if (p.sequence_parallel)
     fail("parallel.sequence_parallel needs tensor parallelism, which is not in this build yet");
-  if (p.distributed_optimizer)
-    fail("parallel.distributed_optimizer (optimizer state sharded over the data-parallel ranks) "
-         "is not in this build yet");
   const int64_t per_step = int64_t{c.train.micro_batch} * layout.dp();
   if (c.train.global_batch % per_step != 0)
     fail(fmt::format("train.global_batch={} is not a multiple of train.micro_batch={} x {} "
@@ -147,11 +144,16 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
       config_.data.reset_attention_mask});
 
   const DType dtype = compute_dtype(config_.precision);
+  // The distributed optimizer keeps 1/dp of the state on each rank.
+  const int shards = config_.parallel.distributed_optimizer ? layout_.dp() : 1;
+  const size_t state_bytes = AdamW::state_bytes_per_element(dtype);
   model_ = std::make_unique<GptModel>(m, config_.train.micro_batch, *ops_, dtype,
-                                      AdamW::state_bytes_per_element(dtype));
+                                      (state_bytes + shards - 1) / shards, 1,
+                                      ModelSplit{parse_recompute(config_.train.recompute), shards});
   model_->init_parameters(config_.train.seed);
-  optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_);
-  if (layout_.dp() > 1)
+  optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_,
+                                       shards > 1 ? &world_ : nullptr);
+  if (layout_.dp() > 1 && !optimizer_->sharded())
     buckets_ = std::make_unique<GradientBuckets>(world_, model_->parameters().flat_grads(),
                                                  config_.parallel.ddp_bucket_size);
   RecordOptions recording = record;
@@ -198,6 +200,15 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   }
   fmt::print(out_, "{} optimizer {} | total {}\n", memory, human_bytes(optimizer_->bytes()),
              human_bytes(total));
+  if (optimizer_->sharded())
+    fmt::print(out_, "kiln: distributed optimizer: each of {} data-parallel ranks keeps 1/{} of "
+                     "the optimizer state\n",
+               layout_.dp(), layout_.dp());
+  if (config_.train.recompute != "none")
+    fmt::print(out_, "kiln: recomputing {} in backward (train.recompute={})\n",
+               config_.train.recompute == "full" ? "each block from its input"
+                                                 : "the attention core",
+               config_.train.recompute);
 
   model_flops_per_token_ = model_flops_per_token(m);
   peak_flops_ = peak_bf16_flops(ops_->name());
@@ -273,7 +284,11 @@ void Trainer::reduce_gradients(StepTimes& times) {
   // Each rank's backward weighted its tokens by 1 / (the global batch's tokens), so the sum
   // over ranks is the global batch's gradient, as one process computes it. What is left of
   // the reduction after backward is the exposed communication.
-  buckets_->finish();
+  if (optimizer_->sharded()) {
+    optimizer_->reduce_scatter_gradients();
+  } else {
+    buckets_->finish();
+  }
   double loss = times.loss;
   world_.all_reduce(Tensor{&loss, DType::F64, {1}}, ReduceOp::Sum);
   times.loss = loss / layout_.dp();
@@ -374,10 +389,14 @@ std::string Trainer::apply_setting(const Setting& setting) {
 }
 
 std::string Trainer::save_checkpoint_at(int64_t step) {
-  // The replicas hold the same model and optimizer state: the first one writes it.
-  if (!is_first_rank()) return {};
   const std::string root = (std::filesystem::path(config_.train.checkpoint_dir) / run_name_).string();
   if (saved_step_ == step) return (std::filesystem::path(root) / fmt::format("step-{:08d}", step)).string();
+  const Clock::time_point start = Clock::now();
+  // The replicas hold the same model; the optimizer state, when sharded, is gathered to the
+  // first rank, which writes it all.
+  const OptimizerState optimizer = optimizer_->state_for_checkpoint();
+  saved_step_ = step;
+  if (!is_first_rank()) return {};
   TrainingState state;
   state.step = step;
   state.optimizer_steps = optimizer_->steps_taken();
@@ -388,10 +407,8 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   state.run_name = run_name_;
   state.layout = layout_.name();
   state.config = config_to_json(config_);
-  const Clock::time_point start = Clock::now();
   const WrittenCheckpoint written =
-      save_checkpoint(root, state, *model_, *optimizer_, *ops_, config_.train.checkpoint_keep);
-  saved_step_ = step;
+      save_checkpoint(root, state, *model_, optimizer, *ops_, config_.train.checkpoint_keep);
   const double seconds = seconds_since(start);
   not_training_s_ += seconds;
   fmt::print(out_, "kiln: saved checkpoint {} ({}) in {:.1f} s\n", written.path,
@@ -401,34 +418,38 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   return written.path;
 }
 
-SteeringDecision Trainer::steer(int64_t step, bool paused) {
-  const std::vector<store::Command> pending = recorder_->pending_commands();
-  if (pending.empty()) return {};
-  SteeringDecision decision = decide(pending, paused);
-  for (size_t i = 0; i < decision.settings.size(); ++i) {
-    std::string& reason = decision.outcomes[decision.setting_outcome[i]].reason;
-    reason += ": " + apply_setting(decision.settings[i]);
+SteeringDecision Trainer::steer(bool paused) {
+  steering_pending_ = recorder_->pending_commands();
+  if (steering_pending_.empty()) return {};
+  steering_ = decide(steering_pending_, paused);
+  for (size_t i = 0; i < steering_.settings.size(); ++i) {
+    std::string& reason = steering_.outcomes[steering_.setting_outcome[i]].reason;
+    reason += ": " + apply_setting(steering_.settings[i]);
   }
-  if (decision.checkpoint || decision.stop) {
-    const std::string path = save_checkpoint_at(step);
-    for (size_t i = 0; i < pending.size(); ++i) {
-      const auto action = pending[i].action;
-      CommandOutcome& o = decision.outcomes[i];
-      if (o.applied && (action == store::CommandAction::Checkpoint || action == store::CommandAction::Stop))
-        o.reason += "; wrote " + path;
-    }
-  }
-  recorder_->record(decision, step);
+  return steering_;
+}
+
+void Trainer::record_steering(int64_t step, const std::string& checkpoint_path) {
+  if (steering_pending_.empty()) return;
+  const std::vector<store::Command> pending = std::move(steering_pending_);
+  steering_pending_.clear();
   for (size_t i = 0; i < pending.size(); ++i) {
-    const CommandOutcome& o = decision.outcomes[i];
+    const auto action = pending[i].action;
+    CommandOutcome& o = steering_.outcomes[i];
+    if (o.applied && !checkpoint_path.empty() &&
+        (action == store::CommandAction::Checkpoint || action == store::CommandAction::Stop))
+      o.reason += "; wrote " + checkpoint_path;
+  }
+  recorder_->record(steering_, step);
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const CommandOutcome& o = steering_.outcomes[i];
     fmt::print(out_, "kiln: command {} ({}) {} after step {}: {}\n", o.command_id,
                store::to_string(pending[i].action), o.applied ? "applied" : "rejected", step,
                o.reason);
   }
   std::fflush(out_);
-  if (decision.pause) recorder_->set_paused(true);
-  if (decision.resume) recorder_->set_paused(false);
-  return decision;
+  if (steering_.pause) recorder_->set_paused(true);
+  if (steering_.resume) recorder_->set_paused(false);
 }
 
 SteeringDecision Trainer::share_decision(SteeringDecision decision, bool& interrupted) {
@@ -437,6 +458,7 @@ SteeringDecision Trainer::share_decision(SteeringDecision decision, bool& interr
   // them; small integers travel exactly as doubles.
   TrainConfig& t = config_.train;
   double control[] = {static_cast<double>(decision.pause),
+                      static_cast<double>(decision.resume),
                       static_cast<double>(decision.stop),
                       static_cast<double>(decision.checkpoint),
                       static_cast<double>(interrupted),
@@ -445,31 +467,50 @@ SteeringDecision Trainer::share_decision(SteeringDecision decision, bool& interr
                       lr_scale_};
   world_.broadcast(Tensor{control, DType::F64, {std::size(control)}}, 0);
   decision.pause = control[0] != 0;
-  decision.stop = control[1] != 0;
-  decision.checkpoint = control[2] != 0;
-  interrupted = control[3] != 0;
-  t.log_interval = static_cast<int>(control[4]);
-  t.eval_interval = static_cast<int>(control[5]);
-  lr_scale_ = control[6];
+  decision.resume = control[1] != 0;
+  decision.stop = control[2] != 0;
+  decision.checkpoint = control[3] != 0;
+  interrupted = control[4] != 0;
+  t.log_interval = static_cast<int>(control[5]);
+  t.eval_interval = static_cast<int>(control[6]);
+  lr_scale_ = control[7];
   return decision;
 }
 
-bool Trainer::wait_while_paused(int64_t step, double& waited_s) {
-  const Clock::time_point start = Clock::now();
-  fmt::print(out_, "kiln: paused after step {}; resume with: kiln runs resume {} --store {}\n",
-             step, recorder_->name(), recorder_->path());
-  std::fflush(out_);
-  bool stop = false;
-  for (bool paused = true; paused && !stop && !interrupt_requested();) {
+SteeringDecision Trainer::wait_while_paused(int64_t step) {
+  while (!interrupt_requested()) {
     // Sleeping, not spinning: a paused run leaves its cores (and GPU) idle. The store's
     // writer thread keeps the heartbeat going meanwhile.
     std::this_thread::sleep_for(kPausePoll);
-    const SteeringDecision decision = steer(step, true);
-    stop = decision.stop;
-    paused = !decision.resume;
+    const SteeringDecision decision = steer(true);
+    if (decision.resume || decision.stop || decision.checkpoint) return decision;
+    record_steering(step, {});
   }
-  waited_s = seconds_since(start);
-  if (!stop && !interrupt_requested()) {
+  return {};
+}
+
+bool Trainer::hold_paused(int64_t step, bool& interrupted) {
+  const Clock::time_point start = Clock::now();
+  if (recorder_)
+    fmt::print(out_, "kiln: paused after step {}; resume with: kiln runs resume {} --store {}\n",
+               step, recorder_->name(), recorder_->path());
+  std::fflush(out_);
+  bool stop = false;
+  for (bool paused = true; paused;) {
+    // Rank 0 watches the store while the others wait for its word, idle; what it hears is
+    // shared, so a checkpoint asked for during the pause is written by every rank together.
+    SteeringDecision decision = is_first_rank() ? wait_while_paused(step) : SteeringDecision{};
+    interrupted = interrupt_requested();
+    decision = share_decision(decision, interrupted);
+    const std::string written =
+        decision.checkpoint || decision.stop ? save_checkpoint_at(step) : std::string();
+    if (recorder_) record_steering(step, written);
+    stop = decision.stop;
+    paused = !decision.resume && !stop && !interrupted;
+  }
+  const double waited_s = seconds_since(start);
+  not_training_s_ += waited_s;
+  if (!stop && !interrupted) {
     fmt::print(out_, "kiln: resumed after {} paused\n", human_duration(waited_s));
     std::fflush(out_);
   }
@@ -547,7 +588,10 @@ void Trainer::train_loop(TrainSummary& summary) {
     // The step boundary: commands first, so a step the run stops or pauses after is logged.
     bool interrupted = interrupt_requested();
     const SteeringDecision decision = share_decision(
-        recorder_ && step < t.steps ? steer(step, false) : SteeringDecision{}, interrupted);
+        recorder_ && step < t.steps ? steer(false) : SteeringDecision{}, interrupted);
+    const std::string written =
+        decision.checkpoint || decision.stop ? save_checkpoint_at(step) : std::string();
+    if (recorder_) record_steering(step, written);
     if (timed || decision.stop || decision.pause || interrupted) {
       // The next interval starts now, so the cost of reporting this one (printing, handing
       // rows to the store) counts in it and not nowhere.
@@ -585,18 +629,7 @@ void Trainer::train_loop(TrainSummary& summary) {
       save_checkpoint_at(step);
 
     bool stop = decision.stop;
-    if (decision.pause && !stop && !interrupted) {
-      // Rank 0 holds the run while the others wait for its word, idle.
-      const Clock::time_point pause_start = Clock::now();
-      SteeringDecision after;
-      if (is_first_rank()) {
-        double waited_s = 0;
-        after.stop = wait_while_paused(step, waited_s);
-      }
-      interrupted = interrupt_requested();
-      stop = share_decision(after, interrupted).stop;
-      not_training_s_ += seconds_since(pause_start);
-    }
+    if (decision.pause && !stop && !interrupted) stop = hold_paused(step, interrupted);
     if (interrupted) {
       summary.interrupted = true;
       fmt::print(out_, "kiln: interrupted; stopped cleanly after step {}\n", step);

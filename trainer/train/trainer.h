@@ -70,14 +70,22 @@ class Trainer {
   double scheduled_lr(int64_t step) const;
   store::MetricRow metric_row(int64_t step, double loss, double lr, double grad_norm,
                               double seconds_per_step, const StepTimes& times, double opt_ms) const;
-  // Reads the store's commands, applies the settings among them and records every outcome;
-  // the caller acts on pause, resume and stop.
-  SteeringDecision steer(int64_t step, bool paused);
-  // Holds the run at the boundary after `step` until resumed; true when it must stop.
-  // Returns the seconds it waited through `waited_s`.
-  bool wait_while_paused(int64_t step, double& waited_s);
+  // Rank 0: reads the store's commands and applies the settings among them; the caller acts
+  // on pause, resume, stop and checkpoint, then records the outcomes with record_steering.
+  SteeringDecision steer(bool paused);
+  // Rank 0: records and prints the outcomes of the last steer(), naming the checkpoint
+  // written for them (when one was).
+  void record_steering(int64_t step, const std::string& checkpoint_path);
+  // Rank 0, paused: polls the store until a command resumes, stops or asks for a checkpoint
+  // (or Ctrl-C); records the others as they come.
+  SteeringDecision wait_while_paused(int64_t step);
+  // Every rank: holds the run at the boundary after `step` until resumed; true when it
+  // must stop.
+  bool hold_paused(int64_t step, bool& interrupted);
   std::string apply_setting(const Setting& setting);
-  // Writes the checkpoint of `step` (once per step) and records it; returns its path.
+  // Writes the checkpoint of `step` (once per step) and records it; returns its path. Every
+  // rank calls it at the same step (a sharded optimizer's state is gathered); the first
+  // writes.
   std::string save_checkpoint_at(int64_t step);
 
   // Rank 0's steering at a step boundary, sent to every rank so all act at the same step.
@@ -103,6 +111,8 @@ class Trainer {
   LossScaler loss_scaler_;
   std::unique_ptr<TokenBatch> batch_;
   std::unique_ptr<RunRecorder> recorder_;
+  std::vector<store::Command> steering_pending_;  // what steer() read, until recorded
+  SteeringDecision steering_;                     // and what it decided
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int64_t> token_bytes_;  // bytes of text per id (0 for end-of-document, padding)
   std::string run_name_;        // names the run's checkpoint folder

@@ -1,0 +1,129 @@
+// The equivalence suite: every parallel layout and memory option trains the single-rank loss
+// curve (fp32 sums in another order only: 1e-4 relative; a real bug shows as 1e-2 or more),
+// and a checkpoint written under one layout resumes under another on that same curve.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/corpus_fixture.h"
+#include "tests/run_command.h"
+
+namespace kiln::test {
+namespace {
+
+const std::string kiln = KILN_BINARY;
+
+struct Layout {
+  std::string name;
+  int ranks = 1;
+  std::string settings;  // --set overrides
+};
+
+// A 2-layer model, so every layout has layers to split, trained 20 steps with a loss printed
+// at each and a validation at steps 10 and 20.
+std::string equivalence_run(const std::string& prefix) {
+  return " train --no-store" + small_run(prefix) +
+         " --set model.n_layer=2 --set model.n_head=4 --set train.global_batch=8"
+         " --set train.steps=20 --set train.log_interval=1 --set train.eval_interval=10"
+         " --set train.sample_tokens=0";
+}
+
+class LayoutEquivalence : public testing::TestWithParam<Layout> {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fresh_dir("layout_equivalence");
+    prefix_ = prepare_corpus(dir_);
+    const CommandResult single = run_command(kiln + equivalence_run(prefix_));
+    ASSERT_EQ(single.exit_code, 0) << single.output;
+    single_ = printed_losses(single.output);
+    ASSERT_EQ(single_.size(), 22u) << single.output;  // 20 steps, 2 validations
+  }
+  void SetUp() override {
+#ifndef KILN_HAVE_MPI
+    if (GetParam().ranks > 1) GTEST_SKIP() << "skipped: built without MPI";
+#endif
+  }
+  static std::string launch(int ranks) { return ranks > 1 ? mpirun_command(ranks) + kiln : kiln; }
+  static bool near(double got, double want) {
+    return std::abs(got - want) <= 1e-4 * want + 5e-5;
+  }
+
+  static inline std::string dir_, prefix_;
+  static inline std::vector<double> single_;
+};
+
+TEST_P(LayoutEquivalence, TrainsTheSingleRankCurve) {
+  const Layout& layout = GetParam();
+  const CommandResult r =
+      run_command(launch(layout.ranks) + equivalence_run(prefix_) + layout.settings);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<double> got = printed_losses(r.output);
+  ASSERT_EQ(got.size(), single_.size()) << r.output;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(near(got[i], single_[i])) << "loss " << i << ": " << got[i] << " vs " << single_[i];
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, LayoutEquivalence,
+    testing::Values(
+        Layout{"distributed_optimizer_dp2", 2, " --set parallel.distributed_optimizer=true"},
+        Layout{"recompute_full", 1, " --set train.recompute=full"},
+        Layout{"recompute_selective_dp2", 2, " --set train.recompute=selective"}),
+    [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
+
+class LayoutCheckpoints : public testing::TestWithParam<Layout> {};
+
+TEST_P(LayoutCheckpoints, MoveBetweenOneAndTwoRanks) {
+#ifndef KILN_HAVE_MPI
+  GTEST_SKIP() << "skipped: built without MPI";
+#endif
+  // A checkpoint holds the whole model and optimizer state (a sharded optimizer's shards
+  // gathered), so a run saved on 2 ranks resumes on 1, and that one's checkpoint resumes on
+  // 2 again, each on the curve of a run that never stopped.
+  const Layout& layout = GetParam();
+  const std::string dir = fresh_dir("layout_checkpoints_" + layout.name);
+  const std::string prefix = prepare_corpus(dir);
+  const std::string run = " train --no-store" + small_run(prefix) +
+                          " --set train.global_batch=8 --set train.steps=12"
+                          " --set train.log_interval=1 --set train.eval_interval=0"
+                          " --set train.sample_tokens=0 --set train.checkpoint_interval=4"
+                          " --set train.checkpoint_dir=" + dir + "/checkpoints";
+  const std::string two_ranks = mpirun_command(layout.ranks) + kiln + run + layout.settings;
+  const CommandResult straight = run_command(kiln + run + " --name straight");
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  const std::vector<double> want = printed_losses(straight.output);
+  ASSERT_EQ(want.size(), 12u);
+
+  const CommandResult two = run_command(two_ranks + " --name two");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  const CommandResult one =
+      run_command(kiln + run + " --name one --resume " + dir + "/checkpoints/two/step-00000004");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const CommandResult back =
+      run_command(two_ranks + " --name back --resume " + dir + "/checkpoints/one/step-00000008");
+  ASSERT_EQ(back.exit_code, 0) << back.output;
+  // two: steps 1-12 on 2 ranks; one: steps 5-12 on 1 rank; back: steps 9-12 on 2 ranks.
+  const std::vector<double> a = printed_losses(two.output), b = printed_losses(one.output),
+                            c = printed_losses(back.output);
+  ASSERT_EQ(a.size(), 12u) << two.output;
+  ASSERT_EQ(b.size(), 8u) << one.output;
+  ASSERT_EQ(c.size(), 4u) << back.output;
+  const auto near = [&](double got, size_t i) {
+    return std::abs(got - want[i]) <= 1e-4 * want[i] + 5e-5;
+  };
+  for (size_t i = 0; i < 12; ++i) EXPECT_TRUE(near(a[i], i)) << "2 ranks, step " << i + 1;
+  for (size_t i = 4; i < 12; ++i) EXPECT_TRUE(near(b[i - 4], i)) << "resumed on 1, step " << i + 1;
+  for (size_t i = 8; i < 12; ++i) EXPECT_TRUE(near(c[i - 8], i)) << "back on 2, step " << i + 1;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, LayoutCheckpoints,
+    testing::Values(Layout{"replicated_dp2", 2, ""},
+                    Layout{"distributed_optimizer_dp2", 2,
+                           " --set parallel.distributed_optimizer=true"}),
+    [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace kiln::test
