@@ -94,10 +94,12 @@ class Ops {
 
   // ---- embedding ----------------------------------------------------------------
   // out[B, T, C] = wte[tokens] (+ wpe[p] when wpe is given, p = positions[b, t], or t when
-  // positions is empty).
+  // positions is empty). A token id outside [0, wte rows) takes a zero row: it is another
+  // vocabulary-parallel rank's.
   virtual void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                                  const Tensor& wpe, const Tensor& positions) = 0;
-  // dwte[tokens] += dout; dwpe[p] += dout (when given), p as in forward. Deterministic.
+  // dwte[tokens] += dout; dwpe[p] += dout (when given), p as in forward; ids outside
+  // [0, dwte rows) add nothing. Deterministic.
   virtual void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,
                                   const Tensor& dout, const Tensor& positions) = 0;
 
@@ -157,12 +159,14 @@ class Ops {
 
   // ---- loss ---------------------------------------------------------------------
   // Softmax cross-entropy over the first vocab_size columns of logits[N, Vp] (the rest
-  // is padding and takes no part). losses[N], lse[N]. A target < 0 is masked: loss 0.
+  // is padding and takes no part). losses[N], lse[N]. A target < 0 is masked: loss 0. A
+  // target >= vocab_size (another vocabulary-parallel rank's column) has no logit here: its
+  // loss is the lse alone.
   virtual void cross_entropy_forward(const Tensor& losses, const Tensor& lse,
                                      const Tensor& logits, const Tensor& targets,
                                      int64_t vocab_size) = 0;
   // dlogits = dloss * (softmax - onehot) from logits and lse, written over the whole
-  // row (padding columns get 0). dlogits may alias logits: the probabilities are never
+  // row (padding columns get 0; no onehot for a target >= vocab_size). dlogits may alias logits: the probabilities are never
   // stored, the logits buffer turns into its own gradient.
   virtual void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits,
                                       const Tensor& lse, const Tensor& targets,

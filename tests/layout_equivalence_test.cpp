@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,13 @@ const std::string kiln = KILN_BINARY;
 struct Layout {
   std::string name;
   int ranks = 1;
-  std::string settings;  // --set overrides
+  std::string settings;  // --set overrides of the layout
+  std::string model;     // --set overrides of the model, for the layout and its reference
 };
+
+// Llama's grouped-query heads, SwiGLU and untied output layer, small.
+const std::string kLlama =
+    " --set model.arch=llama --set model.n_kv_head=2 --set model.d_ff=48";
 
 // A 2-layer model, so every layout has layers to split, trained 20 steps with a loss printed
 // at each and a validation at steps 10 and 20.
@@ -35,10 +41,17 @@ class LayoutEquivalence : public testing::TestWithParam<Layout> {
   static void SetUpTestSuite() {
     dir_ = fresh_dir("layout_equivalence");
     prefix_ = prepare_corpus(dir_);
-    const CommandResult single = run_command(kiln + equivalence_run(prefix_));
-    ASSERT_EQ(single.exit_code, 0) << single.output;
-    single_ = printed_losses(single.output);
-    ASSERT_EQ(single_.size(), 22u) << single.output;  // 20 steps, 2 validations
+  }
+  // The single-rank curve of a model, trained once for all the layouts that share it.
+  static const std::vector<double>& single_rank(const std::string& model) {
+    auto [it, fresh] = single_.try_emplace(model);
+    if (fresh) {
+      const CommandResult single = run_command(kiln + equivalence_run(prefix_) + model);
+      EXPECT_EQ(single.exit_code, 0) << single.output;
+      it->second = printed_losses(single.output);
+      EXPECT_EQ(it->second.size(), 22u) << single.output;  // 20 steps, 2 validations
+    }
+    return it->second;
   }
   void SetUp() override {
 #ifndef KILN_HAVE_MPI
@@ -51,26 +64,34 @@ class LayoutEquivalence : public testing::TestWithParam<Layout> {
   }
 
   static inline std::string dir_, prefix_;
-  static inline std::vector<double> single_;
+  static inline std::map<std::string, std::vector<double>> single_;
 };
 
 TEST_P(LayoutEquivalence, TrainsTheSingleRankCurve) {
   const Layout& layout = GetParam();
-  const CommandResult r =
-      run_command(launch(layout.ranks) + equivalence_run(prefix_) + layout.settings);
+  const std::vector<double>& want = single_rank(layout.model);
+  ASSERT_EQ(want.size(), 22u);
+  const CommandResult r = run_command(launch(layout.ranks) + equivalence_run(prefix_) +
+                                      layout.model + layout.settings);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<double> got = printed_losses(r.output);
-  ASSERT_EQ(got.size(), single_.size()) << r.output;
+  ASSERT_EQ(got.size(), want.size()) << r.output;
   for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_TRUE(near(got[i], single_[i])) << "loss " << i << ": " << got[i] << " vs " << single_[i];
+    EXPECT_TRUE(near(got[i], want[i])) << "loss " << i << ": " << got[i] << " vs " << want[i];
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, LayoutEquivalence,
     testing::Values(
-        Layout{"distributed_optimizer_dp2", 2, " --set parallel.distributed_optimizer=true"},
-        Layout{"recompute_full", 1, " --set train.recompute=full"},
-        Layout{"recompute_selective_dp2", 2, " --set train.recompute=selective"}),
+        Layout{"distributed_optimizer_dp2", 2, " --set parallel.distributed_optimizer=true", ""},
+        Layout{"recompute_full", 1, " --set train.recompute=full", ""},
+        Layout{"recompute_selective_dp2", 2, " --set train.recompute=selective", ""},
+        Layout{"tp2", 2, " --set parallel.tp=2", ""},
+        Layout{"llama_tp2", 2, " --set parallel.tp=2", kLlama},
+        Layout{"llama_tp2_dp2_distributed_optimizer_recompute_full", 4,
+               " --set parallel.tp=2 --set parallel.distributed_optimizer=true"
+               " --set train.recompute=full",
+               kLlama}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 class LayoutCheckpoints : public testing::TestWithParam<Layout> {};
@@ -79,9 +100,10 @@ TEST_P(LayoutCheckpoints, MoveBetweenOneAndTwoRanks) {
 #ifndef KILN_HAVE_MPI
   GTEST_SKIP() << "skipped: built without MPI";
 #endif
-  // A checkpoint holds the whole model and optimizer state (a sharded optimizer's shards
-  // gathered), so a run saved on 2 ranks resumes on 1, and that one's checkpoint resumes on
-  // 2 again, each on the curve of a run that never stopped.
+  // A checkpoint holds the whole model and optimizer state (a sharded optimizer's shards and
+  // a tensor-parallel model's pieces gathered), so a run saved on 2 ranks resumes on 1, and that one's checkpoint resumes on
+  // 2 again, each on the curve of a run that never stopped. (A resumed run takes the
+  // checkpoint's config, its layout included, unless told otherwise.)
   const Layout& layout = GetParam();
   const std::string dir = fresh_dir("layout_checkpoints_" + layout.name);
   const std::string prefix = prepare_corpus(dir);
@@ -99,7 +121,8 @@ TEST_P(LayoutCheckpoints, MoveBetweenOneAndTwoRanks) {
   const CommandResult two = run_command(two_ranks + " --name two");
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const CommandResult one =
-      run_command(kiln + run + " --name one --resume " + dir + "/checkpoints/two/step-00000004");
+      run_command(kiln + run + " --set parallel.tp=1 --name one --resume " + dir +
+                  "/checkpoints/two/step-00000004");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const CommandResult back =
       run_command(two_ranks + " --name back --resume " + dir + "/checkpoints/one/step-00000008");
@@ -120,9 +143,10 @@ TEST_P(LayoutCheckpoints, MoveBetweenOneAndTwoRanks) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, LayoutCheckpoints,
-    testing::Values(Layout{"replicated_dp2", 2, ""},
+    testing::Values(Layout{"replicated_dp2", 2, "", ""},
                     Layout{"distributed_optimizer_dp2", 2,
-                           " --set parallel.distributed_optimizer=true"}),
+                           " --set parallel.distributed_optimizer=true", ""},
+                    Layout{"tp2", 2, " --set parallel.tp=2", ""}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 }  // namespace

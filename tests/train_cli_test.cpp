@@ -60,7 +60,8 @@ TEST(TrainCli, ALayoutThatDoesNotFitTheProcessesIsRefused) {
 TEST(TrainCli, ParallelModesNotYetBuiltAreRefused) {
   for (const auto& [setting, message] :
        {std::pair<std::string, std::string>{"parallel.sequence_parallel=true",
-         "parallel.sequence_parallel needs tensor parallelism, which is not in this build yet"}}) {
+         "parallel.sequence_parallel (norms on sequence shards of the tensor group) is not in "
+         "this build yet"}}) {
     const CommandResult r = run_command(kiln + " train --set " + setting);
     EXPECT_EQ(r.output, "kiln: error: " + message + "\n");
   }

@@ -169,7 +169,7 @@ class CpuOps final : public Ops {
       using T = decltype(t);
       cpu::embedding_forward(out.as<T>(), tokens.as<int32_t>(), position_ids, wte.as<T>(),
                              wpe.empty() ? nullptr : wpe.as<T>(), tokens.shape[0],
-                             tokens.shape[1], wte.shape.cols());
+                             tokens.shape[1], wte.shape.cols(), wte.shape[0]);
     });
   }
   void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,
@@ -180,7 +180,7 @@ class CpuOps final : public Ops {
       using T = decltype(t);
       cpu::embedding_backward(dwte.as<T>(), dwpe.empty() ? nullptr : dwpe.as<T>(),
                               tokens.as<int32_t>(), position_ids, dout.as<T>(), tokens.shape[0],
-                              tokens.shape[1], dwte.shape.cols());
+                              tokens.shape[1], dwte.shape.cols(), dwte.shape[0]);
     });
   }
 

@@ -22,7 +22,12 @@ void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* ta
 #pragma omp simd reduction(+ : sum)
     for (int64_t v = 0; v < V; ++v) sum += vexp(row[v] - mx);
     lse[n] = mx + std::log(sum);
-    losses[n] = targets[n] < 0 ? T(0) : lse[n] - row[targets[n]];
+    // A target past the real columns is another vocabulary-parallel rank's: no target logit.
+    if (targets[n] < 0) {
+      losses[n] = T(0);
+    } else {
+      losses[n] = targets[n] < V ? lse[n] - row[targets[n]] : lse[n];
+    }
   }
 }
 
@@ -41,7 +46,7 @@ void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int
     const T row_lse = lse[n];
     for (int64_t v = 0; v < V; ++v) drow[v] = d * vexp(row[v] - row_lse);
     std::fill(drow + V, drow + Vp, T(0));
-    drow[targets[n]] -= d;
+    if (targets[n] < V) drow[targets[n]] -= d;
   }
 }
 

@@ -30,10 +30,10 @@ inline int64_t position_of(const int32_t* positions, int64_t n, int64_t seq) {
 
 template <typename T>
 void embedding_forward(T* out, const int32_t* tokens, const int32_t* positions, const T* wte,
-                       const T* wpe, int64_t B, int64_t seq, int64_t C);
+                       const T* wpe, int64_t B, int64_t seq, int64_t C, int64_t vocab_rows);
 template <typename T>
 void embedding_backward(T* dwte, T* dwpe, const int32_t* tokens, const int32_t* positions,
-                        const T* dout, int64_t B, int64_t seq, int64_t C);
+                        const T* dout, int64_t B, int64_t seq, int64_t C, int64_t vocab_rows);
 
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias,

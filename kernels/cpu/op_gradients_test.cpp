@@ -132,7 +132,9 @@ TEST_F(OpGradients, GeluAndSwiglu) {
 
 TEST_F(OpGradients, EmbeddingAndBias) {
   const int64_t B = 2, T = 5, C = 4, V = 7;
-  std::vector<int32_t> tokens = {1, 3, 3, 6, 0, 2, 2, 2, 5, 1};
+  // Ids -2 and 9 are outside the table (another vocabulary-parallel rank's): a zero row, no
+  // gradient.
+  std::vector<int32_t> tokens = {1, 3, 3, 6, 0, 2, -2, 2, 9, 1};
   const Tensor ttok{tokens.data(), DType::I32, {B, T}, Device::Cpu};
   std::vector<double> wte, wpe, r, out(B * T * C);
   const Tensor twte = make(wte, {V, C}), twpe = make(wpe, {T, C}), tr = make(r, {B, T, C});
@@ -157,8 +159,11 @@ TEST_F(OpGradients, EmbeddingAndBias) {
     return dot(out, r);
   };
   loss_at_positions();
-  for (int64_t n = 0; n < B * T; ++n)
-    EXPECT_EQ(out[n * C], wte[tokens[n] * C] + wpe[positions[n] * C]) << "token " << n;
+  for (int64_t n = 0; n < B * T; ++n) {
+    const bool inside = tokens[n] >= 0 && tokens[n] < V;
+    EXPECT_EQ(out[n * C], (inside ? wte[tokens[n] * C] : 0.0) + wpe[positions[n] * C])
+        << "token " << n;
+  }
   std::fill(dwte.begin(), dwte.end(), 0.0);
   std::fill(dwpe.begin(), dwpe.end(), 0.0);
   ops->embedding_backward(Tensor{dwte.data(), DType::F64, {V, C}, Device::Cpu},
@@ -245,7 +250,9 @@ TEST_F(OpGradients, CrossEntropyWithPaddingAndMask) {
   const int64_t N = 5, Vp = 8, V = 6;
   std::vector<double> logits, losses(N), lse(N);
   const Tensor tl = make(logits, {N, Vp}, 2.0);
-  std::vector<int32_t> targets = {0, 5, -1, 3, 2};
+  // Target 9 is past the real columns (another vocabulary-parallel rank's): its loss is the
+  // lse alone and its gradient the softmax alone.
+  std::vector<int32_t> targets = {0, 5, -1, 3, 9};
   const Tensor tt{targets.data(), DType::I32, {N}, Device::Cpu};
   const Tensor tloss{losses.data(), DType::F64, {N}, Device::Cpu};
   const Tensor tlse{lse.data(), DType::F64, {N}, Device::Cpu};
@@ -257,6 +264,7 @@ TEST_F(OpGradients, CrossEntropyWithPaddingAndMask) {
   };
   loss();
   EXPECT_EQ(losses[2], 0.0);
+  EXPECT_EQ(losses[4], lse[4]);
   std::vector<double> dlogits(logits.size());
   ops->cross_entropy_backward(Tensor{dlogits.data(), DType::F64, {N, Vp}, Device::Cpu}, tl, tlse,
                               tt, V, 0.5);

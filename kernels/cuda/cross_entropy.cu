@@ -71,7 +71,11 @@ __global__ void __launch_bounds__(kLossThreads)
     const float row_lse = m + logf(s);
     const int32_t target = targets[n];
     lse[n] = row_lse;
-    losses[n] = target < 0 ? 0.f : row_lse - to_float(row[target]);
+    if (target < 0) {
+      losses[n] = 0.f;
+    } else {
+      losses[n] = target < V ? row_lse - to_float(row[target]) : row_lse;
+    }
   }
 }
 

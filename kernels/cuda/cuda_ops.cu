@@ -196,7 +196,7 @@ class CudaOps final : public Ops {
       using T = decltype(t);
       cuda::embedding_forward(ptr<T>(out), ptr<int32_t>(tokens), position_ids, ptr<T>(wte),
                               wpe.empty() ? nullptr : ptr<T>(wpe), tokens.shape[0],
-                              tokens.shape[1], wte.shape.cols(), stream_);
+                              tokens.shape[1], wte.shape.cols(), wte.shape[0], stream_);
     });
   }
   void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,

@@ -36,16 +36,18 @@ constexpr int kRowThreads = kRowWarps * 32;
 template <typename T, int P>
 __global__ void __launch_bounds__(kRowThreads)
     embedding_forward_kernel(T* out, const int32_t* tokens, const int32_t* positions, const T* wte,
-                             const T* wpe, int64_t N, int64_t seq, int64_t C) {
+                             const T* wpe, int64_t N, int64_t seq, int64_t C, int64_t vocab_rows) {
   const int lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   if (n >= N) return;
-  const T* tok = wte + static_cast<int64_t>(tokens[n]) * C;
+  // An id outside the table (another vocabulary-parallel rank's) gives a zero row.
+  const bool inside = tokens[n] >= 0 && tokens[n] < vocab_rows;
+  const T* tok = inside ? wte + static_cast<int64_t>(tokens[n]) * C : nullptr;
   const T* pos = wpe ? wpe + position_of(positions, n, seq) * C : nullptr;
   T* o = out + n * C;
   for (int c = lane * P; c < C; c += 32 * P) {
-    float v[P];
-    load_float(v, tok + c);
+    float v[P] = {};
+    if (tok) load_float(v, tok + c);
     if (pos) {
       float w[P];
       load_float(w, pos + c);
@@ -231,13 +233,14 @@ void scatter_add_rows(float* table, const int32_t* ids, const T* dout, int64_t N
 
 template <typename T>
 void embedding_forward(T* out, const int32_t* tokens, const int32_t* positions, const T* wte,
-                       const T* wpe, int64_t B, int64_t seq, int64_t C, cudaStream_t stream) {
+                       const T* wpe, int64_t B, int64_t seq, int64_t C, int64_t vocab_rows,
+                       cudaStream_t stream) {
   const int64_t N = B * seq;
   if (N <= 0 || C <= 0) return;
   with_pack<T>(can_pack<kPack<T>>(C, out, wte, wpe), [&](auto p) {
     embedding_forward_kernel<T, decltype(p)::value>
         <<<blocks_for(N, kRowWarps), kRowThreads, 0, stream>>>(out, tokens, positions, wte, wpe,
-                                                               N, seq, C);
+                                                               N, seq, C, vocab_rows);
     KILN_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
   });
 }
@@ -263,7 +266,7 @@ void embedding_backward(float* dwte, float* dwpe, const int32_t* tokens, const i
 
 #define KILN_INSTANTIATE(T)                                                                       \
   template void embedding_forward<T>(T*, const int32_t*, const int32_t*, const T*, const T*,      \
-                                     int64_t, int64_t, int64_t, cudaStream_t);                    \
+                                     int64_t, int64_t, int64_t, int64_t, cudaStream_t);           \
   template void embedding_backward<T>(float*, float*, const int32_t*, const int32_t*, const T*,   \
                                       int64_t, int64_t, int64_t, int64_t, int64_t, cudaStream_t);
 KILN_INSTANTIATE(float)

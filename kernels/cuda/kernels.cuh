@@ -43,7 +43,8 @@ void bias_backward(float* dbias, const T* dout, int64_t N, int64_t C, cudaStream
 // positions (here and below): null, or the position of each of the B * seq tokens.
 template <typename T>
 void embedding_forward(T* out, const int32_t* tokens, const int32_t* positions, const T* wte,
-                       const T* wpe, int64_t B, int64_t seq, int64_t C, cudaStream_t stream);
+                       const T* wpe, int64_t B, int64_t seq, int64_t C, int64_t vocab_rows,
+                       cudaStream_t stream);
 // Deterministic: no atomics on the hot path (tokens sorted or grouped per id). vocab_rows and
 // position_rows: the rows of dwte and dwpe.
 template <typename T>

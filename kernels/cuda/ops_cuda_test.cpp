@@ -196,6 +196,15 @@ TEST_P(CudaOps, Embedding) {
   gpu_->embedding_backward(dwte.gpu, dwpe.gpu, tokens.gpu, dout.gpu, positions.gpu);
   expect_close(dwte, "embedding_backward dwte with positions");
   expect_close(dwpe, "embedding_backward dwpe with positions");
+
+  // Ids past the table (a vocabulary-parallel rank's view of the others' tokens).
+  const Pair foreign = ids({B, T}, V + 20);
+  cpu_->embedding_forward(out.cpu, foreign.cpu, wte.cpu, wpe.cpu, Tensor{});
+  gpu_->embedding_forward(out.gpu, foreign.gpu, wte.gpu, wpe.gpu, Tensor{});
+  expect_close(out, "embedding_forward with foreign ids");
+  cpu_->embedding_backward(dwte.cpu, dwpe.cpu, foreign.cpu, dout.cpu, Tensor{});
+  gpu_->embedding_backward(dwte.gpu, dwpe.gpu, foreign.gpu, dout.gpu, Tensor{});
+  expect_close(dwte, "embedding_backward dwte with foreign ids");
 }
 
 TEST_P(CudaOps, Norms) {
@@ -301,7 +310,8 @@ TEST_P(CudaOps, RopeAndAttentionWithDocumentResets) {
 TEST_P(CudaOps, CrossEntropy) {
   const int64_t N = 150, Vp = 520, V = 513;
   const Pair logits = random({N, Vp}, dtype(), 3.0);
-  const Pair targets = ids({N}, V, true);
+  // Targets up to Vp: those past V are another vocabulary-parallel rank's columns.
+  const Pair targets = ids({N}, Vp, true);
   const Pair losses = output({N}, DType::F32), lse = output({N}, DType::F32);
   cpu_->cross_entropy_forward(losses.cpu, lse.cpu, logits.cpu, targets.cpu, V);
   gpu_->cross_entropy_forward(losses.gpu, lse.gpu, logits.gpu, targets.gpu, V);

@@ -164,6 +164,20 @@ void load_into(Ops& ops, const Tensor& dst, const SafetensorsFile& file, const s
   }
 }
 
+// load_into for this rank's piece of a tensor-parallel parameter (or of a tensor laid out
+// like it): the file holds the whole tensor.
+void load_piece(Ops& ops, const Tensor& dst, const Parameter& p, const SafetensorsFile& file,
+                const std::string& name) {
+  if (!p.split.sharded()) return load_into(ops, dst, file, name);
+  const TensorInfo& info = file.info(name);
+  const Shape whole = p.whole_shape();
+  if (!(info.shape == whole))
+    fail("checkpoint: " + name + " is " + info.shape.str() + " in " + file.path() + ", " +
+         whole.str() + " in this model");
+  const auto bytes = file.data(name);
+  copy_from_doubles(ops, dst, p.piece_of(doubles_from_bytes(bytes.data(), info.dtype, whole.numel())));
+}
+
 }  // namespace
 
 WrittenCheckpoint save_checkpoint(const std::string& root, const TrainingState& state,
@@ -256,11 +270,11 @@ void Checkpoint::restore(GptModel& model, AdamW& optimizer, Ops& ops) const {
     // Under mixed precision the F32 master weights are the truth; a run in F32 resuming a
     // mixed-precision checkpoint takes them rather than the rounded copies.
     const bool from_master = has_master && !state.master_copy;
-    load_into(ops, p.value, from_master ? *optimizer_ : *model_, (from_master ? "master." : "") + p.name);
-    load_into(ops, parameter_view(state.exp_avg, p), *optimizer_, "exp_avg." + p.name);
-    load_into(ops, parameter_view(state.exp_avg_sq, p), *optimizer_, "exp_avg_sq." + p.name);
+    load_piece(ops, p.value, p, from_master ? *optimizer_ : *model_, (from_master ? "master." : "") + p.name);
+    load_piece(ops, parameter_view(state.exp_avg, p), p, *optimizer_, "exp_avg." + p.name);
+    load_piece(ops, parameter_view(state.exp_avg_sq, p), p, *optimizer_, "exp_avg_sq." + p.name);
     if (state.master_copy)
-      load_into(ops, parameter_view(state.master, p), has_master ? *optimizer_ : *model_,
+      load_piece(ops, parameter_view(state.master, p), p, has_master ? *optimizer_ : *model_,
                 (has_master ? "master." : "") + p.name);
   }
   optimizer.restored(state, state_.optimizer_steps);
@@ -271,7 +285,7 @@ void Checkpoint::load_parameters(GptModel& model, Ops& ops) const {
   const bool from_master = params.value_dtype() == DType::F32 &&
                            optimizer_->contains("master." + params.all().front().name);
   for (const Parameter& p : params.all())
-    load_into(ops, p.value, from_master ? *optimizer_ : *model_,
+    load_piece(ops, p.value, p, from_master ? *optimizer_ : *model_,
               (from_master ? "master." : "") + p.name);
 }
 

@@ -1,9 +1,11 @@
 #include "trainer/model/gpt_model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/check.h"
 #include "trainer/memory/host_copy.h"
+#include "trainer/model/vocab_parallel_cross_entropy.h"
 #include "trainer/util/human_format.h"
 #include "trainer/util/random.h"
 
@@ -29,8 +31,9 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DTy
   activations_.check_complete();
   scratch_.check_complete();
   recomputed_.check_complete();
-  workspace_bytes_ = ops_.reserve(
-      {micro_batch_, config_.seq_len, {config_.n_head, config_.kv_heads(), config_.head_dim()}});
+  const int tp = split_.tp();
+  workspace_bytes_ = ops_.reserve({micro_batch_, config_.seq_len,
+                                   {config_.n_head / tp, config_.kv_heads() / tp, config_.head_dim()}});
   if (config_.is_llama()) fill_rope_table();
   batch_.assign(static_cast<size_t>(slots_), Batch{});
   target_count_.assign(static_cast<size_t>(slots_), 0);
@@ -55,16 +58,22 @@ void GptModel::check_fits(size_t optimizer_bytes_per_element) const {
 
 void GptModel::layout() {
   params_.begin_pass();
-  const LayerBuild build{config_,  micro_batch_,       slots_,   dtype_,           wide_dtype(dtype_),
-                         params_,  activations_,       scratch_, split_.recompute, recomputed_};
+  const LayerBuild build{config_, micro_batch_,  slots_,   dtype_, wide_dtype(dtype_),
+                         params_, activations_, scratch_, split_, recomputed_};
   // Under full recomputation a block keeps nothing of its own: what its backward reads is
   // laid out in the shared arena, the same memory for every block.
   const bool full = split_.recompute == Recompute::Full;
-  const LayerBuild block_build{config_,  micro_batch_,  slots_,   dtype_,           wide_dtype(dtype_),
-                               params_,  full ? recomputed_ : activations_, scratch_,
-                               split_.recompute, recomputed_};
-  const int64_t C = config_.d_model, Vp = config_.padded_vocab(), V = config_.vocab_size;
+  const LayerBuild block_build{config_, micro_batch_, slots_, dtype_, wide_dtype(dtype_),
+                               params_, full ? recomputed_ : activations_, scratch_, split_,
+                               recomputed_};
+  const int64_t C = config_.d_model, V = config_.vocab_size;
   const int64_t T = config_.seq_len;
+  // The vocabulary-parallel embedding and output layer hold rows
+  // [vocab_start_, vocab_start_ + Vl) of the padded vocabulary.
+  const int64_t Vp = config_.padded_vocab(), Vl = Vp / split_.tp();
+  vocab_start_ = Vl * split_.tp_rank();
+  local_vocab_ = std::clamp<int64_t>(V - vocab_start_, 0, Vl);
+  const TensorSplit vocab_rows = split_.split(0, {Vp});
 
   if (config_.is_llama())
     rope_table_ = activations_.take({T, config_.head_dim() / 2, 2}, build.stat_dtype);
@@ -72,7 +81,7 @@ void GptModel::layout() {
   // Parameters in the order backward produces their gradients.
   Parameter head;
   if (!config_.tie_embeddings)
-    head = params_.add("lm_head.weight", {Vp, C}, Init::Normal, config_.init_std, V);
+    head = params_.add("lm_head.weight", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
   final_norm_.bind(build, "final_norm");
   const auto laid_out = [&] {
     const std::vector<Parameter>& all = params_.all();
@@ -86,18 +95,25 @@ void GptModel::layout() {
     ready_after_.push_back(laid_out());
   }
   if (!config_.is_llama()) wpe_ = params_.add("wpe", {T, C}, Init::Normal, config_.init_std);
-  wte_ = params_.add("wte", {Vp, C}, Init::Normal, config_.init_std, V);
-  lm_head_.bind_shared(config_.tie_embeddings ? wte_ : head);
+  wte_ = params_.add("wte", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
+  lm_head_.bind_shared(config_.tie_embeddings ? wte_ : head, split_.tensor);
 
   slot_.assign(static_cast<size_t>(slots_), Slot{});
   for (Slot& s : slot_) {
     s.tokens = activations_.take({micro_batch_, T}, DType::I32);
     s.targets = activations_.take({micro_batch_, T}, DType::I32);
+    if (tp_split()) {
+      s.local_tokens = activations_.take({micro_batch_, T}, DType::I32);
+      s.local_targets = activations_.take({micro_batch_, T}, DType::I32);
+    } else {
+      s.local_tokens = s.tokens;
+      s.local_targets = s.targets;
+    }
     s.positions = activations_.take({micro_batch_, T}, DType::I32);
     s.key_starts = activations_.take({micro_batch_, T}, DType::I32);
     for (int l = 0; l <= config_.n_layer; ++l) s.residual.push_back(build.take(activations_, C));
     s.final_norm_out = build.take(activations_, C);
-    s.logits = build.take(activations_, Vp);
+    s.logits = build.take(activations_, Vl);
     s.losses = build.take_stats(activations_);
     s.lse = build.take_stats(activations_);
   }
@@ -126,8 +142,11 @@ void GptModel::init_parameters(uint64_t seed) {
 }
 
 void GptModel::init_parameter(const Parameter& p, uint64_t seed) {
-  std::vector<double> values(static_cast<size_t>(p.value.numel()), 0.0);
-  const int64_t row = p.value.numel() / p.value.shape[0];
+  // The whole parameter is drawn on every rank and each keeps its piece, so a split model
+  // starts from the same weights as one rank.
+  const Shape whole = p.whole_shape();
+  std::vector<double> values(static_cast<size_t>(whole.numel()), 0.0);
+  const int64_t row = whole.numel() / whole[0];
   const int64_t real = p.real_rows * row;
   Random rng(seed ^ stable_hash(p.name));
   for (int64_t i = 0; i < real; ++i) {
@@ -137,7 +156,7 @@ void GptModel::init_parameter(const Parameter& p, uint64_t seed) {
       case Init::Zeros: break;
     }
   }
-  copy_from_doubles(ops_, p.value, values);
+  copy_from_doubles(ops_, p.value, p.piece_of(values));
 }
 
 void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
@@ -164,6 +183,7 @@ void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t 
     }
     ops_.copy_from_host(batch.of(slot_[s].targets), targets);
   }
+  if (tp_split()) set_local_ids(tokens, targets, b * t, slot);
   const auto where = [t](int64_t i) {
     return " at row " + std::to_string(i / t) + ", column " + std::to_string(i % t);
   };
@@ -189,9 +209,13 @@ double GptModel::forward(int slot) {
   const size_t s = static_cast<size_t>(slot);
   const Batch& batch = batch_[s];
   const Slot& a = slot_[s];
-  const Tensor tokens = batch.of(a.tokens);
-  ops_.embedding_forward(batch.of(a.residual[0]), tokens, wte_.value,
-                         config_.is_llama() ? Tensor{} : wpe_.value, batch.positions);
+  // Each tensor-parallel rank embeds the tokens of its vocabulary slice (zero rows for the
+  // rest) and the sum over the group is the whole embedding; the first rank adds the
+  // positions, once.
+  const bool positions_here = !config_.is_llama() && split_.tp_rank() == 0;
+  ops_.embedding_forward(batch.of(a.residual[0]), batch.of(a.local_tokens), wte_.value,
+                         positions_here ? wpe_.value : Tensor{}, batch.positions);
+  if (tp_split()) split_.tensor->all_reduce(batch.of(a.residual[0]), ReduceOp::Sum);
   for (size_t l = 0; l < blocks_.size(); ++l)
     blocks_[l].forward(ops_, batch, batch.of(a.residual[l + 1]), batch.of(a.residual[l]),
                        block_scratch_);
@@ -202,10 +226,16 @@ double GptModel::forward(int slot) {
   if (!has_targets_[s]) return 0.0;
 
   const Tensor losses = batch.of(a.losses), lse = batch.of(a.lse);
-  const Tensor flat_logits = logits.view({batch.b * batch.t, config_.padded_vocab()});
-  ops_.cross_entropy_forward(losses, lse, flat_logits, batch.of(a.targets), config_.vocab_size);
+  const Tensor flat_logits = logits.view({batch.b * batch.t, logits.shape.cols()});
   double sum = 0;
-  for (double v : copy_to_doubles(ops_, losses)) sum += v;
+  if (tp_split()) {
+    sum = vocab_parallel_cross_entropy(ops_, *split_.tensor, losses, lse, flat_logits,
+                                       batch.of(a.local_targets), a.local_targets_host,
+                                       local_vocab_);
+  } else {
+    ops_.cross_entropy_forward(losses, lse, flat_logits, batch.of(a.targets), config_.vocab_size);
+    for (double v : copy_to_doubles(ops_, losses)) sum += v;
+  }
   return target_count_[s] > 0 ? sum / static_cast<double>(target_count_[s]) : 0.0;
 }
 
@@ -219,9 +249,9 @@ void GptModel::backward(double dloss, int slot,
   const Batch& batch = batch_[s];
   const Slot& a = slot_[s];
   const Tensor logits = batch.of(a.logits);
-  const Tensor flat_logits = logits.view({batch.b * batch.t, config_.padded_vocab()});
-  ops_.cross_entropy_backward(flat_logits, flat_logits, batch.of(a.lse), batch.of(a.targets),
-                              config_.vocab_size, dloss);
+  const Tensor flat_logits = logits.view({batch.b * batch.t, logits.shape.cols()});
+  ops_.cross_entropy_backward(flat_logits, flat_logits, batch.of(a.lse),
+                              batch.of(a.local_targets), local_vocab_, dloss);
   const Tensor d_final = batch.of(block_scratch_.d_norm_out);
   lm_head_.backward(ops_, d_final, logits, batch.of(a.final_norm_out));
   const Tensor d_residual = batch.of(d_residual_);
@@ -236,17 +266,36 @@ void GptModel::backward(double dloss, int slot,
     ready(blocks_.size() - l);
   }
   ops_.embedding_backward(wte_.grad, config_.is_llama() ? Tensor{} : wpe_.grad,
-                          batch.of(a.tokens), d_residual, batch.positions);
+                          batch.of(a.local_tokens), d_residual, batch.positions);
 }
 
 void GptModel::zero_grad() { ops_.fill(params_.flat_grads(), 0.0); }
 
 void GptModel::logits_row(int64_t row, std::vector<float>& out, int slot) const {
+  KILN_CHECK(!tp_split(), "logits_row: this model holds one tensor-parallel slice of the "
+                          "vocabulary");
   const Batch& batch = batch_[static_cast<size_t>(slot)];
   const Tensor logits =
       batch.of(slot_[static_cast<size_t>(slot)].logits).view({batch.b * batch.t, config_.padded_vocab()});
   const std::vector<double> full = copy_to_doubles(ops_, logits.slice(row, row + 1));
   out.assign(full.begin(), full.begin() + config_.vocab_size);
+}
+
+void GptModel::set_local_ids(const int32_t* tokens, const int32_t* targets, int64_t n, int slot) {
+  Slot& a = slot_[static_cast<size_t>(slot)];
+  const Batch& batch = batch_[static_cast<size_t>(slot)];
+  // Ids relative to this rank's slice; out of range they select nothing (ops.h).
+  std::vector<int32_t> local(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) local[i] = static_cast<int32_t>(tokens[i] - vocab_start_);
+  ops_.copy_from_host(batch.of(a.local_tokens), local.data());
+  if (!targets) return;
+  a.local_targets_host.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = targets[i] - vocab_start_;
+    const bool here = t >= 0 && t < local_vocab_;
+    a.local_targets_host[i] = targets[i] < 0 ? -1 : static_cast<int32_t>(here ? t : local_vocab_);
+  }
+  ops_.copy_from_host(batch.of(a.local_targets), a.local_targets_host.data());
 }
 
 std::vector<ArenaSize> GptModel::memory() const {

@@ -12,6 +12,7 @@
 
 #include "trainer/model/model_split.h"
 #include "trainer/model/scratch.h"
+#include "trainer/model/tensor_parallel_linear.h"
 #include "trainer/model/transformer_block.h"
 
 namespace kiln {
@@ -62,6 +63,7 @@ class GptModel {
 
   // The first vocab_size logits of row `row` (= sequence * t + position) of the last
   // forward, as float. Valid until backward, which turns the logits into their gradient.
+  // A model split over a tensor group holds its vocabulary slice only: refused.
   void logits_row(int64_t row, std::vector<float>& out, int slot = 0) const;
 
   ParameterSet& parameters() { return params_; }
@@ -81,6 +83,9 @@ class GptModel {
   void check_fits(size_t optimizer_bytes_per_element) const;
   void fill_rope_table();
   void init_parameter(const Parameter& p, uint64_t seed);
+  bool tp_split() const { return split_.tp() > 1; }
+  // The slot's ids as this rank's vocabulary slice numbers them.
+  void set_local_ids(const int32_t* tokens, const int32_t* targets, int64_t n, int slot);
 
   ModelConfig config_;
   int64_t micro_batch_;
@@ -100,12 +105,20 @@ class GptModel {
   std::vector<int64_t> ready_after_;
   std::vector<TransformerBlock> blocks_;
   Norm final_norm_;
-  Linear lm_head_;
+  ColumnParallelLinear lm_head_;  // the vocabulary split over the tensor group
+  // This rank's vocabulary slice: ids [vocab_start_, vocab_start_ + padded / tp), of which
+  // local_vocab_ are real (below model.vocab_size).
+  int64_t vocab_start_ = 0;
+  int64_t local_vocab_ = 0;
   BlockScratch block_scratch_;
   Tensor rope_table_;
   Tensor d_residual_;
   struct Slot {
     Tensor tokens, targets;     // [B, T] int32
+    // Split over a tensor group: the ids as this rank's vocabulary slice numbers them (tokens
+    // outside it give zero rows; targets outside it are >= local_vocab_, masked ones < 0).
+    Tensor local_tokens, local_targets;
+    std::vector<int32_t> local_targets_host;
     Tensor positions, key_starts;  // [B, T] int32: DocumentResets, when the batch has them
     std::vector<Tensor> residual;  // n_layer + 1 of [B, T, C]: each block's input, then the last output
     Tensor final_norm_out;      // [B, T, C]

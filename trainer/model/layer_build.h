@@ -18,7 +18,7 @@ struct LayerBuild {
   ParameterSet& params;
   Arena& activations;  // saved for backward, one copy per slot
   Arena& scratch;      // shared by all layers, overwritten freely
-  Recompute recompute;
+  const ModelSplit& split;
   // What backward recomputes: one copy shared by the blocks, refilled by each block's
   // forward re-run just before its backward.
   Arena& recomputed;

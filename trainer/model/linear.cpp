@@ -8,11 +8,13 @@ Tensor matrix(const Tensor& t) { return t.view({t.shape.rows(), t.shape.cols()})
 }  // namespace
 
 void Linear::bind(const LayerBuild& build, const std::string& name, int64_t in, int64_t out,
-                  bool bias, double init_std) {
+                  bool bias, double init_std, const TensorSplit& split) {
   // Backward produces the bias gradient before the weight's: it comes first.
   has_bias_ = bias;
-  if (bias) bias_ = build.params.add(name + ".bias", {out}, Init::Zeros);
-  weight_ = build.params.add(name + ".weight", {out, in}, Init::Normal, init_std);
+  if (bias)
+    bias_ = build.params.add(name + ".bias", {out}, Init::Zeros, 0, -1,
+                             split.dim == 0 ? split : TensorSplit{});
+  weight_ = build.params.add(name + ".weight", {out, in}, Init::Normal, init_std, -1, split);
 }
 
 void Linear::forward(Ops& ops, const Tensor& y, const Tensor& x) const {

@@ -9,8 +9,10 @@ namespace kiln {
 
 class Linear {
  public:
+  // in, out: this rank's extents; split: how its weight (and a bias split by rows with it)
+  // is cut from the whole layer's (tensor_parallel_linear.h).
   void bind(const LayerBuild& build, const std::string& name, int64_t in, int64_t out, bool bias,
-            double init_std);
+            double init_std, const TensorSplit& split = {});
   // Shares an existing weight (tied embeddings): no parameter of its own.
   void bind_shared(const Parameter& weight) { weight_ = weight; }
 

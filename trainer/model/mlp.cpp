@@ -9,14 +9,16 @@ void Mlp::bind(const LayerBuild& build, const std::string& name) {
   swiglu_ = m.is_llama();
   const bool bias = !m.is_llama();
   const int64_t F = m.ffn_dim();
-  const int64_t fc_width = swiglu_ ? 2 * F : F;
+  const int64_t local_F = F / build.split.tp();  // this rank's hidden units
+  const int64_t fc_width = swiglu_ ? 2 * local_F : local_F;
   proj_.bind(build, name + ".proj", F, m.d_model, bias, m.init_std / std::sqrt(2.0 * m.n_layer));
-  fc_.bind(build, name + ".fc", m.d_model, fc_width, bias, m.init_std);
+  fc_.bind(build, name + ".fc", m.d_model, swiglu_ ? std::vector<int64_t>{F, F} : std::vector<int64_t>{F},
+           bias, m.init_std);
   fc_out_.clear();
   hidden_.clear();
   for (int s = 0; s < build.slots; ++s) {
     fc_out_.push_back(build.take(build.activations, fc_width));
-    hidden_.push_back(build.take(build.activations, F));
+    hidden_.push_back(build.take(build.activations, local_F));
   }
 }
 

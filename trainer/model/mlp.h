@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/model/linear.h"
+#include "trainer/model/tensor_parallel_linear.h"
 #include "trainer/model/scratch.h"
 
 namespace kiln {
@@ -20,8 +20,8 @@ class Mlp {
 
  private:
   bool swiglu_ = false;
-  Linear fc_;
-  Linear proj_;
+  ColumnParallelLinear fc_;  // hidden units split over the tensor group
+  RowParallelLinear proj_;
   std::vector<Tensor> fc_out_, hidden_;  // per slot
 };
 

@@ -1,8 +1,13 @@
-// How a model's memory is arranged beyond its shape: what it recomputes in backward instead of
-// keeping from forward, and how its flat buffers are padded for the ranks that shard them.
+// How a model is arranged beyond its shape: what it recomputes in backward instead of keeping
+// from forward, the tensor-parallel group its layers are split over, and how its flat buffers
+// are padded for the ranks that shard them.
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "trainer/model/parameters.h"
+#include "trainer/parallel/communicator.h"
 
 namespace kiln {
 
@@ -17,9 +22,19 @@ Recompute parse_recompute(const std::string& name);  // "none" | "selective" | "
 
 struct ModelSplit {
   Recompute recompute = Recompute::None;
+  // The tensor-parallel group the layers split their heads, hidden units and vocabulary over
+  // (null: tp = 1).
+  Communicator* tensor = nullptr;
   // The flat parameter and gradient buffers hold a multiple of this many equal shards (the
   // distributed optimizer's data-parallel ranks).
   int flat_shards = 1;
+
+  int tp() const { return tensor ? tensor->size() : 1; }
+  int tp_rank() const { return tensor ? tensor->rank() : 0; }
+  // A split of `parts` along dim over the tensor group, held by this rank.
+  TensorSplit split(int dim, std::vector<int64_t> parts) const {
+    return {dim, std::move(parts), tp_rank(), tp()};
+  }
 };
 
 }  // namespace kiln

@@ -1,5 +1,7 @@
 #include "trainer/model/parameters.h"
 
+#include <algorithm>
+
 #include "kernels/check.h"
 
 namespace kiln {
@@ -24,7 +26,7 @@ void ParameterSet::begin_pass() {
 }
 
 Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, double std,
-                            int64_t real_rows) {
+                            int64_t real_rows, const TensorSplit& split) {
   Parameter p;
   p.name = name;
   p.offset = (next_ + kAlignElements - 1) / kAlignElements * kAlignElements;
@@ -38,7 +40,8 @@ Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, dou
   p.init = init;
   p.std = std;
   p.decay = shape.rank >= 2;
-  p.real_rows = real_rows < 0 ? shape[0] : real_rows;
+  p.split = split;
+  p.real_rows = real_rows < 0 ? p.whole_shape()[0] : real_rows;
   params_.push_back(p);
   return p;
 }
@@ -62,8 +65,77 @@ const Parameter& ParameterSet::find(const std::string& name) const {
 
 int64_t ParameterSet::count() const {
   int64_t n = 0;
-  for (const Parameter& p : params_) n += p.value.numel() / p.value.shape[0] * p.real_rows;
+  for (const Parameter& p : params_) n += p.value.numel() / p.value.shape[0] * p.local_real_rows();
   return n;
+}
+
+int64_t ParameterSet::whole_count() const {
+  int64_t n = 0;
+  for (const Parameter& p : params_) {
+    const Shape whole = p.whole_shape();
+    n += whole.numel() / whole[0] * p.real_rows;
+  }
+  return n;
+}
+
+Shape Parameter::whole_shape() const {
+  Shape whole = value.shape;
+  if (!split.sharded()) return whole;
+  int64_t extent = 0;
+  for (int64_t part : split.parts) extent += part;
+  whole.dims[split.dim] = extent;
+  return whole;
+}
+
+int64_t Parameter::local_real_rows() const {
+  if (!split.sharded() || split.dim != 0) return real_rows;
+  // A row split of one part (the vocabulary): rank r holds rows [r * rows, (r + 1) * rows).
+  const int64_t rows = value.shape[0];
+  return std::clamp<int64_t>(real_rows - split.rank * rows, 0, rows);
+}
+
+namespace {
+// Walks the pieces of a split: calls copy(whole_offset, piece_offset, count) in elements for
+// each run of consecutive elements rank `rank` holds, over a [rows, cols] view.
+template <typename Copy>
+void for_each_run(const Parameter& p, int rank, Copy copy) {
+  const Shape whole = p.whole_shape();
+  const int64_t rows = whole[0], cols = whole.numel() / rows;
+  const int tp = p.split.tp;
+  int64_t whole_at = 0, piece_at = 0;  // along dim
+  const int64_t piece_extent = p.split.dim == 0 ? rows / tp : cols / tp;
+  for (int64_t part : p.split.parts) {
+    const int64_t share = part / tp, from = whole_at + rank * share;
+    if (p.split.dim == 0) {
+      copy(from * cols, piece_at * cols, share * cols);
+    } else {
+      for (int64_t r = 0; r < rows; ++r) copy(r * cols + from, r * piece_extent + piece_at, share);
+    }
+    whole_at += part;
+    piece_at += share;
+  }
+}
+}  // namespace
+
+std::vector<double> Parameter::piece_of(const std::vector<double>& whole) const {
+  if (!split.sharded()) return whole;
+  std::vector<double> piece(static_cast<size_t>(value.numel()));
+  for_each_run(*this, split.rank, [&](int64_t w, int64_t l, int64_t n) {
+    std::copy_n(whole.begin() + w, n, piece.begin() + l);
+  });
+  return piece;
+}
+
+std::vector<double> Parameter::whole_from(const std::vector<double>& pieces) const {
+  // Every rank holds the whole of an unsplit parameter: the first one's is it.
+  if (!split.sharded()) return {pieces.begin(), pieces.begin() + value.numel()};
+  std::vector<double> whole(static_cast<size_t>(whole_shape().numel()));
+  const int64_t n_piece = value.numel();
+  for (int r = 0; r < split.tp; ++r)
+    for_each_run(*this, r, [&](int64_t w, int64_t l, int64_t n) {
+      std::copy_n(pieces.begin() + r * n_piece + l, n, whole.begin() + w);
+    });
+  return whole;
 }
 
 }  // namespace kiln

@@ -14,6 +14,19 @@ namespace kiln {
 
 enum class Init { Normal, Zeros, Ones };
 
+// How a tensor-parallel rank's piece of a parameter is cut from the whole parameter: along
+// `dim` (0: rows, 1: columns) the whole extent is the concatenation of `parts`, and rank r
+// of tp holds the r-th 1/tp of each part, in order (a fused qkv's query, key and value
+// heads; SwiGLU's gate and up halves). dim -1: every rank holds the whole parameter.
+struct TensorSplit {
+  int dim = -1;
+  std::vector<int64_t> parts;  // whole extents along dim
+  int rank = 0;
+  int tp = 1;
+
+  bool sharded() const { return dim >= 0 && tp > 1; }
+};
+
 struct Parameter {
   std::string name;
   Tensor value;
@@ -22,7 +35,18 @@ struct Parameter {
   Init init = Init::Zeros;
   double std = 0;        // for Init::Normal
   bool decay = false;    // weight decay: matrices and embeddings, not norms or biases
-  int64_t real_rows = 0; // rows past this are vocabulary padding: zero and never trained
+  int64_t real_rows = 0; // of the whole parameter: rows past this are vocabulary padding,
+                         // zero and never trained
+  TensorSplit split;
+
+  Shape whole_shape() const;
+  // This rank's rows below the whole parameter's real_rows.
+  int64_t local_real_rows() const;
+  // This rank's piece of the whole parameter's values (row-major), and back: the whole
+  // parameter from every rank's piece, concatenated in rank order (of a parameter every rank
+  // holds whole, the first copy).
+  std::vector<double> piece_of(const std::vector<double>& whole) const;
+  std::vector<double> whole_from(const std::vector<double>& pieces) const;
 };
 
 class ParameterSet {
@@ -33,8 +57,10 @@ class ParameterSet {
   ParameterSet& operator=(const ParameterSet&) = delete;
   ~ParameterSet();
 
+  // shape: this rank's piece (the whole parameter without a split); real_rows: the whole
+  // parameter's (all rows when -1).
   Parameter add(const std::string& name, Shape shape, Init init, double std = 0,
-                int64_t real_rows = -1);
+                int64_t real_rows = -1, const TensorSplit& split = {});
   // Starts a layout pass (the set is laid out twice, as arenas are: sizes, then memory).
   void begin_pass();
   // Allocates both buffers, their length padded to a multiple of shards (the distributed
@@ -47,8 +73,10 @@ class ParameterSet {
   Tensor flat_values() const { return {values_, value_dtype_, {size_}, device_}; }
   Tensor flat_grads() const { return {grads_, grad_dtype_, {size_}, device_}; }
   int64_t size() const { return size_; }
-  // Trainable elements, padding excluded.
+  // Trainable elements on this rank, padding excluded.
   int64_t count() const;
+  // Trainable elements of the whole model, over every tensor-parallel piece.
+  int64_t whole_count() const;
   DType value_dtype() const { return value_dtype_; }
   DType grad_dtype() const { return grad_dtype_; }
   size_t value_bytes() const { return static_cast<size_t>(size_) * dtype_size(value_dtype_); }

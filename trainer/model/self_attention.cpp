@@ -7,23 +7,26 @@ namespace kiln {
 void SelfAttention::bind(const LayerBuild& build, const std::string& name,
                          const Tensor& rope_table) {
   const ModelConfig& m = build.model;
-  shape_ = {m.n_head, m.kv_heads(), m.head_dim()};
+  const int tp = build.split.tp();
+  shape_ = {m.n_head / tp, m.kv_heads() / tp, m.head_dim()};  // this rank's heads
   rope_ = m.is_llama();
   rope_table_ = rope_table;
-  recompute_core_ = build.recompute == Recompute::Selective;
+  recompute_core_ = build.split.recompute == Recompute::Selective;
   Arena& core = recompute_core_ ? build.recomputed : build.activations;
   const bool bias = !m.is_llama();
   // GPT-2's scaled init: residual projections get std / sqrt(2 * n_layer).
-  proj_.bind(build, name + ".proj", static_cast<int64_t>(m.n_head) * m.head_dim(), m.d_model,
-             bias, m.init_std / std::sqrt(2.0 * m.n_layer));
-  qkv_.bind(build, name + ".qkv", m.d_model, shape_.qkv_width(), bias, m.init_std);
+  const int64_t q_width = int64_t{m.n_head} * m.head_dim();
+  const int64_t kv_width = int64_t{m.kv_heads()} * m.head_dim();
+  proj_.bind(build, name + ".proj", q_width, m.d_model, bias,
+             m.init_std / std::sqrt(2.0 * m.n_layer));
+  qkv_.bind(build, name + ".qkv", m.d_model, {q_width, kv_width, kv_width}, bias, m.init_std);
   qkv_out_.clear();
   attn_out_.clear();
   lse_.clear();
   for (int s = 0; s < build.slots; ++s) {
     qkv_out_.push_back(build.take(build.activations, shape_.qkv_width()));
-    attn_out_.push_back(build.take(core, static_cast<int64_t>(m.n_head) * m.head_dim()));
-    lse_.push_back(core.take({build.micro_batch, m.n_head, m.seq_len}, build.stat_dtype));
+    attn_out_.push_back(build.take(core, int64_t{shape_.n_head} * shape_.head_dim));
+    lse_.push_back(core.take({build.micro_batch, shape_.n_head, m.seq_len}, build.stat_dtype));
   }
 }
 

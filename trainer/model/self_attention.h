@@ -1,4 +1,5 @@
-// Causal self-attention: fused QKV projection, RoPE (Llama), attention with grouped-query
+// Causal self-attention, its heads (query and key/value groups alike) split over the
+// tensor-parallel ranks: fused QKV projection, RoPE (Llama), attention with grouped-query
 // heads, output projection; the batch's document resets, when it has them, give RoPE its
 // positions and attention its key starts. Saves the rotated QKV, the attention output and its
 // log-sum-exp per slot; under selective recomputation the last two are shared by every
@@ -8,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/model/linear.h"
+#include "trainer/model/tensor_parallel_linear.h"
 #include "trainer/model/scratch.h"
 
 namespace kiln {
@@ -26,8 +27,8 @@ class SelfAttention {
   bool rope_ = false;
   bool recompute_core_ = false;  // train.recompute=selective
   Tensor rope_table_;
-  Linear qkv_;
-  Linear proj_;
+  ColumnParallelLinear qkv_;  // heads split over the tensor group
+  RowParallelLinear proj_;
   std::vector<Tensor> qkv_out_, attn_out_, lse_;  // per slot
 };
 

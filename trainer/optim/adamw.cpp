@@ -19,8 +19,9 @@ size_t AdamW::state_bytes_per_element(DType value_dtype) {
                                                                                        : DType::F32);
 }
 
-AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, Communicator* shard_group)
-    : train_(train), params_(params), ops_(ops), group_(shard_group),
+AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, Communicator* shard_group,
+             Communicator* tensor_group)
+    : train_(train), params_(params), ops_(ops), group_(shard_group), tensor_group_(tensor_group),
       shards_(shard_group ? shard_group->size() : 1),
       mixed_(mixed_precision(params.value_dtype())) {
   const int64_t n = params_.size();
@@ -40,7 +41,14 @@ AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, Communica
     rows.push_back(first - begin_);
     rows.push_back(last - begin_);
     rows.push_back(p.decay ? 1 : 0);
+    if (p.split.sharded()) norm_ranges_.emplace_back(first - begin_, last - begin_);
   }
+  // The first rank of a tensor group counts everything: its pieces and the whole
+  // parameters every rank of the group holds alike.
+  if (!tensor_group_ || tensor_group_->size() == 1 || tensor_group_->rank() == 0)
+    norm_ranges_.clear();
+  else if (norm_ranges_.empty())
+    norm_ranges_.emplace_back(0, 0);
   const Shape table{std::max<int64_t>(1, static_cast<int64_t>(rows.size() / 3)), 3};
   if (rows.empty()) rows = {0, 0, 0};
   for (int pass = 0; pass < 2; ++pass) {
@@ -67,10 +75,23 @@ void AdamW::reduce_scatter_gradients() {
   group_->reduce_scatter(grad_shard_, params_.flat_grads());
 }
 
+double AdamW::sum_squares(const Tensor& grads) {
+  double sum = 0;
+  if (norm_ranges_.empty()) {
+    sum = ops_.sum_squares(grads);
+  } else {
+    for (const auto& [first, last] : norm_ranges_)
+      if (first < last) sum += ops_.sum_squares(grads.slice(first, last));
+  }
+  const Tensor total{&sum, DType::F64, {1}};
+  if (sharded()) group_->all_reduce(total, ReduceOp::Sum);
+  if (tensor_group_ && tensor_group_->size() > 1) tensor_group_->all_reduce(total, ReduceOp::Sum);
+  return sum;
+}
+
 OptimizerStep AdamW::step(double lr, double loss_scale) {
   const Tensor grads = grad_shard_;
-  double sum_squares = ops_.sum_squares(grads);
-  if (sharded()) group_->all_reduce(Tensor{&sum_squares, DType::F64, {1}}, ReduceOp::Sum);
+  const double sum_squares = this->sum_squares(grads);
   if (!std::isfinite(sum_squares)) return {sum_squares, true};
   OptimizerStep result;
   result.grad_norm = std::sqrt(sum_squares) / loss_scale;

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "trainer/config/config.h"
 #include "trainer/memory/arena.h"
@@ -34,9 +36,11 @@ struct OptimizerState {
 class AdamW {
  public:
   // shard_group: the data-parallel ranks that share the state (null or one rank: no sharding);
-  // the parameter buffers must be allocated with that many shards.
+  // the parameter buffers must be allocated with that many shards. tensor_group: the ranks
+  // the parameters are split over (tensor parallelism), for the gradient norm: split
+  // parameters count on every rank, whole ones on the group's first rank only.
   AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops,
-        Communicator* shard_group = nullptr);
+        Communicator* shard_group = nullptr, Communicator* tensor_group = nullptr);
 
   // Optimizer state per parameter element (of the shard), for sizing a run before it allocates.
   static size_t state_bytes_per_element(DType value_dtype);
@@ -65,11 +69,15 @@ class AdamW {
 
  private:
   OptimizerState whole_buffers() const;
+  double sum_squares(const Tensor& grads);
 
   TrainConfig train_;
   ParameterSet& params_;
   Ops& ops_;
   Communicator* group_;
+  Communicator* tensor_group_;
+  // Ranges of the shard whose gradients count in this rank's part of the norm; empty: all.
+  std::vector<std::pair<int64_t, int64_t>> norm_ranges_;
   int shards_ = 1;
   bool mixed_ = false;  // BF16/F16 parameters: the F32 master weights are a copy
   int64_t begin_ = 0, end_ = 0;  // this rank's shard of the flat buffers

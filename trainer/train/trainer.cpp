@@ -18,6 +18,7 @@
 #include "trainer/parallel/layout.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/whole_tensors.h"
 #include "trainer/train/backend.h"
 #include "trainer/train/flops.h"
 #include "trainer/train/generate.h"
@@ -40,17 +41,18 @@ DType compute_dtype(const PrecisionConfig& precision) {
   return DType::F32;
 }
 
-// Data parallelism over the launched processes; the model-parallel layouts come later.
-ParallelLayout data_parallel_layout(const Config& c, int world_size) {
+// Tensor and data parallelism over the launched processes; pipelining comes later.
+ParallelLayout parallel_layout(const Config& c, int world_size) {
   const ParallelConfig& p = c.parallel;
   const ParallelLayout layout(p, world_size);
-  if (layout.tp() * layout.pp() > 1)
-    fail(fmt::format("parallel.tp={} x parallel.pp={}: tensor and pipeline parallelism are not in "
-                     "this build yet; it trains data-parallel only (tp = pp = 1)",
-                     p.tp, p.pp));
+  if (layout.pp() > 1)
+    fail(fmt::format("parallel.pp={}: pipeline parallelism is not in this build yet; it trains "
+                     "tensor- and data-parallel (pp = 1)",
+                     p.pp));
   if (p.vpp != 1) fail("parallel.vpp needs pipeline parallelism (parallel.pp > 1)");
   if (p.sequence_parallel)
-    fail("parallel.sequence_parallel needs tensor parallelism, which is not in this build yet");
+    fail("parallel.sequence_parallel (norms on sequence shards of the tensor group) is not in "
+         "this build yet");
   const int64_t per_step = int64_t{c.train.micro_batch} * layout.dp();
   if (c.train.global_batch % per_step != 0)
     fail(fmt::format("train.global_batch={} is not a multiple of train.micro_batch={} x {} "
@@ -98,15 +100,19 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
                  const std::string& resume, std::FILE* out)
     : config_(config),
       world_(world),
-      layout_(data_parallel_layout(config_, world.size())),
+      layout_(parallel_layout(config_, world.size())),
+      coordinates_(layout_.coordinates(world.rank())),
       out_(out),
       loss_scaler_(config.precision.dtype == "fp16" ? LossScaler::dynamic() : LossScaler::none()) {
   accum_ = config_.train.global_batch / (config_.train.micro_batch * layout_.dp());
   KILN_CHECK(!config_.data.paths.empty(), "data.paths is empty: name at least one dataset prefix");
   ops_ = make_ops(config_);
-  if (layout_.dp() > 1 && ops_->device() == Device::Cuda)
-    fail("data parallelism across GPUs needs the NCCL communicator, which is not in this build "
+  if (world_.size() > 1 && ops_->device() == Device::Cuda)
+    fail("parallelism across GPUs needs the NCCL communicator, which is not in this build "
          "yet; on the GPU, train on one process");
+  // Every rank joins its groups, in the same order on all (each split is a collective).
+  tensor_group_ = world_.split(layout_.tensor_group(world_.rank()));
+  data_group_ = world_.split(layout_.data_group(world_.rank()));
   probe_ = std::make_unique<SystemProbe>(*ops_);
 
   const ModelConfig& m = config_.model;
@@ -147,14 +153,15 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   // The distributed optimizer keeps 1/dp of the state on each rank.
   const int shards = config_.parallel.distributed_optimizer ? layout_.dp() : 1;
   const size_t state_bytes = AdamW::state_bytes_per_element(dtype);
-  model_ = std::make_unique<GptModel>(m, config_.train.micro_batch, *ops_, dtype,
-                                      (state_bytes + shards - 1) / shards, 1,
-                                      ModelSplit{parse_recompute(config_.train.recompute), shards});
+  Communicator* tensor = layout_.tp() > 1 ? tensor_group_.get() : nullptr;
+  model_ = std::make_unique<GptModel>(
+      m, config_.train.micro_batch, *ops_, dtype, (state_bytes + shards - 1) / shards, 1,
+      ModelSplit{parse_recompute(config_.train.recompute), tensor, shards});
   model_->init_parameters(config_.train.seed);
   optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_,
-                                       shards > 1 ? &world_ : nullptr);
+                                       shards > 1 ? data_group_.get() : nullptr, tensor);
   if (layout_.dp() > 1 && !optimizer_->sharded())
-    buckets_ = std::make_unique<GradientBuckets>(world_, model_->parameters().flat_grads(),
+    buckets_ = std::make_unique<GradientBuckets>(*data_group_, model_->parameters().flat_grads(),
                                                  config_.parallel.ddp_bucket_size);
   RecordOptions recording = record;
   run_name_ = record.name;
@@ -182,7 +189,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   fmt::print(out_, "kiln: {} model, {} layers, d_model {}, {} heads ({} kv), {:.2f}M parameters, "
                    "vocab {} (padded {}), seq_len {}\n",
              m.arch, m.n_layer, m.d_model, m.n_head, m.kv_heads(),
-             static_cast<double>(model_->parameters().count()) / 1e6, m.vocab_size,
+             static_cast<double>(model_->parameters().whole_count()) / 1e6, m.vocab_size,
              m.padded_vocab(), m.seq_len);
   fmt::print(out_, "kiln: {}, {}; global batch {} = {} micro-batches of {}{}, {} tokens a step, {} "
                    "steps\n",
@@ -190,6 +197,11 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
              layout_.dp() > 1 ? fmt::format(" on each of {} data-parallel ranks", layout_.dp())
                                 : std::string(),
              static_cast<int64_t>(t.global_batch) * m.seq_len, t.steps);
+  if (layout_.tp() > 1)
+    fmt::print(out_, "kiln: tensor-parallel over {} ranks: each holds {} of {} heads, {} of {} "
+                     "hidden units and {} of {} vocabulary rows\n",
+               layout_.tp(), m.n_head / layout_.tp(), m.n_head, m.ffn_dim() / layout_.tp(),
+               m.ffn_dim(), m.padded_vocab() / layout_.tp(), m.padded_vocab());
   fmt::print(out_, "{}kiln: data {}\n", data_notes.text(), train_data_->describe());
   if (valid_data_) fmt::print(out_, "kiln: data {}\n", valid_data_->describe());
   std::string memory = "kiln: memory";
@@ -245,8 +257,8 @@ double Trainer::scheduled_lr(int64_t step) const {
 StepTimes Trainer::train_step(bool timed) {
   const int accum = accum_;
   const int64_t B = config_.train.micro_batch;
-  // This rank's slice of the step's global batch.
-  const int64_t first = consumed_samples_ + world_.rank() * int64_t{accum} * B;
+  // This replica's slice of the step's global batch (a tensor group's ranks read the same).
+  const int64_t first = consumed_samples_ + coordinates_.dp * int64_t{accum} * B;
   const double tokens_per_step =
       static_cast<double>(config_.train.global_batch) * config_.model.seq_len;
   // On a logged step each phase waits for the device, so the host clock times the device.
@@ -290,7 +302,7 @@ void Trainer::reduce_gradients(StepTimes& times) {
     buckets_->finish();
   }
   double loss = times.loss;
-  world_.all_reduce(Tensor{&loss, DType::F64, {1}}, ReduceOp::Sum);
+  data_group_->all_reduce(Tensor{&loss, DType::F64, {1}}, ReduceOp::Sum);
   times.loss = loss / layout_.dp();
   times.comm_ms = ms_since(start);
 }
@@ -396,6 +408,12 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   // first rank, which writes it all.
   const OptimizerState optimizer = optimizer_->state_for_checkpoint();
   saved_step_ = step;
+  // A model split over a tensor group is written whole: the first replica's group gathers
+  // its pieces.
+  const bool split = layout_.tp() > 1;
+  WholeTensors whole;
+  if (split && data_group_->rank() == 0)
+    whole = gather_whole_tensors(*model_, optimizer, *ops_, *tensor_group_);
   if (!is_first_rank()) return {};
   TrainingState state;
   state.step = step;
@@ -407,8 +425,10 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   state.run_name = run_name_;
   state.layout = layout_.name();
   state.config = config_to_json(config_);
+  const int keep = config_.train.checkpoint_keep;
   const WrittenCheckpoint written =
-      save_checkpoint(root, state, *model_, optimizer, *ops_, config_.train.checkpoint_keep);
+      split ? write_checkpoint(root, state, whole.model, whole.optimizer, keep)
+            : save_checkpoint(root, state, *model_, optimizer, *ops_, keep);
   const double seconds = seconds_since(start);
   not_training_s_ += seconds;
   fmt::print(out_, "kiln: saved checkpoint {} ({}) in {:.1f} s\n", written.path,
@@ -538,8 +558,12 @@ TrainSummary Trainer::run() {
       fmt::print(stderr, "kiln: warning: the run store could not record the end: {}\n",
                  store_error);
   }
-  if (config_.train.sample_tokens > 0 && !summary.interrupted && !summary.stopped &&
-      is_first_rank()) {
+  const bool sample = config_.train.sample_tokens > 0 && !summary.interrupted && !summary.stopped;
+  if (sample && layout_.tp() > 1) {
+    fmt::print(out_, "kiln: no sample: each rank holds 1/{} of the model; sample from a checkpoint "
+                     "with kiln generate\n",
+               layout_.tp());
+  } else if (sample && is_first_rank()) {
     const TrainConfig& t = config_.train;
     const std::string text = generate(*model_, *tokenizer_, t.sample_prompt, t.sample_tokens,
                                       t.sample_temperature, t.seed);

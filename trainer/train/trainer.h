@@ -99,6 +99,9 @@ class Trainer {
   Config config_;
   Communicator& world_;
   ParallelLayout layout_;
+  RankCoordinates coordinates_;  // this rank's place in the layout
+  std::unique_ptr<Communicator> tensor_group_;  // this rank's groups, as layout_ names them
+  std::unique_ptr<Communicator> data_group_;
   int accum_ = 1;  // micro-batches per step on each rank
   std::FILE* out_;
   std::unique_ptr<Ops> ops_;
