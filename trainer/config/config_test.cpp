@@ -183,6 +183,7 @@ TEST(Config, EveryValidationRuleNamesItsKey) {
       {{"parallel.tp=0"}, "parallel.tp must be >= 1"},
       {{"parallel.pp=0"}, "parallel.pp must be >= 1"},
       {{"parallel.vpp=0"}, "parallel.vpp must be >= 1"},
+      {{"parallel.timeout_s=0"}, "parallel.timeout_s must be > 0"},
       {{"parallel.tp=8"}, "parallel.tp=8 does not divide model.n_head=4"},
       {{"model.n_kv_head=1", "parallel.tp=2"}, "parallel.tp=2 does not divide model.n_kv_head=1"},
       {{"model.d_ff=255", "parallel.tp=2"}, "parallel.tp=2 does not divide model.d_ff=255"},

@@ -16,6 +16,7 @@
 #include "trainer/data/blended_dataset.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/parallel/layout.h"
+#include "trainer/parallel/wait_limits.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/train/backend.h"
@@ -594,6 +595,7 @@ void Trainer::train_loop(TrainSummary& summary) {
         after.stop = wait_while_paused(step, waited_s);
       }
       interrupted = interrupt_requested();
+      const UnlimitedWaits for_the_pause;  // however long it lasts
       stop = share_decision(after, interrupted).stop;
       not_training_s_ += seconds_since(pause_start);
     }
