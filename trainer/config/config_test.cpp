@@ -287,7 +287,7 @@ TEST(Config, RoundTrips) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 13}, {"train", 23}, {"data", 7}, {"parallel", 6},
+      {"model", 13}, {"train", 23}, {"data", 7}, {"parallel", 7},
       {"precision", 1}, {"backend", 2}, {"store", 1}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

@@ -307,27 +307,18 @@ class MpiCommunicator final : public Communicator {
   void barrier() override { barrier_named("barrier"); }
 
   std::unique_ptr<Communicator> split(const std::vector<int>& ranks) override {
-    const auto me = std::find(ranks.begin(), ranks.end(), rank_);
-    KILN_CHECK(me != ranks.end(), "split: rank " + std::to_string(rank_) +
-                                      " is not in the group it was given");
+    const SplitKey key = split_key(ranks, rank_);
     // MPI_Comm_split blocks without a limit: every rank arrives first, or the wait gives up.
     barrier_named("split");
-    // Groups partition the ranks, so a group's smallest rank names it; a rank's place in
-    // the list orders the new communicator.
-    const int color = *std::min_element(ranks.begin(), ranks.end());
     MPI_Comm group;
-    check(MPI_Comm_split(comm_, color, static_cast<int>(me - ranks.begin()), &group),
-          "Comm_split");
+    check(MPI_Comm_split(comm_, key.color, key.key, &group), "Comm_split");
     return std::make_unique<MpiCommunicator>(group);
   }
 
  private:
   int world_rank(int rank) const { return world_ranks_.at(static_cast<size_t>(rank)); }
 
-  // "all_reduce over ranks 0-3"
-  std::string over(const std::string& call) const {
-    return (call.empty() ? "" : call + " ") + "over ranks " + describe_ranks(world_ranks_);
-  }
+  std::string over(const std::string& call) const { return over_ranks(call, world_ranks_); }
 
   void barrier_named(const std::string& call) {
     MPI_Request request;

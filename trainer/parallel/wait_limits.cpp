@@ -42,11 +42,12 @@ void WaitClock::check() {
                      waited, what_));
 }
 
-std::string describe_ranks(const std::vector<int>& ranks) {
+std::string over_ranks(const std::string& call, const std::vector<int>& ranks) {
   bool consecutive = ranks.size() > 2;
   for (size_t i = 1; i < ranks.size(); ++i) consecutive &= ranks[i] == ranks[i - 1] + 1;
-  if (consecutive) return fmt::format("{}-{}", ranks.front(), ranks.back());
-  return fmt::format("{}", fmt::join(ranks, ","));
+  const std::string listed = consecutive ? fmt::format("{}-{}", ranks.front(), ranks.back())
+                                         : fmt::format("{}", fmt::join(ranks, ","));
+  return (call.empty() ? "" : call + " ") + "over ranks " + listed;
 }
 
 }  // namespace kiln

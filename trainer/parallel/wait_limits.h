@@ -62,7 +62,8 @@ class WaitClock {
   Clock::time_point stop_seen_{};  // when this wait first saw the stop signal
 };
 
-// "0-3" for a run of consecutive ranks, else "0,2,5".
-std::string describe_ranks(const std::vector<int>& ranks);
+// What a wait is for, in its messages: "all_reduce over ranks 0-3" (a run of consecutive
+// ranks), "all_reduce over ranks 0,2,5", or "over ranks 0-3" for an empty call.
+std::string over_ranks(const std::string& call, const std::vector<int>& ranks);
 
 }  // namespace kiln
