@@ -1,6 +1,7 @@
 #include "cli/train_command.h"
 
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,7 +11,9 @@
 #include "cli/store_path.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
+#include "trainer/parallel/wait_limits.h"
 #include "trainer/parallel/world.h"
+#include "trainer/train/interrupt.h"
 #include "trainer/train/trainer.h"
 
 namespace kiln {
@@ -61,14 +64,21 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   record.command_line = command_line;
   record.tags = options.tags;
   World world;
+  set_wait_limits({config.parallel.timeout_s, interrupt_requested});
   // Rank 0 speaks for the run: it prints and records; the other ranks train in silence.
   const bool first = world.comm().rank() == 0;
   if (!options.no_store && first)
     record.store_path = resolve_store_path(options.store, config.store.path);
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(first ? nullptr : std::fopen("/dev/null", "w"),
                                                          std::fclose);
-  Trainer trainer(config, world.comm(), record, resume, first ? stdout : quiet.get());
-  const TrainSummary summary = trainer.run();
+  TrainSummary summary;
+  try {
+    Trainer trainer(config, world.comm(), record, resume, first ? stdout : quiet.get());
+    summary = trainer.run();
+  } catch (const std::exception& e) {
+    world.end_after_error(e);
+    throw;
+  }
   if (summary.interrupted) throw CLI::RuntimeError(130);
 }
 

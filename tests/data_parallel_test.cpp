@@ -86,7 +86,7 @@ TEST_F(DataParallel, ABatchTheRanksCannotShareIsRefused) {
   const CommandResult r =
       run_command(mpirun_command(3) + kiln + " train --no-store" + small_run(prefix));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("kiln: error: train.global_batch=4 is not a multiple of "
+  EXPECT_NE(r.output.find("kiln: error: rank 0: train.global_batch=4 is not a multiple of "
                           "train.micro_batch=2 x 3 data-parallel ranks = 6"),
             std::string::npos)
       << r.output;

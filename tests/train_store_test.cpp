@@ -20,6 +20,7 @@
 #include "store/schema.h"
 #include "tests/corpus_fixture.h"
 #include "tests/run_command.h"
+#include "tests/run_progress.h"
 
 namespace kiln::test {
 namespace {
@@ -41,25 +42,6 @@ std::string live_run_settings(const std::string& dir) {
   return " --set train.steps=1000000 --set train.log_interval=1 --set train.eval_interval=0"
          " --set train.decay=constant --set train.warmup=0 --set train.lr=0.001"
          " --set train.checkpoint_dir=" + dir + "/checkpoints";
-}
-
-std::optional<int64_t> last_step(const std::string& store_path, const std::string& run) {
-  try {
-    auto db = store::open_store(store_path, Access::ReadOnly);
-    return store::get_run(*db, store::resolve_run(*db, run)).last_step;
-  } catch (const Error&) {
-    return std::nullopt;  // not created yet
-  }
-}
-
-// Polls until the run has logged a step after `after`; the step, or nullopt after 30 s.
-std::optional<int64_t> wait_for_step_after(const std::string& store_path, const std::string& run,
-                                           int64_t after) {
-  for (int i = 0; i < 300; ++i) {
-    if (const auto step = last_step(store_path, run); step && *step > after) return step;
-    std::this_thread::sleep_for(100ms);
-  }
-  return std::nullopt;
 }
 
 // CPU seconds the process has used (user + system), from /proc/PID/stat.

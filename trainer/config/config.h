@@ -86,6 +86,9 @@ struct ParallelConfig {
   // Elements per data-parallel gradient bucket (Megatron's --ddp-bucket-size): each bucket's
   // all-reduce starts as soon as backward has finished its gradients.
   int64_t ddp_bucket_size = 40000000;
+  // Seconds a rank waits for the others at a collective before it gives up and ends the
+  // run: a rank that died or hangs must not hold the rest forever.
+  double timeout_s = 120;
 };
 
 struct PrecisionConfig {

@@ -183,6 +183,7 @@ TEST(Config, EveryValidationRuleNamesItsKey) {
       {{"parallel.tp=0"}, "parallel.tp must be >= 1"},
       {{"parallel.pp=0"}, "parallel.pp must be >= 1"},
       {{"parallel.vpp=0"}, "parallel.vpp must be >= 1"},
+      {{"parallel.timeout_s=0"}, "parallel.timeout_s must be > 0"},
       {{"parallel.tp=8"}, "parallel.tp=8 does not divide model.n_head=4"},
       {{"model.n_kv_head=1", "parallel.tp=2"}, "parallel.tp=2 does not divide model.n_kv_head=1"},
       {{"model.d_ff=255", "parallel.tp=2"}, "parallel.tp=2 does not divide model.d_ff=255"},
@@ -286,7 +287,7 @@ TEST(Config, RoundTrips) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 13}, {"train", 24}, {"data", 7}, {"parallel", 6},
+      {"model", 13}, {"train", 24}, {"data", 7}, {"parallel", 7},
       {"precision", 1}, {"backend", 2}, {"store", 1}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

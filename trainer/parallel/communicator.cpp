@@ -1,5 +1,6 @@
 #include "trainer/parallel/communicator.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/check.h"
@@ -55,6 +56,13 @@ class SingleProcess final : public Communicator {
 
 std::unique_ptr<Communicator> make_single_process_communicator() {
   return std::make_unique<SingleProcess>();
+}
+
+SplitKey split_key(const std::vector<int>& ranks, int rank) {
+  const auto me = std::find(ranks.begin(), ranks.end(), rank);
+  KILN_CHECK(me != ranks.end(),
+             "split: rank " + std::to_string(rank) + " is not in the group it was given");
+  return {*std::min_element(ranks.begin(), ranks.end()), static_cast<int>(me - ranks.begin())};
 }
 
 void check_gather_shapes(const Tensor& out, const Tensor& in, int size, const char* what) {

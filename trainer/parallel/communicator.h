@@ -56,6 +56,15 @@ class Communicator {
 // World of one: every collective leaves its data as it is (out = in where shapes differ).
 std::unique_ptr<Communicator> make_single_process_communicator();
 
+// How a rank joins the group `ranks` in a split: groups partition the ranks, so a group's
+// smallest rank names it (color), and the rank's place in the list orders it (key).
+// Refuses a rank that is not in the group.
+struct SplitKey {
+  int color;
+  int key;
+};
+SplitKey split_key(const std::vector<int>& ranks, int rank);
+
 // Checks shared by the backends: `what` for messages.
 void check_gather_shapes(const Tensor& out, const Tensor& in, int size, const char* what);
 

@@ -1,5 +1,6 @@
 #include "trainer/parallel/launch.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
 
@@ -16,6 +17,12 @@ const char* world_size_variable() {
 }  // namespace
 
 bool launched_by_mpi() { return world_size_variable() != nullptr; }
+
+int launched_local_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
+    if (const char* value = std::getenv(name)) return std::max(0, std::atoi(value));
+  return 0;
+}
 
 int launched_world_size() {
   const char* value = world_size_variable();

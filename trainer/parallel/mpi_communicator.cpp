@@ -5,11 +5,16 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <fmt/core.h>
+
 #include "kernels/check.h"
+#include "trainer/parallel/wait_limits.h"
 
 namespace kiln {
 namespace {
@@ -59,32 +64,135 @@ int int_count(int64_t n, const char* what) {
   return static_cast<int>(n);
 }
 
-// Waits for a request by polling, then polling with short sleeps, rather than with MPI's busy
+// A rank that fails on its own tells every other rank before it ends the run, over a
+// communicator of their own, so they stop waiting at once instead of at the timeout and
+// rank 0 records the failure in the store. Every wait polls for such a notice.
+class FailureNotices {
+ public:
+  static constexpr int kBytes = 1024;  // a notice's text, cut to fit
+
+  void open() {
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "Comm_dup");
+    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "Comm_set_errhandler");
+    listen();
+  }
+
+  void close() {
+    if (comm_ == MPI_COMM_NULL) return;
+    MPI_Cancel(&incoming_);
+    MPI_Wait(&incoming_, MPI_STATUS_IGNORE);
+    MPI_Comm_free(&comm_);
+  }
+
+  // Throws PeerFailed when another rank has told of its failure.
+  void check_in() {
+    if (const std::optional<Notice> notice = received())
+      throw PeerFailed(fmt::format("rank {} failed: {}", notice->from, notice->text));
+  }
+
+  // Tells every other rank, giving the notices a moment to leave before the process ends.
+  void tell_all(const std::string& message) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm_, &rank);
+    MPI_Comm_size(comm_, &size);
+    std::vector<char> text(message.begin(), message.begin() + std::min<size_t>(message.size(), kBytes - 1));
+    text.resize(kBytes, '\0');
+    std::vector<MPI_Request> sends;
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      sends.emplace_back();
+      if (MPI_Isend(text.data(), kBytes, MPI_CHAR, peer, 0, comm_, &sends.back()) != MPI_SUCCESS)
+        sends.pop_back();  // a peer that cannot be reached is not told
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    int done = 0;
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+      if (MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done,
+                      MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  // Waits up to `seconds` for rank 0's notice: rank 0 sends one once it has recorded the
+  // failure. False when none came.
+  bool await_rank_zero(double seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::optional<Notice> notice = received();
+      if (notice && notice->from == 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+  }
+
+ private:
+  struct Notice {
+    int from;
+    std::string text;
+  };
+
+  void listen() {
+    check(MPI_Irecv(text_, kBytes, MPI_CHAR, MPI_ANY_SOURCE, 0, comm_, &incoming_), "Irecv");
+  }
+
+  // The notice that came, if one did; listens for the next one.
+  std::optional<Notice> received() {
+    if (comm_ == MPI_COMM_NULL) return std::nullopt;
+    int done = 0;
+    MPI_Status status;
+    check(MPI_Test(&incoming_, &done, &status), "Test");
+    if (!done) return std::nullopt;
+    text_[kBytes - 1] = '\0';
+    Notice notice{status.MPI_SOURCE, text_};
+    listen();
+    return notice;
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Request incoming_ = MPI_REQUEST_NULL;
+  char text_[kBytes] = {};
+};
+
+FailureNotices notices;
+
+// Waits for requests by polling, then polling with short sleeps, rather than with MPI's busy
 // wait: a rank held at a broadcast (in a paused run, every rank but the one reading the
-// store's commands) then leaves its core idle.
-void wait_idle(MPI_Request& request) {
+// store's commands) then leaves its core idle. Gives up (kiln::Error) past the wait limits
+// or when another rank tells of its failure.
+void wait_idle(std::vector<MPI_Request>& requests, const std::string& what) {
   constexpr int kSpins = 1000;
+  WaitClock clock(what);
   int done = 0;
   for (int spin = 0;; ++spin) {
-    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "Test");
+    check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                      MPI_STATUSES_IGNORE),
+          "Testall");
     if (done) return;
+    notices.check_in();
+    clock.check();
     if (spin > kSpins) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
 
+void wait_idle(MPI_Request request, const std::string& what) {
+  std::vector<MPI_Request> one{request};
+  wait_idle(one, what);
+}
+
 class MpiPending final : public PendingCollective {
  public:
+  explicit MpiPending(std::string what) : what_(std::move(what)) {}
   void add(MPI_Request request) { requests_.push_back(request); }
   void wait() override {
-    for (MPI_Request& request : requests_) wait_idle(request);
+    wait_idle(requests_, what_);
     requests_.clear();
   }
-  ~MpiPending() override {
-    // MPI needs every request completed, even on the way out of an error.
-    for (MPI_Request& request : requests_) MPI_Wait(&request, MPI_STATUS_IGNORE);
-  }
+  // Requests still open here belong to a run on its way out of an error, which ends every
+  // rank with MPI_Abort: waiting for them could wait for a dead rank.
 
  private:
+  std::string what_;
   std::vector<MPI_Request> requests_;
 };
 
@@ -94,6 +202,18 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "Comm_set_errhandler");
     check(MPI_Comm_rank(comm_, &rank_), "Comm_rank");
     check(MPI_Comm_size(comm_, &size_), "Comm_size");
+    // The launch's numbers of this communicator's ranks, which the messages of a wait
+    // that gives up name.
+    MPI_Group group, world;
+    check(MPI_Comm_group(comm_, &group), "Comm_group");
+    check(MPI_Comm_group(MPI_COMM_WORLD, &world), "Comm_group");
+    std::vector<int> mine(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) mine[static_cast<size_t>(r)] = r;
+    world_ranks_.resize(mine.size());
+    check(MPI_Group_translate_ranks(group, size_, mine.data(), world, world_ranks_.data()),
+          "Group_translate_ranks");
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
   }
   ~MpiCommunicator() override {
     if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
@@ -107,7 +227,7 @@ class MpiCommunicator final : public Communicator {
 
   std::unique_ptr<PendingCollective> start_all_reduce(const Tensor& x, ReduceOp op) override {
     check_reducible(x, "all_reduce");
-    auto pending = std::make_unique<MpiPending>();
+    auto pending = std::make_unique<MpiPending>(over("all_reduce"));
     auto* bytes = static_cast<char*>(x.data);
     for (int64_t at = 0; at < x.numel(); at += kPiece) {
       const int n = static_cast<int>(std::min(kPiece, x.numel() - at));
@@ -130,7 +250,7 @@ class MpiCommunicator final : public Communicator {
       check(MPI_Ibcast(bytes + at * static_cast<int64_t>(dtype_size(x.dtype)), n,
                        mpi_type(x.dtype), root, comm_, &request),
             "Ibcast");
-      wait_idle(request);
+      wait_idle(request, fmt::format("broadcast from rank {} {}", world_rank(root), over("")));
     }
   }
 
@@ -138,58 +258,77 @@ class MpiCommunicator final : public Communicator {
     check_host(in, "all_gather");
     check_gather_shapes(out, in, size_, "all_gather");
     const int n = int_count(in.numel(), "all_gather");
-    check(MPI_Allgather(in.data, n, mpi_type(in.dtype), out.data, n, mpi_type(in.dtype), comm_),
-          "Allgather");
+    MPI_Request request;
+    check(MPI_Iallgather(in.data, n, mpi_type(in.dtype), out.data, n, mpi_type(in.dtype), comm_,
+                         &request),
+          "Iallgather");
+    wait_idle(request, over("all_gather"));
   }
 
   void reduce_scatter(const Tensor& out, const Tensor& in) override {
     check_reducible(in, "reduce_scatter");
     check_gather_shapes(in, out, size_, "reduce_scatter");
-    check(MPI_Reduce_scatter_block(in.data, out.data, int_count(out.numel(), "reduce_scatter"),
-                                   mpi_type(in.dtype), MPI_SUM, comm_),
-          "Reduce_scatter_block");
+    MPI_Request request;
+    check(MPI_Ireduce_scatter_block(in.data, out.data, int_count(out.numel(), "reduce_scatter"),
+                                    mpi_type(in.dtype), MPI_SUM, comm_, &request),
+          "Ireduce_scatter_block");
+    wait_idle(request, over("reduce_scatter"));
   }
 
   void gather(const Tensor& out, const Tensor& in, int root) override {
     check_host(in, "gather");
     if (rank_ == root) check_gather_shapes(out, in, size_, "gather");
     const int n = int_count(in.numel(), "gather");
-    check(MPI_Gather(in.data, n, mpi_type(in.dtype), rank_ == root ? out.data : nullptr, n,
-                     mpi_type(in.dtype), root, comm_),
-          "Gather");
+    MPI_Request request;
+    check(MPI_Igather(in.data, n, mpi_type(in.dtype), rank_ == root ? out.data : nullptr, n,
+                      mpi_type(in.dtype), root, comm_, &request),
+          "Igather");
+    wait_idle(request, fmt::format("gather to rank {} {}", world_rank(root), over("")));
   }
 
   void send(const Tensor& x, int peer) override {
     check_host(x, "send");
-    check(MPI_Send(x.data, int_count(x.numel(), "send"), mpi_type(x.dtype), peer, 0, comm_),
-          "Send");
+    MPI_Request request;
+    check(MPI_Isend(x.data, int_count(x.numel(), "send"), mpi_type(x.dtype), peer, 0, comm_,
+                    &request),
+          "Isend");
+    wait_idle(request, fmt::format("send to rank {}", world_rank(peer)));
   }
 
   void recv(const Tensor& x, int peer) override {
     check_host(x, "recv");
-    check(MPI_Recv(x.data, int_count(x.numel(), "recv"), mpi_type(x.dtype), peer, 0, comm_,
-                   MPI_STATUS_IGNORE),
-          "Recv");
+    MPI_Request request;
+    check(MPI_Irecv(x.data, int_count(x.numel(), "recv"), mpi_type(x.dtype), peer, 0, comm_,
+                    &request),
+          "Irecv");
+    wait_idle(request, fmt::format("recv from rank {}", world_rank(peer)));
   }
 
-  void barrier() override { check(MPI_Barrier(comm_), "Barrier"); }
+  void barrier() override { barrier_named("barrier"); }
 
   std::unique_ptr<Communicator> split(const std::vector<int>& ranks) override {
-    const auto me = std::find(ranks.begin(), ranks.end(), rank_);
-    KILN_CHECK(me != ranks.end(), "split: rank " + std::to_string(rank_) +
-                                      " is not in the group it was given");
-    // Groups partition the ranks, so a group's smallest rank names it; a rank's place in
-    // the list orders the new communicator.
-    const int color = *std::min_element(ranks.begin(), ranks.end());
+    const SplitKey key = split_key(ranks, rank_);
+    // MPI_Comm_split blocks without a limit: every rank arrives first, or the wait gives up.
+    barrier_named("split");
     MPI_Comm group;
-    check(MPI_Comm_split(comm_, color, static_cast<int>(me - ranks.begin()), &group),
-          "Comm_split");
+    check(MPI_Comm_split(comm_, key.color, key.key, &group), "Comm_split");
     return std::make_unique<MpiCommunicator>(group);
   }
 
  private:
+  int world_rank(int rank) const { return world_ranks_.at(static_cast<size_t>(rank)); }
+
+  std::string over(const std::string& call) const { return over_ranks(call, world_ranks_); }
+
+  void barrier_named(const std::string& call) {
+    MPI_Request request;
+    check(MPI_Ibarrier(comm_, &request), "Ibarrier");
+    wait_idle(request, over(call));
+  }
+
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  std::vector<int> world_ranks_;  // of each rank here
 };
 
 }  // namespace
@@ -197,9 +336,20 @@ class MpiCommunicator final : public Communicator {
 MpiSession::MpiSession() {
   int provided = 0;
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "Init_thread");
+  notices.open();
 }
 
-MpiSession::~MpiSession() { MPI_Finalize(); }
+MpiSession::~MpiSession() {
+  notices.close();
+  MPI_Finalize();
+}
+
+void MpiSession::end_run(const std::string& message, bool tell_others, bool await_rank_zero) {
+  if (tell_others) notices.tell_all(message);
+  if (await_rank_zero) notices.await_rank_zero(std::max(wait_timeout_s(), kStopGrace));
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();  // MPI_Abort does not return
+}
 
 std::unique_ptr<Communicator> MpiSession::world() {
   return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);

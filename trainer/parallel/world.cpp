@@ -1,11 +1,13 @@
 #include "trainer/parallel/world.h"
 
+#include <cstdio>
 #include <string>
 
 #include "kernels/check.h"
 #include "trainer/parallel/launch.h"
 #ifdef KILN_HAVE_MPI
 #include "trainer/parallel/mpi_communicator.h"
+#include "trainer/parallel/wait_limits.h"
 #endif
 
 namespace kiln {
@@ -20,6 +22,19 @@ World::World() {
     comm_ = make_single_process_communicator();
   }
 }
+
+void World::end_after_error(const std::exception& error) {
+  if (!session_ || comm_->size() == 1) return;
+  const int rank = comm_->rank();
+  // A failure heard from another rank is that rank's to tell and rank 0's to report; a
+  // wait that gave up happens on every rank that waited, so none tells the others of it.
+  const bool heard = dynamic_cast<const PeerFailed*>(&error) != nullptr;
+  const bool gave_up = dynamic_cast<const WaitGaveUp*>(&error) != nullptr;
+  if (!heard) std::fprintf(stderr, "kiln: error: rank %d: %s\n", rank, error.what());
+  else if (rank == 0) std::fprintf(stderr, "kiln: error: %s\n", error.what());
+  std::fflush(stderr);
+  MpiSession::end_run(error.what(), rank == 0 || (!heard && !gave_up), rank != 0 && !heard);
+}
 #else
 class MpiSession {};
 
@@ -30,6 +45,8 @@ World::World() {
          "rebuild)");
   comm_ = make_single_process_communicator();
 }
+
+void World::end_after_error(const std::exception&) {}
 #endif
 
 World::~World() = default;

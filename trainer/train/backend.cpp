@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "kernels/check.h"
+#include "trainer/parallel/launch.h"
 
 namespace kiln {
 
@@ -23,7 +24,8 @@ std::unique_ptr<Ops> make_gpu_ops() {
   if (cuda_device_count() == 0)
     fail("backend.device=cuda: no CUDA GPU is visible to this process (check nvidia-smi and "
          "CUDA_VISIBLE_DEVICES), or use backend.device=cpu");
-  return make_cuda_ops(0);
+  // One GPU per rank: the ranks a launcher started on a machine take its GPUs in turn.
+  return make_cuda_ops(launched_local_rank() % cuda_device_count());
 #else
   fail("backend.device=cuda: this build has no CUDA backend (configure with nvcc on the PATH "
        "and -DKILN_CUDA=ON), or use backend.device=cpu");

@@ -16,6 +16,7 @@
 #include "trainer/data/blended_dataset.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/parallel/layout.h"
+#include "trainer/parallel/wait_limits.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/whole_tensors.h"
@@ -521,7 +522,10 @@ bool Trainer::hold_paused(int64_t step, bool& interrupted) {
     // shared, so a checkpoint asked for during the pause is written by every rank together.
     SteeringDecision decision = is_first_rank() ? wait_while_paused(step) : SteeringDecision{};
     interrupted = interrupt_requested();
-    decision = share_decision(decision, interrupted);
+    {
+      const UnlimitedWaits for_the_pause;  // however long it lasts
+      decision = share_decision(decision, interrupted);
+    }
     const std::string written =
         decision.checkpoint || decision.stop ? save_checkpoint_at(step) : std::string();
     if (recorder_) record_steering(step, written);

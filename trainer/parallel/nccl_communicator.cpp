@@ -1,0 +1,239 @@
+#include "trainer/parallel/nccl_communicator.h"
+
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/check.h"
+#include "kernels/cuda/cuda_check.h"
+#include "trainer/parallel/wait_limits.h"
+
+namespace kiln {
+namespace {
+
+void check_nccl(ncclResult_t result, const char* call) {
+  if (result == ncclSuccess) return;
+  fail(fmt::format("NCCL {} failed: {} ({})", call, ncclGetErrorString(result),
+                   ncclGetLastError(nullptr)));
+}
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return ncclFloat32;
+    case DType::F64:
+      return ncclFloat64;
+    case DType::I32:
+      return ncclInt32;
+    case DType::I64:
+      return ncclInt64;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::F16:
+      return ncclFloat16;
+  }
+  return ncclUint8;
+}
+
+void check_device(const Tensor& x, const char* what) {
+  KILN_CHECK(x.device == Device::Cuda, std::string(what) + ": the NCCL communicator moves GPU "
+                                                           "tensors; a host tensor needs MPI");
+}
+
+class NcclCommunicator;
+
+// A call queued on the stream: its end is an event the host polls.
+class NcclPending final : public PendingCollective {
+ public:
+  NcclPending(NcclCommunicator& comm, cudaEvent_t done, std::string what)
+      : comm_(comm), done_(done), what_(std::move(what)) {}
+  ~NcclPending() override { cudaEventDestroy(done_); }
+  void wait() override;
+
+ private:
+  NcclCommunicator& comm_;
+  cudaEvent_t done_;
+  std::string what_;
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // world_ranks: the launch's number of each rank here, for the messages of a wait.
+  NcclCommunicator(ncclComm_t comm, cudaStream_t stream, std::vector<int> world_ranks)
+      : comm_(comm), stream_(stream), world_ranks_(std::move(world_ranks)) {
+    check_nccl(ncclCommUserRank(comm_, &rank_), "CommUserRank");
+    check_nccl(ncclCommCount(comm_, &size_), "CommCount");
+    KILN_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(int32_t)));
+  }
+  ~NcclCommunicator() override {
+    cudaFree(scratch_);
+    // An aborted communicator is already gone.
+    if (!aborted_) ncclCommDestroy(comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "nccl"; }
+
+  void all_reduce(const Tensor& x, ReduceOp op) override { start_all_reduce(x, op)->wait(); }
+
+  std::unique_ptr<PendingCollective> start_all_reduce(const Tensor& x, ReduceOp op) override {
+    check_device(x, "all_reduce");
+    check_nccl(ncclAllReduce(x.data, x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype),
+                             op == ReduceOp::Sum ? ncclSum : ncclMax, comm_, stream_),
+               "AllReduce");
+    return queued(over("all_reduce"));
+  }
+
+  void broadcast(const Tensor& x, int root) override {
+    check_device(x, "broadcast");
+    check_nccl(ncclBroadcast(x.data, x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype),
+                             root, comm_, stream_),
+               "Broadcast");
+    queued(fmt::format("broadcast from rank {} {}", world_rank(root), over("")))->wait();
+  }
+
+  void all_gather(const Tensor& out, const Tensor& in) override {
+    check_device(in, "all_gather");
+    check_gather_shapes(out, in, size_, "all_gather");
+    check_nccl(ncclAllGather(in.data, out.data, static_cast<size_t>(in.numel()),
+                             nccl_type(in.dtype), comm_, stream_),
+               "AllGather");
+    queued(over("all_gather"))->wait();
+  }
+
+  void reduce_scatter(const Tensor& out, const Tensor& in) override {
+    check_device(in, "reduce_scatter");
+    check_gather_shapes(in, out, size_, "reduce_scatter");
+    check_nccl(ncclReduceScatter(in.data, out.data, static_cast<size_t>(out.numel()),
+                                 nccl_type(in.dtype), ncclSum, comm_, stream_),
+               "ReduceScatter");
+    queued(over("reduce_scatter"))->wait();
+  }
+
+  void gather(const Tensor& out, const Tensor& in, int root) override {
+    check_device(in, "gather");
+    if (rank_ == root) check_gather_shapes(out, in, size_, "gather");
+    // NCCL has no gather: every rank sends to the root, which receives each slice.
+    const size_t n = static_cast<size_t>(in.numel());
+    check_nccl(ncclGroupStart(), "GroupStart");
+    check_nccl(ncclSend(in.data, n, nccl_type(in.dtype), root, comm_, stream_), "Send");
+    if (rank_ == root) {
+      auto* bytes = static_cast<char*>(out.data);
+      for (int r = 0; r < size_; ++r)
+        check_nccl(ncclRecv(bytes + static_cast<size_t>(r) * in.bytes(), n, nccl_type(in.dtype), r,
+                            comm_, stream_),
+                   "Recv");
+    }
+    check_nccl(ncclGroupEnd(), "GroupEnd");
+    queued(fmt::format("gather to rank {} {}", world_rank(root), over("")))->wait();
+  }
+
+  void send(const Tensor& x, int peer) override {
+    check_device(x, "send");
+    check_nccl(ncclGroupStart(), "GroupStart");
+    check_nccl(ncclSend(x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype), peer, comm_,
+                        stream_),
+               "Send");
+    check_nccl(ncclGroupEnd(), "GroupEnd");
+    queued(fmt::format("send to rank {}", world_rank(peer)))->wait();
+  }
+
+  void recv(const Tensor& x, int peer) override {
+    check_device(x, "recv");
+    check_nccl(ncclGroupStart(), "GroupStart");
+    check_nccl(ncclRecv(x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype), peer, comm_,
+                        stream_),
+               "Recv");
+    check_nccl(ncclGroupEnd(), "GroupEnd");
+    queued(fmt::format("recv from rank {}", world_rank(peer)))->wait();
+  }
+
+  void barrier() override { barrier_named("barrier"); }
+
+  std::unique_ptr<Communicator> split(const std::vector<int>& ranks) override {
+    const SplitKey key = split_key(ranks, rank_);
+    // ncclCommSplit blocks without a limit: every rank arrives first, or the wait gives up.
+    barrier_named("split");
+    ncclComm_t group;
+    check_nccl(ncclCommSplit(comm_, key.color, key.key, &group, nullptr), "CommSplit");
+    std::vector<int> world;
+    for (const int r : ranks) world.push_back(world_rank(r));
+    return std::make_unique<NcclCommunicator>(group, stream_, std::move(world));
+  }
+
+  // Polls until `done` has happened on the stream, within the wait limits; after a short
+  // spin, with sleeps, so a long wait leaves its core idle.
+  void wait_for(cudaEvent_t done, const std::string& what) {
+    constexpr int kSpins = 1000;
+    WaitClock clock(what);
+    for (int spin = 0;; ++spin) {
+      const cudaError_t state = cudaEventQuery(done);
+      if (state == cudaSuccess) return;
+      if (state != cudaErrorNotReady) KILN_CUDA_CHECK(state);
+      ncclResult_t async = ncclSuccess;
+      check_nccl(ncclCommGetAsyncError(comm_, &async), "CommGetAsyncError");
+      check_nccl(async, what.c_str());
+      try {
+        clock.check();
+      } catch (const WaitGaveUp&) {
+        // The queued NCCL kernels would wait for the missing rank forever.
+        ncclCommAbort(comm_);
+        aborted_ = true;
+        throw;
+      }
+      if (spin > kSpins) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+ private:
+  std::unique_ptr<PendingCollective> queued(std::string what) {
+    cudaEvent_t done;
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    KILN_CUDA_CHECK(cudaEventRecord(done, stream_));
+    return std::make_unique<NcclPending>(*this, done, std::move(what));
+  }
+
+  void barrier_named(const std::string& call) {
+    check_nccl(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_),
+               "AllReduce");
+    queued(over(call))->wait();
+  }
+
+  int world_rank(int rank) const { return world_ranks_.at(static_cast<size_t>(rank)); }
+
+  std::string over(const std::string& call) const { return over_ranks(call, world_ranks_); }
+
+  ncclComm_t comm_;
+  cudaStream_t stream_;
+  std::vector<int> world_ranks_;
+  int rank_ = 0, size_ = 1;
+  void* scratch_ = nullptr;  // the barrier's one element
+  bool aborted_ = false;
+};
+
+void NcclPending::wait() { comm_.wait_for(done_, what_); }
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
+                                                     cudaStream_t stream) {
+  ncclUniqueId id{};
+  if (bootstrap.rank() == 0) check_nccl(ncclGetUniqueId(&id), "GetUniqueId");
+  static_assert(sizeof id % sizeof(int32_t) == 0);
+  bootstrap.broadcast(
+      Tensor{&id, DType::I32, {static_cast<int64_t>(sizeof id / sizeof(int32_t))}}, 0);
+  ncclComm_t comm;
+  check_nccl(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()), "CommInitRank");
+  std::vector<int> ranks(static_cast<size_t>(bootstrap.size()));
+  for (int r = 0; r < bootstrap.size(); ++r) ranks[static_cast<size_t>(r)] = r;
+  return std::make_unique<NcclCommunicator>(comm, stream, std::move(ranks));
+}
+
+}  // namespace kiln
