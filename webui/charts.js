@@ -51,7 +51,8 @@ export function lineChart(container, title, lines, { logY = false, height = 220,
     width: Math.max(300, box.clientWidth - 16),
     height,
     scales: { x: { time: false }, y: logY ? { distr: 3 } : { range: linearRange } },
-    axes: [{ ...axis, label: "step" }, { ...axis, size: 60, values: (u, ticks) => ticks.map(tick) }],
+    // A log axis keeps uPlot's own labels, which leave the minor ticks unlabelled.
+    axes: [{ ...axis, label: "step" }, logY ? { ...axis, size: 60 } : { ...axis, size: 60, values: (u, ticks) => ticks.map(tick) }],
     series: [{ label: "step" }, ...lines.map((l, i) => ({
       label: l.label, stroke: palette[i % palette.length], width: l.width || 1.5, spanGaps: true,
     }))],

@@ -69,4 +69,18 @@ void LiveFeeds::poll() {
   }
 }
 
+std::vector<std::weak_ptr<WebsocketSession>> LiveFeeds::finish() {
+  poll();
+  std::lock_guard lock(mutex_);
+  std::vector<std::weak_ptr<WebsocketSession>> sessions;
+  for (auto& [run_id, feed] : feeds_)
+    for (const auto& weak : feed.subscribers)
+      if (const auto session = weak.lock()) {
+        session->close();
+        sessions.push_back(weak);
+      }
+  feeds_.clear();
+  return sessions;
+}
+
 }  // namespace kiln::monitor

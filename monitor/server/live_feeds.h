@@ -36,6 +36,10 @@ class LiveFeeds {
   // may too.
   void poll();
 
+  // A last round, then every subscriber sends what it has queued and closes. Returns the
+  // sessions, so the server can wait for them to finish before stopping.
+  std::vector<std::weak_ptr<WebsocketSession>> finish();
+
  private:
   struct Feed {
     std::unique_ptr<RunTail> tail;

@@ -2,12 +2,16 @@
 
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/strand.hpp>
+#include <chrono>
 #include <csignal>
+#include <future>
 #include <utility>
 
 #include "monitor/server/listener.h"
 
 namespace kiln::monitor {
+
+constexpr auto kCloseGrace = std::chrono::seconds(2);
 
 Server::Server(const ListenAddress& address, ServerOptions options)
     : address_(address), state_((check_exposure(address, options.token), std::move(options))) {
@@ -16,27 +20,32 @@ Server::Server(const ListenAddress& address, ServerOptions options)
 
 Server::~Server() { stop(); }
 
-void Server::spawn(int count) {
+void Server::start() {
   listener_->run();
   state_.feeds().start(boost::asio::make_strand(io_));
-  for (int i = 0; i < count; ++i) threads_.emplace_back([this] { io_.run(); });
+  for (int i = 0; i < std::max(1, state_.options().threads); ++i) threads_.emplace_back([this] { io_.run(); });
 }
 
-void Server::start() { spawn(std::max(1, state_.options().threads)); }
-
 void Server::run_until_signal() {
+  std::promise<void> signalled;
   boost::asio::signal_set signals(io_, SIGINT, SIGTERM);
-  signals.async_wait([this](const boost::system::error_code&, int) { io_.stop(); });
-  spawn(std::max(0, state_.options().threads - 1));
-  io_.run();
+  signals.async_wait([&](const boost::system::error_code&, int) { signalled.set_value(); });
+  start();
+  signalled.get_future().wait();
   stop();
 }
 
 void Server::stop() {
-  // Stopping the context ends every session with it; the sockets close as they go.
+  if (threads_.empty()) return;
+  listener_->stop();
+  const auto sessions = state_.feeds().finish();
+  const auto deadline = std::chrono::steady_clock::now() + kCloseGrace;
+  for (const auto& session : sessions)
+    while (!session.expired() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Stopping the context ends every other session with it; the sockets close as they go.
   io_.stop();
-  for (auto& thread : threads_)
-    if (thread.joinable()) thread.join();
+  for (auto& thread : threads_) thread.join();
   threads_.clear();
   state_.feeds().stop();
 }

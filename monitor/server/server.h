@@ -26,8 +26,10 @@ class Server {
 
   // Serves on options.threads background threads until stop().
   void start();
-  // Serves on this thread (and options.threads - 1 more) until SIGINT or SIGTERM.
+  // Serves until SIGINT or SIGTERM, then stops.
   void run_until_signal();
+  // Stops accepting, sends the live clients every row committed so far and closes them
+  // (waiting up to 2 s for slow ones), then stops the threads.
   void stop();
 
   uint16_t port() const;
@@ -35,7 +37,6 @@ class Server {
   std::string url() const;
 
  private:
-  void spawn(int count);
 
   ListenAddress address_;
   SharedState state_;

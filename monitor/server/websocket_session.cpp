@@ -61,7 +61,7 @@ void WebsocketSession::send(std::shared_ptr<const std::string> message) {
 }
 
 void WebsocketSession::enqueue(std::shared_ptr<const std::string> message) {
-  if (dropped_) return;
+  if (dropped_ || closing_) return;
   if (queue_.size() >= state_.options().max_queued_messages) {
     // Too far behind: closing the socket fails the write in flight and the read, and the
     // session ends; nothing more is queued for it.
@@ -85,7 +85,21 @@ void WebsocketSession::write_front() {
 void WebsocketSession::on_write(beast::error_code error) {
   if (error || dropped_) return;
   queue_.pop_front();
-  if (!queue_.empty()) write_front();
+  if (!queue_.empty()) return write_front();
+  if (closing_) close_when_sent();
+}
+
+void WebsocketSession::close() {
+  boost::asio::post(ws_.get_executor(), [self = shared_from_this()] {
+    self->closing_ = true;
+    if (self->queue_.empty()) self->close_when_sent();
+  });
+}
+
+void WebsocketSession::close_when_sent() {
+  if (dropped_) return;
+  dropped_ = true;  // nothing more is queued once the close is on its way
+  ws_.async_close(websocket::close_code::going_away, [self = shared_from_this()](beast::error_code) {});
 }
 
 }  // namespace kiln::monitor

@@ -26,6 +26,8 @@ class WebsocketSession : public std::enable_shared_from_this<WebsocketSession> {
 
   // Queues a message; callable from any thread.
   void send(std::shared_ptr<const std::string> message);
+  // Sends what is queued, then closes ("going away"): the server is stopping.
+  void close();
 
  private:
   void on_accept(boost::beast::error_code error);
@@ -34,6 +36,7 @@ class WebsocketSession : public std::enable_shared_from_this<WebsocketSession> {
   void enqueue(std::shared_ptr<const std::string> message);
   void write_front();
   void on_write(boost::beast::error_code error);
+  void close_when_sent();
 
   boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
   boost::beast::flat_buffer buffer_;
@@ -41,6 +44,7 @@ class WebsocketSession : public std::enable_shared_from_this<WebsocketSession> {
   int64_t run_id_;
   std::deque<std::shared_ptr<const std::string>> queue_;
   bool dropped_ = false;
+  bool closing_ = false;
 };
 
 }  // namespace kiln::monitor

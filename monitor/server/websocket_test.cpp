@@ -87,6 +87,18 @@ TEST_F(ServerTest, ManyClientsEachGetEveryRow) {
   for (auto& client : clients) EXPECT_EQ(next_of(*client, "metrics")["rows"].size(), 2u);
 }
 
+// `kiln train --serve` stops its server as soon as the run ends: the rows committed last
+// still reach every client before the close.
+TEST_F(ServerTest, StoppingTheServerDeliversTheLastRowsThenCloses) {
+  LiveClient client(port_, "/api/runs/beta/live");
+  EXPECT_EQ(client.next()["type"], "hello");
+  live_writer_->log_metrics(interval(6, 2));
+  live_writer_->flush();
+  server_.reset();  // this thread reads only afterwards, as the process's end would leave it
+  EXPECT_EQ(next_of(client, "metrics")["rows"][0]["step"], 6);
+  EXPECT_THROW(client.next(), beast::system_error) << "the connection should be closed";
+}
+
 TEST_F(ServerTest, LiveUpgradeForAnUnknownRunIsRefused) {
   EXPECT_THROW(LiveClient(port_, "/api/runs/nobody/live"), beast::system_error);
   EXPECT_THROW(LiveClient(port_, "/api/runs/beta"), beast::system_error);
