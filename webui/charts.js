@@ -38,7 +38,8 @@ function toData(lines) {
 }
 
 // lines: [{label, xs: [...], ys: [...], width?}], merged onto one sorted x axis.
-export function lineChart(container, title, lines, { logY = false, height = 220, id } = {}) {
+// xLabel "seconds" draws the x values (Unix times) as seconds since the first.
+export function lineChart(container, title, lines, { logY = false, height = 220, id, xLabel = "step" } = {}) {
   const axis = { stroke: cssVar("--muted"), grid: { stroke: cssVar("--line"), width: 1 }, ticks: { stroke: cssVar("--line") } };
   const box = document.createElement("div");
   box.className = "chart";
@@ -52,8 +53,8 @@ export function lineChart(container, title, lines, { logY = false, height = 220,
     height,
     scales: { x: { time: false }, y: logY ? { distr: 3 } : { range: linearRange } },
     // A log axis keeps uPlot's own labels, which leave the minor ticks unlabelled.
-    axes: [{ ...axis, label: "step" }, logY ? { ...axis, size: 60 } : { ...axis, size: 60, values: (u, ticks) => ticks.map(tick) }],
-    series: [{ label: "step" }, ...lines.map((l, i) => ({
+    axes: [{ ...axis, label: xLabel, ...(xLabel === "seconds" ? { values: (u, ticks) => ticks.map((t) => String(Math.round(t - u.data[0][0]))) } : {}) }, logY ? { ...axis, size: 60 } : { ...axis, size: 60, values: (u, ticks) => ticks.map(tick) }],
+    series: [{ label: xLabel }, ...lines.map((l, i) => ({
       label: l.label, stroke: palette[i % palette.length], width: l.width || 1.5, spanGaps: true,
     }))],
     cursor: { drag: { x: true, y: false } },

@@ -13,10 +13,13 @@ const perRankCharts = [
   { key: "mem_used", title: "Memory used (bytes)" },
 ];
 const splitKeys = ["fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms"];
+// The system panel: rank 0's machine readings over time (GPU ones are absent on the CPU).
+const systemKeys = [["cpu_percent", "CPU %"], ["gpu_util", "GPU util %"], ["gpu_temp_c", "GPU °C"]];
 
 export function renderRun(view, run) {
   const series = {};  // key -> rank -> {xs, ys}
   const valid = { xs: [], ys: [] };
+  const system = [];  // rank 0's system rows
   let charts = [];
   let socket = null;
   let closed = false;
@@ -58,10 +61,18 @@ export function renderRun(view, run) {
     return splitKeys.map((k) => ({ label: k.replace("_ms", " ms"), ...((series[k] || {})[0] || { xs: [], ys: [] }) }));
   }
 
+  function systemLines() {
+    return systemKeys.map(([key, label]) => {
+      const rows = system.filter((row) => row[key] != null);
+      return { label, xs: rows.map((row) => row.time), ys: rows.map((row) => row[key]) };
+    });
+  }
+
   function build() {
     chartBox.replaceChildren();
     charts = perRankCharts.map((spec) => ({ spec, chart: lineChart(chartBox, spec.title, linesOf(spec), { logY: spec.logY, id: "chart-" + spec.key }) }));
-    charts.push({ split: true, chart: lineChart(chartBox, "Step time split, rank 0 (ms)", splitLines(), { id: "chart-split" }) });
+    charts.push({ lines: splitLines, chart: lineChart(chartBox, "Step time split, rank 0 (ms)", splitLines(), { id: "chart-split" }) });
+    charts.push({ lines: systemLines, chart: lineChart(chartBox, "System, rank 0", systemLines(), { id: "chart-system", xLabel: "seconds" }) });
   }
 
   // Live rows arrive several times a second; the charts redraw at most every 250 ms, and
@@ -71,8 +82,8 @@ export function renderRun(view, run) {
     redrawPending = true;
     setTimeout(() => {
       redrawPending = false;
-      for (const { spec, split, chart } of charts) {
-        const lines = split ? splitLines() : linesOf(spec);
+      for (const { spec, lines: linesFor, chart } of charts) {
+        const lines = linesFor ? linesFor() : linesOf(spec);
         if (lines.length + 1 !== chart.series.length) return build();
         setLines(chart, lines);
       }
@@ -126,9 +137,12 @@ export function renderRun(view, run) {
       const msg = JSON.parse(m.data);
       if (msg.type === "hello") {
         const to = msg.last_step == null ? -1 : msg.last_step;
-        const [history, validRows] = await Promise.all([
+        const [history, validRows, systemRows] = await Promise.all([
           getJson(`/api/runs/${details.id}/metrics?keys=${keys.join(",")}&to=${to}&points=2000`),
-          getJson(`/api/runs/${details.id}/valid`)]);
+          getJson(`/api/runs/${details.id}/valid`), getJson(`/api/runs/${details.id}/system`)]);
+        const newer = system.splice(0);
+        for (const row of systemRows) if (row.rank === 0 && row.time <= msg.last_system_time) system.push(row);
+        system.push(...newer);
         for (const [key, ranks] of Object.entries(history.series))
           for (const r of ranks) (series[key] ||= {})[r.rank] = { xs: [...r.step, ...((series[key] || {})[r.rank]?.xs || [])], ys: [...r.value, ...((series[key] || {})[r.rank]?.ys || [])] };
         for (const v of validRows) if (v.step <= (msg.last_valid_step ?? -1) && v.loss != null) { valid.xs.push(v.step); valid.ys.push(v.loss); }
@@ -138,6 +152,9 @@ export function renderRun(view, run) {
         redraw();
       } else if (msg.type === "valid") {
         for (const v of msg.rows) if (v.loss != null) { valid.xs.push(v.step); valid.ys.push(v.loss); }
+        redraw();
+      } else if (msg.type === "system") {
+        system.push(...msg.rows.filter((row) => row.rank === 0));
         redraw();
       } else if (msg.type === "events") {
         msg.events.forEach(showEvent);
