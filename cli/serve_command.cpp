@@ -27,9 +27,10 @@ std::string normalize_setting(const std::string& assignment) {
 void serve(const ServeOptions& options) {
   open_store_for_reading(options.store);  // a missing or foreign file is refused up front
   const auto server = make_dashboard_server(resolve_store_path(options.store), options.listen, options.token);
-  fmt::print("kiln: serving {} at {} (Ctrl-C stops)\n", resolve_store_path(options.store), server->url());
-  std::fflush(stdout);
-  server->run_until_signal();
+  server->run_until_signal([&] {
+    fmt::print("kiln: serving {} at {} (Ctrl-C stops)\n", resolve_store_path(options.store), server->url());
+    std::fflush(stdout);
+  });
 }
 
 }  // namespace

@@ -26,11 +26,12 @@ void Server::start() {
   for (int i = 0; i < std::max(1, state_.options().threads); ++i) threads_.emplace_back([this] { io_.run(); });
 }
 
-void Server::run_until_signal() {
+void Server::run_until_signal(const std::function<void()>& on_serving) {
   std::promise<void> signalled;
   boost::asio::signal_set signals(io_, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int) { signalled.set_value(); });
   start();
+  on_serving();
   signalled.get_future().wait();
   stop();
 }

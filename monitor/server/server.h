@@ -4,6 +4,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -26,8 +27,9 @@ class Server {
 
   // Serves on options.threads background threads until stop().
   void start();
-  // Serves until SIGINT or SIGTERM, then stops.
-  void run_until_signal();
+  // Serves until SIGINT or SIGTERM, then stops. on_serving runs once both are caught, so
+  // what it prints ("serving at ...") is never followed by a default-killed process.
+  void run_until_signal(const std::function<void()>& on_serving);
   // Stops accepting, sends the live clients every row committed so far and closes them
   // (waiting up to 2 s for slow ones), then stops the threads.
   void stop();
