@@ -46,13 +46,6 @@ void add_count(std::vector<std::string>& parts, const json& value, const char* n
 
 }  // namespace
 
-std::optional<int64_t> planned_steps(const std::string& config_json) {
-  const json config = parse(config_json);
-  const json& steps = at(config, "train", "steps");
-  if (!steps.is_number_integer()) return std::nullopt;
-  return steps.get<int64_t>();
-}
-
 std::string config_summary(const std::string& config_json) {
   const json config = parse(config_json);
   std::vector<std::string> model;

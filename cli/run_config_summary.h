@@ -3,14 +3,9 @@
 // run's record must stay readable whatever kiln version wrote it.
 #pragma once
 
-#include <cstdint>
-#include <optional>
 #include <string>
 
 namespace kiln {
-
-// train.steps, if the config has it.
-std::optional<int64_t> planned_steps(const std::string& config_json);
 
 // One line: "gpt2, 4 layers, d_model 128, 4 heads, seq_len 128, vocab 257; 1000 steps,
 // batch 32 (micro 32), lr 0.003". Empty when the config holds none of these keys.

@@ -10,17 +10,12 @@
 
 #include "cli/runs_command.h"
 #include "cli/runs_format.h"
-#include "store/json_rows.h"
 #include "cli/runs_store.h"
 #include "kernels/check.h"
-#include "store/config_diff.h"
-#include "store/metric_queries.h"
-#include "store/run_queries.h"
+#include "store/run_comparison.h"
 
 namespace kiln {
 namespace {
-
-using store::json_number;
 
 using nlohmann::json;
 
@@ -30,41 +25,6 @@ struct CompareOptions {
   double target_loss = 0;
   bool json = false;
 };
-
-struct Compared {
-  std::vector<store::RunRecord> runs;
-  std::vector<store::ConfigDifference> diff;
-  std::vector<store::RunSummary> summaries;
-};
-
-// The runs as typed, resolved to distinct ids: comparing a run with itself is a typo.
-std::vector<int64_t> resolve_distinct(store::Database& db, const std::vector<std::string>& typed) {
-  if (typed.size() < 2)
-    fail(fmt::format("compare needs at least two runs (got {})", typed.size()));
-  std::vector<int64_t> ids;
-  for (size_t i = 0; i < typed.size(); ++i) {
-    const int64_t id = store::resolve_run(db, typed[i]);
-    for (size_t j = 0; j < ids.size(); ++j)
-      if (ids[j] == id)
-        fail(fmt::format("compare: '{}' and '{}' are the same run (id {}); give distinct runs",
-                         typed[j], typed[i], id));
-    ids.push_back(id);
-  }
-  return ids;
-}
-
-Compared compare(store::Database& db, const std::vector<int64_t>& ids,
-                 std::optional<double> target_loss) {
-  Compared c;
-  std::vector<std::string> configs;
-  for (const int64_t id : ids) {
-    c.runs.push_back(store::get_run(db, id));
-    configs.push_back(c.runs.back().config_json);
-    c.summaries.push_back(store::summarize_run(db, id, target_loss));
-  }
-  c.diff = store::config_diff(configs);
-  return c;
-}
 
 // A config value as people read it: strings without their JSON quotes.
 std::string config_value(const std::optional<std::string>& json_text) {
@@ -83,7 +43,7 @@ std::string target_text(const store::RunSummary& s) {
   return fmt::format("{} (step {})", duration_or_absent(s.time_to_target_s), *s.target_step);
 }
 
-void print_tables(const Compared& c, std::optional<double> target_loss) {
+void print_tables(const store::RunComparison& c) {
   std::vector<Table::Column> columns{{"KEY"}};
   for (const auto& run : c.runs) columns.push_back({run.name});
 
@@ -123,52 +83,19 @@ void print_tables(const Compared& c, std::optional<double> target_loss) {
   });
   add("mean MFU", [](const S& s) { return percent(s.mean_mfu); });
   add("elapsed", [](const S& s) { return duration_or_absent(s.elapsed_s); });
-  if (target_loss) add(fmt::format("time to loss {}", shortest(*target_loss)), target_text);
+  if (c.target_loss) add(fmt::format("time to loss {}", shortest(*c.target_loss)), target_text);
   fmt::print("\nsummary:\n");
   table.print(stdout, 2);
 }
 
-void print_json(const Compared& c, std::optional<double> target_loss) {
-  json out;
-  out["runs"] = json::array();
-  for (const auto& run : c.runs) out["runs"].push_back({{"id", run.id}, {"name", run.name}});
-  out["config_diff"] = json::array();
-  for (const auto& d : c.diff) {
-    json values = json::array();
-    for (const auto& v : d.values) values.push_back(v ? json::parse(*v) : json());
-    out["config_diff"].push_back({{"key", d.key}, {"values", values}});
-  }
-  out["summary"] = json::array();
-  for (const auto& s : c.summaries) {
-    out["summary"].push_back({{"id", s.run_id},
-                              {"name", s.name},
-                              {"status", std::string(store::to_string(s.status))},
-                              {"logged_steps", s.logged_steps},
-                              {"last_step", json_number(s.last_step)},
-                              {"final_loss", json_number(s.final_loss)},
-                              {"best_loss", json_number(s.best_loss)},
-                              {"best_step", json_number(s.best_step)},
-                              {"best_valid_loss", json_number(s.best_valid_loss)},
-                              {"mean_tokens_per_s", json_number(s.mean_tokens_per_s)},
-                              {"mean_tflops", json_number(s.mean_tflops)},
-                              {"mean_mfu", json_number(s.mean_mfu)},
-                              {"elapsed_s", json_number(s.elapsed_s)},
-                              {"target_loss", json_number(target_loss)},
-                              {"target_step", json_number(s.target_step)},
-                              {"time_to_target_s", json_number(s.time_to_target_s)}});
-  }
-  fmt::print("{}\n", out.dump(2));
-}
-
 void runs_compare(const CompareOptions& options, std::optional<double> target_loss) {
-  if (target_loss && !std::isfinite(*target_loss))
-    fail(fmt::format("compare: --target-loss must be a finite number, got {}", *target_loss));
   const auto db = open_store_for_reading(options.store);
-  const Compared c = compare(*db, resolve_distinct(*db, options.runs), target_loss);
+  const store::RunComparison c =
+      store::compare_runs(*db, store::resolve_distinct_runs(*db, options.runs), target_loss);
   if (options.json)
-    print_json(c, target_loss);
+    fmt::print("{}\n", to_json(c).dump(2));
   else
-    print_tables(c, target_loss);
+    print_tables(c);
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/run_figures.h"
+#include "store/run_figures.h"
 #include "cli/runs_command.h"
 #include "cli/runs_format.h"
 #include "cli/runs_store.h"
@@ -68,7 +68,7 @@ void runs_rm(const RemoveOptions& options) {
     const store::RunRecord run = store::get_run(*db, store::resolve_run(*db, typed));
     if (std::ranges::any_of(runs, [&](const store::RunRecord& r) { return r.id == run.id; }))
       continue;
-    if (is_live(run.status) && !options.force)
+    if (store::is_live(run.status) && !options.force)
       fail(fmt::format("rm: run {} ({}) is {}; stop it first (kiln runs stop {}), or remove it "
                        "anyway with --force",
                        run.id, run.name, store::to_string(run.status), run.id));

@@ -6,20 +6,15 @@
 #include <string>
 #include <vector>
 
-#include "cli/run_config_summary.h"
-#include "cli/run_figures.h"
 #include "cli/runs_command.h"
 #include "cli/runs_format.h"
-#include "store/json_rows.h"
 #include "cli/runs_store.h"
 #include "kernels/check.h"
-#include "store/metric_queries.h"
+#include "store/run_overview.h"
 #include "store/run_queries.h"
 
 namespace kiln {
 namespace {
-
-using store::json_number;
 
 constexpr size_t kDeviceWidth = 28;  // a GPU's full name fits; a CPU's long one is cut
 
@@ -33,16 +28,6 @@ struct ListOptions {
   bool json = false;
 };
 
-// One run's line: its record and what its latest logged step measured.
-struct ListedRun {
-  store::RunRecord run;
-  std::optional<int64_t> planned_steps;
-  double loss = store::kNoValue;
-  double tokens_per_s = store::kNoValue;
-  double mfu = store::kNoValue;
-  double duration_s = store::kNoValue;
-};
-
 store::RunFilter make_filter(const ListOptions& options, double now) {
   if (options.limit < 0) fail(fmt::format("--limit must be 0 (all) or more, got {}", options.limit));
   store::RunFilter filter;
@@ -54,24 +39,7 @@ store::RunFilter make_filter(const ListOptions& options, double now) {
   return filter;
 }
 
-ListedRun describe(store::Database& db, store::RunRecord run, double now) {
-  ListedRun listed;
-  listed.planned_steps = planned_steps(run.config_json);
-  listed.duration_s = run_duration_s(run, now);
-  if (run.last_step) {
-    std::vector<store::MetricRow> latest;
-    store::for_each_metric(
-        db, run.id, [&](const store::MetricRow& row) { latest.push_back(row); }, *run.last_step,
-        *run.last_step);
-    listed.loss = mean_over_ranks(latest, &store::MetricRow::loss);
-    listed.tokens_per_s = mean_over_ranks(latest, &store::MetricRow::tokens_per_s);
-    listed.mfu = mean_over_ranks(latest, &store::MetricRow::mfu);
-  }
-  listed.run = std::move(run);
-  return listed;
-}
-
-std::string step_text(const ListedRun& r) {
+std::string step_text(const store::RunOverview& r) {
   const std::string last = r.run.last_step ? std::to_string(*r.run.last_step) : kAbsent;
   return r.planned_steps ? last + "/" + std::to_string(*r.planned_steps) : last;
 }
@@ -84,7 +52,7 @@ std::string device_text(const store::RunRecord& run) {
   return text;
 }
 
-void print_table(const std::vector<ListedRun>& runs) {
+void print_table(const std::vector<store::RunOverview>& runs) {
   using A = Table::Align;
   Table table({{"ID", A::Right},
                {"NAME"},
@@ -110,17 +78,9 @@ void print_table(const std::vector<ListedRun>& runs) {
   table.print(stdout);
 }
 
-void print_json(const std::vector<ListedRun>& runs) {
+void print_json(const std::vector<store::RunOverview>& runs) {
   nlohmann::json array = nlohmann::json::array();
-  for (const auto& r : runs) {
-    nlohmann::json item = to_json(r.run);
-    item["steps"] = json_number(r.planned_steps);
-    item["loss"] = json_number(r.loss);
-    item["tokens_per_s"] = json_number(r.tokens_per_s);
-    item["mfu"] = json_number(r.mfu);
-    item["duration_s"] = json_number(r.duration_s);
-    array.push_back(std::move(item));
-  }
+  for (const auto& r : runs) array.push_back(to_json(r));
   fmt::print("{}\n", array.dump(2));
 }
 
@@ -133,9 +93,9 @@ bool store_has_runs(store::Database& db) {
 void runs_list(const ListOptions& options) {
   const auto db = open_store_for_reading(options.store);
   const double now = store::unix_now();
-  std::vector<ListedRun> runs;
+  std::vector<store::RunOverview> runs;
   for (auto& run : store::list_runs(*db, make_filter(options, now)))
-    runs.push_back(describe(*db, std::move(run), now));
+    runs.push_back(store::run_overview(*db, std::move(run), now));
   if (options.json) {
     print_json(runs);
   } else if (!runs.empty()) {

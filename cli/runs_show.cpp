@@ -3,13 +3,12 @@
 
 #include <cmath>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cli/run_config_summary.h"
-#include "cli/run_figures.h"
+#include "store/run_figures.h"
 #include "cli/runs_command.h"
 #include "cli/runs_format.h"
 #include "store/json_rows.h"
@@ -21,7 +20,6 @@
 namespace kiln {
 namespace {
 
-using store::json_number;
 
 struct ShowOptions {
   std::string store;
@@ -60,7 +58,7 @@ std::string times_text(const store::RunRecord& run, double now) {
   std::string text = "created " + local_second(run.created_at);
   if (run.started_at) text += ", started " + local_second(*run.started_at);
   if (run.ended_at) text += ", ended " + local_second(*run.ended_at);
-  const double duration = run_duration_s(run, now);
+  const double duration = store::run_duration_s(run, now);
   if (!std::isnan(duration))
     text += (run.ended_at || run.status == store::RunStatus::Lost ? ", ran " : ", running for ") +
             duration_or_absent(duration);
@@ -148,23 +146,6 @@ void print_commands(const std::vector<store::Command>& commands) {
   table.print(stdout, 2);
 }
 
-void print_json(const store::RunDetails& d) {
-  using nlohmann::json;
-  json out = to_json(d.run);
-  out["config"] = store::config_json(d.run);
-  const auto rows = [](const auto& items) {
-    json array = json::array();
-    for (const auto& item : items) array.push_back(to_json(item));
-    return array;
-  };
-  out["latest_metrics"] = rows(d.latest);
-  out["latest_valid"] = d.latest_valid ? to_json(*d.latest_valid) : json();
-  out["events"] = rows(d.events);
-  out["checkpoints"] = rows(d.checkpoints);
-  out["commands"] = rows(d.commands);
-  fmt::print("{}\n", out.dump(2));
-}
-
 void runs_show(const ShowOptions& options) {
   if (options.events < 0) fail(fmt::format("--events must be 0 or more, got {}", options.events));
   const auto db = open_store_for_reading(options.store);
@@ -172,7 +153,7 @@ void runs_show(const ShowOptions& options) {
   const store::RunDetails d =
       store::run_details(*db, id, static_cast<size_t>(options.events));
   if (options.json) {
-    print_json(d);
+    fmt::print("{}\n", to_json(d).dump(2));
     return;
   }
   print_record(d.run, store::unix_now());

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "cli/run_figures.h"
+#include "store/run_figures.h"
 #include "cli/runs_command.h"
 #include "cli/runs_store.h"
 #include "kernels/check.h"
@@ -80,7 +80,7 @@ int wait_for(store::Database& db, int64_t run_id, int64_t command_id, double tim
       fmt::print("rejected: {}\n", command.reason.empty() ? "(no reason given)" : command.reason);
       return kExitRejected;
     }
-    if (!is_live(run.status)) {
+    if (!store::is_live(run.status)) {
       fmt::print(stderr, "kiln: run {} is {}; command {} was never applied\n", run.id,
                  store::to_string(run.status), command_id);
       return kExitNotApplied;

@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "cli/serve_command.h"
 #include "cli/store_path.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
@@ -29,6 +30,8 @@ struct TrainOptions {
   std::string store;
   bool no_store = false;
   std::string resume;
+  std::string serve;  // HOST:PORT: serve the dashboard while training
+  std::string token;
 };
 
 // Where --resume looks: train.checkpoint_dir as this command sets it (a config file, --set),
@@ -74,6 +77,15 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   TrainSummary summary;
   try {
     Trainer trainer(config, world.comm(), record, resume, first ? stdout : quiet.get());
+    // The server starts once the trainer has created the run in the store, and reads the
+    // store like any other client: the training loop never waits on it.
+    std::unique_ptr<monitor::Server> server;
+    if (!options.serve.empty() && first) {
+      server = make_dashboard_server(record.store_path, options.serve, options.token);
+      server->start();
+      fmt::print("dashboard: {}\n", server->url());
+      std::fflush(stdout);
+    }
     summary = trainer.run();
   } catch (const std::exception& e) {
     world.end_after_error(e);
@@ -124,6 +136,14 @@ void add_train_command(CLI::App& app, std::string command_line) {
   cmd->add_option("--resume", options->resume,
                   "Continue from a checkpoint: its folder, a run's checkpoint folder (its "
                   "latest), or `latest` (the newest under train.checkpoint_dir)");
+  CLI::Option* serve = cmd->add_option(
+      "--serve", options->serve,
+      "Serve the dashboard at HOST:PORT while training (e.g. 127.0.0.1:8080; docs/dashboard.md)");
+  serve->excludes("--no-store");
+  cmd->add_option("--token", options->token,
+                  "With --serve: the token that requests changing the run must carry (default: "
+                  "$KILN_TOKEN)")
+      ->needs(serve);
   cmd->add_flag("--print-config", options->print_config,
                 "Print the resolved config as JSON and exit");
   cmd->callback([options, command_line] { run_train(*options, command_line); });

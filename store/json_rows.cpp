@@ -104,4 +104,20 @@ json to_json(const Command& command) {
           {"reason", command.reason}};
 }
 
+json to_json(const RunDetails& d) {
+  json out = to_json(d.run);
+  out["config"] = config_json(d.run);
+  const auto rows = [](const auto& items) {
+    json array = json::array();
+    for (const auto& item : items) array.push_back(to_json(item));
+    return array;
+  };
+  out["latest_metrics"] = rows(d.latest);
+  out["latest_valid"] = d.latest_valid ? to_json(*d.latest_valid) : json();
+  out["events"] = rows(d.events);
+  out["checkpoints"] = rows(d.checkpoints);
+  out["commands"] = rows(d.commands);
+  return out;
+}
+
 }  // namespace kiln::store

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "store/run_queries.h"
 #include "store/types.h"
 
 namespace kiln::store {
@@ -26,5 +27,7 @@ nlohmann::json to_json(const SystemRow& row);
 nlohmann::json to_json(const Event& event);
 nlohmann::json to_json(const Checkpoint& checkpoint);
 nlohmann::json to_json(const Command& command);
+// The run with its config, latest_metrics, latest_valid, events, checkpoints and commands.
+nlohmann::json to_json(const RunDetails& details);
 
 }  // namespace kiln::store

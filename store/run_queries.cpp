@@ -210,10 +210,10 @@ std::vector<Checkpoint> list_checkpoints(Database& db, int64_t run_id) {
   return checkpoints;
 }
 
-std::vector<ValidRow> list_valid(Database& db, int64_t run_id) {
-  Statement& st =
-      db.cached("SELECT step, time, loss FROM valid_metrics WHERE run_id = ? ORDER BY step");
-  st.bind(1, run_id);
+std::vector<ValidRow> list_valid(Database& db, int64_t run_id, int64_t after_step) {
+  Statement& st = db.cached(
+      "SELECT step, time, loss FROM valid_metrics WHERE run_id = ? AND step > ? ORDER BY step");
+  st.bind_all(run_id, after_step);
   std::vector<ValidRow> rows;
   while (st.step()) rows.push_back(ValidRow{st.int64(0), st.real(1), st.real(2)});
   return rows;

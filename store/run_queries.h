@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,11 +46,12 @@ struct RunDetails {
 RunDetails run_details(Database& db, int64_t run_id, size_t max_events = 100,
                        double stale_after_s = kDefaultStaleAfterS);
 
-// Rows for views that follow a run: events after an id, every validation row, system rows
-// at or after a time.
+// Rows for views that follow a run: events after an id, validation rows after a step, system
+// rows at or after a time.
 std::vector<Event> list_events(Database& db, int64_t run_id, int64_t after_id = 0);
 std::vector<Checkpoint> list_checkpoints(Database& db, int64_t run_id);
-std::vector<ValidRow> list_valid(Database& db, int64_t run_id);
+std::vector<ValidRow> list_valid(Database& db, int64_t run_id,
+                                 int64_t after_step = std::numeric_limits<int64_t>::min());
 std::vector<SystemRow> list_system(Database& db, int64_t run_id, double since = 0);
 
 void add_tags(Database& db, int64_t run_id, const std::vector<std::string>& tags);

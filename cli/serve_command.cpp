@@ -1,0 +1,61 @@
+#include "cli/serve_command.h"
+
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/runs_store.h"
+#include "cli/store_path.h"
+#include "trainer/steer/setting.h"
+
+namespace kiln {
+namespace {
+
+struct ServeOptions {
+  std::string store;
+  std::string listen = monitor::kDefaultListen;
+  std::string token;
+};
+
+// A `set` command is checked by the same parser the run applies it with.
+std::string normalize_setting(const std::string& assignment) {
+  const Setting setting = parse_setting(assignment);
+  return fmt::format("{}={}", setting.key, setting.value);
+}
+
+void serve(const ServeOptions& options) {
+  open_store_for_reading(options.store);  // a missing or foreign file is refused up front
+  const auto server = make_dashboard_server(resolve_store_path(options.store), options.listen, options.token);
+  server->run_until_signal([&] {
+    fmt::print("kiln: serving {} at {} (Ctrl-C stops)\n", resolve_store_path(options.store), server->url());
+    std::fflush(stdout);
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<monitor::Server> make_dashboard_server(const std::string& store_path,
+                                                       const std::string& listen,
+                                                       const std::string& token) {
+  monitor::ServerOptions options;
+  options.store_path = store_path;
+  options.token = token;
+  if (options.token.empty())
+    if (const char* env = std::getenv("KILN_TOKEN")) options.token = env;
+  options.normalize_setting = normalize_setting;
+  return std::make_unique<monitor::Server>(monitor::parse_listen_address(listen), std::move(options));
+}
+
+void add_serve_command(CLI::App& app) {
+  auto options = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the dashboard (web UI and JSON API) over a run store");
+  add_store_option(cmd, options->store);
+  cmd->add_option("--listen", options->listen, "HOST:PORT to listen on (default 127.0.0.1:8080)");
+  cmd->add_option("--token", options->token,
+                  "Token that requests changing a run must carry (default: $KILN_TOKEN); needed to "
+                  "listen beyond this machine");
+  cmd->callback([options] { serve(*options); });
+}
+
+}  // namespace kiln

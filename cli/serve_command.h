@@ -1,0 +1,21 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "monitor/server/server.h"
+
+namespace kiln {
+
+// kiln serve [--store PATH] [--listen HOST:PORT] [--token TOKEN]: the dashboard over a run
+// store, until Ctrl-C (docs/dashboard.md).
+void add_serve_command(CLI::App& app);
+
+// The dashboard server for a store: what `kiln serve` runs and `kiln train --serve` starts
+// beside the training loop. The token comes from the flag, else $KILN_TOKEN.
+std::unique_ptr<monitor::Server> make_dashboard_server(const std::string& store_path,
+                                                       const std::string& listen,
+                                                       const std::string& token);
+
+}  // namespace kiln

@@ -1,0 +1,46 @@
+// One API request as the route handlers see it, and the handlers the router dispatches to
+// (docs/dashboard.md lists the routes).
+#pragma once
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
+#include "monitor/server/api_reply.h"
+#include "monitor/server/request_target.h"
+#include "monitor/server/shared_state.h"
+
+namespace kiln::monitor {
+
+using Request = http::request<http::string_body>;
+
+struct ApiCall {
+  SharedState& state;
+  const Request& request;
+  const RequestTarget& target;
+  int64_t run_id = 0;  // resolved from {run} for the routes that have one
+
+  // The body as a JSON object; anything else is an ApiError (400).
+  nlohmann::json json_body() const;
+};
+
+// api_read.cpp
+Reply get_runs(ApiCall& call);
+Reply get_run(ApiCall& call);
+Reply get_metrics(ApiCall& call);
+Reply get_valid(ApiCall& call);
+Reply get_system(ApiCall& call);
+Reply get_events(ApiCall& call);
+Reply get_commands(ApiCall& call);
+Reply get_export_csv(ApiCall& call);
+Reply get_compare(ApiCall& call);
+// api_edit.cpp
+Reply post_command(ApiCall& call);
+Reply post_tags(ApiCall& call);
+Reply put_notes(ApiCall& call);
+Reply delete_run(ApiCall& call);
+// prometheus.cpp
+Reply get_prometheus(ApiCall& call);
+
+}  // namespace kiln::monitor

@@ -1,0 +1,164 @@
+// The API's reads: runs, one run, its series and rows, CSV export, comparison. Each is one
+// of the store's queries; this file only maps parameters in and rows out.
+#include <cctype>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "monitor/server/api_call.h"
+#include "store/commands.h"
+#include "store/export.h"
+#include "store/json_rows.h"
+#include "store/metric_queries.h"
+#include "store/run_comparison.h"
+#include "store/run_overview.h"
+#include "store/run_queries.h"
+
+namespace kiln::monitor {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kDefaultPoints = 1000;
+constexpr int64_t kMaxPoints = 100000;
+constexpr int64_t kDefaultEvents = 100;
+
+template <typename Rows>
+json array_of(const Rows& rows) {
+  json array = json::array();
+  for (const auto& row : rows) array.push_back(store::to_json(row));
+  return array;
+}
+
+// {"rank": 0, "step": [...], "time": [...], "value": [...], "min": [...], "max": [...]}:
+// columns, the shape charting libraries take.
+json series_json(const store::RankSeries& series) {
+  json step = json::array(), time = json::array(), value = json::array(), min = json::array(),
+       max = json::array();
+  for (const auto& p : series.points) {
+    step.push_back(p.step);
+    time.push_back(store::json_number(p.time));
+    value.push_back(store::json_number(p.value));
+    min.push_back(store::json_number(p.min));
+    max.push_back(store::json_number(p.max));
+  }
+  return {{"rank", series.rank}, {"step", step}, {"time", time},
+          {"value", value},      {"min", min},   {"max", max}};
+}
+
+std::vector<int> ranks_param(const RequestTarget& target) {
+  std::vector<int> ranks;
+  for (const std::string& text : target.list("ranks")) {
+    size_t end = 0;
+    int rank = -1;
+    try {
+      rank = std::stoi(text, &end);
+    } catch (const std::exception&) {
+    }
+    if (end != text.size() || rank < 0)
+      throw ApiError(http::status::bad_request, "ranks: '" + text + "' is not a rank number");
+    ranks.push_back(rank);
+  }
+  return ranks;
+}
+
+// A file name for Content-Disposition made of the run name's safe characters only.
+std::string download_name(const std::string& run_name) {
+  std::string name;
+  for (const char c : run_name)
+    name += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  return (name.empty() ? "run" : name) + ".csv";
+}
+
+}  // namespace
+
+Reply get_runs(ApiCall& call) {
+  store::RunFilter filter;
+  if (const auto status = call.target.text("status")) filter.status = store::parse_run_status(*status);
+  filter.tag = call.target.text("tag").value_or("");
+  filter.name_contains = call.target.text("name").value_or("");
+  filter.since = call.target.number("since");
+  const int64_t limit = call.target.integer("limit").value_or(0);
+  if (limit < 0 || limit > std::numeric_limits<int>::max())
+    throw ApiError(http::status::bad_request, "limit must be 0 (all) or a positive count");
+  filter.limit = static_cast<int>(limit);
+  auto db = call.state.reads().borrow();
+  const double now = store::unix_now();
+  json runs = json::array();
+  for (auto& run : store::list_runs(*db, filter))
+    runs.push_back(store::to_json(store::run_overview(*db, std::move(run), now)));
+  return json_reply(runs);
+}
+
+Reply get_run(ApiCall& call) {
+  const int64_t events = call.target.integer("events").value_or(kDefaultEvents);
+  if (events < 0) throw ApiError(http::status::bad_request, "events must be 0 or more");
+  auto db = call.state.reads().borrow();
+  return json_reply(store::to_json(store::run_details(*db, call.run_id, static_cast<size_t>(events))));
+}
+
+Reply get_metrics(ApiCall& call) {
+  std::vector<std::string> keys = call.target.list("keys");
+  if (keys.empty()) keys.push_back("loss");
+  store::SeriesQuery query;
+  query.ranks = ranks_param(call.target);
+  query.first_step = call.target.integer("from").value_or(query.first_step);
+  query.last_step = call.target.integer("to").value_or(query.last_step);
+  const int64_t points = call.target.integer("points").value_or(kDefaultPoints);
+  if (points < 0 || points > kMaxPoints)
+    throw ApiError(http::status::bad_request,
+                   "points must be from 0 (every row) to " + std::to_string(kMaxPoints));
+  query.max_points = static_cast<size_t>(points);
+  auto db = call.state.reads().borrow();
+  json series = json::object();
+  for (const std::string& key : keys) {
+    query.key = key;
+    json ranks = json::array();
+    for (const auto& rank : store::metric_series(*db, call.run_id, query)) ranks.push_back(series_json(rank));
+    series[key] = std::move(ranks);
+  }
+  return json_reply({{"run", call.run_id}, {"series", series}});
+}
+
+Reply get_valid(ApiCall& call) {
+  auto db = call.state.reads().borrow();
+  return json_reply(array_of(store::list_valid(*db, call.run_id)));
+}
+
+Reply get_system(ApiCall& call) {
+  auto db = call.state.reads().borrow();
+  return json_reply(array_of(store::list_system(*db, call.run_id, call.target.number("since").value_or(0))));
+}
+
+Reply get_events(ApiCall& call) {
+  auto db = call.state.reads().borrow();
+  return json_reply(array_of(store::list_events(*db, call.run_id, call.target.integer("after").value_or(0))));
+}
+
+Reply get_commands(ApiCall& call) {
+  auto db = call.state.reads().borrow();
+  return json_reply(array_of(store::list_commands(*db, call.run_id)));
+}
+
+Reply get_export_csv(ApiCall& call) {
+  auto db = call.state.reads().borrow();
+  std::ostringstream csv;
+  store::write_metrics_csv(*db, call.run_id, csv);
+  Reply reply;
+  reply.content_type = "text/csv; charset=utf-8";
+  reply.body = std::move(csv).str();
+  reply.content_disposition =
+      "attachment; filename=\"" + download_name(store::get_run(*db, call.run_id).name) + "\"";
+  return reply;
+}
+
+Reply get_compare(ApiCall& call) {
+  auto db = call.state.reads().borrow();
+  const auto ids = store::resolve_distinct_runs(*db, call.target.list("runs"));
+  return json_reply(store::to_json(store::compare_runs(*db, ids, call.target.number("target_loss"))));
+}
+
+}  // namespace kiln::monitor

@@ -1,0 +1,146 @@
+#include "monitor/server/api_routes.h"
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "kernels/check.h"
+#include "monitor/server/static_ui.h"
+#include "store/error.h"
+#include "store/run_queries.h"
+
+namespace kiln::monitor {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kRunSegment = "{run}";
+
+struct Route {
+  http::verb method;
+  std::array<std::string_view, 4> pattern;  // path segments; empty ones end it
+  Reply (*handler)(ApiCall&);
+  bool changes_state;
+};
+
+Reply live_without_upgrade(ApiCall&) {
+  throw ApiError(http::status::upgrade_required, "this endpoint is a WebSocket; connect with ws://");
+}
+
+constexpr Route kRoutes[] = {
+    {http::verb::get, {"api", "runs"}, get_runs, false},
+    {http::verb::get, {"api", "runs", kRunSegment}, get_run, false},
+    {http::verb::delete_, {"api", "runs", kRunSegment}, delete_run, true},
+    {http::verb::get, {"api", "runs", kRunSegment, "metrics"}, get_metrics, false},
+    {http::verb::get, {"api", "runs", kRunSegment, "valid"}, get_valid, false},
+    {http::verb::get, {"api", "runs", kRunSegment, "system"}, get_system, false},
+    {http::verb::get, {"api", "runs", kRunSegment, "events"}, get_events, false},
+    {http::verb::get, {"api", "runs", kRunSegment, "commands"}, get_commands, false},
+    {http::verb::post, {"api", "runs", kRunSegment, "commands"}, post_command, true},
+    {http::verb::post, {"api", "runs", kRunSegment, "tags"}, post_tags, true},
+    {http::verb::put, {"api", "runs", kRunSegment, "notes"}, put_notes, true},
+    {http::verb::get, {"api", "runs", kRunSegment, "export.csv"}, get_export_csv, false},
+    {http::verb::get, {"api", "runs", kRunSegment, "live"}, live_without_upgrade, false},
+    {http::verb::get, {"api", "compare"}, get_compare, false},
+    {http::verb::get, {"metrics"}, get_prometheus, false},
+};
+
+bool matches(const Route& route, const RequestTarget& target) {
+  size_t n = 0;
+  while (n < route.pattern.size() && !route.pattern[n].empty()) ++n;
+  if (n != target.segments.size()) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (route.pattern[i] != kRunSegment && route.pattern[i] != target.segments[i]) return false;
+  return true;
+}
+
+bool is_api(const RequestTarget& target) {
+  return !target.segments.empty() && (target.segments[0] == "api" || target.segments[0] == "metrics");
+}
+
+bool has_run(const Route& route) { return route.pattern[2] == kRunSegment; }
+
+// The {run} segment (an id, a name or an unambiguous prefix) as a run id; unknown is 404.
+int64_t resolve(SharedState& state, const std::string& typed) {
+  auto db = state.reads().borrow();
+  try {
+    return store::resolve_run(*db, typed);
+  } catch (const store::DatabaseError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(http::status::not_found, e.what());
+  }
+}
+
+// The route for this method and path; a path no route has is 404, a path with routes for
+// other methods only is 405.
+const Route& find_route(const Request& request, const RequestTarget& target) {
+  std::string allowed;
+  for (const Route& route : kRoutes) {
+    if (!matches(route, target)) continue;
+    if (route.method == request.method()) return route;
+    allowed += (allowed.empty() ? "" : ", ") + std::string(http::to_string(route.method));
+  }
+  if (allowed.empty()) throw ApiError(http::status::not_found, "no such endpoint: " + std::string(request.target()));
+  throw ApiError(http::status::method_not_allowed,
+                 std::string(request.method_string()) + " is not allowed here; allowed: " + allowed);
+}
+
+template <typename Body>
+Reply guarded(Body body) {
+  try {
+    return body();
+  } catch (const ApiError& e) {
+    return error_reply(e.status, e.what());
+  } catch (const store::DatabaseError& e) {
+    return error_reply(http::status::service_unavailable, e.what());
+  } catch (const Error& e) {
+    // The store's refusals of what the request asked (an unknown metric key, a bad status
+    // name, an empty tag...): the client's to fix.
+    return error_reply(http::status::bad_request, e.what());
+  } catch (const std::exception& e) {
+    return error_reply(http::status::internal_server_error, e.what());
+  }
+}
+
+}  // namespace
+
+json ApiCall::json_body() const {
+  json body = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) throw ApiError(http::status::bad_request, "the body is not valid JSON");
+  if (!body.is_object()) throw ApiError(http::status::bad_request, "the body must be a JSON object");
+  return body;
+}
+
+Reply answer(SharedState& state, const Request& request) {
+  return guarded([&] {
+    const RequestTarget target = parse_target(request.target());
+    if (request.method() == http::verb::get && !is_api(target))
+      if (auto file = static_file(request.target().substr(0, request.target().find('?')))) return *file;
+    const Route& route = find_route(request, target);
+    if (route.changes_state && !state.authorized(request[http::field::authorization]))
+      throw ApiError(http::status::unauthorized,
+                     "this request changes a run: send the server's token as "
+                     "\"Authorization: Bearer TOKEN\"");
+    ApiCall call{state, request, target};
+    if (has_run(route)) call.run_id = resolve(state, target.segments[2]);
+    return route.handler(call);
+  });
+}
+
+std::variant<int64_t, Reply> live_run(SharedState& state, const Request& request) {
+  int64_t run_id = 0;
+  Reply reply = guarded([&] {
+    const RequestTarget target = parse_target(request.target());
+    if (request.method() != http::verb::get || target.segments.size() != 4 || target.segments[0] != "api" ||
+        target.segments[1] != "runs" || target.segments[3] != "live")
+      throw ApiError(http::status::not_found, "WebSocket endpoints: /api/runs/{run}/live");
+    run_id = resolve(state, target.segments[2]);
+    return Reply{};
+  });
+  if (reply.body.empty()) return run_id;
+  return reply;
+}
+
+}  // namespace kiln::monitor

@@ -1,0 +1,158 @@
+// The JSON API over real HTTP against a real server and store.
+#include <fmt/core.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <string>
+
+#include "monitor/server/server_fixture.h"
+#include "monitor/server/test_client.h"
+#include "store/commands.h"
+#include "store/database.h"
+#include "store/export.h"
+#include "store/run_queries.h"
+#include "store/schema.h"
+
+namespace kiln::monitor::test {
+namespace {
+
+using store::testing_util::loss_of;
+
+const std::pair<std::string, std::string> kAuth{"Authorization", std::string("Bearer ") + kToken};
+
+TEST_F(ServerTest, ListsRunsNewestFirstWithFilters) {
+  const HttpResult all = get(port_, "/api/runs");
+  ASSERT_EQ(all.status, 200u);
+  EXPECT_EQ(all.content_type, "application/json");
+  const auto runs = all.json();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0]["name"], "beta");
+  EXPECT_EQ(runs[0]["status"], "running");
+  EXPECT_EQ(runs[1]["name"], "alpha");
+  EXPECT_EQ(runs[1]["status"], "completed");
+  EXPECT_EQ(runs[1]["steps"], 100);
+  EXPECT_DOUBLE_EQ(runs[1]["loss"].get<double>(), (loss_of(30, 0) + loss_of(30, 1)) / 2);
+
+  EXPECT_EQ(get(port_, "/api/runs?status=completed").json().size(), 1u);
+  EXPECT_EQ(get(port_, "/api/runs?tag=baseline").json()[0]["name"], "alpha");
+  EXPECT_EQ(get(port_, "/api/runs?name=et").json()[0]["name"], "beta");
+  EXPECT_EQ(get(port_, "/api/runs?limit=1").json().size(), 1u);
+}
+
+TEST_F(ServerTest, ShowsOneRunByIdOrName) {
+  const auto by_name = get(port_, "/api/runs/alpha").json();
+  EXPECT_EQ(by_name["id"], alpha_);
+  EXPECT_EQ(by_name["config"]["train"]["steps"], 100);
+  ASSERT_EQ(by_name["latest_metrics"].size(), 2u);
+  EXPECT_EQ(by_name["latest_metrics"][1]["step"], 30);
+  EXPECT_DOUBLE_EQ(by_name["latest_valid"]["loss"].get<double>(), 2.5);
+  EXPECT_EQ(get(port_, "/api/runs/" + std::to_string(alpha_)).json()["name"], "alpha");
+}
+
+TEST_F(ServerTest, ServesSeriesForKeysRanksAndStepRange) {
+  const HttpResult r = get(port_, "/api/runs/alpha/metrics?keys=loss,lr&ranks=1&from=20&to=30");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  const auto series = r.json()["series"];
+  ASSERT_EQ(series["loss"].size(), 1u);
+  const auto& rank1 = series["loss"][0];
+  EXPECT_EQ(rank1["rank"], 1);
+  EXPECT_EQ(rank1["step"], nlohmann::json({20, 30}));
+  EXPECT_DOUBLE_EQ(rank1["value"][0].get<double>(), loss_of(20, 1));
+  EXPECT_DOUBLE_EQ(rank1["value"][1].get<double>(), loss_of(30, 1));
+  EXPECT_DOUBLE_EQ(series["lr"][0]["value"][0].get<double>(), 1e-4);
+
+  // Downsampled to one point: the last value, with the bucket's extremes.
+  const auto one = get(port_, "/api/runs/alpha/metrics?ranks=0&points=1").json()["series"]["loss"][0];
+  ASSERT_EQ(one["step"].size(), 1u);
+  EXPECT_DOUBLE_EQ(one["value"][0].get<double>(), loss_of(30, 0));
+  EXPECT_DOUBLE_EQ(one["max"][0].get<double>(), loss_of(10, 0));
+  EXPECT_DOUBLE_EQ(one["min"][0].get<double>(), loss_of(30, 0));
+}
+
+TEST_F(ServerTest, ServesValidationEventsAndCsv) {
+  const auto valid = get(port_, "/api/runs/alpha/valid").json();
+  ASSERT_EQ(valid.size(), 1u);
+  EXPECT_EQ(valid[0]["step"], 30);
+  EXPECT_FALSE(get(port_, "/api/runs/alpha/events").json().empty());
+
+  const HttpResult csv = get(port_, "/api/runs/alpha/export.csv");
+  ASSERT_EQ(csv.status, 200u);
+  EXPECT_EQ(csv.content_type, "text/csv; charset=utf-8");
+  EXPECT_EQ(csv.body.substr(0, csv.body.find('\n')), store::kMetricsCsvHeader);
+  EXPECT_EQ(std::count(csv.body.begin(), csv.body.end(), '\n'), 1 + 3 * 2);
+}
+
+TEST_F(ServerTest, ComparesRuns) {
+  const HttpResult r = get(port_, "/api/compare?runs=alpha,beta");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  const auto c = r.json();
+  ASSERT_EQ(c["summary"].size(), 2u);
+  EXPECT_EQ(c["summary"][0]["logged_steps"], 3);
+  EXPECT_EQ(c["summary"][1]["logged_steps"], 1);
+  ASSERT_EQ(c["config_diff"].size(), 1u);
+  EXPECT_EQ(c["config_diff"][0]["key"], "train.lr");
+  EXPECT_EQ(get(port_, "/api/compare?runs=alpha").status, 400u);
+}
+
+TEST_F(ServerTest, QueuesCommandsOnlyWithTheToken) {
+  const std::string pause = R"({"action":"pause"})";
+  EXPECT_EQ(request(port_, http::verb::post, "/api/runs/beta/commands", pause).status, 401u);
+  const auto wrong = std::pair<std::string, std::string>{"Authorization", "Bearer nope"};
+  EXPECT_EQ(request(port_, http::verb::post, "/api/runs/beta/commands", pause, {wrong}).status, 401u);
+
+  const HttpResult queued = request(port_, http::verb::post, "/api/runs/beta/commands", pause, {kAuth});
+  ASSERT_EQ(queued.status, 202u) << queued.body;
+  EXPECT_EQ(queued.json()["action"], "pause");
+  EXPECT_EQ(queued.json()["status"], "pending");
+
+  const HttpResult set = request(port_, http::verb::post, "/api/runs/beta/commands",
+                                 R"({"action":"set","setting":"train.lr=0.0001"})", {kAuth});
+  ASSERT_EQ(set.status, 202u) << set.body;
+
+  const auto db = store::open_store(path(), store::Access::ReadOnly);
+  const auto pending = store::pending_commands(*db, beta_);
+  ASSERT_EQ(pending.size(), 2u);
+  EXPECT_EQ(pending[0].action, store::CommandAction::Pause);
+  EXPECT_EQ(pending[1].argument, "train.lr=0.0001");
+
+  const HttpResult ended = request(port_, http::verb::post, "/api/runs/alpha/commands", pause, {kAuth});
+  EXPECT_EQ(ended.status, 409u);
+  EXPECT_EQ(ended.json()["error"], "run 1 is completed; only a running or paused run takes commands");
+  const HttpResult bad_setting = request(port_, http::verb::post, "/api/runs/beta/commands",
+                                         R"({"action":"set","setting":"model.n_layer=3"})", {kAuth});
+  EXPECT_EQ(bad_setting.status, 400u);
+  EXPECT_EQ(bad_setting.json()["error"], "unknown setting 'model.n_layer=3'");
+}
+
+TEST_F(ServerTest, EditsTagsAndNotes) {
+  const HttpResult tags = request(port_, http::verb::post, "/api/runs/alpha/tags",
+                                  R"({"add":["best"],"remove":["baseline"]})", {kAuth});
+  ASSERT_EQ(tags.status, 200u) << tags.body;
+  EXPECT_EQ(tags.json()["tags"], nlohmann::json({"best"}));
+  ASSERT_EQ(request(port_, http::verb::put, "/api/runs/alpha/notes", R"({"notes":"keep"})", {kAuth}).status, 200u);
+  EXPECT_EQ(get(port_, "/api/runs/alpha").json()["notes"], "keep");
+  EXPECT_EQ(request(port_, http::verb::put, "/api/runs/alpha/notes", R"({"notes":"x"})").status, 401u);
+}
+
+TEST_F(ServerTest, RemovesEndedRunsAndLiveOnesOnlyWhenForced) {
+  EXPECT_EQ(request(port_, http::verb::delete_, "/api/runs/beta", "", {kAuth}).status, 409u);
+  EXPECT_EQ(request(port_, http::verb::delete_, "/api/runs/alpha", "", {kAuth}).status, 200u);
+  EXPECT_EQ(get(port_, "/api/runs/alpha").status, 404u);
+}
+
+TEST_F(ServerTest, ExportsLiveRunsForPrometheus) {
+  const HttpResult r = get(port_, "/metrics");
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_EQ(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_NE(r.body.find("# TYPE kiln_loss gauge\n"), std::string::npos);
+  EXPECT_NE(r.body.find("kiln_loss{run=\"beta\",rank=\"1\"} " + fmt::format("{}", loss_of(5, 1)) + "\n"),
+            std::string::npos)
+      << r.body;
+  EXPECT_NE(r.body.find("kiln_steps_total{run=\"beta\"} 5\n"), std::string::npos);
+  EXPECT_NE(r.body.find("kiln_memory_used_bytes{run=\"beta\",rank=\"0\"} 1073741824\n"), std::string::npos);
+  EXPECT_EQ(r.body.find("run=\"alpha\""), std::string::npos);  // ended runs are not scraped
+}
+
+}  // namespace
+}  // namespace kiln::monitor::test

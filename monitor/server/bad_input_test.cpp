@@ -1,0 +1,89 @@
+// Malformed and unwelcome requests: each gets its 4xx status and a JSON error, and the
+// server goes on answering.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "monitor/server/server_fixture.h"
+#include "monitor/server/test_client.h"
+
+namespace kiln::monitor::test {
+namespace {
+
+const std::pair<std::string, std::string> kAuth{"Authorization", std::string("Bearer ") + kToken};
+
+class BadInputTest : public ServerTest {
+ protected:
+  void TearDown() override {
+    EXPECT_EQ(get(port_, "/api/runs").status, 200u) << "the server stopped answering";
+    ServerTest::TearDown();
+  }
+
+  void expect_error(const HttpResult& r, unsigned status, const std::string& message) {
+    EXPECT_EQ(r.status, status) << r.body;
+    EXPECT_EQ(r.content_type, "application/json");
+    EXPECT_EQ(r.json()["error"], message);
+  }
+};
+
+TEST_F(BadInputTest, UnknownRunsAndPaths) {
+  expect_error(get(port_, "/api/runs/gamma"), 404,
+               "store: no run named 'gamma' in " + path() + " (it holds 2 runs; `kiln runs list` shows them)");
+  expect_error(get(port_, "/api/runs/99/metrics"), 404, "store: no run with id 99 in " + path());
+  expect_error(get(port_, "/api/nothing"), 404, "no such endpoint: /api/nothing");
+  expect_error(get(port_, "/api/runs/alpha/metrics/extra"), 404, "no such endpoint: /api/runs/alpha/metrics/extra");
+}
+
+TEST_F(BadInputTest, WrongMethods) {
+  expect_error(request(port_, http::verb::post, "/api/runs"), 405, "POST is not allowed here; allowed: GET");
+  expect_error(request(port_, http::verb::put, "/api/runs/alpha", "", {kAuth}), 405,
+               "PUT is not allowed here; allowed: GET, DELETE");
+  expect_error(request(port_, http::verb::get, "/api/runs/alpha/tags"), 405, "GET is not allowed here; allowed: POST");
+}
+
+TEST_F(BadInputTest, BadQueryParameters) {
+  expect_error(get(port_, "/api/runs/alpha/metrics?points=many"), 400, "query parameter points='many' is not an integer");
+  expect_error(get(port_, "/api/runs/alpha/metrics?points=-1"), 400, "points must be from 0 (every row) to 100000");
+  expect_error(get(port_, "/api/runs/alpha/metrics?ranks=a"), 400, "ranks: 'a' is not a rank number");
+  expect_error(get(port_, "/api/runs?since=soon"), 400, "query parameter since='soon' is not a finite number");
+  expect_error(get(port_, "/api/runs/alpha%zz"), 400, "bad percent-escape in the request target");
+  EXPECT_EQ(get(port_, "/api/runs/alpha/metrics?keys=nonsense").status, 400u);
+  EXPECT_EQ(get(port_, "/api/runs?status=sleeping").status, 400u);
+}
+
+TEST_F(BadInputTest, BadBodies) {
+  const std::string target = "/api/runs/beta/commands";
+  expect_error(request(port_, http::verb::post, target, "{not json", {kAuth}), 400, "the body is not valid JSON");
+  expect_error(request(port_, http::verb::post, target, "[1]", {kAuth}), 400, "the body must be a JSON object");
+  expect_error(request(port_, http::verb::post, target, "{}", {kAuth}), 400, "the body needs \"action\"");
+  expect_error(request(port_, http::verb::post, target, R"({"action":7})", {kAuth}), 400, "\"action\" must be a string");
+  EXPECT_EQ(request(port_, http::verb::post, target, R"({"action":"explode"})", {kAuth}).status, 400u);
+  expect_error(request(port_, http::verb::post, target, R"({"action":"set"})", {kAuth}), 400, "the body needs \"setting\"");
+  expect_error(request(port_, http::verb::post, "/api/runs/alpha/tags", R"({"add":"x"})", {kAuth}), 400,
+               "\"add\" must be an array of strings");
+}
+
+TEST_F(BadInputTest, OversizedBodyAndHeader) {
+  expect_error(request(port_, http::verb::post, "/api/runs/beta/commands", std::string(70000, ' '), {kAuth}), 413,
+               "the body is larger than 65536 bytes");
+  expect_error(request(port_, http::verb::get, "/api/runs", "", {{"X-Padding", std::string(9000, 'x')}}), 431,
+               "the header is larger than 8192 bytes");
+}
+
+TEST_F(BadInputTest, MalformedHttp) {
+  EXPECT_EQ(raw_exchange(port_, "GARBAGE\r\n\r\n"), "HTTP/1.1 400 Bad Request");
+  EXPECT_EQ(raw_exchange(port_, "GET /api/runs HTTP/9.9\r\n\r\n"), "HTTP/1.1 400 Bad Request");
+  EXPECT_EQ(raw_exchange(port_, "GET noslash HTTP/1.1\r\nHost: x\r\n\r\n"), "HTTP/1.1 400 Bad Request");
+  // A client that connects and says nothing does not hold up anyone else.
+  net::io_context io;
+  tcp::socket idle(io);
+  idle.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
+  EXPECT_EQ(get(port_, "/api/runs").status, 200u);
+}
+
+TEST_F(BadInputTest, LiveEndpointNeedsAWebSocket) {
+  expect_error(get(port_, "/api/runs/beta/live"), 426, "this endpoint is a WebSocket; connect with ws://");
+}
+
+}  // namespace
+}  // namespace kiln::monitor::test

@@ -1,0 +1,41 @@
+#include "monitor/server/listen_address.h"
+
+#include <charconv>
+
+#include "store/error.h"
+
+namespace kiln::monitor {
+
+ListenAddress parse_listen_address(std::string_view text) {
+  const auto bad = [&](const std::string& why) -> ListenAddress {
+    store::fail("--listen '" + std::string(text) + "': " + why +
+         " (expected HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080)");
+  };
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) return bad("no port");
+  std::string_view host = text.substr(0, colon);
+  const std::string_view port_text = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (host == "localhost") host = "127.0.0.1";
+  ListenAddress address;
+  unsigned port = 0;
+  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() ||
+      port > 65535)
+    return bad("the port is not a number from 0 to 65535");
+  address.port = static_cast<uint16_t>(port);
+  boost::system::error_code error;
+  address.host = boost::asio::ip::make_address(std::string(host), error);
+  if (error) return bad("'" + std::string(host) + "' is not an IP address");
+  return address;
+}
+
+void check_exposure(const ListenAddress& address, const std::string& token) {
+  if (address.host.is_loopback() || !token.empty()) return;
+  store::fail("--listen " + address.host.to_string() +
+       " reaches beyond this machine; give --token TOKEN so that only holders of it can "
+       "change runs, or listen on 127.0.0.1");
+}
+
+}  // namespace kiln::monitor

@@ -1,0 +1,26 @@
+// Where the dashboard listens: "HOST:PORT" as typed on the command line.
+#pragma once
+
+#include <boost/asio/ip/address.hpp>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kiln::monitor {
+
+struct ListenAddress {
+  boost::asio::ip::address host;
+  uint16_t port = 0;  // 0: the system picks a free port
+};
+
+inline constexpr const char* kDefaultListen = "127.0.0.1:8080";
+
+// "127.0.0.1:8080", "0.0.0.0:80", "[::1]:8080", "localhost:8080". Anything else is a
+// kiln::Error naming the expected form.
+ListenAddress parse_listen_address(std::string_view text);
+
+// The server refuses to listen beyond this machine without a token: anyone who can reach
+// the port could otherwise steer every run.
+void check_exposure(const ListenAddress& address, const std::string& token);
+
+}  // namespace kiln::monitor

@@ -1,0 +1,83 @@
+#include "monitor/server/run_tail.h"
+
+#include <limits>
+
+#include "monitor/server/api_reply.h"
+#include "store/json_rows.h"
+#include "store/metric_queries.h"
+#include "store/run_queries.h"
+
+namespace kiln::monitor {
+
+using nlohmann::json;
+
+RunTail::RunTail(store::Database& db, int64_t run_id) : run_id_(run_id) {
+  store::ReadSnapshot snapshot(db);
+  const store::RunRecord run = store::get_run(db, run_id);
+  run_ = store::to_json(run);
+  last_step_ = run.last_step;
+  const auto valid = store::list_valid(db, run_id);
+  if (!valid.empty()) last_valid_step_ = valid.back().step;
+  for (const auto& row : store::list_system(db, run_id))
+    last_system_time_ = std::max(last_system_time_, row.time);
+  const auto events = store::list_events(db, run_id);
+  if (!events.empty()) last_event_id_ = events.back().id;
+}
+
+std::string RunTail::hello() const {
+  return dump_json({{"type", "hello"},
+                    {"run", run_},
+                    {"last_step", store::json_number(last_step_)},
+                    {"last_valid_step", store::json_number(last_valid_step_)},
+                    {"last_system_time", last_system_time_},
+                    {"last_event_id", last_event_id_}});
+}
+
+std::vector<std::string> RunTail::poll(store::Database& db) {
+  std::vector<std::string> messages;
+  store::ReadSnapshot snapshot(db);
+  const store::RunRecord run = store::get_run(db, run_id_);
+
+  if (run.last_step && (!last_step_ || *run.last_step > *last_step_)) {
+    json rows = json::array();
+    const int64_t first = last_step_ ? *last_step_ + 1 : std::numeric_limits<int64_t>::min();
+    store::for_each_metric(
+        db, run_id_, [&](const store::MetricRow& row) { rows.push_back(store::to_json(row)); },
+        first);
+    last_step_ = run.last_step;
+    if (!rows.empty()) messages.push_back(dump_json({{"type", "metrics"}, {"rows", rows}}));
+  }
+
+  json valid = json::array();
+  const int64_t after = last_valid_step_ ? *last_valid_step_ : std::numeric_limits<int64_t>::min();
+  for (const auto& row : store::list_valid(db, run_id_, after)) {
+    valid.push_back(store::to_json(row));
+    last_valid_step_ = row.step;
+  }
+  if (!valid.empty()) messages.push_back(dump_json({{"type", "valid"}, {"rows", valid}}));
+
+  json system = json::array();
+  double newest = last_system_time_;
+  for (const auto& row : store::list_system(db, run_id_, last_system_time_)) {
+    if (row.time <= last_system_time_) continue;
+    system.push_back(store::to_json(row));
+    newest = std::max(newest, row.time);
+  }
+  last_system_time_ = newest;
+  if (!system.empty()) messages.push_back(dump_json({{"type", "system"}, {"rows", system}}));
+
+  json events = json::array();
+  for (const auto& event : store::list_events(db, run_id_, last_event_id_)) {
+    events.push_back(store::to_json(event));
+    last_event_id_ = event.id;
+  }
+  if (!events.empty()) messages.push_back(dump_json({{"type", "events"}, {"events", events}}));
+
+  json record = store::to_json(run);
+  if (record["status"] != run_["status"] || record["ended_at"] != run_["ended_at"])
+    messages.push_back(dump_json({{"type", "status"}, {"run", record}}));
+  run_ = std::move(record);
+  return messages;
+}
+
+}  // namespace kiln::monitor

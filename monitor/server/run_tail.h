@@ -1,0 +1,42 @@
+// Follows one run in the store: each poll returns what was committed since the last one, as
+// the JSON messages the live WebSocket sends (docs/dashboard.md):
+//   {"type": "metrics", "rows": [...]}   new metric rows, every rank of each new step
+//   {"type": "valid", "rows": [...]}     new validation rows
+//   {"type": "system", "rows": [...]}    new system readings
+//   {"type": "events", "events": [...]}  new events
+//   {"type": "status", "run": {...}}     the run's status changed (paused, completed, lost...)
+// Every read is a prepared statement of the store's queries, inside one snapshot.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/database.h"
+#include "store/types.h"
+
+namespace kiln::monitor {
+
+class RunTail {
+ public:
+  // Starts at the run's present state: the first poll returns only what comes after it.
+  RunTail(store::Database& db, int64_t run_id);
+
+  std::vector<std::string> poll(store::Database& db);
+
+  // {"type": "hello", "run": {...}, "last_step": N, ...}: where a new subscriber's stream
+  // starts, so it loads the history up to there over the REST API and appends what follows.
+  std::string hello() const;
+
+ private:
+  int64_t run_id_;
+  nlohmann::json run_;  // the record as last sent
+  std::optional<int64_t> last_step_;
+  std::optional<int64_t> last_valid_step_;
+  double last_system_time_ = 0;
+  int64_t last_event_id_ = 0;
+};
+
+}  // namespace kiln::monitor

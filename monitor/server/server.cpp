@@ -1,0 +1,62 @@
+#include "monitor/server/server.h"
+
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/strand.hpp>
+#include <chrono>
+#include <csignal>
+#include <future>
+#include <utility>
+
+#include "monitor/server/listener.h"
+
+namespace kiln::monitor {
+
+constexpr auto kCloseGrace = std::chrono::seconds(2);
+
+Server::Server(const ListenAddress& address, ServerOptions options)
+    : address_(address), state_((check_exposure(address, options.token), std::move(options))) {
+  listener_ = std::make_shared<Listener>(io_, address_, state_);
+}
+
+Server::~Server() { stop(); }
+
+void Server::start() {
+  listener_->run();
+  state_.feeds().start(boost::asio::make_strand(io_));
+  for (int i = 0; i < std::max(1, state_.options().threads); ++i) threads_.emplace_back([this] { io_.run(); });
+}
+
+void Server::run_until_signal(const std::function<void()>& on_serving) {
+  std::promise<void> signalled;
+  boost::asio::signal_set signals(io_, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int) { signalled.set_value(); });
+  start();
+  on_serving();
+  signalled.get_future().wait();
+  stop();
+}
+
+void Server::stop() {
+  if (threads_.empty()) return;
+  listener_->stop();
+  const auto sessions = state_.feeds().finish();
+  const auto deadline = std::chrono::steady_clock::now() + kCloseGrace;
+  for (const auto& session : sessions)
+    while (!session.expired() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Stopping the context ends every other session with it; the sockets close as they go.
+  io_.stop();
+  for (auto& thread : threads_) thread.join();
+  threads_.clear();
+  state_.feeds().stop();
+}
+
+uint16_t Server::port() const { return listener_->port(); }
+
+std::string Server::url() const {
+  const std::string host = address_.host.is_v6() ? "[" + address_.host.to_string() + "]" : address_.host.to_string();
+  const std::string shown = address_.host.is_unspecified() ? "127.0.0.1" : host;
+  return "http://" + shown + ":" + std::to_string(port()) + "/";
+}
+
+}  // namespace kiln::monitor

@@ -1,0 +1,47 @@
+// What every session of one server shares: its options, the store connections and the live
+// feeds.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "monitor/server/connection_pool.h"
+#include "monitor/server/live_feeds.h"
+
+namespace kiln::monitor {
+
+struct ServerOptions {
+  std::string store_path;
+  // When set, requests that change something must carry "Authorization: Bearer TOKEN".
+  std::string token;
+  // Checks a `set` command's "key=value" and returns it normalised; a bad one is a
+  // kiln::Error. The CLI hands in the trainer's own parser, so the server accepts exactly
+  // what a run can apply without including the trainer. Unset: passed through as typed.
+  std::function<std::string(const std::string&)> normalize_setting;
+  std::chrono::milliseconds poll_interval{200};
+  size_t max_queued_messages = 4096;  // per WebSocket client
+  int threads = 2;
+};
+
+class SharedState {
+ public:
+  explicit SharedState(ServerOptions options);
+
+  const ServerOptions& options() const { return options_; }
+  ConnectionPool& reads() { return reads_; }
+  ConnectionPool& writes() { return writes_; }
+  LiveFeeds& feeds() { return feeds_; }
+
+  // True when no token is set, or the Authorization header carries it.
+  bool authorized(std::string_view authorization_header) const;
+
+ private:
+  ServerOptions options_;
+  ConnectionPool reads_;
+  ConnectionPool writes_;
+  LiveFeeds feeds_;
+};
+
+}  // namespace kiln::monitor

@@ -1,0 +1,65 @@
+// End-to-end: the dashboard in headless Chromium (tests/browser/dashboard.mjs) against
+// `kiln train --serve` training a live run, over a store that also holds two finished runs.
+// Screenshots of the runs, live and compare pages land in build/screenshots/.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "tests/corpus_fixture.h"
+#include "tests/run_command.h"
+
+namespace kiln::test {
+namespace {
+
+const std::string kiln = KILN_BINARY;
+
+// The URL `kiln train --serve` printed to its log, once it has.
+std::string wait_for_url(const std::string& log_path) {
+  static const std::regex url("dashboard: (http://[^\\s]+)");
+  for (int i = 0; i < 300; ++i) {
+    std::smatch match;
+    const std::string log = read_text(log_path);
+    if (std::regex_search(log, match, url)) return match[1];
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return "";
+}
+
+TEST(DashboardBrowser, RunsLivePauseResumeAndCompare) {
+  const std::string dir = fresh_dir("dashboard_browser");
+  const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
+  for (const char* name : {"finished-a", "finished-b"}) {
+    const CommandResult r = run_command(kiln + " train --store " + store + " --name " + name + small_run(prefix) +
+                                        (std::string(name) == "finished-b" ? " --set train.lr=0.01" : ""));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  // Trains until stopped, a step logged every few milliseconds.
+  const std::string log = dir + "/live.log";
+  const int pid = start_background(kiln + " train --store " + store + " --name live --serve 127.0.0.1:0" +
+                                       small_run(prefix) + " --set train.steps=1000000 --set train.log_interval=5" +
+                                       " --set train.eval_interval=0",
+                                   log);
+  const std::string url = wait_for_url(log);
+  ASSERT_FALSE(url.empty()) << read_text(log);
+
+  const std::string shots = (std::filesystem::path(KILN_BINARY).parent_path() / "screenshots").string();
+  std::filesystem::create_directories(shots);
+  const CommandResult browser = run_command("node " KILN_SOURCE_DIR "/tests/browser/dashboard.mjs " + url +
+                                            " live finished-a finished-b " + shots);
+  EXPECT_EQ(browser.exit_code, 0) << browser.output;
+  for (const char* page : {"runs", "live", "compare", "compare-other-scheme"})
+    EXPECT_TRUE(std::filesystem::exists(shots + "/" + page + ".png")) << page;
+
+  const CommandResult stop = run_command(kiln + " runs stop live --store " + store + " --wait 30");
+  EXPECT_EQ(stop.exit_code, 0) << stop.output;
+  if (stop.exit_code != 0) ::kill(pid, SIGKILL);
+  EXPECT_EQ(wait_exit(pid), 0) << read_text(log);
+}
+
+}  // namespace
+}  // namespace kiln::test
