@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "cli/run_config_summary.h"
 #include "cli/run_figures.h"
 #include "cli/runs_command.h"
 #include "cli/runs_format.h"
@@ -33,16 +32,6 @@ struct ListOptions {
   bool json = false;
 };
 
-// One run's line: its record and what its latest logged step measured.
-struct ListedRun {
-  store::RunRecord run;
-  std::optional<int64_t> planned_steps;
-  double loss = store::kNoValue;
-  double tokens_per_s = store::kNoValue;
-  double mfu = store::kNoValue;
-  double duration_s = store::kNoValue;
-};
-
 store::RunFilter make_filter(const ListOptions& options, double now) {
   if (options.limit < 0) fail(fmt::format("--limit must be 0 (all) or more, got {}", options.limit));
   store::RunFilter filter;
@@ -52,28 +41,6 @@ store::RunFilter make_filter(const ListOptions& options, double now) {
   if (!options.since.empty()) filter.since = parse_since(options.since, now);
   filter.limit = options.limit;
   return filter;
-}
-
-ListedRun describe(store::Database& db, store::RunRecord run, double now) {
-  ListedRun listed;
-  listed.planned_steps = planned_steps(run.config_json);
-  listed.duration_s = run_duration_s(run, now);
-  if (run.last_step) {
-    std::vector<store::MetricRow> latest;
-    store::for_each_metric(
-        db, run.id, [&](const store::MetricRow& row) { latest.push_back(row); }, *run.last_step,
-        *run.last_step);
-    listed.loss = mean_over_ranks(latest, &store::MetricRow::loss);
-    listed.tokens_per_s = mean_over_ranks(latest, &store::MetricRow::tokens_per_s);
-    listed.mfu = mean_over_ranks(latest, &store::MetricRow::mfu);
-  }
-  listed.run = std::move(run);
-  return listed;
-}
-
-std::string step_text(const ListedRun& r) {
-  const std::string last = r.run.last_step ? std::to_string(*r.run.last_step) : kAbsent;
-  return r.planned_steps ? last + "/" + std::to_string(*r.planned_steps) : last;
 }
 
 std::string device_text(const store::RunRecord& run) {
@@ -102,7 +69,7 @@ void print_table(const std::vector<ListedRun>& runs) {
     const store::RunRecord& run = r.run;
     table.add({std::to_string(run.id), run.name, std::string(store::to_string(run.status)),
                run.tags.empty() ? kAbsent : join(run.tags, ","),
-               run.layout.empty() ? kAbsent : run.layout, device_text(run), step_text(r),
+               run.layout.empty() ? kAbsent : run.layout, device_text(run), steps_text(r),
                fixed4(r.loss), compact_rate(r.tokens_per_s), percent(r.mfu),
                local_minute(run.started_at.value_or(run.created_at)),
                duration_or_absent(r.duration_s)});
@@ -135,7 +102,7 @@ void runs_list(const ListOptions& options) {
   const double now = store::unix_now();
   std::vector<ListedRun> runs;
   for (auto& run : store::list_runs(*db, make_filter(options, now)))
-    runs.push_back(describe(*db, std::move(run), now));
+    runs.push_back(describe_run(*db, std::move(run), now));
   if (options.json) {
     print_json(runs);
   } else if (!runs.empty()) {
