@@ -48,6 +48,14 @@ class Tmux {
                 std::to_string(height));
   }
   std::string screen() { return run_command(tmux() + " capture-pane -p -t main").output; }
+  // The screen with its colours and attributes as escape sequences.
+  std::string styled_screen() { return run_command(tmux() + " capture-pane -e -p -t main").output; }
+  // A tmux format about the pane, e.g. #{alternate_on}.
+  std::string pane(const std::string& format) {
+    std::string out = run_command(tmux() + " display-message -p -t main '" + format + "'").output;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  }
 
   // Polls the screen until it shows every one of the texts; the last screen either way.
   std::string wait_for(const std::vector<std::string>& texts, std::chrono::seconds timeout = 20s) {
@@ -148,7 +156,34 @@ TEST(Tui, ShowsFinishedRunsOpensComparesAndFitsEightyByTwentyFour) {
   screen = tmux.wait_for({"filter /^alp/", "(1 shown)"});
   EXPECT_TRUE(shows(screen, "(1 shown)") && shows(screen, "alpha")) << screen;
   EXPECT_FALSE(shows(screen, "beta")) << screen;
-  tmux.keys("q");
+
+  // Ctrl-C ends the UI and gives the terminal back: the alternate screen is off again.
+  ASSERT_EQ(tmux.pane("#{alternate_on}"), "1");
+  tmux.keys("C-c");
+  for (int i = 0; i < 50 && tmux.pane("#{pane_current_command}") != "sleep"; ++i)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(tmux.pane("#{pane_current_command}"), "sleep");
+  EXPECT_EQ(tmux.pane("#{alternate_on}"), "0");
+}
+
+// True when the screen uses a foreground or background colour.
+bool coloured(const std::string& styled) {
+  static const std::regex colour("\x1b\\[[0-9;]*(3[0-7]|4[0-7])m");
+  return std::regex_search(styled, colour);
+}
+
+TEST(Tui, NoColorAndMonoDrawWithoutColours) {
+  const std::string dir = fresh_dir("tui_mono");
+  const std::string path = dir + "/runs.db";
+  store::open_store(path, store::Access::ReadWrite);
+  Tmux colour("colour", kiln + " tui --store " + path, 80, 24);
+  Tmux no_color("no-color", "NO_COLOR=1 " + kiln + " tui --store " + path, 80, 24);
+  Tmux mono("mono", kiln + " tui --mono --store " + path, 80, 24);
+  for (Tmux* t : {&colour, &no_color, &mono})
+    ASSERT_TRUE(shows(t->wait_for({"No runs in", "q Quit"}), "q Quit"));
+  EXPECT_TRUE(coloured(colour.styled_screen())) << colour.styled_screen();
+  EXPECT_FALSE(coloured(no_color.styled_screen())) << no_color.styled_screen();
+  EXPECT_FALSE(coloured(mono.styled_screen())) << mono.styled_screen();
 }
 
 TEST(Tui, LaunchesARunThenPausesResumesAndStopsIt) {
@@ -200,6 +235,13 @@ TEST(Tui, LaunchesARunThenPausesResumesAndStopsIt) {
   std::this_thread::sleep_for(1s);
   EXPECT_EQ(last_step(path, "live"), paused_at);
   EXPECT_EQ(status_of(path, "live"), store::RunStatus::Paused);
+
+  // l asks for a learning rate; the run applies it (while paused, too) and says so.
+  tmux.keys("l");
+  tmux.type("0.0005");
+  tmux.keys("Enter");
+  screen = tmux.wait_for({"set train.lr=0.0005 applied"});
+  EXPECT_TRUE(shows(screen, "set train.lr=0.0005 applied")) << screen;
 
   // p resumes, and the step moves on.
   tmux.keys("p");

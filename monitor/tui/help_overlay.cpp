@@ -12,7 +12,6 @@ std::vector<KeyHint> global_keys() {
   return {{"?", "this help (any key closes it)"},
           {"q Esc", "back to the previous screen; quit from the runs list"},
           {"Up Down j k", "move; PgUp PgDn g G page, first, last"},
-          {"Tab", "next pane"},
           {"Ctrl-C", "quit at once (the terminal is restored)"}};
 }
 
@@ -34,6 +33,8 @@ void draw_help(const std::string& title, const std::vector<KeyHint>& keys, const
   mvhline(top + height - 1, left, '-', width);
   mvvline(top, left, '|', height);
   mvvline(top, left + width - 1, '|', height);
+  for (const int row : {top, top + height - 1})
+    for (const int col : {left, left + width - 1}) mvaddch(row, col, '+');
   attroff(theme.attr(Tone::Info));
   put(top, left + 2, " " + title + " keys ", width - 4, theme.attr(Tone::Title));
   for (size_t i = 0; i < all.size() && static_cast<int>(i) + 2 < height - 1; ++i) {

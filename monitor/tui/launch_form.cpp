@@ -229,13 +229,16 @@ class LaunchForm final : public Screen {
             {"tp", &values_.tp, "tensor-parallel size (parallel.tp)"},
             {"pp", &values_.pp, "pipeline-parallel size (parallel.pp)"},
             {"dp", &values_.dp, "data-parallel size: processes = tp x pp x dp, under mpirun when above 1"},
-            {"device", &values_.device, "backend.device: Left/Right for cpu or cuda"},
+            {"device", &values_.device, "backend.device: Left/Right for auto, cpu or cuda"},
             {"more --set", &values_.more, "more overrides, key=value separated by spaces"}};
   }
 
   void cycle(int direction) {
     if (field_ == kDeviceField) {
-      values_.device = values_.device == "cpu" ? "cuda" : "cpu";
+      static const std::vector<std::string> devices = {"auto", "cpu", "cuda"};
+      const auto at = std::find(devices.begin(), devices.end(), values_.device);
+      const long index = at == devices.end() ? 0 : ((at - devices.begin()) + direction + 3) % 3;
+      values_.device = devices[static_cast<size_t>(index)];
     } else if (field_ == kConfigField && !configs_.empty()) {
       const auto at = std::find(configs_.begin(), configs_.end(), values_.config);
       const long n = static_cast<long>(configs_.size());
@@ -253,7 +256,7 @@ class LaunchForm final : public Screen {
     values_.lr = config_text(config, "train", "lr");
     values_.tp = text_or(config_text(config, "parallel", "tp"), "1");
     values_.pp = text_or(config_text(config, "parallel", "pp"), "1");
-    values_.device = text_or(config_text(config, "backend", "device"), "cpu");
+    values_.device = text_or(config_text(config, "backend", "device"), "auto");
     values_.name = default_name(path);
   }
 

@@ -16,7 +16,7 @@ std::unique_ptr<Screen> make_launch_form(std::string configs_dir, std::string ki
 
 // The values of the form, as typed.
 struct LaunchValues {
-  std::string config, name, steps, lr, tp = "1", pp = "1", dp = "1", device = "cpu", more;
+  std::string config, name, steps, lr, tp = "1", pp = "1", dp = "1", device = "auto", more;
 };
 
 // What a launch runs: the command and where its output goes. Bad values are a kiln::Error

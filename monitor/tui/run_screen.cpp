@@ -190,7 +190,7 @@ class RunScreen final : public Screen {
             {"l", "change the learning rate (train.lr)"},
             {"s", "stop gracefully (asks first)"},
             {"K", "kill the processes this UI launched (asks first)"},
-            {"Tab", "switch between the ranks and events panes"},
+            {"Tab", "switch between the ranks and events panes (arrows scroll)"},
             {"", "commands go through the store's queue; the run acts"},
             {"", "at its next step boundary and records an event"}};
   }
@@ -241,7 +241,7 @@ class RunScreen final : public Screen {
     right += " · " + eta_text(planned) + " · elapsed " + duration_or_absent(run_duration_s(run, now));
     if (!details_->latest.empty()) {
       const double lr = details_->latest.front().lr;
-      if (!std::isnan(lr)) right += " · lr " + shortest(lr);
+      if (!std::isnan(lr)) right += fmt::format(" · lr {:.3g}", lr);
     }
     const int bar = std::clamp(COLS - text_width(right) - 3, 10, 60);
     const int filled = static_cast<int>(std::lround(fraction * bar));
