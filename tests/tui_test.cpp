@@ -262,7 +262,16 @@ TEST(Tui, LaunchesARunThenPausesResumesAndStopsIt) {
   EXPECT_TRUE(shows(screen, "live · stopped")) << screen;
   EXPECT_EQ(status_of(path, "live"), store::RunStatus::Stopped);
   EXPECT_TRUE(shows(read_text(dir + "/checkpoints/live/train.log"), "kiln: stopped by command"));
-  tmux.keys("q q");
+
+  // A second launch under a taken name is refused on the form.
+  tmux.keys("q n C-u");
+  tmux.type(config);
+  tmux.keys("Down C-u");
+  tmux.type("live");
+  tmux.keys("Enter");
+  screen = tmux.wait_for({"name: a run named 'live' is already in the store"});
+  EXPECT_TRUE(shows(screen, "already in the store")) << screen;
+  EXPECT_TRUE(shows(screen, "launch a run into")) << screen;
 }
 
 TEST(Tui, BadStoresGetOneClearLine) {

@@ -15,6 +15,7 @@
 #include "kernels/check.h"
 #include "monitor/tui/draw.h"
 #include "monitor/tui/run_screen.h"
+#include "store/run_queries.h"
 #include "store/types.h"
 
 namespace kiln::tui {
@@ -184,6 +185,9 @@ class LaunchForm final : public Screen {
       case KEY_LEFT: case KEY_RIGHT: cycle(key == KEY_RIGHT ? 1 : -1); return Outcome::handled();
       case '\n': case '\r': case KEY_ENTER: {
         const LaunchPlan plan = plan_launch(values_, kiln_binary_, session.store_path());
+        // Checked here, not only by kiln train: the run screen finds the new run by its name.
+        if (store::find_run_named(session.reader(), values_.name))
+          fail("name: a run named '" + values_.name + "' is already in the store");
         fs::create_directories(fs::path(plan.log_path).parent_path());
         session.launcher().start(plan.argv, plan.log_path, values_.name);
         session.flash("started " + values_.name + "; output in " + plan.log_path);

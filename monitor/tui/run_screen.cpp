@@ -202,10 +202,7 @@ class RunScreen final : public Screen {
   enum class Question { LearningRate, Stop, Kill };
 
   bool find_launched(store::Database& db) {
-    store::RunFilter filter;
-    filter.name_contains = name_;
-    for (const auto& run : store::list_runs(db, filter))
-      if (run.name == name_) id_ = run.id;
+    id_ = store::find_run_named(db, name_);
     return id_.has_value();
   }
 
