@@ -5,7 +5,6 @@
 #include <exception>
 #include <vector>
 
-#include "kernels/check.h"
 #include "monitor/tui/help_overlay.h"
 #include "monitor/tui/runs_screen.h"
 #include "monitor/tui/screen.h"

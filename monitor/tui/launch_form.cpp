@@ -135,7 +135,12 @@ class LaunchForm final : public Screen {
     for (const auto& entry : fs::directory_iterator(configs_dir, ec))
       if (entry.path().extension() == ".json") configs_.push_back(entry.path().string());
     std::sort(configs_.begin(), configs_.end());
-    if (!configs_.empty()) choose_config(configs_.front());
+    // The tiny demo first: it trains on any machine in minutes.
+    const auto tiny = std::find_if(configs_.begin(), configs_.end(), [](const std::string& c) {
+      return fs::path(c).filename() == "tiny.json";
+    });
+    if (tiny != configs_.end()) choose_config(*tiny);
+    else if (!configs_.empty()) choose_config(configs_.front());
   }
 
   void load(Session&) override {}

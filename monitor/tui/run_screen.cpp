@@ -8,7 +8,6 @@
 #include <cmath>
 #include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "cli/run_config_summary.h"
 #include "cli/run_figures.h"
