@@ -1,6 +1,7 @@
 // End-to-end: kiln tui driven in a real terminal (tmux): the runs table shows finished runs,
-// a run launched from the form appears and advances, p pauses and resumes it, s stops it,
-// an 80x24 terminal keeps every view readable, and bad stores get one clear line.
+// a run launched from the form appears and advances, p pauses and resumes it, l sets its
+// learning rate, s stops it, K kills a launched one, an 80x24 terminal keeps every view
+// readable, and bad stores get one clear line.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -186,7 +187,7 @@ TEST(Tui, NoColorAndMonoDrawWithoutColours) {
   EXPECT_FALSE(coloured(mono.styled_screen())) << mono.styled_screen();
 }
 
-TEST(Tui, LaunchesARunThenPausesResumesAndStopsIt) {
+TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {
   const std::string dir = fresh_dir("tui_launch");
   const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
   store::open_store(path, store::Access::ReadWrite);  // an empty store
@@ -272,6 +273,19 @@ TEST(Tui, LaunchesARunThenPausesResumesAndStopsIt) {
   screen = tmux.wait_for({"name: a run named 'live' is already in the store"});
   EXPECT_TRUE(shows(screen, "already in the store")) << screen;
   EXPECT_TRUE(shows(screen, "launch a run into")) << screen;
+
+  // Under a new name it starts; K asks, then signals the processes this UI launched.
+  tmux.keys("C-u");
+  tmux.type("doomed");
+  tmux.keys("Enter");
+  screen = tmux.wait_for({"doomed · running", "step "}, 60s);
+  ASSERT_TRUE(shows(screen, "doomed · running")) << screen;
+  tmux.keys("K");
+  EXPECT_TRUE(shows(tmux.wait_for({"kill the processes of doomed? (y/n)"}), "(y/n)"));
+  tmux.keys("y");
+  screen = tmux.wait_for({"doomed · stopped", "interrupted (SIGINT or SIGTERM)"}, 30s);
+  EXPECT_TRUE(shows(screen, "interrupted (SIGINT or SIGTERM)")) << screen;
+  EXPECT_EQ(status_of(path, "doomed"), store::RunStatus::Stopped);
 }
 
 TEST(Tui, BadStoresGetOneClearLine) {
