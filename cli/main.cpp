@@ -10,6 +10,7 @@
 #include "cli/serve_command.h"
 #include "cli/tokenizer_command.h"
 #include "cli/train_command.h"
+#include "cli/tui_command.h"
 #include "kernels/check.h"
 
 int main(int argc, char** argv) {
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   kiln::add_interchange_commands(app);
   kiln::add_runs_command(app);
   kiln::add_serve_command(app);
+  kiln::add_tui_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

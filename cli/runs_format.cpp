@@ -160,4 +160,9 @@ double parse_since(std::string_view text, double now_s) {
   bad_since(text);
 }
 
+std::string steps_text(const store::RunOverview& r) {
+  const std::string last = r.run.last_step ? std::to_string(*r.run.last_step) : kAbsent;
+  return r.planned_steps ? last + "/" + std::to_string(*r.planned_steps) : last;
+}
+
 }  // namespace kiln

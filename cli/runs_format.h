@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "store/run_overview.h"
+
 namespace kiln {
 
 // A plain-text table: a header row, then rows, columns separated by two spaces. Numeric
@@ -33,6 +35,10 @@ class Table {
 
 // Placeholder for a value that is absent (NaN, nullopt, empty text).
 inline constexpr const char* kAbsent = "-";
+
+// The last logged step of the planned ones, "120/1000" ("120" without a plan, "-/1000"
+// before the first log).
+std::string steps_text(const store::RunOverview& r);
 
 // Unix seconds as local time, "2026-11-22 14:05" (minutes) or "2026-11-22 14:05:09".
 std::string local_minute(double unix_s);

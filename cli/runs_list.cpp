@@ -39,11 +39,6 @@ store::RunFilter make_filter(const ListOptions& options, double now) {
   return filter;
 }
 
-std::string step_text(const store::RunOverview& r) {
-  const std::string last = r.run.last_step ? std::to_string(*r.run.last_step) : kAbsent;
-  return r.planned_steps ? last + "/" + std::to_string(*r.planned_steps) : last;
-}
-
 std::string device_text(const store::RunRecord& run) {
   std::string text = run.backend;
   if (!run.device.empty()) text += (text.empty() ? "" : " ") + run.device;
@@ -70,7 +65,7 @@ void print_table(const std::vector<store::RunOverview>& runs) {
     const store::RunRecord& run = r.run;
     table.add({std::to_string(run.id), run.name, std::string(store::to_string(run.status)),
                run.tags.empty() ? kAbsent : join(run.tags, ","),
-               run.layout.empty() ? kAbsent : run.layout, device_text(run), step_text(r),
+               run.layout.empty() ? kAbsent : run.layout, device_text(run), steps_text(r),
                fixed4(r.loss), compact_rate(r.tokens_per_s), percent(r.mfu),
                local_minute(run.started_at.value_or(run.created_at)),
                duration_or_absent(r.duration_s)});

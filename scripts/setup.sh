@@ -14,6 +14,7 @@ packages=(
   libssl-dev               # SHA-256 of checkpoint files
   libpcre2-dev             # Unicode regex with JIT for GPT-2's pre-tokenisation
   libopenmpi-dev openmpi-bin   # multi-process runs: mpirun and the MPI communicator
+  libncurses-dev tmux      # kiln tui, and the terminal its tests drive
   bible-kjv                # the demo corpus
   python3-torch python3-numpy   # the PyTorch reference for parity tests and benchmarks
 )

@@ -111,6 +111,15 @@ RunRecord get_run(Database& db, int64_t run_id, double stale_after_s) {
   return run;
 }
 
+std::optional<int64_t> find_run_named(Database& db, std::string_view name) {
+  Statement& st = db.cached("SELECT id FROM runs WHERE name = ?");
+  st.bind(1, name);
+  if (!st.step()) return std::nullopt;
+  const int64_t id = st.int64(0);
+  st.reset();
+  return id;
+}
+
 int64_t resolve_run(Database& db, std::string_view run) {
   if (run.empty()) fail("store: no run given (an id or a name)");
   const std::string text(run);
@@ -125,15 +134,7 @@ int64_t resolve_run(Database& db, std::string_view run) {
     }
     fail("store: no run with id " + text + " in " + db.path());
   }
-  {
-    Statement& st = db.cached("SELECT id FROM runs WHERE name = ?");
-    st.bind(1, text);
-    if (st.step()) {
-      const int64_t id = st.int64(0);
-      st.reset();
-      return id;
-    }
-  }
+  if (const auto id = find_run_named(db, text)) return *id;
   Statement& prefix = db.cached(
       "SELECT id, name FROM runs WHERE substr(name, 1, length(?1)) = ?1 ORDER BY id");
   prefix.bind(1, text);

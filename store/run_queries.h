@@ -31,6 +31,9 @@ std::vector<RunRecord> list_runs(Database& db, const RunFilter& filter = {},
 // The run with this id; an unknown id is an error.
 RunRecord get_run(Database& db, int64_t run_id, double stale_after_s = kDefaultStaleAfterS);
 
+// The run with exactly this name, if there is one.
+std::optional<int64_t> find_run_named(Database& db, std::string_view name);
+
 // What a user typed as RUN: an id, a name, or an unambiguous prefix of one name. An unknown
 // or ambiguous one is an error that lists the candidates.
 int64_t resolve_run(Database& db, std::string_view run);

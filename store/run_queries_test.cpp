@@ -138,6 +138,12 @@ TEST_F(RunQueriesTest, ResolvesIdsNamesAndUniquePrefixes) {
             "store: no run named 'x' in " + path("empty.db") + " (it holds no runs)");
 }
 
+TEST_F(RunQueriesTest, FindsARunByItsExactNameOnly) {
+  EXPECT_EQ(find_run_named(*db_, "llama-1b"), ids_[2]);
+  EXPECT_EQ(find_run_named(*db_, "llama-"), std::nullopt);
+  EXPECT_EQ(find_run_named(*db_, std::to_string(ids_[2])), std::nullopt);
+}
+
 TEST_F(RunQueriesTest, DetailsHoldTheLatestRowsEventsAndCommands) {
   insert_command(*db_, ids_[3], CommandAction::Checkpoint);
   live_->log_metrics(interval(7, 2));

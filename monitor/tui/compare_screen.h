@@ -1,0 +1,16 @@
+// The compare screen: runs tagged on the runs screen side by side, a summary table (final
+// and best loss, best validation loss, mean tokens/s and MFU, elapsed time) and their loss
+// curves overlaid on one plot, each run in its own colour.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "monitor/tui/screen.h"
+
+namespace kiln::tui {
+
+std::unique_ptr<Screen> make_compare_screen(std::vector<int64_t> run_ids);
+
+}  // namespace kiln::tui

@@ -1,0 +1,59 @@
+#include "monitor/tui/draw.h"
+
+#include <curses.h>
+
+#include <algorithm>
+
+namespace kiln::tui {
+namespace {
+
+bool continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+}  // namespace
+
+int text_width(std::string_view text) {
+  return static_cast<int>(std::count_if(text.begin(), text.end(),
+                                        [](char c) { return !continuation_byte(c); }));
+}
+
+std::string clip(std::string_view text, int width) {
+  int columns = 0;
+  size_t end = 0;
+  while (end < text.size()) {
+    if (!continuation_byte(text[end])) {
+      if (columns == width) break;
+      ++columns;
+    }
+    ++end;
+  }
+  return std::string(text.substr(0, end));
+}
+
+std::string pad_left_aligned(std::string_view text, int width) {
+  std::string out = clip(text, width);
+  out.append(static_cast<size_t>(std::max(0, width - text_width(out))), ' ');
+  return out;
+}
+
+std::string pad_right_aligned(std::string_view text, int width) {
+  const std::string cut = clip(text, width);
+  return std::string(static_cast<size_t>(std::max(0, width - text_width(cut))), ' ') + cut;
+}
+
+int put(int row, int col, std::string_view text, int width, int attr) {
+  const int room = std::min(width, COLS - col);
+  if (row < 0 || row >= LINES || col < 0 || room <= 0) return 0;
+  const std::string cut = clip(text, room);
+  attron(attr);
+  mvaddstr(row, col, cut.c_str());
+  attroff(attr);
+  return text_width(cut);
+}
+
+void fill_row(int row, int col, int width, int attr) {
+  const int room = std::min(width, COLS - col);
+  if (room <= 0) return;
+  put(row, col, std::string(static_cast<size_t>(room), ' '), room, attr);
+}
+
+}  // namespace kiln::tui

@@ -1,0 +1,20 @@
+// The bottom row: the keys of the current screen, htop-style ("Enter Open  / Filter ..."),
+// or a message (a command queued, an error) while one is fresh.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "monitor/tui/theme.h"
+
+namespace kiln::tui {
+
+struct KeyHint {
+  std::string key;    // as the user presses it: "Enter", "/", "p"
+  std::string label;  // what it does, one or two words
+};
+
+void draw_key_bar(int row, const std::vector<KeyHint>& hints, const Theme& theme);
+void draw_message(int row, const std::string& message, Tone tone, const Theme& theme);
+
+}  // namespace kiln::tui

@@ -1,0 +1,32 @@
+// The launch form: a config from configs/ (Left/Right) or any path typed in, the run's name,
+// and overrides (steps, learning rate, tp/pp/dp, device, more --set key=value pairs); Enter
+// starts `kiln train` in the background (under `mpirun -np tp*pp*dp` when that is above 1)
+// with its output in <checkpoint_dir>/<name>/train.log, and the run screen takes over.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "monitor/tui/screen.h"
+
+namespace kiln::tui {
+
+std::unique_ptr<Screen> make_launch_form(std::string configs_dir, std::string kiln_binary);
+
+// The values of the form, as typed.
+struct LaunchValues {
+  std::string config, name, steps, lr, tp = "1", pp = "1", dp = "1", device = "auto", more;
+};
+
+// What a launch runs: the command and where its output goes. Bad values are a kiln::Error
+// naming the field.
+struct LaunchPlan {
+  std::vector<std::string> argv;
+  std::string log_path;
+  int processes = 1;
+};
+LaunchPlan plan_launch(const LaunchValues& values, const std::string& kiln_binary,
+                       const std::string& store_path);
+
+}  // namespace kiln::tui

@@ -1,0 +1,382 @@
+#include "monitor/tui/run_screen.h"
+
+#include <curses.h>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <optional>
+
+#include "cli/run_config_summary.h"
+#include "store/run_figures.h"
+#include "store/run_overview.h"
+#include "cli/runs_format.h"
+#include "monitor/tui/draw.h"
+#include "monitor/tui/plot.h"
+#include "monitor/tui/table.h"
+#include "store/commands.h"
+#include "store/metric_queries.h"
+#include "store/run_queries.h"
+
+namespace kiln::tui {
+namespace {
+
+constexpr size_t kEvents = 50;
+constexpr int kLogTailLines = 12;
+
+enum class Pane { Ranks, Events };
+
+std::string compact_bytes(const std::optional<int64_t>& bytes) {
+  if (!bytes) return kAbsent;
+  const double b = static_cast<double>(*bytes);
+  if (b >= 1e9) return fmt::format("{:.1f}G", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.0f}M", b / 1e6);
+  return fmt::format("{:.0f}k", b / 1e3);
+}
+
+std::string millis(double ms) { return std::isnan(ms) ? kAbsent : fmt::format("{:.1f}", ms); }
+
+// The whole step's time: the parts that were measured.
+double step_ms(const store::MetricRow& r) {
+  double sum = 0;
+  bool any = false;
+  for (double part : {r.fwd_ms, r.bwd_ms, r.opt_ms, r.comm_ms, r.data_ms})
+    if (!std::isnan(part)) {
+      sum += part;
+      any = true;
+    }
+  return any ? sum : store::kNoValue;
+}
+
+const std::vector<TableColumn>& rank_columns() {
+  static const std::vector<TableColumn> c = {
+      {"RANK", 4, true, 10}, {"STEP", 7, true, 9},  {"LOSS", 7, true, 8},  {"TOK/S", 7, true, 7},
+      {"MFU", 6, true, 6},   {"MEM USED/PEAK", 13, true, 5}, {"STEP MS", 8, true, 6},
+      {"FWD", 6, true, 2},   {"BWD", 6, true, 2},  {"OPT", 6, true, 1},  {"COMM", 6, true, 3},
+      {"DATA", 6, true, 3},  {"AGE", 5, true, 6}};
+  return c;
+}
+
+Tone event_tone(const std::string& kind) {
+  if (kind == "error" || kind == "nan" || kind == "dropped") return Tone::Bad;
+  if (kind == "command") return Tone::Accent;
+  if (kind == "checkpoint") return Tone::Info;
+  if (kind == "start" || kind == "end") return Tone::Good;
+  return Tone::Plain;
+}
+
+std::string clock_time(double unix_s) {
+  const std::string full = local_second(unix_s);
+  return full.size() > 8 ? full.substr(full.size() - 8) : full;
+}
+
+std::vector<std::string> log_tail(const std::string& path, int lines) {
+  std::ifstream in(path);
+  std::vector<std::string> all;
+  for (std::string line; std::getline(in, line);) all.push_back(line);
+  if (all.size() > static_cast<size_t>(lines)) all.erase(all.begin(), all.end() - lines);
+  return all;
+}
+
+// A metric's curve, and the times of its first and last points (for the step rate).
+struct Curve {
+  PlotSeries series;
+  double first_time = 0, last_time = 0;
+};
+
+Curve curve_of(store::Database& db, int64_t run_id, const std::string& key, int width, Tone tone) {
+  store::SeriesQuery query;
+  query.key = key;
+  query.max_points = static_cast<size_t>(std::max(2 * width, 16));
+  Curve curve;
+  curve.series.tone = tone;
+  // One rank draws the curve: every rank logs the run's throughput and the same loss.
+  const std::vector<store::RankSeries> ranks = store::metric_series(db, run_id, query);
+  if (ranks.empty()) return curve;
+  for (const auto& p : ranks.front().points) {
+    curve.series.x.push_back(static_cast<double>(p.step));
+    curve.series.y.push_back(p.value);
+  }
+  curve.first_time = ranks.front().points.front().time;
+  curve.last_time = ranks.front().points.back().time;
+  return curve;
+}
+
+class RunScreen final : public Screen {
+ public:
+  RunScreen(std::optional<int64_t> id, std::string name) : id_(id), name_(std::move(name)) {}
+
+  void load(Session& session) override {
+    store::Database& db = session.reader();
+    if (!id_ && !find_launched(db)) return;
+    details_ = store::run_details(db, *id_, kEvents);
+    name_ = details_->run.name;
+    const int plot_width = std::max(8, COLS / 2 - 10);
+    loss_ = curve_of(db, *id_, "loss", plot_width, Tone::Good);
+    rate_ = curve_of(db, *id_, "tokens_per_s", plot_width, Tone::Info);
+  }
+
+  void draw(Session& session, int height) override {
+    const Theme& theme = session.theme();
+    if (!details_) return draw_waiting(session, height);
+    const store::RunRecord& run = details_->run;
+    const double now = store::unix_now();
+    fill_row(0, 0, COLS, theme.attr(Tone::Title));
+    int col = put(0, 0, fmt::format(" run {} · {} · ", run.id, run.name), COLS, theme.attr(Tone::Title));
+    col += put(0, col, std::string(store::to_string(run.status)), COLS - col,
+               theme.attr(Tone::Title) | A_UNDERLINE);
+    put(0, col, fmt::format(" · {} · {} {} · {}", run.layout.empty() ? kAbsent : run.layout,
+                            run.backend, run.device, run.host),
+        COLS - col, theme.attr(Tone::Title));
+    put(1, 1, config_summary(run.config_json), COLS - 2, theme.attr(Tone::Dim));
+    draw_progress(2, session, now);
+
+    const int ranks_rows = std::clamp(static_cast<int>(details_->latest.size()), 1, std::max(1, height / 5));
+    draw_ranks(4, ranks_rows + 1, theme, now);
+    const int plots_top = 4 + ranks_rows + 2;
+    const int rest = height - plots_top;
+    const int plot_height = std::clamp(rest / 2 + 1, 3, 12);
+    const int half = COLS / 2;
+    draw_plot(plots_top, 0, plot_height, half - 1, "loss", {loss_.series}, theme);
+    draw_plot(plots_top, half, plot_height, COLS - half, "tokens/s", {rate_.series}, theme);
+    draw_events(plots_top + plot_height + 1, height - (plots_top + plot_height + 1), theme);
+  }
+
+  Outcome key(int key, Session& session) override {
+    if (prompt_) return prompt_key(key, session);
+    if (key == '\t') {
+      pane_ = pane_ == Pane::Ranks ? Pane::Events : Pane::Ranks;
+      return Outcome::handled();
+    }
+    if (!details_) return Outcome::ignored();
+    const size_t count = pane_ == Pane::Ranks ? details_->latest.size() : details_->events.size();
+    size_t& selected = pane_ == Pane::Ranks ? rank_selected_ : event_selected_;
+    if (move_selection(key, count, 5, selected)) return Outcome::handled();
+    using A = store::CommandAction;
+    switch (key) {
+      case 'p':
+        steer(session, details_->run.status == store::RunStatus::Paused ? A::Resume : A::Pause);
+        return Outcome::handled();
+      case 'c': steer(session, A::Checkpoint); return Outcome::handled();
+      case 'l':
+        open(Question::LearningRate, Prompt::Kind::Text, "new learning rate:");
+        return Outcome::handled();
+      case 's':
+        open(Question::Stop, Prompt::Kind::Confirm,
+             "stop run " + name_ + " (it checkpoints if configured, then ends as stopped)?");
+        return Outcome::handled();
+      case 'K':
+        if (!session.launcher().running(name_)) {
+          session.flash("K kills only a run launched from this kiln tui and still running; "
+                        "s stops any live run", Tone::Warn);
+          return Outcome::handled();
+        }
+        open(Question::Kill, Prompt::Kind::Confirm, "kill the processes of " + name_ + "?");
+        return Outcome::handled();
+      default: return Outcome::ignored();
+    }
+  }
+
+  std::vector<KeyHint> hints() const override {
+    return {{"p", "Pause/Resume"}, {"c", "Ckpt"}, {"l", "LR"}, {"s", "Stop"}, {"K", "Kill"},
+            {"Tab", "Pane"}, {"?", "Help"}, {"q", "Back"}};
+  }
+
+  std::vector<KeyHint> help() const override {
+    return {{"p", "pause a running run / resume a paused one"},
+            {"c", "write a checkpoint at the next step"},
+            {"l", "change the learning rate (train.lr)"},
+            {"s", "stop gracefully (asks first)"},
+            {"K", "kill the processes this UI launched (asks first)"},
+            {"Tab", "switch between the ranks and events panes (arrows scroll)"},
+            {"", "commands go through the store's queue; the run acts"},
+            {"", "at its next step boundary and records an event"}};
+  }
+
+  std::string title() const override { return "Run"; }
+  const Prompt* prompt() const override { return prompt_ ? &*prompt_ : nullptr; }
+
+ private:
+  enum class Question { LearningRate, Stop, Kill };
+
+  bool find_launched(store::Database& db) {
+    id_ = store::find_run_named(db, name_);
+    return id_.has_value();
+  }
+
+  void draw_waiting(Session& session, int height) {
+    const Theme& theme = session.theme();
+    fill_row(0, 0, COLS, theme.attr(Tone::Title));
+    put(0, 0, " launching " + name_, COLS, theme.attr(Tone::Title));
+    const Launcher& launcher = session.launcher();
+    const std::string log = launcher.log_path(name_);
+    if (const auto code = launcher.exit_code(name_)) {
+      put(2, 2, fmt::format("The launch ended (exit code {}) before the run reached the store.", *code),
+          COLS - 4, theme.attr(Tone::Bad));
+    } else {
+      put(2, 2, "Starting; the run opens here as soon as it is recorded in the store.", COLS - 4, 0);
+    }
+    put(3, 2, "log: " + log, COLS - 4, theme.attr(Tone::Dim));
+    int row = 5;
+    for (const auto& line : log_tail(log, kLogTailLines))
+      if (row < height) put(row++, 2, line, COLS - 4, 0);
+  }
+
+  void draw_progress(int row, Session& session, double now) {
+    const Theme& theme = session.theme();
+    const store::RunRecord& run = details_->run;
+    const std::optional<int64_t> planned = store::planned_steps(run.config_json);
+    const int64_t step = run.last_step.value_or(0);
+    std::string right = fmt::format(" step {}", step);
+    double fraction = 0;
+    if (planned && *planned > 0) {
+      fraction = std::clamp(static_cast<double>(step) / static_cast<double>(*planned), 0.0, 1.0);
+      right = fmt::format(" step {}/{} {:.1f}%", step, *planned, 100 * fraction);
+    }
+    right += " · " + eta_text(planned) + " · elapsed " + duration_or_absent(store::run_duration_s(run, now));
+    if (!details_->latest.empty()) {
+      const double lr = details_->latest.front().lr;
+      if (!std::isnan(lr)) right += fmt::format(" · lr {:.3g}", lr);
+    }
+    const int bar = std::clamp(COLS - text_width(right) - 3, 10, 60);
+    const int filled = static_cast<int>(std::lround(fraction * bar));
+    std::string cells;
+    for (int i = 0; i < bar; ++i)
+      cells += i < filled ? (theme.unicode() ? "█" : "#") : (theme.unicode() ? "░" : ".");
+    put(row, 1, "[", 1, 0);
+    put(row, 2, cells, bar, theme.attr(status_tone(run.status)));
+    put(row, 2 + bar, "]", 1, 0);
+    put(row, 3 + bar, right, COLS - bar - 3, 0);
+  }
+
+  // Remaining steps at the rate of the logged steps so far, first to last.
+  std::string eta_text(const std::optional<int64_t>& planned) const {
+    const store::RunRecord& run = details_->run;
+    if (run.ended_at) return std::string(store::to_string(run.status));
+    if (run.status == store::RunStatus::Paused) return "paused";
+    const std::vector<double>& steps = rate_.series.x;
+    if (!planned || steps.size() < 2) return "ETA -";
+    const double step_rate = (steps.back() - steps.front()) / (rate_.last_time - rate_.first_time);
+    if (!(step_rate > 0)) return "ETA -";
+    return "ETA " + duration_or_absent((static_cast<double>(*planned) - steps.back()) / step_rate);
+  }
+
+  void draw_ranks(int row, int height, const Theme& theme, double now) {
+    const auto& rows = details_->latest;
+    size_t slowest = rows.size();
+    if (rows.size() > 1) {
+      double worst = -1;
+      for (size_t i = 0; i < rows.size(); ++i)
+        if (const double ms = step_ms(rows[i]); !std::isnan(ms) && ms > worst) {
+          worst = ms;
+          slowest = i;
+        }
+    }
+    std::vector<std::vector<TableCell>> cells;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const store::MetricRow& r = rows[i];
+      const Tone tone = i == slowest ? Tone::Warn : Tone::Plain;
+      const double age = now - r.time;
+      cells.push_back({{std::to_string(r.rank), tone}, {std::to_string(r.step), tone},
+                       {fixed4(r.loss), tone}, {compact_rate(r.tokens_per_s), tone},
+                       {percent(r.mfu), mfu_tone(r.mfu)},
+                       {compact_bytes(r.mem_used) + "/" + compact_bytes(r.mem_peak), tone},
+                       {millis(step_ms(r)), i == slowest ? Tone::Bad : tone},
+                       {millis(r.fwd_ms), tone}, {millis(r.bwd_ms), tone}, {millis(r.opt_ms), tone},
+                       {millis(r.comm_ms), tone}, {millis(r.data_ms), tone},
+                       {store::is_live(details_->run.status) ? fmt::format("{:.0f}s", age) : kAbsent,
+                        store::is_live(details_->run.status) ? age_tone(age) : Tone::Dim}});
+    }
+    put(row - 1, 1,
+        rows.size() > 1 ? fmt::format("ranks ({}; the slowest step highlighted)", rows.size()) : "ranks",
+        COLS - 2, pane_ == Pane::Ranks ? A_BOLD : theme.attr(Tone::Dim));
+    rank_first_ = scroll_to_show(rank_first_, rank_selected_, static_cast<size_t>(height - 1));
+    TableView view{row, 0, COLS, height, rank_first_, static_cast<long>(rank_selected_),
+                   pane_ == Pane::Ranks};
+    draw_table(view, rank_columns(), cells, {}, theme);
+    if (rows.empty()) put(row + 1, 2, "no step logged yet", COLS - 4, theme.attr(Tone::Dim));
+  }
+
+  void draw_events(int row, int height, const Theme& theme) {
+    if (height < 2) return;
+    const auto& events = details_->events;
+    put(row, 1, "events (newest last)", COLS - 2, pane_ == Pane::Events ? A_BOLD : theme.attr(Tone::Dim));
+    const size_t visible = static_cast<size_t>(height - 1);
+    // Unless the user scrolls, the newest events show.
+    if (pane_ != Pane::Events) event_selected_ = events.empty() ? 0 : events.size() - 1;
+    event_first_ = scroll_to_show(event_first_, event_selected_, visible);
+    for (size_t k = 0; k < visible && event_first_ + k < events.size(); ++k) {
+      const store::Event& e = events[event_first_ + k];
+      const int y = row + 1 + static_cast<int>(k);
+      const bool selected = pane_ == Pane::Events && event_first_ + k == event_selected_;
+      if (selected) fill_row(y, 0, COLS, theme.attr(Tone::Selected));
+      const int sel = selected ? theme.attr(Tone::Selected) : 0;
+      int col = put(y, 2, clock_time(e.time) + " ", COLS - 2, sel | theme.attr(Tone::Dim));
+      col += put(y, 2 + col, pad_right_aligned(e.step ? "step " + std::to_string(*e.step) : "", 11) + " ",
+                 COLS - 2 - col, sel);
+      col += put(y, 2 + col, pad_left_aligned(e.kind, 10) + " ", COLS - 2 - col,
+                 sel ? sel : theme.attr(event_tone(e.kind)));
+      put(y, 2 + col, e.message, COLS - 2 - col, sel);
+    }
+  }
+
+  void open(Question question, Prompt::Kind kind, std::string text) {
+    question_ = question;
+    prompt_.emplace(kind, std::move(text));
+  }
+
+  Outcome prompt_key(int key, Session& session) {
+    const Prompt::Result result = prompt_->key(key);
+    if (result == Prompt::Result::Open) return Outcome::handled();
+    const std::string answer = prompt_->text();
+    prompt_.reset();
+    if (result == Prompt::Result::Cancelled) return Outcome::handled();
+    switch (question_) {
+      case Question::LearningRate: {
+        double lr = 0;
+        const auto [end, ec] = std::from_chars(answer.data(), answer.data() + answer.size(), lr);
+        if (ec != std::errc() || end != answer.data() + answer.size() || !std::isfinite(lr) || lr <= 0) {
+          session.flash("learning rate: '" + answer + "' is not a number greater than 0", Tone::Bad);
+          break;
+        }
+        steer(session, store::CommandAction::Set, fmt::format("train.lr={}", lr));
+        break;
+      }
+      case Question::Stop: steer(session, store::CommandAction::Stop); break;
+      case Question::Kill:
+        if (session.launcher().kill(name_)) session.flash("sent the processes of " + name_ + " SIGTERM (K again: SIGKILL)", Tone::Warn);
+        break;
+    }
+    return Outcome::handled();
+  }
+
+  void steer(Session& session, store::CommandAction action, const std::string& argument = {}) {
+    const int64_t command = store::insert_command(session.writer(), *id_, action, argument);
+    session.flash(fmt::format("queued {}{} as command {}; it applies at the run's next step",
+                              store::to_string(action), argument.empty() ? "" : " " + argument,
+                              command));
+  }
+
+  std::optional<int64_t> id_;
+  std::string name_;
+  std::optional<store::RunDetails> details_;
+  Curve loss_, rate_;
+  Pane pane_ = Pane::Ranks;
+  size_t rank_selected_ = 0, rank_first_ = 0, event_selected_ = 0, event_first_ = 0;
+  std::optional<Prompt> prompt_;
+  Question question_ = Question::Stop;
+};
+
+}  // namespace
+
+std::unique_ptr<Screen> make_run_screen(int64_t run_id) {
+  return std::make_unique<RunScreen>(run_id, "");
+}
+
+std::unique_ptr<Screen> make_launched_run_screen(std::string run_name) {
+  return std::make_unique<RunScreen>(std::nullopt, std::move(run_name));
+}
+
+}  // namespace kiln::tui

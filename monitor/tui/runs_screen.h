@@ -1,0 +1,16 @@
+// The runs screen: the store's history as a table (status in colour, name, tags, layout,
+// device, step of planned steps, latest loss, tokens/s, MFU, start, duration), sorted by
+// any column, filtered by a regex, runs tagged with Space for comparison; Enter opens one,
+// n opens the launch form.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "monitor/tui/screen.h"
+
+namespace kiln::tui {
+
+std::unique_ptr<Screen> make_runs_screen(std::string configs_dir, std::string kiln_binary);
+
+}  // namespace kiln::tui

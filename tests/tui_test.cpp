@@ -1,0 +1,319 @@
+// End-to-end: kiln tui driven in a real terminal (tmux): the runs table shows finished runs,
+// a run launched from the form appears and advances, p pauses and resumes it, l sets its
+// learning rate, s stops it, K kills a launched one, an 80x24 terminal keeps every view
+// readable, and bad stores get one clear line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "kernels/check.h"
+#include "store/run_queries.h"
+#include "store/schema.h"
+#include "tests/corpus_fixture.h"
+#include "tests/run_command.h"
+
+namespace kiln::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kiln = KILN_BINARY;
+
+// One tmux server of its own (its own socket) running one command in a detached window,
+// in the folder `dir`.
+class Tmux {
+ public:
+  Tmux(const std::string& name, const std::string& command, int width, int height,
+       const std::string& dir = ".")
+      : socket_("kiln-tui-test-" + name + "-" + std::to_string(::getpid())) {
+    // The pane outlives the command, so what it printed before exiting can be read.
+    const CommandResult r = run_command(
+        tmux() + " new-session -d -s main -c " + dir + " -x " + std::to_string(width) + " -y " +
+        std::to_string(height) + " \"env LC_ALL=C.UTF-8 " + command + "; sleep 600\"");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
+  ~Tmux() { run_command(tmux() + " kill-server"); }
+
+  // tmux send-keys arguments: key names ("Enter", "Escape", "C-u") or a literal with -l.
+  void keys(const std::string& keys) { run_command(tmux() + " send-keys -t main " + keys); }
+  void type(const std::string& text) { keys("-l '" + text + "'"); }
+  void resize(int width, int height) {
+    run_command(tmux() + " resize-window -t main -x " + std::to_string(width) + " -y " +
+                std::to_string(height));
+  }
+  std::string screen() { return run_command(tmux() + " capture-pane -p -t main").output; }
+  // The screen with its colours and attributes as escape sequences.
+  std::string styled_screen() { return run_command(tmux() + " capture-pane -e -p -t main").output; }
+  // A tmux format about the pane, e.g. #{alternate_on}.
+  std::string pane(const std::string& format) {
+    std::string out = run_command(tmux() + " display-message -p -t main '" + format + "'").output;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  }
+
+  // Polls the screen until it shows every one of the texts; the last screen either way.
+  std::string wait_for(const std::vector<std::string>& texts, std::chrono::seconds timeout = 20s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string shown;
+    while (std::chrono::steady_clock::now() < deadline) {
+      shown = screen();
+      bool all = true;
+      for (const auto& t : texts) all = all && shown.find(t) != std::string::npos;
+      if (all) return shown;
+      std::this_thread::sleep_for(100ms);
+    }
+    return shown;
+  }
+
+ private:
+  std::string tmux() const { return "tmux -L " + socket_ + " -f /dev/null"; }
+  std::string socket_;
+};
+
+bool shows(const std::string& screen, const std::string& text) {
+  return screen.find(text) != std::string::npos;
+}
+
+// Every line of a captured screen fits the width.
+void expect_fits(const std::string& screen, size_t width) {
+  std::istringstream lines(screen);
+  for (std::string line; std::getline(lines, line);) {
+    size_t columns = 0;
+    for (char c : line) columns += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    EXPECT_LE(columns, width) << line;
+  }
+}
+
+// The step the run screen's progress line shows, "step N/M".
+std::optional<long> shown_step(const std::string& screen) {
+  static const std::regex step(R"(step (\d+)/)");
+  std::smatch m;
+  if (!std::regex_search(screen, m, step)) return std::nullopt;
+  return std::stol(m[1]);
+}
+
+std::optional<int64_t> last_step(const std::string& store_path, const std::string& run) {
+  auto db = store::open_store(store_path, store::Access::ReadOnly);
+  return store::get_run(*db, store::resolve_run(*db, run)).last_step;
+}
+
+store::RunStatus status_of(const std::string& store_path, const std::string& run) {
+  auto db = store::open_store(store_path, store::Access::ReadOnly);
+  return store::get_run(*db, store::resolve_run(*db, run)).status;
+}
+
+TEST(Tui, ShowsFinishedRunsOpensComparesAndFitsEightyByTwentyFour) {
+  const std::string dir = fresh_dir("tui_history");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
+  for (const std::string name : {"alpha", "beta"}) {
+    const CommandResult r = run_command(kiln + " train --store " + path + " --name " + name +
+                                        " --tag smoke" + small_run(prefix));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  Tmux tmux("history", kiln + " tui --store " + path, 132, 40);
+  std::string screen = tmux.wait_for({"alpha", "beta", "completed", "6/6", "smoke", "tp1.pp1.dp1"});
+  ASSERT_TRUE(shows(screen, "alpha") && shows(screen, "6/6") && shows(screen, "smoke")) << screen;
+  EXPECT_TRUE(shows(screen, "2 runs")) << screen;
+
+  // Newest first: beta is selected; Enter opens it with its events.
+  tmux.keys("Enter");
+  screen = tmux.wait_for({"run 2 · beta", "completed", "ranks", "loss", "tokens/s", "end"});
+  ASSERT_TRUE(shows(screen, "run 2 · beta")) << screen;
+  EXPECT_TRUE(shows(screen, "step 6/6 100.0%")) << screen;
+  EXPECT_TRUE(shows(screen, "gpt2, 1 layer, d_model 32")) << screen;
+
+  tmux.resize(80, 24);
+  screen = tmux.wait_for({"run 2 · beta", "p Pause/Resume", "q Back", "RANK", "LOSS"});
+  EXPECT_TRUE(shows(screen, "q Back") && shows(screen, "RANK")) << screen;
+  expect_fits(screen, 80);
+
+  // The help overlay, then back to the runs, still readable at 80x24.
+  tmux.keys("?");
+  screen = tmux.wait_for({"Run keys", "pause a running run"});
+  EXPECT_TRUE(shows(screen, "Run keys")) << screen;
+  tmux.keys("Escape");
+  tmux.keys("q");
+  screen = tmux.wait_for({"STATUS", "NAME", "alpha", "beta", "q Quit"});
+  EXPECT_TRUE(shows(screen, "STATUS") && shows(screen, "alpha") && shows(screen, "q Quit")) << screen;
+  expect_fits(screen, 80);
+
+  // Tag both with Space and compare them.
+  tmux.keys("Space Space c");
+  screen = tmux.wait_for({"compare 2 runs", "alpha", "beta", "loss by step"});
+  EXPECT_TRUE(shows(screen, "compare 2 runs") && shows(screen, "FINAL")) << screen;
+  expect_fits(screen, 80);
+
+  // A regex filter keeps the runs it matches.
+  tmux.keys("q / C-u");
+  tmux.type("^alp");
+  tmux.keys("Enter");
+  screen = tmux.wait_for({"filter /^alp/", "(1 shown)"});
+  EXPECT_TRUE(shows(screen, "(1 shown)") && shows(screen, "alpha")) << screen;
+  EXPECT_FALSE(shows(screen, "beta")) << screen;
+
+  // Ctrl-C ends the UI and gives the terminal back: the alternate screen is off again.
+  ASSERT_EQ(tmux.pane("#{alternate_on}"), "1");
+  tmux.keys("C-c");
+  for (int i = 0; i < 50 && tmux.pane("#{pane_current_command}") != "sleep"; ++i)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(tmux.pane("#{pane_current_command}"), "sleep");
+  EXPECT_EQ(tmux.pane("#{alternate_on}"), "0");
+}
+
+// True when the screen uses a foreground or background colour.
+bool coloured(const std::string& styled) {
+  static const std::regex colour("\x1b\\[[0-9;]*(3[0-7]|4[0-7])m");
+  return std::regex_search(styled, colour);
+}
+
+TEST(Tui, NoColorAndMonoDrawWithoutColours) {
+  const std::string dir = fresh_dir("tui_mono");
+  const std::string path = dir + "/runs.db";
+  store::open_store(path, store::Access::ReadWrite);
+  Tmux colour("colour", kiln + " tui --store " + path, 80, 24);
+  Tmux no_color("no-color", "NO_COLOR=1 " + kiln + " tui --store " + path, 80, 24);
+  Tmux mono("mono", kiln + " tui --mono --store " + path, 80, 24);
+  for (Tmux* t : {&colour, &no_color, &mono})
+    ASSERT_TRUE(shows(t->wait_for({"No runs in", "q Quit"}), "q Quit"));
+  EXPECT_TRUE(coloured(colour.styled_screen())) << colour.styled_screen();
+  EXPECT_FALSE(coloured(no_color.styled_screen())) << no_color.styled_screen();
+  EXPECT_FALSE(coloured(mono.styled_screen())) << mono.styled_screen();
+}
+
+TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {
+  const std::string dir = fresh_dir("tui_launch");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
+  store::open_store(path, store::Access::ReadWrite);  // an empty store
+  // A tiny run that would train for a long time, logging every step.
+  const std::string config = dir + "/live.json";
+  std::ofstream(config) << R"({"model": {"arch": "gpt2", "n_layer": 1, "n_head": 2, "d_model": 32,
+      "vocab_size": 257, "seq_len": 16},
+    "train": {"steps": 1000000, "global_batch": 4, "micro_batch": 2, "lr": 0.001, "warmup": 0,
+      "decay": "constant", "log_interval": 1, "eval_interval": 0,
+      "checkpoint_dir": ")" << dir << R"(/checkpoints"},
+    "data": {"paths": [")" << prefix << R"("], "split": "90,10,0", "tokenizer": "byte"},
+    "backend": {"device": "cpu", "threads": 1}})";
+
+  Tmux tmux("launch", kiln + " tui --store " + path, 120, 40, dir);
+  std::string screen = tmux.wait_for({"No runs in", "Press n to launch one"});
+  EXPECT_TRUE(shows(screen, "No runs in " + path)) << screen;
+
+  tmux.keys("n");
+  ASSERT_TRUE(shows(tmux.wait_for({"launch a run into"}), "launch a run into"));
+  tmux.keys("C-u");
+  tmux.type(config);
+  tmux.keys("Down C-u");
+  tmux.type("live");
+  screen = tmux.wait_for({"1 process; output to " + dir + "/checkpoints/live/train.log", "1000000"});
+  ASSERT_TRUE(shows(screen, "output to " + dir + "/checkpoints/live/train.log")) << screen;
+  tmux.keys("Enter");
+
+  screen = tmux.wait_for({"run 1 · live", "running", "step "}, 60s);
+  ASSERT_TRUE(shows(screen, "run 1 · live")) << screen << read_text(dir + "/checkpoints/live/train.log");
+  const std::optional<long> first = shown_step(screen);
+  ASSERT_TRUE(first.has_value()) << screen;
+  // The step counter advances on screen.
+  std::optional<long> later;
+  for (int i = 0; i < 100 && !(later && *later > *first); ++i) {
+    std::this_thread::sleep_for(100ms);
+    later = shown_step(tmux.screen());
+  }
+  EXPECT_GT(later.value_or(0), *first);
+
+  // p pauses: the status says so, the step stops, and the command is an event.
+  tmux.keys("p");
+  screen = tmux.wait_for({"live · paused", "command"});
+  ASSERT_TRUE(shows(screen, "live · paused")) << screen;
+  EXPECT_TRUE(shows(screen, "paused")) << screen;
+  const std::optional<int64_t> paused_at = last_step(path, "live");
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(last_step(path, "live"), paused_at);
+  EXPECT_EQ(status_of(path, "live"), store::RunStatus::Paused);
+
+  // l asks for a learning rate; the run applies it (while paused, too) and says so.
+  tmux.keys("l");
+  tmux.type("0.0005");
+  tmux.keys("Enter");
+  screen = tmux.wait_for({"set train.lr=0.0005 applied"});
+  EXPECT_TRUE(shows(screen, "set train.lr=0.0005 applied")) << screen;
+
+  // p resumes, and the step moves on.
+  tmux.keys("p");
+  screen = tmux.wait_for({"live · running"});
+  EXPECT_TRUE(shows(screen, "live · running")) << screen;
+  bool advanced = false;
+  for (int i = 0; i < 100 && !advanced; ++i) {
+    std::this_thread::sleep_for(100ms);
+    advanced = last_step(path, "live") > paused_at;
+  }
+  EXPECT_TRUE(advanced);
+
+  // s asks first, then stops the run.
+  tmux.keys("s");
+  EXPECT_TRUE(shows(tmux.wait_for({"(y/n)"}), "(y/n)"));
+  tmux.keys("y");
+  screen = tmux.wait_for({"live · stopped"}, 30s);
+  EXPECT_TRUE(shows(screen, "live · stopped")) << screen;
+  EXPECT_EQ(status_of(path, "live"), store::RunStatus::Stopped);
+  EXPECT_TRUE(shows(read_text(dir + "/checkpoints/live/train.log"), "kiln: stopped by command"));
+
+  // A second launch under a taken name is refused on the form.
+  tmux.keys("q n C-u");
+  tmux.type(config);
+  tmux.keys("Down C-u");
+  tmux.type("live");
+  tmux.keys("Enter");
+  screen = tmux.wait_for({"name: a run named 'live' is already in the store"});
+  EXPECT_TRUE(shows(screen, "already in the store")) << screen;
+  EXPECT_TRUE(shows(screen, "launch a run into")) << screen;
+
+  // Under a new name it starts; K asks, then signals the processes this UI launched.
+  tmux.keys("C-u");
+  tmux.type("doomed");
+  tmux.keys("Enter");
+  screen = tmux.wait_for({"doomed · running", "step "}, 60s);
+  ASSERT_TRUE(shows(screen, "doomed · running")) << screen;
+  tmux.keys("K");
+  EXPECT_TRUE(shows(tmux.wait_for({"kill the processes of doomed? (y/n)"}), "(y/n)"));
+  tmux.keys("y");
+  screen = tmux.wait_for({"doomed · stopped", "interrupted (SIGINT or SIGTERM)"}, 30s);
+  EXPECT_TRUE(shows(screen, "interrupted (SIGINT or SIGTERM)")) << screen;
+  EXPECT_EQ(status_of(path, "doomed"), store::RunStatus::Stopped);
+}
+
+TEST(Tui, BadStoresGetOneClearLine) {
+  const std::string dir = fresh_dir("tui_bad");
+  const CommandResult missing = run_command(kiln + " tui --store " + dir + "/nothing.db");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.output, "kiln: error: store: no store at " + dir +
+                                "/nothing.db (give --store PATH or set KILN_STORE; `kiln train` "
+                                "creates the store)\n");
+
+  const std::string notes = dir + "/notes.txt";
+  std::ofstream(notes) << "my notes, not a database\n";
+  const CommandResult not_store = run_command(kiln + " tui --store " + notes);
+  EXPECT_EQ(not_store.exit_code, 1);
+  EXPECT_EQ(not_store.output.rfind("kiln: error: store: ", 0), 0u) << not_store.output;
+  EXPECT_EQ(read_text(notes), "my notes, not a database\n");
+
+  // In a terminal the error is the same line, and the terminal is left as it was.
+  Tmux tmux("bad", kiln + " tui --store " + notes, 80, 24);
+  EXPECT_TRUE(shows(tmux.wait_for({"kiln: error: store: "}), "kiln: error: store: "));
+
+  // A good store without a terminal to draw on is refused in one line, too.
+  const std::string path = dir + "/runs.db";
+  store::open_store(path, store::Access::ReadWrite);
+  const CommandResult piped = run_command(kiln + " tui --store " + path + " </dev/null");
+  EXPECT_EQ(piped.exit_code, 1);
+  EXPECT_NE(piped.output.find("kiln: error: tui: needs a terminal"), std::string::npos) << piped.output;
+}
+
+}  // namespace
+}  // namespace kiln::test
