@@ -27,23 +27,15 @@ constexpr const char* kStateFile = "state.json";
 constexpr const char* kManifestFile = "manifest.json";
 constexpr const char* kLatestFile = "latest";
 
-// The part of a flat buffer (values, moments, master weights) that holds one parameter.
-Tensor parameter_view(const Tensor& flat, const Parameter& p) {
-  Tensor t = flat;
-  t.data = static_cast<char*>(flat.data) + p.offset * static_cast<int64_t>(dtype_size(flat.dtype));
-  t.shape = p.value.shape;
-  return t;
-}
-
 // Optimizer tensors per parameter, as PyTorch's AdamW names its state.
 std::vector<std::pair<std::string, Tensor>> optimizer_tensors(const GptModel& model,
                                                               const OptimizerState& optimizer) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const Parameter& p : model.parameters().all()) {
-    out.push_back({"exp_avg." + p.name, parameter_view(optimizer.exp_avg, p)});
-    out.push_back({"exp_avg_sq." + p.name, parameter_view(optimizer.exp_avg_sq, p)});
+    out.push_back({"exp_avg." + p.name, p.view_in(optimizer.exp_avg)});
+    out.push_back({"exp_avg_sq." + p.name, p.view_in(optimizer.exp_avg_sq)});
     if (optimizer.master_copy)
-      out.push_back({"master." + p.name, parameter_view(optimizer.master, p)});
+      out.push_back({"master." + p.name, p.view_in(optimizer.master)});
   }
   return out;
 }
@@ -271,10 +263,10 @@ void Checkpoint::restore(GptModel& model, AdamW& optimizer, Ops& ops) const {
     // mixed-precision checkpoint takes them rather than the rounded copies.
     const bool from_master = has_master && !state.master_copy;
     load_piece(ops, p.value, p, from_master ? *optimizer_ : *model_, (from_master ? "master." : "") + p.name);
-    load_piece(ops, parameter_view(state.exp_avg, p), p, *optimizer_, "exp_avg." + p.name);
-    load_piece(ops, parameter_view(state.exp_avg_sq, p), p, *optimizer_, "exp_avg_sq." + p.name);
+    load_piece(ops, p.view_in(state.exp_avg), p, *optimizer_, "exp_avg." + p.name);
+    load_piece(ops, p.view_in(state.exp_avg_sq), p, *optimizer_, "exp_avg_sq." + p.name);
     if (state.master_copy)
-      load_piece(ops, parameter_view(state.master, p), p, has_master ? *optimizer_ : *model_,
+      load_piece(ops, p.view_in(state.master), p, has_master ? *optimizer_ : *model_,
                 (has_master ? "master." : "") + p.name);
   }
   optimizer.restored(state, state_.optimizer_steps);

@@ -7,21 +7,13 @@
 
 namespace kiln {
 
-namespace {
-// The part of a flat buffer laid out like the parameters that holds p.
-Tensor view_of(const Tensor& flat, const Parameter& p) {
-  Tensor t = flat;
-  t.data = static_cast<char*>(flat.data) + p.offset * static_cast<int64_t>(dtype_size(flat.dtype));
-  t.shape = p.value.shape;
-  return t;
-}
-}  // namespace
-
 WholeTensors gather_whole_tensors(const GptModel& model, const OptimizerState& optimizer,
                                   Ops& ops, Communicator& tensor_group) {
   WholeTensors whole;
   whole.values = std::make_shared<std::vector<std::vector<double>>>();
   const bool root = tensor_group.rank() == 0;
+  // Converts the whole values to the pieces' dtype as write_checkpoint reads them.
+  const std::shared_ptr<Ops> host_ops = make_cpu_ops(1);
   const int tp = tensor_group.size();
   // One tensor at a time: its pieces in rank order, then the whole on the first rank.
   const auto gather = [&](std::vector<TensorSource>& into, const std::string& name,
@@ -37,18 +29,17 @@ WholeTensors gather_whole_tensors(const GptModel& model, const OptimizerState& o
     const Shape shape = p.whole_shape();
     const DType dtype = piece.dtype;
     auto values = whole.values;
-    into.push_back({{name, dtype, shape}, [values, index, dtype, shape](void* host) {
-                      const auto cpu = make_cpu_ops(1);
-                      copy_from_doubles(*cpu, Tensor{host, dtype, shape, Device::Cpu},
+    into.push_back({{name, dtype, shape}, [values, index, dtype, shape, host_ops](void* host) {
+                      copy_from_doubles(*host_ops, Tensor{host, dtype, shape, Device::Cpu},
                                         (*values)[index]);
                     }});
   };
   for (const Parameter& p : model.parameters().all()) {
     gather(whole.model, p.name, p, p.value);
-    gather(whole.optimizer, "exp_avg." + p.name, p, view_of(optimizer.exp_avg, p));
-    gather(whole.optimizer, "exp_avg_sq." + p.name, p, view_of(optimizer.exp_avg_sq, p));
+    gather(whole.optimizer, "exp_avg." + p.name, p, p.view_in(optimizer.exp_avg));
+    gather(whole.optimizer, "exp_avg_sq." + p.name, p, p.view_in(optimizer.exp_avg_sq));
     if (optimizer.master_copy)
-      gather(whole.optimizer, "master." + p.name, p, view_of(optimizer.master, p));
+      gather(whole.optimizer, "master." + p.name, p, p.view_in(optimizer.master));
   }
   return whole;
 }

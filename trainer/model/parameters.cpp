@@ -78,6 +78,13 @@ int64_t ParameterSet::whole_count() const {
   return n;
 }
 
+Tensor Parameter::view_in(const Tensor& flat) const {
+  Tensor t = flat;
+  t.data = static_cast<char*>(flat.data) + offset * static_cast<int64_t>(dtype_size(flat.dtype));
+  t.shape = value.shape;
+  return t;
+}
+
 Shape Parameter::whole_shape() const {
   Shape whole = value.shape;
   if (!split.sharded()) return whole;

@@ -40,6 +40,9 @@ struct Parameter {
   TensorSplit split;
 
   Shape whole_shape() const;
+  // The part of a flat buffer laid out like the parameters (values, gradients, moments,
+  // master weights) that holds this parameter.
+  Tensor view_in(const Tensor& flat) const;
   // This rank's rows below the whole parameter's real_rows.
   int64_t local_real_rows() const;
   // This rank's piece of the whole parameter's values (row-major), and back: the whole
