@@ -30,14 +30,16 @@
 //
 // Head dims: 32, 64, 80, 96 and 128 (any multiple of 16 works; each needs an instantiation
 // in dispatch_head_dim). Others are rejected with kiln::Error. No alignment requirement on
-// the pointers beyond the element type's own. This is the plain CUDA-core version; tensor
-// cores (mma/wgmma) are the next step.
+// the pointers beyond the element type's own. These CUDA-core kernels run fp32 attention and
+// whatever the tensor-core kernels (kernels/cuda/attention_tensor_core.cu) do not take:
+// bf16/fp16 with head dim 64 or 128 and aligned tensors go there.
 #include <climits>
 #include <cmath>
 #include <string>
 #include <type_traits>
 
 #include "kernels/check.h"
+#include "kernels/cuda/attention_tensor_core.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.cuh"
 
@@ -47,16 +49,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-
-// The sizes every kernel needs, as plain values (a kernel argument).
-struct Dims {
-  int seq = 0;
-  int n_head = 0;
-  int n_kv_head = 0;
-  int group = 0;          // n_head / n_kv_head: query heads per kv head
-  int64_t width = 0;      // elements per token in qkv
-  int64_t out_width = 0;  // elements per token in out: n_head * D
-};
 
 // Tile sizes (rows; multiples of 16) per head dim: smaller K/V (or Q) tiles for wide heads
 // keep shared memory near 100 KB so two blocks fit on an SM.
@@ -119,7 +111,7 @@ __device__ void load_tile(float* dst, const T* src, int64_t stride, int row0, in
 // The first key query row r of batch row b attends to: its key start, or 0 without key starts
 // and on the tile rows past the sequence.
 __device__ __forceinline__ int key_start(const int32_t* key_starts, int b, int r,
-                                         const Dims& dims) {
+                                         const AttentionDims& dims) {
   return key_starts && r < dims.seq ? key_starts[static_cast<int64_t>(b) * dims.seq + r] : 0;
 }
 
@@ -127,7 +119,7 @@ __device__ __forceinline__ int key_start(const int32_t* key_starts, int b, int r
 // [k0, k0 + BK): each query's keys [start, r] miss it. A block-wide barrier: every thread
 // of the block must call it.
 template <int BQ, int BK>
-__device__ bool tile_unseen(const int32_t* key_starts, int b, int q0, int k0, const Dims& dims) {
+__device__ bool tile_unseen(const int32_t* key_starts, int b, int q0, int k0, const AttentionDims& dims) {
   static_assert(BQ <= kThreads, "one thread per query row");
   const int r = q0 + static_cast<int>(threadIdx.x);
   const bool misses = threadIdx.x >= BQ || r >= dims.seq || r < k0 ||
@@ -148,7 +140,7 @@ template <typename T, int D, int BQ, int BK>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_kernel(T* __restrict__ out, float* __restrict__ lse,
                              const T* __restrict__ qkv, const int32_t* __restrict__ key_starts,
-                             Dims dims, float scale_log2) {
+                             AttentionDims dims, float scale_log2) {
   constexpr int RM = BQ / 16, CN = BK / 16, DN = D / 16, LD = D + 1, LP = BK + 1;
   extern __shared__ float smem[];
   float* q_s = smem;           // [BQ][LD]
@@ -261,7 +253,7 @@ __global__ void __launch_bounds__(kThreads)
 // dout are [B * T * n_head, D] row-major.
 template <typename T>
 __global__ void attention_delta_kernel(float* __restrict__ delta, const T* __restrict__ dout,
-                                       const T* __restrict__ out, Dims dims, int head_dim,
+                                       const T* __restrict__ out, AttentionDims dims, int head_dim,
                                        int64_t rows) {
   const int64_t n = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -285,7 +277,7 @@ __global__ void __launch_bounds__(kThreads)
     attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
                                  const T* __restrict__ qkv, const float* __restrict__ lse,
                                  const float* __restrict__ delta,
-                                 const int32_t* __restrict__ key_starts, Dims dims,
+                                 const int32_t* __restrict__ key_starts, AttentionDims dims,
                                  float scale_log2, float scale) {
   constexpr int RM = BQ / 16, CN = BK / 16, DN = D / 16, LD = D + 1, LP = BK + 1;
   extern __shared__ float smem[];
@@ -394,7 +386,7 @@ __global__ void __launch_bounds__(kThreads)
     attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
                                    const T* __restrict__ qkv, const float* __restrict__ lse,
                                    const float* __restrict__ delta,
-                                   const int32_t* __restrict__ key_starts, Dims dims,
+                                   const int32_t* __restrict__ key_starts, AttentionDims dims,
                                    float scale_log2, float scale) {
   constexpr int CM = BK / 16, RN = BQ / 16, DN = D / 16, LD = D + 1, LP = BQ + 1;
   extern __shared__ float smem[];
@@ -513,24 +505,6 @@ __global__ void __launch_bounds__(kThreads)
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-Dims make_dims(const HeadLayout& L, const char* op) {
-  const std::string where = std::string(op) + ": ";
-  KILN_CHECK(L.batch >= 0 && L.seq >= 0, where + "negative batch or sequence length");
-  KILN_CHECK(L.n_head > 0 && L.n_kv_head > 0 && L.n_head % L.n_kv_head == 0,
-             where + "n_head (" + std::to_string(L.n_head) +
-                 ") must be a positive multiple of n_kv_head (" + std::to_string(L.n_kv_head) +
-                 ")");
-  KILN_CHECK(L.seq <= INT_MAX / 2, where + "sequence length too long");
-  KILN_CHECK(L.batch <= 65535 && L.n_head <= 65535, where + "batch and n_head must be <= 65535");
-  Dims d;
-  d.seq = static_cast<int>(L.seq);
-  d.n_head = static_cast<int>(L.n_head);
-  d.n_kv_head = static_cast<int>(L.n_kv_head);
-  d.group = d.n_head / d.n_kv_head;
-  d.width = L.qkv_width();
-  d.out_width = L.n_head * L.head_dim;
-  return d;
-}
 
 // Calls f(std::integral_constant<int, D>) for a supported head dim, fails otherwise.
 template <typename F>
@@ -547,27 +521,35 @@ void dispatch_head_dim(int64_t head_dim, const char* op, F&& f) {
   }
 }
 
-// Opts the kernel into `bytes` of dynamic shared memory (beyond the 48 KB default). Cheap;
-// done on every launch so it holds on whichever device is current.
-template <typename Kernel>
-void allow_shared_memory(Kernel kernel, size_t bytes) {
-  KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(bytes)));
-}
-
-float softmax_scale(int64_t head_dim) {
-  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-}
-float softmax_scale_log2(int64_t head_dim) {
-  return static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(head_dim)));
-}
-
 }  // namespace
+
+AttentionDims attention_dims(const HeadLayout& L, const char* op) {
+  const std::string where = std::string(op) + ": ";
+  KILN_CHECK(L.batch >= 0 && L.seq >= 0, where + "negative batch or sequence length");
+  KILN_CHECK(L.n_head > 0 && L.n_kv_head > 0 && L.n_head % L.n_kv_head == 0,
+             where + "n_head (" + std::to_string(L.n_head) +
+                 ") must be a positive multiple of n_kv_head (" + std::to_string(L.n_kv_head) +
+                 ")");
+  KILN_CHECK(L.seq <= INT_MAX / 2, where + "sequence length too long");
+  KILN_CHECK(L.batch <= 65535 && L.n_head <= 65535, where + "batch and n_head must be <= 65535");
+  AttentionDims d;
+  d.seq = static_cast<int>(L.seq);
+  d.n_head = static_cast<int>(L.n_head);
+  d.n_kv_head = static_cast<int>(L.n_kv_head);
+  d.group = d.n_head / d.n_kv_head;
+  d.width = L.qkv_width();
+  d.out_width = L.n_head * L.head_dim;
+  return d;
+}
 
 template <typename T>
 void attention_forward(T* out, float* lse, const T* qkv, const int32_t* key_starts,
                        const HeadLayout& layout, cudaStream_t stream) {
-  const Dims dims = make_dims(layout, "attention_forward");
+  if constexpr (!std::is_same_v<T, float>) {
+    if (tensor_core_attention_applies<T>(layout, {out, qkv}))
+      return attention_forward_tensor_core(out, lse, qkv, key_starts, layout, stream);
+  }
+  const AttentionDims dims = attention_dims(layout, "attention_forward");
   dispatch_head_dim(layout.head_dim, "attention_forward", [&](auto head_dim) {
     constexpr int D = decltype(head_dim)::value;
     constexpr int BQ = Tiles<D>::kForwardQ, BK = Tiles<D>::kForwardKV;
@@ -577,7 +559,7 @@ void attention_forward(T* out, float* lse, const T* qkv, const int32_t* key_star
     allow_shared_memory(kernel, smem);
     const dim3 grid(ceil_div(dims.seq, BQ), dims.n_head, static_cast<unsigned>(layout.batch));
     kernel<<<grid, kThreads, smem, stream>>>(out, lse, qkv, key_starts, dims,
-                                             softmax_scale_log2(D));
+                                             attention_scale_log2(D));
     KILN_CUDA_CHECK_LAUNCH("attention_forward_kernel");
   });
 }
@@ -591,13 +573,13 @@ template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
                         const int32_t* key_starts, const HeadLayout& layout, void* workspace,
                         cudaStream_t stream) {
-  const Dims dims = make_dims(layout, "attention_backward");
+  const AttentionDims dims = attention_dims(layout, "attention_backward");
   dispatch_head_dim(layout.head_dim, "attention_backward", [&](auto head_dim) {
     constexpr int D = decltype(head_dim)::value;
     if (layout.batch == 0 || layout.seq == 0) return;
     KILN_CHECK(workspace != nullptr, "attention_backward: workspace is null");
     float* delta = static_cast<float*>(workspace);
-    const float scale_log2 = softmax_scale_log2(D), scale = softmax_scale(D);
+    const float scale_log2 = attention_scale_log2(D), scale = attention_scale(D);
 
     const int64_t rows = layout.batch * layout.seq * layout.n_head;
     constexpr int kRowsPerBlock = kThreads / 32;
@@ -606,6 +588,11 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
     attention_delta_kernel<T><<<static_cast<unsigned>(delta_blocks), kThreads, 0, stream>>>(
         delta, dout, out, dims, D, rows);
     KILN_CUDA_CHECK_LAUNCH("attention_delta_kernel");
+    if constexpr (!std::is_same_v<T, float>) {
+      if (tensor_core_attention_applies<T>(layout, {dqkv, dout, qkv}))
+        return attention_backward_tensor_core(dqkv, dout, qkv, lse, delta, key_starts, layout,
+                                              stream);
+    }
 
     {
       constexpr int BQ = Tiles<D>::kDqQ, BK = Tiles<D>::kDqKV;

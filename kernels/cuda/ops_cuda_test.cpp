@@ -281,6 +281,8 @@ void CudaOps::rope_and_attention(int64_t seq, const Pair& positions, const Pair&
     cpu_->rope_forward(qkv.cpu, table.cpu, s, positions.cpu);
     gpu_->rope_forward(qkv.gpu, table.gpu, s, positions.gpu);
     expect_close(qkv, "rope_forward" + what);
+    // Attention then reads the rotated q and k as the GPU rounded them, on both sides.
+    copy_from_doubles(*cpu_, qkv.cpu, copy_to_doubles(*gpu_, qkv.gpu));
 
     const Pair out = output({B, seq, O}, dtype()), lse = output({B * s.n_head * seq}, DType::F32);
     cpu_->attention_forward(out.cpu, lse.cpu, qkv.cpu, s, key_starts.cpu);
