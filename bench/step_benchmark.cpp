@@ -3,6 +3,7 @@
 // CPU or, with --set backend.device=cuda --set precision.dtype=bf16, on the GPU.
 //
 //   kiln_bench_step [--config FILE] [--set section.key=value ...] [--describe]
+//                   [--profile [--gemm-tflops X --bandwidth-gbs Y] [--profile-json FILE]]
 //                   [--benchmark_* flags]
 //
 // One iteration = zero_grad; forward and backward over each of grad_accum() micro-batches
@@ -21,18 +22,26 @@
 // --describe prints the resolved config, the model shape, the FLOP counts and the parameter
 // list as JSON and exits: bench/torch_step.py and bench/peers/torch_gpu_step.py build their
 // PyTorch peers from it.
+// --profile runs kProfiledSteps steps after the warm-up through kernels/profiled_ops.h, prints
+// the per-op table of bench/step_profile.h (floors from the measured ceilings --gemm-tflops and
+// --bandwidth-gbs, required on a GPU) and exits; --profile-json also writes it as JSON.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/step_profile.h"
 #include "kernels/check.h"
+#include "kernels/profiled_ops.h"
 #include "trainer/config/config.h"
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
@@ -48,29 +57,60 @@ using Clock = std::chrono::steady_clock;
 
 // Steps timed phase by phase for the forward/backward/optimizer split.
 constexpr int kPhaseSteps = 5;
+// Steps run through the profiler with --profile.
+constexpr int kProfiledSteps = 3;
 
 struct Args {
   std::string config_path;
   std::vector<std::string> overrides;
   bool describe = false;
+  bool profile = false;
+  double gemm_tflops = 0, bandwidth_gbs = 0;
+  std::string profile_json;
   std::vector<char*> rest;  // argv[0] and the flags left for Google Benchmark
 };
+
+double positive_number(const char* flag, const char* text) {
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(value) || value <= 0)
+    throw kiln::Error(fmt::format("{} {}: not a positive number", flag, text));
+  return value;
+}
 
 Args parse_args(int argc, char** argv) {
   Args args;
   args.rest.push_back(argv[0]);
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
-    if (std::strcmp(argv[i], "--config") == 0 && has_value) {
+    const auto is = [&](const char* flag) { return std::strcmp(argv[i], flag) == 0; };
+    if ((is("--gemm-tflops") || is("--bandwidth-gbs") || is("--profile-json")) && !has_value)
+      throw kiln::Error(fmt::format("{} needs a value", argv[i]));
+    if (is("--config") && has_value) {
       args.config_path = argv[++i];
-    } else if (std::strcmp(argv[i], "--set") == 0 && has_value) {
+    } else if (is("--set") && has_value) {
       args.overrides.push_back(argv[++i]);
-    } else if (std::strcmp(argv[i], "--describe") == 0) {
+    } else if (is("--describe")) {
       args.describe = true;
+    } else if (is("--profile")) {
+      args.profile = true;
+    } else if (is("--gemm-tflops")) {
+      args.gemm_tflops = positive_number(argv[i], argv[i + 1]);
+      ++i;
+    } else if (is("--bandwidth-gbs")) {
+      args.bandwidth_gbs = positive_number(argv[i], argv[i + 1]);
+      ++i;
+    } else if (is("--profile-json")) {
+      args.profile_json = argv[++i];
     } else {
       args.rest.push_back(argv[i]);
     }
   }
+  const bool ceilings = args.gemm_tflops > 0 || args.bandwidth_gbs > 0;
+  if ((ceilings || !args.profile_json.empty()) && !args.profile)
+    throw kiln::Error("--gemm-tflops, --bandwidth-gbs and --profile-json go with --profile");
+  if ((args.gemm_tflops > 0) != (args.bandwidth_gbs > 0))
+    throw kiln::Error("--gemm-tflops and --bandwidth-gbs go together");
   return args;
 }
 
@@ -134,17 +174,28 @@ int run(int argc, char** argv) {
 
   auto ops = kiln::make_ops(config);
   const bool gpu = ops->device() == kiln::Device::Cuda;
+  const kiln::DeviceCeilings ceilings{args.gemm_tflops * 1e12, args.bandwidth_gbs * 1e9};
+  if (args.profile && gpu && !ceilings.known())
+    throw kiln::Error("--profile on a GPU needs --gemm-tflops and --bandwidth-gbs");
   if (args.describe) {
     // Parameter shapes do not depend on the batch: lay out one sequence, initialise nothing.
     const kiln::GptModel model(m, 1, *ops, dtype);
     fmt::print("{}\n", describe(config, model, *ops).dump(1));
     return 0;
   }
+  std::ofstream json_file;  // opened first, so a bad path fails before the steps run
+  if (!args.profile_json.empty()) {
+    json_file.open(args.profile_json);
+    if (!json_file) throw kiln::Error("cannot write " + args.profile_json);
+  }
+  // With --profile the model and optimizer run their ops through the profiler.
+  const auto profiled = args.profile ? std::make_unique<kiln::ProfiledOps>(*ops) : nullptr;
+  kiln::Ops& step_ops = profiled ? *profiled : *ops;
   const double free_before = gpu ? static_cast<double>(ops->available_memory()) : 0;
-  kiln::GptModel model(m, t.micro_batch, *ops, dtype,
+  kiln::GptModel model(m, t.micro_batch, step_ops, dtype,
                        kiln::AdamW::state_bytes_per_element(dtype));
   model.init_parameters(t.seed);
-  kiln::AdamW optimizer(t, model.parameters(), *ops);
+  kiln::AdamW optimizer(t, model.parameters(), step_ops);
   kiln::LossScaler scaler =
       config.precision.dtype == "fp16" ? kiln::LossScaler::dynamic() : kiln::LossScaler::none();
 
@@ -159,7 +210,8 @@ int run(int argc, char** argv) {
       for (int64_t i = 0; i < B * T; ++i)
         v->push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(m.vocab_size))));
 
-  // Waits for the device: copying one gradient element to the host synchronises the stream.
+  // Waits for the device: copying one gradient element to the host synchronises the stream
+  // (on the inner ops: no part of the profile).
   const kiln::Tensor one = model.parameters().flat_grads().slice(0, 1);
   auto sync = [&] {
     double host = 0;
@@ -192,6 +244,19 @@ int run(int argc, char** argv) {
     return loss;
   };
   step(nullptr);  // warm-up: first touch of every buffer, library and thread start-up
+  const std::string name = fmt::format("kiln_step/{}/{}/L{}_C{}_T{}_B{}x{}", m.arch,
+                                       config.precision.dtype, m.n_layer, m.d_model, T, B, accum);
+  if (profiled) {
+    profiled->reset();
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < kProfiledSteps; ++i) step(nullptr);
+    const kiln::StepProfile profile{
+        name + " on " + ops->name(), kProfiledSteps,
+        std::chrono::duration<double>(Clock::now() - start).count(), profiled->report()};
+    fmt::print("{}", kiln::profile_table(profile, ceilings));
+    if (json_file.is_open()) json_file << kiln::profile_json(profile, ceilings).dump(1) << "\n";
+    return 0;
+  }
   const double device_mem = gpu ? free_before - static_cast<double>(ops->available_memory()) : 0;
   PhaseTimes split;
   for (int i = 0; i < kPhaseSteps; ++i) step(&split);
@@ -202,8 +267,6 @@ int run(int argc, char** argv) {
   const int64_t hardware_flops = model_flops + kiln::recomputed_flops_per_token(m);
   const double peak = kiln::peak_bf16_flops(ops->name());
 
-  const std::string name = fmt::format("kiln_step/{}/{}/L{}_C{}_T{}_B{}x{}", m.arch,
-                                       config.precision.dtype, m.n_layer, m.d_model, T, B, accum);
   benchmark::RegisterBenchmark(name.c_str(), [&](benchmark::State& state) {
     for (auto _ : state) benchmark::DoNotOptimize(step(nullptr));
     using benchmark::Counter;

@@ -1,0 +1,260 @@
+#include "kernels/profiled_ops.h"
+
+#include <algorithm>
+
+namespace kiln {
+namespace {
+
+// ---- what each op costs at the least --------------------------------------------------
+// FLOPs are counted only for the tensor-core work (matmul, attention), whose floor is the
+// measured GEMM ceiling. Every other op does a few arithmetic operations per element on the
+// CUDA cores, far below its memory time on any GPU: it records 0 FLOPs and its floor is its
+// bytes over the memory bandwidth.
+double matmul_flops(int64_t m, int64_t n, int64_t k) {
+  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+}
+// Causal attention: S = QK^T and O = PV are 2·T²·D FLOPs each per head, and the causal mask
+// keeps half of the T² scores: 4·B·H·T²·D / 2. Document resets (key_starts) are ignored,
+// which overstates the work of packed rows.
+double attention_forward_flops(const Tensor& qkv, AttentionShape shape) {
+  const double b = static_cast<double>(qkv.shape[0]), t = static_cast<double>(qkv.shape[1]);
+  return 4.0 * b * shape.n_head * t * t * shape.head_dim / 2;
+}
+// Backward recomputes S (1 product) and forms dV, dP, dS·K = dQ and dS^T·Q = dK (4): 5
+// products against forward's 2, 2.5 times its FLOPs (FlashAttention-2's count).
+constexpr double kAttentionBackwardRatio = 2.5;
+// Decoding: query t of T attends to the pos + t + 1 cached keys, 4·D FLOPs per (query, key).
+double attention_decode_flops(const Tensor& qkv, int64_t pos, AttentionShape shape) {
+  const double b = static_cast<double>(qkv.shape[0]), t = static_cast<double>(qkv.shape[1]);
+  return 4.0 * b * shape.n_head * shape.head_dim * t * (static_cast<double>(pos) + (t + 1) / 2);
+}
+
+// Bytes of a tensor read or written once (0 for an absent one).
+double bytes(const Tensor& x) { return x.empty() ? 0 : static_cast<double>(x.bytes()); }
+// Bytes of `elements` values of `like`'s dtype: the gathered rows of an embedding table.
+double bytes(int64_t elements, const Tensor& like) {
+  if (like.empty()) return 0;
+  return static_cast<double>(elements) * static_cast<double>(dtype_size(like.dtype));
+}
+// Query and key heads of a qkv tensor: what RoPE turns.
+int64_t rotated_elements(const Tensor& qkv, AttentionShape shape) {
+  return qkv.shape.rows() * (shape.n_head + shape.n_kv_head) * shape.head_dim;
+}
+
+// ---- record labels ----------------------------------------------------------------------
+std::string dims(const Shape& shape) {
+  std::string s;
+  for (int i = 0; i < shape.rank; ++i) {
+    if (i) s += 'x';
+    s += std::to_string(shape[i]);
+  }
+  return s;
+}
+std::string label(const Tensor& x) { return dims(x.shape) + " " + dtype_name(x.dtype); }
+
+}  // namespace
+
+std::vector<OpProfile> ProfiledOps::report() const {
+  std::vector<OpProfile> out;
+  for (const auto& entry : records_) {
+    out.push_back(entry.second);
+    out.back().op = entry.first.first;
+    out.back().shape = entry.first.second;
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const OpProfile& a, const OpProfile& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+void ProfiledOps::copy_to_host(void* host, const Tensor& src) {
+  timed("copy_to_host", label(src), 0, bytes(src), [&] { inner_.copy_to_host(host, src); });
+}
+
+void ProfiledOps::copy_from_host(const Tensor& dst, const void* host) {
+  timed("copy_from_host", label(dst), 0, bytes(dst), [&] { inner_.copy_from_host(dst, host); });
+}
+
+void ProfiledOps::fill(const Tensor& x, double value) {
+  timed("fill", label(x), 0, bytes(x), [&] { inner_.fill(x, value); });
+}
+
+void ProfiledOps::cast(const Tensor& out, const Tensor& x) {
+  timed("cast", label(x) + "->" + dtype_name(out.dtype), 0, bytes(x) + bytes(out),
+        [&] { inner_.cast(out, x); });
+}
+
+void ProfiledOps::matmul(const Tensor& out, const Tensor& a, bool transpose_a, const Tensor& b,
+                         bool transpose_b, bool accumulate) {
+  const int64_t m = out.shape.rows(), n = out.shape.cols();
+  const int64_t k = transpose_a ? a.shape.rows() : a.shape.cols();
+  const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" +
+                            std::to_string(k) + " " + dtype_name(a.dtype) + "->" +
+                            dtype_name(out.dtype) + " " + (transpose_a ? "t" : "n") +
+                            (transpose_b ? "t" : "n") + (accumulate ? " +=" : "");
+  const double out_bytes = bytes(out) * (accumulate ? 2 : 1);
+  timed("matmul", shape, matmul_flops(m, n, k), bytes(a) + bytes(b) + out_bytes,
+        [&] { inner_.matmul(out, a, transpose_a, b, transpose_b, accumulate); });
+}
+
+void ProfiledOps::add_bias(const Tensor& out, const Tensor& bias) {
+  timed("add_bias", label(out), 0, 2 * bytes(out) + bytes(bias),
+        [&] { inner_.add_bias(out, bias); });
+}
+
+void ProfiledOps::bias_backward(const Tensor& dbias, const Tensor& dout) {
+  timed("bias_backward", label(dout), 0, bytes(dout) + 2 * bytes(dbias),
+        [&] { inner_.bias_backward(dbias, dout); });
+}
+
+void ProfiledOps::add(const Tensor& out, const Tensor& a, const Tensor& b) {
+  timed("add", label(out), 0, bytes(a) + bytes(b) + bytes(out), [&] { inner_.add(out, a, b); });
+}
+
+void ProfiledOps::scale(const Tensor& x, double factor) {
+  timed("scale", label(x), 0, 2 * bytes(x), [&] { inner_.scale(x, factor); });
+}
+
+double ProfiledOps::sum_squares(const Tensor& x) {
+  double sum = 0;
+  timed("sum_squares", label(x), 0, bytes(x), [&] { sum = inner_.sum_squares(x); });
+  return sum;
+}
+
+void ProfiledOps::embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
+                                    const Tensor& wpe, const Tensor& positions) {
+  const double gathered = bytes(out.numel(), wte) + bytes(out.numel(), wpe);
+  timed("embedding_forward", label(out), 0,
+        bytes(tokens) + bytes(positions) + gathered + bytes(out),
+        [&] { inner_.embedding_forward(out, tokens, wte, wpe, positions); });
+}
+
+void ProfiledOps::embedding_backward(const Tensor& dwte, const Tensor& dwpe,
+                                     const Tensor& tokens, const Tensor& dout,
+                                     const Tensor& positions) {
+  // Each touched row of the gradient tables is read and written.
+  const double touched = 2 * (bytes(dout.numel(), dwte) + bytes(dout.numel(), dwpe));
+  timed("embedding_backward", label(dout), 0,
+        bytes(tokens) + bytes(positions) + bytes(dout) + touched,
+        [&] { inner_.embedding_backward(dwte, dwpe, tokens, dout, positions); });
+}
+
+void ProfiledOps::layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                                    const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                    double eps) {
+  timed("layernorm_forward", label(x), 0,
+        bytes(x) + bytes(weight) + bytes(bias) + bytes(out) + bytes(mean) + bytes(rstd),
+        [&] { inner_.layernorm_forward(out, mean, rstd, x, weight, bias, eps); });
+}
+
+void ProfiledOps::layernorm_backward(const Tensor& dx, const Tensor& dweight,
+                                     const Tensor& dbias, const Tensor& dout, const Tensor& x,
+                                     const Tensor& weight, const Tensor& mean,
+                                     const Tensor& rstd) {
+  const double inputs = bytes(dout) + bytes(x) + bytes(weight) + bytes(mean) + bytes(rstd);
+  timed("layernorm_backward", label(x), 0,
+        inputs + 2 * (bytes(dx) + bytes(dweight) + bytes(dbias)),
+        [&] { inner_.layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd); });
+}
+
+void ProfiledOps::rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
+                                  const Tensor& weight, double eps) {
+  timed("rmsnorm_forward", label(x), 0, bytes(x) + bytes(weight) + bytes(out) + bytes(rstd),
+        [&] { inner_.rmsnorm_forward(out, rstd, x, weight, eps); });
+}
+
+void ProfiledOps::rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout,
+                                   const Tensor& x, const Tensor& weight, const Tensor& rstd) {
+  const double inputs = bytes(dout) + bytes(x) + bytes(weight) + bytes(rstd);
+  timed("rmsnorm_backward", label(x), 0, inputs + 2 * (bytes(dx) + bytes(dweight)),
+        [&] { inner_.rmsnorm_backward(dx, dweight, dout, x, weight, rstd); });
+}
+
+void ProfiledOps::gelu_forward(const Tensor& out, const Tensor& x) {
+  timed("gelu_forward", label(x), 0, bytes(x) + bytes(out), [&] { inner_.gelu_forward(out, x); });
+}
+
+void ProfiledOps::gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) {
+  timed("gelu_backward", label(x), 0, bytes(x) + bytes(dout) + bytes(dx),
+        [&] { inner_.gelu_backward(dx, x, dout); });
+}
+
+void ProfiledOps::swiglu_forward(const Tensor& out, const Tensor& x) {
+  timed("swiglu_forward", label(x), 0, bytes(x) + bytes(out),
+        [&] { inner_.swiglu_forward(out, x); });
+}
+
+void ProfiledOps::swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) {
+  timed("swiglu_backward", label(x), 0, bytes(x) + bytes(dout) + bytes(dx),
+        [&] { inner_.swiglu_backward(dx, x, dout); });
+}
+
+void ProfiledOps::rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape shape,
+                               const Tensor& positions) {
+  const double turned = 2 * bytes(rotated_elements(qkv, shape), qkv);
+  timed("rope_forward", label(qkv), 0, turned + bytes(table) + bytes(positions),
+        [&] { inner_.rope_forward(qkv, table, shape, positions); });
+}
+
+void ProfiledOps::rope_backward(const Tensor& dqkv, const Tensor& table, AttentionShape shape,
+                                const Tensor& positions) {
+  const double turned = 2 * bytes(rotated_elements(dqkv, shape), dqkv);
+  timed("rope_backward", label(dqkv), 0, turned + bytes(table) + bytes(positions),
+        [&] { inner_.rope_backward(dqkv, table, shape, positions); });
+}
+
+void ProfiledOps::attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                                    AttentionShape shape, const Tensor& key_starts) {
+  timed("attention_forward", label(qkv), attention_forward_flops(qkv, shape),
+        bytes(qkv) + bytes(key_starts) + bytes(out) + bytes(lse),
+        [&] { inner_.attention_forward(out, lse, qkv, shape, key_starts); });
+}
+
+void ProfiledOps::attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                     const Tensor& out, const Tensor& lse, AttentionShape shape,
+                                     const Tensor& key_starts) {
+  const double inputs = bytes(dout) + bytes(qkv) + bytes(out) + bytes(lse) + bytes(key_starts);
+  timed("attention_backward", label(qkv),
+        kAttentionBackwardRatio * attention_forward_flops(qkv, shape), inputs + bytes(dqkv),
+        [&] { inner_.attention_backward(dqkv, dout, qkv, out, lse, shape, key_starts); });
+}
+
+void ProfiledOps::attention_decode(const Tensor& out, const Tensor& k_cache,
+                                   const Tensor& v_cache, const Tensor& qkv, int64_t pos,
+                                   AttentionShape shape) {
+  // The cache rows [0, pos + T) of both caches are read; the new T rows are also written.
+  const int64_t t = qkv.shape[1];
+  const int64_t row = k_cache.shape.cols() * k_cache.shape[0];
+  const double cache = bytes(row * (pos + t), k_cache) + bytes(row * (pos + t), v_cache) +
+                       bytes(row * t, k_cache) + bytes(row * t, v_cache);
+  timed("attention_decode", label(qkv), attention_decode_flops(qkv, pos, shape),
+        bytes(qkv) + bytes(out) + cache,
+        [&] { inner_.attention_decode(out, k_cache, v_cache, qkv, pos, shape); });
+}
+
+void ProfiledOps::cross_entropy_forward(const Tensor& losses, const Tensor& lse,
+                                        const Tensor& logits, const Tensor& targets,
+                                        int64_t vocab_size) {
+  timed("cross_entropy_forward", label(logits), 0,
+        bytes(logits) + bytes(targets) + bytes(losses) + bytes(lse),
+        [&] { inner_.cross_entropy_forward(losses, lse, logits, targets, vocab_size); });
+}
+
+void ProfiledOps::cross_entropy_backward(const Tensor& dlogits, const Tensor& logits,
+                                         const Tensor& lse, const Tensor& targets,
+                                         int64_t vocab_size, double dloss) {
+  timed("cross_entropy_backward", label(logits), 0,
+        bytes(logits) + bytes(lse) + bytes(targets) + bytes(dlogits), [&] {
+          inner_.cross_entropy_backward(dlogits, logits, lse, targets, vocab_size, dloss);
+        });
+}
+
+void ProfiledOps::adamw(const Tensor& master, const Tensor& grad, const Tensor& m,
+                        const Tensor& v, const Tensor& param_copy, const Tensor& segments,
+                        const AdamWStep& step) {
+  // master, m and v are read and written; grad and the segment table read; the copy written.
+  const double state = 2 * (bytes(master) + bytes(m) + bytes(v));
+  timed("adamw", label(master), 0, state + bytes(grad) + bytes(segments) + bytes(param_copy),
+        [&] { inner_.adamw(master, grad, m, v, param_copy, segments, step); });
+}
+
+}  // namespace kiln

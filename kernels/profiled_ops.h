@@ -1,0 +1,115 @@
+// A per-op profile of whatever runs on an op table: ProfiledOps wraps another Ops, forwards
+// every call to it and times each compute op between two synchronizations of the inner ops,
+// so the time is the op's own (launch overlap between ops is lost: the sum over the ops is a
+// little more than an unprofiled step). Each record also carries the op's FLOPs and the least
+// bytes it must move, so the caller can set the time against its floor on a device
+// (bench/step_benchmark.cpp --profile). Memory management (allocate, release, reserve,
+// available_memory, synchronize) is forwarded without a record.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace kiln {
+
+// One op at one shape, summed over its calls.
+struct OpProfile {
+  std::string op;     // "matmul"
+  std::string shape;  // "16384x2304x768 bf16->bf16 nt": the main tensor's shape and dtype
+  int64_t calls = 0;
+  double seconds = 0;
+  double flops = 0;  // tensor-core work only (matmul, attention); see profiled_ops.cpp
+  double bytes = 0;  // each input read once, each output written once, in their dtypes
+};
+
+class ProfiledOps final : public Ops {
+ public:
+  explicit ProfiledOps(Ops& inner) : inner_(inner) {}
+
+  // The records, the most time first.
+  std::vector<OpProfile> report() const;
+  void reset() { records_.clear(); }
+
+  Device device() const override { return inner_.device(); }
+  std::string name() const override { return inner_.name(); }
+
+  void* allocate(size_t bytes) override { return inner_.allocate(bytes); }
+  void release(void* ptr) override { inner_.release(ptr); }
+  size_t available_memory() const override { return inner_.available_memory(); }
+  size_t reserve(const OpLimits& limits) override { return inner_.reserve(limits); }
+  void synchronize() override { inner_.synchronize(); }
+
+  void copy_to_host(void* host, const Tensor& src) override;
+  void copy_from_host(const Tensor& dst, const void* host) override;
+  void fill(const Tensor& x, double value) override;
+  void cast(const Tensor& out, const Tensor& x) override;
+  void matmul(const Tensor& out, const Tensor& a, bool transpose_a, const Tensor& b,
+              bool transpose_b, bool accumulate) override;
+  void add_bias(const Tensor& out, const Tensor& bias) override;
+  void bias_backward(const Tensor& dbias, const Tensor& dout) override;
+  void add(const Tensor& out, const Tensor& a, const Tensor& b) override;
+  void scale(const Tensor& x, double factor) override;
+  double sum_squares(const Tensor& x) override;
+  void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
+                         const Tensor& wpe, const Tensor& positions) override;
+  void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,
+                          const Tensor& dout, const Tensor& positions) override;
+  void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         double eps) override;
+  void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                          const Tensor& dout, const Tensor& x, const Tensor& weight,
+                          const Tensor& mean, const Tensor& rstd) override;
+  void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
+                       const Tensor& weight, double eps) override;
+  void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout,
+                        const Tensor& x, const Tensor& weight, const Tensor& rstd) override;
+  void gelu_forward(const Tensor& out, const Tensor& x) override;
+  void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override;
+  void swiglu_forward(const Tensor& out, const Tensor& x) override;
+  void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override;
+  void rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape shape,
+                    const Tensor& positions) override;
+  void rope_backward(const Tensor& dqkv, const Tensor& table, AttentionShape shape,
+                     const Tensor& positions) override;
+  void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                         AttentionShape shape, const Tensor& key_starts) override;
+  void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                          const Tensor& out, const Tensor& lse, AttentionShape shape,
+                          const Tensor& key_starts) override;
+  void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
+                        const Tensor& qkv, int64_t pos, AttentionShape shape) override;
+  void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                             const Tensor& targets, int64_t vocab_size) override;
+  void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
+                              const Tensor& targets, int64_t vocab_size, double dloss) override;
+  void adamw(const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
+             const Tensor& param_copy, const Tensor& segments, const AdamWStep& step) override;
+
+ private:
+  // Runs `call` between two synchronizations and adds its time, flops and bytes to the
+  // record of (op, shape).
+  template <typename Call>
+  void timed(const char* op, const std::string& shape, double flops, double bytes, Call&& call) {
+    inner_.synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    inner_.synchronize();
+    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    OpProfile& record = records_[{op, shape}];
+    record.calls += 1;
+    record.seconds += elapsed.count();
+    record.flops += flops;
+    record.bytes += bytes;
+  }
+
+  Ops& inner_;
+  std::map<std::pair<std::string, std::string>, OpProfile> records_;
+};
+
+}  // namespace kiln
