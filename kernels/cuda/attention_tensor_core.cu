@@ -143,17 +143,30 @@ __device__ __forceinline__ void multiply_pb(float (&acc)[D / 8][4], const float 
   }
 }
 
-// Copies rows [row0, row0 + ROWS) of one head (D elements each, `stride` elements apart)
-// into a padded shared tile; rows at or past seq become 0.
+// Starts copying rows [row0, row0 + ROWS) of one head (D elements each, `stride` elements
+// apart) into a padded shared tile with cp.async, 16 bytes per thread and copy; rows at or
+// past seq are filled with 0. The copy lands once a later wait_copies says so.
 template <int ROWS, int D, typename T>
 __device__ void copy_tile(T* tile, const T* src, int64_t stride, int row0, int seq) {
   constexpr int kVectors = D / 8;
   for (int i = threadIdx.x; i < ROWS * kVectors; i += kThreads) {
     const int r = i / kVectors, c = i % kVectors * 8;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (row0 + r < seq) v = *reinterpret_cast<const uint4*>(src + (row0 + r) * stride + c);
-    *reinterpret_cast<uint4*>(tile + r * kStride<D> + c) = v;
+    const bool inside = row0 + r < seq;
+    const T* from = inside ? src + (row0 + r) * stride + c : src;
+    const auto to = static_cast<uint32_t>(__cvta_generic_to_shared(tile + r * kStride<D> + c));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
+                 "r"(inside ? 16 : 0));
   }
+}
+
+// Closes the group of copies started since the last call (an empty group is fine).
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n"); }
+
+// Waits until at most `pending` of this thread's copy groups are still in flight; a barrier
+// after it makes every thread's copies visible to the block.
+template <int pending>
+__device__ __forceinline__ void wait_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
 }
 
 __device__ __forceinline__ float quad_max(float v) {
@@ -209,8 +222,8 @@ __global__ void __launch_bounds__(kThreads)
                    const int32_t* __restrict__ key_starts, AttentionDims dims, float scale_log2) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem);
-  T* sk = sq + kTile * kStride<D>;
-  T* sv = sk + kTile * kStride<D>;
+  T* sk[2] = {sq + kTile * kStride<D>, sq + 2 * kTile * kStride<D>};  // double-buffered
+  T* sv[2] = {sq + 3 * kTile * kStride<D>, sq + 4 * kTile * kStride<D>};
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTile;
   const int h = blockIdx.y, b = blockIdx.z, kv = h / dims.group, warp = threadIdx.x / 32;
   const T* rows = qkv + static_cast<int64_t>(b) * dims.seq * dims.width;
@@ -221,18 +234,25 @@ __global__ void __launch_bounds__(kThreads)
   const int row[2] = {q0 + 16 * warp + lane_row(0), q0 + 16 * warp + lane_row(2)};
   const int start[2] = {first_key(key_starts, b, row[0], dims),
                         first_key(key_starts, b, row[1], dims)};
-  const int first = block_first_key(start, row, dims.seq);
+  const int first = block_first_key(start, row, dims.seq) / kTile * kTile;
   const int last = min(q0 + kTile, dims.seq) - 1;  // the last key any row of the tile sees
+  copy_tile<kTile, D>(sk[0], k_src, dims.width, first, dims.seq);
+  copy_tile<kTile, D>(sv[0], v_src, dims.width, first, dims.seq);
+  commit_copies();
 
   float o[D / 8][4] = {};
   float running_max[2] = {-INFINITY, -INFINITY}, running_sum[2] = {0.f, 0.f};
-  for (int k0 = first / kTile * kTile; k0 <= last; k0 += kTile) {
-    __syncthreads();  // the last tiles are read
-    copy_tile<kTile, D>(sk, k_src, dims.width, k0, dims.seq);
-    copy_tile<kTile, D>(sv, v_src, dims.width, k0, dims.seq);
+  for (int k0 = first, n = 0; k0 <= last; k0 += kTile, ++n) {
+    const int now = n % 2;
+    if (k0 + kTile <= last) {  // the next tiles load while this one is computed
+      copy_tile<kTile, D>(sk[1 - now], k_src, dims.width, k0 + kTile, dims.seq);
+      copy_tile<kTile, D>(sv[1 - now], v_src, dims.width, k0 + kTile, dims.seq);
+    }
+    commit_copies();
+    wait_copies<1>();
     __syncthreads();
     float s[kTile / 8][4] = {};
-    multiply_abt<T, D, kTile>(s, sq, 16 * warp, sk, 0);
+    multiply_abt<T, D, kTile>(s, sq, 16 * warp, sk[now], 0);
     const bool masked = key_starts != nullptr || k0 + kTile - 1 > q0 + 16 * warp;
 #pragma unroll
     for (int j = 0; j < kTile / 8; ++j)
@@ -267,7 +287,8 @@ __global__ void __launch_bounds__(kThreads)
         o[j][2 * i + 1] *= rescale;
       }
     }
-    multiply_pb<T, D, kTile>(o, s, sv, 0);
+    multiply_pb<T, D, kTile>(o, s, sv[now], 0);
+    __syncthreads();  // this tile's buffers are free for the copies two tiles on
   }
 
   float inverse[2];
@@ -295,8 +316,8 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem);
   T* sdo = sq + kTile * kStride<D>;
-  T* sk = sdo + kTile * kStride<D>;
-  T* sv = sk + kTile * kStride<D>;
+  T* sk[2] = {sq + 2 * kTile * kStride<D>, sq + 3 * kTile * kStride<D>};  // double-buffered
+  T* sv[2] = {sq + 4 * kTile * kStride<D>, sq + 5 * kTile * kStride<D>};
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTile;
   const int h = blockIdx.y, b = blockIdx.z, kv = h / dims.group, warp = threadIdx.x / 32;
   const int64_t token0 = static_cast<int64_t>(b) * dims.seq;
@@ -317,18 +338,25 @@ __global__ void __launch_bounds__(kThreads)
     row_lse[i] = row[i] < dims.seq ? lse[at] * kLog2e : INFINITY;
     row_delta[i] = row[i] < dims.seq ? delta[at] : 0.f;
   }
-  const int first = block_first_key(start, row, dims.seq);
+  const int first = block_first_key(start, row, dims.seq) / kTile * kTile;
   const int last = min(q0 + kTile, dims.seq) - 1;
+  copy_tile<kTile, D>(sk[0], k_src, dims.width, first, dims.seq);
+  copy_tile<kTile, D>(sv[0], v_src, dims.width, first, dims.seq);
+  commit_copies();
 
   float dq[D / 8][4] = {};
-  for (int k0 = first / kTile * kTile; k0 <= last; k0 += kTile) {
-    __syncthreads();
-    copy_tile<kTile, D>(sk, k_src, dims.width, k0, dims.seq);
-    copy_tile<kTile, D>(sv, v_src, dims.width, k0, dims.seq);
+  for (int k0 = first, n = 0; k0 <= last; k0 += kTile, ++n) {
+    const int now = n % 2;
+    if (k0 + kTile <= last) {
+      copy_tile<kTile, D>(sk[1 - now], k_src, dims.width, k0 + kTile, dims.seq);
+      copy_tile<kTile, D>(sv[1 - now], v_src, dims.width, k0 + kTile, dims.seq);
+    }
+    commit_copies();
+    wait_copies<1>();
     __syncthreads();
     float s[kTile / 8][4] = {}, dp[kTile / 8][4] = {};
-    multiply_abt<T, D, kTile>(s, sq, 16 * warp, sk, 0);
-    multiply_abt<T, D, kTile>(dp, sdo, 16 * warp, sv, 0);
+    multiply_abt<T, D, kTile>(s, sq, 16 * warp, sk[now], 0);
+    multiply_abt<T, D, kTile>(dp, sdo, 16 * warp, sv[now], 0);
     const bool masked = key_starts != nullptr || k0 + kTile - 1 > q0 + 16 * warp;
 #pragma unroll
     for (int j = 0; j < kTile / 8; ++j)
@@ -340,7 +368,8 @@ __global__ void __launch_bounds__(kThreads)
                             : exp2f(s[j][c] * scale_log2 - row_lse[i]);
         s[j][c] = p * (dp[j][c] - row_delta[i]);
       }
-    multiply_pb<T, D, kTile>(dq, s, sk, 0);
+    multiply_pb<T, D, kTile>(dq, s, sk[now], 0);
+    __syncthreads();
   }
   const float factor[2] = {scale, scale};
   store_rows<T, D>(dqkv + token0 * dims.width + static_cast<int64_t>(h) * D, dims.width, dq, row,
@@ -357,11 +386,12 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   T* sk = reinterpret_cast<T*>(smem);
   T* sv = sk + kTile * kStride<D>;
-  T* sq = sv + kTile * kStride<D>;
-  T* sdo = sq + QT * kStride<D>;
-  float* query_lse = reinterpret_cast<float*>(sdo + QT * kStride<D>);  // log2 units
-  float* query_delta = query_lse + QT;
-  int* query_start = reinterpret_cast<int*>(query_delta + QT);
+  T* sq[2] = {sv + kTile * kStride<D>, sv + kTile * kStride<D> + QT * kStride<D>};
+  T* sdo[2] = {sq[1] + QT * kStride<D>, sq[1] + 2 * QT * kStride<D>};
+  // Per query of a tile, double-buffered too: lse in log2 units, delta, first key.
+  float* query_lse = reinterpret_cast<float*>(sdo[1] + QT * kStride<D>);
+  float* query_delta = query_lse + 2 * QT;
+  int* query_start = reinterpret_cast<int*>(query_delta + 2 * QT);
   const int k0 = blockIdx.x * kTile;  // the first key tiles have the most work: launched first
   const int kv = blockIdx.y, b = blockIdx.z, warp = threadIdx.x / 32;
   const int64_t token0 = static_cast<int64_t>(b) * dims.seq;
@@ -372,48 +402,65 @@ __global__ void __launch_bounds__(kThreads)
                       dims.width, k0, dims.seq);
   const int key[2] = {k0 + 16 * warp + lane_row(0), k0 + 16 * warp + lane_row(2)};
 
-  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
-  for (int h = kv * dims.group; h < (kv + 1) * dims.group; ++h) {
-    const int64_t row_stats = (static_cast<int64_t>(b) * dims.n_head + h) * dims.seq;
-    for (int q0 = k0 / QT * QT; q0 < dims.seq; q0 += QT) {
-      // Also the barrier before the tiles are overwritten: skip query tiles whose queries
-      // all start past this key tile (another document's).
-      const int q = q0 + static_cast<int>(threadIdx.x);
-      const bool unseen = threadIdx.x >= QT || q >= dims.seq || q < k0 ||
-                          first_key(key_starts, b, q, dims) >= k0 + kTile;
-      if (__syncthreads_and(unseen)) continue;
-      copy_tile<QT, D>(sq, rows + static_cast<int64_t>(h) * D, dims.width, q0, dims.seq);
-      copy_tile<QT, D>(sdo, dout + token0 * dims.out_width + static_cast<int64_t>(h) * D,
-                       dims.out_width, q0, dims.seq);
-      if (threadIdx.x < QT) {
-        const bool inside = q < dims.seq;
-        query_lse[threadIdx.x] = inside ? lse[row_stats + q] * kLog2e : INFINITY;
-        query_delta[threadIdx.x] = inside ? delta[row_stats + q] : 0.f;
-        query_start[threadIdx.x] = first_key(key_starts, b, q, dims);
-      }
-      __syncthreads();
-
-      float st[QT / 8][4] = {};  // S^T, then P^T, then dS^T
-      multiply_abt<T, D, QT>(st, sk, 16 * warp, sq, 0);
-      const bool masked = key_starts != nullptr || k0 + 16 * warp + 15 > q0;
-#pragma unroll
-      for (int j = 0; j < QT / 8; ++j)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int column = lane_column(j, c), query = q0 + column, k = key[c / 2];
-          st[j][c] = masked && (k > query || k < query_start[column])
-                         ? 0.f
-                         : exp2f(st[j][c] * scale_log2 - query_lse[column]);
-        }
-      multiply_pb<T, D, QT>(dv, st, sdo, 0);
-      float dpt[QT / 8][4] = {};
-      multiply_abt<T, D, QT>(dpt, sv, 16 * warp, sdo, 0);
-#pragma unroll
-      for (int j = 0; j < QT / 8; ++j)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) st[j][c] *= dpt[j][c] - query_delta[lane_column(j, c)];
-      multiply_pb<T, D, QT>(dk, st, sq, 0);
+  // Step i takes query head kv * group + i / per_head and its query tile from q_begin on.
+  const int q_begin = k0 / QT * QT, per_head = (dims.seq - q_begin + QT - 1) / QT;
+  const int steps = dims.group * per_head;
+  const auto head = [&](int i) { return kv * dims.group + i / per_head; };
+  const auto tile_start = [&](int i) { return q_begin + i % per_head * QT; };
+  const auto load = [&](int i, int into) {
+    const int h = head(i), q0 = tile_start(i);
+    copy_tile<QT, D>(sq[into], rows + static_cast<int64_t>(h) * D, dims.width, q0, dims.seq);
+    copy_tile<QT, D>(sdo[into], dout + token0 * dims.out_width + static_cast<int64_t>(h) * D,
+                     dims.out_width, q0, dims.seq);
+    const int q = q0 + static_cast<int>(threadIdx.x);
+    if (threadIdx.x < QT) {
+      const int64_t at = (static_cast<int64_t>(b) * dims.n_head + h) * dims.seq + q;
+      const bool inside = q < dims.seq;
+      query_lse[into * QT + threadIdx.x] = inside ? lse[at] * kLog2e : INFINITY;
+      query_delta[into * QT + threadIdx.x] = inside ? delta[at] : 0.f;
+      query_start[into * QT + threadIdx.x] = first_key(key_starts, b, q, dims);
     }
+  };
+  load(0, 0);
+  commit_copies();
+
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  for (int i = 0; i < steps; ++i) {
+    const int now = i % 2, q0 = tile_start(i);
+    if (i + 1 < steps) load(i + 1, 1 - now);
+    commit_copies();
+    wait_copies<1>();
+    // Also the barrier that makes the copies visible: skip query tiles whose queries all
+    // start past this key tile (another document's), or all come before it.
+    const int q = q0 + static_cast<int>(threadIdx.x);
+    const bool unseen = threadIdx.x >= QT || q >= dims.seq || q < k0 ||
+                        first_key(key_starts, b, q, dims) >= k0 + kTile;
+    if (__syncthreads_and(unseen)) continue;
+    const float* lse_now = query_lse + now * QT;
+    const float* delta_now = query_delta + now * QT;
+    const int* start_now = query_start + now * QT;
+
+    float st[QT / 8][4] = {};  // S^T, then P^T, then dS^T
+    multiply_abt<T, D, QT>(st, sk, 16 * warp, sq[now], 0);
+    const bool masked = key_starts != nullptr || k0 + 16 * warp + 15 > q0;
+#pragma unroll
+    for (int j = 0; j < QT / 8; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int column = lane_column(j, c), k = key[c / 2];
+        st[j][c] = masked && (k > q0 + column || k < start_now[column])
+                       ? 0.f
+                       : exp2f(st[j][c] * scale_log2 - lse_now[column]);
+      }
+    multiply_pb<T, D, QT>(dv, st, sdo[now], 0);
+    float dpt[QT / 8][4] = {};
+    multiply_abt<T, D, QT>(dpt, sv, 16 * warp, sdo[now], 0);
+#pragma unroll
+    for (int j = 0; j < QT / 8; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) st[j][c] *= dpt[j][c] - delta_now[lane_column(j, c)];
+    multiply_pb<T, D, QT>(dk, st, sq[now], 0);
+    __syncthreads();  // this step's buffers are free for the copies two steps on
   }
   T* out = dqkv + token0 * dims.width;
   const float dk_factor[2] = {scale, scale}, dv_factor[2] = {1.f, 1.f};
@@ -455,7 +502,7 @@ void attention_forward_tensor_core(T* out, float* lse, const T* qkv, const int32
   with_head_dim(layout.head_dim, [&](auto head_dim) {
     constexpr int D = decltype(head_dim)::value;
     const auto kernel = forward_kernel<T, D>;
-    constexpr size_t smem = 3 * tile_bytes<T, D>(kTile);
+    constexpr size_t smem = 5 * tile_bytes<T, D>(kTile);
     allow_shared_memory(kernel, smem);
     const dim3 grid(tiles(dims.seq, kTile), dims.n_head, static_cast<unsigned>(layout.batch));
     kernel<<<grid, kThreads, smem, stream>>>(out, lse, qkv, key_starts, dims,
@@ -475,7 +522,7 @@ void attention_backward_tensor_core(T* dqkv, const T* dout, const T* qkv, const 
     const float scale_log2 = attention_scale_log2(D), scale = attention_scale(D);
     {
       const auto kernel = dq_kernel<T, D>;
-      constexpr size_t smem = 4 * tile_bytes<T, D>(kTile);
+      constexpr size_t smem = 6 * tile_bytes<T, D>(kTile);
       allow_shared_memory(kernel, smem);
       const dim3 grid(tiles(dims.seq, kTile), dims.n_head, static_cast<unsigned>(layout.batch));
       kernel<<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, delta, key_starts, dims,
@@ -485,8 +532,8 @@ void attention_backward_tensor_core(T* dqkv, const T* dout, const T* qkv, const 
     {
       const auto kernel = dkdv_kernel<T, D>;
       constexpr int QT = kQueryTile<D>;
-      constexpr size_t smem = 2 * tile_bytes<T, D>(kTile) + 2 * tile_bytes<T, D>(QT) +
-                              QT * (2 * sizeof(float) + sizeof(int));
+      constexpr size_t smem = 2 * tile_bytes<T, D>(kTile) + 4 * tile_bytes<T, D>(QT) +
+                              2 * QT * (2 * sizeof(float) + sizeof(int));
       allow_shared_memory(kernel, smem);
       const dim3 grid(tiles(dims.seq, kTile), dims.n_kv_head, static_cast<unsigned>(layout.batch));
       kernel<<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, lse, delta, key_starts, dims,
