@@ -41,10 +41,22 @@ constexpr float kLn2 = 0.6931471805599453f;
 template <int D>
 constexpr int kStride = D + 8;
 
-// The dk/dv query tile: smaller for wide heads, whose dK and dV accumulators take 128
-// registers per thread.
+// The dk/dv query tile. 32 rows keep the per-thread scores and their gradient at 32
+// registers beside the dK and dV accumulators (D / 2 registers each).
 template <int D>
-constexpr int kQueryTile = D <= 64 ? 64 : 32;
+constexpr int kQueryTile = 32;
+
+// Blocks an SM must hold at once, which caps each thread at 65536 / (128 x blocks) registers:
+// at head dim 64, 4 backward blocks (128 registers) and 3 forward ones (168; at 128 its
+// online-softmax state spills); at head dim 128 the accumulators alone take 128, so 2.
+template <int D>
+constexpr int kForwardMinBlocks = D <= 64 ? 3 : 2;
+template <int D>
+constexpr int kBackwardMinBlocks = D <= 64 ? 4 : 2;
+
+// Elements of one kTile-row tile in shared memory.
+template <int D>
+constexpr int kTileElements = kTile * kStride<D>;
 
 template <typename T, int D>
 constexpr size_t tile_bytes(int rows) {
@@ -217,13 +229,14 @@ __device__ void store_rows(T* dst, int64_t stride, const float (&acc)[D / 8][4],
 // ---- forward ------------------------------------------------------------------------------
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kForwardMinBlocks<D>)
     forward_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv,
                    const int32_t* __restrict__ key_starts, AttentionDims dims, float scale_log2) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem);
-  T* sk[2] = {sq + kTile * kStride<D>, sq + 2 * kTile * kStride<D>};  // double-buffered
-  T* sv[2] = {sq + 3 * kTile * kStride<D>, sq + 4 * kTile * kStride<D>};
+  // K and V double-buffered: buffer n of K at sk + n * kTileElements, V after both.
+  T* sk = sq + kTileElements<D>;
+  T* sv = sk + 2 * kTileElements<D>;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTile;
   const int h = blockIdx.y, b = blockIdx.z, kv = h / dims.group, warp = threadIdx.x / 32;
   const T* rows = qkv + static_cast<int64_t>(b) * dims.seq * dims.width;
@@ -236,8 +249,8 @@ __global__ void __launch_bounds__(kThreads)
                         first_key(key_starts, b, row[1], dims)};
   const int first = block_first_key(start, row, dims.seq) / kTile * kTile;
   const int last = min(q0 + kTile, dims.seq) - 1;  // the last key any row of the tile sees
-  copy_tile<kTile, D>(sk[0], k_src, dims.width, first, dims.seq);
-  copy_tile<kTile, D>(sv[0], v_src, dims.width, first, dims.seq);
+  copy_tile<kTile, D>(sk, k_src, dims.width, first, dims.seq);
+  copy_tile<kTile, D>(sv, v_src, dims.width, first, dims.seq);
   commit_copies();
 
   float o[D / 8][4] = {};
@@ -245,14 +258,14 @@ __global__ void __launch_bounds__(kThreads)
   for (int k0 = first, n = 0; k0 <= last; k0 += kTile, ++n) {
     const int now = n % 2;
     if (k0 + kTile <= last) {  // the next tiles load while this one is computed
-      copy_tile<kTile, D>(sk[1 - now], k_src, dims.width, k0 + kTile, dims.seq);
-      copy_tile<kTile, D>(sv[1 - now], v_src, dims.width, k0 + kTile, dims.seq);
+      copy_tile<kTile, D>(sk + (1 - now) * kTileElements<D>, k_src, dims.width, k0 + kTile, dims.seq);
+      copy_tile<kTile, D>(sv + (1 - now) * kTileElements<D>, v_src, dims.width, k0 + kTile, dims.seq);
     }
     commit_copies();
     wait_copies<1>();
     __syncthreads();
     float s[kTile / 8][4] = {};
-    multiply_abt<T, D, kTile>(s, sq, 16 * warp, sk[now], 0);
+    multiply_abt<T, D, kTile>(s, sq, 16 * warp, sk + now * kTileElements<D>, 0);
     const bool masked = key_starts != nullptr || k0 + kTile - 1 > q0 + 16 * warp;
 #pragma unroll
     for (int j = 0; j < kTile / 8; ++j)
@@ -287,7 +300,7 @@ __global__ void __launch_bounds__(kThreads)
         o[j][2 * i + 1] *= rescale;
       }
     }
-    multiply_pb<T, D, kTile>(o, s, sv[now], 0);
+    multiply_pb<T, D, kTile>(o, s, sv + now * kTileElements<D>, 0);
     __syncthreads();  // this tile's buffers are free for the copies two tiles on
   }
 
@@ -308,7 +321,7 @@ __global__ void __launch_bounds__(kThreads)
 // ---- backward -----------------------------------------------------------------------------
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kBackwardMinBlocks<D>)
     dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
               const float* __restrict__ lse, const float* __restrict__ delta,
               const int32_t* __restrict__ key_starts, AttentionDims dims, float scale_log2,
@@ -316,8 +329,8 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem);
   T* sdo = sq + kTile * kStride<D>;
-  T* sk[2] = {sq + 2 * kTile * kStride<D>, sq + 3 * kTile * kStride<D>};  // double-buffered
-  T* sv[2] = {sq + 4 * kTile * kStride<D>, sq + 5 * kTile * kStride<D>};
+  T* sk = sdo + kTileElements<D>;  // double-buffered as in forward
+  T* sv = sk + 2 * kTileElements<D>;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTile;
   const int h = blockIdx.y, b = blockIdx.z, kv = h / dims.group, warp = threadIdx.x / 32;
   const int64_t token0 = static_cast<int64_t>(b) * dims.seq;
@@ -340,23 +353,23 @@ __global__ void __launch_bounds__(kThreads)
   }
   const int first = block_first_key(start, row, dims.seq) / kTile * kTile;
   const int last = min(q0 + kTile, dims.seq) - 1;
-  copy_tile<kTile, D>(sk[0], k_src, dims.width, first, dims.seq);
-  copy_tile<kTile, D>(sv[0], v_src, dims.width, first, dims.seq);
+  copy_tile<kTile, D>(sk, k_src, dims.width, first, dims.seq);
+  copy_tile<kTile, D>(sv, v_src, dims.width, first, dims.seq);
   commit_copies();
 
   float dq[D / 8][4] = {};
   for (int k0 = first, n = 0; k0 <= last; k0 += kTile, ++n) {
     const int now = n % 2;
     if (k0 + kTile <= last) {
-      copy_tile<kTile, D>(sk[1 - now], k_src, dims.width, k0 + kTile, dims.seq);
-      copy_tile<kTile, D>(sv[1 - now], v_src, dims.width, k0 + kTile, dims.seq);
+      copy_tile<kTile, D>(sk + (1 - now) * kTileElements<D>, k_src, dims.width, k0 + kTile, dims.seq);
+      copy_tile<kTile, D>(sv + (1 - now) * kTileElements<D>, v_src, dims.width, k0 + kTile, dims.seq);
     }
     commit_copies();
     wait_copies<1>();
     __syncthreads();
     float s[kTile / 8][4] = {}, dp[kTile / 8][4] = {};
-    multiply_abt<T, D, kTile>(s, sq, 16 * warp, sk[now], 0);
-    multiply_abt<T, D, kTile>(dp, sdo, 16 * warp, sv[now], 0);
+    multiply_abt<T, D, kTile>(s, sq, 16 * warp, sk + now * kTileElements<D>, 0);
+    multiply_abt<T, D, kTile>(dp, sdo, 16 * warp, sv + now * kTileElements<D>, 0);
     const bool masked = key_starts != nullptr || k0 + kTile - 1 > q0 + 16 * warp;
 #pragma unroll
     for (int j = 0; j < kTile / 8; ++j)
@@ -368,7 +381,7 @@ __global__ void __launch_bounds__(kThreads)
                             : exp2f(s[j][c] * scale_log2 - row_lse[i]);
         s[j][c] = p * (dp[j][c] - row_delta[i]);
       }
-    multiply_pb<T, D, kTile>(dq, s, sk[now], 0);
+    multiply_pb<T, D, kTile>(dq, s, sk + now * kTileElements<D>, 0);
     __syncthreads();
   }
   const float factor[2] = {scale, scale};
@@ -377,7 +390,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kBackwardMinBlocks<D>)
     dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
                 const float* __restrict__ lse, const float* __restrict__ delta,
                 const int32_t* __restrict__ key_starts, AttentionDims dims, float scale_log2,
@@ -386,10 +399,11 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   T* sk = reinterpret_cast<T*>(smem);
   T* sv = sk + kTile * kStride<D>;
-  T* sq[2] = {sv + kTile * kStride<D>, sv + kTile * kStride<D> + QT * kStride<D>};
-  T* sdo[2] = {sq[1] + QT * kStride<D>, sq[1] + 2 * QT * kStride<D>};
+  // Q and dO double-buffered: buffer n of Q at sq + n * QT * kStride<D>, dO after both.
+  T* sq = sv + kTileElements<D>;
+  T* sdo = sq + 2 * QT * kStride<D>;
   // Per query of a tile, double-buffered too: lse in log2 units, delta, first key.
-  float* query_lse = reinterpret_cast<float*>(sdo[1] + QT * kStride<D>);
+  float* query_lse = reinterpret_cast<float*>(sdo + 2 * QT * kStride<D>);
   float* query_delta = query_lse + 2 * QT;
   int* query_start = reinterpret_cast<int*>(query_delta + 2 * QT);
   const int k0 = blockIdx.x * kTile;  // the first key tiles have the most work: launched first
@@ -409,8 +423,8 @@ __global__ void __launch_bounds__(kThreads)
   const auto tile_start = [&](int i) { return q_begin + i % per_head * QT; };
   const auto load = [&](int i, int into) {
     const int h = head(i), q0 = tile_start(i);
-    copy_tile<QT, D>(sq[into], rows + static_cast<int64_t>(h) * D, dims.width, q0, dims.seq);
-    copy_tile<QT, D>(sdo[into], dout + token0 * dims.out_width + static_cast<int64_t>(h) * D,
+    copy_tile<QT, D>(sq + into * QT * kStride<D>, rows + static_cast<int64_t>(h) * D, dims.width, q0, dims.seq);
+    copy_tile<QT, D>(sdo + into * QT * kStride<D>, dout + token0 * dims.out_width + static_cast<int64_t>(h) * D,
                      dims.out_width, q0, dims.seq);
     const int q = q0 + static_cast<int>(threadIdx.x);
     if (threadIdx.x < QT) {
@@ -441,7 +455,7 @@ __global__ void __launch_bounds__(kThreads)
     const int* start_now = query_start + now * QT;
 
     float st[QT / 8][4] = {};  // S^T, then P^T, then dS^T
-    multiply_abt<T, D, QT>(st, sk, 16 * warp, sq[now], 0);
+    multiply_abt<T, D, QT>(st, sk, 16 * warp, sq + now * QT * kStride<D>, 0);
     const bool masked = key_starts != nullptr || k0 + 16 * warp + 15 > q0;
 #pragma unroll
     for (int j = 0; j < QT / 8; ++j)
@@ -452,14 +466,14 @@ __global__ void __launch_bounds__(kThreads)
                        ? 0.f
                        : exp2f(st[j][c] * scale_log2 - lse_now[column]);
       }
-    multiply_pb<T, D, QT>(dv, st, sdo[now], 0);
+    multiply_pb<T, D, QT>(dv, st, sdo + now * QT * kStride<D>, 0);
     float dpt[QT / 8][4] = {};
-    multiply_abt<T, D, QT>(dpt, sv, 16 * warp, sdo[now], 0);
+    multiply_abt<T, D, QT>(dpt, sv, 16 * warp, sdo + now * QT * kStride<D>, 0);
 #pragma unroll
     for (int j = 0; j < QT / 8; ++j)
 #pragma unroll
       for (int c = 0; c < 4; ++c) st[j][c] *= dpt[j][c] - delta_now[lane_column(j, c)];
-    multiply_pb<T, D, QT>(dk, st, sq[now], 0);
+    multiply_pb<T, D, QT>(dk, st, sq + now * QT * kStride<D>, 0);
     __syncthreads();  // this step's buffers are free for the copies two steps on
   }
   T* out = dqkv + token0 * dims.width;
