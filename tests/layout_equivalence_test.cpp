@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct Layout {
   std::string settings;  // --set overrides of the layout
   std::string model;     // --set overrides of the model, for the layout and its reference
 };
+
+// Test names and failure messages show the layout's name, not its bytes.
+void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
 
 // Llama's grouped-query heads, SwiGLU and untied output layer, small.
 const std::string kLlama =
@@ -88,6 +92,12 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"recompute_selective_dp2", 2, " --set train.recompute=selective", ""},
         Layout{"tp2", 2, " --set parallel.tp=2", ""},
         Layout{"llama_tp2", 2, " --set parallel.tp=2", kLlama},
+        Layout{"tp2_sequence_parallel", 2,
+               " --set parallel.tp=2 --set parallel.sequence_parallel=true", ""},
+        Layout{"llama_tp2_sequence_parallel_recompute_full", 2,
+               " --set parallel.tp=2 --set parallel.sequence_parallel=true"
+               " --set train.recompute=full",
+               kLlama},
         Layout{"llama_tp2_dp2_distributed_optimizer_recompute_full", 4,
                " --set parallel.tp=2 --set parallel.distributed_optimizer=true"
                " --set train.recompute=full",

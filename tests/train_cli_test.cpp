@@ -57,16 +57,6 @@ TEST(TrainCli, ALayoutThatDoesNotFitTheProcessesIsRefused) {
             "world size must be a multiple of 2 (data-parallel size = world / 2)\n");
 }
 
-TEST(TrainCli, ParallelModesNotYetBuiltAreRefused) {
-  for (const auto& [setting, message] :
-       {std::pair<std::string, std::string>{"parallel.sequence_parallel=true",
-         "parallel.sequence_parallel (norms on sequence shards of the tensor group) is not in "
-         "this build yet"}}) {
-    const CommandResult r = run_command(kiln + " train --set " + setting);
-    EXPECT_EQ(r.output, "kiln: error: " + message + "\n");
-  }
-}
-
 TEST(TrainCli, CudaWithoutGpuIsRefused) {
 #ifdef KILN_HAVE_CUDA
   if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present";

@@ -58,14 +58,16 @@ void GptModel::check_fits(size_t optimizer_bytes_per_element) const {
 
 void GptModel::layout() {
   params_.begin_pass();
-  const LayerBuild build{config_, micro_batch_,  slots_,   dtype_, wide_dtype(dtype_),
-                         params_, activations_, scratch_, split_, recomputed_};
+  const SequenceParallel* sequence = sequence_parallel() ? &sequence_ : nullptr;
+  const LayerBuild build{config_,      micro_batch_, slots_, dtype_,      wide_dtype(dtype_),
+                         params_,      activations_, scratch_, split_,    recomputed_,
+                         sequence};
   // Under full recomputation a block keeps nothing of its own: what its backward reads is
   // laid out in the shared arena, the same memory for every block.
   const bool full = split_.recompute == Recompute::Full;
   const LayerBuild block_build{config_, micro_batch_, slots_, dtype_, wide_dtype(dtype_),
                                params_, full ? recomputed_ : activations_, scratch_, split_,
-                               recomputed_};
+                               recomputed_, sequence};
   const int64_t C = config_.d_model, V = config_.vocab_size;
   const int64_t T = config_.seq_len;
   // The vocabulary-parallel embedding and output layer hold rows
@@ -77,6 +79,7 @@ void GptModel::layout() {
 
   if (config_.is_llama())
     rope_table_ = activations_.take({T, config_.head_dim() / 2, 2}, build.stat_dtype);
+  if (sequence) sequence_.bind(build);
 
   // Parameters in the order backward produces their gradients.
   Parameter head;
@@ -96,7 +99,7 @@ void GptModel::layout() {
   }
   if (!config_.is_llama()) wpe_ = params_.add("wpe", {T, C}, Init::Normal, config_.init_std);
   wte_ = params_.add("wte", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
-  lm_head_.bind_shared(config_.tie_embeddings ? wte_ : head, split_.tensor);
+  lm_head_.bind_shared(config_.tie_embeddings ? wte_ : head, split_.tensor, sequence);
 
   slot_.assign(static_cast<size_t>(slots_), Slot{});
   for (Slot& s : slot_) {
@@ -111,14 +114,15 @@ void GptModel::layout() {
     }
     s.positions = activations_.take({micro_batch_, T}, DType::I32);
     s.key_starts = activations_.take({micro_batch_, T}, DType::I32);
-    for (int l = 0; l <= config_.n_layer; ++l) s.residual.push_back(build.take(activations_, C));
-    s.final_norm_out = build.take(activations_, C);
+    for (int l = 0; l <= config_.n_layer; ++l)
+      s.residual.push_back(build.take_share(activations_, C));
+    s.final_norm_out = build.take_share(activations_, C);
     s.logits = build.take(activations_, Vl);
     s.losses = build.take_stats(activations_);
     s.lse = build.take_stats(activations_);
   }
   block_scratch_.bind(build);
-  d_residual_ = build.take(scratch_, C);
+  d_residual_ = build.take_share(scratch_, C);
 }
 
 void GptModel::fill_rope_table() {
@@ -167,7 +171,10 @@ void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t 
                  std::to_string(config_.seq_len));
   const size_t s = static_cast<size_t>(slot);
   Batch& batch = batch_[s];
-  batch = Batch{b, t, slot};
+  batch = Batch{b, t, slot, split_.sequence_parts()};
+  KILN_CHECK(t % batch.parts == 0,
+             "a batch of " + std::to_string(t) + " tokens a row does not split into the " +
+                 std::to_string(batch.parts) + " sequence-parallel shares");
   for (int64_t i = 0; i < b * t; ++i)
     KILN_CHECK(tokens[i] >= 0 && tokens[i] < config_.vocab_size,
                "token id " + std::to_string(tokens[i]) + " is outside model.vocab_size=" +
@@ -212,17 +219,24 @@ double GptModel::forward(int slot) {
   // Each tensor-parallel rank embeds the tokens of its vocabulary slice (zero rows for the
   // rest) and the sum over the group is the whole embedding; the first rank adds the
   // positions, once.
+  // Under sequence parallelism the sum is reduce-scattered: each rank keeps its tokens' share.
   const bool positions_here = !config_.is_llama() && split_.tp_rank() == 0;
-  ops_.embedding_forward(batch.of(a.residual[0]), batch.of(a.local_tokens), wte_.value,
+  const Tensor embedded = batch.share_of(a.residual[0]);
+  const Tensor whole = sequence_parallel() ? sequence_.whole(batch) : embedded;
+  ops_.embedding_forward(whole, batch.of(a.local_tokens), wte_.value,
                          positions_here ? wpe_.value : Tensor{}, batch.positions);
-  if (tp_split()) split_.tensor->all_reduce(batch.of(a.residual[0]), ReduceOp::Sum);
+  if (sequence_parallel()) {
+    sequence_.scatter(embedded, whole);
+  } else if (tp_split()) {
+    split_.tensor->all_reduce(embedded, ReduceOp::Sum);
+  }
   for (size_t l = 0; l < blocks_.size(); ++l)
-    blocks_[l].forward(ops_, batch, batch.of(a.residual[l + 1]), batch.of(a.residual[l]),
-                       block_scratch_);
-  const Tensor final_out = batch.of(a.final_norm_out);
-  final_norm_.forward(ops_, batch, final_out, batch.of(a.residual.back()));
+    blocks_[l].forward(ops_, batch, batch.share_of(a.residual[l + 1]),
+                       batch.share_of(a.residual[l]), block_scratch_);
+  const Tensor final_out = batch.share_of(a.final_norm_out);
+  final_norm_.forward(ops_, batch, final_out, batch.share_of(a.residual.back()));
   const Tensor logits = batch.of(a.logits);
-  lm_head_.forward(ops_, logits, final_out);
+  lm_head_.forward(ops_, batch, logits, final_out);
   if (!has_targets_[s]) return 0.0;
 
   const Tensor losses = batch.of(a.losses), lse = batch.of(a.lse);
@@ -252,21 +266,25 @@ void GptModel::backward(double dloss, int slot,
   const Tensor flat_logits = logits.view({batch.b * batch.t, logits.shape.cols()});
   ops_.cross_entropy_backward(flat_logits, flat_logits, batch.of(a.lse),
                               batch.of(a.local_targets), local_vocab_, dloss);
-  const Tensor d_final = batch.of(block_scratch_.d_norm_out);
-  lm_head_.backward(ops_, d_final, logits, batch.of(a.final_norm_out));
-  const Tensor d_residual = batch.of(d_residual_);
+  const Tensor d_final = batch.share_of(block_scratch_.d_norm_out);
+  lm_head_.backward(ops_, batch, d_final, logits, batch.share_of(a.final_norm_out));
+  const Tensor d_residual = batch.share_of(d_residual_);
   ops_.fill(d_residual, 0.0);
-  final_norm_.backward(ops_, batch, d_residual, d_final, batch.of(a.residual.back()));
+  final_norm_.backward(ops_, batch, d_residual, d_final, batch.share_of(a.residual.back()));
   ready(0);
   for (size_t l = blocks_.size(); l-- > 0;) {
     if (split_.recompute == Recompute::Full)
-      blocks_[l].forward(ops_, batch, batch.of(a.residual[l + 1]), batch.of(a.residual[l]),
-                         block_scratch_);
-    blocks_[l].backward(ops_, batch, d_residual, batch.of(a.residual[l]), block_scratch_);
+      blocks_[l].forward(ops_, batch, batch.share_of(a.residual[l + 1]),
+                         batch.share_of(a.residual[l]), block_scratch_);
+    blocks_[l].backward(ops_, batch, d_residual, batch.share_of(a.residual[l]), block_scratch_);
     ready(blocks_.size() - l);
   }
+  // The embedding's rows take gradients from every token: gathered whole.
   ops_.embedding_backward(wte_.grad, config_.is_llama() ? Tensor{} : wpe_.grad,
-                          batch.of(a.local_tokens), d_residual, batch.positions);
+                          batch.of(a.local_tokens),
+                          sequence_parallel() ? sequence_.gather_gradient(batch, d_residual)
+                                                   : d_residual,
+                          batch.positions);
 }
 
 void GptModel::zero_grad() { ops_.fill(params_.flat_grads(), 0.0); }

@@ -84,6 +84,8 @@ class GptModel {
   void fill_rope_table();
   void init_parameter(const Parameter& p, uint64_t seed);
   bool tp_split() const { return split_.tp() > 1; }
+  // Sequence parallelism asked for over a tensor group of more than one rank.
+  bool sequence_parallel() const { return split_.sequence_parts() > 1; }
   // The slot's ids as this rank's vocabulary slice numbers them.
   void set_local_ids(const int32_t* tokens, const int32_t* targets, int64_t n, int slot);
 
@@ -106,6 +108,7 @@ class GptModel {
   std::vector<TransformerBlock> blocks_;
   Norm final_norm_;
   ColumnParallelLinear lm_head_;  // the vocabulary split over the tensor group
+  SequenceParallel sequence_;     // bound only under sequence parallelism
   // This rank's vocabulary slice: ids [vocab_start_, vocab_start_ + padded / tp), of which
   // local_vocab_ are real (below model.vocab_size).
   int64_t vocab_start_ = 0;
@@ -120,8 +123,9 @@ class GptModel {
     Tensor local_tokens, local_targets;
     std::vector<int32_t> local_targets_host;
     Tensor positions, key_starts;  // [B, T] int32: DocumentResets, when the batch has them
-    std::vector<Tensor> residual;  // n_layer + 1 of [B, T, C]: each block's input, then the last output
-    Tensor final_norm_out;      // [B, T, C]
+    // This rank's token share (sequence_parallel.h), [B, T / parts, C]:
+    std::vector<Tensor> residual;  // n_layer + 1: each block's input, then the last output
+    Tensor final_norm_out;
     Tensor logits;              // [B, T, padded vocab]; becomes its own gradient in backward
     Tensor losses, lse;         // [B, T]
   };

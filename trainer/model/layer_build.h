@@ -9,6 +9,8 @@
 
 namespace kiln {
 
+class SequenceParallel;
+
 struct LayerBuild {
   const ModelConfig& model;
   int64_t micro_batch;
@@ -22,6 +24,8 @@ struct LayerBuild {
   // What backward recomputes: one copy shared by the blocks, refilled by each block's
   // forward re-run just before its backward.
   Arena& recomputed;
+  // Sequence parallelism's gathers and scatters; null when it is off.
+  const SequenceParallel* sequence = nullptr;
 
   // A [micro_batch, seq_len, width] buffer.
   Tensor take(Arena& arena, int64_t width) const {
@@ -31,6 +35,14 @@ struct LayerBuild {
   Tensor take_stats(Arena& arena) const {
     return arena.take({micro_batch, model.seq_len}, stat_dtype);
   }
+  // The same for this rank's share of the tokens between the tensor-parallel layers
+  // (the whole sequence without sequence parallelism): [micro_batch, seq_len / parts, ...].
+  Tensor take_share(Arena& arena, int64_t width) const {
+    return arena.take({micro_batch, model.seq_len / split.sequence_parts(), width}, dtype);
+  }
+  Tensor take_share_stats(Arena& arena) const {
+    return arena.take({micro_batch, model.seq_len / split.sequence_parts()}, stat_dtype);
+  }
 };
 
 // The micro-batch in flight: b sequences of t tokens (at most the sizes laid out for),
@@ -39,6 +51,8 @@ struct Batch {
   int64_t b = 0;
   int64_t t = 0;
   int slot = 0;
+  // The shares its tokens are cut into between the tensor-parallel layers (sequence_parallel.h).
+  int64_t parts = 1;
   // Its document resets (gpt_model.h), [b, t] I32, as the ops take them: empty when absent.
   Tensor positions{};
   Tensor key_starts{};
@@ -48,6 +62,13 @@ struct Batch {
     Tensor v = full;
     v.shape.dims[0] = b;
     v.shape.dims[1] = t;
+    return v;
+  }
+  // This rank's share, [b, t / parts, ...], of a buffer from take_share.
+  Tensor share_of(const Tensor& share) const {
+    Tensor v = share;
+    v.shape.dims[0] = b;
+    v.shape.dims[1] = t / parts;
     return v;
   }
 };

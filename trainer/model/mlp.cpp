@@ -26,13 +26,13 @@ void Mlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x
   const size_t s = static_cast<size_t>(batch.slot);
   const Tensor fc_out = batch.of(fc_out_[s]);
   const Tensor hidden = batch.of(hidden_[s]);
-  fc_.forward(ops, fc_out, x);
+  fc_.forward(ops, batch, fc_out, x);
   if (swiglu_) {
     ops.swiglu_forward(hidden, fc_out);
   } else {
     ops.gelu_forward(hidden, fc_out);
   }
-  proj_.forward(ops, y, hidden);
+  proj_.forward(ops, batch, y, hidden);
 }
 
 void Mlp::backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy,
@@ -42,13 +42,13 @@ void Mlp::backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor&
   const Tensor hidden = batch.of(hidden_[s]);
   const Tensor d_hidden = batch.of(scratch.d_hidden);
   const Tensor d_fc = batch.of(scratch.d_fc);
-  proj_.backward(ops, d_hidden, dy, hidden);
+  proj_.backward(ops, batch, d_hidden, dy, hidden);
   if (swiglu_) {
     ops.swiglu_backward(d_fc, fc_out, d_hidden);
   } else {
     ops.gelu_backward(d_fc, fc_out, d_hidden);
   }
-  fc_.backward(ops, dx, d_fc, x);
+  fc_.backward(ops, batch, dx, d_fc, x);
 }
 
 }  // namespace kiln

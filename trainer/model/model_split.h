@@ -28,8 +28,13 @@ struct ModelSplit {
   // The flat parameter and gradient buffers hold a multiple of this many equal shards (the
   // distributed optimizer's data-parallel ranks).
   int flat_shards = 1;
+  // parallel.sequence_parallel: between the tensor-parallel layers each rank of the tensor
+  // group holds 1/tp of the tokens (sequence_parallel.h).
+  bool sequence_parallel = false;
 
   int tp() const { return tensor ? tensor->size() : 1; }
+  // The shares the tokens are cut into between the tensor-parallel layers.
+  int sequence_parts() const { return sequence_parallel ? tp() : 1; }
   int tp_rank() const { return tensor ? tensor->rank() : 0; }
   // A split of `parts` along dim over the tensor group, held by this rank.
   TensorSplit split(int dim, std::vector<int64_t> parts) const {

@@ -22,6 +22,7 @@ class Norm {
   double eps_ = 1e-5;
   Parameter weight_;
   Parameter bias_;
+  const SequenceParallel* sequence_ = nullptr;  // its weights see this rank's tokens only
   std::vector<Tensor> mean_;  // per slot, [micro_batch, seq_len] (LayerNorm only)
   std::vector<Tensor> rstd_;  // per slot
 };

@@ -9,8 +9,8 @@ void BlockScratch::bind(const LayerBuild& build) {
   const int64_t qkv_width = (m.n_head + 2 * m.kv_heads()) / tp * m.head_dim();
   const int64_t ffn = m.ffn_dim() / tp;
   const int64_t fc_width = m.is_llama() ? 2 * ffn : ffn;
-  branch_out = build.take(build.scratch, m.d_model);
-  d_norm_out = build.take(build.scratch, m.d_model);
+  branch_out = build.take_share(build.scratch, m.d_model);
+  d_norm_out = build.take_share(build.scratch, m.d_model);
   d_attn = build.take(build.scratch, int64_t{m.n_head} / tp * m.head_dim());
   d_qkv = build.take(build.scratch, qkv_width);
   d_hidden = build.take(build.scratch, ffn);

@@ -7,8 +7,9 @@
 namespace kiln {
 
 struct BlockScratch {
-  Tensor branch_out;  // [B, T, C] attention or MLP output, before the residual add
-  Tensor d_norm_out;  // [B, T, C] gradient of a norm's output
+  // This rank's token share (sequence_parallel.h), [B, T / parts, C]:
+  Tensor branch_out;  // attention or MLP output, before the residual add
+  Tensor d_norm_out;  // gradient of a norm's output
   Tensor d_attn;      // [B, T, n_head * head_dim]
   Tensor d_qkv;       // [B, T, qkv width]
   Tensor d_hidden;    // [B, T, d_ff] gradient of the MLP's activation output

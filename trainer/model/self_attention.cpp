@@ -35,10 +35,10 @@ void SelfAttention::forward(Ops& ops, const Batch& batch, const Tensor& y, const
   const Tensor qkv = batch.of(qkv_out_[s]);
   const Tensor out = batch.of(attn_out_[s]);
   const Tensor lse = lse_[s].view({lse_[s].numel()}).slice(0, batch.b * shape_.n_head * batch.t);
-  qkv_.forward(ops, qkv, x);
+  qkv_.forward(ops, batch, qkv, x);
   if (rope_) ops.rope_forward(qkv, rope_table_, shape_, batch.positions);
   ops.attention_forward(out, lse, qkv, shape_, batch.key_starts);
-  proj_.forward(ops, y, out);
+  proj_.forward(ops, batch, y, out);
 }
 
 void SelfAttention::backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy,
@@ -50,10 +50,10 @@ void SelfAttention::backward(Ops& ops, const Batch& batch, const Tensor& dx, con
   const Tensor d_attn = batch.of(scratch.d_attn);
   const Tensor d_qkv = batch.of(scratch.d_qkv);
   if (recompute_core_) ops.attention_forward(out, lse, qkv, shape_, batch.key_starts);
-  proj_.backward(ops, d_attn, dy, out);
+  proj_.backward(ops, batch, d_attn, dy, out);
   ops.attention_backward(d_qkv, d_attn, qkv, out, lse, shape_, batch.key_starts);
   if (rope_) ops.rope_backward(d_qkv, rope_table_, shape_, batch.positions);
-  qkv_.backward(ops, dx, d_qkv, x);
+  qkv_.backward(ops, batch, dx, d_qkv, x);
 }
 
 }  // namespace kiln

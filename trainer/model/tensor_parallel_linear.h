@@ -10,12 +10,19 @@
 // a column-parallel layer), the partial products are all-reduced into the whole y, and the
 // bias, which every rank holds whole, is added once after the sum. Backward needs no
 // communication: dy is whole on every rank.
+//
+// With sequence parallelism (sequence_parallel.h) the input of a column-parallel layer and
+// the output of a row-parallel one are this rank's share of the tokens: the column layer
+// gathers x whole (again in backward, where it reduce-scatters dx instead of all-reducing
+// it); the row layer reduce-scatters its partial products and adds the bias to its share,
+// and gathers dy whole in backward.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "trainer/model/linear.h"
+#include "trainer/model/sequence_parallel.h"
 
 namespace kiln {
 
@@ -26,16 +33,19 @@ class ColumnParallelLinear {
   void bind(const LayerBuild& build, const std::string& name, int64_t in,
             const std::vector<int64_t>& parts, bool bias, double init_std);
   // Shares a weight already split by rows over the group (the tied vocabulary embedding).
-  void bind_shared(const Parameter& weight, Communicator* group);
+  void bind_shared(const Parameter& weight, Communicator* group,
+                   const SequenceParallel* sequence);
 
-  void forward(Ops& ops, const Tensor& y, const Tensor& x) const { linear_.forward(ops, y, x); }
+  void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const;
   // dx = dy W summed over the group (overwrites; skipped when empty); parameter gradients
   // accumulate.
-  void backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x) const;
+  void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy,
+                const Tensor& x) const;
 
  private:
   Linear linear_;
   Communicator* group_ = nullptr;
+  const SequenceParallel* sequence_ = nullptr;
 };
 
 class RowParallelLinear {
@@ -43,15 +53,17 @@ class RowParallelLinear {
   // in: the whole input width, split evenly over the group.
   void bind(const LayerBuild& build, const std::string& name, int64_t in, int64_t out, bool bias,
             double init_std);
-  void forward(Ops& ops, const Tensor& y, const Tensor& x) const;
+  void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const;
   // dx: this rank's slice of the input gradient (overwrites).
-  void backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x) const;
+  void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy,
+                const Tensor& x) const;
 
  private:
   Linear linear_;
   Parameter bias_;
   bool has_bias_ = false;
   Communicator* group_ = nullptr;
+  const SequenceParallel* sequence_ = nullptr;
 };
 
 }  // namespace kiln

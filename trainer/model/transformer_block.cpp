@@ -13,17 +13,17 @@ void TransformerBlock::bind(const LayerBuild& build, int index, const Tensor& ro
   mid_.clear();
   norm2_out_.clear();
   for (int s = 0; s < build.slots; ++s) {
-    norm1_out_.push_back(build.take(build.activations, build.model.d_model));
-    mid_.push_back(build.take(build.activations, build.model.d_model));
-    norm2_out_.push_back(build.take(build.activations, build.model.d_model));
+    norm1_out_.push_back(build.take_share(build.activations, build.model.d_model));
+    mid_.push_back(build.take_share(build.activations, build.model.d_model));
+    norm2_out_.push_back(build.take_share(build.activations, build.model.d_model));
   }
 }
 
 void TransformerBlock::forward(Ops& ops, const Batch& batch, const Tensor& out, const Tensor& x,
                                const BlockScratch& scratch) const {
   const size_t s = static_cast<size_t>(batch.slot);
-  const Tensor n1 = batch.of(norm1_out_[s]), mid = batch.of(mid_[s]);
-  const Tensor n2 = batch.of(norm2_out_[s]), branch = batch.of(scratch.branch_out);
+  const Tensor n1 = batch.share_of(norm1_out_[s]), mid = batch.share_of(mid_[s]);
+  const Tensor n2 = batch.share_of(norm2_out_[s]), branch = batch.share_of(scratch.branch_out);
   norm1_.forward(ops, batch, n1, x);
   attention_.forward(ops, batch, branch, n1);
   ops.add(mid, x, branch);
@@ -35,8 +35,8 @@ void TransformerBlock::forward(Ops& ops, const Batch& batch, const Tensor& out, 
 void TransformerBlock::backward(Ops& ops, const Batch& batch, const Tensor& d_residual,
                                 const Tensor& x, const BlockScratch& scratch) const {
   const size_t s = static_cast<size_t>(batch.slot);
-  const Tensor n1 = batch.of(norm1_out_[s]), mid = batch.of(mid_[s]);
-  const Tensor n2 = batch.of(norm2_out_[s]), d_norm = batch.of(scratch.d_norm_out);
+  const Tensor n1 = batch.share_of(norm1_out_[s]), mid = batch.share_of(mid_[s]);
+  const Tensor n2 = batch.share_of(norm2_out_[s]), d_norm = batch.share_of(scratch.d_norm_out);
   // The residual path carries d(out) straight to d(mid); each branch adds its share.
   mlp_.backward(ops, batch, d_norm, d_residual, n2, scratch);
   norm2_.backward(ops, batch, d_residual, d_norm, mid);

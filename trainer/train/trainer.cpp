@@ -42,7 +42,8 @@ DType compute_dtype(const PrecisionConfig& precision) {
   return DType::F32;
 }
 
-// Tensor and data parallelism over the launched processes; pipelining comes later.
+// Tensor (with sequence) and data parallelism over the launched processes; pipelining comes
+// later.
 ParallelLayout parallel_layout(const Config& c, int world_size) {
   const ParallelConfig& p = c.parallel;
   const ParallelLayout layout(p, world_size);
@@ -51,9 +52,6 @@ ParallelLayout parallel_layout(const Config& c, int world_size) {
                      "tensor- and data-parallel (pp = 1)",
                      p.pp));
   if (p.vpp != 1) fail("parallel.vpp needs pipeline parallelism (parallel.pp > 1)");
-  if (p.sequence_parallel)
-    fail("parallel.sequence_parallel (norms on sequence shards of the tensor group) is not in "
-         "this build yet");
   const int64_t per_step = int64_t{c.train.micro_batch} * layout.dp();
   if (c.train.global_batch % per_step != 0)
     fail(fmt::format("train.global_batch={} is not a multiple of train.micro_batch={} x {} "
@@ -157,7 +155,8 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   Communicator* tensor = layout_.tp() > 1 ? tensor_group_.get() : nullptr;
   model_ = std::make_unique<GptModel>(
       m, config_.train.micro_batch, *ops_, dtype, (state_bytes + shards - 1) / shards, 1,
-      ModelSplit{parse_recompute(config_.train.recompute), tensor, shards});
+      ModelSplit{parse_recompute(config_.train.recompute), tensor, shards,
+                 config_.parallel.sequence_parallel});
   model_->init_parameters(config_.train.seed);
   optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_,
                                        shards > 1 ? data_group_.get() : nullptr, tensor);
@@ -200,9 +199,14 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
              static_cast<int64_t>(t.global_batch) * m.seq_len, t.steps);
   if (layout_.tp() > 1)
     fmt::print(out_, "kiln: tensor-parallel over {} ranks: each holds {} of {} heads, {} of {} "
-                     "hidden units and {} of {} vocabulary rows\n",
+                     "hidden units and {} of {} vocabulary rows{}\n",
                layout_.tp(), m.n_head / layout_.tp(), m.n_head, m.ffn_dim() / layout_.tp(),
-               m.ffn_dim(), m.padded_vocab() / layout_.tp(), m.padded_vocab());
+               m.ffn_dim(), m.padded_vocab() / layout_.tp(), m.padded_vocab(),
+               config_.parallel.sequence_parallel
+                   ? fmt::format(", and {} of {} tokens a sequence between them (sequence "
+                                 "parallel)",
+                                 m.seq_len / layout_.tp(), m.seq_len)
+                   : std::string());
   fmt::print(out_, "{}kiln: data {}\n", data_notes.text(), train_data_->describe());
   if (valid_data_) fmt::print(out_, "kiln: data {}\n", valid_data_->describe());
   std::string memory = "kiln: memory";

@@ -1,0 +1,35 @@
+#include "trainer/model/sequence_parallel.h"
+
+namespace kiln {
+
+void SequenceParallel::bind(const LayerBuild& build) {
+  group_ = build.split.tensor;
+  gathered_ = build.take(build.scratch, build.model.d_model);
+  sums_ = build.take(build.scratch, build.model.d_model);
+}
+
+Tensor SequenceParallel::gather(const Batch& batch, const Tensor& share) const {
+  const Tensor whole = batch.of(gathered_);
+  group_->all_gather(whole, share);
+  return whole;
+}
+
+void SequenceParallel::scatter(const Tensor& share, const Tensor& whole) const {
+  group_->reduce_scatter(share, whole);
+}
+
+Tensor SequenceParallel::gather_gradient(const Batch& batch, const Tensor& share) const {
+  const Tensor whole = batch.of(sums_);
+  group_->all_gather(whole, share);
+  return whole;
+}
+
+void ShareGradients::begin(Ops& ops, const Parameter& p) const {
+  if (sequence_ && sequence_->group().rank() != 0 && !p.grad.empty()) ops.fill(p.grad, 0.0);
+}
+
+void ShareGradients::end(const Parameter& p) const {
+  if (sequence_ && !p.grad.empty()) sequence_->group().all_reduce(p.grad, ReduceOp::Sum);
+}
+
+}  // namespace kiln
