@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <ostream>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "tests/corpus_fixture.h"
 #include "tests/run_command.h"
+#include "trainer/checkpoint/safetensors.h"
 
 namespace kiln::test {
 namespace {
@@ -157,6 +159,73 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"distributed_optimizer_dp2", 2,
                            " --set parallel.distributed_optimizer=true", ""},
                     Layout{"tp2", 2, " --set parallel.tp=2", ""}),
+    [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
+
+// After one step each layout holds the single rank's gradients, tensor by tensor: AdamW's
+// first moment after one step is (1 - beta1) times the unclipped gradient, and the checkpoint
+// stores it under each parameter's name, gathered from the ranks' pieces (tensor
+// parallelism) and shards (the distributed optimizer).
+class LayoutGradients : public testing::TestWithParam<Layout> {};
+
+std::string one_step(const std::string& prefix, const std::string& dir, const std::string& name) {
+  return " train --no-store" + small_run(prefix) +
+         " --set model.n_layer=2 --set model.n_head=4 --set train.global_batch=8"
+         " --set train.steps=1 --set train.warmup=0 --set train.clip_grad=0"
+         " --set train.eval_interval=0 --set train.sample_tokens=0"
+         " --set train.checkpoint_interval=1 --set train.checkpoint_dir=" + dir + " --name " + name;
+}
+
+std::vector<float> floats(const SafetensorsFile& file, const std::string& name) {
+  const std::span<const std::byte> bytes = file.data(name);
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+TEST_P(LayoutGradients, MatchTheSingleRankAfterOneStep) {
+#ifndef KILN_HAVE_MPI
+  GTEST_SKIP() << "skipped: built without MPI";
+#endif
+  const Layout& layout = GetParam();
+  const std::string dir = fresh_dir("layout_gradients_" + layout.name);
+  const std::string prefix = prepare_corpus(dir);
+  const CommandResult single = run_command(kiln + one_step(prefix, dir, "single") + layout.model);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const CommandResult split = run_command(mpirun_command(layout.ranks) + kiln +
+                                          one_step(prefix, dir, "split") + layout.model +
+                                          layout.settings);
+  ASSERT_EQ(split.exit_code, 0) << split.output;
+  const SafetensorsFile want(dir + "/single/step-00000001/optimizer.safetensors");
+  const SafetensorsFile got(dir + "/split/step-00000001/optimizer.safetensors");
+  int compared = 0;
+  for (const TensorInfo& tensor : want.tensors()) {
+    if (tensor.name.rfind("exp_avg.", 0) != 0) continue;
+    ASSERT_TRUE(got.contains(tensor.name)) << tensor.name;
+    const std::vector<float> a = floats(got, tensor.name), b = floats(want, tensor.name);
+    ASSERT_EQ(a.size(), b.size()) << tensor.name;
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      diff += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+      norm += double{b[i]} * b[i];
+    }
+    EXPECT_GT(norm, 0) << tensor.name;
+    EXPECT_LE(std::sqrt(diff / std::max(norm, 1e-30)), 1e-5) << tensor.name;
+    ++compared;
+  }
+  EXPECT_GE(compared, 14);  // 2 blocks of 6 or more tensors, the embeddings, the final norm
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, LayoutGradients,
+    testing::Values(Layout{"replicated_dp2", 2, "", ""},
+                    Layout{"distributed_optimizer_dp2", 2,
+                           " --set parallel.distributed_optimizer=true", ""},
+                    Layout{"tp2", 2, " --set parallel.tp=2", ""},
+                    Layout{"tp2_sequence_parallel", 2,
+                           " --set parallel.tp=2 --set parallel.sequence_parallel=true", ""},
+                    Layout{"llama_tp2_dp2_distributed_optimizer", 4,
+                           " --set parallel.tp=2 --set parallel.distributed_optimizer=true",
+                           kLlama}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 }  // namespace
