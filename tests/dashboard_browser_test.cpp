@@ -1,6 +1,6 @@
 // End-to-end: the dashboard in headless Chromium (tests/browser/dashboard.mjs) against
 // `kiln train --serve` training a live run, over a store that also holds two finished runs.
-// Screenshots of the runs, live and compare pages land in build/screenshots/.
+// Screenshots of the runs, run, live and compare pages land in build/screenshots/.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -30,14 +30,19 @@ std::string wait_for_url(const std::string& log_path) {
   return "";
 }
 
-TEST(DashboardBrowser, RunsLivePauseResumeAndCompare) {
+TEST(DashboardBrowser, RunsChartControlsLivePauseResumeAndCompare) {
   const std::string dir = fresh_dir("dashboard_browser");
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
-  for (const char* name : {"finished-a", "finished-b"}) {
-    const CommandResult r = run_command(kiln + " train --store " + store + " --name " + name + small_run(prefix) +
-                                        (std::string(name) == "finished-b" ? " --set train.lr=0.01" : ""));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-  }
+  // finished-a: two data-parallel ranks, every step logged, a checkpoint at step 6 (and 12),
+  // for the run page's bands, x axes and event marks.
+  const CommandResult a = run_command(mpirun_command(2) + kiln + " train --store " + store + " --name finished-a" +
+                                      small_run(prefix) + " --set train.global_batch=8 --set train.steps=12" +
+                                      " --set train.log_interval=1 --set train.checkpoint_interval=6" +
+                                      " --set train.checkpoint_dir=" + dir + "/checkpoints");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const CommandResult b = run_command(kiln + " train --store " + store + " --name finished-b" + small_run(prefix) +
+                                      " --set train.lr=0.01");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
   // Trains until stopped, a step logged every few milliseconds.
   const std::string log = dir + "/live.log";
   const int pid = start_background(kiln + " train --store " + store + " --name live --serve 127.0.0.1:0" +
@@ -52,7 +57,7 @@ TEST(DashboardBrowser, RunsLivePauseResumeAndCompare) {
   const CommandResult browser = run_command("node " KILN_SOURCE_DIR "/tests/browser/dashboard.mjs " + url +
                                             " live finished-a finished-b " + shots);
   EXPECT_EQ(browser.exit_code, 0) << browser.output;
-  for (const char* page : {"runs", "live", "compare", "compare-other-scheme"})
+  for (const char* page : {"runs", "run-bands", "live", "compare", "compare-other-scheme"})
     EXPECT_TRUE(std::filesystem::exists(shots + "/" + page + ".png")) << page;
 
   const CommandResult stop = run_command(kiln + " runs stop live --store " + store + " --wait 30");

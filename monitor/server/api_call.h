@@ -25,6 +25,10 @@ struct ApiCall {
   nlohmann::json json_body() const;
 };
 
+// A run as typed (an id, a name or an unambiguous prefix) as its id; an unknown run is an
+// ApiError 404 naming it.
+int64_t resolve_run_id(SharedState& state, const std::string& typed);
+
 // api_read.cpp
 Reply get_runs(ApiCall& call);
 Reply get_run(ApiCall& call);

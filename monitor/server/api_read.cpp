@@ -156,8 +156,12 @@ Reply get_export_csv(ApiCall& call) {
 }
 
 Reply get_compare(ApiCall& call) {
+  const std::vector<std::string> typed = call.target.list("runs");
+  // An unknown run is 404, as on every route with a {run}; the store then refuses fewer
+  // than two runs, or one run twice (400).
+  for (const std::string& run : typed) resolve_run_id(call.state, run);
   auto db = call.state.reads().borrow();
-  const auto ids = store::resolve_distinct_runs(*db, call.target.list("runs"));
+  const auto ids = store::resolve_distinct_runs(*db, typed);
   return json_reply(store::to_json(store::compare_runs(*db, ids, call.target.number("target_loss"))));
 }
 

@@ -61,18 +61,6 @@ bool is_api(const RequestTarget& target) {
 
 bool has_run(const Route& route) { return route.pattern[2] == kRunSegment; }
 
-// The {run} segment (an id, a name or an unambiguous prefix) as a run id; unknown is 404.
-int64_t resolve(SharedState& state, const std::string& typed) {
-  auto db = state.reads().borrow();
-  try {
-    return store::resolve_run(*db, typed);
-  } catch (const store::DatabaseError&) {
-    throw;
-  } catch (const Error& e) {
-    throw ApiError(http::status::not_found, e.what());
-  }
-}
-
 // The route for this method and path; a path no route has is 404, a path with routes for
 // other methods only is 405.
 const Route& find_route(const Request& request, const RequestTarget& target) {
@@ -106,6 +94,17 @@ Reply guarded(Body body) {
 
 }  // namespace
 
+int64_t resolve_run_id(SharedState& state, const std::string& typed) {
+  auto db = state.reads().borrow();
+  try {
+    return store::resolve_run(*db, typed);
+  } catch (const store::DatabaseError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(http::status::not_found, e.what());
+  }
+}
+
 json ApiCall::json_body() const {
   json body = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) throw ApiError(http::status::bad_request, "the body is not valid JSON");
@@ -124,7 +123,7 @@ Reply answer(SharedState& state, const Request& request) {
                      "this request changes a run: send the server's token as "
                      "\"Authorization: Bearer TOKEN\"");
     ApiCall call{state, request, target};
-    if (has_run(route)) call.run_id = resolve(state, target.segments[2]);
+    if (has_run(route)) call.run_id = resolve_run_id(state, target.segments[2]);
     return route.handler(call);
   });
 }
@@ -136,7 +135,7 @@ std::variant<int64_t, Reply> live_run(SharedState& state, const Request& request
     if (request.method() != http::verb::get || target.segments.size() != 4 || target.segments[0] != "api" ||
         target.segments[1] != "runs" || target.segments[3] != "live")
       throw ApiError(http::status::not_found, "WebSocket endpoints: /api/runs/{run}/live");
-    run_id = resolve(state, target.segments[2]);
+    run_id = resolve_run_id(state, target.segments[2]);
     return Reply{};
   });
   if (reply.body.empty()) return run_id;

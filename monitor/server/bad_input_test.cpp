@@ -30,6 +30,10 @@ TEST_F(BadInputTest, UnknownRunsAndPaths) {
   expect_error(get(port_, "/api/runs/gamma"), 404,
                "store: no run named 'gamma' in " + path() + " (it holds 2 runs; `kiln runs list` shows them)");
   expect_error(get(port_, "/api/runs/99/metrics"), 404, "store: no run with id 99 in " + path());
+  expect_error(get(port_, "/api/compare?runs=alpha,gamma"), 404,
+               "store: no run named 'gamma' in " + path() + " (it holds 2 runs; `kiln runs list` shows them)");
+  expect_error(get(port_, "/api/compare?runs=alpha,alpha"), 400,
+               "compare: 'alpha' and 'alpha' are the same run (id " + std::to_string(alpha_) + "); give distinct runs");
   expect_error(get(port_, "/api/nothing"), 404, "no such endpoint: /api/nothing");
   expect_error(get(port_, "/api/runs/alpha/metrics/extra"), 404, "no such endpoint: /api/runs/alpha/metrics/extra");
 }

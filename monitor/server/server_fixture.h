@@ -48,10 +48,14 @@ class ServerTest : public store::testing_util::StoreTest {
       if (assignment.rfind("train.lr=", 0) != 0) store::fail("unknown setting '" + assignment + "'");
       return assignment;
     };
+    configure(options);
     server_ = std::make_unique<Server>(parse_listen_address("127.0.0.1:0"), options);
     server_->start();
     port_ = server_->port();
   }
+
+  // A fixture's own options, over the ones above.
+  virtual void configure(ServerOptions&) {}
 
   void TearDown() override {
     server_.reset();

@@ -79,8 +79,13 @@ inline std::string raw_exchange(uint16_t port, const std::string& bytes) {
 
 class LiveClient {
  public:
-  LiveClient(uint16_t port, const std::string& target) : ws_(io_) {
-    beast::get_lowest_layer(ws_).connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  // receive_buffer: the socket's receive buffer in bytes (0: the system's), small for a
+  // client that should fall behind quickly.
+  LiveClient(uint16_t port, const std::string& target, int receive_buffer = 0) : ws_(io_) {
+    auto& socket = beast::get_lowest_layer(ws_).socket();
+    socket.open(tcp::v4());
+    if (receive_buffer > 0) socket.set_option(net::socket_base::receive_buffer_size(receive_buffer));
+    socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
     ws_.handshake("127.0.0.1", target);
   }
   // The next message; fails the test's wait after a deadline rather than hanging.

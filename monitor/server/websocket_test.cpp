@@ -2,6 +2,10 @@
 // event and status change the run commits, and a reconnecting one starts where the run is.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+#include <vector>
+
 #include "monitor/server/server_fixture.h"
 #include "monitor/server/test_client.h"
 
@@ -97,6 +101,67 @@ TEST_F(ServerTest, StoppingTheServerDeliversTheLastRowsThenCloses) {
   server_.reset();  // this thread reads only afterwards, as the process's end would leave it
   EXPECT_EQ(next_of(client, "metrics")["rows"][0]["step"], 6);
   EXPECT_THROW(client.next(), beast::system_error) << "the connection should be closed";
+}
+
+// The send queue's bound (docs/dashboard.md, "Limits"): a client that stops reading is
+// disconnected once its socket's buffers are full and its queue holds max_queued_messages,
+// so the server never holds more for it; a client that keeps up meanwhile gets every row.
+class SlowClientTest : public ServerTest {
+ protected:
+  void configure(ServerOptions& options) override { options.max_queued_messages = 4; }
+};
+
+TEST_F(SlowClientTest, ClientThatStopsReadingIsDroppedWhileOthersGetEveryRow) {
+  // Each chunk becomes one metrics message of about 0.8 MB: 13 MB in all, more than the two
+  // sockets' buffers (a few MB at most on Linux) and the 4 queued messages hold together.
+  constexpr int kChunks = 16, kStepsPerChunk = 1000, kRanks = 2;
+  constexpr int64_t kLast = 5 + kChunks * kStepsPerChunk;
+  LiveClient stalled(port_, "/api/runs/beta/live", 4096);
+  LiveClient keeping_up(port_, "/api/runs/beta/live");
+  ASSERT_EQ(keeping_up.next()["type"], "hello");
+
+  std::vector<int64_t> steps;  // rank 0's steps as the reading client got them
+  std::thread reader([&] {
+    while (steps.empty() || steps.back() < kLast) {
+      const auto message = next_of(keeping_up, "metrics");
+      if (message.is_null()) return;
+      for (const auto& row : message["rows"])
+        if (row["rank"] == 0) steps.push_back(row["step"].get<int64_t>());
+    }
+  });
+  int64_t step = 5;
+  for (int chunk = 0; chunk < kChunks; ++chunk) {
+    for (int i = 0; i < kStepsPerChunk; ++i) live_writer_->log_metrics(interval(++step, kRanks));
+    live_writer_->flush();
+    // A poll in between, so that each chunk is a message of its own.
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  }
+  reader.join();
+  ASSERT_EQ(steps.size(), static_cast<size_t>(kLast - 5));
+  for (size_t i = 0; i < steps.size(); ++i) ASSERT_EQ(steps[i], static_cast<int64_t>(6 + i));
+
+  // The stalled client finds what its buffers held, in order, then the connection's end,
+  // before the last step.
+  int64_t next_step = 6;
+  bool ended = false;
+  try {
+    for (;;) {
+      const auto message = stalled.next(std::chrono::seconds(5));
+      if (message["type"] != "metrics") continue;
+      for (const auto& row : message["rows"]) {
+        if (row["rank"] == 0) {
+          ASSERT_EQ(row["step"].get<int64_t>(), next_step++);
+        }
+      }
+    }
+  } catch (const beast::system_error&) {
+    ended = true;
+  } catch (const std::runtime_error&) {
+    // No message in time: still connected, which the expectation below reports.
+  }
+  EXPECT_TRUE(ended) << "the stalled client was still connected after step " << next_step - 1;
+  EXPECT_LT(next_step - 1, kLast);
+  EXPECT_EQ(get(port_, "/api/runs").status, 200u);
 }
 
 TEST_F(ServerTest, LiveUpgradeForAnUnknownRunIsRefused) {
