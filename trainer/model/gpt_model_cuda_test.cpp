@@ -3,10 +3,10 @@
 // document resets of rows that pack several documents.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <ostream>
 #include <vector>
 
+#include "tests/relative_error.h"
 #include "tests/small_model.h"
 #include "trainer/memory/host_copy.h"
 #include "trainer/model/gpt_model.h"
@@ -16,15 +16,6 @@ namespace {
 
 ModelConfig small_model(const std::string& arch) {
   return test::small_model(arch, 256, 300, 64);  // head dim 64
-}
-
-double relative_error(const std::vector<double>& got, const std::vector<double>& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
 struct Case {
@@ -80,8 +71,8 @@ TEST_P(GpuModelParity, LossAndGradientsMatchTheCpu) {
   EXPECT_NEAR(losses[1] / losses[0], 1.0, c.loss_tol);
   for (size_t i = 0; i < cpu.parameters().all().size(); ++i) {
     const Parameter& p = cpu.parameters().all()[i];
-    const double error = relative_error(copy_to_doubles(*gpu_ops, gpu.parameters().all()[i].grad),
-                                        copy_to_doubles(*cpu_ops, p.grad));
+    const double error = test::relative_error(
+        copy_to_doubles(*gpu_ops, gpu.parameters().all()[i].grad), copy_to_doubles(*cpu_ops, p.grad));
     EXPECT_LE(error, c.grad_tol) << p.name;
   }
 }
