@@ -1,0 +1,83 @@
+#include "trainer/parallel/pipeline_schedule.h"
+
+#include <algorithm>
+
+#include <fmt/core.h>
+
+#include "kernels/check.h"
+
+namespace kiln {
+
+namespace {
+
+void check_sizes(int pp, int vpp, int micro_batches) {
+  KILN_CHECK(pp >= 1 && vpp >= 1 && micro_batches >= 1,
+             fmt::format("pipeline: pp={}, vpp={} and {} micro-batches must all be >= 1", pp, vpp,
+                         micro_batches));
+}
+
+}  // namespace
+
+PipelineSchedule pipeline_schedule(int pp, int vpp, int stage, int micro_batches) {
+  check_sizes(pp, vpp, micro_batches);
+  KILN_CHECK(stage >= 0 && stage < pp,
+             fmt::format("pipeline: stage {} is outside [0, pp={})", stage, pp));
+  if (vpp > 1 && micro_batches % pp != 0)
+    fail(fmt::format("pipeline: the interleaved schedule (parallel.vpp={}) needs the "
+                     "micro-batches of a step ({}) to be a multiple of parallel.pp={}",
+                     vpp, micro_batches, pp));
+  // Units are (micro-batch, chunk) pairs; without interleaving a unit is a micro-batch.
+  const int units = micro_batches * vpp;
+  PipelineSchedule schedule;
+  if (vpp == 1) {
+    schedule.warmup = std::min(pp - stage - 1, micro_batches);
+  } else if (micro_batches == pp) {
+    schedule.warmup = units;  // too few micro-batches for a steady state: all forwards first
+  } else {
+    schedule.warmup = std::min((pp - stage - 1) * 2 + (vpp - 1) * pp, units);
+  }
+  // Unit k: groups of pp micro-batches go through chunk 0, then chunk 1, ...; backwards take
+  // the chunks in reverse.
+  const auto unit = [&](int k, bool forward) {
+    const int in_group = k % (pp * vpp);
+    const int chunk = in_group / pp;
+    return PipelineStep{forward, k / (pp * vpp) * pp + k % pp, forward ? chunk : vpp - 1 - chunk};
+  };
+  int forwards = 0, backwards = 0;
+  for (; forwards < schedule.warmup; ++forwards) schedule.steps.push_back(unit(forwards, true));
+  while (forwards < units) {
+    schedule.steps.push_back(unit(forwards++, true));
+    schedule.steps.push_back(unit(backwards++, false));
+  }
+  while (backwards < units) schedule.steps.push_back(unit(backwards++, false));
+  return schedule;
+}
+
+double pipeline_bubble(int pp, int vpp, int micro_batches) {
+  check_sizes(pp, vpp, micro_batches);
+  return static_cast<double>(pp - 1) / (static_cast<double>(vpp) * micro_batches + pp - 1);
+}
+
+std::vector<int> pipeline_layers(int n_layer, int pp, int vpp, int first, int last) {
+  check_sizes(pp, vpp, 1);
+  const int stages = pp * vpp;
+  KILN_CHECK(first >= 0 && last >= 0, "pipeline: first and last stage layers must be >= 0");
+  KILN_CHECK(stages > 1 || (first == 0 && last == 0),
+             "pipeline: first and last stage layers need more than one stage");
+  int rest = n_layer, middle = stages;
+  if (first > 0) rest -= first, --middle;
+  if (last > 0) rest -= last, --middle;
+  const bool fits = middle == 0 ? rest == 0 : rest >= middle && rest % middle == 0;
+  if (!fits)
+    fail(fmt::format("pipeline: model.n_layer={}{}{} leaves {} layers, which do not split evenly "
+                     "over the other {} of pp x vpp = {} x {} = {} stages (each needs one or more)",
+                     n_layer, first > 0 ? fmt::format(" - {} on the first stage", first) : "",
+                     last > 0 ? fmt::format(" - {} on the last", last) : "", rest, middle, pp,
+                     vpp, stages));
+  std::vector<int> layers(static_cast<size_t>(stages), middle > 0 ? rest / middle : 0);
+  if (first > 0) layers.front() = first;
+  if (last > 0) layers.back() = last;
+  return layers;
+}
+
+}  // namespace kiln

@@ -1,0 +1,46 @@
+// What each pipeline stage runs, and in which order, for one optimizer step: Megatron-LM's
+// 1F1B schedule (parallel.vpp = 1) and its interleaved 1F1B (vpp > 1, each rank holding vpp
+// chunks of layers, the model's chunks dealt round the stages: chunk c of stage s is
+// virtual stage c * pp + s).
+//
+// 1F1B: stage s first runs min(pp - s - 1, m) forwards (warm-up), then alternates one
+// forward and one backward (steady state), then runs the backwards left (cool-down), so it
+// holds at most pp - s micro-batches' activations at once.
+// Interleaved: the same over m * vpp (micro-batch, chunk) units, with warm-up
+// (pp - s - 1) * 2 + (vpp - 1) * pp (everything when m == pp); units go round in groups of pp
+// micro-batches, chunk by chunk, forwards in chunk order and backwards in reverse.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct PipelineStep {
+  bool forward = true;
+  int micro_batch = 0;
+  int chunk = 0;  // the rank's model chunk (0 without interleaving)
+  bool operator==(const PipelineStep&) const = default;
+};
+
+struct PipelineSchedule {
+  int warmup = 0;  // forwards before the first backward
+  std::vector<PipelineStep> steps;
+};
+
+// The schedule of `stage` (0 .. pp - 1) for m micro-batches. Interleaving needs m to be a
+// multiple of pp (as in Megatron): refused otherwise, with the numbers.
+PipelineSchedule pipeline_schedule(int pp, int vpp, int stage, int micro_batches);
+
+// The fraction of a step each stage idles in the pipeline's fill and drain:
+// (pp - 1) / (vpp m + pp - 1) (Megatron's bubble, (pp - 1) / (vpp m), of the ideal time).
+double pipeline_bubble(int pp, int vpp, int micro_batches);
+
+// Layers per virtual stage (pp * vpp of them, in model order). first and last (0: even)
+// give the first and the last virtual stage their own counts, as Megatron's
+// --decoder-first/last-pipeline-num-layers; the others split the rest evenly. Refused, with
+// the arithmetic, when they cannot.
+std::vector<int> pipeline_layers(int n_layer, int pp, int vpp, int first, int last);
+
+}  // namespace kiln
