@@ -1,0 +1,131 @@
+#include "trainer/parallel/pipeline_schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <tuple>
+
+#include "kernels/check.h"
+
+namespace kiln {
+namespace {
+
+std::string error_of(auto&& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PipelineSchedule, OneForwardOneBackwardHasMegatronsWarmUp) {
+  // pp 4, 8 micro-batches: stage s runs 3 - s forwards first and holds at most 4 - s.
+  for (int stage = 0; stage < 4; ++stage) {
+    const PipelineSchedule s = pipeline_schedule(4, 1, stage, 8);
+    EXPECT_EQ(s.warmup, 3 - stage);
+    ASSERT_EQ(s.steps.size(), 16u);
+    int in_flight = 0, most = 0, next_forward = 0, next_backward = 0;
+    for (const PipelineStep& step : s.steps) {
+      // Forwards and backwards each take the micro-batches in order.
+      EXPECT_EQ(step.micro_batch, step.forward ? next_forward++ : next_backward++);
+      in_flight += step.forward ? 1 : -1;
+      most = std::max(most, in_flight);
+    }
+    EXPECT_EQ(most, 4 - stage);
+  }
+  // The last stage alternates from the start.
+  const PipelineSchedule last = pipeline_schedule(4, 1, 3, 2);
+  EXPECT_EQ(last.steps, (std::vector<PipelineStep>{{true, 0, 0}, {false, 0, 0}, {true, 1, 0},
+                                                   {false, 1, 0}}));
+  // Fewer micro-batches than the warm-up: all forwards, then all backwards.
+  EXPECT_EQ(pipeline_schedule(4, 1, 0, 2).warmup, 2);
+}
+
+TEST(PipelineSchedule, InterleavedGoesRoundTheChunksInGroupsOfPp) {
+  // pp 2, vpp 2, 4 micro-batches, stage 1: warm-up (2 - 1 - 1) * 2 + (2 - 1) * 2 = 2.
+  const PipelineSchedule s = pipeline_schedule(2, 2, 1, 4);
+  EXPECT_EQ(s.warmup, 2);
+  const std::vector<PipelineStep> want{
+      {true, 0, 0},  {true, 1, 0},                                  // warm-up
+      {true, 0, 1},  {false, 0, 1}, {true, 1, 1},  {false, 1, 1},  // steady
+      {true, 2, 0},  {false, 0, 0}, {true, 3, 0},  {false, 1, 0},
+      {true, 2, 1},  {false, 2, 1}, {true, 3, 1},  {false, 3, 1},
+      {false, 2, 0}, {false, 3, 0}};                                // cool-down
+  EXPECT_EQ(s.steps, want);
+  EXPECT_EQ(pipeline_schedule(2, 2, 0, 4).warmup, 4);
+  // As many micro-batches as stages: every forward first.
+  EXPECT_EQ(pipeline_schedule(4, 2, 3, 4).warmup, 8);
+}
+
+// Runs every stage's schedule against the others': a forward of (micro-batch, virtual stage
+// v) needs that micro-batch's forward on v - 1, a backward needs its backward on v + 1 (the
+// last virtual stage, its own forward). Every stage must finish, each unit exactly once.
+void expect_runs_to_the_end(int pp, int vpp, int micro_batches) {
+  const int virtual_stages = pp * vpp;
+  std::vector<PipelineSchedule> schedules;
+  for (int s = 0; s < pp; ++s) schedules.push_back(pipeline_schedule(pp, vpp, s, micro_batches));
+  std::set<std::tuple<bool, int, int>> done;  // (forward, micro-batch, virtual stage)
+  std::vector<size_t> next(static_cast<size_t>(pp), 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < pp; ++s) {
+      size_t& at = next[static_cast<size_t>(s)];
+      const std::vector<PipelineStep>& steps = schedules[static_cast<size_t>(s)].steps;
+      if (at == steps.size()) continue;
+      const PipelineStep& step = steps[at];
+      const int v = step.chunk * pp + s;
+      const bool ready =
+          step.forward ? v == 0 || done.count({true, step.micro_batch, v - 1})
+                       : done.count({true, step.micro_batch, v}) &&
+                             (v == virtual_stages - 1 || done.count({false, step.micro_batch, v + 1}));
+      if (!ready) continue;
+      EXPECT_TRUE(done.insert({step.forward, step.micro_batch, v}).second);
+      ++at;
+      progress = true;
+    }
+  }
+  EXPECT_EQ(done.size(), static_cast<size_t>(2 * micro_batches * virtual_stages))
+      << "pp " << pp << ", vpp " << vpp << ", " << micro_batches << " micro-batches";
+}
+
+TEST(PipelineSchedule, EveryStageRunsToTheEnd) {
+  for (int pp : {1, 2, 3, 4}) {
+    for (int m : {1, 2, 4, 8, 12}) expect_runs_to_the_end(pp, 1, m);
+    for (int vpp : {2, 3})
+      for (int groups : {1, 2, 3}) expect_runs_to_the_end(pp, vpp, pp * groups);
+  }
+}
+
+TEST(PipelineSchedule, BadSizesAreRefused) {
+  EXPECT_EQ(error_of([] { pipeline_schedule(2, 2, 0, 3); }),
+            "pipeline: the interleaved schedule (parallel.vpp=2) needs the micro-batches of a "
+            "step (3) to be a multiple of parallel.pp=2");
+  EXPECT_EQ(error_of([] { pipeline_schedule(2, 1, 2, 4); }),
+            "pipeline: stage 2 is outside [0, pp=2)");
+  EXPECT_EQ(error_of([] { pipeline_schedule(2, 1, 0, 0); }),
+            "pipeline: pp=2, vpp=1 and 0 micro-batches must all be >= 1");
+}
+
+TEST(PipelineBubble, IsTheFillAndDrainOverTheStep) {
+  EXPECT_DOUBLE_EQ(pipeline_bubble(1, 1, 8), 0.0);
+  EXPECT_DOUBLE_EQ(pipeline_bubble(4, 1, 8), 3.0 / 11.0);
+  EXPECT_DOUBLE_EQ(pipeline_bubble(4, 2, 8), 3.0 / 19.0);
+}
+
+TEST(PipelineLayers, SplitEvenlyOrAsToldAtTheEnds) {
+  EXPECT_EQ(pipeline_layers(12, 4, 1, 0, 0), (std::vector<int>{3, 3, 3, 3}));
+  EXPECT_EQ(pipeline_layers(8, 2, 2, 0, 0), (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(pipeline_layers(10, 4, 1, 1, 0), (std::vector<int>{1, 3, 3, 3}));
+  EXPECT_EQ(pipeline_layers(10, 4, 1, 2, 2), (std::vector<int>{2, 3, 3, 2}));
+  EXPECT_EQ(pipeline_layers(5, 2, 1, 2, 3), (std::vector<int>{2, 3}));
+  EXPECT_EQ(pipeline_layers(7, 1, 1, 0, 0), (std::vector<int>{7}));
+  EXPECT_EQ(error_of([] { pipeline_layers(10, 4, 1, 0, 0); }),
+            "pipeline: model.n_layer=10 leaves 10 layers, which do not split evenly over the "
+            "other 4 of pp x vpp = 4 x 1 = 4 stages (each needs one or more)");
+  EXPECT_EQ(error_of([] { pipeline_layers(4, 1, 1, 2, 0); }),
+            "pipeline: first and last stage layers need more than one stage");
+}
+
+}  // namespace
+}  // namespace kiln
