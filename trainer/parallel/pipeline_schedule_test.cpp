@@ -5,19 +5,12 @@
 #include <set>
 #include <tuple>
 
-#include "kernels/check.h"
+#include "tests/error_of.h"
 
 namespace kiln {
 namespace {
 
-std::string error_of(auto&& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(PipelineSchedule, OneForwardOneBackwardHasMegatronsWarmUp) {
   // pp 4, 8 micro-batches: stage s runs 3 - s forwards first and holds at most 4 - s.
