@@ -102,6 +102,18 @@ INSTANTIATE_TEST_SUITE_P(
                " --set parallel.tp=2 --set parallel.sequence_parallel=true"
                " --set train.recompute=full",
                kLlama},
+        Layout{"pp2", 2, " --set parallel.pp=2", ""},
+        Layout{"pp2_vpp2_interleaved", 2, " --set parallel.pp=2 --set parallel.vpp=2",
+               " --set model.n_layer=4"},
+        Layout{"llama_pp2_uneven_recompute_selective", 2,
+               " --set parallel.pp=2 --set parallel.first_stage_layers=1"
+               " --set parallel.last_stage_layers=2 --set train.recompute=selective",
+               kLlama + " --set model.n_layer=3"},
+        Layout{"tp2_pp2_dp2", 8, " --set parallel.tp=2 --set parallel.pp=2", ""},
+        Layout{"tp2_sequence_parallel_pp2_dp2_distributed_optimizer", 8,
+               " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.pp=2"
+               " --set parallel.distributed_optimizer=true",
+               ""},
         Layout{"llama_tp2_dp2_distributed_optimizer_recompute_full", 4,
                " --set parallel.tp=2 --set parallel.distributed_optimizer=true"
                " --set train.recompute=full",
@@ -110,14 +122,15 @@ INSTANTIATE_TEST_SUITE_P(
 
 class LayoutCheckpoints : public testing::TestWithParam<Layout> {};
 
-TEST_P(LayoutCheckpoints, MoveBetweenOneAndTwoRanks) {
+TEST_P(LayoutCheckpoints, MoveBetweenOneRankAndMany) {
 #ifndef KILN_HAVE_MPI
   GTEST_SKIP() << "skipped: built without MPI";
 #endif
-  // A checkpoint holds the whole model and optimizer state (a sharded optimizer's shards and
-  // a tensor-parallel model's pieces gathered), so a run saved on 2 ranks resumes on 1, and that one's checkpoint resumes on
-  // 2 again, each on the curve of a run that never stopped. (A resumed run takes the
-  // checkpoint's config, its layout included, unless told otherwise.)
+  // A checkpoint holds the whole model and optimizer state (a sharded optimizer's shards, a
+  // tensor-parallel model's pieces and the pipeline stages' layers gathered), so a run saved
+  // on several ranks resumes on 1, and that one's checkpoint resumes on several again, each
+  // on the curve of a run that never stopped. (A resumed run takes the checkpoint's config,
+  // its layout included, unless told otherwise.)
   const Layout& layout = GetParam();
   const std::string dir = fresh_dir("layout_checkpoints_" + layout.name);
   const std::string prefix = prepare_corpus(dir);
@@ -125,23 +138,25 @@ TEST_P(LayoutCheckpoints, MoveBetweenOneAndTwoRanks) {
                           " --set train.global_batch=8 --set train.steps=12"
                           " --set train.log_interval=1 --set train.eval_interval=0"
                           " --set train.sample_tokens=0 --set train.checkpoint_interval=4"
-                          " --set train.checkpoint_dir=" + dir + "/checkpoints";
-  const std::string two_ranks = mpirun_command(layout.ranks) + kiln + run + layout.settings;
+                          " --set train.checkpoint_dir=" + dir + "/checkpoints" + layout.model;
+  const std::string many_ranks = mpirun_command(layout.ranks) + kiln + run + layout.settings;
   const CommandResult straight = run_command(kiln + run + " --name straight");
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
   const std::vector<double> want = printed_losses(straight.output);
   ASSERT_EQ(want.size(), 12u);
 
-  const CommandResult two = run_command(two_ranks + " --name two");
+  const CommandResult two = run_command(many_ranks + " --name two");
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const CommandResult one =
-      run_command(kiln + run + " --set parallel.tp=1 --name one --resume " + dir +
+      run_command(kiln + run + " --set parallel.tp=1 --set parallel.pp=1 --set parallel.vpp=1"
+                  " --name one --resume " + dir +
                   "/checkpoints/two/step-00000004");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const CommandResult back =
-      run_command(two_ranks + " --name back --resume " + dir + "/checkpoints/one/step-00000008");
+      run_command(many_ranks + " --name back --resume " + dir + "/checkpoints/one/step-00000008");
   ASSERT_EQ(back.exit_code, 0) << back.output;
-  // two: steps 1-12 on 2 ranks; one: steps 5-12 on 1 rank; back: steps 9-12 on 2 ranks.
+  // two: steps 1-12 on the layout's ranks; one: steps 5-12 on 1 rank; back: steps 9-12 on
+  // the layout's ranks again.
   const std::vector<double> a = printed_losses(two.output), b = printed_losses(one.output),
                             c = printed_losses(back.output);
   ASSERT_EQ(a.size(), 12u) << two.output;
@@ -150,9 +165,9 @@ TEST_P(LayoutCheckpoints, MoveBetweenOneAndTwoRanks) {
   const auto near = [&](double got, size_t i) {
     return std::abs(got - want[i]) <= 1e-4 * want[i] + 5e-5;
   };
-  for (size_t i = 0; i < 12; ++i) EXPECT_TRUE(near(a[i], i)) << "2 ranks, step " << i + 1;
+  for (size_t i = 0; i < 12; ++i) EXPECT_TRUE(near(a[i], i)) << layout.ranks << " ranks, step " << i + 1;
   for (size_t i = 4; i < 12; ++i) EXPECT_TRUE(near(b[i - 4], i)) << "resumed on 1, step " << i + 1;
-  for (size_t i = 8; i < 12; ++i) EXPECT_TRUE(near(c[i - 8], i)) << "back on 2, step " << i + 1;
+  for (size_t i = 8; i < 12; ++i) EXPECT_TRUE(near(c[i - 8], i)) << "back on " << layout.ranks << ", step " << i + 1;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -160,7 +175,11 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(Layout{"replicated_dp2", 2, "", ""},
                     Layout{"distributed_optimizer_dp2", 2,
                            " --set parallel.distributed_optimizer=true", ""},
-                    Layout{"tp2", 2, " --set parallel.tp=2", ""}),
+                    Layout{"tp2", 2, " --set parallel.tp=2", ""},
+                    Layout{"pp2_vpp2", 2, " --set parallel.pp=2 --set parallel.vpp=2",
+                           " --set model.n_layer=4"},
+                    Layout{"tp2_pp2_dp2", 8, " --set parallel.tp=2 --set parallel.pp=2",
+                           " --set model.n_layer=2"}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 // After one step each layout holds the single rank's gradients, tensor by tensor: AdamW's
@@ -209,6 +228,9 @@ TEST_P(LayoutGradients, MatchTheSingleRankAfterOneStep) {
     ++compared;
   }
   EXPECT_GE(compared, 14);  // 2 blocks of 6 or more tensors, the embeddings, the final norm
+  // The checkpoint holds each tensor once, whichever stages held it (the tied embedding on
+  // the first and the last).
+  EXPECT_EQ(got.tensors().size(), want.tensors().size());
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -221,7 +243,10 @@ INSTANTIATE_TEST_SUITE_P(
                            " --set parallel.tp=2 --set parallel.sequence_parallel=true", ""},
                     Layout{"llama_tp2_dp2_distributed_optimizer", 4,
                            " --set parallel.tp=2 --set parallel.distributed_optimizer=true",
-                           kLlama}),
+                           kLlama},
+                    Layout{"pp2", 2, " --set parallel.pp=2", ""},
+                    Layout{"llama_pp2_vpp2_dp2", 4, " --set parallel.pp=2 --set parallel.vpp=2",
+                           kLlama + " --set model.n_layer=4"}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 }  // namespace

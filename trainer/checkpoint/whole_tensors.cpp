@@ -1,5 +1,9 @@
 #include "trainer/checkpoint/whole_tensors.h"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -7,41 +11,105 @@
 
 namespace kiln {
 
+std::vector<TensorSource> WholeTensors::sources(bool optimizer) const {
+  // Converts the whole values to the pieces' dtype as write_checkpoint reads them.
+  const std::shared_ptr<Ops> host_ops = make_cpu_ops(1);
+  std::vector<TensorSource> out;
+  for (size_t i = 0; i < tensors_->size(); ++i) {
+    const WholeTensor& t = (*tensors_)[i];
+    if (t.optimizer != optimizer) continue;
+    out.push_back({{t.name, t.dtype, t.shape}, [tensors = tensors_, i, host_ops](void* host) {
+                     const WholeTensor& w = (*tensors)[i];
+                     copy_from_doubles(*host_ops, Tensor{host, w.dtype, w.shape, Device::Cpu},
+                                       w.values);
+                   }});
+  }
+  return out;
+}
+
 WholeTensors gather_whole_tensors(const GptModel& model, const OptimizerState& optimizer,
                                   Ops& ops, Communicator& tensor_group) {
   WholeTensors whole;
-  whole.values = std::make_shared<std::vector<std::vector<double>>>();
   const bool root = tensor_group.rank() == 0;
-  // Converts the whole values to the pieces' dtype as write_checkpoint reads them.
-  const std::shared_ptr<Ops> host_ops = make_cpu_ops(1);
   const int tp = tensor_group.size();
   // One tensor at a time: its pieces in rank order, then the whole on the first rank.
-  const auto gather = [&](std::vector<TensorSource>& into, const std::string& name,
-                          const Parameter& p, const Tensor& piece) {
+  const auto gather = [&](bool in_optimizer, const std::string& name, const Parameter& p,
+                          const Tensor& piece) {
     std::vector<double> mine = copy_to_doubles(ops, piece);
     const auto n = static_cast<int64_t>(mine.size());
     std::vector<double> pieces(root ? static_cast<size_t>(n * tp) : 0);
     tensor_group.gather(Tensor{pieces.data(), DType::F64, {n * tp}},
                         Tensor{mine.data(), DType::F64, {n}}, 0);
-    if (!root) return;
-    whole.values->push_back(p.whole_from(pieces));
-    const size_t index = whole.values->size() - 1;
-    const Shape shape = p.whole_shape();
-    const DType dtype = piece.dtype;
-    auto values = whole.values;
-    into.push_back({{name, dtype, shape}, [values, index, dtype, shape, host_ops](void* host) {
-                      copy_from_doubles(*host_ops, Tensor{host, dtype, shape, Device::Cpu},
-                                        (*values)[index]);
-                    }});
+    if (root) whole.add({name, piece.dtype, p.whole_shape(), in_optimizer, p.whole_from(pieces)});
   };
   for (const Parameter& p : model.parameters().all()) {
-    gather(whole.model, p.name, p, p.value);
-    gather(whole.optimizer, "exp_avg." + p.name, p, p.view_in(optimizer.exp_avg));
-    gather(whole.optimizer, "exp_avg_sq." + p.name, p, p.view_in(optimizer.exp_avg_sq));
+    if (p.copy) continue;
+    gather(false, p.name, p, p.value);
+    gather(true, "exp_avg." + p.name, p, p.view_in(optimizer.exp_avg));
+    gather(true, "exp_avg_sq." + p.name, p, p.view_in(optimizer.exp_avg_sq));
     if (optimizer.master_copy)
-      gather(whole.optimizer, "master." + p.name, p, p.view_in(optimizer.master));
+      gather(true, "master." + p.name, p, p.view_in(optimizer.master));
   }
   return whole;
+}
+
+namespace {
+
+// Sends travel as tensors: a text goes as its bytes packed into int64 words, after its
+// length.
+void send_text(Communicator& comm, const std::string& text, int peer) {
+  int64_t length = static_cast<int64_t>(text.size());
+  comm.send(Tensor{&length, DType::I64, {1}}, peer, 0);
+  std::vector<int64_t> words(static_cast<size_t>((length + 7) / 8), 0);
+  std::memcpy(words.data(), text.data(), text.size());
+  if (!words.empty())
+    comm.send(Tensor{words.data(), DType::I64, {static_cast<int64_t>(words.size())}}, peer, 0);
+}
+
+std::string recv_text(Communicator& comm, int peer) {
+  int64_t length = 0;
+  comm.recv(Tensor{&length, DType::I64, {1}}, peer, 0);
+  std::vector<int64_t> words(static_cast<size_t>((length + 7) / 8), 0);
+  if (!words.empty())
+    comm.recv(Tensor{words.data(), DType::I64, {static_cast<int64_t>(words.size())}}, peer, 0);
+  return std::string(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(length));
+}
+
+}  // namespace
+
+void gather_pipeline_stages(WholeTensors& whole, Communicator& pipeline_group) {
+  const int stage = pipeline_group.rank();
+  if (stage > 0) {
+    // What the first stage needs to place the values: names, dtypes, shapes and files.
+    nlohmann::json index = nlohmann::json::array();
+    for (const WholeTensor& t : whole.tensors()) {
+      const std::vector<int64_t> dims(t.shape.dims.begin(), t.shape.dims.begin() + t.shape.rank);
+      index.push_back({{"name", t.name}, {"dtype", static_cast<int>(t.dtype)}, {"shape", dims},
+                       {"optimizer", t.optimizer}});
+    }
+    send_text(pipeline_group, index.dump(), 0);
+    for (const WholeTensor& t : whole.tensors()) {
+      std::vector<double> values = t.values;
+      pipeline_group.send(Tensor{values.data(), DType::F64, {static_cast<int64_t>(values.size())}},
+                          0, 0);
+    }
+    return;
+  }
+  for (int from = 1; from < pipeline_group.size(); ++from) {
+    const nlohmann::json index = nlohmann::json::parse(recv_text(pipeline_group, from));
+    for (const nlohmann::json& entry : index) {
+      WholeTensor t;
+      t.name = entry["name"].get<std::string>();
+      t.dtype = static_cast<DType>(entry["dtype"].get<int>());
+      const auto dims = entry["shape"].get<std::vector<int64_t>>();
+      t.shape.rank = static_cast<int>(dims.size());
+      std::copy(dims.begin(), dims.end(), t.shape.dims.begin());
+      t.optimizer = entry["optimizer"].get<bool>();
+      t.values.resize(static_cast<size_t>(t.shape.numel()));
+      pipeline_group.recv(Tensor{t.values.data(), DType::F64, {t.shape.numel()}}, from, 0);
+      whole.add(std::move(t));
+    }
+  }
 }
 
 }  // namespace kiln

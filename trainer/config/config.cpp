@@ -14,6 +14,7 @@
 
 #include "kernels/check.h"
 #include "trainer/config/embedded_config.h"
+#include "trainer/parallel/pipeline_schedule.h"
 
 namespace kiln {
 namespace {
@@ -74,6 +75,8 @@ void for_each_field(C& c, F&& f) {
   f("parallel", "tp", c.parallel.tp);
   f("parallel", "pp", c.parallel.pp);
   f("parallel", "vpp", c.parallel.vpp);
+  f("parallel", "first_stage_layers", c.parallel.first_stage_layers);
+  f("parallel", "last_stage_layers", c.parallel.last_stage_layers);
   f("parallel", "sequence_parallel", c.parallel.sequence_parallel);
   f("parallel", "distributed_optimizer", c.parallel.distributed_optimizer);
   f("parallel", "ddp_bucket_size", c.parallel.ddp_bucket_size);
@@ -427,8 +430,20 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
     fail("config: parallel.tp=" + show(p.tp) + " does not divide the padded vocab " +
          show(m.padded_vocab()) + "; raise model.make_vocab_size_divisible_by");
   if (p.sequence_parallel) divides("parallel.tp", p.tp, "model.seq_len", m.seq_len);
-  divides("parallel.pp * parallel.vpp", int64_t{p.pp} * p.vpp, "model.n_layer", m.n_layer);
+  at_least("parallel.first_stage_layers", p.first_stage_layers, 0);
+  at_least("parallel.last_stage_layers", p.last_stage_layers, 0);
   if (p.vpp > 1 && p.pp == 1) fail("config: parallel.vpp=" + show(p.vpp) + " needs parallel.pp > 1");
+  if (p.pp == 1 && (p.first_stage_layers > 0 || p.last_stage_layers > 0))
+    fail("config: parallel.first_stage_layers and parallel.last_stage_layers need parallel.pp > 1");
+  if (p.first_stage_layers == 0 && p.last_stage_layers == 0) {
+    divides("parallel.pp * parallel.vpp", int64_t{p.pp} * p.vpp, "model.n_layer", m.n_layer);
+  } else {
+    try {
+      pipeline_layers(m.n_layer, p.pp, p.vpp, p.first_stage_layers, p.last_stage_layers);
+    } catch (const Error& e) {
+      fail(std::string("config: ") + e.what());
+    }
+  }
 }
 
 void validate(const Config& c) {

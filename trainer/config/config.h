@@ -81,6 +81,10 @@ struct ParallelConfig {
   int tp = 1;
   int pp = 1;
   int vpp = 1;
+  // Layers of the first and of the last virtual pipeline stage, when they differ from the
+  // others' even share (Megatron's --decoder-first/last-pipeline-num-layers); 0: even.
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   // Elements per data-parallel gradient bucket (Megatron's --ddp-bucket-size): each bucket's

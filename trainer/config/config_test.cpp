@@ -191,6 +191,12 @@ TEST(Config, EveryValidationRuleNamesItsKey) {
       {{"model.seq_len=33", "parallel.tp=2", "parallel.sequence_parallel=true"}, "parallel.tp=2 does not divide model.seq_len=33"},
       {{"parallel.pp=4", "model.n_layer=6"}, "parallel.pp * parallel.vpp=4 does not divide model.n_layer=6"},
       {{"parallel.vpp=2"}, "parallel.vpp=2 needs parallel.pp > 1"},
+      {{"parallel.last_stage_layers=1"},
+       "parallel.first_stage_layers and parallel.last_stage_layers need parallel.pp > 1"},
+      {{"parallel.first_stage_layers=-1"}, "parallel.first_stage_layers must be >= 0"},
+      {{"parallel.pp=2", "model.n_layer=6", "parallel.first_stage_layers=6"},
+       "pipeline: model.n_layer=6 - 6 on the first stage leaves 0 layers, which do not split "
+       "evenly over the other 1 of pp x vpp = 2 x 1 = 2 stages (each needs one or more)"},
       {{"precision.dtype=fp8"}, "precision.dtype must be one of fp32, bf16, fp16"},
       {{"backend.device=tpu"}, "backend.device must be one of cpu, cuda, auto"},
       {{"backend.threads=-1"}, "backend.threads must be >= 0"},
@@ -207,6 +213,11 @@ TEST(Config, EveryValidationRuleNamesItsKey) {
 TEST(Config, LimitsThatAreValid) {
   // Single-process limits are the trainer's: tp=2 is a valid layout here.
   EXPECT_EQ(with({"parallel.tp=2", "parallel.pp=2", "parallel.vpp=1"}).parallel.tp, 2);
+  // Uneven stages: 6 layers as 1 + 2 + 2 + 1 over pp 2 x vpp 2.
+  EXPECT_EQ(with({"parallel.pp=2", "parallel.vpp=2", "model.n_layer=6",
+                  "parallel.first_stage_layers=1", "parallel.last_stage_layers=1"})
+                .parallel.first_stage_layers,
+            1);
   EXPECT_EQ(with({"model.n_kv_head=2", "model.arch=llama"}).model.kv_heads(), 2);
   const Config c = with({"train.warmup=1000", "train.min_lr=3e-4", "train.beta1=0", "train.clip_grad=0",
                          "train.eval_interval=0", "train.decay=wsd", "train.wsd_decay_fraction=1",
@@ -287,7 +298,7 @@ TEST(Config, RoundTrips) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 13}, {"train", 24}, {"data", 7}, {"parallel", 7},
+      {"model", 13}, {"train", 24}, {"data", 7}, {"parallel", 9},
       {"precision", 1}, {"backend", 2}, {"store", 1}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

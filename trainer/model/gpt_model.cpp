@@ -20,6 +20,8 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DTy
                    size_t optimizer_bytes_per_element, int slots, const ModelSplit& split)
     : config_(config), micro_batch_(micro_batch), slots_(slots), split_(split), dtype_(dtype), ops_(ops),
       params_(dtype, wide_dtype(dtype)) {
+  chunks_ = split_.chunks;
+  if (chunks_.empty()) chunks_ = {{0, config_.n_layer, true, true}};
   // First pass learns the sizes, second hands out memory.
   layout();
   check_fits(optimizer_bytes_per_element);
@@ -81,25 +83,45 @@ void GptModel::layout() {
     rope_table_ = activations_.take({T, config_.head_dim() / 2, 2}, build.stat_dtype);
   if (sequence) sequence_.bind(build);
 
-  // Parameters in the order backward produces their gradients.
-  Parameter head;
-  if (!config_.tie_embeddings)
-    head = params_.add("lm_head.weight", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
-  final_norm_.bind(build, "final_norm");
+  // Parameters in the order backward produces their gradients: the chunks last to first.
   const auto laid_out = [&] {
     const std::vector<Parameter>& all = params_.all();
     return all.empty() ? int64_t{0} : all.back().offset + all.back().value.numel();
   };
-  ready_after_ = {laid_out()};
-  blocks_.assign(static_cast<size_t>(config_.n_layer), TransformerBlock{});
-  for (int l = config_.n_layer - 1; l >= 0; --l) {
-    recomputed_.rewind();
-    blocks_[static_cast<size_t>(l)].bind(block_build, l, rope_table_);
-    ready_after_.push_back(laid_out());
+  // The last pipeline stage of a model with tied embeddings holds its own copy of the
+  // embedding as the output layer, kept equal to the first stage's (Megatron's).
+  const bool head_copy = config_.tie_embeddings && has_head() && !has_embedding();
+  Parameter head;
+  ready_after_.assign(chunks_.size(), {});
+  first_block_.assign(chunks_.size(), 0);
+  size_t local_layers = 0;
+  for (const PipelineChunk& c : chunks_) local_layers += static_cast<size_t>(c.layers());
+  blocks_.assign(local_layers, TransformerBlock{});
+  for (size_t c = chunks_.size(); c-- > 0;) {
+    const PipelineChunk& chunk = chunks_[c];
+    local_layers -= static_cast<size_t>(chunk.layers());
+    first_block_[c] = local_layers;
+    if (chunk.head) {
+      if (!config_.tie_embeddings)
+        head = params_.add("lm_head.weight", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
+      else if (head_copy)
+        head = params_.add("wte", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows, true);
+      final_norm_.bind(build, "final_norm");
+      ready_after_[c].push_back(laid_out());
+    }
+    for (int l = chunk.layers() - 1; l >= 0; --l) {
+      recomputed_.rewind();
+      blocks_[first_block_[c] + static_cast<size_t>(l)].bind(block_build, chunk.first_layer + l,
+                                                             rope_table_);
+      ready_after_[c].push_back(laid_out());
+    }
   }
-  if (!config_.is_llama()) wpe_ = params_.add("wpe", {T, C}, Init::Normal, config_.init_std);
-  wte_ = params_.add("wte", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
-  lm_head_.bind_shared(config_.tie_embeddings ? wte_ : head, split_.tensor, sequence);
+  if (has_embedding()) {
+    if (!config_.is_llama()) wpe_ = params_.add("wpe", {T, C}, Init::Normal, config_.init_std);
+    wte_ = params_.add("wte", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
+  }
+  if (has_head()) lm_head_.bind_shared(config_.tie_embeddings && !head_copy ? wte_ : head,
+                                       split_.tensor, sequence);
 
   slot_.assign(static_cast<size_t>(slots_), Slot{});
   for (Slot& s : slot_) {
@@ -114,12 +136,17 @@ void GptModel::layout() {
     }
     s.positions = activations_.take({micro_batch_, T}, DType::I32);
     s.key_starts = activations_.take({micro_batch_, T}, DType::I32);
-    for (int l = 0; l <= config_.n_layer; ++l)
-      s.residual.push_back(build.take_share(activations_, C));
-    s.final_norm_out = build.take_share(activations_, C);
-    s.logits = build.take(activations_, Vl);
-    s.losses = build.take_stats(activations_);
-    s.lse = build.take_stats(activations_);
+    for (const PipelineChunk& chunk : chunks_) {
+      s.residual.emplace_back();
+      for (int l = 0; l <= chunk.layers(); ++l)
+        s.residual.back().push_back(build.take_share(activations_, C));
+    }
+    if (has_head()) {
+      s.final_norm_out = build.take_share(activations_, C);
+      s.logits = build.take(activations_, Vl);
+      s.losses = build.take_stats(activations_);
+      s.lse = build.take_stats(activations_);
+    }
   }
   block_scratch_.bind(build);
   d_residual_ = build.take_share(scratch_, C);
@@ -212,29 +239,35 @@ void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t 
   }
 }
 
-double GptModel::forward(int slot) {
+double GptModel::forward(int slot, int chunk) {
   const size_t s = static_cast<size_t>(slot);
   const Batch& batch = batch_[s];
   const Slot& a = slot_[s];
-  // Each tensor-parallel rank embeds the tokens of its vocabulary slice (zero rows for the
-  // rest) and the sum over the group is the whole embedding; the first rank adds the
-  // positions, once.
-  // Under sequence parallelism the sum is reduce-scattered: each rank keeps its tokens' share.
-  const bool positions_here = !config_.is_llama() && split_.tp_rank() == 0;
-  const Tensor embedded = batch.share_of(a.residual[0]);
-  const Tensor whole = sequence_parallel() ? sequence_.whole(batch) : embedded;
-  ops_.embedding_forward(whole, batch.of(a.local_tokens), wte_.value,
-                         positions_here ? wpe_.value : Tensor{}, batch.positions);
-  if (sequence_parallel()) {
-    sequence_.scatter(embedded, whole);
-  } else if (tp_split()) {
-    split_.tensor->all_reduce(embedded, ReduceOp::Sum);
+  const PipelineChunk& c = chunks_[static_cast<size_t>(chunk)];
+  const std::vector<Tensor>& residual = a.residual[static_cast<size_t>(chunk)];
+  if (c.embedding) {
+    // Each tensor-parallel rank embeds the tokens of its vocabulary slice (zero rows for the
+    // rest) and the sum over the group is the whole embedding; the first rank adds the
+    // positions, once.
+    // Under sequence parallelism the sum is reduce-scattered: each rank keeps its tokens' share.
+    const bool positions_here = !config_.is_llama() && split_.tp_rank() == 0;
+    const Tensor embedded = batch.share_of(residual[0]);
+    const Tensor whole = sequence_parallel() ? sequence_.whole(batch) : embedded;
+    ops_.embedding_forward(whole, batch.of(a.local_tokens), wte_.value,
+                           positions_here ? wpe_.value : Tensor{}, batch.positions);
+    if (sequence_parallel()) {
+      sequence_.scatter(embedded, whole);
+    } else if (tp_split()) {
+      split_.tensor->all_reduce(embedded, ReduceOp::Sum);
+    }
   }
-  for (size_t l = 0; l < blocks_.size(); ++l)
-    blocks_[l].forward(ops_, batch, batch.share_of(a.residual[l + 1]),
-                       batch.share_of(a.residual[l]), block_scratch_);
+  const size_t first = first_block_[static_cast<size_t>(chunk)];
+  for (size_t l = 0; l < static_cast<size_t>(c.layers()); ++l)
+    blocks_[first + l].forward(ops_, batch, batch.share_of(residual[l + 1]),
+                               batch.share_of(residual[l]), block_scratch_);
+  if (!c.head) return 0.0;
   const Tensor final_out = batch.share_of(a.final_norm_out);
-  final_norm_.forward(ops_, batch, final_out, batch.share_of(a.residual.back()));
+  final_norm_.forward(ops_, batch, final_out, batch.share_of(residual.back()));
   const Tensor logits = batch.of(a.logits);
   lm_head_.forward(ops_, batch, logits, final_out);
   if (!has_targets_[s]) return 0.0;
@@ -254,31 +287,40 @@ double GptModel::forward(int slot) {
 }
 
 void GptModel::backward(double dloss, int slot,
-                        const std::function<void(int64_t)>& gradients_ready) {
+                        const std::function<void(int64_t)>& gradients_ready, int chunk) {
+  const std::vector<int64_t>& ready_after = ready_after_[static_cast<size_t>(chunk)];
   const auto ready = [&](size_t stage) {
-    if (gradients_ready) gradients_ready(ready_after_[stage]);
+    if (gradients_ready) gradients_ready(ready_after[stage]);
   };
   const size_t s = static_cast<size_t>(slot);
-  KILN_CHECK(has_targets_[s], "backward needs a batch with targets");
   const Batch& batch = batch_[s];
   const Slot& a = slot_[s];
-  const Tensor logits = batch.of(a.logits);
-  const Tensor flat_logits = logits.view({batch.b * batch.t, logits.shape.cols()});
-  ops_.cross_entropy_backward(flat_logits, flat_logits, batch.of(a.lse),
-                              batch.of(a.local_targets), local_vocab_, dloss);
-  const Tensor d_final = batch.share_of(block_scratch_.d_norm_out);
-  lm_head_.backward(ops_, batch, d_final, logits, batch.share_of(a.final_norm_out));
+  const PipelineChunk& c = chunks_[static_cast<size_t>(chunk)];
+  const std::vector<Tensor>& residual = a.residual[static_cast<size_t>(chunk)];
   const Tensor d_residual = batch.share_of(d_residual_);
-  ops_.fill(d_residual, 0.0);
-  final_norm_.backward(ops_, batch, d_residual, d_final, batch.share_of(a.residual.back()));
-  ready(0);
-  for (size_t l = blocks_.size(); l-- > 0;) {
-    if (split_.recompute == Recompute::Full)
-      blocks_[l].forward(ops_, batch, batch.share_of(a.residual[l + 1]),
-                         batch.share_of(a.residual[l]), block_scratch_);
-    blocks_[l].backward(ops_, batch, d_residual, batch.share_of(a.residual[l]), block_scratch_);
-    ready(blocks_.size() - l);
+  size_t done = 0;
+  if (c.head) {
+    KILN_CHECK(has_targets_[s], "backward needs a batch with targets");
+    const Tensor logits = batch.of(a.logits);
+    const Tensor flat_logits = logits.view({batch.b * batch.t, logits.shape.cols()});
+    ops_.cross_entropy_backward(flat_logits, flat_logits, batch.of(a.lse),
+                                batch.of(a.local_targets), local_vocab_, dloss);
+    const Tensor d_final = batch.share_of(block_scratch_.d_norm_out);
+    lm_head_.backward(ops_, batch, d_final, logits, batch.share_of(a.final_norm_out));
+    ops_.fill(d_residual, 0.0);
+    final_norm_.backward(ops_, batch, d_residual, d_final, batch.share_of(residual.back()));
+    ready(done++);
   }
+  const size_t first = first_block_[static_cast<size_t>(chunk)];
+  for (size_t l = static_cast<size_t>(c.layers()); l-- > 0;) {
+    if (split_.recompute == Recompute::Full)
+      blocks_[first + l].forward(ops_, batch, batch.share_of(residual[l + 1]),
+                                 batch.share_of(residual[l]), block_scratch_);
+    blocks_[first + l].backward(ops_, batch, d_residual, batch.share_of(residual[l]),
+                                block_scratch_);
+    ready(done++);
+  }
+  if (!c.embedding) return;
   // The embedding's rows take gradients from every token: gathered whole.
   ops_.embedding_backward(wte_.grad, config_.is_llama() ? Tensor{} : wpe_.grad,
                           batch.of(a.local_tokens),
@@ -287,11 +329,26 @@ void GptModel::backward(double dloss, int slot,
                           batch.positions);
 }
 
+Tensor GptModel::chunk_input(int slot, int chunk) const {
+  return batch_[static_cast<size_t>(slot)].share_of(
+      slot_[static_cast<size_t>(slot)].residual[static_cast<size_t>(chunk)].front());
+}
+
+Tensor GptModel::chunk_output(int slot, int chunk) const {
+  return batch_[static_cast<size_t>(slot)].share_of(
+      slot_[static_cast<size_t>(slot)].residual[static_cast<size_t>(chunk)].back());
+}
+
+Tensor GptModel::residual_gradient(int slot) const {
+  return batch_[static_cast<size_t>(slot)].share_of(d_residual_);
+}
+
 void GptModel::zero_grad() { ops_.fill(params_.flat_grads(), 0.0); }
 
 void GptModel::logits_row(int64_t row, std::vector<float>& out, int slot) const {
   KILN_CHECK(!tp_split(), "logits_row: this model holds one tensor-parallel slice of the "
                           "vocabulary");
+  KILN_CHECK(has_embedding() && has_head(), "logits_row: this model holds one pipeline stage");
   const Batch& batch = batch_[static_cast<size_t>(slot)];
   const Tensor logits =
       batch.of(slot_[static_cast<size_t>(slot)].logits).view({batch.b * batch.t, config_.padded_vocab()});

@@ -50,20 +50,34 @@ class GptModel {
   // within [0, column]); without them the step does no extra work.
   void set_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
                  int slot = 0, const DocumentResets& resets = {});
-  // Forward over the slot's batch; returns the mean loss over its unmasked targets
-  // (0 without targets).
-  double forward(int slot = 0);
+  // Forward over the slot's batch through virtual stage `chunk` (pipeline parallelism; the
+  // whole model is chunk 0); returns the mean loss over its unmasked targets from the chunk
+  // with the head (0 without targets, and from other chunks). A chunk without the embedding
+  // reads its input from chunk_input, where the previous stage's output was received.
+  double forward(int slot = 0, int chunk = 0);
   // Backward from the slot's per-token losses, each weighted by dloss; gradients add up.
   // After each layer, gradients_ready (when given) hears how many leading elements of the
   // flat gradient buffer this backward has finished with: data parallelism starts reducing
-  // them while the earlier layers run.
+  // them while the earlier layers run. A chunk without the head starts from the gradient of
+  // its output, received into residual_gradient; a chunk without the embedding leaves the
+  // gradient of its input there.
   void backward(double dloss, int slot = 0,
-                const std::function<void(int64_t)>& gradients_ready = {});
+                const std::function<void(int64_t)>& gradients_ready = {}, int chunk = 0);
   void zero_grad();
+
+  // This rank's virtual stages (one, the whole model, without pipeline parallelism).
+  int chunks() const { return static_cast<int>(chunks_.size()); }
+  const PipelineChunk& chunk(int c) const { return chunks_[static_cast<size_t>(c)]; }
+  // What passes between pipeline stages, as the slot's batch shapes it ([b, t / parts, C]):
+  // a chunk's input and output activations, and the gradient of the residual stream.
+  Tensor chunk_input(int slot, int chunk) const;
+  Tensor chunk_output(int slot, int chunk) const;
+  Tensor residual_gradient(int slot) const;
 
   // The first vocab_size logits of row `row` (= sequence * t + position) of the last
   // forward, as float. Valid until backward, which turns the logits into their gradient.
-  // A model split over a tensor group holds its vocabulary slice only: refused.
+  // A model split over a tensor group holds its vocabulary slice only, and a pipeline stage
+  // a part of the layers: refused.
   void logits_row(int64_t row, std::vector<float>& out, int slot = 0) const;
 
   ParameterSet& parameters() { return params_; }
@@ -74,6 +88,7 @@ class GptModel {
   // for GPT-2. The decoder (gpt_decoder.h) rotates with the same table.
   const Tensor& rope_table() const { return rope_table_; }
   int64_t micro_batch() const { return micro_batch_; }
+  int slots() const { return slots_; }
   std::vector<ArenaSize> memory() const;
   // Unmasked targets in the slot's batch.
   int64_t target_count(int slot = 0) const { return target_count_[static_cast<size_t>(slot)]; }
@@ -84,6 +99,8 @@ class GptModel {
   void fill_rope_table();
   void init_parameter(const Parameter& p, uint64_t seed);
   bool tp_split() const { return split_.tp() > 1; }
+  bool has_embedding() const { return chunks_.front().embedding; }
+  bool has_head() const { return chunks_.back().head; }
   // Sequence parallelism asked for over a tensor group of more than one rank.
   bool sequence_parallel() const { return split_.sequence_parts() > 1; }
   // The slot's ids as this rank's vocabulary slice numbers them.
@@ -101,11 +118,15 @@ class GptModel {
   Arena recomputed_{"recomputed"};
   size_t workspace_bytes_ = 0;
 
+  std::vector<PipelineChunk> chunks_;
   Parameter wte_, wpe_;
-  // The flat gradient buffer's elements final after the output layer and final norm, then
-  // after each block in backward order (the embeddings come last: the whole buffer).
-  std::vector<int64_t> ready_after_;
-  std::vector<TransformerBlock> blocks_;
+  // Per chunk: the flat gradient buffer's elements final after its output layer and final
+  // norm (when it has them), then after each of its blocks in backward order. The buffer
+  // holds the chunks last to first, so each chunk's counts go on from the later ones'; the
+  // embeddings come last (the whole buffer).
+  std::vector<std::vector<int64_t>> ready_after_;
+  std::vector<TransformerBlock> blocks_;  // this rank's layers, chunk by chunk
+  std::vector<size_t> first_block_;       // of each chunk in blocks_
   Norm final_norm_;
   ColumnParallelLinear lm_head_;  // the vocabulary split over the tensor group
   SequenceParallel sequence_;     // bound only under sequence parallelism
@@ -124,7 +145,9 @@ class GptModel {
     std::vector<int32_t> local_targets_host;
     Tensor positions, key_starts;  // [B, T] int32: DocumentResets, when the batch has them
     // This rank's token share (sequence_parallel.h), [B, T / parts, C]:
-    std::vector<Tensor> residual;  // n_layer + 1: each block's input, then the last output
+    // per chunk, each block's input, then the last block's output
+    std::vector<std::vector<Tensor>> residual;
+    // On the rank with the head:
     Tensor final_norm_out;
     Tensor logits;              // [B, T, padded vocab]; becomes its own gradient in backward
     Tensor losses, lse;         // [B, T]

@@ -189,7 +189,9 @@ TEST_P(ModelGradients, RecomputationChangesNothingButMemory) {
   auto ops = make_cpu_ops(2);
   const Batch2x6 batch;
   const auto step = [&](Recompute recompute, size_t& activation_bytes) {
-    GptModel model(tiny_model(GetParam()), 2, *ops, DType::F32, 0, 1, ModelSplit{recompute});
+    ModelSplit split;
+    split.recompute = recompute;
+    GptModel model(tiny_model(GetParam()), 2, *ops, DType::F32, 0, 1, split);
     model.init_parameters(7);
     model.set_batch(batch.tokens.data(), batch.targets.data(), 2, 6, 0,
                     {batch.positions.data(), batch.starts.data()});

@@ -20,6 +20,18 @@ enum class Recompute {
 
 Recompute parse_recompute(const std::string& name);  // "none" | "selective" | "full"
 
+// A run of consecutive layers one pipeline rank holds: a virtual stage. The model's first
+// virtual stage also embeds the tokens; its last also holds the final norm, the output
+// layer and the loss.
+struct PipelineChunk {
+  int first_layer = 0;
+  int end_layer = 0;  // one past the last
+  bool embedding = false;
+  bool head = false;
+
+  int layers() const { return end_layer - first_layer; }
+};
+
 struct ModelSplit {
   Recompute recompute = Recompute::None;
   // The tensor-parallel group the layers split their heads, hidden units and vocabulary over
@@ -31,6 +43,8 @@ struct ModelSplit {
   // parallel.sequence_parallel: between the tensor-parallel layers each rank of the tensor
   // group holds 1/tp of the tokens (sequence_parallel.h).
   bool sequence_parallel = false;
+  // Pipeline parallelism: this rank's virtual stages, in model order. Empty: the whole model.
+  std::vector<PipelineChunk> chunks;
 
   int tp() const { return tensor ? tensor->size() : 1; }
   // The shares the tokens are cut into between the tensor-parallel layers.

@@ -26,7 +26,7 @@ void ParameterSet::begin_pass() {
 }
 
 Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, double std,
-                            int64_t real_rows, const TensorSplit& split) {
+                            int64_t real_rows, const TensorSplit& split, bool copy) {
   Parameter p;
   p.name = name;
   p.offset = (next_ + kAlignElements - 1) / kAlignElements * kAlignElements;
@@ -41,6 +41,7 @@ Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, dou
   p.std = std;
   p.decay = shape.rank >= 2;
   p.split = split;
+  p.copy = copy;
   p.real_rows = real_rows < 0 ? p.whole_shape()[0] : real_rows;
   params_.push_back(p);
   return p;
@@ -65,13 +66,15 @@ const Parameter& ParameterSet::find(const std::string& name) const {
 
 int64_t ParameterSet::count() const {
   int64_t n = 0;
-  for (const Parameter& p : params_) n += p.value.numel() / p.value.shape[0] * p.local_real_rows();
+  for (const Parameter& p : params_)
+    if (!p.copy) n += p.value.numel() / p.value.shape[0] * p.local_real_rows();
   return n;
 }
 
 int64_t ParameterSet::whole_count() const {
   int64_t n = 0;
   for (const Parameter& p : params_) {
+    if (p.copy) continue;
     const Shape whole = p.whole_shape();
     n += whole.numel() / whole[0] * p.real_rows;
   }

@@ -38,6 +38,9 @@ struct Parameter {
   int64_t real_rows = 0; // of the whole parameter: rows past this are vocabulary padding,
                          // zero and never trained
   TensorSplit split;
+  // A copy of a parameter another pipeline stage owns (the last stage's tied output layer,
+  // a copy of the first stage's embedding): trained in step with it, counted and saved there.
+  bool copy = false;
 
   Shape whole_shape() const;
   // The part of a flat buffer laid out like the parameters (values, gradients, moments,
@@ -63,7 +66,7 @@ class ParameterSet {
   // shape: this rank's piece (the whole parameter without a split); real_rows: the whole
   // parameter's (all rows when -1).
   Parameter add(const std::string& name, Shape shape, Init init, double std = 0,
-                int64_t real_rows = -1, const TensorSplit& split = {});
+                int64_t real_rows = -1, const TensorSplit& split = {}, bool copy = false);
   // Starts a layout pass (the set is laid out twice, as arenas are: sizes, then memory).
   void begin_pass();
   // Allocates both buffers, their length padded to a multiple of shards (the distributed
@@ -76,9 +79,10 @@ class ParameterSet {
   Tensor flat_values() const { return {values_, value_dtype_, {size_}, device_}; }
   Tensor flat_grads() const { return {grads_, grad_dtype_, {size_}, device_}; }
   int64_t size() const { return size_; }
-  // Trainable elements on this rank, padding excluded.
+  // Trainable elements on this rank, padding and copies excluded.
   int64_t count() const;
-  // Trainable elements of the whole model, over every tensor-parallel piece.
+  // Trainable elements of the parameters here, whole over every tensor-parallel piece
+  // (copies excluded).
   int64_t whole_count() const;
   DType value_dtype() const { return value_dtype_; }
   DType grad_dtype() const { return grad_dtype_; }

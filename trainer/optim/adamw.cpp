@@ -20,8 +20,9 @@ size_t AdamW::state_bytes_per_element(DType value_dtype) {
 }
 
 AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, Communicator* shard_group,
-             Communicator* tensor_group)
+             Communicator* tensor_group, Communicator* pipeline_group)
     : train_(train), params_(params), ops_(ops), group_(shard_group), tensor_group_(tensor_group),
+      pipeline_group_(pipeline_group),
       shards_(shard_group ? shard_group->size() : 1),
       mixed_(mixed_precision(params.value_dtype())) {
   const int64_t n = params_.size();
@@ -33,6 +34,10 @@ AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, Communica
   end_ = begin_ + n / shards_;
   const Shape shard{end_ - begin_};
   // The segment table covers the shard: each parameter's part of it, from the shard's start.
+  // The first rank of a tensor group counts its pieces and the whole parameters every rank
+  // of the group holds alike in the gradient norm; the others count their pieces alone.
+  // Copies count on the stage that owns them.
+  const bool first_of_group = !tensor_group_ || tensor_group_->rank() == 0;
   std::vector<int64_t> rows;
   for (const Parameter& p : params_.all()) {
     const int64_t first = std::max(p.offset, begin_);
@@ -41,14 +46,10 @@ AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, Communica
     rows.push_back(first - begin_);
     rows.push_back(last - begin_);
     rows.push_back(p.decay ? 1 : 0);
-    if (p.split.sharded()) norm_ranges_.emplace_back(first - begin_, last - begin_);
+    const bool counts = !p.copy && (first_of_group || p.split.sharded());
+    if (counts) norm_ranges_.emplace_back(first - begin_, last - begin_);
+    norm_all_ = norm_all_ && counts;
   }
-  // The first rank of a tensor group counts everything: its pieces and the whole
-  // parameters every rank of the group holds alike.
-  if (!tensor_group_ || tensor_group_->size() == 1 || tensor_group_->rank() == 0)
-    norm_ranges_.clear();
-  else if (norm_ranges_.empty())
-    norm_ranges_.emplace_back(0, 0);
   const Shape table{std::max<int64_t>(1, static_cast<int64_t>(rows.size() / 3)), 3};
   if (rows.empty()) rows = {0, 0, 0};
   for (int pass = 0; pass < 2; ++pass) {
@@ -77,15 +78,16 @@ void AdamW::reduce_scatter_gradients() {
 
 double AdamW::sum_squares(const Tensor& grads) {
   double sum = 0;
-  if (norm_ranges_.empty()) {
+  if (norm_all_) {
     sum = ops_.sum_squares(grads);
   } else {
-    for (const auto& [first, last] : norm_ranges_)
-      if (first < last) sum += ops_.sum_squares(grads.slice(first, last));
+    for (const auto& [first, last] : norm_ranges_) sum += ops_.sum_squares(grads.slice(first, last));
   }
   const Tensor total{&sum, DType::F64, {1}};
   if (sharded()) group_->all_reduce(total, ReduceOp::Sum);
   if (tensor_group_ && tensor_group_->size() > 1) tensor_group_->all_reduce(total, ReduceOp::Sum);
+  if (pipeline_group_ && pipeline_group_->size() > 1)
+    pipeline_group_->all_reduce(total, ReduceOp::Sum);
   return sum;
 }
 

@@ -39,8 +39,11 @@ class AdamW {
   // the parameter buffers must be allocated with that many shards. tensor_group: the ranks
   // the parameters are split over (tensor parallelism), for the gradient norm: split
   // parameters count on every rank, whole ones on the group's first rank only.
+  // pipeline_group: the stages that hold the rest of the model, whose gradients the norm
+  // takes in (a copy of another stage's parameter counts there alone).
   AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops,
-        Communicator* shard_group = nullptr, Communicator* tensor_group = nullptr);
+        Communicator* shard_group = nullptr, Communicator* tensor_group = nullptr,
+        Communicator* pipeline_group = nullptr);
 
   // Optimizer state per parameter element (of the shard), for sizing a run before it allocates.
   static size_t state_bytes_per_element(DType value_dtype);
@@ -76,8 +79,11 @@ class AdamW {
   Ops& ops_;
   Communicator* group_;
   Communicator* tensor_group_;
-  // Ranges of the shard whose gradients count in this rank's part of the norm; empty: all.
+  Communicator* pipeline_group_;
+  // Ranges of the shard whose gradients count in this rank's part of the norm, unless all
+  // of them do.
   std::vector<std::pair<int64_t, int64_t>> norm_ranges_;
+  bool norm_all_ = true;
   int shards_ = 1;
   bool mixed_ = false;  // BF16/F16 parameters: the F32 master weights are a copy
   int64_t begin_ = 0, end_ = 0;  // this rank's shard of the flat buffers

@@ -31,8 +31,11 @@ class SingleProcess final : public Communicator {
     check_root(root);
     copy(out, in, "gather");
   }
-  void send(const Tensor&, int peer) override { no_peer(peer); }
-  void recv(const Tensor&, int peer) override { no_peer(peer); }
+  void send(const Tensor&, int peer, int) override { no_peer(peer); }
+  void recv(const Tensor&, int peer, int) override { no_peer(peer); }
+  std::unique_ptr<PendingCollective> start_send(const Tensor&, int peer, int) override {
+    no_peer(peer);
+  }
   void barrier() override {}
   std::unique_ptr<Communicator> split(const std::vector<int>& ranks) override {
     KILN_CHECK(ranks == std::vector<int>{0}, "split: a world of one holds only rank 0");

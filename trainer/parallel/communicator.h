@@ -42,9 +42,13 @@ class Communicator {
   virtual void reduce_scatter(const Tensor& out, const Tensor& in) = 0;
   // On root, out[size * n] = every rank's in[n] in rank order; out is not touched elsewhere.
   virtual void gather(const Tensor& out, const Tensor& in, int root) = 0;
-  // Point to point: blocks until the peer's matching call.
-  virtual void send(const Tensor& x, int peer) = 0;
-  virtual void recv(const Tensor& x, int peer) = 0;
+  // Point to point, matched by peer and tag: blocks until the peer's matching call.
+  virtual void send(const Tensor& x, int peer, int tag) = 0;
+  virtual void recv(const Tensor& x, int peer, int tag) = 0;
+  // send, started: x is copied before this returns, so the caller may overwrite it at once;
+  // the transfer completes when the peer receives it. Pipeline stages send this way, so a
+  // stage never waits on a neighbour that waits on it.
+  virtual std::unique_ptr<PendingCollective> start_send(const Tensor& x, int peer, int tag) = 0;
   virtual void barrier() = 0;
 
   // A communicator over `ranks` (ranks of this communicator, in the new one's order), for

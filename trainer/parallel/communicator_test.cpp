@@ -25,7 +25,7 @@ TEST(SingleProcessCommunicator, CollectivesOfOneLeaveTheDataAsItIs) {
   comm->reduce_scatter(o, t);
   EXPECT_EQ(out, x);
   EXPECT_EQ(comm->split({0})->size(), 1);
-  EXPECT_EQ(test::error_of([&] { comm->send(t, 1); }),
+  EXPECT_EQ(test::error_of([&] { comm->send(t, 1, 0); }),
             "communicator: no peer 1 in a world of one");
   EXPECT_EQ(test::error_of([&] { comm->broadcast(t, 2); }),
             "communicator: root 2 in a world of one");

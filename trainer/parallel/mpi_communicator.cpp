@@ -184,6 +184,12 @@ class MpiPending final : public PendingCollective {
  public:
   explicit MpiPending(std::string what) : what_(std::move(what)) {}
   void add(MPI_Request request) { requests_.push_back(request); }
+  // A copy of x's bytes that lives as long as the transfer.
+  const std::vector<char>& keep(const Tensor& x) {
+    const auto* bytes = static_cast<const char*>(x.data);
+    kept_.assign(bytes, bytes + x.bytes());
+    return kept_;
+  }
   void wait() override {
     wait_idle(requests_, what_);
     requests_.clear();
@@ -194,6 +200,7 @@ class MpiPending final : public PendingCollective {
  private:
   std::string what_;
   std::vector<MPI_Request> requests_;
+  std::vector<char> kept_;
 };
 
 class MpiCommunicator final : public Communicator {
@@ -286,19 +293,31 @@ class MpiCommunicator final : public Communicator {
     wait_idle(request, fmt::format("gather to rank {} {}", world_rank(root), over("")));
   }
 
-  void send(const Tensor& x, int peer) override {
+  void send(const Tensor& x, int peer, int tag) override {
     check_host(x, "send");
     MPI_Request request;
-    check(MPI_Isend(x.data, int_count(x.numel(), "send"), mpi_type(x.dtype), peer, 0, comm_,
+    check(MPI_Isend(x.data, int_count(x.numel(), "send"), mpi_type(x.dtype), peer, tag, comm_,
                     &request),
           "Isend");
     wait_idle(request, fmt::format("send to rank {}", world_rank(peer)));
   }
 
-  void recv(const Tensor& x, int peer) override {
+  std::unique_ptr<PendingCollective> start_send(const Tensor& x, int peer, int tag) override {
+    check_host(x, "send");
+    auto pending = std::make_unique<MpiPending>(fmt::format("send to rank {}", world_rank(peer)));
+    const std::vector<char>& copy = pending->keep(x);
+    MPI_Request request;
+    check(MPI_Isend(copy.data(), int_count(x.numel(), "send"), mpi_type(x.dtype), peer, tag,
+                    comm_, &request),
+          "Isend");
+    pending->add(request);
+    return pending;
+  }
+
+  void recv(const Tensor& x, int peer, int tag) override {
     check_host(x, "recv");
     MPI_Request request;
-    check(MPI_Irecv(x.data, int_count(x.numel(), "recv"), mpi_type(x.dtype), peer, 0, comm_,
+    check(MPI_Irecv(x.data, int_count(x.numel(), "recv"), mpi_type(x.dtype), peer, tag, comm_,
                     &request),
           "Irecv");
     wait_idle(request, fmt::format("recv from rank {}", world_rank(peer)));

@@ -66,13 +66,32 @@ TEST_F(MpiCommunicatorTest, SendAndReceiveAroundARing) {
   const int next = (r_ + 1) % 4, previous = (r_ + 3) % 4;
   // Even ranks send first, odd ones receive first: no rank waits on a rank that waits.
   if (r_ % 2 == 0) {
-    comm_->send(host(out, DType::F64), next);
-    comm_->recv(host(in, DType::F64), previous);
+    comm_->send(host(out, DType::F64), next, 0);
+    comm_->recv(host(in, DType::F64), previous, 0);
   } else {
-    comm_->recv(host(in, DType::F64), previous);
-    comm_->send(host(out, DType::F64), next);
+    comm_->recv(host(in, DType::F64), previous, 0);
+    comm_->send(host(out, DType::F64), next, 0);
   }
   EXPECT_EQ(in[0], previous);
+  comm_->barrier();
+}
+
+TEST_F(MpiCommunicatorTest, StartedSendsMatchByTagAndKeepACopy) {
+  // Every rank sends two messages round the ring, then overwrites its buffer at once; the
+  // receiver takes them in the opposite order, by tag.
+  std::vector<double> out{10.0 * r_};
+  const int next = (r_ + 1) % 4, previous = (r_ + 3) % 4;
+  auto first = comm_->start_send(host(out, DType::F64), next, 1);
+  out[0] = 10.0 * r_ + 1;
+  auto second = comm_->start_send(host(out, DType::F64), next, 2);
+  out[0] = -1;
+  std::vector<double> in2{0}, in1{0};
+  comm_->recv(host(in2, DType::F64), previous, 2);
+  comm_->recv(host(in1, DType::F64), previous, 1);
+  first->wait();
+  second->wait();
+  EXPECT_EQ(in1[0], 10.0 * previous);
+  EXPECT_EQ(in2[0], 10.0 * previous + 1);
   comm_->barrier();
 }
 

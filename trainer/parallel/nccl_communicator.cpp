@@ -46,6 +46,12 @@ void check_device(const Tensor& x, const char* what) {
                                                            "tensors; a host tensor needs MPI");
 }
 
+// NCCL pairs a send with the peer's next receive, in order: it has no tags.
+void check_untagged(int tag) {
+  KILN_CHECK(tag == 0, "send/recv: NCCL matches transfers by order and takes no tag (" +
+                           std::to_string(tag) + ")");
+}
+
 class NcclCommunicator;
 
 // A call queued on the stream: its end is an event the host polls.
@@ -135,8 +141,9 @@ class NcclCommunicator final : public Communicator {
     queued(fmt::format("gather to rank {} {}", world_rank(root), over("")))->wait();
   }
 
-  void send(const Tensor& x, int peer) override {
+  void send(const Tensor& x, int peer, int tag) override {
     check_device(x, "send");
+    check_untagged(tag);
     check_nccl(ncclGroupStart(), "GroupStart");
     check_nccl(ncclSend(x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype), peer, comm_,
                         stream_),
@@ -145,14 +152,20 @@ class NcclCommunicator final : public Communicator {
     queued(fmt::format("send to rank {}", world_rank(peer)))->wait();
   }
 
-  void recv(const Tensor& x, int peer) override {
+  void recv(const Tensor& x, int peer, int tag) override {
     check_device(x, "recv");
+    check_untagged(tag);
     check_nccl(ncclGroupStart(), "GroupStart");
     check_nccl(ncclRecv(x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype), peer, comm_,
                         stream_),
                "Recv");
     check_nccl(ncclGroupEnd(), "GroupEnd");
     queued(fmt::format("recv from rank {}", world_rank(peer)))->wait();
+  }
+
+  std::unique_ptr<PendingCollective> start_send(const Tensor&, int, int) override {
+    fail("start_send: pipeline transfers between GPUs are not in this build (NCCL pairs sends "
+         "and receives by order, not by tag)");
   }
 
   void barrier() override { barrier_named("barrier"); }

@@ -53,6 +53,32 @@ PipelineSchedule pipeline_schedule(int pp, int vpp, int stage, int micro_batches
   return schedule;
 }
 
+int pipeline_slots(const PipelineSchedule& schedule) {
+  // A micro-batch is in flight from its first step until its last.
+  std::vector<size_t> last;
+  for (size_t i = 0; i < schedule.steps.size(); ++i) {
+    const auto micro = static_cast<size_t>(schedule.steps[i].micro_batch);
+    if (last.size() <= micro) last.resize(micro + 1, 0);
+    last[micro] = i;
+  }
+  int oldest = 0, newest = -1, widest = 1;
+  for (size_t i = 0; i < schedule.steps.size(); ++i) {
+    newest = std::max(newest, schedule.steps[i].micro_batch);
+    widest = std::max(widest, newest - oldest + 1);
+    while (oldest <= newest && last[static_cast<size_t>(oldest)] <= i) ++oldest;
+  }
+  return widest;
+}
+
+PipelineSchedule pipeline_forwards(int vpp, int micro_batches) {
+  check_sizes(1, vpp, micro_batches);
+  PipelineSchedule schedule;
+  for (int m = 0; m < micro_batches; ++m)
+    for (int c = 0; c < vpp; ++c) schedule.steps.push_back({true, m, c});
+  schedule.warmup = static_cast<int>(schedule.steps.size());
+  return schedule;
+}
+
 double pipeline_bubble(int pp, int vpp, int micro_batches) {
   check_sizes(pp, vpp, micro_batches);
   return static_cast<double>(pp - 1) / (static_cast<double>(vpp) * micro_batches + pp - 1);

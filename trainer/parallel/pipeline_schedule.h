@@ -33,6 +33,14 @@ struct PipelineSchedule {
 // multiple of pp (as in Megatron): refused otherwise, with the numbers.
 PipelineSchedule pipeline_schedule(int pp, int vpp, int stage, int micro_batches);
 
+// Activation slots a stage's schedule needs: a micro-batch holds its slot from its first
+// step to its last, and micro-batch i takes slot i % slots; this is the widest span of
+// micro-batches in flight at once (pp - stage under 1F1B).
+int pipeline_slots(const PipelineSchedule& schedule);
+
+// Forwards alone, micro-batch by micro-batch and chunk by chunk (validation).
+PipelineSchedule pipeline_forwards(int vpp, int micro_batches);
+
 // The fraction of a step each stage idles in the pipeline's fill and drain:
 // (pp - 1) / (vpp m + pp - 1) (Megatron's bubble, (pp - 1) / (vpp m), of the ideal time).
 double pipeline_bubble(int pp, int vpp, int micro_batches);

@@ -100,6 +100,36 @@ TEST(PipelineSchedule, BadSizesAreRefused) {
             "pipeline: pp=2, vpp=1 and 0 micro-batches must all be >= 1");
 }
 
+TEST(PipelineSlots, CoverTheMicroBatchesInFlight) {
+  // 1F1B: stage s of 4 holds 4 - s micro-batches (fewer when the step has fewer).
+  for (int stage = 0; stage < 4; ++stage)
+    EXPECT_EQ(pipeline_slots(pipeline_schedule(4, 1, stage, 8)), 4 - stage);
+  EXPECT_EQ(pipeline_slots(pipeline_schedule(4, 1, 0, 2)), 2);
+  // Interleaved pp 2 x vpp 2 over 4 micro-batches: stage 0 runs forwards of micro-batches
+  // 0, 1 (chunk 0), 0, 1 (chunk 1), 2 before its first backward, which frees micro-batch 0
+  // only after both of its chunks' backwards.
+  EXPECT_EQ(pipeline_slots(pipeline_schedule(2, 2, 0, 4)), 4);
+  EXPECT_EQ(pipeline_slots(pipeline_forwards(2, 5)), 1);
+  // No two micro-batches in flight share a slot, for every schedule.
+  for (int pp : {2, 3, 4})
+    for (int vpp : {1, 2, 3})
+      for (int stage = 0; stage < pp; ++stage) {
+        const PipelineSchedule s = pipeline_schedule(pp, vpp, stage, 2 * pp);
+        const int slots = pipeline_slots(s);
+        std::vector<int> holder(static_cast<size_t>(slots), -1), backwards(2 * pp, 0);
+        for (const PipelineStep& step : s.steps) {
+          int& held = holder[static_cast<size_t>(step.micro_batch % slots)];
+          if (step.forward && step.chunk == 0) {
+            EXPECT_EQ(held, -1) << pp << "x" << vpp << " stage " << stage;
+            held = step.micro_batch;
+          }
+          EXPECT_EQ(held, step.micro_batch);
+          if (!step.forward && ++backwards[static_cast<size_t>(step.micro_batch)] == vpp)
+            held = -1;
+        }
+      }
+}
+
 TEST(PipelineBubble, IsTheFillAndDrainOverTheStep) {
   EXPECT_DOUBLE_EQ(pipeline_bubble(1, 1, 8), 0.0);
   EXPECT_DOUBLE_EQ(pipeline_bubble(4, 1, 8), 3.0 / 11.0);

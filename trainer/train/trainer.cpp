@@ -42,16 +42,10 @@ DType compute_dtype(const PrecisionConfig& precision) {
   return DType::F32;
 }
 
-// Tensor (with sequence) and data parallelism over the launched processes; pipelining comes
-// later.
+// Tensor (with sequence), pipeline and data parallelism over the launched processes.
 ParallelLayout parallel_layout(const Config& c, int world_size) {
   const ParallelConfig& p = c.parallel;
   const ParallelLayout layout(p, world_size);
-  if (layout.pp() > 1)
-    fail(fmt::format("parallel.pp={}: pipeline parallelism is not in this build yet; it trains "
-                     "tensor- and data-parallel (pp = 1)",
-                     p.pp));
-  if (p.vpp != 1) fail("parallel.vpp needs pipeline parallelism (parallel.pp > 1)");
   const int64_t per_step = int64_t{c.train.micro_batch} * layout.dp();
   if (c.train.global_batch % per_step != 0)
     fail(fmt::format("train.global_batch={} is not a multiple of train.micro_batch={} x {} "
@@ -112,6 +106,22 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   // Every rank joins its groups, in the same order on all (each split is a collective).
   tensor_group_ = world_.split(layout_.tensor_group(world_.rank()));
   data_group_ = world_.split(layout_.data_group(world_.rank()));
+  pipeline_group_ = world_.split(layout_.pipeline_group(world_.rank()));
+  const int pp = layout_.pp();
+  if (pp > 1 && config_.model.tie_embeddings) {
+    // The first and last stages of each pipeline keep their two copies of the embedding
+    // equal; the stages between are groups of their own.
+    const int stage = coordinates_.pp;
+    RankCoordinates first = coordinates_, last = coordinates_;
+    first.pp = 0;
+    last.pp = pp - 1;
+    auto group = world_.split(stage == 0 || stage == pp - 1
+                                  ? std::vector<int>{layout_.rank_of(first), layout_.rank_of(last)}
+                                  : std::vector<int>{world_.rank()});
+    if (group->size() > 1) embedding_group_ = std::move(group);
+  }
+  // Before anything is allocated: interleaving refuses a step it cannot schedule.
+  if (pp > 1) schedule_ = pipeline_schedule(pp, layout_.vpp(), coordinates_.pp, accum_);
   probe_ = std::make_unique<SystemProbe>(*ops_);
 
   const ModelConfig& m = config_.model;
@@ -153,13 +163,17 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   const int shards = config_.parallel.distributed_optimizer ? layout_.dp() : 1;
   const size_t state_bytes = AdamW::state_bytes_per_element(dtype);
   Communicator* tensor = layout_.tp() > 1 ? tensor_group_.get() : nullptr;
+  // A stage holds the activations of as many micro-batches as its schedule has in flight.
+  const int slots = pp > 1 ? pipeline_slots(schedule_) : 1;
   model_ = std::make_unique<GptModel>(
-      m, config_.train.micro_batch, *ops_, dtype, (state_bytes + shards - 1) / shards, 1,
+      m, config_.train.micro_batch, *ops_, dtype, (state_bytes + shards - 1) / shards, slots,
       ModelSplit{parse_recompute(config_.train.recompute), tensor, shards,
-                 config_.parallel.sequence_parallel});
+                 config_.parallel.sequence_parallel, stage_chunks()});
   model_->init_parameters(config_.train.seed);
   optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_,
-                                       shards > 1 ? data_group_.get() : nullptr, tensor);
+                                       shards > 1 ? data_group_.get() : nullptr, tensor,
+                                       pp > 1 ? pipeline_group_.get() : nullptr);
+  if (pp > 1) pipeline_ = std::make_unique<PipelineExecutor>(*model_, *pipeline_group_);
   if (layout_.dp() > 1 && !optimizer_->sharded())
     buckets_ = std::make_unique<GradientBuckets>(*data_group_, model_->parameters().flat_grads(),
                                                  config_.parallel.ddp_bucket_size);
@@ -186,10 +200,12 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   }
 
   const TrainConfig& t = config_.train;
+  // Each pipeline stage holds its own layers' parameters.
+  double parameters = static_cast<double>(model_->parameters().whole_count());
+  pipeline_group_->all_reduce(Tensor{&parameters, DType::F64, {1}}, ReduceOp::Sum);
   fmt::print(out_, "kiln: {} model, {} layers, d_model {}, {} heads ({} kv), {:.2f}M parameters, "
                    "vocab {} (padded {}), seq_len {}\n",
-             m.arch, m.n_layer, m.d_model, m.n_head, m.kv_heads(),
-             static_cast<double>(model_->parameters().whole_count()) / 1e6, m.vocab_size,
+             m.arch, m.n_layer, m.d_model, m.n_head, m.kv_heads(), parameters / 1e6, m.vocab_size,
              m.padded_vocab(), m.seq_len);
   fmt::print(out_, "kiln: {}, {}; global batch {} = {} micro-batches of {}{}, {} tokens a step, {} "
                    "steps\n",
@@ -207,6 +223,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
                                  "parallel)",
                                  m.seq_len / layout_.tp(), m.seq_len)
                    : std::string());
+  if (pp > 1) print_pipeline();
   fmt::print(out_, "{}kiln: data {}\n", data_notes.text(), train_data_->describe());
   if (valid_data_) fmt::print(out_, "kiln: data {}\n", valid_data_->describe());
   std::string memory = "kiln: memory";
@@ -248,11 +265,54 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
 
 Trainer::~Trainer() = default;
 
-void Trainer::fill_batch(const SampleSource& data, int64_t first_sample) {
+void Trainer::fill_batch(const SampleSource& data, int64_t first_sample, int slot) {
   const int64_t B = config_.train.micro_batch, T = config_.model.seq_len;
   batch_->fill(data, first_sample, B, static_cast<int>(T));
-  model_->set_batch(batch_->tokens(), batch_->targets(), B, T, 0,
+  model_->set_batch(batch_->tokens(), batch_->targets(), B, T, slot,
                     {batch_->positions(), batch_->attention_starts()});
+}
+
+std::vector<PipelineChunk> Trainer::stage_chunks() const {
+  const int pp = layout_.pp(), vpp = layout_.vpp();
+  if (pp == 1) return {};
+  const ParallelConfig& p = config_.parallel;
+  const std::vector<int> layers =
+      pipeline_layers(config_.model.n_layer, pp, vpp, p.first_stage_layers, p.last_stage_layers);
+  std::vector<PipelineChunk> chunks;
+  int first_layer = 0;
+  for (int v = 0; v < pp * vpp; ++v) {
+    const int n = layers[static_cast<size_t>(v)];
+    if (v % pp == coordinates_.pp) chunks.push_back({first_layer, first_layer + n, v == 0, v == pp * vpp - 1});
+    first_layer += n;
+  }
+  return chunks;
+}
+
+void Trainer::print_pipeline() const {
+  const int pp = layout_.pp(), vpp = layout_.vpp();
+  const ParallelConfig& p = config_.parallel;
+  const std::vector<int> layers =
+      pipeline_layers(config_.model.n_layer, pp, vpp, p.first_stage_layers, p.last_stage_layers);
+  std::string stages;
+  int first_layer = 0;
+  for (int v = 0; v < pp * vpp; ++v) {
+    const int n = layers[static_cast<size_t>(v)];
+    const std::string held = n == 1 ? fmt::format("layer {}", first_layer)
+                                    : fmt::format("layers {}-{}", first_layer, first_layer + n - 1);
+    stages += fmt::format("{}{} {}: {}{}{}", v == 0 ? "" : ", ", vpp > 1 ? "virtual stage" : "stage",
+                          v, held, v == 0 ? " + embedding" : "", v == pp * vpp - 1 ? " + head" : "");
+    first_layer += n;
+  }
+  fmt::print(out_, "kiln: pipeline of {} stages{}, {} schedule over {} micro-batches: bubble "
+                   "{:.1f}% of each step; {}{}\n",
+             pp, vpp > 1 ? fmt::format(" x {} virtual", vpp) : std::string(),
+             vpp > 1 ? "interleaved 1F1B" : "1F1B", accum_,
+             100.0 * pipeline_bubble(pp, vpp, accum_), stages,
+             vpp > 1 ? fmt::format(" (virtual stage v on stage v mod {})", pp) : std::string());
+  if (p.first_stage_layers > 0 || p.last_stage_layers > 0)
+    fmt::print(out_, "kiln: uneven pipeline split: parallel.first_stage_layers={}, "
+                     "parallel.last_stage_layers={}\n",
+               p.first_stage_layers, p.last_stage_layers);
 }
 
 double Trainer::scheduled_lr(int64_t step) const {
@@ -272,6 +332,11 @@ StepTimes Trainer::train_step(bool timed) {
   };
   StepTimes times;
   model_->zero_grad();
+  if (layout_.pp() > 1) {
+    pipeline_step(first, phase_end, times);
+    if (layout_.dp() > 1) reduce_gradients(times);
+    return times;
+  }
   for (int micro = 0; micro < accum; ++micro) {
     Clock::time_point t0 = Clock::now();
     fill_batch(*train_data_, first + micro * B);
@@ -296,6 +361,28 @@ StepTimes Trainer::train_step(bool timed) {
   return times;
 }
 
+void Trainer::pipeline_step(int64_t first_sample, const std::function<void()>& phase_end,
+                            StepTimes& times) {
+  const int64_t B = config_.train.micro_batch;
+  const double tokens_per_step =
+      static_cast<double>(config_.train.global_batch) * config_.model.seq_len;
+  const PipelineTimes pipeline = pipeline_->run(
+      schedule_, loss_scaler_.scale() / tokens_per_step,
+      [&](int micro, int slot) { fill_batch(*train_data_, first_sample + micro * B, slot); },
+      [&](int, int, double loss) { times.loss += loss / accum_; }, phase_end);
+  times.data_ms = pipeline.data_ms;
+  times.fwd_ms = pipeline.fwd_ms;
+  times.bwd_ms = pipeline.bwd_ms;
+  const Clock::time_point start = Clock::now();
+  // The loss is the last stage's; every stage reports it.
+  pipeline_group_->all_reduce(Tensor{&times.loss, DType::F64, {1}}, ReduceOp::Sum);
+  // The output layer's copy of the embedding took the head's gradient, the embedding the
+  // input's: both copies take the sum, so they stay equal.
+  if (embedding_group_)
+    embedding_group_->all_reduce(model_->parameters().find("wte").grad, ReduceOp::Sum);
+  times.comm_ms += ms_since(start);
+}
+
 void Trainer::reduce_gradients(StepTimes& times) {
   const Clock::time_point start = Clock::now();
   // Each rank's backward weighted its tokens by 1 / (the global batch's tokens), so the sum
@@ -309,7 +396,7 @@ void Trainer::reduce_gradients(StepTimes& times) {
   double loss = times.loss;
   data_group_->all_reduce(Tensor{&loss, DType::F64, {1}}, ReduceOp::Sum);
   times.loss = loss / layout_.dp();
-  times.comm_ms = ms_since(start);
+  times.comm_ms += ms_since(start);
 }
 
 void Trainer::record_step(store::MetricRow row) {
@@ -350,7 +437,25 @@ std::pair<double, double> Trainer::evaluate() {
   const int64_t B = config_.train.micro_batch;
   double loss = 0, nats = 0;
   int64_t bytes = 0;
-  for (int64_t i = 0; i < config_.train.eval_iters; ++i) {
+  const int iters = config_.train.eval_iters;
+  if (layout_.pp() > 1) {
+    pipeline_->run(
+        pipeline_forwards(layout_.vpp(), iters), 0.0,
+        [&](int micro, int slot) {
+          fill_batch(*valid_data_, micro * B, slot);
+          bytes += batch_->target_text_bytes(token_bytes_);
+        },
+        [&](int, int slot, double batch_loss) {
+          loss += batch_loss;
+          nats += batch_loss * static_cast<double>(model_->target_count(slot));
+        });
+    // The losses are the last stage's.
+    double sums[] = {loss, nats};
+    pipeline_group_->all_reduce(Tensor{sums, DType::F64, {2}}, ReduceOp::Sum);
+    loss = sums[0];
+    nats = sums[1];
+  }
+  for (int64_t i = 0; layout_.pp() == 1 && i < iters; ++i) {
     fill_batch(*valid_data_, i * B);
     const double batch_loss = model_->forward();
     loss += batch_loss;
@@ -413,12 +518,15 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   // first rank, which writes it all.
   const OptimizerState optimizer = optimizer_->state_for_checkpoint();
   saved_step_ = step;
-  // A model split over a tensor group is written whole: the first replica's group gathers
-  // its pieces.
-  const bool split = layout_.tp() > 1;
+  // A model split over a tensor group or pipeline stages is written whole: the first
+  // replica's tensor groups gather their pieces, and its stages send theirs to the first.
+  const bool split = layout_.tp() > 1 || layout_.pp() > 1;
   WholeTensors whole;
-  if (split && data_group_->rank() == 0)
+  if (split && data_group_->rank() == 0) {
     whole = gather_whole_tensors(*model_, optimizer, *ops_, *tensor_group_);
+    if (layout_.pp() > 1 && tensor_group_->rank() == 0)
+      gather_pipeline_stages(whole, *pipeline_group_);
+  }
   if (!is_first_rank()) return {};
   TrainingState state;
   state.step = step;
@@ -432,7 +540,7 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   state.config = config_to_json(config_);
   const int keep = config_.train.checkpoint_keep;
   const WrittenCheckpoint written =
-      split ? write_checkpoint(root, state, whole.model, whole.optimizer, keep)
+      split ? write_checkpoint(root, state, whole.model_sources(), whole.optimizer_sources(), keep)
             : save_checkpoint(root, state, *model_, optimizer, *ops_, keep);
   const double seconds = seconds_since(start);
   not_training_s_ += seconds;
@@ -567,10 +675,10 @@ TrainSummary Trainer::run() {
                  store_error);
   }
   const bool sample = config_.train.sample_tokens > 0 && !summary.interrupted && !summary.stopped;
-  if (sample && layout_.tp() > 1) {
+  if (sample && (layout_.tp() > 1 || layout_.pp() > 1)) {
     fmt::print(out_, "kiln: no sample: each rank holds 1/{} of the model; sample from a checkpoint "
                      "with kiln generate\n",
-               layout_.tp());
+               layout_.tp() * layout_.pp());
   } else if (sample && is_first_rank()) {
     const TrainConfig& t = config_.train;
     const std::string text = generate(*model_, *tokenizer_, t.sample_prompt, t.sample_tokens,

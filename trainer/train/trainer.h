@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -20,6 +21,8 @@
 #include "trainer/parallel/communicator.h"
 #include "trainer/parallel/gradient_buckets.h"
 #include "trainer/parallel/layout.h"
+#include "trainer/parallel/pipeline_schedule.h"
+#include "trainer/train/pipeline_executor.h"
 #include "trainer/telemetry/system_probe.h"
 #include "trainer/train/run_recorder.h"
 
@@ -64,9 +67,17 @@ class Trainer {
  private:
   void train_loop(TrainSummary& summary);
   StepTimes train_step(bool timed);
+  // Pipeline parallelism: the stage's part of the step's micro-batches (from first_sample on),
+  // then the loss shared by every stage and the tied embedding's two copies' gradients summed.
+  void pipeline_step(int64_t first_sample, const std::function<void()>& phase_end,
+                     StepTimes& times);
+  // The stage's layers as Megatron splits them, virtual stage by virtual stage.
+  std::vector<PipelineChunk> stage_chunks() const;
+  // Prints how the layers are split over the stages and the schedule's bubble.
+  void print_pipeline() const;
   // Mean validation loss per token, and per byte of the target tokens' text.
   std::pair<double, double> evaluate();
-  void fill_batch(const SampleSource& data, int64_t first_sample);
+  void fill_batch(const SampleSource& data, int64_t first_sample, int slot = 0);
   double scheduled_lr(int64_t step) const;
   store::MetricRow metric_row(int64_t step, double loss, double lr, double grad_norm,
                               double seconds_per_step, const StepTimes& times, double opt_ms) const;
@@ -102,7 +113,12 @@ class Trainer {
   RankCoordinates coordinates_;  // this rank's place in the layout
   std::unique_ptr<Communicator> tensor_group_;  // this rank's groups, as layout_ names them
   std::unique_ptr<Communicator> data_group_;
+  std::unique_ptr<Communicator> pipeline_group_;
+  // The first and last stages of a pipeline whose output layer is tied to the embedding;
+  // null elsewhere.
+  std::unique_ptr<Communicator> embedding_group_;
   int accum_ = 1;  // micro-batches per step on each rank
+  PipelineSchedule schedule_;  // this stage's, with pipeline parallelism
   std::FILE* out_;
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<SystemProbe> probe_;
@@ -111,6 +127,7 @@ class Trainer {
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradientBuckets> buckets_;  // with several data-parallel ranks
+  std::unique_ptr<PipelineExecutor> pipeline_;  // with several pipeline stages
   LossScaler loss_scaler_;
   std::unique_ptr<TokenBatch> batch_;
   std::unique_ptr<RunRecorder> recorder_;
