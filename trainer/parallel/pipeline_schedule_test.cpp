@@ -109,6 +109,7 @@ TEST(PipelineSlots, CoverTheMicroBatchesInFlight) {
   // 0, 1 (chunk 0), 0, 1 (chunk 1), 2 before its first backward, which frees micro-batch 0
   // only after both of its chunks' backwards.
   EXPECT_EQ(pipeline_slots(pipeline_schedule(2, 2, 0, 4)), 4);
+  EXPECT_EQ(pipeline_slots(pipeline_schedule(2, 2, 1, 4)), 3);
   EXPECT_EQ(pipeline_slots(pipeline_forwards(2, 5)), 1);
   // No two micro-batches in flight share a slot, for every schedule.
   for (int pp : {2, 3, 4})
