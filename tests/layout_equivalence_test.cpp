@@ -110,9 +110,9 @@ INSTANTIATE_TEST_SUITE_P(
                " --set parallel.last_stage_layers=2 --set train.recompute=selective",
                kLlama + " --set model.n_layer=3"},
         Layout{"tp2_pp2_dp2", 8, " --set parallel.tp=2 --set parallel.pp=2", ""},
-        Layout{"tp2_sequence_parallel_pp2_dp2_distributed_optimizer", 8,
+        Layout{"tp2_sequence_parallel_pp2_dp2_distributed_optimizer_recompute_full", 8,
                " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.pp=2"
-               " --set parallel.distributed_optimizer=true",
+               " --set parallel.distributed_optimizer=true --set train.recompute=full",
                ""},
         Layout{"llama_tp2_dp2_distributed_optimizer_recompute_full", 4,
                " --set parallel.tp=2 --set parallel.distributed_optimizer=true"
