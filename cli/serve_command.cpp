@@ -26,7 +26,7 @@ std::string normalize_setting(const std::string& assignment) {
 
 void serve(const ServeOptions& options) {
   open_store_for_reading(options.store);  // a missing or foreign file is refused up front
-  const auto server = make_dashboard_server(resolve_store_path(options.store), options.listen, options.token);
+  const auto server = make_dashboard_server(resolve_store_path(options.store), options.listen, options.token, false);
   server->run_until_signal([&] {
     fmt::print("kiln: serving {} at {} (Ctrl-C stops)\n", resolve_store_path(options.store), server->url());
     std::fflush(stdout);
@@ -37,8 +37,10 @@ void serve(const ServeOptions& options) {
 
 std::unique_ptr<monitor::Server> make_dashboard_server(const std::string& store_path,
                                                        const std::string& listen,
-                                                       const std::string& token) {
+                                                       const std::string& token,
+                                                       bool beside_training) {
   monitor::ServerOptions options;
+  options.beside_training = beside_training;
   options.store_path = store_path;
   options.token = token;
   if (options.token.empty())

@@ -13,9 +13,11 @@ namespace kiln {
 void add_serve_command(CLI::App& app);
 
 // The dashboard server for a store: what `kiln serve` runs and `kiln train --serve` starts
-// beside the training loop. The token comes from the flag, else $KILN_TOKEN.
+// beside the training loop (beside_training: its threads at the lowest CPU priority). The
+// token comes from the flag, else $KILN_TOKEN.
 std::unique_ptr<monitor::Server> make_dashboard_server(const std::string& store_path,
                                                        const std::string& listen,
-                                                       const std::string& token);
+                                                       const std::string& token,
+                                                       bool beside_training);
 
 }  // namespace kiln

@@ -81,7 +81,7 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
     // store like any other client: the training loop never waits on it.
     std::unique_ptr<monitor::Server> server;
     if (!options.serve.empty() && first) {
-      server = make_dashboard_server(record.store_path, options.serve, options.token);
+      server = make_dashboard_server(record.store_path, options.serve, options.token, true);
       server->start();
       fmt::print("dashboard: {}\n", server->url());
       std::fflush(stdout);

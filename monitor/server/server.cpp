@@ -1,5 +1,9 @@
 #include "monitor/server/server.h"
 
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/strand.hpp>
 #include <chrono>
@@ -20,10 +24,26 @@ Server::Server(const ListenAddress& address, ServerOptions options)
 
 Server::~Server() { stop(); }
 
+namespace {
+
+// Names the calling thread for top and ps; beside a training run, also lowers it to nice 19
+// (Linux gives each thread its own nice value).
+void become_server_thread(bool beside_training) {
+  pthread_setname_np(pthread_self(), "kiln-server");
+  if (beside_training) setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+}
+
+}  // namespace
+
 void Server::start() {
   listener_->run();
   state_.feeds().start(boost::asio::make_strand(io_));
-  for (int i = 0; i < std::max(1, state_.options().threads); ++i) threads_.emplace_back([this] { io_.run(); });
+  const bool beside_training = state_.options().beside_training;
+  for (int i = 0; i < std::max(1, state_.options().threads); ++i)
+    threads_.emplace_back([this, beside_training] {
+      become_server_thread(beside_training);
+      io_.run();
+    });
 }
 
 void Server::run_until_signal(const std::function<void()>& on_serving) {

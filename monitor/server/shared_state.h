@@ -23,6 +23,10 @@ struct ServerOptions {
   std::chrono::milliseconds poll_interval{200};
   size_t max_queued_messages = 4096;  // per WebSocket client
   int threads = 2;
+  // The server shares its process with a training run (`kiln train --serve`): its threads
+  // run at the lowest CPU priority, so they take the time the run leaves idle and never
+  // hold up the run's threads, which wait for each other at every op.
+  bool beside_training = false;
 };
 
 class SharedState {
