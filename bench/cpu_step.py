@@ -73,8 +73,11 @@ def machine():
         pass
     blas = os.path.realpath("/usr/lib/%s-linux-gnu/libblas.so.3" % platform.machine())
     load = " ".join("%.2f" % x for x in os.getloadavg())
-    return "%s, %d cores; torch %s (libblas.so.3 -> %s); load average %s" % (
-        model, os.cpu_count(), torch.__version__, blas, load)
+    # OpenBLAS's kernels set the speed of every product on both sides: asked for by name, or
+    # OpenBLAS's own choice for this CPU.
+    core = os.environ.get("OPENBLAS_CORETYPE", "OpenBLAS's choice")
+    return "%s, %d cores; torch %s (libblas.so.3 -> %s); OPENBLAS_CORETYPE %s; load average %s" % (
+        model, os.cpu_count(), torch.__version__, blas, core, load)
 
 
 def main():

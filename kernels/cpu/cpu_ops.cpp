@@ -12,6 +12,7 @@
 #include "kernels/check.h"
 #include "kernels/op_checks.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/openblas_core.h"
 #include "kernels/ops.h"
 
 namespace kiln {
@@ -49,7 +50,7 @@ class CpuOps final : public Ops {
 
   Device device() const override { return Device::Cpu; }
   std::string name() const override {
-    return "cpu (" + std::to_string(threads_) + " threads, OpenBLAS)";
+    return "cpu (" + std::to_string(threads_) + " threads, OpenBLAS " + openblas_core() + ")";
   }
 
   void* allocate(size_t bytes) override {

@@ -15,7 +15,7 @@ SystemProbe::SystemProbe(Ops& ops) : ops_(ops), gpu_(ops.device() == Device::Cud
 
 std::string SystemProbe::device_name() const {
   // The op backend names its device in brackets: "cuda:0 (NVIDIA H100 80GB HBM3)",
-  // "cpu (2 threads, OpenBLAS)".
+  // "cpu (2 threads, OpenBLAS SkylakeX)".
   const std::string ops = ops_.name();
   const size_t open = ops.find('('), close = ops.rfind(')');
   const std::string inner =
