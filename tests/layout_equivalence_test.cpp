@@ -109,7 +109,9 @@ INSTANTIATE_TEST_SUITE_P(
                " --set parallel.pp=2 --set parallel.first_stage_layers=1"
                " --set parallel.last_stage_layers=2 --set train.recompute=selective",
                kLlama + " --set model.n_layer=3"},
-        Layout{"tp2_pp2_dp2", 8, " --set parallel.tp=2 --set parallel.pp=2", ""},
+        // Small buckets: their reductions start one by one during the pipeline's cool-down.
+        Layout{"tp2_pp2_dp2", 8,
+               " --set parallel.tp=2 --set parallel.pp=2 --set parallel.ddp_bucket_size=5000", ""},
         Layout{"tp2_sequence_parallel_pp2_dp2_distributed_optimizer_recompute_full", 8,
                " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.pp=2"
                " --set parallel.distributed_optimizer=true --set train.recompute=full",
@@ -245,8 +247,12 @@ INSTANTIATE_TEST_SUITE_P(
                            " --set parallel.tp=2 --set parallel.distributed_optimizer=true",
                            kLlama},
                     Layout{"pp2", 2, " --set parallel.pp=2", ""},
-                    Layout{"llama_pp2_vpp2_dp2", 4, " --set parallel.pp=2 --set parallel.vpp=2",
-                           kLlama + " --set model.n_layer=4"}),
+                    Layout{"llama_pp2_vpp2_dp2", 4,
+                           " --set parallel.pp=2 --set parallel.vpp=2"
+                           " --set parallel.ddp_bucket_size=5000",
+                           kLlama + " --set model.n_layer=4"},
+                    Layout{"pp2_dp2", 4, " --set parallel.pp=2 --set parallel.ddp_bucket_size=5000",
+                           ""}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "trainer/train/pipeline_executor.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace kiln {
@@ -33,8 +34,11 @@ int PipelineExecutor::tag(bool gradient, int micro, int virtual_stage) const {
 
 PipelineTimes PipelineExecutor::run(const PipelineSchedule& schedule, double dloss,
                                     const Load& load, const OnLoss& on_loss,
-                                    const std::function<void()>& phase_end) {
+                                    const std::function<void()>& phase_end,
+                                    const std::function<void(int64_t)>& gradients_ready) {
   PipelineTimes times;
+  int last_micro = 0;
+  for (const PipelineStep& step : schedule.steps) last_micro = std::max(last_micro, step.micro_batch);
   const auto end_phase = [&](double& ms, Clock::time_point start) {
     if (phase_end) phase_end();
     ms += ms_since(start);
@@ -65,7 +69,9 @@ PipelineTimes PipelineExecutor::run(const PipelineSchedule& schedule, double dlo
       const Clock::time_point start = Clock::now();
       if (!chunk.head)
         pipeline_.recv(model_.residual_gradient(slot), next_, tag(true, micro, v + 1));
-      model_.backward(dloss, slot, {}, step.chunk);
+      // A chunk's backwards take the micro-batches in order, and the last micro-batch goes
+      // through the chunks last to first, as the flat gradient buffer holds them.
+      model_.backward(dloss, slot, micro == last_micro ? gradients_ready : nullptr, step.chunk);
       if (!chunk.embedding)
         sends_.push_back(
             pipeline_.start_send(model_.residual_gradient(slot), previous_, tag(true, micro, v)));

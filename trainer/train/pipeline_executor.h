@@ -41,9 +41,12 @@ class PipelineExecutor {
 
   // Runs the schedule's steps in order, backwards from per-token losses weighted by dloss;
   // phase_end (when given) runs after each phase, so the host clock can time the device.
-  // Returns when every send of the step has been received.
+  // The backwards of the step's last micro-batch, which finish each chunk's gradients,
+  // report them to gradients_ready (GptModel::backward) when it is given. Returns when
+  // every send of the step has been received.
   PipelineTimes run(const PipelineSchedule& schedule, double dloss, const Load& load,
-                    const OnLoss& on_loss, const std::function<void()>& phase_end = {});
+                    const OnLoss& on_loss, const std::function<void()>& phase_end = {},
+                    const std::function<void(int64_t)>& gradients_ready = {});
 
  private:
   int tag(bool gradient, int micro, int virtual_stage) const;

@@ -334,7 +334,13 @@ StepTimes Trainer::train_step(bool timed) {
   model_->zero_grad();
   if (layout_.pp() > 1) {
     pipeline_step(first, phase_end, times);
+    // The tied embedding's copies are summed over the first and last stages once each has
+    // its replicas' sum (Megatron's order): the buckets write the sums in place, the
+    // distributed optimizer into shards of its own, so it takes the copies summed first.
+    const bool sharded = optimizer_->sharded();
+    if (sharded) sum_tied_embedding(times);
     if (layout_.dp() > 1) reduce_gradients(times);
+    if (!sharded) sum_tied_embedding(times);
     return times;
   }
   for (int micro = 0; micro < accum; ++micro) {
@@ -369,17 +375,26 @@ void Trainer::pipeline_step(int64_t first_sample, const std::function<void()>& p
   const PipelineTimes pipeline = pipeline_->run(
       schedule_, loss_scaler_.scale() / tokens_per_step,
       [&](int micro, int slot) { fill_batch(*train_data_, first_sample + micro * B, slot); },
-      [&](int, int, double loss) { times.loss += loss / accum_; }, phase_end);
+      [&](int, int, double loss) { times.loss += loss / accum_; }, phase_end,
+      // The data-parallel reduction of each bucket starts as the last micro-batch's
+      // backward finishes it, during the pipeline's cool-down.
+      buckets_ ? std::function<void(int64_t)>([this](int64_t ready) { buckets_->ready(ready); })
+               : nullptr);
   times.data_ms = pipeline.data_ms;
   times.fwd_ms = pipeline.fwd_ms;
   times.bwd_ms = pipeline.bwd_ms;
   const Clock::time_point start = Clock::now();
   // The loss is the last stage's; every stage reports it.
   pipeline_group_->all_reduce(Tensor{&times.loss, DType::F64, {1}}, ReduceOp::Sum);
+  times.comm_ms += ms_since(start);
+}
+
+void Trainer::sum_tied_embedding(StepTimes& times) {
+  if (!embedding_group_) return;
+  const Clock::time_point start = Clock::now();
   // The output layer's copy of the embedding took the head's gradient, the embedding the
   // input's: both copies take the sum, so they stay equal.
-  if (embedding_group_)
-    embedding_group_->all_reduce(model_->parameters().find("wte").grad, ReduceOp::Sum);
+  embedding_group_->all_reduce(model_->parameters().find("wte").grad, ReduceOp::Sum);
   times.comm_ms += ms_since(start);
 }
 

@@ -68,9 +68,12 @@ class Trainer {
   void train_loop(TrainSummary& summary);
   StepTimes train_step(bool timed);
   // Pipeline parallelism: the stage's part of the step's micro-batches (from first_sample on),
-  // then the loss shared by every stage and the tied embedding's two copies' gradients summed.
+  // then the loss shared by every stage.
   void pipeline_step(int64_t first_sample, const std::function<void()>& phase_end,
                      StepTimes& times);
+  // With tied embeddings over several stages: the gradients of the first stage's embedding
+  // and of the last stage's copy, summed over the two.
+  void sum_tied_embedding(StepTimes& times);
   // The stage's layers as Megatron splits them, virtual stage by virtual stage.
   std::vector<PipelineChunk> stage_chunks() const;
   // Prints how the layers are split over the stages and the schedule's bubble.
