@@ -88,11 +88,11 @@ void gather_pipeline_stages(WholeTensors& whole, Communicator& pipeline_group) {
                        {"optimizer", t.optimizer}});
     }
     send_text(pipeline_group, index.dump(), 0);
-    for (const WholeTensor& t : whole.tensors()) {
-      std::vector<double> values = t.values;
-      pipeline_group.send(Tensor{values.data(), DType::F64, {static_cast<int64_t>(values.size())}},
+    // A send only reads its tensor: the values go without a copy of the whole stage.
+    for (const WholeTensor& t : whole.tensors())
+      pipeline_group.send(Tensor{const_cast<double*>(t.values.data()), DType::F64,
+                                 {static_cast<int64_t>(t.values.size())}},
                           0, 0);
-    }
     return;
   }
   for (int from = 1; from < pipeline_group.size(); ++from) {

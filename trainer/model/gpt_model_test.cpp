@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tests/error_of.h"
+#include "tests/small_model.h"
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/util/random.h"
@@ -16,16 +17,7 @@ namespace kiln {
 namespace {
 
 ModelConfig tiny_model(const std::string& arch) {
-  ModelConfig m;
-  m.arch = arch;
-  m.n_layer = 2;
-  m.n_head = 4;
-  m.n_kv_head = arch == "llama" ? 2 : 0;
-  m.d_model = 16;
-  m.d_ff = arch == "llama" ? 24 : 0;
-  m.vocab_size = 11;
-  m.seq_len = 6;
-  m.tie_embeddings = arch != "llama";
+  ModelConfig m = test::small_model(arch, 16, 11, 6);
   m.make_vocab_size_divisible_by = 8;  // 11 -> 16: padding columns take part in nothing
   m.init_std = 0.3;                    // large enough that every path carries gradient
   return m;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/error_of.h"
+#include "tests/small_model.h"
 #include "trainer/memory/host_copy.h"
 #include "trainer/model/gpt_model.h"
 
@@ -17,16 +18,8 @@ namespace kiln {
 namespace {
 
 ModelConfig four_layer_model(const std::string& arch) {
-  ModelConfig m;
-  m.arch = arch;
+  ModelConfig m = test::small_model(arch, 16, 11, 6);
   m.n_layer = 4;
-  m.n_head = 4;
-  m.n_kv_head = arch == "llama" ? 2 : 0;
-  m.d_model = 16;
-  m.d_ff = arch == "llama" ? 24 : 0;
-  m.vocab_size = 11;
-  m.seq_len = 6;
-  m.tie_embeddings = arch != "llama";
   m.make_vocab_size_divisible_by = 8;
   m.init_std = 0.3;
   return m;

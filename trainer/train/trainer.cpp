@@ -272,36 +272,44 @@ void Trainer::fill_batch(const SampleSource& data, int64_t first_sample, int slo
                     {batch_->positions(), batch_->attention_starts()});
 }
 
-std::vector<PipelineChunk> Trainer::stage_chunks() const {
-  const int pp = layout_.pp(), vpp = layout_.vpp();
-  if (pp == 1) return {};
+std::vector<PipelineChunk> Trainer::virtual_stages() const {
+  const int pp = layout_.pp(), vpp = layout_.vpp(), stages = pp * vpp;
   const ParallelConfig& p = config_.parallel;
   const std::vector<int> layers =
       pipeline_layers(config_.model.n_layer, pp, vpp, p.first_stage_layers, p.last_stage_layers);
   std::vector<PipelineChunk> chunks;
   int first_layer = 0;
-  for (int v = 0; v < pp * vpp; ++v) {
+  for (int v = 0; v < stages; ++v) {
     const int n = layers[static_cast<size_t>(v)];
-    if (v % pp == coordinates_.pp) chunks.push_back({first_layer, first_layer + n, v == 0, v == pp * vpp - 1});
+    chunks.push_back({first_layer, first_layer + n, v == 0, v == stages - 1});
     first_layer += n;
   }
+  return chunks;
+}
+
+std::vector<PipelineChunk> Trainer::stage_chunks() const {
+  const int pp = layout_.pp();
+  if (pp == 1) return {};
+  // Virtual stage v is chunk v / pp of stage v mod pp.
+  std::vector<PipelineChunk> chunks;
+  const std::vector<PipelineChunk> all = virtual_stages();
+  for (size_t v = 0; v < all.size(); ++v)
+    if (static_cast<int>(v) % pp == coordinates_.pp) chunks.push_back(all[v]);
   return chunks;
 }
 
 void Trainer::print_pipeline() const {
   const int pp = layout_.pp(), vpp = layout_.vpp();
   const ParallelConfig& p = config_.parallel;
-  const std::vector<int> layers =
-      pipeline_layers(config_.model.n_layer, pp, vpp, p.first_stage_layers, p.last_stage_layers);
   std::string stages;
-  int first_layer = 0;
-  for (int v = 0; v < pp * vpp; ++v) {
-    const int n = layers[static_cast<size_t>(v)];
-    const std::string held = n == 1 ? fmt::format("layer {}", first_layer)
-                                    : fmt::format("layers {}-{}", first_layer, first_layer + n - 1);
+  const std::vector<PipelineChunk> all = virtual_stages();
+  for (size_t v = 0; v < all.size(); ++v) {
+    const PipelineChunk& c = all[v];
+    const std::string held =
+        c.layers() == 1 ? fmt::format("layer {}", c.first_layer)
+                        : fmt::format("layers {}-{}", c.first_layer, c.end_layer - 1);
     stages += fmt::format("{}{} {}: {}{}{}", v == 0 ? "" : ", ", vpp > 1 ? "virtual stage" : "stage",
-                          v, held, v == 0 ? " + embedding" : "", v == pp * vpp - 1 ? " + head" : "");
-    first_layer += n;
+                          v, held, c.embedding ? " + embedding" : "", c.head ? " + head" : "");
   }
   fmt::print(out_, "kiln: pipeline of {} stages{}, {} schedule over {} micro-batches: bubble "
                    "{:.1f}% of each step; {}{}\n",
@@ -469,13 +477,14 @@ std::pair<double, double> Trainer::evaluate() {
     pipeline_group_->all_reduce(Tensor{sums, DType::F64, {2}}, ReduceOp::Sum);
     loss = sums[0];
     nats = sums[1];
-  }
-  for (int64_t i = 0; layout_.pp() == 1 && i < iters; ++i) {
-    fill_batch(*valid_data_, i * B);
-    const double batch_loss = model_->forward();
-    loss += batch_loss;
-    nats += batch_loss * static_cast<double>(model_->target_count());
-    bytes += batch_->target_text_bytes(token_bytes_);
+  } else {
+    for (int64_t i = 0; i < iters; ++i) {
+      fill_batch(*valid_data_, i * B);
+      const double batch_loss = model_->forward();
+      loss += batch_loss;
+      nats += batch_loss * static_cast<double>(model_->target_count());
+      bytes += batch_->target_text_bytes(token_bytes_);
+    }
   }
   return {loss / static_cast<double>(config_.train.eval_iters),
           nats / static_cast<double>(std::max<int64_t>(bytes, 1))};

@@ -74,7 +74,9 @@ class Trainer {
   // With tied embeddings over several stages: the gradients of the first stage's embedding
   // and of the last stage's copy, summed over the two.
   void sum_tied_embedding(StepTimes& times);
-  // The stage's layers as Megatron splits them, virtual stage by virtual stage.
+  // Every virtual stage's layers as Megatron splits them, in model order.
+  std::vector<PipelineChunk> virtual_stages() const;
+  // This stage's share of them (none without pipeline parallelism: the whole model).
   std::vector<PipelineChunk> stage_chunks() const;
   // Prints how the layers are split over the stages and the schedule's bubble.
   void print_pipeline() const;
