@@ -12,6 +12,7 @@
 #include "cli/runs_format.h"
 #include "cli/runs_store.h"
 #include "kernels/check.h"
+#include "store/json_rows.h"
 #include "store/run_comparison.h"
 
 namespace kiln {
@@ -93,7 +94,7 @@ void runs_compare(const CompareOptions& options, std::optional<double> target_lo
   const store::RunComparison c =
       store::compare_runs(*db, store::resolve_distinct_runs(*db, options.runs), target_loss);
   if (options.json)
-    fmt::print("{}\n", to_json(c).dump(2));
+    fmt::print("{}\n", store::dump_json(to_json(c), 2));
   else
     print_tables(c);
 }

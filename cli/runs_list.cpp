@@ -10,6 +10,7 @@
 #include "cli/runs_format.h"
 #include "cli/runs_store.h"
 #include "kernels/check.h"
+#include "store/json_rows.h"
 #include "store/run_overview.h"
 #include "store/run_queries.h"
 
@@ -76,7 +77,7 @@ void print_table(const std::vector<store::RunOverview>& runs) {
 void print_json(const std::vector<store::RunOverview>& runs) {
   nlohmann::json array = nlohmann::json::array();
   for (const auto& r : runs) array.push_back(to_json(r));
-  fmt::print("{}\n", array.dump(2));
+  fmt::print("{}\n", store::dump_json(array, 2));
 }
 
 bool store_has_runs(store::Database& db) {

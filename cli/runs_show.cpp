@@ -153,7 +153,7 @@ void runs_show(const ShowOptions& options) {
   const store::RunDetails d =
       store::run_details(*db, id, static_cast<size_t>(options.events));
   if (options.json) {
-    fmt::print("{}\n", to_json(d).dump(2));
+    fmt::print("{}\n", store::dump_json(to_json(d), 2));
     return;
   }
   print_record(d.run, store::unix_now());

@@ -38,7 +38,7 @@ void json_array(std::ostream& out, const char* key, const Rows& rows) {
   out << ",\n\"" << key << "\": [";
   bool first = true;
   for (const auto& row : rows) {
-    out << (first ? "\n" : ",\n") << to_json(row).dump();
+    out << (first ? "\n" : ",\n") << dump_json(to_json(row));
     first = false;
   }
   out << "]";
@@ -78,11 +78,11 @@ void write_run_json(Database& db, int64_t run_id, std::ostream& out) {
   const RunRecord run = get_run(db, run_id);
   nlohmann::json record = to_json(run);
   record["config"] = config_json(run);
-  out << "{\"run\": " << record.dump();
+  out << "{\"run\": " << dump_json(record);
   out << ",\n\"metrics\": [";
   bool first = true;
   for_each_metric(db, run_id, [&](const MetricRow& r) {
-    out << (first ? "\n" : ",\n") << to_json(r).dump();
+    out << (first ? "\n" : ",\n") << dump_json(to_json(r));
     first = false;
   });
   out << "]";

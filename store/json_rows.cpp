@@ -7,6 +7,10 @@ namespace kiln::store {
 
 using nlohmann::json;
 
+std::string dump_json(const json& value, int indent) {
+  return value.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
 json json_number(double value) { return std::isfinite(value) ? json(value) : json(); }
 
 json json_number(const std::optional<double>& value) {

@@ -6,11 +6,17 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 
 #include "store/run_queries.h"
 #include "store/types.h"
 
 namespace kiln::store {
+
+// JSON text that is valid whatever bytes the store holds: a store written before text was
+// checked at the door may hold invalid UTF-8 in a note, and one such note must not make the
+// whole history unreadable, so bad bytes come out as U+FFFD. indent as nlohmann's dump.
+std::string dump_json(const nlohmann::json& value, int indent = -1);
 
 nlohmann::json json_number(double value);
 nlohmann::json json_number(const std::optional<double>& value);

@@ -121,7 +121,16 @@ CREATE TABLE commands (
 CREATE INDEX commands_by_run ON commands (run_id, status, id);
 )sql";
 
-constexpr Migration kMigrations[] = {{kV1}};
+// Version 1 -> 2: the recording process's id, so a resume on the same host can tell a dead
+// run from a live one at once; and the secrets that command lines recorded before this
+// version may hold (`--token T`) replaced by *** (the function is kiln's, registered on the
+// connection that migrates: user_text.h).
+constexpr const char* kV2 = R"sql(
+ALTER TABLE runs ADD COLUMN pid INTEGER;  -- the recording process on `host`; NULL once ended
+UPDATE runs SET command_line = kiln_redact_command_line(command_line);
+)sql";
+
+constexpr Migration kMigrations[] = {{kV1}, {kV2}};
 
 }  // namespace
 

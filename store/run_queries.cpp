@@ -5,6 +5,7 @@
 
 #include "store/commands.h"
 #include "store/error.h"
+#include "store/user_text.h"
 #include "store/rows.h"
 
 namespace kiln::store {
@@ -18,7 +19,7 @@ constexpr const char* kRunSelect = R"sql(
               THEN 'lost' ELSE status END AS effective,
          status, config_json, layout, backend, device, host, command_line, created_at,
          started_at, ended_at, heartbeat_at, tags, notes, coalesce(error, ''),
-         (SELECT max(step) FROM metrics WHERE metrics.run_id = runs.id)
+         (SELECT max(step) FROM metrics WHERE metrics.run_id = runs.id), pid
   FROM runs)sql";
 
 std::vector<std::string> parse_tags(const std::string& text) {
@@ -50,6 +51,7 @@ RunRecord read_run(const Statement& st) {
   r.notes = st.text(15);
   r.error = st.text(16);
   r.last_step = st.opt_int64(17);
+  r.pid = st.opt_int64(18);
   return r;
 }
 
@@ -236,6 +238,7 @@ void add_tags(Database& db, int64_t run_id, const std::vector<std::string>& tags
   std::vector<std::string> current = get_run(db, run_id).tags;
   for (const auto& tag : tags) {
     if (tag.empty()) fail("store: a tag cannot be empty");
+    require_utf8(tag, "the tag");
     if (std::find(current.begin(), current.end(), tag) == current.end()) current.push_back(tag);
   }
   write_tags(db, run_id, current);
@@ -253,6 +256,7 @@ void remove_tags(Database& db, int64_t run_id, const std::vector<std::string>& t
 }
 
 void set_notes(Database& db, int64_t run_id, const std::string& notes) {
+  require_utf8(notes, "the notes");
   Transaction tx(db);
   get_run(db, run_id);  // an unknown id fails with the usual message
   Statement& st = db.cached("UPDATE runs SET notes = ? WHERE id = ?");

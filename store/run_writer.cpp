@@ -1,6 +1,10 @@
 #include "store/run_writer.h"
 
+#include <signal.h>
 #include <sqlite3.h>
+
+#include <cerrno>
+#include <ctime>
 
 #include <algorithm>
 #include <chrono>
@@ -10,8 +14,10 @@
 #include "store/error.h"
 #include "store/metric_blocks.h"
 #include "store/rows.h"
+#include "store/run_figures.h"
 #include "store/run_queries.h"
 #include "store/schema.h"
+#include "store/user_text.h"
 
 namespace kiln::store {
 namespace {
@@ -34,28 +40,41 @@ bool is_transient(int code) {
   }
 }
 
-bool all_digits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+// What the store keeps of a run's description: text checked at the door (user_text.h) and
+// the command line without its secrets.
+RunInfo checked(RunInfo info) {
+  check_run_name(info.name);
+  for (const auto& tag : info.tags) require_utf8(tag, "the tag");
+  require_utf8(info.notes, "the notes");
+  require_utf8(info.config_json, "the config");
+  info.command_line = redact_command_line(info.command_line);
+  return info;
+}
+
+std::optional<int64_t> stored_pid(int64_t pid) {
+  return pid > 0 ? std::optional<int64_t>(pid) : std::nullopt;
+}
+
+// True when the process that records a live-looking run is known to be gone: it ran on this
+// host and no process has its id. A recycled id reads as alive: refusing is the safe side.
+bool recorder_gone(const RunRecord& run, const std::string& this_host) {
+  if (!run.pid || run.host.empty() || run.host != this_host) return false;
+  return ::kill(static_cast<pid_t>(*run.pid), 0) != 0 && errno == ESRCH;
+}
+
+std::string clock_time(double unix_seconds) {
+  const auto t = static_cast<std::time_t>(unix_seconds);
+  std::tm local{};
+  localtime_r(&t, &local);
+  char text[16];
+  std::strftime(text, sizeof text, "%H:%M:%S", &local);
+  return text;
 }
 
 // What a batch that can never be written loses, so it is still counted.
 Dropped dropped_by(const Batch& batch) {
   Dropped d = batch.dropped;
-  for (const auto& item : batch.items) {
-    Dropped one;
-    if (const auto* m = std::get_if<MetricBatch>(&item); m && !m->rows.empty()) {
-      one.metric_rows = static_cast<int64_t>(m->rows.size());
-      one.first_step = m->rows.front().step;
-      one.last_step = m->rows.back().step;
-      for (const auto& r : m->rows) {
-        one.first_step = std::min(one.first_step, r.step);
-        one.last_step = std::max(one.last_step, r.step);
-      }
-    } else if (const auto* s = std::get_if<SystemBatch>(&item)) {
-      one.system_rows = static_cast<int64_t>(s->rows.size());
-    }
-    d.merge(one);
-  }
+  for (const auto& item : batch.items) d.merge(dropped_of(item));
   return d;
 }
 
@@ -78,13 +97,10 @@ RunWriter::~RunWriter() {
   thread_.join();
 }
 
-int64_t RunWriter::create_run(const RunInfo& info) {
+int64_t RunWriter::create_run(const RunInfo& typed) {
   std::lock_guard sync(sync_mutex_);
   require_no_run();
-  if (info.name.empty()) fail("store: a run needs a name");
-  if (all_digits(info.name))
-    fail("store: run name '" + info.name + "' is all digits, which reads as a run id; " +
-         "choose a name with a letter in it");
+  const RunInfo info = checked(typed);
 
   Database& db = *sync_db_;
   const double now = unix_now();
@@ -99,11 +115,11 @@ int64_t RunWriter::create_run(const RunInfo& info) {
   }
   Statement& insert = db.cached(
       "INSERT INTO runs (name, status, config_json, layout, backend, device, host, command_line, "
-      "created_at, started_at, heartbeat_at, tags, notes) "
-      "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "pid, created_at, started_at, heartbeat_at, tags, notes) "
+      "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   insert.bind_all(info.name, info.config_json.empty() ? std::string("{}") : info.config_json,
-                  info.layout, info.backend, info.device, info.host, info.command_line, now, now,
-                  now, nlohmann::json(info.tags).dump(), info.notes);
+                  info.layout, info.backend, info.device, info.host, info.command_line,
+                  stored_pid(info.pid), now, now, now, nlohmann::json(info.tags).dump(), info.notes);
   insert.run();
   const int64_t id = db.last_insert_rowid();
   std::string message = "started";
@@ -122,9 +138,11 @@ int64_t RunWriter::create_run(const RunInfo& info) {
   return id;
 }
 
-std::optional<int64_t> RunWriter::resume_run(const RunInfo& info, const std::string& resumed_from) {
+std::optional<int64_t> RunWriter::resume_run(const RunInfo& typed, const std::string& resumed_from,
+                                             bool force) {
   std::lock_guard sync(sync_mutex_);
   require_no_run();
+  const RunInfo info = checked(typed);
   Database& db = *sync_db_;
   const double now = unix_now();
   Transaction tx(db);
@@ -137,19 +155,34 @@ std::optional<int64_t> RunWriter::resume_run(const RunInfo& info, const std::str
   const int64_t id = existing.int64(0);
   existing.reset();
   const RunRecord run = get_run(db, id);
-  if (run.status == RunStatus::Running || run.status == RunStatus::Paused)
-    fail("store: run '" + info.name + "' (id " + std::to_string(id) + ") is still " +
-         std::string(to_string(run.status)) +
-         " in another process; stop it first, or resume under another --name");
-  Statement& update = db.cached(
-      "UPDATE runs SET status = 'running', ended_at = NULL, error = NULL, heartbeat_at = ?, "
-      "config_json = ?, layout = ?, backend = ?, device = ?, host = ?, command_line = ? "
-      "WHERE id = ?");
-  update.bind_all(now, info.config_json.empty() ? std::string("{}") : info.config_json,
-                  info.layout, info.backend, info.device, info.host, info.command_line, id);
-  update.run();
   std::string message = "resumed from " + resumed_from;
   if (!info.host.empty()) message += " on " + info.host;
+  const double last_sign = run.heartbeat_at.value_or(run.started_at.value_or(run.created_at));
+  if (is_live(run.status)) {
+    const std::string process = (run.pid ? "pid " + std::to_string(*run.pid) + " " : std::string()) +
+                                (run.host.empty() ? "" : "on " + run.host + ", ");
+    if (recorder_gone(run, info.host)) {
+      message += "; the run looked lost since " + clock_time(last_sign) + " (its pid " +
+                 std::to_string(*run.pid) + " is gone)";
+    } else if (force) {
+      message += "; forced while it still looked " + std::string(to_string(run.status));
+    } else {
+      fail("store: run '" + info.name + "' (id " + std::to_string(id) + ") is still " +
+           std::string(to_string(run.status)) + " in another process (" + process + "last heartbeat " +
+           std::to_string(static_cast<int64_t>(std::max(0.0, now - last_sign))) +
+           " s ago); stop it first, resume under another --name, or give --force if that process is gone");
+    }
+  } else if (run.status == RunStatus::Lost) {
+    message += "; the run looked lost since " + clock_time(last_sign);
+  }
+  Statement& update = db.cached(
+      "UPDATE runs SET status = 'running', ended_at = NULL, error = NULL, heartbeat_at = ?, "
+      "config_json = ?, layout = ?, backend = ?, device = ?, host = ?, command_line = ?, pid = ? "
+      "WHERE id = ?");
+  update.bind_all(now, info.config_json.empty() ? std::string("{}") : info.config_json,
+                  info.layout, info.backend, info.device, info.host, info.command_line,
+                  stored_pid(info.pid), id);
+  update.run();
   insert_event(db, id, Event{0, now, std::nullopt, std::string(event_kind::kStart), message});
   tx.commit();
 
@@ -393,7 +426,7 @@ void RunWriter::apply(const WriteItem& item, int64_t run, BlockUpdate& blocks) {
   } else if (const auto* change = std::get_if<StatusChange>(&item)) {
     const std::string status(to_string(change->status));
     if (is_terminal(change->status)) {
-      Statement& st = db.cached("UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE id = ?");
+      Statement& st = db.cached("UPDATE runs SET status = ?, ended_at = ?, error = ?, pid = NULL WHERE id = ?");
       st.bind(1, status).bind(2, change->time).bind(4, run);
       if (!change->error.empty()) st.bind(3, change->error);
       st.run();

@@ -64,15 +64,19 @@ class RunWriter {
   RunWriter(const RunWriter&) = delete;
   RunWriter& operator=(const RunWriter&) = delete;
 
-  // Inserts the run as `running`, with a `start` event. A name already taken, empty, or all
-  // digits is refused. One run per writer.
+  // Inserts the run as `running`, with a `start` event. A name already taken, or one that
+  // check_run_name refuses, is refused, as is text that is not UTF-8; the command line is
+  // stored redacted (user_text.h). One run per writer.
   int64_t create_run(const RunInfo& info);
   // Continues the run named info.name, which a checkpoint of it is resuming: the status
   // goes back to `running`, the end and error are cleared, the record takes info's command
-  // line, host and device, and a `start` event says where it resumed from. Returns nullopt
-  // when the store has no run of that name. A run that is still live (running or paused,
-  // heartbeat fresh) is refused: two processes must not record one run.
-  std::optional<int64_t> resume_run(const RunInfo& info, const std::string& resumed_from);
+  // line, host, pid and device, and a `start` event says where it resumed from. Returns
+  // nullopt when the store has no run of that name. A run that is still live (running or
+  // paused, heartbeat fresh) is refused, since two processes must not record one run, unless
+  // its recording process is known to be gone (same host, no process of its pid) or `force`
+  // says the caller knows it is.
+  std::optional<int64_t> resume_run(const RunInfo& info, const std::string& resumed_from,
+                                    bool force = false);
   int64_t run_id() const;
 
   // One log interval: every rank's row for the step(s). Rows with time 0 get now.

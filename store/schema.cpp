@@ -1,8 +1,11 @@
 #include "store/schema.h"
 
+#include <sqlite3.h>
+
 #include <string>
 
 #include "store/error.h"
+#include "store/user_text.h"
 
 namespace kiln::store {
 namespace {
@@ -31,6 +34,22 @@ bool check_version(Database& db, int version, int target) {
   return version == target;
 }
 
+void redact_command_line_sql(sqlite3_context* context, int, sqlite3_value** argv) {
+  const auto* text = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
+  const std::string redacted =
+      redact_command_line(text ? std::string_view(text, static_cast<size_t>(sqlite3_value_bytes(argv[0])))
+                               : std::string_view());
+  sqlite3_result_text64(context, redacted.data(), redacted.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+}
+
+// The SQL functions migrations may call, on this connection only.
+void register_migration_functions(Database& db) {
+  const int rc = sqlite3_create_function_v2(db.handle(), "kiln_redact_command_line", 1,
+                                            SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
+                                            redact_command_line_sql, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) db.raise(rc);
+}
+
 }  // namespace
 
 void migrate(Database& db, std::span<const Migration> steps) {
@@ -50,6 +69,7 @@ void migrate(Database& db, std::span<const Migration> steps) {
   Transaction tx(db);
   version = static_cast<int>(db.query_int("PRAGMA user_version"));
   if (check_version(db, version, target)) return;
+  register_migration_functions(db);
   for (int k = version; k < target; ++k) db.exec(steps[static_cast<size_t>(k)].sql);
   db.exec("PRAGMA user_version = " + std::to_string(target));
   db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));

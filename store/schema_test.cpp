@@ -44,8 +44,8 @@ void make_store(const std::string& path) {
 
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 1);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 1);
+  EXPECT_EQ(schema_version(), 2);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 2);
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(db->query_int("PRAGMA synchronous"), 1);  // NORMAL
@@ -59,14 +59,30 @@ TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   // Reopening a current store changes nothing.
   db.reset();
   db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 1);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 2);
 }
 
 TEST_F(SchemaTest, MigratesAnEmptyFileFromVersionZero) {
   spit(path(), "");  // what `touch kiln-runs.db` leaves: a version-0 SQLite database
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 1);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 2);
   EXPECT_EQ(db->query_int("SELECT count(*) FROM runs"), 0);
+}
+
+TEST_F(SchemaTest, VersionTwoAddsThePidAndScrubsTokensFromRecordedCommandLines) {
+  {
+    Database db(path(), Access::ReadWrite);
+    migrate(db, migrations().first(1));
+    db.exec("INSERT INTO runs (name, command_line, created_at) VALUES "
+            "('leaky', 'kiln train --serve 0.0.0.0:8080 --token s3cret --set hub.api_key=abc', 1), "
+            "('plain', 'kiln train --name plain', 1)");
+  }
+  auto db = open_store(path(), Access::ReadWrite);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'leaky'"),
+            "kiln train --serve 0.0.0.0:8080 --token *** --set hub.api_key=***");
+  EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'plain'"), "kiln train --name plain");
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM runs WHERE pid IS NULL"), 2);
 }
 
 TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
@@ -76,12 +92,12 @@ TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
                   "CREATE TABLE extras (run_id INTEGER, x TEXT);"});
   Database db(path(), Access::ReadWrite);
   migrate(db, next);
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 3);
   EXPECT_EQ(db.query_int("SELECT priority FROM runs WHERE name = 'first'"), 3);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM extras"), 0);
   migrate(db, next);  // already there: nothing to do
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 3);
 }
 
 TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
@@ -91,7 +107,7 @@ TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
   Database db(path(), Access::ReadWrite);
   EXPECT_EQ(error_of([&] { migrate(db, next); }),
             "store: " + path() + ": no such table: no_such_table");
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 1);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 2);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'extras'"), 0);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
 }
@@ -103,7 +119,7 @@ TEST_F(SchemaTest, RefusesAStoreFromANewerKiln) {
     db.exec("PRAGMA user_version = 7");
   }
   const std::string expected =
-      "store: " + path() + " has schema version 7, newer than this kiln's 1; upgrade kiln";
+      "store: " + path() + " has schema version 7, newer than this kiln's 2; upgrade kiln";
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadWrite); }), expected);
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadOnly); }), expected);
   EXPECT_EQ(error_of([&] { RunWriter writer(path()); }), expected);

@@ -38,13 +38,14 @@ CommandStatus parse_command_status(std::string_view text);
 
 // What a run is, given once when it starts.
 struct RunInfo {
-  std::string name;                 // unique in the store; never all digits (that reads as an id)
+  std::string name;                 // unique in the store; user_text.h's check_run_name
   std::string config_json = "{}";   // the resolved config, as JSON text
   std::string layout;               // parallel layout, e.g. "tp2.pp1.dp4"
   std::string backend;              // "cpu", "cuda"
   std::string device;               // e.g. "NVIDIA H100 80GB HBM3" or the CPU model
   std::string host;                 // host name of rank 0
-  std::string command_line;         // the kiln command as typed
+  std::string command_line;         // the kiln command as typed (stored with its secrets redacted)
+  int64_t pid = 0;                  // the recording process on `host`; 0: not known
   std::vector<std::string> tags;
   std::string notes;
 };
@@ -143,6 +144,7 @@ struct RunRecord {
   std::string device;
   std::string host;
   std::string command_line;
+  std::optional<int64_t> pid;  // the recording process on `host`, while it runs
   double created_at = 0;
   std::optional<double> started_at;
   std::optional<double> ended_at;

@@ -1,0 +1,184 @@
+#include "store/user_text.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <vector>
+
+#include "store/error.h"
+
+namespace kiln::store {
+namespace {
+
+// Length of the well-formed UTF-8 sequence at text[i], or 0 if there is none.
+size_t sequence_length(std::string_view text, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<uint8_t>(text[k]); };
+  const uint8_t lead = byte(i);
+  if (lead < 0x80) return 1;
+  size_t n = 0;
+  uint32_t min = 0, code = 0;
+  if ((lead & 0xe0) == 0xc0) n = 2, min = 0x80, code = lead & 0x1f;
+  else if ((lead & 0xf0) == 0xe0) n = 3, min = 0x800, code = lead & 0x0f;
+  else if ((lead & 0xf8) == 0xf0) n = 4, min = 0x10000, code = lead & 0x07;
+  else return 0;
+  if (i + n > text.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    code = (code << 6) | (byte(i + k) & 0x3f);
+  }
+  if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return 0;
+  return n;
+}
+
+// Offset of the first byte that is not part of well-formed UTF-8, or npos.
+size_t first_bad_byte(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = sequence_length(text, i);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// One word of a recorded command line: its text as written (quotes included) and its value
+// as the shell reads it.
+struct Word {
+  std::string raw;
+  std::string value;
+};
+
+// Splits the line the way a POSIX shell would for the quoting kiln writes (single quotes,
+// '\'' for a quote inside them, and backslash escapes outside).
+std::vector<Word> split_words(std::string_view line) {
+  std::vector<Word> words;
+  Word word;
+  bool quoted = false, in_word = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (!quoted && (c == ' ' || c == '\t')) {
+      if (in_word) words.push_back(std::move(word));
+      word = {};
+      in_word = false;
+      continue;
+    }
+    in_word = true;
+    word.raw += c;
+    if (c == '\'') {
+      quoted = !quoted;
+    } else if (c == '\\' && !quoted && i + 1 < line.size()) {
+      word.raw += line[++i];
+      word.value += line[i];
+    } else {
+      word.value += c;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
+constexpr std::string_view kHidden = "***";
+
+}  // namespace
+
+bool is_valid_utf8(std::string_view text) { return first_bad_byte(text) == std::string_view::npos; }
+
+void require_utf8(std::string_view text, std::string_view what) {
+  const size_t bad = first_bad_byte(text);
+  if (bad != std::string_view::npos)
+    fail("store: " + std::string(what) + " is not valid UTF-8 (a bad byte at offset " +
+         std::to_string(bad) + "); save it as UTF-8 text");
+}
+
+void check_run_name(std::string_view name) {
+  const std::string shown(name.substr(0, kMaxRunNameLength));
+  const auto refuse = [&](const std::string& why) {
+    fail("store: run name '" + shown + (name.size() > shown.size() ? "..." : "") + "' " + why);
+  };
+  if (name.empty()) fail("store: a run needs a name");
+  if (!is_valid_utf8(name)) fail("store: a run name must be ASCII letters, digits, '-', '_' and '.'");
+  if (name.size() > kMaxRunNameLength)
+    refuse("is longer than " + std::to_string(kMaxRunNameLength) + " characters");
+  if (name.front() == '.') refuse("starts with a dot; a run name names a folder, so it may not");
+  const auto bad = std::find_if_not(name.begin(), name.end(), is_name_char);
+  if (bad != name.end())
+    refuse("holds '" + std::string(1, *bad) +
+           "'; use ASCII letters, digits, '-', '_' and '.' (it names a checkpoint folder)");
+  if (std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    refuse("is all digits, which reads as a run id; choose a name with a letter in it");
+}
+
+std::string run_name_from(std::string_view text, std::string_view fallback) {
+  std::string name;
+  for (const char c : text) {
+    if (is_name_char(c)) name += c;
+    else if (!name.empty() && name.back() != '-') name += '-';
+  }
+  const size_t start = name.find_first_not_of(".-");
+  name = start == std::string::npos ? std::string() : name.substr(start);
+  if (name.size() > kMaxRunNameLength) name.resize(kMaxRunNameLength);
+  while (!name.empty() && name.back() == '-') name.pop_back();
+  return name.empty() ? std::string(fallback) : name;
+}
+
+bool names_secret(std::string_view key) {
+  const size_t dot = key.rfind('.');
+  const std::string last = lower(dot == std::string_view::npos ? key : key.substr(dot + 1));
+  std::vector<std::string> parts{""};
+  for (const char c : last) {
+    if (c == '_' || c == '-') parts.emplace_back();
+    else parts.back() += c;
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    if (p == "token" || p == "secret" || p == "password" || p == "passwd" || p == "credential" ||
+        p == "credentials" || p == "apikey")
+      return true;
+    if (p == "key" && i > 0 && (parts[i - 1] == "api" || parts[i - 1] == "access" || parts[i - 1] == "private"))
+      return true;
+  }
+  return false;
+}
+
+std::string redact_command_line(std::string_view command_line) {
+  const std::vector<Word> words = split_words(command_line);
+  std::string line;
+  bool hide_next = false;
+  for (const Word& word : words) {
+    std::string shown = word.raw;
+    const std::string& v = word.value;
+    const size_t equals = v.find('=');
+    if (hide_next) {
+      shown = kHidden;
+    } else if (v.rfind("--", 0) == 0 && equals == std::string::npos) {
+      hide_next = names_secret(v.substr(2));
+    } else if (equals != std::string::npos) {
+      // --token=T, --set=KEY=T, KEY=T
+      std::string_view key = std::string_view(v).substr(0, equals);
+      std::string_view prefix;
+      if (key.rfind("--set", 0) == 0 && key.size() == 5) {
+        const size_t second = v.find('=', equals + 1);
+        if (second != std::string::npos) {
+          prefix = std::string_view(v).substr(0, equals + 1);
+          key = std::string_view(v).substr(equals + 1, second - equals - 1);
+        }
+      }
+      const std::string_view bare = key.rfind("--", 0) == 0 ? key.substr(2) : key;
+      if (names_secret(bare)) shown = std::string(prefix) + std::string(key) + "=" + std::string(kHidden);
+    }
+    if (hide_next && shown == kHidden) hide_next = false;
+    line += (line.empty() ? "" : " ") + shown;
+  }
+  return line;
+}
+
+}  // namespace kiln::store

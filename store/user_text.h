@@ -1,0 +1,45 @@
+// Text that comes from users and ends up in the store: run names, tags, notes, command lines.
+//
+// Every reader of the store (`kiln runs ... --json`, the dashboard, exports) writes JSON, which
+// must be UTF-8: one note of stray bytes must not make the whole history unreadable, so text
+// is checked where it enters. A run name also names a folder (train.checkpoint_dir/NAME), so
+// it is held to characters that cannot climb out of that folder. Secrets (a dashboard token
+// typed on the command line) are never stored: command lines are redacted on their way in.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace kiln::store {
+
+inline constexpr size_t kMaxRunNameLength = 100;
+
+// Well-formed UTF-8 as RFC 3629 defines it: no overlong forms, no surrogates, nothing past
+// U+10FFFF.
+bool is_valid_utf8(std::string_view text);
+
+// Refuses text that is not UTF-8: "store: WHAT is not valid UTF-8 (a bad byte at offset N)".
+void require_utf8(std::string_view text, std::string_view what);
+
+// Refuses a run name that is empty, longer than kMaxRunNameLength, starts with a dot, holds
+// anything but ASCII letters, digits, '-', '_' and '.', or is all digits (it would read as a
+// run id). The one-line error says which rule it broke.
+void check_run_name(std::string_view name);
+
+// A valid run name made from free text (a config file's name, a folder's name): every run of
+// other characters becomes one '-', leading dots and dashes go, and it is cut to the length
+// limit; empty text gives `fallback`.
+std::string run_name_from(std::string_view text, std::string_view fallback);
+
+// True for a config key or option that names a secret: a word of its last part (words split
+// at '_' and '-', any case) is token, secret, password, passwd, credential(s) or apikey, or it
+// ends in api_key, access_key or private_key. `data.tokenizer` and `max_tokens` are not.
+bool names_secret(std::string_view key);
+
+// A command line with its secrets replaced by ***: the value of --token (as `--token T` or
+// `--token=T`), and the value of any `--set KEY=VALUE` or `KEY=VALUE` argument whose key names
+// a secret. Arguments are the shell-quoted words of the line as kiln records it.
+std::string redact_command_line(std::string_view command_line);
+
+}  // namespace kiln::store
