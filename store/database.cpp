@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -243,9 +244,16 @@ std::string Database::query_text(const std::string& sql) {
 
 Statement& Database::cached(const std::string& sql) {
   auto it = cache_.find(sql);
-  if (it == cache_.end()) it = cache_.emplace(sql, std::make_unique<Statement>(*this, sql)).first;
-  it->second->reset();
-  return *it->second;
+  if (it == cache_.end()) {
+    if (cache_.size() >= kMaxCachedStatements)
+      cache_.erase(std::min_element(cache_.begin(), cache_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_use < b.second.last_use;
+      }));
+    it = cache_.emplace(sql, CachedStatement{std::make_unique<Statement>(*this, sql), 0}).first;
+  }
+  it->second.last_use = ++uses_;
+  it->second.statement->reset();
+  return *it->second.statement;
 }
 
 int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }

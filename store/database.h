@@ -103,7 +103,12 @@ class Database {
 
   // A statement prepared once per connection and kept: the hot paths (inserts, series
   // queries) skip SQLite's parser after their first call. Returned reset and unbound.
+  // At most kMaxCachedStatements are kept (kiln's own SQL texts are far fewer, so this only
+  // bites SQL built from input): past it, the least recently used one is finalized, so a
+  // reference stays valid until that many other statements have been prepared.
   Statement& cached(const std::string& sql);
+  size_t cached_count() const { return cache_.size(); }
+  static constexpr size_t kMaxCachedStatements = 256;
 
   int64_t last_insert_rowid() const;
   int64_t changes() const;
@@ -118,7 +123,12 @@ class Database {
   std::string path_;
   Access access_;
   sqlite3* db_ = nullptr;
-  std::unordered_map<std::string, std::unique_ptr<Statement>> cache_;
+  struct CachedStatement {
+    std::unique_ptr<Statement> statement;
+    uint64_t last_use = 0;
+  };
+  std::unordered_map<std::string, CachedStatement> cache_;
+  uint64_t uses_ = 0;
 };
 
 // BEGIN ... COMMIT, rolled back if destroyed before commit(). Writers begin IMMEDIATE: they

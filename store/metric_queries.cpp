@@ -26,23 +26,28 @@ void check_key(const std::string& key) {
   fail("store: unknown metric '" + key + "' (valid: " + valid + ")");
 }
 
-// " AND rank IN (...)", or nothing for every rank. Ranks are integers: inlining them keeps
-// one cached statement per rank set.
-std::string rank_filter(const std::vector<int>& ranks) {
-  if (ranks.empty()) return {};
-  std::string sql = " AND rank IN (";
-  for (size_t i = 0; i < ranks.size(); ++i) sql += (i ? "," : "") + std::to_string(ranks[i]);
-  return sql + ")";
+// The wanted ranks as a JSON array bound to ?4, or NULL for every rank. Bound, not written
+// into the SQL: each distinct SQL text is a statement prepared and kept per connection, and a
+// client asking for one rank set after another must not grow that cache.
+constexpr const char* kRankFilter = " AND (?4 IS NULL OR rank IN (SELECT value FROM json_each(?4)))";
+
+using RankList = std::optional<std::string>;
+
+RankList rank_list(const std::vector<int>& ranks) {
+  if (ranks.empty()) return std::nullopt;
+  std::string json = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) json += (i ? "," : "") + std::to_string(ranks[i]);
+  return json + "]";
 }
 
 // The lowest step in [first, last] where one of the ranks has a value of the key: a walk
 // of the primary key (run_id, step, rank) from `first` that stops at the first match.
 std::optional<int64_t> first_step_with_value(Database& db, int64_t run_id,
-                                             const std::string& key, const std::string& ranks,
+                                             const std::string& key, const RankList& ranks,
                                              int64_t first, int64_t last) {
-  Statement& st = db.cached("SELECT step FROM metrics WHERE run_id = ? AND step BETWEEN ? AND ?" +
-                            ranks + " AND " + key + " IS NOT NULL ORDER BY step LIMIT 1");
-  st.bind_all(run_id, first, last);
+  Statement& st = db.cached("SELECT step FROM metrics WHERE run_id = ?1 AND step BETWEEN ?2 AND ?3" +
+                            std::string(kRankFilter) + " AND " + key + " IS NOT NULL ORDER BY step LIMIT 1");
+  st.bind_all(run_id, first, last, ranks);
   std::optional<int64_t> step;
   if (st.step()) step = st.int64(0);
   st.reset();
@@ -51,13 +56,13 @@ std::optional<int64_t> first_step_with_value(Database& db, int64_t run_id,
 
 // The series from the rows in [first, last], in buckets of `width` steps from `first`.
 std::vector<RankSeries> series_from_rows(Database& db, int64_t run_id, const std::string& key,
-                                         const std::string& ranks, int64_t first, int64_t last,
+                                         const RankList& ranks, int64_t first, int64_t last,
                                          uint64_t width) {
   // The primary key is (run_id, step, rank): this walks it in order, no sort.
   Statement& st = db.cached("SELECT step, rank, time, " + key +
-                            " FROM metrics WHERE run_id = ? AND step BETWEEN ? AND ?" + ranks +
+                            " FROM metrics WHERE run_id = ?1 AND step BETWEEN ?2 AND ?3" + kRankFilter +
                             " AND " + key + " IS NOT NULL ORDER BY step, rank");
-  st.bind_all(run_id, first, last);
+  st.bind_all(run_id, first, last, ranks);
 
   struct Open {
     RankSeries series;
@@ -189,7 +194,7 @@ std::vector<RankSeries> metric_series(Database& db, int64_t run_id, const Series
   check_key(q.key);
   ReadSnapshot snapshot(db);  // the blocks, the rows and the range from the same commits
   get_run(db, run_id);        // an unknown run is an error, not an empty chart
-  const std::string ranks = rank_filter(q.ranks);
+  const RankList ranks = rank_list(q.ranks);
   if (q.max_points == 0)
     return series_from_rows(db, run_id, q.key, ranks, q.first_step, q.last_step, 1);
 

@@ -84,6 +84,35 @@ TEST_F(MetricQueriesTest, EveryPointWithoutDownsampling) {
   }
 }
 
+// A client asking for one rank set after another (the dashboard's ranks= parameter) reuses
+// one prepared statement: the connection's statement cache does not grow with the sets.
+TEST_F(MetricQueriesTest, RankSetsAreBoundNotWrittenIntoTheSql) {
+  SeriesQuery q;
+  q.first_step = 0;
+  q.last_step = 9;
+  q.ranks = {1};
+  ASSERT_EQ(metric_series(*db_, run_, q).size(), 1u);
+  const size_t statements = db_->cached_count();
+  for (int n = 2; n < 300; ++n) {
+    q.ranks = {1, n};
+    const auto series = metric_series(*db_, run_, q);
+    ASSERT_EQ(series.size(), 1u);
+    EXPECT_EQ(series[0].rank, 1);
+    EXPECT_EQ(series[0].points.size(), 10u);
+  }
+  EXPECT_EQ(db_->cached_count(), statements);
+}
+
+TEST_F(MetricQueriesTest, TheStatementCacheIsBounded) {
+  for (int n = 0; n < 1000; ++n) db_->cached("SELECT " + std::to_string(n)).step();
+  EXPECT_EQ(db_->cached_count(), Database::kMaxCachedStatements);
+  // The most recently used statements stay.
+  Statement& last = db_->cached("SELECT 999");
+  ASSERT_TRUE(last.step());
+  EXPECT_EQ(last.int64(0), 999);
+  EXPECT_EQ(db_->cached_count(), Database::kMaxCachedStatements);
+}
+
 // The extremes and the last row of rank 0 over steps first..last.
 SeriesPoint expected_point(int64_t first, int64_t last) {
   SeriesPoint p{last, 1000.0 + static_cast<double>(last), value_at(last, 0), INFINITY, -INFINITY};

@@ -5,8 +5,11 @@
 // newest), so a long stall leaves the curve sampled more coarsely instead of cut off, the
 // queue's memory stays bounded and the latest measurements are always kept. Every row
 // dropped is counted; the writer records the count as a `dropped` event in its next commit.
-// Events, checkpoints, validation rows and status changes are small and rare and are never
-// dropped. Not thread-safe: the RunWriter holds its mutex around every call.
+// Validation rows, events, checkpoint records and status changes have a capacity of their
+// own (a run whose loss is NaN at every step logs an event at every step): past it they thin
+// the same way, the kind with the most waiting first, the newest of each kind always kept
+// (so a run's final status is never lost). At most one heartbeat waits: any commit is one.
+// Not thread-safe: the RunWriter holds its mutex around every call.
 #pragma once
 
 #include <cstddef>
@@ -42,11 +45,21 @@ struct Dropped {
   int64_t system_rows = 0;
   int64_t first_step = 0;  // step range of the dropped metric rows
   int64_t last_step = 0;
+  int64_t valid_rows = 0;
+  int64_t events = 0;
+  int64_t checkpoints = 0;
+  int64_t status_changes = 0;
 
-  bool any() const { return metric_rows > 0 || system_rows > 0; }
+  bool any() const {
+    return metric_rows > 0 || system_rows > 0 || valid_rows > 0 || events > 0 || checkpoints > 0 ||
+           status_changes > 0;
+  }
   void merge(const Dropped& other);
   std::string describe() const;  // the `dropped` event's message
 };
+
+// What dropping this one item loses.
+Dropped dropped_of(const WriteItem& item);
 
 // What the writer thread takes to commit as one transaction.
 struct Batch {
@@ -56,7 +69,8 @@ struct Batch {
 
 class WriteQueue {
  public:
-  explicit WriteQueue(size_t capacity_rows) : capacity_(capacity_rows) {}
+  explicit WriteQueue(size_t capacity_rows, size_t capacity_records = 4096)
+      : capacity_(capacity_rows), capacity_records_(capacity_records) {}
 
   void push(WriteItem item);
   // Everything waiting, and the drops not yet recorded; the queue is left empty.
@@ -66,15 +80,22 @@ class WriteQueue {
 
   bool empty() const { return items_.empty() && !dropped_.any(); }
   size_t rows() const { return rows_; }
+  // Validation rows, events, checkpoint records and status changes waiting.
+  size_t records() const { return records_; }
   int64_t dropped_total() const { return dropped_total_; }
 
  private:
-  static size_t rows_of(const WriteItem& item);
+  void count(const WriteItem& item, int sign);
   void thin();
+  // Drops every second item of the variant alternative `kind`, oldest first, never the newest.
+  void thin_kind(size_t kind);
 
   size_t capacity_;
+  size_t capacity_records_;
   std::deque<WriteItem> items_;
-  size_t rows_ = 0;  // metric and system rows in items_
+  size_t rows_ = 0;     // metric and system rows in items_
+  size_t records_ = 0;  // the other items but heartbeats
+  bool heartbeat_queued_ = false;
   Dropped dropped_;
   int64_t dropped_total_ = 0;  // metric and system rows ever dropped
 };

@@ -100,5 +100,35 @@ TEST(WriteQueueTest, SystemRowsThinSeparately) {
   EXPECT_EQ(b.dropped.describe(), "dropped 4 system rows: the store could not keep up");
 }
 
+// A run whose loss is NaN at every step logs an event at every step: through a long stall
+// the events thin like rows, the newest and the final status kept and the loss counted.
+TEST(WriteQueueTest, EventsAndOtherRecordsAreBoundedToo) {
+  WriteQueue q(64, 100);
+  for (int64_t s = 0; s < 100000; ++s) {
+    q.push(Event{0, 0, s, "nan", "loss is NaN"});
+    if (s % 10 == 0) q.push(ValidRow{s, 0, 2.5});
+    q.push(Heartbeat{});
+    ASSERT_LE(q.records(), 100u);
+  }
+  q.push(StatusChange{RunStatus::Failed, "diverged", 0});
+  Batch b = q.take();
+  int64_t events = 0, valid = 0, heartbeats = 0;
+  int64_t last_event_step = -1;
+  for (const auto& item : b.items) {
+    if (const auto* e = std::get_if<Event>(&item)) ++events, last_event_step = *e->step;
+    valid += std::holds_alternative<ValidRow>(item);
+    heartbeats += std::holds_alternative<Heartbeat>(item);
+  }
+  EXPECT_EQ(events + b.dropped.events, 100000);
+  EXPECT_EQ(valid + b.dropped.valid_rows, 10000);
+  EXPECT_EQ(last_event_step, 99999);
+  EXPECT_EQ(heartbeats, 1) << "one waiting heartbeat is enough";
+  ASSERT_TRUE(std::holds_alternative<StatusChange>(b.items.back()));
+  EXPECT_EQ(std::get<StatusChange>(b.items.back()).status, RunStatus::Failed);
+  EXPECT_EQ(b.dropped.status_changes, 0);
+  EXPECT_EQ(b.dropped.describe(), "dropped " + std::to_string(b.dropped.valid_rows) + " validation rows and " +
+                                      std::to_string(b.dropped.events) + " events: the store could not keep up");
+}
+
 }  // namespace
 }  // namespace kiln::store
