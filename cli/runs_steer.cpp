@@ -35,6 +35,7 @@ struct SteerOptions {
   std::string store;
   std::string run;
   std::string assignment;  // set only: key=value
+  bool force = false;      // set only: past the setting's sane range
   bool wait = false;
   std::string wait_text;  // --wait's optional SECONDS
 };
@@ -47,13 +48,6 @@ double wait_seconds(const std::string& text) {
       seconds <= 0)
     fail("--wait: '" + text + "' is not a number of seconds greater than 0");
   return seconds;
-}
-
-// The store's argument for set: the assignment validated and normalised to key=value, so
-// the trainer reads back exactly the number that was checked here.
-std::string set_argument(const std::string& assignment) {
-  const Setting setting = parse_setting(assignment);
-  return fmt::format("{}={}", setting.key, setting.value);
 }
 
 store::Command find_command(store::Database& db, int64_t run_id, int64_t command_id) {
@@ -97,11 +91,17 @@ int wait_for(store::Database& db, int64_t run_id, int64_t command_id, double tim
 }
 
 void steer(store::CommandAction action, const SteerOptions& options) {
-  const std::string argument =
-      action == store::CommandAction::Set ? set_argument(options.assignment) : "";
+  if (action == store::CommandAction::Set) parse_setting(options.assignment);  // before the store is opened
   const double timeout_s = wait_seconds(options.wait_text);
   const auto db = open_store_for_writing(options.store);
   const int64_t run_id = store::resolve_run(*db, options.run);
+  // The store's argument for set: checked against the run's own config and normalised to
+  // key=value, so the trainer reads back exactly the number that was checked here.
+  const std::string argument =
+      action == store::CommandAction::Set
+          ? checked_setting(options.assignment, store::get_run(*db, run_id).config_json, options.force,
+                            "add --force to set it anyway")
+          : "";
   const int64_t command_id = store::insert_command(*db, run_id, action, argument);
   const store::RunRecord run = store::get_run(*db, run_id);
   fmt::print("queued {}{} for run {} ({}) as command {}; it applies at the next step boundary\n",
@@ -117,9 +117,12 @@ void add_steer_command(CLI::App& runs, store::CommandAction action, const std::s
   auto options = std::make_shared<SteerOptions>();
   CLI::App* cmd = runs.add_subcommand(std::string(store::to_string(action)), help);
   cmd->add_option("run", options->run, "Run id, name, or unambiguous name prefix")->required();
-  if (action == store::CommandAction::Set)
+  if (action == store::CommandAction::Set) {
     cmd->add_option("setting", options->assignment, "key=value; the keys: " + hot_settings())
         ->required();
+    cmd->add_flag("--force", options->force,
+                  "Queue a value beyond the setting's sane range (train.lr above 10x the configured peak, ...)");
+  }
   add_store_option(cmd, options->store);
   CLI::Option* wait =
       cmd->add_option("--wait", options->wait_text,

@@ -20,6 +20,10 @@ std::string existing_store(const std::string& flag) {
     fail("store: no store at " + path +
          " (give --store PATH or set KILN_STORE; `kiln train` creates the store)");
   if (fs::is_directory(st)) fail("store: " + path + " is a folder, not a run store file");
+  // An empty file (`touch`) would become a store on the first edit; a command that only
+  // reads or changes runs must leave it as it found it.
+  if (fs::is_regular_file(st) && fs::file_size(path, ec) == 0 && !ec)
+    fail("store: " + path + " is empty, not a run store (`kiln train` creates the store)");
   return path;
 }
 

@@ -3,9 +3,9 @@
 #include <fmt/core.h>
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "cli/runs_store.h"
+#include "cli/server_token.h"
 #include "cli/store_path.h"
 #include "trainer/steer/setting.h"
 
@@ -15,18 +15,19 @@ namespace {
 struct ServeOptions {
   std::string store;
   std::string listen = monitor::kDefaultListen;
-  std::string token;
+  TokenOptions token;
 };
 
-// A `set` command is checked by the same parser the run applies it with.
-std::string normalize_setting(const std::string& assignment) {
-  const Setting setting = parse_setting(assignment);
-  return fmt::format("{}={}", setting.key, setting.value);
+// A `set` command is checked by the same parser the run applies it with, and against the
+// run's config as `kiln runs set` checks it.
+std::string normalize_setting(const std::string& assignment, const std::string& run_config_json, bool force) {
+  return checked_setting(assignment, run_config_json, force, "send \"force\": true to set it anyway");
 }
 
 void serve(const ServeOptions& options) {
   open_store_for_reading(options.store);  // a missing or foreign file is refused up front
-  const auto server = make_dashboard_server(resolve_store_path(options.store), options.listen, options.token, false);
+  const auto server =
+      make_dashboard_server(resolve_store_path(options.store), options.listen, resolve_token(options.token), false);
   server->run_until_signal([&] {
     fmt::print("kiln: serving {} at {} (Ctrl-C stops)\n", resolve_store_path(options.store), server->url());
     std::fflush(stdout);
@@ -43,8 +44,6 @@ std::unique_ptr<monitor::Server> make_dashboard_server(const std::string& store_
   options.beside_training = beside_training;
   options.store_path = store_path;
   options.token = token;
-  if (options.token.empty())
-    if (const char* env = std::getenv("KILN_TOKEN")) options.token = env;
   options.normalize_setting = normalize_setting;
   return std::make_unique<monitor::Server>(monitor::parse_listen_address(listen), std::move(options));
 }
@@ -54,9 +53,7 @@ void add_serve_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "Serve the dashboard (web UI and JSON API) over a run store");
   add_store_option(cmd, options->store);
   cmd->add_option("--listen", options->listen, "HOST:PORT to listen on (default 127.0.0.1:8080)");
-  cmd->add_option("--token", options->token,
-                  "Token that requests changing a run must carry (default: $KILN_TOKEN); needed to "
-                  "listen beyond this machine");
+  add_token_options(cmd, options->token);
   cmd->callback([options] { serve(*options); });
 }
 

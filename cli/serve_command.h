@@ -8,13 +8,14 @@
 
 namespace kiln {
 
-// kiln serve [--store PATH] [--listen HOST:PORT] [--token TOKEN]: the dashboard over a run
-// store, until Ctrl-C (docs/dashboard.md).
+// kiln serve [--store PATH] [--listen HOST:PORT] [--token TOKEN | --token-file PATH]: the
+// dashboard over a run store, until Ctrl-C (docs/dashboard.md).
 void add_serve_command(CLI::App& app);
 
 // The dashboard server for a store: what `kiln serve` runs and `kiln train --serve` starts
 // beside the training loop (beside_training: its threads at the lowest CPU priority). The
-// token comes from the flag, else $KILN_TOKEN.
+// token is resolve_token's (cli/server_token.h); "" for none. It binds the address here, so
+// a port in use fails before anything else starts.
 std::unique_ptr<monitor::Server> make_dashboard_server(const std::string& store_path,
                                                        const std::string& listen,
                                                        const std::string& token,

@@ -9,7 +9,9 @@
 #include <fmt/core.h>
 
 #include "cli/serve_command.h"
+#include "cli/server_token.h"
 #include "cli/store_path.h"
+#include "store/user_text.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
 #include "trainer/parallel/wait_limits.h"
@@ -31,7 +33,8 @@ struct TrainOptions {
   bool no_store = false;
   std::string resume;
   std::string serve;  // HOST:PORT: serve the dashboard while training
-  std::string token;
+  TokenOptions token;
+  bool force = false;  // --resume a run that still looks live
 };
 
 // Where --resume looks: train.checkpoint_dir as this command sets it (a config file, --set),
@@ -55,6 +58,8 @@ Config resolve_config(const TrainOptions& options, std::string& resume) {
 }
 
 void run_train(const TrainOptions& options, const std::string& command_line) {
+  // The name becomes a folder under train.checkpoint_dir: refused before anything starts.
+  if (!options.name.empty()) store::check_run_name(options.name);
   std::string resume;
   const Config config = resolve_config(options, resume);
   if (options.print_config) {
@@ -66,6 +71,7 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   record.name_given = !options.name.empty();
   record.command_line = command_line;
   record.tags = options.tags;
+  record.force_resume = options.force;
   World world;
   set_wait_limits({config.parallel.timeout_s, interrupt_requested});
   // Rank 0 speaks for the run: it prints and records; the other ranks train in silence.
@@ -76,12 +82,14 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
                                                          std::fclose);
   TrainSummary summary;
   try {
-    Trainer trainer(config, world.comm(), record, resume, first ? stdout : quiet.get());
-    // The server starts once the trainer has created the run in the store, and reads the
-    // store like any other client: the training loop never waits on it.
+    // The server binds before the run is recorded, so a port in use fails with nothing in
+    // the store; it starts serving once the trainer has created the run, and reads the store
+    // like any other client: the training loop never waits on it.
     std::unique_ptr<monitor::Server> server;
-    if (!options.serve.empty() && first) {
-      server = make_dashboard_server(record.store_path, options.serve, options.token, true);
+    if (!options.serve.empty() && first)
+      server = make_dashboard_server(record.store_path, options.serve, resolve_token(options.token), true);
+    Trainer trainer(config, world.comm(), record, resume, first ? stdout : quiet.get());
+    if (server) {
       server->start();
       fmt::print("dashboard: {}\n", server->url());
       std::fflush(stdout);
@@ -125,7 +133,8 @@ void add_train_command(CLI::App& app, std::string command_line) {
       ->take_all()
       ->allow_extra_args(false);
   cmd->add_option("--name", options->name,
-                  "Name of the run in the store (default: the config's file name and the time)");
+                  "Name of the run in the store and of its checkpoint folder: letters, digits, -_. "
+                  "(default: the config's file name and the time)");
   cmd->add_option("--tag", options->tags, "Tag the run (repeat for several)")
       ->allow_extra_args(false);
   CLI::Option* store = cmd->add_option(
@@ -133,17 +142,18 @@ void add_train_command(CLI::App& app, std::string command_line) {
       "Run store file (default: $KILN_STORE, else store.path, else ./kiln-runs.db)");
   cmd->add_flag("--no-store", options->no_store, "Do not record the run in a store")
       ->excludes(store);
-  cmd->add_option("--resume", options->resume,
-                  "Continue from a checkpoint: its folder, a run's checkpoint folder (its "
-                  "latest), or `latest` (the newest under train.checkpoint_dir)");
+  CLI::Option* resume = cmd->add_option(
+      "--resume", options->resume,
+      "Continue from a checkpoint: its folder, a run's checkpoint folder (its latest), or `latest` "
+      "(the newest under train.checkpoint_dir)");
   CLI::Option* serve = cmd->add_option(
       "--serve", options->serve,
       "Serve the dashboard at HOST:PORT while training (e.g. 127.0.0.1:8080; docs/dashboard.md)");
   serve->excludes("--no-store");
-  cmd->add_option("--token", options->token,
-                  "With --serve: the token that requests changing the run must carry (default: "
-                  "$KILN_TOKEN)")
-      ->needs(serve);
+  add_token_options(cmd, options->token, serve);
+  cmd->add_flag("--force", options->force,
+                "With --resume: continue a run the store still shows as running (its process is gone)")
+      ->needs(resume);
   cmd->add_flag("--print-config", options->print_config,
                 "Print the resolved config as JSON and exit");
   cmd->callback([options, command_line] { run_train(*options, command_line); });

@@ -6,10 +6,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "kernels/check.h"
+#include "trainer/checkpoint/durable_file.h"
 #include "store/commands.h"
 #include "store/metric_queries.h"
 #include "store/run_queries.h"
@@ -164,6 +167,62 @@ TEST(CheckpointCli, ADamagedCheckpointOrAnotherModelIsRefusedInOneLine) {
             0u)
       << damaged.output;
   EXPECT_EQ(damaged.output.find('\n'), damaged.output.size() - 1) << damaged.output;
+}
+
+// Rewrites one field of a checkpoint's state.json and its manifest entry, as a careless or
+// hostile hand would, so that only kiln's own checks stand between it and a run.
+void rewrite_state(const std::string& checkpoint, const std::string& field, const nlohmann::json& value) {
+  const std::string state_path = checkpoint + "/state.json", manifest_path = checkpoint + "/manifest.json";
+  nlohmann::json state = nlohmann::json::parse(read_text(state_path));
+  state[field] = value;
+  std::ofstream(state_path, std::ios::trunc) << state.dump(2) << "\n";
+  nlohmann::json manifest = nlohmann::json::parse(read_text(manifest_path));
+  manifest["files"]["state.json"] = {{"bytes", fs::file_size(state_path)}, {"sha256", sha256_of_file(state_path)}};
+  std::ofstream(manifest_path, std::ios::trunc) << manifest.dump(2) << "\n";
+}
+
+TEST(CheckpointCli, ACheckpointsNamesAndNumbersAreCheckedBeforeTheyAreUsed) {
+  const std::string dir = fresh_dir("ckpt_checked");
+  const std::string prefix = prepare_corpus(dir);
+  ASSERT_EQ(run_command(kiln + " train --no-store --name base --set train.checkpoint_interval=8" +
+                        eight_steps(prefix, dir))
+                .exit_code,
+            0);
+  const std::string root = dir + "/checkpoints/base", checkpoint = root + "/step-00000008";
+  const std::string resume = kiln + " train --no-store --set train.steps=9 --resume ";
+
+  // A `latest` that names no checkpoint is refused without echoing its bytes.
+  std::ofstream(root + "/latest", std::ios::trunc) << "../../../etc\x1b[31m";
+  const CommandResult latest = run_command(resume + root);
+  EXPECT_EQ(latest.exit_code, 1);
+  EXPECT_EQ(latest.output, "kiln: error: --resume " + root +
+                               ": its latest file does not name a checkpoint (expected step-NNNNNNNN); give a "
+                               "checkpoint folder instead\n");
+
+  // A recorded run name decides the folder the resumed run writes to: it must stay inside.
+  rewrite_state(checkpoint, "run_name", "../../escape");
+  const CommandResult escaping = run_command(resume + checkpoint);
+  EXPECT_EQ(escaping.exit_code, 1);
+  EXPECT_EQ(escaping.output, "kiln: error: checkpoint " + checkpoint +
+                                 " records a run name kiln cannot use as a folder (store: run name '../../escape' "
+                                 "starts with a dot; a run name names a folder, so it may not); resume it with "
+                                 "--name NAME\n");
+  const CommandResult renamed = run_command(resume + checkpoint + " --name renamed");
+  ASSERT_EQ(renamed.exit_code, 0) << renamed.output;
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/renamed/step-00000009"));
+  EXPECT_FALSE(fs::exists(dir + "/escape"));
+
+  for (const auto& [field, value, why] :
+       {std::tuple<std::string, nlohmann::json, std::string>{"step", -5, "step -5 is negative"},
+        {"lr_scale", 1e300, "lr_scale 1e+300 is not a number above 0 and at most 1000"},
+        {"lr_scale", 0, "lr_scale 0 is not a number above 0 and at most 1000"}}) {
+    rewrite_state(checkpoint, "run_name", "base");
+    rewrite_state(checkpoint, field, value);
+    const CommandResult refused = run_command(resume + checkpoint);
+    EXPECT_EQ(refused.exit_code, 1);
+    EXPECT_EQ(refused.output, "kiln: error: checkpoint: " + checkpoint + "/state.json is damaged: " + why + "\n");
+    rewrite_state(checkpoint, field, field == "step" ? nlohmann::json(8) : nlohmann::json(1.0));
+  }
 }
 
 }  // namespace

@@ -18,18 +18,6 @@ namespace {
 
 const std::string kiln = KILN_BINARY;
 
-// The URL `kiln train --serve` printed to its log, once it has.
-std::string wait_for_url(const std::string& log_path) {
-  static const std::regex url("dashboard: (http://[^\\s]+)");
-  for (int i = 0; i < 300; ++i) {
-    std::smatch match;
-    const std::string log = read_text(log_path);
-    if (std::regex_search(log, match, url)) return match[1];
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return "";
-}
-
 TEST(DashboardBrowser, RunsChartControlsLivePauseResumeAndCompare) {
   const std::string dir = fresh_dir("dashboard_browser");
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";

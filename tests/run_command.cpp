@@ -4,10 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
+#include <thread>
 
 namespace kiln::test {
 
@@ -45,6 +48,17 @@ std::string read_text(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+std::string wait_for_url(const std::string& log_path) {
+  static const std::regex url("http://[^\\s]+");
+  for (int i = 0; i < 300; ++i) {
+    std::smatch match;
+    const std::string log = read_text(log_path);
+    if (std::regex_search(log, match, url)) return match[0];
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return "";
 }
 
 std::string mpirun_command(int ranks) {

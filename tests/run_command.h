@@ -18,6 +18,9 @@ int start_background(const std::string& command, const std::string& log_path);
 int wait_exit(int pid);
 // The file's whole text ("" when it cannot be read).
 std::string read_text(const std::string& path);
+// The first http:// URL a server (`kiln serve`, `kiln train --serve`) printed to its log,
+// once it has; "" after 30 s.
+std::string wait_for_url(const std::string& log_path);
 
 // The start of a command line that launches what follows as `ranks` MPI processes on this
 // machine (more ranks than cores allowed; as root too, which mpirun refuses unless told).

@@ -56,15 +56,19 @@ Reply post_command(ApiCall& call) {
   const json body = call.json_body();
   const store::CommandAction action = store::parse_command_action(string_field(body, "action", true));
   std::string argument;
+  const auto force = body.find("force");
+  if (force != body.end() && !force->is_boolean())
+    throw ApiError(http::status::bad_request, "\"force\" must be true or false");
   if (action == store::CommandAction::Set) {
     argument = string_field(body, "setting", true);
-    const auto& normalize = call.state.options().normalize_setting;
-    if (normalize) argument = normalize(argument);
-  } else if (body.contains("setting")) {
-    throw ApiError(http::status::bad_request, "only \"set\" takes a \"setting\"");
+  } else if (body.contains("setting") || force != body.end()) {
+    throw ApiError(http::status::bad_request, "only \"set\" takes a \"setting\" and \"force\"");
   }
   auto db = call.state.writes().borrow();
   require_live(*db, call.run_id);
+  const auto& normalize = call.state.options().normalize_setting;
+  if (action == store::CommandAction::Set && normalize)
+    argument = normalize(argument, store::get_run(*db, call.run_id).config_json, force != body.end() && force->get<bool>());
   const int64_t id = store::insert_command(*db, call.run_id, action, argument);
   for (const auto& command : store::list_commands(*db, call.run_id))
     if (command.id == id) return json_reply(store::to_json(command), http::status::accepted);

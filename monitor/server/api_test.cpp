@@ -125,6 +125,27 @@ TEST_F(ServerTest, QueuesCommandsOnlyWithTheToken) {
   EXPECT_EQ(bad_setting.json()["error"], "unknown setting 'model.n_layer=3'");
 }
 
+// The server checks a setting against the run's own config, as `kiln runs set` does, and
+// lets it past its range only when the request says so.
+TEST_F(ServerTest, ASettingIsCheckedAgainstTheRunsConfigUnlessForced) {
+  const std::string target = "/api/runs/beta/commands";
+  const HttpResult wild = request(port_, http::verb::post, target, R"({"action":"set","setting":"train.lr=1e300"})",
+                                  {kAuth});
+  EXPECT_EQ(wild.status, 400u);
+  EXPECT_EQ(wild.json()["error"],
+            R"(out of range for the run's config {"train":{"lr":0.001,"steps":100},"model":{"n_layer":2}})");
+  const HttpResult bad_force = request(port_, http::verb::post, target,
+                                       R"({"action":"set","setting":"train.lr=1e300","force":"yes"})", {kAuth});
+  EXPECT_EQ(bad_force.status, 400u);
+  EXPECT_EQ(bad_force.json()["error"], "\"force\" must be true or false");
+  EXPECT_EQ(request(port_, http::verb::post, target, R"({"action":"pause","force":true})", {kAuth}).json()["error"],
+            "only \"set\" takes a \"setting\" and \"force\"");
+  const HttpResult forced = request(port_, http::verb::post, target,
+                                    R"({"action":"set","setting":"train.lr=1e300","force":true})", {kAuth});
+  ASSERT_EQ(forced.status, 202u) << forced.body;
+  EXPECT_EQ(forced.json()["argument"], "train.lr=1e300");
+}
+
 TEST_F(ServerTest, EditsTagsAndNotes) {
   const HttpResult tags = request(port_, http::verb::post, "/api/runs/alpha/tags",
                                   R"({"add":["best"],"remove":["baseline"]})", {kAuth});

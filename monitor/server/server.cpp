@@ -74,9 +74,14 @@ void Server::stop() {
 uint16_t Server::port() const { return listener_->port(); }
 
 std::string Server::url() const {
-  const std::string host = address_.host.is_v6() ? "[" + address_.host.to_string() + "]" : address_.host.to_string();
-  const std::string shown = address_.host.is_unspecified() ? "127.0.0.1" : host;
-  return "http://" + shown + ":" + std::to_string(port()) + "/";
+  std::string host = address_.host.is_v6() ? "[" + address_.host.to_string() + "]" : address_.host.to_string();
+  // Every interface: the machine's name is what others can open; a loopback address would
+  // hide that the dashboard is exposed.
+  if (address_.host.is_unspecified()) {
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) == 0 && name[0] != '\0') host = name;
+  }
+  return "http://" + host + ":" + std::to_string(port()) + "/";
 }
 
 }  // namespace kiln::monitor

@@ -35,7 +35,8 @@ class Server {
   void stop();
 
   uint16_t port() const;
-  // http://HOST:PORT/ as a browser would open it.
+  // http://HOST:PORT/ as a browser would open it: for an address of every interface
+  // (0.0.0.0, ::), the machine's host name.
   std::string url() const;
 
  private:

@@ -44,8 +44,10 @@ class ServerTest : public store::testing_util::StoreTest {
     options.store_path = path();
     options.token = kToken;
     options.poll_interval = std::chrono::milliseconds(50);
-    options.normalize_setting = [](const std::string& assignment) {
+    // The CLI hands in the trainer's check; this one shows what the server passes it.
+    options.normalize_setting = [](const std::string& assignment, const std::string& run_config, bool force) {
       if (assignment.rfind("train.lr=", 0) != 0) store::fail("unknown setting '" + assignment + "'");
+      if (assignment == "train.lr=1e300" && !force) store::fail("out of range for the run's config " + run_config);
       return assignment;
     };
     configure(options);

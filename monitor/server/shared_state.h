@@ -16,10 +16,12 @@ struct ServerOptions {
   std::string store_path;
   // When set, requests that change something must carry "Authorization: Bearer TOKEN".
   std::string token;
-  // Checks a `set` command's "key=value" and returns it normalised; a bad one is a
-  // kiln::Error. The CLI hands in the trainer's own parser, so the server accepts exactly
-  // what a run can apply without including the trainer. Unset: passed through as typed.
-  std::function<std::string(const std::string&)> normalize_setting;
+  // Checks a `set` command's "key=value" against the run's config JSON (a sane range, unless
+  // the request says "force") and returns it normalised; a bad one is a kiln::Error. The CLI
+  // hands in the trainer's own check, so the server accepts exactly what `kiln runs set`
+  // does without including the trainer. Unset: passed through as typed.
+  std::function<std::string(const std::string& assignment, const std::string& run_config_json, bool force)>
+      normalize_setting;
   std::chrono::milliseconds poll_interval{200};
   size_t max_queued_messages = 4096;  // per WebSocket client
   int threads = 2;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "kernels/check.h"
+#include "store/user_text.h"
 #include "trainer/checkpoint/durable_file.h"
 #include "trainer/memory/host_copy.h"
 
@@ -26,6 +28,9 @@ constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kStateFile = "state.json";
 constexpr const char* kManifestFile = "manifest.json";
 constexpr const char* kLatestFile = "latest";
+// A learning-rate scale a checkpoint may carry: far past the 10x that steering allows without
+// --force, short of what makes the optimizer's arithmetic overflow.
+constexpr double kMaxLrScale = 1e3;
 
 // Optimizer tensors per parameter, as PyTorch's AdamW names its state.
 std::vector<std::pair<std::string, Tensor>> optimizer_tensors(const GptModel& model,
@@ -90,6 +95,27 @@ json state_to_json(const TrainingState& s) {
           {"config", s.config}};
 }
 
+// "step-" and at least 8 digits, as checkpoints are named.
+bool is_step_folder_name(const std::string& name) {
+  return name.size() >= 13 && name.size() <= 24 && name.rfind("step-", 0) == 0 &&
+         std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A state whose numbers no run could have written is damaged, whatever its checksums say:
+// it must not start a run at a negative step or a NaN learning rate.
+void check_state(const TrainingState& s, const std::string& file) {
+  const auto bad = [&](const std::string& what) { fail("checkpoint: " + file + " is damaged: " + what); };
+  if (s.step < 0) bad("step " + std::to_string(s.step) + " is negative");
+  if (s.optimizer_steps < 0 || s.optimizer_steps > s.step)
+    bad("optimizer_steps " + std::to_string(s.optimizer_steps) + " is not between 0 and the step");
+  if (s.consumed_samples < 0) bad("consumed_samples " + std::to_string(s.consumed_samples) + " is negative");
+  if (!std::isfinite(s.lr_scale) || s.lr_scale <= 0 || s.lr_scale > kMaxLrScale)
+    bad("lr_scale " + fmt::format("{:g}", s.lr_scale) + " is not a number above 0 and at most " +
+        fmt::format("{:g}", kMaxLrScale));
+  if (!std::isfinite(s.loss_scaler.scale) || s.loss_scaler.scale <= 0)
+    bad("the loss scale " + fmt::format("{:g}", s.loss_scaler.scale) + " is not a positive number");
+}
+
 TrainingState state_from_json(const json& j, const std::string& file) {
   try {
     if (j.at("format") != kFormat || j.at("version").get<int>() != kVersion)
@@ -107,6 +133,7 @@ TrainingState state_from_json(const json& j, const std::string& file) {
     s.run_name = j.at("run_name").get<std::string>();
     s.layout = j.at("layout").get<std::string>();
     s.config = j.at("config");
+    check_state(s, file);
     return s;
   } catch (const json::exception& e) {
     fail("checkpoint: " + file + " is damaged: " + e.what());
@@ -306,10 +333,23 @@ std::string find_checkpoint(const std::string& spec, const std::string& checkpoi
   if (fs::exists(path / kLatestFile)) {
     std::string name = read_text((path / kLatestFile).string());
     name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return c == '\n'; }), name.end());
+    // Only a name kiln writes: the file's bytes are never shown, nor followed out of the folder.
+    if (!is_step_folder_name(name))
+      fail("--resume " + spec + ": its " + kLatestFile +
+           " file does not name a checkpoint (expected step-NNNNNNNN); give a checkpoint folder instead");
     return (path / name).string();
   }
   fail("--resume " + spec + ": not a checkpoint (no " + kManifestFile +
        ") nor a folder of checkpoints (no " + kLatestFile + " file)");
+}
+
+std::string run_checkpoint_root(const std::string& checkpoint_dir, const std::string& run_name) {
+  store::check_run_name(run_name);
+  const fs::path root = fs::path(checkpoint_dir) / run_name;
+  // What check_run_name guarantees, checked where the path is made: one folder down.
+  if (root.lexically_normal().lexically_relative(fs::path(checkpoint_dir).lexically_normal()) != fs::path(run_name))
+    fail("checkpoint: run name '" + run_name + "' would write outside " + checkpoint_dir);
+  return root.string();
 }
 
 nlohmann::json checkpoint_config(const std::string& path) {

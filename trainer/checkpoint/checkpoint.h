@@ -98,6 +98,11 @@ class Checkpoint {
 // path, or fails saying what was looked for.
 std::string find_checkpoint(const std::string& spec, const std::string& checkpoint_dir);
 
+// The folder of one run's checkpoints: checkpoint_dir/run_name, for a run name that
+// store::check_run_name accepts (so the folder is always directly under checkpoint_dir);
+// anything else is a kiln::Error.
+std::string run_checkpoint_root(const std::string& checkpoint_dir, const std::string& run_name);
+
 // The run config a checkpoint was written with, read from its state.json alone (the files
 // are checked when the checkpoint is opened for restoring).
 nlohmann::json checkpoint_config(const std::string& path);

@@ -104,7 +104,15 @@ BlendedDataset::BlendedDataset(std::vector<std::unique_ptr<GptDataset>> parts,
   nlohmann::json description = {{"class", "BlendedDataset"}, {"size", size}, {"weights", weights_}};
   for (const auto& part : parts_) description["datasets"].push_back(part->cache_stem());
   IndexCache cache(cache_dir, "blend", split_name(split), description);
-  const bool built = !cache.complete();
+  bool built = !cache.complete();
+  if (!built) {
+    try {
+      open_indices(cache, size);
+    } catch (const Error& e) {
+      if (log) std::fprintf(log, "kiln: data: rebuilding a damaged index cache (%s)\n", e.what());
+      built = true;
+    }
+  }
   if (built) {
     std::vector<int16_t> dataset;
     std::vector<int64_t> dataset_sample;
@@ -112,7 +120,15 @@ BlendedDataset::BlendedDataset(std::vector<std::unique_ptr<GptDataset>> parts,
     write_npy<int16_t>(cache.array_path("dataset_index"), dataset, {size});
     write_npy<int64_t>(cache.array_path("dataset_sample_index"), dataset_sample, {size});
     cache.write_description(nlohmann::json::object());
+    open_indices(cache, size);
   }
+  if (log)
+    std::fprintf(log, "kiln: data %s: %s the blend of %zu datasets, %lld samples, %s\n",
+                 split_name(split), built ? "built" : "loaded", parts_.size(),
+                 static_cast<long long>(size), (cache.stem() + "*").c_str());
+}
+
+void BlendedDataset::open_indices(const IndexCache& cache, int64_t size) {
   dataset_file_ = NpyArray::open<int16_t>(cache.array_path("dataset_index"));
   dataset_sample_file_ = NpyArray::open<int64_t>(cache.array_path("dataset_sample_index"));
   dataset_ = dataset_file_.values<int16_t>();
@@ -126,10 +142,6 @@ BlendedDataset::BlendedDataset(std::vector<std::unique_ptr<GptDataset>> parts,
                    dataset_sample_[i] < parts_[d]->num_samples(),
                cache.stem() + "*.npy: blend sample " + std::to_string(i) + " is out of range");
   }
-  if (log)
-    std::fprintf(log, "kiln: data %s: %s the blend of %zu datasets, %lld samples, %s\n",
-                 split_name(split), built ? "built" : "loaded", parts_.size(),
-                 static_cast<long long>(size), (cache.stem() + "*").c_str());
 }
 
 void BlendedDataset::sample(int64_t index, int32_t* out) const {

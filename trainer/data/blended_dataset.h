@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "trainer/data/gpt_dataset.h"
+#include "trainer/data/index_cache.h"
 #include "trainer/data/npy_file.h"
 
 namespace kiln {
@@ -45,6 +46,10 @@ class BlendedDataset final : public SampleSource {
   std::string describe() const override;
 
  private:
+  // Opens the cached blend arrays and checks them against the parts; a damaged or
+  // truncated cache is a kiln::Error.
+  void open_indices(const IndexCache& cache, int64_t size);
+
   std::vector<std::unique_ptr<GptDataset>> parts_;
   std::vector<double> weights_;
   NpyArray dataset_file_, dataset_sample_file_;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <numeric>
 #include <vector>
@@ -125,6 +127,29 @@ TEST_F(BlendedDatasetTest, IsCachedAndDeterministic) {
   for (const auto& entry : fs::directory_iterator(dir_ / "cache"))
     blend_files += entry.path().filename().string().rfind("blend-", 0) == 0;
   EXPECT_EQ(blend_files, 3);  // dataset_index, dataset_sample_index, description
+}
+
+// A damaged blend cache is built again, with the note docs/data.md promises, and gives the
+// same samples.
+TEST_F(BlendedDatasetTest, ADamagedBlendCacheIsBuiltAgainWithANote) {
+  std::vector<int32_t> first(5), again(5);
+  open_samples({"0.5", a(), "0.5", b()}, spec(50))->sample(37, first.data());
+  for (const auto& entry : fs::directory_iterator(dir_ / "cache")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("blend-", 0) == 0 && name.find("dataset_sample_index.npy") != std::string::npos)
+      fs::resize_file(entry.path(), fs::file_size(entry.path()) - 16);
+  }
+  char* text = nullptr;
+  size_t size = 0;
+  std::FILE* log = open_memstream(&text, &size);
+  open_samples({"0.5", a(), "0.5", b()}, spec(50), log)->sample(37, again.data());
+  std::fclose(log);
+  const std::string printed(text, size);
+  std::free(text);
+  EXPECT_EQ(first, again);
+  EXPECT_NE(printed.find("kiln: data: rebuilding a damaged index cache ("), std::string::npos) << printed;
+  EXPECT_NE(printed.find("kiln: data train: built the blend of 2 datasets, 50 samples"), std::string::npos)
+      << printed;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "kernels/check.h"
+#include "store/user_text.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/interchange/hf_config.h"
 #include "trainer/interchange/hf_tensors.h"
@@ -205,8 +206,9 @@ HfImportSummary import_hf(const HfImportOptions& options) {
   }
   HfImportSummary summary;
   summary.arch = model.arch;
-  summary.run_name = output.filename().empty() ? output.parent_path().filename().string()
-                                               : output.filename().string();
+  // The folder's name, made fit to name a run (and its checkpoint folder) when resumed.
+  summary.run_name = store::run_name_from(
+      output.filename().empty() ? output.parent_path().filename().string() : output.filename().string(), "imported");
   Config config;
   config.model = model;
   summary.tokenizer = config.data.tokenizer = tokenizer_spec(input, output, summary.notes);

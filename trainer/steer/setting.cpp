@@ -5,6 +5,8 @@
 
 #include <fmt/core.h>
 
+#include <nlohmann/json.hpp>
+
 #include "kernels/check.h"
 
 namespace kiln {
@@ -67,6 +69,41 @@ Setting parse_setting(std::string_view assignment) {
       break;
   }
   return {std::string(key), value};
+}
+
+SettingLimits setting_limits(std::string_view run_config_json) {
+  const auto config = nlohmann::json::parse(run_config_json, nullptr, false);
+  SettingLimits limits;
+  if (!config.is_object()) return limits;
+  const nlohmann::json train = config.value("train", nlohmann::json::object());
+  if (!train.is_object()) return limits;
+  if (const auto lr = train.find("lr"); lr != train.end() && lr->is_number() && lr->get<double>() > 0)
+    limits.peak_lr = lr->get<double>();
+  if (const auto steps = train.find("steps"); steps != train.end() && steps->is_number_integer())
+    limits.steps = steps->get<int64_t>();
+  return limits;
+}
+
+void check_setting_range(const Setting& setting, const SettingLimits& limits, std::string_view force_hint) {
+  const auto refuse = [&](const std::string& range) {
+    fail(fmt::format("{}={:g} is outside its range: {}; {}", setting.key, setting.value, range, force_hint));
+  };
+  // The bound as typed must pass: 10 x 3e-4 is 0.0029999999999999996 in binary.
+  if (setting.key == "train.lr" && limits.peak_lr && setting.value > kMaxLrFactor * *limits.peak_lr * (1 + 1e-12))
+    refuse(fmt::format("above 0 and at most {:g} ({:g}x the run's configured peak {:g})",
+                       kMaxLrFactor * *limits.peak_lr, kMaxLrFactor, *limits.peak_lr));
+  if (setting.key == "train.lr_scale" && setting.value > kMaxLrFactor)
+    refuse(fmt::format("above 0 and at most {:g}", kMaxLrFactor));
+  const bool interval = setting.key == "train.log_interval" || setting.key == "train.eval_interval";
+  if (interval && limits.steps && setting.value > static_cast<double>(*limits.steps))
+    refuse(fmt::format("at most the run's train.steps, {}", *limits.steps));
+}
+
+std::string checked_setting(std::string_view assignment, std::string_view run_config_json, bool force,
+                            std::string_view force_hint) {
+  const Setting setting = parse_setting(assignment);
+  if (!force) check_setting_range(setting, setting_limits(run_config_json), force_hint);
+  return fmt::format("{}={}", setting.key, setting.value);
 }
 
 }  // namespace kiln

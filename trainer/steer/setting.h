@@ -8,6 +8,8 @@
 //   train.eval_interval=N  validate every N steps (0: no more validation)
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -24,5 +26,26 @@ Setting parse_setting(std::string_view assignment);
 
 // The keys parse_setting accepts, comma-separated, for messages and help text.
 std::string hot_settings();
+
+// What a live run's setting may sanely become, from the run's own config: a learning rate
+// of 1e300 is a number, and the run would die of it two steps later. Unknown (absent from
+// the config): only parse_setting's checks apply.
+struct SettingLimits {
+  std::optional<double> peak_lr;  // train.lr as configured
+  std::optional<int64_t> steps;   // train.steps
+};
+inline constexpr double kMaxLrFactor = 10;
+SettingLimits setting_limits(std::string_view run_config_json);
+
+// Refuses a value outside its range, in one line naming the range and ending with
+// `force_hint` (how the caller says "anyway"): train.lr at most kMaxLrFactor x the configured
+// peak, train.lr_scale at most kMaxLrFactor, the intervals at most train.steps.
+void check_setting_range(const Setting& setting, const SettingLimits& limits, std::string_view force_hint);
+
+// The command argument a steering door (`kiln runs set`, the dashboard's API) queues:
+// parsed, range-checked against the run's config unless forced, and written back as
+// key=value, so the run reads exactly the number that was checked.
+std::string checked_setting(std::string_view assignment, std::string_view run_config_json, bool force,
+                            std::string_view force_hint);
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/check.h"
+#include "tests/error_of.h"
 
 namespace kiln {
 namespace {
@@ -38,6 +39,26 @@ TEST(Setting, RefusesWhatCannotChangeWithTheReason) {
             "train.log_interval: must be a whole number of steps of at least 1, got 0");
   EXPECT_EQ(error_of("train.eval_interval=2.5"),
             "train.eval_interval: must be a whole number of steps, got 2.5");
+}
+
+TEST(Setting, RangesComeFromTheRunsConfigAndForceGoesPastThem) {
+  const std::string config = R"({"train":{"lr":0.0003,"steps":500}})";
+  const SettingLimits limits = setting_limits(config);
+  EXPECT_EQ(limits.peak_lr, 0.0003);
+  EXPECT_EQ(limits.steps, 500);
+  EXPECT_FALSE(setting_limits("not json").peak_lr.has_value());
+  EXPECT_EQ(checked_setting("train.lr=0.003", config, false, "force it"), "train.lr=0.003");
+  EXPECT_EQ(test::error_of([&] { checked_setting("train.lr=0.0031", config, false, "force it"); }),
+            "train.lr=0.0031 is outside its range: above 0 and at most 0.003 (10x the run's configured peak "
+            "0.0003); force it");
+  EXPECT_EQ(checked_setting("train.lr=1", config, true, "force it"), "train.lr=1");
+  EXPECT_EQ(test::error_of([&] { checked_setting("train.lr=-1", config, true, "force it"); }),
+            "train.lr: must be greater than 0, got -1")
+      << "force widens the range, never past what a run can apply";
+  EXPECT_EQ(test::error_of([&] { checked_setting("train.eval_interval=501", config, false, "force it"); }),
+            "train.eval_interval=501 is outside its range: at most the run's train.steps, 500; force it");
+  EXPECT_EQ(checked_setting("train.eval_interval=0", config, false, "force it"), "train.eval_interval=0");
+  EXPECT_EQ(checked_setting("train.lr=5", "{}", false, "force it"), "train.lr=5") << "no config, no peak to bound by";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "kernels/check.h"
+#include "store/user_text.h"
 
 namespace kiln {
 namespace {
@@ -34,7 +35,7 @@ RunRecorder::RunRecorder(const RecordOptions& options, store::RunInfo info, Syst
   info.tags = options.tags;
   info.name = options.name;
   std::optional<int64_t> resumed;
-  if (!options.resumed_from.empty()) resumed = writer_.resume_run(info, options.resumed_from);
+  if (!options.resumed_from.empty()) resumed = writer_.resume_run(info, options.resumed_from, options.force_resume);
   run_id_ = resumed ? *resumed : create_run(writer_, options, info);
   name_ = info.name;
   next_system_sample_ = std::chrono::steady_clock::now();
@@ -87,8 +88,9 @@ std::string RunRecorder::finish(store::RunStatus status, const std::string& erro
 }
 
 std::string default_run_name(const std::string& config_path) {
-  const std::string stem =
-      config_path.empty() ? "tiny" : std::filesystem::path(config_path).stem().string();
+  const std::string stem = config_path.empty()
+                               ? "tiny"
+                               : store::run_name_from(std::filesystem::path(config_path).stem().string(), "run");
   const std::time_t now = std::time(nullptr);
   std::tm local{};
   localtime_r(&now, &local);

@@ -29,6 +29,8 @@ struct RecordOptions {
   // The checkpoint a resumed run continues from: the store's run of the same name, when
   // there is one, is continued rather than a new one created.
   std::string resumed_from;
+  // Continue that run even while the store shows it live (the user knows its process is gone).
+  bool force_resume = false;
 };
 
 class RunRecorder {

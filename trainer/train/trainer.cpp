@@ -13,6 +13,7 @@
 #include <fmt/core.h>
 
 #include "kernels/check.h"
+#include "store/user_text.h"
 #include "trainer/data/blended_dataset.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/parallel/layout.h"
@@ -195,7 +196,15 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
     loss_scaler_.restore(state.loss_scaler);
     // The run goes on under its own name (and in its own checkpoint folder) unless the user
     // names a new one: a fork of the run.
-    if (!record.name_given) run_name_ = recording.name = state.run_name;
+    if (!record.name_given) {
+      try {
+        store::check_run_name(state.run_name);
+      } catch (const Error& e) {
+        fail("checkpoint " + resume + " records a run name kiln cannot use as a folder (" + e.what() +
+             "); resume it with --name NAME");
+      }
+      run_name_ = recording.name = state.run_name;
+    }
     recording.resumed_from = resume;
   }
 
@@ -253,6 +262,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
     info.backend = ops_->device() == Device::Cuda ? "cuda" : "cpu";
     info.device = probe_->device_name();
     info.host = host_name();
+    info.pid = getpid();
     recorder_ = std::make_unique<RunRecorder>(recording, info, *probe_);
     run_name_ = recorder_->name();
     fmt::print(out_, "kiln: recording run {} '{}' in {}\n", recorder_->run_id(),
@@ -535,7 +545,7 @@ std::string Trainer::apply_setting(const Setting& setting) {
 }
 
 std::string Trainer::save_checkpoint_at(int64_t step) {
-  const std::string root = (std::filesystem::path(config_.train.checkpoint_dir) / run_name_).string();
+  const std::string root = run_checkpoint_root(config_.train.checkpoint_dir, run_name_);
   if (saved_step_ == step) return (std::filesystem::path(root) / fmt::format("step-{:08d}", step)).string();
   const Clock::time_point start = Clock::now();
   // The replicas hold the same model; the optimizer state, when sharded, is gathered to the
