@@ -105,14 +105,16 @@ BlendedDataset::BlendedDataset(std::vector<std::unique_ptr<GptDataset>> parts,
   for (const auto& part : parts_) description["datasets"].push_back(part->cache_stem());
   IndexCache cache(cache_dir, "blend", split_name(split), description);
   bool built = !cache.complete();
+  std::string damage = cache.damage();
   if (!built) {
     try {
       open_indices(cache, size);
     } catch (const Error& e) {
-      if (log) std::fprintf(log, "kiln: data: rebuilding a damaged index cache (%s)\n", e.what());
+      damage = e.what();
       built = true;
     }
   }
+  if (!damage.empty() && log) std::fprintf(log, "kiln: data: rebuilding a damaged index cache (%s)\n", damage.c_str());
   if (built) {
     std::vector<int16_t> dataset;
     std::vector<int64_t> dataset_sample;

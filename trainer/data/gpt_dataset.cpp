@@ -101,16 +101,18 @@ GptDataset::GptDataset(const GptDatasetSpec& spec, std::FILE* log)
   cache_stem_ = cache.stem();
   const auto start = std::chrono::steady_clock::now();
   bool built = false;
+  std::string damage = cache.damage();
   if (cache.complete()) {
     try {
       load(cache);
     } catch (const Error& e) {
-      if (log) std::fprintf(log, "kiln: data: rebuilding a damaged index cache (%s)\n", e.what());
+      damage = e.what();
       built = true;
     }
   } else {
     built = true;
   }
+  if (!damage.empty() && log) std::fprintf(log, "kiln: data: rebuilding a damaged index cache (%s)\n", damage.c_str());
   if (built) {
     build(cache);
     load(cache);

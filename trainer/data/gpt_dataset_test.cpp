@@ -198,6 +198,17 @@ TEST_F(GptDatasetTest, ADamagedCacheIsBuiltAgain) {
   });
   EXPECT_NE(log.find("rebuilding a damaged index cache"), std::string::npos) << log;
   EXPECT_NE(log.find("built indices"), std::string::npos) << log;
+
+  // A description cut short is damage too, not a cache that was never there.
+  fs::resize_file(stem + "description.json", fs::file_size(stem + "description.json") - 8);
+  const std::string again = log_of([&](std::FILE* f) {
+    const GptDataset ds(spec(Split::Train, 20, 4), f);
+    EXPECT_EQ(sample(ds, 3, 4), want);
+  });
+  EXPECT_NE(again.find("kiln: data: rebuilding a damaged index cache (" + stem +
+                       "description.json is not a JSON description)"),
+            std::string::npos)
+      << again;
 }
 
 TEST_F(GptDatasetTest, TheCacheCanLiveElsewhere) {

@@ -31,6 +31,9 @@ IndexCache::IndexCache(const std::string& dir, const std::string& name, const st
   stored_ = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   complete_ = stored_.is_object() && stored_.contains("description") &&
               stored_["description"] == description_;
+  if (!complete_)
+    damage_ = stem_ + "description.json " +
+              (stored_.is_object() ? "describes other data" : "is not a JSON description");
 }
 
 std::string IndexCache::array_path(const std::string& array) const {

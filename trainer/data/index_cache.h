@@ -25,6 +25,9 @@ class IndexCache {
   // (with whatever write_description added).
   bool complete() const { return complete_; }
   const nlohmann::json& stored() const { return stored_; }
+  // Why a description on disk was not taken ("" when there was none, or it matched): the
+  // cache is then damaged rather than missing, and is built again with a note.
+  const std::string& damage() const { return damage_; }
 
   std::string array_path(const std::string& array) const;  // ARRAY.npy
   const std::string& stem() const { return stem_; }         // DIR/NAME-HASH-SPLIT-
@@ -35,6 +38,7 @@ class IndexCache {
   std::string stem_;  // DIR/NAME-HASH-SPLIT-
   nlohmann::json description_, stored_;
   bool complete_ = false;
+  std::string damage_;
 };
 
 // The cache folder for a dataset prefix: cache_dir when set, else PREFIX's folder/cache.
