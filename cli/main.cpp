@@ -6,16 +6,19 @@
 #include "cli/data_command.h"
 #include "cli/generate_command.h"
 #include "cli/interchange_command.h"
+#include "cli/parse_error.h"
 #include "cli/runs_command.h"
 #include "cli/serve_command.h"
 #include "cli/tokenizer_command.h"
 #include "cli/train_command.h"
 #include "cli/tui_command.h"
+#include "cli/version.h"
 #include "kernels/check.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: train transformer language models and watch them train"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "kiln " KILN_VERSION " (commit " KILN_COMMIT ")");
   kiln::add_train_command(app, kiln::shell_command_line(argc, argv));
   kiln::add_data_command(app);
   kiln::add_tokenizer_commands(app);
@@ -26,8 +29,12 @@ int main(int argc, char** argv) {
   kiln::add_tui_command(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // Every error is one line and exit status 1, the parser's as much as kiln's own.
+    std::fprintf(stderr, "kiln: error: %s\n", kiln::parse_error_line(e, {argv + 1, argv + argc}).c_str());
+    return 1;
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln: error: %s\n", e.what());
     return 1;

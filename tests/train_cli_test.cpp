@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <regex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "tests/corpus_fixture.h"
@@ -32,6 +35,28 @@ TEST(TrainCli, BadConfigValueIsOneLineAndNonZero) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("model.n_head"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;
+}
+
+// The argument parser's failures read like kiln's own: one line, exit status 1.
+TEST(TrainCli, ParseErrorsAreOneLineAndExitOne) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {" train --set train.lr 3e-4",
+       "kiln: error: --set train.lr 3e-4: write --set key=value as one word, here --set train.lr=3e-4\n"},
+      {" train --config /nonexistent.json",
+       "kiln: error: --config: File does not exist: /nonexistent.json (see --help)\n"},
+      {" runs show", "kiln: error: run is required (see --help)\n"},
+      {"", "kiln: error: a subcommand is required (see --help)\n"},
+      {" train --no-such-flag", "kiln: error: the following argument was not expected: --no-such-flag (see --help)\n"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const CommandResult r = run_command(kiln + args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(r.output, expected) << args;
+  }
+  const CommandResult version = run_command(kiln + " --version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_TRUE(std::regex_match(version.output, std::regex("kiln [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit [^ )]+\\)\n")))
+      << version.output;
 }
 
 TEST(TrainCli, MissingDataIsOneLineAndNonZero) {
