@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {  // a command's own exit status (130 after Ctrl-C, ...)
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     // Every error is one line and exit status 1, the parser's as much as kiln's own.
     std::fprintf(stderr, "kiln: error: %s\n", kiln::parse_error_line(e, {argv + 1, argv + argc}).c_str());

@@ -1,6 +1,8 @@
 #include "store/run_writer.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -143,14 +145,81 @@ TEST_F(RunWriterTest, AResumedRunContinuesTheSameRecord) {
     // A second process may not record the run while this one does.
     RunWriter second(path());
     EXPECT_EQ(error_of([&] { second.resume_run(info, "x"); }),
-              "store: run 'long-run' (id 1) is still running in another process; stop it first, "
-              "or resume under another --name");
+              "store: run 'long-run' (id 1) is still running in another process (on otherhost, last "
+              "heartbeat 0 s ago); stop it first, resume under another --name, or give --force if that "
+              "process is gone");
     writer.finish(RunStatus::Completed);
     writer.flush();
   }
   RunWriter writer(path());
   EXPECT_FALSE(writer.resume_run(run_info("never-recorded"), "x").has_value());
   EXPECT_EQ(writer.run_id(), 0);
+}
+
+// A run killed with -9 keeps its fresh heartbeat for a while; on its own host the store can
+// tell its process is gone and lets a resume continue it at once.
+TEST_F(RunWriterTest, AResumeContinuesARunWhoseProcessIsGoneOrWhenForced) {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // its pid now names no process
+  int64_t id = 0;
+  {
+    RunWriter killed(path());
+    RunInfo info = run_info("killed");
+    info.pid = child;
+    id = killed.create_run(info);
+    killed.flush();
+  }  // never finished: the row says running, with a fresh heartbeat
+  {
+    auto db = open_store(path(), Access::ReadOnly);
+    EXPECT_EQ(get_run(*db, id).status, RunStatus::Running);
+    EXPECT_EQ(get_run(*db, id).pid, child);
+  }
+  RunInfo again = run_info("killed");
+  again.pid = getpid();
+  again.host = "otherhost";
+  EXPECT_EQ(error_of([&] { RunWriter(path()).resume_run(again, "/ckpt/step-5"); }),
+            "store: run 'killed' (id 1) is still running in another process (pid " + std::to_string(child) +
+                " on testhost, last heartbeat 0 s ago); stop it first, resume under another --name, or give "
+                "--force if that process is gone")
+      << "from another host the pid says nothing";
+  again.host = "testhost";
+  {
+    RunWriter writer(path());
+    EXPECT_EQ(writer.resume_run(again, "/ckpt/step-5"), id);
+    auto db = open_store(path(), Access::ReadOnly);
+    EXPECT_EQ(get_run(*db, id).pid, getpid());
+    const std::string message = list_events(*db, id).back().message;
+    EXPECT_EQ(message.substr(0, message.find(" since ")),
+              "resumed from /ckpt/step-5 on testhost; the run looked lost");
+    EXPECT_NE(message.find("(its pid " + std::to_string(child) + " is gone)"), std::string::npos) << message;
+    // This process is alive: a second resume is refused, unless forced.
+    EXPECT_NE(error_of([&] { RunWriter(path()).resume_run(again, "x"); }), "(no error)");
+    RunWriter forced(path());
+    EXPECT_EQ(forced.resume_run(again, "/ckpt/step-5", true), id);
+    EXPECT_EQ(list_events(*db, id).back().message,
+              "resumed from /ckpt/step-5 on testhost; forced while it still looked running");
+    forced.finish(RunStatus::Completed);
+    forced.flush();
+    EXPECT_FALSE(get_run(*db, id).pid.has_value()) << "an ended run has no process";
+  }
+}
+
+TEST_F(RunWriterTest, NamesTextAndSecretsAreCheckedAtTheDoor) {
+  RunWriter writer(path());
+  RunInfo info = run_info("../../escape");
+  EXPECT_EQ(error_of([&] { writer.create_run(info); }),
+            "store: run name '../../escape' starts with a dot; a run name names a folder, so it may not");
+  info.name = "tagged";
+  info.tags = {"ok", "bad\xff"};
+  EXPECT_EQ(error_of([&] { writer.create_run(info); }),
+            "store: the tag is not valid UTF-8 (a bad byte at offset 3); save it as UTF-8 text");
+  info.tags = {"ok"};
+  info.command_line = "kiln train --serve 0.0.0.0:8080 --token s3cret --name tagged";
+  const int64_t id = writer.create_run(info);
+  auto db = open_store(path(), Access::ReadOnly);
+  EXPECT_EQ(get_run(*db, id).command_line, "kiln train --serve 0.0.0.0:8080 --token *** --name tagged");
 }
 
 TEST_F(RunWriterTest, AFailedRunKeepsItsError) {

@@ -67,6 +67,26 @@ TEST(TrainCli, MissingDataIsOneLineAndNonZero) {
   EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;
 }
 
+// A fresh clone has no data/: the first run says how to get some.
+TEST(TrainCli, WithoutDataItSaysHowToGetSome) {
+  const std::string dir = fresh_dir("train_cli_no_data");
+  const CommandResult fresh = run_command("cd " + dir + " && " + kiln + " train --no-store");
+  EXPECT_EQ(fresh.exit_code, 1);
+  EXPECT_EQ(fresh.output,
+            "kiln: error: data: no dataset of data.paths exists (no data/kjv-bpe.idx): for the demo corpus run "
+            "scripts/prepare-kjv.sh (or make demo); for your own text, prepare it with `kiln data prepare --input "
+            "TEXT --tokenizer TOKENIZER --output PREFIX` (docs/data.md)\n");
+  const std::string prefix = prepare_corpus(dir);
+  const CommandResult one_missing =
+      run_command(kiln + " train" + unrecorded_run(prefix) + " --set 'data.paths=[\"" + prefix + "\", \"" + dir + "/nope\"]'");
+  EXPECT_EQ(one_missing.output, "kiln: error: data: data.paths[1] \"" + dir + "/nope\" has no " + dir +
+                                    "/nope.idx; prepare it with `kiln data prepare --input TEXT --tokenizer TOKENIZER "
+                                    "--output PREFIX` (docs/data.md)\n");
+  const CommandResult a_string = run_command(kiln + " train --no-store --set data.paths=" + prefix);
+  EXPECT_EQ(a_string.output, "kiln: error: config: data.paths must be an array of strings, e.g. [\"data/kjv-bpe\"], got \"" +
+                                 prefix + "\"\n");
+}
+
 TEST(TrainCli, DataShorterThanOneSampleIsRefused) {
   const std::string prefix = prepare_corpus(fresh_dir("short_data"));
   const CommandResult r = run_command(kiln + " train" + unrecorded_run(prefix) +

@@ -282,11 +282,8 @@ void read_value(const std::string& name, const json& v, T& out) {
     if (!v.is_string()) type_error(name, "a string", v);
     out = v.get<std::string>();
   } else {
-    if (v.is_string()) {
-      out = {v.get<std::string>()};
-      return;
-    }
-    if (!v.is_array()) type_error(name, "a string or an array of strings", v);
+    // A list, always: `--set data.paths=foo` is a slip for ["foo"] more often than a choice.
+    if (!v.is_array()) type_error(name, "an array of strings, e.g. [\"data/kjv-bpe\"]", v);
     out.clear();
     for (size_t i = 0; i < v.size(); ++i) {
       // A number is a blend weight in data.paths (0.7, "data/a", 0.3, "data/b").

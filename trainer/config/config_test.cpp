@@ -121,7 +121,9 @@ TEST(Config, TypesAreChecked) {
   EXPECT_EQ(json_error(j), "config: model.arch must be a string, got 3");
   j = minimal();
   j["data"]["paths"] = json::object();
-  EXPECT_EQ(json_error(j), "config: data.paths must be a string or an array of strings, got {}");
+  EXPECT_EQ(json_error(j), "config: data.paths must be an array of strings, e.g. [\"data/kjv-bpe\"], got {}");
+  EXPECT_EQ(error_of({"data.paths=foo"}),
+            "config: data.paths must be an array of strings, e.g. [\"data/kjv-bpe\"], got \"foo\"");
   // Whole floats are integers: 1e5 steps is what the user meant.
   EXPECT_EQ(with({"train.steps=1e5"}).train.steps, 100000);
   EXPECT_EQ(with({"train.seed=18446744073709551615"}).train.seed, 18446744073709551615ull);
@@ -254,14 +256,14 @@ TEST(Config, StringKeysKeepTheTextAsWritten) {
   EXPECT_EQ(with({"data.split=100"}).data.split, "100");
   EXPECT_EQ(with({"train.sample_prompt=42"}).train.sample_prompt, "42");
   EXPECT_EQ(with({"train.sample_prompt=\"quoted\""}).train.sample_prompt, "quoted");
-  EXPECT_EQ(with({"data.paths=data/kjv"}).data.paths, std::vector<std::string>{"data/kjv"});
   EXPECT_EQ(with({"store.path="}).store.path, "");
 }
 
-TEST(Config, SinglePathIsAOneElementList) {
+TEST(Config, APathListIsAlwaysAList) {
   json j = minimal();
   j["data"]["paths"] = "data/kjv";
-  EXPECT_EQ(config_from_json(j).data.paths, std::vector<std::string>{"data/kjv"});
+  EXPECT_EQ(json_error(j), "config: data.paths must be an array of strings, e.g. [\"data/kjv-bpe\"], got \"data/kjv\"");
+  EXPECT_EQ(with({"data.paths=[\"data/kjv\"]"}).data.paths, std::vector<std::string>{"data/kjv"});
 }
 
 TEST(Config, MalformedOverrides) {

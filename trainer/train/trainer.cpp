@@ -15,6 +15,7 @@
 #include "kernels/check.h"
 #include "store/user_text.h"
 #include "trainer/data/blended_dataset.h"
+#include "trainer/data/data_presence.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/parallel/layout.h"
 #include "trainer/parallel/wait_limits.h"
@@ -126,6 +127,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   probe_ = std::make_unique<SystemProbe>(*ops_);
 
   const ModelConfig& m = config_.model;
+  check_data_present(config_.data);
   tokenizer_ = load_tokenizer(config_.data.tokenizer);
   const int32_t tokenizer_ids = tokenizer_->vocab_size();
   if (m.vocab_size < tokenizer_ids)
