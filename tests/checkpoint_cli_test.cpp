@@ -91,6 +91,12 @@ TEST(CheckpointCli, ResumingLatestContinuesTheSameRunInTheStore) {
                                          " --store " + store);
   ASSERT_EQ(more.exit_code, 0) << more.output;
   EXPECT_NE(more.output.find("kiln: recording run 1 'grow'"), std::string::npos) << more.output;
+  // The schedule was for 8 steps: over 12 the cosine decays later, and the run says so.
+  EXPECT_NE(more.output.find("kiln: warning: resuming " + dir +
+                             "/checkpoints/grow/step-00000008 with a changed schedule (train.steps 8 -> 12): the "
+                             "learning rate at step 9 is "),
+            std::string::npos)
+      << more.output;
   EXPECT_NE(more.output.find("step  9/12"), std::string::npos) << more.output;
   auto db = store::open_store(store, store::Access::ReadOnly);
   ASSERT_EQ(store::list_runs(*db).size(), 1u);

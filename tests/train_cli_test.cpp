@@ -30,6 +30,17 @@ TEST(TrainCli, TrainsAndSamples) {
   EXPECT_NE(r.output.find("kiln: memory parameters"), std::string::npos) << r.output;
 }
 
+// A smoke run of a config that warms up over more steps than it runs trains, and says so.
+TEST(TrainCli, ASmokeRunShorterThanTheWarmUpTrains) {
+  const std::string prefix = prepare_corpus(fresh_dir("train_cli_smoke"));
+  const CommandResult r = run_command(kiln + " train" + unrecorded_run(prefix) + " --set train.warmup=50");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("kiln: warning: train.warmup=50 is longer than train.steps=6; warming up over all 6 steps\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("step 6/6 | loss"), std::string::npos) << r.output;
+}
+
 TEST(TrainCli, BadConfigValueIsOneLineAndNonZero) {
   const CommandResult r = run_command(kiln + " train --set model.n_head=5");
   EXPECT_EQ(r.exit_code, 1);

@@ -377,8 +377,6 @@ void validate_train(const TrainConfig& t) {
   if (!(t.min_lr >= 0 && t.min_lr <= t.lr))
     fail("config: train.min_lr must be in [0, train.lr=" + show(t.lr) + "], got " + show(t.min_lr));
   at_least("train.warmup", t.warmup, 0);
-  if (t.warmup > t.steps)
-    fail("config: train.warmup=" + show(t.warmup) + " exceeds train.steps=" + show(t.steps));
   one_of("train.decay", t.decay, {"cosine", "linear", "wsd", "constant"});
   one_of("train.recompute", t.recompute, {"none", "selective", "full"});
   if (!(t.wsd_decay_fraction > 0 && t.wsd_decay_fraction <= 1))
@@ -535,6 +533,30 @@ void apply_override(json& j, const std::string& assignment) {
   if (!target.is_object())
     fail("config: cannot apply " + show(assignment) + ": section " + section + " is not an object");
   target[key] = std::move(value);
+}
+
+std::vector<std::string> fit_to_steps(TrainConfig& train) {
+  std::vector<std::string> warnings;
+  if (train.warmup > train.steps) {
+    warnings.push_back("train.warmup=" + show(train.warmup) + " is longer than train.steps=" + show(train.steps) +
+                       "; warming up over all " + show(train.steps) + " steps");
+    train.warmup = train.steps;
+  }
+  return warnings;
+}
+
+std::vector<std::string> schedule_changes(const TrainConfig& before, const TrainConfig& after) {
+  std::vector<std::string> changes;
+  const auto compare = [&](const char* key, const auto& a, const auto& b) {
+    if (a != b) changes.push_back(std::string("train.") + key + " " + show(a) + " -> " + show(b));
+  };
+  compare("steps", before.steps, after.steps);
+  compare("warmup", before.warmup, after.warmup);
+  compare("lr", before.lr, after.lr);
+  compare("min_lr", before.min_lr, after.min_lr);
+  compare("decay", before.decay, after.decay);
+  if (after.decay == "wsd") compare("wsd_decay_fraction", before.wsd_decay_fraction, after.wsd_decay_fraction);
+  return changes;
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {

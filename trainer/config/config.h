@@ -122,6 +122,13 @@ struct Config {
 
 // Parses, applies defaults, validates. Throws kiln::Error naming the key and the reason.
 Config config_from_json(const nlohmann::json& j);
+// Fits what only makes sense within train.steps to a shorter run, as Megatron and torchtitan do
+// for a smoke test (`--set train.steps=20` on a config that warms up over 50): a warm-up
+// longer than the run becomes the run. Returns one warning line per change.
+std::vector<std::string> fit_to_steps(TrainConfig& train);
+// The learning-rate schedule's keys that differ ("train.steps 1000 -> 2000"), for a resumed
+// run to say why its learning rate is not the one the checkpoint's schedule had next.
+std::vector<std::string> schedule_changes(const TrainConfig& before, const TrainConfig& after);
 // The whole resolved config, every key present (what a run records).
 nlohmann::json config_to_json(const Config& config);
 // Reads a JSON file, or the embedded tiny config when path is empty, then applies each

@@ -164,7 +164,6 @@ TEST(Config, EveryValidationRuleNamesItsKey) {
       {{"train.lr=0"}, "train.lr must be > 0"},
       {{"train.min_lr=-1e-5"}, "train.min_lr must be in [0, train.lr=0.0003], got -1e-05"},
       {{"train.min_lr=1e-3"}, "train.min_lr must be in [0, train.lr"},
-      {{"train.warmup=2000"}, "train.warmup=2000 exceeds train.steps=1000"},
       {{"train.decay=step"}, "train.decay must be one of cosine, linear, wsd, constant"},
       {{"train.wsd_decay_fraction=0"}, "train.wsd_decay_fraction must be in (0, 1], got 0"},
       {{"train.wsd_decay_fraction=1.5"}, "train.wsd_decay_fraction must be in (0, 1]"},
@@ -257,6 +256,23 @@ TEST(Config, StringKeysKeepTheTextAsWritten) {
   EXPECT_EQ(with({"train.sample_prompt=42"}).train.sample_prompt, "42");
   EXPECT_EQ(with({"train.sample_prompt=\"quoted\""}).train.sample_prompt, "quoted");
   EXPECT_EQ(with({"store.path="}).store.path, "");
+}
+
+// A smoke run of a config that warms up longer than it runs trains, warming up over all of it.
+TEST(Config, AWarmUpLongerThanTheRunIsFittedToItWithAWarning) {
+  Config c = with({"train.steps=20", "train.warmup=50"});
+  EXPECT_EQ(fit_to_steps(c.train),
+            std::vector<std::string>{"train.warmup=50 is longer than train.steps=20; warming up over all 20 steps"});
+  EXPECT_EQ(c.train.warmup, 20);
+  EXPECT_TRUE(fit_to_steps(c.train).empty());
+}
+
+TEST(Config, ScheduleChangesNameEachKey) {
+  const Config before = with({"train.steps=1000", "train.warmup=10"});
+  const Config after = with({"train.steps=2000", "train.warmup=10", "train.decay=wsd"});
+  EXPECT_EQ(schedule_changes(before.train, after.train),
+            (std::vector<std::string>{"train.steps 1000 -> 2000", "train.decay \"cosine\" -> \"wsd\""}));
+  EXPECT_TRUE(schedule_changes(before.train, before.train).empty());
 }
 
 TEST(Config, APathListIsAlwaysAList) {

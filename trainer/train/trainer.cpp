@@ -99,6 +99,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
       coordinates_(layout_.coordinates(world.rank())),
       out_(out),
       loss_scaler_(config.precision.dtype == "fp16" ? LossScaler::dynamic() : LossScaler::none()) {
+  for (const std::string& warning : fit_to_steps(config_.train)) fmt::print(out_, "kiln: warning: {}\n", warning);
   accum_ = config_.train.global_batch / (config_.train.micro_batch * layout_.dp());
   KILN_CHECK(!config_.data.paths.empty(), "data.paths is empty: name at least one dataset prefix");
   ops_ = make_ops(config_);
@@ -196,6 +197,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
     consumed_samples_ = state.consumed_samples;
     lr_scale_ = state.lr_scale;
     loss_scaler_.restore(state.loss_scaler);
+    warn_of_schedule_changes(state.config, resume);
     // The run goes on under its own name (and in its own checkpoint folder) unless the user
     // names a new one: a fork of the run.
     if (!record.name_given) {
@@ -282,6 +284,24 @@ void Trainer::fill_batch(const SampleSource& data, int64_t first_sample, int slo
   batch_->fill(data, first_sample, B, static_cast<int>(T));
   model_->set_batch(batch_->tokens(), batch_->targets(), B, T, slot,
                     {batch_->positions(), batch_->attention_starts()});
+}
+
+void Trainer::warn_of_schedule_changes(const nlohmann::json& checkpoint_config, const std::string& resume) {
+  TrainConfig before;
+  try {
+    before = config_from_json(checkpoint_config).train;
+  } catch (const Error&) {
+    return;  // a config older kiln wrote and this one refuses: nothing to compare with
+  }
+  fit_to_steps(before);
+  const std::vector<std::string> changes = schedule_changes(before, config_.train);
+  if (changes.empty()) return;
+  std::string list;
+  for (const std::string& change : changes) list += (list.empty() ? "" : ", ") + change;
+  fmt::print(out_, "kiln: warning: resuming {} with a changed schedule ({}): the learning rate at step {} is {:.3g}, "
+                   "where the checkpoint's schedule had {:.3g}\n",
+             resume, list, first_step_, learning_rate(config_.train, first_step_) * lr_scale_,
+             learning_rate(before, first_step_) * lr_scale_);
 }
 
 std::vector<PipelineChunk> Trainer::virtual_stages() const {

@@ -112,6 +112,9 @@ class Trainer {
   void record_step(store::MetricRow row);
   bool is_first_rank() const { return world_.rank() == 0; }
 
+  // Says which schedule keys a resumed run changed and what that does to the learning rate.
+  void warn_of_schedule_changes(const nlohmann::json& checkpoint_config, const std::string& resume);
+
   Config config_;
   Communicator& world_;
   ParallelLayout layout_;
