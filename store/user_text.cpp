@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "store/error.h"
@@ -10,34 +11,29 @@
 namespace kiln::store {
 namespace {
 
-// Length of the well-formed UTF-8 sequence at text[i], or 0 if there is none.
+// The length of the well-formed sequence at text[i], or 0 when it is ill-formed or cut
+// short (the table of well-formed byte sequences in the Unicode standard, section 3.9).
 size_t sequence_length(std::string_view text, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<uint8_t>(text[k]); };
-  const uint8_t lead = byte(i);
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(text[i + k]); };
+  const size_t left = text.size() - i;
+  const unsigned char lead = b(0);
+  const auto cont = [&](size_t k, unsigned char lo = 0x80, unsigned char hi = 0xbf) {
+    return k < left && b(k) >= lo && b(k) <= hi;
+  };
   if (lead < 0x80) return 1;
-  size_t n = 0;
-  uint32_t min = 0, code = 0;
-  if ((lead & 0xe0) == 0xc0) n = 2, min = 0x80, code = lead & 0x1f;
-  else if ((lead & 0xf0) == 0xe0) n = 3, min = 0x800, code = lead & 0x0f;
-  else if ((lead & 0xf8) == 0xf0) n = 4, min = 0x10000, code = lead & 0x07;
-  else return 0;
-  if (i + n > text.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xc0) != 0x80) return 0;
-    code = (code << 6) | (byte(i + k) & 0x3f);
+  if (lead < 0xc2) return 0;  // a continuation byte, or an overlong two-byte lead
+  if (lead < 0xe0) return cont(1) ? 2 : 0;
+  if (lead < 0xf0) {
+    const unsigned char lo = lead == 0xe0 ? 0xa0 : 0x80;  // overlong
+    const unsigned char hi = lead == 0xed ? 0x9f : 0xbf;  // surrogates
+    return cont(1, lo, hi) && cont(2) ? 3 : 0;
   }
-  if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return 0;
-  return n;
-}
-
-// Offset of the first byte that is not part of well-formed UTF-8, or npos.
-size_t first_bad_byte(std::string_view text) {
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = sequence_length(text, i);
-    if (n == 0) return i;
-    i += n;
+  if (lead < 0xf5) {
+    const unsigned char lo = lead == 0xf0 ? 0x90 : 0x80;  // overlong
+    const unsigned char hi = lead == 0xf4 ? 0x8f : 0xbf;  // past U+10FFFF
+    return cont(1, lo, hi) && cont(2) && cont(3) ? 4 : 0;
   }
-  return std::string_view::npos;
+  return 0;
 }
 
 bool is_name_char(char c) {
@@ -90,10 +86,29 @@ constexpr std::string_view kHidden = "***";
 
 }  // namespace
 
-bool is_valid_utf8(std::string_view text) { return first_bad_byte(text) == std::string_view::npos; }
+size_t invalid_utf8_offset(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    // Most text is ASCII: skip it eight bytes at a time.
+    if (i + 8 <= text.size()) {
+      uint64_t word;
+      std::memcpy(&word, text.data() + i, 8);
+      if ((word & 0x8080808080808080ull) == 0) {
+        i += 8;
+        continue;
+      }
+    }
+    const size_t n = sequence_length(text, i);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+bool is_valid_utf8(std::string_view text) { return invalid_utf8_offset(text) == std::string_view::npos; }
 
 void require_utf8(std::string_view text, std::string_view what) {
-  const size_t bad = first_bad_byte(text);
+  const size_t bad = invalid_utf8_offset(text);
   if (bad != std::string_view::npos)
     fail("store: " + std::string(what) + " is not valid UTF-8 (a bad byte at offset " +
          std::to_string(bad) + "); save it as UTF-8 text");

@@ -15,8 +15,11 @@ namespace kiln::store {
 
 inline constexpr size_t kMaxRunNameLength = 100;
 
-// Well-formed UTF-8 as RFC 3629 defines it: no overlong forms, no surrogates, nothing past
-// U+10FFFF.
+// The offset of the first byte that does not begin or continue a well-formed UTF-8
+// sequence (overlong forms, surrogates, code points past U+10FFFF and sequences cut short
+// are all ill-formed), or std::string_view::npos when the whole text is valid. The store
+// checks text at its door with it, and the tokenizers the text they read.
+size_t invalid_utf8_offset(std::string_view text);
 bool is_valid_utf8(std::string_view text);
 
 // Refuses text that is not UTF-8: "store: WHAT is not valid UTF-8 (a bad byte at offset N)".

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "kernels/check.h"
+#include "store/user_text.h"
 
 namespace kiln {
 
@@ -18,10 +19,8 @@ struct InvalidUtf8 : Error {
   unsigned char byte;
 };
 
-// The offset of the first byte that does not begin or continue a well-formed UTF-8
-// sequence (overlong forms, surrogates, code points past U+10FFFF and sequences cut
-// short are all ill-formed), or std::string_view::npos when the whole text is valid.
-size_t invalid_utf8_offset(std::string_view text);
+// The offset of the first ill-formed byte, or npos: the store's, which checks text at its door.
+using store::invalid_utf8_offset;
 
 // Throws InvalidUtf8 unless text is well-formed UTF-8.
 void check_utf8(std::string_view text);
