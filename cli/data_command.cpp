@@ -22,6 +22,7 @@
 #include "trainer/data/byte_tokenizer.h"
 #include "trainer/data/document_splitter.h"
 #include "trainer/data/indexed_dataset.h"
+#include "trainer/data/jsonl.h"
 #include "trainer/data/ordered_pool.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/data/utf8.h"
@@ -70,34 +71,6 @@ struct EncodedBatch {
                    path, offset + e.offset, e.byte, tokenizer.name()));
 }
 
-// nlohmann's messages start with "[json.exception.parse_error.101] parse error at line 1, ";
-// a JSONL line is one line, so keep what follows.
-std::string short_json_error(const std::string& what) {
-  const size_t column = what.find("column ");
-  return column == std::string::npos ? what : what.substr(column);
-}
-
-// The text under `key` in one JSONL line.
-std::string json_text(const Segment& s, const std::string& key, const std::string& where) {
-  const size_t bad = invalid_utf8_offset(s.text);
-  if (bad != std::string_view::npos)
-    fail(fmt::format("{}: not valid UTF-8 at byte {} (0x{:02x})", where, s.offset + bad,
-                     static_cast<unsigned char>(s.text[bad])));
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(s.text);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail(fmt::format("{}: not JSON ({})", where, short_json_error(e.what())));
-  }
-  if (!doc.is_object())
-    fail(fmt::format("{}: a JSONL line must be a JSON object, got {}", where, doc.type_name()));
-  const auto it = doc.find(key);
-  if (it == doc.end()) fail(fmt::format("{}: no \"{}\" key", where, key));
-  if (!it->is_string())
-    fail(fmt::format("{}: \"{}\" is {}, not a string", where, key, it->type_name()));
-  return std::move(it->get_ref<std::string&>());
-}
-
 // A worker's job: the ids of each segment of a batch, in order.
 EncodedBatch encode_batch(const std::vector<Segment>& batch, const Tokenizer& tokenizer,
                           const DataPrepareOptions& options) {
@@ -114,7 +87,7 @@ EncodedBatch encode_batch(const std::vector<Segment>& batch, const Tokenizer& to
       }
     } else {
       const std::string where = fmt::format("data prepare: {}:{}", path, s.line);
-      tokenizer.encode(json_text(s, options.json_key, where), out.ids);
+      tokenizer.encode(jsonl_text(s.text, options.json_key, where, s.offset), out.ids);
     }
     out.segments.push_back({out.ids.size() - before, s.ends_document});
   }
@@ -382,6 +355,7 @@ DataPrepareSummary data_prepare(const DataPrepareOptions& options, std::FILE* ou
   check_options(options);
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(options.tokenizer);
   const uint64_t total_bytes = check_inputs(options.inputs);
+  if (options.json_key.empty()) warn_of_jsonl(options.inputs, "data prepare", "tokenized", err);
   check_output(options.output);
 
   IndexedDatasetWriter writer(options.output, tokenizer->vocab_size());

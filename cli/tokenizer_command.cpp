@@ -16,6 +16,7 @@
 #include "trainer/data/bpe_byte_map.h"
 #include "trainer/data/bpe_gpt2_files.h"
 #include "trainer/data/bpe_trainer.h"
+#include "trainer/data/jsonl.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/util/human_format.h"
 
@@ -71,7 +72,11 @@ void tokenizer_train(const TokenizerTrainOptions& options, std::FILE* out) {
                      options.min_frequency));
 
   BpeTrainer trainer;
-  for (const std::string& path : options.inputs) trainer.add_file(path);
+  if (options.json_key.empty()) warn_of_jsonl(options.inputs, "tokenizer train", "learned", out);
+  for (const std::string& path : options.inputs) {
+    if (options.json_key.empty()) trainer.add_file(path);
+    else trainer.add_jsonl_file(path, options.json_key);
+  }
   fmt::print(out, "tokenizer train: {} pieces ({} distinct) in {} of text, counted in {:.2f} s\n",
              trainer.pieces(), trainer.distinct_pieces(),
              human_bytes(static_cast<uint64_t>(trainer.bytes())), seconds_since(start));
@@ -130,8 +135,10 @@ void add_tokenizer_commands(CLI::App& app) {
   auto train_options = std::make_shared<TokenizerTrainOptions>();
   CLI::App* train = group->add_subcommand(
       "train", "Learn a byte-level BPE (GPT-2's rules) and write vocab.json + merges.txt");
-  train->add_option("-i,--input", train_options->inputs, "UTF-8 text files to learn from")
+  train->add_option("-i,--input", train_options->inputs, "UTF-8 text (or, with --json-key, JSONL) files to learn from")
       ->required();
+  train->add_option("--json-key", train_options->json_key,
+                    "Read the inputs as JSONL, one document per line, the text under this key");
   train
       ->add_option("--vocab-size", train_options->vocab_size,
                    "Ids in all: 256 bytes, the merges and <|endoftext|>")

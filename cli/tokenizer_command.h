@@ -17,6 +17,7 @@ struct TokenizerTrainOptions {
   int32_t vocab_size = 0;
   std::string output;  // a directory: vocab.json + merges.txt go in it
   int64_t min_frequency = 2;
+  std::string json_key;  // the inputs are JSONL: learn from the text under this key
 };
 
 struct TokenizeOptions {

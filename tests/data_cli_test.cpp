@@ -114,6 +114,23 @@ TEST(DataCli, JsonlWithJsonKey) {
                                                                   0xc3, 0xb6, 'r', 'l', 'd', 256}));
 }
 
+// JSONL prepared as plain text would tokenize its braces and keys: that is said, not refused.
+TEST(DataCli, JsonlWithoutAKeyIsWarnedOf) {
+  const std::string dir = fresh_dir("data_cli_jsonl_warn");
+  std::ofstream(dir + "/a.jsonl") << "{\"text\": \"hello\"}\n{\"text\": \"world\"}\n";
+  std::ofstream(dir + "/b.txt") << "{not json} but text\n";
+  const CommandResult prep = run_command(kiln + " data prepare --input " + dir + "/a.jsonl " + dir +
+                                         "/b.txt --tokenizer byte --output " + dir + "/out");
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  EXPECT_EQ(prep.output.rfind("data prepare: warning: " + dir +
+                                  "/a.jsonl looks like JSONL; without --json-key KEY its JSON syntax is tokenized as "
+                                  "text\n",
+                              0),
+            0u)
+      << prep.output;
+  EXPECT_EQ(prep.output.find("b.txt looks like"), std::string::npos) << prep.output;
+}
+
 TEST(DataCli, BadJsonlLineNamesFileAndLine) {
   const std::string dir = fresh_dir("data_cli_bad_jsonl");
   const std::vector<std::pair<std::string, std::string>> cases = {

@@ -114,6 +114,38 @@ TEST(TokenizeCli, BadInputIsOneLineAndNonZero) {
   EXPECT_NE(r.output.find("latin1.txt: not valid UTF-8 at byte 3"), std::string::npos) << r.output;
 }
 
+// With --json-key the tokenizer learns the documents' text, not the JSON around it; without
+// it, it says that the input looks like JSONL.
+TEST(TokenizerTrainCli, LearnsFromJsonlTextUnderItsKey) {
+  const std::string dir = fresh_dir("tokenizer_train_jsonl");
+  {
+    std::ofstream jsonl(dir + "/docs.jsonl");
+    for (int i = 0; i < 200; ++i) jsonl << "{\"text\": \"the cat sat on the mat " << i << "\"}\n";
+  }
+  const CommandResult keyed = run_command(kiln + " tokenizer train --input " + dir +
+                                          "/docs.jsonl --json-key text --vocab-size 300 --output " + dir + "/keyed");
+  ASSERT_EQ(keyed.exit_code, 0) << keyed.output;
+  EXPECT_EQ(keyed.output.find("warning"), std::string::npos) << keyed.output;
+  const nlohmann::json vocab = nlohmann::json::parse(read_text(dir + "/keyed/vocab.json"));
+  for (const auto& [token, id] : vocab.items())  // the merges: ids past the 256 bytes
+    if (id.get<int>() >= 256 && token != "<|endoftext|>") {
+      EXPECT_EQ(token.find_first_of("{}\":"), std::string::npos) << "learned JSON syntax: " << token;
+    }
+  const CommandResult plain = run_command(kiln + " tokenizer train --input " + dir +
+                                          "/docs.jsonl --vocab-size 300 --output " + dir + "/plain");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(plain.output.rfind("tokenizer train: warning: " + dir +
+                                   "/docs.jsonl looks like JSONL; without --json-key KEY its JSON syntax is learned as "
+                                   "text\n",
+                               0),
+            0u)
+      << plain.output;
+  const CommandResult bad = run_command(kiln + " tokenizer train --input " + dir +
+                                        "/docs.jsonl --json-key body --vocab-size 300 --output " + dir + "/bad");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.output, "kiln: error: tokenizer train: " + dir + "/docs.jsonl:1: no \"body\" key\n");
+}
+
 TEST(TokenizerTrainCli, WritesGpt2FilesThatRoundTrip) {
   const std::string dir = fresh_dir("tokenizer_train");
   const CommandResult r = run_command(kiln + " tokenizer train --input " + kCorpus +

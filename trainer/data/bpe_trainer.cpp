@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <queue>
 #include <unordered_set>
@@ -11,6 +12,7 @@
 #include <fmt/core.h>
 
 #include "kernels/check.h"
+#include "trainer/data/jsonl.h"
 #include "trainer/data/utf8.h"
 
 namespace kiln {
@@ -63,6 +65,19 @@ void BpeTrainer::add_text(std::string_view text) {
   }
   bytes_ += static_cast<int64_t>(text.size());
   pieces_ += static_cast<int64_t>(ends.size());
+}
+
+void BpeTrainer::add_jsonl_file(const std::string& path, const std::string& key) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(fmt::format("tokenizer train: cannot open {}: {}", path, std::strerror(errno)));
+  std::string line;
+  uint64_t offset = 0;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    const uint64_t start = offset;
+    offset += line.size() + 1;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    add_text(jsonl_text(line, key, fmt::format("tokenizer train: {}:{}", path, number), start));
+  }
 }
 
 void BpeTrainer::add_file(const std::string& path) {

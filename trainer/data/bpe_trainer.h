@@ -40,6 +40,9 @@ class BpeTrainer {
   // Streams a file through add_text in bounded memory. Throws kiln::Error naming the file
   // and the offset of its first byte that is not UTF-8.
   void add_file(const std::string& path);
+  // Streams a JSONL file, one document a line, counting the text under `key` of each (a
+  // piece never spans two documents). A bad line is a kiln::Error naming FILE:LINE.
+  void add_jsonl_file(const std::string& path, const std::string& key);
 
   int64_t bytes() const { return bytes_; }
   int64_t pieces() const { return pieces_; }
