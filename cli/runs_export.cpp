@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 struct ExportOptions {
   std::string store;
   std::string run;
-  std::string format;
+  std::string format = "csv";  // a spreadsheet's, pandas' and every plotting tool's first choice
   std::string output;
 };
 
@@ -77,7 +77,7 @@ void add_runs_export_command(CLI::App& runs) {
       "export", "Export a run's raw rows: csv (every metric row) or json (the whole run)");
   cmd->add_option("run", options->run, "Run id, name, or unambiguous name prefix")->required();
   add_store_option(cmd, options->store);
-  cmd->add_option("-f,--format", options->format, "csv or json")->required();
+  cmd->add_option("-f,--format", options->format, "csv or json")->capture_default_str();
   cmd->add_option("-o,--output", options->output, "Write to this file instead of stdout");
   cmd->callback([options] { runs_export(*options); });
 }

@@ -93,7 +93,9 @@ void print_latest(const store::RunDetails& d) {
                  {"MEM", A::Right},
                  {"PEAK MEM", A::Right}});
     for (const auto& m : d.latest) {
-      table.add({std::to_string(m.rank), fixed4(m.loss), shortest(m.lr), fixed4(m.grad_norm),
+      // Three significant digits keep the column: 0.000285714 rather than every digit of a double.
+      table.add({std::to_string(m.rank), fixed4(m.loss), std::isnan(m.lr) ? kAbsent : fmt::format("{:.3g}", m.lr),
+                 fixed4(m.grad_norm),
                  compact_rate(m.tokens_per_s),
                  std::isnan(m.tflops) ? kAbsent : fmt::format("{:.1f}", m.tflops), percent(m.mfu),
                  bytes_or_absent(m.mem_used), bytes_or_absent(m.mem_peak)});

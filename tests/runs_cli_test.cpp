@@ -458,6 +458,22 @@ TEST_F(RunsCli, ShowPrintsRecordConfigMetricsEventsAndCheckpoints) {
   EXPECT_EQ(checkpoint[3], "2024-11-20 14:02:05");
 }
 
+// A learning rate mid-schedule has every digit of a double; the table shows three.
+TEST_F(RunsCli, ShowPrintsTheLearningRateInThreeDigits) {
+  {
+    store::RunWriter writer(store_);
+    writer.create_run(info("mid-schedule", 0.001));
+    auto row = metric(10, 0, kBaselineStart + 60, 3.1, 900, 10, 0.35);
+    row.lr = 2.0 / 7000;
+    writer.log_metrics({row});
+    writer.finish(RunStatus::Completed);
+    writer.flush();
+  }
+  const CommandResult r = kiln_runs(store_, "show", "mid-schedule");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(row_with(r.output, 0, "0")[2], "0.000286") << r.output;
+}
+
 TEST_F(RunsCli, ShowNamesTheErrorOfAFailedRun) {
   write_finished_runs(store_);
   const CommandResult r = kiln_runs(store_, "show", "2");
@@ -577,6 +593,7 @@ TEST_F(RunsCli, ExportCsvToStdoutAndToAFile) {
   EXPECT_EQ(to_file.output, "");
   EXPECT_EQ(file_bytes(file), r.output);
   EXPECT_FALSE(fs::exists(file + ".tmp"));
+  EXPECT_EQ(kiln_runs(store_, "export", "baseline").output, r.output) << "CSV is the default";
 }
 
 TEST_F(RunsCli, ExportJsonHoldsTheWholeRun) {
