@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "cli/next_steps.h"
 #include "cli/serve_command.h"
 #include "cli/server_token.h"
 #include "cli/store_path.h"
@@ -100,25 +101,20 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
     throw;
   }
   if (summary.interrupted) throw CLI::RuntimeError(130);
-}
-
-bool needs_quotes(const std::string& arg) {
-  return arg.empty() || arg.find_first_of(" \t\n'\"\\$`*?[]{}()<>|&;#~") != std::string::npos;
+  if (!first) return;
+  FinishedRun finished{summary.run_name, "", !record.store_path.empty(), summary.last_checkpoint,
+                       config.train.sample_prompt};
+  // The commands after it find the same store only if it is the one they find by default.
+  if (finished.recorded && record.store_path != resolve_store_path(""))
+    finished.store_flag = " --store " + shell_quote(record.store_path);
+  fmt::print("{}", next_steps(finished));
 }
 
 }  // namespace
 
 std::string shell_command_line(int argc, char** argv) {
   std::string line;
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (needs_quotes(arg)) {
-      std::string quoted = "'";
-      for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      arg = quoted + "'";
-    }
-    line += (i ? " " : "") + arg;
-  }
+  for (int i = 0; i < argc; ++i) line += (i ? " " : "") + shell_quote(argv[i]);
   return line;
 }
 

@@ -76,6 +76,9 @@ class Ops {
   // Waits until every op queued so far has finished (a no-op where ops run synchronously),
   // so a host clock can time a phase of the step.
   virtual void synchronize() = 0;
+  // Runs later ops on at most `threads` host threads (never more than it was made with):
+  // a CPU backend's share of a machine other runs use too. Device backends ignore it.
+  virtual void limit_threads(int /*threads*/) {}
 
   // ---- dense algebra ------------------------------------------------------------
   // out[M, N] = op(a) * op(b) (+ out when accumulate), op = transpose when asked.

@@ -48,7 +48,7 @@ TEST(CheckpointCli, AResumedRunContinuesTheCurveBitForBit) {
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
   const std::string run = eight_steps(prefix, dir) + " --store " + store;
   const CommandResult full =
-      run_command(kiln + " train --name full --set train.checkpoint_interval=4" + run);
+      run_command(kiln + " train --name full" + run + " --set train.checkpoint_interval=4");
   ASSERT_EQ(full.exit_code, 0) << full.output;
   EXPECT_NE(full.output.find("kiln: saved checkpoint " + dir + "/checkpoints/full/step-00000004"),
             std::string::npos)
@@ -82,8 +82,8 @@ TEST(CheckpointCli, AResumedRunContinuesTheCurveBitForBit) {
 TEST(CheckpointCli, ResumingLatestContinuesTheSameRunInTheStore) {
   const std::string dir = fresh_dir("ckpt_latest");
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
-  ASSERT_EQ(run_command(kiln + " train --name grow --set train.checkpoint_interval=4" +
-                        eight_steps(prefix, dir) + " --store " + store)
+  ASSERT_EQ(run_command(kiln + " train --name grow" + eight_steps(prefix, dir) +
+                        " --set train.checkpoint_interval=4 --store " + store)
                 .exit_code,
             0);
   const CommandResult more = run_command(kiln + " train --resume latest --set train.steps=12" +
@@ -143,8 +143,8 @@ TEST(CheckpointCli, StopAndCheckpointCommandsWriteCheckpoints) {
 TEST(CheckpointCli, ADamagedCheckpointOrAnotherModelIsRefusedInOneLine) {
   const std::string dir = fresh_dir("ckpt_refused");
   const std::string prefix = prepare_corpus(dir);
-  ASSERT_EQ(run_command(kiln + " train --no-store --name base --set train.checkpoint_interval=8" +
-                        eight_steps(prefix, dir))
+  ASSERT_EQ(run_command(kiln + " train --no-store --name base" + eight_steps(prefix, dir) +
+                        " --set train.checkpoint_interval=8")
                 .exit_code,
             0);
   const std::string checkpoint = dir + "/checkpoints/base/step-00000008";
@@ -190,8 +190,8 @@ void rewrite_state(const std::string& checkpoint, const std::string& field, cons
 TEST(CheckpointCli, ACheckpointsNamesAndNumbersAreCheckedBeforeTheyAreUsed) {
   const std::string dir = fresh_dir("ckpt_checked");
   const std::string prefix = prepare_corpus(dir);
-  ASSERT_EQ(run_command(kiln + " train --no-store --name base --set train.checkpoint_interval=8" +
-                        eight_steps(prefix, dir))
+  ASSERT_EQ(run_command(kiln + " train --no-store --name base" + eight_steps(prefix, dir) +
+                        " --set train.checkpoint_interval=8")
                 .exit_code,
             0);
   const std::string root = dir + "/checkpoints/base", checkpoint = root + "/step-00000008";

@@ -29,7 +29,7 @@ std::string small_run(const std::string& prefix) {
          " --set train.global_batch=4 --set train.micro_batch=2 --set train.steps=6"
          " --set train.warmup=2 --set train.log_interval=2 --set train.eval_interval=3"
          " --set train.eval_iters=2 --set data.split=90,10,0 --set train.sample_tokens=20"
-         " --set train.sample_prompt=Doc";
+         " --set train.sample_prompt=Doc --set train.checkpoint_interval=0 --set backend.threads=1";
 }
 
 std::vector<double> printed_losses(const std::string& output) {

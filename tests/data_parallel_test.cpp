@@ -37,7 +37,7 @@ TEST_F(DataParallel, TwoRanksTrainTheSingleRankCurve) {
   const CommandResult single = run_command(kiln + args);
   ASSERT_EQ(single.exit_code, 0) << single.output;
   const CommandResult dp2 =
-      run_command(mpirun_command(2) + kiln + args + " --set parallel.ddp_bucket_size=2000");
+      run_command(mpirun_command(2) + kiln + args + " --set parallel.ddp_bucket_size=2000 --set backend.threads=0");
   ASSERT_EQ(dp2.exit_code, 0) << dp2.output;
   EXPECT_NE(dp2.output.find("2 micro-batches of 2 on each of 2 data-parallel ranks"),
             std::string::npos)
@@ -55,6 +55,33 @@ TEST_F(DataParallel, TwoRanksTrainTheSingleRankCurve) {
     EXPECT_LE(std::abs(got[i] - want[i]), 1e-4 * want[i] + 5e-5) << "loss " << i;
   // One sample, one header: rank 1 is silent.
   EXPECT_EQ(dp2.output.find("--- sample"), dp2.output.rfind("--- sample")) << dp2.output;
+}
+
+// A split model cannot sample at the end of the run: it says where a sample can come from,
+// and only names a checkpoint that was written.
+TEST_F(DataParallel, ASplitModelPointsToItsCheckpointToSample) {
+  const std::string dir = fresh_dir("data_parallel_tp_sample");
+  const std::string prefix = prepare_corpus(dir);
+  const std::string run = mpirun_command(2) + kiln + " train --no-store --name split" + small_run(prefix) +
+                          " --set parallel.tp=2 --set train.checkpoint_dir=" + dir + "/checkpoints";
+  const CommandResult without = run_command(run);
+  ASSERT_EQ(without.exit_code, 0) << without.output;
+  EXPECT_NE(without.output.find("kiln: no sample: each rank holds 1/2 of the model; no checkpoint was written to "
+                                "sample from (train.checkpoint_interval keeps one)\n"),
+            std::string::npos)
+      << without.output;
+  EXPECT_EQ(without.output.find("next:"), std::string::npos) << without.output;
+
+  const CommandResult with = run_command(run + " --set train.checkpoint_interval=6");
+  ASSERT_EQ(with.exit_code, 0) << with.output;
+  const std::string checkpoint = dir + "/checkpoints/split/step-00000006";
+  EXPECT_NE(with.output.find("each rank holds 1/2 of the model; sample its checkpoint with kiln generate "
+                             "--checkpoint " + checkpoint + "\n"),
+            std::string::npos)
+      << with.output;
+  EXPECT_NE(with.output.find("next:\n  kiln generate --checkpoint " + checkpoint + " --prompt Doc"),
+            std::string::npos)
+      << with.output;
 }
 
 TEST_F(DataParallel, RankZeroRecordsEveryRanksRowsInOneRun) {

@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -45,6 +46,12 @@ class CpuOps final : public Ops {
   explicit CpuOps(int threads) : threads_(threads) {
     omp_set_num_threads(threads_);
     openblas_set_num_threads(threads_);
+  }
+  void limit_threads(int threads) override {
+    // The scratch holds threads_ slices, so the team only ever shrinks from there.
+    const int team = std::clamp(threads, 1, threads_);
+    omp_set_num_threads(team);
+    openblas_set_num_threads(team);
   }
   ~CpuOps() override { std::free(scratch_); }
 

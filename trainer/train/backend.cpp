@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <thread>
+
+#include <fmt/core.h>
 
 #include "kernels/check.h"
 #include "trainer/parallel/launch.h"
@@ -32,15 +33,27 @@ std::unique_ptr<Ops> make_gpu_ops() {
 #endif
 }
 
+int ranks_here() {
+  // Ranks that mpirun started on this machine share its cores (Open MPI names their count).
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  return local != nullptr ? std::max(1, std::atoi(local)) : 1;
+}
+
 }  // namespace
 
 int resolved_threads(const BackendConfig& backend) {
   if (backend.threads > 0) return backend.threads;
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  // Ranks that mpirun started on this machine share its cores (Open MPI names their count).
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const int ranks_here = local != nullptr ? std::max(1, std::atoi(local)) : 1;
-  return std::max(1, cores / ranks_here);
+  return std::max(1, usable_cores() / ranks_here());
+}
+
+std::unique_ptr<CoreShare> share_cores(const Config& config, const Ops& ops, std::FILE* out) {
+  if (ops.device() != Device::Cpu || config.backend.threads > 0) return nullptr;
+  try {
+    return std::make_unique<CoreShare>(cpu_run_registry(), usable_cores(), ranks_here());
+  } catch (const Error& e) {
+    fmt::print(out, "kiln: warning: {}; this run takes every core whatever else runs here\n", e.what());
+    return nullptr;
+  }
 }
 
 std::unique_ptr<Ops> make_ops(const Config& config) {

@@ -2,14 +2,22 @@
 // combinations this build cannot run with one clear message.
 #pragma once
 
+#include <cstdio>
 #include <memory>
 
 #include "kernels/ops.h"
 #include "trainer/config/config.h"
+#include "trainer/train/core_share.h"
 
 namespace kiln {
 
 std::unique_ptr<Ops> make_ops(const Config& config);
+// backend.threads, or (0) the cores this process may use shared out among the ranks mpirun
+// started on this machine.
 int resolved_threads(const BackendConfig& backend);
+// A CPU run that takes every core (backend.threads=0) shares them with the other CPU runs on
+// this machine (trainer/train/core_share.h); null for a device or a fixed thread count, or
+// with a warning on `out` when the registry cannot be used.
+std::unique_ptr<CoreShare> share_cores(const Config& config, const Ops& ops, std::FILE* out);
 
 }  // namespace kiln

@@ -126,6 +126,8 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   // Before anything is allocated: interleaving refuses a step it cannot schedule.
   if (pp > 1) schedule_ = pipeline_schedule(pp, layout_.vpp(), coordinates_.pp, accum_);
   probe_ = std::make_unique<SystemProbe>(*ops_);
+  core_share_ = share_cores(config_, *ops_, out_);
+  threads_ = resolved_threads(config_.backend);
 
   const ModelConfig& m = config_.model;
   check_data_present(config_.data);
@@ -197,7 +199,6 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
     consumed_samples_ = state.consumed_samples;
     lr_scale_ = state.lr_scale;
     loss_scaler_.restore(state.loss_scaler);
-    warn_of_schedule_changes(state.config, resume);
     // The run goes on under its own name (and in its own checkpoint folder) unless the user
     // names a new one: a fork of the run.
     if (!record.name_given) {
@@ -209,6 +210,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
       }
       run_name_ = recording.name = state.run_name;
     }
+    warn_of_schedule_changes(state.config, resume);
     recording.resumed_from = resume;
   }
 
@@ -298,10 +300,13 @@ void Trainer::warn_of_schedule_changes(const nlohmann::json& checkpoint_config, 
   if (changes.empty()) return;
   std::string list;
   for (const std::string& change : changes) list += (list.empty() ? "" : ", ") + change;
-  fmt::print(out_, "kiln: warning: resuming {} with a changed schedule ({}): the learning rate at step {} is {:.3g}, "
-                   "where the checkpoint's schedule had {:.3g}\n",
-             resume, list, first_step_, learning_rate(config_.train, first_step_) * lr_scale_,
-             learning_rate(before, first_step_) * lr_scale_);
+  const double now = learning_rate(config_.train, first_step_) * lr_scale_;
+  const double had = learning_rate(before, first_step_) * lr_scale_;
+  const std::string lr = fmt::format("{:.3g}", now) == fmt::format("{:.3g}", had)
+                             ? fmt::format("stays {:.3g}", now)
+                             : fmt::format("is {:.3g}, where the checkpoint's schedule had {:.3g}", now, had);
+  fmt::print(out_, "kiln: warning: resuming {} with a changed schedule ({}): the learning rate at step {} {}\n",
+             resume, list, first_step_, lr);
 }
 
 std::vector<PipelineChunk> Trainer::virtual_stages() const {
@@ -357,6 +362,19 @@ void Trainer::print_pipeline() const {
 
 double Trainer::scheduled_lr(int64_t step) const {
   return learning_rate(config_.train, step) * lr_scale_;
+}
+
+void Trainer::share_machine(int64_t step) {
+  if (!core_share_) return;
+  const int threads = core_share_->threads();
+  if (threads == threads_) return;
+  threads_ = threads;
+  ops_->limit_threads(threads);
+  const std::string who = core_share_->runs() == 1
+                              ? std::string("no other CPU run here now")
+                              : fmt::format("{} CPU runs share this machine's {} cores", core_share_->runs(),
+                                            core_share_->cores());
+  fmt::print(out_, "kiln: {}: step {} on {} thread{}\n", who, step, threads, threads == 1 ? "" : "s");
 }
 
 StepTimes Trainer::train_step(bool timed) {
@@ -604,6 +622,7 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
              human_bytes(static_cast<uint64_t>(written.bytes)), seconds);
   std::fflush(out_);
   if (recorder_) recorder_->log_checkpoint(step, written.path, written.bytes, state.layout);
+  last_checkpoint_ = written.path;
   return written.path;
 }
 
@@ -730,11 +749,14 @@ TrainSummary Trainer::run() {
       fmt::print(stderr, "kiln: warning: the run store could not record the end: {}\n",
                  store_error);
   }
+  summary.run_name = run_name_;
+  summary.last_checkpoint = last_checkpoint_;
   const bool sample = config_.train.sample_tokens > 0 && !summary.interrupted && !summary.stopped;
   if (sample && (layout_.tp() > 1 || layout_.pp() > 1)) {
-    fmt::print(out_, "kiln: no sample: each rank holds 1/{} of the model; sample from a checkpoint "
-                     "with kiln generate\n",
-               layout_.tp() * layout_.pp());
+    fmt::print(out_, "kiln: no sample: each rank holds 1/{} of the model; {}\n", layout_.tp() * layout_.pp(),
+               last_checkpoint_.empty()
+                   ? std::string("no checkpoint was written to sample from (train.checkpoint_interval keeps one)")
+                   : "sample its checkpoint with kiln generate --checkpoint " + last_checkpoint_);
   } else if (sample && is_first_rank()) {
     const TrainConfig& t = config_.train;
     const std::string text = generate(*model_, *tokenizer_, t.sample_prompt, t.sample_tokens,
@@ -755,6 +777,7 @@ void Trainer::train_loop(TrainSummary& summary) {
   int64_t interval_steps = 0;
 
   for (int64_t step = first_step_; step <= t.steps; ++step) {
+    share_machine(step);
     const bool timed = step % t.log_interval == 0 || step == t.steps;
     const double lr = scheduled_lr(step);
     const StepTimes times = train_step(timed);

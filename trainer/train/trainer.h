@@ -24,6 +24,7 @@
 #include "trainer/parallel/pipeline_schedule.h"
 #include "trainer/train/pipeline_executor.h"
 #include "trainer/telemetry/system_probe.h"
+#include "trainer/train/core_share.h"
 #include "trainer/train/run_recorder.h"
 
 namespace kiln {
@@ -36,6 +37,8 @@ struct TrainSummary {
                                               // across tokenizers
   bool interrupted = false;             // Ctrl-C or SIGTERM
   bool stopped = false;                 // a stop command from the store
+  std::string run_name;                 // the name it trained under (a resume keeps the checkpoint's)
+  std::string last_checkpoint;          // the newest checkpoint this run wrote; empty if none
 };
 
 // One step's loss and where its time went (milliseconds, host clock; the device is waited
@@ -66,6 +69,8 @@ class Trainer {
 
  private:
   void train_loop(TrainSummary& summary);
+  // Trains the coming step on this run's share of the cores as other CPU runs start and end.
+  void share_machine(int64_t step);
   StepTimes train_step(bool timed);
   // Pipeline parallelism: the stage's part of the step's micro-batches (from first_sample on),
   // then the loss shared by every stage.
@@ -130,6 +135,8 @@ class Trainer {
   std::FILE* out_;
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<SystemProbe> probe_;
+  std::unique_ptr<CoreShare> core_share_;  // a CPU run's share of the machine; null on a device
+  int threads_ = 0;                         // the CPU threads it trains on now
   std::unique_ptr<SampleSource> train_data_;
   std::unique_ptr<SampleSource> valid_data_;  // null without a valid split or eval_iters
   std::unique_ptr<GptModel> model_;
@@ -147,6 +154,7 @@ class Trainer {
   int64_t first_step_ = 1;      // > 1 when resuming
   int64_t consumed_samples_ = 0;  // training samples read so far: the data position
   int64_t saved_step_ = 0;      // the step of the last checkpoint written
+  std::string last_checkpoint_;  // its folder, on the first rank, once this run has written one
   // Seconds of the current log interval spent not training (validation, checkpoints,
   // pauses): left out of its tokens/s, as Megatron's timers leave them out.
   double not_training_s_ = 0;
