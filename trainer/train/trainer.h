@@ -68,6 +68,11 @@ class Trainer {
   GptModel& model() { return *model_; }
 
  private:
+  // Loads the tokenizer and opens the training and validation samples; what the datasets
+  // say about their cached indices goes to `notes`.
+  void open_data(std::FILE* notes);
+  // The start-up lines (after the data's notes on their indices), once all is allocated.
+  void print_start(const std::string& data_notes);
   void train_loop(TrainSummary& summary);
   // Trains the coming step on this run's share of the cores as other CPU runs start and end.
   void share_machine(int64_t step);
@@ -117,6 +122,9 @@ class Trainer {
   void record_step(store::MetricRow row);
   bool is_first_rank() const { return world_.rank() == 0; }
 
+  // Restores the model, optimizer and data position from a checkpoint of the same model,
+  // and the run's name into `recording` unless the user gave one.
+  void resume_from(const std::string& resume, RecordOptions& recording);
   // Says which schedule keys a resumed run changed and what that does to the learning rate.
   void warn_of_schedule_changes(const nlohmann::json& checkpoint_config, const std::string& resume);
 

@@ -1,0 +1,59 @@
+// What a run prints before step 1: the model, the backend and batch, how it is split over
+// the ranks, the data, and the memory of every arena.
+#include <fmt/core.h>
+
+#include "trainer/train/trainer.h"
+#include "trainer/util/human_format.h"
+
+namespace kiln {
+
+void Trainer::print_start(const std::string& data_notes) {
+  const ModelConfig& m = config_.model;
+  const TrainConfig& t = config_.train;
+  // Each pipeline stage holds its own layers' parameters.
+  double parameters = static_cast<double>(model_->parameters().whole_count());
+  pipeline_group_->all_reduce(Tensor{&parameters, DType::F64, {1}}, ReduceOp::Sum);
+  fmt::print(out_, "kiln: {} model, {} layers, d_model {}, {} heads ({} kv), {:.2f}M parameters, "
+                   "vocab {} (padded {}), seq_len {}\n",
+             m.arch, m.n_layer, m.d_model, m.n_head, m.kv_heads(), parameters / 1e6, m.vocab_size,
+             m.padded_vocab(), m.seq_len);
+  fmt::print(out_, "kiln: {}, {}; global batch {} = {} micro-batches of {}{}, {} tokens a step, {} "
+                   "steps\n",
+             ops_->name(), config_.precision.dtype, t.global_batch, accum_, t.micro_batch,
+             layout_.dp() > 1 ? fmt::format(" on each of {} data-parallel ranks", layout_.dp())
+                                : std::string(),
+             static_cast<int64_t>(t.global_batch) * m.seq_len, t.steps);
+  if (layout_.tp() > 1)
+    fmt::print(out_, "kiln: tensor-parallel over {} ranks: each holds {} of {} heads, {} of {} "
+                     "hidden units and {} of {} vocabulary rows{}\n",
+               layout_.tp(), m.n_head / layout_.tp(), m.n_head, m.ffn_dim() / layout_.tp(),
+               m.ffn_dim(), m.padded_vocab() / layout_.tp(), m.padded_vocab(),
+               config_.parallel.sequence_parallel
+                   ? fmt::format(", and {} of {} tokens a sequence between them (sequence "
+                                 "parallel)",
+                                 m.seq_len / layout_.tp(), m.seq_len)
+                   : std::string());
+  if (layout_.pp() > 1) print_pipeline();
+  fmt::print(out_, "{}kiln: data {}\n", data_notes, train_data_->describe());
+  if (valid_data_) fmt::print(out_, "kiln: data {}\n", valid_data_->describe());
+  std::string memory = "kiln: memory";
+  size_t total = optimizer_->bytes();
+  for (const ArenaSize& a : model_->memory()) {
+    memory += fmt::format(" {} {} |", a.name, human_bytes(a.bytes));
+    total += a.bytes;
+  }
+  fmt::print(out_, "{} optimizer {} | total {}\n", memory, human_bytes(optimizer_->bytes()),
+             human_bytes(total));
+  if (optimizer_->sharded())
+    fmt::print(out_, "kiln: distributed optimizer: each of {} data-parallel ranks keeps 1/{} of "
+                     "the optimizer state\n",
+               layout_.dp(), layout_.dp());
+  if (config_.train.recompute != "none")
+    fmt::print(out_, "kiln: recomputing {} in backward (train.recompute={})\n",
+               config_.train.recompute == "full" ? "each block from its input"
+                                                 : "the attention core",
+               config_.train.recompute);
+
+}
+
+}  // namespace kiln

@@ -1,0 +1,47 @@
+// The Trainer's data: the tokenizer, the training and validation samples as Megatron's GPT
+// dataset draws them, and the batch they are read into, each checked against the model.
+#include <fmt/core.h>
+
+#include "kernels/check.h"
+#include "trainer/data/blended_dataset.h"
+#include "trainer/data/data_presence.h"
+#include "trainer/data/tokenizer.h"
+#include "trainer/train/trainer.h"
+
+namespace kiln {
+
+void Trainer::open_data(std::FILE* notes) {
+  const ModelConfig& m = config_.model;
+  check_data_present(config_.data);
+  tokenizer_ = load_tokenizer(config_.data.tokenizer);
+  const int32_t tokenizer_ids = tokenizer_->vocab_size();
+  if (m.vocab_size < tokenizer_ids)
+    fail(fmt::format("model.vocab_size={} is smaller than the tokenizer's {} ids (data.tokenizer={})",
+                     m.vocab_size, tokenizer_ids, config_.data.tokenizer));
+  token_bytes_ = text_bytes_per_id(*tokenizer_, m.vocab_size);
+  // Megatron's sample counts: every step's global batch; validation reads the same first
+  // eval_iters micro-batches each time, so its losses compare across the run.
+  const TrainConfig& tc = config_.train;
+  GptDatasetSpec spec;
+  spec.split = config_.data.split;
+  spec.seq_len = m.seq_len;
+  spec.seed = tc.seed;
+  spec.cache_dir = config_.data.cache_dir;
+  spec.num_samples = static_cast<int64_t>(tc.steps) * tc.global_batch;
+  train_data_ = open_samples(config_.data.paths, spec, notes);
+  if (config_.data.split_fractions()[1] > 0 && tc.eval_iters > 0) {
+    spec.which = Split::Valid;
+    spec.num_samples = static_cast<int64_t>(tc.eval_iters) * tc.micro_batch;
+    valid_data_ = open_samples(config_.data.paths, spec, notes);
+  }
+  for (const SampleSource* data : {train_data_.get(), valid_data_.get()}) {
+    if (data && data->max_token_id() >= m.vocab_size)
+      fail(fmt::format("data: token id {} in {} is outside model.vocab_size={}",
+                       data->max_token_id(), data->describe(), m.vocab_size));
+  }
+  batch_ = std::make_unique<TokenBatch>(DocumentOptions{
+      tokenizer_->eod(), config_.data.eod_mask_loss, config_.data.reset_position_ids,
+      config_.data.reset_attention_mask});
+}
+
+}  // namespace kiln

@@ -1,0 +1,144 @@
+// Steering at step boundaries: the store's commands read by the first rank, applied (learning
+// rate, intervals), shared with every rank, recorded; and holding the run while paused.
+#include <chrono>
+#include <thread>
+
+#include <fmt/core.h>
+
+#include "trainer/parallel/wait_limits.h"
+#include "trainer/train/interrupt.h"
+#include "trainer/train/step_clock.h"
+#include "trainer/train/trainer.h"
+#include "trainer/util/human_format.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr auto kPausePoll = std::chrono::milliseconds(200);
+
+}  // namespace
+
+std::string Trainer::apply_setting(const Setting& setting) {
+  TrainConfig& t = config_.train;
+  if (setting.key == "train.lr") {
+    lr_scale_ = setting.value / t.lr;
+    return fmt::format("peak lr now {:g} (the schedule times {:g})", setting.value, lr_scale_);
+  }
+  if (setting.key == "train.lr_scale") {
+    lr_scale_ = setting.value;
+    return fmt::format("the schedule times {:g} (peak lr {:g})", lr_scale_, t.lr * lr_scale_);
+  }
+  const auto steps = static_cast<int64_t>(setting.value);
+  if (setting.key == "train.log_interval") {
+    t.log_interval = steps;
+    return fmt::format("logging every {} steps", steps);
+  }
+  t.eval_interval = steps;
+  return steps > 0 ? fmt::format("validating every {} steps", steps)
+                   : std::string("validation off");
+}
+
+SteeringDecision Trainer::steer(bool paused) {
+  steering_pending_ = recorder_->pending_commands();
+  if (steering_pending_.empty()) return {};
+  steering_ = decide(steering_pending_, paused);
+  for (size_t i = 0; i < steering_.settings.size(); ++i) {
+    std::string& reason = steering_.outcomes[steering_.setting_outcome[i]].reason;
+    reason += ": " + apply_setting(steering_.settings[i]);
+  }
+  return steering_;
+}
+
+void Trainer::record_steering(int64_t step, const std::string& checkpoint_path) {
+  if (steering_pending_.empty()) return;
+  const std::vector<store::Command> pending = std::move(steering_pending_);
+  steering_pending_.clear();
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const auto action = pending[i].action;
+    CommandOutcome& o = steering_.outcomes[i];
+    if (o.applied && !checkpoint_path.empty() &&
+        (action == store::CommandAction::Checkpoint || action == store::CommandAction::Stop))
+      o.reason += "; wrote " + checkpoint_path;
+  }
+  recorder_->record(steering_, step);
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const CommandOutcome& o = steering_.outcomes[i];
+    fmt::print(out_, "kiln: command {} ({}) {} after step {}: {}\n", o.command_id,
+               store::to_string(pending[i].action), o.applied ? "applied" : "rejected", step,
+               o.reason);
+  }
+  std::fflush(out_);
+  if (steering_.pause) recorder_->set_paused(true);
+  if (steering_.resume) recorder_->set_paused(false);
+}
+
+SteeringDecision Trainer::share_decision(SteeringDecision decision, bool& interrupted) {
+  if (world_.size() == 1) return decision;
+  // What the step boundary decided, and the settings it may have changed, as rank 0 has
+  // them; small integers travel exactly as doubles.
+  TrainConfig& t = config_.train;
+  double control[] = {static_cast<double>(decision.pause),
+                      static_cast<double>(decision.resume),
+                      static_cast<double>(decision.stop),
+                      static_cast<double>(decision.checkpoint),
+                      static_cast<double>(interrupted),
+                      static_cast<double>(t.log_interval),
+                      static_cast<double>(t.eval_interval),
+                      lr_scale_};
+  world_.broadcast(Tensor{control, DType::F64, {std::size(control)}}, 0);
+  decision.pause = control[0] != 0;
+  decision.resume = control[1] != 0;
+  decision.stop = control[2] != 0;
+  decision.checkpoint = control[3] != 0;
+  interrupted = control[4] != 0;
+  t.log_interval = static_cast<int>(control[5]);
+  t.eval_interval = static_cast<int>(control[6]);
+  lr_scale_ = control[7];
+  return decision;
+}
+
+SteeringDecision Trainer::wait_while_paused(int64_t step) {
+  while (!interrupt_requested()) {
+    // Sleeping, not spinning: a paused run leaves its cores (and GPU) idle. The store's
+    // writer thread keeps the heartbeat going meanwhile.
+    std::this_thread::sleep_for(kPausePoll);
+    const SteeringDecision decision = steer(true);
+    if (decision.resume || decision.stop || decision.checkpoint) return decision;
+    record_steering(step, {});
+  }
+  return {};
+}
+
+bool Trainer::hold_paused(int64_t step, bool& interrupted) {
+  const Clock::time_point start = Clock::now();
+  if (recorder_)
+    fmt::print(out_, "kiln: paused after step {}; resume with: kiln runs resume {} --store {}\n",
+               step, recorder_->name(), recorder_->path());
+  std::fflush(out_);
+  bool stop = false;
+  for (bool paused = true; paused;) {
+    // Rank 0 watches the store while the others wait for its word, idle; what it hears is
+    // shared, so a checkpoint asked for during the pause is written by every rank together.
+    SteeringDecision decision = is_first_rank() ? wait_while_paused(step) : SteeringDecision{};
+    interrupted = interrupt_requested();
+    {
+      const UnlimitedWaits for_the_pause;  // however long it lasts
+      decision = share_decision(decision, interrupted);
+    }
+    const std::string written =
+        decision.checkpoint || decision.stop ? save_checkpoint_at(step) : std::string();
+    if (recorder_) record_steering(step, written);
+    stop = decision.stop;
+    paused = !decision.resume && !stop && !interrupted;
+  }
+  const double waited_s = seconds_since(start);
+  not_training_s_ += waited_s;
+  if (!stop && !interrupted) {
+    fmt::print(out_, "kiln: resumed after {} paused\n", human_duration(waited_s));
+    std::fflush(out_);
+  }
+  return stop;
+}
+
+}  // namespace kiln
