@@ -4,12 +4,13 @@
 Runs `kiln train` on the tiny demo config (data/kjv-bpe, from scripts/prepare-kjv.sh) and reads
 the ms/step of its progress lines, leaving out the first interval (start-up, warm caches). Cases:
 
-  alone      one run, every core (the reference)
-  pinned     two runs at once, each with backend.threads = every core: what kiln did before
-             core sharing, and what a fixed thread count still does
-  shared     two runs at once, backend.threads = 0: each trains on its share of the cores
+  alone, spinning   one run, every core, OMP_WAIT_POLICY=active: kiln before this change
+  alone             one run as kiln runs now (passive OpenMP waits, its share of the cores)
+  two, before       two runs at once, each on every core with spinning waits: kiln before
+  two, pinned       two runs at once, each on every core (backend.threads fixed), passive waits
+  two, shared       two runs at once as kiln runs now: each on its share of the cores
 
-Prints ms/step of each run and its slowdown against the run alone. Exits 0; not part of make test.
+Prints ms/step of each run and its ratio to the run alone. Exits 0; not part of make test.
 """
 import argparse
 import os
@@ -40,9 +41,10 @@ def ms_per_step(output):
     return sum(timed) / len(timed)
 
 
-def run_together(count, steps, settings):
+def run_together(count, steps, settings, env):
     procs = [subprocess.Popen(command(steps, settings), cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for _ in range(count)]
+                              stderr=subprocess.STDOUT, text=True, env={**os.environ, **env})
+             for _ in range(count)]
     outputs = [p.communicate()[0] for p in procs]
     for p, out in zip(procs, outputs):
         if p.returncode != 0:
@@ -52,22 +54,26 @@ def run_together(count, steps, settings):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=80)
+    parser.add_argument("--steps", type=int, default=40)
     args = parser.parse_args()
     if not os.path.exists(os.path.join(ROOT, "data", "kjv-bpe.idx")):
         sys.exit("bench/shared_cores.py: no data/kjv-bpe; run scripts/prepare-kjv.sh first")
     cores = len(os.sched_getaffinity(0))
-    every_core = f"backend.threads={cores}"
+    every_core = [f"backend.threads={cores}"]
+    spinning = {"OMP_WAIT_POLICY": "active"}
     print(f"{cores} cores, {args.steps} steps a run, tiny config")
-    alone = run_together(1, args.steps, [])[0]
-    print(f"alone    ms/step {alone:8.1f}")
-    for name, settings in (("pinned", [every_core]), ("shared", [])):
+    alone = None
+    for name, count, settings, env in (("alone, spinning", 1, every_core, spinning),
+                                       ("alone", 1, [], {}),
+                                       ("two, before", 2, every_core, spinning),
+                                       ("two, pinned", 2, every_core, {}),
+                                       ("two, shared", 2, [], {})):
         start = time.monotonic()
-        times = run_together(2, args.steps, settings)
+        times = run_together(count, args.steps, settings, env)
         wall = time.monotonic() - start
-        shown = "  ".join(f"{ms:8.1f} ({ms / alone:.2f}x)" for ms in times)
-        print(f"{name:8} ms/step {shown}   wall {wall:.0f} s")
-
+        alone = alone or times[0]
+        shown = "  ".join(f"{ms:8.1f} ({ms / alone:5.2f}x)" for ms in times)
+        print(f"{name:16} ms/step {shown}   wall {wall:4.0f} s", flush=True)
 
 if __name__ == "__main__":
     main()

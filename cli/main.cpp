@@ -6,6 +6,7 @@
 #include "cli/data_command.h"
 #include "cli/generate_command.h"
 #include "cli/interchange_command.h"
+#include "cli/openmp_waiting.h"
 #include "cli/parse_error.h"
 #include "cli/runs_command.h"
 #include "cli/serve_command.h"
@@ -16,6 +17,7 @@
 #include "kernels/check.h"
 
 int main(int argc, char** argv) {
+  kiln::exec_with_passive_openmp_waits(argv);
   CLI::App app{"kiln: train transformer language models and watch them train"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kiln " KILN_VERSION " (commit " KILN_COMMIT ")");

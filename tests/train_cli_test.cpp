@@ -70,6 +70,32 @@ TEST(TrainCli, EndsWithItsNextSteps) {
   EXPECT_EQ(bare.output.find("next:"), std::string::npos) << bare.output;
 }
 
+// OpenMP threads wait for each other passively (asleep, not spinning on a core another
+// process needs), unless the user chose otherwise: kiln runs itself again with the policy set.
+TEST(TrainCli, OpenMpThreadsWaitPassivelyUnlessTheUserChose) {
+  const std::string dir = fresh_dir("train_cli_waits");
+  const std::string prefix = prepare_corpus(dir);
+  const std::string run = kiln + " train" + unrecorded_run(prefix) + " --set train.steps=1000000 --set train.log_interval=100";
+  int runs = 0;
+  const auto policy_of = [&](const std::string& env) {
+    const std::string log = dir + "/run" + std::to_string(++runs) + ".log";
+    const int pid = start_background(env + run, log);
+    for (int i = 0; i < 300 && read_text(log).find(" | loss ") == std::string::npos; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::string environ(1, '\n');  // so the first entry starts a line too
+    environ += read_text("/proc/" + std::to_string(pid) + "/environ");
+    kill(pid, SIGINT);
+    EXPECT_EQ(wait_exit(pid), 130) << read_text(log);
+    std::replace(environ.begin(), environ.end(), '\0', '\n');
+    const size_t at = environ.find("\nOMP_WAIT_POLICY=");
+    return at == std::string::npos ? std::string("(unset)")
+                                   : environ.substr(at + 17, environ.find('\n', at + 1) - at - 17);
+  };
+  EXPECT_EQ(policy_of("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "), "passive");
+  EXPECT_EQ(policy_of("env OMP_WAIT_POLICY=active "), "active");
+  EXPECT_EQ(policy_of("env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=1000 "), "(unset)");
+}
+
 // Two CPU runs on one machine train on their share of its cores, and the one left takes them
 // back when the other ends; the runs count in a registry of their own here.
 TEST(TrainCli, TwoRunsShareTheCores) {
