@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "cli/runs_format.h"
+#include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
 #include "monitor/tui/plot.h"
 #include "monitor/tui/table.h"

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/runs_format.h"
 #include "kernels/check.h"
+#include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
 #include "monitor/tui/run_screen.h"
 #include "store/run_queries.h"

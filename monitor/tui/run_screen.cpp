@@ -9,15 +9,15 @@
 #include <fstream>
 #include <optional>
 
-#include "cli/run_config_summary.h"
-#include "store/run_figures.h"
-#include "store/run_overview.h"
-#include "cli/runs_format.h"
+#include "monitor/format/config_text.h"
+#include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
 #include "monitor/tui/plot.h"
 #include "monitor/tui/table.h"
 #include "store/commands.h"
 #include "store/metric_queries.h"
+#include "store/run_figures.h"
+#include "store/run_overview.h"
 #include "store/run_queries.h"
 
 namespace kiln::tui {
@@ -27,14 +27,6 @@ constexpr size_t kEvents = 50;
 constexpr int kLogTailLines = 12;
 
 enum class Pane { Ranks, Events };
-
-std::string compact_bytes(const std::optional<int64_t>& bytes) {
-  if (!bytes) return kAbsent;
-  const double b = static_cast<double>(*bytes);
-  if (b >= 1e9) return fmt::format("{:.1f}G", b / 1e9);
-  if (b >= 1e6) return fmt::format("{:.0f}M", b / 1e6);
-  return fmt::format("{:.0f}k", b / 1e3);
-}
 
 std::string millis(double ms) { return std::isnan(ms) ? kAbsent : fmt::format("{:.1f}", ms); }
 
@@ -53,7 +45,7 @@ double step_ms(const store::MetricRow& r) {
 const std::vector<TableColumn>& rank_columns() {
   static const std::vector<TableColumn> c = {
       {"RANK", 4, true, 10}, {"STEP", 7, true, 9},  {"LOSS", 7, true, 8},  {"TOK/S", 7, true, 7},
-      {"MFU", 6, true, 6},   {"MEM USED/PEAK", 13, true, 5}, {"STEP MS", 8, true, 6},
+      {"MFU", 6, true, 6},   {"MEM USED/PEAK", 19, true, 5}, {"STEP MS", 8, true, 6},
       {"FWD", 6, true, 2},   {"BWD", 6, true, 2},  {"OPT", 6, true, 1},  {"COMM", 6, true, 3},
       {"DATA", 6, true, 3},  {"AGE", 5, true, 6}};
   return c;
@@ -282,7 +274,7 @@ class RunScreen final : public Screen {
       cells.push_back({{std::to_string(r.rank), tone}, {std::to_string(r.step), tone},
                        {fixed4(r.loss), tone}, {compact_rate(r.tokens_per_s), tone},
                        {percent(r.mfu), mfu_tone(r.mfu)},
-                       {compact_bytes(r.mem_used) + "/" + compact_bytes(r.mem_peak), tone},
+                       {bytes_or_absent(r.mem_used) + "/" + bytes_or_absent(r.mem_peak), tone},
                        {millis(step_ms(r)), i == slowest ? Tone::Bad : tone},
                        {millis(r.fwd_ms), tone}, {millis(r.bwd_ms), tone}, {millis(r.opt_ms), tone},
                        {millis(r.comm_ms), tone}, {millis(r.data_ms), tone},

@@ -9,14 +9,14 @@
 #include <regex>
 #include <set>
 
-#include "store/run_figures.h"
-#include "store/run_overview.h"
-#include "cli/runs_format.h"
+#include "monitor/format/figures.h"
 #include "monitor/tui/compare_screen.h"
 #include "monitor/tui/draw.h"
 #include "monitor/tui/launch_form.h"
 #include "monitor/tui/run_screen.h"
 #include "monitor/tui/table.h"
+#include "store/run_figures.h"
+#include "store/run_overview.h"
 #include "store/run_queries.h"
 
 namespace kiln::tui {

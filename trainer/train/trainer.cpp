@@ -13,6 +13,7 @@
 #include <fmt/core.h>
 
 #include "kernels/check.h"
+#include "store/human_format.h"
 #include "store/user_text.h"
 #include "trainer/data/blended_dataset.h"
 #include "trainer/data/data_presence.h"
@@ -26,7 +27,6 @@
 #include "trainer/train/flops.h"
 #include "trainer/train/generate.h"
 #include "trainer/train/interrupt.h"
-#include "trainer/util/human_format.h"
 
 namespace kiln {
 
