@@ -176,7 +176,8 @@ class LaunchForm final : public Screen {
       for (size_t at = 0; at < command.size() && row < height; at += static_cast<size_t>(COLS - 4))
         put(row++, 2, command.substr(at, static_cast<size_t>(COLS - 4)), COLS - 4, theme.attr(Tone::Info));
     } catch (const Error& e) {
-      put(row, 2, e.what(), COLS - 4, theme.attr(Tone::Warn));
+      for (const auto& line : wrap(e.what(), COLS - 4))
+        if (row < height) put(row++, 2, line, COLS - 4, theme.attr(Tone::Warn));
     }
   }
 
