@@ -91,6 +91,15 @@ void expect_fits(const std::string& screen, size_t width) {
   }
 }
 
+// The row of the first line that holds `text`, or -1.
+int row_of(const std::string& screen, const std::string& text) {
+  std::istringstream lines(screen);
+  int row = 0;
+  for (std::string line; std::getline(lines, line); ++row)
+    if (line.find(text) != std::string::npos) return row;
+  return -1;
+}
+
 // The step the run screen's progress line shows, "step N/M".
 std::optional<long> shown_step(const std::string& screen) {
   static const std::regex step(R"(step (\d+)/)");
@@ -128,10 +137,22 @@ TEST(Tui, ShowsFinishedRunsOpensComparesAndFitsEightyByTwentyFour) {
   ASSERT_TRUE(shows(screen, "run 2 · beta")) << screen;
   EXPECT_TRUE(shows(screen, "step 6/6 100.0%")) << screen;
   EXPECT_TRUE(shows(screen, "gpt2, 1 layer, d_model 32")) << screen;
+  // 40 rows: the plots come first, 19 rows tall, and the ranks table follows them.
+  EXPECT_EQ(row_of(screen, "loss"), 4) << screen;
+  EXPECT_EQ(row_of(screen, "RANK"), 4 + 19 + 2) << screen;
 
   tmux.resize(80, 24);
   screen = tmux.wait_for({"run 2 · beta", "p Pause/Resume", "q Back", "RANK", "LOSS"});
   EXPECT_TRUE(shows(screen, "q Back") && shows(screen, "RANK")) << screen;
+  expect_fits(screen, 80);
+  // 24 rows: the ranks table first, the plots below it.
+  EXPECT_EQ(row_of(screen, "RANK"), 4) << screen;
+  EXPECT_GT(row_of(screen, "loss"), row_of(screen, "RANK")) << screen;
+
+  // A message longer than the terminal is wide wraps over the bottom rows.
+  tmux.keys("K");
+  screen = tmux.wait_for({"K kills only a run launched from this kiln tui", "\nlive run"});
+  EXPECT_TRUE(shows(screen, "still running; s stops any\nlive run\n")) << screen;
   expect_fits(screen, 80);
 
   // The help overlay, then back to the runs, still readable at 80x24.

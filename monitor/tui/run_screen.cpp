@@ -13,6 +13,7 @@
 #include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
 #include "monitor/tui/plot.h"
+#include "monitor/tui/run_layout.h"
 #include "monitor/tui/table.h"
 #include "store/commands.h"
 #include "store/metric_queries.h"
@@ -125,15 +126,12 @@ class RunScreen final : public Screen {
     put(1, 1, config_summary(run.config_json), COLS - 2, theme.attr(Tone::Dim));
     draw_progress(2, session, now);
 
-    const int ranks_rows = std::clamp(static_cast<int>(details_->latest.size()), 1, std::max(1, height / 5));
-    draw_ranks(4, ranks_rows + 1, theme, now);
-    const int plots_top = 4 + ranks_rows + 2;
-    const int rest = height - plots_top;
-    const int plot_height = std::clamp(rest / 2 + 1, 3, 12);
+    const RunLayout layout = run_layout(height, details_->latest.size(), LINES >= kTallTerminalRows);
+    draw_ranks(layout.ranks_top + 1, layout.ranks_rows + 1, theme, now);
     const int half = COLS / 2;
-    draw_plot(plots_top, 0, plot_height, half - 1, "loss", {loss_.series}, theme);
-    draw_plot(plots_top, half, plot_height, COLS - half, "tokens/s", {rate_.series}, theme);
-    draw_events(plots_top + plot_height + 1, height - (plots_top + plot_height + 1), theme);
+    draw_plot(layout.plots_top, 0, layout.plot_height, half - 1, "loss", {loss_.series}, theme);
+    draw_plot(layout.plots_top, half, layout.plot_height, COLS - half, "tokens/s", {rate_.series}, theme);
+    draw_events(layout.events_top, height - layout.events_top, theme);
   }
 
   Outcome key(int key, Session& session) override {
@@ -296,8 +294,11 @@ class RunScreen final : public Screen {
     const auto& events = details_->events;
     put(row, 1, "events (newest last)", COLS - 2, pane_ == Pane::Events ? A_BOLD : theme.attr(Tone::Dim));
     const size_t visible = static_cast<size_t>(height - 1);
-    // Unless the user scrolls, the newest events show.
-    if (pane_ != Pane::Events) event_selected_ = events.empty() ? 0 : events.size() - 1;
+    // Unless the user scrolls, the newest events show, as many as fit.
+    if (pane_ != Pane::Events) {
+      event_selected_ = events.empty() ? 0 : events.size() - 1;
+      event_first_ = events.size() > visible ? events.size() - visible : 0;
+    }
     event_first_ = scroll_to_show(event_first_, event_selected_, visible);
     for (size_t k = 0; k < visible && event_first_ + k < events.size(); ++k) {
       const store::Event& e = events[event_first_ + k];
