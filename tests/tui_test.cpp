@@ -121,8 +121,9 @@ store::RunStatus status_of(const std::string& store_path, const std::string& run
 TEST(Tui, ShowsFinishedRunsOpensComparesAndFitsEightyByTwentyFour) {
   const std::string dir = fresh_dir("tui_history");
   const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
-  for (const std::string name : {"alpha", "beta"}) {
-    const CommandResult r = run_command(kiln + " train --store " + path + " --name " + name +
+  // beta differs from alpha in one config key.
+  for (const std::string run : {"alpha", "beta --set train.lr=0.002"}) {
+    const CommandResult r = run_command(kiln + " train --store " + path + " --name " + run +
                                         " --tag smoke" + small_run(prefix));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
@@ -165,11 +166,29 @@ TEST(Tui, ShowsFinishedRunsOpensComparesAndFitsEightyByTwentyFour) {
   EXPECT_TRUE(shows(screen, "STATUS") && shows(screen, "alpha") && shows(screen, "q Quit")) << screen;
   expect_fits(screen, 80);
 
-  // Tag both with Space and compare them.
-  tmux.keys("Space Space c");
-  screen = tmux.wait_for({"compare 2 runs", "alpha", "beta", "loss by step"});
+  // Mark both with Space (the key bar says Mark: tags are the store's) and compare them.
+  EXPECT_TRUE(shows(screen, "Space Mark")) << screen;
+  tmux.keys("Space Space");
+  screen = tmux.wait_for({"2 marked"});
+  EXPECT_TRUE(shows(screen, "· 2 marked")) << screen;
+  tmux.keys("c");
+  screen = tmux.wait_for({"compare 2 runs", "alpha", "beta", "loss by step", "train.lr"});
   EXPECT_TRUE(shows(screen, "compare 2 runs") && shows(screen, "FINAL")) << screen;
+  // The one config key that differs, each run's value under its name.
+  EXPECT_TRUE(shows(screen, "config differences (1 key)")) << screen;
+  static const std::regex lr_row(R"(train\.lr +0\.002 +0\.003\n)");
+  EXPECT_TRUE(std::regex_search(screen, lr_row)) << screen;
+  // The x axis under the plot: from the first logged step to the last, named.
+  static const std::regex x_axis(R"(\n +2 +step +6\n)");
+  EXPECT_TRUE(std::regex_search(screen, x_axis)) << screen;
+  EXPECT_TRUE(shows(screen, "l Log scale")) << screen;
   expect_fits(screen, 80);
+  tmux.keys("l");
+  screen = tmux.wait_for({"loss by step, log scale", "l Linear"});
+  EXPECT_TRUE(shows(screen, "loss by step, log scale")) << screen;
+  tmux.keys("l");
+  screen = tmux.wait_for({"l Log scale"});
+  EXPECT_FALSE(shows(screen, "log scale (")) << screen;
 
   // A regex filter keeps the runs it matches.
   tmux.keys("q / C-u");

@@ -91,12 +91,14 @@ class RunsScreen final : public Screen {
   void draw(Session& session, int height) override {
     const Theme& theme = session.theme();
     fill_row(0, 0, COLS, theme.attr(Tone::Title));
-    std::string title = fmt::format(" kiln · {} · {} runs", session.store_path(), lines_.size());
+    // The store's path last: on a narrow terminal it is what gets cut, not the state.
+    std::string title = fmt::format(" kiln · {} runs", lines_.size());
     if (shown_.size() != lines_.size()) title += fmt::format(" ({} shown)", shown_.size());
     if (!filter_.empty()) title += " · filter /" + filter_ + "/";
     title += fmt::format(" · sort {} {}", columns()[static_cast<size_t>(sort_)].header,
                          descending_ ? "desc" : "asc");
-    if (!marked_.empty()) title += fmt::format(" · {} tagged", marked_.size());
+    if (!marked_.empty()) title += fmt::format(" · {} marked", marked_.size());
+    title += " · " + session.store_path();
     put(0, 0, title, COLS, theme.attr(Tone::Title));
     if (lines_.empty()) {
       put(2, 2, "No runs in " + session.store_path() + " yet.", COLS - 4, A_BOLD);
@@ -145,7 +147,7 @@ class RunsScreen final : public Screen {
         for (const auto& line : lines_)
           if (marked_.count(line.run.id)) ids.push_back(line.run.id);
         if (ids.size() < 2) {
-          session.flash("tag two or more runs with Space, then c compares them", Tone::Warn);
+          session.flash("mark two or more runs with Space, then c compares them", Tone::Warn);
           return Outcome::handled();
         }
         return Outcome::push(make_compare_screen(ids));
@@ -155,14 +157,14 @@ class RunsScreen final : public Screen {
   }
 
   std::vector<KeyHint> hints() const override {
-    return {{"Enter", "Open"}, {"Space", "Tag"}, {"c", "Compare"}, {"n", "New"},
+    return {{"Enter", "Open"}, {"Space", "Mark"}, {"c", "Compare"}, {"n", "New"},
             {"/", "Filter"}, {"<>", "Sort"}, {"?", "Help"}, {"q", "Quit"}};
   }
 
   std::vector<KeyHint> help() const override {
     return {{"Enter", "open the selected run"},
-            {"Space", "tag / untag the run for comparison"},
-            {"c", "compare the tagged runs"},
+            {"Space", "mark / unmark the run for comparison"},
+            {"c", "compare the marked runs"},
             {"n", "launch a new run (the launch form)"},
             {"/", "filter by a regex (empty clears it)"},
             {"< > Left Right", "sort by the previous / next column"},
