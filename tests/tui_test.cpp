@@ -277,12 +277,19 @@ TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {
   EXPECT_EQ(last_step(path, "live"), paused_at);
   EXPECT_EQ(status_of(path, "live"), store::RunStatus::Paused);
 
-  // l asks for a learning rate; the run applies it (while paused, too) and says so.
+  // l asks for a learning rate, saying what it is; the run applies the new one (while
+  // paused, too) and says so, and the next question starts from it.
   tmux.keys("l");
+  screen = tmux.wait_for({"learning rate: peak (train.lr) 0.001, 0.001 at step", "; new peak:"});
+  EXPECT_TRUE(shows(screen, "learning rate: peak (train.lr) 0.001, 0.001 at step")) << screen;
   tmux.type("0.0005");
   tmux.keys("Enter");
   screen = tmux.wait_for({"set train.lr=0.0005 applied"});
   EXPECT_TRUE(shows(screen, "set train.lr=0.0005 applied")) << screen;
+  tmux.keys("l");
+  screen = tmux.wait_for({"learning rate: peak (train.lr) 0.0005"});
+  EXPECT_TRUE(shows(screen, "learning rate: peak (train.lr) 0.0005")) << screen;
+  tmux.keys("Escape");
 
   // p resumes, and the step moves on.
   tmux.keys("p");

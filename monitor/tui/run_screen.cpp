@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "monitor/format/config_text.h"
@@ -97,6 +98,28 @@ Curve curve_of(store::Database& db, int64_t run_id, const std::string& key, int 
   return curve;
 }
 
+// The peak learning rate the run trains at now: its config's train.lr as the last applied
+// `set train.lr` (a new peak) or `set train.lr_scale` (a multiple of the config's) left it.
+std::optional<double> peak_lr(const std::string& config_json, const std::vector<store::Command>& commands) {
+  const nlohmann::json config = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) return std::nullopt;
+  const nlohmann::json lr = config.value("/train/lr"_json_pointer, nlohmann::json());
+  if (!lr.is_number()) return std::nullopt;
+  const double configured = lr.get<double>();
+  double peak = configured;
+  for (const store::Command& c : commands) {
+    if (c.action != store::CommandAction::Set || c.status != store::CommandStatus::Applied) continue;
+    const size_t eq = c.argument.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = c.argument.substr(0, eq), value = c.argument.substr(eq + 1);
+    double number = 0;
+    if (std::from_chars(value.data(), value.data() + value.size(), number).ec != std::errc()) continue;
+    if (key == "train.lr") peak = number;
+    if (key == "train.lr_scale") peak = configured * number;
+  }
+  return peak;
+}
+
 class RunScreen final : public Screen {
  public:
   RunScreen(std::optional<int64_t> id, std::string name) : id_(id), name_(std::move(name)) {}
@@ -105,6 +128,7 @@ class RunScreen final : public Screen {
     store::Database& db = session.reader();
     if (!id_ && !find_launched(db)) return;
     details_ = store::run_details(db, *id_, kEvents);
+    commands_ = store::list_commands(db, *id_);
     name_ = details_->run.name;
     const int plot_width = std::max(8, COLS / 2 - 10);
     loss_ = curve_of(db, *id_, "loss", plot_width, Tone::Good);
@@ -151,7 +175,7 @@ class RunScreen final : public Screen {
         return Outcome::handled();
       case 'c': steer(session, A::Checkpoint); return Outcome::handled();
       case 'l':
-        open(Question::LearningRate, Prompt::Kind::Text, "new learning rate:");
+        open(Question::LearningRate, Prompt::Kind::Text, learning_rate_question());
         return Outcome::handled();
       case 's':
         open(Question::Stop, Prompt::Kind::Confirm,
@@ -177,7 +201,7 @@ class RunScreen final : public Screen {
   std::vector<KeyHint> help() const override {
     return {{"p", "pause a running run / resume a paused one"},
             {"c", "write a checkpoint at the next step"},
-            {"l", "change the learning rate (train.lr)"},
+            {"l", "set the peak learning rate (train.lr); it shows the current one"},
             {"s", "stop gracefully (asks first)"},
             {"K", "kill the processes this UI launched (asks first)"},
             {"Tab", "switch between the ranks and events panes (arrows scroll)"},
@@ -194,6 +218,18 @@ class RunScreen final : public Screen {
   bool find_launched(store::Database& db) {
     id_ = store::find_run_named(db, name_);
     return id_.has_value();
+  }
+
+  // Says what the learning rate is before asking for a new one: the peak that `set
+  // train.lr` replaces, and where the schedule has taken it at the latest step.
+  std::string learning_rate_question() const {
+    std::vector<std::string> now;
+    if (const auto peak = peak_lr(details_->run.config_json, commands_))
+      now.push_back("peak (train.lr) " + shortest(*peak));
+    if (!details_->latest.empty() && !std::isnan(details_->latest.front().lr))
+      now.push_back(fmt::format("{:.3g} at step {}", details_->latest.front().lr, details_->latest.front().step));
+    if (now.empty()) return "new peak learning rate (train.lr):";
+    return "learning rate: " + join(now, ", ") + "; new peak:";
   }
 
   void draw_waiting(Session& session, int height) {
@@ -355,6 +391,7 @@ class RunScreen final : public Screen {
   std::optional<int64_t> id_;
   std::string name_;
   std::optional<store::RunDetails> details_;
+  std::vector<store::Command> commands_;
   Curve loss_, rate_;
   Pane pane_ = Pane::Ranks;
   size_t rank_selected_ = 0, rank_first_ = 0, event_selected_ = 0, event_first_ = 0;
