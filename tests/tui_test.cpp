@@ -1,7 +1,9 @@
 // End-to-end: kiln tui driven in a real terminal (tmux): the runs table shows finished runs,
-// a run launched from the form appears and advances, p pauses and resumes it, l sets its
-// learning rate, s stops it, K kills a launched one, an 80x24 terminal keeps every view
-// readable, and bad stores get one clear line.
+// marked runs compare (config differences, a log scale), a tall terminal puts the plots
+// first, long messages wrap, a run launched from the form appears under the name kiln train
+// would give it and advances, p pauses and resumes it, l shows and sets its learning rate,
+// s stops it, K kills a launched one, an 80x24 terminal keeps every view readable, and bad
+// stores get one clear line.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -249,6 +251,10 @@ TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {
   ASSERT_TRUE(shows(tmux.wait_for({"launch a run into"}), "launch a run into"));
   tmux.keys("C-u");
   tmux.type(config);
+  // The form proposes the name kiln train gives a run of live.json: the config's and the time.
+  static const std::regex default_name(R"(\n  name +(live-\d{8}-\d{6})\n)");
+  screen = tmux.wait_for({"name            live-"});
+  EXPECT_TRUE(std::regex_search(screen, default_name)) << screen;
   tmux.keys("Down C-u");
   tmux.type("live");
   screen = tmux.wait_for({"1 process; output to " + dir + "/checkpoints/live/train.log", "1000000"});
@@ -321,18 +327,25 @@ TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {
   EXPECT_TRUE(shows(screen, "already in the store")) << screen;
   EXPECT_TRUE(shows(screen, "launch a run into")) << screen;
 
-  // Under a new name it starts; K asks, then signals the processes this UI launched.
-  tmux.keys("C-u");
-  tmux.type("doomed");
+  // Under the name the form proposes it starts, and is recorded under it; K asks, then
+  // signals the processes this UI launched.
+  tmux.keys("Escape");
+  ASSERT_TRUE(shows(tmux.wait_for({"q Quit"}), "q Quit"));
+  tmux.keys("n C-u");
+  tmux.type(config);
+  screen = tmux.wait_for({"name            live-"});
+  std::smatch proposed;
+  ASSERT_TRUE(std::regex_search(screen, proposed, default_name)) << screen;
+  const std::string doomed = proposed[1].str();
   tmux.keys("Enter");
-  screen = tmux.wait_for({"doomed · running", "step "}, 60s);
-  ASSERT_TRUE(shows(screen, "doomed · running")) << screen;
+  screen = tmux.wait_for({doomed + " · running", "step "}, 60s);
+  ASSERT_TRUE(shows(screen, doomed + " · running")) << screen;
   tmux.keys("K");
-  EXPECT_TRUE(shows(tmux.wait_for({"kill the processes of doomed? (y/n)"}), "(y/n)"));
+  EXPECT_TRUE(shows(tmux.wait_for({"kill the processes of " + doomed + "? (y/n)"}), "(y/n)"));
   tmux.keys("y");
-  screen = tmux.wait_for({"doomed · stopped", "interrupted (SIGINT or SIGTERM)"}, 30s);
+  screen = tmux.wait_for({doomed + " · stopped", "interrupted (SIGINT or SIGTERM)"}, 30s);
   EXPECT_TRUE(shows(screen, "interrupted (SIGINT or SIGTERM)")) << screen;
-  EXPECT_EQ(status_of(path, "doomed"), store::RunStatus::Stopped);
+  EXPECT_EQ(status_of(path, doomed), store::RunStatus::Stopped);
 }
 
 TEST(Tui, BadStoresGetOneClearLine) {

@@ -32,7 +32,7 @@ class App {
       : terminal_(kTickMs),
         session_(std::move(store), Theme(colour_wanted(options.mono))),
         poller_(session_.reader()) {
-    stack_.push_back(make_runs_screen(options.configs_dir, options.kiln_binary));
+    stack_.push_back(make_runs_screen(options.launch));
   }
 
   void run() {

@@ -77,8 +77,7 @@ std::vector<TableCell> cells(const store::RunOverview& l) {
 
 class RunsScreen final : public Screen {
  public:
-  RunsScreen(std::string configs_dir, std::string kiln_binary)
-      : configs_dir_(std::move(configs_dir)), kiln_binary_(std::move(kiln_binary)) {}
+  explicit RunsScreen(LaunchSetup launch) : launch_(std::move(launch)) {}
 
   void load(Session& session) override {
     store::Database& db = session.reader();
@@ -141,7 +140,7 @@ class RunsScreen final : public Screen {
       case '<': case KEY_LEFT: sort_ = (sort_ + kDuration) % (kDuration + 1); arrange(); return Outcome::handled();
       case '>': case KEY_RIGHT: sort_ = (sort_ + 1) % (kDuration + 1); arrange(); return Outcome::handled();
       case 'r': descending_ = !descending_; arrange(); return Outcome::handled();
-      case 'n': return Outcome::push(make_launch_form(configs_dir_, kiln_binary_));
+      case 'n': return Outcome::push(make_launch_form(launch_));
       case 'c': {
         std::vector<int64_t> ids;
         for (const auto& line : lines_)
@@ -216,7 +215,7 @@ class RunsScreen final : public Screen {
     if (selected_ < shown_.size()) selected_id_ = lines_[shown_[selected_]].run.id;
   }
 
-  std::string configs_dir_, kiln_binary_;
+  LaunchSetup launch_;
   std::vector<store::RunOverview> lines_;
   std::vector<size_t> shown_;
   size_t selected_ = 0, first_ = 0, visible_ = 1;
@@ -231,8 +230,8 @@ class RunsScreen final : public Screen {
 
 }  // namespace
 
-std::unique_ptr<Screen> make_runs_screen(std::string configs_dir, std::string kiln_binary) {
-  return std::make_unique<RunsScreen>(std::move(configs_dir), std::move(kiln_binary));
+std::unique_ptr<Screen> make_runs_screen(LaunchSetup launch) {
+  return std::make_unique<RunsScreen>(std::move(launch));
 }
 
 }  // namespace kiln::tui

@@ -7,10 +7,11 @@
 #include <memory>
 #include <string>
 
+#include "monitor/tui/launch_form.h"
 #include "monitor/tui/screen.h"
 
 namespace kiln::tui {
 
-std::unique_ptr<Screen> make_runs_screen(std::string configs_dir, std::string kiln_binary);
+std::unique_ptr<Screen> make_runs_screen(LaunchSetup launch);
 
 }  // namespace kiln::tui
