@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/check.h"
+#include "store/human_format.h"
 #include "trainer/data/byte_tokenizer.h"
 #include "trainer/data/document_splitter.h"
 #include "trainer/data/indexed_dataset.h"
@@ -26,7 +27,6 @@
 #include "trainer/data/ordered_pool.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/data/utf8.h"
-#include "trainer/util/human_format.h"
 
 namespace kiln {
 namespace {

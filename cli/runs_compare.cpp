@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,13 +11,13 @@
 #include "cli/runs_format.h"
 #include "cli/runs_store.h"
 #include "kernels/check.h"
+#include "monitor/format/config_text.h"
+#include "monitor/format/figures.h"
 #include "store/json_rows.h"
 #include "store/run_comparison.h"
 
 namespace kiln {
 namespace {
-
-using nlohmann::json;
 
 struct CompareOptions {
   std::string store;
@@ -26,13 +25,6 @@ struct CompareOptions {
   double target_loss = 0;
   bool json = false;
 };
-
-// A config value as people read it: strings without their JSON quotes.
-std::string config_value(const std::optional<std::string>& json_text) {
-  if (!json_text) return kAbsent;
-  const json value = json::parse(*json_text, nullptr, /*allow_exceptions=*/false);
-  return value.is_string() ? value.get<std::string>() : *json_text;
-}
 
 std::string best_loss_text(const store::RunSummary& s) {
   if (std::isnan(s.best_loss)) return kAbsent;

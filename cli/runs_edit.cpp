@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "store/run_figures.h"
 #include "cli/runs_command.h"
-#include "cli/runs_format.h"
 #include "cli/runs_store.h"
 #include "kernels/check.h"
+#include "monitor/format/figures.h"
+#include "store/run_figures.h"
 #include "store/run_queries.h"
 
 namespace kiln {

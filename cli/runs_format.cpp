@@ -9,19 +9,9 @@
 #include <fmt/core.h>
 
 #include "kernels/check.h"
-#include "trainer/util/human_format.h"
 
 namespace kiln {
 namespace {
-
-std::string local_time(double unix_s, const char* format) {
-  if (std::isnan(unix_s)) return kAbsent;
-  const auto t = static_cast<std::time_t>(std::floor(unix_s));
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char text[32];
-  return std::strftime(text, sizeof text, format, &tm) ? text : kAbsent;
-}
 
 [[noreturn]] void bad_since(std::string_view text) {
   fail(fmt::format("--since '{}' is not a date (2026-11-20), a date-time (2026-11-20T14:00) "
@@ -118,51 +108,10 @@ void Table::print(std::FILE* out, size_t indent) const {
   for (const auto& row : rows_) print_row(row);
 }
 
-std::string local_minute(double unix_s) { return local_time(unix_s, "%Y-%m-%d %H:%M"); }
-
-std::string local_second(double unix_s) { return local_time(unix_s, "%Y-%m-%d %H:%M:%S"); }
-
-std::string fixed4(double value) {
-  return std::isnan(value) ? kAbsent : fmt::format("{:.4f}", value);
-}
-
-std::string compact_rate(double value) {
-  if (std::isnan(value)) return kAbsent;
-  if (std::fabs(value) < 1e3) return fmt::format("{:.0f}", value);
-  if (std::fabs(value) < 1e6) return fmt::format("{:.1f}k", value / 1e3);
-  return fmt::format("{:.2f}M", value / 1e6);
-}
-
-std::string percent(double fraction) {
-  return std::isnan(fraction) ? kAbsent : fmt::format("{:.1f}%", 100 * fraction);
-}
-
-std::string shortest(double value) {
-  return std::isnan(value) ? kAbsent : fmt::format("{}", value);
-}
-
-std::string duration_or_absent(double seconds) {
-  return std::isnan(seconds) || seconds < 0 ? kAbsent : human_duration(seconds);
-}
-
-std::string join(const std::vector<std::string>& items, std::string_view separator) {
-  std::string text;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) text += separator;
-    text += items[i];
-  }
-  return text;
-}
-
 double parse_since(std::string_view text, double now_s) {
   if (const auto age = parse_age(text)) return now_s - *age;
   if (const auto time = parse_local_time(text)) return *time;
   bad_since(text);
-}
-
-std::string steps_text(const store::RunOverview& r) {
-  const std::string last = r.run.last_step ? std::to_string(*r.run.last_step) : kAbsent;
-  return r.planned_steps ? last + "/" + std::to_string(*r.planned_steps) : last;
 }
 
 }  // namespace kiln

@@ -10,6 +10,7 @@
 #include "cli/runs_format.h"
 #include "cli/runs_store.h"
 #include "kernels/check.h"
+#include "monitor/format/figures.h"
 #include "store/json_rows.h"
 #include "store/run_overview.h"
 #include "store/run_queries.h"

@@ -7,15 +7,15 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/run_config_summary.h"
-#include "store/run_figures.h"
 #include "cli/runs_command.h"
 #include "cli/runs_format.h"
-#include "store/json_rows.h"
 #include "cli/runs_store.h"
 #include "kernels/check.h"
+#include "monitor/format/config_text.h"
+#include "monitor/format/figures.h"
+#include "store/json_rows.h"
+#include "store/run_figures.h"
 #include "store/run_queries.h"
-#include "trainer/util/human_format.h"
 
 namespace kiln {
 namespace {
@@ -31,10 +31,6 @@ struct ShowOptions {
 // "label:" padded so the values line up.
 void field(std::string_view label, const std::string& value) {
   if (!value.empty()) fmt::print("  {:<11}{}\n", std::string(label) + ":", value);
-}
-
-std::string bytes_or_absent(const std::optional<int64_t>& bytes) {
-  return bytes ? human_bytes(static_cast<uint64_t>(*bytes)) : kAbsent;
 }
 
 std::string status_text(const store::RunRecord& run) {

@@ -13,12 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/check.h"
+#include "store/human_format.h"
 #include "trainer/data/bpe_byte_map.h"
 #include "trainer/data/bpe_gpt2_files.h"
 #include "trainer/data/bpe_trainer.h"
 #include "trainer/data/jsonl.h"
 #include "trainer/data/tokenizer.h"
-#include "trainer/util/human_format.h"
 
 namespace kiln {
 namespace {

@@ -7,6 +7,7 @@
 
 #include "cli/runs_store.h"
 #include "monitor/tui/app.h"
+#include "trainer/train/run_recorder.h"
 
 namespace kiln {
 namespace {
@@ -33,8 +34,9 @@ void run_tui(const TuiOptions& options) {
   const fs::path binary = fs::read_symlink("/proc/self/exe");
   tui::AppOptions app;
   app.mono = options.mono;
-  app.kiln_binary = binary.string();
-  app.configs_dir = configs_dir(binary);
+  app.launch.kiln_binary = binary.string();
+  app.launch.configs_dir = configs_dir(binary);
+  app.launch.default_run_name = default_run_name;
   tui::run_app(std::move(db), app);
 }
 

@@ -1,7 +1,9 @@
 // End-to-end: kiln tui driven in a real terminal (tmux): the runs table shows finished runs,
-// a run launched from the form appears and advances, p pauses and resumes it, l sets its
-// learning rate, s stops it, K kills a launched one, an 80x24 terminal keeps every view
-// readable, and bad stores get one clear line.
+// marked runs compare (config differences, a log scale), a tall terminal puts the plots
+// first, long messages wrap, a run launched from the form appears under the name kiln train
+// would give it and advances, p pauses and resumes it, l shows and sets its learning rate,
+// s stops it, K kills a launched one, an 80x24 terminal keeps every view readable, and bad
+// stores get one clear line.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -91,6 +93,15 @@ void expect_fits(const std::string& screen, size_t width) {
   }
 }
 
+// The row of the first line that holds `text`, or -1.
+int row_of(const std::string& screen, const std::string& text) {
+  std::istringstream lines(screen);
+  int row = 0;
+  for (std::string line; std::getline(lines, line); ++row)
+    if (line.find(text) != std::string::npos) return row;
+  return -1;
+}
+
 // The step the run screen's progress line shows, "step N/M".
 std::optional<long> shown_step(const std::string& screen) {
   static const std::regex step(R"(step (\d+)/)");
@@ -112,8 +123,9 @@ store::RunStatus status_of(const std::string& store_path, const std::string& run
 TEST(Tui, ShowsFinishedRunsOpensComparesAndFitsEightyByTwentyFour) {
   const std::string dir = fresh_dir("tui_history");
   const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
-  for (const std::string name : {"alpha", "beta"}) {
-    const CommandResult r = run_command(kiln + " train --store " + path + " --name " + name +
+  // beta differs from alpha in one config key.
+  for (const std::string run : {"alpha", "beta --set train.lr=0.002"}) {
+    const CommandResult r = run_command(kiln + " train --store " + path + " --name " + run +
                                         " --tag smoke" + small_run(prefix));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
@@ -128,10 +140,22 @@ TEST(Tui, ShowsFinishedRunsOpensComparesAndFitsEightyByTwentyFour) {
   ASSERT_TRUE(shows(screen, "run 2 · beta")) << screen;
   EXPECT_TRUE(shows(screen, "step 6/6 100.0%")) << screen;
   EXPECT_TRUE(shows(screen, "gpt2, 1 layer, d_model 32")) << screen;
+  // 40 rows: the plots come first, 19 rows tall, and the ranks table follows them.
+  EXPECT_EQ(row_of(screen, "loss"), 4) << screen;
+  EXPECT_EQ(row_of(screen, "RANK"), 4 + 19 + 2) << screen;
 
   tmux.resize(80, 24);
   screen = tmux.wait_for({"run 2 · beta", "p Pause/Resume", "q Back", "RANK", "LOSS"});
   EXPECT_TRUE(shows(screen, "q Back") && shows(screen, "RANK")) << screen;
+  expect_fits(screen, 80);
+  // 24 rows: the ranks table first, the plots below it.
+  EXPECT_EQ(row_of(screen, "RANK"), 4) << screen;
+  EXPECT_GT(row_of(screen, "loss"), row_of(screen, "RANK")) << screen;
+
+  // A message longer than the terminal is wide wraps over the bottom rows.
+  tmux.keys("K");
+  screen = tmux.wait_for({"K kills only a run launched from this kiln tui", "\nlive run"});
+  EXPECT_TRUE(shows(screen, "still running; s stops any\nlive run\n")) << screen;
   expect_fits(screen, 80);
 
   // The help overlay, then back to the runs, still readable at 80x24.
@@ -144,11 +168,29 @@ TEST(Tui, ShowsFinishedRunsOpensComparesAndFitsEightyByTwentyFour) {
   EXPECT_TRUE(shows(screen, "STATUS") && shows(screen, "alpha") && shows(screen, "q Quit")) << screen;
   expect_fits(screen, 80);
 
-  // Tag both with Space and compare them.
-  tmux.keys("Space Space c");
-  screen = tmux.wait_for({"compare 2 runs", "alpha", "beta", "loss by step"});
+  // Mark both with Space (the key bar says Mark: tags are the store's) and compare them.
+  EXPECT_TRUE(shows(screen, "Space Mark")) << screen;
+  tmux.keys("Space Space");
+  screen = tmux.wait_for({"2 marked"});
+  EXPECT_TRUE(shows(screen, "· 2 marked")) << screen;
+  tmux.keys("c");
+  screen = tmux.wait_for({"compare 2 runs", "alpha", "beta", "loss by step", "train.lr"});
   EXPECT_TRUE(shows(screen, "compare 2 runs") && shows(screen, "FINAL")) << screen;
+  // The one config key that differs, each run's value under its name.
+  EXPECT_TRUE(shows(screen, "config differences (1 key)")) << screen;
+  static const std::regex lr_row(R"(train\.lr +0\.002 +0\.003\n)");
+  EXPECT_TRUE(std::regex_search(screen, lr_row)) << screen;
+  // The x axis under the plot: from the first logged step to the last, named.
+  static const std::regex x_axis(R"(\n +2 +step +6\n)");
+  EXPECT_TRUE(std::regex_search(screen, x_axis)) << screen;
+  EXPECT_TRUE(shows(screen, "l Log scale")) << screen;
   expect_fits(screen, 80);
+  tmux.keys("l");
+  screen = tmux.wait_for({"loss by step, log scale", "l Linear"});
+  EXPECT_TRUE(shows(screen, "loss by step, log scale")) << screen;
+  tmux.keys("l");
+  screen = tmux.wait_for({"l Log scale"});
+  EXPECT_FALSE(shows(screen, "log scale (")) << screen;
 
   // A regex filter keeps the runs it matches.
   tmux.keys("q / C-u");
@@ -209,6 +251,10 @@ TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {
   ASSERT_TRUE(shows(tmux.wait_for({"launch a run into"}), "launch a run into"));
   tmux.keys("C-u");
   tmux.type(config);
+  // The form proposes the name kiln train gives a run of live.json: the config's and the time.
+  static const std::regex default_name(R"(\n  name +(live-\d{8}-\d{6})\n)");
+  screen = tmux.wait_for({"name            live-"});
+  EXPECT_TRUE(std::regex_search(screen, default_name)) << screen;
   tmux.keys("Down C-u");
   tmux.type("live");
   screen = tmux.wait_for({"1 process; output to " + dir + "/checkpoints/live/train.log", "1000000"});
@@ -237,12 +283,19 @@ TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {
   EXPECT_EQ(last_step(path, "live"), paused_at);
   EXPECT_EQ(status_of(path, "live"), store::RunStatus::Paused);
 
-  // l asks for a learning rate; the run applies it (while paused, too) and says so.
+  // l asks for a learning rate, saying what it is; the run applies the new one (while
+  // paused, too) and says so, and the next question starts from it.
   tmux.keys("l");
+  screen = tmux.wait_for({"learning rate: peak (train.lr) 0.001, 0.001 at step", "; new peak:"});
+  EXPECT_TRUE(shows(screen, "learning rate: peak (train.lr) 0.001, 0.001 at step")) << screen;
   tmux.type("0.0005");
   tmux.keys("Enter");
   screen = tmux.wait_for({"set train.lr=0.0005 applied"});
   EXPECT_TRUE(shows(screen, "set train.lr=0.0005 applied")) << screen;
+  tmux.keys("l");
+  screen = tmux.wait_for({"learning rate: peak (train.lr) 0.0005"});
+  EXPECT_TRUE(shows(screen, "learning rate: peak (train.lr) 0.0005")) << screen;
+  tmux.keys("Escape");
 
   // p resumes, and the step moves on.
   tmux.keys("p");
@@ -274,18 +327,25 @@ TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {
   EXPECT_TRUE(shows(screen, "already in the store")) << screen;
   EXPECT_TRUE(shows(screen, "launch a run into")) << screen;
 
-  // Under a new name it starts; K asks, then signals the processes this UI launched.
-  tmux.keys("C-u");
-  tmux.type("doomed");
+  // Under the name the form proposes it starts, and is recorded under it; K asks, then
+  // signals the processes this UI launched.
+  tmux.keys("Escape");
+  ASSERT_TRUE(shows(tmux.wait_for({"q Quit"}), "q Quit"));
+  tmux.keys("n C-u");
+  tmux.type(config);
+  screen = tmux.wait_for({"name            live-"});
+  std::smatch proposed;
+  ASSERT_TRUE(std::regex_search(screen, proposed, default_name)) << screen;
+  const std::string doomed = proposed[1].str();
   tmux.keys("Enter");
-  screen = tmux.wait_for({"doomed · running", "step "}, 60s);
-  ASSERT_TRUE(shows(screen, "doomed · running")) << screen;
+  screen = tmux.wait_for({doomed + " · running", "step "}, 60s);
+  ASSERT_TRUE(shows(screen, doomed + " · running")) << screen;
   tmux.keys("K");
-  EXPECT_TRUE(shows(tmux.wait_for({"kill the processes of doomed? (y/n)"}), "(y/n)"));
+  EXPECT_TRUE(shows(tmux.wait_for({"kill the processes of " + doomed + "? (y/n)"}), "(y/n)"));
   tmux.keys("y");
-  screen = tmux.wait_for({"doomed · stopped", "interrupted (SIGINT or SIGTERM)"}, 30s);
+  screen = tmux.wait_for({doomed + " · stopped", "interrupted (SIGINT or SIGTERM)"}, 30s);
   EXPECT_TRUE(shows(screen, "interrupted (SIGINT or SIGTERM)")) << screen;
-  EXPECT_EQ(status_of(path, "doomed"), store::RunStatus::Stopped);
+  EXPECT_EQ(status_of(path, doomed), store::RunStatus::Stopped);
 }
 
 TEST(Tui, BadStoresGetOneClearLine) {

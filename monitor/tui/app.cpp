@@ -5,6 +5,7 @@
 #include <exception>
 #include <vector>
 
+#include "monitor/tui/draw.h"
 #include "monitor/tui/help_overlay.h"
 #include "monitor/tui/runs_screen.h"
 #include "monitor/tui/screen.h"
@@ -20,6 +21,8 @@ constexpr int kTickMs = 100;
 constexpr double kMinReloadS = 0.25;
 // Ages and durations on screen advance once a second even when the store is quiet.
 constexpr double kClockS = 1.0;
+// A message wraps over at most this many rows; what is left of a longer one is cut.
+constexpr size_t kMaxMessageRows = 3;
 
 constexpr int kEscape = 27;
 
@@ -29,7 +32,7 @@ class App {
       : terminal_(kTickMs),
         session_(std::move(store), Theme(colour_wanted(options.mono))),
         poller_(session_.reader()) {
-    stack_.push_back(make_runs_screen(options.configs_dir, options.kiln_binary));
+    stack_.push_back(make_runs_screen(options.launch));
   }
 
   void run() {
@@ -68,11 +71,18 @@ class App {
 
   void draw(double now) {
     erase();
-    const int body = LINES - 1;
+    // The bottom rows: an open question, else a fresh message, else the key bar; the
+    // screen draws above them.
+    const Prompt* prompt = top().prompt();
+    std::vector<std::string> message;
+    if (!prompt) message = wrap(session_.message(now), COLS);
+    if (message.size() > kMaxMessageRows) message.resize(kMaxMessageRows);
+    const int bottom = prompt ? prompt->rows(COLS) : std::max(1, static_cast<int>(message.size()));
+    const int body = LINES - bottom;
     top().draw(session_, body);
-    if (const Prompt* prompt = top().prompt()) {
+    if (prompt) {
       prompt->draw(body, session_.theme());
-    } else if (const std::string& message = session_.message(now); !message.empty()) {
+    } else if (!message.empty()) {
       draw_message(body, message, session_.message_tone(), session_.theme());
     } else {
       draw_key_bar(body, top().hints(), session_.theme());

@@ -4,14 +4,14 @@
 #include <memory>
 #include <string>
 
+#include "monitor/tui/launch_form.h"
 #include "store/database.h"
 
 namespace kiln::tui {
 
 struct AppOptions {
-  bool mono = false;         // --mono: no colours (so does NO_COLOR)
-  std::string configs_dir;   // where the launch form lists configs
-  std::string kiln_binary;   // the kiln the launch form starts
+  bool mono = false;  // --mono: no colours (so does NO_COLOR)
+  LaunchSetup launch;
 };
 
 // Runs the UI on a store already opened read-only until the user quits.

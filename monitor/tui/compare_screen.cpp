@@ -5,26 +5,44 @@
 
 #include <algorithm>
 
-#include "cli/runs_format.h"
+#include "monitor/format/config_text.h"
+#include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
 #include "monitor/tui/plot.h"
 #include "monitor/tui/table.h"
 #include "store/metric_queries.h"
+#include "store/run_comparison.h"
 
 namespace kiln::tui {
 namespace {
 
-// Each run's colour, in tag order; they repeat after four runs.
+// Each run's colour, in mark order; they repeat after four runs.
 constexpr Tone kRunTones[] = {Tone::Good, Tone::Info, Tone::Accent, Tone::Warn};
+// The plot keeps at least this many rows (title and x axis included) however many config
+// keys differ; the keys that do not fit are counted instead.
+constexpr int kMinPlotRows = 10;
+constexpr int kMaxKeyWidth = 36;
 
 Tone run_tone(size_t index) { return kRunTones[index % std::size(kRunTones)]; }
 
-const std::vector<TableColumn>& columns() {
+const std::vector<TableColumn>& summary_columns() {
   static const std::vector<TableColumn> c = {
       {"RUN", 20, false, 10, true}, {"STATUS", 9, false, 8},  {"STEP", 8, true, 9},
       {"FINAL", 7, true, 9},  {"BEST", 7, true, 7},     {"AT", 7, true, 3},
       {"VALID", 7, true, 6},  {"TOK/S", 7, true, 5},    {"MFU", 6, true, 4},
       {"ELAPSED", 9, true, 5}};
+  return c;
+}
+
+// KEY as wide as its longest key (up to a limit), then one column per run sharing the rest.
+std::vector<TableColumn> diff_columns(const store::RunComparison& comparison) {
+  int key_width = 3;
+  for (const auto& d : comparison.diff) key_width = std::max(key_width, text_width(d.key));
+  key_width = std::min(key_width, kMaxKeyWidth);
+  const int runs = static_cast<int>(std::max<size_t>(comparison.runs.size(), 1));
+  const int share = std::max(8, (COLS - 2 - (key_width + 1)) / runs - 1);
+  std::vector<TableColumn> c = {{"KEY", key_width, false, 10}};
+  for (const auto& run : comparison.runs) c.push_back({run.name, share, false, 5});
   return c;
 }
 
@@ -34,10 +52,9 @@ class CompareScreen final : public Screen {
 
   void load(Session& session) override {
     store::Database& db = session.reader();
-    summaries_.clear();
+    comparison_ = store::compare_runs(db, ids_);
     curves_.clear();
     for (size_t i = 0; i < ids_.size(); ++i) {
-      summaries_.push_back(store::summarize_run(db, ids_[i]));
       store::SeriesQuery query;
       query.max_points = static_cast<size_t>(std::max(2 * COLS, 32));
       PlotSeries curve;
@@ -57,8 +74,8 @@ class CompareScreen final : public Screen {
     fill_row(0, 0, COLS, theme.attr(Tone::Title));
     put(0, 0, fmt::format(" compare {} runs", ids_.size()), COLS, theme.attr(Tone::Title));
     std::vector<std::vector<TableCell>> rows;
-    for (size_t i = 0; i < summaries_.size(); ++i) {
-      const store::RunSummary& s = summaries_[i];
+    for (size_t i = 0; i < comparison_.summaries.size(); ++i) {
+      const store::RunSummary& s = comparison_.summaries[i];
       rows.push_back({{s.name, run_tone(i)},
                       {std::string(store::to_string(s.status)), status_tone(s.status)},
                       {s.last_step ? std::to_string(*s.last_step) : kAbsent},
@@ -71,26 +88,66 @@ class CompareScreen final : public Screen {
                       {duration_or_absent(s.elapsed_s)}});
     }
     const int table_height = static_cast<int>(rows.size()) + 1;
-    draw_table(TableView{2, 0, COLS, table_height, 0, -1, false}, columns(), rows, {}, theme);
-    const int plot_top = 3 + table_height;
-    draw_plot(plot_top, 0, height - plot_top, COLS, "loss by step (colours as in the table)",
-              curves_, theme);
+    draw_table(TableView{2, 0, COLS, table_height, 0, -1, false}, summary_columns(), rows, {}, theme);
+    const int plot_top = draw_config_diff(3 + table_height, height, theme) + 1;
+    const std::string title = std::string("loss by step") + (log_y_ ? ", log scale" : "") +
+                              " (colours as in the table)";
+    draw_plot(plot_top, 0, height - plot_top, COLS, title, curves_, theme, PlotAxes{"step", log_y_});
   }
 
-  Outcome key(int, Session&) override { return Outcome::ignored(); }
+  Outcome key(int key, Session&) override {
+    if (key != 'l') return Outcome::ignored();
+    log_y_ = !log_y_;
+    return Outcome::handled();
+  }
 
-  std::vector<KeyHint> hints() const override { return {{"?", "Help"}, {"q", "Back"}}; }
+  std::vector<KeyHint> hints() const override {
+    return {{"l", log_y_ ? "Linear" : "Log scale"}, {"?", "Help"}, {"q", "Back"}};
+  }
 
   std::vector<KeyHint> help() const override {
-    return {{"", "runs tagged with Space on the runs screen, loss curves overlaid"}};
+    return {{"l", "loss on a log scale / back to linear"},
+            {"", "the runs marked with Space on the runs screen: their"},
+            {"", "figures, the config keys that differ, loss curves overlaid"}};
   }
 
   std::string title() const override { return "Compare"; }
 
  private:
+  // The config keys whose values differ, as many as leave the plot its rows; returns the
+  // row after the last one drawn.
+  int draw_config_diff(int row, int height, const Theme& theme) {
+    const auto& diff = comparison_.diff;
+    if (diff.empty()) {
+      put(row, 1, "configs: identical", COLS - 2, A_BOLD);
+      return row + 1;
+    }
+    // Title, header and rows, then a blank row above the plot.
+    const int room = std::max(1, height - row - 3 - kMinPlotRows);
+    const size_t shown = std::min(diff.size(), static_cast<size_t>(room));
+    std::string title = fmt::format("config differences ({} key{})", diff.size(), diff.size() == 1 ? "" : "s");
+    if (shown < diff.size()) {
+      std::string ids;
+      for (const int64_t id : ids_) ids += fmt::format(" {}", id);
+      title += fmt::format("; {} not shown, `kiln runs compare{}` lists all", diff.size() - shown, ids);
+    }
+    put(row, 1, title, COLS - 2, A_BOLD);
+    std::vector<std::vector<TableCell>> cells;
+    for (size_t k = 0; k < shown; ++k) {
+      std::vector<TableCell> line = {{diff[k].key, Tone::Dim}};
+      for (size_t i = 0; i < diff[k].values.size(); ++i)
+        line.push_back({config_value(diff[k].values[i]), run_tone(i)});
+      cells.push_back(std::move(line));
+    }
+    const int rows = static_cast<int>(shown) + 1;
+    draw_table(TableView{row + 1, 0, COLS, rows, 0, -1, false}, diff_columns(comparison_), cells, {}, theme);
+    return row + 1 + rows;
+  }
+
   std::vector<int64_t> ids_;
-  std::vector<store::RunSummary> summaries_;
+  store::RunComparison comparison_;
   std::vector<PlotSeries> curves_;
+  bool log_y_ = false;
 };
 
 }  // namespace

@@ -40,6 +40,37 @@ std::string pad_right_aligned(std::string_view text, int width) {
   return std::string(static_cast<size_t>(std::max(0, width - text_width(cut))), ' ') + cut;
 }
 
+std::vector<std::string> wrap(std::string_view text, int width) {
+  std::vector<std::string> lines;
+  if (width < 1) return lines;
+  std::string line;
+  size_t at = 0;
+  while (at < text.size()) {
+    if (text[at] == ' ') {
+      ++at;
+      continue;
+    }
+    const size_t end = std::min(text.find(' ', at), text.size());
+    std::string_view word = text.substr(at, end - at);
+    at = end;
+    if (!line.empty() && text_width(line) + 1 + text_width(word) <= width) {
+      line += ' ';
+      line += word;
+      continue;
+    }
+    if (!line.empty()) lines.push_back(std::move(line));
+    line.clear();
+    while (text_width(word) > width) {
+      const std::string head = clip(word, width);
+      lines.push_back(head);
+      word.remove_prefix(head.size());
+    }
+    line = word;
+  }
+  if (!line.empty()) lines.push_back(std::move(line));
+  return lines;
+}
+
 int put(int row, int col, std::string_view text, int width, int attr) {
   const int room = std::min(width, COLS - col);
   if (row < 0 || row >= LINES || col < 0 || room <= 0) return 0;

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::tui {
 
@@ -14,6 +15,9 @@ std::string clip(std::string_view text, int width);
 // The text cut or padded to exactly `width` columns, left or right aligned.
 std::string pad_left_aligned(std::string_view text, int width);
 std::string pad_right_aligned(std::string_view text, int width);
+// The text in lines of at most `width` columns, broken at spaces (a word longer than a line
+// is cut across lines); no line starts or ends with the space it broke at.
+std::vector<std::string> wrap(std::string_view text, int width);
 
 // Writes text at (row, col) with a curses attribute, cut at `width` columns and at the
 // screen's right edge. Returns the columns written.

@@ -17,8 +17,8 @@ void draw_key_bar(int row, const std::vector<KeyHint>& hints, const Theme& theme
   }
 }
 
-void draw_message(int row, const std::string& message, Tone tone, const Theme& theme) {
-  put(row, 0, message, COLS, theme.attr(tone));
+void draw_message(int row, const std::vector<std::string>& lines, Tone tone, const Theme& theme) {
+  for (size_t i = 0; i < lines.size(); ++i) put(row + static_cast<int>(i), 0, lines[i], COLS, theme.attr(tone));
 }
 
 }  // namespace kiln::tui

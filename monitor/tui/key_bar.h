@@ -1,5 +1,6 @@
-// The bottom row: the keys of the current screen, htop-style ("Enter Open  / Filter ..."),
-// or a message (a command queued, an error) while one is fresh.
+// The bottom of the screen: the keys of the current screen in one row, htop-style
+// ("Enter Open  / Filter ..."), or a message (a command queued, an error) while one is
+// fresh, wrapped over as many rows as it needs.
 #pragma once
 
 #include <string>
@@ -15,6 +16,7 @@ struct KeyHint {
 };
 
 void draw_key_bar(int row, const std::vector<KeyHint>& hints, const Theme& theme);
-void draw_message(int row, const std::string& message, Tone tone, const Theme& theme);
+// A message's rows (wrap() to the terminal's width), from `row` down.
+void draw_message(int row, const std::vector<std::string>& lines, Tone tone, const Theme& theme);
 
 }  // namespace kiln::tui

@@ -11,12 +11,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/runs_format.h"
 #include "kernels/check.h"
+#include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
 #include "monitor/tui/run_screen.h"
 #include "store/run_queries.h"
-#include "store/types.h"
+#include "store/user_text.h"
 
 namespace kiln::tui {
 namespace {
@@ -74,25 +74,13 @@ std::vector<std::string> words(const std::string& text) {
   return out;
 }
 
-std::string default_name(const std::string& config) {
-  const double now = store::unix_now();
-  const std::string stamp = local_second(now);  // "2026-11-22 14:05:09"
-  std::string time = stamp.substr(stamp.size() - 8);
-  time.erase(std::remove(time.begin(), time.end(), ':'), time.end());
-  const std::string stem = config.empty() ? "run" : fs::path(config).stem().string();
-  return stem + "-" + time;
-}
-
 }  // namespace
 
 LaunchPlan plan_launch(const LaunchValues& v, const std::string& kiln_binary,
                        const std::string& store_path) {
   if (v.config.empty()) fail("config: pick one with Left/Right or type a path");
   if (!fs::is_regular_file(v.config)) fail("config: no file " + v.config);
-  if (v.name.empty()) fail("name: give the run a name");
-  if (std::all_of(v.name.begin(), v.name.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    fail("name: '" + v.name + "' is all digits, which reads as a run id");
-  if (v.name.find('/') != std::string::npos) fail("name: '" + v.name + "' has a '/'");
+  store::check_run_name(v.name);
   LaunchPlan plan;
   plan.processes = positive_int(v.tp, "tp") * positive_int(v.pp, "pp") * positive_int(v.dp, "dp");
   std::vector<std::string> train = {kiln_binary, "train", "--config", v.config,
@@ -129,10 +117,9 @@ namespace {
 
 class LaunchForm final : public Screen {
  public:
-  LaunchForm(std::string configs_dir, std::string kiln_binary)
-      : kiln_binary_(std::move(kiln_binary)) {
+  explicit LaunchForm(LaunchSetup setup) : setup_(std::move(setup)) {
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(configs_dir, ec))
+    for (const auto& entry : fs::directory_iterator(setup_.configs_dir, ec))
       if (entry.path().extension() == ".json") configs_.push_back(entry.path().string());
     std::sort(configs_.begin(), configs_.end());
     // The tiny demo first: it trains on any machine in minutes.
@@ -166,7 +153,7 @@ class LaunchForm final : public Screen {
     put(row++, 2, fields[field_].hint, COLS - 4, theme.attr(Tone::Dim));
     ++row;
     try {
-      const LaunchPlan plan = plan_launch(values_, kiln_binary_, session.store_path());
+      const LaunchPlan plan = plan_launch(values_, setup_.kiln_binary, session.store_path());
       put(row++, 2, fmt::format("{} process{}; output to {}", plan.processes,
                                 plan.processes == 1 ? "" : "es", plan.log_path),
           COLS - 4, 0);
@@ -176,7 +163,8 @@ class LaunchForm final : public Screen {
       for (size_t at = 0; at < command.size() && row < height; at += static_cast<size_t>(COLS - 4))
         put(row++, 2, command.substr(at, static_cast<size_t>(COLS - 4)), COLS - 4, theme.attr(Tone::Info));
     } catch (const Error& e) {
-      put(row, 2, e.what(), COLS - 4, theme.attr(Tone::Warn));
+      for (const auto& line : wrap(e.what(), COLS - 4))
+        if (row < height) put(row++, 2, line, COLS - 4, theme.attr(Tone::Warn));
     }
   }
 
@@ -189,7 +177,7 @@ class LaunchForm final : public Screen {
       case KEY_DOWN: case '\t': field_ = (field_ + 1) % fields.size(); return Outcome::handled();
       case KEY_LEFT: case KEY_RIGHT: cycle(key == KEY_RIGHT ? 1 : -1); return Outcome::handled();
       case '\n': case '\r': case KEY_ENTER: {
-        const LaunchPlan plan = plan_launch(values_, kiln_binary_, session.store_path());
+        const LaunchPlan plan = plan_launch(values_, setup_.kiln_binary, session.store_path());
         // Checked here, not only by kiln train: the run screen finds the new run by its name.
         if (store::find_run_named(session.reader(), values_.name))
           fail("name: a run named '" + values_.name + "' is already in the store");
@@ -232,7 +220,7 @@ class LaunchForm final : public Screen {
 
   std::vector<Field> field_list() {
     return {{"config", &values_.config, "a config file: Left/Right cycles through configs/, or type a path"},
-            {"name", &values_.name, "the run's name in the store (unique, not all digits)"},
+            {"name", &values_.name, "the run's name in the store: the config's and the time, as kiln train names it"},
             {"steps", &values_.steps, "train.steps"},
             {"learning rate", &values_.lr, "train.lr (peak)"},
             {"tp", &values_.tp, "tensor-parallel size (parallel.tp)"},
@@ -256,7 +244,8 @@ class LaunchForm final : public Screen {
     }
   }
 
-  // Takes the config's own values as the starting overrides, and a name after it.
+  // Takes the config's own values as the starting overrides, and the name kiln train would
+  // give the run.
   void choose_config(const std::string& path) {
     values_.config = path;
     const json config = read_config(path);
@@ -266,10 +255,10 @@ class LaunchForm final : public Screen {
     values_.tp = text_or(config_text(config, "parallel", "tp"), "1");
     values_.pp = text_or(config_text(config, "parallel", "pp"), "1");
     values_.device = text_or(config_text(config, "backend", "device"), "auto");
-    values_.name = default_name(path);
+    values_.name = setup_.default_run_name(path);
   }
 
-  std::string kiln_binary_;
+  LaunchSetup setup_;
   std::vector<std::string> configs_;
   LaunchValues values_;
   size_t field_ = 0;
@@ -277,8 +266,8 @@ class LaunchForm final : public Screen {
 
 }  // namespace
 
-std::unique_ptr<Screen> make_launch_form(std::string configs_dir, std::string kiln_binary) {
-  return std::make_unique<LaunchForm>(std::move(configs_dir), std::move(kiln_binary));
+std::unique_ptr<Screen> make_launch_form(LaunchSetup setup) {
+  return std::make_unique<LaunchForm>(std::move(setup));
 }
 
 }  // namespace kiln::tui

@@ -4,6 +4,7 @@
 // with its output in <checkpoint_dir>/<name>/train.log, and the run screen takes over.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,7 +13,17 @@
 
 namespace kiln::tui {
 
-std::unique_ptr<Screen> make_launch_form(std::string configs_dir, std::string kiln_binary);
+// What the form needs from the kiln binary it runs in.
+struct LaunchSetup {
+  std::string configs_dir;  // where the form lists configs
+  std::string kiln_binary;  // the kiln it starts
+  // The name `kiln train` gives a run from its config's path when no --name is given. The
+  // trainer owns that rule and the monitor may not include the trainer, so the CLI hands it
+  // in; the form proposes it, so a run launched here is named as one started by hand.
+  std::function<std::string(const std::string& config_path)> default_run_name;
+};
+
+std::unique_ptr<Screen> make_launch_form(LaunchSetup setup);
 
 // The values of the form, as typed.
 struct LaunchValues {
@@ -20,7 +31,7 @@ struct LaunchValues {
 };
 
 // What a launch runs: the command and where its output goes. Bad values are a kiln::Error
-// naming the field.
+// naming the field (the name as the store checks it).
 struct LaunchPlan {
   std::vector<std::string> argv;
   std::string log_path;

@@ -15,6 +15,7 @@ namespace kiln::tui {
 namespace {
 
 constexpr int kAxisWidth = 8;  // "  2.3456" left of the plot
+constexpr int kMiddleLabelRows = 7;  // a plot this tall has room for a middle y value
 
 // Bit of the braille dot at column dx (0..1), row dy (0..3) of a cell (Unicode's order).
 constexpr int kDotBit[4][2] = {{0x01, 0x08}, {0x02, 0x10}, {0x04, 0x20}, {0x40, 0x80}};
@@ -108,24 +109,50 @@ PlotRaster rasterize(const std::vector<PlotSeries>& series, const PlotRange& ran
   return out;
 }
 
+std::vector<PlotSeries> log_scaled(const std::vector<PlotSeries>& series) {
+  std::vector<PlotSeries> scaled = series;
+  for (auto& s : scaled)
+    for (double& y : s.y) y = y > 0 ? std::log10(y) : std::numeric_limits<double>::quiet_NaN();
+  return scaled;
+}
+
 void draw_plot(int row, int col, int height, int width, const std::string& title,
-               const std::vector<PlotSeries>& series, const Theme& theme) {
-  if (height < 2 || width < kAxisWidth + 4) return;
+               const std::vector<PlotSeries>& series, const Theme& theme, const PlotAxes& axes) {
+  const int axis_rows = axes.x_label.empty() ? 0 : 1;
+  if (height < 2 + axis_rows || width < kAxisWidth + 4) return;
   put(row, col, title, width, A_BOLD);
-  const int plot_height = height - 1, plot_width = width - kAxisWidth;
-  const bool any = std::any_of(series.begin(), series.end(), [](const PlotSeries& s) {
+  const int plot_height = height - 1 - axis_rows, plot_width = width - kAxisWidth;
+  const std::vector<PlotSeries> scaled = axes.log_y ? log_scaled(series) : series;
+  const bool any = std::any_of(scaled.begin(), scaled.end(), [](const PlotSeries& s) {
     return std::any_of(s.y.begin(), s.y.end(), [](double v) { return !std::isnan(v); });
   });
   if (!any) {
     put(row + 1, col + kAxisWidth, "no data yet", plot_width, theme.attr(Tone::Dim));
     return;
   }
-  const PlotRange range = range_of(series);
-  put(row + 1, col, pad_right_aligned(axis_value(range.y_max), kAxisWidth - 1), kAxisWidth - 1,
-      theme.attr(Tone::Dim));
-  put(row + plot_height, col, pad_right_aligned(axis_value(range.y_min), kAxisWidth - 1),
-      kAxisWidth - 1, theme.attr(Tone::Dim));
-  const PlotRaster raster = rasterize(series, range, plot_width, plot_height, theme.unicode());
+  const PlotRange range = range_of(scaled);
+  const int dim = theme.attr(Tone::Dim);
+  // The y axis reads in the data's units on either scale.
+  const auto label_y = [&](int r, double v) {
+    put(row + 1 + r, col, pad_right_aligned(axis_value(axes.log_y ? std::pow(10.0, v) : v), kAxisWidth - 1),
+        kAxisWidth - 1, dim);
+  };
+  label_y(0, range.y_max);
+  if (plot_height >= kMiddleLabelRows) {
+    // The value at the centre of the middle row's four dots.
+    const int r = (plot_height - 1) / 2;
+    const double from_top = (4.0 * r + 1.5) / (4.0 * plot_height - 1);
+    label_y(r, range.y_max - from_top * (range.y_max - range.y_min));
+  }
+  label_y(plot_height - 1, range.y_min);
+  if (axis_rows) {
+    const int y = row + height - 1, left = col + kAxisWidth;
+    const std::string low = axis_value(range.x_min), high = axis_value(range.x_max);
+    put(y, left, low, plot_width, dim);
+    put(y, left + (plot_width - text_width(axes.x_label)) / 2, axes.x_label, plot_width, dim);
+    put(y, left + plot_width - text_width(high), high, text_width(high), dim);
+  }
+  const PlotRaster raster = rasterize(scaled, range, plot_width, plot_height, theme.unicode());
   for (int r = 0; r < plot_height; ++r) {
     // Cell by cell, so each takes the tone of the series that drew it.
     const std::string& line = raster.rows[static_cast<size_t>(r)];

@@ -32,10 +32,22 @@ PlotRange range_of(const std::vector<PlotSeries>& series);
 PlotRaster rasterize(const std::vector<PlotSeries>& series, const PlotRange& range, int width,
                      int height, bool braille);
 
+// The series with y on a log10 scale; points at or below 0, which have no logarithm, are
+// left out (NaN).
+std::vector<PlotSeries> log_scaled(const std::vector<PlotSeries>& series);
+
+struct PlotAxes {
+  // Named under the plot between the x range's ends ("0  step  6000"); empty: no x axis row.
+  std::string x_label;
+  // y on a log10 scale; the axis still reads in the data's units.
+  bool log_y = false;
+};
+
 // A titled plot at (row, col) of height x width cells: the title on the first row, the
-// y-axis' top and bottom values on the left, the raster to their right. Empty series draw
-// "no data yet".
+// y-axis' top, middle (when there is room) and bottom values on the left, the raster to
+// their right, and the x axis below when it has a label. Empty series draw "no data yet".
 void draw_plot(int row, int col, int height, int width, const std::string& title,
-               const std::vector<PlotSeries>& series, const Theme& theme);
+               const std::vector<PlotSeries>& series, const Theme& theme,
+               const PlotAxes& axes = {});
 
 }  // namespace kiln::tui

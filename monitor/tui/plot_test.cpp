@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "monitor/tui/test_screen.h"
+
 namespace kiln::tui {
 namespace {
 
@@ -50,6 +52,43 @@ TEST(Plot, TheSeriesDrawnLastOwnsASharedCell) {
   const PlotRange box{0, 1, 0, 1};
   const PlotRaster raster = rasterize({{{0}, {1}, Tone::Good}, {{1}, {0}, Tone::Info}}, box, 1, 1, true);
   EXPECT_EQ(raster.owner[0][0], 1);
+}
+
+TEST(Plot, ALogScaleTakesLogarithmsAndLeavesOutWhatHasNone) {
+  const std::vector<PlotSeries> scaled = log_scaled({{{1, 2, 3, 4}, {1, 100, 0, -1}, Tone::Good}});
+  EXPECT_EQ(scaled[0].y[0], 0);
+  EXPECT_EQ(scaled[0].y[1], 2);
+  EXPECT_TRUE(std::isnan(scaled[0].y[2]));
+  EXPECT_TRUE(std::isnan(scaled[0].y[3]));
+}
+
+TEST(Plot, TheXAxisShowsItsEndsAndNameUnderThePlot) {
+  TestScreen screen(40, 8);
+  draw_plot(0, 0, 8, 40, "loss by step", {{{0, 500, 1000}, {3, 2, 1}, Tone::Good}}, Theme(false),
+            PlotAxes{"step", false});
+  EXPECT_EQ(screen.row(0), "loss by step");
+  EXPECT_EQ(screen.row(1).substr(0, 8), "      3 ");
+  EXPECT_EQ(screen.row(6).substr(0, 8), "      1 ");
+  EXPECT_EQ(screen.row(7), "        0             step          1000");
+}
+
+TEST(Plot, OnALogScaleEqualRatiosAreEqualStepsAndTheAxisReadsInTheDataUnits) {
+  // From 1000 down to 1 in three steps of x: cells 0, 10, 21 and 31 of 32 across.
+  const std::vector<PlotSeries> falling = {{{0, 1, 2, 3}, {1000, 100, 10, 1}, Tone::Good}};
+  TestScreen screen(40, 9);
+  draw_plot(0, 0, 9, 40, "loss", falling, Theme(false), PlotAxes{"step", true});
+  EXPECT_EQ(screen.row(1).substr(0, 8), "   1000 ");
+  EXPECT_EQ(screen.row(4).substr(0, 8), "  31.62 ");  // the geometric middle
+  EXPECT_EQ(screen.row(7).substr(0, 8), "      1 ");
+  // 100 is a third of the way down (plot row 2 of 7); linear would put it at the bottom.
+  EXPECT_NE(screen.cell(1 + 2, 8 + 10), " ");
+  EXPECT_EQ(screen.cell(1 + 6, 8 + 10), " ");
+
+  erase();
+  draw_plot(0, 0, 9, 40, "loss", falling, Theme(false), PlotAxes{"step", false});
+  EXPECT_EQ(screen.row(4).substr(0, 8), "    500 ");
+  EXPECT_EQ(screen.cell(1 + 2, 8 + 10), " ");
+  EXPECT_NE(screen.cell(1 + 6, 8 + 10), " ");
 }
 
 }  // namespace

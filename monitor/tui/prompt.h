@@ -1,8 +1,9 @@
-// A one-line question on the bottom row: text entry (a regex, a learning rate, a field of
-// the launch form) or a yes/no confirmation. While open it takes every key.
+// A question at the bottom of the screen: text entry (a regex, a learning rate) or a yes/no
+// confirmation. A long question wraps over more rows. While open it takes every key.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "monitor/tui/theme.h"
 
@@ -19,9 +20,16 @@ class Prompt {
   // Text editing: printable characters, Backspace, Ctrl-U clears the line.
   Result key(int key);
   const std::string& text() const { return text_; }
+  // The rows it takes at `width` columns: the question wrapped, the typed text after it
+  // (on a row of its own when the question's last row has no room for it).
+  int rows(int width) const;
+  // Draws from `row` down, rows(COLS) rows.
   void draw(int row, const Theme& theme) const;
 
  private:
+  std::vector<std::string> question_lines(int width) const;
+  bool text_fits_after(const std::string& line, int width) const;
+
   Kind kind_;
   std::string question_;
   std::string text_;

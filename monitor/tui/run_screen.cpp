@@ -7,17 +7,19 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 
-#include "cli/run_config_summary.h"
-#include "store/run_figures.h"
-#include "store/run_overview.h"
-#include "cli/runs_format.h"
+#include "monitor/format/config_text.h"
+#include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
 #include "monitor/tui/plot.h"
+#include "monitor/tui/run_layout.h"
 #include "monitor/tui/table.h"
 #include "store/commands.h"
 #include "store/metric_queries.h"
+#include "store/run_figures.h"
+#include "store/run_overview.h"
 #include "store/run_queries.h"
 
 namespace kiln::tui {
@@ -27,14 +29,6 @@ constexpr size_t kEvents = 50;
 constexpr int kLogTailLines = 12;
 
 enum class Pane { Ranks, Events };
-
-std::string compact_bytes(const std::optional<int64_t>& bytes) {
-  if (!bytes) return kAbsent;
-  const double b = static_cast<double>(*bytes);
-  if (b >= 1e9) return fmt::format("{:.1f}G", b / 1e9);
-  if (b >= 1e6) return fmt::format("{:.0f}M", b / 1e6);
-  return fmt::format("{:.0f}k", b / 1e3);
-}
 
 std::string millis(double ms) { return std::isnan(ms) ? kAbsent : fmt::format("{:.1f}", ms); }
 
@@ -53,7 +47,7 @@ double step_ms(const store::MetricRow& r) {
 const std::vector<TableColumn>& rank_columns() {
   static const std::vector<TableColumn> c = {
       {"RANK", 4, true, 10}, {"STEP", 7, true, 9},  {"LOSS", 7, true, 8},  {"TOK/S", 7, true, 7},
-      {"MFU", 6, true, 6},   {"MEM USED/PEAK", 13, true, 5}, {"STEP MS", 8, true, 6},
+      {"MFU", 6, true, 6},   {"MEM USED/PEAK", 19, true, 5}, {"STEP MS", 8, true, 6},
       {"FWD", 6, true, 2},   {"BWD", 6, true, 2},  {"OPT", 6, true, 1},  {"COMM", 6, true, 3},
       {"DATA", 6, true, 3},  {"AGE", 5, true, 6}};
   return c;
@@ -104,6 +98,28 @@ Curve curve_of(store::Database& db, int64_t run_id, const std::string& key, int 
   return curve;
 }
 
+// The peak learning rate the run trains at now: its config's train.lr as the last applied
+// `set train.lr` (a new peak) or `set train.lr_scale` (a multiple of the config's) left it.
+std::optional<double> peak_lr(const std::string& config_json, const std::vector<store::Command>& commands) {
+  const nlohmann::json config = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) return std::nullopt;
+  const nlohmann::json lr = config.value("/train/lr"_json_pointer, nlohmann::json());
+  if (!lr.is_number()) return std::nullopt;
+  const double configured = lr.get<double>();
+  double peak = configured;
+  for (const store::Command& c : commands) {
+    if (c.action != store::CommandAction::Set || c.status != store::CommandStatus::Applied) continue;
+    const size_t eq = c.argument.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = c.argument.substr(0, eq), value = c.argument.substr(eq + 1);
+    double number = 0;
+    if (std::from_chars(value.data(), value.data() + value.size(), number).ec != std::errc()) continue;
+    if (key == "train.lr") peak = number;
+    if (key == "train.lr_scale") peak = configured * number;
+  }
+  return peak;
+}
+
 class RunScreen final : public Screen {
  public:
   RunScreen(std::optional<int64_t> id, std::string name) : id_(id), name_(std::move(name)) {}
@@ -112,6 +128,7 @@ class RunScreen final : public Screen {
     store::Database& db = session.reader();
     if (!id_ && !find_launched(db)) return;
     details_ = store::run_details(db, *id_, kEvents);
+    commands_ = store::list_commands(db, *id_);
     name_ = details_->run.name;
     const int plot_width = std::max(8, COLS / 2 - 10);
     loss_ = curve_of(db, *id_, "loss", plot_width, Tone::Good);
@@ -133,15 +150,12 @@ class RunScreen final : public Screen {
     put(1, 1, config_summary(run.config_json), COLS - 2, theme.attr(Tone::Dim));
     draw_progress(2, session, now);
 
-    const int ranks_rows = std::clamp(static_cast<int>(details_->latest.size()), 1, std::max(1, height / 5));
-    draw_ranks(4, ranks_rows + 1, theme, now);
-    const int plots_top = 4 + ranks_rows + 2;
-    const int rest = height - plots_top;
-    const int plot_height = std::clamp(rest / 2 + 1, 3, 12);
+    const RunLayout layout = run_layout(height, details_->latest.size(), LINES >= kTallTerminalRows);
+    draw_ranks(layout.ranks_top + 1, layout.ranks_rows + 1, theme, now);
     const int half = COLS / 2;
-    draw_plot(plots_top, 0, plot_height, half - 1, "loss", {loss_.series}, theme);
-    draw_plot(plots_top, half, plot_height, COLS - half, "tokens/s", {rate_.series}, theme);
-    draw_events(plots_top + plot_height + 1, height - (plots_top + plot_height + 1), theme);
+    draw_plot(layout.plots_top, 0, layout.plot_height, half - 1, "loss", {loss_.series}, theme);
+    draw_plot(layout.plots_top, half, layout.plot_height, COLS - half, "tokens/s", {rate_.series}, theme);
+    draw_events(layout.events_top, height - layout.events_top, theme);
   }
 
   Outcome key(int key, Session& session) override {
@@ -161,7 +175,7 @@ class RunScreen final : public Screen {
         return Outcome::handled();
       case 'c': steer(session, A::Checkpoint); return Outcome::handled();
       case 'l':
-        open(Question::LearningRate, Prompt::Kind::Text, "new learning rate:");
+        open(Question::LearningRate, Prompt::Kind::Text, learning_rate_question());
         return Outcome::handled();
       case 's':
         open(Question::Stop, Prompt::Kind::Confirm,
@@ -187,7 +201,7 @@ class RunScreen final : public Screen {
   std::vector<KeyHint> help() const override {
     return {{"p", "pause a running run / resume a paused one"},
             {"c", "write a checkpoint at the next step"},
-            {"l", "change the learning rate (train.lr)"},
+            {"l", "set the peak learning rate (train.lr); it shows the current one"},
             {"s", "stop gracefully (asks first)"},
             {"K", "kill the processes this UI launched (asks first)"},
             {"Tab", "switch between the ranks and events panes (arrows scroll)"},
@@ -204,6 +218,18 @@ class RunScreen final : public Screen {
   bool find_launched(store::Database& db) {
     id_ = store::find_run_named(db, name_);
     return id_.has_value();
+  }
+
+  // Says what the learning rate is before asking for a new one: the peak that `set
+  // train.lr` replaces, and where the schedule has taken it at the latest step.
+  std::string learning_rate_question() const {
+    std::vector<std::string> now;
+    if (const auto peak = peak_lr(details_->run.config_json, commands_))
+      now.push_back("peak (train.lr) " + shortest(*peak));
+    if (!details_->latest.empty() && !std::isnan(details_->latest.front().lr))
+      now.push_back(fmt::format("{:.3g} at step {}", details_->latest.front().lr, details_->latest.front().step));
+    if (now.empty()) return "new peak learning rate (train.lr):";
+    return "learning rate: " + join(now, ", ") + "; new peak:";
   }
 
   void draw_waiting(Session& session, int height) {
@@ -282,7 +308,7 @@ class RunScreen final : public Screen {
       cells.push_back({{std::to_string(r.rank), tone}, {std::to_string(r.step), tone},
                        {fixed4(r.loss), tone}, {compact_rate(r.tokens_per_s), tone},
                        {percent(r.mfu), mfu_tone(r.mfu)},
-                       {compact_bytes(r.mem_used) + "/" + compact_bytes(r.mem_peak), tone},
+                       {bytes_or_absent(r.mem_used) + "/" + bytes_or_absent(r.mem_peak), tone},
                        {millis(step_ms(r)), i == slowest ? Tone::Bad : tone},
                        {millis(r.fwd_ms), tone}, {millis(r.bwd_ms), tone}, {millis(r.opt_ms), tone},
                        {millis(r.comm_ms), tone}, {millis(r.data_ms), tone},
@@ -304,8 +330,11 @@ class RunScreen final : public Screen {
     const auto& events = details_->events;
     put(row, 1, "events (newest last)", COLS - 2, pane_ == Pane::Events ? A_BOLD : theme.attr(Tone::Dim));
     const size_t visible = static_cast<size_t>(height - 1);
-    // Unless the user scrolls, the newest events show.
-    if (pane_ != Pane::Events) event_selected_ = events.empty() ? 0 : events.size() - 1;
+    // Unless the user scrolls, the newest events show, as many as fit.
+    if (pane_ != Pane::Events) {
+      event_selected_ = events.empty() ? 0 : events.size() - 1;
+      event_first_ = events.size() > visible ? events.size() - visible : 0;
+    }
     event_first_ = scroll_to_show(event_first_, event_selected_, visible);
     for (size_t k = 0; k < visible && event_first_ + k < events.size(); ++k) {
       const store::Event& e = events[event_first_ + k];
@@ -362,6 +391,7 @@ class RunScreen final : public Screen {
   std::optional<int64_t> id_;
   std::string name_;
   std::optional<store::RunDetails> details_;
+  std::vector<store::Command> commands_;
   Curve loss_, rate_;
   Pane pane_ = Pane::Ranks;
   size_t rank_selected_ = 0, rank_first_ = 0, event_selected_ = 0, event_first_ = 0;

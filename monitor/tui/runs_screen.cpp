@@ -9,14 +9,14 @@
 #include <regex>
 #include <set>
 
-#include "store/run_figures.h"
-#include "store/run_overview.h"
-#include "cli/runs_format.h"
+#include "monitor/format/figures.h"
 #include "monitor/tui/compare_screen.h"
 #include "monitor/tui/draw.h"
 #include "monitor/tui/launch_form.h"
 #include "monitor/tui/run_screen.h"
 #include "monitor/tui/table.h"
+#include "store/run_figures.h"
+#include "store/run_overview.h"
 #include "store/run_queries.h"
 
 namespace kiln::tui {
@@ -77,8 +77,7 @@ std::vector<TableCell> cells(const store::RunOverview& l) {
 
 class RunsScreen final : public Screen {
  public:
-  RunsScreen(std::string configs_dir, std::string kiln_binary)
-      : configs_dir_(std::move(configs_dir)), kiln_binary_(std::move(kiln_binary)) {}
+  explicit RunsScreen(LaunchSetup launch) : launch_(std::move(launch)) {}
 
   void load(Session& session) override {
     store::Database& db = session.reader();
@@ -91,12 +90,14 @@ class RunsScreen final : public Screen {
   void draw(Session& session, int height) override {
     const Theme& theme = session.theme();
     fill_row(0, 0, COLS, theme.attr(Tone::Title));
-    std::string title = fmt::format(" kiln · {} · {} runs", session.store_path(), lines_.size());
+    // The store's path last: on a narrow terminal it is what gets cut, not the state.
+    std::string title = fmt::format(" kiln · {} runs", lines_.size());
     if (shown_.size() != lines_.size()) title += fmt::format(" ({} shown)", shown_.size());
     if (!filter_.empty()) title += " · filter /" + filter_ + "/";
     title += fmt::format(" · sort {} {}", columns()[static_cast<size_t>(sort_)].header,
                          descending_ ? "desc" : "asc");
-    if (!marked_.empty()) title += fmt::format(" · {} tagged", marked_.size());
+    if (!marked_.empty()) title += fmt::format(" · {} marked", marked_.size());
+    title += " · " + session.store_path();
     put(0, 0, title, COLS, theme.attr(Tone::Title));
     if (lines_.empty()) {
       put(2, 2, "No runs in " + session.store_path() + " yet.", COLS - 4, A_BOLD);
@@ -139,13 +140,13 @@ class RunsScreen final : public Screen {
       case '<': case KEY_LEFT: sort_ = (sort_ + kDuration) % (kDuration + 1); arrange(); return Outcome::handled();
       case '>': case KEY_RIGHT: sort_ = (sort_ + 1) % (kDuration + 1); arrange(); return Outcome::handled();
       case 'r': descending_ = !descending_; arrange(); return Outcome::handled();
-      case 'n': return Outcome::push(make_launch_form(configs_dir_, kiln_binary_));
+      case 'n': return Outcome::push(make_launch_form(launch_));
       case 'c': {
         std::vector<int64_t> ids;
         for (const auto& line : lines_)
           if (marked_.count(line.run.id)) ids.push_back(line.run.id);
         if (ids.size() < 2) {
-          session.flash("tag two or more runs with Space, then c compares them", Tone::Warn);
+          session.flash("mark two or more runs with Space, then c compares them", Tone::Warn);
           return Outcome::handled();
         }
         return Outcome::push(make_compare_screen(ids));
@@ -155,14 +156,14 @@ class RunsScreen final : public Screen {
   }
 
   std::vector<KeyHint> hints() const override {
-    return {{"Enter", "Open"}, {"Space", "Tag"}, {"c", "Compare"}, {"n", "New"},
+    return {{"Enter", "Open"}, {"Space", "Mark"}, {"c", "Compare"}, {"n", "New"},
             {"/", "Filter"}, {"<>", "Sort"}, {"?", "Help"}, {"q", "Quit"}};
   }
 
   std::vector<KeyHint> help() const override {
     return {{"Enter", "open the selected run"},
-            {"Space", "tag / untag the run for comparison"},
-            {"c", "compare the tagged runs"},
+            {"Space", "mark / unmark the run for comparison"},
+            {"c", "compare the marked runs"},
             {"n", "launch a new run (the launch form)"},
             {"/", "filter by a regex (empty clears it)"},
             {"< > Left Right", "sort by the previous / next column"},
@@ -214,7 +215,7 @@ class RunsScreen final : public Screen {
     if (selected_ < shown_.size()) selected_id_ = lines_[shown_[selected_]].run.id;
   }
 
-  std::string configs_dir_, kiln_binary_;
+  LaunchSetup launch_;
   std::vector<store::RunOverview> lines_;
   std::vector<size_t> shown_;
   size_t selected_ = 0, first_ = 0, visible_ = 1;
@@ -229,8 +230,8 @@ class RunsScreen final : public Screen {
 
 }  // namespace
 
-std::unique_ptr<Screen> make_runs_screen(std::string configs_dir, std::string kiln_binary) {
-  return std::make_unique<RunsScreen>(std::move(configs_dir), std::move(kiln_binary));
+std::unique_ptr<Screen> make_runs_screen(LaunchSetup launch) {
+  return std::make_unique<RunsScreen>(std::move(launch));
 }
 
 }  // namespace kiln::tui

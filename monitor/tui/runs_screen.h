@@ -1,16 +1,17 @@
 // The runs screen: the store's history as a table (status in colour, name, tags, layout,
 // device, step of planned steps, latest loss, tokens/s, MFU, start, duration), sorted by
-// any column, filtered by a regex, runs tagged with Space for comparison; Enter opens one,
-// n opens the launch form.
+// any column, filtered by a regex, runs marked with Space for comparison (marks live in
+// this screen; tags are the store's); Enter opens one, n opens the launch form.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "monitor/tui/launch_form.h"
 #include "monitor/tui/screen.h"
 
 namespace kiln::tui {
 
-std::unique_ptr<Screen> make_runs_screen(std::string configs_dir, std::string kiln_binary);
+std::unique_ptr<Screen> make_runs_screen(LaunchSetup launch);
 
 }  // namespace kiln::tui

@@ -4,9 +4,9 @@
 #include <cmath>
 
 #include "kernels/check.h"
+#include "store/human_format.h"
 #include "trainer/memory/host_copy.h"
 #include "trainer/model/vocab_parallel_cross_entropy.h"
-#include "trainer/util/human_format.h"
 #include "trainer/util/random.h"
 
 namespace kiln {

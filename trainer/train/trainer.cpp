@@ -15,6 +15,7 @@
 #include <fmt/core.h>
 
 #include "kernels/check.h"
+#include "store/human_format.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/parallel/layout.h"
 #include "trainer/train/backend.h"
@@ -22,7 +23,6 @@
 #include "trainer/train/generate.h"
 #include "trainer/train/interrupt.h"
 #include "trainer/train/step_clock.h"
-#include "trainer/util/human_format.h"
 
 namespace kiln {
 

@@ -1,11 +1,11 @@
-#include "cli/run_config_summary.h"
+#include "monitor/format/config_text.h"
 
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "cli/runs_format.h"
+#include "monitor/format/figures.h"
 
 namespace kiln {
 namespace {
@@ -71,6 +71,12 @@ std::string config_summary(const std::string& config_json) {
   if (model.empty()) return join(train, ", ");
   if (train.empty()) return join(model, ", ");
   return join(model, ", ") + "; " + join(train, ", ");
+}
+
+std::string config_value(const std::optional<std::string>& json_text) {
+  if (!json_text) return kAbsent;
+  const json value = json::parse(*json_text, nullptr, /*allow_exceptions=*/false);
+  return value.is_string() ? value.get<std::string>() : *json_text;
 }
 
 }  // namespace kiln

@@ -1,4 +1,4 @@
-#include "trainer/util/human_format.h"
+#include "store/human_format.h"
 
 #include <cmath>
 #include <iterator>
