@@ -6,6 +6,8 @@ namespace kiln::monitor {
 
 SharedState::SharedState(ServerOptions options)
     : options_(std::move(options)),
+      connections_(options_.max_connections),
+      subscribers_(options_.max_subscribers),
       reads_(options_.store_path, store::Access::ReadOnly),
       writes_(options_.store_path, store::Access::ReadWrite),
       feeds_(reads_, options_.poll_interval) {}

@@ -1,5 +1,5 @@
-// What every session of one server shares: its options, the store connections and the live
-// feeds.
+// What every session of one server shares: its options, the caps on sessions, the store
+// connections and the live feeds.
 #pragma once
 
 #include <chrono>
@@ -9,6 +9,8 @@
 
 #include "monitor/server/connection_pool.h"
 #include "monitor/server/live_feeds.h"
+#include "monitor/server/server_limits.h"
+#include "monitor/server/session_slots.h"
 
 namespace kiln::monitor {
 
@@ -16,6 +18,8 @@ struct ServerOptions {
   std::string store_path;
   // When set, requests that change something must carry "Authorization: Bearer TOKEN".
   std::string token;
+  size_t max_connections = limits::kDefaultMaxConnections;  // HTTP connections at once
+  size_t max_subscribers = limits::kDefaultMaxSubscribers;  // WebSocket clients at once
   // Checks a `set` command's "key=value" against the run's config JSON (a sane range, unless
   // the request says "force") and returns it normalised; a bad one is a kiln::Error. The CLI
   // hands in the trainer's own check, so the server accepts exactly what `kiln runs set`
@@ -23,7 +27,7 @@ struct ServerOptions {
   std::function<std::string(const std::string& assignment, const std::string& run_config_json, bool force)>
       normalize_setting;
   std::chrono::milliseconds poll_interval{200};
-  size_t max_queued_messages = 4096;  // per WebSocket client
+  size_t max_queued_messages = limits::kMaxQueuedMessages;  // per WebSocket client
   int threads = 2;
   // The server shares its process with a training run (`kiln train --serve`): its threads
   // run at the lowest CPU priority, so they take the time the run leaves idle and never
@@ -36,6 +40,8 @@ class SharedState {
   explicit SharedState(ServerOptions options);
 
   const ServerOptions& options() const { return options_; }
+  SessionSlots& connections() { return connections_; }
+  SessionSlots& subscribers() { return subscribers_; }
   ConnectionPool& reads() { return reads_; }
   ConnectionPool& writes() { return writes_; }
   LiveFeeds& feeds() { return feeds_; }
@@ -45,6 +51,8 @@ class SharedState {
 
  private:
   ServerOptions options_;
+  SessionSlots connections_;
+  SessionSlots subscribers_;
   ConnectionPool reads_;
   ConnectionPool writes_;
   LiveFeeds feeds_;
