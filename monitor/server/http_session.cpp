@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "monitor/server/api_routes.h"
+#include "monitor/server/cross_site.h"
 #include "monitor/server/server_limits.h"
 #include "monitor/server/websocket_session.h"
 
@@ -77,6 +78,7 @@ void HttpSession::on_read(beast::error_code error) {
   if (error) return;  // timed out or broken: nothing to answer
 
   http::request<http::string_body> request = parser_->release();
+  if (auto refusal = refuse_cross_site(state_.allowed_hosts(), request)) return write(*refusal, false);
   if (beast::websocket::is_upgrade(request)) return upgrade(std::move(request));
   write(answer(state_, request), request.keep_alive());
 }

@@ -1,5 +1,6 @@
 // One HTTP connection: reads a request (with a deadline and limits on header and body size),
-// answers it, then reads the next; one write in flight at a time. A WebSocket upgrade
+// checks it comes from this server's own pages where a browser could have sent it for another
+// site, answers it, then reads the next; one write in flight at a time. A WebSocket upgrade
 // for /api/runs/{run}/live hands the socket to a WebsocketSession. Past the server's cap on
 // connections (or, for an upgrade, on subscribers) the answer is 503 and the connection
 // closes.

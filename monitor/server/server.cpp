@@ -17,7 +17,7 @@
 namespace kiln::monitor {
 
 Server::Server(const ListenAddress& address, ServerOptions options)
-    : address_(address), state_((check_exposure(address, options.token), std::move(options))) {
+    : address_(address), state_((check_exposure(address, options.token), std::move(options)), address) {
   listener_ = std::make_shared<Listener>(io_, address_, state_);
 }
 

@@ -1,13 +1,16 @@
-// What every session of one server shares: its options, the caps on sessions, the store
-// connections and the live feeds.
+// What every session of one server shares: its options, the host names it answers to, the
+// caps on sessions, the store connections and the live feeds.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
+#include "monitor/server/allowed_hosts.h"
 #include "monitor/server/connection_pool.h"
+#include "monitor/server/listen_address.h"
 #include "monitor/server/live_feeds.h"
 #include "monitor/server/server_limits.h"
 #include "monitor/server/session_slots.h"
@@ -18,6 +21,9 @@ struct ServerOptions {
   std::string store_path;
   // When set, requests that change something must carry "Authorization: Bearer TOKEN".
   std::string token;
+  // Host names (or addresses) the server answers to beside its own (--allow-host): the name
+  // a reverse proxy forwards, say.
+  std::vector<std::string> allowed_hosts;
   size_t max_connections = limits::kDefaultMaxConnections;  // HTTP connections at once
   size_t max_subscribers = limits::kDefaultMaxSubscribers;  // WebSocket clients at once
   // Checks a `set` command's "key=value" against the run's config JSON (a sane range, unless
@@ -37,9 +43,11 @@ struct ServerOptions {
 
 class SharedState {
  public:
-  explicit SharedState(ServerOptions options);
+  // A bad --allow-host name is a kiln::Error.
+  SharedState(ServerOptions options, const ListenAddress& address);
 
   const ServerOptions& options() const { return options_; }
+  const AllowedHosts& allowed_hosts() const { return allowed_hosts_; }
   SessionSlots& connections() { return connections_; }
   SessionSlots& subscribers() { return subscribers_; }
   ConnectionPool& reads() { return reads_; }
@@ -51,6 +59,7 @@ class SharedState {
 
  private:
   ServerOptions options_;
+  AllowedHosts allowed_hosts_;
   SessionSlots connections_;
   SessionSlots subscribers_;
   ConnectionPool reads_;
