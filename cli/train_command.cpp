@@ -34,7 +34,7 @@ struct TrainOptions {
   bool no_store = false;
   std::string resume;
   std::string serve;  // HOST:PORT: serve the dashboard while training
-  TokenOptions token;
+  DashboardOptions dashboard;  // with --serve: --token, --allow-host, --max-connections...
   bool force = false;  // --resume a run that still looks live
 };
 
@@ -88,7 +88,7 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
     // like any other client: the training loop never waits on it.
     std::unique_ptr<monitor::Server> server;
     if (!options.serve.empty() && first)
-      server = make_dashboard_server(record.store_path, options.serve, resolve_token(options.token), true);
+      server = make_dashboard_server(record.store_path, options.serve, options.dashboard, true);
     Trainer trainer(config, world.comm(), record, resume, first ? stdout : quiet.get());
     if (server) {
       server->start();
@@ -146,7 +146,7 @@ void add_train_command(CLI::App& app, std::string command_line) {
       "--serve", options->serve,
       "Serve the dashboard at HOST:PORT while training (e.g. 127.0.0.1:8080; docs/dashboard.md)");
   serve->excludes("--no-store");
-  add_token_options(cmd, options->token, serve);
+  add_dashboard_options(cmd, options->dashboard, serve);
   cmd->add_flag("--force", options->force,
                 "With --resume: continue a run the store still shows as running (its process is gone)")
       ->needs(resume);

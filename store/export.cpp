@@ -10,6 +10,7 @@
 #include "store/commands.h"
 #include "store/json_rows.h"
 #include "store/metric_queries.h"
+#include "store/rows.h"
 #include "store/run_queries.h"
 
 namespace kiln::store {
@@ -46,32 +47,63 @@ void json_array(std::ostream& out, const char* key, const Rows& rows) {
 
 }  // namespace
 
+void append_metrics_csv_line(std::string& out, const std::string& run, const MetricRow& r) {
+  out += csv_text(run);
+  fmt::format_to(std::back_inserter(out), ",{},{}", r.step, r.rank);
+  csv_number(out, r.time);
+  csv_number(out, std::optional<int64_t>(r.tokens));
+  csv_number(out, r.loss);
+  csv_number(out, r.lr);
+  csv_number(out, r.grad_norm);
+  csv_number(out, r.tokens_per_s);
+  csv_number(out, r.tflops);
+  csv_number(out, r.mfu);
+  csv_number(out, r.mem_used);
+  csv_number(out, r.mem_peak);
+  csv_number(out, r.fwd_ms);
+  csv_number(out, r.bwd_ms);
+  csv_number(out, r.opt_ms);
+  csv_number(out, r.comm_ms);
+  csv_number(out, r.data_ms);
+  csv_number(out, r.loss_scale);
+  csv_number(out, std::optional<int64_t>(r.skipped_steps));
+  out += '\n';
+}
+
 void write_metrics_csv(Database& db, int64_t run_id, std::ostream& out) {
-  const std::string run = csv_text(get_run(db, run_id).name);
+  const std::string run = get_run(db, run_id).name;
   out << kMetricsCsvHeader << '\n';
   std::string line;
   for_each_metric(db, run_id, [&](const MetricRow& r) {
-    line = fmt::format("{},{},{}", run, r.step, r.rank);
-    csv_number(line, r.time);
-    csv_number(line, std::optional<int64_t>(r.tokens));
-    csv_number(line, r.loss);
-    csv_number(line, r.lr);
-    csv_number(line, r.grad_norm);
-    csv_number(line, r.tokens_per_s);
-    csv_number(line, r.tflops);
-    csv_number(line, r.mfu);
-    csv_number(line, r.mem_used);
-    csv_number(line, r.mem_peak);
-    csv_number(line, r.fwd_ms);
-    csv_number(line, r.bwd_ms);
-    csv_number(line, r.opt_ms);
-    csv_number(line, r.comm_ms);
-    csv_number(line, r.data_ms);
-    csv_number(line, r.loss_scale);
-    csv_number(line, std::optional<int64_t>(r.skipped_steps));
-    line += '\n';
+    line.clear();
+    append_metrics_csv_line(line, run, r);
     out << line;
   });
+}
+
+MetricsCsvPages::MetricsCsvPages(Database& db, int64_t run_id) : run_id_(run_id), run_(get_run(db, run_id).name) {}
+
+std::string MetricsCsvPages::next(Database& db, size_t rows) {
+  if (!header_written_) {
+    header_written_ = true;
+    return std::string(kMetricsCsvHeader) + '\n';
+  }
+  // The rows after the last one written, in primary-key order: `step >= ?2` walks the key
+  // from there, the rest skips that step's ranks already written.
+  static const std::string sql = std::string("SELECT ") + kMetricColumns +
+                                 " FROM metrics WHERE run_id = ?1 AND step >= ?2 AND (step > ?2 OR rank > ?3) "
+                                 "ORDER BY step, rank LIMIT ?4";
+  Statement& st = db.cached(sql);
+  std::string page;
+  st.bind_all(run_id_, step_, rank_, static_cast<int64_t>(rows));
+  while (st.step()) {
+    const MetricRow row = read_metric(st);
+    append_metrics_csv_line(page, run_, row);
+    step_ = row.step;
+    rank_ = row.rank;
+  }
+  st.reset();
+  return page;
 }
 
 void write_run_json(Database& db, int64_t run_id, std::ostream& out) {

@@ -2,9 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <ostream>
+#include <string>
 
 #include "store/database.h"
+#include "store/types.h"
 
 namespace kiln::store {
 
@@ -16,6 +19,31 @@ inline constexpr const char* kMetricsCsvHeader =
 // Every metric row as CSV: the header, then one line per (step, rank). `run` is the run's
 // name; an absent value is an empty field; numbers round-trip exactly.
 void write_metrics_csv(Database& db, int64_t run_id, std::ostream& out);
+
+// One metric row as its CSV line (with the line break), in the header's columns; `run` is
+// the run's name as stored (quoted here if it needs to be).
+void append_metrics_csv_line(std::string& out, const std::string& run, const MetricRow& row);
+
+// The same CSV a page at a time, for a reader that lets go of the store between pages: the
+// server streams an export to a client that may read slowly, and must not hold a connection
+// or a read snapshot meanwhile. Each page is read in its own snapshot, so rows committed
+// during the export after the page reached show up; none is written twice.
+class MetricsCsvPages {
+ public:
+  // An unknown run is an error.
+  MetricsCsvPages(Database& db, int64_t run_id);
+  // The next page: the header first, then up to `rows` lines each call; "" once every row
+  // is out.
+  std::string next(Database& db, size_t rows);
+
+ private:
+  int64_t run_id_;
+  std::string run_;
+  bool header_written_ = false;
+  // The (step, rank) of the last row written.
+  int64_t step_ = std::numeric_limits<int64_t>::min();
+  int64_t rank_ = std::numeric_limits<int64_t>::min();
+};
 
 // The whole run as one JSON object: {"run": {...}, "metrics": [...], "valid": [...],
 // "system": [...], "events": [...], "checkpoints": [...], "commands": [...]}. Rows stream

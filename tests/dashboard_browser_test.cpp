@@ -1,5 +1,7 @@
 // End-to-end: the dashboard in headless Chromium (tests/browser/dashboard.mjs) against
-// `kiln train --serve` training a live run, over a store that also holds two finished runs.
+// `kiln train --serve` training a live run, over a store that also holds two finished runs:
+// its charts, and its steering buttons (pause, resume, set the learning rate, checkpoint)
+// through the server's cross-site checks.
 // Screenshots of the runs, run, live and compare pages land in build/screenshots/.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -18,7 +20,7 @@ namespace {
 
 const std::string kiln = KILN_BINARY;
 
-TEST(DashboardBrowser, RunsChartControlsLivePauseResumeAndCompare) {
+TEST(DashboardBrowser, RunsChartControlsLiveSteeringAndCompare) {
   const std::string dir = fresh_dir("dashboard_browser");
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
   // finished-a: two data-parallel ranks, every step logged, a checkpoint at step 6 (and 12),
@@ -31,11 +33,12 @@ TEST(DashboardBrowser, RunsChartControlsLivePauseResumeAndCompare) {
   const CommandResult b = run_command(kiln + " train --store " + store + " --name finished-b" + small_run(prefix) +
                                       " --set train.lr=0.01");
   ASSERT_EQ(b.exit_code, 0) << b.output;
-  // Trains until stopped, a step logged every few milliseconds.
+  // Trains until stopped, a step logged every few milliseconds; the page's buttons steer it
+  // (its checkpoint lands beside the others).
   const std::string log = dir + "/live.log";
   const int pid = start_background(kiln + " train --store " + store + " --name live --serve 127.0.0.1:0" +
                                        small_run(prefix) + " --set train.steps=1000000 --set train.log_interval=5" +
-                                       " --set train.eval_interval=0",
+                                       " --set train.eval_interval=0 --set train.checkpoint_dir=" + dir + "/checkpoints",
                                    log);
   const std::string url = wait_for_url(log);
   ASSERT_FALSE(url.empty()) << read_text(log);

@@ -1,6 +1,7 @@
 // End-to-end: `kiln serve` as a user starts it: a store that is not there, an address beyond
-// this machine without a token and a bad address are refused in one line; a good one serves
-// until Ctrl-C and then exits cleanly.
+// this machine without a token, a bad address and a bad --allow-host are refused in one
+// line; a good one serves until Ctrl-C and then exits cleanly, answering the host names it
+// is given and no more connections than it is told.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -8,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "monitor/server/test_client.h"
 #include "store/run_writer.h"
 #include "tests/run_command.h"
 
@@ -46,6 +48,44 @@ TEST(ServeCli, ServesUntilInterrupted) {
       << read_text(log);
   ::kill(pid, SIGINT);
   EXPECT_EQ(wait_exit(pid), 0) << read_text(log);
+}
+
+TEST(ServeCli, AnswersTheHostsItIsGivenAndNoMoreConnectionsThanItIsTold) {
+  const std::string dir = fresh_dir("serve_cli_hosts");
+  { store::RunWriter writer(dir + "/runs.db"); }
+  const std::string log = dir + "/serve.log";
+  const int pid = start_background(kiln + " serve --store " + dir +
+                                       "/runs.db --listen 127.0.0.1:0 --allow-host dash.example --allow-host "
+                                       "tunnel.example --max-connections 1 --max-subscribers 1",
+                                   log);
+  const std::string url = wait_for_url(log);
+  ASSERT_FALSE(url.empty()) << read_text(log);
+  const auto port = static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
+  using monitor::test::get;
+  EXPECT_EQ(get(port, "/api/runs", {{"Host", "dash.example:8080"}}).status, 200u);
+  EXPECT_EQ(get(port, "/api/runs", {{"Host", "tunnel.example"}}).status, 200u);
+  EXPECT_EQ(get(port, "/api/runs", {{"Host", "other.example"}}).status, 403u);
+  monitor::test::net::io_context io;
+  monitor::test::tcp::socket idle(io);
+  idle.connect(monitor::test::tcp::endpoint(monitor::test::net::ip::make_address("127.0.0.1"), port));
+  EXPECT_EQ(get(port, "/api/runs").status, 503u);
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(wait_exit(pid), 0) << read_text(log);
+}
+
+TEST(ServeCli, RefusesAnAllowedHostThatIsNotAName) {
+  const std::string dir = fresh_dir("serve_cli_bad_host");
+  { store::RunWriter writer(dir + "/runs.db"); }
+  // timeout: a server that wrongly accepts the name would otherwise serve on.
+  const CommandResult ported =
+      run_command("timeout 10 " + kiln + " serve --store " + dir + "/runs.db --listen 127.0.0.1:0 --allow-host http://dash.example:8080");
+  EXPECT_EQ(ported.exit_code, 1);
+  EXPECT_EQ(ported.output,
+            "kiln: error: --allow-host 'http://dash.example:8080': give a host name or an IP address, without a "
+            "scheme or a port (e.g. --allow-host dashboard.example.org)\n");
+  const CommandResult without_serve = run_command(kiln + " train --allow-host dash.example --max-connections 4");
+  EXPECT_EQ(without_serve.exit_code, 1);  // CLI11's usage error
+  EXPECT_NE(without_serve.output.find("--allow-host requires --serve"), std::string::npos) << without_serve.output;
 }
 
 }  // namespace

@@ -1,13 +1,17 @@
 // The API's reads: runs, one run, its series and rows, CSV export, comparison. Each is one
 // of the store's queries; this file only maps parameters in and rows out.
+#include <fmt/format.h>
+
 #include <cctype>
 #include <cstdint>
 #include <limits>
-#include <sstream>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "monitor/server/api_call.h"
+#include "monitor/server/server_limits.h"
 #include "store/commands.h"
 #include "store/export.h"
 #include "store/json_rows.h"
@@ -22,8 +26,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr size_t kDefaultPoints = 1000;
-constexpr int64_t kMaxPoints = 100000;
 constexpr int64_t kDefaultEvents = 100;
 
 template <typename Rows>
@@ -49,6 +51,19 @@ json series_json(const store::RankSeries& series) {
           {"value", value},      {"min", min},   {"max", max}};
 }
 
+// A list parameter that holds more than `most` items, or one twice, is refused before any
+// work: each item costs a query and a series in the answer.
+template <typename Item>
+void check_list(const char* name, const std::vector<Item>& items, size_t most) {
+  if (items.size() > most)
+    throw ApiError(http::status::bad_request, std::string(name) + ": at most " + std::to_string(most) +
+                                                  " may be asked for at once, not " + std::to_string(items.size()));
+  std::set<Item> seen;
+  for (const Item& item : items)
+    if (!seen.insert(item).second)
+      throw ApiError(http::status::bad_request, std::string(name) + ": " + fmt::format("{}", item) + " is asked for twice");
+}
+
 std::vector<int> ranks_param(const RequestTarget& target) {
   std::vector<int> ranks;
   for (const std::string& text : target.list("ranks")) {
@@ -62,8 +77,24 @@ std::vector<int> ranks_param(const RequestTarget& target) {
       throw ApiError(http::status::bad_request, "ranks: '" + text + "' is not a rank number");
     ranks.push_back(rank);
   }
+  check_list("ranks", ranks, limits::kMaxSeriesRanks);
   return ranks;
 }
+
+// The export's rows, a chunk at a time, each read with a store connection borrowed for it
+// alone: a client reading slowly holds neither a connection nor a snapshot.
+class CsvExportChunks : public BodyChunks {
+ public:
+  CsvExportChunks(SharedState& state, int64_t run_id, store::Database& db) : state_(state), pages_(db, run_id) {}
+  std::string next() override {
+    auto db = state_.reads().borrow();
+    return pages_.next(*db, limits::kCsvRowsPerChunk);
+  }
+
+ private:
+  SharedState& state_;
+  store::MetricsCsvPages pages_;
+};
 
 // A file name for Content-Disposition made of the run name's safe characters only.
 std::string download_name(const std::string& run_name) {
@@ -102,16 +133,19 @@ Reply get_run(ApiCall& call) {
 
 Reply get_metrics(ApiCall& call) {
   std::vector<std::string> keys = call.target.list("keys");
+  check_list("keys", keys, limits::kMaxSeriesKeys);
   if (keys.empty()) keys.push_back("loss");
   store::SeriesQuery query;
   query.ranks = ranks_param(call.target);
   query.first_step = call.target.integer("from").value_or(query.first_step);
   query.last_step = call.target.integer("to").value_or(query.last_step);
-  const int64_t points = call.target.integer("points").value_or(kDefaultPoints);
-  if (points < 0 || points > kMaxPoints)
+  const int64_t points = call.target.integer("points").value_or(limits::kDefaultSeriesPoints);
+  if (points < 0 || points > limits::kMaxSeriesPoints)
     throw ApiError(http::status::bad_request,
-                   "points must be from 0 (every row) to " + std::to_string(kMaxPoints));
-  query.max_points = static_cast<size_t>(points);
+                   "points must be from 0 (every row) to " + std::to_string(limits::kMaxSeriesPoints));
+  // Every row, up to the cap: a range of fewer steps than that comes whole (a bucket per
+  // step), a longer one downsampled to the cap rather than read into memory entire.
+  query.max_points = static_cast<size_t>(points == 0 ? limits::kMaxSeriesPoints : points);
   auto db = call.state.reads().borrow();
   json series = json::object();
   for (const std::string& key : keys) {
@@ -145,11 +179,9 @@ Reply get_commands(ApiCall& call) {
 
 Reply get_export_csv(ApiCall& call) {
   auto db = call.state.reads().borrow();
-  std::ostringstream csv;
-  store::write_metrics_csv(*db, call.run_id, csv);
   Reply reply;
   reply.content_type = "text/csv; charset=utf-8";
-  reply.body = std::move(csv).str();
+  reply.chunks = std::make_shared<CsvExportChunks>(call.state, call.run_id, *db);
   reply.content_disposition =
       "attachment; filename=\"" + download_name(store::get_run(*db, call.run_id).name) + "\"";
   return reply;

@@ -1,8 +1,9 @@
-// What an API route answers: a status, a content type and a body. API failures are ApiErrors,
-// which the router turns into {"error": "..."} with their status.
+// What an API route answers: a status, a content type and a body, whole or in chunks. API
+// failures are ApiErrors, which the router turns into {"error": "..."} with their status.
 #pragma once
 
 #include <boost/beast/http/status.hpp>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -11,11 +12,23 @@ namespace kiln::monitor {
 
 namespace http = boost::beast::http;
 
+// A body too large to build whole (the CSV export): the session sends it chunked, asking for
+// each piece once the one before is written, so it never holds more than one.
+class BodyChunks {
+ public:
+  virtual ~BodyChunks() = default;
+  // The next piece, "" at the end. A failure midway is thrown: the status has gone out, so
+  // the session cuts the answer off and the client sees it incomplete.
+  virtual std::string next() = 0;
+};
+
 struct Reply {
   http::status status = http::status::ok;
   std::string content_type = "application/json";
   std::string body;
-  std::string content_disposition;  // set for downloads
+  std::shared_ptr<BodyChunks> chunks;  // set: the body comes from here instead
+  std::string content_disposition;     // set for downloads
+  std::string retry_after;             // seconds, set when the server is too busy
 };
 
 struct ApiError : std::runtime_error {

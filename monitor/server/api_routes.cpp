@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "kernels/check.h"
+#include "monitor/server/cross_site.h"
 #include "monitor/server/static_ui.h"
 #include "store/error.h"
 #include "store/run_queries.h"
@@ -122,6 +123,10 @@ Reply answer(SharedState& state, const Request& request) {
       throw ApiError(http::status::unauthorized,
                      "this request changes a run: send the server's token as "
                      "\"Authorization: Bearer TOKEN\"");
+    if (route.changes_state && request.method() != http::verb::delete_ &&
+        !is_json_content_type(request[http::field::content_type]))
+      throw ApiError(http::status::unsupported_media_type,
+                     "send the body as JSON, with \"Content-Type: application/json\"");
     ApiCall call{state, request, target};
     if (has_run(route)) call.run_id = resolve_run_id(state, target.segments[2]);
     return route.handler(call);

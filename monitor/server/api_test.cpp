@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
+#include <sstream>
 #include <string>
 
 #include "monitor/server/server_fixture.h"
@@ -68,6 +68,36 @@ TEST_F(ServerTest, ServesSeriesForKeysRanksAndStepRange) {
   EXPECT_DOUBLE_EQ(one["value"][0].get<double>(), loss_of(30, 0));
   EXPECT_DOUBLE_EQ(one["max"][0].get<double>(), loss_of(10, 0));
   EXPECT_DOUBLE_EQ(one["min"][0].get<double>(), loss_of(30, 0));
+}
+
+// points=0 asks for every row, but no more than the cap: a range longer than that many steps
+// comes downsampled to it rather than read whole into memory.
+TEST_F(ServerTest, EveryRowIsCappedAtTheMostPoints) {
+  for (int64_t step : {6, 7, 300005}) live_writer_->log_metrics(store::testing_util::interval(step, 2));
+  live_writer_->flush();
+  const auto rank0 = get(port_, "/api/runs/beta/metrics?ranks=0&points=0").json()["series"]["loss"][0];
+  // 300000 steps in buckets of 4: steps 5, 6 and 7 share the first.
+  EXPECT_EQ(rank0["step"], nlohmann::json({7, 300005}));
+  EXPECT_DOUBLE_EQ(rank0["max"][0].get<double>(), loss_of(5, 0));
+  const auto short_range = get(port_, "/api/runs/beta/metrics?ranks=0&points=0&to=7").json()["series"]["loss"][0];
+  EXPECT_EQ(short_range["step"], nlohmann::json({5, 6, 7}));
+}
+
+// The export streams in chunks, each read on its own, and says the same as `kiln runs
+// export`. Three ranks a step: chunks of 1024 rows end mid-step.
+TEST_F(ServerTest, StreamsTheCsvExportInChunks) {
+  for (int64_t step = 6; step < 1506; ++step) live_writer_->log_metrics(store::testing_util::interval(step, 3));
+  live_writer_->flush();
+  const HttpResult csv = get(port_, "/api/runs/beta/export.csv");
+  ASSERT_EQ(csv.status, 200u);
+  EXPECT_EQ(csv.headers[http::field::transfer_encoding], "chunked");
+  EXPECT_EQ(csv.headers[http::field::content_disposition], "attachment; filename=\"beta.csv\"");
+  const auto db = store::open_store(path(), store::Access::ReadOnly);
+  std::ostringstream expected;
+  store::write_metrics_csv(*db, beta_, expected);
+  EXPECT_EQ(std::count(csv.body.begin(), csv.body.end(), '\n'), 1 + 2 + 1500 * 3);
+  EXPECT_EQ(csv.body, expected.str());
+  EXPECT_EQ(get(port_, "/api/runs/beta").status, 200u);  // the connection pool is whole again
 }
 
 TEST_F(ServerTest, ServesValidationEventsAndCsv) {

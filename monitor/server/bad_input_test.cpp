@@ -55,6 +55,22 @@ TEST_F(BadInputTest, BadQueryParameters) {
   EXPECT_EQ(get(port_, "/api/runs?status=sleeping").status, 400u);
 }
 
+// Each key and rank costs a query and a series: a request cannot ask for more than there
+// are, or for one twice.
+TEST_F(BadInputTest, MetricsQueriesWithinBounds) {
+  expect_error(get(port_, "/api/runs/alpha/metrics?keys=loss,lr,loss"), 400, "keys: loss is asked for twice");
+  std::string keys = "loss";
+  for (int i = 0; i < 17; ++i) keys += ",loss";
+  expect_error(get(port_, "/api/runs/alpha/metrics?keys=" + keys), 400,
+               "keys: at most 17 may be asked for at once, not 18");
+  expect_error(get(port_, "/api/runs/alpha/metrics?ranks=0,1,01"), 400, "ranks: 1 is asked for twice");
+  std::string ranks = "0";
+  for (int i = 1; i <= 1024; ++i) ranks.append(",").append(std::to_string(i));
+  expect_error(get(port_, "/api/runs/alpha/metrics?ranks=" + ranks), 400,
+               "ranks: at most 1024 may be asked for at once, not 1025");
+  expect_error(get(port_, "/api/runs/alpha/metrics?points=100001"), 400, "points must be from 0 (every row) to 100000");
+}
+
 TEST_F(BadInputTest, BadBodies) {
   const std::string target = "/api/runs/beta/commands";
   expect_error(request(port_, http::verb::post, target, "{not json", {kAuth}), 400, "the body is not valid JSON");
@@ -77,7 +93,7 @@ TEST_F(BadInputTest, OversizedBodyAndHeader) {
 TEST_F(BadInputTest, MalformedHttp) {
   EXPECT_EQ(raw_exchange(port_, "GARBAGE\r\n\r\n"), "HTTP/1.1 400 Bad Request");
   EXPECT_EQ(raw_exchange(port_, "GET /api/runs HTTP/9.9\r\n\r\n"), "HTTP/1.1 400 Bad Request");
-  EXPECT_EQ(raw_exchange(port_, "GET noslash HTTP/1.1\r\nHost: x\r\n\r\n"), "HTTP/1.1 400 Bad Request");
+  EXPECT_EQ(raw_exchange(port_, "GET noslash HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), "HTTP/1.1 400 Bad Request");
   // A client that connects and says nothing does not hold up anyone else.
   net::io_context io;
   tcp::socket idle(io);

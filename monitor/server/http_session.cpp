@@ -1,97 +1,166 @@
 #include "monitor/server/http_session.h"
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
-#include <chrono>
 #include <utility>
 #include <variant>
 
 #include "monitor/server/api_routes.h"
+#include "monitor/server/cross_site.h"
+#include "monitor/server/server_limits.h"
 #include "monitor/server/websocket_session.h"
 
 namespace kiln::monitor {
 
 namespace beast = boost::beast;
+namespace net = boost::asio;
 
-constexpr auto kReadTimeout = std::chrono::seconds(30);
-constexpr auto kDrainTimeout = std::chrono::seconds(5);
-constexpr uint32_t kHeaderLimit = 8 * 1024;
-constexpr uint64_t kBodyLimit = 64 * 1024;  // the API's bodies are small JSON objects
+namespace {
 
-HttpSession::HttpSession(boost::asio::ip::tcp::socket&& socket, SharedState& state)
-    : stream_(std::move(socket)), state_(state) {}
+Reply too_busy(size_t most, const std::string& what, const std::string& option) {
+  Reply reply = error_reply(http::status::service_unavailable,
+                            "the server is at its limit of " + std::to_string(most) + " " + what + " (" + option +
+                                "); try again shortly");
+  reply.retry_after = std::to_string(limits::kRetryAfter.count());
+  return reply;
+}
+
+template <typename Body>
+void set_headers(http::response<Body>& response, const Reply& reply, bool keep_alive) {
+  response.set(http::field::server, "kiln");
+  response.set(http::field::content_type, reply.content_type);
+  response.set(http::field::cache_control, "no-store");
+  response.set("X-Content-Type-Options", "nosniff");
+  if (!reply.content_disposition.empty()) response.set(http::field::content_disposition, reply.content_disposition);
+  if (!reply.retry_after.empty()) response.set(http::field::retry_after, reply.retry_after);
+  response.keep_alive(keep_alive);
+}
+
+}  // namespace
+
+HttpSession::HttpSession(net::ip::tcp::socket&& socket, SharedState& state)
+    : stream_(std::move(socket)), state_(state), slot_(state.connections().take()) {}
 
 void HttpSession::run() {
-  boost::asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read(); });
+  net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+    // Over the cap: say so at once, without reading the request, and close.
+    if (!self->slot_)
+      return self->write(too_busy(self->state_.connections().most(), "connections", "--max-connections"), false);
+    self->read();
+  });
 }
 
 void HttpSession::read() {
   parser_.emplace();
-  parser_->header_limit(kHeaderLimit);
-  parser_->body_limit(kBodyLimit);
-  stream_.expires_after(kReadTimeout);
+  parser_->header_limit(limits::kHeaderBytes);
+  parser_->body_limit(limits::kBodyBytes);
+  stream_.expires_after(limits::kReadTimeout);
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](beast::error_code error, size_t) { self->on_read(error); });
 }
 
 void HttpSession::on_read(beast::error_code error) {
   if (error == http::error::end_of_stream) {
-    stream_.socket().shutdown(boost::asio::ip::tcp::socket::shutdown_send, error);
+    stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, error);
     return;
   }
   if (error == http::error::body_limit)
     return write(error_reply(http::status::payload_too_large,
-                             "the body is larger than " + std::to_string(kBodyLimit) + " bytes"),
+                             "the body is larger than " + std::to_string(limits::kBodyBytes) + " bytes"),
                  false);
   if (error == http::error::header_limit)
     return write(error_reply(http::status::request_header_fields_too_large,
-                             "the header is larger than " + std::to_string(kHeaderLimit) + " bytes"),
+                             "the header is larger than " + std::to_string(limits::kHeaderBytes) + " bytes"),
                  false);
   if (error && error.category() == http::make_error_code(http::error::bad_target).category())
     return write(error_reply(http::status::bad_request, "malformed HTTP request: " + error.message()), false);
   if (error) return;  // timed out or broken: nothing to answer
 
   http::request<http::string_body> request = parser_->release();
-  if (beast::websocket::is_upgrade(request)) {
-    auto run_id = live_run(state_, request);
-    if (const Reply* reply = std::get_if<Reply>(&run_id)) return write(*reply, false);
-    std::make_shared<WebsocketSession>(stream_.release_socket(), state_, std::get<int64_t>(run_id))
-        ->run(std::move(request));
-    return;
-  }
+  if (auto refusal = refuse_cross_site(state_.allowed_hosts(), request)) return write(*refusal, false);
+  if (beast::websocket::is_upgrade(request)) return upgrade(std::move(request));
   write(answer(state_, request), request.keep_alive());
 }
 
+void HttpSession::upgrade(http::request<http::string_body>&& request) {
+  auto run_id = live_run(state_, request);
+  if (const Reply* reply = std::get_if<Reply>(&run_id)) return write(*reply, false);
+  auto subscriber = state_.subscribers().take();
+  if (!subscriber)
+    return write(too_busy(state_.subscribers().most(), "live subscribers", "--max-subscribers"), false);
+  // The connection's slot goes with this session; the subscriber's goes with the new one.
+  std::make_shared<WebsocketSession>(stream_.release_socket(), state_, std::get<int64_t>(run_id),
+                                     std::move(*subscriber))
+      ->run(std::move(request));
+}
+
 void HttpSession::write(const Reply& reply, bool keep_alive) {
+  if (reply.chunks) return write_chunked(reply, keep_alive);
   response_ = std::make_shared<http::response<http::string_body>>(reply.status, 11);
-  response_->set(http::field::server, "kiln");
-  response_->set(http::field::content_type, reply.content_type);
-  response_->set(http::field::cache_control, "no-store");
-  response_->set("X-Content-Type-Options", "nosniff");
-  if (!reply.content_disposition.empty())
-    response_->set(http::field::content_disposition, reply.content_disposition);
-  response_->keep_alive(keep_alive);
+  set_headers(*response_, reply, keep_alive);
   response_->body() = reply.body;
   response_->prepare_payload();
+  stream_.expires_after(limits::kWriteTimeout);
   http::async_write(stream_, *response_, [self = shared_from_this(), keep_alive](beast::error_code error, size_t) {
     self->on_write(keep_alive, error);
   });
 }
 
+void HttpSession::write_chunked(const Reply& reply, bool keep_alive) {
+  chunks_ = reply.chunks;
+  chunked_header_.emplace(reply.status, 11);
+  set_headers(*chunked_header_, reply, keep_alive);
+  chunked_header_->chunked(true);
+  chunked_serializer_.emplace(*chunked_header_);
+  stream_.expires_after(limits::kWriteTimeout);
+  http::async_write_header(stream_, *chunked_serializer_,
+                           [self = shared_from_this(), keep_alive](beast::error_code error, size_t) {
+                             self->write_next_chunk(keep_alive, error);
+                           });
+}
+
+void HttpSession::write_next_chunk(bool keep_alive, beast::error_code error) {
+  if (error) return;
+  try {
+    chunk_ = chunks_->next();
+  } catch (const std::exception&) {
+    // The status is out: ending without the last chunk tells the client the body is cut.
+    stream_.socket().close(error);
+    return;
+  }
+  stream_.expires_after(limits::kWriteTimeout);
+  if (chunk_.empty()) {
+    chunks_.reset();
+    net::async_write(stream_, http::make_chunk_last(),
+                     [self = shared_from_this(), keep_alive](beast::error_code error, size_t) {
+                       self->on_write(keep_alive, error);
+                     });
+    return;
+  }
+  net::async_write(stream_, http::make_chunk(net::buffer(chunk_)),
+                   [self = shared_from_this(), keep_alive](beast::error_code error, size_t) {
+                     self->write_next_chunk(keep_alive, error);
+                   });
+}
+
 void HttpSession::on_write(bool keep_alive, beast::error_code error) {
   response_.reset();
+  chunked_serializer_.reset();
+  chunked_header_.reset();
+  chunk_.clear();
+  chunk_.shrink_to_fit();  // a kept-alive connection holds no chunk's memory
   if (error) return;
   if (keep_alive) return read();
-  stream_.socket().shutdown(boost::asio::ip::tcp::socket::shutdown_send, error);
-  stream_.expires_after(kDrainTimeout);
+  stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, error);
+  stream_.expires_after(limits::kDrainTimeout);
   drain();
 }
 
 void HttpSession::drain() {
-  stream_.async_read_some(boost::asio::buffer(drain_buffer_),
-                          [self = shared_from_this()](beast::error_code error, size_t) {
-                            if (!error) self->drain();
-                          });
+  stream_.async_read_some(net::buffer(drain_buffer_), [self = shared_from_this()](beast::error_code error, size_t) {
+    if (!error) self->drain();
+  });
 }
 
 }  // namespace kiln::monitor

@@ -2,8 +2,11 @@
 
 #include <boost/asio/strand.hpp>
 
-#include "store/error.h"
+#include <algorithm>
+
 #include "monitor/server/http_session.h"
+#include "monitor/server/server_limits.h"
+#include "store/error.h"
 
 namespace kiln::monitor {
 
@@ -11,7 +14,11 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 Listener::Listener(net::io_context& io, const ListenAddress& address, SharedState& state)
-    : io_(io), acceptor_(net::make_strand(io)), state_(state) {
+    : io_(io),
+      acceptor_(net::make_strand(io)),
+      retry_timer_(acceptor_.get_executor()),
+      retry_delay_(limits::kAcceptRetryFirst),
+      state_(state) {
   const tcp::endpoint endpoint(address.host, address.port);
   boost::system::error_code error;
   acceptor_.open(endpoint.protocol(), error);
@@ -29,6 +36,7 @@ void Listener::stop() {
   net::dispatch(acceptor_.get_executor(), [self = shared_from_this()] {
     boost::system::error_code ignored;
     self->acceptor_.close(ignored);
+    self->retry_timer_.cancel();
   });
 }
 
@@ -38,8 +46,18 @@ void Listener::accept() {
   acceptor_.async_accept(net::make_strand(io_), [self = shared_from_this()](boost::system::error_code error,
                                                                            tcp::socket socket) {
     if (error == net::error::operation_aborted) return;  // closed: the server is stopping
-    if (!error) std::make_shared<HttpSession>(std::move(socket), self->state_)->run();
+    if (error) return self->retry_later();
+    self->retry_delay_ = limits::kAcceptRetryFirst;
+    std::make_shared<HttpSession>(std::move(socket), self->state_)->run();
     self->accept();
+  });
+}
+
+void Listener::retry_later() {
+  retry_timer_.expires_after(retry_delay_);
+  retry_delay_ = std::min(retry_delay_ * 2, std::chrono::milliseconds(limits::kAcceptRetryMost));
+  retry_timer_.async_wait([self = shared_from_this()](boost::system::error_code error) {
+    if (!error && self->acceptor_.is_open()) self->accept();
   });
 }
 

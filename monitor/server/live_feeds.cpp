@@ -40,7 +40,20 @@ void LiveFeeds::subscribe(int64_t run_id, const std::shared_ptr<WebsocketSession
 }
 
 void LiveFeeds::poll() {
-  auto db = reads_.borrow();
+  {
+    std::lock_guard lock(mutex_);
+    if (feeds_.empty()) return;
+  }
+  try {
+    auto db = reads_.borrow();
+    poll(*db);
+  } catch (const ApiError&) {
+    // No connection to the store could be opened (the process is out of file descriptors,
+    // say): the next round tries again.
+  }
+}
+
+void LiveFeeds::poll(store::Database& db) {
   std::lock_guard lock(mutex_);
   for (auto it = feeds_.begin(); it != feeds_.end();) {
     Feed& feed = it->second;
@@ -52,7 +65,7 @@ void LiveFeeds::poll() {
     std::vector<std::string> messages;
     bool ended = false;
     try {
-      messages = feed.tail->poll(*db);
+      messages = feed.tail->poll(db);
     } catch (const store::DatabaseError&) {
       // A busy store: the next round reads the same rows again.
     } catch (const Error& e) {

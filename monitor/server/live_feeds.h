@@ -47,6 +47,7 @@ class LiveFeeds {
   };
 
   void schedule();
+  void poll(store::Database& db);
 
   ConnectionPool& reads_;
   std::chrono::milliseconds interval_;

@@ -12,13 +12,12 @@
 #include <utility>
 
 #include "monitor/server/listener.h"
+#include "monitor/server/server_limits.h"
 
 namespace kiln::monitor {
 
-constexpr auto kCloseGrace = std::chrono::seconds(2);
-
 Server::Server(const ListenAddress& address, ServerOptions options)
-    : address_(address), state_((check_exposure(address, options.token), std::move(options))) {
+    : address_(address), state_((check_exposure(address, options.token), std::move(options)), address) {
   listener_ = std::make_shared<Listener>(io_, address_, state_);
 }
 
@@ -60,7 +59,7 @@ void Server::stop() {
   if (threads_.empty()) return;
   listener_->stop();
   const auto sessions = state_.feeds().finish();
-  const auto deadline = std::chrono::steady_clock::now() + kCloseGrace;
+  const auto deadline = std::chrono::steady_clock::now() + limits::kCloseGrace;
   for (const auto& session : sessions)
     while (!session.expired() && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

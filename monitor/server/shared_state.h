@@ -1,14 +1,19 @@
-// What every session of one server shares: its options, the store connections and the live
-// feeds.
+// What every session of one server shares: its options, the host names it answers to, the
+// caps on sessions, the store connections and the live feeds.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
+#include "monitor/server/allowed_hosts.h"
 #include "monitor/server/connection_pool.h"
+#include "monitor/server/listen_address.h"
 #include "monitor/server/live_feeds.h"
+#include "monitor/server/server_limits.h"
+#include "monitor/server/session_slots.h"
 
 namespace kiln::monitor {
 
@@ -16,6 +21,11 @@ struct ServerOptions {
   std::string store_path;
   // When set, requests that change something must carry "Authorization: Bearer TOKEN".
   std::string token;
+  // Host names (or addresses) the server answers to beside its own (--allow-host): the name
+  // a reverse proxy forwards, say.
+  std::vector<std::string> allowed_hosts;
+  size_t max_connections = limits::kDefaultMaxConnections;  // HTTP connections at once
+  size_t max_subscribers = limits::kDefaultMaxSubscribers;  // WebSocket clients at once
   // Checks a `set` command's "key=value" against the run's config JSON (a sane range, unless
   // the request says "force") and returns it normalised; a bad one is a kiln::Error. The CLI
   // hands in the trainer's own check, so the server accepts exactly what `kiln runs set`
@@ -23,7 +33,7 @@ struct ServerOptions {
   std::function<std::string(const std::string& assignment, const std::string& run_config_json, bool force)>
       normalize_setting;
   std::chrono::milliseconds poll_interval{200};
-  size_t max_queued_messages = 4096;  // per WebSocket client
+  size_t max_queued_messages = limits::kMaxQueuedMessages;  // per WebSocket client
   int threads = 2;
   // The server shares its process with a training run (`kiln train --serve`): its threads
   // run at the lowest CPU priority, so they take the time the run leaves idle and never
@@ -33,9 +43,13 @@ struct ServerOptions {
 
 class SharedState {
  public:
-  explicit SharedState(ServerOptions options);
+  // A bad --allow-host name is a kiln::Error.
+  SharedState(ServerOptions options, const ListenAddress& address);
 
   const ServerOptions& options() const { return options_; }
+  const AllowedHosts& allowed_hosts() const { return allowed_hosts_; }
+  SessionSlots& connections() { return connections_; }
+  SessionSlots& subscribers() { return subscribers_; }
   ConnectionPool& reads() { return reads_; }
   ConnectionPool& writes() { return writes_; }
   LiveFeeds& feeds() { return feeds_; }
@@ -45,6 +59,9 @@ class SharedState {
 
  private:
   ServerOptions options_;
+  AllowedHosts allowed_hosts_;
+  SessionSlots connections_;
+  SessionSlots subscribers_;
   ConnectionPool reads_;
   ConnectionPool writes_;
   LiveFeeds feeds_;

@@ -29,6 +29,7 @@ struct HttpResult {
   unsigned status = 0;
   std::string body;
   std::string content_type;
+  http::fields headers;
   nlohmann::json json() const { return nlohmann::json::parse(body); }
 };
 
@@ -39,25 +40,27 @@ inline HttpResult request(uint16_t port, http::verb method, const std::string& t
   beast::tcp_stream stream(io);
   stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
   http::request<http::string_body> req(method, target, 11);
-  req.set(http::field::host, "127.0.0.1");
-  for (const auto& [name, value] : headers) req.set(name, value);
+  // As a browser or curl sends it: the host and port it connected to.
+  req.set(http::field::host, "127.0.0.1:" + std::to_string(port));
   if (!body.empty()) {
     req.set(http::field::content_type, "application/json");
     req.body() = body;
   }
+  for (const auto& [name, value] : headers) req.set(name, value);
   req.prepare_payload();
   http::write(stream, req);
   beast::flat_buffer buffer;
   http::response<http::string_body> res;
   http::read(stream, buffer, res);
-  HttpResult result{res.result_int(), res.body(), std::string(res[http::field::content_type])};
+  HttpResult result{res.result_int(), res.body(), std::string(res[http::field::content_type]), res.base()};
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
   return result;
 }
 
-inline HttpResult get(uint16_t port, const std::string& target) {
-  return request(port, http::verb::get, target);
+inline HttpResult get(uint16_t port, const std::string& target,
+                      const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+  return request(port, http::verb::get, target, {}, headers);
 }
 
 // Sends bytes as they are and returns the status line of the answer (or "" if none came).
@@ -75,6 +78,14 @@ inline std::string raw_exchange(uint16_t port, const std::string& bytes) {
     answer.append(chunk.data(), n);
   }
   return answer.substr(0, answer.find("\r\n"));
+}
+
+// A WebSocket upgrade request for `target` with extra header lines ("Origin: ...\r\n").
+inline std::string upgrade_request(uint16_t port, const std::string& target, const std::string& extra_headers = {}) {
+  return "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
+         "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+         "Sec-WebSocket-Version: 13\r\n" +
+         extra_headers + "\r\n";
 }
 
 class LiveClient {

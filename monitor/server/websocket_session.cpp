@@ -4,27 +4,31 @@
 #include <boost/asio/post.hpp>
 #include <utility>
 
+#include "monitor/server/server_limits.h"
+
 namespace kiln::monitor {
 
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 
-// Clients only listen: what they send is read (to see pings and the close) and dropped.
-constexpr size_t kMaxIncomingMessage = 4096;
-
-WebsocketSession::WebsocketSession(boost::asio::ip::tcp::socket&& socket, SharedState& state,
-                                   int64_t run_id)
-    : ws_(std::move(socket)), state_(state), run_id_(run_id) {}
+WebsocketSession::WebsocketSession(boost::asio::ip::tcp::socket&& socket, SharedState& state, int64_t run_id,
+                                   SessionSlots::Slot slot)
+    : ws_(std::move(socket)), state_(state), slot_(std::move(slot)), run_id_(run_id) {}
 
 void WebsocketSession::run(beast::http::request<beast::http::string_body> request) {
   // The HTTP session's read deadline ends here; the WebSocket's own timeouts take over
   // (handshake limit, pings to an idle peer, close when it stops answering).
   beast::get_lowest_layer(ws_).expires_never();
-  ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+  websocket::stream_base::timeout timeouts;
+  timeouts.handshake_timeout = limits::kWebsocketHandshakeTimeout;
+  timeouts.idle_timeout = limits::kWebsocketIdleTimeout;
+  timeouts.keep_alive_pings = true;
+  ws_.set_option(timeouts);
   ws_.set_option(websocket::stream_base::decorator([](websocket::response_type& response) {
     response.set(beast::http::field::server, "kiln");
   }));
-  ws_.read_message_max(kMaxIncomingMessage);
+  // Clients only listen: what they send is read (to see pings and the close) and dropped.
+  ws_.read_message_max(limits::kMaxIncomingMessage);
   ws_.async_accept(request, [self = shared_from_this()](beast::error_code error) {
     self->on_accept(error);
   });

@@ -13,13 +13,16 @@
 #include <memory>
 #include <string>
 
+#include "monitor/server/session_slots.h"
 #include "monitor/server/shared_state.h"
 
 namespace kiln::monitor {
 
 class WebsocketSession : public std::enable_shared_from_this<WebsocketSession> {
  public:
-  WebsocketSession(boost::asio::ip::tcp::socket&& socket, SharedState& state, int64_t run_id);
+  // Holds one of the server's subscriber slots for its life.
+  WebsocketSession(boost::asio::ip::tcp::socket&& socket, SharedState& state, int64_t run_id,
+                   SessionSlots::Slot slot);
 
   // Completes the handshake the HTTP session read, then subscribes to the run's feed.
   void run(boost::beast::http::request<boost::beast::http::string_body> request);
@@ -41,6 +44,7 @@ class WebsocketSession : public std::enable_shared_from_this<WebsocketSession> {
   boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
   boost::beast::flat_buffer buffer_;
   SharedState& state_;
+  SessionSlots::Slot slot_;
   int64_t run_id_;
   std::deque<std::shared_ptr<const std::string>> queue_;
   bool dropped_ = false;

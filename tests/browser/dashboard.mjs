@@ -4,7 +4,9 @@
 // chart controls do what they say: bands across ranks, the x axis by step, tokens or wall
 // time, log scales, smoothing that leaves the raw values alone, and the checkpoint marked.
 // The live run's loss chart grows as it trains, keeping its controls and its zoom; Pause
-// pauses it and Resume resumes it; the compare page overlays two runs. Each page is saved as
+// pauses it, Resume resumes it, Set learning rate and Checkpoint now are applied by the run
+// (every button's request passing the server's Host, Origin and content-type checks); the
+// compare page overlays two runs. Each page is saved as
 // a screenshot, the compare page in both colour schemes. Any failed expectation exits
 // non-zero with one line saying which.
 import { chromium } from "playwright-core";
@@ -20,7 +22,9 @@ try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   const errors = [];
   page.on("pageerror", (e) => errors.push(e.message));
-  page.on("dialog", (dialog) => dialog.accept());
+  // Confirmations are accepted; the one prompt, Set learning rate's, is answered.
+  const newLearningRate = "0.0006";
+  page.on("dialog", (dialog) => dialog.accept(dialog.type() === "prompt" ? newLearningRate : undefined));
 
   await page.goto(url);
   await page.locator(`#runs tr[data-run="${finishedA}"]`).waitFor({ timeout });
@@ -134,6 +138,23 @@ try {
   const resumedAt = await points();
   await page.waitForFunction((b) => Number(document.querySelector("#chart-loss").dataset.points) > b, resumedAt, { timeout });
 
+  const queued = (action) => page.waitForFunction((action) =>
+    new RegExp(`^queued ${action} as command \\d+`).test(document.querySelector("#steer-message").textContent), action, { timeout });
+  await page.click("#steer-set");
+  await queued("set");
+  await page.click("#steer-checkpoint");
+  await queued("checkpoint");
+  // Marked where it was written (on a chart not zoomed away from it).
+  await page.locator('#chart-grad_norm .event-mark[data-kind="checkpoint"]').first().waitFor({ timeout });
+  const commands = async () => (await (await fetch(`${url}api/runs/${live}/commands`)).json());
+  const applied = async (action) => (await commands()).find((c) => c.action === action)?.status === "applied";
+  for (const start = Date.now(); !((await applied("set")) && (await applied("checkpoint"))); ) {
+    expect(Date.now() - start < timeout, `set and checkpoint not applied: ${JSON.stringify(await commands())}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const set = (await commands()).find((c) => c.action === "set");
+  expect(set.argument === `train.lr=${newLearningRate}`, `the set command's argument: ${set.argument}`);
+
   await page.goto(`${url}#/compare?runs=${finishedA},${finishedB}`);
   await page.locator("#compare-chart canvas").waitFor({ timeout });
   await page.locator("#summary tbody tr").first().waitFor({ timeout });
@@ -148,7 +169,7 @@ try {
   await page.screenshot({ path: `${shots}/compare-other-scheme.png`, fullPage: true });
 
   if (errors.length) throw new Error(`page errors: ${errors.join("; ")}`);
-  console.log("dashboard: runs table, chart controls, live chart, pause/resume and compare all work");
+  console.log("dashboard: runs table, chart controls, live chart, pause/resume/set/checkpoint and compare all work");
 } catch (e) {
   console.error(`dashboard test failed: ${e.message.split("\n")[0]}`);
   process.exitCode = 1;

@@ -1,0 +1,58 @@
+// Every bound the dashboard server puts on what one client can cost it, in one place
+// (docs/dashboard.md#limits lists them for users). Where a limit is an option, this holds
+// its default.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::monitor::limits {
+
+// An HTTP request: its header and body (the API's bodies are small JSON objects), and the
+// time a client has to send it before the connection closes.
+inline constexpr uint32_t kHeaderBytes = 8 * 1024;
+inline constexpr uint64_t kBodyBytes = 64 * 1024;
+inline constexpr std::chrono::seconds kReadTimeout{30};
+// Each write of an answer (each chunk of a streamed one): a client that stops reading is
+// dropped rather than holding its connection forever.
+inline constexpr std::chrono::seconds kWriteTimeout{30};
+// After an answer that closes the connection: how long the rest of what the client sends is
+// read and dropped, so closing does not reset the connection under the answer.
+inline constexpr std::chrono::seconds kDrainTimeout{5};
+
+// Connections at once (--max-connections) and WebSocket subscribers at once
+// (--max-subscribers); past either, 503 with Retry-After and the connection closes.
+inline constexpr size_t kDefaultMaxConnections = 256;
+inline constexpr size_t kDefaultMaxSubscribers = 128;
+inline constexpr std::chrono::seconds kRetryAfter{1};
+
+// When accepting fails (out of file descriptors, say), the listener waits this long before
+// trying again, doubling up to the most, instead of spinning a core on an error that lasts.
+inline constexpr std::chrono::milliseconds kAcceptRetryFirst{50};
+inline constexpr std::chrono::milliseconds kAcceptRetryMost{1000};
+
+// GET /api/runs/{run}/metrics: keys (there are 17 metric columns, so more would repeat
+// one), ranks named in one request, and points per rank (0, "every row", is capped at this
+// too: a longer range comes downsampled to it).
+inline constexpr size_t kMaxSeriesKeys = 17;
+inline constexpr size_t kMaxSeriesRanks = 1024;
+inline constexpr int64_t kMaxSeriesPoints = 100000;
+inline constexpr int64_t kDefaultSeriesPoints = 1000;
+
+// The CSV export streams in chunks of this many rows, each read with the store let go of
+// between them, so an export of any size costs the server one chunk of memory.
+inline constexpr size_t kCsvRowsPerChunk = 1024;
+
+// A WebSocket client: messages queued for it (one that stops reading is disconnected once
+// that many wait), and the largest message it may send (clients only listen).
+inline constexpr size_t kMaxQueuedMessages = 4096;
+inline constexpr size_t kMaxIncomingMessage = 4096;
+// Its handshake, and how long it may stay silent (pinged halfway) before it is closed.
+inline constexpr std::chrono::seconds kWebsocketHandshakeTimeout{30};
+inline constexpr std::chrono::seconds kWebsocketIdleTimeout{300};
+
+// Stopping: how long live clients get to receive what is queued for them.
+inline constexpr std::chrono::seconds kCloseGrace{2};
+
+}  // namespace kiln::monitor::limits

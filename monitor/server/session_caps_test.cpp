@@ -1,0 +1,69 @@
+// The caps on connections and live subscribers at once: past either the server answers 503
+// with Retry-After and closes, and takes the next client once one has left.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "monitor/server/server_fixture.h"
+#include "monitor/server/test_client.h"
+
+namespace kiln::monitor::test {
+namespace {
+
+class SessionCapsTest : public ServerTest {
+ protected:
+  void configure(ServerOptions& options) override {
+    options.max_connections = 2;
+    options.max_subscribers = 1;
+  }
+
+  // A connection that says nothing, holding one of the server's slots.
+  std::unique_ptr<tcp::socket> idle_connection() {
+    auto socket = std::make_unique<tcp::socket>(io_);
+    socket->connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
+    return socket;
+  }
+
+  // The status of GET /api/runs once it is no longer 503, waiting up to 5 s for the server
+  // to see a client leave.
+  unsigned status_once_free() {
+    unsigned status = 0;
+    for (int i = 0; i < 100 && (status = get(port_, "/api/runs").status) == 503; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return status;
+  }
+
+  net::io_context io_;
+};
+
+TEST_F(SessionCapsTest, ConnectionsPastTheCapAreToldToComeBack) {
+  auto first = idle_connection();
+  auto second = idle_connection();
+  const HttpResult refused = get(port_, "/api/runs");
+  EXPECT_EQ(refused.status, 503u);
+  EXPECT_EQ(refused.json()["error"],
+            "the server is at its limit of 2 connections (--max-connections); try again shortly");
+  EXPECT_EQ(refused.headers[http::field::retry_after], "1");
+  first.reset();
+  EXPECT_EQ(status_once_free(), 200u);
+}
+
+TEST_F(SessionCapsTest, SubscribersPastTheCapAreToldToComeBack) {
+  const std::string target = "/api/runs/beta/live";
+  auto follower = std::make_unique<LiveClient>(port_, target);
+  EXPECT_EQ(follower->next()["type"], "hello");
+  EXPECT_EQ(raw_exchange(port_, upgrade_request(port_, target)), "HTTP/1.1 503 Service Unavailable");
+  // Plain requests are not subscribers: they still get through.
+  EXPECT_EQ(get(port_, "/api/runs").status, 200u);
+  follower.reset();
+  std::string answer;
+  for (int i = 0; i < 100 && (answer = raw_exchange(port_, upgrade_request(port_, target))) != "HTTP/1.1 101 Switching Protocols"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(answer, "HTTP/1.1 101 Switching Protocols");
+}
+
+}  // namespace
+}  // namespace kiln::monitor::test
