@@ -7,6 +7,7 @@
 
 #include "cli/runs_store.h"
 #include "monitor/tui/app.h"
+#include "trainer/steer/setting.h"
 #include "trainer/train/run_recorder.h"
 
 namespace kiln {
@@ -37,6 +38,9 @@ void run_tui(const TuiOptions& options) {
   app.launch.kiln_binary = binary.string();
   app.launch.configs_dir = configs_dir(binary);
   app.launch.default_run_name = default_run_name;
+  app.check_setting = [](const std::string& assignment, const std::string& run_config_json) {
+    return checked_setting(assignment, run_config_json, false, "kiln runs set --force sets it anyway");
+  };
   tui::run_app(std::move(db), app);
 }
 

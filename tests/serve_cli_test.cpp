@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <thread>
 
 #include "monitor/server/test_client.h"
@@ -53,24 +54,29 @@ TEST(ServeCli, ServesUntilInterrupted) {
 TEST(ServeCli, AnswersTheHostsItIsGivenAndNoMoreConnectionsThanItIsTold) {
   const std::string dir = fresh_dir("serve_cli_hosts");
   { store::RunWriter writer(dir + "/runs.db"); }
-  const std::string log = dir + "/serve.log";
-  const int pid = start_background(kiln + " serve --store " + dir +
-                                       "/runs.db --listen 127.0.0.1:0 --allow-host dash.example --allow-host "
-                                       "tunnel.example --max-connections 1 --max-subscribers 1",
-                                   log);
-  const std::string url = wait_for_url(log);
-  ASSERT_FALSE(url.empty()) << read_text(log);
-  const auto port = static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
+  // Two servers: a cap of one connection would make the host checks wait for each other's
+  // connection to be let go.
+  const auto serve = [&](const std::string& name, const std::string& options) {
+    const std::string log = dir + "/" + name + ".log";
+    const int pid = start_background(kiln + " serve --store " + dir + "/runs.db --listen 127.0.0.1:0" + options, log);
+    const std::string url = wait_for_url(log);
+    EXPECT_FALSE(url.empty()) << read_text(log);
+    return std::pair{pid, static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)))};
+  };
   using monitor::test::get;
-  EXPECT_EQ(get(port, "/api/runs", {{"Host", "dash.example:8080"}}).status, 200u);
-  EXPECT_EQ(get(port, "/api/runs", {{"Host", "tunnel.example"}}).status, 200u);
-  EXPECT_EQ(get(port, "/api/runs", {{"Host", "other.example"}}).status, 403u);
+  const auto [hosts, hosts_port] = serve("hosts", " --allow-host dash.example --allow-host tunnel.example");
+  EXPECT_EQ(get(hosts_port, "/api/runs", {{"Host", "dash.example:8080"}}).status, 200u);
+  EXPECT_EQ(get(hosts_port, "/api/runs", {{"Host", "tunnel.example"}}).status, 200u);
+  EXPECT_EQ(get(hosts_port, "/api/runs", {{"Host", "other.example"}}).status, 403u);
+  const auto [capped, capped_port] = serve("capped", " --max-connections 1 --max-subscribers 1");
   monitor::test::net::io_context io;
   monitor::test::tcp::socket idle(io);
-  idle.connect(monitor::test::tcp::endpoint(monitor::test::net::ip::make_address("127.0.0.1"), port));
-  EXPECT_EQ(get(port, "/api/runs").status, 503u);
-  ::kill(pid, SIGINT);
-  EXPECT_EQ(wait_exit(pid), 0) << read_text(log);
+  idle.connect(monitor::test::tcp::endpoint(monitor::test::net::ip::make_address("127.0.0.1"), capped_port));
+  EXPECT_EQ(get(capped_port, "/api/runs").status, 503u);
+  for (const int pid : {hosts, capped}) {
+    ::kill(pid, SIGINT);
+    EXPECT_EQ(wait_exit(pid), 0);
+  }
 }
 
 TEST(ServeCli, RefusesAnAllowedHostThatIsNotAName) {

@@ -295,7 +295,15 @@ TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {
   tmux.keys("l");
   screen = tmux.wait_for({"learning rate: peak (train.lr) 0.0005"});
   EXPECT_TRUE(shows(screen, "learning rate: peak (train.lr) 0.0005")) << screen;
-  tmux.keys("Escape");
+  // A rate that would kill the run is refused here as kiln runs set refuses it, and nothing
+  // is queued.
+  tmux.type("1e300");
+  tmux.keys("Enter");
+  // (The line wraps at the terminal's width: its words are looked for one by one.)
+  screen = tmux.wait_for({"train.lr=1e+300", "outside", "0.01", "--force"});
+  for (const char* word : {"train.lr=1e+300", "outside", "0.01", "(10x", "--force"})
+    EXPECT_TRUE(shows(screen, word)) << word << "\n" << screen;
+  EXPECT_FALSE(shows(screen, "queued")) << screen;
 
   // p resumes, and the step moves on.
   tmux.keys("p");

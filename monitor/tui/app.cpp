@@ -30,7 +30,7 @@ class App {
  public:
   App(std::unique_ptr<store::Database> store, const AppOptions& options)
       : terminal_(kTickMs),
-        session_(std::move(store), Theme(colour_wanted(options.mono))),
+        session_(std::move(store), Theme(colour_wanted(options.mono)), options.check_setting),
         poller_(session_.reader()) {
     stack_.push_back(make_runs_screen(options.launch));
   }

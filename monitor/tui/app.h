@@ -12,6 +12,7 @@ namespace kiln::tui {
 struct AppOptions {
   bool mono = false;  // --mono: no colours (so does NO_COLOR)
   LaunchSetup launch;
+  SettingCheck check_setting;
 };
 
 // Runs the UI on a store already opened read-only until the user quits.

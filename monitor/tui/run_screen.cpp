@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "kernels/check.h"
 #include "monitor/format/config_text.h"
 #include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
@@ -370,7 +371,16 @@ class RunScreen final : public Screen {
           session.flash("learning rate: '" + answer + "' is not a number greater than 0", Tone::Bad);
           break;
         }
-        steer(session, store::CommandAction::Set, fmt::format("train.lr={}", lr));
+        std::string setting = fmt::format("train.lr={}", lr);
+        if (session.check_setting() && details_) {
+          try {
+            setting = session.check_setting()(setting, details_->run.config_json);
+          } catch (const Error& e) {
+            session.flash(e.what(), Tone::Bad);
+            break;
+          }
+        }
+        steer(session, store::CommandAction::Set, setting);
         break;
       }
       case Question::Stop: steer(session, store::CommandAction::Stop); break;

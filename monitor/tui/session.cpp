@@ -10,8 +10,8 @@ constexpr double kMessageSeconds = 5;
 
 }  // namespace
 
-Session::Session(std::unique_ptr<store::Database> reader, Theme theme)
-    : reader_(std::move(reader)), theme_(theme) {}
+Session::Session(std::unique_ptr<store::Database> reader, Theme theme, SettingCheck check_setting)
+    : reader_(std::move(reader)), theme_(theme), check_setting_(std::move(check_setting)) {}
 
 store::Database& Session::writer() {
   if (!writer_) writer_ = store::open_store(reader_->path(), store::Access::ReadWrite);

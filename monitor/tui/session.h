@@ -2,6 +2,7 @@
 // the first command), the theme, the processes launched from this UI, and the message line.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -11,10 +12,15 @@
 
 namespace kiln::tui {
 
+// A setting for a live run ("train.lr=3e-4") checked against the run's config as `kiln runs
+// set` checks it: returned as the run should read it, or a kiln::Error naming the range. The
+// rule is the trainer's, which the monitor may not include, so the CLI hands it in.
+using SettingCheck = std::function<std::string(const std::string& assignment, const std::string& run_config_json)>;
+
 class Session {
  public:
   // `reader` is the store, already opened read-only and checked to be a kiln store.
-  Session(std::unique_ptr<store::Database> reader, Theme theme);
+  Session(std::unique_ptr<store::Database> reader, Theme theme, SettingCheck check_setting);
 
   store::Database& reader() { return *reader_; }
   // Steering and launching write; opened when first needed.
@@ -22,6 +28,7 @@ class Session {
   const std::string& store_path() const { return reader_->path(); }
   const Theme& theme() const { return theme_; }
   Launcher& launcher() { return launcher_; }
+  const SettingCheck& check_setting() const { return check_setting_; }
 
   // A message for the bottom row, shown for a few seconds.
   void flash(std::string message, Tone tone = Tone::Info);
@@ -34,6 +41,7 @@ class Session {
   std::unique_ptr<store::Database> writer_;
   Theme theme_;
   Launcher launcher_;
+  SettingCheck check_setting_;
   std::string message_;
   Tone message_tone_ = Tone::Info;
   double message_until_ = 0;

@@ -2,8 +2,8 @@
 // the ranks, the data, and the memory of every arena.
 #include <fmt/core.h>
 
+#include "store/human_format.h"
 #include "trainer/train/trainer.h"
-#include "trainer/util/human_format.h"
 
 namespace kiln {
 

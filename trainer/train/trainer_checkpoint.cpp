@@ -5,13 +5,13 @@
 #include <fmt/core.h>
 
 #include "kernels/check.h"
+#include "store/human_format.h"
 #include "store/user_text.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/whole_tensors.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/train/step_clock.h"
 #include "trainer/train/trainer.h"
-#include "trainer/util/human_format.h"
 
 namespace kiln {
 

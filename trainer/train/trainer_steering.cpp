@@ -5,11 +5,11 @@
 
 #include <fmt/core.h>
 
+#include "store/human_format.h"
 #include "trainer/parallel/wait_limits.h"
 #include "trainer/train/interrupt.h"
 #include "trainer/train/step_clock.h"
 #include "trainer/train/trainer.h"
-#include "trainer/util/human_format.h"
 
 namespace kiln {
 
