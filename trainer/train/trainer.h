@@ -25,6 +25,7 @@
 #include "trainer/train/pipeline_executor.h"
 #include "trainer/telemetry/system_probe.h"
 #include "trainer/train/run_recorder.h"
+#include "trainer/train/validation_sampler.h"
 
 namespace kiln {
 
@@ -139,6 +140,7 @@ class Trainer {
   LossScaler loss_scaler_;
   std::unique_ptr<TokenBatch> batch_;
   std::unique_ptr<RunRecorder> recorder_;
+  std::unique_ptr<ValidationSampler> sampler_;  // recorded runs with train.sample_tokens > 0
   std::vector<store::Command> steering_pending_;  // what steer() read, until recorded
   SteeringDecision steering_;                     // and what it decided
   std::unique_ptr<Tokenizer> tokenizer_;
