@@ -1,6 +1,7 @@
 // kiln runs show: one run's record, config, latest metrics, events, checkpoints, commands.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -103,6 +104,18 @@ void print_latest(const store::RunDetails& d) {
                d.latest_valid->step);
 }
 
+// The text the model wrote at its latest validation step, each line indented under the heading.
+void print_latest_sample(const std::optional<store::Sample>& sample) {
+  if (!sample) return;
+  fmt::print("\nlatest sample (step {}, temperature {:g}):\n", sample->step, sample->temperature);
+  const std::string text = sample->prompt + sample->text;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    fmt::print("  {}\n", std::string_view(text).substr(start, end - start));
+    start = end + 1;
+  }
+}
+
 void print_events(const std::vector<store::Event>& events) {
   if (events.empty()) return;
   fmt::print("\nevents (latest {}):\n", events.size());
@@ -156,6 +169,7 @@ void runs_show(const ShowOptions& options) {
   }
   print_record(d.run, store::unix_now());
   print_latest(d);
+  print_latest_sample(d.latest_sample);
   print_events(d.events);
   print_checkpoints(d.checkpoints);
   print_commands(d.commands);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "store/metric_queries.h"
 #include "store/rows.h"
 #include "store/run_queries.h"
+#include "store/sample_queries.h"
 
 namespace kiln::store {
 namespace {
@@ -119,6 +121,7 @@ void write_run_json(Database& db, int64_t run_id, std::ostream& out) {
   });
   out << "]";
   json_array(out, "valid", list_valid(db, run_id));
+  json_array(out, "samples", list_samples(db, run_id, std::numeric_limits<size_t>::max()));
   json_array(out, "system", list_system(db, run_id));
   json_array(out, "events", list_events(db, run_id));
   json_array(out, "checkpoints", list_checkpoints(db, run_id));

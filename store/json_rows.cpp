@@ -78,7 +78,17 @@ json to_json(const SystemRow& row) {
           {"gpu_power_w", json_number(row.gpu_power_w)},
           {"gpu_temp_c", json_number(row.gpu_temp_c)},
           {"cpu_percent", json_number(row.cpu_percent)},
-          {"rss_bytes", json_number(row.rss_bytes)}};
+          {"rss_bytes", json_number(row.rss_bytes)},
+          {"host_mem_used", json_number(row.host_mem_used)},
+          {"host_mem_total", json_number(row.host_mem_total)}};
+}
+
+json to_json(const Sample& sample) {
+  return {{"step", sample.step},
+          {"time", json_number(sample.time)},
+          {"prompt", sample.prompt},
+          {"text", sample.text},
+          {"temperature", json_number(sample.temperature)}};
 }
 
 json to_json(const Event& event) {
@@ -118,6 +128,7 @@ json to_json(const RunDetails& d) {
   };
   out["latest_metrics"] = rows(d.latest);
   out["latest_valid"] = d.latest_valid ? to_json(*d.latest_valid) : json();
+  out["latest_sample"] = d.latest_sample ? to_json(*d.latest_sample) : json();
   out["events"] = rows(d.events);
   out["checkpoints"] = rows(d.checkpoints);
   out["commands"] = rows(d.commands);

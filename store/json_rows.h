@@ -30,10 +30,12 @@ nlohmann::json config_json(const RunRecord& run);
 nlohmann::json to_json(const MetricRow& row);
 nlohmann::json to_json(const ValidRow& row);
 nlohmann::json to_json(const SystemRow& row);
+nlohmann::json to_json(const Sample& sample);
 nlohmann::json to_json(const Event& event);
 nlohmann::json to_json(const Checkpoint& checkpoint);
 nlohmann::json to_json(const Command& command);
-// The run with its config, latest_metrics, latest_valid, events, checkpoints and commands.
+// The run with its config, latest_metrics, latest_valid, latest_sample, events, checkpoints
+// and commands.
 nlohmann::json to_json(const RunDetails& details);
 
 }  // namespace kiln::store

@@ -130,7 +130,24 @@ ALTER TABLE runs ADD COLUMN pid INTEGER;  -- the recording process on `host`; NU
 UPDATE runs SET command_line = kiln_redact_command_line(command_line);
 )sql";
 
-constexpr Migration kMigrations[] = {{kV1}, {kV2}};
+// Version 2 -> 3: the machine's memory beside the process's in each system reading, and the
+// text the model generates at each validation step.
+constexpr const char* kV3 = R"sql(
+ALTER TABLE system_metrics ADD COLUMN host_mem_used INTEGER;   -- bytes: MemTotal - MemAvailable
+ALTER TABLE system_metrics ADD COLUMN host_mem_total INTEGER;  -- bytes: MemTotal
+
+CREATE TABLE samples (
+  run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step        INTEGER NOT NULL,
+  time        REAL NOT NULL,
+  prompt      TEXT NOT NULL DEFAULT '',  -- train.sample_prompt
+  text        TEXT NOT NULL DEFAULT '',  -- what the model wrote after it
+  temperature REAL,
+  PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+)sql";
+
+constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}};
 
 }  // namespace
 

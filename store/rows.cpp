@@ -24,10 +24,10 @@ void insert_valid(Database& db, int64_t run_id, const ValidRow& r) {
 
 void insert_system(Database& db, int64_t run_id, const SystemRow& r) {
   static const std::string sql = std::string("INSERT OR REPLACE INTO system_metrics (run_id, ") +
-                                 kSystemColumns + ") VALUES (?,?,?,?,?,?,?,?,?)";
+                                 kSystemColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?)";
   Statement& st = db.cached(sql);
   st.bind_all(run_id, r.rank, r.time, r.gpu_util, r.gpu_mem_used, r.gpu_power_w, r.gpu_temp_c,
-              r.cpu_percent, r.rss_bytes);
+              r.cpu_percent, r.rss_bytes, r.host_mem_used, r.host_mem_total);
   st.run();
 }
 
@@ -44,6 +44,14 @@ void insert_checkpoint(Database& db, int64_t run_id, const Checkpoint& c) {
       "INSERT OR REPLACE INTO checkpoints (run_id, step, path, bytes, layout, time) "
       "VALUES (?,?,?,?,?,?)");
   st.bind_all(run_id, c.step, c.path, c.bytes, c.layout, c.time);
+  st.run();
+}
+
+void insert_sample(Database& db, int64_t run_id, const Sample& s) {
+  static const std::string sql = std::string("INSERT OR REPLACE INTO samples (run_id, ") +
+                                 kSampleColumns + ") VALUES (?,?,?,?,?,?)";
+  Statement& st = db.cached(sql);
+  st.bind_all(run_id, s.step, s.time, s.prompt, s.text, s.temperature);
   st.run();
 }
 
@@ -81,6 +89,8 @@ SystemRow read_system(const Statement& st, int i) {
   r.gpu_temp_c = st.real(i + 5);
   r.cpu_percent = st.real(i + 6);
   r.rss_bytes = st.opt_int64(i + 7);
+  r.host_mem_used = st.opt_int64(i + 8);
+  r.host_mem_total = st.opt_int64(i + 9);
   return r;
 }
 
@@ -116,6 +126,16 @@ Command read_command(const Statement& st, int i) {
   c.applied_at = st.opt_real(i + 7);
   c.reason = st.text(i + 8);
   return c;
+}
+
+Sample read_sample(const Statement& st, int i) {
+  Sample s;
+  s.step = st.int64(i);
+  s.time = st.real(i + 1);
+  s.prompt = st.text(i + 2);
+  s.text = st.text(i + 3);
+  s.temperature = st.real(i + 4);
+  return s;
 }
 
 }  // namespace kiln::store

@@ -20,7 +20,9 @@ inline constexpr const char* kCheckpointColumns = "step, path, bytes, layout, ti
 inline constexpr const char* kCommandColumns =
     "id, run_id, created_at, action, argument, status, applied_step, applied_at, reason";
 inline constexpr const char* kSystemColumns =
-    "rank, time, gpu_util, gpu_mem_used, gpu_power_w, gpu_temp_c, cpu_percent, rss_bytes";
+    "rank, time, gpu_util, gpu_mem_used, gpu_power_w, gpu_temp_c, cpu_percent, rss_bytes, "
+    "host_mem_used, host_mem_total";
+inline constexpr const char* kSampleColumns = "step, time, prompt, text, temperature";
 
 // Inserts replace a row with the same key: a run resumed from a checkpoint logs its steps
 // again, and the newer measurement is the one to keep. insert_metric writes the row alone:
@@ -31,6 +33,7 @@ void insert_valid(Database& db, int64_t run_id, const ValidRow& row);
 void insert_system(Database& db, int64_t run_id, const SystemRow& row);
 int64_t insert_event(Database& db, int64_t run_id, const Event& event);
 void insert_checkpoint(Database& db, int64_t run_id, const Checkpoint& checkpoint);
+void insert_sample(Database& db, int64_t run_id, const Sample& sample);
 
 // Read a row whose selected columns start at `first` in the order of the lists above.
 MetricRow read_metric(const Statement& st, int first = 0);
@@ -38,5 +41,6 @@ SystemRow read_system(const Statement& st, int first = 0);
 Event read_event(const Statement& st, int first = 0);
 Checkpoint read_checkpoint(const Statement& st, int first = 0);
 Command read_command(const Statement& st, int first = 0);
+Sample read_sample(const Statement& st, int first = 0);
 
 }  // namespace kiln::store

@@ -42,6 +42,7 @@ struct RunDetails {
   RunRecord run;
   std::vector<MetricRow> latest;  // the latest logged step, one row per rank that logged it
   std::optional<ValidRow> latest_valid;
+  std::optional<Sample> latest_sample;  // the text generated at the latest validation step
   std::vector<Event> events;      // the newest max_events, oldest first
   std::vector<Checkpoint> checkpoints;
   std::vector<Command> commands;

@@ -232,6 +232,13 @@ void RunWriter::log_valid(ValidRow row) {
   push(row);
 }
 
+void RunWriter::log_sample(Sample sample) {
+  if (!(sample.time > 0)) sample.time = unix_now();
+  sample.prompt = storable_text(sample.prompt, kMaxSampleBytes);
+  sample.text = storable_text(sample.text, kMaxSampleBytes);
+  push(std::move(sample));
+}
+
 void RunWriter::log_system(std::vector<SystemRow> rows) {
   const double now = unix_now();
   for (auto& r : rows)
@@ -416,6 +423,8 @@ void RunWriter::apply(const WriteItem& item, int64_t run, BlockUpdate& blocks) {
     for (const auto& row : s->rows) insert_system(db, run, row);
   } else if (const auto* v = std::get_if<ValidRow>(&item)) {
     insert_valid(db, run, *v);
+  } else if (const auto* sample = std::get_if<Sample>(&item)) {
+    insert_sample(db, run, *sample);
   } else if (const auto* e = std::get_if<Event>(&item)) {
     insert_event(db, run, *e);
   } else if (const auto* c = std::get_if<Checkpoint>(&item)) {

@@ -82,6 +82,9 @@ class RunWriter {
   // One log interval: every rank's row for the step(s). Rows with time 0 get now.
   void log_metrics(std::vector<MetricRow> rows);
   void log_valid(ValidRow row);
+  // A validation step's generated text, made storable (user_text.h's storable_text, up to
+  // kMaxSampleBytes) rather than refused: it is the model's, not the user's.
+  void log_sample(Sample sample);
   void log_system(std::vector<SystemRow> rows);
   void log_event(std::string_view kind, std::string message,
                  std::optional<int64_t> step = std::nullopt);

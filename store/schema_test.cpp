@@ -44,8 +44,8 @@ void make_store(const std::string& path) {
 
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 2);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(schema_version(), 3);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 3);
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(db->query_int("PRAGMA synchronous"), 1);  // NORMAL
@@ -54,18 +54,18 @@ TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   Statement st(*db, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name");
   while (st.step()) tables.push_back(st.text(0));
   EXPECT_EQ(tables, (std::vector<std::string>{"checkpoints", "commands", "events",
-                                              "metric_blocks", "metrics", "runs",
+                                              "metric_blocks", "metrics", "runs", "samples",
                                               "system_metrics", "valid_metrics"}));
   // Reopening a current store changes nothing.
   db.reset();
   db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 3);
 }
 
 TEST_F(SchemaTest, MigratesAnEmptyFileFromVersionZero) {
   spit(path(), "");  // what `touch kiln-runs.db` leaves: a version-0 SQLite database
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 3);
   EXPECT_EQ(db->query_int("SELECT count(*) FROM runs"), 0);
 }
 
@@ -78,11 +78,29 @@ TEST_F(SchemaTest, VersionTwoAddsThePidAndScrubsTokensFromRecordedCommandLines) 
             "('plain', 'kiln train --name plain', 1)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 3);
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'leaky'"),
             "kiln train --serve 0.0.0.0:8080 --token *** --set hub.api_key=***");
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'plain'"), "kiln train --name plain");
   EXPECT_EQ(db->query_int("SELECT count(*) FROM runs WHERE pid IS NULL"), 2);
+}
+
+TEST_F(SchemaTest, VersionThreeAddsHostMemoryAndSamplesAndKeepsOlderReadings) {
+  {
+    Database db(path(), Access::ReadWrite);
+    migrate(db, migrations().first(2));
+    db.exec("INSERT INTO runs (name, created_at) VALUES ('old', 1);"
+            "INSERT INTO system_metrics (run_id, rank, time, cpu_percent, rss_bytes) VALUES (1, 0, 5, 99, 1024)");
+  }
+  auto db = open_store(path(), Access::ReadWrite);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 3);
+  const std::vector<SystemRow> system = list_system(*db, 1);
+  ASSERT_EQ(system.size(), 1u);
+  EXPECT_EQ(system[0].rss_bytes, 1024);
+  EXPECT_FALSE(system[0].host_mem_used.has_value()) << "not measured before version 3";
+  EXPECT_FALSE(system[0].host_mem_total.has_value());
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM samples"), 0);
+  EXPECT_FALSE(run_details(*db, 1).latest_sample.has_value());
 }
 
 TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
@@ -92,12 +110,12 @@ TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
                   "CREATE TABLE extras (run_id INTEGER, x TEXT);"});
   Database db(path(), Access::ReadWrite);
   migrate(db, next);
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 3);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 4);
   EXPECT_EQ(db.query_int("SELECT priority FROM runs WHERE name = 'first'"), 3);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM extras"), 0);
   migrate(db, next);  // already there: nothing to do
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 3);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 4);
 }
 
 TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
@@ -107,7 +125,7 @@ TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
   Database db(path(), Access::ReadWrite);
   EXPECT_EQ(error_of([&] { migrate(db, next); }),
             "store: " + path() + ": no such table: no_such_table");
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 3);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'extras'"), 0);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
 }
@@ -119,7 +137,7 @@ TEST_F(SchemaTest, RefusesAStoreFromANewerKiln) {
     db.exec("PRAGMA user_version = 7");
   }
   const std::string expected =
-      "store: " + path() + " has schema version 7, newer than this kiln's 2; upgrade kiln";
+      "store: " + path() + " has schema version 7, newer than this kiln's 3; upgrade kiln";
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadWrite); }), expected);
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadOnly); }), expected);
   EXPECT_EQ(error_of([&] { RunWriter writer(path()); }), expected);

@@ -89,6 +89,20 @@ struct SystemRow {
   double gpu_temp_c = kNoValue;      // degrees Celsius
   double cpu_percent = kNoValue;     // process CPU, percent of one core (may exceed 100)
   std::optional<int64_t> rss_bytes;  // process resident memory
+  std::optional<int64_t> host_mem_used;   // the machine's memory in use (total - available)
+  std::optional<int64_t> host_mem_total;  // the machine's memory
+};
+
+// Text the model generated at a validation step, from the config's sample prompt, so its
+// progress can be read as well as plotted. The writer keeps the prompt and the text up to
+// kMaxSampleBytes each, so a queue of them stays bounded whatever train.sample_tokens says.
+inline constexpr size_t kMaxSampleBytes = 16 * 1024;
+struct Sample {
+  int64_t step = 0;
+  double time = 0;  // 0: stamped when queued
+  std::string prompt;
+  std::string text;  // what the model wrote after the prompt
+  double temperature = kNoValue;
 };
 
 // Known event kinds; the column is open text, so later kinds need no migration.

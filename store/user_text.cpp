@@ -114,6 +114,20 @@ void require_utf8(std::string_view text, std::string_view what) {
          std::to_string(bad) + "); save it as UTF-8 text");
 }
 
+std::string storable_text(std::string_view text, size_t max_bytes) {
+  static constexpr std::string_view kReplacement = "\xef\xbf\xbd";  // U+FFFD
+  std::string out;
+  out.reserve(std::min(text.size(), max_bytes));
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = sequence_length(text, i);
+    const std::string_view piece = n > 0 ? text.substr(i, n) : kReplacement;
+    if (out.size() + piece.size() > max_bytes) break;
+    out += piece;
+    i += n > 0 ? n : 1;
+  }
+  return out;
+}
+
 void check_run_name(std::string_view name) {
   const std::string shown(name.substr(0, kMaxRunNameLength));
   const auto refuse = [&](const std::string& why) {

@@ -25,6 +25,11 @@ bool is_valid_utf8(std::string_view text);
 // Refuses text that is not UTF-8: "store: WHAT is not valid UTF-8 (a bad byte at offset N)".
 void require_utf8(std::string_view text, std::string_view what);
 
+// Text nobody typed (a model's sample, whose last token may end inside a character) made
+// storable instead of refused: each ill-formed byte becomes U+FFFD, and the text is cut at a
+// character boundary to at most max_bytes.
+std::string storable_text(std::string_view text, size_t max_bytes);
+
 // Refuses a run name that is empty, longer than kMaxRunNameLength, starts with a dot, holds
 // anything but ASCII letters, digits, '-', '_' and '.', or is all digits (it would read as a
 // run id). The one-line error says which rule it broke.

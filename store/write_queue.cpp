@@ -10,8 +10,8 @@ namespace {
 template <typename T>
 constexpr size_t kind_of = WriteItem(T{}).index();
 
-constexpr std::array<size_t, 4> kRecordKinds = {kind_of<ValidRow>, kind_of<Event>, kind_of<Checkpoint>,
-                                                kind_of<StatusChange>};
+constexpr std::array<size_t, 5> kRecordKinds = {kind_of<ValidRow>, kind_of<Sample>, kind_of<Event>,
+                                                kind_of<Checkpoint>, kind_of<StatusChange>};
 
 bool is_record(const WriteItem& item) {
   return std::find(kRecordKinds.begin(), kRecordKinds.end(), item.index()) != kRecordKinds.end();
@@ -42,6 +42,8 @@ Dropped dropped_of(const WriteItem& item) {
     d.system_rows = static_cast<int64_t>(s->rows.size());
   } else if (std::holds_alternative<ValidRow>(item)) {
     d.valid_rows = 1;
+  } else if (std::holds_alternative<Sample>(item)) {
+    d.samples = 1;
   } else if (std::holds_alternative<Event>(item)) {
     d.events = 1;
   } else if (std::holds_alternative<Checkpoint>(item)) {
@@ -60,6 +62,7 @@ void Dropped::merge(const Dropped& other) {
   metric_rows += other.metric_rows;
   system_rows += other.system_rows;
   valid_rows += other.valid_rows;
+  samples += other.samples;
   events += other.events;
   checkpoints += other.checkpoints;
   status_changes += other.status_changes;
@@ -72,6 +75,7 @@ std::string Dropped::describe() const {
             std::to_string(last_step) + ")";
   add_part(parts, system_rows, "system rows");
   add_part(parts, valid_rows, "validation rows");
+  add_part(parts, samples, "samples");
   add_part(parts, events, "events");
   add_part(parts, checkpoints, "checkpoint records");
   add_part(parts, status_changes, "status changes");

@@ -5,9 +5,9 @@
 // newest), so a long stall leaves the curve sampled more coarsely instead of cut off, the
 // queue's memory stays bounded and the latest measurements are always kept. Every row
 // dropped is counted; the writer records the count as a `dropped` event in its next commit.
-// Validation rows, events, checkpoint records and status changes have a capacity of their
-// own (a run whose loss is NaN at every step logs an event at every step): past it they thin
-// the same way, the kind with the most waiting first, the newest of each kind always kept
+// Validation rows, samples, events, checkpoint records and status changes have a capacity of
+// their own (a run whose loss is NaN at every step logs an event at every step): past it they
+// thin the same way, the kind with the most waiting first, the newest of each kind always kept
 // (so a run's final status is never lost). At most one heartbeat waits: any commit is one.
 // Not thread-safe: the RunWriter holds its mutex around every call.
 #pragma once
@@ -36,8 +36,8 @@ struct StatusChange {
 };
 struct Heartbeat {};
 
-using WriteItem =
-    std::variant<MetricBatch, SystemBatch, ValidRow, Event, Checkpoint, StatusChange, Heartbeat>;
+using WriteItem = std::variant<MetricBatch, SystemBatch, ValidRow, Sample, Event, Checkpoint,
+                               StatusChange, Heartbeat>;
 
 // What thinning removed since the last commit.
 struct Dropped {
@@ -46,13 +46,14 @@ struct Dropped {
   int64_t first_step = 0;  // step range of the dropped metric rows
   int64_t last_step = 0;
   int64_t valid_rows = 0;
+  int64_t samples = 0;
   int64_t events = 0;
   int64_t checkpoints = 0;
   int64_t status_changes = 0;
 
   bool any() const {
-    return metric_rows > 0 || system_rows > 0 || valid_rows > 0 || events > 0 || checkpoints > 0 ||
-           status_changes > 0;
+    return metric_rows > 0 || system_rows > 0 || valid_rows > 0 || samples > 0 || events > 0 ||
+           checkpoints > 0 || status_changes > 0;
   }
   void merge(const Dropped& other);
   std::string describe() const;  // the `dropped` event's message
@@ -80,7 +81,7 @@ class WriteQueue {
 
   bool empty() const { return items_.empty() && !dropped_.any(); }
   size_t rows() const { return rows_; }
-  // Validation rows, events, checkpoint records and status changes waiting.
+  // Validation rows, samples, events, checkpoint records and status changes waiting.
   size_t records() const { return records_; }
   int64_t dropped_total() const { return dropped_total_; }
 

@@ -17,7 +17,9 @@
 #include "store/commands.h"
 #include "store/metric_queries.h"
 #include "store/run_queries.h"
+#include "store/sample_queries.h"
 #include "store/schema.h"
+#include "store/user_text.h"
 #include "tests/corpus_fixture.h"
 #include "tests/run_command.h"
 #include "tests/run_progress.h"
@@ -129,6 +131,37 @@ TEST(TrainStore, RecordsEveryLoggedStepValidationAndTheEnd) {
   EXPECT_GT(*system[0].rss_bytes, 1 << 20);
   EXPECT_GE(system[0].cpu_percent, 0);
   EXPECT_TRUE(std::isnan(system[0].gpu_util));
+  ASSERT_TRUE(system[0].host_mem_used && system[0].host_mem_total);
+  EXPECT_GT(*system[0].host_mem_used, *system[0].rss_bytes) << "the machine holds this process and more";
+  EXPECT_LT(*system[0].host_mem_used, *system[0].host_mem_total);
+
+  // A sample at each validation step; the last is the end-of-run sample, drawn with the same
+  // seed from the same model (as the store keeps text: U+FFFD for bytes that are not UTF-8).
+  const std::vector<store::Sample> samples = store::list_samples(*db, id, 10);
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].step, 3);
+  EXPECT_EQ(samples[1].step, 6);
+  EXPECT_EQ(samples[1].prompt, "Doc");
+  EXPECT_DOUBLE_EQ(samples[1].temperature, 0.8);
+  const std::string heading = "--- sample (temperature 0.8) ---\n";
+  const size_t start = r.output.find(heading);
+  ASSERT_NE(start, std::string::npos) << r.output;
+  const size_t end = r.output.find("\n---\n", start + heading.size());
+  ASSERT_NE(end, std::string::npos) << r.output;
+  const std::string end_sample = r.output.substr(start + heading.size(), end - start - heading.size());
+  EXPECT_EQ("Doc" + samples[1].text, store::storable_text(end_sample, 2 * store::kMaxSampleBytes));
+}
+
+TEST(TrainStore, NoSamplesWhereEachRankHoldsPartOfTheModel) {
+  const std::string dir = fresh_dir("train_store_tp_samples");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
+  const CommandResult r = run_command(mpirun_command(2) + kiln + " train --store " + path + " --name split" +
+                                      small_run(prefix) + " --set parallel.tp=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto db = store::open_store(path, Access::ReadOnly);
+  const int64_t id = store::resolve_run(*db, "split");
+  EXPECT_EQ(store::list_valid(*db, id).size(), 2u);
+  EXPECT_TRUE(store::list_samples(*db, id, 10).empty());
 }
 
 TEST(TrainStore, DefaultNamesAreUniqueAndATakenNameIsRefused) {

@@ -34,6 +34,7 @@ Reply get_runs(ApiCall& call);
 Reply get_run(ApiCall& call);
 Reply get_metrics(ApiCall& call);
 Reply get_valid(ApiCall& call);
+Reply get_samples(ApiCall& call);
 Reply get_system(ApiCall& call);
 Reply get_events(ApiCall& call);
 Reply get_commands(ApiCall& call);

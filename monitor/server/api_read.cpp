@@ -19,6 +19,7 @@
 #include "store/run_comparison.h"
 #include "store/run_overview.h"
 #include "store/run_queries.h"
+#include "store/sample_queries.h"
 
 namespace kiln::monitor {
 
@@ -27,6 +28,9 @@ using nlohmann::json;
 namespace {
 
 constexpr int64_t kDefaultEvents = 100;
+// A sample holds up to 2 x store::kMaxSampleBytes of text: these keep an answer within a few MiB.
+constexpr int64_t kDefaultSamples = 20;
+constexpr int64_t kMaxSamples = 100;
 
 template <typename Rows>
 json array_of(const Rows& rows) {
@@ -116,11 +120,16 @@ Reply get_runs(ApiCall& call) {
   if (limit < 0 || limit > std::numeric_limits<int>::max())
     throw ApiError(http::status::bad_request, "limit must be 0 (all) or a positive count");
   filter.limit = static_cast<int>(limit);
+  // The runs table asks for the configs, to show, filter and group by their keys.
+  const bool with_config = call.target.text("config").value_or("") == "1";
   auto db = call.state.reads().borrow();
   const double now = store::unix_now();
   json runs = json::array();
-  for (auto& run : store::list_runs(*db, filter))
-    runs.push_back(store::to_json(store::run_overview(*db, std::move(run), now)));
+  for (auto& run : store::list_runs(*db, filter)) {
+    json item = store::to_json(store::run_overview(*db, run, now));
+    if (with_config) item["config"] = store::config_json(run);
+    runs.push_back(std::move(item));
+  }
   return json_reply(runs);
 }
 
@@ -160,6 +169,14 @@ Reply get_metrics(ApiCall& call) {
 Reply get_valid(ApiCall& call) {
   auto db = call.state.reads().borrow();
   return json_reply(array_of(store::list_valid(*db, call.run_id)));
+}
+
+Reply get_samples(ApiCall& call) {
+  const int64_t limit = call.target.integer("limit").value_or(kDefaultSamples);
+  if (limit < 1 || limit > kMaxSamples)
+    throw ApiError(http::status::bad_request, "limit must be from 1 to " + std::to_string(kMaxSamples));
+  auto db = call.state.reads().borrow();
+  return json_reply(array_of(store::list_samples(*db, call.run_id, static_cast<size_t>(limit))));
 }
 
 Reply get_system(ApiCall& call) {

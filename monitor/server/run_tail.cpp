@@ -6,10 +6,20 @@
 #include "store/json_rows.h"
 #include "store/metric_queries.h"
 #include "store/run_queries.h"
+#include "store/sample_queries.h"
 
 namespace kiln::monitor {
 
 using nlohmann::json;
+
+namespace {
+
+// A run samples once per validation, which takes far longer than a poll's 200 ms, so a poll
+// finds one or two; the bound keeps a message's size known (up to 100 x 32 KiB) whatever
+// the store holds, and past it the newest go out, as a reloading page would show them.
+constexpr size_t kMaxSamplesPerPoll = 100;
+
+}  // namespace
 
 RunTail::RunTail(store::Database& db, int64_t run_id) : run_id_(run_id) {
   store::ReadSnapshot snapshot(db);
@@ -18,6 +28,8 @@ RunTail::RunTail(store::Database& db, int64_t run_id) : run_id_(run_id) {
   last_step_ = run.last_step;
   const auto valid = store::list_valid(db, run_id);
   if (!valid.empty()) last_valid_step_ = valid.back().step;
+  const auto samples = store::list_samples(db, run_id, 1);
+  if (!samples.empty()) last_sample_step_ = samples.back().step;
   for (const auto& row : store::list_system(db, run_id))
     last_system_time_ = std::max(last_system_time_, row.time);
   const auto events = store::list_events(db, run_id);
@@ -29,6 +41,7 @@ std::string RunTail::hello() const {
                     {"run", run_},
                     {"last_step", store::json_number(last_step_)},
                     {"last_valid_step", store::json_number(last_valid_step_)},
+                    {"last_sample_step", store::json_number(last_sample_step_)},
                     {"last_system_time", last_system_time_},
                     {"last_event_id", last_event_id_}});
 }
@@ -55,6 +68,14 @@ std::vector<std::string> RunTail::poll(store::Database& db) {
     last_valid_step_ = row.step;
   }
   if (!valid.empty()) messages.push_back(dump_json({{"type", "valid"}, {"rows", valid}}));
+
+  json samples = json::array();
+  const int64_t after_sample = last_sample_step_ ? *last_sample_step_ : std::numeric_limits<int64_t>::min();
+  for (const auto& sample : store::list_samples(db, run_id_, kMaxSamplesPerPoll, after_sample)) {
+    samples.push_back(store::to_json(sample));
+    last_sample_step_ = sample.step;
+  }
+  if (!samples.empty()) messages.push_back(dump_json({{"type", "samples"}, {"rows", samples}}));
 
   json system = json::array();
   double newest = last_system_time_;

@@ -2,6 +2,7 @@
 // the JSON messages the live WebSocket sends (docs/dashboard.md):
 //   {"type": "metrics", "rows": [...]}   new metric rows, every rank of each new step
 //   {"type": "valid", "rows": [...]}     new validation rows
+//   {"type": "samples", "rows": [...]}   text generated at new validation steps
 //   {"type": "system", "rows": [...]}    new system readings
 //   {"type": "events", "events": [...]}  new events
 //   {"type": "status", "run": {...}}     the run's status changed (paused, completed, lost...)
@@ -35,6 +36,7 @@ class RunTail {
   nlohmann::json run_;  // the record as last sent
   std::optional<int64_t> last_step_;
   std::optional<int64_t> last_valid_step_;
+  std::optional<int64_t> last_sample_step_;
   double last_system_time_ = 0;
   int64_t last_event_id_ = 0;
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <fstream>
 
+#include "trainer/telemetry/host_memory.h"
+
 namespace kiln {
 
 SystemProbe::SystemProbe(Ops& ops) : ops_(ops), gpu_(ops.device() == Device::Cuda) {
@@ -49,6 +51,10 @@ store::SystemRow SystemProbe::sample(int rank) {
   row.rank = rank;
   row.cpu_percent = process_.cpu_percent();
   row.rss_bytes = ProcessStats::rss_bytes();
+  if (const auto host = host_memory()) {
+    row.host_mem_used = host->used;
+    row.host_mem_total = host->total;
+  }
   if (nvml_) {
     if (const auto gpu = nvml_->read()) {
       row.gpu_util = gpu->util_percent;

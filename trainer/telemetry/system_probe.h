@@ -1,5 +1,5 @@
 // Readings of the machine a rank runs on, for the store: the process's CPU and resident
-// memory always; the GPU's utilisation, memory, power and temperature through NVML when the
+// memory and the machine's memory always; the GPU's utilisation, memory, power and temperature through NVML when the
 // run is on a GPU and NVML answers. Also the memory a metrics row reports.
 #pragma once
 

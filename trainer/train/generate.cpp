@@ -47,17 +47,20 @@ std::vector<int32_t> prompt_ids(const Tokenizer& tokenizer, const std::string& p
   return ids;
 }
 
-std::string generate(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
-                     int n_tokens, double temperature, uint64_t seed) {
-  GptDecoder decoder(model);
+std::string continuation(GptDecoder& decoder, const Tokenizer& tokenizer, const std::string& prompt,
+                         int n_tokens, double temperature, uint64_t seed) {
   GenerateOptions options;
   options.max_tokens = n_tokens;
   options.sampling.temperature = temperature;
   options.seed = seed;
   options.stop_id = tokenizer.eod();
-  const std::vector<int32_t> produced =
-      generate_ids(decoder, prompt_ids(tokenizer, prompt), options);
-  return prompt + tokenizer.decode(produced);
+  return tokenizer.decode(generate_ids(decoder, prompt_ids(tokenizer, prompt), options));
+}
+
+std::string generate(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
+                     int n_tokens, double temperature, uint64_t seed) {
+  GptDecoder decoder(model);
+  return prompt + continuation(decoder, tokenizer, prompt, n_tokens, temperature, seed);
 }
 
 }  // namespace kiln

@@ -37,8 +37,12 @@ std::vector<int32_t> generate_ids(GptDecoder& decoder, std::span<const int32_t> 
 // prompt, so the sample starts where a document would.
 std::vector<int32_t> prompt_ids(const Tokenizer& tokenizer, const std::string& prompt);
 
-// The trainer's end-of-run sample: the prompt and the text of up to n_tokens tokens drawn at
-// `temperature` (no top-k or top-p), ending early at the end-of-document id.
+// The text of up to n_tokens tokens drawn after the prompt at `temperature` (no top-k or
+// top-p), ending early at the end-of-document id; the prompt is not repeated.
+std::string continuation(GptDecoder& decoder, const Tokenizer& tokenizer, const std::string& prompt,
+                         int n_tokens, double temperature, uint64_t seed);
+
+// The trainer's end-of-run sample: the prompt and its continuation.
 std::string generate(const GptModel& model, const Tokenizer& tokenizer, const std::string& prompt,
                      int n_tokens, double temperature, uint64_t seed);
 

@@ -57,6 +57,8 @@ void RunRecorder::log_valid(int64_t step, double loss) {
   writer_.log_valid(row);
 }
 
+void RunRecorder::log_sample(store::Sample sample) { writer_.log_sample(std::move(sample)); }
+
 void RunRecorder::log_event(std::string_view kind, std::string message, int64_t step) {
   writer_.log_event(kind, std::move(message), step);
 }

@@ -47,6 +47,7 @@ class RunRecorder {
   // row, this process's system readings too.
   void log_step(const store::MetricRow& row);
   void log_valid(int64_t step, double loss);
+  void log_sample(store::Sample sample);
   void log_event(std::string_view kind, std::string message, int64_t step);
 
   std::vector<store::Command> pending_commands() { return writer_.pending_commands(); }

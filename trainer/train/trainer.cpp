@@ -159,6 +159,8 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
     run_name_ = recorder_->name();
     fmt::print(out_, "kiln: recording run {} '{}' in {}\n", recorder_->run_id(),
                recorder_->name(), recorder_->path());
+    if (valid_data_ && config_.train.sample_tokens > 0 && layout_.tp() == 1 && layout_.pp() == 1)
+      sampler_ = std::make_unique<ValidationSampler>(*model_, *tokenizer_, config_.train);
   }
   if (!resume.empty())
     fmt::print(out_, "kiln: resumed from {} at step {}\n", resume, first_step_ - 1);
@@ -291,6 +293,7 @@ void Trainer::train_loop(TrainSummary& summary) {
     if (has_valid && t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
       const Clock::time_point eval_start = Clock::now();
       std::tie(summary.valid_loss, summary.valid_nats_per_byte) = evaluate();
+      if (sampler_) recorder_->log_sample(sampler_->sample(step));
       not_training_s_ += seconds_since(eval_start);
       fmt::print(out_,
                  "eval step {} | valid loss {:.4f} | {:.3f} bits per token | {:.4f} nats per "

@@ -26,6 +26,7 @@
 #include "trainer/telemetry/system_probe.h"
 #include "trainer/train/core_share.h"
 #include "trainer/train/run_recorder.h"
+#include "trainer/train/validation_sampler.h"
 
 namespace kiln {
 
@@ -154,6 +155,7 @@ class Trainer {
   LossScaler loss_scaler_;
   std::unique_ptr<TokenBatch> batch_;
   std::unique_ptr<RunRecorder> recorder_;
+  std::unique_ptr<ValidationSampler> sampler_;  // recorded runs with train.sample_tokens > 0
   std::vector<store::Command> steering_pending_;  // what steer() read, until recorded
   SteeringDecision steering_;                     // and what it decided
   std::unique_ptr<Tokenizer> tokenizer_;
