@@ -45,6 +45,12 @@ export const format = {
   rate: (x) => (x == null ? "—" : x >= 1e6 ? (x / 1e6).toFixed(2) + "M" : x >= 1e3 ? (x / 1e3).toFixed(1) + "k" : x.toFixed(0)),
   percent: (x) => (x == null ? "—" : (100 * x).toFixed(1) + "%"),
   time: (t) => (t == null ? "—" : new Date(t * 1000).toLocaleString()),
+  // Local time to the minute, as narrow columns show it: 2026-11-23 08:51.
+  minute: (t) => {
+    if (t == null) return "—";
+    const d = new Date(t * 1000), two = (n) => String(n).padStart(2, "0");
+    return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
+  },
   duration: (s) => {
     if (s == null) return "—";
     const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = Math.floor(s % 60);

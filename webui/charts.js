@@ -6,16 +6,36 @@ function cssVar(name) {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
 }
 
-// Tick labels short enough for the axis: 1.5G, 20M, 3.2k, 0.25, 3e-4.
-function tick(value) {
-  const a = Math.abs(value);
-  if (a === 0) return "0";
-  if (a >= 1e9) return +(value / 1e9).toPrecision(3) + "G";
-  if (a >= 1e6) return +(value / 1e6).toPrecision(3) + "M";
-  if (a >= 1e4) return +(value / 1e3).toPrecision(3) + "k";
-  if (a < 0.01) return value.toExponential(1).replace("e-", "e-").replace(".0e", "e");
-  return String(+value.toPrecision(3));
+// Tick labels short enough for the axis and as precise as its spacing, so no two read the
+// same: 1.5G, 18.52M, 3k, 0.2, 3e-4, 2.2e-4. One scale for all of an axis's ticks.
+function tickLabels(ticks, incr) {
+  const largest = Math.max(...ticks.map(Math.abs));
+  const decimals = (unit) => Math.max(0, -Math.floor(Math.log10(incr / unit) + 1e-9));
+  if (largest > 0 && largest < 0.01) {
+    const digits = Math.max(0, Math.floor(Math.log10(largest) + 1e-9) - Math.floor(Math.log10(incr) + 1e-9));
+    return ticks.map((t) => (t === 0 ? "0" : t.toExponential(digits)));
+  }
+  const [unit, suffix] = largest >= 1e9 ? [1e9, "G"] : largest >= 1e6 ? [1e6, "M"] : largest >= 1e4 ? [1e3, "k"] : [1, ""];
+  return ticks.map((t) => (t === 0 ? "0" : (t / unit).toFixed(decimals(unit)) + suffix));
 }
+
+// Tick spacings of 1, 2 and 5 times a power of ten (uPlot's own also take 2.5), so
+// gridlines fall on round values. Built as uPlot builds its own, so it knows their decimals.
+const roundIncrs = [];
+for (let exp = -32; exp < 32; exp++) for (const m of [1, 2, 5]) roundIncrs.push(+`${m}e${exp}`);
+const wholeIncrs = roundIncrs.filter((incr) => incr >= 1);
+
+// Durations since a start, as time axes label them: 45s, 2m, 1m30s, 3h, 1h15m.
+function elapsedTick(seconds) {
+  const s = Math.round(seconds);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return s % 60 ? `${Math.floor(s / 60)}m${s % 60}s` : `${s / 60}m`;
+  const m = Math.round(s / 60);
+  return m % 60 ? `${Math.floor(m / 60)}h${m % 60}m` : `${m / 60}h`;
+}
+// Spacings for durations: round seconds, minutes and hours.
+const elapsedIncrs = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
+  172800, 432000, 864000];
 
 // A nearly constant series (a learning rate held flat) still gets a visible band around it.
 function linearRange(u, min, max) {
@@ -90,9 +110,9 @@ function eventsPlugin(marks) {
   };
 }
 
-// The x axes: "step", "tokens", "time" (Unix seconds as clock times) and "seconds" (Unix
-// seconds as seconds since the first).
-const xAxisLabels = { step: "step", tokens: "tokens", time: "wall time", seconds: "seconds" };
+// The x axes: "step", "tokens", "time" (Unix seconds as clock times) and "elapsed" (seconds
+// since a start, as durations).
+const xAxisLabels = { step: "step", tokens: "tokens", time: "wall time", elapsed: "time since start" };
 
 // lines: [{label, xs: [...], ys: [...], width?, stroke?, dash?}], merged onto one sorted x
 // axis. bands: [[upper, lower]] pairs of line indices to fill between, in the upper's colour.
@@ -109,9 +129,10 @@ export function lineChart(container, title, lines,
   box.append(heading);
   container.append(box);
   const stroke = (l, i) => l.stroke || palette[i % palette.length];
-  const xValues = {
-    seconds: { values: (u, ticks, axis, space, step) => ticks.map((t) => (t - u.data[0][0]).toFixed(step < 1 ? 1 : 0)) },
-    tokens: { values: (u, ticks) => ticks.map(tick) },
+  const xTicks = {
+    step: { incrs: wholeIncrs },
+    tokens: { incrs: wholeIncrs, values: (u, ticks, axis, space, incr) => tickLabels(ticks, incr) },
+    elapsed: { incrs: elapsedIncrs, values: (u, ticks) => ticks.map(elapsedTick) },
   }[xAxis];
   const options = {
     width: Math.max(300, box.clientWidth - 16),
@@ -121,7 +142,8 @@ export function lineChart(container, title, lines,
     scales: { x: { time: xAxis === "time", range: (u, min, max) => (u.data[0].length === 1 ? [u.data[0][0] - 1, u.data[0][0] + 1] : [min, max]) },
       y: logY ? { distr: 3 } : { range: linearRange } },
     // A log axis keeps uPlot's own labels, which leave the minor ticks unlabelled.
-    axes: [{ ...axis, label: xAxisLabels[xAxis], ...xValues }, logY ? { ...axis, size: 60 } : { ...axis, size: 60, values: (u, ticks) => ticks.map(tick) }],
+    axes: [{ ...axis, label: xAxisLabels[xAxis], ...xTicks },
+      logY ? { ...axis, size: 60 } : { ...axis, size: 60, incrs: roundIncrs, values: (u, ticks, axis, space, incr) => tickLabels(ticks, incr) }],
     series: [{ label: xAxisLabels[xAxis] }, ...lines.map((l, i) => ({
       label: l.label, stroke: stroke(l, i), width: l.width || 1.5, dash: l.dash, spanGaps: true,
     }))],

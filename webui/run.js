@@ -1,8 +1,13 @@
-// A run's page: its facts, steering buttons, charts that grow as the run trains (fed by
-// the live WebSocket), events and config. The chart controls (a line per rank or bands, the
-// x axis, log scales, smoothing) hold across live updates and reconnects.
+// A run's page: its facts (progress against the planned steps, elapsed time, ETA), steering
+// buttons, charts that grow as the run trains (fed by the live WebSocket), the text the model
+// wrote at its validation steps, events and config. The chart controls (a line per rank or
+// bands, the x axis, log scales, smoothing) hold across live updates and reconnects.
 import { getJson, send, liveSocket, el, format } from "/api.js";
 import { lineChart, setLines, smooth, palette } from "/charts.js";
+import { xAxisSelect, smoothingControl, logToggle } from "/chart_controls.js";
+import { progressFacts } from "/run_progress.js";
+import { samplesSection } from "/run_samples.js";
+import { systemPanels, cpuNote } from "/run_system.js";
 
 const keys = ["loss", "lr", "grad_norm", "tokens_per_s", "mfu", "mem_used", "fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms"];
 const perRankCharts = [
@@ -10,12 +15,10 @@ const perRankCharts = [
   { key: "lr", title: "Learning rate" },
   { key: "grad_norm", title: "Gradient norm" },
   { key: "tokens_per_s", title: "Tokens/s" },
-  { key: "mfu", title: "MFU" },
-  { key: "mem_used", title: "Memory used (bytes)" },
+  { key: "mfu", title: "MFU", gpuOnly: true, empty: "not measured: no known peak FLOP/s for this device" },
+  { key: "mem_used", title: "Memory used (bytes)", cpuTitle: "Memory used, resident (bytes)" },
 ];
 const splitKeys = ["fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms"];
-// The system panel: rank 0's machine readings over time (GPU ones are absent on the CPU).
-const systemKeys = [["cpu_percent", "CPU %"], ["gpu_util", "GPU util %"], ["gpu_temp_c", "GPU °C"]];
 const xAxes = [["step", "step"], ["tokens", "tokens"], ["time", "wall time"]];
 
 export function renderRun(view, run, settings = { bands: false, x: "step", smoothing: 0, logY: { loss: true } }) {
@@ -25,6 +28,9 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
   const valid = { steps: [], times: [], ys: [] };
   const system = [];  // rank 0's system rows
   const eventRows = [];  // oldest first, marked on the charts
+  let record = null;  // the run as last heard of
+  let plannedSteps = null;  // train.steps of its config
+  let startTime = 0;  // the system panels' zero
   let charts = [];
   let socket = null;
   let closed = false;
@@ -33,29 +39,25 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
   const title = el("h1", {}, run);
   const facts = el("div", { class: "facts" });
   const status = el("span", { id: "run-status", class: "status" });
+  const progress = el("span", { id: "run-progress" });
+  const elapsed = el("span", { id: "run-elapsed" });
+  const eta = el("span", { id: "run-eta" });
   const message = el("span", { id: "steer-message", class: "muted" });
+  const hiddenPanels = el("p", { id: "hidden-panels", class: "muted", hidden: "" });
   const chartBox = el("div", { class: "charts", id: "charts" });
+  const samplesBox = el("div");
   const eventList = el("ul", { class: "events", id: "events" });
   const config = el("pre", { class: "config" });
   const steer = el("div", { class: "steer" });
+  let samples = null;
 
   const lineMode = el("select", { id: "chart-lines", onchange: () => { settings.bands = lineMode.value === "bands"; build(); } },
     el("option", { value: "ranks" }, "a line per rank"), el("option", { value: "bands" }, "min–max band and mean"));
-  const xAxis = el("select", { id: "chart-x", onchange: () => { settings.x = xAxis.value; build(); } },
-    ...xAxes.map(([value, label]) => el("option", { value }, label)));
-  const smoothingValue = el("output", { id: "chart-smoothing-value" });
-  const smoothing = el("input", { type: "range", id: "chart-smoothing", min: 0, max: 0.99, step: 0.01, oninput: () => {
-    settings.smoothing = Number(smoothing.value);
-    smoothingValue.textContent = settings.smoothing.toFixed(2);
-    refresh();
-  } });
   lineMode.value = settings.bands ? "bands" : "ranks";
-  xAxis.value = settings.x;
-  smoothing.value = settings.smoothing;
-  smoothingValue.textContent = settings.smoothing.toFixed(2);
-  const controls = el("div", { class: "controls", id: "chart-controls" }, "lines ", lineMode, "x axis ", xAxis,
-    el("label", {}, "smoothing ", smoothing, " ", smoothingValue));
-  view.append(title, facts, steer, controls, chartBox, el("h2", {}, "Events"), eventList, el("h2", {}, "Config"), config);
+  const controls = el("div", { class: "controls", id: "chart-controls" }, "lines ", lineMode,
+    "x axis ", xAxisSelect(settings, xAxes, build), smoothingControl(settings, refresh));
+  view.append(title, facts, steer, controls, hiddenPanels, chartBox, el("h2", {}, "Samples"), samplesBox,
+    el("h2", {}, "Events"), eventList, el("h2", {}, "Config"), config);
 
   function push(line, step, time, value) {
     line.steps.push(step);
@@ -127,10 +129,11 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     return splitKeys.map((k) => ({ label: k.replace("_ms", " ms"), ...shown((series[k] || {})[0] || { steps: [], times: [], ys: [] }) }));
   }
 
-  function systemLines() {
-    return systemKeys.map(([key, label]) => {
+  function systemLines(panel) {
+    return panel.keys.map(([key, label]) => {
       const rows = system.filter((row) => row[key] != null);
-      return { label, xs: rows.map((row) => row.time), ys: smooth(rows.map((row) => row[key]), settings.smoothing) };
+      return { label, dash: key === "host_mem_total" ? [6, 4] : undefined,
+        xs: rows.map((row) => row.time - startTime), ys: smooth(rows.map((row) => row[key]), settings.smoothing) };
     });
   }
 
@@ -143,40 +146,44 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     return step;
   }
 
-  function eventMarks(byTime) {
+  function eventMarks(sinceStart) {
     return eventRows.map((e) => {
       const step = e.step ?? stepAt(e.time);
-      const x = byTime || settings.x === "time" ? e.time : step == null ? null : xOf(step, e.time);
+      const x = sinceStart ? e.time - startTime : settings.x === "time" ? e.time : step == null ? null : xOf(step, e.time);
       return { x, kind: e.kind, text: `${e.kind}${step == null ? "" : ` at step ${step}`}: ${e.message}` };
     });
   }
 
-  function logToggle(name) {
-    return el("label", { class: "log-toggle" }, el("input", { type: "checkbox", id: "log-" + name, checked: settings.logY[name] ? "" : null,
-      onchange: (e) => { settings.logY[name] = e.target.checked; build(); } }), " log");
-  }
-
-  function addChart(name, title, lines, options = {}) {
-    const chart = lineChart(chartBox, title, lines(), { id: "chart-" + name, logY: !!settings.logY[name], xAxis: settings.x,
-      events: () => eventMarks(false), controls: logToggle(name), ...options });
-    return { lines, chart };
+  // A chart whose lines are all empty says why in its title, when its spec knows.
+  function addChart(name, titleText, lines, options = {}, empty) {
+    const drawn = lines();
+    const blank = empty && drawn.every((l) => l.xs.length === 0);
+    const chart = lineChart(chartBox, blank ? `${titleText} — ${empty}` : titleText, drawn, { id: "chart-" + name,
+      logY: !!settings.logY[name], xAxis: settings.x, events: () => eventMarks(false), controls: logToggle(settings, name, build), ...options });
+    return { lines, chart, blank };
   }
 
   function build() {
     chartBox.replaceChildren();
-    charts = perRankCharts.map((spec) => addChart(spec.key, spec.title, () => linesOf(spec), { bands: settings.bands ? [[0, 2]] : [] }));
+    const onCpu = record?.backend === "cpu";
+    hiddenPanels.hidden = !onCpu;
+    hiddenPanels.textContent = onCpu ? cpuNote : "";
+    charts = perRankCharts.filter((spec) => !(spec.gpuOnly && onCpu)).map((spec) =>
+      addChart(spec.key, (onCpu && spec.cpuTitle) || spec.title, () => linesOf(spec), { bands: settings.bands ? [[0, 2]] : [] }, spec.empty));
     charts.push(addChart("split", "Step time split, rank 0 (ms)", splitLines));
-    charts.push(addChart("system", "System, rank 0", systemLines, { xAxis: "seconds", events: () => eventMarks(true) }));
+    for (const panel of systemPanels(record?.backend))
+      charts.push(addChart(panel.name, panel.title, () => systemLines(panel), { xAxis: "elapsed", events: () => eventMarks(true) }, panel.empty));
   }
 
   // Redraws every chart with its lines now; rebuilds when a new rank or the first
-  // validation row changes a chart's set of lines.
+  // validation row changes a chart's set of lines, or an empty chart gets its first values.
   function refresh() {
-    for (const { lines: linesNow, chart } of charts) {
+    for (const { lines: linesNow, chart, blank } of charts) {
       const lines = linesNow();
-      if (lines.length + 1 !== chart.series.length) return build();
+      if (lines.length + 1 !== chart.series.length || (blank && lines.some((l) => l.xs.length))) return build();
       setLines(chart, lines);
     }
+    showProgress();
   }
 
   // Live rows arrive several times a second; the charts redraw at most every 250 ms.
@@ -194,14 +201,29 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     eventList.prepend(el("li", {}, `${format.time(e.time)} `, e.step != null ? `step ${e.step} ` : "", el("b", {}, e.kind), ` ${e.message}`));
   }
 
+  function showProgress() {
+    if (!record) return;
+    const line = Object.values(series.loss || {})[0] || { steps: [], times: [] };
+    const f = progressFacts(record, plannedSteps, line, Date.now() / 1000);
+    progress.textContent = f.progress;
+    elapsed.textContent = f.elapsed;
+    eta.textContent = f.eta;
+  }
+
   function showRun(r) {
+    record = r;
     status.textContent = r.status;
     status.className = `status status-${r.status}`;
-    facts.replaceChildren(el("span", {}, "status ", status),
+    facts.replaceChildren(el("span", {}, "status ", status), progress, elapsed, eta,
       el("span", {}, `layout ${r.layout || "—"}`), el("span", {}, `${r.backend} · ${r.device || "—"}`),
-      el("span", {}, `started ${format.time(r.started_at)}`), el("span", {}, `last step ${r.last_step ?? "—"}`),
+      el("span", {}, `started ${format.time(r.started_at)}`),
       el("a", { href: `/api/runs/${r.id}/export.csv` }, "export CSV"));
-    for (const b of steer.querySelectorAll("button")) b.disabled = !(r.status === "running" || r.status === "paused");
+    showProgress();
+    // Pause only a running run and resume only a paused one; the rest while it is live.
+    const live = r.status === "running" || r.status === "paused";
+    for (const b of steer.querySelectorAll("button")) b.disabled = !live;
+    steer.querySelector("#steer-pause").disabled = r.status !== "running";
+    steer.querySelector("#steer-resume").disabled = r.status !== "paused";
   }
 
   function steerButton(label, action, ask) {
@@ -226,22 +248,30 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     steerButton("Checkpoint now", "checkpoint", `Write a checkpoint of ${run} now?`),
     steerButton("Set learning rate", "set"), steerButton("Stop", "stop", `Stop ${run}? It ends as stopped.`), message);
 
+  // The elapsed time and ETA of a live run move between rows too.
+  const ticker = setInterval(showProgress, 1000);
+
   async function start() {
     const details = await getJson(`/api/runs/${encodeURIComponent(run)}?events=200`);
     title.textContent = details.name;
+    const c = details.config || {};
+    plannedSteps = c.train?.steps ?? null;
+    startTime = details.started_at ?? details.created_at;
     showRun(details);
     details.events.forEach(showEvent);
-    const c = details.config || {};
     if (c.train?.global_batch && c.model?.seq_len) tokensPerStep = c.train.global_batch * c.model.seq_len;
+    samples = samplesSection(c);
+    samplesBox.replaceChildren(samples.element);
     config.textContent = JSON.stringify(details.config, null, 2);
     socket = liveSocket(run);
     socket.onmessage = async (m) => {
       const msg = JSON.parse(m.data);
       if (msg.type === "hello") {
         const to = msg.last_step == null ? -1 : msg.last_step;
-        const [history, validRows, systemRows] = await Promise.all([
+        const [history, validRows, systemRows, sampleRows] = await Promise.all([
           getJson(`/api/runs/${details.id}/metrics?keys=${keys.join(",")},tokens&to=${to}&points=2000`),
-          getJson(`/api/runs/${details.id}/valid`), getJson(`/api/runs/${details.id}/system`)]);
+          getJson(`/api/runs/${details.id}/valid`), getJson(`/api/runs/${details.id}/system`),
+          getJson(`/api/runs/${details.id}/samples`)]);
         const newer = system.splice(0);
         for (const row of systemRows) if (row.rank === 0 && row.time <= msg.last_system_time) system.push(row);
         system.push(...newer);
@@ -255,16 +285,21 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
         const older = { steps: [], times: [], ys: [] };
         for (const v of validRows) if (v.step <= (msg.last_valid_step ?? -1) && v.loss != null) push(older, v.step, v.time, v.loss);
         for (const k of ["steps", "times", "ys"]) valid[k].unshift(...older[k]);
+        samples.add(sampleRows.filter((s) => s.step <= (msg.last_sample_step ?? -Infinity)));
         build();
+        showProgress();
       } else if (msg.type === "metrics") {
         for (const row of msg.rows) {
           for (const key of keys) add(key, row);
           noteTokens(row.step, row.tokens);
         }
+        record.last_step = Math.max(record.last_step ?? 0, ...msg.rows.map((row) => row.step));
         redraw();
       } else if (msg.type === "valid") {
         for (const v of msg.rows) if (v.loss != null) push(valid, v.step, v.time, v.loss);
         redraw();
+      } else if (msg.type === "samples") {
+        samples.add(msg.rows);
       } else if (msg.type === "system") {
         system.push(...msg.rows.filter((row) => row.rank === 0));
         redraw();
@@ -275,9 +310,23 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
         showRun(msg.run);
       }
     };
-    socket.onclose = () => { if (!closed) setTimeout(() => { if (!closed) { view.replaceChildren(); renderRun(view, run, settings); } }, 2000); };
+    // A lost connection reloads the page in place, with the same settings.
+    socket.onclose = () => {
+      if (!closed) setTimeout(() => {
+        if (closed) return;
+        clearInterval(ticker);
+        view.replaceChildren();
+        reloaded = renderRun(view, run, settings);
+      }, 2000);
+    };
   }
 
+  let reloaded = null;  // the page that replaced this one, left with it
   start().catch((e) => view.append(el("p", { class: "error" }, e.message)));
-  return () => { closed = true; if (socket) socket.close(); };
+  return () => {
+    closed = true;
+    clearInterval(ticker);
+    if (socket) socket.close();
+    if (reloaded) reloaded();
+  };
 }

@@ -1,44 +1,94 @@
-// The runs table: every run of the store, filtered by status, tag and name, sorted by any
-// column, with a box per row to pick runs to compare.
-import { getJson, send, el, format } from "/api.js";
+// The runs table: every run of the store, filtered by status, tag, name or a config key's
+// value, grouped by a tag or a config key, sorted by any column, with columns to hide and
+// config keys to add as columns (remembered in this browser), and a box per row to pick runs
+// to compare.
+import { getJson, send, el } from "/api.js";
+import { builtinColumns, flatConfig, configText, configColumn, loadChoices, saveChoices } from "/runs_columns.js";
 
-const columns = [
-  { key: "status", label: "Status" },
-  { key: "name", label: "Name" },
-  { key: "tags", label: "Tags", value: (r) => r.tags.join(",") },
-  { key: "layout", label: "Layout" },
-  { key: "device", label: "Device" },
-  { key: "last_step", label: "Steps", num: true, text: (r) => `${r.last_step ?? "—"}${r.steps ? "/" + r.steps : ""}` },
-  { key: "loss", label: "Loss", num: true, text: (r) => format.loss(r.loss) },
-  { key: "tokens_per_s", label: "Tokens/s", num: true, text: (r) => format.rate(r.tokens_per_s) },
-  { key: "mfu", label: "MFU", num: true, text: (r) => format.percent(r.mfu) },
-  { key: "started_at", label: "Started", text: (r) => format.time(r.started_at ?? r.created_at) },
-  { key: "duration_s", label: "Duration", num: true, text: (r) => format.duration(r.duration_s) },
-];
+const noTags = "(no tags)";
 
 export function renderRuns(view, params) {
-  const state = { sort: "started_at", descending: true, runs: [], picked: new Set() };
+  const choices = loadChoices();
+  const state = { sort: "started_at", descending: true, runs: [], picked: new Set(), keys: [] };
   const status = el("select", { id: "filter-status" }, ...["", "running", "paused", "completed", "stopped", "failed", "lost"].map((s) => el("option", { value: s }, s || "any status")));
   const tag = el("input", { id: "filter-tag", placeholder: "tag" });
   const name = el("input", { id: "filter-name", placeholder: "name contains" });
+  const filterKey = el("select", { id: "filter-key" });
+  const filterValue = el("input", { id: "filter-value", placeholder: "value", size: 10 });
+  const groupBy = el("select", { id: "group-by" });
+  const columnsMenu = el("details", { id: "columns-menu", class: "menu" });
   const compare = el("button", { id: "compare-picked", disabled: "" }, "Compare picked");
   const table = el("table", { id: "runs" });
   const message = el("p", { class: "muted" });
+  const configKeys = el("datalist", { id: "config-keys" });
   status.value = params.get("status") || "";
-  view.append(el("h1", {}, "Runs"), el("div", { class: "filters" }, status, tag, name, compare), table, message);
+  view.append(el("h1", {}, "Runs"),
+    el("div", { class: "filters" }, status, tag, name, el("span", { class: "muted" }, "where"), filterKey, "=", filterValue,
+      el("span", { class: "muted" }, "group by"), groupBy, columnsMenu, compare),
+    el("div", { class: "table-wrap" }, table), message, configKeys);
 
   compare.addEventListener("click", () => {
     location.hash = "#/compare?runs=" + [...state.picked].join(",");
   });
 
+  function columns() {
+    return [...builtinColumns.filter((c) => !choices.hidden.includes(c.key)), ...choices.config.map(configColumn)];
+  }
+
+  function changed() {
+    saveChoices(choices);
+    fillSelectors();
+    draw();
+  }
+
+  // The config keys the runs have, for the filter, the grouping and the column menu.
+  function fillSelectors() {
+    const option = (value, label) => el("option", { value }, label ?? value);
+    const keep = (select, value) => { select.value = [...select.options].some((o) => o.value === value) ? value : ""; };
+    const filterWas = filterKey.value;
+    filterKey.replaceChildren(option("", "config key"), ...state.keys.map((k) => option(k)));
+    keep(filterKey, filterWas);
+    groupBy.replaceChildren(option("", "nothing"), option("tag", "tag"), ...state.keys.map((k) => option(k)));
+    keep(groupBy, choices.group);
+    configKeys.replaceChildren(...state.keys.filter((k) => !choices.config.includes(k)).map((k) => option(k)));
+
+    const toggle = (c) => el("label", {}, el("input", { type: "checkbox", id: `column-${c.key}`, checked: choices.hidden.includes(c.key) ? null : "",
+      onchange: (e) => {
+        choices.hidden = e.target.checked ? choices.hidden.filter((k) => k !== c.key) : [...choices.hidden, c.key];
+        changed();
+      } }), " ", c.label);
+    const added = (key) => el("label", {}, el("input", { type: "checkbox", checked: "", "data-config-key": key,
+      onchange: () => { choices.config = choices.config.filter((k) => k !== key); changed(); } }), " ", key);
+    const input = el("input", { id: "add-column", list: "config-keys", placeholder: "config key, e.g. train.lr" });
+    const add = () => {
+      const key = input.value.trim();
+      if (!key) return;
+      if (!state.keys.includes(key)) {
+        message.textContent = `No run's config has ${key}.`;
+        return;
+      }
+      message.textContent = "";
+      if (!choices.config.includes(key)) choices.config.push(key);
+      changed();
+    };
+    input.addEventListener("keydown", (e) => { if (e.key === "Enter") add(); });
+    const wasOpen = columnsMenu.open;
+    columnsMenu.replaceChildren(el("summary", {}, "Columns"), el("div", { class: "menu-body" },
+      ...builtinColumns.filter((c) => c.key !== "name").map(toggle), ...choices.config.map(added),
+      el("div", {}, input, " ", el("button", { id: "add-column-button", onclick: add }, "Add column"))));
+    columnsMenu.open = wasOpen;
+  }
+
   async function load() {
-    const query = new URLSearchParams();
+    const query = new URLSearchParams({ config: "1" });
     if (status.value) query.set("status", status.value);
     if (tag.value) query.set("tag", tag.value);
     if (name.value) query.set("name", name.value);
     try {
-      state.runs = await getJson("/api/runs?" + query);
+      state.runs = (await getJson("/api/runs?" + query)).map((r) => ({ ...r, flat: flatConfig(r.config) }));
+      state.keys = [...new Set(state.runs.flatMap((r) => Object.keys(r.flat)))].sort();
       message.textContent = state.runs.length ? "" : "No runs match. `kiln train` records one.";
+      fillSelectors();
       draw();
     } catch (e) {
       message.textContent = e.message;
@@ -46,29 +96,69 @@ export function renderRuns(view, params) {
     }
   }
 
+  // The runs the where-filter keeps: a number typed matches the same number (0.01 = 1e-2).
+  function filtered() {
+    const key = filterKey.value, typed = filterValue.value.trim();
+    if (!key || !typed) return state.runs;
+    return state.runs.filter((r) => {
+      const value = r.flat[key];
+      return configText(value) === typed || (typeof value === "number" && Number(typed) === value);
+    });
+  }
+
+  // [[group label, runs]], in order of the grouped-by values; one unlabelled group when not grouped.
+  function groups(rows) {
+    const by = groupBy.value;
+    if (!by) return [[null, rows]];
+    const byValue = new Map();
+    const addTo = (label, value, r) => {
+      if (!byValue.has(label)) byValue.set(label, { value, runs: [] });
+      byValue.get(label).runs.push(r);
+    };
+    for (const r of rows) {
+      if (by === "tag") (r.tags.length ? r.tags : [noTags]).forEach((t) => addTo(t, t === noTags ? "\uffff" : t, r));
+      else addTo(configText(r.flat[by]), r.flat[by], r);
+    }
+    const order = (a, b) => (typeof a === "number" && typeof b === "number" ? a - b : String(a ?? "\uffff").localeCompare(String(b ?? "\uffff")));
+    return [...byValue.entries()].sort((a, b) => order(a[1].value, b[1].value)).map(([label, g]) => [label, g.runs]);
+  }
+
+  // Long values (a CPU's full name, a list of data paths) are cut with an ellipsis, whole in
+  // their tooltip, so the table fits the window.
+  function cell(c, r) {
+    if (c.key === "name")
+      return el("td", {}, el("a", { class: "clip wide", href: `#/run/${encodeURIComponent(r.name)}`, title: r.name }, r.name));
+    if (c.key === "status") return el("td", { class: `status status-${r.status}` }, r.status);
+    if (c.key === "tags") return el("td", {}, el("span", { class: "clip", title: r.tags.join(", ") }, ...r.tags.map((t) => el("span", { class: "tag" }, t))),
+      el("button", { title: "Add a tag", onclick: () => addTag(r) }, "+"));
+    const text = String(c.text ? c.text(r) : r[c.key] || "—");
+    const num = typeof c.num === "function" ? c.num(r) : c.num;
+    return el("td", { class: num ? "num" : "" }, el("span", { class: "clip", title: text }, text));
+  }
+
   function draw() {
-    const column = columns.find((c) => c.key === state.sort);
+    const shown = columns();
+    const column = shown.find((c) => c.key === state.sort) || builtinColumns.find((c) => c.key === "started_at");
     const value = column.value || ((r) => r[column.key]);
-    const rows = [...state.runs].sort((a, b) => {
+    const sorted = [...filtered()].sort((a, b) => {
       const x = value(a), y = value(b);
       const order = x == null ? 1 : y == null ? -1 : x < y ? -1 : x > y ? 1 : 0;
       return state.descending ? -order : order;
     });
-    const head = el("tr", {}, el("th", {}, ""), ...columns.map((c) =>
-      el("th", { class: c.num ? "num" : "", onclick: () => { state.descending = state.sort === c.key ? !state.descending : false; state.sort = c.key; draw(); } },
+    const head = el("tr", {}, el("th", {}, ""), ...shown.map((c) =>
+      el("th", { class: c.num === true ? "num" : "", onclick: () => { state.descending = state.sort === c.key ? !state.descending : false; state.sort = c.key; draw(); } },
         c.label + (state.sort === c.key ? (state.descending ? " ▾" : " ▴") : ""))));
-    const body = rows.map((r) => el("tr", { "data-run": r.name },
+    const row = (r) => el("tr", { "data-run": r.name },
       el("td", {}, el("input", { type: "checkbox", checked: state.picked.has(r.name) ? "" : null, onchange: (e) => {
         e.target.checked ? state.picked.add(r.name) : state.picked.delete(r.name);
         compare.disabled = state.picked.size < 2;
       } })),
-      ...columns.map((c) => {
-        if (c.key === "name") return el("td", {}, el("a", { href: `#/run/${encodeURIComponent(r.name)}` }, r.name));
-        if (c.key === "status") return el("td", { class: `status status-${r.status}` }, r.status);
-        if (c.key === "tags") return el("td", {}, ...r.tags.map((t) => el("span", { class: "tag" }, t)),
-          el("button", { title: "Add a tag", onclick: () => addTag(r) }, "+"));
-        return el("td", { class: c.num ? "num" : "" }, c.text ? c.text(r) : r[c.key] || "—");
-      })));
+      ...shown.map((c) => cell(c, r)));
+    const body = groups(sorted).flatMap(([label, runs]) => [
+      ...(label === null ? [] : [el("tr", { class: "group", "data-group": label },
+        el("td", { colspan: shown.length + 1 }, el("b", {}, groupBy.value === "tag" ? `tag ${label}` : `${groupBy.value} = ${label}`),
+          ` · ${runs.length} run${runs.length === 1 ? "" : "s"}`))]),
+      ...runs.map(row)]);
     table.replaceChildren(el("thead", {}, head), el("tbody", {}, ...body));
   }
 
@@ -84,5 +174,8 @@ export function renderRuns(view, params) {
   }
 
   for (const input of [status, tag, name]) input.addEventListener("change", load);
+  filterKey.addEventListener("change", draw);
+  filterValue.addEventListener("input", draw);
+  groupBy.addEventListener("change", () => { choices.group = groupBy.value; changed(); });
   load();
 }
