@@ -1,16 +1,18 @@
 #!/usr/bin/python3
-"""Two CPU trainings on one machine: each alone, then both at once, with and without core sharing.
+"""Two CPU trainings on one machine: each alone, then both at once, as kiln ran before and now.
 
 Runs `kiln train` on the tiny demo config (data/kjv-bpe, from scripts/prepare-kjv.sh) and reads
 the ms/step of its progress lines, leaving out the first interval (start-up, warm caches). Cases:
 
-  alone, spinning   one run, every core, OMP_WAIT_POLICY=active: kiln before this change
-  alone             one run as kiln runs now (passive OpenMP waits, its share of the cores)
-  two, before       two runs at once, each on every core with spinning waits: kiln before
-  two, pinned       two runs at once, each on every core (backend.threads fixed), passive waits
-  two, shared       two runs at once as kiln runs now: each on its share of the cores
+  alone             one run as kiln runs now (its share of the cores, OpenMP spins 10,000 turns)
+  alone, passive    one run whose OpenMP threads sleep at once (OMP_WAIT_POLICY=passive)
+  alone, before     one run on every core with libgomp's default spin (GOMP_SPINCOUNT=300000)
+  two, before       two runs at once, each as "alone, before": kiln before core sharing
+  two, passive      two runs at once on their share of the cores, sleeping at once
+  two, pinned       two runs at once, each on every core (backend.threads fixed), kiln's spin
+  two, shared       two runs at once as kiln runs now
 
-Prints ms/step of each run and its ratio to the run alone. Exits 0; not part of make test.
+Prints ms/step of each run and its ratio to the first case. Exits 0; not part of make test.
 """
 import argparse
 import os
@@ -42,8 +44,10 @@ def ms_per_step(output):
 
 
 def run_together(count, steps, settings, env):
+    # Only the case's own OpenMP settings: kiln chooses when none is set.
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     procs = [subprocess.Popen(command(steps, settings), cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, env={**os.environ, **env})
+                              stderr=subprocess.STDOUT, text=True, env={**base, **env})
              for _ in range(count)]
     outputs = [p.communicate()[0] for p in procs]
     for p, out in zip(procs, outputs):
@@ -60,12 +64,16 @@ def main():
         sys.exit("bench/shared_cores.py: no data/kjv-bpe; run scripts/prepare-kjv.sh first")
     cores = len(os.sched_getaffinity(0))
     every_core = [f"backend.threads={cores}"]
-    spinning = {"OMP_WAIT_POLICY": "active"}
+    before = {"GOMP_SPINCOUNT": "300000"}  # libgomp's default, without kiln's setting
+    passive = {"OMP_WAIT_POLICY": "passive"}
     print(f"{cores} cores, {args.steps} steps a run, tiny config")
+    run_together(1, 20, [], {})  # a first run finds cold caches: not timed
     alone = None
-    for name, count, settings, env in (("alone, spinning", 1, every_core, spinning),
-                                       ("alone", 1, [], {}),
-                                       ("two, before", 2, every_core, spinning),
+    for name, count, settings, env in (("alone", 1, [], {}),
+                                       ("alone, passive", 1, [], passive),
+                                       ("alone, before", 1, every_core, before),
+                                       ("two, before", 2, every_core, before),
+                                       ("two, passive", 2, [], passive),
                                        ("two, pinned", 2, every_core, {}),
                                        ("two, shared", 2, [], {})):
         start = time.monotonic()

@@ -17,7 +17,7 @@
 #include "kernels/check.h"
 
 int main(int argc, char** argv) {
-  kiln::exec_with_passive_openmp_waits(argv);
+  kiln::exec_with_short_openmp_spins(argv);
   CLI::App app{"kiln: train transformer language models and watch them train"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kiln " KILN_VERSION " (commit " KILN_COMMIT ")");

@@ -6,10 +6,10 @@
 
 namespace kiln {
 
-void exec_with_passive_openmp_waits(char** argv) {
+void exec_with_short_openmp_spins(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
   // Set before the exec, so the new image sees it and does not come back here.
-  if (::setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  if (::setenv("GOMP_SPINCOUNT", kOpenMpSpinCount, 1) != 0) return;
   ::execv("/proc/self/exe", argv);
 }
 

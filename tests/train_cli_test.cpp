@@ -72,12 +72,13 @@ TEST(TrainCli, EndsWithItsNextSteps) {
 
 // OpenMP threads wait for each other passively (asleep, not spinning on a core another
 // process needs), unless the user chose otherwise: kiln runs itself again with the policy set.
-TEST(TrainCli, OpenMpThreadsWaitPassivelyUnlessTheUserChose) {
+TEST(TrainCli, OpenMpThreadsSpinBrieflyUnlessTheUserChose) {
   const std::string dir = fresh_dir("train_cli_waits");
   const std::string prefix = prepare_corpus(dir);
   const std::string run = kiln + " train" + unrecorded_run(prefix) + " --set train.steps=1000000 --set train.log_interval=100";
   int runs = 0;
-  const auto policy_of = [&](const std::string& env) {
+  // The value of `variable` in the environment of the training process.
+  const auto setting_of = [&](const std::string& env, const std::string& variable) {
     const std::string log = dir + "/run" + std::to_string(++runs) + ".log";
     const int pid = start_background(env + run, log);
     for (int i = 0; i < 300 && read_text(log).find(" | loss ") == std::string::npos; ++i)
@@ -87,13 +88,15 @@ TEST(TrainCli, OpenMpThreadsWaitPassivelyUnlessTheUserChose) {
     kill(pid, SIGINT);
     EXPECT_EQ(wait_exit(pid), 130) << read_text(log);
     std::replace(environ.begin(), environ.end(), '\0', '\n');
-    const size_t at = environ.find("\nOMP_WAIT_POLICY=");
-    return at == std::string::npos ? std::string("(unset)")
-                                   : environ.substr(at + 17, environ.find('\n', at + 1) - at - 17);
+    const std::string key = "\n" + variable + "=";
+    const size_t at = environ.find(key);
+    return at == std::string::npos
+               ? std::string("(unset)")
+               : environ.substr(at + key.size(), environ.find('\n', at + 1) - at - key.size());
   };
-  EXPECT_EQ(policy_of("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "), "passive");
-  EXPECT_EQ(policy_of("env OMP_WAIT_POLICY=active "), "active");
-  EXPECT_EQ(policy_of("env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=1000 "), "(unset)");
+  EXPECT_EQ(setting_of("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT ", "GOMP_SPINCOUNT"), "10000");
+  EXPECT_EQ(setting_of("env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active ", "GOMP_SPINCOUNT"), "(unset)");
+  EXPECT_EQ(setting_of("env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=1000 ", "GOMP_SPINCOUNT"), "1000");
 }
 
 // Two CPU runs on one machine train on their share of its cores, and the one left takes them
