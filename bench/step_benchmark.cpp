@@ -172,7 +172,7 @@ int run(int argc, char** argv) {
   const kiln::TrainConfig& t = config.train;
   const kiln::DType dtype = compute_dtype(config.precision.dtype);
 
-  auto ops = kiln::make_ops(config);
+  auto ops = kiln::make_ops(config, 0);
   const bool gpu = ops->device() == kiln::Device::Cuda;
   const kiln::DeviceCeilings ceilings{args.gemm_tflops * 1e12, args.bandwidth_gbs * 1e9};
   if (args.profile && gpu && !ceilings.known())

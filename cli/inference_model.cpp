@@ -41,7 +41,7 @@ InferenceModel load_inference_model(const std::string& checkpoint, const std::st
   const std::string precision = m.config.precision.dtype;
   m.config.backend.device = device;
   m.config.precision.dtype = "fp32";
-  m.ops = make_ops(m.config);
+  m.ops = make_ops(m.config, 0);
   DType dtype = DType::F32;
   if (m.ops->device() == Device::Cuda) {
     m.config.precision.dtype = precision;

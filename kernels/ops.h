@@ -62,6 +62,11 @@ class Ops {
   // ---- memory -------------------------------------------------------------------
   virtual void* allocate(size_t bytes) = 0;
   virtual void release(void* ptr) = 0;
+  // Host memory the backend copies to and from fastest (page-locked on CUDA): the staging
+  // buffers of a communicator that moves device tensors through the host.
+  virtual void* allocate_host(size_t bytes) = 0;
+  virtual void release_host(void* ptr) = 0;
+  // Each waits for the ops queued before it, so it reads what they wrote.
   virtual void copy_to_host(void* host, const Tensor& src) = 0;
   virtual void copy_from_host(const Tensor& dst, const void* host) = 0;
   virtual void fill(const Tensor& x, double value) = 0;
@@ -76,6 +81,9 @@ class Ops {
   // Waits until every op queued so far has finished (a no-op where ops run synchronously),
   // so a host clock can time a phase of the step.
   virtual void synchronize() = 0;
+  // The CUDA stream the ops are queued on (a cudaStream_t), for a communicator that must
+  // follow them; null where ops run on the host.
+  virtual void* stream() const { return nullptr; }
   // Runs later ops on at most `threads` host threads (never more than it was made with):
   // a CPU backend's share of a machine other runs use too. Device backends ignore it.
   virtual void limit_threads(int /*threads*/) {}

@@ -3,8 +3,8 @@
 // so the time is the op's own (launch overlap between ops is lost: the sum over the ops is a
 // little more than an unprofiled step). Each record also carries the op's FLOPs and the least
 // bytes it must move, so the caller can set the time against its floor on a device
-// (bench/step_benchmark.cpp --profile). Memory management (allocate, release, reserve,
-// available_memory, synchronize) is forwarded without a record.
+// (bench/step_benchmark.cpp --profile). Memory management (allocate, release, their host twins, reserve,
+// available_memory, synchronize) and the stream are forwarded without a record.
 #pragma once
 
 #include <chrono>
@@ -40,6 +40,9 @@ class ProfiledOps final : public Ops {
 
   void* allocate(size_t bytes) override { return inner_.allocate(bytes); }
   void release(void* ptr) override { inner_.release(ptr); }
+  void* allocate_host(size_t bytes) override { return inner_.allocate_host(bytes); }
+  void release_host(void* ptr) override { inner_.release_host(ptr); }
+  void* stream() const override { return inner_.stream(); }
   size_t available_memory() const override { return inner_.available_memory(); }
   size_t reserve(const OpLimits& limits) override { return inner_.reserve(limits); }
   void synchronize() override { inner_.synchronize(); }

@@ -105,6 +105,9 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"pp2", 2, " --set parallel.pp=2", ""},
         Layout{"pp2_vpp2_interleaved", 2, " --set parallel.pp=2 --set parallel.vpp=2",
                " --set model.n_layer=4"},
+        // Round a ring of 4 stages: each transfer is matched on its channel by order alone.
+        Layout{"pp4_vpp2_interleaved", 4, " --set parallel.pp=4 --set parallel.vpp=2",
+               " --set model.n_layer=8"},
         Layout{"llama_pp2_uneven_recompute_selective", 2,
                " --set parallel.pp=2 --set parallel.first_stage_layers=1"
                " --set parallel.last_stage_layers=2 --set train.recompute=selective",

@@ -68,6 +68,8 @@ class CpuOps final : public Ops {
     return p;
   }
   void release(void* ptr) override { std::free(ptr); }
+  void* allocate_host(size_t bytes) override { return allocate(bytes); }
+  void release_host(void* ptr) override { release(ptr); }
   void copy_to_host(void* host, const Tensor& src) override {
     std::memcpy(host, src.data, src.bytes());
   }

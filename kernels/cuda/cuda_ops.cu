@@ -83,6 +83,15 @@ class CudaOps final : public Ops {
     return p;
   }
   void release(void* ptr) override { cudaFree(ptr); }
+  void* allocate_host(size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t status = cudaMallocHost(&p, bytes == 0 ? 256 : bytes);
+    KILN_CHECK(status == cudaSuccess, "out of page-locked host memory allocating " +
+                                          std::to_string(bytes) + " bytes: " + cudaGetErrorString(status));
+    return p;
+  }
+  void release_host(void* ptr) override { cudaFreeHost(ptr); }
+  void* stream() const override { return stream_; }
   void copy_to_host(void* host, const Tensor& src) override {
     KILN_CUDA_CHECK(cudaMemcpyAsync(host, src.data, src.bytes(), cudaMemcpyDeviceToHost, stream_));
     KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -81,6 +81,7 @@ void for_each_field(C& c, F&& f) {
   f("parallel", "distributed_optimizer", c.parallel.distributed_optimizer);
   f("parallel", "ddp_bucket_size", c.parallel.ddp_bucket_size);
   f("parallel", "timeout_s", c.parallel.timeout_s);
+  f("parallel", "device_comm", c.parallel.device_comm);
 
   f("precision", "dtype", c.precision.dtype);
 
@@ -417,6 +418,7 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
   at_least("parallel.vpp", p.vpp, 1);
   at_least("parallel.ddp_bucket_size", p.ddp_bucket_size, int64_t{1});
   positive("parallel.timeout_s", p.timeout_s);
+  one_of("parallel.device_comm", p.device_comm, {"auto", "nccl", "mpi"});
   divides("parallel.tp", p.tp, "model.n_head", m.n_head);
   // With those unset, n_head | d_model and tp | n_head already imply the rest.
   if (m.n_kv_head > 0) divides("parallel.tp", p.tp, "model.n_kv_head", m.n_kv_head);

@@ -93,6 +93,9 @@ struct ParallelConfig {
   // Seconds a rank waits for the others at a collective before it gives up and ends the
   // run: a rank that died or hangs must not hold the rest forever.
   double timeout_s = 120;
+  // How GPU tensors move between ranks: nccl; mpi (staged through host memory: machines
+  // without NCCL, and several ranks sharing one GPU); auto: nccl where the build has it.
+  std::string device_comm = "auto";
 };
 
 struct PrecisionConfig {

@@ -185,6 +185,7 @@ TEST(Config, EveryValidationRuleNamesItsKey) {
       {{"parallel.pp=0"}, "parallel.pp must be >= 1"},
       {{"parallel.vpp=0"}, "parallel.vpp must be >= 1"},
       {{"parallel.timeout_s=0"}, "parallel.timeout_s must be > 0"},
+      {{"parallel.device_comm=gloo"}, "parallel.device_comm must be one of auto, nccl, mpi, got \"gloo\""},
       {{"parallel.tp=8"}, "parallel.tp=8 does not divide model.n_head=4"},
       {{"model.n_kv_head=1", "parallel.tp=2"}, "parallel.tp=2 does not divide model.n_kv_head=1"},
       {{"model.d_ff=255", "parallel.tp=2"}, "parallel.tp=2 does not divide model.d_ff=255"},
@@ -316,12 +317,13 @@ TEST(Config, RoundTrips) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 13}, {"train", 24}, {"data", 7}, {"parallel", 9},
+      {"model", 13}, {"train", 24}, {"data", 7}, {"parallel", 10},
       {"precision", 1}, {"backend", 2}, {"store", 1}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
   EXPECT_EQ(j["train"]["adam_eps"], 1e-8);
   EXPECT_EQ(j["data"]["paths"], json::array());
+  EXPECT_EQ(j["parallel"]["device_comm"], "auto");
 }
 
 TEST(Config, PaddedVocab) {

@@ -45,9 +45,10 @@ class Communicator {
   // Point to point, matched by peer and tag: blocks until the peer's matching call.
   virtual void send(const Tensor& x, int peer, int tag) = 0;
   virtual void recv(const Tensor& x, int peer, int tag) = 0;
-  // send, started: x is copied before this returns, so the caller may overwrite it at once;
-  // the transfer completes when the peer receives it. Pipeline stages send this way, so a
-  // stage never waits on a neighbour that waits on it.
+  // send, started: the caller may overwrite x at once (MPI copies it before this returns;
+  // on a GPU, later work on the ops' stream waits for the transfer); the transfer completes
+  // when the peer receives it. Pipeline stages send this way, so a stage never waits on a
+  // neighbour that waits on it.
   virtual std::unique_ptr<PendingCollective> start_send(const Tensor& x, int peer, int tag) = 0;
   virtual void barrier() = 0;
 

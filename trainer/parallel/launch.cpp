@@ -18,12 +18,6 @@ const char* world_size_variable() {
 
 bool launched_by_mpi() { return world_size_variable() != nullptr; }
 
-int launched_local_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
-    if (const char* value = std::getenv(name)) return std::max(0, std::atoi(value));
-  return 0;
-}
-
 int launched_world_size() {
   const char* value = world_size_variable();
   return value != nullptr && std::atoi(value) > 0 ? std::atoi(value) : 1;

@@ -10,9 +10,4 @@ bool launched_by_mpi();
 // The number of processes launched together; 1 for a process started on its own.
 int launched_world_size();
 
-// This process's place among those the launcher started on its machine (Open MPI's
-// OMPI_COMM_WORLD_LOCAL_RANK, Slurm's SLURM_LOCALID); 0 for a process started on its own.
-// It picks the rank's GPU.
-int launched_local_rank();
-
 }  // namespace kiln

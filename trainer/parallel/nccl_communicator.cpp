@@ -61,6 +61,7 @@ class NcclPending final : public PendingCollective {
       : comm_(comm), done_(done), what_(std::move(what)) {}
   ~NcclPending() override { cudaEventDestroy(done_); }
   void wait() override;
+  cudaEvent_t done() const { return done_; }
 
  private:
   NcclCommunicator& comm_;
@@ -71,14 +72,18 @@ class NcclPending final : public PendingCollective {
 class NcclCommunicator final : public Communicator {
  public:
   // world_ranks: the launch's number of each rank here, for the messages of a wait.
-  NcclCommunicator(ncclComm_t comm, cudaStream_t stream, std::vector<int> world_ranks)
-      : comm_(comm), stream_(stream), world_ranks_(std::move(world_ranks)) {
+  NcclCommunicator(ncclComm_t comm, cudaStream_t compute, std::vector<int> world_ranks)
+      : comm_(comm), compute_(compute), world_ranks_(std::move(world_ranks)) {
     check_nccl(ncclCommUserRank(comm_, &rank_), "CommUserRank");
     check_nccl(ncclCommCount(comm_, &size_), "CommCount");
+    KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
     KILN_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(int32_t)));
   }
   ~NcclCommunicator() override {
     cudaFree(scratch_);
+    cudaEventDestroy(inputs_ready_);
+    cudaStreamDestroy(stream_);
     // An aborted communicator is already gone.
     if (!aborted_) ncclCommDestroy(comm_);
   }
@@ -91,6 +96,7 @@ class NcclCommunicator final : public Communicator {
 
   std::unique_ptr<PendingCollective> start_all_reduce(const Tensor& x, ReduceOp op) override {
     check_device(x, "all_reduce");
+    follow_compute();
     check_nccl(ncclAllReduce(x.data, x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype),
                              op == ReduceOp::Sum ? ncclSum : ncclMax, comm_, stream_),
                "AllReduce");
@@ -99,6 +105,7 @@ class NcclCommunicator final : public Communicator {
 
   void broadcast(const Tensor& x, int root) override {
     check_device(x, "broadcast");
+    follow_compute();
     check_nccl(ncclBroadcast(x.data, x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype),
                              root, comm_, stream_),
                "Broadcast");
@@ -108,6 +115,7 @@ class NcclCommunicator final : public Communicator {
   void all_gather(const Tensor& out, const Tensor& in) override {
     check_device(in, "all_gather");
     check_gather_shapes(out, in, size_, "all_gather");
+    follow_compute();
     check_nccl(ncclAllGather(in.data, out.data, static_cast<size_t>(in.numel()),
                              nccl_type(in.dtype), comm_, stream_),
                "AllGather");
@@ -117,6 +125,7 @@ class NcclCommunicator final : public Communicator {
   void reduce_scatter(const Tensor& out, const Tensor& in) override {
     check_device(in, "reduce_scatter");
     check_gather_shapes(in, out, size_, "reduce_scatter");
+    follow_compute();
     check_nccl(ncclReduceScatter(in.data, out.data, static_cast<size_t>(out.numel()),
                                  nccl_type(in.dtype), ncclSum, comm_, stream_),
                "ReduceScatter");
@@ -128,6 +137,7 @@ class NcclCommunicator final : public Communicator {
     if (rank_ == root) check_gather_shapes(out, in, size_, "gather");
     // NCCL has no gather: every rank sends to the root, which receives each slice.
     const size_t n = static_cast<size_t>(in.numel());
+    follow_compute();
     check_nccl(ncclGroupStart(), "GroupStart");
     check_nccl(ncclSend(in.data, n, nccl_type(in.dtype), root, comm_, stream_), "Send");
     if (rank_ == root) {
@@ -144,6 +154,7 @@ class NcclCommunicator final : public Communicator {
   void send(const Tensor& x, int peer, int tag) override {
     check_device(x, "send");
     check_untagged(tag);
+    follow_compute();
     check_nccl(ncclGroupStart(), "GroupStart");
     check_nccl(ncclSend(x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype), peer, comm_,
                         stream_),
@@ -155,6 +166,7 @@ class NcclCommunicator final : public Communicator {
   void recv(const Tensor& x, int peer, int tag) override {
     check_device(x, "recv");
     check_untagged(tag);
+    follow_compute();
     check_nccl(ncclGroupStart(), "GroupStart");
     check_nccl(ncclRecv(x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype), peer, comm_,
                         stream_),
@@ -163,9 +175,20 @@ class NcclCommunicator final : public Communicator {
     queued(fmt::format("recv from rank {}", world_rank(peer)))->wait();
   }
 
-  std::unique_ptr<PendingCollective> start_send(const Tensor&, int, int) override {
-    fail("start_send: pipeline transfers between GPUs are not in this build (NCCL pairs sends "
-         "and receives by order, not by tag)");
+  std::unique_ptr<PendingCollective> start_send(const Tensor& x, int peer, int tag) override {
+    check_device(x, "send");
+    check_untagged(tag);
+    follow_compute();
+    check_nccl(ncclGroupStart(), "GroupStart");
+    check_nccl(ncclSend(x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype), peer, comm_,
+                        stream_),
+               "Send");
+    check_nccl(ncclGroupEnd(), "GroupEnd");
+    auto sent = queued(fmt::format("send to rank {}", world_rank(peer)));
+    // x stays as it is until the peer has it: the kernels queued after this, which may write
+    // it, wait for the transfer on the device. The host goes on.
+    KILN_CUDA_CHECK(cudaStreamWaitEvent(compute_, sent->done(), 0));
+    return sent;
   }
 
   void barrier() override { barrier_named("barrier"); }
@@ -178,7 +201,7 @@ class NcclCommunicator final : public Communicator {
     check_nccl(ncclCommSplit(comm_, key.color, key.key, &group, nullptr), "CommSplit");
     std::vector<int> world;
     for (const int r : ranks) world.push_back(world_rank(r));
-    return std::make_unique<NcclCommunicator>(group, stream_, std::move(world));
+    return std::make_unique<NcclCommunicator>(group, compute_, std::move(world));
   }
 
   // Polls until `done` has happened on the stream, within the wait limits; after a short
@@ -206,7 +229,16 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  std::unique_ptr<PendingCollective> queued(std::string what) {
+  // NCCL runs on the communicator's own stream, after the kernels queued so far on the
+  // compute stream (those that wrote its inputs): an event orders the two, so a started
+  // all-reduce proceeds while backward goes on, and no call synchronises the device. A
+  // blocking call's caller waits for it on the host before queueing more compute.
+  void follow_compute() {
+    KILN_CUDA_CHECK(cudaEventRecord(inputs_ready_, compute_));
+    KILN_CUDA_CHECK(cudaStreamWaitEvent(stream_, inputs_ready_, 0));
+  }
+
+  std::unique_ptr<NcclPending> queued(std::string what) {
     cudaEvent_t done;
     KILN_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     KILN_CUDA_CHECK(cudaEventRecord(done, stream_));
@@ -214,6 +246,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   void barrier_named(const std::string& call) {
+    follow_compute();
     check_nccl(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_),
                "AllReduce");
     queued(over(call))->wait();
@@ -224,7 +257,9 @@ class NcclCommunicator final : public Communicator {
   std::string over(const std::string& call) const { return over_ranks(call, world_ranks_); }
 
   ncclComm_t comm_;
-  cudaStream_t stream_;
+  cudaStream_t compute_;          // the ops' stream, which calls follow
+  cudaStream_t stream_ = nullptr;  // this communicator's own, which its calls run on
+  cudaEvent_t inputs_ready_ = nullptr;
   std::vector<int> world_ranks_;
   int rank_ = 0, size_ = 1;
   void* scratch_ = nullptr;  // the barrier's one element
@@ -236,7 +271,7 @@ void NcclPending::wait() { comm_.wait_for(done_, what_); }
 }  // namespace
 
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
-                                                     cudaStream_t stream) {
+                                                     cudaStream_t compute) {
   ncclUniqueId id{};
   if (bootstrap.rank() == 0) check_nccl(ncclGetUniqueId(&id), "GetUniqueId");
   static_assert(sizeof id % sizeof(int32_t) == 0);
@@ -246,7 +281,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap,
   check_nccl(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()), "CommInitRank");
   std::vector<int> ranks(static_cast<size_t>(bootstrap.size()));
   for (int r = 0; r < bootstrap.size(); ++r) ranks[static_cast<size_t>(r)] = r;
-  return std::make_unique<NcclCommunicator>(comm, stream, std::move(ranks));
+  return std::make_unique<NcclCommunicator>(comm, compute, std::move(ranks));
 }
 
 }  // namespace kiln

@@ -22,8 +22,8 @@ struct MemoryReading {
 class SystemProbe {
  public:
   // Call before the model is laid out: on a GPU, the device memory free now is the baseline
-  // from which the run's use is counted.
-  explicit SystemProbe(Ops& ops);
+  // from which the run's use is counted. `gpu`: the device the ops run on, which NVML reads.
+  SystemProbe(Ops& ops, int gpu);
 
   store::SystemRow sample(int rank);
   // What the run trains on, for the store: the GPU's name, or the CPU's model and threads.

@@ -6,28 +6,21 @@
 #include <fmt/core.h>
 
 #include "kernels/check.h"
-#include "trainer/parallel/launch.h"
 
 namespace kiln {
 
 namespace {
 
-bool cuda_available() {
-#ifdef KILN_HAVE_CUDA
-  return cuda_device_count() > 0;
-#else
-  return false;
-#endif
-}
-
-std::unique_ptr<Ops> make_gpu_ops() {
+std::unique_ptr<Ops> make_gpu_ops(int gpu) {
 #ifdef KILN_HAVE_CUDA
   if (cuda_device_count() == 0)
     fail("backend.device=cuda: no CUDA GPU is visible to this process (check nvidia-smi and "
          "CUDA_VISIBLE_DEVICES), or use backend.device=cpu");
-  // One GPU per rank: the ranks a launcher started on a machine take its GPUs in turn.
-  return make_cuda_ops(launched_local_rank() % cuda_device_count());
+  KILN_CHECK(gpu >= 0 && gpu < cuda_device_count(), "no GPU " + std::to_string(gpu) + " among the " +
+                                                        std::to_string(cuda_device_count()) + " visible");
+  return make_cuda_ops(gpu);
 #else
+  (void)gpu;
   fail("backend.device=cuda: this build has no CUDA backend (configure with nvcc on the PATH "
        "and -DKILN_CUDA=ON), or use backend.device=cpu");
 #endif
@@ -56,10 +49,20 @@ std::unique_ptr<CoreShare> share_cores(const Config& config, const Ops& ops, std
   }
 }
 
-std::unique_ptr<Ops> make_ops(const Config& config) {
-  const std::string& device = config.backend.device;
-  const bool gpu = device == "cuda" || (device == "auto" && cuda_available());
-  if (gpu) return make_gpu_ops();
+int visible_gpus() {
+#ifdef KILN_HAVE_CUDA
+  return cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+bool uses_gpu(const BackendConfig& backend) {
+  return backend.device == "cuda" || (backend.device == "auto" && visible_gpus() > 0);
+}
+
+std::unique_ptr<Ops> make_ops(const Config& config, int gpu) {
+  if (uses_gpu(config.backend)) return make_gpu_ops(gpu);
   if (config.precision.dtype != "fp32")
     fail("precision.dtype=" + config.precision.dtype +
          " needs backend.device=cuda; the CPU backend trains in fp32");

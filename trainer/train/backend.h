@@ -11,7 +11,13 @@
 
 namespace kiln {
 
-std::unique_ptr<Ops> make_ops(const Config& config);
+// A GPU backend on device `gpu` (an index among the visible GPUs) or the CPU backend, as
+// backend.device says.
+std::unique_ptr<Ops> make_ops(const Config& config, int gpu);
+// Whether backend.device asks for a GPU: cuda, or auto where one is visible.
+bool uses_gpu(const BackendConfig& backend);
+// The GPUs this process can see (CUDA_VISIBLE_DEVICES applied); 0 in a build without CUDA.
+int visible_gpus();
 // backend.threads, or (0) the cores this process may use shared out among the ranks mpirun
 // started on this machine.
 int resolved_threads(const BackendConfig& backend);

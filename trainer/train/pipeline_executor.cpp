@@ -13,23 +13,32 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// MPI guarantees tags up to 32767; transfers in flight between two stages at once are far
-// fewer than the span, so tags taken modulo it never meet.
-constexpr int kTagSpan = 32768;
+// A channel joins two stages: its other end.
+int peer(const Communicator& channel) { return 1 - channel.rank(); }
 
 }  // namespace
 
 PipelineExecutor::PipelineExecutor(GptModel& model, Communicator& pipeline)
-    : model_(model),
-      pipeline_(pipeline),
-      stage_(pipeline.rank()),
-      stages_(pipeline.size()),
-      previous_((pipeline.rank() + pipeline.size() - 1) % pipeline.size()),
-      next_((pipeline.rank() + 1) % pipeline.size()) {}
-
-int PipelineExecutor::tag(bool gradient, int micro, int virtual_stage) const {
-  const int64_t unit = int64_t{micro} * stages_ * model_.chunks() + virtual_stage;
-  return static_cast<int>((unit * 2 + (gradient ? 1 : 0)) % kTagSpan);
+    : model_(model) {
+  const int stage = pipeline.rank(), stages = pipeline.size();
+  // Link i joins stage i to the next; activations go along it and gradients back. The link
+  // from the last stage to the first carries the chunks' hand-over under interleaving only.
+  // Every stage makes every split (each is collective), joining those of its own links.
+  const int links = model_.chunks() > 1 ? stages : stages - 1;
+  for (int link = 0; link < links; ++link) {
+    const int from = link, to = (link + 1) % stages;
+    const bool joins = stage == from || stage == to;
+    const std::vector<int> group = joins ? std::vector<int>{from, to} : std::vector<int>{stage};
+    std::unique_ptr<Communicator> activations = pipeline.split(group);
+    std::unique_ptr<Communicator> gradients = pipeline.split(group);
+    if (stage == from) {
+      activations_to_next_ = std::move(activations);
+      gradients_from_next_ = std::move(gradients);
+    } else if (stage == to) {
+      activations_from_previous_ = std::move(activations);
+      gradients_to_previous_ = std::move(gradients);
+    }
+  }
 }
 
 PipelineTimes PipelineExecutor::run(const PipelineSchedule& schedule, double dloss,
@@ -46,8 +55,6 @@ PipelineTimes PipelineExecutor::run(const PipelineSchedule& schedule, double dlo
   for (const PipelineStep& step : schedule.steps) {
     const int micro = step.micro_batch, slot = micro % model_.slots();
     const PipelineChunk& chunk = model_.chunk(step.chunk);
-    // Virtual stage: chunk c of stage s is c * pp + s in model order.
-    const int v = step.chunk * stages_ + stage_;
     if (step.forward) {
       if (step.chunk == 0) {
         const Clock::time_point start = Clock::now();
@@ -56,25 +63,25 @@ PipelineTimes PipelineExecutor::run(const PipelineSchedule& schedule, double dlo
       }
       const Clock::time_point start = Clock::now();
       if (!chunk.embedding)
-        pipeline_.recv(model_.chunk_input(slot, step.chunk), previous_, tag(false, micro, v - 1));
+        activations_from_previous_->recv(model_.chunk_input(slot, step.chunk), peer(*activations_from_previous_), 0);
       const double loss = model_.forward(slot, step.chunk);
       if (chunk.head) {
         on_loss(micro, slot, loss);
       } else {
-        sends_.push_back(
-            pipeline_.start_send(model_.chunk_output(slot, step.chunk), next_, tag(false, micro, v)));
+        sends_.push_back(activations_to_next_->start_send(model_.chunk_output(slot, step.chunk),
+                                                          peer(*activations_to_next_), 0));
       }
       end_phase(times.fwd_ms, start);
     } else {
       const Clock::time_point start = Clock::now();
       if (!chunk.head)
-        pipeline_.recv(model_.residual_gradient(slot), next_, tag(true, micro, v + 1));
+        gradients_from_next_->recv(model_.residual_gradient(slot), peer(*gradients_from_next_), 0);
       // A chunk's backwards take the micro-batches in order, and the last micro-batch goes
       // through the chunks last to first, as the flat gradient buffer holds them.
       model_.backward(dloss, slot, micro == last_micro ? gradients_ready : nullptr, step.chunk);
       if (!chunk.embedding)
-        sends_.push_back(
-            pipeline_.start_send(model_.residual_gradient(slot), previous_, tag(true, micro, v)));
+        sends_.push_back(gradients_to_previous_->start_send(model_.residual_gradient(slot),
+                                                            peer(*gradients_to_previous_), 0));
       end_phase(times.bwd_ms, start);
     }
   }

@@ -4,12 +4,12 @@
 // a backward receives the gradient of its output from the stage after and sends the
 // gradient of its input to the stage before.
 //
-// Sends are started and left to finish (each sends a copy) while receives wait, so a stage
-// never waits on a neighbour that waits on it: every schedule that runs to the end against
-// the other stages' dependencies (pipeline_schedule_test.cpp) runs to the end here. Each
-// transfer is tagged with its kind, micro-batch and sending virtual stage, so a stage that
-// receives activations and gradients from the same neighbour (interleaving) takes each
-// where it belongs.
+// Sends are started and left to finish while receives wait, so a stage never waits on a
+// neighbour that waits on it: every schedule that runs to the end against the other stages'
+// dependencies (pipeline_schedule_test.cpp) runs to the end here. Each kind of transfer goes
+// one way over a link between two stages on a channel of its own (a communicator of those two
+// stages), and both stages take a channel's transfers in the same order, so they match by
+// order alone: NCCL's rule, which has no tags, and one no transfer can block across channels.
 #pragma once
 
 #include <functional>
@@ -31,7 +31,8 @@ struct PipelineTimes {
 
 class PipelineExecutor {
  public:
-  // pipeline: the stages of this rank's pipeline, in stage order (ParallelLayout).
+  // pipeline: the stages of this rank's pipeline, in stage order (ParallelLayout). Opens the
+  // channels: collective over the pipeline.
   PipelineExecutor(GptModel& model, Communicator& pipeline);
 
   // Puts micro-batch `micro` into activation slot `slot`, before its first forward here.
@@ -49,12 +50,11 @@ class PipelineExecutor {
                     const std::function<void(int64_t)>& gradients_ready = {});
 
  private:
-  int tag(bool gradient, int micro, int virtual_stage) const;
-
   GptModel& model_;
-  Communicator& pipeline_;
-  int stage_, stages_;
-  int previous_, next_;  // the neighbouring stages, round the ring of virtual stages
+  // This stage's channels; null where no transfer goes (before the first stage and after the
+  // last, unless interleaving goes round the ring of virtual stages).
+  std::unique_ptr<Communicator> activations_to_next_, activations_from_previous_;
+  std::unique_ptr<Communicator> gradients_to_previous_, gradients_from_next_;
   std::vector<std::unique_ptr<PendingCollective>> sends_;
 };
 

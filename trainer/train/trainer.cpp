@@ -88,14 +88,11 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   for (const std::string& warning : fit_to_steps(config_.train)) fmt::print(out_, "kiln: warning: {}\n", warning);
   accum_ = config_.train.global_batch / (config_.train.micro_batch * layout_.dp());
   KILN_CHECK(!config_.data.paths.empty(), "data.paths is empty: name at least one dataset prefix");
-  ops_ = make_ops(config_);
-  if (world_.size() > 1 && ops_->device() == Device::Cuda)
-    fail("parallelism across GPUs needs the NCCL communicator, which is not in this build "
-         "yet; on the GPU, train on one process");
+  start_backend();
   // Every rank joins its groups, in the same order on all (each split is a collective).
-  tensor_group_ = world_.split(layout_.tensor_group(world_.rank()));
-  data_group_ = world_.split(layout_.data_group(world_.rank()));
-  pipeline_group_ = world_.split(layout_.pipeline_group(world_.rank()));
+  tensor_group_ = join_group(layout_.tensor_group(world_.rank()));
+  data_group_ = join_group(layout_.data_group(world_.rank()));
+  pipeline_group_ = join_group(layout_.pipeline_group(world_.rank()));
   const int pp = layout_.pp();
   if (pp > 1 && config_.model.tie_embeddings) {
     // The first and last stages of each pipeline keep their two copies of the embedding
@@ -104,14 +101,14 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
     RankCoordinates first = coordinates_, last = coordinates_;
     first.pp = 0;
     last.pp = pp - 1;
-    auto group = world_.split(stage == 0 || stage == pp - 1
+    auto group = join_group(stage == 0 || stage == pp - 1
                                   ? std::vector<int>{layout_.rank_of(first), layout_.rank_of(last)}
                                   : std::vector<int>{world_.rank()});
     if (group->size() > 1) embedding_group_ = std::move(group);
   }
   // Before anything is allocated: interleaving refuses a step it cannot schedule.
   if (pp > 1) schedule_ = pipeline_schedule(pp, layout_.vpp(), coordinates_.pp, accum_);
-  probe_ = std::make_unique<SystemProbe>(*ops_);
+  probe_ = std::make_unique<SystemProbe>(*ops_, gpu_);
   core_share_ = share_cores(config_, *ops_, out_);
   threads_ = resolved_threads(config_.backend);
 

@@ -122,6 +122,13 @@ class Trainer {
   // Every rank's row of a logged step, gathered to rank 0, which hands them to the store.
   void record_step(store::MetricRow row);
   bool is_first_rank() const { return world_.rank() == 0; }
+  // Picks this rank's GPU, makes the ops, and on a GPU the device communicator.
+  void start_backend();
+  // This rank's communicator over `ranks` (as layout_ names a group): the host one, joined
+  // on a GPU run by its device twin. Collective over the world.
+  std::unique_ptr<Communicator> join_group(const std::vector<int>& ranks);
+  // Rank 0: which GPU each rank trains on and how their tensors move.
+  void print_gpus();
 
   // Restores the model, optimizer and data position from a checkpoint of the same model,
   // and the run's name into `recording` unless the user gave one.
@@ -133,6 +140,12 @@ class Trainer {
   Communicator& world_;
   ParallelLayout layout_;
   RankCoordinates coordinates_;  // this rank's place in the layout
+  // Declared before the communicators, which a GPU run's copy with the ops: they go first.
+  std::unique_ptr<Ops> ops_;
+  int gpu_ = 0;  // the device a GPU run's ops run on
+  // A GPU run's device communicator over every rank (NCCL, or MPI staged through host
+  // memory), from which each group splits its own; null on the CPU, where MPI moves all.
+  std::unique_ptr<Communicator> device_world_;
   std::unique_ptr<Communicator> tensor_group_;  // this rank's groups, as layout_ names them
   std::unique_ptr<Communicator> data_group_;
   std::unique_ptr<Communicator> pipeline_group_;
@@ -142,7 +155,6 @@ class Trainer {
   int accum_ = 1;  // micro-batches per step on each rank
   PipelineSchedule schedule_;  // this stage's, with pipeline parallelism
   std::FILE* out_;
-  std::unique_ptr<Ops> ops_;
   std::unique_ptr<SystemProbe> probe_;
   std::unique_ptr<CoreShare> core_share_;  // a CPU run's share of the machine; null on a device
   int threads_ = 0;                         // the CPU threads it trains on now

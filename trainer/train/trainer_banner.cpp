@@ -23,6 +23,7 @@ void Trainer::print_start(const std::string& data_notes) {
              layout_.dp() > 1 ? fmt::format(" on each of {} data-parallel ranks", layout_.dp())
                                 : std::string(),
              static_cast<int64_t>(t.global_batch) * m.seq_len, t.steps);
+  print_gpus();
   if (layout_.tp() > 1)
     fmt::print(out_, "kiln: tensor-parallel over {} ranks: each holds {} of {} heads, {} of {} "
                      "hidden units and {} of {} vocabulary rows{}\n",
