@@ -169,7 +169,6 @@ void wait_idle(std::vector<MPI_Request>& requests, const std::string& what) {
                       MPI_STATUSES_IGNORE),
           "Testall");
     if (done) return;
-    notices.check_in();
     clock.check();
     if (spin > kSpins) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
@@ -356,9 +355,11 @@ MpiSession::MpiSession() {
   int provided = 0;
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "Init_thread");
   notices.open();
+  set_peer_failure_check([] { notices.check_in(); });
 }
 
 MpiSession::~MpiSession() {
+  set_peer_failure_check(nullptr);
   notices.close();
   MPI_Finalize();
 }

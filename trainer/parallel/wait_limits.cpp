@@ -9,6 +9,7 @@ namespace {
 
 WaitLimits limits;
 std::atomic<int> unlimited{0};
+void (*peer_failure_check)() = nullptr;
 
 double seconds_between(std::chrono::steady_clock::time_point from,
                        std::chrono::steady_clock::time_point to) {
@@ -26,7 +27,10 @@ UnlimitedWaits::~UnlimitedWaits() { --unlimited; }
 
 WaitClock::WaitClock(std::string what) : what_(std::move(what)), start_(Clock::now()) {}
 
+void set_peer_failure_check(void (*check)()) { peer_failure_check = check; }
+
 void WaitClock::check() {
+  if (peer_failure_check != nullptr) peer_failure_check();
   if (unlimited > 0) return;
   const Clock::time_point now = Clock::now();
   const double waited = seconds_between(start_, now);

@@ -48,11 +48,17 @@ struct PeerFailed : Error {
   using Error::Error;
 };
 
+// Set while an MPI session is open: throws PeerFailed when another rank has told of its own
+// failure. Every wait calls it, so a wait on a GPU collective hears of a peer's failure at
+// once, as a wait on MPI does. Null: no check.
+void set_peer_failure_check(void (*check)());
+
 // One wait: `what` names the call and the ranks it waits for ("all_reduce over ranks 0-3").
 class WaitClock {
  public:
   explicit WaitClock(std::string what);
-  // Throws WaitGaveUp once the wait is past its limits.
+  // Throws PeerFailed when another rank told of its failure, and WaitGaveUp once the wait
+  // is past its limits.
   void check();
 
  private:
