@@ -44,6 +44,9 @@ struct AdamWStep {
   double eps = 1e-8;
   double weight_decay = 0;
   int64_t step = 1;  // 1-based, for bias correction
+  // Each gradient is multiplied by this as it is read (1 / the loss scale, times the clip's
+  // factor): one pass over the gradients instead of two.
+  double grad_scale = 1;
 };
 
 // The largest shapes a run will pass to the ops, known from the config before step 1.
@@ -186,7 +189,7 @@ class Ops {
   // ---- optimizer ----------------------------------------------------------------
   // AdamW with decoupled weight decay over every parameter tensor in one call: master,
   // grad, m and v are the flat F32 buffers; segments the [n, 3] I64 table; step.weight_decay
-  // applies to segments with decay = 1. When param_copy is given (mixed precision), the
+  // applies to segments with decay = 1; each gradient is read times step.grad_scale. When param_copy is given (mixed precision), the
   // updated weights are also written to it in its dtype.
   virtual void adamw(const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
                      const Tensor& param_copy, const Tensor& segments, const AdamWStep& step) = 0;

@@ -359,7 +359,7 @@ class CpuOps final : public Ops {
         KILN_CHECK(begin >= 0 && begin <= end && end <= master.numel(), "adamw: bad segment");
         cpu::adamw(master.as<T>() + begin, grad.as<T>() + begin, m.as<T>() + begin,
                    v.as<T>() + begin, end - begin, s.lr, s.beta1, s.beta2, s.eps,
-                   table[3 * i + 2] ? s.weight_decay : 0.0, s.step);
+                   table[3 * i + 2] ? s.weight_decay : 0.0, s.step, s.grad_scale);
       }
     });
   }

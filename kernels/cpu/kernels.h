@@ -92,6 +92,6 @@ void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int
 
 template <typename T>
 void adamw(T* param, const T* grad, T* m, T* v, int64_t n, double lr, double beta1, double beta2,
-           double eps, double weight_decay, int64_t step);
+           double eps, double weight_decay, int64_t step, double grad_scale);
 
 }  // namespace kiln::cpu

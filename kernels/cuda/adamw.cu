@@ -28,6 +28,7 @@ struct AdamWConstants {
   float step_size;         // lr / (1 - beta1^step)
   float root_correction2;  // sqrt(1 - beta2^step)
   float decay;             // 1 - lr * weight_decay, for segments with decay = 1
+  float grad_scale;        // each gradient's factor (1 / loss scale, times the clip)
 };
 
 template <typename T>
@@ -52,7 +53,7 @@ __global__ void __launch_bounds__(kAdamThreads)
       const int64_t end = seg.end < c1 ? seg.end : c1;
       for (int64_t i = (seg.begin > c0 ? seg.begin : c0) + threadIdx.x; i < end;
            i += kAdamThreads) {
-        const float g = grad[i];
+        const float g = grad[i] * k.grad_scale;
         const float mi = k.beta1 * m[i] + k.one_minus_beta1 * g;
         const float vi = k.beta2 * v[i] + k.one_minus_beta2 * g * g;
         m[i] = mi;
@@ -71,7 +72,7 @@ __global__ void __launch_bounds__(kAdamThreads)
 template <typename T>
 void adamw(float* master, const float* grad, float* m, float* v, T* param_copy,
            const AdamWSegment* segments, int n_segments, float lr, float beta1, float beta2,
-           float eps, float weight_decay, int64_t step, cudaStream_t stream) {
+           float eps, float weight_decay, int64_t step, float grad_scale, cudaStream_t stream) {
   if (n_segments <= 0) return;
   KILN_CHECK(step >= 1, "adamw: step is 1-based");
   // Host constants in double, rounded once, as the CPU twin computes them.
@@ -84,18 +85,19 @@ void adamw(float* master, const float* grad, float* m, float* v, T* param_copy,
                          eps,
                          static_cast<float>(lr / correction1),
                          static_cast<float>(std::sqrt(correction2)),
-                         static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay)};
+                         static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay),
+                         grad_scale};
   adamw_kernel<T><<<kAdamBlocks, kAdamThreads, 0, stream>>>(master, grad, m, v, param_copy,
                                                             segments, n_segments, k);
   KILN_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
 template void adamw<float>(float*, const float*, float*, float*, float*, const AdamWSegment*, int,
-                           float, float, float, float, float, int64_t, cudaStream_t);
+                           float, float, float, float, float, int64_t, float, cudaStream_t);
 template void adamw<__nv_bfloat16>(float*, const float*, float*, float*, __nv_bfloat16*,
                                    const AdamWSegment*, int, float, float, float, float, float,
-                                   int64_t, cudaStream_t);
+                                   int64_t, float, cudaStream_t);
 template void adamw<__half>(float*, const float*, float*, float*, __half*, const AdamWSegment*, int,
-                            float, float, float, float, float, int64_t, cudaStream_t);
+                            float, float, float, float, float, int64_t, float, cudaStream_t);
 
 }  // namespace kiln::cuda

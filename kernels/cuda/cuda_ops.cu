@@ -390,7 +390,7 @@ class CudaOps final : public Ops {
                   param_copy.empty() ? static_cast<T*>(nullptr) : ptr<T>(param_copy), table, n,
                   static_cast<float>(s.lr), static_cast<float>(s.beta1),
                   static_cast<float>(s.beta2), static_cast<float>(s.eps),
-                  static_cast<float>(s.weight_decay), s.step, stream_);
+                  static_cast<float>(s.weight_decay), s.step, static_cast<float>(s.grad_scale), stream_);
     };
     if (param_copy.empty()) {
       run(float{});

@@ -123,10 +123,11 @@ struct AdamWSegment {
 };
 // Every parameter in one launch (multi-tensor): float master weights, gradients and
 // moments; segments (device memory) list the tensors; when param_copy is not null, the
-// updated weights are also written to it in T. Elements outside every segment are left alone.
+// updated weights are also written to it in T; each gradient is multiplied by grad_scale as
+// it is read. Elements outside every segment are left alone.
 template <typename T>
 void adamw(float* master, const float* grad, float* m, float* v, T* param_copy,
            const AdamWSegment* segments, int n_segments, float lr, float beta1, float beta2,
-           float eps, float weight_decay, int64_t step, cudaStream_t stream);
+           float eps, float weight_decay, int64_t step, float grad_scale, cudaStream_t stream);
 
 }  // namespace kiln::cuda

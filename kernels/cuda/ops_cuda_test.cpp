@@ -339,7 +339,8 @@ TEST_P(CudaOps, AdamWOverSegments) {
   gpu_->scale(v.gpu, 0.0);  // second moments are non-negative: start both from zero
   cpu_->scale(v.cpu, 0.0);
   const Pair copy = random({n}, dtype());
-  const AdamWStep step{1e-3, 0.9, 0.95, 1e-8, 0.1, 3};
+  // The gradients come in scaled (a loss scale and a clip folded into one factor).
+  const AdamWStep step{1e-3, 0.9, 0.95, 1e-8, 0.1, 3, 0.25};
   cpu_->adamw(master.cpu, grad.cpu, m.cpu, v.cpu, Tensor{}, segments.cpu, step);
   gpu_->adamw(master.gpu, grad.gpu, m.gpu, v.gpu, dtype() == DType::F32 ? Tensor{} : copy.gpu,
               segments.gpu, step);

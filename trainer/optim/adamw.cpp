@@ -101,9 +101,8 @@ OptimizerStep AdamW::step(double lr, double loss_scale) {
   // PyTorch's clip_grad_norm_ rule, epsilon included, so the two clip identically.
   const double clip = train_.clip_grad / (result.grad_norm + 1e-6);
   if (train_.clip_grad > 0 && clip < 1.0) factor *= clip;
-  if (factor != 1.0) ops_.scale(grads, factor);
   ++step_;
-  const AdamWStep s{lr, train_.beta1, train_.beta2, train_.adam_eps, train_.weight_decay, step_};
+  const AdamWStep s{lr, train_.beta1, train_.beta2, train_.adam_eps, train_.weight_decay, step_, factor};
   const Tensor values = params_.flat_values();
   ops_.adamw(master_, grads, m_, v_, mixed_ ? values.slice(begin_, end_) : Tensor{}, segments_, s);
   // Every rank takes the others' updated shards; its own is already in place.

@@ -1,0 +1,46 @@
+// The CPU AdamW op's folded gradient factor: the same update, bit for bit, as scaling the
+// gradients in a pass of their own first; and one step worked by hand.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace kiln {
+namespace {
+
+Tensor flat(std::vector<float>& v) { return {v.data(), DType::F32, {static_cast<int64_t>(v.size())}}; }
+
+TEST(CpuAdamW, AFoldedGradientFactorIsAPassOfScalingFirst) {
+  const auto ops = make_cpu_ops(1);
+  std::vector<int64_t> rows = {0, 3, 1, 3, 5, 0};  // two tensors, the first decayed
+  const Tensor segments{rows.data(), DType::I64, {2, 3}};
+  std::vector<float> grad = {0.5f, -3.0f, 1e-3f, 7.0f, -0.25f};
+  std::vector<float> folded_w = {1.0f, -2.0f, 0.5f, 0.1f, 3.0f}, folded_m(5, 0.01f), folded_v(5, 0.02f);
+  std::vector<float> scaled_w = folded_w, scaled_m = folded_m, scaled_v = folded_v, scaled_grad = grad;
+  AdamWStep step{1e-2, 0.9, 0.95, 1e-8, 0.1, 4, 1.0 / 1024 * 0.37};
+  ops->adamw(flat(folded_w), flat(grad), flat(folded_m), flat(folded_v), Tensor{}, segments, step);
+  ops->scale(flat(scaled_grad), step.grad_scale);
+  step.grad_scale = 1;
+  ops->adamw(flat(scaled_w), flat(scaled_grad), flat(scaled_m), flat(scaled_v), Tensor{}, segments, step);
+  EXPECT_EQ(folded_w, scaled_w);
+  EXPECT_EQ(folded_m, scaled_m);
+  EXPECT_EQ(folded_v, scaled_v);
+}
+
+TEST(CpuAdamW, OneStepByHand) {
+  // Step 1 from zero moments: the bias-corrected step is lr x g / (|g| + eps), after decay.
+  const auto ops = make_cpu_ops(1);
+  std::vector<int64_t> rows = {0, 1, 1};
+  std::vector<float> w = {2.0f}, g = {-8.0f}, m = {0.0f}, v = {0.0f};
+  ops->adamw(flat(w), flat(g), flat(m), flat(v), Tensor{}, Tensor{rows.data(), DType::I64, {1, 3}},
+             AdamWStep{0.1, 0.9, 0.95, 1e-8, 0.5, 1, 0.5});
+  const double gs = -4.0;  // the gradient times its factor
+  EXPECT_FLOAT_EQ(m[0], static_cast<float>(0.1 * gs));
+  EXPECT_FLOAT_EQ(v[0], static_cast<float>(0.05 * gs * gs));
+  EXPECT_NEAR(w[0], 2.0 * (1 - 0.1 * 0.5) + 0.1 * 4.0 / (4.0 + 1e-8), 1e-6);
+}
+
+}  // namespace
+}  // namespace kiln
