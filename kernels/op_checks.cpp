@@ -38,4 +38,17 @@ void check_attention_decode(const Tensor& out, const Tensor& k_cache, const Tens
                  qkv.shape.str());
 }
 
+void check_row_moves(const Tensor& out, const Tensor& x, const Tensor& rows,
+                     const Tensor& weights, DType weight_dtype, int64_t k, const char* op) {
+  KILN_CHECK(out.shape.cols() == x.shape.cols() && out.dtype == x.dtype,
+             std::string(op) + ": " + out.shape.str() + " vs " + x.shape.str());
+  KILN_CHECK(rows.dtype == DType::I32 && rows.numel() == out.shape.rows() * k,
+             std::string(op) + ": row indices must be " + std::to_string(out.shape.rows() * k) +
+                 " int32 values, got " + rows.shape.str() + " " + dtype_name(rows.dtype));
+  KILN_CHECK(weights.empty() || (weights.dtype == weight_dtype && weights.numel() == rows.numel()),
+             std::string(op) + ": weights must be " + std::to_string(rows.numel()) + " " +
+                 dtype_name(weight_dtype) + " values, got " + weights.shape.str() + " " +
+                 dtype_name(weights.dtype));
+}
+
 }  // namespace kiln

@@ -21,4 +21,10 @@ const int32_t* per_token(const Tensor& values, int64_t batch, int64_t seq, const
 void check_attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& qkv, int64_t pos, AttentionShape shape);
 
+// Ops::gather_rows, combine_rows and row_dots (ops.h): matrices of one width and dtype, row
+// indices I32 and weights (when given) in the expected dtype, one per index. `k` is the
+// indices per output row (1 for gather_rows).
+void check_row_moves(const Tensor& out, const Tensor& x, const Tensor& rows,
+                     const Tensor& weights, DType weight_dtype, int64_t k, const char* op);
+
 }  // namespace kiln

@@ -171,6 +171,22 @@ class Ops {
   virtual void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
                                 const Tensor& qkv, int64_t pos, AttentionShape shape) = 0;
 
+  // ---- mixture of experts: moving token rows to their experts and back -----------
+  // Row indices are I32; an index < 0 names no row. Weights are F32 (F64 when computing
+  // in F64), one per row index; an empty weights tensor means 1.
+  // out[m] = weights[m] * x[rows[m]] for each of the M rows of out[M, C] (a zero row where
+  // rows[m] < 0): the dispatch of tokens to their experts' rows, or of gradients back.
+  virtual void gather_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
+                           const Tensor& weights) = 0;
+  // out[n] = sum over j of weights[n, j] * x[rows[n, j]] for each row of out[N, C], rows and
+  // weights [N, k] (+ out when accumulate): the experts' outputs combined per token.
+  virtual void combine_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
+                            const Tensor& weights, bool accumulate) = 0;
+  // out[n, j] = a[n] . b[rows[n, j]] (0 where rows[n, j] < 0), a[N, C], b[M, C], out and
+  // rows [N, k]: the gradient of each token's expert weights.
+  virtual void row_dots(const Tensor& out, const Tensor& a, const Tensor& b,
+                        const Tensor& rows) = 0;
+
   // ---- loss ---------------------------------------------------------------------
   // Softmax cross-entropy over the first vocab_size columns of logits[N, Vp] (the rest
   // is padding and takes no part). losses[N], lse[N]. A target < 0 is masked: loss 0. A

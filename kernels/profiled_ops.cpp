@@ -178,6 +178,29 @@ void ProfiledOps::gelu_backward(const Tensor& dx, const Tensor& x, const Tensor&
         [&] { inner_.gelu_backward(dx, x, dout); });
 }
 
+void ProfiledOps::gather_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
+                              const Tensor& weights) {
+  // Each output row reads one row of x (the rows it names, at most out's size).
+  timed("gather_rows", label(out), 0, 2 * bytes(out) + bytes(rows) + bytes(weights),
+        [&] { inner_.gather_rows(out, x, rows, weights); });
+}
+
+void ProfiledOps::combine_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
+                               const Tensor& weights, bool accumulate) {
+  // Each index reads one row of x.
+  timed("combine_rows", label(out), 0,
+        bytes(rows.numel() * out.shape.cols(), x) + (accumulate ? 2 : 1) * bytes(out) +
+            bytes(rows) + bytes(weights),
+        [&] { inner_.combine_rows(out, x, rows, weights, accumulate); });
+}
+
+void ProfiledOps::row_dots(const Tensor& out, const Tensor& a, const Tensor& b,
+                           const Tensor& rows) {
+  timed("row_dots", label(a), 0,
+        bytes(a) + bytes(rows.numel() * a.shape.cols(), b) + bytes(rows) + bytes(out),
+        [&] { inner_.row_dots(out, a, b, rows); });
+}
+
 void ProfiledOps::swiglu_forward(const Tensor& out, const Tensor& x) {
   timed("swiglu_forward", label(x), 0, bytes(x) + bytes(out),
         [&] { inner_.swiglu_forward(out, x); });

@@ -74,6 +74,11 @@ class ProfiledOps final : public Ops {
                         const Tensor& x, const Tensor& weight, const Tensor& rstd) override;
   void gelu_forward(const Tensor& out, const Tensor& x) override;
   void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override;
+  void gather_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
+                   const Tensor& weights) override;
+  void combine_rows(const Tensor& out, const Tensor& x, const Tensor& rows, const Tensor& weights,
+                    bool accumulate) override;
+  void row_dots(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& rows) override;
   void swiglu_forward(const Tensor& out, const Tensor& x) override;
   void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override;
   void rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape shape,

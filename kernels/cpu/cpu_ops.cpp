@@ -251,6 +251,37 @@ class CpuOps final : public Ops {
       cpu::gelu_backward(dx.as<T>(), x.as<T>(), dout.as<T>(), x.numel());
     });
   }
+  void gather_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
+                   const Tensor& weights) override {
+    check_row_moves(out, x, rows, weights, x.dtype, 1, "gather_rows");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cpu::gather_rows(out.as<T>(), x.as<T>(), rows.as<int32_t>(),
+                       weights.empty() ? nullptr : weights.as<T>(), out.shape.rows(),
+                       out.shape.cols());
+    });
+  }
+  void combine_rows(const Tensor& out, const Tensor& x, const Tensor& rows, const Tensor& weights,
+                    bool accumulate) override {
+    const int64_t k = out.shape.rows() > 0 ? rows.numel() / out.shape.rows() : 1;
+    check_row_moves(out, x, rows, weights, x.dtype, k, "combine_rows");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cpu::combine_rows(out.as<T>(), x.as<T>(), rows.as<int32_t>(),
+                        weights.empty() ? nullptr : weights.as<T>(), out.shape.rows(), k,
+                        out.shape.cols(), accumulate);
+    });
+  }
+  void row_dots(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& rows) override {
+    // a's rows meet b's as gather's output meets its input; out has one value per index.
+    const int64_t k = a.shape.rows() > 0 ? rows.numel() / a.shape.rows() : 1;
+    check_row_moves(a, b, rows, out, a.dtype, k, "row_dots");
+    dispatch(a, [&](auto t) {
+      using T = decltype(t);
+      cpu::row_dots(out.as<T>(), a.as<T>(), b.as<T>(), rows.as<int32_t>(), a.shape.rows(), k,
+                    a.shape.cols());
+    });
+  }
   void swiglu_forward(const Tensor& out, const Tensor& x) override {
     KILN_CHECK(x.shape.rows() == out.shape.rows() && x.shape.cols() == 2 * out.shape.cols(),
                "swiglu_forward: " + x.shape.str() + " -> " + out.shape.str());

@@ -53,6 +53,16 @@ template <typename T> void gelu_backward(T* dx, const T* x, const T* dout, int64
 template <typename T> void swiglu_forward(T* out, const T* x, int64_t N, int64_t F);
 template <typename T> void swiglu_backward(T* dx, const T* x, const T* dout, int64_t N, int64_t F);
 
+// Mixture of experts (moe_rows.cpp): ops.h's gather_rows, combine_rows and row_dots, with
+// weights null for all ones. k: row indices per output row.
+template <typename T>
+void gather_rows(T* out, const T* x, const int32_t* rows, const T* weights, int64_t M, int64_t C);
+template <typename T>
+void combine_rows(T* out, const T* x, const int32_t* rows, const T* weights, int64_t N,
+                  int64_t k, int64_t C, bool accumulate);
+template <typename T>
+void row_dots(T* out, const T* a, const T* b, const int32_t* rows, int64_t N, int64_t k, int64_t C);
+
 struct HeadLayout {
   int64_t batch = 0;
   int64_t seq = 0;

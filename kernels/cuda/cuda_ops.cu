@@ -285,6 +285,37 @@ class CudaOps final : public Ops {
       cuda::gelu_backward(ptr<T>(dx), ptr<T>(x), ptr<T>(dout), x.numel(), stream_);
     });
   }
+  void gather_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
+                   const Tensor& weights) override {
+    check_row_moves(out, x, rows, weights, DType::F32, 1, "gather_rows");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::gather_rows(ptr<T>(out), ptr<T>(x), ptr<int32_t>(rows),
+                        weights.empty() ? nullptr : ptr<float>(weights), out.shape.rows(),
+                        out.shape.cols(), stream_);
+    });
+  }
+  void combine_rows(const Tensor& out, const Tensor& x, const Tensor& rows, const Tensor& weights,
+                    bool accumulate) override {
+    const int64_t k = out.shape.rows() > 0 ? rows.numel() / out.shape.rows() : 1;
+    check_row_moves(out, x, rows, weights, DType::F32, k, "combine_rows");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::combine_rows(ptr<T>(out), ptr<T>(x), ptr<int32_t>(rows),
+                         weights.empty() ? nullptr : ptr<float>(weights), out.shape.rows(), k,
+                         out.shape.cols(), accumulate, stream_);
+    });
+  }
+  void row_dots(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& rows) override {
+    // a's rows meet b's as gather's output meets its input; out has one value per index.
+    const int64_t k = a.shape.rows() > 0 ? rows.numel() / a.shape.rows() : 1;
+    check_row_moves(a, b, rows, out, DType::F32, k, "row_dots");
+    dispatch(a, [&](auto t) {
+      using T = decltype(t);
+      cuda::row_dots(ptr<float>(out), ptr<T>(a), ptr<T>(b), ptr<int32_t>(rows), a.shape.rows(), k,
+                     a.shape.cols(), stream_);
+    });
+  }
   void swiglu_forward(const Tensor& out, const Tensor& x) override {
     KILN_CHECK(x.shape.rows() == out.shape.rows() && x.shape.cols() == 2 * out.shape.cols() &&
                    x.dtype == out.dtype,

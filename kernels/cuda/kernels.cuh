@@ -105,6 +105,19 @@ inline bool attention_head_dim_supported(int64_t head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128;
 }
 
+// ---- mixture of experts (kernels/cuda/moe_rows.cu) -------------------------------------
+// ops.h's gather_rows, combine_rows and row_dots; weights null for all ones. k: row indices
+// per output row.
+template <typename T>
+void gather_rows(T* out, const T* x, const int32_t* rows, const float* weights, int64_t M,
+                 int64_t C, cudaStream_t stream);
+template <typename T>
+void combine_rows(T* out, const T* x, const int32_t* rows, const float* weights, int64_t N,
+                  int64_t k, int64_t C, bool accumulate, cudaStream_t stream);
+template <typename T>
+void row_dots(float* out, const T* a, const T* b, const int32_t* rows, int64_t N, int64_t k,
+              int64_t C, cudaStream_t stream);
+
 // ---- loss (kernels/cuda/cross_entropy.cu) -----------------------------------------------
 template <typename T>
 void cross_entropy_forward(float* losses, float* lse, const T* logits, const int32_t* targets,

@@ -256,6 +256,30 @@ TEST_P(CudaOps, Activations) {
   expect_close(dgu, "swiglu_backward");
 }
 
+TEST_P(CudaOps, ExpertRowMoves) {
+  // 2 choices per token; some indices name no row (dropped, or a padding row).
+  const int64_t N = B * T, k = 2, M = N * k + 5;
+  const Pair x = random({N, C}, dtype()), y = random({M, C}, dtype());
+  const Pair src = ids({M}, N, true), pos = ids({N, k}, M, true);
+  const Pair row_w = random({M}, DType::F32), pair_w = random({N, k}, DType::F32);
+  const Pair gathered = output({M, C}, dtype());
+  cpu_->gather_rows(gathered.cpu, x.cpu, src.cpu, row_w.cpu);
+  gpu_->gather_rows(gathered.gpu, x.gpu, src.gpu, row_w.gpu);
+  expect_close(gathered, "gather_rows");
+  const Pair combined = output({N, C}, dtype());
+  cpu_->combine_rows(combined.cpu, y.cpu, pos.cpu, pair_w.cpu, false);
+  gpu_->combine_rows(combined.gpu, y.gpu, pos.gpu, pair_w.gpu, false);
+  expect_close(combined, "combine_rows");
+  const Pair summed = accumulator({N, C}, dtype());
+  cpu_->combine_rows(summed.cpu, y.cpu, pos.cpu, Tensor{}, true);
+  gpu_->combine_rows(summed.gpu, y.gpu, pos.gpu, Tensor{}, true);
+  expect_close(summed, "combine_rows accumulating");
+  const Pair dots = output({N, k}, DType::F32);
+  cpu_->row_dots(dots.cpu, x.cpu, y.cpu, pos.cpu);
+  gpu_->row_dots(dots.gpu, x.gpu, y.gpu, pos.gpu);
+  expect_close(dots, "row_dots");
+}
+
 // RoPE and attention with grouped-query heads, at head dims 64 and 128, over [B, seq] rows;
 // positions and key_starts empty (a default Pair) for plain causal attention.
 void CudaOps::rope_and_attention(int64_t seq, const Pair& positions, const Pair& key_starts) {

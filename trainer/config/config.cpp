@@ -39,6 +39,21 @@ void for_each_field(C& c, F&& f) {
   f("model", "norm_eps", c.model.norm_eps);
   f("model", "init_std", c.model.init_std);
 
+  f("moe", "num_experts", c.model.moe.num_experts);
+  f("moe", "top_k", c.model.moe.top_k);
+  f("moe", "ffn_hidden", c.model.moe.ffn_hidden);
+  f("moe", "shared_experts", c.model.moe.shared_experts);
+  f("moe", "layer_freq", c.model.moe.layer_freq);
+  f("moe", "layers", c.model.moe.layers);
+  f("moe", "score", c.model.moe.score);
+  f("moe", "normalize_top_k", c.model.moe.normalize_top_k);
+  f("moe", "aux_loss_coeff", c.model.moe.aux_loss_coeff);
+  f("moe", "z_loss_coeff", c.model.moe.z_loss_coeff);
+  f("moe", "bias_update_rate", c.model.moe.bias_update_rate);
+  f("moe", "capacity_factor", c.model.moe.capacity_factor);
+  f("moe", "drop_policy", c.model.moe.drop_policy);
+  f("moe", "pad_to_capacity", c.model.moe.pad_to_capacity);
+
   f("train", "steps", c.train.steps);
   f("train", "global_batch", c.train.global_batch);
   f("train", "micro_batch", c.train.micro_batch);
@@ -91,8 +106,8 @@ void for_each_field(C& c, F&& f) {
   f("store", "path", c.store.path);
 }
 
-const std::vector<std::string> kSections = {"model",     "train",   "data", "parallel",
-                                            "precision", "backend", "store"};
+const std::vector<std::string> kSections = {"model",     "moe",     "train", "data",
+                                            "parallel",  "precision", "backend", "store"};
 const std::vector<std::string> kRequired = {"n_layer", "n_head", "d_model", "vocab_size",
                                             "seq_len"};  // all in model
 constexpr int kByteVocab = 257;  // 256 byte values + end-of-document
@@ -199,6 +214,12 @@ constexpr std::pair<std::string_view, std::string_view> kForeignNames[] = {
     {"tensor_model_parallel_size", "parallel.tp"}, {"pipeline_model_parallel_size", "parallel.pp"},
     {"recompute_granularity", "train.recompute"},
     {"use_distributed_optimizer", "parallel.distributed_optimizer"},
+    {"num_experts", "moe.num_experts"},        {"num_local_experts", "moe.num_experts"},
+    {"moe_router_topk", "moe.top_k"},          {"num_experts_per_tok", "moe.top_k"},
+    {"moe_ffn_hidden_size", "moe.ffn_hidden"}, {"moe_intermediate_size", "moe.ffn_hidden"},
+    {"moe_layer_freq", "moe.layer_freq"},      {"moe_aux_loss_coeff", "moe.aux_loss_coeff"},
+    {"router_aux_loss_coef", "moe.aux_loss_coeff"}, {"moe_z_loss_coeff", "moe.z_loss_coeff"},
+    {"moe_expert_capacity_factor", "moe.capacity_factor"},
 };
 
 std::string unknown_key_hint(const std::string& section, const std::string& key) {
@@ -369,6 +390,47 @@ void validate_model(const ModelConfig& m) {
   positive("model.init_std", m.init_std);
 }
 
+// "1,3,5": the listed layers, each once, below n_layer. Empty: none listed.
+std::vector<int> parse_layer_list(const std::string& text, int n_layer) {
+  std::vector<int> layers;
+  std::string_view rest = text;
+  while (!trim(rest).empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view part = trim(rest.substr(0, comma));
+    int layer = -1;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), layer);
+    if (ec != std::errc() || end != part.data() + part.size() || layer < 0 || layer >= n_layer)
+      fail("config: moe.layers must list layer numbers from 0 to model.n_layer - 1 = " +
+           show(n_layer - 1) + " separated by commas, got " + show(text));
+    if (std::find(layers.begin(), layers.end(), layer) != layers.end())
+      fail("config: moe.layers lists layer " + show(layer) + " twice");
+    layers.push_back(layer);
+    if (comma == rest.npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return layers;
+}
+
+void validate_moe(const MoeConfig& e, const ModelConfig& m) {
+  at_least("moe.num_experts", e.num_experts, 0);
+  if (!e.enabled()) return;
+  at_least("moe.top_k", e.top_k, 1);
+  if (e.top_k > e.num_experts)
+    fail("config: moe.top_k=" + show(e.top_k) + " is more than moe.num_experts=" + show(e.num_experts));
+  at_least("moe.ffn_hidden", e.ffn_hidden, 0);
+  at_least("moe.shared_experts", e.shared_experts, 0);
+  at_least("moe.layer_freq", e.layer_freq, 1);
+  parse_layer_list(e.layers, m.n_layer);
+  one_of("moe.score", e.score, {"softmax", "sigmoid"});
+  at_least("moe.aux_loss_coeff", e.aux_loss_coeff, 0.0);
+  at_least("moe.z_loss_coeff", e.z_loss_coeff, 0.0);
+  at_least("moe.bias_update_rate", e.bias_update_rate, 0.0);
+  at_least("moe.capacity_factor", e.capacity_factor, 0.0);
+  one_of("moe.drop_policy", e.drop_policy, {"probs", "position"});
+  if (e.pad_to_capacity && e.capacity_factor == 0)
+    fail("config: moe.pad_to_capacity needs moe.capacity_factor > 0 (dropless experts have no capacity)");
+}
+
 void validate_train(const TrainConfig& t) {
   at_least("train.steps", t.steps, 1);
   at_least("train.global_batch", t.global_batch, 1);
@@ -427,6 +489,9 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
     fail("config: parallel.tp=" + show(p.tp) + " does not divide the padded vocab " +
          show(m.padded_vocab()) + "; raise model.make_vocab_size_divisible_by");
   if (p.sequence_parallel) divides("parallel.tp", p.tp, "model.seq_len", m.seq_len);
+  if (m.moe.enabled() && p.tp > 1)
+    fail("config: moe.num_experts with parallel.tp=" + show(p.tp) +
+         " is not supported yet: MoE layers train with data and pipeline parallelism");
   at_least("parallel.first_stage_layers", p.first_stage_layers, 0);
   at_least("parallel.last_stage_layers", p.last_stage_layers, 0);
   if (p.vpp > 1 && p.pp == 1) fail("config: parallel.vpp=" + show(p.vpp) + " needs parallel.pp > 1");
@@ -445,6 +510,7 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
 
 void validate(const Config& c) {
   validate_model(c.model);
+  validate_moe(c.model.moe, c.model);
   validate_train(c.train);
   validate_data(c.data, c.model);
   validate_parallel(c.parallel, c.model);
@@ -477,6 +543,13 @@ json read_json_file(const std::string& path) {
 }
 
 }  // namespace
+
+bool MoeConfig::is_moe_layer(int layer) const {
+  if (!enabled()) return false;
+  if (layers.empty()) return layer % layer_freq == 0;
+  const std::vector<int> listed = parse_layer_list(layers, std::numeric_limits<int>::max());
+  return std::find(listed.begin(), listed.end(), layer) != listed.end();
+}
 
 int64_t ModelConfig::padded_vocab() const {
   const int64_t multiple = std::max(make_vocab_size_divisible_by, 1);

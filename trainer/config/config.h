@@ -1,4 +1,4 @@
-// The run config: sections model, train, data, parallel, precision, backend, store.
+// The run config: sections model, moe, train, data, parallel, precision, backend, store.
 // Loaded from JSON (or the embedded tiny defaults), overridden by --set, validated
 // before anything runs. Key names here are the ones used in docs, the store and logs.
 #pragma once
@@ -11,6 +11,32 @@
 #include <nlohmann/json.hpp>
 
 namespace kiln {
+
+// Mixture of experts (docs/moe.md): the MLP of chosen layers becomes a router over
+// num_experts expert MLPs, of which each token takes top_k. The config's `moe` section.
+struct MoeConfig {
+  int num_experts = 0;  // 0: a dense model
+  int top_k = 2;
+  int ffn_hidden = 0;      // each expert's MLP width; 0: the model's d_ff
+  int shared_experts = 0;  // experts every token takes, as one MLP of shared_experts * ffn_hidden
+  int layer_freq = 1;      // layer i is an MoE layer when i % layer_freq == 0 ...
+  std::string layers;      // ... unless this lists them, e.g. "1,3,5"
+  std::string score = "softmax";  // the router's scores: softmax | sigmoid
+  bool normalize_top_k = true;    // the kept scores of a token are rescaled to sum to 1
+  double aux_loss_coeff = 0.01;   // Switch/GShard load-balancing loss
+  double z_loss_coeff = 0.0;      // router z-loss (ST-MoE)
+  // Aux-loss-free balancing (DeepSeek-V3): after each step every expert's selection bias moves
+  // by this towards the mean load; 0: off.
+  double bias_update_rate = 0.0;
+  double capacity_factor = 0.0;       // 0: dropless; else each expert takes at most
+                                      // ceil(capacity_factor * tokens * top_k / num_experts)
+  std::string drop_policy = "probs";  // over capacity, drop the lowest scores | the latest tokens
+  bool pad_to_capacity = false;       // every expert computes exactly its capacity of rows
+
+  bool enabled() const { return num_experts > 0; }
+  // Whether layer `layer` (0-based) of the model is an MoE layer.
+  bool is_moe_layer(int layer) const;
+};
 
 struct ModelConfig {
   std::string arch = "gpt2";  // gpt2 | llama
@@ -26,11 +52,13 @@ struct ModelConfig {
   int make_vocab_size_divisible_by = 128;  // the output layer is padded to a multiple
   double norm_eps = 1e-5;
   double init_std = 0.02;
+  MoeConfig moe;
 
   bool is_llama() const { return arch == "llama"; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int ffn_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }
   int head_dim() const { return d_model / n_head; }
+  int expert_ffn_dim() const { return moe.ffn_hidden > 0 ? moe.ffn_hidden : ffn_dim(); }
   int64_t padded_vocab() const;
 };
 

@@ -48,6 +48,7 @@ void GptDecoder::layout() {
   fc_ = arena_.take({B, R, m.is_llama() ? 2 * F : F}, dtype_);
   hidden_ = arena_.take({B, R, F}, dtype_);
   logits_ = arena_.take({B, m.padded_vocab()}, dtype_);
+  if (m.moe.enabled()) expert_buffers_ = ExpertBuffers::take(arena_, m, B * R, dtype_, stat_dtype_);
   const int64_t kv_width = static_cast<int64_t>(heads_.n_kv_head) * heads_.head_dim;
   for (Layer& l : layers_) {
     l.k_cache = arena_.take({B, m.seq_len, kv_width}, dtype_);
@@ -79,6 +80,8 @@ void GptDecoder::bind_parameters() {
     l.attn_proj_bias = bias_of(n + "attn.proj");
     l.norm2_weight = weight(n + "norm2.weight");
     l.norm2_bias = bias_of(n + "norm2");
+    l.experts = model_.experts(static_cast<int>(i));
+    if (l.experts) continue;
     l.fc_weight = weight(n + "mlp.fc.weight");
     l.fc_bias = bias_of(n + "mlp.fc");
     l.mlp_proj_weight = weight(n + "mlp.proj.weight");
@@ -125,13 +128,17 @@ void GptDecoder::forward_chunk(int64_t t) {
     linear(branch, attn, l.attn_proj_weight, l.attn_proj_bias);
     ops_.add(x, x, branch);
     norm(normed, x, l.norm2_weight, l.norm2_bias, t);
-    linear(fc, normed, l.fc_weight, l.fc_bias);
-    if (m.is_llama()) {
-      ops_.swiglu_forward(hidden, fc);
+    if (l.experts) {
+      l.experts->infer(ops_, branch, normed, expert_buffers_);
     } else {
-      ops_.gelu_forward(hidden, fc);
+      linear(fc, normed, l.fc_weight, l.fc_bias);
+      if (m.is_llama()) {
+        ops_.swiglu_forward(hidden, fc);
+      } else {
+        ops_.gelu_forward(hidden, fc);
+      }
+      linear(branch, hidden, l.mlp_proj_weight, l.mlp_proj_bias);
     }
-    linear(branch, hidden, l.mlp_proj_weight, l.mlp_proj_bias);
     ops_.add(x, x, branch);
   }
   // Only each sequence's last position needs logits: the output layer runs on those rows.

@@ -42,6 +42,7 @@ class GptDecoder {
   struct Layer {
     Tensor norm1_weight, norm1_bias, qkv_weight, qkv_bias, attn_proj_weight, attn_proj_bias;
     Tensor norm2_weight, norm2_bias, fc_weight, fc_bias, mlp_proj_weight, mlp_proj_bias;
+    const MoeMlp* experts = nullptr;  // in an MoE layer, in place of the MLP
     Tensor k_cache, v_cache;  // [batch, seq_len, n_kv_head * head_dim]
   };
 
@@ -66,6 +67,7 @@ class GptDecoder {
   std::vector<Layer> layers_;
   // [batch, chunk, width] activations, seen packed as [batch, t, width] for a chunk of t.
   Tensor tokens_, x_, normed_, mean_, rstd_, qkv_, attn_, branch_, fc_, hidden_;
+  ExpertBuffers expert_buffers_;  // shared by the MoE layers, which run one at a time
   Tensor logits_;                 // [batch, padded vocab]: each sequence's last position
   std::vector<int32_t> staging_;  // the host side of one chunk of tokens
 };

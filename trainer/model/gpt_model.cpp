@@ -317,7 +317,7 @@ void GptModel::backward(double dloss, int slot,
       blocks_[first + l].forward(ops_, batch, batch.share_of(residual[l + 1]),
                                  batch.share_of(residual[l]), block_scratch_);
     blocks_[first + l].backward(ops_, batch, d_residual, batch.share_of(residual[l]),
-                                block_scratch_);
+                                block_scratch_, dloss);
     ready(done++);
   }
   if (!c.embedding) return;
@@ -371,6 +371,16 @@ void GptModel::set_local_ids(const int32_t* tokens, const int32_t* targets, int6
     a.local_targets_host[i] = targets[i] < 0 ? -1 : static_cast<int32_t>(here ? t : local_vocab_);
   }
   ops_.copy_from_host(batch.of(a.local_targets), a.local_targets_host.data());
+}
+
+MoeMlp* GptModel::experts(int layer) {
+  for (TransformerBlock& block : blocks_)
+    if (block.layer() == layer) return block.experts();
+  return nullptr;
+}
+
+const MoeMlp* GptModel::experts(int layer) const {
+  return const_cast<GptModel*>(this)->experts(layer);
 }
 
 std::vector<ArenaSize> GptModel::memory() const {

@@ -90,6 +90,10 @@ class GptModel {
   int64_t micro_batch() const { return micro_batch_; }
   int slots() const { return slots_; }
   std::vector<ArenaSize> memory() const;
+  // The mixture of experts of layer `layer` (0-based, of the whole model) when it is an MoE
+  // layer held by this rank; null otherwise.
+  MoeMlp* experts(int layer);
+  const MoeMlp* experts(int layer) const;
   // Unmasked targets in the slot's batch.
   int64_t target_count(int slot = 0) const { return target_count_[static_cast<size_t>(slot)]; }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "trainer/model/layer_build.h"
+#include "trainer/model/moe_mlp.h"
 
 namespace kiln {
 
@@ -14,6 +15,7 @@ struct BlockScratch {
   Tensor d_qkv;       // [B, T, qkv width]
   Tensor d_hidden;    // [B, T, d_ff] gradient of the MLP's activation output
   Tensor d_fc;        // [B, T, d_ff or 2 d_ff] gradient of the first MLP product
+  ExpertGradients experts;  // in a model with MoE layers
 
   void bind(const LayerBuild& build);
 };

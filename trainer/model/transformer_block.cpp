@@ -4,8 +4,11 @@ namespace kiln {
 
 void TransformerBlock::bind(const LayerBuild& build, int index, const Tensor& rope_table) {
   const std::string name = "layers." + std::to_string(index);
+  layer_ = index;
+  moe_ = build.model.moe.is_moe_layer(index);
   // Parameters in the order backward reaches them.
-  mlp_.bind(build, name + ".mlp");
+  if (moe_) experts_.bind(build, name + ".moe");
+  else mlp_.bind(build, name + ".mlp");
   norm2_.bind(build, name + ".norm2");
   attention_.bind(build, name + ".attn", rope_table);
   norm1_.bind(build, name + ".norm1");
@@ -28,17 +31,19 @@ void TransformerBlock::forward(Ops& ops, const Batch& batch, const Tensor& out, 
   attention_.forward(ops, batch, branch, n1);
   ops.add(mid, x, branch);
   norm2_.forward(ops, batch, n2, mid);
-  mlp_.forward(ops, batch, branch, n2);
+  if (moe_) experts_.forward(ops, batch, branch, n2);
+  else mlp_.forward(ops, batch, branch, n2);
   ops.add(out, mid, branch);
 }
 
 void TransformerBlock::backward(Ops& ops, const Batch& batch, const Tensor& d_residual,
-                                const Tensor& x, const BlockScratch& scratch) const {
+                                const Tensor& x, const BlockScratch& scratch, double dloss) const {
   const size_t s = static_cast<size_t>(batch.slot);
   const Tensor n1 = batch.share_of(norm1_out_[s]), mid = batch.share_of(mid_[s]);
   const Tensor n2 = batch.share_of(norm2_out_[s]), d_norm = batch.share_of(scratch.d_norm_out);
   // The residual path carries d(out) straight to d(mid); each branch adds its share.
-  mlp_.backward(ops, batch, d_norm, d_residual, n2, scratch);
+  if (moe_) experts_.backward(ops, batch, d_norm, d_residual, n2, scratch.experts, dloss);
+  else mlp_.backward(ops, batch, d_norm, d_residual, n2, scratch);
   norm2_.backward(ops, batch, d_residual, d_norm, mid);
   attention_.backward(ops, batch, d_norm, d_residual, n1, scratch);
   norm1_.backward(ops, batch, d_residual, d_norm, x);

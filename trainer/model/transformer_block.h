@@ -1,5 +1,6 @@
 // One pre-norm transformer block:
-//   mid = x + attention(norm1(x));  out = mid + mlp(norm2(mid)).
+//   mid = x + attention(norm1(x));  out = mid + mlp(norm2(mid)),
+// the MLP a mixture of experts in the layers moe.* names (moe_mlp.h).
 // Backward turns the gradient of `out` into the gradient of `x` in the same buffer.
 #pragma once
 
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "trainer/model/mlp.h"
+#include "trainer/model/moe_mlp.h"
 #include "trainer/model/norm.h"
 #include "trainer/model/self_attention.h"
 
@@ -17,14 +19,22 @@ class TransformerBlock {
   void bind(const LayerBuild& build, int index, const Tensor& rope_table);
   void forward(Ops& ops, const Batch& batch, const Tensor& out, const Tensor& x,
                const BlockScratch& scratch) const;
-  // d_residual holds d(out) on entry and d(x) on return.
+  // d_residual holds d(out) on entry and d(x) on return. dloss: each token's loss weight.
   void backward(Ops& ops, const Batch& batch, const Tensor& d_residual, const Tensor& x,
-                const BlockScratch& scratch) const;
+                const BlockScratch& scratch, double dloss) const;
+
+  int layer() const { return layer_; }
+  // The block's mixture of experts; null in a dense layer.
+  MoeMlp* experts() { return moe_ ? &experts_ : nullptr; }
+  const MoeMlp* experts() const { return moe_ ? &experts_ : nullptr; }
 
  private:
   Norm norm1_, norm2_;
   SelfAttention attention_;
   Mlp mlp_;
+  MoeMlp experts_;
+  bool moe_ = false;
+  int layer_ = 0;
   std::vector<Tensor> norm1_out_, mid_, norm2_out_;  // per slot
 };
 

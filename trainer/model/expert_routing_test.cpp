@@ -1,0 +1,138 @@
+// The router's decisions on small cases worked by hand (top-k, normalisation, capacity and
+// its drop policies, padding, the selection bias, the balancing loss), and its gradient
+// against central finite differences of the same function in double precision.
+#include "trainer/model/expert_routing.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "trainer/util/random.h"
+
+namespace kiln {
+namespace {
+
+MoeConfig experts(int E, int k) {
+  MoeConfig moe;
+  moe.num_experts = E;
+  moe.top_k = k;
+  return moe;
+}
+
+TEST(ExpertRouting, TopTwoOfThreeByHand) {
+  const MoeConfig moe = experts(3, 2);
+  // softmax = 1/6, 2/6, 3/6
+  const ExpertRouting r =
+      route_tokens(moe, {0.0, std::log(2.0), std::log(3.0)}, 1, std::vector<double>(3, 0.0));
+  EXPECT_EQ(r.choice, (std::vector<int32_t>{2, 1}));
+  EXPECT_NEAR(r.gate[0], 3.0 / 5, 1e-12);
+  EXPECT_NEAR(r.gate[1], 2.0 / 5, 1e-12);
+  EXPECT_NEAR(r.kept_sum[0], 5.0 / 6, 1e-12);
+  // Expert 1 first, then expert 2: rows in expert order.
+  EXPECT_EQ(r.row, (std::vector<int32_t>{1, 0}));
+  EXPECT_EQ(r.source, (std::vector<int32_t>{0, 0}));
+  EXPECT_EQ(r.offsets, (std::vector<int64_t>{0, 0, 1, 2}));
+  EXPECT_EQ(r.routed, (std::vector<int64_t>{0, 1, 1}));
+  // E / (N^2 k) * sum P_e c_e = 3 / 2 * (2/6 + 3/6)
+  EXPECT_NEAR(r.balance, 1.25, 1e-12);
+  const double entropy = -(std::log(1.0 / 6) / 6 + 2 * std::log(2.0 / 6) / 6 + 3 * std::log(3.0 / 6) / 6);
+  EXPECT_NEAR(r.entropy, entropy, 1e-12);
+  EXPECT_NEAR(r.z, std::pow(std::log(6.0), 2), 1e-12);
+}
+
+// Four tokens that all prefer expert 0, with decreasing scores for it.
+std::vector<double> crowded_logits() { return {4.0, 0.0, 3.0, 0.0, 5.0, 0.0, 2.0, 0.0}; }
+
+TEST(ExpertRouting, OverCapacityTheLowestScoresAreDropped) {
+  MoeConfig moe = experts(2, 1);
+  moe.normalize_top_k = false;
+  moe.capacity_factor = 1.0;  // ceil(4 tokens * 1 / 2) = 2 each
+  EXPECT_EQ(expert_capacity(moe, 4), 2);
+  const ExpertRouting r = route_tokens(moe, crowded_logits(), 4, {0.0, 0.0});
+  EXPECT_EQ(r.routed, (std::vector<int64_t>{4, 0}));
+  EXPECT_EQ(r.dropped, (std::vector<int64_t>{2, 0}));
+  // Tokens 2 (logit 5) and 0 (logit 4) are kept, in token order.
+  EXPECT_EQ(r.source, (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(r.row, (std::vector<int32_t>{0, -1, 1, -1}));
+}
+
+TEST(ExpertRouting, OverCapacityTheLatestTokensAreDroppedByPosition) {
+  MoeConfig moe = experts(2, 1);
+  moe.capacity_factor = 1.0;
+  moe.drop_policy = "position";
+  const ExpertRouting r = route_tokens(moe, crowded_logits(), 4, {0.0, 0.0});
+  EXPECT_EQ(r.source, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(r.row, (std::vector<int32_t>{0, 1, -1, -1}));
+}
+
+TEST(ExpertRouting, PaddingGivesEveryExpertItsCapacity) {
+  MoeConfig moe = experts(2, 1);
+  moe.capacity_factor = 1.5;  // ceil(1.5 * 4 / 2) = 3
+  moe.pad_to_capacity = true;
+  EXPECT_EQ(max_expert_rows(moe, 4), 6);
+  const ExpertRouting r = route_tokens(moe, crowded_logits(), 4, {0.0, 0.0});
+  EXPECT_EQ(r.offsets, (std::vector<int64_t>{0, 3, 6}));
+  EXPECT_EQ(r.source, (std::vector<int32_t>{0, 1, 2, -1, -1, -1}));
+  EXPECT_EQ(r.row_gate[3], 0.0);
+}
+
+TEST(ExpertRouting, TheSelectionBiasChoosesButNeverWeighs) {
+  MoeConfig moe = experts(2, 1);
+  moe.normalize_top_k = false;
+  const ExpertRouting r = route_tokens(moe, {1.0, 0.0}, 1, {0.0, 0.5});
+  EXPECT_EQ(r.choice[0], 1);  // 0.269 + 0.5 beats 0.731
+  EXPECT_NEAR(r.gate[0], 1.0 / (1.0 + std::exp(1.0)), 1e-12);
+}
+
+// sum over kept choices of w * gate, plus the losses at their coefficients times loss_weight.
+double objective(const MoeConfig& moe, const std::vector<double>& logits, int64_t N,
+                 const std::vector<double>& w, double loss_weight) {
+  const ExpertRouting r = route_tokens(moe, logits, N, std::vector<double>(moe.num_experts, 0.0));
+  double f = 0;
+  for (size_t i = 0; i < r.gate.size(); ++i)
+    if (r.row[i] >= 0) f += w[i] * r.gate[i];
+  return f + loss_weight * (moe.aux_loss_coeff * r.balance + moe.z_loss_coeff * r.z);
+}
+
+void expect_gradient(MoeConfig moe) {
+  const int64_t N = 6, E = moe.num_experts, k = moe.top_k;
+  Random rng(7);
+  std::vector<double> logits(N * E), w(N * k);
+  for (double& z : logits) z = rng.normal();
+  for (double& v : w) v = rng.normal();
+  const double loss_weight = 0.7;
+  const ExpertRouting r = route_tokens(moe, logits, N, std::vector<double>(E, 0.0));
+  std::vector<double> d_gate(N * k);
+  for (size_t i = 0; i < d_gate.size(); ++i) d_gate[i] = r.row[i] >= 0 ? w[i] : 0.0;
+  const std::vector<double> grad = route_backward(moe, r, logits, d_gate, loss_weight);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const double h = 1e-6;
+    std::vector<double> up = logits, down = logits;
+    up[i] += h;
+    down[i] -= h;
+    const double numeric =
+        (objective(moe, up, N, w, loss_weight) - objective(moe, down, N, w, loss_weight)) / (2 * h);
+    EXPECT_NEAR(grad[i], numeric, 1e-7 * (1 + std::abs(numeric))) << "logit " << i;
+  }
+}
+
+TEST(ExpertRouting, GradientMatchesFiniteDifferences) {
+  for (const char* score : {"softmax", "sigmoid"}) {
+    for (bool normalize : {true, false}) {
+      MoeConfig moe = experts(5, 2);
+      moe.score = score;
+      moe.normalize_top_k = normalize;
+      moe.aux_loss_coeff = 0.3;
+      moe.z_loss_coeff = 0.2;
+      SCOPED_TRACE(std::string(score) + (normalize ? " normalised" : ""));
+      expect_gradient(moe);
+    }
+  }
+  MoeConfig dropping = experts(3, 2);
+  dropping.capacity_factor = 0.5;
+  SCOPED_TRACE("with drops");
+  expect_gradient(dropping);
+}
+
+}  // namespace
+}  // namespace kiln

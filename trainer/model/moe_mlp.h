@@ -1,0 +1,98 @@
+// The mixture-of-experts branch (docs/moe.md), in place of the MLP of the layers moe.* names:
+//   logits = x Wr^T                         router, [N, E]
+//   routing = route_tokens(logits)          on the host (expert_routing.h)
+//   rows = gather_rows(x, routing.source)   each token copied to the rows of its experts
+//   rows_e = MLP_e(rows_e) for each expert  the products over the expert's rows alone
+//   y = combine_rows(rows, gates)           each token's experts weighed by their gates
+//     (+ the shared experts' MLP of x, which every token takes)
+// Backward runs the same steps in reverse: the gates' gradients are the dot products of dy
+// with the experts' outputs (row_dots), the router's come back from the host.
+//
+// Experts' weights are stacked: fc [E * fc_width, C] and proj [E * C, F], expert e owning
+// rows [e * width, (e + 1) * width), as one parameter each, so an expert-parallel rank holds
+// a contiguous slice. The selection bias of aux-loss-free balancing is host state that the
+// trainer moves after each step and checkpoints save.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainer/model/expert_routing.h"
+#include "trainer/model/linear.h"
+
+namespace kiln {
+
+// What one forward of the branch writes and its backward reads, for up to `tokens` tokens.
+struct ExpertBuffers {
+  Tensor logits;                      // [N, E]
+  Tensor source, row_gate;            // [M] the token and gate of each expert row
+  Tensor choice_row, gate;            // [N, k] the row and gate of each choice
+  Tensor rows_in, fc_out, hidden, rows_out;  // [M, C], [M, fc width], [M, F], [M, C]
+  Tensor shared_fc, shared_hidden;    // [N, shared fc width], [N, S] (empty without)
+
+  static ExpertBuffers take(Arena& arena, const ModelConfig& model, int64_t tokens, DType dtype,
+                            DType stat_dtype);
+};
+
+// The gradients backward passes between its steps; one set serves every layer.
+struct ExpertGradients {
+  Tensor d_gate;                            // [N, k]
+  Tensor d_rows_out, d_hidden, d_fc, d_rows_in;  // [M, ...] as the buffers
+  Tensor d_logits;                          // [N, E]
+  Tensor d_shared_hidden, d_shared_fc;
+
+  static ExpertGradients take(Arena& arena, const ModelConfig& model, int64_t tokens, DType dtype,
+                              DType stat_dtype);
+};
+
+// The routing of the micro-batches whose backward ran since it was last taken.
+struct ExpertLoadSum {
+  std::vector<int64_t> routed, dropped;  // per expert
+  double balance = 0, entropy = 0;       // summed over the micro-batches
+  int micro_batches = 0;
+};
+
+class MoeMlp {
+ public:
+  void bind(const LayerBuild& build, const std::string& name);
+
+  // Training: the slot's buffers keep what backward reads.
+  void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const;
+  // dx = input gradient (overwrites); parameter gradients accumulate. dloss: each token's
+  // loss weight (the balancing and z losses weigh this micro-batch's tokens the same).
+  void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                const ExpertGradients& grads, double dloss) const;
+  // Inference over x [N, C] with buffers of the caller's (the decoder's).
+  void infer(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers) const;
+
+  // The routing of the slot's last forward.
+  const ExpertRouting& routing(int slot) const { return routing_[static_cast<size_t>(slot)]; }
+  ExpertLoadSum take_load();
+  // Aux-loss-free balancing: every expert's selection bias moves by moe.bias_update_rate
+  // towards the mean of `routed` (the step's choices per expert over every replica).
+  void update_bias(const std::vector<int64_t>& routed);
+  const std::vector<double>& bias() const { return bias_; }
+  void set_bias(const std::vector<double>& bias);
+
+ private:
+  // Writes the routing and the router's logits on the host as well.
+  void run_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers,
+                   ExpertRouting& routing, std::vector<double>& host_logits) const;
+  int64_t experts() const { return moe_.num_experts; }
+
+  MoeConfig moe_;
+  bool swiglu_ = false, bias_terms_ = false;
+  int64_t C_ = 0, F_ = 0, fc_width_ = 0;
+  Parameter router_, fc_weight_, fc_bias_, proj_weight_, proj_bias_;
+  bool shared_ = false;
+  Linear shared_fc_, shared_proj_;
+  std::vector<ExpertBuffers> slots_;
+  // Host state per slot: forward's routing, which backward reads (written through a const
+  // forward as the device buffers are).
+  mutable std::vector<ExpertRouting> routing_;
+  mutable std::vector<std::vector<double>> logits_;
+  mutable ExpertLoadSum load_;
+  std::vector<double> bias_;
+};
+
+}  // namespace kiln
