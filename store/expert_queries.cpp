@@ -19,7 +19,8 @@ void append_layer(Database& db, int64_t run_id, int layer, const ExpertRange& ra
   std::vector<ExpertLoad> rows;
   {
     Statement& st = db.cached(all_sql);
-    st.bind_all(run_id, layer, range.from, range.to, sql_limit(range.max_steps + 1));
+    // One more than fits tells a range that must be downsampled from one that need not.
+    st.bind_all(run_id, layer, range.from, range.to, sql_limit(std::min<size_t>(range.max_steps, INT64_MAX - 1) + 1));
     while (st.step()) rows.push_back(read_expert_load(st));
     st.reset();
   }

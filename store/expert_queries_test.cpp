@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <variant>
@@ -200,6 +201,8 @@ TEST_F(ExpertQueriesTest, ALongRangeComesDownsampledEvenlyWithBothEnds) {
   for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].step, static_cast<int64_t>(i) * 100) << i;
   range.max_steps = 101;
   EXPECT_EQ(list_expert_loads(*db, id, range).size(), 101u) << "every row fits";
+  range.max_steps = std::numeric_limits<size_t>::max();
+  EXPECT_EQ(list_expert_loads(*db, id, range).size(), 101u) << "no bound";
   range.max_steps = 1;
   ASSERT_EQ(list_expert_loads(*db, id, range).size(), 1u);
   range.max_steps = 3;
