@@ -1,4 +1,5 @@
-// kiln runs export: every raw row of a run, as CSV (metrics) or JSON (everything).
+// kiln runs export: every raw row of a run, as CSV (metrics, or the expert loads) or JSON
+// (everything).
 #include <fmt/core.h>
 
 #include <cerrno>
@@ -33,7 +34,8 @@ using Writer = std::function<void(store::Database&, int64_t, std::ostream&)>;
 Writer writer_for(const std::string& format) {
   if (format == "csv") return store::write_metrics_csv;
   if (format == "json") return store::write_run_json;
-  fail("export: unknown --format '" + format + "' (csv or json)");
+  if (format == "experts-csv") return store::write_experts_csv;
+  fail("export: unknown --format '" + format + "' (csv, json or experts-csv)");
 }
 
 // Writes FILE.tmp and renames it over FILE only once it is complete, so a failure (a full
@@ -74,10 +76,11 @@ void runs_export(const ExportOptions& options) {
 void add_runs_export_command(CLI::App& runs) {
   auto options = std::make_shared<ExportOptions>();
   CLI::App* cmd = runs.add_subcommand(
-      "export", "Export a run's raw rows: csv (every metric row) or json (the whole run)");
+      "export",
+      "Export a run's raw rows: csv (every metric row), json (the whole run) or experts-csv (every expert load)");
   cmd->add_option("run", options->run, "Run id, name, or unambiguous name prefix")->required();
   add_store_option(cmd, options->store);
-  cmd->add_option("-f,--format", options->format, "csv or json")->capture_default_str();
+  cmd->add_option("-f,--format", options->format, "csv, json or experts-csv")->capture_default_str();
   cmd->add_option("-o,--output", options->output, "Write to this file instead of stdout");
   cmd->callback([options] { runs_export(*options); });
 }

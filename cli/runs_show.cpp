@@ -1,4 +1,5 @@
-// kiln runs show: one run's record, config, latest metrics, events, checkpoints, commands.
+// kiln runs show: one run's record, config, latest metrics (and, for a mixture-of-experts
+// model, the latest routing in one line), events, checkpoints, commands.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "cli/runs_store.h"
 #include "kernels/check.h"
 #include "monitor/format/config_text.h"
+#include "monitor/format/expert_text.h"
 #include "monitor/format/figures.h"
 #include "store/json_rows.h"
 #include "store/run_figures.h"
@@ -102,6 +104,7 @@ void print_latest(const store::RunDetails& d) {
   if (d.latest_valid)
     fmt::print("latest validation loss: {} at step {}\n", fixed4(d.latest_valid->loss),
                d.latest_valid->step);
+  if (!d.latest_experts.empty()) fmt::print("experts: {}\n", experts_summary(d.latest_experts));
 }
 
 // The text the model wrote at its latest validation step, each line indented under the heading.

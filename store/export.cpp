@@ -9,6 +9,8 @@
 #include <string>
 
 #include "store/commands.h"
+#include "store/expert_load.h"
+#include "store/expert_queries.h"
 #include "store/json_rows.h"
 #include "store/metric_queries.h"
 #include "store/rows.h"
@@ -108,6 +110,25 @@ std::string MetricsCsvPages::next(Database& db, size_t rows) {
   return page;
 }
 
+void write_experts_csv(Database& db, int64_t run_id, std::ostream& out) {
+  const std::string run = csv_text(get_run(db, run_id).name);
+  out << kExpertsCsvHeader << '\n';
+  std::string lines;
+  for_each_expert_load(db, run_id, [&](const ExpertLoad& load) {
+    lines.clear();
+    std::string layer_figures;
+    csv_number(layer_figures, load.aux_loss);
+    csv_number(layer_figures, load.router_entropy);
+    csv_number(layer_figures, expert_imbalance(load.tokens));
+    for (size_t e = 0; e < load.tokens.size(); ++e) {
+      const int64_t dropped = load.dropped.empty() ? 0 : load.dropped[e];
+      fmt::format_to(std::back_inserter(lines), "{},{},{},{},{},{}{}\n", run, load.step, load.layer, e,
+                     load.tokens[e], dropped, layer_figures);
+    }
+    out << lines;
+  });
+}
+
 void write_run_json(Database& db, int64_t run_id, std::ostream& out) {
   const RunRecord run = get_run(db, run_id);
   nlohmann::json record = to_json(run);
@@ -122,6 +143,13 @@ void write_run_json(Database& db, int64_t run_id, std::ostream& out) {
   out << "]";
   json_array(out, "valid", list_valid(db, run_id));
   json_array(out, "samples", list_samples(db, run_id, std::numeric_limits<size_t>::max()));
+  out << ",\n\"experts\": [";
+  first = true;
+  for_each_expert_load(db, run_id, [&](const ExpertLoad& load) {
+    out << (first ? "\n" : ",\n") << dump_json(to_json(load));
+    first = false;
+  });
+  out << "]";
   json_array(out, "system", list_system(db, run_id));
   json_array(out, "events", list_events(db, run_id));
   json_array(out, "checkpoints", list_checkpoints(db, run_id));

@@ -45,9 +45,17 @@ class MetricsCsvPages {
   int64_t rank_ = std::numeric_limits<int64_t>::min();
 };
 
+// The expert loads' CSV header: one line per expert per MoE layer per logged step (the tidy
+// form a data frame pivots into a heatmap), the layer's figures repeated on each.
+inline constexpr const char* kExpertsCsvHeader =
+    "run,step,layer,expert,tokens,dropped,aux_loss,router_entropy,imbalance";
+
+// Every expert load as CSV, in step, layer and expert order; dropped is 0 when none were.
+void write_experts_csv(Database& db, int64_t run_id, std::ostream& out);
+
 // The whole run as one JSON object: {"run": {...}, "metrics": [...], "valid": [...],
-// "system": [...], "events": [...], "checkpoints": [...], "commands": [...]}. Rows stream
-// out one at a time; an absent or non-finite number is null.
+// "samples": [...], "experts": [...], "system": [...], "events": [...], "checkpoints": [...],
+// "commands": [...]}. Rows stream out one at a time; an absent or non-finite number is null.
 void write_run_json(Database& db, int64_t run_id, std::ostream& out);
 
 }  // namespace kiln::store

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "store/expert_load.h"
+
 namespace kiln::store {
 
 using nlohmann::json;
@@ -91,6 +93,16 @@ json to_json(const Sample& sample) {
           {"temperature", json_number(sample.temperature)}};
 }
 
+json to_json(const ExpertLoad& load) {
+  return {{"step", load.step},
+          {"layer", load.layer},
+          {"tokens", load.tokens},
+          {"dropped", load.dropped},
+          {"aux_loss", json_number(load.aux_loss)},
+          {"router_entropy", json_number(load.router_entropy)},
+          {"imbalance", json_number(expert_imbalance(load.tokens))}};
+}
+
 json to_json(const Event& event) {
   return {{"id", event.id},
           {"time", json_number(event.time)},
@@ -129,6 +141,7 @@ json to_json(const RunDetails& d) {
   out["latest_metrics"] = rows(d.latest);
   out["latest_valid"] = d.latest_valid ? to_json(*d.latest_valid) : json();
   out["latest_sample"] = d.latest_sample ? to_json(*d.latest_sample) : json();
+  out["latest_experts"] = rows(d.latest_experts);
   out["events"] = rows(d.events);
   out["checkpoints"] = rows(d.checkpoints);
   out["commands"] = rows(d.commands);

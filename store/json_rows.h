@@ -31,11 +31,14 @@ nlohmann::json to_json(const MetricRow& row);
 nlohmann::json to_json(const ValidRow& row);
 nlohmann::json to_json(const SystemRow& row);
 nlohmann::json to_json(const Sample& sample);
+// {"step", "layer", "tokens": [...], "dropped": [...] ([] when none), "aux_loss",
+// "router_entropy", "imbalance"}: the imbalance as the store derives it (expert_load.h).
+nlohmann::json to_json(const ExpertLoad& load);
 nlohmann::json to_json(const Event& event);
 nlohmann::json to_json(const Checkpoint& checkpoint);
 nlohmann::json to_json(const Command& command);
-// The run with its config, latest_metrics, latest_valid, latest_sample, events, checkpoints
-// and commands.
+// The run with its config, latest_metrics, latest_valid, latest_sample, latest_experts (each
+// MoE layer's latest load; [] for a dense model), events, checkpoints and commands.
 nlohmann::json to_json(const RunDetails& details);
 
 }  // namespace kiln::store

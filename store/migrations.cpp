@@ -147,7 +147,33 @@ CREATE TABLE samples (
 ) WITHOUT ROWID;
 )sql";
 
-constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}};
+// Version 3 -> 4: the routing of each mixture-of-experts layer at each logged step
+// (RunWriter::log_expert_loads). The key leads with the layer because the dashboard reads one
+// layer's heatmap over a step range, a walk of the key (and, downsampled, one seek per
+// evenly spaced step); the index by step serves the live stream (rows after a step), the
+// latest step and the export, in step order. The per-expert counts are blobs: they are only
+// ever read whole, so 8 bytes an expert and a copy to decode beat JSON text and its parser;
+// what SQL needs to rank or plot a layer (imbalance, aux_loss, router_entropy) is in columns.
+constexpr const char* kV4 = R"sql(
+CREATE TABLE expert_loads (
+  run_id         INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  layer          INTEGER NOT NULL,  -- the model's layer index, 0-based
+  step           INTEGER NOT NULL,
+  tokens         BLOB NOT NULL CHECK (length(tokens) > 0 AND length(tokens) % 8 = 0),
+                                    -- token assignments per expert (top_k per token), summed
+                                    -- over the step's micro-batches and data-parallel ranks:
+                                    -- one little-endian i64 per expert
+  dropped        BLOB,              -- the assignments the capacity limit dropped, per expert as
+                                    -- tokens; NULL: none dropped
+  aux_loss       REAL,              -- the load-balancing auxiliary loss
+  router_entropy REAL,              -- the router's mean entropy over the tokens, nats
+  imbalance      REAL,              -- max / mean of tokens; NULL when no token was routed
+  PRIMARY KEY (run_id, layer, step)
+) WITHOUT ROWID;
+CREATE INDEX expert_loads_by_step ON expert_loads (run_id, step);
+)sql";
+
+constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}};
 
 }  // namespace
 

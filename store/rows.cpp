@@ -1,8 +1,39 @@
 #include "store/rows.h"
 
+#include <algorithm>
+#include <cstddef>
+#include <span>
 #include <string>
+#include <vector>
+
+#include "store/error.h"
+#include "store/expert_load.h"
 
 namespace kiln::store {
+namespace {
+
+// Per-expert counts as the expert_loads blobs hold them: one little-endian i64 each.
+std::vector<std::byte> encode_counts(const std::vector<int64_t>& counts) {
+  std::vector<std::byte> blob(counts.size() * 8);
+  for (size_t e = 0; e < counts.size(); ++e)
+    for (size_t b = 0; b < 8; ++b)
+      blob[e * 8 + b] = static_cast<std::byte>(static_cast<uint64_t>(counts[e]) >> (8 * b));
+  return blob;
+}
+
+std::vector<int64_t> decode_counts(std::span<const std::byte> blob) {
+  if (blob.size() % 8 != 0)
+    fail("store: an expert_loads row holds " + std::to_string(blob.size()) + " bytes of counts, not a multiple of 8");
+  std::vector<int64_t> counts(blob.size() / 8);
+  for (size_t e = 0; e < counts.size(); ++e) {
+    uint64_t bits = 0;
+    for (size_t b = 0; b < 8; ++b) bits |= static_cast<uint64_t>(blob[e * 8 + b]) << (8 * b);
+    counts[e] = static_cast<int64_t>(bits);
+  }
+  return counts;
+}
+
+}  // namespace
 
 void insert_metric(Database& db, int64_t run_id, const MetricRow& r) {
   static const std::string sql = std::string("INSERT OR REPLACE INTO metrics (run_id, ") +
@@ -52,6 +83,20 @@ void insert_sample(Database& db, int64_t run_id, const Sample& s) {
                                  kSampleColumns + ") VALUES (?,?,?,?,?,?)";
   Statement& st = db.cached(sql);
   st.bind_all(run_id, s.step, s.time, s.prompt, s.text, s.temperature);
+  st.run();
+}
+
+void insert_expert_load(Database& db, int64_t run_id, const ExpertLoad& load) {
+  static const std::string sql = std::string("INSERT OR REPLACE INTO expert_loads (run_id, ") +
+                                 kExpertLoadColumns + ", imbalance) VALUES (?,?,?,?,?,?,?,?)";
+  Statement& st = db.cached(sql);
+  const bool any_dropped = std::any_of(load.dropped.begin(), load.dropped.end(), [](int64_t n) { return n > 0; });
+  const std::vector<std::byte> tokens = encode_counts(load.tokens);
+  const std::vector<std::byte> dropped = any_dropped ? encode_counts(load.dropped) : std::vector<std::byte>{};
+  st.bind_all(run_id, load.step, load.layer, std::span<const std::byte>(tokens));
+  if (any_dropped) st.bind(5, std::span<const std::byte>(dropped));
+  else st.bind(5, std::nullopt);
+  st.bind(6, load.aux_loss).bind(7, load.router_entropy).bind(8, expert_imbalance(load.tokens));
   st.run();
 }
 
@@ -136,6 +181,17 @@ Sample read_sample(const Statement& st, int i) {
   s.text = st.text(i + 3);
   s.temperature = st.real(i + 4);
   return s;
+}
+
+ExpertLoad read_expert_load(const Statement& st, int i) {
+  ExpertLoad load;
+  load.step = st.int64(i);
+  load.layer = static_cast<int>(st.int64(i + 1));
+  load.tokens = decode_counts(st.blob(i + 2));
+  if (!st.is_null(i + 3)) load.dropped = decode_counts(st.blob(i + 3));
+  load.aux_loss = st.real(i + 4);
+  load.router_entropy = st.real(i + 5);
+  return load;
 }
 
 }  // namespace kiln::store

@@ -23,6 +23,7 @@ inline constexpr const char* kSystemColumns =
     "rank, time, gpu_util, gpu_mem_used, gpu_power_w, gpu_temp_c, cpu_percent, rss_bytes, "
     "host_mem_used, host_mem_total";
 inline constexpr const char* kSampleColumns = "step, time, prompt, text, temperature";
+inline constexpr const char* kExpertLoadColumns = "step, layer, tokens, dropped, aux_loss, router_entropy";
 
 // Inserts replace a row with the same key: a run resumed from a checkpoint logs its steps
 // again, and the newer measurement is the one to keep. insert_metric writes the row alone:
@@ -34,6 +35,8 @@ void insert_system(Database& db, int64_t run_id, const SystemRow& row);
 int64_t insert_event(Database& db, int64_t run_id, const Event& event);
 void insert_checkpoint(Database& db, int64_t run_id, const Checkpoint& checkpoint);
 void insert_sample(Database& db, int64_t run_id, const Sample& sample);
+// Also writes the imbalance column (expert_load.h) and a NULL `dropped` when none was.
+void insert_expert_load(Database& db, int64_t run_id, const ExpertLoad& load);
 
 // Read a row whose selected columns start at `first` in the order of the lists above.
 MetricRow read_metric(const Statement& st, int first = 0);
@@ -42,5 +45,6 @@ Event read_event(const Statement& st, int first = 0);
 Checkpoint read_checkpoint(const Statement& st, int first = 0);
 Command read_command(const Statement& st, int first = 0);
 Sample read_sample(const Statement& st, int first = 0);
+ExpertLoad read_expert_load(const Statement& st, int first = 0);
 
 }  // namespace kiln::store

@@ -7,6 +7,7 @@
 #include "store/error.h"
 #include "store/user_text.h"
 #include "store/rows.h"
+#include "store/expert_queries.h"
 #include "store/sample_queries.h"
 
 namespace kiln::store {
@@ -182,6 +183,7 @@ RunDetails run_details(Database& db, int64_t run_id, size_t max_events, double s
     st.reset();
   }
   if (auto samples = list_samples(db, run_id, 1); !samples.empty()) d.latest_sample = std::move(samples[0]);
+  d.latest_experts = latest_expert_loads(db, run_id);
   {
     static const std::string sql = std::string("SELECT * FROM (SELECT ") + kEventColumns +
                                    " FROM events WHERE run_id = ? ORDER BY id DESC LIMIT ?) "

@@ -43,6 +43,7 @@ struct RunDetails {
   std::vector<MetricRow> latest;  // the latest logged step, one row per rank that logged it
   std::optional<ValidRow> latest_valid;
   std::optional<Sample> latest_sample;  // the text generated at the latest validation step
+  std::vector<ExpertLoad> latest_experts;  // each MoE layer's latest load, by layer
   std::vector<Event> events;      // the newest max_events, oldest first
   std::vector<Checkpoint> checkpoints;
   std::vector<Command> commands;

@@ -12,6 +12,7 @@
 
 #include "store/commands.h"
 #include "store/error.h"
+#include "store/expert_load.h"
 #include "store/metric_blocks.h"
 #include "store/rows.h"
 #include "store/run_figures.h"
@@ -246,6 +247,12 @@ void RunWriter::log_system(std::vector<SystemRow> rows) {
   push(SystemBatch{std::move(rows)});
 }
 
+void RunWriter::log_expert_loads(std::vector<ExpertLoad> loads) {
+  check_expert_loads(loads);
+  if (loads.empty()) return;
+  push(ExpertBatch{std::move(loads)});
+}
+
 void RunWriter::log_event(std::string_view kind, std::string message,
                           std::optional<int64_t> step) {
   push(Event{0, unix_now(), step, std::string(kind), std::move(message)});
@@ -425,6 +432,8 @@ void RunWriter::apply(const WriteItem& item, int64_t run, BlockUpdate& blocks) {
     insert_valid(db, run, *v);
   } else if (const auto* sample = std::get_if<Sample>(&item)) {
     insert_sample(db, run, *sample);
+  } else if (const auto* experts = std::get_if<ExpertBatch>(&item)) {
+    for (const auto& load : experts->loads) insert_expert_load(db, run, load);
   } else if (const auto* e = std::get_if<Event>(&item)) {
     insert_event(db, run, *e);
   } else if (const auto* c = std::get_if<Checkpoint>(&item)) {

@@ -86,6 +86,11 @@ class RunWriter {
   // kMaxSampleBytes) rather than refused: it is the model's, not the user's.
   void log_sample(Sample sample);
   void log_system(std::vector<SystemRow> rows);
+  // One logged step's routing, one load per MoE layer. Refused at once, in one line, when
+  // check_expert_loads (expert_load.h) would be: past kMaxExpertLayers loads or
+  // kMaxExpertsPerLayer experts, a layer index out of range, a negative count. Queued like
+  // the rest; a stall thins whole steps (write_queue.h).
+  void log_expert_loads(std::vector<ExpertLoad> loads);
   void log_event(std::string_view kind, std::string message,
                  std::optional<int64_t> step = std::nullopt);
   void log_checkpoint(Checkpoint checkpoint);  // also a `checkpoint` event

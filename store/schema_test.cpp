@@ -44,8 +44,8 @@ void make_store(const std::string& path) {
 
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 3);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 3);
+  EXPECT_EQ(schema_version(), 4);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 4);
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(db->query_int("PRAGMA synchronous"), 1);  // NORMAL
@@ -53,19 +53,19 @@ TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   std::vector<std::string> tables;
   Statement st(*db, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name");
   while (st.step()) tables.push_back(st.text(0));
-  EXPECT_EQ(tables, (std::vector<std::string>{"checkpoints", "commands", "events",
+  EXPECT_EQ(tables, (std::vector<std::string>{"checkpoints", "commands", "events", "expert_loads",
                                               "metric_blocks", "metrics", "runs", "samples",
                                               "system_metrics", "valid_metrics"}));
   // Reopening a current store changes nothing.
   db.reset();
   db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 3);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 4);
 }
 
 TEST_F(SchemaTest, MigratesAnEmptyFileFromVersionZero) {
   spit(path(), "");  // what `touch kiln-runs.db` leaves: a version-0 SQLite database
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 3);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 4);
   EXPECT_EQ(db->query_int("SELECT count(*) FROM runs"), 0);
 }
 
@@ -78,7 +78,7 @@ TEST_F(SchemaTest, VersionTwoAddsThePidAndScrubsTokensFromRecordedCommandLines) 
             "('plain', 'kiln train --name plain', 1)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 3);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 4);
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'leaky'"),
             "kiln train --serve 0.0.0.0:8080 --token *** --set hub.api_key=***");
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'plain'"), "kiln train --name plain");
@@ -93,7 +93,7 @@ TEST_F(SchemaTest, VersionThreeAddsHostMemoryAndSamplesAndKeepsOlderReadings) {
             "INSERT INTO system_metrics (run_id, rank, time, cpu_percent, rss_bytes) VALUES (1, 0, 5, 99, 1024)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 3);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 4);
   const std::vector<SystemRow> system = list_system(*db, 1);
   ASSERT_EQ(system.size(), 1u);
   EXPECT_EQ(system[0].rss_bytes, 1024);
@@ -103,6 +103,26 @@ TEST_F(SchemaTest, VersionThreeAddsHostMemoryAndSamplesAndKeepsOlderReadings) {
   EXPECT_FALSE(run_details(*db, 1).latest_sample.has_value());
 }
 
+TEST_F(SchemaTest, VersionFourAddsExpertLoadsAndKeepsOlderRows) {
+  {
+    Database db(path(), Access::ReadWrite);
+    migrate(db, migrations().first(3));
+    db.exec("INSERT INTO runs (name, created_at) VALUES ('dense', 1);"
+            "INSERT INTO samples (run_id, step, time, prompt, text) VALUES (1, 4, 5, 'Once', ' upon');"
+            "INSERT INTO valid_metrics (run_id, step, time, loss) VALUES (1, 4, 5, 2.75)");
+  }
+  auto db = open_store(path(), Access::ReadWrite);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 4);
+  const RunDetails details = run_details(*db, 1);
+  EXPECT_EQ(details.run.name, "dense");
+  ASSERT_TRUE(details.latest_sample.has_value());
+  EXPECT_EQ(details.latest_sample->text, " upon");
+  ASSERT_EQ(list_valid(*db, 1).size(), 1u);
+  EXPECT_DOUBLE_EQ(list_valid(*db, 1)[0].loss, 2.75);
+  EXPECT_TRUE(details.latest_experts.empty()) << "a run from before version 4 has no experts";
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM expert_loads"), 0);
+}
+
 TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
   make_store(path());
   std::vector<Migration> next(migrations().begin(), migrations().end());
@@ -110,12 +130,12 @@ TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
                   "CREATE TABLE extras (run_id INTEGER, x TEXT);"});
   Database db(path(), Access::ReadWrite);
   migrate(db, next);
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 4);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 5);
   EXPECT_EQ(db.query_int("SELECT priority FROM runs WHERE name = 'first'"), 3);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM extras"), 0);
   migrate(db, next);  // already there: nothing to do
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 4);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 5);
 }
 
 TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
@@ -125,7 +145,7 @@ TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
   Database db(path(), Access::ReadWrite);
   EXPECT_EQ(error_of([&] { migrate(db, next); }),
             "store: " + path() + ": no such table: no_such_table");
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 3);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 4);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'extras'"), 0);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
 }
@@ -137,7 +157,7 @@ TEST_F(SchemaTest, RefusesAStoreFromANewerKiln) {
     db.exec("PRAGMA user_version = 7");
   }
   const std::string expected =
-      "store: " + path() + " has schema version 7, newer than this kiln's 3; upgrade kiln";
+      "store: " + path() + " has schema version 7, newer than this kiln's 4; upgrade kiln";
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadWrite); }), expected);
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadOnly); }), expected);
   EXPECT_EQ(error_of([&] { RunWriter writer(path()); }), expected);

@@ -105,6 +105,23 @@ struct Sample {
   double temperature = kNoValue;
 };
 
+// One MoE layer's routing over one logged step (summed over the step's micro-batches and the
+// data-parallel ranks): how many token assignments each expert received (top_k per token),
+// how many of them were dropped by a capacity limit, the load-balancing auxiliary loss and the
+// router's mean entropy (nats) over the tokens. RunWriter::log_expert_loads refuses a layer
+// index outside [0, kMaxExpertLayers), more than kMaxExpertsPerLayer experts, or counts that
+// are negative, so one step's loads stay within 512 x 1024 counts whatever the model says.
+inline constexpr int kMaxExpertLayers = 512;
+inline constexpr size_t kMaxExpertsPerLayer = 1024;
+struct ExpertLoad {
+  int64_t step = 0;
+  int layer = 0;                  // the model's layer index (0-based)
+  std::vector<int64_t> tokens;    // per expert
+  std::vector<int64_t> dropped;   // per expert (all zero when dropless); read back empty then
+  double aux_loss = kNoValue;
+  double router_entropy = kNoValue;
+};
+
 // Known event kinds; the column is open text, so later kinds need no migration.
 namespace event_kind {
 inline constexpr std::string_view kStart = "start";

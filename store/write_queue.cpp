@@ -17,6 +17,13 @@ bool is_record(const WriteItem& item) {
   return std::find(kRecordKinds.begin(), kRecordKinds.end(), item.index()) != kRecordKinds.end();
 }
 
+size_t experts_of(const WriteItem& item) {
+  size_t n = 0;
+  if (const auto* e = std::get_if<ExpertBatch>(&item))
+    for (const auto& load : e->loads) n += load.tokens.size();
+  return n;
+}
+
 size_t rows_of(const WriteItem& item) {
   if (const auto* m = std::get_if<MetricBatch>(&item)) return m->rows.size();
   if (const auto* s = std::get_if<SystemBatch>(&item)) return s->rows.size();
@@ -50,6 +57,8 @@ Dropped dropped_of(const WriteItem& item) {
     d.checkpoints = 1;
   } else if (std::holds_alternative<StatusChange>(item)) {
     d.status_changes = 1;
+  } else if (std::holds_alternative<ExpertBatch>(item)) {
+    d.expert_steps = 1;
   }
   return d;
 }
@@ -66,6 +75,7 @@ void Dropped::merge(const Dropped& other) {
   events += other.events;
   checkpoints += other.checkpoints;
   status_changes += other.status_changes;
+  expert_steps += other.expert_steps;
 }
 
 std::string Dropped::describe() const {
@@ -79,6 +89,7 @@ std::string Dropped::describe() const {
   add_part(parts, events, "events");
   add_part(parts, checkpoints, "checkpoint records");
   add_part(parts, status_changes, "status changes");
+  add_part(parts, expert_steps, "steps of expert loads");
   const size_t last_comma = parts.rfind(", ");
   if (last_comma != std::string::npos) parts.replace(last_comma, 2, " and ");
   return "dropped " + parts + ": the store could not keep up";
@@ -87,6 +98,7 @@ std::string Dropped::describe() const {
 void WriteQueue::count(const WriteItem& item, int sign) {
   rows_ += static_cast<size_t>(sign) * rows_of(item);
   if (is_record(item)) records_ += static_cast<size_t>(sign);
+  experts_ += static_cast<size_t>(sign) * experts_of(item);
 }
 
 void WriteQueue::push(WriteItem item) {
@@ -104,6 +116,7 @@ Batch WriteQueue::take() {
   items_.clear();
   rows_ = 0;
   records_ = 0;
+  experts_ = 0;
   heartbeat_queued_ = false;
   dropped_ = {};
   return batch;
@@ -114,6 +127,7 @@ void WriteQueue::put_back(Batch batch) {
   items_ = std::move(batch.items);
   rows_ = 0;
   records_ = 0;
+  experts_ = 0;
   heartbeat_queued_ = false;
   for (const auto& item : items_) {
     count(item, 1);
@@ -134,6 +148,13 @@ void WriteQueue::thin() {
     const bool thin_metrics = metric_batches > 1 && (metric >= system || system_batches < 2);
     if (!thin_metrics && system_batches < 2) break;  // one batch of each: nothing to thin
     thin_kind(thin_metrics ? kind_of<MetricBatch> : kind_of<SystemBatch>);
+  }
+  // Expert loads: whole steps, while more than one waits.
+  for (int round = 0; experts_ > capacity_experts_ && round < 64; ++round) {
+    const auto steps = std::count_if(items_.begin(), items_.end(),
+                                     [](const WriteItem& item) { return std::holds_alternative<ExpertBatch>(item); });
+    if (steps < 2) break;
+    thin_kind(kind_of<ExpertBatch>);
   }
   // Records: the kind with the most waiting first.
   for (int round = 0; records_ > capacity_records_ && round < 64; ++round) {

@@ -8,7 +8,9 @@
 // Validation rows, samples, events, checkpoint records and status changes have a capacity of
 // their own (a run whose loss is NaN at every step logs an event at every step): past it they
 // thin the same way, the kind with the most waiting first, the newest of each kind always kept
-// (so a run's final status is never lost). At most one heartbeat waits: any commit is one.
+// (so a run's final status is never lost). A step's expert loads (up to kMaxExpertLayers x
+// kMaxExpertsPerLayer counts) are counted in experts against a capacity of their own and thin
+// the same way, whole steps at a time. At most one heartbeat waits: any commit is one.
 // Not thread-safe: the RunWriter holds its mutex around every call.
 #pragma once
 
@@ -29,6 +31,10 @@ struct MetricBatch {
 struct SystemBatch {
   std::vector<SystemRow> rows;
 };
+// One logged step's expert loads, every MoE layer's (RunWriter::log_expert_loads).
+struct ExpertBatch {
+  std::vector<ExpertLoad> loads;
+};
 struct StatusChange {
   RunStatus status = RunStatus::Running;
   std::string error;  // kept in runs.error for a failed run
@@ -37,7 +43,7 @@ struct StatusChange {
 struct Heartbeat {};
 
 using WriteItem = std::variant<MetricBatch, SystemBatch, ValidRow, Sample, Event, Checkpoint,
-                               StatusChange, Heartbeat>;
+                               StatusChange, Heartbeat, ExpertBatch>;
 
 // What thinning removed since the last commit.
 struct Dropped {
@@ -50,10 +56,11 @@ struct Dropped {
   int64_t events = 0;
   int64_t checkpoints = 0;
   int64_t status_changes = 0;
+  int64_t expert_steps = 0;  // ExpertBatch items: a logged step's loads, every layer's
 
   bool any() const {
     return metric_rows > 0 || system_rows > 0 || valid_rows > 0 || samples > 0 || events > 0 ||
-           checkpoints > 0 || status_changes > 0;
+           checkpoints > 0 || status_changes > 0 || expert_steps > 0;
   }
   void merge(const Dropped& other);
   std::string describe() const;  // the `dropped` event's message
@@ -70,8 +77,11 @@ struct Batch {
 
 class WriteQueue {
  public:
-  explicit WriteQueue(size_t capacity_rows, size_t capacity_records = 4096)
-      : capacity_(capacity_rows), capacity_records_(capacity_records) {}
+  // capacity_experts: per-expert counts waiting (one per expert per layer per step) before
+  // expert loads thin; at least one whole step of the largest (512 x 1024) always stays.
+  explicit WriteQueue(size_t capacity_rows, size_t capacity_records = 4096,
+                      size_t capacity_experts = size_t{1} << 20)
+      : capacity_(capacity_rows), capacity_records_(capacity_records), capacity_experts_(capacity_experts) {}
 
   void push(WriteItem item);
   // Everything waiting, and the drops not yet recorded; the queue is left empty.
@@ -83,6 +93,7 @@ class WriteQueue {
   size_t rows() const { return rows_; }
   // Validation rows, samples, events, checkpoint records and status changes waiting.
   size_t records() const { return records_; }
+  size_t experts() const { return experts_; }
   int64_t dropped_total() const { return dropped_total_; }
 
  private:
@@ -93,9 +104,11 @@ class WriteQueue {
 
   size_t capacity_;
   size_t capacity_records_;
+  size_t capacity_experts_;
   std::deque<WriteItem> items_;
   size_t rows_ = 0;     // metric and system rows in items_
-  size_t records_ = 0;  // the other items but heartbeats
+  size_t records_ = 0;  // the other items but heartbeats and expert loads
+  size_t experts_ = 0;  // per-expert counts in ExpertBatch items
   bool heartbeat_queued_ = false;
   Dropped dropped_;
   int64_t dropped_total_ = 0;  // metric and system rows ever dropped

@@ -502,6 +502,62 @@ TEST_F(RunsCli, ShowJsonHasTheFullConfig) {
   EXPECT_EQ(run["commands"], json::array());
 }
 
+// A mixture-of-experts run: two MoE layers at steps 10 and 20, layer 2 lopsided at step 20.
+void write_moe_run(const std::string& path) {
+  store::RunWriter writer(path);
+  writer.create_run(info("moe", 0.001));
+  writer.log_metrics({metric(10, 0, kBaselineStart + 60, 3.1, 900, 10, 0.35)});
+  const auto load = [](int64_t step, int layer, std::vector<int64_t> tokens, double aux) {
+    store::ExpertLoad l;
+    l.step = step;
+    l.layer = layer;
+    l.tokens = std::move(tokens);
+    l.aux_loss = aux;
+    return l;
+  };
+  writer.log_expert_loads({load(10, 0, {25, 25, 25, 25}, 0.01), load(10, 2, {30, 25, 25, 20}, 0.011)});
+  writer.log_expert_loads({load(20, 0, {25, 25, 25, 25}, 0.01), load(20, 2, {100, 20, 20, 20}, 0.03)});
+  writer.finish(RunStatus::Completed);
+  writer.flush();
+}
+
+TEST_F(RunsCli, ShowSummarisesTheLatestRoutingOfAMixtureOfExperts) {
+  write_moe_run(store_);
+  const CommandResult r = kiln_runs(store_, "show", "moe");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Layer 2: 100 of 160 tokens on one of 4 experts, 2.5 times the mean.
+  EXPECT_NE(r.output.find("\nexperts: worst imbalance 2.50 at layer 2 (2 MoE layers, step 20), aux loss 0.02 "
+                          "(mean of the layers)\n"),
+            std::string::npos)
+      << r.output;
+  const json run = json::parse(kiln_runs(store_, "show", "moe --json").output);
+  ASSERT_EQ(run["latest_experts"].size(), 2u);
+  EXPECT_EQ(run["latest_experts"][1]["tokens"], json({100, 20, 20, 20}));
+  EXPECT_DOUBLE_EQ(run["latest_experts"][1]["imbalance"].get<double>(), 2.5);
+
+  write_finished_runs(store_);
+  EXPECT_EQ(kiln_runs(store_, "show", "baseline").output.find("experts:"), std::string::npos) << "a dense run";
+}
+
+TEST_F(RunsCli, ExportCarriesTheExpertLoads) {
+  write_moe_run(store_);
+  const CommandResult csv = kiln_runs(store_, "export", "moe --format experts-csv");
+  ASSERT_EQ(csv.exit_code, 0) << csv.output;
+  const auto lines = lines_of(csv.output);
+  ASSERT_EQ(lines.size(), 1u + 2 * 2 * 4) << csv.output;
+  EXPECT_EQ(lines[0], store::kExpertsCsvHeader);
+  EXPECT_EQ(lines[1], "moe,10,0,0,25,0,0.01,,1");
+  EXPECT_EQ(lines[13], "moe,20,2,0,100,0,0.03,,2.5");
+  EXPECT_EQ(lines[16], "moe,20,2,3,20,0,0.03,,2.5");
+
+  const json run = json::parse(kiln_runs(store_, "export", "moe --format json").output);
+  ASSERT_EQ(run["experts"].size(), 4u);
+  EXPECT_EQ(run["experts"][3]["step"], 20);
+  EXPECT_EQ(run["experts"][3]["layer"], 2);
+  EXPECT_EQ(run["experts"][3]["tokens"], json({100, 20, 20, 20}));
+  EXPECT_DOUBLE_EQ(run["experts"][3]["aux_loss"].get<double>(), 0.03);
+}
+
 TEST_F(RunsCli, UnknownOrAmbiguousRunListsTheCandidates) {
   write_finished_runs(store_);
   { store::RunWriter(store_).create_run(info("lr-low", 0.0001)); }
@@ -613,7 +669,7 @@ TEST_F(RunsCli, ExportRefusesBadFormatsAndPathsWithoutLeavingFiles) {
   const std::string file = dir_ + "/out.xml";
   const CommandResult format = kiln_runs(store_, "export", "baseline --format xml -o " + file);
   EXPECT_EQ(format.exit_code, 1);
-  EXPECT_EQ(format.output, "kiln: error: export: unknown --format 'xml' (csv or json)\n");
+  EXPECT_EQ(format.output, "kiln: error: export: unknown --format 'xml' (csv, json or experts-csv)\n");
   EXPECT_FALSE(fs::exists(file));
 
   const std::string nowhere = dir_ + "/no/such/folder/out.csv";

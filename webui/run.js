@@ -1,12 +1,14 @@
 // A run's page: its facts (progress against the planned steps, elapsed time, ETA), steering
-// buttons, charts that grow as the run trains (fed by the live WebSocket), the text the model
-// wrote at its validation steps, events and config. The chart controls (a line per rank or
+// buttons, charts that grow as the run trains (fed by the live WebSocket), the routing of its
+// mixture-of-experts layers when it has any, the text the model wrote at its validation
+// steps, events and config. The chart controls (a line per rank or
 // bands, the x axis, log scales, smoothing) hold across live updates and reconnects.
 import { getJson, send, liveSocket, el, format } from "/api.js";
 import { lineChart, setLines, smooth, palette } from "/charts.js";
 import { xAxisSelect, smoothingControl, logToggle } from "/chart_controls.js";
 import { progressFacts } from "/run_progress.js";
 import { samplesSection } from "/run_samples.js";
+import { expertsSection } from "/run_experts.js";
 import { systemPanels, cpuNote } from "/run_system.js";
 
 const keys = ["loss", "lr", "grad_norm", "tokens_per_s", "mfu", "mem_used", "fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms"];
@@ -50,13 +52,14 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
   const config = el("pre", { class: "config" });
   const steer = el("div", { class: "steer" });
   let samples = null;
+  const experts = expertsSection();
 
   const lineMode = el("select", { id: "chart-lines", onchange: () => { settings.bands = lineMode.value === "bands"; build(); } },
     el("option", { value: "ranks" }, "a line per rank"), el("option", { value: "bands" }, "min–max band and mean"));
   lineMode.value = settings.bands ? "bands" : "ranks";
   const controls = el("div", { class: "controls", id: "chart-controls" }, "lines ", lineMode,
     "x axis ", xAxisSelect(settings, xAxes, build), smoothingControl(settings, refresh));
-  view.append(title, facts, steer, controls, hiddenPanels, chartBox, el("h2", {}, "Samples"), samplesBox,
+  view.append(title, facts, steer, controls, hiddenPanels, chartBox, experts.element, el("h2", {}, "Samples"), samplesBox,
     el("h2", {}, "Events"), eventList, el("h2", {}, "Config"), config);
 
   function push(line, step, time, value) {
@@ -288,6 +291,8 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
         samples.add(sampleRows.filter((s) => s.step <= (msg.last_sample_step ?? -Infinity)));
         build();
         showProgress();
+        if (msg.last_expert_step != null)
+          experts.load(await getJson(`/api/runs/${details.id}/experts?to=${msg.last_expert_step}`));
       } else if (msg.type === "metrics") {
         for (const row of msg.rows) {
           for (const key of keys) add(key, row);
@@ -300,6 +305,8 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
         redraw();
       } else if (msg.type === "samples") {
         samples.add(msg.rows);
+      } else if (msg.type === "experts") {
+        experts.add(msg.rows);
       } else if (msg.type === "system") {
         system.push(...msg.rows.filter((row) => row.rank === 0));
         redraw();

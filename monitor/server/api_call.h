@@ -40,6 +40,8 @@ Reply get_events(ApiCall& call);
 Reply get_commands(ApiCall& call);
 Reply get_export_csv(ApiCall& call);
 Reply get_compare(ApiCall& call);
+// api_experts.cpp
+Reply get_experts(ApiCall& call);
 // api_edit.cpp
 Reply post_command(ApiCall& call);
 Reply post_tags(ApiCall& call);

@@ -36,6 +36,7 @@ constexpr Route kRoutes[] = {
     {http::verb::get, {"api", "runs", kRunSegment, "metrics"}, get_metrics, false},
     {http::verb::get, {"api", "runs", kRunSegment, "valid"}, get_valid, false},
     {http::verb::get, {"api", "runs", kRunSegment, "samples"}, get_samples, false},
+    {http::verb::get, {"api", "runs", kRunSegment, "experts"}, get_experts, false},
     {http::verb::get, {"api", "runs", kRunSegment, "system"}, get_system, false},
     {http::verb::get, {"api", "runs", kRunSegment, "events"}, get_events, false},
     {http::verb::get, {"api", "runs", kRunSegment, "commands"}, get_commands, false},

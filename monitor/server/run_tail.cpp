@@ -3,6 +3,8 @@
 #include <limits>
 
 #include "monitor/server/api_reply.h"
+#include "monitor/server/server_limits.h"
+#include "store/expert_queries.h"
 #include "store/json_rows.h"
 #include "store/metric_queries.h"
 #include "store/run_queries.h"
@@ -30,6 +32,7 @@ RunTail::RunTail(store::Database& db, int64_t run_id) : run_id_(run_id) {
   if (!valid.empty()) last_valid_step_ = valid.back().step;
   const auto samples = store::list_samples(db, run_id, 1);
   if (!samples.empty()) last_sample_step_ = samples.back().step;
+  last_expert_step_ = store::last_expert_step(db, run_id);
   for (const auto& row : store::list_system(db, run_id))
     last_system_time_ = std::max(last_system_time_, row.time);
   const auto events = store::list_events(db, run_id);
@@ -42,6 +45,7 @@ std::string RunTail::hello() const {
                     {"last_step", store::json_number(last_step_)},
                     {"last_valid_step", store::json_number(last_valid_step_)},
                     {"last_sample_step", store::json_number(last_sample_step_)},
+                    {"last_expert_step", store::json_number(last_expert_step_)},
                     {"last_system_time", last_system_time_},
                     {"last_event_id", last_event_id_}});
 }
@@ -76,6 +80,16 @@ std::vector<std::string> RunTail::poll(store::Database& db) {
     last_sample_step_ = sample.step;
   }
   if (!samples.empty()) messages.push_back(dump_json({{"type", "samples"}, {"rows", samples}}));
+
+  // A run logs its loads with its metrics, so a poll finds a step or a few; past the bound
+  // the newest whole steps go out and a reloading page reads the rest over the API.
+  json experts = json::array();
+  const int64_t after_expert = last_expert_step_ ? *last_expert_step_ : std::numeric_limits<int64_t>::min();
+  for (const auto& load : store::expert_loads_after(db, run_id_, after_expert, limits::kMaxExpertRowsPerPoll)) {
+    experts.push_back(store::to_json(load));
+    last_expert_step_ = load.step;
+  }
+  if (!experts.empty()) messages.push_back(dump_json({{"type", "experts"}, {"rows", experts}}));
 
   json system = json::array();
   double newest = last_system_time_;

@@ -3,6 +3,7 @@
 //   {"type": "metrics", "rows": [...]}   new metric rows, every rank of each new step
 //   {"type": "valid", "rows": [...]}     new validation rows
 //   {"type": "samples", "rows": [...]}   text generated at new validation steps
+//   {"type": "experts", "rows": [...]}   new steps' expert loads, every MoE layer of each
 //   {"type": "system", "rows": [...]}    new system readings
 //   {"type": "events", "events": [...]}  new events
 //   {"type": "status", "run": {...}}     the run's status changed (paused, completed, lost...)
@@ -37,6 +38,7 @@ class RunTail {
   std::optional<int64_t> last_step_;
   std::optional<int64_t> last_valid_step_;
   std::optional<int64_t> last_sample_step_;
+  std::optional<int64_t> last_expert_step_;
   double last_system_time_ = 0;
   int64_t last_event_id_ = 0;
 };

@@ -40,6 +40,16 @@ inline constexpr size_t kMaxSeriesRanks = 1024;
 inline constexpr int64_t kMaxSeriesPoints = 100000;
 inline constexpr int64_t kDefaultSeriesPoints = 1000;
 
+// GET /api/runs/{run}/experts: steps per MoE layer (a longer range comes downsampled to
+// them), and the per-expert counts one answer may hold over all its layers (each layer gets
+// fewer steps when its experts would pass it: 1 MiB counts are a few MiB of JSON). The live
+// stream's `experts` message holds the newest whole steps of at most this many rows (two
+// steps of the most layers a step may have).
+inline constexpr int64_t kDefaultExpertSteps = 500;
+inline constexpr int64_t kMaxExpertSteps = 2000;
+inline constexpr size_t kMaxExpertCells = size_t{1} << 20;
+inline constexpr size_t kMaxExpertRowsPerPoll = 1024;
+
 // The CSV export streams in chunks of this many rows, each read with the store let go of
 // between them, so an export of any size costs the server one chunk of memory.
 inline constexpr size_t kCsvRowsPerChunk = 1024;

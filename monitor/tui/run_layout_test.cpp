@@ -31,5 +31,22 @@ TEST(RunLayout, ManyRanksScrollSoTheEventsKeepTheirRows) {
   EXPECT_EQ(39 - l.events_top, 6);
 }
 
+TEST(RunLayout, AnExpertsBlockGoesAboveTheEventsInEitherLayout) {
+  const RunLayout plain = run_layout(23, 2, false);
+  const RunLayout moe = run_layout(23, 2, false, 3);
+  EXPECT_EQ(moe.plots_top, plain.plots_top);
+  EXPECT_EQ(moe.plot_height, 6) << "the plots give up rows for the block";
+  EXPECT_EQ(moe.experts_top, moe.plots_top + moe.plot_height + 1);
+  EXPECT_EQ(moe.events_top, moe.experts_top + 3 + 1);
+  EXPECT_LT(moe.events_top, 23);
+
+  const RunLayout tall = run_layout(39, 64, true, 4);
+  EXPECT_EQ(tall.plot_height, 19);
+  EXPECT_EQ(tall.ranks_rows, 1) << "the ranks scroll so the events keep their rows";
+  EXPECT_EQ(tall.experts_top, tall.ranks_top + 2 + tall.ranks_rows + 1);
+  EXPECT_EQ(tall.events_top, tall.experts_top + 4 + 1);
+  EXPECT_EQ(39 - tall.events_top, 6);
+}
+
 }  // namespace
 }  // namespace kiln::tui

@@ -14,6 +14,7 @@
 #include "monitor/format/config_text.h"
 #include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
+#include "monitor/tui/experts_block.h"
 #include "monitor/tui/plot.h"
 #include "monitor/tui/run_layout.h"
 #include "monitor/tui/table.h"
@@ -151,11 +152,13 @@ class RunScreen final : public Screen {
     put(1, 1, config_summary(run.config_json), COLS - 2, theme.attr(Tone::Dim));
     draw_progress(2, session, now);
 
-    const RunLayout layout = run_layout(height, details_->latest.size(), LINES >= kTallTerminalRows);
+    const int expert_rows = experts_block_rows(details_->latest_experts, COLS);
+    const RunLayout layout = run_layout(height, details_->latest.size(), LINES >= kTallTerminalRows, expert_rows);
     draw_ranks(layout.ranks_top + 1, layout.ranks_rows + 1, theme, now);
     const int half = COLS / 2;
     draw_plot(layout.plots_top, 0, layout.plot_height, half - 1, "loss", {loss_.series}, theme);
     draw_plot(layout.plots_top, half, layout.plot_height, COLS - half, "tokens/s", {rate_.series}, theme);
+    draw_experts_block(layout.experts_top, COLS, details_->latest_experts, theme);
     draw_events(layout.events_top, height - layout.events_top, theme);
   }
 

@@ -79,6 +79,12 @@ Tone mfu_tone(double fraction) {
   return fraction >= 0.2 ? Tone::Warn : Tone::Bad;
 }
 
+Tone imbalance_tone(double imbalance) {
+  if (std::isnan(imbalance)) return Tone::Dim;
+  if (imbalance < 1.5) return Tone::Good;
+  return imbalance < 2 ? Tone::Warn : Tone::Bad;
+}
+
 Tone age_tone(double seconds) {
   if (std::isnan(seconds)) return Tone::Dim;
   if (seconds < 10) return Tone::Good;

@@ -35,5 +35,8 @@ Tone mfu_tone(double fraction);
 // Seconds since a rank last reported: fresh, late (10 s), or stale (30 s, the store's
 // threshold for reading a run as lost).
 Tone age_tone(double seconds);
+// A MoE layer's imbalance (max / mean tokens per expert): below 1.5 good, below 2 fair, from
+// 2 (one expert takes twice its share) poor.
+Tone imbalance_tone(double imbalance);
 
 }  // namespace kiln::tui

@@ -7,7 +7,7 @@
 
 namespace kiln {
 
-SystemProbe::SystemProbe(Ops& ops, int gpu) : ops_(ops), gpu_(ops.device() == Device::Cuda) {
+SystemProbe::SystemProbe(Ops& ops, [[maybe_unused]] int gpu) : ops_(ops), gpu_(ops.device() == Device::Cuda) {
   if (!gpu_) return;
   free_at_start_ = static_cast<int64_t>(ops_.available_memory());
 #ifdef KILN_HAVE_CUDA

@@ -59,6 +59,10 @@ void RunRecorder::log_valid(int64_t step, double loss) {
 
 void RunRecorder::log_sample(store::Sample sample) { writer_.log_sample(std::move(sample)); }
 
+void RunRecorder::log_expert_loads(std::vector<store::ExpertLoad> loads) {
+  writer_.log_expert_loads(std::move(loads));
+}
+
 void RunRecorder::log_event(std::string_view kind, std::string message, int64_t step) {
   writer_.log_event(kind, std::move(message), step);
 }

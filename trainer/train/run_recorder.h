@@ -48,6 +48,11 @@ class RunRecorder {
   void log_step(const store::MetricRow& row);
   void log_valid(int64_t step, double loss);
   void log_sample(store::Sample sample);
+  // Rank 0, once per logged step: one load per MoE layer, summed over the step's
+  // micro-batches and the data-parallel ranks. Past the store's bounds (store/types.h:
+  // kMaxExpertLayers, kMaxExpertsPerLayer) or with a negative count it throws kiln::Error
+  // (store: ...) at once, so a model the store cannot show is refused at its first step.
+  void log_expert_loads(std::vector<store::ExpertLoad> loads);
   void log_event(std::string_view kind, std::string message, int64_t step);
 
   std::vector<store::Command> pending_commands() { return writer_.pending_commands(); }

@@ -1,0 +1,78 @@
+// End-to-end: the run page's Experts panel in headless Chromium (tests/browser/experts.mjs)
+// against `kiln serve`, over a store holding a dense run and a live mixture-of-experts run
+// whose synthetic loads (tests/expert_loads_fixture.h) this test keeps logging while the
+// browser looks. A screenshot of the panel lands in build/screenshots/experts/.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "store/run_writer.h"
+#include "store/test_util.h"
+#include "tests/expert_loads_fixture.h"
+#include "tests/run_command.h"
+
+namespace kiln::test {
+namespace {
+
+const std::string kiln = KILN_BINARY;
+
+// Logs `step` of a run: its metric row and, with `layers`, its expert loads.
+void log_step(store::RunWriter& writer, int64_t step, int layers) {
+  writer.log_metrics(store::testing_util::interval(step, 1));
+  if (layers > 0) writer.log_expert_loads(synthetic_expert_loads(step, layers, 8));
+}
+
+TEST(ExpertsBrowser, PanelShowsTheApisValuesAndGrowsLive) {
+  const std::string dir = fresh_dir("experts_browser"), store = dir + "/runs.db";
+  {
+    store::RunWriter dense(store);
+    dense.create_run(store::testing_util::run_info("dense"));
+    for (int64_t step = 1; step <= 5; ++step) log_step(dense, step, 0);
+    dense.finish(store::RunStatus::Completed);
+    dense.flush();
+  }
+  store::RunWriter writer(store);
+  writer.create_run(store::testing_util::run_info("moe"));
+  int64_t step = 0;
+  while (step < 40) log_step(writer, ++step, 4);
+  writer.flush();
+
+  const std::string serve_log = dir + "/serve.log";
+  const int server = start_background(kiln + " serve --store " + store + " --listen 127.0.0.1:0", serve_log);
+  const std::string url = wait_for_url(serve_log);
+  ASSERT_FALSE(url.empty()) << read_text(serve_log);
+
+  const std::string shots = (std::filesystem::path(KILN_BINARY).parent_path() / "screenshots" / "experts").string();
+  std::filesystem::create_directories(shots);
+  const std::string browser_log = dir + "/browser.log";
+  const int browser = start_background("node " KILN_SOURCE_DIR "/tests/browser/experts.mjs " + url + " moe dense " + shots,
+                                       browser_log);
+  // A step every 300 ms while the browser looks, for at most two minutes.
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (::waitpid(browser, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(browser, SIGKILL);
+      ::waitpid(browser, &status, 0);
+      ADD_FAILURE() << "the browser check took over two minutes";
+      break;
+    }
+    log_step(writer, ++step, 4);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(browser_log);
+  EXPECT_TRUE(std::filesystem::exists(shots + "/experts.png"));
+
+  writer.finish(store::RunStatus::Completed);
+  writer.flush();
+  ::kill(server, SIGINT);
+  EXPECT_EQ(wait_exit(server), 0) << read_text(serve_log);
+}
+
+}  // namespace
+}  // namespace kiln::test
