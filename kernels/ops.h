@@ -49,12 +49,19 @@ struct AdamWStep {
   double grad_scale = 1;
 };
 
-// The largest shapes a run will pass to the ops, known from the config before step 1.
+// The largest shapes a run will pass to the ops, known from the config before step 1, and
+// the dtype its activations compute in.
 struct OpLimits {
   int64_t micro_batch = 0;
   int64_t seq_len = 0;
   AttentionShape heads;
+  DType dtype = DType::F32;
 };
+
+// Which kernels the CUDA backend computes attention with (backend.attention): cuDNN's fused
+// flash attention where it loads and supports the call, else kiln's (Auto); cuDNN's, refusing
+// to start without it (Cudnn); kiln's alone (Kiln).
+enum class AttentionChoice { Auto, Cudnn, Kiln };
 
 class Ops {
  public:
@@ -81,6 +88,9 @@ class Ops {
   // Allocates the ops' own working memory once, before the first step, and returns its
   // size in bytes (the CPU's attention scratch; a GPU's library workspaces).
   virtual size_t reserve(const OpLimits& limits) = 0;
+  // Which kernels compute attention at the shapes reserve() was given, for the start-up
+  // banner: "kiln's kernels", or "cuDNN 9.19.0 fused flash attention".
+  virtual std::string attention() const { return "kiln's kernels"; }
   // Waits until every op queued so far has finished (a no-op where ops run synchronously),
   // so a host clock can time a phase of the step.
   virtual void synchronize() = 0;
@@ -215,7 +225,7 @@ std::unique_ptr<Ops> make_cpu_ops(int threads);
 
 // The CUDA backend (kernels/cuda/), in builds with CUDA (KILN_HAVE_CUDA defined).
 int cuda_device_count();
-std::unique_ptr<Ops> make_cuda_ops(int device);
+std::unique_ptr<Ops> make_cuda_ops(int device, AttentionChoice attention);
 // The device's PCI bus id ("0000:3B:00.0"), which names the same GPU to NVML.
 std::string cuda_pci_bus_id(int device);
 

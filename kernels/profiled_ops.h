@@ -4,7 +4,7 @@
 // little more than an unprofiled step). Each record also carries the op's FLOPs and the least
 // bytes it must move, so the caller can set the time against its floor on a device
 // (bench/step_benchmark.cpp --profile). Memory management (allocate, release, their host twins, reserve,
-// available_memory, synchronize) and the stream are forwarded without a record.
+// available_memory, synchronize), the stream and the attention's name are forwarded without a record.
 #pragma once
 
 #include <chrono>
@@ -45,6 +45,7 @@ class ProfiledOps final : public Ops {
   void* stream() const override { return inner_.stream(); }
   size_t available_memory() const override { return inner_.available_memory(); }
   size_t reserve(const OpLimits& limits) override { return inner_.reserve(limits); }
+  std::string attention() const override { return inner_.attention(); }
   void synchronize() override { inner_.synchronize(); }
 
   void copy_to_host(void* host, const Tensor& src) override;

@@ -21,7 +21,7 @@ class CudaAttentionDecode : public testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no GPU";
-    gpu_ = make_cuda_ops(0);
+    gpu_ = make_cuda_ops(0, AttentionChoice::Kiln);
   }
   void TearDown() override {
     for (void* p : cpu_memory_) cpu_->release(p);

@@ -1,12 +1,19 @@
 // The CUDA backend: checks shapes and dtypes, picks the element type, and launches the
 // bodies in kernels/cuda/kernels.cuh on the backend's stream. Memory comes from plain
-// cudaMalloc, once, through the arenas; matrix products go through cuBLASLt.
+// cudaMalloc, once, through the arenas; matrix products go through cuBLASLt; attention goes
+// through cuDNN's fused attention or kiln's kernels, as backend.attention says.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kernels/check.h"
+#include "kernels/cudnn_attention_support.h"
 #include "kernels/op_checks.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/kernels.cuh"
 #include "kernels/cuda/matmul.h"
 #include "kernels/ops.h"
@@ -53,18 +60,36 @@ cuda::HeadLayout head_layout(const Tensor& qkv, AttentionShape s) {
   return {qkv.shape[0], qkv.shape[1], s.n_head, s.n_kv_head, s.head_dim};
 }
 
+// Every pointer cuDNN's graphs read or write is 16-byte aligned (their tensors say so).
+bool aligned16(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
 class CudaOps final : public Ops {
  public:
-  explicit CudaOps(int device) : device_(device) {
+  CudaOps(int device, AttentionChoice attention) : device_(device), attention_(attention) {
     KILN_CUDA_CHECK(cudaSetDevice(device_));
     cudaDeviceProp prop{};
     KILN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     name_ = "cuda:" + std::to_string(device_) + " (" + prop.name + ")";
+    compute_capability_ = prop.major * 10 + prop.minor;
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     matmul_ = std::make_unique<cuda::Matmul>();
     KILN_CUDA_CHECK(cudaMalloc(&sum_result_, sizeof(double)));
+    if (attention_ != AttentionChoice::Kiln) {
+      std::string why;
+      cudnn_ = cuda::CudnnAttention::open(stream_, why);
+      KILN_CHECK(cudnn_ || attention_ == AttentionChoice::Auto,
+                 "backend.attention=cudnn: cuDNN cannot be loaded (" + why +
+                     "); put cuDNN 9's lib folder on LD_LIBRARY_PATH (docs/gpu.md), or use "
+                     "backend.attention=auto");
+      if (!cudnn_) attention_text_ = "kiln's kernels (cuDNN not loaded: " + why + ")";
+    }
   }
   ~CudaOps() override {
+    cudnn_.reset();  // its handle runs on stream_
     cudaFree(sum_result_);
     cudaFree(workspace_);
     matmul_.reset();
@@ -129,10 +154,15 @@ class CudaOps final : public Ops {
   size_t reserve(const OpLimits& limits) override {
     const cuda::HeadLayout layout{limits.micro_batch, limits.seq_len, limits.heads.n_head,
                                   limits.heads.n_kv_head, limits.heads.head_dim};
-    KILN_CHECK(cuda::attention_head_dim_supported(layout.head_dim),
-               "the CUDA attention supports head dims 32, 64, 80, 96 and 128, not " +
-                   std::to_string(layout.head_dim) + " (model.d_model / model.n_head)");
-    const size_t bytes = cuda::attention_backward_workspace_bytes(layout);
+    size_t bytes = 0;
+    // Kiln's kernels run every call under kiln and the calls cuDNN does not take under auto.
+    if (attention_ != AttentionChoice::Cudnn) {
+      KILN_CHECK(cuda::attention_head_dim_supported(layout.head_dim),
+                 "the CUDA attention supports head dims 32, 64, 80, 96 and 128, not " +
+                     std::to_string(layout.head_dim) + " (model.d_model / model.n_head)");
+      bytes = cuda::attention_backward_workspace_bytes(layout);
+    }
+    if (cudnn_) bytes = std::max(bytes, reserve_cudnn(layout, limits.dtype));
     if (bytes > workspace_bytes_) {
       cudaFree(workspace_);
       workspace_ = allocate(bytes);
@@ -140,6 +170,8 @@ class CudaOps final : public Ops {
     }
     return workspace_bytes_ + matmul_->workspace_bytes();
   }
+
+  std::string attention() const override { return attention_text_; }
 
   void synchronize() override { KILN_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
@@ -352,6 +384,10 @@ class CudaOps final : public Ops {
                "attention_forward: output shapes");
     const int32_t* starts =
         per_token(key_starts, layout.batch, layout.seq, "attention_forward", "key_starts");
+    if (use_cudnn(layout, qkv.dtype, starts != nullptr, {out.data, lse.data, qkv.data})) {
+      cudnn_->forward(out.data, ptr<float>(lse), qkv.data, layout, qkv.dtype, workspace_);
+      return;
+    }
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
       cuda::attention_forward(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), starts, layout,
@@ -364,10 +400,16 @@ class CudaOps final : public Ops {
     const cuda::HeadLayout layout = head_layout(qkv, s);
     check_same_shape(dqkv, qkv, "attention_backward");
     check_same_shape(dout, out, "attention_backward");
-    KILN_CHECK(cuda::attention_backward_workspace_bytes(layout) <= workspace_bytes_,
-               "attention_backward: reserve() was not called for this shape");
     const int32_t* starts =
         per_token(key_starts, layout.batch, layout.seq, "attention_backward", "key_starts");
+    if (use_cudnn(layout, qkv.dtype, starts != nullptr,
+                  {dqkv.data, dout.data, qkv.data, out.data, lse.data})) {
+      cudnn_->backward(dqkv.data, dout.data, qkv.data, out.data, ptr<float>(lse), layout,
+                       qkv.dtype, workspace_);
+      return;
+    }
+    KILN_CHECK(cuda::attention_backward_workspace_bytes(layout) <= workspace_bytes_,
+               "attention_backward: reserve() was not called for this shape");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
       cuda::attention_backward(ptr<T>(dqkv), ptr<T>(dout), ptr<T>(qkv), ptr<T>(out),
@@ -445,6 +487,56 @@ class CudaOps final : public Ops {
       cuda::rope(ptr<T>(qkv), ptr<float>(table), position_ids, layout, inverse, stream_);
     });
   }
+  CudnnAttentionCase cudnn_case(const cuda::HeadLayout& layout, DType dtype,
+                                bool key_starts) const {
+    CudnnAttentionCase c;
+    c.dtype = dtype;
+    c.seq = layout.seq;
+    c.n_head = layout.n_head;
+    c.n_kv_head = layout.n_kv_head;
+    c.head_dim = layout.head_dim;
+    c.key_starts = key_starts;
+    c.compute_capability = compute_capability_;
+    c.cudnn_version = cudnn_->version();
+    return c;
+  }
+  // Plans cuDNN's attention at the run's largest shape and returns the workspace it needs
+  // (0 where kiln's kernels will run); backend.attention=cudnn refuses a shape cuDNN lacks.
+  size_t reserve_cudnn(const cuda::HeadLayout& layout, DType dtype) {
+    const std::string version = "cuDNN " + cudnn_version_text(cudnn_->version());
+    std::string why = cudnn_attention_unsupported(cudnn_case(layout, dtype, false));
+    std::optional<size_t> bytes;
+    if (why.empty()) {
+      bytes = cudnn_->prepare(layout, dtype, why);
+      if (!bytes) why = "this shape (" + why + ")";
+    }
+    const std::string lacks = version + "'s fused attention does not support " + why;
+    KILN_CHECK(bytes || attention_ == AttentionChoice::Auto,
+               "backend.attention=cudnn: " + lacks + "; use backend.attention=auto or kiln");
+    attention_text_ = bytes ? version + " fused flash attention" : "kiln's kernels (" + lacks + ")";
+    return bytes.value_or(0);
+  }
+  // Whether cuDNN computes this attention call: under auto, every call it supports whose plan
+  // fits the workspace reserve() made; under cudnn, every call, or a clear error.
+  bool use_cudnn(const cuda::HeadLayout& layout, DType dtype, bool key_starts,
+                 std::initializer_list<const void*> pointers) {
+    if (!cudnn_) return false;
+    std::string why = cudnn_attention_unsupported(cudnn_case(layout, dtype, key_starts));
+    if (why.empty() && !aligned16(pointers)) why = "tensors that are not 16-byte aligned";
+    if (why.empty()) {
+      const std::optional<size_t> bytes = cudnn_->prepare(layout, dtype, why);
+      if (bytes) {
+        if (*bytes <= workspace_bytes_) return true;
+        KILN_CHECK(attention_ == AttentionChoice::Auto,
+                   "attention: reserve() was not called for this shape");
+        return false;
+      }
+      why = "this shape (" + why + ")";
+    }
+    KILN_CHECK(attention_ == AttentionChoice::Auto,
+               "backend.attention=cudnn: cuDNN's fused attention does not support " + why);
+    return false;
+  }
   static void check_loss_shapes(const Tensor& logits, const Tensor& targets, int64_t vocab) {
     KILN_CHECK(targets.dtype == DType::I32 && targets.numel() == logits.shape.rows() &&
                    vocab <= logits.shape.cols(),
@@ -453,6 +545,10 @@ class CudaOps final : public Ops {
 
   int device_;
   std::string name_;
+  AttentionChoice attention_;
+  int compute_capability_ = 0;
+  std::unique_ptr<cuda::CudnnAttention> cudnn_;  // null unless cuDNN loaded
+  std::string attention_text_ = "kiln's kernels";
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Matmul> matmul_;
   void* sum_result_ = nullptr;
@@ -472,7 +568,9 @@ int cuda_device_count() {
   return count;
 }
 
-std::unique_ptr<Ops> make_cuda_ops(int device) { return std::make_unique<CudaOps>(device); }
+std::unique_ptr<Ops> make_cuda_ops(int device, AttentionChoice attention) {
+  return std::make_unique<CudaOps>(device, attention);
+}
 
 std::string cuda_pci_bus_id(int device) {
   char id[32] = {};

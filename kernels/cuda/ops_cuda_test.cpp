@@ -27,7 +27,8 @@ class CudaOps : public testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no GPU";
-    gpu_ = make_cuda_ops(0);
+    // Kiln's attention kernels; cuDNN's have cudnn_attention_cuda_test.cpp.
+    gpu_ = make_cuda_ops(0, AttentionChoice::Kiln);
   }
   void TearDown() override {
     for (void* p : cpu_memory_) cpu_->release(p);

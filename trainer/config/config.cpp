@@ -102,6 +102,7 @@ void for_each_field(C& c, F&& f) {
 
   f("backend", "device", c.backend.device);
   f("backend", "threads", c.backend.threads);
+  f("backend", "attention", c.backend.attention);
 
   f("store", "path", c.store.path);
 }
@@ -508,6 +509,23 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
   }
 }
 
+// What backend.attention=cudnn cannot do, known from the config alone; the shapes and the
+// GPU are checked when the CUDA backend starts (kernels/cudnn_attention_support.h).
+void validate_attention(const Config& c) {
+  one_of("backend.attention", c.backend.attention, {"auto", "cudnn", "kiln"});
+  if (c.backend.attention != "cudnn") return;
+  if (c.backend.device == "cpu")
+    fail("config: backend.attention=cudnn needs backend.device=cuda; the CPU backend computes "
+         "attention with kiln's kernels");
+  if (c.precision.dtype == "fp32")
+    fail("config: backend.attention=cudnn needs precision.dtype=bf16 or fp16; cuDNN's fused "
+         "attention has no fp32 kernels");
+  if (c.data.reset_attention_mask)
+    fail("config: backend.attention=cudnn cannot reset attention at document boundaries "
+         "(data.reset_attention_mask=true); use backend.attention=auto, which computes those "
+         "rows with kiln's kernels");
+}
+
 void validate(const Config& c) {
   validate_model(c.model);
   validate_moe(c.model.moe, c.model);
@@ -517,6 +535,7 @@ void validate(const Config& c) {
   one_of("precision.dtype", c.precision.dtype, {"fp32", "bf16", "fp16"});
   one_of("backend.device", c.backend.device, {"cpu", "cuda", "auto"});
   at_least("backend.threads", c.backend.threads, 0);
+  validate_attention(c);
 }
 
 // nlohmann prefixes "[json.exception.parse_error.101] "; the rest is the useful part.

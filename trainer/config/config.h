@@ -133,6 +133,9 @@ struct PrecisionConfig {
 struct BackendConfig {
   std::string device = "auto";  // cpu | cuda | auto
   int threads = 0;              // 0: every core
+  // CUDA attention kernels: auto (cuDNN's fused attention where it loads and supports the
+  // call, else kiln's) | cudnn | kiln. The CPU backend runs kiln's and refuses cudnn.
+  std::string attention = "auto";
 };
 
 struct StoreConfig {

@@ -202,6 +202,15 @@ TEST(Config, EveryValidationRuleNamesItsKey) {
       {{"precision.dtype=fp8"}, "precision.dtype must be one of fp32, bf16, fp16"},
       {{"backend.device=tpu"}, "backend.device must be one of cpu, cuda, auto"},
       {{"backend.threads=-1"}, "backend.threads must be >= 0"},
+      {{"backend.attention=flash"}, "backend.attention must be one of auto, cudnn, kiln, got \"flash\""},
+      {{"backend.attention=cudnn", "backend.device=cpu"},
+       "backend.attention=cudnn needs backend.device=cuda; the CPU backend computes attention "
+       "with kiln's kernels"},
+      {{"backend.attention=cudnn", "backend.device=cuda"},
+       "backend.attention=cudnn needs precision.dtype=bf16 or fp16"},
+      {{"precision.dtype=bf16", "data.reset_attention_mask=true", "backend.attention=cudnn"},
+       "backend.attention=cudnn cannot reset attention at document boundaries "
+       "(data.reset_attention_mask=true); use backend.attention=auto"},
   };
   for (const Rule& rule : rules) {
     SCOPED_TRACE(rule.overrides.back());
@@ -318,12 +327,25 @@ TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
       {"model", 13}, {"train", 24}, {"data", 7}, {"parallel", 10},
-      {"precision", 1}, {"backend", 2}, {"store", 1}};
+      {"precision", 1}, {"backend", 3}, {"store", 1}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
   EXPECT_EQ(j["train"]["adam_eps"], 1e-8);
   EXPECT_EQ(j["data"]["paths"], json::array());
   EXPECT_EQ(j["parallel"]["device_comm"], "auto");
+  EXPECT_EQ(j["backend"]["attention"], "auto");
+}
+
+TEST(Config, AttentionKernelsAreChosenByName) {
+  EXPECT_EQ(with({}).backend.attention, "auto");
+  EXPECT_EQ(with({"backend.attention=kiln"}).backend.attention, "kiln");
+  // cuDNN needs a GPU and bf16 or fp16; document resets need auto (or kiln).
+  EXPECT_EQ(with({"backend.attention=cudnn", "precision.dtype=bf16"}).backend.attention, "cudnn");
+  EXPECT_EQ(with({"backend.attention=cudnn", "backend.device=cuda", "precision.dtype=fp16"})
+                .backend.attention,
+            "cudnn");
+  EXPECT_EQ(with({"backend.attention=auto", "data.reset_attention_mask=true"}).backend.attention,
+            "auto");
 }
 
 TEST(Config, PaddedVocab) {

@@ -42,7 +42,7 @@ TEST_P(GpuDecoder, LogitsMatchTheCpuAtEveryStep) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no GPU";
   const Case c = GetParam();
   auto cpu_ops = make_cpu_ops(2);
-  auto gpu_ops = make_cuda_ops(0);
+  auto gpu_ops = make_cuda_ops(0, AttentionChoice::Auto);
   GptModel cpu(decoder_model(c.arch), 1, *cpu_ops, DType::F32);
   GptModel gpu(decoder_model(c.arch), 1, *gpu_ops, c.dtype);
   gpu.init_parameters(23);

@@ -35,7 +35,8 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DTy
   recomputed_.check_complete();
   const int tp = split_.tp();
   workspace_bytes_ = ops_.reserve({micro_batch_, config_.seq_len,
-                                   {config_.n_head / tp, config_.kv_heads() / tp, config_.head_dim()}});
+                                   {config_.n_head / tp, config_.kv_heads() / tp, config_.head_dim()},
+                                   dtype_});
   if (config_.is_llama()) fill_rope_table();
   batch_.assign(static_cast<size_t>(slots_), Batch{});
   target_count_.assign(static_cast<size_t>(slots_), 0);

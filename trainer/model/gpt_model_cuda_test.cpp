@@ -36,7 +36,7 @@ TEST_P(GpuModelParity, LossAndGradientsMatchTheCpu) {
   const Case c = GetParam();
   const ModelConfig config = small_model(c.arch);
   auto cpu_ops = make_cpu_ops(2);
-  auto gpu_ops = make_cuda_ops(0);
+  auto gpu_ops = make_cuda_ops(0, AttentionChoice::Auto);
   GptModel cpu(config, 2, *cpu_ops, DType::F32);
   GptModel gpu(config, 2, *gpu_ops, c.dtype);
   gpu.init_parameters(11);

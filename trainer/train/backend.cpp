@@ -11,16 +11,25 @@ namespace kiln {
 
 namespace {
 
-std::unique_ptr<Ops> make_gpu_ops(int gpu) {
+AttentionChoice attention_choice(const std::string& attention) {
+  if (attention == "cudnn") return AttentionChoice::Cudnn;
+  if (attention == "kiln") return AttentionChoice::Kiln;
+  KILN_CHECK(attention == "auto", "backend.attention must be one of auto, cudnn, kiln, got \"" +
+                                      attention + "\"");
+  return AttentionChoice::Auto;
+}
+
+std::unique_ptr<Ops> make_gpu_ops(int gpu, const std::string& attention) {
 #ifdef KILN_HAVE_CUDA
   if (cuda_device_count() == 0)
     fail("backend.device=cuda: no CUDA GPU is visible to this process (check nvidia-smi and "
          "CUDA_VISIBLE_DEVICES), or use backend.device=cpu");
   KILN_CHECK(gpu >= 0 && gpu < cuda_device_count(), "no GPU " + std::to_string(gpu) + " among the " +
                                                         std::to_string(cuda_device_count()) + " visible");
-  return make_cuda_ops(gpu);
+  return make_cuda_ops(gpu, attention_choice(attention));
 #else
   (void)gpu;
+  (void)attention;
   fail("backend.device=cuda: this build has no CUDA backend (configure with nvcc on the PATH "
        "and -DKILN_CUDA=ON), or use backend.device=cpu");
 #endif
@@ -62,7 +71,10 @@ bool uses_gpu(const BackendConfig& backend) {
 }
 
 std::unique_ptr<Ops> make_ops(const Config& config, int gpu) {
-  if (uses_gpu(config.backend)) return make_gpu_ops(gpu);
+  if (uses_gpu(config.backend)) return make_gpu_ops(gpu, config.backend.attention);
+  if (config.backend.attention == "cudnn")
+    fail("backend.attention=cudnn needs a CUDA GPU, and backend.device=" + config.backend.device +
+         " runs on the CPU, whose attention is kiln's kernels; use backend.attention=auto");
   if (config.precision.dtype != "fp32")
     fail("precision.dtype=" + config.precision.dtype +
          " needs backend.device=cuda; the CPU backend trains in fp32");

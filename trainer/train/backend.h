@@ -1,5 +1,5 @@
-// Picks the op backend for a run from backend.device and precision.dtype, refusing
-// combinations this build cannot run with one clear message.
+// Picks the op backend for a run from backend.device, backend.attention and precision.dtype,
+// refusing combinations this build cannot run with one clear message.
 #pragma once
 
 #include <cstdio>
@@ -11,8 +11,8 @@
 
 namespace kiln {
 
-// A GPU backend on device `gpu` (an index among the visible GPUs) or the CPU backend, as
-// backend.device says.
+// A GPU backend on device `gpu` (an index among the visible GPUs), its attention kernels as
+// backend.attention says, or the CPU backend, as backend.device says.
 std::unique_ptr<Ops> make_ops(const Config& config, int gpu);
 // Whether backend.device asks for a GPU: cuda, or auto where one is visible.
 bool uses_gpu(const BackendConfig& backend);

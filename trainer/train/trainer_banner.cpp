@@ -1,5 +1,5 @@
-// What a run prints before step 1: the model, the backend and batch, how it is split over
-// the ranks, the data, and the memory of every arena.
+// What a run prints before step 1: the model, the backend and batch, the attention kernels,
+// how it is split over the ranks, the data, and the memory of every arena.
 #include <fmt/core.h>
 
 #include "store/human_format.h"
@@ -24,6 +24,16 @@ void Trainer::print_start(const std::string& data_notes) {
                                 : std::string(),
              static_cast<int64_t>(t.global_batch) * m.seq_len, t.steps);
   print_gpus();
+  // On the CPU attention is always kiln's; a GPU says what backend.attention chose.
+  if (ops_->device() == Device::Cuda) {
+    const std::string attention = ops_->attention();
+    const bool resets_on_kiln = config_.data.reset_attention_mask && attention.rfind("cuDNN", 0) == 0;
+    fmt::print(out_, "kiln: attention (backend.attention={}): {}{}\n", config_.backend.attention,
+               attention,
+               resets_on_kiln ? "; rows with document resets (data.reset_attention_mask) run "
+                                "kiln's kernels"
+                              : "");
+  }
   if (layout_.tp() > 1)
     fmt::print(out_, "kiln: tensor-parallel over {} ranks: each holds {} of {} heads, {} of {} "
                      "hidden units and {} of {} vocabulary rows{}\n",
