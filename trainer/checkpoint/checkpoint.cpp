@@ -78,6 +78,27 @@ json write_text(const std::string& path, const std::string& text) {
   return {{"bytes", file.bytes()}, {"sha256", file.sha256()}};
 }
 
+// {"3": [...]}: JSON keys are strings.
+json expert_bias_to_json(const std::map<int, std::vector<double>>& bias) {
+  json j = json::object();
+  for (const auto& [layer, values] : bias) j[std::to_string(layer)] = values;
+  return j;
+}
+
+std::map<int, std::vector<double>> expert_bias_from_json(const json& j, const std::string& file) {
+  std::map<int, std::vector<double>> bias;
+  for (const auto& [layer, values] : j.items()) {
+    const bool number = !layer.empty() && layer.size() <= 6 &&
+                        std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; });
+    std::vector<double> v = values.get<std::vector<double>>();
+    if (!number || !std::all_of(v.begin(), v.end(), [](double b) { return std::isfinite(b); }))
+      fail("checkpoint: " + file + " is damaged: the selection bias of layer " + layer +
+           " is not a list of numbers under a layer number");
+    bias[std::stoi(layer)] = std::move(v);
+  }
+  return bias;
+}
+
 json state_to_json(const TrainingState& s) {
   return {{"format", kFormat},
           {"version", kVersion},
@@ -92,7 +113,8 @@ json state_to_json(const TrainingState& s) {
             {"skipped", s.loss_scaler.skipped}}},
           {"run_name", s.run_name},
           {"layout", s.layout},
-          {"config", s.config}};
+          {"config", s.config},
+          {"expert_bias", expert_bias_to_json(s.expert_bias)}};
 }
 
 // "step-" and at least 8 digits, as checkpoints are named.
@@ -133,6 +155,8 @@ TrainingState state_from_json(const json& j, const std::string& file) {
     s.run_name = j.at("run_name").get<std::string>();
     s.layout = j.at("layout").get<std::string>();
     s.config = j.at("config");
+    // Written since MoE layers came; older checkpoints have no selection bias.
+    if (j.contains("expert_bias")) s.expert_bias = expert_bias_from_json(j.at("expert_bias"), file);
     check_state(s, file);
     return s;
   } catch (const json::exception& e) {
@@ -306,6 +330,9 @@ void Checkpoint::load_parameters(GptModel& model, Ops& ops) const {
   for (const Parameter& p : params.all())
     load_piece(ops, p.value, p, from_master ? *optimizer_ : *model_,
               (from_master ? "master." : "") + p.name);
+  // The selection bias picks the experts a token takes, at inference as in training.
+  for (const auto& [layer, bias] : state_.expert_bias)
+    if (MoeMlp* experts = model.experts(layer)) experts->set_bias(bias);
 }
 
 std::string find_checkpoint(const std::string& spec, const std::string& checkpoint_dir) {

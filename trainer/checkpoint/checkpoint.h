@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct TrainingState {
   std::string run_name;
   std::string layout;
   nlohmann::json config;        // the resolved run config
+  // Aux-loss-free balancing's selection bias of each MoE layer (docs/moe.md): empty when
+  // moe.bias_update_rate is 0.
+  std::map<int, std::vector<double>> expert_bias;
 };
 
 struct WrittenCheckpoint {

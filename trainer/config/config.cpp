@@ -415,6 +415,9 @@ std::vector<int> parse_layer_list(const std::string& text, int n_layer) {
 void validate_moe(const MoeConfig& e, const ModelConfig& m) {
   at_least("moe.num_experts", e.num_experts, 0);
   if (!e.enabled()) return;
+  // The run store keeps at most this many experts' loads a layer (store/types.h).
+  if (e.num_experts > 1024)
+    fail("config: moe.num_experts=" + show(e.num_experts) + " is more than the 1024 a layer kiln records");
   at_least("moe.top_k", e.top_k, 1);
   if (e.top_k > e.num_experts)
     fail("config: moe.top_k=" + show(e.top_k) + " is more than moe.num_experts=" + show(e.num_experts));

@@ -134,8 +134,9 @@ struct BackendConfig {
   std::string device = "auto";  // cpu | cuda | auto
   int threads = 0;              // 0: every core
   // CUDA attention kernels: auto (cuDNN's fused attention where it loads and supports the
-  // call, else kiln's) | cudnn | kiln. The CPU backend runs kiln's and refuses cudnn.
-  std::string attention = "auto";
+  // call, else kiln's) | cudnn | kiln. The CPU backend runs kiln's and refuses cudnn. kiln's
+  // by default while the cuDNN path waits for its first run of the GPU suite (docs/gpu.md).
+  std::string attention = "kiln";
 };
 
 struct StoreConfig {

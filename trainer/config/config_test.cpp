@@ -326,18 +326,18 @@ TEST(Config, RoundTrips) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 13}, {"train", 24}, {"data", 7}, {"parallel", 10},
+      {"model", 13}, {"moe", 14}, {"train", 24}, {"data", 7}, {"parallel", 10},
       {"precision", 1}, {"backend", 3}, {"store", 1}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
   EXPECT_EQ(j["train"]["adam_eps"], 1e-8);
   EXPECT_EQ(j["data"]["paths"], json::array());
   EXPECT_EQ(j["parallel"]["device_comm"], "auto");
-  EXPECT_EQ(j["backend"]["attention"], "auto");
+  EXPECT_EQ(j["backend"]["attention"], "kiln");
 }
 
 TEST(Config, AttentionKernelsAreChosenByName) {
-  EXPECT_EQ(with({}).backend.attention, "auto");
+  EXPECT_EQ(with({}).backend.attention, "kiln");
   EXPECT_EQ(with({"backend.attention=kiln"}).backend.attention, "kiln");
   // cuDNN needs a GPU and bf16 or fp16; document resets need auto (or kiln).
   EXPECT_EQ(with({"backend.attention=cudnn", "precision.dtype=bf16"}).backend.attention, "cudnn");
@@ -465,6 +465,33 @@ TEST(Config, ShippedConfigsHaveThePublishedShapes) {
       EXPECT_DOUBLE_EQ(m.rope_theta, 500000.0);
     }
   }
+}
+
+TEST(Config, MixtureOfExpertsKeysAreChecked) {
+  const Config c = with({"moe.num_experts=8", "moe.top_k=2", "moe.layer_freq=2"});
+  EXPECT_TRUE(c.model.moe.enabled());
+  EXPECT_TRUE(c.model.moe.is_moe_layer(0));
+  EXPECT_FALSE(c.model.moe.is_moe_layer(1));
+  EXPECT_EQ(c.model.expert_ffn_dim(), c.model.ffn_dim());
+  const Config listed = with({"moe.num_experts=4", "moe.layers=1, 0"});
+  EXPECT_TRUE(listed.model.moe.is_moe_layer(1));
+  EXPECT_TRUE(listed.model.moe.is_moe_layer(0));
+  EXPECT_FALSE(with({}).model.moe.is_moe_layer(0));
+  EXPECT_EQ(error_of({"moe.num_experts=4", "moe.top_k=5"}),
+            "config: moe.top_k=5 is more than moe.num_experts=4");
+  EXPECT_EQ(error_of({"moe.num_experts=4", "moe.layers=0,2"}),
+            "config: moe.layers must list layer numbers from 0 to model.n_layer - 1 = 1 "
+            "separated by commas, got \"0,2\"");
+  EXPECT_EQ(error_of({"moe.num_experts=4", "moe.score=relu"}),
+            "config: moe.score must be one of softmax, sigmoid, got \"relu\"");
+  EXPECT_EQ(error_of({"moe.num_experts=4", "moe.pad_to_capacity=true"}),
+            "config: moe.pad_to_capacity needs moe.capacity_factor > 0 (dropless experts have no "
+            "capacity)");
+  EXPECT_EQ(error_of({"moe.num_experts=4", "parallel.tp=2"}),
+            "config: moe.num_experts with parallel.tp=2 is not supported yet: MoE layers train "
+            "with data and pipeline parallelism");
+  EXPECT_EQ(error_of({"model.num_experts=4"}),
+            "config: unknown key model.num_experts (did you mean moe.num_experts?)");
 }
 
 }  // namespace

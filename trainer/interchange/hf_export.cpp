@@ -19,6 +19,9 @@ HfExportSummary export_hf(const std::string& checkpoint_path, const std::string&
   const Checkpoint checkpoint(checkpoint_path);
   const Config config = config_from_json(checkpoint.state().config);
   const ModelConfig& m = config.model;
+  if (m.moe.enabled())
+    fail("export: " + checkpoint_path + " is a mixture-of-experts model; --format hf exports "
+         "dense GPT-2 and Llama models only");
   const SafetensorsFile& weights = checkpoint.model_file();
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.data.tokenizer);
   summary.arch = m.arch;

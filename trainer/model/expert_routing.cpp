@@ -177,4 +177,12 @@ std::vector<double> route_backward(const MoeConfig& moe, const ExpertRouting& r,
   return d_logits;
 }
 
+void move_selection_bias(std::vector<double>& bias, const std::vector<int64_t>& routed, double rate) {
+  const double mean = std::accumulate(routed.begin(), routed.end(), 0.0) / static_cast<double>(routed.size());
+  for (size_t e = 0; e < bias.size(); ++e) {
+    const double load = static_cast<double>(routed[e]);
+    bias[e] += load < mean ? rate : load > mean ? -rate : 0.0;
+  }
+}
+
 }  // namespace kiln

@@ -61,4 +61,8 @@ std::vector<double> route_backward(const MoeConfig& moe, const ExpertRouting& ro
                                    const std::vector<double>& logits,
                                    const std::vector<double>& d_gate, double loss_weight);
 
+// Aux-loss-free balancing (DeepSeek-V3): each expert's selection bias moves by `rate` up when
+// it took fewer than the mean of `routed` choices, down when more.
+void move_selection_bias(std::vector<double>& bias, const std::vector<int64_t>& routed, double rate);
+
 }  // namespace kiln

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "kernels/check.h"
 #include "trainer/memory/host_copy.h"
@@ -229,15 +228,6 @@ ExpertLoadSum MoeMlp::take_load() {
   ExpertLoadSum taken = load_;
   load_ = ExpertLoadSum{std::vector<int64_t>(bias_.size(), 0), std::vector<int64_t>(bias_.size(), 0)};
   return taken;
-}
-
-void MoeMlp::update_bias(const std::vector<int64_t>& routed) {
-  if (moe_.bias_update_rate <= 0) return;
-  const double mean = std::accumulate(routed.begin(), routed.end(), 0.0) / static_cast<double>(routed.size());
-  for (size_t e = 0; e < bias_.size(); ++e) {
-    const double load = static_cast<double>(routed[e]);
-    bias_[e] += load < mean ? moe_.bias_update_rate : load > mean ? -moe_.bias_update_rate : 0.0;
-  }
 }
 
 void MoeMlp::set_bias(const std::vector<double>& bias) {

@@ -11,7 +11,7 @@
 // Experts' weights are stacked: fc [E * fc_width, C] and proj [E * C, F], expert e owning
 // rows [e * width, (e + 1) * width), as one parameter each, so an expert-parallel rank holds
 // a contiguous slice. The selection bias of aux-loss-free balancing is host state that the
-// trainer moves after each step and checkpoints save.
+// trainer moves after each step (move_selection_bias) and checkpoints save.
 #pragma once
 
 #include <string>
@@ -68,9 +68,7 @@ class MoeMlp {
   // The routing of the slot's last forward.
   const ExpertRouting& routing(int slot) const { return routing_[static_cast<size_t>(slot)]; }
   ExpertLoadSum take_load();
-  // Aux-loss-free balancing: every expert's selection bias moves by moe.bias_update_rate
-  // towards the mean of `routed` (the step's choices per expert over every replica).
-  void update_bias(const std::vector<int64_t>& routed);
+  // Aux-loss-free balancing's selection bias (expert_routing.h), which the trainer moves.
   const std::vector<double>& bias() const { return bias_; }
   void set_bias(const std::vector<double>& bias);
 

@@ -11,10 +11,19 @@ int64_t flops_parameter_count(const ModelConfig& m) {
   // [out] on GPT-2).
   const int64_t norm = llama ? d : 2 * d;
   const auto linear = [&](int64_t in, int64_t out) { return in * out + (llama ? 0 : out); };
-  const int64_t layer = norm + linear(d, qkv) + linear(width, d) + norm + linear(d, fc) +
-                        linear(f, d);
+  const int64_t attention = norm + linear(d, qkv) + linear(width, d) + norm;
+  const int64_t dense_mlp = linear(d, fc) + linear(f, d);
+  // An MoE layer's active parameters (Megatron's convention for MoE MFU): the router, the
+  // top_k experts a token takes and the shared experts.
+  const int64_t ef = m.expert_ffn_dim(), gated = llama ? 2 : 1;
+  const int64_t expert = linear(d, gated * ef) + linear(ef, d);
+  const int64_t shared = int64_t{m.moe.shared_experts} * ef;
+  const int64_t moe_mlp = int64_t{m.moe.num_experts} * d + int64_t{m.moe.top_k} * expert +
+                          (shared > 0 ? linear(d, gated * shared) + linear(shared, d) : 0);
+  int64_t layers = 0;
+  for (int l = 0; l < m.n_layer; ++l) layers += attention + (m.moe.is_moe_layer(l) ? moe_mlp : dense_mlp);
   const int64_t head = int64_t{m.vocab_size} * d;
-  return m.n_layer * layer + norm + head;
+  return layers + norm + head;
 }
 
 int64_t model_flops_per_token(const ModelConfig& m) {

@@ -82,6 +82,35 @@ TEST(Flops, CountMatchesTheModelsParameters) {
   }
 }
 
+TEST(Flops, AnMoeLayerCountsTheExpertsATokenTakes) {
+  for (const bool llama : {false, true}) {
+    ModelConfig m;
+    m.arch = llama ? "llama" : "gpt2";
+    m.n_layer = 2;
+    m.n_head = 4;
+    m.n_kv_head = llama ? 2 : 0;
+    m.d_model = 32;
+    m.vocab_size = 61;
+    m.seq_len = 16;
+    m.tie_embeddings = true;
+    m.make_vocab_size_divisible_by = 8;
+    m.moe.num_experts = 3;
+    m.moe.top_k = 3;  // every expert active: the count is every parameter's
+    m.moe.ffn_hidden = 20;
+    m.moe.shared_experts = 1;
+    m.moe.layer_freq = 2;  // layer 0 only
+    auto ops = make_cpu_ops(1);
+    GptModel model(m, 1, *ops);
+    int64_t all = model.parameters().count();
+    if (!llama) all -= int64_t{m.seq_len} * m.d_model;  // wpe
+    EXPECT_EQ(flops_parameter_count(m), all) << m.arch;
+    // One expert of three active: two experts' products fewer.
+    const int64_t expert = (llama ? 2 : 1) * 20 * 32 + 20 * 32 + (llama ? 0 : 20 + 32);
+    m.moe.top_k = 1;
+    EXPECT_EQ(flops_parameter_count(m), all - 2 * expert) << m.arch;
+  }
+}
+
 TEST(Flops, PeakAndUtilisation) {
   EXPECT_EQ(peak_bf16_flops("cuda:0 (NVIDIA H100 80GB HBM3)"), 989e12);
   EXPECT_EQ(peak_bf16_flops("NVIDIA H200"), 989e12);

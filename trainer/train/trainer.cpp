@@ -266,7 +266,9 @@ void Trainer::train_loop(TrainSummary& summary) {
     const std::string written =
         decision.checkpoint || decision.stop ? save_checkpoint_at(step) : std::string();
     if (recorder_) record_steering(step, written);
-    if (timed || decision.stop || decision.pause || interrupted) {
+    const bool logged = timed || decision.stop || decision.pause || interrupted;
+    finish_expert_step(step, logged);
+    if (logged) {
       // The next interval starts now, so the cost of reporting this one (printing, handing
       // rows to the store) counts in it and not nowhere.
       const Clock::time_point now = Clock::now();

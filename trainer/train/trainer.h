@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -121,6 +122,12 @@ class Trainer {
   void reduce_gradients(StepTimes& times);
   // Every rank's row of a logged step, gathered to rank 0, which hands them to the store.
   void record_step(store::MetricRow row);
+  // After each step of a model with MoE layers: their routing over the step, summed over
+  // every rank, moves the aux-loss-free selection bias and, on a logged step, goes to the
+  // store (trainer_experts.cpp). Collective over the world when it communicates.
+  void finish_expert_step(int64_t step, bool logged);
+  // Hands expert_bias_ to this rank's MoE layers.
+  void apply_expert_bias();
   bool is_first_rank() const { return world_.rank() == 0; }
   // Picks this rank's GPU, makes the ops, and on a GPU the device communicator.
   void start_backend();
@@ -181,6 +188,9 @@ class Trainer {
   // pauses): left out of its tokens/s, as Megatron's timers leave them out.
   double not_training_s_ = 0;
   double lr_scale_ = 1;  // `kiln runs set`: the schedule times this
+  // Every MoE layer's selection bias (this rank's layers and the others'), by layer: the
+  // same on every rank, moved by the world's counts, so rank 0 checkpoints all of it.
+  std::map<int, std::vector<double>> expert_bias_;
   int64_t model_flops_per_token_ = 0;
   double peak_flops_ = 0;  // 0: unknown device, no MFU
 };

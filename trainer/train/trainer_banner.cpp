@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include "store/human_format.h"
+#include "trainer/train/flops.h"
 #include "trainer/train/trainer.h"
 
 namespace kiln {
@@ -17,6 +18,20 @@ void Trainer::print_start(const std::string& data_notes) {
                    "vocab {} (padded {}), seq_len {}\n",
              m.arch, m.n_layer, m.d_model, m.n_head, m.kv_heads(), parameters / 1e6, m.vocab_size,
              m.padded_vocab(), m.seq_len);
+  if (m.moe.enabled()) {
+    int moe_layers = 0;
+    for (int l = 0; l < m.n_layer; ++l) moe_layers += m.moe.is_moe_layer(l);
+    const MoeConfig& e = m.moe;
+    fmt::print(out_, "kiln: mixture of experts in {} of {} layers: {} experts of width {}, top {} "
+                     "({} scores{}){}, {}; {:.2f}M parameters active per token\n",
+               moe_layers, m.n_layer, e.num_experts, m.expert_ffn_dim(), e.top_k, e.score,
+               e.normalize_top_k ? ", normalised" : "",
+               e.shared_experts > 0 ? fmt::format(", {} shared", e.shared_experts) : "",
+               e.capacity_factor > 0 ? fmt::format("capacity factor {:g}, drops by {}{}", e.capacity_factor,
+                                                   e.drop_policy, e.pad_to_capacity ? ", padded" : "")
+                                     : "dropless",
+               static_cast<double>(flops_parameter_count(m)) / 1e6);
+  }
   fmt::print(out_, "kiln: {}, {}; global batch {} = {} micro-batches of {}{}, {} tokens a step, {} "
                    "steps\n",
              ops_->name(), config_.precision.dtype, t.global_batch, accum_, t.micro_batch,

@@ -43,6 +43,7 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   state.run_name = run_name_;
   state.layout = layout_.name();
   state.config = config_to_json(config_);
+  state.expert_bias = expert_bias_;
   const int keep = config_.train.checkpoint_keep;
   const WrittenCheckpoint written =
       split ? write_checkpoint(root, state, whole.model_sources(), whole.optimizer_sources(), keep)
@@ -92,6 +93,13 @@ void Trainer::resume_from(const std::string& resume, RecordOptions& recording) {
   consumed_samples_ = state.consumed_samples;
   lr_scale_ = state.lr_scale;
   loss_scaler_.restore(state.loss_scaler);
+  for (const auto& [layer, bias] : state.expert_bias)
+    if (!config_.model.moe.is_moe_layer(layer) ||
+        bias.size() != static_cast<size_t>(config_.model.moe.num_experts))
+      fail(fmt::format("checkpoint {} holds a selection bias for layer {} of {} experts, which "
+                       "this model's moe section does not have", resume, layer, bias.size()));
+  expert_bias_ = state.expert_bias;
+  apply_expert_bias();
   // The run goes on under its own name (and in its own checkpoint folder) unless the user
   // names a new one: a fork of the run.
   if (!recording.name_given) {
