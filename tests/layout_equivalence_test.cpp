@@ -35,6 +35,15 @@ void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
 const std::string kLlama =
     " --set model.arch=llama --set model.n_kv_head=2 --set model.d_ff=48";
 
+// Llama with a mixture of experts in both layers, every balancing option on.
+const std::string kMoe = kLlama +
+    " --set moe.num_experts=4 --set moe.top_k=2 --set moe.ffn_hidden=24 --set moe.z_loss_coeff=0.001"
+    " --set moe.bias_update_rate=0.001";
+// GPT-2 experts (layer 0 only) with a capacity that drops choices, and a shared expert.
+const std::string kMoeCapacity =
+    " --set moe.num_experts=4 --set moe.top_k=2 --set moe.layer_freq=2 --set moe.shared_experts=1"
+    " --set moe.capacity_factor=1.0 --set moe.drop_policy=position";
+
 // A 2-layer model, so every layout has layers to split, trained 20 steps with a loss printed
 // at each and a validation at steps 10 and 20.
 std::string equivalence_run(const std::string& prefix) {
@@ -103,6 +112,10 @@ INSTANTIATE_TEST_SUITE_P(
                " --set train.recompute=full",
                kLlama},
         Layout{"pp2", 2, " --set parallel.pp=2", ""},
+        Layout{"moe_dp2", 2, "", kMoe},
+        Layout{"moe_pp2_dp2_distributed_optimizer", 4,
+               " --set parallel.pp=2 --set parallel.distributed_optimizer=true", kMoe},
+        Layout{"moe_capacity_dp2_recompute_full", 2, " --set train.recompute=full", kMoeCapacity},
         Layout{"pp2_vpp2_interleaved", 2, " --set parallel.pp=2 --set parallel.vpp=2",
                " --set model.n_layer=4"},
         // Round a ring of 4 stages: each transfer is matched on its channel by order alone.
@@ -184,7 +197,11 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"pp2_vpp2", 2, " --set parallel.pp=2 --set parallel.vpp=2",
                            " --set model.n_layer=4"},
                     Layout{"tp2_pp2_dp2", 8, " --set parallel.tp=2 --set parallel.pp=2",
-                           " --set model.n_layer=2"}),
+                           " --set model.n_layer=2"},
+                    // The selection bias moves fast enough to change choices: the resumed
+                    // runs stay on the curve only if checkpoints carry it.
+                    Layout{"moe_pp2_dp2", 4, " --set parallel.pp=2",
+                           " --set model.n_layer=2" + kMoe + " --set moe.bias_update_rate=0.01"}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 // After one step each layout holds the single rank's gradients, tensor by tensor: AdamW's
