@@ -15,6 +15,7 @@
 
 #include "kernels/check.h"
 #include "store/commands.h"
+#include "store/expert_queries.h"
 #include "store/metric_queries.h"
 #include "store/run_queries.h"
 #include "store/sample_queries.h"
@@ -162,6 +163,37 @@ TEST(TrainStore, NoSamplesWhereEachRankHoldsPartOfTheModel) {
   const int64_t id = store::resolve_run(*db, "split");
   EXPECT_EQ(store::list_valid(*db, id).size(), 2u);
   EXPECT_TRUE(store::list_samples(*db, id, 10).empty());
+}
+
+TEST(TrainStore, AnMoeRunRecordsEveryLayersExpertLoadsFromEveryStage) {
+  // Two pipeline stages, one MoE layer each: rank 0 records the other stage's layer too.
+  const std::string dir = fresh_dir("train_store_experts");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
+  const CommandResult r = run_command(
+      mpirun_command(2) + kiln + " train --store " + path + " --name moe" + small_run(prefix) +
+      " --set model.n_layer=2 --set parallel.pp=2 --set moe.num_experts=4 --set moe.top_k=2"
+      " --set moe.capacity_factor=0.5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("kiln: mixture of experts in 2 of 2 layers: 4 experts"), std::string::npos)
+      << r.output;
+  auto db = store::open_store(path, Access::ReadOnly);
+  const int64_t id = store::resolve_run(*db, "moe");
+  EXPECT_EQ(store::expert_layers(*db, id), (std::vector<int>{0, 1}));
+  const std::vector<store::ExpertLoad> loads = store::list_expert_loads(*db, id, {});
+  ASSERT_EQ(loads.size(), 6u);  // 2 layers x steps 2, 4, 6
+  for (const store::ExpertLoad& load : loads) {
+    SCOPED_TRACE("layer " + std::to_string(load.layer) + " step " + std::to_string(load.step));
+    ASSERT_EQ(load.tokens.size(), 4u);
+    int64_t tokens = 0, dropped = 0;
+    for (int64_t t : load.tokens) tokens += t;
+    for (int64_t d : load.dropped) dropped += d;
+    EXPECT_EQ(tokens, 64 * 2);  // each of the step's 64 tokens takes 2 experts
+    // A capacity of half the even share keeps at most half the choices.
+    EXPECT_GE(dropped, 64);
+    EXPECT_GT(load.aux_loss, 0.5);
+    EXPECT_GT(load.router_entropy, 0.0);
+    EXPECT_LE(load.router_entropy, std::log(4.0) + 1e-9);
+  }
 }
 
 TEST(TrainStore, DefaultNamesAreUniqueAndATakenNameIsRefused) {
