@@ -467,6 +467,22 @@ TEST(Config, ShippedConfigsHaveThePublishedShapes) {
   }
 }
 
+TEST(Config, ShippedMoeConfigsHaveTheirExperts) {
+  const auto load = [](const char* name) { return load_config(std::string(KILN_SOURCE_DIR "/configs/") + name, {}); };
+  const ModelConfig mixtral = load("mixtral-8x1b.json").model;
+  EXPECT_EQ(mixtral.moe.num_experts, 8);
+  EXPECT_EQ(mixtral.moe.top_k, 2);
+  EXPECT_TRUE(mixtral.moe.is_moe_layer(15));
+  const ModelConfig deepseek = load("deepseek-moe-16b.json").model;
+  EXPECT_EQ(deepseek.moe.num_experts, 64);
+  EXPECT_EQ(deepseek.moe.top_k, 6);
+  EXPECT_EQ(deepseek.moe.shared_experts, 2);
+  EXPECT_EQ(deepseek.moe.score, "sigmoid");
+  EXPECT_FALSE(deepseek.moe.is_moe_layer(0));  // DeepSeek's first layer stays dense
+  EXPECT_TRUE(deepseek.moe.is_moe_layer(26));
+  EXPECT_EQ(load("moe-tiny.json").model.moe.num_experts, 8);
+}
+
 TEST(Config, MixtureOfExpertsKeysAreChecked) {
   const Config c = with({"moe.num_experts=8", "moe.top_k=2", "moe.layer_freq=2"});
   EXPECT_TRUE(c.model.moe.enabled());

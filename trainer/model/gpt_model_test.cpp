@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tests/error_of.h"
+#include "tests/model_gradients.h"
 #include "tests/small_model.h"
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
@@ -33,38 +34,12 @@ struct Batch2x6 {
 
 class ModelGradients : public testing::TestWithParam<std::string> {};
 
-// Checks 6 random elements of every parameter's gradient against finite differences of the
-// loss over the batch the model holds.
+// The gradients of the loss over the batch the model holds against finite differences.
 void expect_gradients_match_finite_differences(GptModel& model) {
   model.zero_grad();
   model.forward();
   model.backward(1.0 / static_cast<double>(model.target_count()));
-
-  Random pick(3);
-  int checked = 0;
-  double worst = 0;
-  for (const Parameter& p : model.parameters().all()) {
-    double* value = p.value.as<double>();
-    const double* grad = p.grad.as<double>();
-    const int64_t real = p.value.numel() / p.value.shape[0] * p.real_rows;
-    for (int k = 0; k < 6; ++k) {
-      const int64_t i = static_cast<int64_t>(pick.below(static_cast<uint64_t>(real)));
-      const double saved = value[i], h = 1e-5;
-      value[i] = saved + h;
-      const double up = model.forward();
-      value[i] = saved - h;
-      const double down = model.forward();
-      value[i] = saved;
-      const double numeric = (up - down) / (2 * h);
-      const double error = std::abs(numeric - grad[i]) / std::max(1e-3, std::abs(numeric));
-      worst = std::max(worst, error);
-      EXPECT_LT(error, 1e-5) << p.name << "[" << i << "] numeric " << numeric << " analytic "
-                             << grad[i];
-      ++checked;
-    }
-  }
-  EXPECT_GT(checked, 60);
-  EXPECT_LT(worst, 1e-5);
+  EXPECT_LT(test::expect_gradients_match_finite_differences(model, [&] { return model.forward(); }), 1e-5);
 }
 
 TEST_P(ModelGradients, MatchFiniteDifferences) {
@@ -251,19 +226,9 @@ TEST_P(ModelGradients, TinyModelOverfitsOneBatch) {
   m.d_model = 32;
   GptModel model(m, 2, *ops);
   model.init_parameters(1);
-  TrainConfig train;
-  train.weight_decay = 0;
-  AdamW optimizer(train, model.parameters(), *ops);
   const Batch2x6 batch;
   model.set_batch(batch.tokens.data(), batch.targets.data(), 2, 6);
-  double loss = 0;
-  for (int step = 0; step < 150; ++step) {
-    model.zero_grad();
-    loss = model.forward();
-    model.backward(1.0 / static_cast<double>(model.target_count()));
-    optimizer.step(1e-2);
-  }
-  EXPECT_LT(loss, 0.1);
+  EXPECT_LT(test::train_on_its_batch(model, *ops, 150), 0.1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, ModelGradients, testing::Values("gpt2", "llama"));

@@ -8,11 +8,10 @@
 #include <cmath>
 #include <vector>
 
+#include "tests/model_gradients.h"
 #include "tests/small_model.h"
 #include "trainer/model/gpt_decoder.h"
 #include "trainer/model/gpt_model.h"
-#include "trainer/optim/adamw.h"
-#include "trainer/util/random.h"
 
 namespace kiln {
 namespace {
@@ -56,27 +55,7 @@ void expect_gradients_match(const ModelConfig& config) {
   model.zero_grad();
   model.forward();
   model.backward(1.0 / static_cast<double>(model.target_count()));
-  Random pick(3);
-  int checked = 0;
-  for (const Parameter& p : model.parameters().all()) {
-    double* value = p.value.as<double>();
-    const double* grad = p.grad.as<double>();
-    const int64_t real = p.value.numel() / p.value.shape[0] * p.real_rows;
-    for (int k = 0; k < 6; ++k) {
-      const int64_t i = static_cast<int64_t>(pick.below(static_cast<uint64_t>(real)));
-      const double saved = value[i], h = 1e-5;
-      value[i] = saved + h;
-      const double up = objective(model);
-      value[i] = saved - h;
-      const double down = objective(model);
-      value[i] = saved;
-      const double numeric = (up - down) / (2 * h);
-      EXPECT_LT(std::abs(numeric - grad[i]) / std::max(1e-3, std::abs(numeric)), 1e-5)
-          << p.name << "[" << i << "] numeric " << numeric << " analytic " << grad[i];
-      ++checked;
-    }
-  }
-  EXPECT_GT(checked, 60);
+  test::expect_gradients_match_finite_differences(model, [&] { return objective(model); });
 }
 
 class MoeModel : public testing::TestWithParam<std::string> {};
@@ -114,18 +93,8 @@ TEST_P(MoeModel, OverfitsOneBatchAndCountsItsChoices) {
   m.d_model = 32;
   GptModel model(m, 2, *ops);
   model.init_parameters(1);
-  TrainConfig train;
-  train.weight_decay = 0;
-  AdamW optimizer(train, model.parameters(), *ops);
   model.set_batch(kTokens.data(), kTargets.data(), 2, 6);
-  double loss = 0;
-  for (int step = 0; step < 150; ++step) {
-    model.zero_grad();
-    loss = model.forward();
-    model.backward(1.0 / static_cast<double>(model.target_count()));
-    optimizer.step(1e-2);
-  }
-  EXPECT_LT(loss, 0.1);
+  EXPECT_LT(test::train_on_its_batch(model, *ops, 150), 0.1);
   const ExpertLoadSum load = model.experts(0)->take_load();
   EXPECT_EQ(load.micro_batches, 150);
   int64_t routed = 0;

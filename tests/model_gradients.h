@@ -1,0 +1,66 @@
+// Checks a model's gradients against central finite differences of its loss in double
+// precision, and trains a model on one batch: what the model tests of every layer share.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "trainer/model/gpt_model.h"
+#include "trainer/optim/adamw.h"
+#include "trainer/util/random.h"
+
+namespace kiln::test {
+
+// The gradients the model holds (of `objective` at the current parameters) against central
+// finite differences of objective(), at 6 random elements of every parameter; returns the
+// worst relative error.
+inline double expect_gradients_match_finite_differences(GptModel& model,
+                                                        const std::function<double()>& objective) {
+  Random pick(3);
+  int checked = 0;
+  double worst = 0;
+  for (const Parameter& p : model.parameters().all()) {
+    double* value = p.value.as<double>();
+    const double* grad = p.grad.as<double>();
+    const int64_t real = p.value.numel() / p.value.shape[0] * p.real_rows;
+    for (int k = 0; k < 6; ++k) {
+      const int64_t i = static_cast<int64_t>(pick.below(static_cast<uint64_t>(real)));
+      const double saved = value[i], h = 1e-5;
+      value[i] = saved + h;
+      const double up = objective();
+      value[i] = saved - h;
+      const double down = objective();
+      value[i] = saved;
+      const double numeric = (up - down) / (2 * h);
+      const double error = std::abs(numeric - grad[i]) / std::max(1e-3, std::abs(numeric));
+      worst = std::max(worst, error);
+      EXPECT_LT(error, 1e-5) << p.name << "[" << i << "] numeric " << numeric << " analytic "
+                             << grad[i];
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 60);
+  return worst;
+}
+
+// Trains the batch the model holds for `steps` AdamW steps at lr 1e-2 without weight decay;
+// returns the last loss.
+inline double train_on_its_batch(GptModel& model, Ops& ops, int steps) {
+  TrainConfig train;
+  train.weight_decay = 0;
+  AdamW optimizer(train, model.parameters(), ops);
+  double loss = 0;
+  for (int step = 0; step < steps; ++step) {
+    model.zero_grad();
+    loss = model.forward();
+    model.backward(1.0 / static_cast<double>(model.target_count()));
+    optimizer.step(1e-2);
+  }
+  return loss;
+}
+
+}  // namespace kiln::test
