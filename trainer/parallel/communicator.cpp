@@ -31,6 +31,12 @@ class SingleProcess final : public Communicator {
     check_root(root);
     copy(out, in, "gather");
   }
+  void all_to_all(const Tensor& out, const std::vector<int64_t>& recv_rows, const Tensor& in,
+                  const std::vector<int64_t>& send_rows) override {
+    const int64_t row = check_all_to_all(out, recv_rows, in, send_rows, 1);
+    if (out.data != in.data)
+      std::memmove(out.data, in.data, static_cast<size_t>(send_rows[0] * row) * dtype_size(in.dtype));
+  }
   void send(const Tensor&, int peer, int) override { no_peer(peer); }
   void recv(const Tensor&, int peer, int) override { no_peer(peer); }
   std::unique_ptr<PendingCollective> start_send(const Tensor&, int peer, int) override {
@@ -73,6 +79,30 @@ void check_gather_shapes(const Tensor& out, const Tensor& in, int size, const ch
              std::string(what) + ": " + out.shape.str() + " " + dtype_name(out.dtype) +
                  " cannot hold " + std::to_string(size) + " x " + in.shape.str() + " " +
                  dtype_name(in.dtype));
+}
+
+int64_t check_all_to_all(const Tensor& out, const std::vector<int64_t>& recv_rows, const Tensor& in,
+                         const std::vector<int64_t>& send_rows, int size) {
+  KILN_CHECK(static_cast<int>(send_rows.size()) == size && static_cast<int>(recv_rows.size()) == size,
+             "all_to_all: counts for " + std::to_string(send_rows.size()) + " and " +
+                 std::to_string(recv_rows.size()) + " ranks in a group of " + std::to_string(size));
+  KILN_CHECK(in.dtype == out.dtype, "all_to_all: sends " + std::string(dtype_name(in.dtype)) +
+                                        " rows into a " + dtype_name(out.dtype) + " tensor");
+  const int64_t row = in.shape.rank > 0 && in.shape[0] > 0 ? in.numel() / in.shape[0] : 0;
+  const int64_t out_row = out.shape.rank > 0 && out.shape[0] > 0 ? out.numel() / out.shape[0] : row;
+  KILN_CHECK(row == out_row, "all_to_all: rows of " + std::to_string(row) + " and " +
+                                 std::to_string(out_row) + " elements");
+  int64_t sent = 0, received = 0;
+  for (int q = 0; q < size; ++q) {
+    KILN_CHECK(send_rows[static_cast<size_t>(q)] >= 0 && recv_rows[static_cast<size_t>(q)] >= 0,
+               "all_to_all: a negative count of rows");
+    sent += send_rows[static_cast<size_t>(q)];
+    received += recv_rows[static_cast<size_t>(q)];
+  }
+  KILN_CHECK(sent * row <= in.numel() && received * row <= out.numel(),
+             "all_to_all: " + std::to_string(sent) + " rows out of " + in.shape.str() + " and " +
+                 std::to_string(received) + " rows into " + out.shape.str());
+  return row;
 }
 
 }  // namespace kiln

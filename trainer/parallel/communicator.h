@@ -50,6 +50,12 @@ class Communicator {
   // when the peer receives it. Pipeline stages send this way, so a stage never waits on a
   // neighbour that waits on it.
   virtual std::unique_ptr<PendingCollective> start_send(const Tensor& x, int peer, int tag) = 0;
+  // Rows to every rank and from every rank (expert parallelism's dispatch): in holds
+  // send_rows[q] rows for each rank q in rank order, and out receives recv_rows[q] rows from
+  // each rank q in rank order; a row is a tensor's numel / shape[0] elements, the same in
+  // both. Each rank's recv_rows[q] must be rank q's send_rows[this rank].
+  virtual void all_to_all(const Tensor& out, const std::vector<int64_t>& recv_rows, const Tensor& in,
+                          const std::vector<int64_t>& send_rows) = 0;
   virtual void barrier() = 0;
 
   // A communicator over `ranks` (ranks of this communicator, in the new one's order), for
@@ -72,5 +78,8 @@ SplitKey split_key(const std::vector<int>& ranks, int rank);
 
 // Checks shared by the backends: `what` for messages.
 void check_gather_shapes(const Tensor& out, const Tensor& in, int size, const char* what);
+// An all_to_all's tensors hold the rows its counts name; returns the elements in a row.
+int64_t check_all_to_all(const Tensor& out, const std::vector<int64_t>& recv_rows, const Tensor& in,
+                         const std::vector<int64_t>& send_rows, int size);
 
 }  // namespace kiln

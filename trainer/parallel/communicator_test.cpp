@@ -24,6 +24,16 @@ TEST(SingleProcessCommunicator, CollectivesOfOneLeaveTheDataAsItIs) {
   out.assign(2, 0.0f);
   comm->reduce_scatter(o, t);
   EXPECT_EQ(out, x);
+  // A world of one sends its rows to itself: the first send_rows[0] rows of in.
+  std::vector<float> rows{1, 2, 3, 4, 5, 6}, received(6, 0.0f);
+  comm->all_to_all(Tensor{received.data(), DType::F32, {3, 2}}, {2},
+                   Tensor{rows.data(), DType::F32, {3, 2}}, {2});
+  EXPECT_EQ(received, (std::vector<float>{1, 2, 3, 4, 0, 0}));
+  EXPECT_EQ(test::error_of([&] {
+              comm->all_to_all(Tensor{received.data(), DType::F32, {3, 2}}, {4},
+                               Tensor{rows.data(), DType::F32, {3, 2}}, {4});
+            }),
+            "all_to_all: 4 rows out of [3, 2] and 4 rows into [3, 2]");
   EXPECT_EQ(comm->split({0})->size(), 1);
   EXPECT_EQ(test::error_of([&] { comm->send(t, 1, 0); }),
             "communicator: no peer 1 in a world of one");

@@ -27,6 +27,10 @@ class GroupCommunicator final : public Communicator {
   void all_gather(const Tensor& out, const Tensor& in) override { on(in).all_gather(out, in); }
   void reduce_scatter(const Tensor& out, const Tensor& in) override { on(in).reduce_scatter(out, in); }
   void gather(const Tensor& out, const Tensor& in, int root) override { on(in).gather(out, in, root); }
+  void all_to_all(const Tensor& out, const std::vector<int64_t>& recv_rows, const Tensor& in,
+                  const std::vector<int64_t>& send_rows) override {
+    on(in).all_to_all(out, recv_rows, in, send_rows);
+  }
   void send(const Tensor& x, int peer, int tag) override { on(x).send(x, peer, tag); }
   void recv(const Tensor& x, int peer, int tag) override { on(x).recv(x, peer, tag); }
   std::unique_ptr<PendingCollective> start_send(const Tensor& x, int peer, int tag) override {

@@ -27,6 +27,10 @@ class Recording final : public Communicator {
   void all_gather(const Tensor&, const Tensor&) override { note("all_gather"); }
   void reduce_scatter(const Tensor&, const Tensor&) override { note("reduce_scatter"); }
   void gather(const Tensor&, const Tensor&, int) override { note("gather"); }
+  void all_to_all(const Tensor&, const std::vector<int64_t>&, const Tensor&,
+                  const std::vector<int64_t>&) override {
+    note("all_to_all");
+  }
   void send(const Tensor&, int, int) override { note("send"); }
   void recv(const Tensor&, int, int) override { note("recv"); }
   std::unique_ptr<PendingCollective> start_send(const Tensor&, int, int) override {
@@ -59,12 +63,14 @@ TEST(GroupCommunicator, HostTensorsGoToTheHostOneAndGpuTensorsToTheDeviceOne) {
     group->all_gather(t, t);
     group->reduce_scatter(t, t);
     group->gather(t, t, 0);
+    group->all_to_all(t, {1}, t, {1});
     group->send(t, 0, 0);
     group->recv(t, 0, 0);
     group->start_send(t, 0, 0);
   }
   const std::vector<std::string> each = {"all_reduce", "start_all_reduce", "broadcast", "all_gather", "reduce_scatter",
-                                         "gather",     "send",             "recv",      "start_send"};
+                                         "gather",     "all_to_all",       "send",      "recv",
+                                         "start_send"};
   std::vector<std::string> expected;
   for (const char* comm : {"mpi.", "nccl."})
     for (const std::string& call : each) expected.push_back(comm + call);

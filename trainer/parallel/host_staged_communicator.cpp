@@ -183,6 +183,16 @@ class HostStagedCommunicator final : public Communicator {
     whole.store(ops_);
   }
 
+  void all_to_all(const Tensor& out, const std::vector<int64_t>& recv_rows, const Tensor& in,
+                  const std::vector<int64_t>& send_rows) override {
+    if (on_host(in) && on_host(out)) return host_->all_to_all(out, recv_rows, in, send_rows);
+    same_device(out, in, "all_to_all");
+    HostCopy sent(pool_, in, false), received(pool_, out, false);
+    sent.load(ops_);
+    host_->all_to_all(received.host(), recv_rows, sent.host(), send_rows);
+    received.store(ops_);
+  }
+
   void send(const Tensor& x, int peer, int tag) override {
     if (on_host(x)) return host_->send(x, peer, tag);
     HostCopy copy(pool_, x, false);

@@ -115,6 +115,22 @@ TEST_F(HostStagedTest, StartedSendsMatchByTagAndKeepACopy) {
   comm_->barrier();
 }
 
+TEST_F(HostStagedTest, AllToAllMovesDeviceRowsAsBits) {
+  // Rank r sends q + 1 bf16 rows of one value, 10 r + q, to rank q, and receives r + 1 rows
+  // from each rank q, holding 10 q + r.
+  std::vector<int64_t> send_rows, recv_rows;
+  std::vector<uint16_t> in, expected;
+  for (int q = 0; q < 4; ++q) {
+    send_rows.push_back(q + 1);
+    recv_rows.push_back(r_ + 1);
+    in.insert(in.end(), static_cast<size_t>(q + 1), float_to_bf16(10.0f * r_ + q));
+    expected.insert(expected.end(), static_cast<size_t>(r_ + 1), float_to_bf16(10.0f * q + r_));
+  }
+  std::vector<uint16_t> out(expected.size(), 0);
+  comm_->all_to_all(staged(out, DType::BF16), recv_rows, staged(in, DType::BF16), send_rows);
+  EXPECT_EQ(out, expected);
+}
+
 TEST_F(HostStagedTest, HostTensorsAndSplitGroupsWorkAsOverMpi) {
   std::vector<double> loss{1.0 * r_};
   comm_->all_reduce(host(loss, DType::F64), ReduceOp::Sum);

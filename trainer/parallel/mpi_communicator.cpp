@@ -292,6 +292,30 @@ class MpiCommunicator final : public Communicator {
     wait_idle(request, fmt::format("gather to rank {} {}", world_rank(root), over("")));
   }
 
+  void all_to_all(const Tensor& out, const std::vector<int64_t>& recv_rows, const Tensor& in,
+                  const std::vector<int64_t>& send_rows) override {
+    check_host(in, "all_to_all");
+    check_host(out, "all_to_all");
+    const int64_t row = check_all_to_all(out, recv_rows, in, send_rows, size_);
+    // Counts and displacements in elements, as MPI takes them.
+    std::vector<int> send_counts(static_cast<size_t>(size_)), send_at(static_cast<size_t>(size_));
+    std::vector<int> recv_counts(static_cast<size_t>(size_)), recv_at(static_cast<size_t>(size_));
+    int64_t sent = 0, received = 0;
+    for (size_t q = 0; q < static_cast<size_t>(size_); ++q) {
+      send_counts[q] = int_count(send_rows[q] * row, "all_to_all");
+      recv_counts[q] = int_count(recv_rows[q] * row, "all_to_all");
+      send_at[q] = int_count(sent, "all_to_all");
+      recv_at[q] = int_count(received, "all_to_all");
+      sent += send_rows[q] * row;
+      received += recv_rows[q] * row;
+    }
+    MPI_Request request;
+    check(MPI_Ialltoallv(in.data, send_counts.data(), send_at.data(), mpi_type(in.dtype), out.data,
+                         recv_counts.data(), recv_at.data(), mpi_type(in.dtype), comm_, &request),
+          "Ialltoallv");
+    wait_idle(request, over("all_to_all"));
+  }
+
   void send(const Tensor& x, int peer, int tag) override {
     check_host(x, "send");
     MPI_Request request;

@@ -125,6 +125,28 @@ TEST_F(MpiCommunicatorTest, GradientBucketsSumEveryBucketOverTheRanks) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(grads[static_cast<size_t>(i)], 10.0f * (i + 1)) << i;
 }
 
+TEST_F(MpiCommunicatorTest, AllToAllMovesEachRanksRowsToTheirRank) {
+  // Rank r sends (r + q) % 3 rows of two values to rank q; row i of them holds
+  // {100 r + 10 q + i, -1}. Rank q receives them from each rank r in rank order.
+  const auto rows = [](int from, int to) { return int64_t{(from + to) % 3}; };
+  std::vector<int64_t> send_rows, recv_rows;
+  std::vector<float> in, expected;
+  for (int q = 0; q < 4; ++q) {
+    send_rows.push_back(rows(r_, q));
+    recv_rows.push_back(rows(q, r_));
+    for (int i = 0; i < rows(r_, q); ++i) in.insert(in.end(), {100.0f * r_ + 10.0f * q + i, -1.0f});
+    for (int i = 0; i < rows(q, r_); ++i) expected.insert(expected.end(), {100.0f * q + 10.0f * r_ + i, -1.0f});
+  }
+  in.resize(in.size() + 2, 7.0f);  // a spare row is not sent
+  std::vector<float> out(expected.size() + 2, 0.0f);
+  const auto matrix = [](std::vector<float>& v) {
+    return Tensor{v.data(), DType::F32, {static_cast<int64_t>(v.size() / 2), 2}};
+  };
+  comm_->all_to_all(matrix(out), recv_rows, matrix(in), send_rows);
+  expected.insert(expected.end(), {0.0f, 0.0f});  // nor is a spare row received into
+  EXPECT_EQ(out, expected);
+}
+
 TEST_F(MpiCommunicatorTest, BadCallsAreRefusedInOneLine) {
   std::vector<uint16_t> half(2);
   EXPECT_EQ(test::error_of([&] { comm_->all_reduce(host(half, DType::BF16), ReduceOp::Sum); }),
@@ -132,6 +154,10 @@ TEST_F(MpiCommunicatorTest, BadCallsAreRefusedInOneLine) {
   std::vector<float> small(3), one(1);
   EXPECT_EQ(test::error_of([&] { comm_->all_gather(host(small, DType::F32), host(one, DType::F32)); }),
             "all_gather: [3] fp32 cannot hold 4 x [1] fp32");
+  EXPECT_EQ(test::error_of([&] {
+              comm_->all_to_all(host(small, DType::F32), {1, 1}, host(small, DType::F32), {1, 1});
+            }),
+            "all_to_all: counts for 2 and 2 ranks in a group of 4");
   EXPECT_EQ(test::error_of([&] { comm_->split({(r_ + 1) % 4}); }),
             "split: rank " + std::to_string(r_) + " is not in the group it was given");
 }

@@ -151,6 +151,34 @@ class NcclCommunicator final : public Communicator {
     queued(fmt::format("gather to rank {} {}", world_rank(root), over("")))->wait();
   }
 
+  void all_to_all(const Tensor& out, const std::vector<int64_t>& recv_rows, const Tensor& in,
+                  const std::vector<int64_t>& send_rows) override {
+    check_device(in, "all_to_all");
+    check_device(out, "all_to_all");
+    const size_t row = static_cast<size_t>(check_all_to_all(out, recv_rows, in, send_rows, size_));
+    const size_t row_bytes = row * dtype_size(in.dtype);
+    follow_compute();
+    // NCCL has no all-to-all with counts: one send and one receive per peer, grouped.
+    check_nccl(ncclGroupStart(), "GroupStart");
+    size_t sent = 0, received = 0;
+    for (int q = 0; q < size_; ++q) {
+      const auto n_send = static_cast<size_t>(send_rows[static_cast<size_t>(q)]);
+      const auto n_recv = static_cast<size_t>(recv_rows[static_cast<size_t>(q)]);
+      if (n_send > 0)
+        check_nccl(ncclSend(static_cast<const char*>(in.data) + sent * row_bytes, n_send * row,
+                            nccl_type(in.dtype), q, comm_, stream_),
+                   "Send");
+      if (n_recv > 0)
+        check_nccl(ncclRecv(static_cast<char*>(out.data) + received * row_bytes, n_recv * row,
+                            nccl_type(in.dtype), q, comm_, stream_),
+                   "Recv");
+      sent += n_send;
+      received += n_recv;
+    }
+    check_nccl(ncclGroupEnd(), "GroupEnd");
+    queued(over("all_to_all"))->wait();
+  }
+
   void send(const Tensor& x, int peer, int tag) override {
     check_device(x, "send");
     check_untagged(tag);

@@ -70,6 +70,9 @@ TEST_F(NcclCommunicatorTest, EveryCallOfAWorldOfOneGoesThroughNccl) {
   const Tensor gathered = device({0, 0, 0});
   comm_->gather(gathered, x, 0);
   EXPECT_EQ(host(gathered), values);
+  const Tensor received = device({0, 0, 0});
+  comm_->all_to_all(received, {2}, x, {2});
+  EXPECT_EQ(host(received), (std::vector<float>{1.5f, -2.0f, 0.0f}));
   comm_->barrier();
 
   const auto group = comm_->split({0});
