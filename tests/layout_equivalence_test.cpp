@@ -116,6 +116,17 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"moe_pp2_dp2_distributed_optimizer", 4,
                " --set parallel.pp=2 --set parallel.distributed_optimizer=true", kMoe},
         Layout{"moe_capacity_dp2_recompute_full", 2, " --set train.recompute=full", kMoeCapacity},
+        // Expert parallelism: each rank holds half (or a quarter) of the experts and trades
+        // tokens; with dp4 the replicas holding the same experts sum their gradients.
+        Layout{"moe_ep2", 2, " --set parallel.ep=2", kMoe},
+        Layout{"moe_ep2_dp4", 4, " --set parallel.ep=2 --set parallel.ddp_bucket_size=5000", kMoe},
+        Layout{"moe_ep4_distributed_optimizer", 4,
+               " --set parallel.ep=4 --set parallel.distributed_optimizer=true", kMoe},
+        Layout{"moe_pp2_ep2_distributed_optimizer", 4,
+               " --set parallel.pp=2 --set parallel.ep=2 --set parallel.distributed_optimizer=true",
+               kMoe},
+        Layout{"moe_capacity_ep2_recompute_full", 2,
+               " --set parallel.ep=2 --set train.recompute=full", kMoeCapacity},
         Layout{"pp2_vpp2_interleaved", 2, " --set parallel.pp=2 --set parallel.vpp=2",
                " --set model.n_layer=4"},
         // Round a ring of 4 stages: each transfer is matched on its channel by order alone.
@@ -167,7 +178,7 @@ TEST_P(LayoutCheckpoints, MoveBetweenOneRankAndMany) {
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const CommandResult one =
       run_command(kiln + run + " --set parallel.tp=1 --set parallel.pp=1 --set parallel.vpp=1"
-                  " --name one --resume " + dir +
+                  " --set parallel.ep=1 --name one --resume " + dir +
                   "/checkpoints/two/step-00000004");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const CommandResult back =
@@ -201,12 +212,17 @@ INSTANTIATE_TEST_SUITE_P(
                     // The selection bias moves fast enough to change choices: the resumed
                     // runs stay on the curve only if checkpoints carry it.
                     Layout{"moe_pp2_dp2", 4, " --set parallel.pp=2",
+                           " --set model.n_layer=2" + kMoe + " --set moe.bias_update_rate=0.01"},
+                    // The experts gathered from an expert group, their moments from shards of
+                    // the expert-data-parallel replicas.
+                    Layout{"moe_ep2_dp4_distributed_optimizer", 4,
+                           " --set parallel.ep=2 --set parallel.distributed_optimizer=true",
                            " --set model.n_layer=2" + kMoe + " --set moe.bias_update_rate=0.01"}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 // After one step each layout holds the single rank's gradients, tensor by tensor: AdamW's
 // first moment after one step is (1 - beta1) times the unclipped gradient, and the checkpoint
-// stores it under each parameter's name, gathered from the ranks' pieces (tensor
+// stores it under each parameter's name, gathered from the ranks' pieces (tensor and expert
 // parallelism) and shards (the distributed optimizer).
 class LayoutGradients : public testing::TestWithParam<Layout> {};
 
@@ -272,7 +288,12 @@ INSTANTIATE_TEST_SUITE_P(
                            " --set parallel.ddp_bucket_size=5000",
                            kLlama + " --set model.n_layer=4"},
                     Layout{"pp2_dp2", 4, " --set parallel.pp=2 --set parallel.ddp_bucket_size=5000",
-                           ""}),
+                           ""},
+                    Layout{"moe_ep2_dp4", 4, " --set parallel.ep=2", kMoe},
+                    Layout{"moe_pp2_ep2_distributed_optimizer", 4,
+                           " --set parallel.pp=2 --set parallel.ep=2"
+                           " --set parallel.distributed_optimizer=true",
+                           kMoe}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 }  // namespace

@@ -196,6 +196,33 @@ TEST(TrainStore, AnMoeRunRecordsEveryLayersExpertLoadsFromEveryStage) {
   }
 }
 
+TEST(TrainStore, AnExpertParallelRunStatesItsGroupsAndRecordsEveryRanksTokens) {
+  // Two ranks, each holding 2 of the 4 experts: the banner and the run's layout say so, and
+  // each logged step's loads count both ranks' tokens.
+  const std::string dir = fresh_dir("train_store_expert_parallel");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
+  const CommandResult r = run_command(mpirun_command(2) + kiln + " train --store " + path + " --name ep" +
+                                      small_run(prefix) +
+                                      " --set moe.num_experts=4 --set moe.top_k=2 --set parallel.ep=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("kiln: expert-parallel groups of 2 among the 2 data-parallel ranks: each rank "
+                          "holds 2 of 4 experts a layer and trades tokens with its group by all-to-all\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("kiln: no sample: each rank holds 1/2 of the experts;"), std::string::npos)
+      << r.output;
+  auto db = store::open_store(path, Access::ReadOnly);
+  const int64_t id = store::resolve_run(*db, "ep");
+  EXPECT_EQ(store::get_run(*db, id).layout, "tp1.pp1.dp2.ep2");
+  const std::vector<store::ExpertLoad> loads = store::list_expert_loads(*db, id, {});
+  ASSERT_EQ(loads.size(), 3u);  // steps 2, 4, 6
+  for (const store::ExpertLoad& load : loads) {
+    int64_t tokens = 0;
+    for (int64_t t : load.tokens) tokens += t;
+    EXPECT_EQ(tokens, 64 * 2) << "step " << load.step;
+  }
+}
+
 TEST(TrainStore, DefaultNamesAreUniqueAndATakenNameIsRefused) {
   const std::string dir = fresh_dir("train_store_names");
   const std::string prefix = prepare_corpus(dir), path = dir + "/env.db";

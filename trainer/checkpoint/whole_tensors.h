@@ -1,6 +1,6 @@
 // A checkpoint holds every parameter whole, whatever the layout that wrote it: a model split
-// over a tensor-parallel group has its pieces (and the optimizer state laid out like them)
-// gathered to the group's first rank, and a model split into pipeline stages has every
+// over a tensor-parallel group (or its experts over an expert group) has its pieces (and the
+// optimizer state laid out like them) gathered to the group's first rank, and a model split into pipeline stages has every
 // stage's tensors sent to the first stage, which writes them.
 #pragma once
 
@@ -35,10 +35,13 @@ class WholeTensors {
   std::shared_ptr<std::vector<WholeTensor>> tensors_ = std::make_shared<std::vector<WholeTensor>>();
 };
 
-// A collective over `tensor_group`: on its rank 0 the result holds the whole tensors of the
-// parameters this stage owns (copies of another stage's are left to it); elsewhere nothing.
+// A collective over `tensor_group`, and over `expert_group` for the experts' pieces: on the
+// rank that is first of both the result holds the whole tensors of the parameters this
+// stage owns (copies of another stage's are left to it); elsewhere nothing. Without `dense`,
+// the experts' alone (the first replica of each expert group gathers those).
 WholeTensors gather_whole_tensors(const GptModel& model, const OptimizerState& optimizer,
-                                  Ops& ops, Communicator& tensor_group);
+                                  Ops& ops, Communicator& tensor_group,
+                                  Communicator* expert_group = nullptr, bool dense = true);
 
 // A collective over `pipeline_group` (each stage's rank that holds its whole tensors): every
 // stage's tensors are added to the first stage's `whole`, in stage order.

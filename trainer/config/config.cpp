@@ -93,6 +93,7 @@ void for_each_field(C& c, F&& f) {
   f("parallel", "first_stage_layers", c.parallel.first_stage_layers);
   f("parallel", "last_stage_layers", c.parallel.last_stage_layers);
   f("parallel", "sequence_parallel", c.parallel.sequence_parallel);
+  f("parallel", "ep", c.parallel.ep);
   f("parallel", "distributed_optimizer", c.parallel.distributed_optimizer);
   f("parallel", "ddp_bucket_size", c.parallel.ddp_bucket_size);
   f("parallel", "timeout_s", c.parallel.timeout_s);
@@ -213,6 +214,7 @@ constexpr std::pair<std::string_view, std::string_view> kForeignNames[] = {
     {"train_iters", "train.steps"},
     {"lr_warmup_iters", "train.warmup"},       {"lr_decay_style", "train.decay"},
     {"tensor_model_parallel_size", "parallel.tp"}, {"pipeline_model_parallel_size", "parallel.pp"},
+    {"expert_model_parallel_size", "parallel.ep"},
     {"recompute_granularity", "train.recompute"},
     {"use_distributed_optimizer", "parallel.distributed_optimizer"},
     {"num_experts", "moe.num_experts"},        {"num_local_experts", "moe.num_experts"},
@@ -482,6 +484,7 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
   at_least("parallel.tp", p.tp, 1);
   at_least("parallel.pp", p.pp, 1);
   at_least("parallel.vpp", p.vpp, 1);
+  at_least("parallel.ep", p.ep, 1);
   at_least("parallel.ddp_bucket_size", p.ddp_bucket_size, int64_t{1});
   positive("parallel.timeout_s", p.timeout_s);
   one_of("parallel.device_comm", p.device_comm, {"auto", "nccl", "mpi"});
@@ -495,7 +498,11 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
   if (p.sequence_parallel) divides("parallel.tp", p.tp, "model.seq_len", m.seq_len);
   if (m.moe.enabled() && p.tp > 1)
     fail("config: moe.num_experts with parallel.tp=" + show(p.tp) +
-         " is not supported yet: MoE layers train with data and pipeline parallelism");
+         " is not supported yet: MoE layers train with data, expert and pipeline parallelism");
+  if (p.ep > 1 && !m.moe.enabled())
+    fail("config: parallel.ep=" + show(p.ep) + " splits the experts of MoE layers, and this model has "
+         "none; set moe.num_experts or parallel.ep=1");
+  if (p.ep > 1) divides("parallel.ep", p.ep, "moe.num_experts", m.moe.num_experts);
   at_least("parallel.first_stage_layers", p.first_stage_layers, 0);
   at_least("parallel.last_stage_layers", p.last_stage_layers, 0);
   if (p.vpp > 1 && p.pp == 1) fail("config: parallel.vpp=" + show(p.vpp) + " needs parallel.pp > 1");

@@ -114,6 +114,9 @@ struct ParallelConfig {
   int first_stage_layers = 0;
   int last_stage_layers = 0;
   bool sequence_parallel = false;
+  // Expert parallelism: each MoE layer's experts split over ep ranks of the data-parallel
+  // dimension (Megatron's rule), tokens moving to their experts' ranks by all-to-all.
+  int ep = 1;
   bool distributed_optimizer = false;
   // Elements per data-parallel gradient bucket (Megatron's --ddp-bucket-size): each bucket's
   // all-reduce starts as soon as backward has finished its gradients.

@@ -326,7 +326,7 @@ TEST(Config, RoundTrips) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 13}, {"moe", 14}, {"train", 24}, {"data", 7}, {"parallel", 10},
+      {"model", 13}, {"moe", 14}, {"train", 24}, {"data", 7}, {"parallel", 11},
       {"precision", 1}, {"backend", 3}, {"store", 1}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
@@ -505,7 +505,16 @@ TEST(Config, MixtureOfExpertsKeysAreChecked) {
             "capacity)");
   EXPECT_EQ(error_of({"moe.num_experts=4", "parallel.tp=2"}),
             "config: moe.num_experts with parallel.tp=2 is not supported yet: MoE layers train "
-            "with data and pipeline parallelism");
+            "with data, expert and pipeline parallelism");
+  EXPECT_EQ(error_of({"parallel.ep=2"}),
+            "config: parallel.ep=2 splits the experts of MoE layers, and this model has none; set "
+            "moe.num_experts or parallel.ep=1");
+  EXPECT_EQ(error_of({"moe.num_experts=4", "parallel.ep=3"}),
+            "config: parallel.ep=3 does not divide moe.num_experts=4");
+  EXPECT_EQ(error_of({"moe.num_experts=4", "parallel.ep=0"}),
+            "config: parallel.ep must be >= 1, got 0");
+  EXPECT_EQ(error_of({"parallel.expert_model_parallel_size=2"}),
+            "config: unknown key parallel.expert_model_parallel_size (did you mean parallel.ep?)");
   EXPECT_EQ(error_of({"model.num_experts=4"}),
             "config: unknown key model.num_experts (did you mean moe.num_experts?)");
 }

@@ -40,6 +40,14 @@ int64_t max_expert_rows(const MoeConfig& moe, int64_t tokens) {
   return moe.pad_to_capacity ? all : std::min(choices, all);
 }
 
+int64_t max_received_expert_rows(const MoeConfig& moe, int64_t tokens, int ep) {
+  const int64_t local = moe.num_experts / ep, capacity = expert_capacity(moe, tokens);
+  int64_t from_each = tokens * std::min<int64_t>(moe.top_k, local);
+  if (capacity > 0)
+    from_each = moe.pad_to_capacity ? capacity * local : std::min(from_each, capacity * local);
+  return ep * from_each;
+}
+
 ExpertRouting route_tokens(const MoeConfig& moe, const std::vector<double>& logits, int64_t tokens,
                            const std::vector<double>& bias) {
   ExpertRouting r;

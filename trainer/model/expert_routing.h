@@ -49,6 +49,10 @@ struct ExpertRouting {
 int64_t expert_capacity(const MoeConfig& moe, int64_t tokens);
 // The most expert rows `tokens` tokens can take: what the layer lays its buffers out for.
 int64_t max_expert_rows(const MoeConfig& moe, int64_t tokens);
+// Under expert parallelism over ep ranks, the most rows one rank's experts (num_experts / ep
+// of them) can receive from the `tokens` tokens of each rank of its expert group: a token
+// sends at most min(top_k, local experts) rows there, and no expert more than its capacity.
+int64_t max_received_expert_rows(const MoeConfig& moe, int64_t tokens, int ep);
 
 // logits [tokens, E] row-major; bias [E] (zeros when aux-loss-free balancing is off).
 ExpertRouting route_tokens(const MoeConfig& moe, const std::vector<double>& logits, int64_t tokens,

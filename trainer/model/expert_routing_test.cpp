@@ -76,6 +76,20 @@ TEST(ExpertRouting, PaddingGivesEveryExpertItsCapacity) {
   EXPECT_EQ(r.row_gate[3], 0.0);
 }
 
+TEST(ExpertRouting, AnExpertParallelRankReceivesAtMostItsExpertsShare) {
+  // 8 experts over 4 ranks, top 4 of 8: a token sends each rank at most its 2 experts' rows.
+  MoeConfig moe = experts(8, 4);
+  EXPECT_EQ(max_received_expert_rows(moe, 10, 4), 4 * 10 * 2);
+  EXPECT_EQ(max_received_expert_rows(moe, 10, 1), max_expert_rows(moe, 10));
+  // A capacity of ceil(1.0 * 10 * 4 / 8) = 5 rows per expert from each rank.
+  moe.capacity_factor = 1.0;
+  EXPECT_EQ(max_received_expert_rows(moe, 10, 4), 4 * 2 * 5);
+  moe.top_k = 1;  // 10 rows at most, but 2 experts x a capacity of ceil(10 / 8) = 2 keep 4
+  EXPECT_EQ(max_received_expert_rows(moe, 10, 4), 4 * 2 * 2);
+  moe.pad_to_capacity = true;
+  EXPECT_EQ(max_received_expert_rows(moe, 10, 4), 4 * 2 * 2);
+}
+
 TEST(ExpertRouting, TheSelectionBiasChoosesButNeverWeighs) {
   MoeConfig moe = experts(2, 1);
   moe.normalize_top_k = false;

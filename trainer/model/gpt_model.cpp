@@ -25,7 +25,7 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DTy
   // First pass learns the sizes, second hands out memory.
   layout();
   check_fits(optimizer_bytes_per_element);
-  params_.allocate(ops_, split_.flat_shards);
+  params_.allocate(ops_, split_.flat_shards, split_.expert_shards);
   activations_.allocate(ops_);
   scratch_.allocate(ops_);
   recomputed_.allocate(ops_);
@@ -85,10 +85,6 @@ void GptModel::layout() {
   if (sequence) sequence_.bind(build);
 
   // Parameters in the order backward produces their gradients: the chunks last to first.
-  const auto laid_out = [&] {
-    const std::vector<Parameter>& all = params_.all();
-    return all.empty() ? int64_t{0} : all.back().offset + all.back().value.numel();
-  };
   // The last pipeline stage of a model with tied embeddings holds its own copy of the
   // embedding as the output layer, kept equal to the first stage's (Megatron's).
   const bool head_copy = config_.tie_embeddings && has_head() && !has_embedding();
@@ -108,13 +104,13 @@ void GptModel::layout() {
       else if (head_copy)
         head = params_.add("wte", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows, true);
       final_norm_.bind(build, "final_norm");
-      ready_after_[c].push_back(laid_out());
+      ready_after_[c].push_back(params_.dense_laid_out());
     }
     for (int l = chunk.layers() - 1; l >= 0; --l) {
       recomputed_.rewind();
       blocks_[first_block_[c] + static_cast<size_t>(l)].bind(block_build, chunk.first_layer + l,
                                                              rope_table_);
-      ready_after_[c].push_back(laid_out());
+      ready_after_[c].push_back(params_.dense_laid_out());
     }
   }
   if (has_embedding()) {

@@ -38,18 +38,25 @@ struct ModelSplit {
   // (null: tp = 1).
   Communicator* tensor = nullptr;
   // The flat parameter and gradient buffers hold a multiple of this many equal shards (the
-  // distributed optimizer's data-parallel ranks).
+  // distributed optimizer's data-parallel ranks), their expert region a multiple of
+  // expert_shards (its expert-data-parallel ranks).
   int flat_shards = 1;
+  int expert_shards = 1;
   // parallel.sequence_parallel: between the tensor-parallel layers each rank of the tensor
   // group holds 1/tp of the tokens (sequence_parallel.h).
   bool sequence_parallel = false;
   // Pipeline parallelism: this rank's virtual stages, in model order. Empty: the whole model.
   std::vector<PipelineChunk> chunks;
+  // Expert parallelism: the expert group each MoE layer's experts are split over and its
+  // tokens traded in (null: ep = 1, every rank holds every expert).
+  Communicator* expert = nullptr;
 
   int tp() const { return tensor ? tensor->size() : 1; }
   // The shares the tokens are cut into between the tensor-parallel layers.
   int sequence_parts() const { return sequence_parallel ? tp() : 1; }
   int tp_rank() const { return tensor ? tensor->rank() : 0; }
+  int ep() const { return expert ? expert->size() : 1; }
+  int ep_rank() const { return expert ? expert->rank() : 0; }
   // A split of `parts` along dim over the tensor group, held by this rank.
   TensorSplit split(int dim, std::vector<int64_t> parts) const {
     return {dim, std::move(parts), tp_rank(), tp()};

@@ -13,22 +13,27 @@ namespace {
 Tensor matrix(const Tensor& t) { return t.view({t.shape.rows(), t.shape.cols()}); }
 
 struct Widths {
-  int64_t E, k, C, F, fc, S, shared_fc, rows;
+  int64_t E, k, C, F, fc, S, shared_fc, rows, received;
 };
 
-Widths widths(const ModelConfig& m, int64_t tokens) {
+Widths widths(const ModelConfig& m, int64_t tokens, int ep) {
   const MoeConfig& moe = m.moe;
   const int64_t F = m.expert_ffn_dim(), S = int64_t{moe.shared_experts} * F;
   const int64_t gated = m.is_llama() ? 2 : 1;
   return {moe.num_experts, moe.top_k, m.d_model, F, gated * F, S, gated * S,
-          max_expert_rows(moe, tokens)};
+          max_expert_rows(moe, tokens), max_received_expert_rows(moe, tokens, ep)};
+}
+
+// The rows [begin, end) of expert e's part of a stacked [E * width, ...] parameter.
+Tensor expert_rows(const Tensor& stacked, int64_t e, int64_t width) {
+  return stacked.slice(e * width, (e + 1) * width);
 }
 
 }  // namespace
 
 ExpertBuffers ExpertBuffers::take(Arena& arena, const ModelConfig& model, int64_t tokens,
-                                  DType dtype, DType stat_dtype) {
-  const Widths w = widths(model, tokens);
+                                  DType dtype, DType stat_dtype, int ep) {
+  const Widths w = widths(model, tokens, ep);
   ExpertBuffers b;
   b.logits = arena.take({tokens, w.E}, dtype);
   b.source = arena.take({w.rows}, DType::I32);
@@ -36,9 +41,15 @@ ExpertBuffers ExpertBuffers::take(Arena& arena, const ModelConfig& model, int64_
   b.choice_row = arena.take({tokens, w.k}, DType::I32);
   b.gate = arena.take({tokens, w.k}, stat_dtype);
   b.rows_in = arena.take({w.rows, w.C}, dtype);
-  b.fc_out = arena.take({w.rows, w.fc}, dtype);
-  b.hidden = arena.take({w.rows, w.F}, dtype);
   b.rows_out = arena.take({w.rows, w.C}, dtype);
+  b.expert_in = ep > 1 ? arena.take({w.received, w.C}, dtype) : b.rows_in;
+  b.fc_out = arena.take({w.received, w.fc}, dtype);
+  b.hidden = arena.take({w.received, w.F}, dtype);
+  b.expert_out = ep > 1 ? arena.take({w.received, w.C}, dtype) : b.rows_out;
+  if (ep > 1) {
+    b.to_expert = arena.take({w.received}, DType::I32);
+    b.to_rank = arena.take({w.received}, DType::I32);
+  }
   if (w.S > 0) {
     b.shared_fc = arena.take({tokens, w.shared_fc}, dtype);
     b.shared_hidden = arena.take({tokens, w.S}, dtype);
@@ -47,14 +58,17 @@ ExpertBuffers ExpertBuffers::take(Arena& arena, const ModelConfig& model, int64_
 }
 
 ExpertGradients ExpertGradients::take(Arena& arena, const ModelConfig& model, int64_t tokens,
-                                      DType dtype, DType stat_dtype) {
-  const Widths w = widths(model, tokens);
+                                      DType dtype, DType stat_dtype, int ep) {
+  const Widths w = widths(model, tokens, ep);
   ExpertGradients g;
   g.d_gate = arena.take({tokens, w.k}, stat_dtype);
   g.d_rows_out = arena.take({w.rows, w.C}, dtype);
-  g.d_hidden = arena.take({w.rows, w.F}, dtype);
-  g.d_fc = arena.take({w.rows, w.fc}, dtype);
   g.d_rows_in = arena.take({w.rows, w.C}, dtype);
+  g.d_expert_out = ep > 1 ? arena.take({w.received, w.C}, dtype) : g.d_rows_out;
+  g.d_hidden = arena.take({w.received, w.F}, dtype);
+  g.d_fc = arena.take({w.received, w.fc}, dtype);
+  g.d_expert_in = ep > 1 ? arena.take({w.received, w.C}, dtype) : g.d_rows_in;
+  if (ep > 1) g.exchanged = arena.take({w.received, w.C}, dtype);
   g.d_logits = arena.take({tokens, w.E}, dtype);
   if (w.S > 0) {
     g.d_shared_hidden = arena.take({tokens, w.S}, dtype);
@@ -68,8 +82,10 @@ void MoeMlp::bind(const LayerBuild& build, const std::string& name) {
   moe_ = m.moe;
   swiglu_ = m.is_llama();
   bias_terms_ = !m.is_llama();
+  expert_group_ = build.split.expert;
+  const int ep = this->ep();
   const int64_t tokens = build.micro_batch * m.seq_len;
-  const Widths w = widths(m, tokens);
+  const Widths w = widths(m, tokens, ep);
   C_ = w.C;
   F_ = w.F;
   fc_width_ = w.fc;
@@ -80,35 +96,97 @@ void MoeMlp::bind(const LayerBuild& build, const std::string& name) {
     shared_proj_.bind(build, name + ".shared.proj", w.S, w.C, bias_terms_, proj_std);
     shared_fc_.bind(build, name + ".shared.fc", w.C, w.shared_fc, bias_terms_, m.init_std);
   }
+  // The experts' stacks: this rank's E / ep experts, a row split of the whole over the
+  // expert group.
   ParameterSet& p = build.params;
-  if (bias_terms_) proj_bias_ = p.add(name + ".experts.proj.bias", {w.E * w.C}, Init::Zeros);
-  proj_weight_ = p.add(name + ".experts.proj.weight", {w.E * w.C, w.F}, Init::Normal, proj_std);
-  if (bias_terms_) fc_bias_ = p.add(name + ".experts.fc.bias", {w.E * w.fc}, Init::Zeros);
-  fc_weight_ = p.add(name + ".experts.fc.weight", {w.E * w.fc, w.C}, Init::Normal, m.init_std);
+  const int64_t El = local_experts();
+  const auto stack = [&](const std::string& stack_name, Shape whole, Init init, double std) {
+    if (ep == 1) return p.add(stack_name, whole, init, std);
+    const TensorSplit split{0, {whole[0]}, build.split.ep_rank(), ep};
+    whole.dims[0] /= ep;
+    return p.add_expert(stack_name, whole, init, std, split);
+  };
+  if (bias_terms_) proj_bias_ = stack(name + ".experts.proj.bias", {w.E * w.C}, Init::Zeros, 0);
+  proj_weight_ = stack(name + ".experts.proj.weight", {w.E * w.C, w.F}, Init::Normal, proj_std);
+  if (bias_terms_) fc_bias_ = stack(name + ".experts.fc.bias", {w.E * w.fc}, Init::Zeros, 0);
+  fc_weight_ = stack(name + ".experts.fc.weight", {w.E * w.fc, w.C}, Init::Normal, m.init_std);
+  KILN_CHECK(fc_weight_.value.shape[0] == El * w.fc, "moe: the experts' stack is not split evenly");
   router_ = p.add(name + ".router.weight", {w.E, w.C}, Init::Normal, m.init_std);
   slots_.clear();
   for (int s = 0; s < build.slots; ++s)
-    slots_.push_back(ExpertBuffers::take(build.activations, m, tokens, build.dtype, build.stat_dtype));
+    slots_.push_back(ExpertBuffers::take(build.activations, m, tokens, build.dtype, build.stat_dtype, ep));
   routing_.assign(static_cast<size_t>(build.slots), ExpertRouting{});
   logits_.assign(static_cast<size_t>(build.slots), {});
+  exchange_.assign(static_cast<size_t>(build.slots), ExpertExchange{});
   load_ = ExpertLoadSum{std::vector<int64_t>(w.E, 0), std::vector<int64_t>(w.E, 0)};
   if (bias_.size() != static_cast<size_t>(w.E)) bias_.assign(static_cast<size_t>(w.E), 0.0);
 }
 
-void MoeMlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const {
+void MoeMlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x,
+                     const ExpertGradients& scratch) const {
   const size_t s = static_cast<size_t>(batch.slot);
-  run_forward(ops, matrix(y), matrix(x), slots_[s], routing_[s], logits_[s]);
+  run_forward(ops, matrix(y), matrix(x), slots_[s], routing_[s], logits_[s], exchange_[s],
+              scratch.exchanged);
 }
 
 void MoeMlp::infer(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers) const {
+  KILN_CHECK(ep() == 1, "moe: inference runs on one rank that holds every expert (parallel.ep=1)");
   ExpertRouting routing;
   std::vector<double> logits;
-  run_forward(ops, matrix(y), matrix(x), buffers, routing, logits);
+  ExpertExchange exchange;
+  run_forward(ops, matrix(y), matrix(x), buffers, routing, logits, exchange, Tensor{});
+}
+
+ExpertExchange MoeMlp::plan_exchange(Ops& ops, const ExpertRouting& routing, const ExpertBuffers& b) const {
+  const int ep = this->ep(), me = expert_group_->rank();
+  const int64_t E = experts(), El = local_experts();
+  // Every rank's rows per expert: counts[q * E + e] rows of rank q go to expert e.
+  std::vector<int64_t> mine(static_cast<size_t>(E)), counts(static_cast<size_t>(ep * E));
+  for (int64_t e = 0; e < E; ++e)
+    mine[static_cast<size_t>(e)] = routing.offsets[static_cast<size_t>(e + 1)] - routing.offsets[static_cast<size_t>(e)];
+  expert_group_->all_gather(Tensor{counts.data(), DType::I64, {ep * E}}, Tensor{mine.data(), DType::I64, {E}});
+  const auto count = [&](int q, int64_t local) {
+    return counts[static_cast<size_t>(q * E + me * El + local)];
+  };
+  ExpertExchange x;
+  x.offsets.assign(static_cast<size_t>(El + 1), 0);
+  for (int q = 0; q < ep; ++q) {
+    x.send_rows.push_back(routing.offsets[static_cast<size_t>((q + 1) * El)] -
+                          routing.offsets[static_cast<size_t>(q * El)]);
+    int64_t from_q = 0;
+    for (int64_t j = 0; j < El; ++j) {
+      from_q += count(q, j);
+      x.offsets[static_cast<size_t>(j + 1)] += count(q, j);
+    }
+    x.recv_rows.push_back(from_q);
+  }
+  for (int64_t j = 0; j < El; ++j) x.offsets[static_cast<size_t>(j + 1)] += x.offsets[static_cast<size_t>(j)];
+  const int64_t R = x.received();
+  KILN_CHECK(R <= b.expert_in.shape[0], "moe: " + std::to_string(R) + " rows received exceed the layer's layout of " +
+                                            std::to_string(b.expert_in.shape[0]));
+  // The rows arrive rank by rank, each rank's expert by expert; the experts take them
+  // expert by expert, rank by rank.
+  std::vector<int32_t> to_expert(static_cast<size_t>(R)), to_rank(static_cast<size_t>(R));
+  std::vector<int64_t> next(x.offsets.begin(), x.offsets.end() - 1);
+  int64_t arrived = 0;
+  for (int q = 0; q < ep; ++q)
+    for (int64_t j = 0; j < El; ++j)
+      for (int64_t i = 0; i < count(q, j); ++i, ++arrived) {
+        const int64_t at = next[static_cast<size_t>(j)]++;
+        to_expert[static_cast<size_t>(at)] = static_cast<int32_t>(arrived);
+        to_rank[static_cast<size_t>(arrived)] = static_cast<int32_t>(at);
+      }
+  if (R > 0) {
+    ops.copy_from_host(b.to_expert.slice(0, R), to_expert.data());
+    ops.copy_from_host(b.to_rank.slice(0, R), to_rank.data());
+  }
+  return x;
 }
 
 void MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& b,
-                         ExpertRouting& routing, std::vector<double>& host_logits) const {
-  const int64_t N = x.shape.rows(), E = experts();
+                         ExpertRouting& routing, std::vector<double>& host_logits,
+                         ExpertExchange& exchange, const Tensor& exchanged) const {
+  const int64_t N = x.shape.rows();
   KILN_CHECK(N <= b.logits.shape[0], "moe: " + std::to_string(N) + " tokens exceed the layer's layout");
   const Tensor logits = b.logits.slice(0, N);
   ops.matmul(logits, x, false, router_.value, true, false);
@@ -120,29 +198,21 @@ void MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const Exper
   ops.copy_from_host(b.choice_row.slice(0, N), routing.row.data());
   copy_from_doubles(ops, b.gate.slice(0, N), routing.gate);
 
-  const Tensor rows_in = b.rows_in.slice(0, M), fc_out = b.fc_out.slice(0, M);
-  const Tensor hidden = b.hidden.slice(0, M), rows_out = b.rows_out.slice(0, M);
+  const Tensor rows_in = b.rows_in.slice(0, M), rows_out = b.rows_out.slice(0, M);
   ops.gather_rows(rows_in, x, b.source.slice(0, M), Tensor{});
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t begin = routing.offsets[static_cast<size_t>(e)];
-    const int64_t end = routing.offsets[static_cast<size_t>(e + 1)];
-    if (begin == end) continue;
-    ops.matmul(fc_out.slice(begin, end), rows_in.slice(begin, end), false,
-               fc_weight_.value.slice(e * fc_width_, (e + 1) * fc_width_), true, false);
-    if (bias_terms_)
-      ops.add_bias(fc_out.slice(begin, end), fc_bias_.value.slice(e * fc_width_, (e + 1) * fc_width_));
-  }
-  if (M > 0) {
-    if (swiglu_) ops.swiglu_forward(hidden, fc_out);
-    else ops.gelu_forward(hidden, fc_out);
-  }
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t begin = routing.offsets[static_cast<size_t>(e)];
-    const int64_t end = routing.offsets[static_cast<size_t>(e + 1)];
-    if (begin == end) continue;
-    ops.matmul(rows_out.slice(begin, end), hidden.slice(begin, end), false,
-               proj_weight_.value.slice(e * C_, (e + 1) * C_), true, false);
-    if (bias_terms_) ops.add_bias(rows_out.slice(begin, end), proj_bias_.value.slice(e * C_, (e + 1) * C_));
+  if (ep() == 1) {
+    exchange.offsets = routing.offsets;
+    experts_forward(ops, b, exchange.offsets);
+  } else {
+    // The rows travel to their experts' ranks and come back computed, staged in rank order.
+    exchange = plan_exchange(ops, routing, b);
+    const int64_t R = exchange.received();
+    const Tensor staged = exchanged.slice(0, R);
+    expert_group_->all_to_all(staged, exchange.recv_rows, rows_in, exchange.send_rows);
+    if (R > 0) ops.gather_rows(b.expert_in.slice(0, R), staged, b.to_expert.slice(0, R), Tensor{});
+    experts_forward(ops, b, exchange.offsets);
+    if (R > 0) ops.gather_rows(staged, b.expert_out.slice(0, R), b.to_rank.slice(0, R), Tensor{});
+    expert_group_->all_to_all(rows_out, exchange.send_rows, staged, exchange.recv_rows);
   }
   if (shared_) {
     const Tensor shared_fc = b.shared_fc.slice(0, N), shared_hidden = b.shared_hidden.slice(0, N);
@@ -154,11 +224,68 @@ void MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const Exper
   ops.combine_rows(y, rows_out, b.choice_row.slice(0, N), b.gate.slice(0, N), shared_);
 }
 
+void MoeMlp::experts_forward(Ops& ops, const ExpertBuffers& b, const std::vector<int64_t>& offsets) const {
+  const int64_t R = offsets.back();
+  const Tensor in = b.expert_in.slice(0, R), fc_out = b.fc_out.slice(0, R);
+  const Tensor hidden = b.hidden.slice(0, R), out = b.expert_out.slice(0, R);
+  const int64_t El = static_cast<int64_t>(offsets.size()) - 1;
+  for (int64_t e = 0; e < El; ++e) {
+    const int64_t begin = offsets[static_cast<size_t>(e)], end = offsets[static_cast<size_t>(e + 1)];
+    if (begin == end) continue;
+    ops.matmul(fc_out.slice(begin, end), in.slice(begin, end), false,
+               expert_rows(fc_weight_.value, e, fc_width_), true, false);
+    if (bias_terms_) ops.add_bias(fc_out.slice(begin, end), expert_rows(fc_bias_.value, e, fc_width_));
+  }
+  if (R > 0) {
+    if (swiglu_) ops.swiglu_forward(hidden, fc_out);
+    else ops.gelu_forward(hidden, fc_out);
+  }
+  for (int64_t e = 0; e < El; ++e) {
+    const int64_t begin = offsets[static_cast<size_t>(e)], end = offsets[static_cast<size_t>(e + 1)];
+    if (begin == end) continue;
+    ops.matmul(out.slice(begin, end), hidden.slice(begin, end), false,
+               expert_rows(proj_weight_.value, e, C_), true, false);
+    if (bias_terms_) ops.add_bias(out.slice(begin, end), expert_rows(proj_bias_.value, e, C_));
+  }
+}
+
+void MoeMlp::experts_backward(Ops& ops, const ExpertBuffers& b, const ExpertGradients& g,
+                              const std::vector<int64_t>& offsets) const {
+  const int64_t R = offsets.back();
+  const Tensor d_out = g.d_expert_out.slice(0, R), d_hidden = g.d_hidden.slice(0, R);
+  const Tensor d_fc = g.d_fc.slice(0, R), d_in = g.d_expert_in.slice(0, R);
+  const Tensor in = b.expert_in.slice(0, R), hidden = b.hidden.slice(0, R);
+  const int64_t El = static_cast<int64_t>(offsets.size()) - 1;
+  for (int64_t e = 0; e < El; ++e) {
+    const int64_t begin = offsets[static_cast<size_t>(e)], end = offsets[static_cast<size_t>(e + 1)];
+    if (begin == end) continue;
+    const Tensor d_out_e = d_out.slice(begin, end);
+    if (bias_terms_) ops.bias_backward(expert_rows(proj_bias_.grad, e, C_), d_out_e);
+    ops.matmul(expert_rows(proj_weight_.grad, e, C_), d_out_e, true, hidden.slice(begin, end), false, true);
+    ops.matmul(d_hidden.slice(begin, end), d_out_e, false, expert_rows(proj_weight_.value, e, C_), false,
+               false);
+  }
+  if (R > 0) {
+    if (swiglu_) ops.swiglu_backward(d_fc, b.fc_out.slice(0, R), d_hidden);
+    else ops.gelu_backward(d_fc, b.fc_out.slice(0, R), d_hidden);
+  }
+  for (int64_t e = 0; e < El; ++e) {
+    const int64_t begin = offsets[static_cast<size_t>(e)], end = offsets[static_cast<size_t>(e + 1)];
+    if (begin == end) continue;
+    const Tensor d_fc_e = d_fc.slice(begin, end);
+    if (bias_terms_) ops.bias_backward(expert_rows(fc_bias_.grad, e, fc_width_), d_fc_e);
+    ops.matmul(expert_rows(fc_weight_.grad, e, fc_width_), d_fc_e, true, in.slice(begin, end), false, true);
+    ops.matmul(d_in.slice(begin, end), d_fc_e, false, expert_rows(fc_weight_.value, e, fc_width_), false,
+               false);
+  }
+}
+
 void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const Tensor& dy_in,
                       const Tensor& x_in, const ExpertGradients& g, double dloss) const {
   const size_t s = static_cast<size_t>(batch.slot);
   const ExpertBuffers& b = slots_[s];
   const ExpertRouting& routing = routing_[s];
+  const ExpertExchange& exchange = exchange_[s];
   const Tensor dx = matrix(dx_in), dy = matrix(dy_in), x = matrix(x_in);
   const int64_t N = x.shape.rows(), M = routing.rows(), E = experts();
   const Tensor choice_row = b.choice_row.slice(0, N);
@@ -166,35 +293,19 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
   // The gates' gradients, then each expert row's output gradient: its gate times dy.
   const Tensor d_gate = g.d_gate.slice(0, N);
   ops.row_dots(d_gate, dy, b.rows_out.slice(0, M), choice_row);
-  const Tensor d_rows_out = g.d_rows_out.slice(0, M), d_hidden = g.d_hidden.slice(0, M);
-  const Tensor d_fc = g.d_fc.slice(0, M), d_rows_in = g.d_rows_in.slice(0, M);
-  const Tensor rows_in = b.rows_in.slice(0, M), hidden = b.hidden.slice(0, M);
+  const Tensor d_rows_out = g.d_rows_out.slice(0, M), d_rows_in = g.d_rows_in.slice(0, M);
   ops.gather_rows(d_rows_out, dy, b.source.slice(0, M), b.row_gate.slice(0, M));
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t begin = routing.offsets[static_cast<size_t>(e)];
-    const int64_t end = routing.offsets[static_cast<size_t>(e + 1)];
-    if (begin == end) continue;
-    const Tensor d_out = d_rows_out.slice(begin, end);
-    if (bias_terms_) ops.bias_backward(proj_bias_.grad.slice(e * C_, (e + 1) * C_), d_out);
-    ops.matmul(proj_weight_.grad.slice(e * C_, (e + 1) * C_), d_out, true, hidden.slice(begin, end),
-               false, true);
-    ops.matmul(d_hidden.slice(begin, end), d_out, false, proj_weight_.value.slice(e * C_, (e + 1) * C_),
-               false, false);
-  }
-  if (M > 0) {
-    if (swiglu_) ops.swiglu_backward(d_fc, b.fc_out.slice(0, M), d_hidden);
-    else ops.gelu_backward(d_fc, b.fc_out.slice(0, M), d_hidden);
-  }
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t begin = routing.offsets[static_cast<size_t>(e)];
-    const int64_t end = routing.offsets[static_cast<size_t>(e + 1)];
-    if (begin == end) continue;
-    const Tensor d_fc_e = d_fc.slice(begin, end);
-    if (bias_terms_) ops.bias_backward(fc_bias_.grad.slice(e * fc_width_, (e + 1) * fc_width_), d_fc_e);
-    ops.matmul(fc_weight_.grad.slice(e * fc_width_, (e + 1) * fc_width_), d_fc_e, true,
-               rows_in.slice(begin, end), false, true);
-    ops.matmul(d_rows_in.slice(begin, end), d_fc_e, false,
-               fc_weight_.value.slice(e * fc_width_, (e + 1) * fc_width_), false, false);
+  if (ep() == 1) {
+    experts_backward(ops, b, g, exchange.offsets);
+  } else {
+    // The output gradients go where their rows were computed, the input gradients back.
+    const int64_t R = exchange.received();
+    const Tensor staged = g.exchanged.slice(0, R);
+    expert_group_->all_to_all(staged, exchange.recv_rows, d_rows_out, exchange.send_rows);
+    if (R > 0) ops.gather_rows(g.d_expert_out.slice(0, R), staged, b.to_expert.slice(0, R), Tensor{});
+    experts_backward(ops, b, g, exchange.offsets);
+    if (R > 0) ops.gather_rows(staged, g.d_expert_in.slice(0, R), b.to_rank.slice(0, R), Tensor{});
+    expert_group_->all_to_all(d_rows_in, exchange.send_rows, staged, exchange.recv_rows);
   }
 
   if (shared_) {

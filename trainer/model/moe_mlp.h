@@ -10,7 +10,18 @@
 //
 // Experts' weights are stacked: fc [E * fc_width, C] and proj [E * C, F], expert e owning
 // rows [e * width, (e + 1) * width), as one parameter each, so an expert-parallel rank holds
-// a contiguous slice. The selection bias of aux-loss-free balancing is host state that the
+// a contiguous slice.
+//
+// Expert parallelism (parallel.ep): each rank of the expert group holds E / ep experts and
+// routes its own tokens over all E. Its rows are expert-major, so the rows for rank q's
+// experts are contiguous; the ranks trade their per-expert counts (all-gather), then
+//   all_to_all                 rows to their experts' ranks, arriving rank by rank
+//   gather_rows                permuted expert by expert
+//   rows_e = MLP_e(rows_e)     for this rank's experts
+//   gather_rows, all_to_all    back in rank order, then home
+// and backward sends the output gradients the same way and the input gradients back.
+//
+// The selection bias of aux-loss-free balancing is host state that the
 // trainer moves after each step (move_selection_bias) and checkpoints save.
 #pragma once
 
@@ -22,27 +33,43 @@
 
 namespace kiln {
 
-// What one forward of the branch writes and its backward reads, for up to `tokens` tokens.
+// What one forward of the branch writes and its backward reads, for up to `tokens` tokens
+// of this rank (M rows) and, with expert parallelism over ep ranks, the R rows its experts
+// receive (R = M and the expert rows are the local ones when ep is 1).
 struct ExpertBuffers {
   Tensor logits;                      // [N, E]
   Tensor source, row_gate;            // [M] the token and gate of each expert row
   Tensor choice_row, gate;            // [N, k] the row and gate of each choice
-  Tensor rows_in, fc_out, hidden, rows_out;  // [M, C], [M, fc width], [M, F], [M, C]
+  Tensor rows_in, rows_out;           // [M, C] this rank's tokens' rows
+  Tensor expert_in, fc_out, hidden;   // [R, C], [R, fc width], [R, F]
+  Tensor expert_out;                  // [R, C]
+  // ep > 1: where each received row goes, expert by expert (I32 [R]: the row of the
+  // rank-by-rank order it is taken from), and back (the inverse).
+  Tensor to_expert, to_rank;
   Tensor shared_fc, shared_hidden;    // [N, shared fc width], [N, S] (empty without)
 
   static ExpertBuffers take(Arena& arena, const ModelConfig& model, int64_t tokens, DType dtype,
-                            DType stat_dtype);
+                            DType stat_dtype, int ep = 1);
 };
 
 // The gradients backward passes between its steps; one set serves every layer.
 struct ExpertGradients {
   Tensor d_gate;                            // [N, k]
-  Tensor d_rows_out, d_hidden, d_fc, d_rows_in;  // [M, ...] as the buffers
+  Tensor d_rows_out, d_rows_in;             // [M, C]
+  Tensor d_expert_out, d_hidden, d_fc, d_expert_in;  // [R, ...] as the buffers
+  Tensor exchanged;  // ep > 1: [R, C], the rows that travel, in rank order (both passes)
   Tensor d_logits;                          // [N, E]
   Tensor d_shared_hidden, d_shared_fc;
 
   static ExpertGradients take(Arena& arena, const ModelConfig& model, int64_t tokens, DType dtype,
-                              DType stat_dtype);
+                              DType stat_dtype, int ep = 1);
+};
+
+// How one micro-batch's rows travel between the ranks of an expert group.
+struct ExpertExchange {
+  std::vector<int64_t> send_rows, recv_rows;  // per rank of the group
+  std::vector<int64_t> offsets;               // [local experts + 1] their first received rows
+  int64_t received() const { return offsets.back(); }
 };
 
 // The routing of the micro-batches whose backward ran since it was last taken.
@@ -56,13 +83,15 @@ class MoeMlp {
  public:
   void bind(const LayerBuild& build, const std::string& name);
 
-  // Training: the slot's buffers keep what backward reads.
-  void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const;
+  // Training: the slot's buffers keep what backward reads; scratch.exchanged stages the rows
+  // that travel.
+  void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x,
+               const ExpertGradients& scratch) const;
   // dx = input gradient (overwrites); parameter gradients accumulate. dloss: each token's
   // loss weight (the balancing and z losses weigh this micro-batch's tokens the same).
   void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
                 const ExpertGradients& grads, double dloss) const;
-  // Inference over x [N, C] with buffers of the caller's (the decoder's).
+  // Inference over x [N, C] with buffers of the caller's (the decoder's); every expert here.
   void infer(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers) const;
 
   // The routing of the slot's last forward.
@@ -73,15 +102,26 @@ class MoeMlp {
   void set_bias(const std::vector<double>& bias);
 
  private:
-  // Writes the routing and the router's logits on the host as well.
+  // Writes the routing, the router's logits and the exchange on the host as well.
   void run_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers,
-                   ExpertRouting& routing, std::vector<double>& host_logits) const;
+                   ExpertRouting& routing, std::vector<double>& host_logits,
+                   ExpertExchange& exchange, const Tensor& exchanged) const;
+  // This rank's experts over their rows (expert-major, at offsets), and back.
+  void experts_forward(Ops& ops, const ExpertBuffers& b, const std::vector<int64_t>& offsets) const;
+  void experts_backward(Ops& ops, const ExpertBuffers& b, const ExpertGradients& g,
+                        const std::vector<int64_t>& offsets) const;
+  // Trades the per-expert counts over the expert group and lays out the received rows' order
+  // in b.to_expert and b.to_rank.
+  ExpertExchange plan_exchange(Ops& ops, const ExpertRouting& routing, const ExpertBuffers& b) const;
   int64_t experts() const { return moe_.num_experts; }
+  int64_t local_experts() const { return moe_.num_experts / ep(); }
+  int ep() const { return expert_group_ ? expert_group_->size() : 1; }
 
   MoeConfig moe_;
   bool swiglu_ = false, bias_terms_ = false;
   int64_t C_ = 0, F_ = 0, fc_width_ = 0;
-  Parameter router_, fc_weight_, fc_bias_, proj_weight_, proj_bias_;
+  Parameter router_, fc_weight_, fc_bias_, proj_weight_, proj_bias_;  // the experts' this rank holds
+  Communicator* expert_group_ = nullptr;
   bool shared_ = false;
   Linear shared_fc_, shared_proj_;
   std::vector<ExpertBuffers> slots_;
@@ -89,6 +129,7 @@ class MoeMlp {
   // forward as the device buffers are).
   mutable std::vector<ExpertRouting> routing_;
   mutable std::vector<std::vector<double>> logits_;
+  mutable std::vector<ExpertExchange> exchange_;
   mutable ExpertLoadSum load_;
   std::vector<double> bias_;
 };

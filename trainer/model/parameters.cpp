@@ -21,18 +21,25 @@ ParameterSet::~ParameterSet() {
 
 void ParameterSet::begin_pass() {
   params_.clear();
-  if (!owner_) size_ = 0;
-  next_ = 0;
+  if (!owner_) size_ = dense_size_ = 0;
+  next_ = expert_next_ = 0;
 }
 
-Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, double std,
-                            int64_t real_rows, const TensorSplit& split, bool copy) {
+namespace {
+int64_t aligned(int64_t at) { return (at + kAlignElements - 1) / kAlignElements * kAlignElements; }
+}  // namespace
+
+Parameter ParameterSet::place(const std::string& name, Shape shape, int64_t offset, Init init,
+                              double std, const TensorSplit& split) {
   Parameter p;
   p.name = name;
-  p.offset = (next_ + kAlignElements - 1) / kAlignElements * kAlignElements;
-  next_ = p.offset + shape.numel();
-  if (!owner_) size_ = next_;
-  KILN_CHECK(next_ <= size_, "parameter layout grew after it was sized");
+  p.offset = offset;
+  if (!owner_) {
+    // The first pass sizes the buffers: the experts' region follows what is laid out so far.
+    dense_size_ = next_;
+    size_ = next_ + expert_next_;
+  }
+  KILN_CHECK(!owner_ || offset + shape.numel() <= size_, "parameter layout grew after it was sized");
   p.value = {values_ ? static_cast<char*>(values_) + p.offset * dtype_size(value_dtype_) : nullptr,
              value_dtype_, shape, device_};
   p.grad = {grads_ ? static_cast<char*>(grads_) + p.offset * dtype_size(grad_dtype_) : nullptr,
@@ -41,17 +48,41 @@ Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, dou
   p.std = std;
   p.decay = shape.rank >= 2;
   p.split = split;
+  p.real_rows = p.whole_shape()[0];
+  return p;
+}
+
+Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, double std,
+                            int64_t real_rows, const TensorSplit& split, bool copy) {
+  const int64_t offset = aligned(next_);
+  next_ = offset + shape.numel();
+  Parameter p = place(name, shape, offset, init, std, split);
+  KILN_CHECK(!owner_ || next_ <= dense_size_, "parameter layout grew after it was sized");
   p.copy = copy;
-  p.real_rows = real_rows < 0 ? p.whole_shape()[0] : real_rows;
+  if (real_rows >= 0) p.real_rows = real_rows;
   params_.push_back(p);
   return p;
 }
 
-void ParameterSet::allocate(Ops& ops, int shards) {
+Parameter ParameterSet::add_expert(const std::string& name, Shape shape, Init init, double std,
+                                   const TensorSplit& split) {
+  const int64_t at = aligned(expert_next_);
+  expert_next_ = at + shape.numel();
+  Parameter p = place(name, shape, dense_size_ + at, init, std, split);
+  p.expert = true;
+  params_.push_back(p);
+  return p;
+}
+
+void ParameterSet::allocate(Ops& ops, int shards, int expert_shards) {
   KILN_CHECK(owner_ == nullptr, "parameters allocated twice");
   // Each shard starts aligned too.
-  const int64_t multiple = kAlignElements * shards;
-  size_ = (next_ + multiple - 1) / multiple * multiple;
+  const auto padded = [](int64_t n, int parts) {
+    const int64_t multiple = kAlignElements * parts;
+    return (n + multiple - 1) / multiple * multiple;
+  };
+  dense_size_ = padded(next_, shards);
+  size_ = dense_size_ + padded(expert_next_, expert_shards);
   owner_ = &ops;
   device_ = ops.device();
   values_ = ops.allocate(value_bytes());

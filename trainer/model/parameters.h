@@ -1,7 +1,8 @@
 // Parameters and their gradients live in two flat buffers with the same layout in
 // elements, in the order backward produces gradients (output layer first, embeddings
 // last), so later data-parallel buckets are slices and an optimizer shard is one
-// contiguous range. Values are in the compute dtype; gradients accumulate in F32 (F64
+// contiguous range. Under expert parallelism the experts' parameters, which a different
+// group of replicas sums and shards, follow in a region of their own after the others. Values are in the compute dtype; gradients accumulate in F32 (F64
 // when computing in F64), as Megatron's main_grad.
 #pragma once
 
@@ -41,6 +42,9 @@ struct Parameter {
   // A copy of a parameter another pipeline stage owns (the last stage's tied output layer,
   // a copy of the first stage's embedding): trained in step with it, counted and saved there.
   bool copy = false;
+  // Held by the ranks of an expert group in pieces (split is over the group): in the
+  // expert region of the flat buffers.
+  bool expert = false;
 
   Shape whole_shape() const;
   // The part of a flat buffer laid out like the parameters (values, gradients, moments,
@@ -67,11 +71,14 @@ class ParameterSet {
   // parameter's (all rows when -1).
   Parameter add(const std::string& name, Shape shape, Init init, double std = 0,
                 int64_t real_rows = -1, const TensorSplit& split = {}, bool copy = false);
+  // An expert-parallel piece, in the expert region; split is over the expert group.
+  Parameter add_expert(const std::string& name, Shape shape, Init init, double std,
+                       const TensorSplit& split);
   // Starts a layout pass (the set is laid out twice, as arenas are: sizes, then memory).
   void begin_pass();
-  // Allocates both buffers, their length padded to a multiple of shards (the distributed
-  // optimizer cuts them into that many equal contiguous shards).
-  void allocate(Ops& ops, int shards = 1);
+  // Allocates both buffers, each region's length padded to a multiple of its shards (the
+  // distributed optimizer cuts the region into that many equal contiguous shards).
+  void allocate(Ops& ops, int shards = 1, int expert_shards = 1);
 
   const std::vector<Parameter>& all() const { return params_; }
   const Parameter& find(const std::string& name) const;
@@ -79,6 +86,10 @@ class ParameterSet {
   Tensor flat_values() const { return {values_, value_dtype_, {size_}, device_}; }
   Tensor flat_grads() const { return {grads_, grad_dtype_, {size_}, device_}; }
   int64_t size() const { return size_; }
+  // The region before the experts' (all of it without expert parallelism), and how far the
+  // parameters laid out so far in this pass reach into it.
+  int64_t dense_size() const { return dense_size_; }
+  int64_t dense_laid_out() const { return next_; }
   // Trainable elements on this rank, padding and copies excluded.
   int64_t count() const;
   // Trainable elements of the parameters here, whole over every tensor-parallel piece
@@ -96,8 +107,13 @@ class ParameterSet {
   void* values_ = nullptr;
   void* grads_ = nullptr;
   int64_t size_ = 0;    // elements in each buffer
-  int64_t next_ = 0;    // end of the last tensor laid out in this pass
+  int64_t dense_size_ = 0;
+  int64_t next_ = 0;         // end of the last tensor laid out in this pass
+  int64_t expert_next_ = 0;  // the same in the expert region, from its start
   std::vector<Parameter> params_;
+
+  Parameter place(const std::string& name, Shape shape, int64_t offset, Init init, double std,
+                  const TensorSplit& split);
 };
 
 }  // namespace kiln

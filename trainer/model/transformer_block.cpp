@@ -31,7 +31,7 @@ void TransformerBlock::forward(Ops& ops, const Batch& batch, const Tensor& out, 
   attention_.forward(ops, batch, branch, n1);
   ops.add(mid, x, branch);
   norm2_.forward(ops, batch, n2, mid);
-  if (moe_) experts_.forward(ops, batch, branch, n2);
+  if (moe_) experts_.forward(ops, batch, branch, n2, scratch.experts);
   else mlp_.forward(ops, batch, branch, n2);
   ops.add(out, mid, branch);
 }

@@ -19,75 +19,110 @@ size_t AdamW::state_bytes_per_element(DType value_dtype) {
                                                                                        : DType::F32);
 }
 
-AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, Communicator* shard_group,
-             Communicator* tensor_group, Communicator* pipeline_group)
-    : train_(train), params_(params), ops_(ops), group_(shard_group), tensor_group_(tensor_group),
-      pipeline_group_(pipeline_group),
-      shards_(shard_group ? shard_group->size() : 1),
-      mixed_(mixed_precision(params.value_dtype())) {
-  const int64_t n = params_.size();
-  KILN_CHECK(n % shards_ == 0, "the flat parameter buffer of " + std::to_string(n) +
-                                   " elements does not cut into " + std::to_string(shards_) +
-                                   " shards");
-  const int rank = shards_ > 1 ? group_->rank() : 0;
-  begin_ = n / shards_ * rank;
-  end_ = begin_ + n / shards_;
-  const Shape shard{end_ - begin_};
-  // The segment table covers the shard: each parameter's part of it, from the shard's start.
-  // The first rank of a tensor group counts its pieces and the whole parameters every rank
-  // of the group holds alike in the gradient norm; the others count their pieces alone.
-  // Copies count on the stage that owns them.
-  const bool first_of_group = !tensor_group_ || tensor_group_->rank() == 0;
-  std::vector<int64_t> rows;
-  for (const Parameter& p : params_.all()) {
-    const int64_t first = std::max(p.offset, begin_);
-    const int64_t last = std::min(p.offset + p.value.numel(), end_);
-    if (first >= last) continue;
-    rows.push_back(first - begin_);
-    rows.push_back(last - begin_);
-    rows.push_back(p.decay ? 1 : 0);
-    const bool counts = !p.copy && (first_of_group || p.split.sharded());
-    if (counts) norm_ranges_.emplace_back(first - begin_, last - begin_);
-    norm_all_ = norm_all_ && counts;
+namespace {
+bool counts_as_one(Communicator* group) { return !group || group->size() == 1; }
+}  // namespace
+
+AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const OptimizerGroups& groups)
+    : train_(train), params_(params), ops_(ops), groups_(groups),
+      sharded_(!counts_as_one(groups.shard)), mixed_(mixed_precision(params.value_dtype())) {
+  // Sharded, the dense region is cut over the data-parallel ranks and the experts' region
+  // over the expert-data-parallel ones; otherwise one region holds it all.
+  const int64_t dense = params_.dense_size(), n = params_.size();
+  const auto region = [](Communicator* group, int64_t first, int64_t last) {
+    Region r;
+    r.group = group;
+    r.first = first;
+    r.last = last;
+    return r;
+  };
+  if (sharded_) {
+    regions_.push_back(region(groups_.shard, 0, dense));
+    KILN_CHECK(n == dense || groups_.expert_shard, "a sharded experts' region needs its group");
+    if (n > dense) regions_.push_back(region(groups_.expert_shard, dense, n));
+  } else {
+    regions_.push_back(region(nullptr, 0, n));
   }
-  const Shape table{std::max<int64_t>(1, static_cast<int64_t>(rows.size() / 3)), 3};
-  if (rows.empty()) rows = {0, 0, 0};
+  int64_t state_size = 0;
+  for (Region& r : regions_) {
+    const int shards = r.group ? r.group->size() : 1;
+    const int64_t size = r.last - r.first;
+    KILN_CHECK(size % shards == 0, "the flat parameter buffer's region of " + std::to_string(size) +
+                                       " elements does not cut into " + std::to_string(shards) + " shards");
+    r.begin = r.first + size / shards * (r.group ? r.group->rank() : 0);
+    r.end = r.begin + size / shards;
+    r.state_at = state_size;
+    state_size += r.end - r.begin;
+  }
+  // Each region's segment table covers its shard: each parameter's part of it, from the
+  // shard's start. The first rank of a tensor group counts its pieces and the whole
+  // parameters every rank of the group holds alike in the gradient norm; the others count
+  // their pieces alone. Copies count on the stage that owns them.
+  const bool first_of_group = !groups_.tensor || groups_.tensor->rank() == 0;
+  std::vector<std::vector<int64_t>> tables(regions_.size());
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    const Region& r = regions_[i];
+    for (const Parameter& p : params_.all()) {
+      const int64_t first = std::max(p.offset, r.begin);
+      const int64_t last = std::min(p.offset + p.value.numel(), r.end);
+      if (first >= last) continue;
+      tables[i].insert(tables[i].end(), {first - r.begin, last - r.begin, p.decay ? 1 : 0});
+      const bool counts = !p.copy && (first_of_group || p.split.sharded());
+      if (counts)
+        norm_ranges_.push_back({first - r.begin + r.state_at, last - r.begin + r.state_at, p.expert});
+      norm_all_ = norm_all_ && counts && !p.expert;
+    }
+  }
+  const Shape shard{state_size};
   for (int pass = 0; pass < 2; ++pass) {
     if (pass == 1) state_.allocate(ops_);
     if (mixed_) master_ = state_.take(shard, params_.grad_dtype());
     m_ = state_.take(shard, params_.grad_dtype());
     v_ = state_.take(shard, params_.grad_dtype());
     if (sharded()) grad_shard_ = state_.take(shard, params_.grad_dtype());
-    segments_ = state_.take(table, DType::I64);
+    for (size_t i = 0; i < regions_.size(); ++i) {
+      const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(tables[i].size() / 3));
+      regions_[i].segments = state_.take({rows, 3}, DType::I64);
+    }
   }
   state_.check_complete();
-  const Tensor values = params_.flat_values().slice(begin_, end_);
+  const Tensor values = params_.flat_values();
   if (mixed_) {
-    ops_.cast(master_, values);
+    for (const Region& r : regions_) ops_.cast(r.state(master_), values.slice(r.begin, r.end));
   } else {
-    master_ = values;
+    master_ = values;  // the parameters are the master weights
   }
   if (!sharded()) grad_shard_ = params_.flat_grads();
-  ops_.copy_from_host(segments_, rows.data());
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    if (tables[i].empty()) tables[i] = {0, 0, 0};
+    ops_.copy_from_host(regions_[i].segments, tables[i].data());
+  }
 }
 
 void AdamW::reduce_scatter_gradients() {
   KILN_CHECK(sharded(), "reduce_scatter_gradients needs a sharded optimizer");
-  group_->reduce_scatter(grad_shard_, params_.flat_grads());
+  const Tensor grads = params_.flat_grads();
+  for (const Region& r : regions_)
+    r.group->reduce_scatter(r.state(grad_shard_), grads.slice(r.first, r.last));
 }
 
 double AdamW::sum_squares(const Tensor& grads) {
-  double sum = 0;
+  double dense = 0, expert = 0;
   if (norm_all_) {
-    sum = ops_.sum_squares(grads);
+    dense = ops_.sum_squares(grads);
   } else {
-    for (const auto& [first, last] : norm_ranges_) sum += ops_.sum_squares(grads.slice(first, last));
+    for (const NormRange& r : norm_ranges_)
+      (r.expert ? expert : dense) += ops_.sum_squares(grads.slice(r.first, r.last));
   }
+  // Sharded, every data-parallel rank holds a different shard of each region. Otherwise the
+  // replicas hold the same gradients, but the ranks of an expert group different experts.
+  if (!sharded() && !counts_as_one(groups_.expert))
+    groups_.expert->all_reduce(Tensor{&expert, DType::F64, {1}}, ReduceOp::Sum);
+  double sum = dense + expert;
   const Tensor total{&sum, DType::F64, {1}};
-  if (sharded()) group_->all_reduce(total, ReduceOp::Sum);
-  if (tensor_group_ && tensor_group_->size() > 1) tensor_group_->all_reduce(total, ReduceOp::Sum);
-  if (pipeline_group_ && pipeline_group_->size() > 1)
-    pipeline_group_->all_reduce(total, ReduceOp::Sum);
+  if (sharded()) groups_.shard->all_reduce(total, ReduceOp::Sum);
+  if (!counts_as_one(groups_.tensor)) groups_.tensor->all_reduce(total, ReduceOp::Sum);
+  if (!counts_as_one(groups_.pipeline)) groups_.pipeline->all_reduce(total, ReduceOp::Sum);
   return sum;
 }
 
@@ -104,9 +139,13 @@ OptimizerStep AdamW::step(double lr, double loss_scale) {
   ++step_;
   const AdamWStep s{lr, train_.beta1, train_.beta2, train_.adam_eps, train_.weight_decay, step_, factor};
   const Tensor values = params_.flat_values();
-  ops_.adamw(master_, grads, m_, v_, mixed_ ? values.slice(begin_, end_) : Tensor{}, segments_, s);
-  // Every rank takes the others' updated shards; its own is already in place.
-  if (sharded()) group_->all_gather(values, values.slice(begin_, end_));
+  for (const Region& r : regions_) {
+    const Tensor shard = values.slice(r.begin, r.end);
+    ops_.adamw(mixed_ ? r.state(master_) : shard, r.state(grads), r.state(m_),
+               r.state(v_), mixed_ ? shard : Tensor{}, r.segments, s);
+    // Every rank takes the others' updated shards; its own is already in place.
+    if (sharded()) r.group->all_gather(values.slice(r.first, r.last), shard);
+  }
   return result;
 }
 
@@ -127,11 +166,16 @@ OptimizerState AdamW::whole_buffers() const {
 
 OptimizerState AdamW::state_for_checkpoint() {
   if (!sharded()) return {master_, m_, v_, mixed_, nullptr};
-  const bool root = group_->rank() == 0;
+  bool root = false;
+  for (const Region& r : regions_) root = root || r.group->rank() == 0;
   OptimizerState whole = root ? whole_buffers() : OptimizerState{};
-  group_->gather(whole.exp_avg, m_, 0);
-  group_->gather(whole.exp_avg_sq, v_, 0);
-  if (mixed_) group_->gather(whole.master, master_, 0);
+  for (const Region& r : regions_) {
+    const bool region_root = r.group->rank() == 0;
+    const auto in_whole = [&](const Tensor& t) { return region_root ? t.slice(r.first, r.last) : Tensor{}; };
+    r.group->gather(in_whole(whole.exp_avg), r.state(m_), 0);
+    r.group->gather(in_whole(whole.exp_avg_sq), r.state(v_), 0);
+    if (mixed_) r.group->gather(in_whole(whole.master), r.state(master_), 0);
+  }
   return whole;
 }
 
@@ -143,9 +187,11 @@ OptimizerState AdamW::state_to_restore() {
 void AdamW::restored(const OptimizerState& state, int64_t steps) {
   step_ = steps;
   if (!sharded()) return;
-  ops_.cast(m_, state.exp_avg.slice(begin_, end_));
-  ops_.cast(v_, state.exp_avg_sq.slice(begin_, end_));
-  if (mixed_) ops_.cast(master_, state.master.slice(begin_, end_));
+  for (const Region& r : regions_) {
+    ops_.cast(r.state(m_), state.exp_avg.slice(r.begin, r.end));
+    ops_.cast(r.state(v_), state.exp_avg_sq.slice(r.begin, r.end));
+    if (mixed_) ops_.cast(r.state(master_), state.master.slice(r.begin, r.end));
+  }
 }
 
 }  // namespace kiln

@@ -7,7 +7,9 @@
 // With a shard group of several ranks it is Megatron's distributed optimizer (ZeRO-1): the
 // flat buffers are cut into one contiguous shard per rank; a rank keeps master weights and
 // moments for its shard alone, receives the sum of every rank's gradients for its shard
-// (reduce-scatter), updates it, and all-gathers the updated parameters.
+// (reduce-scatter), updates it, and all-gathers the updated parameters. Under expert
+// parallelism the experts' region of the buffers is sharded the same way over the replicas
+// that hold the same experts (the expert-data-parallel group).
 #pragma once
 
 #include <memory>
@@ -33,22 +35,32 @@ struct OptimizerState {
   std::unique_ptr<Arena> memory;   // owns the tensors when they are not the optimizer's own
 };
 
+// The ranks an optimizer works with; a null member: no such group.
+struct OptimizerGroups {
+  // The data-parallel ranks that share the state (null or one rank: no sharding); the
+  // parameter buffers must be allocated with that many shards.
+  Communicator* shard = nullptr;
+  // Sharded, the ranks that share the state of the experts' region: the expert-data-parallel
+  // group (its region allocated with that many shards).
+  Communicator* expert_shard = nullptr;
+  // The ranks the parameters are split over (tensor parallelism), for the gradient norm:
+  // split parameters count on every rank, whole ones on the group's first rank only.
+  Communicator* tensor = nullptr;
+  // The stages that hold the rest of the model, whose gradients the norm takes in (a copy
+  // of another stage's parameter counts there alone).
+  Communicator* pipeline = nullptr;
+  // The expert group whose ranks hold the rest of each layer's experts, for the norm.
+  Communicator* expert = nullptr;
+};
+
 class AdamW {
  public:
-  // shard_group: the data-parallel ranks that share the state (null or one rank: no sharding);
-  // the parameter buffers must be allocated with that many shards. tensor_group: the ranks
-  // the parameters are split over (tensor parallelism), for the gradient norm: split
-  // parameters count on every rank, whole ones on the group's first rank only.
-  // pipeline_group: the stages that hold the rest of the model, whose gradients the norm
-  // takes in (a copy of another stage's parameter counts there alone).
-  AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops,
-        Communicator* shard_group = nullptr, Communicator* tensor_group = nullptr,
-        Communicator* pipeline_group = nullptr);
+  AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const OptimizerGroups& groups = {});
 
   // Optimizer state per parameter element (of the shard), for sizing a run before it allocates.
   static size_t state_bytes_per_element(DType value_dtype);
 
-  bool sharded() const { return shards_ > 1; }
+  bool sharded() const { return sharded_; }
   // Sharded: this rank's shard of the flat gradients becomes the sum over the group's ranks.
   void reduce_scatter_gradients();
 
@@ -62,7 +74,8 @@ class AdamW {
 
   // The whole state for a checkpoint: views of this optimizer's own tensors or, sharded,
   // gathered from every rank to the group's rank 0 (a collective; the other ranks get an
-  // empty state).
+  // empty state). The experts' region is gathered to the first rank of each expert-data
+  // group, whose state holds it whole (and the rest only on the first rank).
   OptimizerState state_for_checkpoint();
   // Where a checkpoint's state is loaded before restored() takes it.
   OptimizerState state_to_restore();
@@ -71,24 +84,37 @@ class AdamW {
   void restored(const OptimizerState& state, int64_t steps);
 
  private:
+  // A part of the flat buffers sharded over one group: the whole buffer, or its dense and
+  // experts' regions under the distributed optimizer.
+  struct Region {
+    Communicator* group = nullptr;  // the ranks that share it (null: this rank's alone)
+    int64_t first = 0, last = 0;    // the region in the flat buffers
+    int64_t begin = 0, end = 0;     // this rank's shard of it
+    int64_t state_at = 0;           // where the shard starts in the state tensors
+    Tensor segments;                // the adamw op's table over the shard
+    Tensor state(const Tensor& t) const { return t.slice(state_at, state_at + end - begin); }
+  };
+  struct NormRange {
+    int64_t first, last;  // in the state tensors
+    bool expert;
+  };
+
   OptimizerState whole_buffers() const;
   double sum_squares(const Tensor& grads);
 
   TrainConfig train_;
   ParameterSet& params_;
   Ops& ops_;
-  Communicator* group_;
-  Communicator* tensor_group_;
-  Communicator* pipeline_group_;
-  // Ranges of the shard whose gradients count in this rank's part of the norm, unless all
+  OptimizerGroups groups_;
+  std::vector<Region> regions_;
+  // Ranges of the state whose gradients count in this rank's part of the norm, unless all
   // of them do.
-  std::vector<std::pair<int64_t, int64_t>> norm_ranges_;
+  std::vector<NormRange> norm_ranges_;
   bool norm_all_ = true;
-  int shards_ = 1;
+  bool sharded_ = false;
   bool mixed_ = false;  // BF16/F16 parameters: the F32 master weights are a copy
-  int64_t begin_ = 0, end_ = 0;  // this rank's shard of the flat buffers
   Arena state_{"optimizer"};
-  Tensor master_, m_, v_, grad_shard_, segments_;
+  Tensor master_, m_, v_, grad_shard_;
   int64_t step_ = 0;
 };
 

@@ -6,6 +6,11 @@
 // and the tp ranks of a tensor group are neighbours (one node, when a node holds tp or more
 // devices), the data-parallel replicas of a stage come next, and the pipeline stages are the
 // outermost split. dp is derived: world / (tp * pp).
+//
+// Expert parallelism lives inside the data-parallel dimension (Megatron's rule): the ep
+// consecutive replicas dp_rank = ep_rank + ep * edp_rank of a stage form an expert group,
+// which splits each MoE layer's experts and trades tokens; the replicas that hold the same
+// experts (same ep_rank) form an expert-data group, which sums those experts' gradients.
 #pragma once
 
 #include <string>
@@ -21,6 +26,12 @@ struct RankCoordinates {
   int pp = 0;  // pipeline stage
 };
 
+// Where a data-parallel replica sits among the experts' ranks.
+struct ExpertCoordinates {
+  int ep = 0;   // position in the expert group: the share of each layer's experts it holds
+  int edp = 0;  // position among the replicas that hold the same experts
+};
+
 class ParallelLayout {
  public:
   // Refuses, with the arithmetic, a world size that tp * pp does not divide.
@@ -31,20 +42,30 @@ class ParallelLayout {
   int pp() const { return pp_; }
   int vpp() const { return vpp_; }
   int dp() const { return dp_; }
+  int ep() const { return ep_; }
+  int edp() const { return dp_ / ep_; }
 
   RankCoordinates coordinates(int rank) const;
   int rank_of(const RankCoordinates& c) const;
+  ExpertCoordinates expert_coordinates(int rank) const;
 
   // The ranks of rank's groups, in group order (a group's rank i is its member i).
   std::vector<int> tensor_group(int rank) const;    // same dp and pp
   std::vector<int> data_group(int rank) const;      // same tp and pp
   std::vector<int> pipeline_group(int rank) const;  // same tp and dp
+  std::vector<int> expert_group(int rank) const;       // same tp, pp and edp
+  std::vector<int> expert_data_group(int rank) const;  // same tp, pp and ep
 
-  // Megatron's name for the layout: "tp2.pp2.dp2".
+  // Whether a rank holds less than the whole model (tp, pp or ep above 1), and how much:
+  // "1/4 of the model", "1/2 of the experts", "1/2 of the model and 1/4 of the experts".
+  bool splits_model() const { return tp_ > 1 || pp_ > 1 || ep_ > 1; }
+  std::string model_share() const;
+
+  // Megatron's name for the layout: "tp2.pp2.dp2", and ".ep2" with expert parallelism.
   std::string name() const;
 
  private:
-  int world_, tp_, pp_, vpp_, dp_;
+  int world_, tp_, pp_, vpp_, dp_, ep_;
 };
 
 }  // namespace kiln

@@ -44,5 +44,36 @@ TEST(ParallelLayout, AWorldThatDoesNotFitIsRefusedWithTheArithmetic) {
             "must be a multiple of 2 (data-parallel size = world / 2)");
 }
 
+TEST(ParallelLayout, ExpertGroupsSplitTheDataParallelRanks) {
+  // 16 ranks, tp 2, pp 2 -> dp 4; ep 2: replicas {0, 1} and {2, 3} of each stage trade
+  // tokens, and {0, 2} and {1, 3} hold the same experts.
+  ParallelConfig c = config(2, 2);
+  c.ep = 2;
+  const ParallelLayout layout(c, 16);
+  EXPECT_EQ(layout.name(), "tp2.pp2.dp4.ep2");
+  EXPECT_EQ(layout.edp(), 2);
+  // Rank 13: tp 1, dp 2, pp 1.
+  EXPECT_EQ(layout.expert_group(13), (std::vector<int>{13, 15}));
+  EXPECT_EQ(layout.expert_data_group(13), (std::vector<int>{9, 13}));
+  EXPECT_EQ(layout.expert_coordinates(13).ep, 0);
+  EXPECT_EQ(layout.expert_coordinates(13).edp, 1);
+  EXPECT_EQ(layout.expert_coordinates(15).ep, 1);
+  EXPECT_EQ(layout.expert_data_group(15), (std::vector<int>{11, 15}));
+  EXPECT_TRUE(layout.splits_model());
+  EXPECT_EQ(layout.model_share(), "1/4 of the model and 1/8 of the experts");
+  ParallelConfig experts_only;
+  experts_only.ep = 2;
+  EXPECT_EQ(ParallelLayout(experts_only, 4).model_share(), "1/2 of the experts");
+  EXPECT_FALSE(ParallelLayout(ParallelConfig{}, 4).splits_model());
+}
+
+TEST(ParallelLayout, ExpertParallelismMustDivideTheDataParallelRanks) {
+  ParallelConfig c = config(1, 2);
+  c.ep = 4;
+  EXPECT_EQ(test::error_of([&] { ParallelLayout layout(c, 4); }),
+            "parallel: parallel.ep=4 does not divide the 2 data-parallel ranks (world 4 / (tp 1 x "
+            "pp 2)): expert parallelism splits the data-parallel ranks");
+}
+
 }  // namespace
 }  // namespace kiln

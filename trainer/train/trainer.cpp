@@ -93,6 +93,10 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   tensor_group_ = join_group(layout_.tensor_group(world_.rank()));
   data_group_ = join_group(layout_.data_group(world_.rank()));
   pipeline_group_ = join_group(layout_.pipeline_group(world_.rank()));
+  if (layout_.ep() > 1) {
+    expert_group_ = join_group(layout_.expert_group(world_.rank()));
+    expert_data_group_ = join_group(layout_.expert_data_group(world_.rank()));
+  }
   const int pp = layout_.pp();
   if (pp > 1 && config_.model.tie_embeddings) {
     // The first and last stages of each pipeline keep their two copies of the embedding
@@ -119,24 +123,38 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   open_data(data_notes.file());
 
   const DType dtype = compute_dtype(config_.precision);
-  // The distributed optimizer keeps 1/dp of the state on each rank.
-  const int shards = config_.parallel.distributed_optimizer ? layout_.dp() : 1;
+  // The distributed optimizer keeps 1/dp of the state on each rank, 1/edp of the experts'.
+  const bool distributed = config_.parallel.distributed_optimizer;
+  const int shards = distributed ? layout_.dp() : 1;
   const size_t state_bytes = AdamW::state_bytes_per_element(dtype);
   Communicator* tensor = layout_.tp() > 1 ? tensor_group_.get() : nullptr;
   // A stage holds the activations of as many micro-batches as its schedule has in flight.
   const int slots = pp > 1 ? pipeline_slots(schedule_) : 1;
-  model_ = std::make_unique<GptModel>(
-      m, config_.train.micro_batch, *ops_, dtype, (state_bytes + shards - 1) / shards, slots,
-      ModelSplit{parse_recompute(config_.train.recompute), tensor, shards,
-                 config_.parallel.sequence_parallel, stage_chunks()});
+  ModelSplit split;
+  split.recompute = parse_recompute(config_.train.recompute);
+  split.tensor = tensor;
+  split.flat_shards = shards;
+  split.expert_shards = distributed ? layout_.edp() : 1;
+  split.sequence_parallel = config_.parallel.sequence_parallel;
+  split.chunks = stage_chunks();
+  split.expert = expert_group_.get();
+  model_ = std::make_unique<GptModel>(m, config_.train.micro_batch, *ops_, dtype,
+                                      (state_bytes + shards - 1) / shards, slots, split);
   model_->init_parameters(config_.train.seed);
-  optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_,
-                                       shards > 1 ? data_group_.get() : nullptr, tensor,
-                                       pp > 1 ? pipeline_group_.get() : nullptr);
+  OptimizerGroups groups;
+  groups.shard = shards > 1 ? data_group_.get() : nullptr;
+  groups.expert_shard = expert_data_group_.get();
+  groups.tensor = tensor;
+  groups.pipeline = pp > 1 ? pipeline_group_.get() : nullptr;
+  groups.expert = expert_group_.get();
+  optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_, groups);
   if (pp > 1) pipeline_ = std::make_unique<PipelineExecutor>(*model_, *pipeline_group_);
+  // Without the distributed optimizer the replicas sum the dense region in buckets during
+  // backward; the experts' region is summed over its own replicas after it.
+  const ParameterSet& params = model_->parameters();
   if (layout_.dp() > 1 && !optimizer_->sharded())
-    buckets_ = std::make_unique<GradientBuckets>(*data_group_, model_->parameters().flat_grads(),
-                                                 config_.parallel.ddp_bucket_size);
+    buckets_ = std::make_unique<GradientBuckets>(
+        *data_group_, params.flat_grads().slice(0, params.dense_size()), config_.parallel.ddp_bucket_size);
   RecordOptions recording = record;
   run_name_ = record.name;
   if (!resume.empty()) resume_from(resume, recording);
@@ -156,7 +174,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
     run_name_ = recorder_->name();
     fmt::print(out_, "kiln: recording run {} '{}' in {}\n", recorder_->run_id(),
                recorder_->name(), recorder_->path());
-    if (valid_data_ && config_.train.sample_tokens > 0 && layout_.tp() == 1 && layout_.pp() == 1)
+    if (valid_data_ && config_.train.sample_tokens > 0 && !layout_.splits_model())
       sampler_ = std::make_unique<ValidationSampler>(*model_, *tokenizer_, config_.train);
   }
   if (!resume.empty())
@@ -207,8 +225,8 @@ TrainSummary Trainer::run() {
   summary.run_name = run_name_;
   summary.last_checkpoint = last_checkpoint_;
   const bool sample = config_.train.sample_tokens > 0 && !summary.interrupted && !summary.stopped;
-  if (sample && (layout_.tp() > 1 || layout_.pp() > 1)) {
-    fmt::print(out_, "kiln: no sample: each rank holds 1/{} of the model; {}\n", layout_.tp() * layout_.pp(),
+  if (sample && layout_.splits_model()) {
+    fmt::print(out_, "kiln: no sample: each rank holds {}; {}\n", layout_.model_share(),
                last_checkpoint_.empty()
                    ? std::string("no checkpoint was written to sample from (train.checkpoint_interval keeps one)")
                    : "sample its checkpoint with kiln generate --checkpoint " + last_checkpoint_);

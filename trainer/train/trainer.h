@@ -156,6 +156,9 @@ class Trainer {
   std::unique_ptr<Communicator> tensor_group_;  // this rank's groups, as layout_ names them
   std::unique_ptr<Communicator> data_group_;
   std::unique_ptr<Communicator> pipeline_group_;
+  // Expert parallelism's groups (layout.h); null when parallel.ep is 1.
+  std::unique_ptr<Communicator> expert_group_;
+  std::unique_ptr<Communicator> expert_data_group_;
   // The first and last stages of a pipeline whose output layer is tied to the embedding;
   // null elsewhere.
   std::unique_ptr<Communicator> embedding_group_;

@@ -60,6 +60,13 @@ void Trainer::print_start(const std::string& data_notes) {
                                  m.seq_len / layout_.tp(), m.seq_len)
                    : std::string());
   if (layout_.pp() > 1) print_pipeline();
+  if (layout_.ep() > 1)
+    fmt::print(out_, "kiln: expert-parallel groups of {} among the {} data-parallel ranks: each rank "
+                     "holds {} of {} experts a layer and trades tokens with its group by all-to-all{}\n",
+               layout_.ep(), layout_.dp(), m.moe.num_experts / layout_.ep(), m.moe.num_experts,
+               layout_.edp() > 1 ? fmt::format("; the {} replicas that hold the same experts sum their "
+                                               "gradients", layout_.edp())
+                                 : std::string());
   fmt::print(out_, "{}kiln: data {}\n", data_notes, train_data_->describe());
   if (valid_data_) fmt::print(out_, "kiln: data {}\n", valid_data_->describe());
   std::string memory = "kiln: memory";
@@ -72,8 +79,9 @@ void Trainer::print_start(const std::string& data_notes) {
              human_bytes(total));
   if (optimizer_->sharded())
     fmt::print(out_, "kiln: distributed optimizer: each of {} data-parallel ranks keeps 1/{} of "
-                     "the optimizer state\n",
-               layout_.dp(), layout_.dp());
+                     "the optimizer state{}\n",
+               layout_.dp(), layout_.dp(),
+               layout_.ep() > 1 ? fmt::format(" (of its experts' state 1/{})", layout_.edp()) : "");
   if (config_.train.recompute != "none")
     fmt::print(out_, "kiln: recomputing {} in backward (train.recompute={})\n",
                config_.train.recompute == "full" ? "each block from its input"

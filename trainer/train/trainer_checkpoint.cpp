@@ -23,13 +23,18 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   // first rank, which writes it all.
   const OptimizerState optimizer = optimizer_->state_for_checkpoint();
   saved_step_ = step;
-  // A model split over a tensor group or pipeline stages is written whole: the first
-  // replica's tensor groups gather their pieces, and its stages send theirs to the first.
-  const bool split = layout_.tp() > 1 || layout_.pp() > 1;
+  // A model split over a tensor group, pipeline stages or an expert group is written whole:
+  // the first replica's tensor groups gather their pieces, and its stages send theirs to
+  // the first.
+  const bool split = layout_.splits_model();
+  // The experts come from the first replica of each expert group, where the optimizer
+  // state holds them whole.
   WholeTensors whole;
-  if (split && data_group_->rank() == 0) {
-    whole = gather_whole_tensors(*model_, optimizer, *ops_, *tensor_group_);
-    if (layout_.pp() > 1 && tensor_group_->rank() == 0)
+  const bool first_replica = data_group_->rank() == 0;
+  if (split && layout_.expert_coordinates(world_.rank()).edp == 0) {
+    whole = gather_whole_tensors(*model_, optimizer, *ops_, *tensor_group_, expert_group_.get(),
+                                 first_replica);
+    if (layout_.pp() > 1 && first_replica && tensor_group_->rank() == 0)
       gather_pipeline_stages(whole, *pipeline_group_);
   }
   if (!is_first_rank()) return {};

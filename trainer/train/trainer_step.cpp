@@ -104,6 +104,11 @@ void Trainer::reduce_gradients(StepTimes& times) {
     optimizer_->reduce_scatter_gradients();
   } else {
     buckets_->finish();
+    // The experts' gradients are summed over the replicas that hold the same experts.
+    const ParameterSet& params = model_->parameters();
+    if (expert_data_group_ && expert_data_group_->size() > 1)
+      expert_data_group_->all_reduce(params.flat_grads().slice(params.dense_size(), params.size()),
+                                     ReduceOp::Sum);
   }
   double loss = times.loss;
   data_group_->all_reduce(Tensor{&loss, DType::F64, {1}}, ReduceOp::Sum);
