@@ -34,6 +34,11 @@ CASES = [
      ["model.vocab_size=257", "train.micro_batch=32"], 2.0),
     ("gpt2-124m shape (2 layers, d 768, vocab 50257, seq 256, batch 2)",
      "configs/gpt2-124m.json", GPT2_SMALL, 1.0),
+    # 8 experts, top 2, in every layer; the peer runs them as Mixtral's block does (a loop
+    # over the experts, index_add back), without the balancing losses.
+    ("moe-tiny (4 layers, d 128, 8 experts top 2, vocab 2048, seq 128, batch 8)",
+     "configs/moe-tiny.json", ["train.global_batch=8", "moe.aux_loss_coeff=0",
+                               "moe.z_loss_coeff=0"], 1.0),
 ]
 
 

@@ -151,7 +151,11 @@ json describe(const kiln::Config& config, const kiln::GptModel& model, const kil
             {"rope_theta", m.rope_theta},
             {"norm_eps", m.norm_eps},
             {"init_std", m.init_std},
-            {"tie_embeddings", m.tie_embeddings}}},
+            {"tie_embeddings", m.tie_embeddings},
+            // MoE layers: the reference runs Mixtral's (softmax, normalised top-k, dropless).
+            {"num_experts", m.moe.num_experts},
+            {"top_k", m.moe.top_k},
+            {"expert_ffn", m.moe.enabled() ? m.expert_ffn_dim() : 0}}},
           {"device", ops.name()},
           {"threads", kiln::resolved_threads(config.backend)},
           {"grad_accum", config.grad_accum()},

@@ -2,7 +2,8 @@
 // --hf loads the config.json and model.safetensors that `kiln export` wrote (parsing the
 // safetensors by hand, mapping Hugging Face's names and layouts itself) into its PyTorch
 // model, and must reproduce kiln's loss and logits on the same tokens, for a GPT-2 (tied,
-// biases, Conv1D layouts) and a Llama-style model (GQA, split q/k/v and gate/up, untied).
+// biases, Conv1D layouts), a Llama-style model (GQA, split q/k/v and gate/up, untied) and a
+// Mixtral (its router and per-expert w1/w2/w3).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,10 +28,17 @@ const std::string kReference = std::string(KILN_SOURCE_DIR) + "/tests/parity/tor
 constexpr int64_t kBatch = 3;
 constexpr double kTolerance = 1e-5;  // relative, loss and all logits
 
-ModelConfig export_model(const std::string& arch) {
-  ModelConfig m = test::small_model(arch, 64, 300, 16);  // the byte tokenizer's 257 and more
-  m.make_vocab_size_divisible_by = 64;                    // padded to 320
+// "mixtral": the Llama model with 4 experts of width 48, top 2, in both layers.
+ModelConfig export_model(const std::string& name) {
+  const bool mixtral = name == "mixtral";
+  ModelConfig m = test::small_model(mixtral ? "llama" : name, 64, 300, 16);  // 257 byte ids and more
+  m.make_vocab_size_divisible_by = 64;                                     // padded to 320
   m.init_std = 0.05;
+  if (mixtral) {
+    m.moe.num_experts = 4;
+    m.moe.top_k = 2;
+    m.moe.ffn_hidden = 48;
+  }
   return m;
 }
 
@@ -118,7 +126,7 @@ TEST_P(HfExportParity, PyTorchReadsTheExportAndGivesKilnsLoss) {
               logits_error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, HfExportParity, testing::Values("gpt2", "llama"),
+INSTANTIATE_TEST_SUITE_P(Arch, HfExportParity, testing::Values("gpt2", "llama", "mixtral"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

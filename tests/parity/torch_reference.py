@@ -12,8 +12,8 @@ targets.bin (int32 [batch, seq_len]; a target < 0 is masked). It writes:
                      step, "grad_norms": the norm before clipping at each step}
 
 Written from the model description (pre-norm blocks, LayerNorm/GELU-tanh/learned
-positions/tied head for GPT-2; RMSNorm/SwiGLU/RoPE/GQA/untied head for Llama), not from
-kiln's code. torch 1.13 has neither F.scaled_dot_product_attention nor F.rms_norm, so
+positions/tied head for GPT-2; RMSNorm/SwiGLU/RoPE/GQA/untied head for Llama; Mixtral's
+top-k softmax router over SwiGLU experts), not from kiln's code. torch 1.13 has neither F.scaled_dot_product_attention nor F.rms_norm, so
 attention and RMSNorm are spelled out.
 """
 import json
@@ -70,6 +70,29 @@ def causal_attention(q, k, v):
     return torch.softmax(scores, dim=-1) @ v
 
 
+def sparse_moe(cfg, P, pre, x):
+    """Mixtral's sparse MLP over x [B, T, C]: softmax router scores, the top_k experts of each
+    token, their scores divided by their sum, each expert a SwiGLU, the outputs weighed by
+    the gates and summed. The experts are stacked as kiln stacks them: fc [E * 2F, C] with
+    expert e's [gate | up] rows at [2eF, 2(e+1)F), proj [E * C, F] with its rows at [eC, (e+1)C)."""
+    E, Fe, C = cfg["num_experts"], cfg["expert_ffn"], x.shape[-1]
+    flat = x.reshape(-1, C)
+    probs = torch.softmax(F.linear(flat, P[pre + "router.weight"]), dim=-1)
+    gates, chosen = probs.topk(cfg["top_k"], dim=-1)
+    gates = gates / gates.sum(dim=-1, keepdim=True)
+    fc = P[pre + "experts.fc.weight"].view(E, 2 * Fe, C)
+    proj = P[pre + "experts.proj.weight"].view(E, C, Fe)
+    out = torch.zeros_like(flat)
+    for e in range(E):
+        token, choice = (chosen == e).nonzero(as_tuple=True)
+        if token.numel() == 0:
+            continue
+        gate, up = F.linear(flat[token], fc[e]).split(Fe, dim=-1)
+        y = F.linear(F.silu(gate) * up, proj[e])
+        out = out.index_add(0, token, y * gates[token, choice].unsqueeze(-1))
+    return out.view_as(x)
+
+
 def forward(cfg, P, tokens):
     """Logits [B, T, vocab_size] from parameters P (a dict of float32 tensors)."""
     llama = cfg["arch"] == "llama"
@@ -107,7 +130,11 @@ def forward(cfg, P, tokens):
         attn = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * hd)
         x = x + linear(attn, pre + "attn.proj")
 
-        # MLP: GELU (tanh) for GPT-2, SwiGLU with [gate | up] rows for Llama.
+        # MLP: GELU (tanh) for GPT-2, SwiGLU with [gate | up] rows for Llama, Mixtral's
+        # experts where the layer has them.
+        if pre + "moe.router.weight" in P:
+            x = x + sparse_moe(cfg, P, pre + "moe.", norm(x, pre + "norm2"))
+            continue
         h = linear(norm(x, pre + "norm2"), pre + "mlp.fc")
         if llama:
             gate, up = h.split(cfg["d_ff"], dim=-1)
@@ -185,10 +212,12 @@ def main():
 
 def params_from_hf(model_dir):
     """cfg and P (this script's names) from a Hugging Face folder that `kiln export` wrote,
-    read the way transformers reads GPT2LMHeadModel and LlamaForCausalLM: GPT-2's Conv1D
+    read the way transformers reads GPT2LMHeadModel, LlamaForCausalLM and MixtralForCausalLM:
+    GPT-2's Conv1D
     computes x @ W + b with W stored [in, out], so F.linear's weight is W^T, and c_attn's
     output is q, k, v of n_embd each; Llama's q/k/v_proj and gate/up_proj are separate
-    F.linear weights, stacked here into the fused forms forward() takes."""
+    F.linear weights, stacked here into the fused forms forward() takes, and so are Mixtral's
+    per-expert w1, w3 and w2."""
     with open(os.path.join(model_dir, "config.json")) as f:
         hf = json.load(f)
     tensors = read_safetensors(os.path.join(model_dir, "model.safetensors"))
@@ -217,14 +246,16 @@ def params_from_hf(model_dir):
                 P[k + ours + ".bias"] = t(h + theirs + ".bias")
         P["final_norm.weight"], P["final_norm.bias"] = t("transformer.ln_f.weight"), t("transformer.ln_f.bias")
     else:
-        assert hf["model_type"] == "llama" and hf["hidden_act"] == "silu"
+        assert hf["model_type"] in ("llama", "mixtral") and hf["hidden_act"] == "silu"
         C, H = hf["hidden_size"], hf["num_attention_heads"]
         cfg = {"arch": "llama", "n_layer": hf["num_hidden_layers"], "n_head": H,
                "n_kv_head": hf.get("num_key_value_heads", H), "head_dim": C // H, "d_model": C,
                "d_ff": hf["intermediate_size"], "vocab_size": hf["vocab_size"],
                "seq_len": hf["max_position_embeddings"], "rope_theta": hf["rope_theta"],
                "norm_eps": hf["rms_norm_eps"],
-               "tie_embeddings": hf.get("tie_word_embeddings", False)}
+               "tie_embeddings": hf.get("tie_word_embeddings", False),
+               "num_experts": hf.get("num_local_experts"), "top_k": hf.get("num_experts_per_tok"),
+               "expert_ffn": hf["intermediate_size"]}
         P["wte"] = t("model.embed_tokens.weight")
         for layer in range(cfg["n_layer"]):
             m, k = "model.layers.%d." % layer, "layers.%d." % layer
@@ -234,6 +265,14 @@ def params_from_hf(model_dir):
                 [t(attn + "q_proj.weight"), t(attn + "k_proj.weight"), t(attn + "v_proj.weight")])
             P[k + "attn.proj.weight"] = t(attn + "o_proj.weight")
             P[k + "norm2.weight"] = t(m + "post_attention_layernorm.weight")
+            if hf["model_type"] == "mixtral":
+                moe = m + "block_sparse_moe."
+                experts = [moe + "experts.%d." % e for e in range(cfg["num_experts"])]
+                P[k + "moe.router.weight"] = t(moe + "gate.weight")
+                P[k + "moe.experts.fc.weight"] = torch.cat(
+                    [torch.cat([t(w + "w1.weight"), t(w + "w3.weight")]) for w in experts])
+                P[k + "moe.experts.proj.weight"] = torch.cat([t(w + "w2.weight") for w in experts])
+                continue
             P[k + "mlp.fc.weight"] = torch.cat([t(mlp + "gate_proj.weight"), t(mlp + "up_proj.weight")])
             P[k + "mlp.proj.weight"] = t(mlp + "down_proj.weight")
         P["final_norm.weight"] = t("model.norm.weight")

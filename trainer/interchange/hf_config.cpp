@@ -119,16 +119,53 @@ ModelConfig llama_from_hf(const Fields& f, const std::string& file) {
   return m;
 }
 
+// Mixtral is Llama with every MLP a sparse mixture of SwiGLU experts; MixtralConfig's
+// defaults are Mixtral 8x7B's.
+ModelConfig mixtral_from_hf(const Fields& f, const std::string& file) {
+  ModelConfig m = llama_from_hf(f, file);
+  if (!f.present("intermediate_size")) m.d_ff = 14336;
+  if (!f.present("num_key_value_heads")) m.n_kv_head = 8;
+  if (!f.present("max_position_embeddings")) m.seq_len = 4096 * 32;
+  if (!f.present("rms_norm_eps")) m.norm_eps = 1e-5;
+  if (!f.present("rope_theta")) m.rope_theta = 1e6;
+  if (f.present("sliding_window") && f.get<int>("sliding_window", 0) < m.seq_len)
+    fail(fmt::format("import: {}: sliding_window {} is below max_position_embeddings {}; kiln's "
+                     "attention sees the whole sequence",
+                     file, f.get<int>("sliding_window", 0), m.seq_len));
+  m.moe.num_experts = f.get<int>("num_local_experts", 8);
+  m.moe.top_k = f.get<int>("num_experts_per_tok", 2);
+  m.moe.ffn_hidden = m.d_ff;
+  m.moe.aux_loss_coeff = f.get<double>("router_aux_loss_coef", 0.001);
+  return m;
+}
+
+// Refuses, in one line, an MoE model MixtralForCausalLM computes differently.
+void check_mixtral(const ModelConfig& m) {
+  const MoeConfig& moe = m.moe;
+  const auto refuse = [](const std::string& why) {
+    fail("export: MixtralForCausalLM " + why + "; --format hf cannot express this model");
+  };
+  if (!m.is_llama()) refuse("has Llama-style layers with SwiGLU experts, and this model is model.arch=gpt2");
+  for (int l = 0; l < m.n_layer; ++l)
+    if (!moe.is_moe_layer(l))
+      refuse(fmt::format("has experts in every layer, and this model's layer {} is dense", l));
+  if (moe.shared_experts > 0)
+    refuse(fmt::format("has no shared experts, and this model has moe.shared_experts={}", moe.shared_experts));
+  if (moe.score != "softmax") refuse("scores its router by softmax, and this model has moe.score=" + moe.score);
+  if (!moe.normalize_top_k)
+    refuse("divides the top-k gates by their sum, and this model has moe.normalize_top_k=false");
+}
+
 }  // namespace
 
 json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
   json c;
+  if (m.moe.enabled()) check_mixtral(m);
   if (m.is_llama()) {
-    c = {{"architectures", {"LlamaForCausalLM"}},
-         {"model_type", "llama"},
-         {"vocab_size", m.vocab_size},
+    // LlamaConfig's fields, which MixtralConfig shares (its intermediate_size each expert's).
+    c = {{"vocab_size", m.vocab_size},
          {"hidden_size", m.d_model},
-         {"intermediate_size", m.ffn_dim()},
+         {"intermediate_size", m.moe.enabled() ? m.expert_ffn_dim() : m.ffn_dim()},
          {"num_hidden_layers", m.n_layer},
          {"num_attention_heads", m.n_head},
          {"num_key_value_heads", m.kv_heads()},
@@ -136,12 +173,24 @@ json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
          {"max_position_embeddings", m.seq_len},
          {"rms_norm_eps", m.norm_eps},
          {"rope_theta", m.rope_theta},
-         {"rope_scaling", nullptr},
          {"hidden_act", "silu"},
-         {"attention_bias", false},
-         {"attention_dropout", 0.0},
-         {"mlp_bias", false},
-         {"pretraining_tp", 1}};
+         {"attention_dropout", 0.0}};
+    const json own = m.moe.enabled()
+                         ? json{{"architectures", {"MixtralForCausalLM"}},
+                                {"model_type", "mixtral"},
+                                {"sliding_window", nullptr},
+                                {"num_local_experts", m.moe.num_experts},
+                                {"num_experts_per_tok", m.moe.top_k},
+                                {"router_aux_loss_coef", m.moe.aux_loss_coeff},
+                                {"router_jitter_noise", 0.0},
+                                {"output_router_logits", false}}
+                         : json{{"architectures", {"LlamaForCausalLM"}},
+                                {"model_type", "llama"},
+                                {"rope_scaling", nullptr},
+                                {"attention_bias", false},
+                                {"mlp_bias", false},
+                                {"pretraining_tp", 1}};
+    c.update(own);
   } else {
     if (m.kv_heads() != m.n_head)
       fail(
@@ -184,7 +233,8 @@ ModelConfig model_from_hf_config(const json& config, const std::string& file) {
   const std::string type = fields.get<std::string>("model_type", "");
   if (type == "gpt2") return gpt2_from_hf(fields, file);
   if (type == "llama") return llama_from_hf(fields, file);
-  fail("import: " + file + ": model_type \"" + type + "\" is not one kiln imports (gpt2, llama)");
+  if (type == "mixtral") return mixtral_from_hf(fields, file);
+  fail("import: " + file + ": model_type \"" + type + "\" is not one kiln imports (gpt2, llama, mixtral)");
 }
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // Hugging Face's config.json for the models kiln trains: GPT2Config (GPT2LMHeadModel) for
-// model.arch gpt2 and LlamaConfig (LlamaForCausalLM) for llama. `kiln export` writes it,
+// model.arch gpt2, LlamaConfig (LlamaForCausalLM) for llama, and MixtralConfig
+// (MixtralForCausalLM) for a llama with experts in every layer. `kiln export` writes it,
 // `kiln import` reads it back; docs/interchange.md lists the fields.
 #pragma once
 
@@ -14,7 +15,8 @@ namespace kiln {
 
 // The config.json of a kiln model whose weights are stored in `dtype`; eod is the
 // tokenizer's end-of-document id (bos and eos). Refuses, in one line, a kiln model that
-// the Hugging Face class cannot express (GPT-2 with grouped-query attention).
+// the Hugging Face class cannot express (GPT-2 with grouped-query attention, an MoE model
+// with dense layers, shared experts or another router).
 nlohmann::json hf_config(const ModelConfig& model, DType dtype, int32_t eod);
 
 // The kiln model a config.json describes (`file` names it in errors). Refuses unknown model

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <fmt/core.h>
+
 #include "kernels/check.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/durable_file.h"
@@ -19,9 +21,13 @@ HfExportSummary export_hf(const std::string& checkpoint_path, const std::string&
   const Checkpoint checkpoint(checkpoint_path);
   const Config config = config_from_json(checkpoint.state().config);
   const ModelConfig& m = config.model;
-  if (m.moe.enabled())
-    fail("export: " + checkpoint_path + " is a mixture-of-experts model; --format hf exports "
-         "dense GPT-2 and Llama models only");
+  // Aux-loss-free balancing's selection bias chooses experts; Mixtral's router has none.
+  for (const auto& [layer, bias] : checkpoint.state().expert_bias)
+    for (double b : bias)
+      if (b != 0)
+        fail(fmt::format("export: {} chooses layer {}'s experts with a selection bias "
+                         "(moe.bias_update_rate), which MixtralForCausalLM's router cannot hold",
+                         checkpoint_path, layer));
   const SafetensorsFile& weights = checkpoint.model_file();
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.data.tokenizer);
   summary.arch = m.arch;

@@ -26,19 +26,25 @@ namespace {
 namespace fs = std::filesystem;
 using test::error_of;
 
-ModelConfig model_of(const std::string& arch, bool tied) {
+ModelConfig model_of(const std::string& arch, bool tied, bool experts = false) {
   ModelConfig m = test::small_model(arch, 32, 300, 16);  // padded to 384: padding rows exist
   m.tie_embeddings = tied;
+  if (experts) {  // Mixtral: 4 experts of width 24 in every layer, top 2
+    m.moe.num_experts = 4;
+    m.moe.top_k = 2;
+    m.moe.ffn_hidden = 24;
+  }
   return m;
 }
 
 struct Case {
   std::string arch;
   bool tied;
+  bool experts = false;
 };
 
 std::string name_of(const testing::TestParamInfo<Case>& info) {
-  return info.param.arch + (info.param.tied ? "_tied" : "_untied");
+  return info.param.arch + (info.param.tied ? "_tied" : "_untied") + (info.param.experts ? "_moe" : "");
 }
 
 fs::path fresh(const std::string& name) {
@@ -48,8 +54,10 @@ fs::path fresh(const std::string& name) {
   return dir;
 }
 
-// A checkpoint of a randomly initialised model (padding rows zero, as training keeps them).
-std::string save_model(const ModelConfig& m, const fs::path& root) {
+// A checkpoint of a randomly initialised model (padding rows zero, as training keeps them),
+// with the MoE layers' selection bias given.
+std::string save_model(const ModelConfig& m, const fs::path& root,
+                       const std::map<int, std::vector<double>>& expert_bias = {}) {
   auto ops = make_cpu_ops(2);
   GptModel model(m, 1, *ops);
   model.init_parameters(9);
@@ -62,6 +70,7 @@ std::string save_model(const ModelConfig& m, const fs::path& root) {
   state.run_name = "original";
   state.layout = "tp1.pp1.dp1";
   state.config = config_to_json(config);
+  state.expert_bias = expert_bias;
   return save_checkpoint(root.string(), state, model, optimizer.state_for_checkpoint(), *ops, 0).path;
 }
 
@@ -79,7 +88,7 @@ std::map<std::string, std::vector<std::byte>> tensors_of(const std::string& file
 class HfInterchange : public testing::TestWithParam<Case> {};
 
 TEST_P(HfInterchange, TheMapNamesEveryParameterWithItsShape) {
-  const ModelConfig m = model_of(GetParam().arch, GetParam().tied);
+  const ModelConfig m = model_of(GetParam().arch, GetParam().tied, GetParam().experts);
   auto ops = make_cpu_ops(1);
   const GptModel model(m, 1, *ops);
   std::map<std::string, Shape> kiln, mapped;
@@ -105,8 +114,9 @@ TEST_P(HfInterchange, TheMapNamesEveryParameterWithItsShape) {
 }
 
 TEST_P(HfInterchange, ExportThenImportGivesBackEveryTensorExactly) {
-  const ModelConfig m = model_of(GetParam().arch, GetParam().tied);
-  const fs::path dir = fresh("roundtrip_" + GetParam().arch + (GetParam().tied ? "_t" : "_u"));
+  const ModelConfig m = model_of(GetParam().arch, GetParam().tied, GetParam().experts);
+  const fs::path dir = fresh("roundtrip_" + GetParam().arch + (GetParam().tied ? "_t" : "_u") +
+                             (GetParam().experts ? "_moe" : ""));
   const std::string original = save_model(m, dir / "original");
   const HfExportSummary exported = export_hf(original, (dir / "hf").string());
   EXPECT_EQ(exported.files, (std::vector<std::string>{"config.json", "model.safetensors"}));
@@ -126,17 +136,24 @@ TEST_P(HfInterchange, ExportThenImportGivesBackEveryTensorExactly) {
   EXPECT_EQ(again.arch, m.arch);
   EXPECT_EQ(again.n_layer, m.n_layer);
   EXPECT_EQ(again.kv_heads(), m.kv_heads());
-  EXPECT_EQ(again.ffn_dim(), m.ffn_dim());
+  // Mixtral has no dense MLP, so no dense width to carry.
+  if (!m.moe.enabled()) {
+    EXPECT_EQ(again.ffn_dim(), m.ffn_dim());
+  }
   EXPECT_EQ(again.seq_len, m.seq_len);
   EXPECT_EQ(again.tie_embeddings, m.tie_embeddings);
   EXPECT_EQ(again.padded_vocab(), m.padded_vocab());
+  EXPECT_EQ(again.moe.num_experts, m.moe.num_experts);
+  EXPECT_EQ(again.moe.top_k, m.moe.top_k);
+  EXPECT_EQ(again.expert_ffn_dim(), m.expert_ffn_dim());
   for (const auto& [name, bytes] : tensors_of(back.path() + "/optimizer.safetensors"))
     for (std::byte b : bytes) ASSERT_EQ(b, std::byte{0}) << name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HfInterchange,
                          testing::Values(Case{"gpt2", true}, Case{"gpt2", false},
-                                         Case{"llama", false}, Case{"llama", true}),
+                                         Case{"llama", false}, Case{"llama", true},
+                                         Case{"llama", false, true}),
                          name_of);
 
 // The exported files re-written as two BF16 shards and an index, as large models come.
@@ -263,7 +280,7 @@ TEST(HfImport, RefusesWhatItCannotPlaceInOneLine) {
   export_hf(original, hf.string());
   std::ofstream(hf / "config.json") << R"({"model_type": "qwen2", "vocab_size": 300})";
   EXPECT_EQ(import_to("e"), "import: " + (hf / "config.json").string() +
-                                ": model_type \"qwen2\" is not one kiln imports (gpt2, llama)");
+                                ": model_type \"qwen2\" is not one kiln imports (gpt2, llama, mixtral)");
   std::ofstream(hf / "config.json") << R"({"model_type": "gpt2", "activation_function": "relu"})";
   EXPECT_EQ(import_to("f"), "import: " + (hf / "config.json").string() +
                                 ": activation_function \"relu\" is not the tanh GELU (gelu_new) "
@@ -299,6 +316,74 @@ TEST(HfConfig, RefusesGroupedQueryGpt2) {
   EXPECT_EQ(error_of([&] { hf_config(m, DType::F32, 256); }),
             "export: GPT2LMHeadModel has no grouped-query attention, and this gpt2 model has "
             "model.n_kv_head=2 for model.n_head=4");
+}
+
+TEST(HfConfig, MixtralNamesItsExpertsAndRefusesWhatItCannotExpress) {
+  const ModelConfig m = model_of("llama", false, true);
+  const nlohmann::json c = hf_config(m, DType::BF16, 256);
+  EXPECT_EQ(c["architectures"], nlohmann::json::array({"MixtralForCausalLM"}));
+  EXPECT_EQ(c["num_local_experts"], 4);
+  EXPECT_EQ(c["num_experts_per_tok"], 2);
+  EXPECT_EQ(c["intermediate_size"], 24);
+  std::set<std::string> names;
+  for (const HfTensor& t : hf_tensor_map(m))
+    for (const HfPart& p : t.parts) names.insert(p.name);
+  for (const char* name : {"model.layers.1.block_sparse_moe.gate.weight",
+                           "model.layers.1.block_sparse_moe.experts.3.w1.weight",
+                           "model.layers.1.block_sparse_moe.experts.3.w2.weight",
+                           "model.layers.1.block_sparse_moe.experts.3.w3.weight"})
+    EXPECT_TRUE(names.count(name)) << name;
+  EXPECT_EQ(names.count("model.layers.1.mlp.gate_proj.weight"), 0u);
+
+  const auto refusal = [&](const std::function<void(ModelConfig&)>& change) {
+    ModelConfig changed = m;
+    change(changed);
+    return error_of([&] { hf_config(changed, DType::F32, 256); });
+  };
+  EXPECT_EQ(refusal([](ModelConfig& c) { c.moe.layer_freq = 2; }),
+            "export: MixtralForCausalLM has experts in every layer, and this model's layer 1 is "
+            "dense; --format hf cannot express this model");
+  EXPECT_EQ(refusal([](ModelConfig& c) { c.moe.shared_experts = 1; }),
+            "export: MixtralForCausalLM has no shared experts, and this model has "
+            "moe.shared_experts=1; --format hf cannot express this model");
+  EXPECT_EQ(refusal([](ModelConfig& c) { c.moe.score = "sigmoid"; }),
+            "export: MixtralForCausalLM scores its router by softmax, and this model has "
+            "moe.score=sigmoid; --format hf cannot express this model");
+  EXPECT_EQ(refusal([](ModelConfig& c) { c.moe.normalize_top_k = false; }),
+            "export: MixtralForCausalLM divides the top-k gates by their sum, and this model has "
+            "moe.normalize_top_k=false; --format hf cannot express this model");
+  EXPECT_EQ(refusal([](ModelConfig& c) { c.arch = "gpt2"; c.n_kv_head = 0; }),
+            "export: MixtralForCausalLM has Llama-style layers with SwiGLU experts, and this model "
+            "is model.arch=gpt2; --format hf cannot express this model");
+}
+
+TEST(HfConfig, MixtralImportsWithItsDefaultsAndRefusesASlidingWindow) {
+  const nlohmann::json given = {{"model_type", "mixtral"}, {"hidden_size", 64}, {"num_hidden_layers", 2},
+                                {"num_attention_heads", 4}, {"vocab_size", 300},
+                                {"max_position_embeddings", 32}};
+  const ModelConfig m = model_from_hf_config(given, "config.json");
+  EXPECT_EQ(m.arch, "llama");
+  EXPECT_EQ(m.moe.num_experts, 8);
+  EXPECT_EQ(m.moe.top_k, 2);
+  EXPECT_EQ(m.expert_ffn_dim(), 14336);
+  EXPECT_EQ(m.n_kv_head, 8);
+  EXPECT_EQ(m.rope_theta, 1e6);
+  EXPECT_TRUE(m.moe.is_moe_layer(1));
+  nlohmann::json windowed = given;
+  windowed["sliding_window"] = 16;
+  EXPECT_EQ(error_of([&] { model_from_hf_config(windowed, "config.json"); }),
+            "import: config.json: sliding_window 16 is below max_position_embeddings 32; kiln's "
+            "attention sees the whole sequence");
+}
+
+TEST(HfExport, RefusesASelectionBiasMixtralCannotHold) {
+  const fs::path dir = fresh("biased");
+  const std::string saved =
+      save_model(model_of("llama", false, true), dir / "ckpt", {{1, {0.0, 0.01, -0.01, 0.0}}});
+  EXPECT_EQ(error_of([&] { export_hf(saved, (dir / "hf").string()); }),
+            "export: " + saved + " chooses layer 1's experts with a selection bias "
+            "(moe.bias_update_rate), which MixtralForCausalLM's router cannot hold");
+  EXPECT_FALSE(fs::exists(dir / "hf"));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "trainer/interchange/hf_tensors.h"
 
 #include <cstring>
+#include <utility>
 
 namespace kiln {
 namespace {
@@ -30,6 +31,23 @@ void gpt2_layer(std::vector<HfTensor>& out, const ModelConfig& m, int layer) {
   out.push_back(whole(k + "mlp.proj.bias", {C}, h + "mlp.c_proj.bias"));
 }
 
+// Mixtral's sparse MLP: the router is `gate`; expert e's w1 (gate) and w3 (up) are its rows
+// of kiln's stacked [gate | up] products, its w2 (down) its rows of the stacked projections.
+void mixtral_experts(std::vector<HfTensor>& out, const ModelConfig& m, const std::string& k,
+                     const std::string& h) {
+  const int64_t C = m.d_model, F = m.expert_ffn_dim(), E = m.moe.num_experts;
+  out.push_back(whole(k + "router.weight", {E, C}, h + "gate.weight"));
+  HfTensor fc{k + "experts.fc.weight", {E * 2 * F, C}, {}}, proj{k + "experts.proj.weight", {E * C, F}, {}};
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string expert = h + "experts." + std::to_string(e) + ".";
+    fc.parts.push_back({expert + "w1.weight", e * 2 * F, e * 2 * F + F});
+    fc.parts.push_back({expert + "w3.weight", e * 2 * F + F, (e + 1) * 2 * F});
+    proj.parts.push_back({expert + "w2.weight", e * C, (e + 1) * C});
+  }
+  out.push_back(std::move(fc));
+  out.push_back(std::move(proj));
+}
+
 void llama_layer(std::vector<HfTensor>& out, const ModelConfig& m, int layer) {
   const std::string k = "layers." + std::to_string(layer) + ".";
   const std::string h = "model.layers." + std::to_string(layer) + ".";
@@ -43,6 +61,10 @@ void llama_layer(std::vector<HfTensor>& out, const ModelConfig& m, int layer) {
                   {h + "self_attn.v_proj.weight", Q + KV, Q + 2 * KV}}});
   out.push_back(whole(k + "attn.proj.weight", {C, Q}, h + "self_attn.o_proj.weight"));
   out.push_back(whole(k + "norm2.weight", {C}, h + "post_attention_layernorm.weight"));
+  if (m.moe.is_moe_layer(layer)) {
+    mixtral_experts(out, m, k + "moe.", h + "block_sparse_moe.");
+    return;
+  }
   out.push_back({k + "mlp.fc.weight",
                  {2 * F, C},
                  {{h + "mlp.gate_proj.weight", 0, F}, {h + "mlp.up_proj.weight", F, 2 * F}}});

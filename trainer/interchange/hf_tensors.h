@@ -1,8 +1,9 @@
-// Where kiln's parameters lie in Hugging Face's tensors (GPT2LMHeadModel, LlamaForCausalLM),
-// for `kiln export` and `kiln import`; docs/interchange.md has the tables.
+// Where kiln's parameters lie in Hugging Face's tensors (GPT2LMHeadModel, LlamaForCausalLM,
+// MixtralForCausalLM), for `kiln export` and `kiln import`; docs/interchange.md has the tables.
 //
 // A kiln tensor is one Hugging Face tensor or several stacked along its rows: Llama's fused
-// qkv is q_proj, k_proj and v_proj; its fused [gate | up] is gate_proj and up_proj. GPT-2's
+// qkv is q_proj, k_proj and v_proj; its fused [gate | up] is gate_proj and up_proj; Mixtral's
+// experts' w1, w3 and w2 are rows of kiln's stacked experts. GPT-2's
 // Conv1D layers store their weights [in, out], transposed from kiln's [out, in]; its c_attn
 // already stacks q, k, v in kiln's order. Vocabulary padding rows exist only in kiln.
 // RoPE needs no permutation: kiln and Hugging Face's Llama both rotate halves (i, i + d/2).
