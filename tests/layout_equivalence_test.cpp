@@ -127,6 +127,19 @@ INSTANTIATE_TEST_SUITE_P(
                kMoe},
         Layout{"moe_capacity_ep2_recompute_full", 2,
                " --set parallel.ep=2 --set train.recompute=full", kMoeCapacity},
+        // Tensor parallelism: every expert's hidden units split as a dense MLP's.
+        Layout{"moe_tp2", 2, " --set parallel.tp=2", kMoe},
+        Layout{"moe_tp2_sequence_parallel_dp2", 4,
+               " --set parallel.tp=2 --set parallel.sequence_parallel=true", kMoe},
+        // Both: each rank holds half the hidden units of half the experts.
+        Layout{"moe_tp2_ep2", 4, " --set parallel.tp=2 --set parallel.ep=2", kMoe},
+        Layout{"moe_capacity_tp2_sequence_parallel_ep2_distributed_optimizer", 4,
+               " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.ep=2"
+               " --set parallel.distributed_optimizer=true",
+               kMoeCapacity},
+        Layout{"moe_capacity_tp2_sequence_parallel_recompute_full", 2,
+               " --set parallel.tp=2 --set parallel.sequence_parallel=true --set train.recompute=full",
+               kMoeCapacity},
         Layout{"pp2_vpp2_interleaved", 2, " --set parallel.pp=2 --set parallel.vpp=2",
                " --set model.n_layer=4"},
         // Round a ring of 4 stages: each transfer is matched on its channel by order alone.
@@ -217,7 +230,14 @@ INSTANTIATE_TEST_SUITE_P(
                     // the expert-data-parallel replicas.
                     Layout{"moe_ep2_dp4_distributed_optimizer", 4,
                            " --set parallel.ep=2 --set parallel.distributed_optimizer=true",
-                           " --set model.n_layer=2" + kMoe + " --set moe.bias_update_rate=0.01"}),
+                           " --set model.n_layer=2" + kMoe + " --set moe.bias_update_rate=0.01"},
+                    Layout{"moe_tp2_sequence_parallel", 2,
+                           " --set parallel.tp=2 --set parallel.sequence_parallel=true",
+                           " --set model.n_layer=2" + kMoe},
+                    Layout{"moe_tp2_ep2_distributed_optimizer", 4,
+                           " --set parallel.tp=2 --set parallel.ep=2"
+                           " --set parallel.distributed_optimizer=true",
+                           " --set model.n_layer=2" + kMoe}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 // After one step each layout holds the single rank's gradients, tensor by tensor: AdamW's
@@ -290,6 +310,11 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"pp2_dp2", 4, " --set parallel.pp=2 --set parallel.ddp_bucket_size=5000",
                            ""},
                     Layout{"moe_ep2_dp4", 4, " --set parallel.ep=2", kMoe},
+                    Layout{"moe_capacity_tp2_ep2", 4, " --set parallel.tp=2 --set parallel.ep=2",
+                           kMoeCapacity},
+                    Layout{"moe_capacity_tp2_sequence_parallel", 2,
+                           " --set parallel.tp=2 --set parallel.sequence_parallel=true",
+                           kMoeCapacity},
                     Layout{"moe_pp2_ep2_distributed_optimizer", 4,
                            " --set parallel.pp=2 --set parallel.ep=2"
                            " --set parallel.distributed_optimizer=true",

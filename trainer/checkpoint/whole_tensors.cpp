@@ -27,29 +27,44 @@ std::vector<TensorSource> WholeTensors::sources(bool optimizer) const {
   return out;
 }
 
+namespace {
+
+// The pieces every rank of `group` holds, in rank order, on its first rank (empty elsewhere).
+std::vector<double> collect(Communicator& group, std::vector<double> mine) {
+  const auto n = static_cast<int64_t>(mine.size());
+  const int size = group.size();
+  std::vector<double> pieces(group.rank() == 0 ? static_cast<size_t>(n * size) : 0);
+  group.gather(Tensor{pieces.data(), DType::F64, {n * size}}, Tensor{mine.data(), DType::F64, {n}}, 0);
+  return pieces;
+}
+
+}  // namespace
+
 WholeTensors gather_whole_tensors(const GptModel& model, const OptimizerState& optimizer,
                                   Ops& ops, Communicator& tensor_group, Communicator* expert_group,
                                   bool dense) {
   WholeTensors whole;
   const bool tensor_root = tensor_group.rank() == 0;
-  // One tensor at a time: its pieces in rank order, then the whole on the first rank.
-  const auto gather = [&](Communicator& group, bool root, bool in_optimizer, const std::string& name,
-                          const Parameter& p, const Tensor& piece) {
-    std::vector<double> mine = copy_to_doubles(ops, piece);
-    const auto n = static_cast<int64_t>(mine.size());
-    const int size = group.size();
-    std::vector<double> pieces(group.rank() == 0 ? static_cast<size_t>(n * size) : 0);
-    group.gather(Tensor{pieces.data(), DType::F64, {n * size}}, Tensor{mine.data(), DType::F64, {n}}, 0);
-    if (root) whole.add({name, piece.dtype, p.whole_shape(), in_optimizer, p.whole_from(pieces)});
+  // One tensor at a time: the pieces of the tensor group (every rank's copy of a parameter
+  // it holds whole), then, for an expert's, those of the first tensor ranks' expert group,
+  // block by block; the whole on the rank that is first of both.
+  const auto gather = [&](bool in_optimizer, const std::string& name, const Parameter& p,
+                          const Tensor& piece) {
+    std::vector<double> pieces = copy_to_doubles(ops, piece);
+    if (!p.expert || p.split.tensor_sharded()) pieces = collect(tensor_group, std::move(pieces));
+    if (!tensor_root) return;
+    if (p.expert) {
+      pieces = collect(*expert_group, std::move(pieces));
+      if (expert_group->rank() != 0) return;
+    }
+    whole.add({name, piece.dtype, p.whole_shape(), in_optimizer, p.whole_from(pieces)});
   };
   for (const Parameter& p : model.parameters().all()) {
     if (p.copy || (!p.expert && !dense)) continue;
-    Communicator& group = p.expert ? *expert_group : tensor_group;
-    const bool root = tensor_root && group.rank() == 0;
-    gather(group, root, false, p.name, p, p.value);
-    gather(group, root, true, "exp_avg." + p.name, p, p.view_in(optimizer.exp_avg));
-    gather(group, root, true, "exp_avg_sq." + p.name, p, p.view_in(optimizer.exp_avg_sq));
-    if (optimizer.master_copy) gather(group, root, true, "master." + p.name, p, p.view_in(optimizer.master));
+    gather(false, p.name, p, p.value);
+    gather(true, "exp_avg." + p.name, p, p.view_in(optimizer.exp_avg));
+    gather(true, "exp_avg_sq." + p.name, p, p.view_in(optimizer.exp_avg_sq));
+    if (optimizer.master_copy) gather(true, "master." + p.name, p, p.view_in(optimizer.master));
   }
   return whole;
 }

@@ -35,10 +35,11 @@ class WholeTensors {
   std::shared_ptr<std::vector<WholeTensor>> tensors_ = std::make_shared<std::vector<WholeTensor>>();
 };
 
-// A collective over `tensor_group`, and over `expert_group` for the experts' pieces: on the
-// rank that is first of both the result holds the whole tensors of the parameters this
-// stage owns (copies of another stage's are left to it); elsewhere nothing. Without `dense`,
-// the experts' alone (the first replica of each expert group gathers those).
+// A collective over `tensor_group`, and for the experts' pieces over the `expert_group` of
+// the tensor groups' first ranks: on the rank that is first of both the result holds the
+// whole tensors of the parameters this stage owns (copies of another stage's are left to
+// it); elsewhere nothing. Without `dense`, the experts' alone (the first replica of each
+// expert group gathers those).
 WholeTensors gather_whole_tensors(const GptModel& model, const OptimizerState& optimizer,
                                   Ops& ops, Communicator& tensor_group,
                                   Communicator* expert_group = nullptr, bool dense = true);

@@ -496,9 +496,9 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
     fail("config: parallel.tp=" + show(p.tp) + " does not divide the padded vocab " +
          show(m.padded_vocab()) + "; raise model.make_vocab_size_divisible_by");
   if (p.sequence_parallel) divides("parallel.tp", p.tp, "model.seq_len", m.seq_len);
-  if (m.moe.enabled() && p.tp > 1)
-    fail("config: moe.num_experts with parallel.tp=" + show(p.tp) +
-         " is not supported yet: MoE layers train with data, expert and pipeline parallelism");
+  if (m.moe.enabled())
+    divides("parallel.tp", p.tp, m.moe.ffn_hidden > 0 ? "moe.ffn_hidden" : "model.d_ff (the experts' width)",
+            m.expert_ffn_dim());
   if (p.ep > 1 && !m.moe.enabled())
     fail("config: parallel.ep=" + show(p.ep) + " splits the experts of MoE layers, and this model has "
          "none; set moe.num_experts or parallel.ep=1");

@@ -503,9 +503,8 @@ TEST(Config, MixtureOfExpertsKeysAreChecked) {
   EXPECT_EQ(error_of({"moe.num_experts=4", "moe.pad_to_capacity=true"}),
             "config: moe.pad_to_capacity needs moe.capacity_factor > 0 (dropless experts have no "
             "capacity)");
-  EXPECT_EQ(error_of({"moe.num_experts=4", "parallel.tp=2"}),
-            "config: moe.num_experts with parallel.tp=2 is not supported yet: MoE layers train "
-            "with data, expert and pipeline parallelism");
+  EXPECT_EQ(error_of({"moe.num_experts=4", "moe.ffn_hidden=30", "parallel.tp=4"}),
+            "config: parallel.tp=4 does not divide moe.ffn_hidden=30");
   EXPECT_EQ(error_of({"parallel.ep=2"}),
             "config: parallel.ep=2 splits the experts of MoE layers, and this model has none; set "
             "moe.num_experts or parallel.ep=1");

@@ -12,13 +12,14 @@ namespace {
 
 Tensor matrix(const Tensor& t) { return t.view({t.shape.rows(), t.shape.cols()}); }
 
+// F and fc are this rank's: each expert's hidden units split over tp ranks.
 struct Widths {
   int64_t E, k, C, F, fc, S, shared_fc, rows, received;
 };
 
-Widths widths(const ModelConfig& m, int64_t tokens, int ep) {
+Widths widths(const ModelConfig& m, int64_t tokens, int ep, int tp) {
   const MoeConfig& moe = m.moe;
-  const int64_t F = m.expert_ffn_dim(), S = int64_t{moe.shared_experts} * F;
+  const int64_t F = m.expert_ffn_dim() / tp, S = int64_t{moe.shared_experts} * m.expert_ffn_dim();
   const int64_t gated = m.is_llama() ? 2 : 1;
   return {moe.num_experts, moe.top_k, m.d_model, F, gated * F, S, gated * S,
           max_expert_rows(moe, tokens), max_received_expert_rows(moe, tokens, ep)};
@@ -32,8 +33,8 @@ Tensor expert_rows(const Tensor& stacked, int64_t e, int64_t width) {
 }  // namespace
 
 ExpertBuffers ExpertBuffers::take(Arena& arena, const ModelConfig& model, int64_t tokens,
-                                  DType dtype, DType stat_dtype, int ep) {
-  const Widths w = widths(model, tokens, ep);
+                                  DType dtype, DType stat_dtype, int ep, int tp) {
+  const Widths w = widths(model, tokens, ep, tp);
   ExpertBuffers b;
   b.logits = arena.take({tokens, w.E}, dtype);
   b.source = arena.take({w.rows}, DType::I32);
@@ -58,8 +59,8 @@ ExpertBuffers ExpertBuffers::take(Arena& arena, const ModelConfig& model, int64_
 }
 
 ExpertGradients ExpertGradients::take(Arena& arena, const ModelConfig& model, int64_t tokens,
-                                      DType dtype, DType stat_dtype, int ep) {
-  const Widths w = widths(model, tokens, ep);
+                                      DType dtype, DType stat_dtype, int ep, int tp) {
+  const Widths w = widths(model, tokens, ep, tp);
   ExpertGradients g;
   g.d_gate = arena.take({tokens, w.k}, stat_dtype);
   g.d_rows_out = arena.take({w.rows, w.C}, dtype);
@@ -74,6 +75,10 @@ ExpertGradients ExpertGradients::take(Arena& arena, const ModelConfig& model, in
     g.d_shared_hidden = arena.take({tokens, w.S}, dtype);
     g.d_shared_fc = arena.take({tokens, w.shared_fc}, dtype);
   }
+  if (tp > 1) {
+    g.whole = arena.take({tokens, w.C}, dtype);
+    if (w.S > 0) g.d_shared_in = arena.take({tokens, w.C}, dtype);
+  }
   return g;
 }
 
@@ -83,38 +88,53 @@ void MoeMlp::bind(const LayerBuild& build, const std::string& name) {
   swiglu_ = m.is_llama();
   bias_terms_ = !m.is_llama();
   expert_group_ = build.split.expert;
-  const int ep = this->ep();
+  tensor_group_ = build.split.tensor;
+  sequence_ = build.sequence;
+  const int ep = this->ep(), tp = this->tp();
   const int64_t tokens = build.micro_batch * m.seq_len;
-  const Widths w = widths(m, tokens, ep);
+  const Widths w = widths(m, tokens, ep, tp);
   C_ = w.C;
   F_ = w.F;
   fc_width_ = w.fc;
   const double proj_std = m.init_std / std::sqrt(2.0 * m.n_layer);
-  // Parameters in the order backward produces their gradients.
+  // Parameters in the order backward produces their gradients. The shared experts and the
+  // router are whole on every tensor-parallel rank, which computes them over every token.
   shared_ = w.S > 0;
   if (shared_) {
     shared_proj_.bind(build, name + ".shared.proj", w.S, w.C, bias_terms_, proj_std);
     shared_fc_.bind(build, name + ".shared.fc", w.C, w.shared_fc, bias_terms_, m.init_std);
   }
-  // The experts' stacks: this rank's E / ep experts, a row split of the whole over the
-  // expert group.
+  // The experts' stacks: this rank's E / ep experts, a block of rows of the whole over the
+  // expert group; over a tensor group, every expert's hidden units split as a dense MLP's
+  // are (fc by rows, its gate and up halves each; proj by columns).
   ParameterSet& p = build.params;
-  const int64_t El = local_experts();
-  const auto stack = [&](const std::string& stack_name, Shape whole, Init init, double std) {
-    if (ep == 1) return p.add(stack_name, whole, init, std);
-    const TensorSplit split{0, {whole[0]}, build.split.ep_rank(), ep};
+  const int64_t El = local_experts(), F = m.expert_ffn_dim();
+  const auto stack = [&](const std::string& stack_name, Shape whole, Init init, double std,
+                         TensorSplit split) {
+    if (split.tensor_sharded()) whole.dims[split.dim] /= tp;
+    if (ep == 1) return p.add(stack_name, whole, init, std, -1, split);
+    split.blocks = ep;
+    split.block = build.split.ep_rank();
     whole.dims[0] /= ep;
     return p.add_expert(stack_name, whole, init, std, split);
   };
-  if (bias_terms_) proj_bias_ = stack(name + ".experts.proj.bias", {w.E * w.C}, Init::Zeros, 0);
-  proj_weight_ = stack(name + ".experts.proj.weight", {w.E * w.C, w.F}, Init::Normal, proj_std);
-  if (bias_terms_) fc_bias_ = stack(name + ".experts.fc.bias", {w.E * w.fc}, Init::Zeros, 0);
-  fc_weight_ = stack(name + ".experts.fc.weight", {w.E * w.fc, w.C}, Init::Normal, m.init_std);
+  std::vector<int64_t> fc_parts;  // one block's: this rank's experts' gate and up halves
+  for (int64_t e = 0; e < El; ++e)
+    for (int half = 0; half < (swiglu_ ? 2 : 1); ++half) fc_parts.push_back(F);
+  if (bias_terms_) proj_bias_ = stack(name + ".experts.proj.bias", {w.E * w.C}, Init::Zeros, 0, {});
+  proj_weight_ = stack(name + ".experts.proj.weight", {w.E * w.C, F}, Init::Normal, proj_std,
+                       build.split.split(1, {F}));
+  if (bias_terms_)
+    fc_bias_ = stack(name + ".experts.fc.bias", {w.E * F * (swiglu_ ? 2 : 1)}, Init::Zeros, 0,
+                     build.split.split(0, fc_parts));
+  fc_weight_ = stack(name + ".experts.fc.weight", {w.E * F * (swiglu_ ? 2 : 1), w.C}, Init::Normal,
+                     m.init_std, build.split.split(0, fc_parts));
   KILN_CHECK(fc_weight_.value.shape[0] == El * w.fc, "moe: the experts' stack is not split evenly");
   router_ = p.add(name + ".router.weight", {w.E, w.C}, Init::Normal, m.init_std);
   slots_.clear();
   for (int s = 0; s < build.slots; ++s)
-    slots_.push_back(ExpertBuffers::take(build.activations, m, tokens, build.dtype, build.stat_dtype, ep));
+    slots_.push_back(
+        ExpertBuffers::take(build.activations, m, tokens, build.dtype, build.stat_dtype, ep, tp));
   routing_.assign(static_cast<size_t>(build.slots), ExpertRouting{});
   logits_.assign(static_cast<size_t>(build.slots), {});
   exchange_.assign(static_cast<size_t>(build.slots), ExpertExchange{});
@@ -125,8 +145,13 @@ void MoeMlp::bind(const LayerBuild& build, const std::string& name) {
 void MoeMlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x,
                      const ExpertGradients& scratch) const {
   const size_t s = static_cast<size_t>(batch.slot);
-  run_forward(ops, matrix(y), matrix(x), slots_[s], routing_[s], logits_[s], exchange_[s],
+  // Under sequence parallelism every rank routes the whole micro-batch, gathered, and keeps
+  // its share of the output.
+  const Tensor whole_x = sequence_ ? matrix(sequence_->gather(batch, x)) : matrix(x);
+  const Tensor whole_y = sequence_ ? scratch.whole.slice(0, whole_x.shape.rows()) : matrix(y);
+  run_forward(ops, whole_y, whole_x, slots_[s], routing_[s], logits_[s], exchange_[s],
               scratch.exchanged);
+  if (sequence_) ops.cast(matrix(y), share_rows(whole_y));
 }
 
 void MoeMlp::infer(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers) const {
@@ -203,6 +228,12 @@ void MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const Exper
   if (ep() == 1) {
     exchange.offsets = routing.offsets;
     experts_forward(ops, b, exchange.offsets);
+    if (tp() > 1) {
+      // Each rank's experts computed their share of the hidden units: the outputs are sums
+      // over the group, then take their biases once.
+      tensor_group_->all_reduce(rows_out, ReduceOp::Sum);
+      add_proj_bias(ops, rows_out, exchange.offsets);
+    }
   } else {
     // The rows travel to their experts' ranks and come back computed, staged in rank order.
     exchange = plan_exchange(ops, routing, b);
@@ -211,6 +242,10 @@ void MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const Exper
     expert_group_->all_to_all(staged, exchange.recv_rows, rows_in, exchange.send_rows);
     if (R > 0) ops.gather_rows(b.expert_in.slice(0, R), staged, b.to_expert.slice(0, R), Tensor{});
     experts_forward(ops, b, exchange.offsets);
+    if (tp() > 1) {
+      tensor_group_->all_reduce(b.expert_out.slice(0, R), ReduceOp::Sum);
+      add_proj_bias(ops, b.expert_out.slice(0, R), exchange.offsets);
+    }
     if (R > 0) ops.gather_rows(staged, b.expert_out.slice(0, R), b.to_rank.slice(0, R), Tensor{});
     expert_group_->all_to_all(rows_out, exchange.send_rows, staged, exchange.recv_rows);
   }
@@ -245,8 +280,16 @@ void MoeMlp::experts_forward(Ops& ops, const ExpertBuffers& b, const std::vector
     if (begin == end) continue;
     ops.matmul(out.slice(begin, end), hidden.slice(begin, end), false,
                expert_rows(proj_weight_.value, e, C_), true, false);
-    if (bias_terms_) ops.add_bias(out.slice(begin, end), expert_rows(proj_bias_.value, e, C_));
   }
+  if (tp() == 1) add_proj_bias(ops, out, offsets);
+}
+
+void MoeMlp::add_proj_bias(Ops& ops, const Tensor& rows, const std::vector<int64_t>& offsets) const {
+  if (!bias_terms_) return;
+  for (size_t e = 0; e + 1 < offsets.size(); ++e)
+    if (offsets[e] < offsets[e + 1])
+      ops.add_bias(rows.slice(offsets[e], offsets[e + 1]),
+                   expert_rows(proj_bias_.value, static_cast<int64_t>(e), C_));
 }
 
 void MoeMlp::experts_backward(Ops& ops, const ExpertBuffers& b, const ExpertGradients& g,
@@ -286,8 +329,15 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
   const ExpertBuffers& b = slots_[s];
   const ExpertRouting& routing = routing_[s];
   const ExpertExchange& exchange = exchange_[s];
-  const Tensor dx = matrix(dx_in), dy = matrix(dy_in), x = matrix(x_in);
+  // Under tensor parallelism every rank computes over the whole micro-batch (gathered under
+  // sequence parallelism); the input gradient is a partial sum over the group, into which
+  // the parts every rank computes alike (the router's, the shared experts') go on its first
+  // rank only.
+  const Tensor x = sequence_ ? matrix(sequence_->gather(batch, x_in)) : matrix(x_in);
+  const Tensor dy = sequence_ ? matrix(sequence_->gather_gradient(batch, dy_in)) : matrix(dy_in);
   const int64_t N = x.shape.rows(), M = routing.rows(), E = experts();
+  const Tensor dx = sequence_ ? g.whole.slice(0, N) : matrix(dx_in);
+  const bool first = tp() == 1 || tensor_group_->rank() == 0;
   const Tensor choice_row = b.choice_row.slice(0, N);
 
   // The gates' gradients, then each expert row's output gradient: its gate times dy.
@@ -310,12 +360,20 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
 
   if (shared_) {
     const Tensor d_hid = g.d_shared_hidden.slice(0, N), d_sfc = g.d_shared_fc.slice(0, N);
+    const Tensor d_shared_x = tp() > 1 ? g.d_shared_in.slice(0, N) : dx;
     shared_proj_.backward(ops, d_hid, dy, b.shared_hidden.slice(0, N));
     if (swiglu_) ops.swiglu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
     else ops.gelu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
-    shared_fc_.backward(ops, dx, d_sfc, x);
+    shared_fc_.backward(ops, d_shared_x, d_sfc, x);
+    if (tp() > 1) {
+      ops.combine_rows(dx, d_rows_in, choice_row, Tensor{}, false);
+      if (first) ops.add(dx, dx, d_shared_x);
+    } else {
+      ops.combine_rows(dx, d_rows_in, choice_row, Tensor{}, true);
+    }
+  } else {
+    ops.combine_rows(dx, d_rows_in, choice_row, Tensor{}, false);
   }
-  ops.combine_rows(dx, d_rows_in, choice_row, Tensor{}, shared_);
 
   // The router, through the host: each token's loss weight times the micro-batch's tokens is
   // the weight of its balancing and z losses (each a mean over those tokens).
@@ -324,7 +382,12 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
   const Tensor d_logits_t = g.d_logits.slice(0, N);
   copy_from_doubles(ops, d_logits_t, d_logits);
   ops.matmul(router_.grad, d_logits_t, true, x, false, true);
-  ops.matmul(dx, d_logits_t, false, router_.value, false, true);
+  if (first) ops.matmul(dx, d_logits_t, false, router_.value, false, true);
+  if (sequence_) {
+    sequence_->scatter(matrix(dx_in), dx);
+  } else if (tp() > 1) {
+    tensor_group_->all_reduce(dx, ReduceOp::Sum);
+  }
 
   for (int64_t e = 0; e < E; ++e) {
     load_.routed[static_cast<size_t>(e)] += routing.routed[static_cast<size_t>(e)];
@@ -333,6 +396,11 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
   load_.balance += routing.balance;
   load_.entropy += routing.entropy;
   ++load_.micro_batches;
+}
+
+Tensor MoeMlp::share_rows(const Tensor& whole) const {
+  const int64_t n = whole.shape.rows() / tp(), r = tensor_group_->rank();
+  return whole.slice(r * n, (r + 1) * n);
 }
 
 ExpertLoadSum MoeMlp::take_load() {

@@ -30,6 +30,7 @@
 
 #include "trainer/model/expert_routing.h"
 #include "trainer/model/linear.h"
+#include "trainer/model/sequence_parallel.h"
 
 namespace kiln {
 
@@ -49,7 +50,7 @@ struct ExpertBuffers {
   Tensor shared_fc, shared_hidden;    // [N, shared fc width], [N, S] (empty without)
 
   static ExpertBuffers take(Arena& arena, const ModelConfig& model, int64_t tokens, DType dtype,
-                            DType stat_dtype, int ep = 1);
+                            DType stat_dtype, int ep = 1, int tp = 1);
 };
 
 // The gradients backward passes between its steps; one set serves every layer.
@@ -60,9 +61,12 @@ struct ExpertGradients {
   Tensor exchanged;  // ep > 1: [R, C], the rows that travel, in rank order (both passes)
   Tensor d_logits;                          // [N, E]
   Tensor d_shared_hidden, d_shared_fc;
+  // tp > 1: [N, C] the whole micro-batch's output (sequence parallel) or input gradient
+  // before the group's sum, and the shared experts' part of the latter.
+  Tensor whole, d_shared_in;
 
   static ExpertGradients take(Arena& arena, const ModelConfig& model, int64_t tokens, DType dtype,
-                              DType stat_dtype, int ep = 1);
+                              DType stat_dtype, int ep = 1, int tp = 1);
 };
 
 // How one micro-batch's rows travel between the ranks of an expert group.
@@ -110,18 +114,25 @@ class MoeMlp {
   void experts_forward(Ops& ops, const ExpertBuffers& b, const std::vector<int64_t>& offsets) const;
   void experts_backward(Ops& ops, const ExpertBuffers& b, const ExpertGradients& g,
                         const std::vector<int64_t>& offsets) const;
+  // Each expert's output bias on its rows (expert-major, at offsets).
+  void add_proj_bias(Ops& ops, const Tensor& rows, const std::vector<int64_t>& offsets) const;
+  // This rank's share of a whole micro-batch's [N, C] rows under sequence parallelism.
+  Tensor share_rows(const Tensor& whole) const;
   // Trades the per-expert counts over the expert group and lays out the received rows' order
   // in b.to_expert and b.to_rank.
   ExpertExchange plan_exchange(Ops& ops, const ExpertRouting& routing, const ExpertBuffers& b) const;
   int64_t experts() const { return moe_.num_experts; }
   int64_t local_experts() const { return moe_.num_experts / ep(); }
   int ep() const { return expert_group_ ? expert_group_->size() : 1; }
+  int tp() const { return tensor_group_ ? tensor_group_->size() : 1; }
 
   MoeConfig moe_;
   bool swiglu_ = false, bias_terms_ = false;
   int64_t C_ = 0, F_ = 0, fc_width_ = 0;
   Parameter router_, fc_weight_, fc_bias_, proj_weight_, proj_bias_;  // the experts' this rank holds
   Communicator* expert_group_ = nullptr;
+  Communicator* tensor_group_ = nullptr;
+  const SequenceParallel* sequence_ = nullptr;
   bool shared_ = false;
   Linear shared_fc_, shared_proj_;
   std::vector<ExpertBuffers> slots_;

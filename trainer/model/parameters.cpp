@@ -121,15 +121,18 @@ Tensor Parameter::view_in(const Tensor& flat) const {
 
 Shape Parameter::whole_shape() const {
   Shape whole = value.shape;
-  if (!split.sharded()) return whole;
-  int64_t extent = 0;
-  for (int64_t part : split.parts) extent += part;
-  whole.dims[split.dim] = extent;
+  if (split.tensor_sharded()) {
+    int64_t extent = 0;
+    for (int64_t part : split.parts) extent += part;
+    whole.dims[split.dim] = extent;
+  }
+  whole.dims[0] *= split.blocks;
   return whole;
 }
 
 int64_t Parameter::local_real_rows() const {
-  if (!split.sharded() || split.dim != 0) return real_rows;
+  if (split.blocks > 1) return value.shape[0];  // experts: no padding rows
+  if (!split.tensor_sharded() || split.dim != 0) return real_rows;
   // A row split of one part (the vocabulary): rank r holds rows [r * rows, (r + 1) * rows).
   const int64_t rows = value.shape[0];
   return std::clamp<int64_t>(real_rows - split.rank * rows, 0, rows);
@@ -137,20 +140,27 @@ int64_t Parameter::local_real_rows() const {
 
 namespace {
 // Walks the pieces of a split: calls copy(whole_offset, piece_offset, count) in elements for
-// each run of consecutive elements rank `rank` holds, over a [rows, cols] view.
+// each run of consecutive elements that the piece of tensor rank `rank` in block `block`
+// holds, over the block's [rows, cols] view.
 template <typename Copy>
-void for_each_run(const Parameter& p, int rank, Copy copy) {
+void for_each_run(const Parameter& p, int block, int rank, Copy copy) {
   const Shape whole = p.whole_shape();
-  const int64_t rows = whole[0], cols = whole.numel() / rows;
+  const int64_t rows = whole[0] / p.split.blocks, cols = whole.numel() / whole[0];
+  const int64_t base = block * rows * cols;
+  if (!p.split.tensor_sharded()) {
+    copy(base, 0, rows * cols);
+    return;
+  }
   const int tp = p.split.tp;
   int64_t whole_at = 0, piece_at = 0;  // along dim
   const int64_t piece_extent = p.split.dim == 0 ? rows / tp : cols / tp;
   for (int64_t part : p.split.parts) {
     const int64_t share = part / tp, from = whole_at + rank * share;
     if (p.split.dim == 0) {
-      copy(from * cols, piece_at * cols, share * cols);
+      copy(base + from * cols, piece_at * cols, share * cols);
     } else {
-      for (int64_t r = 0; r < rows; ++r) copy(r * cols + from, r * piece_extent + piece_at, share);
+      for (int64_t r = 0; r < rows; ++r)
+        copy(base + r * cols + from, r * piece_extent + piece_at, share);
     }
     whole_at += part;
     piece_at += share;
@@ -161,7 +171,7 @@ void for_each_run(const Parameter& p, int rank, Copy copy) {
 std::vector<double> Parameter::piece_of(const std::vector<double>& whole) const {
   if (!split.sharded()) return whole;
   std::vector<double> piece(static_cast<size_t>(value.numel()));
-  for_each_run(*this, split.rank, [&](int64_t w, int64_t l, int64_t n) {
+  for_each_run(*this, split.block, split.rank, [&](int64_t w, int64_t l, int64_t n) {
     std::copy_n(whole.begin() + w, n, piece.begin() + l);
   });
   return piece;
@@ -172,10 +182,12 @@ std::vector<double> Parameter::whole_from(const std::vector<double>& pieces) con
   if (!split.sharded()) return {pieces.begin(), pieces.begin() + value.numel()};
   std::vector<double> whole(static_cast<size_t>(whole_shape().numel()));
   const int64_t n_piece = value.numel();
-  for (int r = 0; r < split.tp; ++r)
-    for_each_run(*this, r, [&](int64_t w, int64_t l, int64_t n) {
-      std::copy_n(pieces.begin() + r * n_piece + l, n, whole.begin() + w);
-    });
+  const int ranks = split.tensor_sharded() ? split.tp : 1;
+  for (int b = 0; b < split.blocks; ++b)
+    for (int r = 0; r < ranks; ++r)
+      for_each_run(*this, b, r, [&](int64_t w, int64_t l, int64_t n) {
+        std::copy_n(pieces.begin() + (b * ranks + r) * n_piece + l, n, whole.begin() + w);
+      });
   return whole;
 }
 

@@ -19,13 +19,20 @@ enum class Init { Normal, Zeros, Ones };
 // `dim` (0: rows, 1: columns) the whole extent is the concatenation of `parts`, and rank r
 // of tp holds the r-th 1/tp of each part, in order (a fused qkv's query, key and value
 // heads; SwiGLU's gate and up halves). dim -1: every rank holds the whole parameter.
+//
+// Expert parallelism cuts first: the whole is `blocks` equal contiguous blocks of rows (the
+// experts of each rank of an expert group), this piece lies in block `block`, and the split
+// above applies within it (its parts are one block's).
 struct TensorSplit {
   int dim = -1;
   std::vector<int64_t> parts;  // whole extents along dim
   int rank = 0;
   int tp = 1;
+  int blocks = 1;
+  int block = 0;
 
-  bool sharded() const { return dim >= 0 && tp > 1; }
+  bool tensor_sharded() const { return dim >= 0 && tp > 1; }
+  bool sharded() const { return tensor_sharded() || blocks > 1; }
 };
 
 struct Parameter {
@@ -53,8 +60,8 @@ struct Parameter {
   // This rank's rows below the whole parameter's real_rows.
   int64_t local_real_rows() const;
   // This rank's piece of the whole parameter's values (row-major), and back: the whole
-  // parameter from every rank's piece, concatenated in rank order (of a parameter every rank
-  // holds whole, the first copy).
+  // parameter from every rank's piece, concatenated block by block and in tensor rank order
+  // within a block (of a parameter every rank holds whole, the first copy).
   std::vector<double> piece_of(const std::vector<double>& whole) const;
   std::vector<double> whole_from(const std::vector<double>& pieces) const;
 };

@@ -67,7 +67,7 @@ AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const Opt
       const int64_t last = std::min(p.offset + p.value.numel(), r.end);
       if (first >= last) continue;
       tables[i].insert(tables[i].end(), {first - r.begin, last - r.begin, p.decay ? 1 : 0});
-      const bool counts = !p.copy && (first_of_group || p.split.sharded());
+      const bool counts = !p.copy && (first_of_group || p.split.tensor_sharded());
       if (counts)
         norm_ranges_.push_back({first - r.begin + r.state_at, last - r.begin + r.state_at, p.expert});
       norm_all_ = norm_all_ && counts && !p.expert;

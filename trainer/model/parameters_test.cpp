@@ -1,0 +1,68 @@
+// How a parameter's piece is cut from the whole and the whole put back from every rank's
+// piece: a tensor-parallel split of several parts, and the experts' two-level split (blocks of
+// experts over an expert group, then each block's parts over a tensor group), by hand.
+#include "trainer/model/parameters.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace kiln {
+namespace {
+
+// A parameter of local shape `piece` under `split`, with no buffers (only shapes are read).
+Parameter piece_with(Shape piece, const TensorSplit& split) {
+  Parameter p;
+  p.value = {nullptr, DType::F32, piece, Device::Cpu};
+  p.split = split;
+  p.real_rows = p.whole_shape()[0];
+  return p;
+}
+
+std::vector<double> counting(int64_t n) {
+  std::vector<double> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0.0);
+  return v;
+}
+
+TEST(ParameterSplit, ExpertBlocksThenTensorPartsByRows) {
+  // 4 experts of a SwiGLU width 2 ([gate | up] = 4 rows each, one column), over ep 2 and tp 2:
+  // block b holds experts 2b and 2b + 1 (whole rows [8b, 8b + 8)), and tensor rank r the r-th
+  // row of each of the block's four 2-row parts.
+  std::vector<Parameter> pieces;
+  for (int b = 0; b < 2; ++b)
+    for (int r = 0; r < 2; ++r) pieces.push_back(piece_with({4, 1}, {0, {2, 2, 2, 2}, r, 2, 2, b}));
+  EXPECT_EQ(pieces[0].whole_shape(), (Shape{16, 1}));
+  const std::vector<double> whole = counting(16);
+  EXPECT_EQ(pieces[3].piece_of(whole), (std::vector<double>{9, 11, 13, 15}));
+  EXPECT_EQ(pieces[1].piece_of(whole), (std::vector<double>{1, 3, 5, 7}));
+  std::vector<double> all;
+  for (const Parameter& p : pieces) {
+    const std::vector<double> mine = p.piece_of(whole);
+    all.insert(all.end(), mine.begin(), mine.end());
+  }
+  EXPECT_EQ(pieces[0].whole_from(all), whole);
+  EXPECT_EQ(pieces[2].local_real_rows(), 4);
+}
+
+TEST(ParameterSplit, ExpertBlocksThenTensorColumns) {
+  // Projections [E * C, F] with E 2, C 1, F 4 over ep 2 and tp 2: block b is row b, and
+  // tensor rank r its columns [2r, 2r + 2).
+  const Parameter p = piece_with({1, 2}, {1, {4}, 1, 2, 2, 1});
+  EXPECT_EQ(p.whole_shape(), (Shape{2, 4}));
+  EXPECT_EQ(p.piece_of(counting(8)), (std::vector<double>{6, 7}));
+}
+
+TEST(ParameterSplit, ExpertBlocksAloneAreWholeOnEveryTensorRank) {
+  // A bias every tensor rank holds whole: only the blocks cut it.
+  const Parameter p = piece_with({3}, {-1, {}, 0, 1, 2, 1});
+  EXPECT_TRUE(p.split.sharded());
+  EXPECT_FALSE(p.split.tensor_sharded());
+  EXPECT_EQ(p.whole_shape(), (Shape{6}));
+  EXPECT_EQ(p.piece_of(counting(6)), (std::vector<double>{3, 4, 5}));
+  EXPECT_EQ(p.whole_from({0, 1, 2, 3, 4, 5}), counting(6));
+}
+
+}  // namespace
+}  // namespace kiln
