@@ -33,6 +33,7 @@ struct GpuLayout {
   int ranks = 2;
   std::string settings;  // --set overrides of the layout
   std::string dtype;     // fp32 or bf16
+  std::string model;     // --set overrides of the model, for the layout and its one-GPU curve
 };
 
 void PrintTo(const GpuLayout& layout, std::ostream* os) { *os << layout.name << "_" << layout.dtype; }
@@ -57,6 +58,10 @@ std::string gpu_run(const std::string& prefix, const std::string& dtype) {
          " --set train.sample_tokens=0 --set backend.device=cuda --set precision.dtype=" + dtype;
 }
 
+const std::string kMoe =
+    " --set model.arch=llama --set model.n_kv_head=2 --set model.d_ff=48 --set moe.num_experts=4"
+    " --set moe.top_k=2 --set moe.ffn_hidden=24";
+
 double tolerance(const std::string& dtype) { return dtype == "bf16" ? 2e-2 : 1e-4; }
 
 class GpuLayouts : public testing::TestWithParam<GpuLayout> {
@@ -71,10 +76,10 @@ class GpuLayouts : public testing::TestWithParam<GpuLayout> {
   }
   // The one-GPU curve in a dtype, trained once for the layouts that share it: through NCCL at
   // world size 1 on every group (the default device communicator).
-  static const std::vector<double>& one_gpu(const std::string& dtype) {
-    auto [it, fresh] = single_.try_emplace(dtype);
+  static const std::vector<double>& one_gpu(const std::string& dtype, const std::string& model) {
+    auto [it, fresh] = single_.try_emplace(dtype + model);
     if (fresh) {
-      const CommandResult single = run_command(kiln + " train --no-store" + gpu_run(prefix_, dtype));
+      const CommandResult single = run_command(kiln + " train --no-store" + gpu_run(prefix_, dtype) + model);
       EXPECT_EQ(single.exit_code, 0) << single.output;
       it->second = printed_losses(single.output);
     }
@@ -86,10 +91,10 @@ class GpuLayouts : public testing::TestWithParam<GpuLayout> {
 
 TEST_P(GpuLayouts, TrainTheOneGpuCurveSharingTheGpu) {
   const GpuLayout& layout = GetParam();
-  const std::vector<double>& want = one_gpu(layout.dtype);
+  const std::vector<double>& want = one_gpu(layout.dtype, layout.model);
   ASSERT_EQ(want.size(), 22u);
   const CommandResult r = run_command(mpirun_command(layout.ranks) + kiln + " train --no-store" + gpu_run(prefix_, layout.dtype) +
-                                      " --set parallel.device_comm=mpi" + layout.settings);
+                                      layout.model + " --set parallel.device_comm=mpi" + layout.settings);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("kiln: GPU tensors move between ranks by MPI through page-locked host memory"),
             std::string::npos)
@@ -105,7 +110,7 @@ TEST_P(GpuLayouts, TrainTheOneGpuCurveSharingTheGpu) {
 TEST_P(GpuLayouts, CheckpointsMoveBetweenTheLayoutAndOneGpu) {
   const GpuLayout& layout = GetParam();
   const std::string dir = fresh_dir("gpu_layout_checkpoints_" + layout.name + "_" + layout.dtype);
-  const std::string run = " train --no-store" + gpu_run(prefix_, layout.dtype) +
+  const std::string run = " train --no-store" + gpu_run(prefix_, layout.dtype) + layout.model +
                           " --set train.steps=12 --set train.eval_interval=0 --set train.checkpoint_interval=4"
                           " --set train.checkpoint_dir=" + dir;
   const std::string layout_run = mpirun_command(layout.ranks) + kiln + run + " --set parallel.device_comm=mpi" +
@@ -116,7 +121,7 @@ TEST_P(GpuLayouts, CheckpointsMoveBetweenTheLayoutAndOneGpu) {
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const CommandResult one = run_command(kiln + run +
                                         " --set parallel.tp=1 --set parallel.pp=1 --set parallel.vpp=1"
-                                        " --set parallel.device_comm=auto --name one --resume " + dir +
+                                        " --set parallel.ep=1 --set parallel.device_comm=auto --name one --resume " + dir +
                                         "/two/step-00000004");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const CommandResult back = run_command(layout_run + " --name back --resume " + dir + "/one/step-00000008");
@@ -136,14 +141,19 @@ TEST_P(GpuLayouts, CheckpointsMoveBetweenTheLayoutAndOneGpu) {
 
 std::vector<GpuLayout> layouts() {
   const std::vector<GpuLayout> shapes = {
-      {"dp2", 2, "", ""},
-      {"distributed_optimizer_dp2", 2, " --set parallel.distributed_optimizer=true", ""},
-      {"tp2", 2, " --set parallel.tp=2", ""},
-      {"tp2_sequence_parallel", 2, " --set parallel.tp=2 --set parallel.sequence_parallel=true", ""},
-      {"pp2", 2, " --set parallel.pp=2", ""},
-      {"pp2_vpp2", 2, " --set parallel.pp=2 --set parallel.vpp=2", ""},
+      {"dp2", 2, "", "", ""},
+      {"distributed_optimizer_dp2", 2, " --set parallel.distributed_optimizer=true", "", ""},
+      {"tp2", 2, " --set parallel.tp=2", "", ""},
+      {"tp2_sequence_parallel", 2, " --set parallel.tp=2 --set parallel.sequence_parallel=true", "", ""},
+      {"pp2", 2, " --set parallel.pp=2", "", ""},
+      {"pp2_vpp2", 2, " --set parallel.pp=2 --set parallel.vpp=2", "", ""},
       // Small buckets: their reductions start one by one during the pipeline's cool-down.
-      {"tp2_pp2_dp2", 8, " --set parallel.tp=2 --set parallel.pp=2 --set parallel.ddp_bucket_size=5000", ""},
+      {"tp2_pp2_dp2", 8, " --set parallel.tp=2 --set parallel.pp=2 --set parallel.ddp_bucket_size=5000", "", ""},
+      // Mixture of experts (Llama, 4 experts, top 2): expert rows moved by the CUDA ops and
+      // traded by all-to-all, the experts split over the ranks, their hidden units too.
+      {"moe_ep2", 2, " --set parallel.ep=2", "", kMoe},
+      {"moe_tp2_ep2_distributed_optimizer", 4,
+       " --set parallel.tp=2 --set parallel.ep=2 --set parallel.distributed_optimizer=true", "", kMoe},
   };
   std::vector<GpuLayout> all;
   for (const char* dtype : {"fp32", "bf16"})
