@@ -71,6 +71,7 @@ void append_metrics_csv_line(std::string& out, const std::string& run, const Met
   csv_number(out, r.data_ms);
   csv_number(out, r.loss_scale);
   csv_number(out, std::optional<int64_t>(r.skipped_steps));
+  csv_number(out, r.a2a_ms);
   out += '\n';
 }
 

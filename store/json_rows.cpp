@@ -57,6 +57,7 @@ json to_json(const MetricRow& row) {
           {"opt_ms", json_number(row.opt_ms)},
           {"comm_ms", json_number(row.comm_ms)},
           {"data_ms", json_number(row.data_ms)},
+          {"a2a_ms", json_number(row.a2a_ms)},
           {"mem_used", json_number(row.mem_used)},
           {"mem_peak", json_number(row.mem_peak)},
           {"loss_scale", json_number(row.loss_scale)},

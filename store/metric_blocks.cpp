@@ -39,6 +39,7 @@ constexpr std::pair<std::string_view, Field> kFields[] = {
     {"skipped_steps", [](const MetricRow& r) { return static_cast<double>(r.skipped_steps); }},
     {"tokens", [](const MetricRow& r) { return static_cast<double>(r.tokens); }},
     {"time", [](const MetricRow& r) { return stored(r.time); }},
+    {"a2a_ms", [](const MetricRow& r) { return stored(r.a2a_ms); }},
 };
 
 // The fields in metric_keys() order: the blob's order follows the keys, never this table's.

@@ -14,10 +14,12 @@
 namespace kiln::store {
 namespace {
 
-constexpr std::array<std::string_view, 17> kKeys = {
+// A metric block holds an aggregate per key in this order: a key added later goes last, with
+// a migration that appends its empty aggregate to every block.
+constexpr std::array<std::string_view, 18> kKeys = {
     "loss",    "lr",      "grad_norm", "tokens_per_s", "tflops",   "mfu",
     "fwd_ms",  "bwd_ms",  "opt_ms",    "comm_ms",      "data_ms",  "mem_used",
-    "mem_peak", "loss_scale", "skipped_steps", "tokens", "time"};
+    "mem_peak", "loss_scale", "skipped_steps", "tokens", "time", "a2a_ms"};
 
 void check_key(const std::string& key) {
   if (std::find(kKeys.begin(), kKeys.end(), key) != kKeys.end()) return;

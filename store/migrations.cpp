@@ -173,7 +173,16 @@ CREATE TABLE expert_loads (
 CREATE INDEX expert_loads_by_step ON expert_loads (run_id, step);
 )sql";
 
-constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}};
+// Version 4 -> 5: expert parallelism's all-to-all time in each metric row, and its key in
+// every metric block: the key comes last, so a block written before gains one aggregate
+// that says "no value" (NaN min, max and last; step and time 0) and its others stay put.
+constexpr const char* kV5 = R"sql(
+ALTER TABLE metrics ADD COLUMN a2a_ms REAL;  -- of fwd_ms and bwd_ms, the tokens' all-to-alls
+UPDATE metric_blocks SET aggregates = aggregates ||
+  X'000000000000F87F000000000000F87F000000000000F87F00000000000000000000000000000000';
+)sql";
+
+constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}};
 
 }  // namespace
 

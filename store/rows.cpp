@@ -38,11 +38,11 @@ std::vector<int64_t> decode_counts(std::span<const std::byte> blob) {
 void insert_metric(Database& db, int64_t run_id, const MetricRow& r) {
   static const std::string sql = std::string("INSERT OR REPLACE INTO metrics (run_id, ") +
                                  kMetricColumns +
-                                 ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+                                 ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
   Statement& st = db.cached(sql);
   st.bind_all(run_id, r.step, r.rank, r.time, r.tokens, r.loss, r.lr, r.grad_norm,
               r.tokens_per_s, r.tflops, r.mfu, r.fwd_ms, r.bwd_ms, r.opt_ms, r.comm_ms, r.data_ms,
-              r.mem_used, r.mem_peak, r.loss_scale, r.skipped_steps);
+              r.mem_used, r.mem_peak, r.loss_scale, r.skipped_steps, r.a2a_ms);
   st.run();
 }
 
@@ -121,6 +121,7 @@ MetricRow read_metric(const Statement& st, int i) {
   r.mem_peak = st.opt_int64(i + 16);
   r.loss_scale = st.real(i + 17);
   r.skipped_steps = st.int64(i + 18);
+  r.a2a_ms = st.real(i + 19);
   return r;
 }
 

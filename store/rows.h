@@ -14,7 +14,7 @@ namespace kiln::store {
 // The metrics columns after run_id, in table order (also the export order after "run").
 inline constexpr const char* kMetricColumns =
     "step, rank, time, tokens, loss, lr, grad_norm, tokens_per_s, tflops, mfu, fwd_ms, bwd_ms, "
-    "opt_ms, comm_ms, data_ms, mem_used, mem_peak, loss_scale, skipped_steps";
+    "opt_ms, comm_ms, data_ms, mem_used, mem_peak, loss_scale, skipped_steps, a2a_ms";
 inline constexpr const char* kEventColumns = "id, time, step, kind, message";
 inline constexpr const char* kCheckpointColumns = "step, path, bytes, layout, time";
 inline constexpr const char* kCommandColumns =

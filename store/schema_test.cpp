@@ -4,12 +4,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <iterator>
 #include <vector>
 
 #include "kernels/check.h"
+#include "store/metric_blocks.h"
+#include "store/metric_queries.h"
 #include "store/run_queries.h"
 #include "store/run_writer.h"
 #include "store/test_util.h"
@@ -44,8 +48,8 @@ void make_store(const std::string& path) {
 
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 4);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 4);
+  EXPECT_EQ(schema_version(), 5);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(db->query_int("PRAGMA synchronous"), 1);  // NORMAL
@@ -59,13 +63,13 @@ TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   // Reopening a current store changes nothing.
   db.reset();
   db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 4);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
 }
 
 TEST_F(SchemaTest, MigratesAnEmptyFileFromVersionZero) {
   spit(path(), "");  // what `touch kiln-runs.db` leaves: a version-0 SQLite database
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 4);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
   EXPECT_EQ(db->query_int("SELECT count(*) FROM runs"), 0);
 }
 
@@ -78,7 +82,7 @@ TEST_F(SchemaTest, VersionTwoAddsThePidAndScrubsTokensFromRecordedCommandLines) 
             "('plain', 'kiln train --name plain', 1)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 4);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'leaky'"),
             "kiln train --serve 0.0.0.0:8080 --token *** --set hub.api_key=***");
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'plain'"), "kiln train --name plain");
@@ -93,7 +97,7 @@ TEST_F(SchemaTest, VersionThreeAddsHostMemoryAndSamplesAndKeepsOlderReadings) {
             "INSERT INTO system_metrics (run_id, rank, time, cpu_percent, rss_bytes) VALUES (1, 0, 5, 99, 1024)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 4);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
   const std::vector<SystemRow> system = list_system(*db, 1);
   ASSERT_EQ(system.size(), 1u);
   EXPECT_EQ(system[0].rss_bytes, 1024);
@@ -112,7 +116,7 @@ TEST_F(SchemaTest, VersionFourAddsExpertLoadsAndKeepsOlderRows) {
             "INSERT INTO valid_metrics (run_id, step, time, loss) VALUES (1, 4, 5, 2.75)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 4);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
   const RunDetails details = run_details(*db, 1);
   EXPECT_EQ(details.run.name, "dense");
   ASSERT_TRUE(details.latest_sample.has_value());
@@ -123,6 +127,34 @@ TEST_F(SchemaTest, VersionFourAddsExpertLoadsAndKeepsOlderRows) {
   EXPECT_EQ(db->query_int("SELECT count(*) FROM expert_loads"), 0);
 }
 
+TEST_F(SchemaTest, VersionFiveAddsTheAllToAllTimeToRowsAndBlocks) {
+  // A version-4 block holds 17 keys' aggregates (all zero here: present, value 0).
+  {
+    Database db(path(), Access::ReadWrite);
+    migrate(db, migrations().first(4));
+    db.exec("INSERT INTO runs (name, created_at) VALUES ('dense', 1);"
+            "INSERT INTO metrics (run_id, step, rank, time, loss) VALUES (1, 3, 0, 5, 2.5);"
+            "INSERT INTO metric_blocks (run_id, rank, block, aggregates) VALUES (1, 0, 0, zeroblob(680))");
+  }
+  auto db = open_store(path(), Access::ReadWrite);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
+  Statement& st = db->cached("SELECT aggregates FROM metric_blocks WHERE run_id = 1");
+  ASSERT_TRUE(st.step());
+  const std::span<const std::byte> blob = st.blob(0);
+  const BlockAggregates block = decode_block(blob);
+  // The aggregate the migration appends is the one the writer writes for a key without a value.
+  const std::vector<std::byte> empty = encode_block(BlockAggregates(metric_keys().size()));
+  EXPECT_TRUE(std::equal(blob.end() - 40, blob.end(), empty.end() - 40));
+  st.reset();
+  ASSERT_EQ(block.size(), metric_keys().size());
+  EXPECT_TRUE(block[key_index("loss")].present());
+  EXPECT_FALSE(block[key_index("a2a_ms")].present()) << "no row of version 4 measured it";
+  const std::vector<MetricRow> rows = run_details(*db, 1).latest;
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(rows[0].loss, 2.5);
+  EXPECT_TRUE(std::isnan(rows[0].a2a_ms));
+}
+
 TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
   make_store(path());
   std::vector<Migration> next(migrations().begin(), migrations().end());
@@ -130,12 +162,12 @@ TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
                   "CREATE TABLE extras (run_id INTEGER, x TEXT);"});
   Database db(path(), Access::ReadWrite);
   migrate(db, next);
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 5);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 6);
   EXPECT_EQ(db.query_int("SELECT priority FROM runs WHERE name = 'first'"), 3);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM extras"), 0);
   migrate(db, next);  // already there: nothing to do
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 5);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 6);
 }
 
 TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
@@ -145,7 +177,7 @@ TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
   Database db(path(), Access::ReadWrite);
   EXPECT_EQ(error_of([&] { migrate(db, next); }),
             "store: " + path() + ": no such table: no_such_table");
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 4);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 5);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'extras'"), 0);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
 }
@@ -157,7 +189,7 @@ TEST_F(SchemaTest, RefusesAStoreFromANewerKiln) {
     db.exec("PRAGMA user_version = 7");
   }
   const std::string expected =
-      "store: " + path() + " has schema version 7, newer than this kiln's 4; upgrade kiln";
+      "store: " + path() + " has schema version 7, newer than this kiln's 5; upgrade kiln";
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadWrite); }), expected);
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadOnly); }), expected);
   EXPECT_EQ(error_of([&] { RunWriter writer(path()); }), expected);

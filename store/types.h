@@ -67,6 +67,7 @@ struct MetricRow {
   double opt_ms = kNoValue;
   double comm_ms = kNoValue;        // exposed (not overlapped) communication
   double data_ms = kNoValue;        // waiting for the next batch
+  double a2a_ms = kNoValue;         // of fwd_ms and bwd_ms, expert parallelism's all-to-alls
   std::optional<int64_t> mem_used;  // device memory in use at the end of the step
   std::optional<int64_t> mem_peak;  // peak device memory so far
   double loss_scale = kNoValue;     // fp16 dynamic loss scale

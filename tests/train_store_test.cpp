@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -211,9 +212,18 @@ TEST(TrainStore, AnExpertParallelRunStatesItsGroupsAndRecordsEveryRanksTokens) {
       << r.output;
   EXPECT_NE(r.output.find("kiln: no sample: each rank holds 1/2 of the experts;"), std::string::npos)
       << r.output;
+  // The progress line says how much of the step the tokens' trips took.
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(step 6/6 \| .* ms/step \([0-9.]+ all-to-all\) \| ETA)")))
+      << r.output;
   auto db = store::open_store(path, Access::ReadOnly);
   const int64_t id = store::resolve_run(*db, "ep");
   EXPECT_EQ(store::get_run(*db, id).layout, "tp1.pp1.dp2.ep2");
+  const std::vector<store::MetricRow> latest = store::run_details(*db, id).latest;
+  ASSERT_EQ(latest.size(), 2u);
+  for (const store::MetricRow& row : latest) {
+    EXPECT_GT(row.a2a_ms, 0.0) << "rank " << row.rank;
+    EXPECT_LT(row.a2a_ms, row.fwd_ms + row.bwd_ms) << "rank " << row.rank;
+  }
   const std::vector<store::ExpertLoad> loads = store::list_expert_loads(*db, id, {});
   ASSERT_EQ(loads.size(), 3u);  // steps 2, 4, 6
   for (const store::ExpertLoad& load : loads) {

@@ -16,7 +16,7 @@ const gridCharts = [
   { key: "mem_used", title: "Memory used (bytes)" },
 ];
 const gridKeys = ["loss", "lr", "grad_norm", "tokens_per_s", "mem_used"];
-const otherMetrics = ["tflops", "mfu", "fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms", "mem_peak", "loss_scale"];
+const otherMetrics = ["tflops", "mfu", "fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms", "a2a_ms", "mem_peak", "loss_scale"];
 const xAxes = [["step", "step"], ["tokens", "tokens"], ["elapsed", "time since start"]];
 
 export function renderCompare(view, params, settings = { x: "step", smoothing: 0, logY: { loss: true, valid: true }, other: "tflops" }) {

@@ -11,7 +11,7 @@ import { samplesSection } from "/run_samples.js";
 import { expertsSection } from "/run_experts.js";
 import { systemPanels, cpuNote } from "/run_system.js";
 
-const keys = ["loss", "lr", "grad_norm", "tokens_per_s", "mfu", "mem_used", "fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms"];
+const keys = ["loss", "lr", "grad_norm", "tokens_per_s", "mfu", "mem_used", "fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms", "a2a_ms"];
 const perRankCharts = [
   { key: "loss", title: "Loss" },
   { key: "lr", title: "Learning rate" },
@@ -20,7 +20,8 @@ const perRankCharts = [
   { key: "mfu", title: "MFU", gpuOnly: true, empty: "not measured: no known peak FLOP/s for this device" },
   { key: "mem_used", title: "Memory used (bytes)", cpuTitle: "Memory used, resident (bytes)" },
 ];
-const splitKeys = ["fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms"];
+// a2a_ms (expert parallelism's all-to-alls) is part of fwd_ms and bwd_ms, drawn beside them.
+const splitKeys = ["fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms", "a2a_ms"];
 const xAxes = [["step", "step"], ["tokens", "tokens"], ["time", "wall time"]];
 
 export function renderRun(view, run, settings = { bands: false, x: "step", smoothing: 0, logY: { loss: true } }) {
@@ -129,7 +130,10 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
   }
 
   function splitLines() {
-    return splitKeys.map((k) => ({ label: k.replace("_ms", " ms"), ...shown((series[k] || {})[0] || { steps: [], times: [], ys: [] }) }));
+    const rank0 = (k) => (series[k] || {})[0] || { steps: [], times: [], ys: [] };
+    // The all-to-all line only where the run measured it (expert parallelism).
+    const measured = (k) => k !== "a2a_ms" || rank0(k).ys.some((y) => y != null && !Number.isNaN(y));
+    return splitKeys.filter(measured).map((k) => ({ label: k.replace("_ms", " ms"), ...shown(rank0(k)) }));
   }
 
   function systemLines(panel) {

@@ -46,12 +46,15 @@ double step_ms(const store::MetricRow& r) {
   return any ? sum : store::kNoValue;
 }
 
-const std::vector<TableColumn>& rank_columns() {
-  static const std::vector<TableColumn> c = {
+// With `all_to_all` (an expert-parallel run), the A2A column: the part of FWD and BWD the
+// tokens' all-to-alls took.
+std::vector<TableColumn> rank_columns(bool all_to_all) {
+  std::vector<TableColumn> c = {
       {"RANK", 4, true, 10}, {"STEP", 7, true, 9},  {"LOSS", 7, true, 8},  {"TOK/S", 7, true, 7},
       {"MFU", 6, true, 6},   {"MEM USED/PEAK", 19, true, 5}, {"STEP MS", 8, true, 6},
       {"FWD", 6, true, 2},   {"BWD", 6, true, 2},  {"OPT", 6, true, 1},  {"COMM", 6, true, 3},
       {"DATA", 6, true, 3},  {"AGE", 5, true, 6}};
+  if (all_to_all) c.insert(c.end() - 1, TableColumn{"A2A", 6, true, 2});
   return c;
 }
 
@@ -304,6 +307,8 @@ class RunScreen final : public Screen {
           slowest = i;
         }
     }
+    const bool all_to_all =
+        std::any_of(rows.begin(), rows.end(), [](const store::MetricRow& r) { return !std::isnan(r.a2a_ms); });
     std::vector<std::vector<TableCell>> cells;
     for (size_t i = 0; i < rows.size(); ++i) {
       const store::MetricRow& r = rows[i];
@@ -318,6 +323,7 @@ class RunScreen final : public Screen {
                        {millis(r.comm_ms), tone}, {millis(r.data_ms), tone},
                        {store::is_live(details_->run.status) ? fmt::format("{:.0f}s", age) : kAbsent,
                         store::is_live(details_->run.status) ? age_tone(age) : Tone::Dim}});
+      if (all_to_all) cells.back().insert(cells.back().end() - 1, TableCell{millis(r.a2a_ms), tone});
     }
     put(row - 1, 1,
         rows.size() > 1 ? fmt::format("ranks ({}; the slowest step highlighted)", rows.size()) : "ranks",
@@ -325,7 +331,7 @@ class RunScreen final : public Screen {
     rank_first_ = scroll_to_show(rank_first_, rank_selected_, static_cast<size_t>(height - 1));
     TableView view{row, 0, COLS, height, rank_first_, static_cast<long>(rank_selected_),
                    pane_ == Pane::Ranks};
-    draw_table(view, rank_columns(), cells, {}, theme);
+    draw_table(view, rank_columns(all_to_all), cells, {}, theme);
     if (rows.empty()) put(row + 1, 2, "no step logged yet", COLS - 4, theme.attr(Tone::Dim));
   }
 

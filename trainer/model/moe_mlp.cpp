@@ -5,6 +5,7 @@
 
 #include "kernels/check.h"
 #include "trainer/memory/host_copy.h"
+#include "trainer/util/step_clock.h"
 
 namespace kiln {
 
@@ -138,6 +139,7 @@ void MoeMlp::bind(const LayerBuild& build, const std::string& name) {
   routing_.assign(static_cast<size_t>(build.slots), ExpertRouting{});
   logits_.assign(static_cast<size_t>(build.slots), {});
   exchange_.assign(static_cast<size_t>(build.slots), ExpertExchange{});
+  forward_exchange_ms_.assign(static_cast<size_t>(build.slots), 0.0);
   load_ = ExpertLoadSum{std::vector<int64_t>(w.E, 0), std::vector<int64_t>(w.E, 0)};
   if (bias_.size() != static_cast<size_t>(w.E)) bias_.assign(static_cast<size_t>(w.E), 0.0);
 }
@@ -149,8 +151,8 @@ void MoeMlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor
   // its share of the output.
   const Tensor whole_x = sequence_ ? matrix(sequence_->gather(batch, x)) : matrix(x);
   const Tensor whole_y = sequence_ ? scratch.whole.slice(0, whole_x.shape.rows()) : matrix(y);
-  run_forward(ops, whole_y, whole_x, slots_[s], routing_[s], logits_[s], exchange_[s],
-              scratch.exchanged);
+  forward_exchange_ms_[s] = run_forward(ops, whole_y, whole_x, slots_[s], routing_[s], logits_[s],
+                                        exchange_[s], scratch.exchanged);
   if (sequence_) ops.cast(matrix(y), share_rows(whole_y));
 }
 
@@ -208,11 +210,12 @@ ExpertExchange MoeMlp::plan_exchange(Ops& ops, const ExpertRouting& routing, con
   return x;
 }
 
-void MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& b,
+double MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& b,
                          ExpertRouting& routing, std::vector<double>& host_logits,
                          ExpertExchange& exchange, const Tensor& exchanged) const {
   const int64_t N = x.shape.rows();
   KILN_CHECK(N <= b.logits.shape[0], "moe: " + std::to_string(N) + " tokens exceed the layer's layout");
+  double exchange_ms = 0;
   const Tensor logits = b.logits.slice(0, N);
   ops.matmul(logits, x, false, router_.value, true, false);
   host_logits = copy_to_doubles(ops, logits);
@@ -236,10 +239,12 @@ void MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const Exper
     }
   } else {
     // The rows travel to their experts' ranks and come back computed, staged in rank order.
+    Clock::time_point start = Clock::now();
     exchange = plan_exchange(ops, routing, b);
     const int64_t R = exchange.received();
     const Tensor staged = exchanged.slice(0, R);
     expert_group_->all_to_all(staged, exchange.recv_rows, rows_in, exchange.send_rows);
+    exchange_ms += ms_since(start);
     if (R > 0) ops.gather_rows(b.expert_in.slice(0, R), staged, b.to_expert.slice(0, R), Tensor{});
     experts_forward(ops, b, exchange.offsets);
     if (tp() > 1) {
@@ -247,7 +252,9 @@ void MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const Exper
       add_proj_bias(ops, b.expert_out.slice(0, R), exchange.offsets);
     }
     if (R > 0) ops.gather_rows(staged, b.expert_out.slice(0, R), b.to_rank.slice(0, R), Tensor{});
+    start = Clock::now();
     expert_group_->all_to_all(rows_out, exchange.send_rows, staged, exchange.recv_rows);
+    exchange_ms += ms_since(start);
   }
   if (shared_) {
     const Tensor shared_fc = b.shared_fc.slice(0, N), shared_hidden = b.shared_hidden.slice(0, N);
@@ -257,6 +264,7 @@ void MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const Exper
     shared_proj_.forward(ops, y, shared_hidden);
   }
   ops.combine_rows(y, rows_out, b.choice_row.slice(0, N), b.gate.slice(0, N), shared_);
+  return exchange_ms;
 }
 
 void MoeMlp::experts_forward(Ops& ops, const ExpertBuffers& b, const std::vector<int64_t>& offsets) const {
@@ -351,11 +359,15 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
     // The output gradients go where their rows were computed, the input gradients back.
     const int64_t R = exchange.received();
     const Tensor staged = g.exchanged.slice(0, R);
+    Clock::time_point start = Clock::now();
     expert_group_->all_to_all(staged, exchange.recv_rows, d_rows_out, exchange.send_rows);
+    load_.exchange_ms += ms_since(start);
     if (R > 0) ops.gather_rows(g.d_expert_out.slice(0, R), staged, b.to_expert.slice(0, R), Tensor{});
     experts_backward(ops, b, g, exchange.offsets);
     if (R > 0) ops.gather_rows(staged, g.d_expert_in.slice(0, R), b.to_rank.slice(0, R), Tensor{});
+    start = Clock::now();
     expert_group_->all_to_all(d_rows_in, exchange.send_rows, staged, exchange.recv_rows);
+    load_.exchange_ms += ms_since(start) + forward_exchange_ms_[s];
   }
 
   if (shared_) {

@@ -81,6 +81,9 @@ struct ExpertLoadSum {
   std::vector<int64_t> routed, dropped;  // per expert
   double balance = 0, entropy = 0;       // summed over the micro-batches
   int micro_batches = 0;
+  // Expert parallelism: this rank's wall time in the expert group's exchanges (the counts'
+  // all-gather and the all-to-alls of both passes), waiting for its peers included.
+  double exchange_ms = 0;
 };
 
 class MoeMlp {
@@ -106,8 +109,9 @@ class MoeMlp {
   void set_bias(const std::vector<double>& bias);
 
  private:
-  // Writes the routing, the router's logits and the exchange on the host as well.
-  void run_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers,
+  // Writes the routing, the router's logits and the exchange on the host as well; returns
+  // the milliseconds spent in the expert group's exchanges.
+  double run_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers,
                    ExpertRouting& routing, std::vector<double>& host_logits,
                    ExpertExchange& exchange, const Tensor& exchanged) const;
   // This rank's experts over their rows (expert-major, at offsets), and back.
@@ -141,6 +145,7 @@ class MoeMlp {
   mutable std::vector<ExpertRouting> routing_;
   mutable std::vector<std::vector<double>> logits_;
   mutable std::vector<ExpertExchange> exchange_;
+  mutable std::vector<double> forward_exchange_ms_;  // per slot, until its backward
   mutable ExpertLoadSum load_;
   std::vector<double> bias_;
 };

@@ -22,7 +22,7 @@
 #include "trainer/train/flops.h"
 #include "trainer/train/generate.h"
 #include "trainer/train/interrupt.h"
-#include "trainer/train/step_clock.h"
+#include "trainer/util/step_clock.h"
 
 namespace kiln {
 
@@ -246,14 +246,14 @@ void Trainer::train_loop(TrainSummary& summary) {
   const bool has_valid = valid_data_ && t.eval_iters > 0;
   const Clock::time_point start = Clock::now();
   Clock::time_point interval_start = start;
-  double interval_loss = 0;
+  double interval_loss = 0, interval_exchange_ms = 0;
   int64_t interval_steps = 0;
 
   for (int64_t step = first_step_; step <= t.steps; ++step) {
     share_machine(step);
     const bool timed = step % t.log_interval == 0 || step == t.steps;
     const double lr = scheduled_lr(step);
-    const StepTimes times = train_step(timed);
+    StepTimes times = train_step(timed);
     consumed_samples_ += t.global_batch;
     const double scale = loss_scaler_.scale();
     const Clock::time_point opt_start = Clock::now();
@@ -285,7 +285,8 @@ void Trainer::train_loop(TrainSummary& summary) {
         decision.checkpoint || decision.stop ? save_checkpoint_at(step) : std::string();
     if (recorder_) record_steering(step, written);
     const bool logged = timed || decision.stop || decision.pause || interrupted;
-    finish_expert_step(step, logged);
+    times.a2a_ms = finish_expert_step(step, logged);
+    interval_exchange_ms += times.a2a_ms;
     if (logged) {
       // The next interval starts now, so the cost of reporting this one (printing, handing
       // rows to the store) counts in it and not nowhere.
@@ -295,14 +296,20 @@ void Trainer::train_loop(TrainSummary& summary) {
       const double per_step = elapsed / static_cast<double>(interval_steps);
       summary.train_loss = interval_loss / static_cast<double>(interval_steps);
       interval_start = now;
+      // Under expert parallelism the step's time includes the tokens' trips (all-to-all).
+      const std::string exchange =
+          layout_.ep() > 1
+              ? fmt::format(" ({:.1f} all-to-all)", interval_exchange_ms / static_cast<double>(interval_steps))
+              : std::string();
+      fmt::print(out_, "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s"
+                       " | {:.1f} ms/step{} | ETA {}\n",
+                 step, std::to_string(t.steps).size(), t.steps, summary.train_loss, lr, norm,
+                 tokens_per_step / per_step, per_step * 1e3, exchange,
+                 human_duration(per_step * static_cast<double>(t.steps - step)));
       interval_loss = 0;
+      interval_exchange_ms = 0;
       not_training_s_ = 0;
       interval_steps = 0;
-      fmt::print(out_, "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s"
-                       " | {:.1f} ms/step | ETA {}\n",
-                 step, std::to_string(t.steps).size(), t.steps, summary.train_loss, lr, norm,
-                 tokens_per_step / per_step, per_step * 1e3,
-                 human_duration(per_step * static_cast<double>(t.steps - step)));
       std::fflush(out_);
       if (recorder_ || world_.size() > 1)
         record_step(metric_row(step, summary.train_loss, lr, norm, per_step, times, opt_ms));

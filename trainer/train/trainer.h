@@ -51,6 +51,7 @@ struct StepTimes {
   double fwd_ms = 0;
   double bwd_ms = 0;
   double comm_ms = 0;  // summing the gradients over the data-parallel ranks
+  double a2a_ms = 0;   // of fwd_ms and bwd_ms, the expert group's token exchanges
 };
 
 class Trainer {
@@ -125,7 +126,8 @@ class Trainer {
   // After each step of a model with MoE layers: their routing over the step, summed over
   // every rank, moves the aux-loss-free selection bias and, on a logged step, goes to the
   // store (trainer_experts.cpp). Collective over the world when it communicates.
-  void finish_expert_step(int64_t step, bool logged);
+  // Returns this rank's milliseconds in the expert group's exchanges over the step.
+  double finish_expert_step(int64_t step, bool logged);
   // Hands expert_bias_ to this rank's MoE layers.
   void apply_expert_bias();
   bool is_first_rank() const { return world_.rank() == 0; }

@@ -10,7 +10,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/whole_tensors.h"
 #include "trainer/optim/lr_schedule.h"
-#include "trainer/train/step_clock.h"
+#include "trainer/util/step_clock.h"
 #include "trainer/train/trainer.h"
 
 namespace kiln {

@@ -1,6 +1,7 @@
 // The experts' side of a step: every MoE layer's routing over the step, summed over the
 // ranks (data-parallel replicas add their tokens; pipeline stages each hold their own
-// layers), moves the aux-loss-free selection bias and goes to the run store on logged steps.
+// layers), moves the aux-loss-free selection bias and goes to the run store on logged steps;
+// under expert parallelism, the time this rank spent trading tokens goes to the step line.
 #include <vector>
 
 #include "trainer/model/expert_routing.h"
@@ -14,9 +15,10 @@ namespace {
 int64_t layer_width(int64_t experts) { return 2 * experts + 3; }
 }  // namespace
 
-void Trainer::finish_expert_step(int64_t step, bool logged) {
+double Trainer::finish_expert_step(int64_t step, bool logged) {
   const MoeConfig& moe = config_.model.moe;
-  if (!moe.enabled()) return;
+  if (!moe.enabled()) return 0;
+  double exchange_ms = 0;
   const int64_t E = moe.num_experts, width = layer_width(E);
   std::vector<double> sums(static_cast<size_t>(config_.model.n_layer * width), 0.0);
   for (int l = 0; l < config_.model.n_layer; ++l) {
@@ -24,6 +26,7 @@ void Trainer::finish_expert_step(int64_t step, bool logged) {
     if (!experts) continue;
     // Taken every step, so each step's counts are its own.
     const ExpertLoadSum load = experts->take_load();
+    exchange_ms += load.exchange_ms;
     double* row = sums.data() + l * width;
     for (int64_t e = 0; e < E; ++e) {
       row[e] = static_cast<double>(load.routed[static_cast<size_t>(e)]);
@@ -34,7 +37,7 @@ void Trainer::finish_expert_step(int64_t step, bool logged) {
     row[2 * E + 2] = load.micro_batches;
   }
   const bool balancing = moe.bias_update_rate > 0;
-  if (!logged && !balancing) return;
+  if (!logged && !balancing) return exchange_ms;
   if (world_.size() > 1)
     world_.all_reduce(Tensor{sums.data(), DType::F64, {static_cast<int64_t>(sums.size())}}, ReduceOp::Sum);
 
@@ -59,6 +62,7 @@ void Trainer::finish_expert_step(int64_t step, bool logged) {
   }
   if (balancing) apply_expert_bias();
   if (!loads.empty()) recorder_->log_expert_loads(std::move(loads));
+  return exchange_ms;
 }
 
 void Trainer::apply_expert_bias() {

@@ -19,7 +19,7 @@ void Trainer::record_step(store::MetricRow row) {
   // What differs between ranks travels; step, loss, lr and grad norm are the same on all.
   double mine[] = {row.tokens_per_s, row.tflops, row.mfu, row.fwd_ms, row.bwd_ms, row.opt_ms,
                    row.comm_ms, row.data_ms, static_cast<double>(*row.mem_used),
-                   static_cast<double>(*row.mem_peak)};
+                   static_cast<double>(*row.mem_peak), row.a2a_ms};
   constexpr int64_t kFields = std::size(mine);
   std::vector<double> all(static_cast<size_t>(kFields * world_.size()));
   world_.gather(Tensor{all.data(), DType::F64, {static_cast<int64_t>(all.size())}},
@@ -38,6 +38,7 @@ void Trainer::record_step(store::MetricRow row) {
     row.data_ms = v[7];
     row.mem_used = static_cast<int64_t>(v[8]);
     row.mem_peak = static_cast<int64_t>(v[9]);
+    row.a2a_ms = v[10];
     recorder_->log_step(row);
   }
 }
@@ -61,6 +62,7 @@ store::MetricRow Trainer::metric_row(int64_t step, double loss, double lr, doubl
   row.opt_ms = opt_ms;
   row.comm_ms = times.comm_ms;
   row.data_ms = times.data_ms;
+  if (layout_.ep() > 1) row.a2a_ms = times.a2a_ms;
   if (config_.precision.dtype == "fp16") row.loss_scale = loss_scaler_.scale();
   row.skipped_steps = loss_scaler_.skipped_steps();
   return row;

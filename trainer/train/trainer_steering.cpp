@@ -8,7 +8,7 @@
 #include "store/human_format.h"
 #include "trainer/parallel/wait_limits.h"
 #include "trainer/train/interrupt.h"
-#include "trainer/train/step_clock.h"
+#include "trainer/util/step_clock.h"
 #include "trainer/train/trainer.h"
 
 namespace kiln {

@@ -4,7 +4,7 @@
 #include <functional>
 #include <utility>
 
-#include "trainer/train/step_clock.h"
+#include "trainer/util/step_clock.h"
 #include "trainer/train/trainer.h"
 
 namespace kiln {
