@@ -13,14 +13,14 @@ namespace {
 
 Tensor matrix(const Tensor& t) { return t.view({t.shape.rows(), t.shape.cols()}); }
 
-// F and fc are this rank's: each expert's hidden units split over tp ranks.
+// F, fc, S and shared_fc are this rank's: each expert's hidden units split over tp ranks.
 struct Widths {
   int64_t E, k, C, F, fc, S, shared_fc, rows, received;
 };
 
 Widths widths(const ModelConfig& m, int64_t tokens, int ep, int tp) {
   const MoeConfig& moe = m.moe;
-  const int64_t F = m.expert_ffn_dim() / tp, S = int64_t{moe.shared_experts} * m.expert_ffn_dim();
+  const int64_t F = m.expert_ffn_dim() / tp, S = int64_t{moe.shared_experts} * F;
   const int64_t gated = m.is_llama() ? 2 : 1;
   return {moe.num_experts, moe.top_k, m.d_model, F, gated * F, S, gated * S,
           max_expert_rows(moe, tokens), max_received_expert_rows(moe, tokens, ep)};
@@ -98,17 +98,23 @@ void MoeMlp::bind(const LayerBuild& build, const std::string& name) {
   F_ = w.F;
   fc_width_ = w.fc;
   const double proj_std = m.init_std / std::sqrt(2.0 * m.n_layer);
-  // Parameters in the order backward produces their gradients. The shared experts and the
-  // router are whole on every tensor-parallel rank, which computes them over every token.
+  // Parameters in the order backward produces their gradients. The router is whole on every
+  // tensor-parallel rank, which routes every token; the shared experts are split as a dense
+  // MLP is (fc by rows, proj by columns, its bias whole and added once).
+  ParameterSet& p = build.params;
   shared_ = w.S > 0;
   if (shared_) {
-    shared_proj_.bind(build, name + ".shared.proj", w.S, w.C, bias_terms_, proj_std);
-    shared_fc_.bind(build, name + ".shared.fc", w.C, w.shared_fc, bias_terms_, m.init_std);
+    const int64_t S = w.S * tp;
+    shared_bias_once_ = bias_terms_ && tp > 1;
+    if (shared_bias_once_) shared_proj_bias_ = p.add(name + ".shared.proj.bias", {w.C}, Init::Zeros);
+    shared_proj_.bind(build, name + ".shared.proj", w.S, w.C, bias_terms_ && !shared_bias_once_, proj_std,
+                      build.split.split(1, {S}));
+    shared_fc_.bind(build, name + ".shared.fc", w.C, w.shared_fc, bias_terms_, m.init_std,
+                    build.split.split(0, swiglu_ ? std::vector<int64_t>{S, S} : std::vector<int64_t>{S}));
   }
   // The experts' stacks: this rank's E / ep experts, a block of rows of the whole over the
   // expert group; over a tensor group, every expert's hidden units split as a dense MLP's
   // are (fc by rows, its gate and up halves each; proj by columns).
-  ParameterSet& p = build.params;
   const int64_t El = local_experts(), F = m.expert_ffn_dim();
   const auto stack = [&](const std::string& stack_name, Shape whole, Init init, double std,
                          TensorSplit split) {
@@ -153,7 +159,14 @@ void MoeMlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor
   const Tensor whole_y = sequence_ ? scratch.whole.slice(0, whole_x.shape.rows()) : matrix(y);
   forward_exchange_ms_[s] = run_forward(ops, whole_y, whole_x, slots_[s], routing_[s], logits_[s],
                                         exchange_[s], scratch.exchanged);
-  if (sequence_) ops.cast(matrix(y), share_rows(whole_y));
+  const bool partial = shared_ && tp() > 1;
+  if (sequence_ && partial) {
+    sequence_->scatter(matrix(y), whole_y);
+  } else if (sequence_) {
+    ops.cast(matrix(y), share_rows(whole_y));
+  } else if (partial) {
+    tensor_group_->all_reduce(whole_y, ReduceOp::Sum);
+  }
 }
 
 void MoeMlp::infer(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers) const {
@@ -263,7 +276,12 @@ double MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const Exp
     else ops.gelu_forward(shared_hidden, shared_fc);
     shared_proj_.forward(ops, y, shared_hidden);
   }
-  ops.combine_rows(y, rows_out, b.choice_row.slice(0, N), b.gate.slice(0, N), shared_);
+  // Split over a tensor group, the shared experts' output is a partial sum the caller sums
+  // over the group: the routed output and the bias go in on its first rank only.
+  if (!shared_ || tp() == 1 || tensor_group_->rank() == 0) {
+    if (shared_bias_once_) ops.add_bias(y, shared_proj_bias_.value);
+    ops.combine_rows(y, rows_out, b.choice_row.slice(0, N), b.gate.slice(0, N), shared_);
+  }
   return exchange_ms;
 }
 
@@ -339,8 +357,7 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
   const ExpertExchange& exchange = exchange_[s];
   // Under tensor parallelism every rank computes over the whole micro-batch (gathered under
   // sequence parallelism); the input gradient is a partial sum over the group, into which
-  // the parts every rank computes alike (the router's, the shared experts') go on its first
-  // rank only.
+  // the part every rank computes alike (the router's) goes in on its first rank only.
   const Tensor x = sequence_ ? matrix(sequence_->gather(batch, x_in)) : matrix(x_in);
   const Tensor dy = sequence_ ? matrix(sequence_->gather_gradient(batch, dy_in)) : matrix(dy_in);
   const int64_t N = x.shape.rows(), M = routing.rows(), E = experts();
@@ -373,13 +390,14 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
   if (shared_) {
     const Tensor d_hid = g.d_shared_hidden.slice(0, N), d_sfc = g.d_shared_fc.slice(0, N);
     const Tensor d_shared_x = tp() > 1 ? g.d_shared_in.slice(0, N) : dx;
+    if (shared_bias_once_) ops.bias_backward(shared_proj_bias_.grad, dy);
     shared_proj_.backward(ops, d_hid, dy, b.shared_hidden.slice(0, N));
     if (swiglu_) ops.swiglu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
     else ops.gelu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
     shared_fc_.backward(ops, d_shared_x, d_sfc, x);
     if (tp() > 1) {
       ops.combine_rows(dx, d_rows_in, choice_row, Tensor{}, false);
-      if (first) ops.add(dx, dx, d_shared_x);
+      ops.add(dx, dx, d_shared_x);  // a partial sum on every rank, as the experts' part
     } else {
       ops.combine_rows(dx, d_rows_in, choice_row, Tensor{}, true);
     }

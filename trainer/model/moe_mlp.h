@@ -139,6 +139,9 @@ class MoeMlp {
   const SequenceParallel* sequence_ = nullptr;
   bool shared_ = false;
   Linear shared_fc_, shared_proj_;
+  // Split over a tensor group, the shared experts' output bias, added once after the sum.
+  bool shared_bias_once_ = false;
+  Parameter shared_proj_bias_;
   std::vector<ExpertBuffers> slots_;
   // Host state per slot: forward's routing, which backward reads (written through a const
   // forward as the device buffers are).
