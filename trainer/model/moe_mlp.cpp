@@ -26,6 +26,14 @@ Widths widths(const ModelConfig& m, int64_t tokens, int ep, int tp) {
           max_expert_rows(moe, tokens), max_received_expert_rows(moe, tokens, ep)};
 }
 
+// Calls f(e, begin, end) for each expert e with rows [begin, end) at expert-major offsets
+// (E + 1 of them), skipping experts without rows.
+template <typename F>
+void for_each_expert(const std::vector<int64_t>& offsets, F f) {
+  for (size_t e = 0; e + 1 < offsets.size(); ++e)
+    if (offsets[e] < offsets[e + 1]) f(static_cast<int64_t>(e), offsets[e], offsets[e + 1]);
+}
+
 // The rows [begin, end) of expert e's part of a stacked [E * width, ...] parameter.
 Tensor expert_rows(const Tensor& stacked, int64_t e, int64_t width) {
   return stacked.slice(e * width, (e + 1) * width);
@@ -76,10 +84,7 @@ ExpertGradients ExpertGradients::take(Arena& arena, const ModelConfig& model, in
     g.d_shared_hidden = arena.take({tokens, w.S}, dtype);
     g.d_shared_fc = arena.take({tokens, w.shared_fc}, dtype);
   }
-  if (tp > 1) {
-    g.whole = arena.take({tokens, w.C}, dtype);
-    if (w.S > 0) g.d_shared_in = arena.take({tokens, w.C}, dtype);
-  }
+  if (tp > 1) g.whole = arena.take({tokens, w.C}, dtype);
   return g;
 }
 
@@ -244,12 +249,6 @@ double MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const Exp
   if (ep() == 1) {
     exchange.offsets = routing.offsets;
     experts_forward(ops, b, exchange.offsets);
-    if (tp() > 1) {
-      // Each rank's experts computed their share of the hidden units: the outputs are sums
-      // over the group, then take their biases once.
-      tensor_group_->all_reduce(rows_out, ReduceOp::Sum);
-      add_proj_bias(ops, rows_out, exchange.offsets);
-    }
   } else {
     // The rows travel to their experts' ranks and come back computed, staged in rank order.
     Clock::time_point start = Clock::now();
@@ -260,10 +259,6 @@ double MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const Exp
     exchange_ms += ms_since(start);
     if (R > 0) ops.gather_rows(b.expert_in.slice(0, R), staged, b.to_expert.slice(0, R), Tensor{});
     experts_forward(ops, b, exchange.offsets);
-    if (tp() > 1) {
-      tensor_group_->all_reduce(b.expert_out.slice(0, R), ReduceOp::Sum);
-      add_proj_bias(ops, b.expert_out.slice(0, R), exchange.offsets);
-    }
     if (R > 0) ops.gather_rows(staged, b.expert_out.slice(0, R), b.to_rank.slice(0, R), Tensor{});
     start = Clock::now();
     expert_group_->all_to_all(rows_out, exchange.send_rows, staged, exchange.recv_rows);
@@ -289,33 +284,26 @@ void MoeMlp::experts_forward(Ops& ops, const ExpertBuffers& b, const std::vector
   const int64_t R = offsets.back();
   const Tensor in = b.expert_in.slice(0, R), fc_out = b.fc_out.slice(0, R);
   const Tensor hidden = b.hidden.slice(0, R), out = b.expert_out.slice(0, R);
-  const int64_t El = static_cast<int64_t>(offsets.size()) - 1;
-  for (int64_t e = 0; e < El; ++e) {
-    const int64_t begin = offsets[static_cast<size_t>(e)], end = offsets[static_cast<size_t>(e + 1)];
-    if (begin == end) continue;
+  for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
     ops.matmul(fc_out.slice(begin, end), in.slice(begin, end), false,
                expert_rows(fc_weight_.value, e, fc_width_), true, false);
     if (bias_terms_) ops.add_bias(fc_out.slice(begin, end), expert_rows(fc_bias_.value, e, fc_width_));
-  }
+  });
   if (R > 0) {
     if (swiglu_) ops.swiglu_forward(hidden, fc_out);
     else ops.gelu_forward(hidden, fc_out);
   }
-  for (int64_t e = 0; e < El; ++e) {
-    const int64_t begin = offsets[static_cast<size_t>(e)], end = offsets[static_cast<size_t>(e + 1)];
-    if (begin == end) continue;
+  for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
     ops.matmul(out.slice(begin, end), hidden.slice(begin, end), false,
                expert_rows(proj_weight_.value, e, C_), true, false);
-  }
-  if (tp() == 1) add_proj_bias(ops, out, offsets);
-}
-
-void MoeMlp::add_proj_bias(Ops& ops, const Tensor& rows, const std::vector<int64_t>& offsets) const {
-  if (!bias_terms_) return;
-  for (size_t e = 0; e + 1 < offsets.size(); ++e)
-    if (offsets[e] < offsets[e + 1])
-      ops.add_bias(rows.slice(offsets[e], offsets[e + 1]),
-                   expert_rows(proj_bias_.value, static_cast<int64_t>(e), C_));
+  });
+  // Split over a tensor group, each rank computed its share of the hidden units: the outputs
+  // are sums over the group, which then take their biases once.
+  if (tp() > 1) tensor_group_->all_reduce(out, ReduceOp::Sum);
+  if (bias_terms_)
+    for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
+      ops.add_bias(out.slice(begin, end), expert_rows(proj_bias_.value, e, C_));
+    });
 }
 
 void MoeMlp::experts_backward(Ops& ops, const ExpertBuffers& b, const ExpertGradients& g,
@@ -324,29 +312,24 @@ void MoeMlp::experts_backward(Ops& ops, const ExpertBuffers& b, const ExpertGrad
   const Tensor d_out = g.d_expert_out.slice(0, R), d_hidden = g.d_hidden.slice(0, R);
   const Tensor d_fc = g.d_fc.slice(0, R), d_in = g.d_expert_in.slice(0, R);
   const Tensor in = b.expert_in.slice(0, R), hidden = b.hidden.slice(0, R);
-  const int64_t El = static_cast<int64_t>(offsets.size()) - 1;
-  for (int64_t e = 0; e < El; ++e) {
-    const int64_t begin = offsets[static_cast<size_t>(e)], end = offsets[static_cast<size_t>(e + 1)];
-    if (begin == end) continue;
+  for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
     const Tensor d_out_e = d_out.slice(begin, end);
     if (bias_terms_) ops.bias_backward(expert_rows(proj_bias_.grad, e, C_), d_out_e);
     ops.matmul(expert_rows(proj_weight_.grad, e, C_), d_out_e, true, hidden.slice(begin, end), false, true);
     ops.matmul(d_hidden.slice(begin, end), d_out_e, false, expert_rows(proj_weight_.value, e, C_), false,
                false);
-  }
+  });
   if (R > 0) {
     if (swiglu_) ops.swiglu_backward(d_fc, b.fc_out.slice(0, R), d_hidden);
     else ops.gelu_backward(d_fc, b.fc_out.slice(0, R), d_hidden);
   }
-  for (int64_t e = 0; e < El; ++e) {
-    const int64_t begin = offsets[static_cast<size_t>(e)], end = offsets[static_cast<size_t>(e + 1)];
-    if (begin == end) continue;
+  for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
     const Tensor d_fc_e = d_fc.slice(begin, end);
     if (bias_terms_) ops.bias_backward(expert_rows(fc_bias_.grad, e, fc_width_), d_fc_e);
     ops.matmul(expert_rows(fc_weight_.grad, e, fc_width_), d_fc_e, true, in.slice(begin, end), false, true);
     ops.matmul(d_in.slice(begin, end), d_fc_e, false, expert_rows(fc_weight_.value, e, fc_width_), false,
                false);
-  }
+  });
 }
 
 void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const Tensor& dy_in,
@@ -389,21 +372,13 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
 
   if (shared_) {
     const Tensor d_hid = g.d_shared_hidden.slice(0, N), d_sfc = g.d_shared_fc.slice(0, N);
-    const Tensor d_shared_x = tp() > 1 ? g.d_shared_in.slice(0, N) : dx;
     if (shared_bias_once_) ops.bias_backward(shared_proj_bias_.grad, dy);
     shared_proj_.backward(ops, d_hid, dy, b.shared_hidden.slice(0, N));
     if (swiglu_) ops.swiglu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
     else ops.gelu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
-    shared_fc_.backward(ops, d_shared_x, d_sfc, x);
-    if (tp() > 1) {
-      ops.combine_rows(dx, d_rows_in, choice_row, Tensor{}, false);
-      ops.add(dx, dx, d_shared_x);  // a partial sum on every rank, as the experts' part
-    } else {
-      ops.combine_rows(dx, d_rows_in, choice_row, Tensor{}, true);
-    }
-  } else {
-    ops.combine_rows(dx, d_rows_in, choice_row, Tensor{}, false);
+    shared_fc_.backward(ops, dx, d_sfc, x);
   }
+  ops.combine_rows(dx, d_rows_in, choice_row, Tensor{}, shared_);
 
   // The router, through the host: each token's loss weight times the micro-batch's tokens is
   // the weight of its balancing and z losses (each a mean over those tokens).

@@ -62,8 +62,8 @@ struct ExpertGradients {
   Tensor d_logits;                          // [N, E]
   Tensor d_shared_hidden, d_shared_fc;
   // tp > 1: [N, C] the whole micro-batch's output (sequence parallel) or input gradient
-  // before the group's sum, and the shared experts' part of the latter.
-  Tensor whole, d_shared_in;
+  // before the group's sum.
+  Tensor whole;
 
   static ExpertGradients take(Arena& arena, const ModelConfig& model, int64_t tokens, DType dtype,
                               DType stat_dtype, int ep = 1, int tp = 1);
@@ -118,8 +118,6 @@ class MoeMlp {
   void experts_forward(Ops& ops, const ExpertBuffers& b, const std::vector<int64_t>& offsets) const;
   void experts_backward(Ops& ops, const ExpertBuffers& b, const ExpertGradients& g,
                         const std::vector<int64_t>& offsets) const;
-  // Each expert's output bias on its rows (expert-major, at offsets).
-  void add_proj_bias(Ops& ops, const Tensor& rows, const std::vector<int64_t>& offsets) const;
   // This rank's share of a whole micro-batch's [N, C] rows under sequence parallelism.
   Tensor share_rows(const Tensor& whole) const;
   // Trades the per-expert counts over the expert group and lays out the received rows' order

@@ -26,7 +26,11 @@ void ParameterSet::begin_pass() {
 }
 
 namespace {
-int64_t aligned(int64_t at) { return (at + kAlignElements - 1) / kAlignElements * kAlignElements; }
+// n rounded up to a multiple of kAlignElements * parts.
+int64_t aligned(int64_t n, int parts = 1) {
+  const int64_t multiple = kAlignElements * parts;
+  return (n + multiple - 1) / multiple * multiple;
+}
 }  // namespace
 
 Parameter ParameterSet::place(const std::string& name, Shape shape, int64_t offset, Init init,
@@ -77,12 +81,8 @@ Parameter ParameterSet::add_expert(const std::string& name, Shape shape, Init in
 void ParameterSet::allocate(Ops& ops, int shards, int expert_shards) {
   KILN_CHECK(owner_ == nullptr, "parameters allocated twice");
   // Each shard starts aligned too.
-  const auto padded = [](int64_t n, int parts) {
-    const int64_t multiple = kAlignElements * parts;
-    return (n + multiple - 1) / multiple * multiple;
-  };
-  dense_size_ = padded(next_, shards);
-  size_ = dense_size_ + padded(expert_next_, expert_shards);
+  dense_size_ = aligned(next_, shards);
+  size_ = dense_size_ + aligned(expert_next_, expert_shards);
   owner_ = &ops;
   device_ = ops.device();
   values_ = ops.allocate(value_bytes());
