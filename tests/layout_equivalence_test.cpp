@@ -43,6 +43,12 @@ const std::string kMoe = kLlama +
 const std::string kMoeCapacity =
     " --set moe.num_experts=4 --set moe.top_k=2 --set moe.layer_freq=2 --set moe.shared_experts=1"
     " --set moe.capacity_factor=1.0 --set moe.drop_policy=position";
+// GPT-2 experts (layer 0 only) and a shared expert, dropless.
+const std::string kMoeShared =
+    " --set moe.num_experts=4 --set moe.top_k=2 --set moe.layer_freq=2 --set moe.shared_experts=1";
+// Whole experts (parallel.etp=1) under tensor and sequence parallelism.
+const std::string kWholeExperts =
+    " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.etp=1";
 
 // A 2-layer model, so every layout has layers to split, trained 20 steps with a loss printed
 // at each and a validation at steps 10 and 20.
@@ -133,6 +139,12 @@ INSTANTIATE_TEST_SUITE_P(
                " --set parallel.tp=2 --set parallel.sequence_parallel=true", kMoe},
         // Both: each rank holds half the hidden units of half the experts.
         Layout{"moe_tp2_ep2", 4, " --set parallel.tp=2 --set parallel.ep=2", kMoe},
+        // Whole experts: the expert group spans the tensor ranks (ep2 on 2 ranks), or each
+        // tensor rank holds every expert and the whole stage sums their gradients.
+        Layout{"moe_tp2_sequence_parallel_etp1_ep2", 2, kWholeExperts + " --set parallel.ep=2", kMoe},
+        Layout{"moe_tp2_sequence_parallel_etp1_dp2", 4, kWholeExperts, kMoe},
+        Layout{"moe_shared_tp2_sequence_parallel_etp1_ep4_distributed_optimizer", 4,
+               kWholeExperts + " --set parallel.ep=4 --set parallel.distributed_optimizer=true", kMoeShared},
         Layout{"moe_capacity_tp2_sequence_parallel_ep2_distributed_optimizer", 4,
                " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.ep=2"
                " --set parallel.distributed_optimizer=true",
@@ -237,7 +249,12 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"moe_tp2_ep2_distributed_optimizer", 4,
                            " --set parallel.tp=2 --set parallel.ep=2"
                            " --set parallel.distributed_optimizer=true",
-                           " --set model.n_layer=2" + kMoe}),
+                           " --set model.n_layer=2" + kMoe},
+                    // Whole experts gathered over an expert group that spans the tensor
+                    // ranks, their moments from the folded expert-data shards.
+                    Layout{"moe_shared_tp2_sequence_parallel_etp1_ep2_dp2_distributed_optimizer", 4,
+                           kWholeExperts + " --set parallel.ep=2 --set parallel.distributed_optimizer=true",
+                           " --set model.n_layer=2" + kMoeShared}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 // After one step each layout holds the single rank's gradients, tensor by tensor: AdamW's
@@ -318,7 +335,10 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"moe_pp2_ep2_distributed_optimizer", 4,
                            " --set parallel.pp=2 --set parallel.ep=2"
                            " --set parallel.distributed_optimizer=true",
-                           kMoe}),
+                           kMoe},
+                    Layout{"moe_tp2_sequence_parallel_etp1_ep2", 2, kWholeExperts + " --set parallel.ep=2",
+                           kMoe},
+                    Layout{"moe_shared_tp2_sequence_parallel_etp1_dp2", 4, kWholeExperts, kMoeShared}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 }  // namespace

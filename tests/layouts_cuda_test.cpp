@@ -154,6 +154,10 @@ std::vector<GpuLayout> layouts() {
       {"moe_ep2", 2, " --set parallel.ep=2", "", kMoe},
       {"moe_tp2_ep2_distributed_optimizer", 4,
        " --set parallel.tp=2 --set parallel.ep=2 --set parallel.distributed_optimizer=true", "", kMoe},
+      // Whole experts: the expert group spans the two tensor ranks.
+      {"moe_tp2_sequence_parallel_etp1_ep2", 2,
+       " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.etp=1 --set parallel.ep=2", "",
+       kMoe},
   };
   std::vector<GpuLayout> all;
   for (const char* dtype : {"fp32", "bf16"})

@@ -233,6 +233,38 @@ TEST(TrainStore, AnExpertParallelRunStatesItsGroupsAndRecordsEveryRanksTokens) {
   }
 }
 
+TEST(TrainStore, TensorParallelMoeRunsCountEachTokenOnce) {
+  // Split experts (every tensor rank routes the whole micro-batch) and whole experts (each
+  // routes its own share, parallel.etp=1, through an expert group over the two tensor ranks):
+  // either way each logged step's loads count the step's tokens once.
+  const std::string dir = fresh_dir("train_store_expert_tensor_parallel");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
+  const std::string run = mpirun_command(2) + kiln + " train --store " + path + small_run(prefix) +
+                          " --set moe.num_experts=4 --set moe.top_k=2 --set parallel.tp=2";
+  const CommandResult split = run_command(run + " --name split");
+  ASSERT_EQ(split.exit_code, 0) << split.output;
+  const CommandResult whole = run_command(run + " --name whole --set parallel.sequence_parallel=true"
+                                          " --set parallel.etp=1 --set parallel.ep=2");
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  EXPECT_NE(whole.output.find("kiln: expert-parallel groups of 2 among the 2 tensor and data-parallel ranks "
+                              "of a stage (whole experts, parallel.etp=1): each rank holds 2 of 4 experts "
+                              "a layer and trades tokens with its group by all-to-all\n"),
+            std::string::npos)
+      << whole.output;
+  auto db = store::open_store(path, Access::ReadOnly);
+  EXPECT_EQ(store::get_run(*db, store::resolve_run(*db, "whole")).layout, "tp2.pp1.dp1.ep2.etp1");
+  for (const std::string name : {"split", "whole"}) {
+    const std::vector<store::ExpertLoad> loads = store::list_expert_loads(*db, store::resolve_run(*db, name), {});
+    ASSERT_EQ(loads.size(), 3u) << name;  // steps 2, 4, 6
+    for (const store::ExpertLoad& load : loads) {
+      int64_t tokens = 0;
+      for (int64_t t : load.tokens) tokens += t;
+      EXPECT_EQ(tokens, 64 * 2) << name << ", step " << load.step;
+      EXPECT_GT(load.aux_loss, 0.9) << name << ", step " << load.step;
+    }
+  }
+}
+
 TEST(TrainStore, DefaultNamesAreUniqueAndATakenNameIsRefused) {
   const std::string dir = fresh_dir("train_store_names");
   const std::string prefix = prepare_corpus(dir), path = dir + "/env.db";

@@ -41,26 +41,27 @@ std::vector<double> collect(Communicator& group, std::vector<double> mine) {
 }  // namespace
 
 WholeTensors gather_whole_tensors(const GptModel& model, const OptimizerState& optimizer,
-                                  Ops& ops, Communicator& tensor_group, Communicator* expert_group,
-                                  bool dense) {
+                                  Ops& ops, Communicator& tensor_group, const GatherScope& scope) {
   WholeTensors whole;
   const bool tensor_root = tensor_group.rank() == 0;
+  Communicator* experts = scope.expert_group;
   // One tensor at a time: the pieces of the tensor group (every rank's copy of a parameter
-  // it holds whole), then, for an expert's, those of the first tensor ranks' expert group,
-  // block by block; the whole on the rank that is first of both.
+  // it holds whole), then, for an expert's, those of the expert group, block by block; the
+  // whole on the rank that is first of both. Whole experts skip the tensor group.
   const auto gather = [&](bool in_optimizer, const std::string& name, const Parameter& p,
                           const Tensor& piece) {
     std::vector<double> pieces = copy_to_doubles(ops, piece);
-    if (!p.expert || p.split.tensor_sharded()) pieces = collect(tensor_group, std::move(pieces));
-    if (!tensor_root) return;
+    const bool by_tensor = !p.expert || !scope.whole_experts;
+    if (by_tensor && (!p.expert || p.split.tensor_sharded())) pieces = collect(tensor_group, std::move(pieces));
+    if (by_tensor && !tensor_root) return;
     if (p.expert) {
-      pieces = collect(*expert_group, std::move(pieces));
-      if (expert_group->rank() != 0) return;
+      pieces = collect(*experts, std::move(pieces));
+      if (experts->rank() != 0) return;
     }
     whole.add({name, piece.dtype, p.whole_shape(), in_optimizer, p.whole_from(pieces)});
   };
   for (const Parameter& p : model.parameters().all()) {
-    if (p.copy || (!p.expert && !dense)) continue;
+    if (p.copy || (p.expert ? !experts : !scope.dense)) continue;
     gather(false, p.name, p, p.value);
     gather(true, "exp_avg." + p.name, p, p.view_in(optimizer.exp_avg));
     gather(true, "exp_avg_sq." + p.name, p, p.view_in(optimizer.exp_avg_sq));

@@ -35,14 +35,22 @@ class WholeTensors {
   std::shared_ptr<std::vector<WholeTensor>> tensors_ = std::make_shared<std::vector<WholeTensor>>();
 };
 
-// A collective over `tensor_group`, and for the experts' pieces over the `expert_group` of
-// the tensor groups' first ranks: on the rank that is first of both the result holds the
-// whole tensors of the parameters this stage owns (copies of another stage's are left to
-// it); elsewhere nothing. Without `dense`, the experts' alone (the first replica of each
-// expert group gathers those).
+// What a rank gathers: the dense parameters with its tensor group (on the first replica),
+// the experts with its expert group (on the first expert-data replica).
+struct GatherScope {
+  bool dense = true;
+  Communicator* expert_group = nullptr;  // null: no experts
+  // parallel.etp=1: each rank of the expert group holds its experts whole; otherwise their
+  // pieces are gathered over the tensor group first, and its first ranks form the group.
+  bool whole_experts = false;
+};
+
+// A collective over `tensor_group` (the dense parameters, and the experts' pieces unless they
+// are whole) and the scope's expert group: on the rank that is first of the groups it gathers
+// over, the result holds the whole tensors of the parameters this stage owns (copies of
+// another stage's are left to it); elsewhere nothing.
 WholeTensors gather_whole_tensors(const GptModel& model, const OptimizerState& optimizer,
-                                  Ops& ops, Communicator& tensor_group,
-                                  Communicator* expert_group = nullptr, bool dense = true);
+                                  Ops& ops, Communicator& tensor_group, const GatherScope& scope);
 
 // A collective over `pipeline_group` (each stage's rank that holds its whole tensors): every
 // stage's tensors are added to the first stage's `whole`, in stage order.

@@ -94,6 +94,7 @@ void for_each_field(C& c, F&& f) {
   f("parallel", "last_stage_layers", c.parallel.last_stage_layers);
   f("parallel", "sequence_parallel", c.parallel.sequence_parallel);
   f("parallel", "ep", c.parallel.ep);
+  f("parallel", "etp", c.parallel.etp);
   f("parallel", "distributed_optimizer", c.parallel.distributed_optimizer);
   f("parallel", "ddp_bucket_size", c.parallel.ddp_bucket_size);
   f("parallel", "timeout_s", c.parallel.timeout_s);
@@ -214,7 +215,7 @@ constexpr std::pair<std::string_view, std::string_view> kForeignNames[] = {
     {"train_iters", "train.steps"},
     {"lr_warmup_iters", "train.warmup"},       {"lr_decay_style", "train.decay"},
     {"tensor_model_parallel_size", "parallel.tp"}, {"pipeline_model_parallel_size", "parallel.pp"},
-    {"expert_model_parallel_size", "parallel.ep"},
+    {"expert_model_parallel_size", "parallel.ep"}, {"expert_tensor_parallel_size", "parallel.etp"},
     {"recompute_granularity", "train.recompute"},
     {"use_distributed_optimizer", "parallel.distributed_optimizer"},
     {"num_experts", "moe.num_experts"},        {"num_local_experts", "moe.num_experts"},
@@ -496,7 +497,13 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
     fail("config: parallel.tp=" + show(p.tp) + " does not divide the padded vocab " +
          show(m.padded_vocab()) + "; raise model.make_vocab_size_divisible_by");
   if (p.sequence_parallel) divides("parallel.tp", p.tp, "model.seq_len", m.seq_len);
-  if (m.moe.enabled())
+  if (p.etp != 0 && p.etp != 1 && p.etp != p.tp)
+    fail("config: parallel.etp=" + show(p.etp) + " must be 1 (whole experts) or parallel.tp=" + show(p.tp) +
+         " (0 says the same)");
+  if (p.etp == 1 && p.tp > 1 && !p.sequence_parallel)
+    fail("config: parallel.etp=1 with parallel.tp=" + show(p.tp) + " needs parallel.sequence_parallel=true: "
+         "each tensor rank routes its own share of the tokens");
+  if (m.moe.enabled() && p.etp != 1)
     divides("parallel.tp", p.tp, m.moe.ffn_hidden > 0 ? "moe.ffn_hidden" : "model.d_ff (the experts' width)",
             m.expert_ffn_dim());
   if (p.ep > 1 && !m.moe.enabled())

@@ -117,6 +117,11 @@ struct ParallelConfig {
   // Expert parallelism: each MoE layer's experts split over ep ranks of the data-parallel
   // dimension (Megatron's rule), tokens moving to their experts' ranks by all-to-all.
   int ep = 1;
+  // The expert-tensor-parallel size (Megatron's --expert-tensor-parallel-size): the ranks each
+  // expert's hidden units split over. 0: tp, the experts split as the dense MLPs are; 1: every
+  // expert whole, the expert-parallel groups folded over the tensor and data-parallel ranks
+  // together, each tensor rank routing its own share of the tokens (sequence parallelism).
+  int etp = 0;
   bool distributed_optimizer = false;
   // Elements per data-parallel gradient bucket (Megatron's --ddp-bucket-size): each bucket's
   // all-reduce starts as soon as backward has finished its gradients.

@@ -326,7 +326,7 @@ TEST(Config, RoundTrips) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 13}, {"moe", 14}, {"train", 24}, {"data", 7}, {"parallel", 11},
+      {"model", 13}, {"moe", 14}, {"train", 24}, {"data", 7}, {"parallel", 12},
       {"precision", 1}, {"backend", 3}, {"store", 1}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
@@ -516,6 +516,13 @@ TEST(Config, MixtureOfExpertsKeysAreChecked) {
             "config: unknown key parallel.expert_model_parallel_size (did you mean parallel.ep?)");
   EXPECT_EQ(error_of({"model.num_experts=4"}),
             "config: unknown key model.num_experts (did you mean moe.num_experts?)");
+  EXPECT_EQ(error_of({"moe.num_experts=4", "parallel.tp=2", "parallel.etp=3"}),
+            "config: parallel.etp=3 must be 1 (whole experts) or parallel.tp=2 (0 says the same)");
+  EXPECT_EQ(error_of({"moe.num_experts=4", "parallel.tp=2", "parallel.etp=1"}),
+            "config: parallel.etp=1 with parallel.tp=2 needs parallel.sequence_parallel=true: each "
+            "tensor rank routes its own share of the tokens");
+  EXPECT_EQ(error_of({"parallel.expert_tensor_parallel_size=1"}),
+            "config: unknown key parallel.expert_tensor_parallel_size (did you mean parallel.etp?)");
 }
 
 }  // namespace

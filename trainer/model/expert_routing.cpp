@@ -96,10 +96,10 @@ ExpertRouting route_tokens(const MoeConfig& moe, const std::vector<double>& logi
     const double lse = log_sum_exp(z, E);
     r.z += lse * lse / static_cast<double>(N);
   }
+  r.probs_mean.assign(static_cast<size_t>(E), 0.0);
   if (N > 0) {
-    double dot = 0;
-    for (int64_t e = 0; e < E; ++e) dot += probs_sum[e] * static_cast<double>(r.routed[e]);
-    r.balance = static_cast<double>(E) * dot / (static_cast<double>(N) * static_cast<double>(N * k));
+    for (int64_t e = 0; e < E; ++e) r.probs_mean[e] = probs_sum[e] / static_cast<double>(N);
+    balance_by_choices(r, std::vector<double>(r.routed.begin(), r.routed.end()), N);
   }
 
   // Each expert's choices in token order; over capacity, the lowest gates (or latest tokens)
@@ -135,6 +135,16 @@ ExpertRouting route_tokens(const MoeConfig& moe, const std::vector<double>& logi
   return r;
 }
 
+void balance_by_choices(ExpertRouting& r, const std::vector<double>& routed, int64_t tokens) {
+  const int64_t E = r.experts;
+  r.choice_share.assign(static_cast<size_t>(E), 0.0);
+  r.balance = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    r.choice_share[e] = routed[e] / static_cast<double>(tokens * r.k);
+    r.balance += static_cast<double>(E) * r.probs_mean[e] * r.choice_share[e];
+  }
+}
+
 std::vector<double> route_backward(const MoeConfig& moe, const ExpertRouting& r,
                                    const std::vector<double>& logits,
                                    const std::vector<double>& d_gate, double loss_weight) {
@@ -144,9 +154,8 @@ std::vector<double> route_backward(const MoeConfig& moe, const ExpertRouting& r,
   // d balance / d p[n, e] is the same for every token.
   std::vector<double> d_probs(static_cast<size_t>(E));
   for (int64_t e = 0; e < E; ++e)
-    d_probs[e] = loss_weight * moe.aux_loss_coeff * static_cast<double>(E) *
-                                      static_cast<double>(r.routed[e]) /
-                                      (static_cast<double>(N) * static_cast<double>(N * k));
+    d_probs[e] = loss_weight * moe.aux_loss_coeff * static_cast<double>(E) * r.choice_share[e] /
+                 static_cast<double>(N);
   std::vector<double> d_s(static_cast<size_t>(E)), p(static_cast<size_t>(E));
   for (int64_t n = 0; n < N; ++n) {
     const double* s = r.scores.data() + n * E;

@@ -40,6 +40,8 @@ struct ExpertRouting {
   std::vector<int64_t> offsets;   // [E + 1] each expert's first row
   std::vector<int64_t> routed;    // [E] choices of each expert
   std::vector<int64_t> dropped;   // [E] of those, dropped by the capacity
+  std::vector<double> probs_mean;    // [E] P_e / N: each expert's mean routing probability
+  std::vector<double> choice_share;  // [E] c_e / (N top_k), of the micro-batch the loss covers
   double balance = 0, z = 0, entropy = 0;
 
   int64_t rows() const { return static_cast<int64_t>(source.size()); }
@@ -57,6 +59,12 @@ int64_t max_received_expert_rows(const MoeConfig& moe, int64_t tokens, int ep);
 // logits [tokens, E] row-major; bias [E] (zeros when aux-loss-free balancing is off).
 ExpertRouting route_tokens(const MoeConfig& moe, const std::vector<double>& logits, int64_t tokens,
                            const std::vector<double>& bias);
+
+// When routing covers a share of a micro-batch (whole experts under sequence parallelism),
+// the balancing loss takes the choice shares of the whole: `routed` [E] choices of its
+// `tokens` tokens. The shares' balance values then average, and their gradients add up, to
+// the whole micro-batch's.
+void balance_by_choices(ExpertRouting& routing, const std::vector<double>& routed, int64_t tokens);
 
 // The gradient of the logits [tokens, E] given the gradient of each choice's gate d_gate
 // [tokens, k] (0 for dropped choices), with the balancing and z losses added at their

@@ -148,5 +148,37 @@ TEST(ExpertRouting, GradientMatchesFiniteDifferences) {
   expect_gradient(dropping);
 }
 
+TEST(ExpertRouting, SharesOfAMicroBatchBalanceAsTheWhole) {
+  // Two tensor ranks route halves of 8 tokens; with the whole micro-batch's choices their
+  // balancing losses average, and their logits' gradients concatenate, to the whole's.
+  MoeConfig moe = experts(4, 2);
+  moe.aux_loss_coeff = 0.5;
+  const int64_t N = 8, E = 4, k = 2, half = N / 2;
+  Random rng(3);
+  std::vector<double> logits(N * E), d_gate(N * k);
+  for (double& z : logits) z = rng.normal();
+  for (double& g : d_gate) g = rng.normal();
+  const std::vector<double> no_bias(E, 0.0);
+  const ExpertRouting whole = route_tokens(moe, logits, N, no_bias);
+  const std::vector<double> want = route_backward(moe, whole, logits, d_gate, 0.25 * N);
+  std::vector<double> routed(E, 0.0);
+  for (int64_t e = 0; e < E; ++e) routed[e] = static_cast<double>(whole.routed[e]);
+  double balance = 0;
+  for (int64_t part = 0; part < 2; ++part) {
+    const std::vector<double> z(logits.begin() + part * half * E, logits.begin() + (part + 1) * half * E);
+    const std::vector<double> dg(d_gate.begin() + part * half * k, d_gate.begin() + (part + 1) * half * k);
+    ExpertRouting share = route_tokens(moe, z, half, no_bias);
+    balance_by_choices(share, routed, N);
+    balance += share.balance / 2;
+    const std::vector<double> got = route_backward(moe, share, z, dg, 0.25 * half);
+    for (int64_t i = 0; i < half * E; ++i)
+      EXPECT_NEAR(got[i], want[part * half * E + i], 1e-14) << "part " << part << ", logit " << i;
+  }
+  EXPECT_NEAR(balance, whole.balance, 1e-14);
+  // On its own, a share's balance is its own, not the whole's.
+  const std::vector<double> first(logits.begin(), logits.begin() + half * E);
+  EXPECT_GT(std::abs(route_tokens(moe, first, half, no_bias).balance - whole.balance), 1e-3);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -47,9 +47,13 @@ struct ModelSplit {
   bool sequence_parallel = false;
   // Pipeline parallelism: this rank's virtual stages, in model order. Empty: the whole model.
   std::vector<PipelineChunk> chunks;
-  // Expert parallelism: the expert group each MoE layer's experts are split over and its
-  // tokens traded in (null: ep = 1, every rank holds every expert).
+  // The expert group each MoE layer's experts are split over and its tokens traded in (null:
+  // the experts have no layout of their own, ep = 1 and etp = tp). Their parameters then sit
+  // in the flat buffers' expert region, summed over the expert-data-parallel ranks.
   Communicator* expert = nullptr;
+  // parallel.etp=1 under tensor parallelism: every expert whole on each tensor rank, which
+  // routes its own share of the tokens (sequence parallelism) through the expert group.
+  bool whole_experts = false;
 
   int tp() const { return tensor ? tensor->size() : 1; }
   // The shares the tokens are cut into between the tensor-parallel layers.
@@ -57,9 +61,15 @@ struct ModelSplit {
   int tp_rank() const { return tensor ? tensor->rank() : 0; }
   int ep() const { return expert ? expert->size() : 1; }
   int ep_rank() const { return expert ? expert->rank() : 0; }
+  // The ranks each expert's hidden units split over: the tensor group's, or 1.
+  int etp() const { return whole_experts ? 1 : tp(); }
   // A split of `parts` along dim over the tensor group, held by this rank.
   TensorSplit split(int dim, std::vector<int64_t> parts) const {
     return {dim, std::move(parts), tp_rank(), tp()};
+  }
+  // The same over the expert-tensor group: whole experts are not split.
+  TensorSplit expert_split(int dim, std::vector<int64_t> parts) const {
+    return whole_experts ? TensorSplit{dim, std::move(parts), 0, 1} : split(dim, std::move(parts));
   }
 };
 

@@ -13,17 +13,19 @@ namespace {
 
 Tensor matrix(const Tensor& t) { return t.view({t.shape.rows(), t.shape.cols()}); }
 
-// F, fc, S and shared_fc are this rank's: each expert's hidden units split over tp ranks.
+// F, fc, S and shared_fc are this rank's: each expert's hidden units split over etp ranks,
+// the shared experts' over tp. N: the tokens a rank routes, the micro-batch's or, with whole
+// experts (etp < tp), its own share of them.
 struct Widths {
-  int64_t E, k, C, F, fc, S, shared_fc, rows, received;
+  int64_t E, k, C, F, fc, S, shared_fc, N, rows, received;
 };
 
-Widths widths(const ModelConfig& m, int64_t tokens, int ep, int tp) {
+Widths widths(const ModelConfig& m, int64_t tokens, int ep, int etp, int tp) {
   const MoeConfig& moe = m.moe;
-  const int64_t F = m.expert_ffn_dim() / tp, S = int64_t{moe.shared_experts} * F;
-  const int64_t gated = m.is_llama() ? 2 : 1;
-  return {moe.num_experts, moe.top_k, m.d_model, F, gated * F, S, gated * S,
-          max_expert_rows(moe, tokens), max_received_expert_rows(moe, tokens, ep)};
+  const int64_t F = m.expert_ffn_dim() / etp, S = int64_t{moe.shared_experts} * m.expert_ffn_dim() / tp;
+  const int64_t gated = m.is_llama() ? 2 : 1, N = etp < tp ? tokens / tp : tokens;
+  return {moe.num_experts, moe.top_k, m.d_model, F, gated * F, S, gated * S, N,
+          max_expert_rows(moe, N), max_received_expert_rows(moe, N, ep)};
 }
 
 // Calls f(e, begin, end) for each expert e with rows [begin, end) at expert-major offsets
@@ -42,14 +44,14 @@ Tensor expert_rows(const Tensor& stacked, int64_t e, int64_t width) {
 }  // namespace
 
 ExpertBuffers ExpertBuffers::take(Arena& arena, const ModelConfig& model, int64_t tokens,
-                                  DType dtype, DType stat_dtype, int ep, int tp) {
-  const Widths w = widths(model, tokens, ep, tp);
+                                  DType dtype, DType stat_dtype, int ep, int etp, int tp) {
+  const Widths w = widths(model, tokens, ep, etp, tp);
   ExpertBuffers b;
-  b.logits = arena.take({tokens, w.E}, dtype);
+  b.logits = arena.take({w.N, w.E}, dtype);
   b.source = arena.take({w.rows}, DType::I32);
   b.row_gate = arena.take({w.rows}, stat_dtype);
-  b.choice_row = arena.take({tokens, w.k}, DType::I32);
-  b.gate = arena.take({tokens, w.k}, stat_dtype);
+  b.choice_row = arena.take({w.N, w.k}, DType::I32);
+  b.gate = arena.take({w.N, w.k}, stat_dtype);
   b.rows_in = arena.take({w.rows, w.C}, dtype);
   b.rows_out = arena.take({w.rows, w.C}, dtype);
   b.expert_in = ep > 1 ? arena.take({w.received, w.C}, dtype) : b.rows_in;
@@ -68,10 +70,10 @@ ExpertBuffers ExpertBuffers::take(Arena& arena, const ModelConfig& model, int64_
 }
 
 ExpertGradients ExpertGradients::take(Arena& arena, const ModelConfig& model, int64_t tokens,
-                                      DType dtype, DType stat_dtype, int ep, int tp) {
-  const Widths w = widths(model, tokens, ep, tp);
+                                      DType dtype, DType stat_dtype, int ep, int etp, int tp) {
+  const Widths w = widths(model, tokens, ep, etp, tp);
   ExpertGradients g;
-  g.d_gate = arena.take({tokens, w.k}, stat_dtype);
+  g.d_gate = arena.take({w.N, w.k}, stat_dtype);
   g.d_rows_out = arena.take({w.rows, w.C}, dtype);
   g.d_rows_in = arena.take({w.rows, w.C}, dtype);
   g.d_expert_out = ep > 1 ? arena.take({w.received, w.C}, dtype) : g.d_rows_out;
@@ -79,7 +81,7 @@ ExpertGradients ExpertGradients::take(Arena& arena, const ModelConfig& model, in
   g.d_fc = arena.take({w.received, w.fc}, dtype);
   g.d_expert_in = ep > 1 ? arena.take({w.received, w.C}, dtype) : g.d_rows_in;
   if (ep > 1) g.exchanged = arena.take({w.received, w.C}, dtype);
-  g.d_logits = arena.take({tokens, w.E}, dtype);
+  g.d_logits = arena.take({w.N, w.E}, dtype);
   if (w.S > 0) {
     g.d_shared_hidden = arena.take({tokens, w.S}, dtype);
     g.d_shared_fc = arena.take({tokens, w.shared_fc}, dtype);
@@ -96,16 +98,18 @@ void MoeMlp::bind(const LayerBuild& build, const std::string& name) {
   expert_group_ = build.split.expert;
   tensor_group_ = build.split.tensor;
   sequence_ = build.sequence;
-  const int ep = this->ep(), tp = this->tp();
+  whole_experts_ = build.split.whole_experts;
+  const int ep = this->ep(), etp = this->etp(), tp = this->tp();
   const int64_t tokens = build.micro_batch * m.seq_len;
-  const Widths w = widths(m, tokens, ep, tp);
+  const Widths w = widths(m, tokens, ep, etp, tp);
   C_ = w.C;
   F_ = w.F;
   fc_width_ = w.fc;
   const double proj_std = m.init_std / std::sqrt(2.0 * m.n_layer);
   // Parameters in the order backward produces their gradients. The router is whole on every
-  // tensor-parallel rank, which routes every token; the shared experts are split as a dense
-  // MLP is (fc by rows, proj by columns, its bias whole and added once).
+  // tensor-parallel rank, which routes every token (its own share with whole experts); the
+  // shared experts are split as a dense MLP is (fc by rows, proj by columns, its bias whole
+  // and added once).
   ParameterSet& p = build.params;
   shared_ = w.S > 0;
   if (shared_) {
@@ -118,13 +122,13 @@ void MoeMlp::bind(const LayerBuild& build, const std::string& name) {
                     build.split.split(0, swiglu_ ? std::vector<int64_t>{S, S} : std::vector<int64_t>{S}));
   }
   // The experts' stacks: this rank's E / ep experts, a block of rows of the whole over the
-  // expert group; over a tensor group, every expert's hidden units split as a dense MLP's
-  // are (fc by rows, its gate and up halves each; proj by columns).
+  // expert group; over an expert-tensor group, every expert's hidden units split as a dense
+  // MLP's are (fc by rows, its gate and up halves each; proj by columns).
   const int64_t El = local_experts(), F = m.expert_ffn_dim();
   const auto stack = [&](const std::string& stack_name, Shape whole, Init init, double std,
                          TensorSplit split) {
-    if (split.tensor_sharded()) whole.dims[split.dim] /= tp;
-    if (ep == 1) return p.add(stack_name, whole, init, std, -1, split);
+    if (split.tensor_sharded()) whole.dims[split.dim] /= split.tp;
+    if (!expert_group_) return p.add(stack_name, whole, init, std, -1, split);
     split.blocks = ep;
     split.block = build.split.ep_rank();
     whole.dims[0] /= ep;
@@ -135,18 +139,18 @@ void MoeMlp::bind(const LayerBuild& build, const std::string& name) {
     for (int half = 0; half < (swiglu_ ? 2 : 1); ++half) fc_parts.push_back(F);
   if (bias_terms_) proj_bias_ = stack(name + ".experts.proj.bias", {w.E * w.C}, Init::Zeros, 0, {});
   proj_weight_ = stack(name + ".experts.proj.weight", {w.E * w.C, F}, Init::Normal, proj_std,
-                       build.split.split(1, {F}));
+                       build.split.expert_split(1, {F}));
   if (bias_terms_)
     fc_bias_ = stack(name + ".experts.fc.bias", {w.E * F * (swiglu_ ? 2 : 1)}, Init::Zeros, 0,
-                     build.split.split(0, fc_parts));
+                     build.split.expert_split(0, fc_parts));
   fc_weight_ = stack(name + ".experts.fc.weight", {w.E * F * (swiglu_ ? 2 : 1), w.C}, Init::Normal,
-                     m.init_std, build.split.split(0, fc_parts));
+                     m.init_std, build.split.expert_split(0, fc_parts));
   KILN_CHECK(fc_weight_.value.shape[0] == El * w.fc, "moe: the experts' stack is not split evenly");
   router_ = p.add(name + ".router.weight", {w.E, w.C}, Init::Normal, m.init_std);
   slots_.clear();
   for (int s = 0; s < build.slots; ++s)
     slots_.push_back(
-        ExpertBuffers::take(build.activations, m, tokens, build.dtype, build.stat_dtype, ep, tp));
+        ExpertBuffers::take(build.activations, m, tokens, build.dtype, build.stat_dtype, ep, etp, tp));
   routing_.assign(static_cast<size_t>(build.slots), ExpertRouting{});
   logits_.assign(static_cast<size_t>(build.slots), {});
   exchange_.assign(static_cast<size_t>(build.slots), ExpertExchange{});
@@ -158,11 +162,28 @@ void MoeMlp::bind(const LayerBuild& build, const std::string& name) {
 void MoeMlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x,
                      const ExpertGradients& scratch) const {
   const size_t s = static_cast<size_t>(batch.slot);
+  const ExpertBuffers& b = slots_[s];
+  if (whole_experts_) {
+    // Each tensor rank routes its own tokens; the shared experts, split over the group, take
+    // the whole micro-batch gathered and reduce-scatter their partial sums.
+    const Tensor mine = matrix(x), out = matrix(y);
+    forward_exchange_ms_[s] = route_and_compute(ops, mine, b, routing_[s], logits_[s], exchange_[s],
+                                                scratch.exchanged);
+    if (shared_) {
+      const Tensor whole_x = matrix(sequence_->gather(batch, x));
+      const Tensor whole_y = scratch.whole.slice(0, whole_x.shape.rows());
+      shared_forward(ops, whole_y, whole_x, b);
+      if (shared_bias_once_ && tensor_group_->rank() == 0) ops.add_bias(whole_y, shared_proj_bias_.value);
+      sequence_->scatter(out, whole_y);
+    }
+    combine(ops, out, b, routing_[s]);
+    return;
+  }
   // Under sequence parallelism every rank routes the whole micro-batch, gathered, and keeps
   // its share of the output.
   const Tensor whole_x = sequence_ ? matrix(sequence_->gather(batch, x)) : matrix(x);
   const Tensor whole_y = sequence_ ? scratch.whole.slice(0, whole_x.shape.rows()) : matrix(y);
-  forward_exchange_ms_[s] = run_forward(ops, whole_y, whole_x, slots_[s], routing_[s], logits_[s],
+  forward_exchange_ms_[s] = run_forward(ops, whole_y, whole_x, b, routing_[s], logits_[s],
                                         exchange_[s], scratch.exchanged);
   const bool partial = shared_ && tp() > 1;
   if (sequence_ && partial) {
@@ -229,8 +250,22 @@ ExpertExchange MoeMlp::plan_exchange(Ops& ops, const ExpertRouting& routing, con
 }
 
 double MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& b,
-                         ExpertRouting& routing, std::vector<double>& host_logits,
-                         ExpertExchange& exchange, const Tensor& exchanged) const {
+                           ExpertRouting& routing, std::vector<double>& host_logits,
+                           ExpertExchange& exchange, const Tensor& exchanged) const {
+  const double exchange_ms = route_and_compute(ops, x, b, routing, host_logits, exchange, exchanged);
+  if (shared_) shared_forward(ops, y, x, b);
+  // Split over a tensor group, the shared experts' output is a partial sum the caller sums
+  // over the group: the routed output and the bias go in on its first rank only.
+  if (!shared_ || tp() == 1 || tensor_group_->rank() == 0) {
+    if (shared_bias_once_) ops.add_bias(y, shared_proj_bias_.value);
+    combine(ops, y, b, routing);
+  }
+  return exchange_ms;
+}
+
+double MoeMlp::route_and_compute(Ops& ops, const Tensor& x, const ExpertBuffers& b, ExpertRouting& routing,
+                                 std::vector<double>& host_logits, ExpertExchange& exchange,
+                                 const Tensor& exchanged) const {
   const int64_t N = x.shape.rows();
   KILN_CHECK(N <= b.logits.shape[0], "moe: " + std::to_string(N) + " tokens exceed the layer's layout");
   double exchange_ms = 0;
@@ -238,6 +273,7 @@ double MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const Exp
   ops.matmul(logits, x, false, router_.value, true, false);
   host_logits = copy_to_doubles(ops, logits);
   routing = route_tokens(moe_, host_logits, N, bias_);
+  if (whole_experts_) balance_over_micro_batch(routing);
   const int64_t M = routing.rows();
   ops.copy_from_host(b.source.slice(0, M), routing.source.data());
   copy_from_doubles(ops, b.row_gate.slice(0, M), routing.row_gate);
@@ -249,35 +285,49 @@ double MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const Exp
   if (ep() == 1) {
     exchange.offsets = routing.offsets;
     experts_forward(ops, b, exchange.offsets);
-  } else {
-    // The rows travel to their experts' ranks and come back computed, staged in rank order.
-    Clock::time_point start = Clock::now();
-    exchange = plan_exchange(ops, routing, b);
-    const int64_t R = exchange.received();
-    const Tensor staged = exchanged.slice(0, R);
-    expert_group_->all_to_all(staged, exchange.recv_rows, rows_in, exchange.send_rows);
-    exchange_ms += ms_since(start);
-    if (R > 0) ops.gather_rows(b.expert_in.slice(0, R), staged, b.to_expert.slice(0, R), Tensor{});
-    experts_forward(ops, b, exchange.offsets);
-    if (R > 0) ops.gather_rows(staged, b.expert_out.slice(0, R), b.to_rank.slice(0, R), Tensor{});
-    start = Clock::now();
-    expert_group_->all_to_all(rows_out, exchange.send_rows, staged, exchange.recv_rows);
-    exchange_ms += ms_since(start);
+    return 0;
   }
-  if (shared_) {
-    const Tensor shared_fc = b.shared_fc.slice(0, N), shared_hidden = b.shared_hidden.slice(0, N);
-    shared_fc_.forward(ops, shared_fc, x);
-    if (swiglu_) ops.swiglu_forward(shared_hidden, shared_fc);
-    else ops.gelu_forward(shared_hidden, shared_fc);
-    shared_proj_.forward(ops, y, shared_hidden);
-  }
-  // Split over a tensor group, the shared experts' output is a partial sum the caller sums
-  // over the group: the routed output and the bias go in on its first rank only.
-  if (!shared_ || tp() == 1 || tensor_group_->rank() == 0) {
-    if (shared_bias_once_) ops.add_bias(y, shared_proj_bias_.value);
-    ops.combine_rows(y, rows_out, b.choice_row.slice(0, N), b.gate.slice(0, N), shared_);
-  }
-  return exchange_ms;
+  // The rows travel to their experts' ranks and come back computed, staged in rank order.
+  Clock::time_point start = Clock::now();
+  exchange = plan_exchange(ops, routing, b);
+  const int64_t R = exchange.received();
+  const Tensor staged = exchanged.slice(0, R);
+  expert_group_->all_to_all(staged, exchange.recv_rows, rows_in, exchange.send_rows);
+  exchange_ms += ms_since(start);
+  if (R > 0) ops.gather_rows(b.expert_in.slice(0, R), staged, b.to_expert.slice(0, R), Tensor{});
+  experts_forward(ops, b, exchange.offsets);
+  if (R > 0) ops.gather_rows(staged, b.expert_out.slice(0, R), b.to_rank.slice(0, R), Tensor{});
+  start = Clock::now();
+  expert_group_->all_to_all(rows_out, exchange.send_rows, staged, exchange.recv_rows);
+  return exchange_ms + ms_since(start);
+}
+
+void MoeMlp::balance_over_micro_batch(ExpertRouting& routing) const {
+  // Each tensor rank routed a share of the micro-batch: the balancing loss weighs the
+  // probabilities by the whole micro-batch's choices, so the shares' losses and gradients
+  // add up to the whole's.
+  std::vector<double> counts(routing.routed.begin(), routing.routed.end());
+  counts.push_back(static_cast<double>(routing.tokens));
+  tensor_group_->all_reduce(Tensor{counts.data(), DType::F64, {static_cast<int64_t>(counts.size())}},
+                            ReduceOp::Sum);
+  const int64_t tokens = static_cast<int64_t>(counts.back());
+  counts.pop_back();
+  balance_by_choices(routing, counts, tokens);
+}
+
+void MoeMlp::shared_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& b) const {
+  const int64_t N = x.shape.rows();
+  const Tensor shared_fc = b.shared_fc.slice(0, N), shared_hidden = b.shared_hidden.slice(0, N);
+  shared_fc_.forward(ops, shared_fc, x);
+  if (swiglu_) ops.swiglu_forward(shared_hidden, shared_fc);
+  else ops.gelu_forward(shared_hidden, shared_fc);
+  shared_proj_.forward(ops, y, shared_hidden);
+}
+
+void MoeMlp::combine(Ops& ops, const Tensor& y, const ExpertBuffers& b, const ExpertRouting& routing) const {
+  const int64_t N = routing.tokens;
+  ops.combine_rows(y, b.rows_out.slice(0, routing.rows()), b.choice_row.slice(0, N), b.gate.slice(0, N),
+                   shared_);
 }
 
 void MoeMlp::experts_forward(Ops& ops, const ExpertBuffers& b, const std::vector<int64_t>& offsets) const {
@@ -299,7 +349,7 @@ void MoeMlp::experts_forward(Ops& ops, const ExpertBuffers& b, const std::vector
   });
   // Split over a tensor group, each rank computed its share of the hidden units: the outputs
   // are sums over the group, which then take their biases once.
-  if (tp() > 1) tensor_group_->all_reduce(out, ReduceOp::Sum);
+  if (etp() > 1) tensor_group_->all_reduce(out, ReduceOp::Sum);
   if (bias_terms_)
     for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
       ops.add_bias(out.slice(begin, end), expert_rows(proj_bias_.value, e, C_));
@@ -334,18 +384,53 @@ void MoeMlp::experts_backward(Ops& ops, const ExpertBuffers& b, const ExpertGrad
 
 void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const Tensor& dy_in,
                       const Tensor& x_in, const ExpertGradients& g, double dloss) const {
-  const size_t s = static_cast<size_t>(batch.slot);
-  const ExpertBuffers& b = slots_[s];
-  const ExpertRouting& routing = routing_[s];
-  const ExpertExchange& exchange = exchange_[s];
+  if (whole_experts_) {
+    // The shared experts' input gradient, a partial sum over the whole micro-batch, is
+    // reduce-scattered; the routed experts' and the router's add this rank's tokens' own.
+    const Tensor dx = matrix(dx_in);
+    if (shared_) {
+      const Tensor whole_x = matrix(sequence_->gather(batch, x_in));
+      const Tensor whole_dy = matrix(sequence_->gather_gradient(batch, dy_in));
+      const Tensor whole_dx = g.whole.slice(0, whole_x.shape.rows());
+      shared_backward(ops, whole_dx, whole_dy, whole_x, g, slots_[static_cast<size_t>(batch.slot)]);
+      sequence_->scatter(dx, whole_dx);
+    }
+    routed_backward(ops, batch.slot, dx, matrix(dy_in), matrix(x_in), g, dloss, true);
+    return;
+  }
   // Under tensor parallelism every rank computes over the whole micro-batch (gathered under
   // sequence parallelism); the input gradient is a partial sum over the group, into which
   // the part every rank computes alike (the router's) goes in on its first rank only.
   const Tensor x = sequence_ ? matrix(sequence_->gather(batch, x_in)) : matrix(x_in);
   const Tensor dy = sequence_ ? matrix(sequence_->gather_gradient(batch, dy_in)) : matrix(dy_in);
+  const Tensor dx = sequence_ ? g.whole.slice(0, x.shape.rows()) : matrix(dx_in);
+  if (shared_) shared_backward(ops, dx, dy, x, g, slots_[static_cast<size_t>(batch.slot)]);
+  routed_backward(ops, batch.slot, dx, dy, x, g, dloss, tp() == 1 || tensor_group_->rank() == 0);
+  if (sequence_) {
+    sequence_->scatter(matrix(dx_in), dx);
+  } else if (tp() > 1) {
+    tensor_group_->all_reduce(dx, ReduceOp::Sum);
+  }
+}
+
+void MoeMlp::shared_backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                             const ExpertGradients& g, const ExpertBuffers& b) const {
+  const int64_t N = x.shape.rows();
+  const Tensor d_hid = g.d_shared_hidden.slice(0, N), d_sfc = g.d_shared_fc.slice(0, N);
+  if (shared_bias_once_) ops.bias_backward(shared_proj_bias_.grad, dy);
+  shared_proj_.backward(ops, d_hid, dy, b.shared_hidden.slice(0, N));
+  if (swiglu_) ops.swiglu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
+  else ops.gelu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
+  shared_fc_.backward(ops, dx, d_sfc, x);
+}
+
+void MoeMlp::routed_backward(Ops& ops, int slot, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                             const ExpertGradients& g, double dloss, bool counts_tokens) const {
+  const size_t s = static_cast<size_t>(slot);
+  const ExpertBuffers& b = slots_[s];
+  const ExpertRouting& routing = routing_[s];
+  const ExpertExchange& exchange = exchange_[s];
   const int64_t N = x.shape.rows(), M = routing.rows(), E = experts();
-  const Tensor dx = sequence_ ? g.whole.slice(0, N) : matrix(dx_in);
-  const bool first = tp() == 1 || tensor_group_->rank() == 0;
   const Tensor choice_row = b.choice_row.slice(0, N);
 
   // The gates' gradients, then each expert row's output gradient: its gate times dy.
@@ -369,31 +454,24 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
     expert_group_->all_to_all(d_rows_in, exchange.send_rows, staged, exchange.recv_rows);
     load_.exchange_ms += ms_since(start) + forward_exchange_ms_[s];
   }
-
-  if (shared_) {
-    const Tensor d_hid = g.d_shared_hidden.slice(0, N), d_sfc = g.d_shared_fc.slice(0, N);
-    if (shared_bias_once_) ops.bias_backward(shared_proj_bias_.grad, dy);
-    shared_proj_.backward(ops, d_hid, dy, b.shared_hidden.slice(0, N));
-    if (swiglu_) ops.swiglu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
-    else ops.gelu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
-    shared_fc_.backward(ops, dx, d_sfc, x);
-  }
   ops.combine_rows(dx, d_rows_in, choice_row, Tensor{}, shared_);
 
   // The router, through the host: each token's loss weight times the micro-batch's tokens is
-  // the weight of its balancing and z losses (each a mean over those tokens).
+  // the weight of its balancing and z losses (each a mean over those tokens). With whole
+  // experts each tensor rank saw its own tokens: the router's gradient is summed over the group.
   const std::vector<double> d_logits =
       route_backward(moe_, routing, logits_[s], copy_to_doubles(ops, d_gate), dloss * static_cast<double>(N));
   const Tensor d_logits_t = g.d_logits.slice(0, N);
   copy_from_doubles(ops, d_logits_t, d_logits);
+  const ShareGradients router_shares(whole_experts_ ? sequence_ : nullptr);
+  router_shares.begin(ops, router_);
   ops.matmul(router_.grad, d_logits_t, true, x, false, true);
-  if (first) ops.matmul(dx, d_logits_t, false, router_.value, false, true);
-  if (sequence_) {
-    sequence_->scatter(matrix(dx_in), dx);
-  } else if (tp() > 1) {
-    tensor_group_->all_reduce(dx, ReduceOp::Sum);
-  }
+  router_shares.end(router_);
+  if (counts_tokens) ops.matmul(dx, d_logits_t, false, router_.value, false, true);
 
+  // The step's loads, counted once: on each tensor rank with whole experts (each routed its
+  // own tokens), else on the first (every rank routed the same).
+  if (!counts_tokens) return;
   for (int64_t e = 0; e < E; ++e) {
     load_.routed[static_cast<size_t>(e)] += routing.routed[static_cast<size_t>(e)];
     load_.dropped[static_cast<size_t>(e)] += routing.dropped[static_cast<size_t>(e)];

@@ -21,6 +21,12 @@
 //   gather_rows, all_to_all    back in rank order, then home
 // and backward sends the output gradients the same way and the input gradients back.
 //
+// Tensor parallelism splits every expert's hidden units over the tensor group (parallel.etp
+// = tp), each rank routing the whole micro-batch; with parallel.etp=1 the experts stay whole
+// and each tensor rank routes its own share of the tokens (sequence parallelism) through an
+// expert group folded over the tensor and data-parallel ranks (layout.h), the shared experts
+// still split over the tensor group.
+//
 // The selection bias of aux-loss-free balancing is host state that the
 // trainer moves after each step (move_selection_bias) and checkpoints save.
 #pragma once
@@ -35,7 +41,8 @@
 namespace kiln {
 
 // What one forward of the branch writes and its backward reads, for up to `tokens` tokens
-// of this rank (M rows) and, with expert parallelism over ep ranks, the R rows its experts
+// of a micro-batch (N of them routed here: all, or with whole experts, etp < tp, this tensor
+// rank's share; M rows) and, with expert parallelism over ep ranks, the R rows its experts
 // receive (R = M and the expert rows are the local ones when ep is 1).
 struct ExpertBuffers {
   Tensor logits;                      // [N, E]
@@ -50,7 +57,7 @@ struct ExpertBuffers {
   Tensor shared_fc, shared_hidden;    // [N, shared fc width], [N, S] (empty without)
 
   static ExpertBuffers take(Arena& arena, const ModelConfig& model, int64_t tokens, DType dtype,
-                            DType stat_dtype, int ep = 1, int tp = 1);
+                            DType stat_dtype, int ep = 1, int etp = 1, int tp = 1);
 };
 
 // The gradients backward passes between its steps; one set serves every layer.
@@ -66,7 +73,7 @@ struct ExpertGradients {
   Tensor whole;
 
   static ExpertGradients take(Arena& arena, const ModelConfig& model, int64_t tokens, DType dtype,
-                              DType stat_dtype, int ep = 1, int tp = 1);
+                              DType stat_dtype, int ep = 1, int etp = 1, int tp = 1);
 };
 
 // How one micro-batch's rows travel between the ranks of an expert group.
@@ -112,8 +119,24 @@ class MoeMlp {
   // Writes the routing, the router's logits and the exchange on the host as well; returns
   // the milliseconds spent in the expert group's exchanges.
   double run_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers,
-                   ExpertRouting& routing, std::vector<double>& host_logits,
-                   ExpertExchange& exchange, const Tensor& exchanged) const;
+                     ExpertRouting& routing, std::vector<double>& host_logits,
+                     ExpertExchange& exchange, const Tensor& exchanged) const;
+  // Its steps: the router and the routed experts' rows (in buffers.rows_out), the shared
+  // experts' output into y, then the routed rows added to y with their gates.
+  double route_and_compute(Ops& ops, const Tensor& x, const ExpertBuffers& buffers, ExpertRouting& routing,
+                           std::vector<double>& host_logits, ExpertExchange& exchange,
+                           const Tensor& exchanged) const;
+  void shared_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers) const;
+  void combine(Ops& ops, const Tensor& y, const ExpertBuffers& buffers, const ExpertRouting& routing) const;
+  // Whole experts: the balancing loss of the whole micro-batch from this rank's share.
+  void balance_over_micro_batch(ExpertRouting& routing) const;
+  // Backward's: the shared experts' input gradient into dx (overwriting), then the routed
+  // experts' added to it and the router's (by the rank that counts the tokens: each with whole
+  // experts, else the first of the tensor group, which also counts the loads).
+  void shared_backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                       const ExpertGradients& grads, const ExpertBuffers& buffers) const;
+  void routed_backward(Ops& ops, int slot, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                       const ExpertGradients& grads, double dloss, bool counts_tokens) const;
   // This rank's experts over their rows (expert-major, at offsets), and back.
   void experts_forward(Ops& ops, const ExpertBuffers& b, const std::vector<int64_t>& offsets) const;
   void experts_backward(Ops& ops, const ExpertBuffers& b, const ExpertGradients& g,
@@ -127,6 +150,7 @@ class MoeMlp {
   int64_t local_experts() const { return moe_.num_experts / ep(); }
   int ep() const { return expert_group_ ? expert_group_->size() : 1; }
   int tp() const { return tensor_group_ ? tensor_group_->size() : 1; }
+  int etp() const { return whole_experts_ ? 1 : tp(); }
 
   MoeConfig moe_;
   bool swiglu_ = false, bias_terms_ = false;
@@ -135,6 +159,7 @@ class MoeMlp {
   Communicator* expert_group_ = nullptr;
   Communicator* tensor_group_ = nullptr;
   const SequenceParallel* sequence_ = nullptr;
+  bool whole_experts_ = false;  // parallel.etp=1 under tp > 1
   bool shared_ = false;
   Linear shared_fc_, shared_proj_;
   // Split over a tensor group, the shared experts' output bias, added once after the sum.

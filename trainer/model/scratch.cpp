@@ -17,7 +17,8 @@ void BlockScratch::bind(const LayerBuild& build) {
   d_fc = build.take(build.scratch, fc_width);
   if (m.moe.enabled())
     experts = ExpertGradients::take(build.scratch, m, build.micro_batch * m.seq_len, build.dtype,
-                                    build.stat_dtype, build.split.ep(), build.split.tp());
+                                    build.stat_dtype, build.split.ep(), build.split.etp(),
+                                    build.split.tp());
 }
 
 }  // namespace kiln

@@ -57,7 +57,8 @@ AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const Opt
   // Each region's segment table covers its shard: each parameter's part of it, from the
   // shard's start. The first rank of a tensor group counts its pieces and the whole
   // parameters every rank of the group holds alike in the gradient norm; the others count
-  // their pieces alone. Copies count on the stage that owns them.
+  // their pieces alone (and whole experts, which differ between them). Copies count on the
+  // stage that owns them.
   const bool first_of_group = !groups_.tensor || groups_.tensor->rank() == 0;
   std::vector<std::vector<int64_t>> tables(regions_.size());
   for (size_t i = 0; i < regions_.size(); ++i) {
@@ -67,7 +68,8 @@ AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const Opt
       const int64_t last = std::min(p.offset + p.value.numel(), r.end);
       if (first >= last) continue;
       tables[i].insert(tables[i].end(), {first - r.begin, last - r.begin, p.decay ? 1 : 0});
-      const bool counts = !p.copy && (first_of_group || p.split.tensor_sharded());
+      const bool counts =
+          !p.copy && (first_of_group || p.split.tensor_sharded() || (p.expert && groups_.whole_experts));
       if (counts)
         norm_ranges_.push_back({first - r.begin + r.state_at, last - r.begin + r.state_at, p.expert});
       norm_all_ = norm_all_ && counts && !p.expert;
@@ -118,6 +120,9 @@ double AdamW::sum_squares(const Tensor& grads) {
   // replicas hold the same gradients, but the ranks of an expert group different experts.
   if (!sharded() && !counts_as_one(groups_.expert))
     groups_.expert->all_reduce(Tensor{&expert, DType::F64, {1}}, ReduceOp::Sum);
+  // Whole experts: each tensor rank now holds every expert's sum (an expert group spans the
+  // tensor ranks, or each holds them all), which the tensor group's sum below counts once.
+  if (!sharded() && groups_.whole_experts && groups_.tensor && groups_.tensor->rank() != 0) expert = 0;
   double sum = dense + expert;
   const Tensor total{&sum, DType::F64, {1}};
   if (sharded()) groups_.shard->all_reduce(total, ReduceOp::Sum);

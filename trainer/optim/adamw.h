@@ -51,6 +51,9 @@ struct OptimizerGroups {
   Communicator* pipeline = nullptr;
   // The expert group whose ranks hold the rest of each layer's experts, for the norm.
   Communicator* expert = nullptr;
+  // parallel.etp=1 under tp > 1: the experts are whole on each tensor rank, not split over
+  // the tensor group, and count in the norm on every rank that holds them.
+  bool whole_experts = false;
 };
 
 class AdamW {

@@ -7,9 +7,11 @@
 namespace kiln {
 
 ParallelLayout::ParallelLayout(const ParallelConfig& config, int world_size)
-    : world_(world_size), tp_(config.tp), pp_(config.pp), vpp_(config.vpp), ep_(config.ep) {
+    : world_(world_size), tp_(config.tp), pp_(config.pp), vpp_(config.vpp), ep_(config.ep),
+      etp_(config.etp == 0 ? config.tp : config.etp) {
   KILN_CHECK(tp_ >= 1 && pp_ >= 1 && vpp_ >= 1 && ep_ >= 1,
              "parallel: tp, pp, vpp and ep must be at least 1");
+  KILN_CHECK(etp_ == 1 || etp_ == tp_, "parallel: etp must be 1 or tp");
   const int model_parallel = tp_ * pp_;
   if (world_size < 1 || world_size % model_parallel != 0)
     fail(fmt::format("parallel: {} {} not fit parallel.tp={} x parallel.pp={} = {}: the world "
@@ -17,10 +19,14 @@ ParallelLayout::ParallelLayout(const ParallelConfig& config, int world_size)
                      world_size, world_size == 1 ? "process does" : "processes do", tp_, pp_,
                      model_parallel, model_parallel, model_parallel));
   dp_ = world_size / model_parallel;
-  if (dp_ % ep_ != 0)
+  if (etp_ == tp_ && dp_ % ep_ != 0)
     fail(fmt::format("parallel: parallel.ep={} does not divide the {} data-parallel rank{} (world {} / "
                      "(tp {} x pp {})): expert parallelism splits the data-parallel ranks",
                      ep_, dp_, dp_ == 1 ? "" : "s", world_size, tp_, pp_));
+  if (etp_ != tp_ && tp_ * dp_ % ep_ != 0)
+    fail(fmt::format("parallel: parallel.ep={} does not divide the {} ranks of a pipeline stage (world {} / "
+                     "pp {}): with parallel.etp=1 expert parallelism splits a stage's tensor and "
+                     "data-parallel ranks together", ep_, tp_ * dp_, world_size, pp_));
 }
 
 RankCoordinates ParallelLayout::coordinates(int rank) const {
@@ -34,8 +40,17 @@ int ParallelLayout::rank_of(const RankCoordinates& c) const {
 }
 
 ExpertCoordinates ParallelLayout::expert_coordinates(int rank) const {
-  const int dp = coordinates(rank).dp;
-  return {dp % ep_, dp / ep_};
+  const RankCoordinates c = coordinates(rank);
+  const int i = c.tp + tp_ * c.dp, unit = i / etp_;
+  return {i % etp_, unit % ep_, unit / ep_};
+}
+
+std::vector<int> ParallelLayout::expert_units(int rank, const std::vector<ExpertCoordinates>& units) const {
+  const int stage = coordinates(rank).pp, etp_rank = expert_coordinates(rank).etp;
+  std::vector<int> group;
+  for (const ExpertCoordinates& u : units)
+    group.push_back(etp_rank + etp_ * (u.ep + ep_ * u.edp) + tp_ * dp_ * stage);
+  return group;
 }
 
 std::vector<int> ParallelLayout::tensor_group(int rank) const {
@@ -60,30 +75,30 @@ std::vector<int> ParallelLayout::pipeline_group(int rank) const {
 }
 
 std::vector<int> ParallelLayout::expert_group(int rank) const {
-  RankCoordinates c = coordinates(rank);
-  const int first = c.dp - c.dp % ep_;
-  std::vector<int> group;
-  for (c.dp = first; c.dp < first + ep_; ++c.dp) group.push_back(rank_of(c));
-  return group;
+  const ExpertCoordinates me = expert_coordinates(rank);
+  std::vector<ExpertCoordinates> units;
+  for (int ep = 0; ep < ep_; ++ep) units.push_back({me.etp, ep, me.edp});
+  return expert_units(rank, units);
 }
 
 std::vector<int> ParallelLayout::expert_data_group(int rank) const {
-  RankCoordinates c = coordinates(rank);
-  std::vector<int> group;
-  for (c.dp %= ep_; c.dp < dp_; c.dp += ep_) group.push_back(rank_of(c));
-  return group;
+  const ExpertCoordinates me = expert_coordinates(rank);
+  std::vector<ExpertCoordinates> units;
+  for (int edp = 0; edp < this->edp(); ++edp) units.push_back({me.etp, me.ep, edp});
+  return expert_units(rank, units);
 }
 
 std::string ParallelLayout::model_share() const {
   const std::string model = fmt::format("1/{} of the model", tp_ * pp_);
-  if (ep_ == 1) return model;
-  const std::string experts = fmt::format("1/{} of the experts", tp_ * pp_ * ep_);
+  if (etp_ * ep_ == tp_) return model;  // the experts split as the rest
+  const std::string experts = fmt::format("1/{} of the experts", etp_ * pp_ * ep_);
   return tp_ * pp_ == 1 ? experts : model + " and " + experts;
 }
 
 std::string ParallelLayout::name() const {
   const std::string name = fmt::format("tp{}.pp{}.dp{}", tp_, pp_, dp_);
-  return ep_ > 1 ? fmt::format("{}.ep{}", name, ep_) : name;
+  const std::string experts = ep_ > 1 ? fmt::format("{}.ep{}", name, ep_) : name;
+  return etp_ != tp_ ? fmt::format("{}.etp{}", experts, etp_) : experts;
 }
 
 }  // namespace kiln

@@ -7,10 +7,13 @@
 // devices), the data-parallel replicas of a stage come next, and the pipeline stages are the
 // outermost split. dp is derived: world / (tp * pp).
 //
-// Expert parallelism lives inside the data-parallel dimension (Megatron's rule): the ep
-// consecutive replicas dp_rank = ep_rank + ep * edp_rank of a stage form an expert group,
-// which splits each MoE layer's experts and trades tokens; the replicas that hold the same
-// experts (same ep_rank) form an expert-data group, which sums those experts' gradients.
+// Expert parallelism lives inside the data-parallel dimension (Megatron's rule). The experts
+// have a layout of their own within a stage (Megatron's MoE parallel folding): its tp * dp
+// ranks, i = tp_rank + tp * dp_rank, are cut into expert-tensor groups of etp consecutive
+// ranks (the tensor groups when etp = tp; single ranks when etp = 1), and those units
+// u = i / etp into expert groups of ep consecutive units, u = ep_rank + ep * edp_rank. An
+// expert group splits each MoE layer's experts and trades tokens; the units that hold the
+// same experts (same ep_rank) form an expert-data group, which sums those experts' gradients.
 #pragma once
 
 #include <string>
@@ -26,10 +29,11 @@ struct RankCoordinates {
   int pp = 0;  // pipeline stage
 };
 
-// Where a data-parallel replica sits among the experts' ranks.
+// Where a rank sits in the experts' layout.
 struct ExpertCoordinates {
+  int etp = 0;  // position in the expert-tensor group: its share of each expert's hidden units
   int ep = 0;   // position in the expert group: the share of each layer's experts it holds
-  int edp = 0;  // position among the replicas that hold the same experts
+  int edp = 0;  // position among the units that hold the same experts
 };
 
 class ParallelLayout {
@@ -43,7 +47,12 @@ class ParallelLayout {
   int vpp() const { return vpp_; }
   int dp() const { return dp_; }
   int ep() const { return ep_; }
-  int edp() const { return dp_ / ep_; }
+  int etp() const { return etp_; }
+  int edp() const { return tp_ * dp_ / (etp_ * ep_); }
+  // Whether the experts have groups of their own: split over an expert group, or whole on
+  // each tensor rank (etp 1 under tp > 1), their gradients summed over other ranks than the
+  // dense parameters'.
+  bool expert_layout() const { return ep_ > 1 || etp_ != tp_; }
 
   RankCoordinates coordinates(int rank) const;
   int rank_of(const RankCoordinates& c) const;
@@ -53,19 +62,24 @@ class ParallelLayout {
   std::vector<int> tensor_group(int rank) const;    // same dp and pp
   std::vector<int> data_group(int rank) const;      // same tp and pp
   std::vector<int> pipeline_group(int rank) const;  // same tp and dp
-  std::vector<int> expert_group(int rank) const;       // same tp, pp and edp
-  std::vector<int> expert_data_group(int rank) const;  // same tp, pp and ep
+  std::vector<int> expert_group(int rank) const;       // same pp, etp and edp
+  std::vector<int> expert_data_group(int rank) const;  // same pp, etp and ep
 
   // Whether a rank holds less than the whole model (tp, pp or ep above 1), and how much:
   // "1/4 of the model", "1/2 of the experts", "1/2 of the model and 1/4 of the experts".
   bool splits_model() const { return tp_ > 1 || pp_ > 1 || ep_ > 1; }
   std::string model_share() const;
 
-  // Megatron's name for the layout: "tp2.pp2.dp2", and ".ep2" with expert parallelism.
+  // Megatron's name for the layout: "tp2.pp2.dp2", ".ep2" with expert parallelism and
+  // ".etp1" when the experts' tensor split differs from tp.
   std::string name() const;
 
  private:
-  int world_, tp_, pp_, vpp_, dp_, ep_;
+  // The ranks of rank's stage at the expert units ep_rank + ep * edp_rank for each (ep_rank,
+  // edp_rank) of `units`, at rank's etp position.
+  std::vector<int> expert_units(int rank, const std::vector<ExpertCoordinates>& units) const;
+
+  int world_, tp_, pp_, vpp_, dp_, ep_, etp_;
 };
 
 }  // namespace kiln

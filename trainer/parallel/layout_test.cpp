@@ -75,5 +75,49 @@ TEST(ParallelLayout, ExpertParallelismMustDivideTheDataParallelRanks) {
             "pp 2)): expert parallelism splits the data-parallel ranks");
 }
 
+TEST(ParallelLayout, WholeExpertsFoldTheExpertGroupsOverTensorAndDataRanks) {
+  // 16 ranks, tp 2, pp 2 -> dp 4, etp 1, ep 4: a stage's 8 ranks (i = tp + 2 dp) are its
+  // expert units, in groups of 4 consecutive ones; units i and i + 4 hold the same experts.
+  ParallelConfig c = config(2, 2);
+  c.ep = 4;
+  c.etp = 1;
+  c.sequence_parallel = true;
+  const ParallelLayout layout(c, 16);
+  EXPECT_EQ(layout.name(), "tp2.pp2.dp4.ep4.etp1");
+  EXPECT_EQ(layout.edp(), 2);
+  EXPECT_TRUE(layout.expert_layout());
+  // Rank 13: tp 1, dp 2, pp 1: unit 5 of stage 1 (ranks 8-15).
+  EXPECT_EQ(layout.expert_group(13), (std::vector<int>{12, 13, 14, 15}));
+  EXPECT_EQ(layout.expert_data_group(13), (std::vector<int>{9, 13}));
+  const ExpertCoordinates at = layout.expert_coordinates(13);
+  EXPECT_EQ(at.etp, 0);
+  EXPECT_EQ(at.ep, 1);
+  EXPECT_EQ(at.edp, 1);
+  EXPECT_EQ(layout.model_share(), "1/4 of the model and 1/8 of the experts");
+  // ep 1: every rank holds every expert whole, their gradients summed over the whole stage.
+  c.ep = 1;
+  const ParallelLayout whole(c, 16);
+  EXPECT_EQ(whole.name(), "tp2.pp2.dp4.etp1");
+  EXPECT_TRUE(whole.expert_layout());
+  EXPECT_EQ(whole.expert_group(13), (std::vector<int>{13}));
+  EXPECT_EQ(whole.expert_data_group(13), (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(whole.model_share(), "1/4 of the model and 1/2 of the experts");
+  // etp 2 is tp: the experts split as the dense MLPs are, the groups those of the replicas.
+  c.etp = 2;
+  EXPECT_FALSE(ParallelLayout(c, 16).expert_layout());
+  EXPECT_EQ(ParallelLayout(c, 16).name(), "tp2.pp2.dp4");
+}
+
+TEST(ParallelLayout, FoldedExpertParallelismMustDivideAStage) {
+  ParallelConfig c = config(2, 1);
+  c.ep = 4;
+  c.etp = 1;
+  c.sequence_parallel = true;
+  EXPECT_EQ(test::error_of([&] { ParallelLayout layout(c, 6); }),
+            "parallel: parallel.ep=4 does not divide the 6 ranks of a pipeline stage (world 6 / pp 1): "
+            "with parallel.etp=1 expert parallelism splits a stage's tensor and data-parallel ranks "
+            "together");
+}
+
 }  // namespace
 }  // namespace kiln

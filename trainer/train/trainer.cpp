@@ -93,7 +93,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   tensor_group_ = join_group(layout_.tensor_group(world_.rank()));
   data_group_ = join_group(layout_.data_group(world_.rank()));
   pipeline_group_ = join_group(layout_.pipeline_group(world_.rank()));
-  if (layout_.ep() > 1) {
+  if (layout_.expert_layout()) {
     expert_group_ = join_group(layout_.expert_group(world_.rank()));
     expert_data_group_ = join_group(layout_.expert_data_group(world_.rank()));
   }
@@ -138,6 +138,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   split.sequence_parallel = config_.parallel.sequence_parallel;
   split.chunks = stage_chunks();
   split.expert = expert_group_.get();
+  split.whole_experts = layout_.etp() != layout_.tp();
   model_ = std::make_unique<GptModel>(m, config_.train.micro_batch, *ops_, dtype,
                                       (state_bytes + shards - 1) / shards, slots, split);
   model_->init_parameters(config_.train.seed);
@@ -147,6 +148,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   groups.tensor = tensor;
   groups.pipeline = pp > 1 ? pipeline_group_.get() : nullptr;
   groups.expert = expert_group_.get();
+  groups.whole_experts = split.whole_experts;
   optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_, groups);
   if (pp > 1) pipeline_ = std::make_unique<PipelineExecutor>(*model_, *pipeline_group_);
   // Without the distributed optimizer the replicas sum the dense region in buckets during

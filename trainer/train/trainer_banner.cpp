@@ -60,13 +60,23 @@ void Trainer::print_start(const std::string& data_notes) {
                                  m.seq_len / layout_.tp(), m.seq_len)
                    : std::string());
   if (layout_.pp() > 1) print_pipeline();
+  const bool whole_experts = layout_.etp() != layout_.tp();
+  const std::string expert_ranks = whole_experts
+      ? fmt::format("the {} tensor and data-parallel ranks of a stage (whole experts, parallel.etp=1)",
+                    layout_.tp() * layout_.dp())
+      : fmt::format("the {} data-parallel ranks", layout_.dp());
+  const std::string expert_replicas =
+      layout_.edp() > 1 ? fmt::format("; the {} {} that hold the same experts sum their gradients",
+                                      layout_.edp(), whole_experts ? "ranks" : "replicas")
+                        : std::string();
   if (layout_.ep() > 1)
-    fmt::print(out_, "kiln: expert-parallel groups of {} among the {} data-parallel ranks: each rank "
-                     "holds {} of {} experts a layer and trades tokens with its group by all-to-all{}\n",
-               layout_.ep(), layout_.dp(), m.moe.num_experts / layout_.ep(), m.moe.num_experts,
-               layout_.edp() > 1 ? fmt::format("; the {} replicas that hold the same experts sum their "
-                                               "gradients", layout_.edp())
-                                 : std::string());
+    fmt::print(out_, "kiln: expert-parallel groups of {} among {}: each rank holds {} of {} experts "
+                     "a layer and trades tokens with its group by all-to-all{}\n",
+               layout_.ep(), expert_ranks, m.moe.num_experts / layout_.ep(), m.moe.num_experts,
+               expert_replicas);
+  else if (whole_experts)
+    fmt::print(out_, "kiln: every expert whole on each of {}, which routes its own tokens{}\n",
+               expert_ranks, expert_replicas);
   fmt::print(out_, "{}kiln: data {}\n", data_notes, train_data_->describe());
   if (valid_data_) fmt::print(out_, "kiln: data {}\n", valid_data_->describe());
   std::string memory = "kiln: memory";

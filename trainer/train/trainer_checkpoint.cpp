@@ -31,9 +31,13 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   // state holds them whole.
   WholeTensors whole;
   const bool first_replica = data_group_->rank() == 0;
-  if (split && layout_.expert_coordinates(world_.rank()).edp == 0) {
-    whole = gather_whole_tensors(*model_, optimizer, *ops_, *tensor_group_, expert_group_.get(),
-                                 first_replica);
+  const bool first_expert_replica = layout_.expert_coordinates(world_.rank()).edp == 0;
+  if (split && (first_replica || first_expert_replica)) {
+    GatherScope scope;
+    scope.dense = first_replica;
+    scope.expert_group = first_expert_replica ? expert_group_.get() : nullptr;
+    scope.whole_experts = layout_.etp() != layout_.tp();
+    whole = gather_whole_tensors(*model_, optimizer, *ops_, *tensor_group_, scope);
     if (layout_.pp() > 1 && first_replica && tensor_group_->rank() == 0)
       gather_pipeline_stages(whole, *pipeline_group_);
   }
