@@ -22,6 +22,31 @@ const int32_t* per_token(const Tensor& values, int64_t batch, int64_t seq, const
   return values.as<int32_t>();
 }
 
+void check_kv_of(const Tensor& kv, const Tensor& qkv, AttentionShape s, const char* op) {
+  KILN_CHECK(qkv.shape.rank == 3 && kv.shape.rank == 3 && kv.shape[0] == qkv.shape[0] &&
+                 kv.shape[1] == qkv.shape[1] && kv.shape[2] == 2 * int64_t{s.n_kv_head} * s.head_dim &&
+                 kv.dtype == qkv.dtype,
+             std::string(op) + ": kv " + kv.shape.str() + " does not hold the key and value heads of qkv " +
+                 qkv.shape.str());
+}
+
+RingBlock check_ring_block(const Tensor& qkv, const Tensor& kv, const Tensor& q_index, const Tensor& k_index,
+                           const Tensor& key_starts, AttentionShape s, const char* op) {
+  KILN_CHECK(qkv.shape.rank == 3 && kv.shape.rank == 3 && kv.shape[0] == qkv.shape[0] &&
+                 kv.shape[2] == 2 * int64_t{s.n_kv_head} * s.head_dim && kv.dtype == qkv.dtype,
+             std::string(op) + ": kv " + kv.shape.str() + " is not a block of key and value heads for qkv " +
+                 qkv.shape.str());
+  const int64_t Tq = qkv.shape[1], Tk = kv.shape[1];
+  const auto indices = [&](const Tensor& t, int64_t n, const char* name) {
+    KILN_CHECK(t.dtype == DType::I32 && t.numel() == n,
+               std::string(op) + ": " + name + " must hold " + std::to_string(n) + " int32 token indices, got " +
+                   t.shape.str() + " " + dtype_name(t.dtype));
+    return t.as<int32_t>();
+  };
+  return {Tk, indices(q_index, Tq, "q_index"), indices(k_index, Tk, "k_index"),
+          per_token(key_starts, qkv.shape[0], Tq, op, "key_starts")};
+}
+
 void check_attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& qkv, int64_t pos, AttentionShape s) {
   check_same_shape(k_cache, v_cache, "attention_decode");

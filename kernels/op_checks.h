@@ -21,6 +21,19 @@ const int32_t* per_token(const Tensor& values, int64_t batch, int64_t seq, const
 void check_attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& qkv, int64_t pos, AttentionShape shape);
 
+// Ops::ring_attention_forward/backward's block: kv [B, Tk, 2 * n_kv_head * head_dim] of
+// qkv's dtype and batch, the indices I32 [Tq] and [Tk], key_starts empty or [B, Tq].
+struct RingBlock {
+  int64_t keys = 0;  // Tk
+  const int32_t* q_index = nullptr;
+  const int32_t* k_index = nullptr;
+  const int32_t* key_starts = nullptr;
+};
+RingBlock check_ring_block(const Tensor& qkv, const Tensor& kv, const Tensor& q_index, const Tensor& k_index,
+                           const Tensor& key_starts, AttentionShape shape, const char* op);
+// kv holds the key and value heads of qkv's tokens: [B, T, 2 * n_kv_head * head_dim].
+void check_kv_of(const Tensor& kv, const Tensor& qkv, AttentionShape shape, const char* op);
+
 // Ops::gather_rows, combine_rows and row_dots (ops.h): matrices of one width and dtype, row
 // indices I32 and weights (when given) in the expected dtype, one per index. `k` is the
 // indices per output row (1 for gather_rows).

@@ -173,6 +173,27 @@ class Ops {
   virtual void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                                   const Tensor& out, const Tensor& lse, AttentionShape shape,
                                   const Tensor& key_starts) = 0;
+  // Context parallelism's ring attention (docs/parallelism.md): the query heads of qkv
+  // [B, Tq, qkv_width] against one block of keys and values, kv [B, Tk, 2 * n_kv_head *
+  // head_dim] (key heads, then value heads: split_kv's layout). Causality goes by token index
+  // in the whole sequence: the query i at q_index[i] sees the keys j with k_index[j] <=
+  // q_index[i] and >= its key start (key_starts [B, Tq], token indices; empty: 0). q_index
+  // [Tq] and k_index [Tk] are I32, k_index rising (a rank's chunks in order). Forward merges the block's softmax into the running out
+  // [B, Tq, n_head * head_dim] and lse [B, n_head, Tq] by log-sum-exp (start them at 0 and
+  // -inf); a query that sees no key of the block keeps its own.
+  virtual void ring_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                                      const Tensor& kv, const Tensor& q_index, const Tensor& k_index,
+                                      AttentionShape shape, const Tensor& key_starts) = 0;
+  // With the merged out and lse of every block: the query heads of dqkv += the block's dQ,
+  // dkv += its dK and dV.
+  virtual void ring_attention_backward(const Tensor& dqkv, const Tensor& dkv, const Tensor& dout,
+                                       const Tensor& qkv, const Tensor& kv, const Tensor& out,
+                                       const Tensor& lse, const Tensor& q_index, const Tensor& k_index,
+                                       AttentionShape shape, const Tensor& key_starts) = 0;
+  // kv[B, T, 2 * n_kv_head * head_dim] = the key and value heads of qkv[B, T, qkv_width].
+  virtual void split_kv(const Tensor& kv, const Tensor& qkv, AttentionShape shape) = 0;
+  // The key and value heads of dqkv += dkv (split_kv's layout).
+  virtual void add_kv_gradient(const Tensor& dqkv, const Tensor& dkv, AttentionShape shape) = 0;
   // Inference with a key/value cache: qkv[B, T, qkv_width] holds positions [pos, pos + T)
   // of each sequence (RoPE applied). Their key and value heads are first written into rows
   // [pos, pos + T) of k_cache and v_cache [B, capacity, n_kv_head * head_dim]; then the

@@ -23,6 +23,14 @@ double attention_forward_flops(const Tensor& qkv, AttentionShape shape) {
 // Backward recomputes S (1 product) and forms dV, dP, dS·K = dQ and dS^T·Q = dK (4): 5
 // products against forward's 2, 2.5 times its FLOPs (FlashAttention-2's count).
 constexpr double kAttentionBackwardRatio = 2.5;
+// A ring block counts its whole Tq x Tk products: a block on the diagonal does half of them
+// and one above it none (each rank meets cp of those over a layer's ring), which overstates
+// the work by the same half a causal sequence has.
+double ring_block_flops(const Tensor& qkv, const Tensor& kv, AttentionShape shape) {
+  const double b = static_cast<double>(qkv.shape[0]);
+  return 4.0 * b * shape.n_head * static_cast<double>(qkv.shape[1]) * static_cast<double>(kv.shape[1]) *
+         shape.head_dim;
+}
 // Decoding: query t of T attends to the pos + t + 1 cached keys, 4·D FLOPs per (query, key).
 double attention_decode_flops(const Tensor& qkv, int64_t pos, AttentionShape shape) {
   const double b = static_cast<double>(qkv.shape[0]), t = static_cast<double>(qkv.shape[1]);
@@ -239,6 +247,33 @@ void ProfiledOps::attention_backward(const Tensor& dqkv, const Tensor& dout, con
   timed("attention_backward", label(qkv),
         kAttentionBackwardRatio * attention_forward_flops(qkv, shape), inputs + bytes(dqkv),
         [&] { inner_.attention_backward(dqkv, dout, qkv, out, lse, shape, key_starts); });
+}
+
+void ProfiledOps::ring_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                                         const Tensor& kv, const Tensor& q_index, const Tensor& k_index,
+                                         AttentionShape shape, const Tensor& key_starts) {
+  timed("ring_attention_forward", label(qkv), ring_block_flops(qkv, kv, shape),
+        bytes(qkv) + bytes(kv) + bytes(key_starts) + 2 * (bytes(out) + bytes(lse)),
+        [&] { inner_.ring_attention_forward(out, lse, qkv, kv, q_index, k_index, shape, key_starts); });
+}
+
+void ProfiledOps::ring_attention_backward(const Tensor& dqkv, const Tensor& dkv, const Tensor& dout,
+                                          const Tensor& qkv, const Tensor& kv, const Tensor& out,
+                                          const Tensor& lse, const Tensor& q_index, const Tensor& k_index,
+                                          AttentionShape shape, const Tensor& key_starts) {
+  const double inputs = bytes(dout) + bytes(qkv) + bytes(kv) + bytes(out) + bytes(lse) + bytes(key_starts);
+  timed("ring_attention_backward", label(qkv), kAttentionBackwardRatio * ring_block_flops(qkv, kv, shape),
+        inputs + 2 * (bytes(dqkv) + bytes(dkv)), [&] {
+          inner_.ring_attention_backward(dqkv, dkv, dout, qkv, kv, out, lse, q_index, k_index, shape, key_starts);
+        });
+}
+
+void ProfiledOps::split_kv(const Tensor& kv, const Tensor& qkv, AttentionShape shape) {
+  timed("split_kv", label(qkv), 0, 2 * bytes(kv), [&] { inner_.split_kv(kv, qkv, shape); });
+}
+
+void ProfiledOps::add_kv_gradient(const Tensor& dqkv, const Tensor& dkv, AttentionShape shape) {
+  timed("add_kv_gradient", label(dqkv), 0, 3 * bytes(dkv), [&] { inner_.add_kv_gradient(dqkv, dkv, shape); });
 }
 
 void ProfiledOps::attention_decode(const Tensor& out, const Tensor& k_cache,

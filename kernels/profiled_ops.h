@@ -91,6 +91,14 @@ class ProfiledOps final : public Ops {
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                           const Tensor& out, const Tensor& lse, AttentionShape shape,
                           const Tensor& key_starts) override;
+  void ring_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, const Tensor& kv,
+                              const Tensor& q_index, const Tensor& k_index, AttentionShape shape,
+                              const Tensor& key_starts) override;
+  void ring_attention_backward(const Tensor& dqkv, const Tensor& dkv, const Tensor& dout, const Tensor& qkv,
+                               const Tensor& kv, const Tensor& out, const Tensor& lse, const Tensor& q_index,
+                               const Tensor& k_index, AttentionShape shape, const Tensor& key_starts) override;
+  void split_kv(const Tensor& kv, const Tensor& qkv, AttentionShape shape) override;
+  void add_kv_gradient(const Tensor& dqkv, const Tensor& dkv, AttentionShape shape) override;
   void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
                         const Tensor& qkv, int64_t pos, AttentionShape shape) override;
   void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,

@@ -46,6 +46,10 @@ const std::string kMoeCapacity =
 // GPT-2 experts (layer 0 only) and a shared expert, dropless.
 const std::string kMoeShared =
     " --set moe.num_experts=4 --set moe.top_k=2 --set moe.layer_freq=2 --set moe.shared_experts=1";
+// Megatron's document resets: positions restart and attention stops at each document's end,
+// whose token takes no loss.
+const std::string kDocuments =
+    " --set data.reset_position_ids=true --set data.reset_attention_mask=true --set data.eod_mask_loss=true";
 // Whole experts (parallel.etp=1) under tensor and sequence parallelism.
 const std::string kWholeExperts =
     " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.etp=1";
@@ -139,6 +143,21 @@ INSTANTIATE_TEST_SUITE_P(
                " --set parallel.tp=2 --set parallel.sequence_parallel=true", kMoe},
         // Both: each rank holds half the hidden units of half the experts.
         Layout{"moe_tp2_ep2", 4, " --set parallel.tp=2 --set parallel.ep=2", kMoe},
+        // Context parallelism: ring attention over 2 or 4 ranks, learned positions and RoPE,
+        // with and without document resets, and with tensor, sequence, pipeline and data
+        // parallelism and the distributed optimizer.
+        Layout{"cp2", 2, " --set parallel.cp=2", ""},
+        Layout{"cp2_documents", 2, " --set parallel.cp=2", kDocuments},
+        Layout{"llama_cp4", 4, " --set parallel.cp=4", kLlama},
+        Layout{"llama_cp4_documents_recompute_selective", 4, " --set parallel.cp=4 --set train.recompute=selective",
+               kLlama + kDocuments},
+        Layout{"llama_cp2_tp2_sequence_parallel", 4,
+               " --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true", kLlama},
+        Layout{"cp2_tp2_documents", 4, " --set parallel.cp=2 --set parallel.tp=2", kDocuments},
+        Layout{"llama_cp2_pp2_dp2_distributed_optimizer", 8,
+               " --set parallel.cp=2 --set parallel.pp=2 --set parallel.distributed_optimizer=true", kLlama},
+        Layout{"cp2_pp2_dp2_documents", 8, " --set parallel.cp=2 --set parallel.pp=2 --set parallel.ddp_bucket_size=5000",
+               kDocuments},
         // Whole experts: the expert group spans the tensor ranks (ep2 on 2 ranks), or each
         // tensor rank holds every expert and the whole stage sums their gradients.
         Layout{"moe_tp2_sequence_parallel_etp1_ep2", 2, kWholeExperts + " --set parallel.ep=2", kMoe},
@@ -203,7 +222,7 @@ TEST_P(LayoutCheckpoints, MoveBetweenOneRankAndMany) {
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const CommandResult one =
       run_command(kiln + run + " --set parallel.tp=1 --set parallel.pp=1 --set parallel.vpp=1"
-                  " --set parallel.ep=1 --name one --resume " + dir +
+                  " --set parallel.ep=1 --set parallel.cp=1 --name one --resume " + dir +
                   "/checkpoints/two/step-00000004");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const CommandResult back =
@@ -252,6 +271,11 @@ INSTANTIATE_TEST_SUITE_P(
                            " --set model.n_layer=2" + kMoe},
                     // Whole experts gathered over an expert group that spans the tensor
                     // ranks, their moments from the folded expert-data shards.
+                    // A context-parallel run's state is every rank's: written by the first,
+                    // its moments gathered from shards over the data- and context-parallel ranks.
+                    Layout{"llama_cp2_dp2_distributed_optimizer", 4,
+                           " --set parallel.cp=2 --set parallel.distributed_optimizer=true",
+                           " --set model.n_layer=2" + kLlama},
                     Layout{"moe_shared_tp2_sequence_parallel_etp1_ep2_dp2_distributed_optimizer", 4,
                            kWholeExperts + " --set parallel.ep=2 --set parallel.distributed_optimizer=true",
                            " --set model.n_layer=2" + kMoeShared}),
@@ -338,6 +362,9 @@ INSTANTIATE_TEST_SUITE_P(
                            kMoe},
                     Layout{"moe_tp2_sequence_parallel_etp1_ep2", 2, kWholeExperts + " --set parallel.ep=2",
                            kMoe},
+                    Layout{"llama_cp2_documents", 2, " --set parallel.cp=2", kLlama + kDocuments},
+                    Layout{"cp2_tp2_sequence_parallel", 4,
+                           " --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true", ""},
                     Layout{"moe_shared_tp2_sequence_parallel_etp1_dp2", 4, kWholeExperts, kMoeShared}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 

@@ -339,6 +339,53 @@ class CpuOps final : public Ops {
                               starts, layout, static_cast<T*>(scratch_));
     });
   }
+  void ring_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, const Tensor& kv,
+                              const Tensor& q_index, const Tensor& k_index, AttentionShape s,
+                              const Tensor& key_starts) override {
+    const cpu::HeadLayout layout = head_layout(qkv, s);
+    const RingBlock block = check_ring_block(qkv, kv, q_index, k_index, key_starts, s, "ring_attention_forward");
+    KILN_CHECK(out.numel() == layout.batch * layout.seq * s.n_head * s.head_dim &&
+                   lse.numel() == layout.batch * s.n_head * layout.seq && lse.dtype == qkv.dtype,
+               "ring_attention_forward: output shapes");
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cpu::ring_attention_forward(out.as<T>(), lse.as<T>(), qkv.as<T>(), kv.as<T>(), block.q_index,
+                                  block.k_index, block.key_starts, layout, block.keys);
+    });
+  }
+  void ring_attention_backward(const Tensor& dqkv, const Tensor& dkv, const Tensor& dout, const Tensor& qkv,
+                               const Tensor& kv, const Tensor& out, const Tensor& lse, const Tensor& q_index,
+                               const Tensor& k_index, AttentionShape s, const Tensor& key_starts) override {
+    const cpu::HeadLayout layout = head_layout(qkv, s);
+    const RingBlock block = check_ring_block(qkv, kv, q_index, k_index, key_starts, s, "ring_attention_backward");
+    check_same_shape(dqkv, qkv, "ring_attention_backward");
+    check_same_shape(dkv, kv, "ring_attention_backward");
+    KILN_CHECK(dout.numel() == out.numel() && out.numel() == layout.batch * layout.seq * s.n_head * s.head_dim &&
+                   lse.numel() == layout.batch * s.n_head * layout.seq && lse.dtype == qkv.dtype,
+               "ring_attention_backward: output shapes");
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cpu::ring_attention_backward(dqkv.as<T>(), dkv.as<T>(), dout.as<T>(), qkv.as<T>(), kv.as<T>(),
+                                   out.as<T>(), lse.as<T>(), block.q_index, block.k_index, block.key_starts,
+                                   layout, block.keys);
+    });
+  }
+  void split_kv(const Tensor& kv, const Tensor& qkv, AttentionShape s) override {
+    const cpu::HeadLayout layout = head_layout(qkv, s);
+    check_kv_of(kv, qkv, s, "split_kv");
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cpu::split_kv(kv.as<T>(), qkv.as<T>(), layout);
+    });
+  }
+  void add_kv_gradient(const Tensor& dqkv, const Tensor& dkv, AttentionShape s) override {
+    const cpu::HeadLayout layout = head_layout(dqkv, s);
+    check_kv_of(dkv, dqkv, s, "add_kv_gradient");
+    dispatch(dqkv, [&](auto t) {
+      using T = decltype(t);
+      cpu::add_kv_gradient(dqkv.as<T>(), dkv.as<T>(), layout);
+    });
+  }
   void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
                         const Tensor& qkv, int64_t pos, AttentionShape s) override {
     check_attention_decode(out, k_cache, v_cache, qkv, pos, s);

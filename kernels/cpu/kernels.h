@@ -87,6 +87,22 @@ void attention_forward(T* out, T* lse, const T* qkv, const int32_t* key_starts,
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
                         const int32_t* key_starts, const HeadLayout& layout, T* scratch);
+
+// Context parallelism's ring attention (ring_attention.cpp), ops.h's; layout.seq is Tq,
+// `keys` Tk.
+template <typename T>
+void ring_attention_forward(T* out, T* lse, const T* qkv, const T* kv, const int32_t* q_index,
+                            const int32_t* k_index, const int32_t* key_starts, const HeadLayout& layout,
+                            int64_t keys);
+template <typename T>
+void ring_attention_backward(T* dqkv, T* dkv, const T* dout, const T* qkv, const T* kv, const T* out,
+                             const T* lse, const int32_t* q_index, const int32_t* k_index,
+                             const int32_t* key_starts, const HeadLayout& layout, int64_t keys);
+template <typename T>
+void split_kv(T* kv, const T* qkv, const HeadLayout& layout);
+template <typename T>
+void add_kv_gradient(T* dqkv, const T* dkv, const HeadLayout& layout);
+
 // Ops::attention_decode (kernels/cpu/attention_decode.cpp): layout.seq is the number of new
 // positions per sequence; the caches are [batch, capacity, n_kv_head * head_dim].
 template <typename T>

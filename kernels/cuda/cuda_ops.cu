@@ -60,6 +60,12 @@ cuda::HeadLayout head_layout(const Tensor& qkv, AttentionShape s) {
   return {qkv.shape[0], qkv.shape[1], s.n_head, s.n_kv_head, s.head_dim};
 }
 
+// The ring's kernels keep up to 8 values of a row per lane.
+cuda::HeadLayout ring_layout(const Tensor& qkv, AttentionShape s) {
+  KILN_CHECK(s.head_dim <= 256, "ring attention: head_dim " + std::to_string(s.head_dim) + " above 256");
+  return head_layout(qkv, s);
+}
+
 // Every pointer cuDNN's graphs read or write is 16-byte aligned (their tensors say so).
 bool aligned16(std::initializer_list<const void*> pointers) {
   for (const void* p : pointers)
@@ -414,6 +420,53 @@ class CudaOps final : public Ops {
       using T = decltype(t);
       cuda::attention_backward(ptr<T>(dqkv), ptr<T>(dout), ptr<T>(qkv), ptr<T>(out),
                                ptr<float>(lse), starts, layout, workspace_, stream_);
+    });
+  }
+  void ring_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, const Tensor& kv,
+                              const Tensor& q_index, const Tensor& k_index, AttentionShape s,
+                              const Tensor& key_starts) override {
+    const cuda::HeadLayout layout = ring_layout(qkv, s);
+    const RingBlock block = check_ring_block(qkv, kv, q_index, k_index, key_starts, s, "ring_attention_forward");
+    expect_f32(lse, "ring_attention_forward: lse");
+    KILN_CHECK(out.numel() == layout.batch * layout.seq * s.n_head * s.head_dim &&
+                   lse.numel() == layout.batch * s.n_head * layout.seq && out.dtype == qkv.dtype,
+               "ring_attention_forward: output shapes");
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cuda::ring_attention_forward(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), ptr<T>(kv), block.q_index,
+                                   block.k_index, block.key_starts, layout, block.keys, stream_);
+    });
+  }
+  void ring_attention_backward(const Tensor& dqkv, const Tensor& dkv, const Tensor& dout, const Tensor& qkv,
+                               const Tensor& kv, const Tensor& out, const Tensor& lse, const Tensor& q_index,
+                               const Tensor& k_index, AttentionShape s, const Tensor& key_starts) override {
+    const cuda::HeadLayout layout = ring_layout(qkv, s);
+    const RingBlock block = check_ring_block(qkv, kv, q_index, k_index, key_starts, s, "ring_attention_backward");
+    check_same_shape(dqkv, qkv, "ring_attention_backward");
+    check_same_shape(dkv, kv, "ring_attention_backward");
+    check_same_shape(dout, out, "ring_attention_backward");
+    expect_f32(lse, "ring_attention_backward: lse");
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cuda::ring_attention_backward(ptr<T>(dqkv), ptr<T>(dkv), ptr<T>(dout), ptr<T>(qkv), ptr<T>(kv), ptr<T>(out),
+                                    ptr<float>(lse), block.q_index, block.k_index, block.key_starts, layout,
+                                    block.keys, stream_);
+    });
+  }
+  void split_kv(const Tensor& kv, const Tensor& qkv, AttentionShape s) override {
+    const cuda::HeadLayout layout = head_layout(qkv, s);
+    check_kv_of(kv, qkv, s, "split_kv");
+    dispatch(qkv, [&](auto t) {
+      using T = decltype(t);
+      cuda::split_kv(ptr<T>(kv), ptr<T>(qkv), layout, stream_);
+    });
+  }
+  void add_kv_gradient(const Tensor& dqkv, const Tensor& dkv, AttentionShape s) override {
+    const cuda::HeadLayout layout = head_layout(dqkv, s);
+    check_kv_of(dkv, dqkv, s, "add_kv_gradient");
+    dispatch(dqkv, [&](auto t) {
+      using T = decltype(t);
+      cuda::add_kv_gradient(ptr<T>(dqkv), ptr<T>(dkv), layout, stream_);
     });
   }
   void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,

@@ -93,6 +93,14 @@ __device__ __forceinline__ int64_t position_of(const int32_t* positions, int64_t
   return positions ? positions[n] : n % seq;
 }
 
+// ---- a warp per row ---------------------------------------------------------------------
+
+// The row of the calling warp when each block of blockDim.x threads holds blockDim.x / 32
+// warps, a row each.
+__device__ __forceinline__ int64_t warp_row() {
+  return static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+}
+
 // ---- reductions (blockDim.x a multiple of 32; every lane/thread gets the same bits) -----
 
 template <typename V>

@@ -105,6 +105,22 @@ inline bool attention_head_dim_supported(int64_t head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128;
 }
 
+// ---- context parallelism's ring attention (kernels/cuda/ring_attention.cu) -------------
+// ops.h's, lse in float; layout.seq is Tq, `keys` Tk; head dims up to 256.
+template <typename T>
+void ring_attention_forward(T* out, float* lse, const T* qkv, const T* kv, const int32_t* q_index,
+                            const int32_t* k_index, const int32_t* key_starts, const HeadLayout& layout,
+                            int64_t keys, cudaStream_t stream);
+template <typename T>
+void ring_attention_backward(T* dqkv, T* dkv, const T* dout, const T* qkv, const T* kv, const T* out,
+                             const float* lse, const int32_t* q_index, const int32_t* k_index,
+                             const int32_t* key_starts, const HeadLayout& layout, int64_t keys,
+                             cudaStream_t stream);
+template <typename T>
+void split_kv(T* kv, const T* qkv, const HeadLayout& layout, cudaStream_t stream);
+template <typename T>
+void add_kv_gradient(T* dqkv, const T* dkv, const HeadLayout& layout, cudaStream_t stream);
+
 // ---- mixture of experts (kernels/cuda/moe_rows.cu) -------------------------------------
 // ops.h's gather_rows, combine_rows and row_dots; weights null for all ones. k: row indices
 // per output row.

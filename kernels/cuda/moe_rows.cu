@@ -12,10 +12,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 
-__device__ __forceinline__ int64_t warp_row() {
-  return static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     gather_rows_kernel(T* out, const T* x, const int32_t* rows, const float* weights, int64_t M,

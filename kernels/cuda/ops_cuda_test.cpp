@@ -334,6 +334,62 @@ TEST_P(CudaOps, RopeAndAttentionWithDocumentResets) {
   rope_and_attention(200, positions, key_starts);
 }
 
+// Ring attention's block ops against the CPU twin: a rank holding chunks 1 and 2 of a
+// 4-chunk sequence of 96 tokens (cp 2) meets its own block and the other rank's (chunks 0
+// and 3), merging both, then runs both blocks' backward; with documents of 20 tokens.
+TEST_P(CudaOps, RingAttentionBlocks) {
+  const AttentionShape s{4, 2, 64};
+  const int64_t chunk = 24, local = 2 * chunk, W = s.qkv_width(), O = s.n_head * s.head_dim;
+  const int64_t KV = 2 * s.n_kv_head * s.head_dim;
+  std::vector<int32_t> mine, theirs, starts;
+  for (int64_t t = 0; t < chunk; ++t) {
+    mine.push_back(static_cast<int32_t>(chunk + t));
+    theirs.push_back(static_cast<int32_t>(t));
+  }
+  for (int64_t t = 0; t < chunk; ++t) {
+    mine.push_back(static_cast<int32_t>(2 * chunk + t));
+    theirs.push_back(static_cast<int32_t>(3 * chunk + t));
+  }
+  for (int64_t b = 0; b < B; ++b)
+    for (int32_t t : mine) starts.push_back(t / 20 * 20);
+  const Pair q_index = integers({local}, mine), k_index = integers({local}, theirs);
+  const Pair key_starts = integers({B, local}, starts);
+  const Pair qkv = random({B, local, W}, dtype()), other = random({B, local, W}, dtype());
+  const Pair kv = output({B, local, KV}, dtype()), other_kv = output({B, local, KV}, dtype());
+  cpu_->split_kv(kv.cpu, qkv.cpu, s);
+  gpu_->split_kv(kv.gpu, qkv.gpu, s);
+  expect_close(kv, "split_kv", 1e-7);
+  cpu_->split_kv(other_kv.cpu, other.cpu, s);
+  gpu_->split_kv(other_kv.gpu, other.gpu, s);
+  const Pair out = output({B, local, O}, dtype()), lse = output({B, s.n_head, local}, DType::F32);
+  cpu_->fill(out.cpu, 0.0);
+  gpu_->fill(out.gpu, 0.0);
+  cpu_->fill(lse.cpu, -std::numeric_limits<double>::infinity());
+  gpu_->fill(lse.gpu, -std::numeric_limits<double>::infinity());
+  for (const Pair* block : {&kv, &other_kv}) {
+    const Pair& keys = block == &kv ? q_index : k_index;
+    cpu_->ring_attention_forward(out.cpu, lse.cpu, qkv.cpu, block->cpu, q_index.cpu, keys.cpu, s, key_starts.cpu);
+    gpu_->ring_attention_forward(out.gpu, lse.gpu, qkv.gpu, block->gpu, q_index.gpu, keys.gpu, s, key_starts.gpu);
+  }
+  expect_close(out, "ring_attention_forward");
+  expect_close(lse, "ring_attention_forward lse", 1e-5);
+  const Pair dout = random({B, local, O}, dtype());
+  const Pair dqkv = accumulator({B, local, W}, dtype()), dkv = accumulator({B, local, KV}, dtype());
+  const Pair other_dkv = accumulator({B, local, KV}, dtype());
+  for (const Pair* block : {&kv, &other_kv}) {
+    const Pair& keys = block == &kv ? q_index : k_index;
+    const Pair& grad = block == &kv ? dkv : other_dkv;
+    cpu_->ring_attention_backward(dqkv.cpu, grad.cpu, dout.cpu, qkv.cpu, block->cpu, out.cpu, lse.cpu, q_index.cpu,
+                                  keys.cpu, s, key_starts.cpu);
+    gpu_->ring_attention_backward(dqkv.gpu, grad.gpu, dout.gpu, qkv.gpu, block->gpu, out.gpu, lse.gpu, q_index.gpu,
+                                  keys.gpu, s, key_starts.gpu);
+  }
+  expect_close(other_dkv, "ring_attention_backward dK, dV of the other block");
+  cpu_->add_kv_gradient(dqkv.cpu, dkv.cpu, s);
+  gpu_->add_kv_gradient(dqkv.gpu, dkv.gpu, s);
+  expect_close(dqkv, "ring_attention_backward dQKV");
+}
+
 TEST_P(CudaOps, CrossEntropy) {
   const int64_t N = 150, Vp = 520, V = 513;
   const Pair logits = random({N, Vp}, dtype(), 3.0);

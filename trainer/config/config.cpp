@@ -93,6 +93,7 @@ void for_each_field(C& c, F&& f) {
   f("parallel", "first_stage_layers", c.parallel.first_stage_layers);
   f("parallel", "last_stage_layers", c.parallel.last_stage_layers);
   f("parallel", "sequence_parallel", c.parallel.sequence_parallel);
+  f("parallel", "cp", c.parallel.cp);
   f("parallel", "ep", c.parallel.ep);
   f("parallel", "etp", c.parallel.etp);
   f("parallel", "distributed_optimizer", c.parallel.distributed_optimizer);
@@ -215,6 +216,7 @@ constexpr std::pair<std::string_view, std::string_view> kForeignNames[] = {
     {"train_iters", "train.steps"},
     {"lr_warmup_iters", "train.warmup"},       {"lr_decay_style", "train.decay"},
     {"tensor_model_parallel_size", "parallel.tp"}, {"pipeline_model_parallel_size", "parallel.pp"},
+    {"context_parallel_size", "parallel.cp"},
     {"expert_model_parallel_size", "parallel.ep"}, {"expert_tensor_parallel_size", "parallel.etp"},
     {"recompute_granularity", "train.recompute"},
     {"use_distributed_optimizer", "parallel.distributed_optimizer"},
@@ -486,6 +488,7 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
   at_least("parallel.pp", p.pp, 1);
   at_least("parallel.vpp", p.vpp, 1);
   at_least("parallel.ep", p.ep, 1);
+  at_least("parallel.cp", p.cp, 1);
   at_least("parallel.ddp_bucket_size", p.ddp_bucket_size, int64_t{1});
   positive("parallel.timeout_s", p.timeout_s);
   one_of("parallel.device_comm", p.device_comm, {"auto", "nccl", "mpi"});
@@ -496,7 +499,12 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
   if (m.padded_vocab() % p.tp != 0)
     fail("config: parallel.tp=" + show(p.tp) + " does not divide the padded vocab " +
          show(m.padded_vocab()) + "; raise model.make_vocab_size_divisible_by");
-  if (p.sequence_parallel) divides("parallel.tp", p.tp, "model.seq_len", m.seq_len);
+  if (p.cp > 1) divides("2 x parallel.cp", int64_t{2} * p.cp, "model.seq_len", m.seq_len);
+  if (p.sequence_parallel)
+    divides("parallel.tp", p.tp, p.cp > 1 ? "model.seq_len / parallel.cp" : "model.seq_len", m.seq_len / p.cp);
+  if (p.cp > 1 && m.moe.enabled())
+    fail("config: parallel.cp=" + show(p.cp) + " with MoE layers is not supported yet: context parallelism "
+         "trains dense models (set parallel.cp=1 or moe.num_experts=0)");
   if (p.etp != 0 && p.etp != 1 && p.etp != p.tp)
     fail("config: parallel.etp=" + show(p.etp) + " must be 1 (whole experts) or parallel.tp=" + show(p.tp) +
          " (0 says the same)");

@@ -114,6 +114,9 @@ struct ParallelConfig {
   int first_stage_layers = 0;
   int last_stage_layers = 0;
   bool sequence_parallel = false;
+  // Context parallelism: each sequence split over cp ranks (2 cp chunks, rank r holding
+  // chunks r and 2 cp - 1 - r), keys and values passed around the ring for attention.
+  int cp = 1;
   // Expert parallelism: each MoE layer's experts split over ep ranks of the data-parallel
   // dimension (Megatron's rule), tokens moving to their experts' ranks by all-to-all.
   int ep = 1;

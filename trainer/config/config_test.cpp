@@ -191,6 +191,10 @@ TEST(Config, EveryValidationRuleNamesItsKey) {
       {{"model.d_ff=255", "parallel.tp=2"}, "parallel.tp=2 does not divide model.d_ff=255"},
       {{"model.make_vocab_size_divisible_by=1", "parallel.tp=2"}, "parallel.tp=2 does not divide the padded vocab 257"},
       {{"model.seq_len=33", "parallel.tp=2", "parallel.sequence_parallel=true"}, "parallel.tp=2 does not divide model.seq_len=33"},
+      {{"parallel.cp=0"}, "parallel.cp must be >= 1"},
+      {{"model.seq_len=36", "parallel.cp=4"}, "2 x parallel.cp=8 does not divide model.seq_len=36"},
+      {{"model.seq_len=36", "parallel.cp=2", "parallel.tp=4", "parallel.sequence_parallel=true"},
+       "parallel.tp=4 does not divide model.seq_len / parallel.cp=18"},
       {{"parallel.pp=4", "model.n_layer=6"}, "parallel.pp * parallel.vpp=4 does not divide model.n_layer=6"},
       {{"parallel.vpp=2"}, "parallel.vpp=2 needs parallel.pp > 1"},
       {{"parallel.last_stage_layers=1"},
@@ -326,7 +330,7 @@ TEST(Config, RoundTrips) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 13}, {"moe", 14}, {"train", 24}, {"data", 7}, {"parallel", 12},
+      {"model", 13}, {"moe", 14}, {"train", 24}, {"data", 7}, {"parallel", 13},
       {"precision", 1}, {"backend", 3}, {"store", 1}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
@@ -521,6 +525,9 @@ TEST(Config, MixtureOfExpertsKeysAreChecked) {
   EXPECT_EQ(error_of({"moe.num_experts=4", "parallel.tp=2", "parallel.etp=1"}),
             "config: parallel.etp=1 with parallel.tp=2 needs parallel.sequence_parallel=true: each "
             "tensor rank routes its own share of the tokens");
+  EXPECT_EQ(error_of({"moe.num_experts=4", "parallel.cp=2"}),
+            "config: parallel.cp=2 with MoE layers is not supported yet: context parallelism trains dense "
+            "models (set parallel.cp=1 or moe.num_experts=0)");
   EXPECT_EQ(error_of({"parallel.expert_tensor_parallel_size=1"}),
             "config: unknown key parallel.expert_tensor_parallel_size (did you mean parallel.etp?)");
 }

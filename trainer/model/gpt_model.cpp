@@ -6,6 +6,7 @@
 #include "kernels/check.h"
 #include "store/human_format.h"
 #include "trainer/memory/host_copy.h"
+#include "trainer/model/context_parallel.h"
 #include "trainer/model/vocab_parallel_cross_entropy.h"
 #include "trainer/util/random.h"
 
@@ -34,10 +35,11 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DTy
   scratch_.check_complete();
   recomputed_.check_complete();
   const int tp = split_.tp();
-  workspace_bytes_ = ops_.reserve({micro_batch_, config_.seq_len,
+  workspace_bytes_ = ops_.reserve({micro_batch_, config_.seq_len / split_.cp(),
                                    {config_.n_head / tp, config_.kv_heads() / tp, config_.head_dim()},
                                    dtype_});
   if (config_.is_llama()) fill_rope_table();
+  if (context_parallel()) context_.fill_indices(ops_);
   batch_.assign(static_cast<size_t>(slots_), Batch{});
   target_count_.assign(static_cast<size_t>(slots_), 0);
   has_targets_.assign(static_cast<size_t>(slots_), false);
@@ -62,17 +64,19 @@ void GptModel::check_fits(size_t optimizer_bytes_per_element) const {
 void GptModel::layout() {
   params_.begin_pass();
   const SequenceParallel* sequence = sequence_parallel() ? &sequence_ : nullptr;
+  const ContextParallel* context = context_parallel() ? &context_ : nullptr;
   const LayerBuild build{config_,      micro_batch_, slots_, dtype_,      wide_dtype(dtype_),
                          params_,      activations_, scratch_, split_,    recomputed_,
-                         sequence};
+                         sequence,     context};
   // Under full recomputation a block keeps nothing of its own: what its backward reads is
   // laid out in the shared arena, the same memory for every block.
   const bool full = split_.recompute == Recompute::Full;
   const LayerBuild block_build{config_, micro_batch_, slots_, dtype_, wide_dtype(dtype_),
                                params_, full ? recomputed_ : activations_, scratch_, split_,
-                               recomputed_, sequence};
+                               recomputed_, sequence, context};
   const int64_t C = config_.d_model, V = config_.vocab_size;
-  const int64_t T = config_.seq_len;
+  // Positions are the whole sequence's; each rank holds T / cp tokens of it (Tl).
+  const int64_t T = config_.seq_len, Tl = build.seq();
   // The vocabulary-parallel embedding and output layer hold rows
   // [vocab_start_, vocab_start_ + Vl) of the padded vocabulary.
   const int64_t Vp = config_.padded_vocab(), Vl = Vp / split_.tp();
@@ -83,6 +87,7 @@ void GptModel::layout() {
   if (config_.is_llama())
     rope_table_ = activations_.take({T, config_.head_dim() / 2, 2}, build.stat_dtype);
   if (sequence) sequence_.bind(build);
+  if (context) context_.bind(build);
 
   // Parameters in the order backward produces their gradients: the chunks last to first.
   // The last pipeline stage of a model with tied embeddings holds its own copy of the
@@ -122,17 +127,17 @@ void GptModel::layout() {
 
   slot_.assign(static_cast<size_t>(slots_), Slot{});
   for (Slot& s : slot_) {
-    s.tokens = activations_.take({micro_batch_, T}, DType::I32);
-    s.targets = activations_.take({micro_batch_, T}, DType::I32);
+    s.tokens = activations_.take({micro_batch_, Tl}, DType::I32);
+    s.targets = activations_.take({micro_batch_, Tl}, DType::I32);
     if (tp_split()) {
-      s.local_tokens = activations_.take({micro_batch_, T}, DType::I32);
-      s.local_targets = activations_.take({micro_batch_, T}, DType::I32);
+      s.local_tokens = activations_.take({micro_batch_, Tl}, DType::I32);
+      s.local_targets = activations_.take({micro_batch_, Tl}, DType::I32);
     } else {
       s.local_tokens = s.tokens;
       s.local_targets = s.targets;
     }
-    s.positions = activations_.take({micro_batch_, T}, DType::I32);
-    s.key_starts = activations_.take({micro_batch_, T}, DType::I32);
+    s.positions = activations_.take({micro_batch_, Tl}, DType::I32);
+    s.key_starts = activations_.take({micro_batch_, Tl}, DType::I32);
     for (const PipelineChunk& chunk : chunks_) {
       s.residual.emplace_back();
       for (int l = 0; l <= chunk.layers(); ++l)
@@ -194,43 +199,74 @@ void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t 
                  " exceeds the model's layout " + std::to_string(micro_batch_) + "x" +
                  std::to_string(config_.seq_len));
   const size_t s = static_cast<size_t>(slot);
+  for (int64_t i = 0; i < b * t; ++i)
+    KILN_CHECK(tokens[i] >= 0 && tokens[i] < config_.vocab_size,
+               "token id " + std::to_string(tokens[i]) + " is outside model.vocab_size=" +
+                   std::to_string(config_.vocab_size));
+  has_targets_[s] = targets != nullptr;
+  target_count_[s] = 0;
+  for (int64_t i = 0; targets && i < b * t; ++i) {
+    KILN_CHECK(targets[i] < config_.vocab_size,
+               "target id " + std::to_string(targets[i]) + " is outside model.vocab_size");
+    if (targets[i] >= 0) ++target_count_[s];
+  }
+  const auto where = [t](int64_t i) {
+    return " at row " + std::to_string(i / t) + ", column " + std::to_string(i % t);
+  };
+  for (int64_t i = 0; resets.positions && i < b * t; ++i)
+    KILN_CHECK(resets.positions[i] >= 0 && resets.positions[i] < config_.seq_len,
+               "position id " + std::to_string(resets.positions[i]) + where(i) +
+                   " is outside [0, model.seq_len=" + std::to_string(config_.seq_len) + ")");
+  for (int64_t i = 0; resets.attention_starts && i < b * t; ++i)
+    KILN_CHECK(resets.attention_starts[i] >= 0 && resets.attention_starts[i] <= i % t,
+               "attention start " + std::to_string(resets.attention_starts[i]) + where(i) +
+                   " is outside [0, its column]");
+  if (context_parallel()) {
+    // This rank keeps its chunks of each sequence, and their places in it: the positions
+    // (the whole sequence's, or the documents' under position resets) and the key starts,
+    // which ring attention compares with token indices of the whole sequence.
+    KILN_CHECK(t == config_.seq_len, "context parallelism splits whole sequences: a batch of " +
+                                         std::to_string(t) + " tokens a row, model.seq_len=" +
+                                         std::to_string(config_.seq_len));
+    std::vector<int32_t> indices(static_cast<size_t>(b * t));
+    for (int64_t i = 0; i < b * t; ++i) indices[static_cast<size_t>(i)] = static_cast<int32_t>(i % t);
+    ContextChunks& mine = context_chunks_;
+    keep_context_chunks(mine.tokens, tokens, b);
+    keep_context_chunks(mine.targets, targets, b);
+    keep_context_chunks(mine.positions, resets.positions ? resets.positions : indices.data(), b);
+    keep_context_chunks(mine.key_starts, resets.attention_starts, b);
+    load_batch(mine.tokens.data(), targets ? mine.targets.data() : nullptr, b, t / split_.cp(), slot,
+               {mine.positions.data(), resets.attention_starts ? mine.key_starts.data() : nullptr});
+    return;
+  }
+  load_batch(tokens, targets, b, t, slot, resets);
+}
+
+void GptModel::keep_context_chunks(std::vector<int32_t>& mine, const int32_t* whole, int64_t b) const {
+  mine.clear();
+  if (!whole) return;
+  const int64_t T = config_.seq_len;
+  const std::vector<int32_t> tokens = context_tokens(T, split_.cp(), split_.context->rank());
+  for (int64_t row = 0; row < b; ++row)
+    for (const int32_t t : tokens) mine.push_back(whole[row * T + t]);
+}
+
+void GptModel::load_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t, int slot,
+                          const DocumentResets& resets) {
+  const size_t s = static_cast<size_t>(slot);
   Batch& batch = batch_[s];
   batch = Batch{b, t, slot, split_.sequence_parts()};
   KILN_CHECK(t % batch.parts == 0,
              "a batch of " + std::to_string(t) + " tokens a row does not split into the " +
                  std::to_string(batch.parts) + " sequence-parallel shares");
-  for (int64_t i = 0; i < b * t; ++i)
-    KILN_CHECK(tokens[i] >= 0 && tokens[i] < config_.vocab_size,
-               "token id " + std::to_string(tokens[i]) + " is outside model.vocab_size=" +
-                   std::to_string(config_.vocab_size));
   ops_.copy_from_host(batch.of(slot_[s].tokens), tokens);
-  has_targets_[s] = targets != nullptr;
-  target_count_[s] = 0;
-  if (targets) {
-    for (int64_t i = 0; i < b * t; ++i) {
-      KILN_CHECK(targets[i] < config_.vocab_size,
-                 "target id " + std::to_string(targets[i]) + " is outside model.vocab_size");
-      if (targets[i] >= 0) ++target_count_[s];
-    }
-    ops_.copy_from_host(batch.of(slot_[s].targets), targets);
-  }
+  if (targets) ops_.copy_from_host(batch.of(slot_[s].targets), targets);
   if (tp_split()) set_local_ids(tokens, targets, b * t, slot);
-  const auto where = [t](int64_t i) {
-    return " at row " + std::to_string(i / t) + ", column " + std::to_string(i % t);
-  };
   if (resets.positions) {
-    for (int64_t i = 0; i < b * t; ++i)
-      KILN_CHECK(resets.positions[i] >= 0 && resets.positions[i] < config_.seq_len,
-                 "position id " + std::to_string(resets.positions[i]) + where(i) +
-                     " is outside [0, model.seq_len=" + std::to_string(config_.seq_len) + ")");
     batch.positions = batch.of(slot_[s].positions);
     ops_.copy_from_host(batch.positions, resets.positions);
   }
   if (resets.attention_starts) {
-    for (int64_t i = 0; i < b * t; ++i)
-      KILN_CHECK(resets.attention_starts[i] >= 0 && resets.attention_starts[i] <= i % t,
-                 "attention start " + std::to_string(resets.attention_starts[i]) + where(i) +
-                     " is outside [0, its column]");
     batch.key_starts = batch.of(slot_[s].key_starts);
     ops_.copy_from_host(batch.key_starts, resets.attention_starts);
   }
@@ -280,6 +316,9 @@ double GptModel::forward(int slot, int chunk) {
     ops_.cross_entropy_forward(losses, lse, flat_logits, batch.of(a.targets), config_.vocab_size);
     for (double v : copy_to_doubles(ops_, losses)) sum += v;
   }
+  // Under context parallelism each rank holds part of the micro-batch's targets: the loss
+  // sums over the group, over the whole micro-batch's count.
+  if (context_parallel()) split_.context->all_reduce(Tensor{&sum, DType::F64, {1}}, ReduceOp::Sum);
   return target_count_[s] > 0 ? sum / static_cast<double>(target_count_[s]) : 0.0;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/model/context_parallel.h"
 #include "trainer/model/model_split.h"
 #include "trainer/model/scratch.h"
 #include "trainer/model/tensor_parallel_linear.h"
@@ -107,6 +108,13 @@ class GptModel {
   bool has_head() const { return chunks_.back().head; }
   // Sequence parallelism asked for over a tensor group of more than one rank.
   bool sequence_parallel() const { return split_.sequence_parts() > 1; }
+  bool context_parallel() const { return split_.cp() > 1; }
+  // Under context parallelism, this rank's chunks of the b whole sequences in `whole` into
+  // `mine` (empty when whole is null).
+  void keep_context_chunks(std::vector<int32_t>& mine, const int32_t* whole, int64_t b) const;
+  // Copies a batch of b rows of t tokens, checked, into slot `slot`.
+  void load_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t, int slot,
+                  const DocumentResets& resets);
   // The slot's ids as this rank's vocabulary slice numbers them.
   void set_local_ids(const int32_t* tokens, const int32_t* targets, int64_t n, int slot);
 
@@ -134,6 +142,7 @@ class GptModel {
   Norm final_norm_;
   ColumnParallelLinear lm_head_;  // the vocabulary split over the tensor group
   SequenceParallel sequence_;     // bound only under sequence parallelism
+  ContextParallel context_;       // bound only under context parallelism
   // This rank's vocabulary slice: ids [vocab_start_, vocab_start_ + padded / tp), of which
   // local_vocab_ are real (below model.vocab_size).
   int64_t vocab_start_ = 0;
@@ -157,6 +166,11 @@ class GptModel {
     Tensor losses, lse;         // [B, T]
   };
   std::vector<Slot> slot_;
+  // Context parallelism: the last batch's chunks this rank keeps, on the host.
+  struct ContextChunks {
+    std::vector<int32_t> tokens, targets, positions, key_starts;
+  };
+  ContextChunks context_chunks_;
   std::vector<Batch> batch_;
   std::vector<int64_t> target_count_;
   std::vector<bool> has_targets_;

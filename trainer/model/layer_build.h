@@ -9,6 +9,7 @@
 
 namespace kiln {
 
+class ContextParallel;
 class SequenceParallel;
 
 struct LayerBuild {
@@ -26,22 +27,22 @@ struct LayerBuild {
   Arena& recomputed;
   // Sequence parallelism's gathers and scatters; null when it is off.
   const SequenceParallel* sequence = nullptr;
+  // Context parallelism's ring attention; null when it is off.
+  const ContextParallel* context = nullptr;
 
-  // A [micro_batch, seq_len, width] buffer.
-  Tensor take(Arena& arena, int64_t width) const {
-    return arena.take({micro_batch, model.seq_len, width}, dtype);
-  }
-  // A [micro_batch, seq_len] buffer of statistics.
-  Tensor take_stats(Arena& arena) const {
-    return arena.take({micro_batch, model.seq_len}, stat_dtype);
-  }
+  // The tokens of a sequence this rank holds: seq_len, or its 1 / cp share.
+  int64_t seq() const { return model.seq_len / split.cp(); }
+  // A [micro_batch, seq, width] buffer.
+  Tensor take(Arena& arena, int64_t width) const { return arena.take({micro_batch, seq(), width}, dtype); }
+  // A [micro_batch, seq] buffer of statistics.
+  Tensor take_stats(Arena& arena) const { return arena.take({micro_batch, seq()}, stat_dtype); }
   // The same for this rank's share of the tokens between the tensor-parallel layers
-  // (the whole sequence without sequence parallelism): [micro_batch, seq_len / parts, ...].
+  // (all its tokens without sequence parallelism): [micro_batch, seq / parts, ...].
   Tensor take_share(Arena& arena, int64_t width) const {
-    return arena.take({micro_batch, model.seq_len / split.sequence_parts(), width}, dtype);
+    return arena.take({micro_batch, seq() / split.sequence_parts(), width}, dtype);
   }
   Tensor take_share_stats(Arena& arena) const {
-    return arena.take({micro_batch, model.seq_len / split.sequence_parts()}, stat_dtype);
+    return arena.take({micro_batch, seq() / split.sequence_parts()}, stat_dtype);
   }
 };
 
@@ -57,7 +58,7 @@ struct Batch {
   Tensor positions{};
   Tensor key_starts{};
 
-  // The leading [b, t, ...] part of a [micro_batch, seq_len, ...] buffer.
+  // The leading [b, t, ...] part of a [micro_batch, seq, ...] buffer.
   Tensor of(const Tensor& full) const {
     Tensor v = full;
     v.shape.dims[0] = b;

@@ -51,6 +51,8 @@ struct ModelSplit {
   // the experts have no layout of their own, ep = 1 and etp = tp). Their parameters then sit
   // in the flat buffers' expert region, summed over the expert-data-parallel ranks.
   Communicator* expert = nullptr;
+  // Context parallelism: the context group each sequence is split over (null: cp = 1).
+  Communicator* context = nullptr;
   // parallel.etp=1 under tensor parallelism: every expert whole on each tensor rank, which
   // routes its own share of the tokens (sequence parallelism) through the expert group.
   bool whole_experts = false;
@@ -60,6 +62,7 @@ struct ModelSplit {
   int sequence_parts() const { return sequence_parallel ? tp() : 1; }
   int tp_rank() const { return tensor ? tensor->rank() : 0; }
   int ep() const { return expert ? expert->size() : 1; }
+  int cp() const { return context ? context->size() : 1; }
   int ep_rank() const { return expert ? expert->rank() : 0; }
   // The ranks each expert's hidden units split over: the tensor group's, or 1.
   int etp() const { return whole_experts ? 1 : tp(); }

@@ -12,6 +12,7 @@ void SelfAttention::bind(const LayerBuild& build, const std::string& name,
   rope_ = m.is_llama();
   rope_table_ = rope_table;
   recompute_core_ = build.split.recompute == Recompute::Selective;
+  context_ = build.context;
   Arena& core = recompute_core_ ? build.recomputed : build.activations;
   const bool bias = !m.is_llama();
   // GPT-2's scaled init: residual projections get std / sqrt(2 * n_layer).
@@ -26,7 +27,7 @@ void SelfAttention::bind(const LayerBuild& build, const std::string& name,
   for (int s = 0; s < build.slots; ++s) {
     qkv_out_.push_back(build.take(build.activations, shape_.qkv_width()));
     attn_out_.push_back(build.take(core, int64_t{shape_.n_head} * shape_.head_dim));
-    lse_.push_back(core.take({build.micro_batch, shape_.n_head, m.seq_len}, build.stat_dtype));
+    lse_.push_back(core.take({build.micro_batch, shape_.n_head, build.seq()}, build.stat_dtype));
   }
 }
 
@@ -37,7 +38,7 @@ void SelfAttention::forward(Ops& ops, const Batch& batch, const Tensor& y, const
   const Tensor lse = lse_[s].view({lse_[s].numel()}).slice(0, batch.b * shape_.n_head * batch.t);
   qkv_.forward(ops, batch, qkv, x);
   if (rope_) ops.rope_forward(qkv, rope_table_, shape_, batch.positions);
-  ops.attention_forward(out, lse, qkv, shape_, batch.key_starts);
+  attend(ops, batch, out, lse, qkv);
   proj_.forward(ops, batch, y, out);
 }
 
@@ -49,11 +50,18 @@ void SelfAttention::backward(Ops& ops, const Batch& batch, const Tensor& dx, con
   const Tensor lse = lse_[s].view({lse_[s].numel()}).slice(0, batch.b * shape_.n_head * batch.t);
   const Tensor d_attn = batch.of(scratch.d_attn);
   const Tensor d_qkv = batch.of(scratch.d_qkv);
-  if (recompute_core_) ops.attention_forward(out, lse, qkv, shape_, batch.key_starts);
+  if (recompute_core_) attend(ops, batch, out, lse, qkv);
   proj_.backward(ops, batch, d_attn, dy, out);
-  ops.attention_backward(d_qkv, d_attn, qkv, out, lse, shape_, batch.key_starts);
+  if (context_) context_->attention_backward(ops, batch, d_qkv, d_attn, qkv, out, lse, shape_);
+  else ops.attention_backward(d_qkv, d_attn, qkv, out, lse, shape_, batch.key_starts);
   if (rope_) ops.rope_backward(d_qkv, rope_table_, shape_, batch.positions);
   qkv_.backward(ops, batch, dx, d_qkv, x);
+}
+
+void SelfAttention::attend(Ops& ops, const Batch& batch, const Tensor& out, const Tensor& lse,
+                           const Tensor& qkv) const {
+  if (context_) context_->attention_forward(ops, batch, out, lse, qkv, shape_);
+  else ops.attention_forward(out, lse, qkv, shape_, batch.key_starts);
 }
 
 }  // namespace kiln

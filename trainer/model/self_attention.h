@@ -3,7 +3,8 @@
 // heads, output projection; the batch's document resets, when it has them, give RoPE its
 // positions and attention its key starts. Saves the rotated QKV, the attention output and its
 // log-sum-exp per slot; under selective recomputation the last two are shared by every
-// layer and backward recomputes them from the saved qkv.
+// layer and backward recomputes them from the saved qkv. Under context parallelism the
+// attention core is ring attention over the context group (context_parallel.h).
 #pragma once
 
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "trainer/model/tensor_parallel_linear.h"
 #include "trainer/model/scratch.h"
+#include "trainer/model/context_parallel.h"
 
 namespace kiln {
 
@@ -23,7 +25,11 @@ class SelfAttention {
                 const BlockScratch& scratch) const;
 
  private:
+  // The attention core: this rank's queries over every key they see.
+  void attend(Ops& ops, const Batch& batch, const Tensor& out, const Tensor& lse, const Tensor& qkv) const;
+
   AttentionShape shape_;
+  const ContextParallel* context_ = nullptr;
   bool rope_ = false;
   bool recompute_core_ = false;  // train.recompute=selective
   Tensor rope_table_;

@@ -42,6 +42,12 @@ class SingleProcess final : public Communicator {
   std::unique_ptr<PendingCollective> start_send(const Tensor&, int peer, int) override {
     no_peer(peer);
   }
+  std::unique_ptr<PendingCollective> start_send_recv(const Tensor& x, int to, const Tensor& y, int from) override {
+    if (to != 0) no_peer(to);
+    if (from != 0) no_peer(from);
+    copy(y, x, "send_recv");
+    return std::make_unique<Done>();
+  }
   void barrier() override {}
   std::unique_ptr<Communicator> split(const std::vector<int>& ranks) override {
     KILN_CHECK(ranks == std::vector<int>{0}, "split: a world of one holds only rank 0");

@@ -50,6 +50,12 @@ class Communicator {
   // when the peer receives it. Pipeline stages send this way, so a stage never waits on a
   // neighbour that waits on it.
   virtual std::unique_ptr<PendingCollective> start_send(const Tensor& x, int peer, int tag) = 0;
+  // A ring's step, started: x goes to rank `to` while y arrives from rank `from` (each rank's
+  // `to` sends to a rank whose `from` is it). The caller computes meanwhile; it must not
+  // write x nor read y until wait(). Deadlock-free on every backend, where a send and a recv
+  // called one after the other around a ring may not be.
+  virtual std::unique_ptr<PendingCollective> start_send_recv(const Tensor& x, int to, const Tensor& y,
+                                                             int from) = 0;
   // Rows to every rank and from every rank (expert parallelism's dispatch): in holds
   // send_rows[q] rows for each rank q in rank order, and out receives recv_rows[q] rows from
   // each rank q in rank order; a row is a tensor's numel / shape[0] elements, the same in

@@ -36,6 +36,9 @@ class GroupCommunicator final : public Communicator {
   std::unique_ptr<PendingCollective> start_send(const Tensor& x, int peer, int tag) override {
     return on(x).start_send(x, peer, tag);
   }
+  std::unique_ptr<PendingCollective> start_send_recv(const Tensor& x, int to, const Tensor& y, int from) override {
+    return on(x).start_send_recv(x, to, y, from);
+  }
   // Host work and device work both reach it.
   void barrier() override {
     device_->barrier();

@@ -37,6 +37,10 @@ class Recording final : public Communicator {
     note("start_send");
     return nullptr;
   }
+  std::unique_ptr<PendingCollective> start_send_recv(const Tensor&, int, const Tensor&, int) override {
+    note("start_send_recv");
+    return nullptr;
+  }
   void barrier() override { note("barrier"); }
   std::unique_ptr<Communicator> split(const std::vector<int>&) override {
     note("split");
@@ -67,10 +71,11 @@ TEST(GroupCommunicator, HostTensorsGoToTheHostOneAndGpuTensorsToTheDeviceOne) {
     group->send(t, 0, 0);
     group->recv(t, 0, 0);
     group->start_send(t, 0, 0);
+    group->start_send_recv(t, 0, t, 0);
   }
   const std::vector<std::string> each = {"all_reduce", "start_all_reduce", "broadcast", "all_gather", "reduce_scatter",
                                          "gather",     "all_to_all",       "send",      "recv",
-                                         "start_send"};
+                                         "start_send", "start_send_recv"};
   std::vector<std::string> expected;
   for (const char* comm : {"mpi.", "nccl."})
     for (const std::string& call : each) expected.push_back(comm + call);

@@ -215,6 +215,17 @@ class HostStagedCommunicator final : public Communicator {
     return host_->start_send(copy.host(), peer, tag);
   }
 
+  std::unique_ptr<PendingCollective> start_send_recv(const Tensor& x, int to, const Tensor& y, int from) override {
+    if (on_host(x) && on_host(y)) return host_->start_send_recv(x, to, y, from);
+    same_device(y, x, "send_recv");
+    HostCopy sent(pool_, x, false);
+    sent.load(ops_);
+    auto received = std::make_unique<HostCopy>(pool_, y, false);
+    // The host communicator copies what it sends before it returns: `sent` is free again.
+    auto transfer = host_->start_send_recv(sent.host(), to, received->host(), from);
+    return std::make_unique<StagedPending>(std::move(transfer), std::move(received), ops_);
+  }
+
   void barrier() override { host_->barrier(); }
 
   std::unique_ptr<Communicator> split(const std::vector<int>& ranks) override {

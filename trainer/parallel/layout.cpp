@@ -8,15 +8,17 @@ namespace kiln {
 
 ParallelLayout::ParallelLayout(const ParallelConfig& config, int world_size)
     : world_(world_size), tp_(config.tp), pp_(config.pp), vpp_(config.vpp), ep_(config.ep),
-      etp_(config.etp == 0 ? config.tp : config.etp) {
-  KILN_CHECK(tp_ >= 1 && pp_ >= 1 && vpp_ >= 1 && ep_ >= 1,
-             "parallel: tp, pp, vpp and ep must be at least 1");
+      etp_(config.etp == 0 ? config.tp : config.etp), cp_(config.cp) {
+  KILN_CHECK(tp_ >= 1 && pp_ >= 1 && vpp_ >= 1 && ep_ >= 1 && cp_ >= 1,
+             "parallel: tp, cp, pp, vpp and ep must be at least 1");
   KILN_CHECK(etp_ == 1 || etp_ == tp_, "parallel: etp must be 1 or tp");
-  const int model_parallel = tp_ * pp_;
+  const int model_parallel = tp_ * cp_ * pp_;
+  const std::string factors = cp_ > 1 ? fmt::format("parallel.tp={} x parallel.cp={} x parallel.pp={}", tp_, cp_, pp_)
+                                      : fmt::format("parallel.tp={} x parallel.pp={}", tp_, pp_);
   if (world_size < 1 || world_size % model_parallel != 0)
-    fail(fmt::format("parallel: {} {} not fit parallel.tp={} x parallel.pp={} = {}: the world "
-                     "size must be a multiple of {} (data-parallel size = world / {})",
-                     world_size, world_size == 1 ? "process does" : "processes do", tp_, pp_,
+    fail(fmt::format("parallel: {} {} not fit {} = {}: the world size must be a multiple of {} "
+                     "(data-parallel size = world / {})",
+                     world_size, world_size == 1 ? "process does" : "processes do", factors,
                      model_parallel, model_parallel, model_parallel));
   dp_ = world_size / model_parallel;
   if (etp_ == tp_ && dp_ % ep_ != 0)
@@ -32,11 +34,12 @@ ParallelLayout::ParallelLayout(const ParallelConfig& config, int world_size)
 RankCoordinates ParallelLayout::coordinates(int rank) const {
   KILN_CHECK(rank >= 0 && rank < world_,
              fmt::format("parallel: rank {} is outside a world of {}", rank, world_));
-  return {rank % tp_, (rank / tp_) % dp_, rank / (tp_ * dp_)};
+  const int within = rank / tp_;  // cp_rank + cp * (dp_rank + dp * pp_rank)
+  return {rank % tp_, within / cp_ % dp_, within / (cp_ * dp_), within % cp_};
 }
 
 int ParallelLayout::rank_of(const RankCoordinates& c) const {
-  return c.tp + tp_ * (c.dp + dp_ * c.pp);
+  return c.tp + tp_ * (c.cp + cp_ * (c.dp + dp_ * c.pp));
 }
 
 ExpertCoordinates ParallelLayout::expert_coordinates(int rank) const {
@@ -49,7 +52,7 @@ std::vector<int> ParallelLayout::expert_units(int rank, const std::vector<Expert
   const int stage = coordinates(rank).pp, etp_rank = expert_coordinates(rank).etp;
   std::vector<int> group;
   for (const ExpertCoordinates& u : units)
-    group.push_back(etp_rank + etp_ * (u.ep + ep_ * u.edp) + tp_ * dp_ * stage);
+    group.push_back(etp_rank + etp_ * (u.ep + ep_ * u.edp) + tp_ * cp_ * dp_ * stage);
   return group;
 }
 
@@ -57,6 +60,21 @@ std::vector<int> ParallelLayout::tensor_group(int rank) const {
   RankCoordinates c = coordinates(rank);
   std::vector<int> group;
   for (c.tp = 0; c.tp < tp_; ++c.tp) group.push_back(rank_of(c));
+  return group;
+}
+
+std::vector<int> ParallelLayout::context_group(int rank) const {
+  RankCoordinates c = coordinates(rank);
+  std::vector<int> group;
+  for (c.cp = 0; c.cp < cp_; ++c.cp) group.push_back(rank_of(c));
+  return group;
+}
+
+std::vector<int> ParallelLayout::gradient_group(int rank) const {
+  RankCoordinates c = coordinates(rank);
+  std::vector<int> group;
+  for (c.dp = 0; c.dp < dp_; ++c.dp)
+    for (c.cp = 0; c.cp < cp_; ++c.cp) group.push_back(rank_of(c));
   return group;
 }
 
@@ -96,7 +114,8 @@ std::string ParallelLayout::model_share() const {
 }
 
 std::string ParallelLayout::name() const {
-  const std::string name = fmt::format("tp{}.pp{}.dp{}", tp_, pp_, dp_);
+  const std::string name = cp_ > 1 ? fmt::format("tp{}.cp{}.pp{}.dp{}", tp_, cp_, pp_, dp_)
+                                   : fmt::format("tp{}.pp{}.dp{}", tp_, pp_, dp_);
   const std::string experts = ep_ > 1 ? fmt::format("{}.ep{}", name, ep_) : name;
   return etp_ != tp_ ? fmt::format("{}.etp{}", experts, etp_) : experts;
 }

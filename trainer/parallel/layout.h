@@ -1,11 +1,13 @@
 // The rank topology of a run, in Megatron-LM's order: ranks run tensor-parallel fastest,
-// then data-parallel, then pipeline-parallel, so
+// then context-parallel, then data-parallel, then pipeline-parallel, so
 //
-//   rank = tp_rank + tp * (dp_rank + dp * pp_rank)
+//   rank = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank))
 //
 // and the tp ranks of a tensor group are neighbours (one node, when a node holds tp or more
-// devices), the data-parallel replicas of a stage come next, and the pipeline stages are the
-// outermost split. dp is derived: world / (tp * pp).
+// devices), the context-parallel ranks that share a sequence come next, then the
+// data-parallel replicas of a stage, and the pipeline stages are the outermost split. dp is
+// derived: world / (tp * cp * pp). A context group's ranks hold the same parameters, so the
+// gradients are summed over the data-parallel and context-parallel ranks together.
 //
 // Expert parallelism lives inside the data-parallel dimension (Megatron's rule). The experts
 // have a layout of their own within a stage (Megatron's MoE parallel folding): its tp * dp
@@ -27,6 +29,7 @@ struct RankCoordinates {
   int tp = 0;  // position in the tensor-parallel group
   int dp = 0;  // data-parallel replica
   int pp = 0;  // pipeline stage
+  int cp = 0;  // position in the context-parallel group: its share of each sequence
 };
 
 // Where a rank sits in the experts' layout.
@@ -38,11 +41,12 @@ struct ExpertCoordinates {
 
 class ParallelLayout {
  public:
-  // Refuses, with the arithmetic, a world size that tp * pp does not divide.
+  // Refuses, with the arithmetic, a world size that tp * cp * pp does not divide.
   ParallelLayout(const ParallelConfig& config, int world_size);
 
   int world() const { return world_; }
   int tp() const { return tp_; }
+  int cp() const { return cp_; }
   int pp() const { return pp_; }
   int vpp() const { return vpp_; }
   int dp() const { return dp_; }
@@ -59,9 +63,13 @@ class ParallelLayout {
   ExpertCoordinates expert_coordinates(int rank) const;
 
   // The ranks of rank's groups, in group order (a group's rank i is its member i).
-  std::vector<int> tensor_group(int rank) const;    // same dp and pp
-  std::vector<int> data_group(int rank) const;      // same tp and pp
-  std::vector<int> pipeline_group(int rank) const;  // same tp and dp
+  std::vector<int> tensor_group(int rank) const;    // same cp, dp and pp
+  std::vector<int> context_group(int rank) const;   // same tp, dp and pp
+  std::vector<int> data_group(int rank) const;      // same tp, cp and pp
+  std::vector<int> pipeline_group(int rank) const;  // same tp, cp and dp
+  // The ranks that sum the gradients of the parameters rank holds: same tp and pp (the data
+  // group when cp is 1).
+  std::vector<int> gradient_group(int rank) const;
   std::vector<int> expert_group(int rank) const;       // same pp, etp and edp
   std::vector<int> expert_data_group(int rank) const;  // same pp, etp and ep
 
@@ -70,8 +78,9 @@ class ParallelLayout {
   bool splits_model() const { return tp_ > 1 || pp_ > 1 || ep_ > 1; }
   std::string model_share() const;
 
-  // Megatron's name for the layout: "tp2.pp2.dp2", ".ep2" with expert parallelism and
-  // ".etp1" when the experts' tensor split differs from tp.
+  // Megatron's name for the layout: "tp2.pp2.dp2", "tp2.cp2.pp2.dp2" with context
+  // parallelism, ".ep2" with expert parallelism and ".etp1" when the experts' tensor split
+  // differs from tp.
   std::string name() const;
 
  private:
@@ -79,7 +88,7 @@ class ParallelLayout {
   // edp_rank) of `units`, at rank's etp position.
   std::vector<int> expert_units(int rank, const std::vector<ExpertCoordinates>& units) const;
 
-  int world_, tp_, pp_, vpp_, dp_, ep_, etp_;
+  int world_, tp_, pp_, vpp_, dp_, ep_, etp_, cp_;
 };
 
 }  // namespace kiln

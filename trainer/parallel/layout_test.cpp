@@ -44,6 +44,32 @@ TEST(ParallelLayout, AWorldThatDoesNotFitIsRefusedWithTheArithmetic) {
             "must be a multiple of 2 (data-parallel size = world / 2)");
 }
 
+TEST(ParallelLayout, ContextGroupsSitBetweenTensorAndDataRanks) {
+  // 16 ranks, tp 2, cp 2, pp 2 -> dp 2: rank = tp + 2 (cp + 2 (dp + 2 pp)).
+  ParallelConfig c = config(2, 2);
+  c.cp = 2;
+  const ParallelLayout layout(c, 16);
+  EXPECT_EQ(layout.dp(), 2);
+  EXPECT_EQ(layout.name(), "tp2.cp2.pp2.dp2");
+  // Rank 13: tp 1, cp 0, dp 1, pp 1.
+  const RankCoordinates at = layout.coordinates(13);
+  EXPECT_EQ(at.tp, 1);
+  EXPECT_EQ(at.cp, 0);
+  EXPECT_EQ(at.dp, 1);
+  EXPECT_EQ(at.pp, 1);
+  EXPECT_EQ(layout.rank_of(at), 13);
+  EXPECT_EQ(layout.tensor_group(13), (std::vector<int>{12, 13}));
+  EXPECT_EQ(layout.context_group(13), (std::vector<int>{13, 15}));
+  EXPECT_EQ(layout.data_group(13), (std::vector<int>{9, 13}));
+  EXPECT_EQ(layout.pipeline_group(13), (std::vector<int>{5, 13}));
+  // The gradients' sum covers both data-parallel replicas' context groups.
+  EXPECT_EQ(layout.gradient_group(13), (std::vector<int>{9, 11, 13, 15}));
+  EXPECT_EQ(layout.model_share(), "1/4 of the model");
+  EXPECT_EQ(test::error_of([&] { ParallelLayout odd(c, 12); }),
+            "parallel: 12 processes do not fit parallel.tp=2 x parallel.cp=2 x parallel.pp=2 = 8: the world "
+            "size must be a multiple of 8 (data-parallel size = world / 8)");
+}
+
 TEST(ParallelLayout, ExpertGroupsSplitTheDataParallelRanks) {
   // 16 ranks, tp 2, pp 2 -> dp 4; ep 2: replicas {0, 1} and {2, 3} of each stage trade
   // tokens, and {0, 2} and {1, 3} hold the same experts.

@@ -179,6 +179,9 @@ void wait_idle(MPI_Request request, const std::string& what) {
   wait_idle(one, what);
 }
 
+// start_send_recv's messages: a ring runs on a communicator of its own, so one tag serves.
+constexpr int kRingTag = 0;
+
 class MpiPending final : public PendingCollective {
  public:
   explicit MpiPending(std::string what) : what_(std::move(what)) {}
@@ -334,6 +337,23 @@ class MpiCommunicator final : public Communicator {
                     comm_, &request),
           "Isend");
     pending->add(request);
+    return pending;
+  }
+
+  std::unique_ptr<PendingCollective> start_send_recv(const Tensor& x, int to, const Tensor& y, int from) override {
+    check_host(x, "send_recv");
+    check_host(y, "send_recv");
+    auto pending = std::make_unique<MpiPending>(
+        fmt::format("send to rank {} and recv from rank {}", world_rank(to), world_rank(from)));
+    const std::vector<char>& copy = pending->keep(x);
+    MPI_Request requests[2];
+    check(MPI_Irecv(y.data, int_count(y.numel(), "recv"), mpi_type(y.dtype), from, kRingTag, comm_, &requests[0]),
+          "Irecv");
+    check(MPI_Isend(copy.data(), int_count(x.numel(), "send"), mpi_type(x.dtype), to, kRingTag, comm_,
+                    &requests[1]),
+          "Isend");
+    pending->add(requests[0]);
+    pending->add(requests[1]);
     return pending;
   }
 

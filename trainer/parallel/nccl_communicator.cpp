@@ -219,6 +219,17 @@ class NcclCommunicator final : public Communicator {
     return sent;
   }
 
+  std::unique_ptr<PendingCollective> start_send_recv(const Tensor& x, int to, const Tensor& y, int from) override {
+    check_device(x, "send_recv");
+    check_device(y, "send_recv");
+    follow_compute();
+    check_nccl(ncclGroupStart(), "GroupStart");
+    check_nccl(ncclSend(x.data, static_cast<size_t>(x.numel()), nccl_type(x.dtype), to, comm_, stream_), "Send");
+    check_nccl(ncclRecv(y.data, static_cast<size_t>(y.numel()), nccl_type(y.dtype), from, comm_, stream_), "Recv");
+    check_nccl(ncclGroupEnd(), "GroupEnd");
+    return queued(fmt::format("send to rank {} and recv from rank {}", world_rank(to), world_rank(from)));
+  }
+
   void barrier() override { barrier_named("barrier"); }
 
   std::unique_ptr<Communicator> split(const std::vector<int>& ranks) override {

@@ -93,6 +93,10 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   tensor_group_ = join_group(layout_.tensor_group(world_.rank()));
   data_group_ = join_group(layout_.data_group(world_.rank()));
   pipeline_group_ = join_group(layout_.pipeline_group(world_.rank()));
+  if (layout_.cp() > 1) {
+    context_group_ = join_group(layout_.context_group(world_.rank()));
+    data_context_group_ = join_group(layout_.gradient_group(world_.rank()));
+  }
   if (layout_.expert_layout()) {
     expert_group_ = join_group(layout_.expert_group(world_.rank()));
     expert_data_group_ = join_group(layout_.expert_data_group(world_.rank()));
@@ -123,9 +127,10 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   open_data(data_notes.file());
 
   const DType dtype = compute_dtype(config_.precision);
-  // The distributed optimizer keeps 1/dp of the state on each rank, 1/edp of the experts'.
+  // The distributed optimizer keeps 1/(dp cp) of the state on each rank, 1/edp of the
+  // experts'.
   const bool distributed = config_.parallel.distributed_optimizer;
-  const int shards = distributed ? layout_.dp() : 1;
+  const int shards = distributed ? gradient_group().size() : 1;
   const size_t state_bytes = AdamW::state_bytes_per_element(dtype);
   Communicator* tensor = layout_.tp() > 1 ? tensor_group_.get() : nullptr;
   // A stage holds the activations of as many micro-batches as its schedule has in flight.
@@ -138,12 +143,13 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   split.sequence_parallel = config_.parallel.sequence_parallel;
   split.chunks = stage_chunks();
   split.expert = expert_group_.get();
+  split.context = context_group_.get();
   split.whole_experts = layout_.etp() != layout_.tp();
   model_ = std::make_unique<GptModel>(m, config_.train.micro_batch, *ops_, dtype,
                                       (state_bytes + shards - 1) / shards, slots, split);
   model_->init_parameters(config_.train.seed);
   OptimizerGroups groups;
-  groups.shard = shards > 1 ? data_group_.get() : nullptr;
+  groups.shard = shards > 1 ? &gradient_group() : nullptr;
   groups.expert_shard = expert_data_group_.get();
   groups.tensor = tensor;
   groups.pipeline = pp > 1 ? pipeline_group_.get() : nullptr;
@@ -154,9 +160,9 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   // Without the distributed optimizer the replicas sum the dense region in buckets during
   // backward; the experts' region is summed over its own replicas after it.
   const ParameterSet& params = model_->parameters();
-  if (layout_.dp() > 1 && !optimizer_->sharded())
+  if (gradient_group().size() > 1 && !optimizer_->sharded())
     buckets_ = std::make_unique<GradientBuckets>(
-        *data_group_, params.flat_grads().slice(0, params.dense_size()), config_.parallel.ddp_bucket_size);
+        gradient_group(), params.flat_grads().slice(0, params.dense_size()), config_.parallel.ddp_bucket_size);
   RecordOptions recording = record;
   run_name_ = record.name;
   if (!resume.empty()) resume_from(resume, recording);

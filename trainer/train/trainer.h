@@ -158,6 +158,12 @@ class Trainer {
   std::unique_ptr<Communicator> tensor_group_;  // this rank's groups, as layout_ names them
   std::unique_ptr<Communicator> data_group_;
   std::unique_ptr<Communicator> pipeline_group_;
+  // Context parallelism's groups (layout.h): the ranks that share each sequence, and the
+  // data-parallel and context-parallel ranks that sum the gradients; null when cp is 1.
+  std::unique_ptr<Communicator> context_group_;
+  std::unique_ptr<Communicator> data_context_group_;
+  // The ranks that sum each gradient: data_context_group_, else data_group_.
+  Communicator& gradient_group() const { return data_context_group_ ? *data_context_group_ : *data_group_; }
   // Expert parallelism's groups (layout.h); null when parallel.ep is 1.
   std::unique_ptr<Communicator> expert_group_;
   std::unique_ptr<Communicator> expert_data_group_;

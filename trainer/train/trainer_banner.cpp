@@ -59,6 +59,12 @@ void Trainer::print_start(const std::string& data_notes) {
                                  "parallel)",
                                  m.seq_len / layout_.tp(), m.seq_len)
                    : std::string());
+  if (layout_.cp() > 1)
+    fmt::print(out_, "kiln: context-parallel groups of {}: each rank holds chunks {} and {} of the {} of every "
+                     "sequence ({} of {} tokens) and passes its keys and values around the ring for "
+                     "attention; the {} data- and context-parallel ranks sum the gradients\n",
+               layout_.cp(), coordinates_.cp, 2 * layout_.cp() - 1 - coordinates_.cp, 2 * layout_.cp(),
+               m.seq_len / layout_.cp(), m.seq_len, layout_.cp() * layout_.dp());
   if (layout_.pp() > 1) print_pipeline();
   const bool whole_experts = layout_.etp() != layout_.tp();
   const std::string expert_ranks = whole_experts

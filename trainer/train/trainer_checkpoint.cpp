@@ -30,7 +30,7 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   // The experts come from the first replica of each expert group, where the optimizer
   // state holds them whole.
   WholeTensors whole;
-  const bool first_replica = data_group_->rank() == 0;
+  const bool first_replica = coordinates_.dp == 0 && coordinates_.cp == 0;
   const bool first_expert_replica = layout_.expert_coordinates(world_.rank()).edp == 0;
   if (split && (first_replica || first_expert_replica)) {
     GatherScope scope;

@@ -36,7 +36,7 @@ StepTimes Trainer::train_step(bool timed) {
     // distributed optimizer into shards of its own, so it takes the copies summed first.
     const bool sharded = optimizer_->sharded();
     if (sharded) sum_tied_embedding(times);
-    if (layout_.dp() > 1) reduce_gradients(times);
+    if (gradient_group().size() > 1) reduce_gradients(times);
     if (!sharded) sum_tied_embedding(times);
     return times;
   }
@@ -60,7 +60,7 @@ StepTimes Trainer::train_step(bool timed) {
     phase_end();
     times.bwd_ms += ms_since(t0);
   }
-  if (layout_.dp() > 1) reduce_gradients(times);
+  if (gradient_group().size() > 1) reduce_gradients(times);
   return times;
 }
 
