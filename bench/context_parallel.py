@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Context parallelism on the CPU: tokens/s of a long sequence on one rank and split over two.
 
-  /usr/bin/python3 bench/context_parallel.py [--seq-len N] [--steps N]
+  /usr/bin/python3 bench/context_parallel.py [--seq-len N] [--steps N] [--build DIR] [--set KEY=VALUE ...]
+
+--set passes settings to every case: on one GPU, `--set backend.device=cuda --set
+parallel.device_comm=mpi` (the ranks share the GPU through host memory).
 
 Trains the tiny demo config (configs/tiny.json, data/kjv-bpe from scripts/prepare-kjv.sh) at a
 long sequence, one sequence a micro-batch and two a step, no validation, sampling or
@@ -21,14 +24,13 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KILN = os.path.join(ROOT, "build", "kiln")
 TOKENS_PER_S = re.compile(r"^step (\d+)/\d+ .*\| (\d+) tok/s", re.M)
 ACTIVATIONS = re.compile(r"kiln: memory.* activations ([0-9.]+ [KMG]?i?B)")
 MPIRUN = ["mpirun", "--oversubscribe", "-np", "2"]
 
 
-def run(seq_len, steps, ranks, settings):
-    args = [KILN, "train", "--config", "configs/tiny.json", "--no-store"]
+def run(kiln, seq_len, steps, ranks, settings):
+    args = [kiln, "train", "--config", "configs/tiny.json", "--no-store"]
     for setting in [f"model.seq_len={seq_len}", f"train.steps={steps}", "train.micro_batch=1",
                     "train.global_batch=2", "train.warmup=1", "train.log_interval=1",
                     "train.eval_interval=0", "train.sample_tokens=0", "train.checkpoint_interval=0",
@@ -47,6 +49,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--build", default="build", help="the build folder whose kiln runs")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     options = parser.parse_args()
     cores = os.cpu_count() or 2
     cases = [("cp1", 1, [f"backend.threads={cores}"]),
@@ -56,7 +60,8 @@ def main():
     print("| layout | tokens/s | activations per rank |")
     print("| --- | ---: | ---: |")
     for name, ranks, settings in cases:
-        rate, memory = run(options.seq_len, options.steps, ranks, settings)
+        kiln = os.path.join(ROOT, options.build, "kiln")
+        rate, memory = run(kiln, options.seq_len, options.steps, ranks, settings + options.set)
         print(f"| {name} | {rate:.0f} | {memory} |", flush=True)
 
 

@@ -121,7 +121,7 @@ TEST_P(GpuLayouts, CheckpointsMoveBetweenTheLayoutAndOneGpu) {
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const CommandResult one = run_command(kiln + run +
                                         " --set parallel.tp=1 --set parallel.pp=1 --set parallel.vpp=1"
-                                        " --set parallel.ep=1 --set parallel.device_comm=auto --name one --resume " + dir +
+                                        " --set parallel.ep=1 --set parallel.cp=1 --set parallel.device_comm=auto --name one --resume " + dir +
                                         "/two/step-00000004");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const CommandResult back = run_command(layout_run + " --name back --resume " + dir + "/one/step-00000008");
@@ -149,6 +149,11 @@ std::vector<GpuLayout> layouts() {
       {"pp2_vpp2", 2, " --set parallel.pp=2 --set parallel.vpp=2", "", ""},
       // Small buckets: their reductions start one by one during the pipeline's cool-down.
       {"tp2_pp2_dp2", 8, " --set parallel.tp=2 --set parallel.pp=2 --set parallel.ddp_bucket_size=5000", "", ""},
+      // Context parallelism: ring attention's CUDA blocks, the key/value heads passed around
+      // by send and receive, alone and under tensor and sequence parallelism.
+      {"cp2", 2, " --set parallel.cp=2", "", ""},
+      {"cp2_tp2_sequence_parallel", 4, " --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true",
+       "", ""},
       // Mixture of experts (Llama, 4 experts, top 2): expert rows moved by the CUDA ops and
       // traded by all-to-all, the experts split over the ranks, their hidden units too.
       {"moe_ep2", 2, " --set parallel.ep=2", "", kMoe},
