@@ -57,6 +57,22 @@ struct QueryTile {
   }
 };
 
+// What both passes index with: the queries Tq, the head dim (hd, padded hp), the row widths of
+// qkv, kv (whose value heads start at v_at) and out, the query heads per key/value head, and
+// the scores' scale.
+template <typename T>
+struct RingShape {
+  int64_t Tq, hd, hp, width, kv_width, v_at, out_width, group;
+  T scale;
+};
+
+template <typename T>
+RingShape<T> ring_shape(const HeadLayout& L) {
+  const int64_t hd = L.head_dim;
+  return {L.seq,         hd,           padded<T>(hd),       L.qkv_width(), 2 * L.n_kv_head * hd, L.n_kv_head * hd,
+          L.n_head * hd, L.n_head / L.n_kv_head, static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)))};
+}
+
 // A head's K and V of one block, packed as product() reads them: [keys, padded head dim].
 template <typename T>
 void pack_head(T* kp, T* vp, const T* kv, int64_t keys, int64_t kv_width, int64_t v_at, int64_t hd) {
@@ -70,10 +86,7 @@ template <typename T>
 void ring_attention_forward(T* out, T* lse, const T* qkv, const T* kv, const int32_t* q_index,
                             const int32_t* k_index, const int32_t* key_starts, const HeadLayout& L,
                             int64_t keys) {
-  const int64_t Tq = L.seq, hd = L.head_dim, hp = padded<T>(hd), width = L.qkv_width();
-  const int64_t kv_width = 2 * L.n_kv_head * hd, v_at = L.n_kv_head * hd, out_width = L.n_head * hd;
-  const int64_t group = L.n_head / L.n_kv_head;
-  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const auto [Tq, hd, hp, width, kv_width, v_at, out_width, group, scale] = ring_shape<T>(L);
   const T minus_infinity = -std::numeric_limits<T>::infinity();
 #pragma omp parallel
   {
@@ -128,10 +141,7 @@ template <typename T>
 void ring_attention_backward(T* dqkv, T* dkv, const T* dout, const T* qkv, const T* kv, const T* out,
                              const T* lse, const int32_t* q_index, const int32_t* k_index,
                              const int32_t* key_starts, const HeadLayout& L, int64_t keys) {
-  const int64_t Tq = L.seq, hd = L.head_dim, hp = padded<T>(hd), width = L.qkv_width();
-  const int64_t kv_width = 2 * L.n_kv_head * hd, v_at = L.n_kv_head * hd, out_width = L.n_head * hd;
-  const int64_t group = L.n_head / L.n_kv_head;
-  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const auto [Tq, hd, hp, width, kv_width, v_at, out_width, group, scale] = ring_shape<T>(L);
   const T minus_infinity = -std::numeric_limits<T>::infinity();
 #pragma omp parallel
   {

@@ -17,6 +17,7 @@ void ContextParallel::bind(const LayerBuild& build) {
   const ModelConfig& m = build.model;
   group_ = build.split.context;
   seq_len_ = m.seq_len;
+  mine_ = context_tokens(seq_len_, group_->size(), group_->rank());
   const int64_t kv_width = 2 * int64_t{m.kv_heads() / build.split.tp()} * m.head_dim();
   for (int i = 0; i < 2; ++i) {
     kv_[i] = build.take(build.scratch, kv_width);

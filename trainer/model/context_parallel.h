@@ -27,6 +27,8 @@ class ContextParallel {
   void bind(const LayerBuild& build);
   // After the arenas are allocated: the token indices.
   void fill_indices(Ops& ops) const;
+  // The whole sequence's token indices this rank holds, in row order.
+  const std::vector<int32_t>& tokens() const { return mine_; }
 
   // out [b, t, n_head * head_dim] and lse [b, n_head, t] of this rank's queries over the whole
   // sequence's keys; qkv [b, t, qkv_width] is this rank's (t = T / cp).
@@ -39,6 +41,7 @@ class ContextParallel {
  private:
   Communicator* group_ = nullptr;
   int64_t seq_len_ = 0;
+  std::vector<int32_t> mine_;   // this rank's, on the host
   std::vector<Tensor> tokens_;  // per rank of the group: [T / cp] I32
   Tensor kv_[2], dkv_[2];       // [micro_batch, T / cp, 2 * n_kv_head * head_dim]
 };

@@ -6,7 +6,6 @@
 #include "kernels/check.h"
 #include "store/human_format.h"
 #include "trainer/memory/host_copy.h"
-#include "trainer/model/context_parallel.h"
 #include "trainer/model/vocab_parallel_cross_entropy.h"
 #include "trainer/util/random.h"
 
@@ -228,8 +227,8 @@ void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t 
     KILN_CHECK(t == config_.seq_len, "context parallelism splits whole sequences: a batch of " +
                                          std::to_string(t) + " tokens a row, model.seq_len=" +
                                          std::to_string(config_.seq_len));
-    std::vector<int32_t> indices(static_cast<size_t>(b * t));
-    for (int64_t i = 0; i < b * t; ++i) indices[static_cast<size_t>(i)] = static_cast<int32_t>(i % t);
+    std::vector<int32_t> indices;  // each token's own place, where the resets give no positions
+    for (int64_t i = 0; !resets.positions && i < b * t; ++i) indices.push_back(static_cast<int32_t>(i % t));
     ContextChunks& mine = context_chunks_;
     keep_context_chunks(mine.tokens, tokens, b);
     keep_context_chunks(mine.targets, targets, b);
@@ -246,9 +245,8 @@ void GptModel::keep_context_chunks(std::vector<int32_t>& mine, const int32_t* wh
   mine.clear();
   if (!whole) return;
   const int64_t T = config_.seq_len;
-  const std::vector<int32_t> tokens = context_tokens(T, split_.cp(), split_.context->rank());
   for (int64_t row = 0; row < b; ++row)
-    for (const int32_t t : tokens) mine.push_back(whole[row * T + t]);
+    for (const int32_t t : context_.tokens()) mine.push_back(whole[row * T + t]);
 }
 
 void GptModel::load_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t, int slot,

@@ -21,11 +21,11 @@ ParallelLayout::ParallelLayout(const ParallelConfig& config, int world_size)
                      world_size, world_size == 1 ? "process does" : "processes do", factors,
                      model_parallel, model_parallel, model_parallel));
   dp_ = world_size / model_parallel;
-  if (etp_ == tp_ && dp_ % ep_ != 0)
+  if (!whole_experts() && dp_ % ep_ != 0)
     fail(fmt::format("parallel: parallel.ep={} does not divide the {} data-parallel rank{} (world {} / "
                      "(tp {} x pp {})): expert parallelism splits the data-parallel ranks",
                      ep_, dp_, dp_ == 1 ? "" : "s", world_size, tp_, pp_));
-  if (etp_ != tp_ && tp_ * dp_ % ep_ != 0)
+  if (whole_experts() && tp_ * dp_ % ep_ != 0)
     fail(fmt::format("parallel: parallel.ep={} does not divide the {} ranks of a pipeline stage (world {} / "
                      "pp {}): with parallel.etp=1 expert parallelism splits a stage's tensor and "
                      "data-parallel ranks together", ep_, tp_ * dp_, world_size, pp_));
@@ -117,7 +117,7 @@ std::string ParallelLayout::name() const {
   const std::string name = cp_ > 1 ? fmt::format("tp{}.cp{}.pp{}.dp{}", tp_, cp_, pp_, dp_)
                                    : fmt::format("tp{}.pp{}.dp{}", tp_, pp_, dp_);
   const std::string experts = ep_ > 1 ? fmt::format("{}.ep{}", name, ep_) : name;
-  return etp_ != tp_ ? fmt::format("{}.etp{}", experts, etp_) : experts;
+  return whole_experts() ? fmt::format("{}.etp{}", experts, etp_) : experts;
 }
 
 }  // namespace kiln

@@ -56,7 +56,9 @@ class ParallelLayout {
   // Whether the experts have groups of their own: split over an expert group, or whole on
   // each tensor rank (etp 1 under tp > 1), their gradients summed over other ranks than the
   // dense parameters'.
-  bool expert_layout() const { return ep_ > 1 || etp_ != tp_; }
+  bool expert_layout() const { return ep_ > 1 || whole_experts(); }
+  // parallel.etp=1 under tp > 1: every expert whole on each tensor rank.
+  bool whole_experts() const { return etp_ != tp_; }
 
   RankCoordinates coordinates(int rank) const;
   int rank_of(const RankCoordinates& c) const;

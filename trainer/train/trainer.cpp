@@ -144,7 +144,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   split.chunks = stage_chunks();
   split.expert = expert_group_.get();
   split.context = context_group_.get();
-  split.whole_experts = layout_.etp() != layout_.tp();
+  split.whole_experts = layout_.whole_experts();
   model_ = std::make_unique<GptModel>(m, config_.train.micro_batch, *ops_, dtype,
                                       (state_bytes + shards - 1) / shards, slots, split);
   model_->init_parameters(config_.train.seed);

@@ -66,7 +66,7 @@ void Trainer::print_start(const std::string& data_notes) {
                layout_.cp(), coordinates_.cp, 2 * layout_.cp() - 1 - coordinates_.cp, 2 * layout_.cp(),
                m.seq_len / layout_.cp(), m.seq_len, layout_.cp() * layout_.dp());
   if (layout_.pp() > 1) print_pipeline();
-  const bool whole_experts = layout_.etp() != layout_.tp();
+  const bool whole_experts = layout_.whole_experts();
   const std::string expert_ranks = whole_experts
       ? fmt::format("the {} tensor and data-parallel ranks of a stage (whole experts, parallel.etp=1)",
                     layout_.tp() * layout_.dp())

@@ -36,7 +36,7 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
     GatherScope scope;
     scope.dense = first_replica;
     scope.expert_group = first_expert_replica ? expert_group_.get() : nullptr;
-    scope.whole_experts = layout_.etp() != layout_.tp();
+    scope.whole_experts = layout_.whole_experts();
     whole = gather_whole_tensors(*model_, optimizer, *ops_, *tensor_group_, scope);
     if (layout_.pp() > 1 && first_replica && tensor_group_->rank() == 0)
       gather_pipeline_stages(whole, *pipeline_group_);
