@@ -94,10 +94,12 @@ int64_t check_all_to_all(const Tensor& out, const std::vector<int64_t>& recv_row
                  std::to_string(recv_rows.size()) + " ranks in a group of " + std::to_string(size));
   KILN_CHECK(in.dtype == out.dtype, "all_to_all: sends " + std::string(dtype_name(in.dtype)) +
                                         " rows into a " + dtype_name(out.dtype) + " tensor");
-  const int64_t row = in.shape.rank > 0 && in.shape[0] > 0 ? in.numel() / in.shape[0] : 0;
-  const int64_t out_row = out.shape.rank > 0 && out.shape[0] > 0 ? out.numel() / out.shape[0] : row;
-  KILN_CHECK(row == out_row, "all_to_all: rows of " + std::to_string(row) + " and " +
-                                 std::to_string(out_row) + " elements");
+  // A side without rows (a rank whose experts drew no tokens) takes the other side's width.
+  const auto width = [](const Tensor& x) { return x.shape.rank > 0 && x.shape[0] > 0 ? x.numel() / x.shape[0] : -1; };
+  const int64_t in_row = width(in), out_row = width(out);
+  KILN_CHECK(in_row < 0 || out_row < 0 || in_row == out_row,
+             "all_to_all: rows of " + std::to_string(in_row) + " and " + std::to_string(out_row) + " elements");
+  const int64_t row = std::max<int64_t>({in_row, out_row, 0});
   int64_t sent = 0, received = 0;
   for (int q = 0; q < size; ++q) {
     KILN_CHECK(send_rows[static_cast<size_t>(q)] >= 0 && recv_rows[static_cast<size_t>(q)] >= 0,
@@ -105,7 +107,8 @@ int64_t check_all_to_all(const Tensor& out, const std::vector<int64_t>& recv_row
     sent += send_rows[static_cast<size_t>(q)];
     received += recv_rows[static_cast<size_t>(q)];
   }
-  KILN_CHECK(sent * row <= in.numel() && received * row <= out.numel(),
+  KILN_CHECK((sent == 0 || in_row > 0) && (received == 0 || out_row > 0) && sent * row <= in.numel() &&
+                 received * row <= out.numel(),
              "all_to_all: " + std::to_string(sent) + " rows out of " + in.shape.str() + " and " +
                  std::to_string(received) + " rows into " + out.shape.str());
   return row;

@@ -34,6 +34,14 @@ TEST(SingleProcessCommunicator, CollectivesOfOneLeaveTheDataAsItIs) {
                                Tensor{rows.data(), DType::F32, {3, 2}}, {4});
             }),
             "all_to_all: 4 rows out of [3, 2] and 4 rows into [3, 2]");
+  // A rank whose experts drew no tokens sends out of, or receives into, a tensor of no rows.
+  comm->all_to_all(Tensor{received.data(), DType::F32, {3, 2}}, {0}, Tensor{rows.data(), DType::F32, {0, 2}}, {0});
+  comm->all_to_all(Tensor{received.data(), DType::F32, {0, 2}}, {0}, Tensor{rows.data(), DType::F32, {3, 2}}, {0});
+  EXPECT_EQ(test::error_of([&] {
+              comm->all_to_all(Tensor{received.data(), DType::F32, {3, 2}}, {1},
+                               Tensor{rows.data(), DType::F32, {0, 2}}, {1});
+            }),
+            "all_to_all: 1 rows out of [0, 2] and 1 rows into [3, 2]");
   EXPECT_EQ(comm->split({0})->size(), 1);
   EXPECT_EQ(test::error_of([&] { comm->send(t, 1, 0); }),
             "communicator: no peer 1 in a world of one");

@@ -147,6 +147,26 @@ TEST_F(MpiCommunicatorTest, AllToAllMovesEachRanksRowsToTheirRank) {
   EXPECT_EQ(out, expected);
 }
 
+TEST_F(MpiCommunicatorTest, AllToAllToAndFromARankWhoseExpertsDrewNoRows) {
+  // Every rank sends row {r, q} to each rank q but the last, which gets nothing: it receives
+  // into, and on the way back sends out of, a tensor of no rows, as a rank does whose
+  // experts drew no tokens.
+  const bool idle = r_ == 3;
+  std::vector<int64_t> to_busy{1, 1, 1, 0}, from_all(4, idle ? 0 : 1);
+  std::vector<float> rows, arrived(idle ? 0 : 8), back(6);
+  for (int q = 0; q < 3; ++q) rows.insert(rows.end(), {float(r_), float(q)});
+  const auto matrix = [](std::vector<float>& v) {
+    return Tensor{v.data(), DType::F32, {static_cast<int64_t>(v.size() / 2), 2}};
+  };
+  comm_->all_to_all(matrix(arrived), from_all, matrix(rows), to_busy);
+  for (int q = 0; q < 4 && !idle; ++q) {
+    EXPECT_EQ(arrived[static_cast<size_t>(2 * q)], float(q));
+    EXPECT_EQ(arrived[static_cast<size_t>(2 * q + 1)], float(r_));
+  }
+  comm_->all_to_all(matrix(back), to_busy, matrix(arrived), from_all);
+  EXPECT_EQ(back, rows);
+}
+
 TEST_F(MpiCommunicatorTest, BadCallsAreRefusedInOneLine) {
   std::vector<uint16_t> half(2);
   EXPECT_EQ(test::error_of([&] { comm_->all_reduce(host(half, DType::BF16), ReduceOp::Sum); }),
