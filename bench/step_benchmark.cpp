@@ -255,7 +255,7 @@ int run(int argc, char** argv) {
     const Clock::time_point start = Clock::now();
     for (int i = 0; i < kProfiledSteps; ++i) step(nullptr);
     const kiln::StepProfile profile{
-        name + " on " + ops->name(), kProfiledSteps,
+        name + " on " + ops->name(), gpu ? 0 : kiln::resolved_threads(config.backend), kProfiledSteps,
         std::chrono::duration<double>(Clock::now() - start).count(), profiled->report()};
     fmt::print("{}", kiln::profile_table(profile, ceilings));
     if (json_file.is_open()) json_file << kiln::profile_json(profile, ceilings).dump(1) << "\n";

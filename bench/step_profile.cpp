@@ -74,6 +74,7 @@ nlohmann::json profile_json(const StepProfile& profile, const DeviceCeilings& ce
     ops.push_back(record);
   }
   nlohmann::json out = {{"title", profile.title},
+                        {"threads", profile.threads},
                         {"steps", profile.steps},
                         {"step_ms", profile.wall_seconds * 1e3 / profile.steps},
                         {"ops_ms", ops_ms(profile)},

@@ -22,6 +22,7 @@ struct DeviceCeilings {
 
 struct StepProfile {
   std::string title;  // the benchmark case and device
+  int threads = 0;    // the CPU backend's threads (0 on a GPU)
   int steps = 0;
   double wall_seconds = 0;  // the profiled steps end to end, host time between ops included
   std::vector<OpProfile> ops;

@@ -8,6 +8,7 @@
 #include "cli/interchange_command.h"
 #include "cli/openmp_waiting.h"
 #include "cli/parse_error.h"
+#include "cli/plan_command.h"
 #include "cli/runs_command.h"
 #include "cli/serve_command.h"
 #include "cli/tokenizer_command.h"
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   kiln::add_generate_commands(app);
   kiln::add_interchange_commands(app);
   kiln::add_runs_command(app);
+  kiln::add_plan_command(app);
   kiln::add_serve_command(app);
   kiln::add_tui_command(app);
   try {

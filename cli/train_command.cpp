@@ -12,11 +12,14 @@
 #include "cli/serve_command.h"
 #include "cli/server_token.h"
 #include "cli/store_path.h"
+#include "store/human_format.h"
 #include "store/user_text.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
 #include "trainer/parallel/wait_limits.h"
 #include "trainer/parallel/world.h"
+#include "trainer/plan/planner.h"
+#include "trainer/train/backend.h"
 #include "trainer/train/interrupt.h"
 #include "trainer/train/trainer.h"
 
@@ -36,7 +39,21 @@ struct TrainOptions {
   std::string serve;  // HOST:PORT: serve the dashboard while training
   DashboardOptions dashboard;  // with --serve: --token, --allow-host, --max-connections...
   bool force = false;  // --resume a run that still looks live
+  std::string layout;       // "auto": the planner's fastest layout for the launched ranks
+  std::string plan_device;  // the device --layout auto plans for (default: cpu, or h100 on a GPU)
 };
+
+// --layout auto: the config with the planner's fastest fitting layout for `ranks` ranks (its
+// parallel section, micro-batch and recomputation), said on the first rank's output.
+Config with_planned_layout(const Config& config, const TrainOptions& options, int ranks, std::FILE* out) {
+  const std::string name = !options.plan_device.empty() ? options.plan_device : uses_gpu(config.backend) ? "h100" : "cpu";
+  const PlannedLayout best = best_layout(config, ranks, device_spec(name));
+  if (out != nullptr)
+    fmt::print(out, "kiln: layout auto: {} for {} rank{} of {}: {:.1f} ms a step planned, {} on the rank that needs the "
+                    "most (kiln plan lists the others)\n",
+               best.name, ranks, ranks == 1 ? "" : "s", name, best.time.step_s * 1e3, human_bytes(best.memory.total()));
+  return best.config;
+}
 
 // Where --resume looks: train.checkpoint_dir as this command sets it (a config file, --set),
 // else the default. Read without validating: the config that runs is the checkpoint's.
@@ -62,7 +79,7 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   // The name becomes a folder under train.checkpoint_dir: refused before anything starts.
   if (!options.name.empty()) store::check_run_name(options.name);
   std::string resume;
-  const Config config = resolve_config(options, resume);
+  Config config = resolve_config(options, resume);
   if (options.print_config) {
     fmt::print("{}\n", config_to_json(config).dump(2));
     return;
@@ -77,6 +94,7 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   set_wait_limits({config.parallel.timeout_s, interrupt_requested});
   // Rank 0 speaks for the run: it prints and records; the other ranks train in silence.
   const bool first = world.comm().rank() == 0;
+  if (options.layout == "auto") config = with_planned_layout(config, options, world.comm().size(), first ? stdout : nullptr);
   if (!options.no_store && first)
     record.store_path = resolve_store_path(options.store, config.store.path);
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(first ? nullptr : std::fopen("/dev/null", "w"),
@@ -150,6 +168,14 @@ void add_train_command(CLI::App& app, std::string command_line) {
   cmd->add_flag("--force", options->force,
                 "With --resume: continue a run the store still shows as running (its process is gone)")
       ->needs(resume);
+  CLI::Option* layout = cmd->add_option(
+      "--layout", options->layout,
+      "auto: train with the planner's fastest layout for the launched ranks (kiln plan; docs/planner.md)")
+      ->check(CLI::IsMember({"auto"}));
+  cmd->add_option("--plan-device", options->plan_device,
+                  "The device --layout auto plans for: h100, h200, a100, a100-40gb or cpu (default: cpu, or h100 on a GPU)")
+      ->needs(layout);
+  layout->excludes(resume);
   cmd->add_flag("--print-config", options->print_config,
                 "Print the resolved config as JSON and exit");
   cmd->callback([options, command_line] { run_train(*options, command_line); });

@@ -8,7 +8,10 @@ namespace kiln {
 
 namespace {
 constexpr size_t kAlignment = 64;
-}
+size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+}  // namespace
+
+size_t Arena::bytes() const { return base_ ? capacity_ : aligned(high_); }
 
 Arena::~Arena() {
   if (base_) owner_->release(base_);
@@ -32,7 +35,7 @@ Tensor Arena::take(Shape shape, DType dtype) {
 
 void Arena::allocate(Ops& ops) {
   KILN_CHECK(base_ == nullptr, "arena " + name_ + " allocated twice");
-  capacity_ = (high_ + kAlignment - 1) / kAlignment * kAlignment;
+  capacity_ = aligned(high_);
   owner_ = &ops;
   device_ = ops.device();
   base_ = static_cast<char*>(ops.allocate(capacity_ == 0 ? kAlignment : capacity_));
@@ -41,7 +44,7 @@ void Arena::allocate(Ops& ops) {
 }
 
 void Arena::check_complete() const {
-  KILN_CHECK(base_ != nullptr && (high_ + kAlignment - 1) / kAlignment * kAlignment == capacity_,
+  KILN_CHECK(base_ != nullptr && aligned(high_) == capacity_,
              "arena " + name_ + ": second layout pass differs from the first");
 }
 

@@ -30,7 +30,8 @@ class Arena {
   void rewind() { cursor_ = 0; }
 
   const std::string& name() const { return name_; }
-  size_t bytes() const { return base_ ? capacity_ : high_; }
+  // What allocate() takes (or took): the layout's reach, rounded up to the alignment.
+  size_t bytes() const;
   Device device() const { return device_; }
 
  private:

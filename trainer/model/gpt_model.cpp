@@ -16,14 +16,28 @@ namespace {
 DType wide_dtype(DType compute) { return compute == DType::F64 ? DType::F64 : DType::F32; }
 }  // namespace
 
-GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype,
-                   size_t optimizer_bytes_per_element, int slots, const ModelSplit& split)
+GptModel::GptModel(LayoutOnly, const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype, int slots,
+                   const ModelSplit& split)
     : config_(config), micro_batch_(micro_batch), slots_(slots), split_(split), dtype_(dtype), ops_(ops),
       params_(dtype, wide_dtype(dtype)) {
   chunks_ = split_.chunks;
   if (chunks_.empty()) chunks_ = {{0, config_.n_layer, true, true}};
-  // First pass learns the sizes, second hands out memory.
   layout();
+}
+
+std::unique_ptr<GptModel> GptModel::laid_out(const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype,
+                                             int slots, const ModelSplit& split) {
+  std::unique_ptr<GptModel> model(new GptModel(LayoutOnly{}, config, micro_batch, ops, dtype, slots, split));
+  model->params_.size_regions(split.flat_shards, split.expert_shards);
+  for (Arena* arena : {&model->activations_, &model->scratch_, &model->recomputed_}) arena->rewind();
+  model->layout();
+  return model;
+}
+
+GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype,
+                   size_t optimizer_bytes_per_element, int slots, const ModelSplit& split)
+    : GptModel(LayoutOnly{}, config, micro_batch, ops, dtype, slots, split) {
+  // The first pass (above) learned the sizes, the second hands out memory.
   check_fits(optimizer_bytes_per_element);
   params_.allocate(ops_, split_.flat_shards, split_.expert_shards);
   activations_.allocate(ops_);
@@ -417,14 +431,19 @@ const MoeMlp* GptModel::experts(int layer) const {
   return const_cast<GptModel*>(this)->experts(layer);
 }
 
-std::vector<ArenaSize> GptModel::memory() const {
+std::vector<ArenaSize> GptModel::arenas() const {
   std::vector<ArenaSize> arenas{{"parameters", params_.value_bytes()},
                                 {"gradients", params_.grad_bytes()},
                                 {"activations", activations_.bytes()},
                                 {"scratch", scratch_.bytes()}};
   if (split_.recompute != Recompute::None) arenas.push_back({"recomputed", recomputed_.bytes()});
-  arenas.push_back({"op workspace", workspace_bytes_});
   return arenas;
+}
+
+std::vector<ArenaSize> GptModel::memory() const {
+  std::vector<ArenaSize> all = arenas();
+  all.push_back({"op workspace", workspace_bytes_});
+  return all;
 }
 
 }  // namespace kiln

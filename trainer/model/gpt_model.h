@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ class GptModel {
   // split: activation recomputation and the flat buffers' shards.
   GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype = DType::F32,
            size_t optimizer_bytes_per_element = 0, int slots = 1, const ModelSplit& split = {});
+
+  // A model laid out and never allocated, for planning: the constructor's own two layout
+  // passes, the parameters' regions padded between them as allocate() pads them, so that
+  // arenas() and every parameter's place are the allocated model's; ops is never called.
+  static std::unique_ptr<GptModel> laid_out(const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype,
+                                            int slots, const ModelSplit& split);
 
   // Seeded initialisation: every parameter draws from its own stream (seed, name).
   void init_parameters(uint64_t seed);
@@ -90,7 +97,11 @@ class GptModel {
   const Tensor& rope_table() const { return rope_table_; }
   int64_t micro_batch() const { return micro_batch_; }
   int slots() const { return slots_; }
+  // Every arena and the op workspace, as allocated.
   std::vector<ArenaSize> memory() const;
+  // The arenas (parameters, gradients, activations, scratch, and recomputed when the split
+  // recomputes), the op workspace left out.
+  std::vector<ArenaSize> arenas() const;
   // The mixture of experts of layer `layer` (0-based, of the whole model) when it is an MoE
   // layer held by this rank; null otherwise.
   MoeMlp* experts(int layer);
@@ -99,6 +110,10 @@ class GptModel {
   int64_t target_count(int slot = 0) const { return target_count_[static_cast<size_t>(slot)]; }
 
  private:
+  struct LayoutOnly {};
+  // The first layout pass alone: sizes, no memory.
+  GptModel(LayoutOnly, const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype, int slots,
+           const ModelSplit& split);
   void layout();
   void check_fits(size_t optimizer_bytes_per_element) const;
   void fill_rope_table();

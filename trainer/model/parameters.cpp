@@ -21,7 +21,7 @@ ParameterSet::~ParameterSet() {
 
 void ParameterSet::begin_pass() {
   params_.clear();
-  if (!owner_) size_ = dense_size_ = 0;
+  if (!sized_) size_ = dense_size_ = 0;
   next_ = expert_next_ = 0;
 }
 
@@ -38,12 +38,12 @@ Parameter ParameterSet::place(const std::string& name, Shape shape, int64_t offs
   Parameter p;
   p.name = name;
   p.offset = offset;
-  if (!owner_) {
+  if (!sized_) {
     // The first pass sizes the buffers: the experts' region follows what is laid out so far.
     dense_size_ = next_;
     size_ = next_ + expert_next_;
   }
-  KILN_CHECK(!owner_ || offset + shape.numel() <= size_, "parameter layout grew after it was sized");
+  KILN_CHECK(!sized_ || offset + shape.numel() <= size_, "parameter layout grew after it was sized");
   p.value = {values_ ? static_cast<char*>(values_) + p.offset * dtype_size(value_dtype_) : nullptr,
              value_dtype_, shape, device_};
   p.grad = {grads_ ? static_cast<char*>(grads_) + p.offset * dtype_size(grad_dtype_) : nullptr,
@@ -61,7 +61,7 @@ Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, dou
   const int64_t offset = aligned(next_);
   next_ = offset + shape.numel();
   Parameter p = place(name, shape, offset, init, std, split);
-  KILN_CHECK(!owner_ || next_ <= dense_size_, "parameter layout grew after it was sized");
+  KILN_CHECK(!sized_ || next_ <= dense_size_, "parameter layout grew after it was sized");
   p.copy = copy;
   if (real_rows >= 0) p.real_rows = real_rows;
   params_.push_back(p);
@@ -80,13 +80,18 @@ Parameter ParameterSet::add_expert(const std::string& name, Shape shape, Init in
 
 void ParameterSet::allocate(Ops& ops, int shards, int expert_shards) {
   KILN_CHECK(owner_ == nullptr, "parameters allocated twice");
-  // Each shard starts aligned too.
-  dense_size_ = aligned(next_, shards);
-  size_ = dense_size_ + aligned(expert_next_, expert_shards);
+  size_regions(shards, expert_shards);
   owner_ = &ops;
   device_ = ops.device();
   values_ = ops.allocate(value_bytes());
   grads_ = ops.allocate(grad_bytes());
+}
+
+void ParameterSet::size_regions(int shards, int expert_shards) {
+  // Each shard starts aligned too.
+  dense_size_ = aligned(next_, shards);
+  size_ = dense_size_ + aligned(expert_next_, expert_shards);
+  sized_ = true;
 }
 
 const Parameter& ParameterSet::find(const std::string& name) const {

@@ -86,6 +86,9 @@ class ParameterSet {
   // Allocates both buffers, each region's length padded to a multiple of its shards (the
   // distributed optimizer cuts the region into that many equal contiguous shards).
   void allocate(Ops& ops, int shards = 1, int expert_shards = 1);
+  // Sets the buffers' lengths allocate() gives them, allocating nothing: a pass after it
+  // places every parameter where an allocated set holds it (planning).
+  void size_regions(int shards = 1, int expert_shards = 1);
 
   const std::vector<Parameter>& all() const { return params_; }
   const Parameter& find(const std::string& name) const;
@@ -110,6 +113,7 @@ class ParameterSet {
  private:
   DType value_dtype_, grad_dtype_;
   Ops* owner_ = nullptr;
+  bool sized_ = false;  // the regions' lengths are set: later passes place into them
   Device device_ = Device::Cpu;
   void* values_ = nullptr;
   void* grads_ = nullptr;

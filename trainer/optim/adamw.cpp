@@ -23,12 +23,11 @@ namespace {
 bool counts_as_one(Communicator* group) { return !group || group->size() == 1; }
 }  // namespace
 
-AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const OptimizerGroups& groups)
-    : train_(train), params_(params), ops_(ops), groups_(groups),
-      sharded_(!counts_as_one(groups.shard)), mixed_(mixed_precision(params.value_dtype())) {
+AdamW::StateLayout AdamW::lay_out(const ParameterSet& params, const OptimizerGroups& groups) {
   // Sharded, the dense region is cut over the data-parallel ranks and the experts' region
   // over the expert-data-parallel ones; otherwise one region holds it all.
-  const int64_t dense = params_.dense_size(), n = params_.size();
+  StateLayout layout;
+  const int64_t dense = params.dense_size(), n = params.size();
   const auto region = [](Communicator* group, int64_t first, int64_t last) {
     Region r;
     r.group = group;
@@ -36,57 +35,84 @@ AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const Opt
     r.last = last;
     return r;
   };
-  if (sharded_) {
-    regions_.push_back(region(groups_.shard, 0, dense));
-    KILN_CHECK(n == dense || groups_.expert_shard, "a sharded experts' region needs its group");
-    if (n > dense) regions_.push_back(region(groups_.expert_shard, dense, n));
+  if (!counts_as_one(groups.shard)) {
+    layout.regions.push_back(region(groups.shard, 0, dense));
+    KILN_CHECK(n == dense || groups.expert_shard, "a sharded experts' region needs its group");
+    if (n > dense) layout.regions.push_back(region(groups.expert_shard, dense, n));
   } else {
-    regions_.push_back(region(nullptr, 0, n));
+    layout.regions.push_back(region(nullptr, 0, n));
   }
-  int64_t state_size = 0;
-  for (Region& r : regions_) {
+  for (Region& r : layout.regions) {
     const int shards = r.group ? r.group->size() : 1;
     const int64_t size = r.last - r.first;
     KILN_CHECK(size % shards == 0, "the flat parameter buffer's region of " + std::to_string(size) +
                                        " elements does not cut into " + std::to_string(shards) + " shards");
     r.begin = r.first + size / shards * (r.group ? r.group->rank() : 0);
     r.end = r.begin + size / shards;
-    r.state_at = state_size;
-    state_size += r.end - r.begin;
+    r.state_at = layout.size;
+    layout.size += r.end - r.begin;
   }
   // Each region's segment table covers its shard: each parameter's part of it, from the
   // shard's start. The first rank of a tensor group counts its pieces and the whole
   // parameters every rank of the group holds alike in the gradient norm; the others count
   // their pieces alone (and whole experts, which differ between them). Copies count on the
   // stage that owns them.
-  const bool first_of_group = !groups_.tensor || groups_.tensor->rank() == 0;
-  std::vector<std::vector<int64_t>> tables(regions_.size());
-  for (size_t i = 0; i < regions_.size(); ++i) {
-    const Region& r = regions_[i];
-    for (const Parameter& p : params_.all()) {
+  const bool first_of_group = !groups.tensor || groups.tensor->rank() == 0;
+  layout.tables.resize(layout.regions.size());
+  for (size_t i = 0; i < layout.regions.size(); ++i) {
+    const Region& r = layout.regions[i];
+    for (const Parameter& p : params.all()) {
       const int64_t first = std::max(p.offset, r.begin);
       const int64_t last = std::min(p.offset + p.value.numel(), r.end);
       if (first >= last) continue;
-      tables[i].insert(tables[i].end(), {first - r.begin, last - r.begin, p.decay ? 1 : 0});
+      layout.tables[i].insert(layout.tables[i].end(), {first - r.begin, last - r.begin, p.decay ? 1 : 0});
       const bool counts =
-          !p.copy && (first_of_group || p.split.tensor_sharded() || (p.expert && groups_.whole_experts));
+          !p.copy && (first_of_group || p.split.tensor_sharded() || (p.expert && groups.whole_experts));
       if (counts)
-        norm_ranges_.push_back({first - r.begin + r.state_at, last - r.begin + r.state_at, p.expert});
-      norm_all_ = norm_all_ && counts && !p.expert;
+        layout.norm_ranges.push_back({first - r.begin + r.state_at, last - r.begin + r.state_at, p.expert});
+      layout.norm_all = layout.norm_all && counts && !p.expert;
     }
   }
-  const Shape shard{state_size};
+  for (std::vector<int64_t>& table : layout.tables)
+    if (table.empty()) table = {0, 0, 0};
+  return layout;
+}
+
+AdamW::StateTensors AdamW::take_state(Arena& state, StateLayout& layout, bool mixed, bool sharded, DType dtype) {
+  const Shape shard{layout.size};
+  StateTensors t;
+  if (mixed) t.master = state.take(shard, dtype);
+  t.m = state.take(shard, dtype);
+  t.v = state.take(shard, dtype);
+  if (sharded) t.grad_shard = state.take(shard, dtype);
+  for (size_t i = 0; i < layout.regions.size(); ++i)
+    layout.regions[i].segments = state.take({static_cast<int64_t>(layout.tables[i].size() / 3), 3}, DType::I64);
+  return t;
+}
+
+size_t AdamW::planned_bytes(const ParameterSet& params, const OptimizerGroups& groups) {
+  StateLayout layout = lay_out(params, groups);
+  Arena state("optimizer");
+  take_state(state, layout, mixed_precision(params.value_dtype()), !counts_as_one(groups.shard), params.grad_dtype());
+  return state.bytes();
+}
+
+AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const OptimizerGroups& groups)
+    : train_(train), params_(params), ops_(ops), groups_(groups),
+      sharded_(!counts_as_one(groups.shard)), mixed_(mixed_precision(params.value_dtype())) {
+  StateLayout layout = lay_out(params_, groups_);
   for (int pass = 0; pass < 2; ++pass) {
     if (pass == 1) state_.allocate(ops_);
-    if (mixed_) master_ = state_.take(shard, params_.grad_dtype());
-    m_ = state_.take(shard, params_.grad_dtype());
-    v_ = state_.take(shard, params_.grad_dtype());
-    if (sharded()) grad_shard_ = state_.take(shard, params_.grad_dtype());
-    for (size_t i = 0; i < regions_.size(); ++i) {
-      const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(tables[i].size() / 3));
-      regions_[i].segments = state_.take({rows, 3}, DType::I64);
-    }
+    const StateTensors t = take_state(state_, layout, mixed_, sharded(), params_.grad_dtype());
+    master_ = t.master;
+    m_ = t.m;
+    v_ = t.v;
+    grad_shard_ = t.grad_shard;
   }
+  regions_ = std::move(layout.regions);
+  norm_ranges_ = std::move(layout.norm_ranges);
+  norm_all_ = layout.norm_all;
+  const std::vector<std::vector<int64_t>>& tables = layout.tables;
   state_.check_complete();
   const Tensor values = params_.flat_values();
   if (mixed_) {
@@ -95,10 +121,7 @@ AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const Opt
     master_ = values;  // the parameters are the master weights
   }
   if (!sharded()) grad_shard_ = params_.flat_grads();
-  for (size_t i = 0; i < regions_.size(); ++i) {
-    if (tables[i].empty()) tables[i] = {0, 0, 0};
-    ops_.copy_from_host(regions_[i].segments, tables[i].data());
-  }
+  for (size_t i = 0; i < regions_.size(); ++i) ops_.copy_from_host(regions_[i].segments, tables[i].data());
 }
 
 void AdamW::reduce_scatter_gradients() {

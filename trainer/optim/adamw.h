@@ -62,6 +62,9 @@ class AdamW {
 
   // Optimizer state per parameter element (of the shard), for sizing a run before it allocates.
   static size_t state_bytes_per_element(DType value_dtype);
+  // The bytes an optimizer over these parameters and groups allocates, from the constructor's
+  // own layout of its state, allocating nothing (the parameters need only be laid out).
+  static size_t planned_bytes(const ParameterSet& params, const OptimizerGroups& groups);
 
   bool sharded() const { return sharded_; }
   // Sharded: this rank's shard of the flat gradients becomes the sum over the group's ranks.
@@ -101,6 +104,22 @@ class AdamW {
     int64_t first, last;  // in the state tensors
     bool expert;
   };
+
+  // Where the state goes: the regions, each one's segment table, the norm's ranges.
+  struct StateLayout {
+    std::vector<Region> regions;
+    std::vector<std::vector<int64_t>> tables;
+    std::vector<NormRange> norm_ranges;
+    bool norm_all = true;
+    int64_t size = 0;  // elements of each state tensor: the rank's shards of the regions
+  };
+  static StateLayout lay_out(const ParameterSet& params, const OptimizerGroups& groups);
+  // Takes the state tensors from `state` (both passes of its arena take the same): master
+  // weights when mixed, the moments, the gradient shard when sharded, the segment tables.
+  struct StateTensors {
+    Tensor master, m, v, grad_shard;
+  };
+  static StateTensors take_state(Arena& state, StateLayout& layout, bool mixed, bool sharded, DType dtype);
 
   OptimizerState whole_buffers() const;
   double sum_squares(const Tensor& grads);

@@ -22,17 +22,12 @@
 #include "trainer/train/flops.h"
 #include "trainer/train/generate.h"
 #include "trainer/train/interrupt.h"
+#include "trainer/train/rank_build.h"
 #include "trainer/util/step_clock.h"
 
 namespace kiln {
 
 namespace {
-
-DType compute_dtype(const PrecisionConfig& precision) {
-  if (precision.dtype == "bf16") return DType::BF16;
-  if (precision.dtype == "fp16") return DType::F16;
-  return DType::F32;
-}
 
 // Tensor (with sequence), pipeline and data parallelism over the launched processes.
 ParallelLayout parallel_layout(const Config& c, int world_size) {
@@ -86,7 +81,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
       out_(out),
       loss_scaler_(config.precision.dtype == "fp16" ? LossScaler::dynamic() : LossScaler::none()) {
   for (const std::string& warning : fit_to_steps(config_.train)) fmt::print(out_, "kiln: warning: {}\n", warning);
-  accum_ = config_.train.global_batch / (config_.train.micro_batch * layout_.dp());
+  accum_ = micro_batches_per_step(config_, layout_);
   KILN_CHECK(!config_.data.paths.empty(), "data.paths is empty: name at least one dataset prefix");
   start_backend();
   // Every rank joins its groups, in the same order on all (each split is a collective).
@@ -127,35 +122,22 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   open_data(data_notes.file());
 
   const DType dtype = compute_dtype(config_.precision);
-  // The distributed optimizer keeps 1/(dp cp) of the state on each rank, 1/edp of the
-  // experts'.
-  const bool distributed = config_.parallel.distributed_optimizer;
-  const int shards = distributed ? gradient_group().size() : 1;
-  const size_t state_bytes = AdamW::state_bytes_per_element(dtype);
-  Communicator* tensor = layout_.tp() > 1 ? tensor_group_.get() : nullptr;
+  RankGroups groups;
+  groups.tensor = layout_.tp() > 1 ? tensor_group_.get() : nullptr;
+  groups.gradient = &gradient_group();
+  groups.pipeline = pipeline_group_.get();
+  groups.context = context_group_.get();
+  groups.expert = expert_group_.get();
+  groups.expert_data = expert_data_group_.get();
+  const ModelSplit split = rank_model_split(config_, layout_, groups, coordinates_.pp);
   // A stage holds the activations of as many micro-batches as its schedule has in flight.
   const int slots = pp > 1 ? pipeline_slots(schedule_) : 1;
-  ModelSplit split;
-  split.recompute = parse_recompute(config_.train.recompute);
-  split.tensor = tensor;
-  split.flat_shards = shards;
-  split.expert_shards = distributed ? layout_.edp() : 1;
-  split.sequence_parallel = config_.parallel.sequence_parallel;
-  split.chunks = stage_chunks();
-  split.expert = expert_group_.get();
-  split.context = context_group_.get();
-  split.whole_experts = layout_.whole_experts();
+  const size_t state_bytes = AdamW::state_bytes_per_element(dtype);
   model_ = std::make_unique<GptModel>(m, config_.train.micro_batch, *ops_, dtype,
-                                      (state_bytes + shards - 1) / shards, slots, split);
+                                      (state_bytes + split.flat_shards - 1) / split.flat_shards, slots, split);
   model_->init_parameters(config_.train.seed);
-  OptimizerGroups groups;
-  groups.shard = shards > 1 ? &gradient_group() : nullptr;
-  groups.expert_shard = expert_data_group_.get();
-  groups.tensor = tensor;
-  groups.pipeline = pp > 1 ? pipeline_group_.get() : nullptr;
-  groups.expert = expert_group_.get();
-  groups.whole_experts = split.whole_experts;
-  optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_, groups);
+  optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_,
+                                       rank_optimizer_groups(config_, layout_, groups));
   if (pp > 1) pipeline_ = std::make_unique<PipelineExecutor>(*model_, *pipeline_group_);
   // Without the distributed optimizer the replicas sum the dense region in buckets during
   // backward; the experts' region is summed over its own replicas after it.

@@ -87,10 +87,6 @@ class Trainer {
   // With tied embeddings over several stages: the gradients of the first stage's embedding
   // and of the last stage's copy, summed over the two.
   void sum_tied_embedding(StepTimes& times);
-  // Every virtual stage's layers as Megatron splits them, in model order.
-  std::vector<PipelineChunk> virtual_stages() const;
-  // This stage's share of them (none without pipeline parallelism: the whole model).
-  std::vector<PipelineChunk> stage_chunks() const;
   // Prints how the layers are split over the stages and the schedule's bubble.
   void print_pipeline() const;
   // Mean validation loss per token, and per byte of the target tokens' text.

@@ -1,42 +1,17 @@
-// How the Trainer splits the layers over pipeline stages, and the start-up line saying so.
+// The start-up line that says how the Trainer splits the layers over pipeline stages.
 #include <fmt/core.h>
 
 #include "trainer/parallel/pipeline_schedule.h"
+#include "trainer/train/rank_build.h"
 #include "trainer/train/trainer.h"
 
 namespace kiln {
-
-std::vector<PipelineChunk> Trainer::virtual_stages() const {
-  const int pp = layout_.pp(), vpp = layout_.vpp(), stages = pp * vpp;
-  const ParallelConfig& p = config_.parallel;
-  const std::vector<int> layers =
-      pipeline_layers(config_.model.n_layer, pp, vpp, p.first_stage_layers, p.last_stage_layers);
-  std::vector<PipelineChunk> chunks;
-  int first_layer = 0;
-  for (int v = 0; v < stages; ++v) {
-    const int n = layers[static_cast<size_t>(v)];
-    chunks.push_back({first_layer, first_layer + n, v == 0, v == stages - 1});
-    first_layer += n;
-  }
-  return chunks;
-}
-
-std::vector<PipelineChunk> Trainer::stage_chunks() const {
-  const int pp = layout_.pp();
-  if (pp == 1) return {};
-  // Virtual stage v is chunk v / pp of stage v mod pp.
-  std::vector<PipelineChunk> chunks;
-  const std::vector<PipelineChunk> all = virtual_stages();
-  for (size_t v = 0; v < all.size(); ++v)
-    if (static_cast<int>(v) % pp == coordinates_.pp) chunks.push_back(all[v]);
-  return chunks;
-}
 
 void Trainer::print_pipeline() const {
   const int pp = layout_.pp(), vpp = layout_.vpp();
   const ParallelConfig& p = config_.parallel;
   std::string stages;
-  const std::vector<PipelineChunk> all = virtual_stages();
+  const std::vector<PipelineChunk> all = virtual_stages(config_, layout_);
   for (size_t v = 0; v < all.size(); ++v) {
     const PipelineChunk& c = all[v];
     const std::string held =

@@ -1,0 +1,98 @@
+#include "trainer/plan/planner.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/error_of.h"
+#include "trainer/plan/time_model.h"
+
+namespace kiln {
+namespace {
+
+Config tiny(const std::vector<std::string>& settings = {}) {
+  std::vector<std::string> all = {"data.paths=[\"unused\"]"};
+  all.insert(all.end(), settings.begin(), settings.end());
+  return load_config("", all);
+}
+
+TEST(RingCollectives, TakeTheRingsShareOfTheBytesAndItsSteps) {
+  const LinkSpec link{1e9, 1e-6};
+  EXPECT_EQ(ring_all_reduce_s(1e9, 1, link), 0);
+  // 2 (n - 1) / n of the bytes, 2 (n - 1) steps.
+  EXPECT_NEAR(ring_all_reduce_s(1e9, 4, link), 1.5 + 6e-6, 1e-12);
+  EXPECT_NEAR(ring_gather_s(1e9, 4, link), 0.75 + 3e-6, 1e-12);
+}
+
+TEST(DeviceSpecs, KnownByNameAndRefusedOtherwiseInOneLine) {
+  EXPECT_EQ(device_spec("H100").name, "h100");
+  EXPECT_GT(device_spec("h200").memory_bytes, device_spec("h100").memory_bytes);
+  EXPECT_EQ(test::error_of([] { device_spec("tpu"); }),
+            "plan: no device named 'tpu'; known: h100, h200, a100, a100-40gb, cpu");
+  EXPECT_EQ(test::error_of([] { with_profile(device_spec("cpu"), "/nonexistent.json"); }),
+            "plan: cannot read the profile /nonexistent.json");
+}
+
+TEST(TimeModel, MoreDevicesOfTheSameLayoutTrainFasterAndPipelinesPayTheirBubble) {
+  const Config c = tiny();
+  const DeviceSpec h100 = device_spec("h100");
+  const StepPrediction one = predict_step(c, ParallelLayout(c.parallel, 1), h100, 1);
+  const StepPrediction four = predict_step(c, ParallelLayout(c.parallel, 4), h100, 4);
+  EXPECT_LT(four.step_s, one.step_s);
+  EXPECT_EQ(one.data_s, 0);
+  EXPECT_GT(four.data_s, 0);
+  const double parts = one.compute_s + one.tensor_s + one.context_s + one.expert_s + one.pipeline_s + one.data_s +
+                       one.optimizer_s;
+  EXPECT_NEAR(one.step_s, parts, 1e-12);
+  EXPECT_NEAR(one.tokens_per_s, 32.0 * 128 / one.step_s, 1e-6);
+  // pp2 over 4 micro-batches: the bubble is (pp - 1) / (m + pp - 1) of the stage's time.
+  const Config piped = tiny({"parallel.pp=2"});
+  const StepPrediction pp2 = predict_step(piped, ParallelLayout(piped.parallel, 2), h100, 2);
+  EXPECT_GT(pp2.pipeline_s, pp2.compute_s / 4 * 0.99);
+}
+
+TEST(Planner, RanksFittingLayoutsFastestFirstAndSaysWhyOthersCannotRun) {
+  PlanRequest r;
+  r.config = tiny();
+  r.devices = 8;
+  r.device = device_spec("h100");
+  r.top = 5;
+  const Plan plan = make_plan(r);
+  ASSERT_EQ(plan.fitting.size(), 5u);
+  for (size_t i = 1; i < plan.fitting.size(); ++i)
+    EXPECT_LE(plan.fitting[i - 1].time.step_s, plan.fitting[i].time.step_s);
+  for (const PlannedLayout& l : plan.fitting) {
+    EXPECT_TRUE(l.sized);
+    EXPECT_GT(l.memory.bytes("parameters"), 0u);
+    EXPECT_EQ(l.config.parallel.tp * l.config.parallel.cp * l.config.parallel.pp *
+                  (8 / (l.config.parallel.tp * l.config.parallel.cp * l.config.parallel.pp)),
+              8);
+  }
+  EXPECT_GT(plan.candidates, 100);
+  // The tiny config's 4 heads refuse tp 8; its global batch of 32 refuses dp 8 at micro-batch 8.
+  EXPECT_GT(plan.not_dividing, 0);
+  EXPECT_EQ(plan.candidates, plan.not_dividing + static_cast<int>(plan.fitting.size() + plan.too_big.size()) +
+                                 plan.not_sized);
+}
+
+TEST(Planner, TheConfigsOwnLayoutAloneWithThisLayout) {
+  PlanRequest r;
+  r.config = tiny({"parallel.tp=2", "train.recompute=selective"});
+  r.devices = 2;
+  r.device = device_spec("cpu");
+  r.search = false;
+  const Plan plan = make_plan(r);
+  ASSERT_EQ(plan.fitting.size(), 1u);
+  EXPECT_EQ(plan.fitting[0].name, "tp2.pp1.dp1 mb8 selective");
+}
+
+TEST(Planner, BestLayoutRefusesAModelNoLayoutFits) {
+  const Config big = tiny({"model.n_layer=2", "model.d_model=16384", "model.n_head=128", "train.global_batch=1",
+                           "train.micro_batch=1"});
+  const std::string error = test::error_of([&] { best_layout(big, 1, device_spec("a100-40gb")); });
+  EXPECT_EQ(error.rfind("plan: no layout of this config fits 1 a100-40gb device; the smallest, ", 0), 0u) << error;
+  EXPECT_EQ(test::error_of([&] { best_layout(tiny(), 3, device_spec("h100")); }).rfind(
+                "plan: no layout of this config divides 3 devices: ", 0),
+            0u);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,95 @@
+// A plan's memory is what the trainer allocates: for every rank of each layout, the model
+// built and allocated as Trainer builds it (trainer/train/rank_build.h) and its optimizer
+// hold exactly the bytes plan_rank_memory gives, arena by arena.
+#include "trainer/plan/rank_memory.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "kernels/cpu/kernels.h"
+#include "trainer/config/config.h"
+#include "trainer/train/rank_build.h"
+
+namespace kiln {
+namespace {
+
+struct Case {
+  const char* name;
+  int world;
+  std::vector<std::string> settings;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class RankMemoryEqualsAllocation : public testing::TestWithParam<Case> {};
+
+// What Trainer allocates on `rank`: its model (parameters, gradients, activations, scratch,
+// recomputed, the op workspace the backend reserves) and its optimizer's state.
+std::vector<ArenaSize> allocated(const Config& config, const ParallelLayout& layout, int rank, Ops& ops) {
+  std::vector<std::unique_ptr<Communicator>> held;
+  const RankGroups groups = planned_rank_groups(layout, rank, held);
+  const int stage = layout.coordinates(rank).pp;
+  const ModelSplit split = rank_model_split(config, layout, groups, stage);
+  GptModel model(config.model, config.train.micro_batch, ops, compute_dtype(config.precision), 0,
+                 activation_slots(config, layout, stage), split);
+  AdamW optimizer(config.train, model.parameters(), ops, rank_optimizer_groups(config, layout, groups));
+  std::vector<ArenaSize> arenas = model.memory();
+  arenas.push_back({"optimizer", optimizer.bytes()});
+  return arenas;
+}
+
+TEST_P(RankMemoryEqualsAllocation, ArenaByArenaOnEveryRank) {
+  const Case& c = GetParam();
+  std::vector<std::string> settings = {"model.n_layer=4", "train.global_batch=16", "train.micro_batch=2",
+                                       "data.paths=[\"unused\"]"};
+  settings.insert(settings.end(), c.settings.begin(), c.settings.end());
+  const Config config = load_config("", settings);
+  const ParallelLayout layout(config.parallel, c.world);
+  const int threads = 2;
+  const auto ops = make_cpu_ops(threads);
+  const int64_t seq = config.model.seq_len / layout.cp();
+  const size_t workspace = op_workspace_bytes(false, threads, config.train.micro_batch, seq,
+                                              config.model.n_head / layout.tp(), config.model.head_dim());
+  for (int rank = 0; rank < c.world; ++rank) {
+    const std::vector<ArenaSize> want = allocated(config, layout, rank, *ops);
+    const RankMemory got = plan_rank_memory(config, layout, rank, *ops, workspace);
+    ASSERT_EQ(got.arenas.size(), want.size()) << "rank " << rank;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got.arenas[i].name, want[i].name) << "rank " << rank;
+      EXPECT_EQ(got.arenas[i].bytes, want[i].bytes) << "rank " << rank << ", " << want[i].name;
+    }
+  }
+}
+
+const std::vector<std::string> kMoe = {"model.arch=llama", "model.n_kv_head=2", "model.d_ff=192",
+                                       "moe.num_experts=4", "moe.top_k=2"};
+
+std::vector<Case> cases() {
+  std::vector<Case> all = {
+      {"one_rank", 1, {}},
+      {"tp2", 2, {"parallel.tp=2"}},
+      {"tp2_sequence_parallel", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}},
+      {"pp2_vpp2", 2, {"parallel.pp=2", "parallel.vpp=2"}},
+      {"pp4_uneven", 4, {"model.n_layer=6", "parallel.pp=4", "parallel.first_stage_layers=3",
+                         "parallel.last_stage_layers=1"}},
+      {"dp2_distributed_optimizer", 2, {"parallel.distributed_optimizer=true"}},
+      {"tp2_pp2_dp2_distributed_optimizer", 8,
+       {"parallel.tp=2", "parallel.pp=2", "parallel.distributed_optimizer=true"}},
+      {"recompute_selective", 1, {"train.recompute=selective"}},
+      {"pp2_recompute_full", 2, {"parallel.pp=2", "train.recompute=full"}},
+      {"cp2_dp2_distributed_optimizer", 4, {"parallel.cp=2", "parallel.distributed_optimizer=true"}},
+  };
+  std::vector<std::string> ep2 = kMoe, etp1 = kMoe;
+  ep2.insert(ep2.end(), {"parallel.ep=2", "parallel.distributed_optimizer=true"});
+  etp1.insert(etp1.end(), {"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.etp=1", "parallel.ep=2"});
+  all.push_back({"moe_ep2_dp4_distributed_optimizer", 4, ep2});
+  all.push_back({"moe_tp2_sequence_parallel_etp1_ep2", 2, etp1});
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, RankMemoryEqualsAllocation, testing::ValuesIn(cases()),
+                         [](const testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,178 @@
+#include "trainer/plan/time_model.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "trainer/parallel/pipeline_schedule.h"
+#include "trainer/train/flops.h"
+#include "trainer/train/rank_build.h"
+
+namespace kiln {
+namespace {
+
+// Bytes the memory-bound ops of a block move per token and per d_model element of the
+// residual stream, in elements of the compute dtype: norms, activations, residual adds,
+// biases and rotary embeddings, forward and backward (kiln's H100 profiles of gpt2-124m and
+// llama-1b measured 90 and 105; bench/results).
+constexpr double kElementwisePerTokenWidth = 100;
+// Elements of the logits each token moves through the loss, forward and backward.
+constexpr double kLossPerLogit = 3;
+// Ops a block runs per micro-batch, forward and backward; the output layer and loss's.
+constexpr double kOpsPerLayer = 40, kOpsPerHead = 10;
+// Bytes per parameter element of an optimizer step: AdamW over the shard (master weights,
+// moments, gradient, parameter: 30) and, over the whole buffer, unscaling, the norm and
+// zeroing the gradients (16).
+constexpr double kAdamWBytes = 30, kGradientPassBytes = 16;
+
+double dtype_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
+
+// A layer's parameters: all of them (the experts' apart) and those a token's products use.
+struct LayerParams {
+  double dense = 0, experts = 0, active = 0;
+  bool moe = false;
+};
+
+LayerParams layer_params(const ModelConfig& m, int layer) {
+  const bool llama = m.is_llama();
+  const double d = m.d_model, f = m.ffn_dim(), hd = m.head_dim();
+  const double qkv = (m.n_head + 2.0 * m.kv_heads()) * hd, width = m.n_head * hd;
+  const double norms = llama ? 2 * d : 4 * d;
+  LayerParams p;
+  p.dense = norms + d * qkv + width * d;
+  if (m.moe.is_moe_layer(layer)) {
+    const double ef = m.expert_ffn_dim(), gated = llama ? 2 : 1;
+    const double expert = d * gated * ef + ef * d, shared = m.moe.shared_experts * expert;
+    p.moe = true;
+    p.dense += m.moe.num_experts * d + shared;
+    p.experts = m.moe.num_experts * expert;
+    p.active = p.dense + m.moe.top_k * expert;
+  } else {
+    p.dense += d * (llama ? 2 : 1) * f + f * d;
+    p.active = p.dense;
+  }
+  return p;
+}
+
+// Whether a group whose members sit `stride` ranks apart, n of them, stays within a node.
+const LinkSpec& link(const DeviceSpec& device, int stride, int n, int ranks_per_node) {
+  return int64_t{stride} * n <= ranks_per_node ? device.intra_node : device.inter_node;
+}
+
+double transfer_s(double bytes, const LinkSpec& l) { return bytes / l.bytes_per_s + l.latency_s; }
+
+}  // namespace
+
+double ring_all_reduce_s(double bytes, int n, const LinkSpec& l) {
+  if (n <= 1) return 0;
+  return 2.0 * (n - 1) / n * bytes / l.bytes_per_s + 2.0 * (n - 1) * l.latency_s;
+}
+
+double ring_gather_s(double bytes, int n, const LinkSpec& l) {
+  if (n <= 1) return 0;
+  return 1.0 * (n - 1) / n * bytes / l.bytes_per_s + (n - 1) * l.latency_s;
+}
+
+StepPrediction predict_step(const Config& config, const ParallelLayout& layout, const DeviceSpec& device,
+                            int ranks_per_node) {
+  const ModelConfig& m = config.model;
+  const int tp = layout.tp(), cp = layout.cp(), pp = layout.pp(), dp = layout.dp(), ep = layout.ep();
+  const double b = dtype_bytes(config.precision.dtype), d = m.d_model, T = m.seq_len;
+  const double Vp = static_cast<double>(m.padded_vocab()) / tp;
+  const double tokens = static_cast<double>(config.train.micro_batch) * T / cp;
+  const std::string& recompute = config.train.recompute;
+  // On the CPU the ranks of a machine share its cores: each runs its own threads (the
+  // backend's, or an even share of the cores), at the measured rate per thread, and slower
+  // when the machine's ranks ask for more threads than it has cores.
+  double share = 1.0;
+  if (!device.gpu) {
+    const int threads = config.backend.threads > 0 ? config.backend.threads
+                                                   : std::max(1, device.cores / std::max(1, ranks_per_node));
+    const double busy = static_cast<double>(threads) * ranks_per_node;
+    share = static_cast<double>(device.rate_threads) / threads * std::max(1.0, busy / device.cores);
+  }
+  const double gemm = device.gemm_flops / share, attention = device.attention_flops / share,
+               bandwidth = device.bytes_per_s / share;
+  const LinkSpec& tensor_link = link(device, 1, tp, ranks_per_node);
+  const LinkSpec& context_link = link(device, tp, cp, ranks_per_node);
+  const LinkSpec& gradient_link = link(device, tp, cp * dp, ranks_per_node);
+  const LinkSpec& expert_link = link(device, layout.etp(), ep, ranks_per_node);
+  const LinkSpec& stage_link = link(device, tp * cp * dp, pp, ranks_per_node);
+
+  // Per micro-batch, the busiest stage.
+  StepPrediction per_micro;
+  double stage_params = 0, stage_expert_params = 0, busiest = -1;
+  for (int stage = 0; stage < pp; ++stage) {
+    std::vector<PipelineChunk> chunks = stage_chunks(config, layout, stage);
+    if (chunks.empty()) chunks = {{0, m.n_layer, true, true}};
+    double active = 0, dense = 0, experts = 0, layers = 0, moe_layers = 0;
+    bool head = false, embedding = false;
+    for (const PipelineChunk& c : chunks) {
+      head = head || c.head;
+      embedding = embedding || c.embedding;
+      for (int l = c.first_layer; l < c.end_layer; ++l) {
+        const LayerParams p = layer_params(m, l);
+        active += p.active;
+        dense += p.dense;
+        experts += p.experts;
+        layers += 1;
+        moe_layers += p.moe ? 1 : 0;
+      }
+    }
+    double gemm_flops = 6 * tokens * active / tp + (head ? 6 * tokens * d * Vp : 0);
+    double attention_flops = 7 * T * m.n_head * m.head_dim() * tokens * layers / tp;
+    if (recompute == "full") gemm_flops += 2 * tokens * active / tp;
+    if (recompute != "none") attention_flops += 2 * T * m.n_head * m.head_dim() * tokens * layers / tp;
+    const double moved = tokens * layers * d * kElementwisePerTokenWidth * b / tp + (head ? tokens * Vp * kLossPerLogit * b : 0);
+    const double attention_s = attention_flops / attention;
+    StepPrediction s;
+    s.compute_s = gemm_flops / gemm + attention_s + moved / bandwidth +
+                  (kOpsPerLayer * layers + (head ? kOpsPerHead : 0)) * device.op_overhead_s;
+    const int tensor_collectives = recompute == "full" ? 6 : 4;
+    s.tensor_s = tp > 1 ? tensor_collectives * layers * ring_all_reduce_s(tokens * d * b, tp, tensor_link) : 0;
+    if (cp > 1) {
+      const double block = tokens * 2.0 * m.kv_heads() * m.head_dim() * b / tp;
+      s.context_s = std::max(0.0, 3.0 * (cp - 1) * layers * transfer_s(block, context_link) - attention_s);
+    }
+    if (ep > 1)
+      s.expert_s = 4 * moe_layers *
+                   (tokens * m.moe.top_k * d * b * (ep - 1) / ep / expert_link.bytes_per_s + (ep - 1) * expert_link.latency_s);
+    if (pp > 1) s.pipeline_s = 2.0 * static_cast<double>(chunks.size()) * transfer_s(tokens * d * b, stage_link);
+    const double total = s.compute_s + s.tensor_s + s.context_s + s.expert_s + s.pipeline_s;
+    if (total > busiest) {
+      busiest = total;
+      per_micro = s;
+      stage_params = dense / tp + (embedding ? d * Vp : 0) + (head && !(m.tie_embeddings && pp == 1) ? d * Vp : 0);
+      stage_expert_params = experts / (ep * layout.etp());
+    }
+  }
+
+  StepPrediction p;
+  const int micro_batches = micro_batches_per_step(config, layout);
+  const double bubble = pipeline_bubble(pp, layout.vpp(), micro_batches);
+  // The stage works m micro-batches; the bubble idles it (pp - 1) / vpp of them more.
+  p.compute_s = micro_batches * per_micro.compute_s;
+  p.tensor_s = micro_batches * per_micro.tensor_s;
+  p.context_s = micro_batches * per_micro.context_s;
+  p.expert_s = micro_batches * per_micro.expert_s;
+  p.pipeline_s = micro_batches * per_micro.pipeline_s + micro_batches * busiest * bubble / (1 - bubble);
+  // Gradients are float; the distributed optimizer reduce-scatters them and all-gathers the
+  // updated parameters, else the replicas all-reduce them (kiln starts its buckets during
+  // backward, but on the compute stream: nothing overlaps yet).
+  const int gradient_ranks = cp * dp, expert_ranks = layout.edp();
+  const bool sharded = config.parallel.distributed_optimizer && gradient_ranks > 1;
+  const auto reduce = [&](double params, int n) {
+    return sharded ? ring_gather_s(4 * params, n, gradient_link) + ring_gather_s(b * params, n, gradient_link)
+                   : ring_all_reduce_s(4 * params, n, gradient_link);
+  };
+  p.data_s = reduce(stage_params, gradient_ranks) + reduce(stage_expert_params, expert_ranks);
+  const double params = stage_params + stage_expert_params;
+  const double shard = sharded ? stage_params / gradient_ranks + stage_expert_params / std::max(1, expert_ranks) : params;
+  p.optimizer_s = (params * kGradientPassBytes + shard * kAdamWBytes) / bandwidth;
+  p.step_s = p.compute_s + p.tensor_s + p.context_s + p.expert_s + p.pipeline_s + p.data_s + p.optimizer_s;
+  p.tokens_per_s = static_cast<double>(config.train.global_batch) * T / p.step_s;
+  if (device.peak_flops > 0)
+    p.mfu = p.tokens_per_s * static_cast<double>(model_flops_per_token(m)) / (device.peak_flops * layout.world());
+  return p;
+}
+
+}  // namespace kiln

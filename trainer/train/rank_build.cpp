@@ -1,0 +1,77 @@
+#include "trainer/train/rank_build.h"
+
+#include "trainer/parallel/pipeline_schedule.h"
+
+namespace kiln {
+
+DType compute_dtype(const PrecisionConfig& precision) {
+  if (precision.dtype == "bf16") return DType::BF16;
+  if (precision.dtype == "fp16") return DType::F16;
+  return DType::F32;
+}
+
+int micro_batches_per_step(const Config& config, const ParallelLayout& layout) {
+  return static_cast<int>(config.train.global_batch / (int64_t{config.train.micro_batch} * layout.dp()));
+}
+
+std::vector<PipelineChunk> virtual_stages(const Config& config, const ParallelLayout& layout) {
+  const int pp = layout.pp(), vpp = layout.vpp(), stages = pp * vpp;
+  const ParallelConfig& p = config.parallel;
+  const std::vector<int> layers =
+      pipeline_layers(config.model.n_layer, pp, vpp, p.first_stage_layers, p.last_stage_layers);
+  std::vector<PipelineChunk> chunks;
+  int first_layer = 0;
+  for (int v = 0; v < stages; ++v) {
+    const int n = layers[static_cast<size_t>(v)];
+    chunks.push_back({first_layer, first_layer + n, v == 0, v == stages - 1});
+    first_layer += n;
+  }
+  return chunks;
+}
+
+std::vector<PipelineChunk> stage_chunks(const Config& config, const ParallelLayout& layout, int stage) {
+  const int pp = layout.pp();
+  if (pp == 1) return {};
+  // Virtual stage v is chunk v / pp of stage v mod pp.
+  std::vector<PipelineChunk> chunks;
+  const std::vector<PipelineChunk> all = virtual_stages(config, layout);
+  for (size_t v = 0; v < all.size(); ++v)
+    if (static_cast<int>(v) % pp == stage) chunks.push_back(all[v]);
+  return chunks;
+}
+
+int activation_slots(const Config& config, const ParallelLayout& layout, int stage) {
+  if (layout.pp() == 1) return 1;
+  return pipeline_slots(pipeline_schedule(layout.pp(), layout.vpp(), stage, micro_batches_per_step(config, layout)));
+}
+
+ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, const RankGroups& groups, int stage) {
+  // The distributed optimizer keeps 1/(dp cp) of the state on each rank, 1/edp of the
+  // experts'.
+  const bool distributed = config.parallel.distributed_optimizer;
+  ModelSplit split;
+  split.recompute = parse_recompute(config.train.recompute);
+  split.tensor = groups.tensor;
+  split.flat_shards = distributed && groups.gradient ? groups.gradient->size() : 1;
+  split.expert_shards = distributed ? layout.edp() : 1;
+  split.sequence_parallel = config.parallel.sequence_parallel;
+  split.chunks = stage_chunks(config, layout, stage);
+  split.expert = groups.expert;
+  split.context = groups.context;
+  split.whole_experts = layout.whole_experts();
+  return split;
+}
+
+OptimizerGroups rank_optimizer_groups(const Config& config, const ParallelLayout& layout, const RankGroups& groups) {
+  OptimizerGroups optimizer;
+  const bool sharded = config.parallel.distributed_optimizer && groups.gradient && groups.gradient->size() > 1;
+  optimizer.shard = sharded ? groups.gradient : nullptr;
+  optimizer.expert_shard = groups.expert_data;
+  optimizer.tensor = groups.tensor;
+  optimizer.pipeline = layout.pp() > 1 ? groups.pipeline : nullptr;
+  optimizer.expert = groups.expert;
+  optimizer.whole_experts = layout.whole_experts();
+  return optimizer;
+}
+
+}  // namespace kiln

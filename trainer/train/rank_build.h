@@ -1,0 +1,40 @@
+// What one rank of a layout builds, from the config, the layout and the rank's groups: the
+// virtual stages it holds, the activation slots its schedule keeps, the model's split and the
+// optimizer's groups. The trainer builds its rank over the groups it joined; the planner
+// (trainer/plan) over groups of the same sizes that move nothing, so that a plan's memory is
+// what the trainer allocates.
+#pragma once
+
+#include <vector>
+
+#include "trainer/config/config.h"
+#include "trainer/model/model_split.h"
+#include "trainer/optim/adamw.h"
+#include "trainer/parallel/layout.h"
+
+namespace kiln {
+
+// A rank's groups; null where the layout has no such split.
+struct RankGroups {
+  Communicator* tensor = nullptr;       // tp > 1
+  Communicator* gradient = nullptr;     // the data and context ranks that sum the gradients
+  Communicator* pipeline = nullptr;     // pp > 1
+  Communicator* context = nullptr;      // cp > 1
+  Communicator* expert = nullptr;       // the experts' layout (ParallelLayout::expert_layout)
+  Communicator* expert_data = nullptr;  // likewise
+};
+
+// precision.dtype as the model computes: F32, BF16 or F16.
+DType compute_dtype(const PrecisionConfig& precision);
+// Micro-batches each data-parallel rank runs a step: global batch / (micro-batch x dp).
+int micro_batches_per_step(const Config& config, const ParallelLayout& layout);
+// The model's pp x vpp virtual stages in model order (one stage, the whole model, at pp 1).
+std::vector<PipelineChunk> virtual_stages(const Config& config, const ParallelLayout& layout);
+// The virtual stages pipeline stage `stage` holds (empty at pp 1: the whole model).
+std::vector<PipelineChunk> stage_chunks(const Config& config, const ParallelLayout& layout, int stage);
+// The micro-batches whose activations the stage keeps at once: its schedule's widest span.
+int activation_slots(const Config& config, const ParallelLayout& layout, int stage);
+ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, const RankGroups& groups, int stage);
+OptimizerGroups rank_optimizer_groups(const Config& config, const ParallelLayout& layout, const RankGroups& groups);
+
+}  // namespace kiln
