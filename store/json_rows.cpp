@@ -38,7 +38,9 @@ json to_json(const RunRecord& run) {
           {"tags", run.tags},
           {"notes", run.notes},
           {"error", run.error},
-          {"last_step", json_number(run.last_step)}};
+          {"last_step", json_number(run.last_step)},
+          {"planned_step_s", json_number(run.planned_step_s)},
+          {"planned_memory_bytes", json_number(run.planned_memory_bytes)}};
 }
 
 json to_json(const MetricRow& row) {

@@ -182,7 +182,15 @@ UPDATE metric_blocks SET aggregates = aggregates ||
   X'000000000000F87F000000000000F87F000000000000F87F00000000000000000000000000000000';
 )sql";
 
-constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}};
+// Version 5 -> 6: the run's plan beside what it measures: the planner's step time for its
+// layout on its device and rank 0's planned memory (kiln plan, docs/planner.md); NULL for a
+// run recorded before, or on a device the planner does not know.
+constexpr const char* kV6 = R"sql(
+ALTER TABLE runs ADD COLUMN planned_step_s REAL;          -- predicted seconds a step
+ALTER TABLE runs ADD COLUMN planned_memory_bytes INTEGER;  -- rank 0's planned bytes
+)sql";
+
+constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6}};
 
 }  // namespace
 

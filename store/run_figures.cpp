@@ -1,5 +1,6 @@
 #include "store/run_figures.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -23,6 +24,19 @@ double mean_over_ranks(const std::vector<MetricRow>& rows, double MetricRow::*fi
     ++count;
   }
   return count > 0 ? sum / count : kNoValue;
+}
+
+double measured_step_s(const std::vector<MetricRow>& latest) {
+  if (latest.empty()) return kNoValue;
+  const auto zero = std::find_if(latest.begin(), latest.end(), [](const MetricRow& r) { return r.rank == 0; });
+  const MetricRow& row = zero != latest.end() ? *zero : latest.front();
+  if (row.step <= 0 || row.tokens <= 0 || !(row.tokens_per_s > 0) || !std::isfinite(row.tokens_per_s))
+    return kNoValue;
+  return static_cast<double>(row.tokens) / static_cast<double>(row.step) / row.tokens_per_s;
+}
+
+bool slower_than_planned(double planned_s, double measured_s) {
+  return planned_s > 0 && measured_s > 0 && measured_s > kSlowerThanPlanned * planned_s;
 }
 
 std::optional<int64_t> planned_steps(const std::string& config_json) {

@@ -21,6 +21,15 @@ double run_duration_s(const RunRecord& run, double now_s);
 // stage without the loss logs none).
 double mean_over_ranks(const std::vector<MetricRow>& rows, double MetricRow::*field);
 
+// Seconds a step took at the latest logged step, as rank 0 measured it (wall clock: the
+// tokens a step trains over its tokens/s); NaN without a step, tokens or a rate.
+double measured_step_s(const std::vector<MetricRow>& latest);
+
+// A run whose measured step is this many times its planned one is slower than planned.
+inline constexpr double kSlowerThanPlanned = 1.2;
+// Whether measured_s is more than 20% over planned_s; false when either is absent.
+bool slower_than_planned(double planned_s, double measured_s);
+
 // train.steps of a recorded config, if it has one. Read leniently: a run's record must stay
 // readable whatever kiln version wrote it, so text that is not JSON gives nothing.
 std::optional<int64_t> planned_steps(const std::string& config_json);

@@ -21,7 +21,8 @@ constexpr const char* kRunSelect = R"sql(
               THEN 'lost' ELSE status END AS effective,
          status, config_json, layout, backend, device, host, command_line, created_at,
          started_at, ended_at, heartbeat_at, tags, notes, coalesce(error, ''),
-         (SELECT max(step) FROM metrics WHERE metrics.run_id = runs.id), pid
+         (SELECT max(step) FROM metrics WHERE metrics.run_id = runs.id), pid,
+         planned_step_s, planned_memory_bytes
   FROM runs)sql";
 
 std::vector<std::string> parse_tags(const std::string& text) {
@@ -54,6 +55,8 @@ RunRecord read_run(const Statement& st) {
   r.error = st.text(16);
   r.last_step = st.opt_int64(17);
   r.pid = st.opt_int64(18);
+  r.planned_step_s = st.opt_real(19).value_or(kNoValue);
+  r.planned_memory_bytes = st.opt_int64(20);
   return r;
 }
 

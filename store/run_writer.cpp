@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "store/commands.h"
@@ -49,6 +50,9 @@ RunInfo checked(RunInfo info) {
   require_utf8(info.notes, "the notes");
   require_utf8(info.config_json, "the config");
   info.command_line = redact_command_line(info.command_line);
+  // A plan the planner could not make (no time, no bytes) is kept as no plan.
+  if (!(std::isfinite(info.planned_step_s) && info.planned_step_s > 0)) info.planned_step_s = kNoValue;
+  if (info.planned_memory_bytes && *info.planned_memory_bytes <= 0) info.planned_memory_bytes.reset();
   return info;
 }
 
@@ -116,11 +120,12 @@ int64_t RunWriter::create_run(const RunInfo& typed) {
   }
   Statement& insert = db.cached(
       "INSERT INTO runs (name, status, config_json, layout, backend, device, host, command_line, "
-      "pid, created_at, started_at, heartbeat_at, tags, notes) "
-      "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "pid, created_at, started_at, heartbeat_at, tags, notes, planned_step_s, planned_memory_bytes) "
+      "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   insert.bind_all(info.name, info.config_json.empty() ? std::string("{}") : info.config_json,
                   info.layout, info.backend, info.device, info.host, info.command_line,
-                  stored_pid(info.pid), now, now, now, nlohmann::json(info.tags).dump(), info.notes);
+                  stored_pid(info.pid), now, now, now, nlohmann::json(info.tags).dump(), info.notes,
+                  info.planned_step_s, info.planned_memory_bytes);
   insert.run();
   const int64_t id = db.last_insert_rowid();
   std::string message = "started";
@@ -178,11 +183,11 @@ std::optional<int64_t> RunWriter::resume_run(const RunInfo& typed, const std::st
   }
   Statement& update = db.cached(
       "UPDATE runs SET status = 'running', ended_at = NULL, error = NULL, heartbeat_at = ?, "
-      "config_json = ?, layout = ?, backend = ?, device = ?, host = ?, command_line = ?, pid = ? "
-      "WHERE id = ?");
+      "config_json = ?, layout = ?, backend = ?, device = ?, host = ?, command_line = ?, pid = ?, "
+      "planned_step_s = ?, planned_memory_bytes = ? WHERE id = ?");
   update.bind_all(now, info.config_json.empty() ? std::string("{}") : info.config_json,
                   info.layout, info.backend, info.device, info.host, info.command_line,
-                  stored_pid(info.pid), id);
+                  stored_pid(info.pid), info.planned_step_s, info.planned_memory_bytes, id);
   update.run();
   insert_event(db, id, Event{0, now, std::nullopt, std::string(event_kind::kStart), message});
   tx.commit();

@@ -12,6 +12,7 @@
 
 #include "kernels/check.h"
 #include "store/commands.h"
+#include "store/json_rows.h"
 #include "store/metric_queries.h"
 #include "store/run_queries.h"
 #include "store/schema.h"
@@ -154,6 +155,47 @@ TEST_F(RunWriterTest, AResumedRunContinuesTheSameRecord) {
   RunWriter writer(path());
   EXPECT_FALSE(writer.resume_run(run_info("never-recorded"), "x").has_value());
   EXPECT_EQ(writer.run_id(), 0);
+}
+
+TEST_F(RunWriterTest, KeepsTheRunsPlanAndTakesTheResumesNewOne) {
+  int64_t id = 0;
+  {
+    RunWriter writer(path());
+    RunInfo info = run_info("planned");
+    info.planned_step_s = 0.0123;
+    info.planned_memory_bytes = int64_t{66} << 20;
+    id = writer.create_run(info);
+    writer.finish(RunStatus::Stopped);
+    writer.flush();
+  }
+  {
+    auto db = open_store(path(), Access::ReadOnly);
+    const RunRecord run = get_run(*db, id);
+    EXPECT_DOUBLE_EQ(run.planned_step_s, 0.0123);
+    EXPECT_EQ(run.planned_memory_bytes, int64_t{66} << 20);
+    const nlohmann::json j = to_json(run);
+    EXPECT_DOUBLE_EQ(j.at("planned_step_s").get<double>(), 0.0123);
+    EXPECT_EQ(j.at("planned_memory_bytes").get<int64_t>(), int64_t{66} << 20);
+  }
+  {
+    // Resumed on a device the planner does not know, or with a plan that makes no sense:
+    // no plan, not the old one and not the nonsense.
+    RunWriter writer(path());
+    RunInfo info = run_info("planned");
+    info.planned_step_s = -1;
+    info.planned_memory_bytes = 0;
+    EXPECT_EQ(writer.resume_run(info, "/ckpt/step-1"), id);
+    writer.finish(RunStatus::Completed);
+    writer.flush();
+  }
+  auto db = open_store(path(), Access::ReadOnly);
+  const RunRecord run = get_run(*db, id);
+  EXPECT_TRUE(std::isnan(run.planned_step_s));
+  EXPECT_FALSE(run.planned_memory_bytes.has_value());
+  const nlohmann::json j = to_json(run);
+  EXPECT_TRUE(j.at("planned_step_s").is_null());
+  EXPECT_TRUE(j.at("planned_memory_bytes").is_null());
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM runs WHERE planned_step_s IS NULL AND planned_memory_bytes IS NULL"), 1);
 }
 
 // A run killed with -9 keeps its fresh heartbeat for a while; on its own host the store can

@@ -46,10 +46,23 @@ void make_store(const std::string& path) {
   writer.flush();
 }
 
+// A store migrated to `version` only, holding the rows `sql` inserts, then opened by this
+// kiln: migrated to the current version.
+std::unique_ptr<Database> migrated_from(const std::string& path, size_t version, const std::string& sql) {
+  {
+    Database db(path, Access::ReadWrite);
+    migrate(db, migrations().first(version));
+    db.exec(sql);
+  }
+  auto db = open_store(path, Access::ReadWrite);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
+  return db;
+}
+
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 5);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
+  EXPECT_EQ(schema_version(), 6);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(db->query_int("PRAGMA synchronous"), 1);  // NORMAL
@@ -63,13 +76,13 @@ TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   // Reopening a current store changes nothing.
   db.reset();
   db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
 }
 
 TEST_F(SchemaTest, MigratesAnEmptyFileFromVersionZero) {
   spit(path(), "");  // what `touch kiln-runs.db` leaves: a version-0 SQLite database
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
   EXPECT_EQ(db->query_int("SELECT count(*) FROM runs"), 0);
 }
 
@@ -82,7 +95,7 @@ TEST_F(SchemaTest, VersionTwoAddsThePidAndScrubsTokensFromRecordedCommandLines) 
             "('plain', 'kiln train --name plain', 1)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'leaky'"),
             "kiln train --serve 0.0.0.0:8080 --token *** --set hub.api_key=***");
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'plain'"), "kiln train --name plain");
@@ -90,14 +103,10 @@ TEST_F(SchemaTest, VersionTwoAddsThePidAndScrubsTokensFromRecordedCommandLines) 
 }
 
 TEST_F(SchemaTest, VersionThreeAddsHostMemoryAndSamplesAndKeepsOlderReadings) {
-  {
-    Database db(path(), Access::ReadWrite);
-    migrate(db, migrations().first(2));
-    db.exec("INSERT INTO runs (name, created_at) VALUES ('old', 1);"
-            "INSERT INTO system_metrics (run_id, rank, time, cpu_percent, rss_bytes) VALUES (1, 0, 5, 99, 1024)");
-  }
-  auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
+  auto db = migrated_from(
+      path(), 2,
+      "INSERT INTO runs (name, created_at) VALUES ('old', 1);"
+      "INSERT INTO system_metrics (run_id, rank, time, cpu_percent, rss_bytes) VALUES (1, 0, 5, 99, 1024)");
   const std::vector<SystemRow> system = list_system(*db, 1);
   ASSERT_EQ(system.size(), 1u);
   EXPECT_EQ(system[0].rss_bytes, 1024);
@@ -116,7 +125,7 @@ TEST_F(SchemaTest, VersionFourAddsExpertLoadsAndKeepsOlderRows) {
             "INSERT INTO valid_metrics (run_id, step, time, loss) VALUES (1, 4, 5, 2.75)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
   const RunDetails details = run_details(*db, 1);
   EXPECT_EQ(details.run.name, "dense");
   ASSERT_TRUE(details.latest_sample.has_value());
@@ -137,7 +146,7 @@ TEST_F(SchemaTest, VersionFiveAddsTheAllToAllTimeToRowsAndBlocks) {
             "INSERT INTO metric_blocks (run_id, rank, block, aggregates) VALUES (1, 0, 0, zeroblob(680))");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 5);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
   Statement& st = db->cached("SELECT aggregates FROM metric_blocks WHERE run_id = 1");
   ASSERT_TRUE(st.step());
   const std::span<const std::byte> blob = st.blob(0);
@@ -155,6 +164,33 @@ TEST_F(SchemaTest, VersionFiveAddsTheAllToAllTimeToRowsAndBlocks) {
   EXPECT_TRUE(std::isnan(rows[0].a2a_ms));
 }
 
+TEST_F(SchemaTest, VersionSixAddsTheRunsPlanAndLeavesOlderRunsUnplanned) {
+  {
+    auto db = migrated_from(
+        path(), 5,
+        "INSERT INTO runs (name, layout, created_at) VALUES ('old', 'tp1.pp1.dp1', 1);"
+        "INSERT INTO metrics (run_id, step, rank, time, loss, tokens_per_s) VALUES (1, 3, 0, 5, 2.5, 900)");
+    const RunRecord old = get_run(*db, 1);
+    EXPECT_EQ(old.name, "old");
+    EXPECT_EQ(old.layout, "tp1.pp1.dp1");
+    EXPECT_EQ(old.last_step, 3);
+    EXPECT_TRUE(std::isnan(old.planned_step_s)) << "a run from before version 6 has no plan";
+    EXPECT_FALSE(old.planned_memory_bytes.has_value());
+    EXPECT_DOUBLE_EQ(run_details(*db, 1).latest.at(0).tokens_per_s, 900);
+  }
+  // The migrated store records a new run's plan.
+  RunWriter writer(path());
+  RunInfo info = testing_util::run_info("new");
+  info.planned_step_s = 0.25;
+  info.planned_memory_bytes = 4096;
+  const int64_t id = writer.create_run(info);
+  writer.finish(RunStatus::Completed);
+  writer.flush();
+  auto db = open_store(path(), Access::ReadOnly);
+  EXPECT_DOUBLE_EQ(get_run(*db, id).planned_step_s, 0.25);
+  EXPECT_EQ(get_run(*db, id).planned_memory_bytes, 4096);
+}
+
 TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
   make_store(path());
   std::vector<Migration> next(migrations().begin(), migrations().end());
@@ -162,12 +198,12 @@ TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
                   "CREATE TABLE extras (run_id INTEGER, x TEXT);"});
   Database db(path(), Access::ReadWrite);
   migrate(db, next);
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 6);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 7);
   EXPECT_EQ(db.query_int("SELECT priority FROM runs WHERE name = 'first'"), 3);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM extras"), 0);
   migrate(db, next);  // already there: nothing to do
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 6);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 7);
 }
 
 TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
@@ -177,7 +213,7 @@ TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
   Database db(path(), Access::ReadWrite);
   EXPECT_EQ(error_of([&] { migrate(db, next); }),
             "store: " + path() + ": no such table: no_such_table");
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 5);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 6);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'extras'"), 0);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
 }
@@ -186,15 +222,15 @@ TEST_F(SchemaTest, RefusesAStoreFromANewerKiln) {
   make_store(path());
   {
     Database db(path(), Access::ReadWrite);
-    db.exec("PRAGMA user_version = 7");
+    db.exec("PRAGMA user_version = 8");
   }
   const std::string expected =
-      "store: " + path() + " has schema version 7, newer than this kiln's 5; upgrade kiln";
+      "store: " + path() + " has schema version 8, newer than this kiln's 6; upgrade kiln";
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadWrite); }), expected);
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadOnly); }), expected);
   EXPECT_EQ(error_of([&] { RunWriter writer(path()); }), expected);
   Database db(path(), Access::ReadOnly);
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 7);  // untouched
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 8);  // untouched
 }
 
 TEST_F(SchemaTest, ReadOnlyAccessNeverMigrates) {

@@ -48,6 +48,10 @@ struct RunInfo {
   int64_t pid = 0;                  // the recording process on `host`; 0: not known
   std::vector<std::string> tags;
   std::string notes;
+  // The run's own layout as the planner sees it (kiln plan): its predicted step on this
+  // device, and rank 0's planned memory. kNoValue / nullopt: not planned (an unknown GPU).
+  double planned_step_s = kNoValue;
+  std::optional<int64_t> planned_memory_bytes;
 };
 
 // One rank's measurements for one logged step. Times are milliseconds, memory is bytes.
@@ -185,6 +189,8 @@ struct RunRecord {
   std::string notes;
   std::string error;
   std::optional<int64_t> last_step;  // the highest logged step, if any
+  double planned_step_s = kNoValue;             // RunInfo's: the planner's step, seconds
+  std::optional<int64_t> planned_memory_bytes;  // RunInfo's: rank 0's planned bytes
 };
 
 }  // namespace kiln::store

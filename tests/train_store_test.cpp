@@ -1,5 +1,6 @@
 // End-to-end: kiln train records its run in the store, and a live run obeys the commands
 // of `kiln runs` from another process; kill -9 leaves a store that opens and reads.
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "kernels/check.h"
 #include "store/commands.h"
 #include "store/expert_queries.h"
+#include "store/human_format.h"
 #include "store/metric_queries.h"
 #include "store/run_queries.h"
 #include "store/sample_queries.h"
@@ -76,6 +78,14 @@ TEST(TrainStore, RecordsEveryLoggedStepValidationAndTheEnd) {
   EXPECT_EQ(run.tags, std::vector<std::string>{"smoke"});
   EXPECT_EQ(run.backend, "cpu");
   EXPECT_EQ(run.layout, "tp1.pp1.dp1");
+  // kiln plan's step for its layout on this CPU, and rank 0's memory as planned and allocated.
+  ASSERT_GT(run.planned_step_s, 0);
+  ASSERT_TRUE(run.planned_memory_bytes.has_value());
+  EXPECT_NE(r.output.find(fmt::format("kiln: planned {:.1f} ms a step and {} on rank 0 (kiln plan); measured memory {}\n",
+                                      run.planned_step_s * 1e3, human_bytes(*run.planned_memory_bytes),
+                                      human_bytes(*run.planned_memory_bytes))),
+            std::string::npos)
+      << r.output;
   EXPECT_FALSE(run.host.empty());
   EXPECT_NE(run.device.find("threads"), std::string::npos) << run.device;
   EXPECT_NE(run.command_line.find("train --store " + path + " --name first"), std::string::npos)

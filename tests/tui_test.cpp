@@ -15,7 +15,10 @@
 #include <string>
 #include <thread>
 
+#include <fmt/core.h>
+
 #include "kernels/check.h"
+#include "store/human_format.h"
 #include "store/run_queries.h"
 #include "store/schema.h"
 #include "tests/corpus_fixture.h"
@@ -140,16 +143,27 @@ TEST(Tui, ShowsFinishedRunsOpensComparesAndFitsEightyByTwentyFour) {
   ASSERT_TRUE(shows(screen, "run 2 · beta")) << screen;
   EXPECT_TRUE(shows(screen, "step 6/6 100.0%")) << screen;
   EXPECT_TRUE(shows(screen, "gpt2, 1 layer, d_model 32")) << screen;
+  // The plan the run recorded (kiln plan's, for its layout on this CPU) beside what it measured.
+  {
+    auto db = store::open_store(path, store::Access::ReadOnly);
+    const store::RunRecord beta = store::get_run(*db, store::resolve_run(*db, "beta"));
+    ASSERT_GT(beta.planned_step_s, 0);
+    ASSERT_TRUE(beta.planned_memory_bytes.has_value());
+    const std::string planned = fmt::format("planned {:.1f} ms/step · measured ", beta.planned_step_s * 1e3);
+    EXPECT_EQ(row_of(screen, planned), 3) << planned << "\n" << screen;
+    EXPECT_TRUE(shows(screen, "planned memory " + human_bytes(static_cast<uint64_t>(*beta.planned_memory_bytes)) +
+                                  " · measured ")) << screen;
+  }
   // 40 rows: the plots come first, 19 rows tall, and the ranks table follows them.
-  EXPECT_EQ(row_of(screen, "loss"), 4) << screen;
-  EXPECT_EQ(row_of(screen, "RANK"), 4 + 19 + 2) << screen;
+  EXPECT_EQ(row_of(screen, "loss"), 5) << screen;
+  EXPECT_EQ(row_of(screen, "RANK"), 5 + 19 + 2) << screen;
 
   tmux.resize(80, 24);
   screen = tmux.wait_for({"run 2 · beta", "p Pause/Resume", "q Back", "RANK", "LOSS"});
   EXPECT_TRUE(shows(screen, "q Back") && shows(screen, "RANK")) << screen;
   expect_fits(screen, 80);
   // 24 rows: the ranks table first, the plots below it.
-  EXPECT_EQ(row_of(screen, "RANK"), 4) << screen;
+  EXPECT_EQ(row_of(screen, "RANK"), 5) << screen;
   EXPECT_GT(row_of(screen, "loss"), row_of(screen, "RANK")) << screen;
 
   // A message longer than the terminal is wide wraps over the bottom rows.

@@ -51,6 +51,14 @@ export const format = {
     const d = new Date(t * 1000), two = (n) => String(n).padStart(2, "0");
     return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
   },
+  // Bytes in binary units as kiln prints them (store/human_format.h): 63.1 MiB.
+  bytes: (b) => {
+    if (b == null) return "—";
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let v = b, u = 0;
+    while (v >= 1024 && u + 1 < units.length) { v /= 1024; u++; }
+    return u === 0 ? `${b} B` : `${v.toFixed(1)} ${units[u]}`;
+  },
   duration: (s) => {
     if (s == null) return "—";
     const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = Math.floor(s % 60);

@@ -7,6 +7,7 @@ import { getJson, send, liveSocket, el, format } from "/api.js";
 import { lineChart, setLines, smooth, palette } from "/charts.js";
 import { xAxisSelect, smoothingControl, logToggle } from "/chart_controls.js";
 import { progressFacts } from "/run_progress.js";
+import { planFacts, planSpans } from "/run_plan.js";
 import { samplesSection } from "/run_samples.js";
 import { expertsSection } from "/run_experts.js";
 import { systemPanels, cpuNote } from "/run_system.js";
@@ -45,6 +46,7 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
   const progress = el("span", { id: "run-progress" });
   const elapsed = el("span", { id: "run-elapsed" });
   const eta = el("span", { id: "run-eta" });
+  const plan = el("span", { id: "run-plan", class: "facts" });
   const message = el("span", { id: "steer-message", class: "muted" });
   const hiddenPanels = el("p", { id: "hidden-panels", class: "muted", hidden: "" });
   const chartBox = el("div", { class: "charts", id: "charts" });
@@ -215,13 +217,19 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     progress.textContent = f.progress;
     elapsed.textContent = f.elapsed;
     eta.textContent = f.eta;
+    // Rank 0's latest step time and memory beside the plan.
+    const last = (key) => {
+      const ys = series[key]?.[0]?.ys;
+      return ys?.length ? ys[ys.length - 1] : null;
+    };
+    plan.replaceChildren(...planSpans(planFacts(record, tokensPerStep, { tokens_per_s: last("tokens_per_s"), mem_used: last("mem_used") })));
   }
 
   function showRun(r) {
     record = r;
     status.textContent = r.status;
     status.className = `status status-${r.status}`;
-    facts.replaceChildren(el("span", {}, "status ", status), progress, elapsed, eta,
+    facts.replaceChildren(el("span", {}, "status ", status), progress, elapsed, eta, plan,
       el("span", {}, `layout ${r.layout || "—"}`), el("span", {}, `${r.backend} · ${r.device || "—"}`),
       el("span", {}, `started ${format.time(r.started_at)}`),
       el("a", { href: `/api/runs/${r.id}/export.csv` }, "export CSV"));

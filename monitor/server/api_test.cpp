@@ -48,6 +48,12 @@ TEST_F(ServerTest, ShowsOneRunByIdOrName) {
   EXPECT_EQ(by_name["latest_metrics"][1]["step"], 30);
   EXPECT_DOUBLE_EQ(by_name["latest_valid"]["loss"].get<double>(), 2.5);
   EXPECT_EQ(get(port_, "/api/runs/" + std::to_string(alpha_)).json()["name"], "alpha");
+  // The run's plan, for the run page's planned-beside-measured line; beta has none.
+  EXPECT_DOUBLE_EQ(by_name["planned_step_s"].get<double>(), 0.0125);
+  EXPECT_EQ(by_name["planned_memory_bytes"], int64_t{3} << 20);
+  const auto beta = get(port_, "/api/runs/beta").json();
+  EXPECT_TRUE(beta.contains("planned_step_s") && beta["planned_step_s"].is_null()) << beta.dump();
+  EXPECT_TRUE(beta.contains("planned_memory_bytes") && beta["planned_memory_bytes"].is_null()) << beta.dump();
 }
 
 TEST_F(ServerTest, ServesSeriesForKeysRanksAndStepRange) {

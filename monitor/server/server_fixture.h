@@ -27,6 +27,8 @@ class ServerTest : public store::testing_util::StoreTest {
       store::RunWriter alpha_writer(path());
       store::RunInfo info = run_info("alpha");
       info.tags = {"baseline"};
+      info.planned_step_s = 0.0125;  // kiln plan's step and rank 0's memory
+      info.planned_memory_bytes = int64_t{3} << 20;
       alpha_ = alpha_writer.create_run(info);
       for (int64_t step : {10, 20, 30}) alpha_writer.log_metrics(interval(step, 2));
       alpha_writer.log_valid({30, 0, 2.5});

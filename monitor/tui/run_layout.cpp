@@ -5,7 +5,7 @@
 namespace kiln::tui {
 namespace {
 
-constexpr int kHeaderRows = 4;      // the title, the config, the progress bar, a blank row
+constexpr int kHeaderRows = 5;      // the title, the config, the progress bar, the plan, a blank row
 constexpr int kShortPlotRows = 12;  // the most a plot takes in the ordinary layout
 constexpr int kTallEventRows = 6;   // the fewest rows the tall layout leaves the events
 

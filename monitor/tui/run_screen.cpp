@@ -15,6 +15,7 @@
 #include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
 #include "monitor/tui/experts_block.h"
+#include "monitor/tui/plan_line.h"
 #include "monitor/tui/plot.h"
 #include "monitor/tui/run_layout.h"
 #include "monitor/tui/table.h"
@@ -154,6 +155,7 @@ class RunScreen final : public Screen {
         COLS - col, theme.attr(Tone::Title));
     put(1, 1, config_summary(run.config_json), COLS - 2, theme.attr(Tone::Dim));
     draw_progress(2, session, now);
+    draw_plan_line(3, COLS - 1, run, details_->latest, theme);
 
     const int expert_rows = experts_block_rows(details_->latest_experts, COLS);
     const RunLayout layout = run_layout(height, details_->latest.size(), LINES >= kTallTerminalRows, expert_rows);

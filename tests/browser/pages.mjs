@@ -94,6 +94,9 @@ try {
   expect(await text("#run-progress") === "step 6 of 6 planned (100%)", `progress: ${await text("#run-progress")}`);
   expect(/^elapsed \d+s$/.test(await text("#run-elapsed")), `elapsed: ${await text("#run-elapsed")}`);
   expect(await text("#run-eta") === "ETA — (completed)", `ETA of a finished run: ${await text("#run-eta")}`);
+  // The plan kiln recorded for the run's layout on this CPU beside what it measured.
+  expect(/^planned \d+\.\d ms\/step · measured \d+\.\d ms\/step$/.test(await text("#run-plan-step")), `plan: ${await text("#run-plan-step")}`);
+  expect(/^planned memory \d+\.\d [KMG]iB · measured \d+\.\d [KMG]iB$/.test(await text("#run-plan-memory")), `planned memory: ${await text("#run-plan-memory")}`);
   expect(await page.locator("#chart-mfu").count() === 0 && await page.locator("#chart-gpu").count() === 0, "a CPU run shows an MFU or GPU panel");
   expect((await text("#hidden-panels")).includes("CPU"), `no word on the hidden panels: ${await text("#hidden-panels")}`);
   for (const id of ["#steer-pause", "#steer-resume", "#steer-stop"])

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <thread>
 
 #include "kernels/check.h"
-#include "trainer/train/core_share.h"
 
 namespace kiln {
 namespace {
@@ -55,7 +55,8 @@ DeviceSpec device_spec(const std::string& name) {
   for (DeviceSpec d : known_devices()) {
     if (d.name == lower(name)) {
       if (!d.gpu) {
-        d.cores = usable_cores();
+        // The machine's cores, not this process's share: under mpirun a rank may be bound to one.
+        d.cores = std::max(1u, std::thread::hardware_concurrency());
         d.rate_threads = 1;
       }
       return d;
@@ -63,6 +64,16 @@ DeviceSpec device_spec(const std::string& name) {
     names += (names.empty() ? "" : ", ") + d.name;
   }
   fail("plan: no device named '" + name + "'; known: " + names);
+}
+
+std::optional<DeviceSpec> device_for_backend(const std::string& ops_name, bool gpu) {
+  if (!gpu) return device_spec("cpu");
+  const std::string name = lower(ops_name);
+  const auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+  if (has("h200")) return device_spec("h200");
+  if (has("h100")) return device_spec("h100");
+  if (has("a100")) return device_spec(has("40gb") ? "a100-40gb" : "a100");
+  return std::nullopt;
 }
 
 DeviceSpec with_profile(DeviceSpec device, const std::string& path) {

@@ -6,6 +6,7 @@
 // measured (docs/planner.md).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct DeviceSpec {
 const std::vector<DeviceSpec>& known_devices();
 // --gpu's name (case-insensitive); refused in one line naming the known ones.
 DeviceSpec device_spec(const std::string& name);
+// The device a run's own backend is, for its plan beside its measurements: the CPU backend is
+// "cpu"; a GPU is read from the backend's name (Ops::name(), which carries the GPU's): H200,
+// H100, A100 with 40GB, A100. A GPU the table does not know gives nothing.
+std::optional<DeviceSpec> device_for_backend(const std::string& ops_name, bool gpu);
 // The device with its products', attention's and memory-bound ops' rates from a profile of
 // kiln_bench_step (--profile-json): each op class's FLOPs or bytes over its measured time.
 DeviceSpec with_profile(DeviceSpec device, const std::string& profile_json_path);

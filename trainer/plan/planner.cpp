@@ -7,7 +7,6 @@
 
 #include "kernels/check.h"
 #include "store/human_format.h"
-#include "trainer/train/core_share.h"
 
 namespace kiln {
 namespace {
@@ -104,7 +103,7 @@ std::vector<Config> enumerate(const Config& base, int devices, int per_node) {
 // embedding) or the last (the output layer and the logits).
 void size_ranks(PlannedLayout& l, const ParallelLayout& layout, const DeviceSpec& device, int per_node, Ops& ops) {
   const Config& c = l.config;
-  const int threads = c.backend.threads > 0 ? c.backend.threads : std::max(1, usable_cores() / per_node);
+  const int threads = c.backend.threads > 0 ? c.backend.threads : std::max(1, device.cores / per_node);
   const size_t workspace =
       op_workspace_bytes(device.gpu, threads, c.train.micro_batch, c.model.seq_len / layout.cp(),
                          c.model.n_head / layout.tp(), c.model.head_dim());

@@ -35,13 +35,13 @@ std::unique_ptr<Ops> make_gpu_ops(int gpu, const std::string& attention) {
 #endif
 }
 
-int ranks_here() {
+}  // namespace
+
+int ranks_here(int unknown) {
   // Ranks that mpirun started on this machine share its cores (Open MPI names their count).
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  return local != nullptr ? std::max(1, std::atoi(local)) : 1;
+  return local != nullptr ? std::max(1, std::atoi(local)) : unknown;
 }
-
-}  // namespace
 
 int resolved_threads(const BackendConfig& backend) {
   if (backend.threads > 0) return backend.threads;

@@ -18,6 +18,9 @@ std::unique_ptr<Ops> make_ops(const Config& config, int gpu);
 bool uses_gpu(const BackendConfig& backend);
 // The GPUs this process can see (CUDA_VISIBLE_DEVICES applied); 0 in a build without CUDA.
 int visible_gpus();
+// The ranks the launcher started on this machine (Open MPI names their count); `unknown`
+// where it does not say.
+int ranks_here(int unknown = 1);
 // backend.threads, or (0) the cores this process may use shared out among the ranks mpirun
 // started on this machine.
 int resolved_threads(const BackendConfig& backend);

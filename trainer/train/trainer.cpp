@@ -149,6 +149,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   run_name_ = record.name;
   if (!resume.empty()) resume_from(resume, recording);
 
+  if (is_first_rank()) own_plan_ = plan_own_run();
   print_start(data_notes.text());
   model_flops_per_token_ = model_flops_per_token(m);
   peak_flops_ = peak_bf16_flops(ops_->name());
@@ -160,6 +161,10 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
     info.device = probe_->device_name();
     info.host = host_name();
     info.pid = getpid();
+    if (own_plan_) {
+      info.planned_step_s = own_plan_->step_s;
+      info.planned_memory_bytes = static_cast<int64_t>(own_plan_->planned_bytes);
+    }
     recorder_ = std::make_unique<RunRecorder>(recording, info, *probe_);
     run_name_ = recorder_->name();
     fmt::print(out_, "kiln: recording run {} '{}' in {}\n", recorder_->run_id(),

@@ -134,6 +134,17 @@ class Trainer {
   std::unique_ptr<Communicator> join_group(const std::vector<int>& ranks);
   // Rank 0: which GPU each rank trains on and how their tensors move.
   void print_gpus();
+  // The planner's view of this run (trainer/plan/, kiln plan): its layout's predicted step on
+  // this backend's device, and the memory it plans for this rank beside what the rank
+  // allocated. Nothing on a GPU the planner's table does not know (trainer_plan.cpp).
+  struct OwnPlan {
+    double step_s = 0;
+    size_t planned_bytes = 0;
+    size_t allocated_bytes = 0;
+  };
+  std::optional<OwnPlan> plan_own_run() const;
+  // "kiln: planned 12.3 ms a step and 63.1 MiB on rank 0 (kiln plan); measured memory ..."
+  void print_plan() const;
 
   // Restores the model, optimizer and data position from a checkpoint of the same model,
   // and the run's name into `recording` unless the user gave one.
@@ -198,6 +209,7 @@ class Trainer {
   // Every MoE layer's selection bias (this rank's layers and the others'), by layer: the
   // same on every rank, moved by the world's counts, so rank 0 checkpoints all of it.
   std::map<int, std::vector<double>> expert_bias_;
+  std::optional<OwnPlan> own_plan_;  // the first rank's, when the planner knows the device
   int64_t model_flops_per_token_ = 0;
   double peak_flops_ = 0;  // 0: unknown device, no MFU
 };

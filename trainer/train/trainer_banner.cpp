@@ -93,6 +93,7 @@ void Trainer::print_start(const std::string& data_notes) {
   }
   fmt::print(out_, "{} optimizer {} | total {}\n", memory, human_bytes(optimizer_->bytes()),
              human_bytes(total));
+  print_plan();
   if (optimizer_->sharded())
     fmt::print(out_, "kiln: distributed optimizer: each of {} data-parallel ranks keeps 1/{} of "
                      "the optimizer state{}\n",
