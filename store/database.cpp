@@ -173,6 +173,20 @@ Database::Database(std::string path, Access access, int busy_timeout_ms)
   // SQLite reads the file lazily: touch the schema now, so a file that is not a database
   // (or is damaged) fails here with a clear message rather than in the first query.
   int rc = sqlite3_exec(db_, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, nullptr);
+  if (access == Access::ReadOnly && rc == SQLITE_READONLY_ROLLBACK) {
+    // A writer died mid-transaction and left a hot journal, which a read-only connection may
+    // not roll back (and reading around it would show half a transaction). Any connection
+    // that may write rolls it back on its first read: one does, then this one reads.
+    close();
+    open(SQLITE_OPEN_READWRITE, path_);
+    rc = sqlite3_exec(db_, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, nullptr);
+    close();
+    if (rc != SQLITE_OK)
+      fail("store: " + path_ + " was left mid-write by a process that died, and this user may not repair it; "
+           "open it once for writing (any kiln command that records runs)");
+    open(SQLITE_OPEN_READONLY, path_);
+    rc = sqlite3_exec(db_, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, nullptr);
+  }
   const int primary = rc & 0xff;
   if (access == Access::ReadOnly && (primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN)) {
     // A WAL-mode file needs its -shm index; when the folder is not ours to write, that file

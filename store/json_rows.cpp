@@ -40,7 +40,13 @@ json to_json(const RunRecord& run) {
           {"error", run.error},
           {"last_step", json_number(run.last_step)},
           {"planned_step_s", json_number(run.planned_step_s)},
-          {"planned_memory_bytes", json_number(run.planned_memory_bytes)}};
+          {"planned_memory_bytes", json_number(run.planned_memory_bytes)},
+          {"workdir", run.workdir},
+          {"world_size", json_number(run.world_size)},
+          {"sweep_id", json_number(run.sweep_id)},
+          {"sweep_point", json_number(run.sweep_point)},
+          {"parent_id", json_number(run.parent_id)},
+          {"parent_step", json_number(run.parent_step)}};
 }
 
 json to_json(const MetricRow& row) {

@@ -190,7 +190,122 @@ ALTER TABLE runs ADD COLUMN planned_step_s REAL;          -- predicted seconds a
 ALTER TABLE runs ADD COLUMN planned_memory_bytes INTEGER;  -- rank 0's planned bytes
 )sql";
 
-constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6}};
+
+// Version 6 -> 7: the workstation's second part (docs/alerts.md, docs/sweeps.md, docs/runs.md).
+// A run may be `released` (checkpointed and ended to free its devices, to be resumed) and a
+// `release` command asks for that; SQLite cannot loosen a CHECK in place, so `runs` and
+// `commands` are rebuilt (migrate() turns foreign keys off for the rebuild and checks them
+// before it commits). A run records where and as how many processes it ran, so `kiln runs
+// resume` can launch it again; the sweep and point that launched it; and, for a fork, its
+// parent and the parent's step it started from. Alerts, and each rank's host, get tables.
+constexpr const char* kV7 = R"sql(
+CREATE TABLE sweeps (
+  id           INTEGER PRIMARY KEY,
+  name         TEXT NOT NULL UNIQUE,
+  created_at   REAL NOT NULL,
+  spec_json    TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(spec_json)),
+                                           -- the base config, grid, sampling, parallelism, metric
+  command_line TEXT NOT NULL DEFAULT '',   -- the kiln sweep command (secrets redacted)
+  workdir      TEXT NOT NULL DEFAULT '',   -- the folder it ran in
+  host         TEXT NOT NULL DEFAULT '',
+  pid          INTEGER,                    -- the sweep's process while it launches points
+  heartbeat_at REAL,
+  ended_at     REAL
+);
+
+-- Every point of a sweep, written when the sweep starts; run_name is the run launched for it.
+CREATE TABLE sweep_points (
+  sweep_id    INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,
+  point       INTEGER NOT NULL,                              -- 0-based, in launch order
+  params_json TEXT NOT NULL CHECK (json_valid(params_json)),  -- {"train.lr": 0.001, ...}
+  run_name    TEXT,                                           -- NULL: not launched yet
+  PRIMARY KEY (sweep_id, point)
+) WITHOUT ROWID;
+
+CREATE TABLE runs_v7 (
+  id           INTEGER PRIMARY KEY,
+  name         TEXT NOT NULL UNIQUE,
+  status       TEXT NOT NULL DEFAULT 'created' CHECK (status IN
+                 ('created', 'running', 'paused', 'completed', 'stopped', 'failed', 'lost',
+                  'released')),
+  config_json  TEXT NOT NULL DEFAULT '{}',   -- the resolved run config
+  layout       TEXT NOT NULL DEFAULT '',     -- parallel layout, e.g. tp2.pp1.dp4
+  backend      TEXT NOT NULL DEFAULT '',     -- cpu | cuda
+  device       TEXT NOT NULL DEFAULT '',
+  host         TEXT NOT NULL DEFAULT '',
+  command_line TEXT NOT NULL DEFAULT '',
+  created_at   REAL NOT NULL,
+  started_at   REAL,
+  ended_at     REAL,
+  heartbeat_at REAL,                         -- last sign of life of the training process
+  tags         TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(tags)),  -- JSON array of text
+  notes        TEXT NOT NULL DEFAULT '',
+  error        TEXT,                         -- why a failed run failed
+  pid          INTEGER,                      -- the recording process on `host`; NULL once ended
+  planned_step_s REAL,                       -- predicted seconds a step
+  planned_memory_bytes INTEGER,              -- rank 0's planned bytes
+  workdir      TEXT NOT NULL DEFAULT '',     -- the folder the command ran in
+  world_size   INTEGER,                      -- how many processes (ranks) it ran as
+  sweep_id     INTEGER REFERENCES sweeps(id) ON DELETE SET NULL,
+  sweep_point  INTEGER,                      -- its point in that sweep
+  parent_id    INTEGER REFERENCES runs(id) ON DELETE SET NULL,  -- a fork's parent run
+  parent_step  INTEGER                       -- the parent's checkpoint step it started from
+);
+INSERT INTO runs_v7 (id, name, status, config_json, layout, backend, device, host, command_line,
+                     created_at, started_at, ended_at, heartbeat_at, tags, notes, error, pid,
+                     planned_step_s, planned_memory_bytes)
+  SELECT id, name, status, config_json, layout, backend, device, host, command_line,
+         created_at, started_at, ended_at, heartbeat_at, tags, notes, error, pid,
+         planned_step_s, planned_memory_bytes FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v7 RENAME TO runs;
+CREATE INDEX runs_by_sweep ON runs (sweep_id) WHERE sweep_id IS NOT NULL;
+CREATE INDEX runs_by_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
+
+CREATE TABLE commands_v7 (
+  id           INTEGER PRIMARY KEY,
+  run_id       INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  created_at   REAL NOT NULL,
+  action       TEXT NOT NULL CHECK (action IN
+                 ('pause', 'resume', 'stop', 'checkpoint', 'set', 'release')),
+  argument     TEXT NOT NULL DEFAULT '',  -- set: key=value
+  status       TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'applied', 'rejected')),
+  applied_step INTEGER,
+  applied_at   REAL,
+  reason       TEXT NOT NULL DEFAULT ''
+);
+INSERT INTO commands_v7 SELECT * FROM commands;
+DROP TABLE commands;
+ALTER TABLE commands_v7 RENAME TO commands;
+CREATE INDEX commands_by_run ON commands (run_id, status, id);
+
+-- Each alert a run's rules fired (docs/alerts.md), with an `alert` event beside it.
+CREATE TABLE alerts (
+  id        INTEGER PRIMARY KEY,
+  run_id    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  time      REAL NOT NULL,
+  step      INTEGER,
+  rule      TEXT NOT NULL,  -- nan | loss_spike | grad_spike | throughput | straggler | stall | memory
+  rank      INTEGER,        -- the rank it names; NULL: the whole run
+  value     REAL,           -- what was measured
+  threshold REAL,           -- the limit it crossed
+  message   TEXT NOT NULL DEFAULT '',
+  action    TEXT NOT NULL DEFAULT ''  -- what the run did about it: pause | checkpoint | stop | ''
+);
+CREATE INDEX alerts_by_run ON alerts (run_id, id);
+
+-- Where each rank of a run ran, written once when it starts (and again when it resumes).
+CREATE TABLE run_ranks (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank   INTEGER NOT NULL,
+  host   TEXT NOT NULL DEFAULT '',
+  device TEXT NOT NULL DEFAULT '',  -- cpu, or cuda:N on that host
+  pid    INTEGER,
+  PRIMARY KEY (run_id, rank)
+) WITHOUT ROWID;
+)sql";
+
+constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6}, {kV7}};
 
 }  // namespace
 

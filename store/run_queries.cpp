@@ -22,7 +22,8 @@ constexpr const char* kRunSelect = R"sql(
          status, config_json, layout, backend, device, host, command_line, created_at,
          started_at, ended_at, heartbeat_at, tags, notes, coalesce(error, ''),
          (SELECT max(step) FROM metrics WHERE metrics.run_id = runs.id), pid,
-         planned_step_s, planned_memory_bytes
+         planned_step_s, planned_memory_bytes, workdir, world_size, sweep_id, sweep_point,
+         parent_id, parent_step
   FROM runs)sql";
 
 std::vector<std::string> parse_tags(const std::string& text) {
@@ -57,6 +58,12 @@ RunRecord read_run(const Statement& st) {
   r.pid = st.opt_int64(18);
   r.planned_step_s = st.opt_real(19).value_or(kNoValue);
   r.planned_memory_bytes = st.opt_int64(20);
+  r.workdir = st.text(21);
+  r.world_size = st.opt_int64(22);
+  r.sweep_id = st.opt_int64(23);
+  r.sweep_point = st.opt_int64(24);
+  r.parent_id = st.opt_int64(25);
+  r.parent_step = st.opt_int64(26);
   return r;
 }
 

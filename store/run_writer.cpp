@@ -11,10 +11,12 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "store/alert_rows.h"
 #include "store/commands.h"
 #include "store/error.h"
 #include "store/expert_load.h"
 #include "store/metric_blocks.h"
+#include "store/rank_places.h"
 #include "store/rows.h"
 #include "store/run_figures.h"
 #include "store/run_queries.h"
@@ -49,6 +51,8 @@ RunInfo checked(RunInfo info) {
   for (const auto& tag : info.tags) require_utf8(tag, "the tag");
   require_utf8(info.notes, "the notes");
   require_utf8(info.config_json, "the config");
+  require_utf8(info.workdir, "the working folder");
+  if (info.world_size && *info.world_size <= 0) info.world_size.reset();
   info.command_line = redact_command_line(info.command_line);
   // A plan the planner could not make (no time, no bytes) is kept as no plan.
   if (!(std::isfinite(info.planned_step_s) && info.planned_step_s > 0)) info.planned_step_s = kNoValue;
@@ -118,17 +122,31 @@ int64_t RunWriter::create_run(const RunInfo& typed) {
     fail("store: a run named '" + info.name + "' already exists in " + path_ + " (id " +
          std::to_string(id) + "); choose another name");
   }
+  // A fork names its parent; a parent this store does not hold (another store's run) is
+  // left unlinked rather than refused.
+  std::optional<int64_t> parent_id;
+  if (!info.parent_name.empty()) {
+    Statement& parent = db.cached("SELECT id FROM runs WHERE name = ?");
+    parent.bind(1, info.parent_name);
+    if (parent.step()) parent_id = parent.int64(0);
+    parent.reset();
+  }
   Statement& insert = db.cached(
       "INSERT INTO runs (name, status, config_json, layout, backend, device, host, command_line, "
-      "pid, created_at, started_at, heartbeat_at, tags, notes, planned_step_s, planned_memory_bytes) "
-      "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "pid, created_at, started_at, heartbeat_at, tags, notes, planned_step_s, planned_memory_bytes, "
+      "workdir, world_size, sweep_id, sweep_point, parent_id, parent_step) "
+      "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   insert.bind_all(info.name, info.config_json.empty() ? std::string("{}") : info.config_json,
                   info.layout, info.backend, info.device, info.host, info.command_line,
                   stored_pid(info.pid), now, now, now, nlohmann::json(info.tags).dump(), info.notes,
-                  info.planned_step_s, info.planned_memory_bytes);
+                  info.planned_step_s, info.planned_memory_bytes, info.workdir, info.world_size,
+                  info.sweep_id, info.sweep_point, parent_id,
+                  parent_id ? info.parent_step : std::nullopt);
   insert.run();
   const int64_t id = db.last_insert_rowid();
-  std::string message = "started";
+  std::string message = parent_id ? "forked from " + info.parent_name + " at step " +
+                                        std::to_string(info.parent_step.value_or(0)) + ", started"
+                                  : "started";
   if (!info.host.empty()) message += " on " + info.host;
   if (!info.backend.empty()) message += ", " + info.backend;
   if (!info.device.empty()) message += " (" + info.device + ")";
@@ -184,10 +202,11 @@ std::optional<int64_t> RunWriter::resume_run(const RunInfo& typed, const std::st
   Statement& update = db.cached(
       "UPDATE runs SET status = 'running', ended_at = NULL, error = NULL, heartbeat_at = ?, "
       "config_json = ?, layout = ?, backend = ?, device = ?, host = ?, command_line = ?, pid = ?, "
-      "planned_step_s = ?, planned_memory_bytes = ? WHERE id = ?");
+      "planned_step_s = ?, planned_memory_bytes = ?, workdir = ?, world_size = ? WHERE id = ?");
   update.bind_all(now, info.config_json.empty() ? std::string("{}") : info.config_json,
                   info.layout, info.backend, info.device, info.host, info.command_line,
-                  stored_pid(info.pid), info.planned_step_s, info.planned_memory_bytes, id);
+                  stored_pid(info.pid), info.planned_step_s, info.planned_memory_bytes, info.workdir,
+                  info.world_size, id);
   update.run();
   insert_event(db, id, Event{0, now, std::nullopt, std::string(event_kind::kStart), message});
   tx.commit();
@@ -302,6 +321,25 @@ std::vector<Command> RunWriter::pending_commands() {
   if (run == 0) return {};
   std::lock_guard sync(sync_mutex_);
   return store::pending_commands(*sync_db_, run);
+}
+
+int64_t RunWriter::log_alert(Alert alert) {
+  std::lock_guard sync(sync_mutex_);
+  const int64_t run = run_id();
+  if (run == 0) fail("store: log before create_run: the writer has no run yet");
+  Transaction tx(*sync_db_);
+  const int64_t id = insert_alert(*sync_db_, run, alert);
+  tx.commit();
+  return id;
+}
+
+void RunWriter::record_ranks(const std::vector<RankPlace>& places) {
+  std::lock_guard sync(sync_mutex_);
+  const int64_t run = run_id();
+  if (run == 0) fail("store: log before create_run: the writer has no run yet");
+  Transaction tx(*sync_db_);
+  write_rank_places(*sync_db_, run, places);
+  tx.commit();
 }
 
 void RunWriter::mark_command(int64_t command_id, CommandStatus status, int64_t step,

@@ -94,6 +94,11 @@ class RunWriter {
   void log_event(std::string_view kind, std::string message,
                  std::optional<int64_t> step = std::nullopt);
   void log_checkpoint(Checkpoint checkpoint);  // also a `checkpoint` event
+  // An alert and its `alert` event, written before it returns (alerts are rare and a hook
+  // or an action may follow at once); returns the alert's id.
+  int64_t log_alert(Alert alert);
+  // Where each rank runs, written before it returns (once, when the run starts).
+  void record_ranks(const std::vector<RankPlace>& places);
   void heartbeat();
   // Paused or running again (a `status` event).
   void set_status(RunStatus status);

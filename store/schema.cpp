@@ -64,6 +64,15 @@ void migrate(Database& db, std::span<const Migration> steps) {
          "; open it once for writing (any kiln command that records runs) to upgrade it");
   }
 
+  // A step may rebuild a table others refer to (SQLite's way to change a constraint), and
+  // with foreign keys on, dropping the old table would delete every row that refers to it.
+  // They are off for the migration (the pragma is a no-op inside a transaction, so before
+  // it), checked once before the commit, and on again whatever happens.
+  db.exec("PRAGMA foreign_keys = OFF");
+  struct ForeignKeysBackOn {
+    Database& db;
+    ~ForeignKeysBackOn() { sqlite3_exec(db.handle(), "PRAGMA foreign_keys = ON", nullptr, nullptr, nullptr); }
+  } back_on{db};
   // One transaction for every step: a crash mid-way leaves the old version intact. The
   // version is read again under the write lock, in case another process migrated first.
   Transaction tx(db);
@@ -71,6 +80,12 @@ void migrate(Database& db, std::span<const Migration> steps) {
   if (check_version(db, version, target)) return;
   register_migration_functions(db);
   for (int k = version; k < target; ++k) db.exec(steps[static_cast<size_t>(k)].sql);
+  {
+    Statement broken(db, "PRAGMA foreign_key_check");
+    if (broken.step())
+      fail("store: migrating " + db.path() + " would break a reference from table " +
+           broken.text(0) + "; nothing was changed");
+  }
   db.exec("PRAGMA user_version = " + std::to_string(target));
   db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
   tx.commit();

@@ -55,14 +55,14 @@ std::unique_ptr<Database> migrated_from(const std::string& path, size_t version,
     db.exec(sql);
   }
   auto db = open_store(path, Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 7);
   return db;
 }
 
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 6);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
+  EXPECT_EQ(schema_version(), 7);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 7);
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(db->query_int("PRAGMA synchronous"), 1);  // NORMAL
@@ -70,19 +70,19 @@ TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   std::vector<std::string> tables;
   Statement st(*db, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name");
   while (st.step()) tables.push_back(st.text(0));
-  EXPECT_EQ(tables, (std::vector<std::string>{"checkpoints", "commands", "events", "expert_loads",
-                                              "metric_blocks", "metrics", "runs", "samples",
-                                              "system_metrics", "valid_metrics"}));
+  EXPECT_EQ(tables, (std::vector<std::string>{"alerts", "checkpoints", "commands", "events", "expert_loads",
+                                              "metric_blocks", "metrics", "run_ranks", "runs", "samples",
+                                              "sweep_points", "sweeps", "system_metrics", "valid_metrics"}));
   // Reopening a current store changes nothing.
   db.reset();
   db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 7);
 }
 
 TEST_F(SchemaTest, MigratesAnEmptyFileFromVersionZero) {
   spit(path(), "");  // what `touch kiln-runs.db` leaves: a version-0 SQLite database
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 7);
   EXPECT_EQ(db->query_int("SELECT count(*) FROM runs"), 0);
 }
 
@@ -95,7 +95,7 @@ TEST_F(SchemaTest, VersionTwoAddsThePidAndScrubsTokensFromRecordedCommandLines) 
             "('plain', 'kiln train --name plain', 1)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 7);
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'leaky'"),
             "kiln train --serve 0.0.0.0:8080 --token *** --set hub.api_key=***");
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'plain'"), "kiln train --name plain");
@@ -125,7 +125,7 @@ TEST_F(SchemaTest, VersionFourAddsExpertLoadsAndKeepsOlderRows) {
             "INSERT INTO valid_metrics (run_id, step, time, loss) VALUES (1, 4, 5, 2.75)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 7);
   const RunDetails details = run_details(*db, 1);
   EXPECT_EQ(details.run.name, "dense");
   ASSERT_TRUE(details.latest_sample.has_value());
@@ -146,7 +146,7 @@ TEST_F(SchemaTest, VersionFiveAddsTheAllToAllTimeToRowsAndBlocks) {
             "INSERT INTO metric_blocks (run_id, rank, block, aggregates) VALUES (1, 0, 0, zeroblob(680))");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 6);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 7);
   Statement& st = db->cached("SELECT aggregates FROM metric_blocks WHERE run_id = 1");
   ASSERT_TRUE(st.step());
   const std::span<const std::byte> blob = st.blob(0);
@@ -191,6 +191,61 @@ TEST_F(SchemaTest, VersionSixAddsTheRunsPlanAndLeavesOlderRunsUnplanned) {
   EXPECT_EQ(get_run(*db, id).planned_memory_bytes, 4096);
 }
 
+// Version 7 rebuilds `runs` and `commands` to allow `released` and `release`: every row of
+// every table that refers to a run survives the rebuild, foreign keys included.
+TEST_F(SchemaTest, VersionSevenRebuildsRunsAndCommandsAndKeepsEveryRow) {
+  {
+    auto db = migrated_from(
+        path(), 6,
+        "INSERT INTO runs (name, status, layout, created_at, tags, planned_step_s) "
+        "  VALUES ('old', 'stopped', 'tp1.pp1.dp2', 1, '[\"a\"]', 0.5);"
+        "INSERT INTO metrics (run_id, step, rank, time, loss) VALUES (1, 3, 0, 5, 2.5), (1, 3, 1, 5, 2.6);"
+        "INSERT INTO events (run_id, time, kind, message) VALUES (1, 5, 'end', 'stopped');"
+        "INSERT INTO commands (run_id, created_at, action, status) VALUES (1, 4, 'stop', 'applied');"
+        "INSERT INTO checkpoints (run_id, step, path, time) VALUES (1, 3, '/c/step-3', 5)");
+    const RunRecord old = get_run(*db, 1);
+    EXPECT_EQ(old.name, "old");
+    EXPECT_EQ(old.status, RunStatus::Stopped);
+    EXPECT_EQ(old.tags, std::vector<std::string>{"a"});
+    EXPECT_DOUBLE_EQ(old.planned_step_s, 0.5);
+    EXPECT_EQ(old.last_step, 3);
+    EXPECT_FALSE(old.parent_id.has_value());
+    EXPECT_EQ(db->query_int("SELECT count(*) FROM metrics"), 2);
+    EXPECT_EQ(db->query_int("SELECT count(*) FROM events"), 1);
+    EXPECT_EQ(db->query_int("SELECT count(*) FROM commands WHERE action = 'stop'"), 1);
+    EXPECT_EQ(db->query_int("SELECT count(*) FROM checkpoints"), 1);
+    EXPECT_EQ(db->query_int("PRAGMA foreign_keys"), 1) << "back on after the rebuild";
+    // The rebuilt tables take the new values, and deleting a run still cascades.
+    db->exec("UPDATE runs SET status = 'released' WHERE id = 1");
+    db->exec("INSERT INTO commands (run_id, created_at, action) VALUES (1, 6, 'release')");
+    db->exec("DELETE FROM runs WHERE id = 1");
+    EXPECT_EQ(db->query_int("SELECT count(*) FROM metrics"), 0);
+    EXPECT_EQ(db->query_int("SELECT count(*) FROM commands"), 0);
+  }
+  // A fork records its parent by name and the step it started from.
+  RunWriter parent_writer(path());
+  parent_writer.create_run(testing_util::run_info("parent"));
+  parent_writer.finish(RunStatus::Completed);
+  parent_writer.flush();
+  RunWriter writer(path());
+  RunInfo info = testing_util::run_info("child");
+  info.parent_name = "parent";
+  info.parent_step = 8;
+  info.workdir = "/home/me/work";
+  info.world_size = 2;
+  const int64_t id = writer.create_run(info);
+  writer.finish(RunStatus::Released);
+  writer.flush();
+  auto db = open_store(path(), Access::ReadOnly);
+  const RunRecord child = get_run(*db, id);
+  EXPECT_EQ(child.parent_id, find_run_named(*db, "parent"));
+  EXPECT_EQ(child.parent_step, 8);
+  EXPECT_EQ(child.workdir, "/home/me/work");
+  EXPECT_EQ(child.world_size, 2);
+  EXPECT_EQ(child.status, RunStatus::Released);
+  EXPECT_TRUE(child.ended_at.has_value());
+}
+
 TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
   make_store(path());
   std::vector<Migration> next(migrations().begin(), migrations().end());
@@ -198,12 +253,12 @@ TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
                   "CREATE TABLE extras (run_id INTEGER, x TEXT);"});
   Database db(path(), Access::ReadWrite);
   migrate(db, next);
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 7);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 8);
   EXPECT_EQ(db.query_int("SELECT priority FROM runs WHERE name = 'first'"), 3);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM extras"), 0);
   migrate(db, next);  // already there: nothing to do
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 7);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 8);
 }
 
 TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
@@ -213,7 +268,7 @@ TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
   Database db(path(), Access::ReadWrite);
   EXPECT_EQ(error_of([&] { migrate(db, next); }),
             "store: " + path() + ": no such table: no_such_table");
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 6);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 7);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'extras'"), 0);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
 }
@@ -225,7 +280,7 @@ TEST_F(SchemaTest, RefusesAStoreFromANewerKiln) {
     db.exec("PRAGMA user_version = 8");
   }
   const std::string expected =
-      "store: " + path() + " has schema version 8, newer than this kiln's 6; upgrade kiln";
+      "store: " + path() + " has schema version 8, newer than this kiln's 7; upgrade kiln";
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadWrite); }), expected);
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadOnly); }), expected);
   EXPECT_EQ(error_of([&] { RunWriter writer(path()); }), expected);

@@ -10,7 +10,7 @@
 namespace kiln::store {
 namespace {
 
-constexpr std::array<std::pair<RunStatus, std::string_view>, 7> kRunStatuses{{
+constexpr std::array<std::pair<RunStatus, std::string_view>, 8> kRunStatuses{{
     {RunStatus::Created, "created"},
     {RunStatus::Running, "running"},
     {RunStatus::Paused, "paused"},
@@ -18,14 +18,16 @@ constexpr std::array<std::pair<RunStatus, std::string_view>, 7> kRunStatuses{{
     {RunStatus::Stopped, "stopped"},
     {RunStatus::Failed, "failed"},
     {RunStatus::Lost, "lost"},
+    {RunStatus::Released, "released"},
 }};
 
-constexpr std::array<std::pair<CommandAction, std::string_view>, 5> kActions{{
+constexpr std::array<std::pair<CommandAction, std::string_view>, 6> kActions{{
     {CommandAction::Pause, "pause"},
     {CommandAction::Resume, "resume"},
     {CommandAction::Stop, "stop"},
     {CommandAction::Checkpoint, "checkpoint"},
     {CommandAction::Set, "set"},
+    {CommandAction::Release, "release"},
 }};
 
 constexpr std::array<std::pair<CommandStatus, std::string_view>, 3> kCommandStatuses{{
@@ -68,7 +70,7 @@ RunStatus parse_run_status(std::string_view text) {
 }
 bool is_terminal(RunStatus status) {
   return status == RunStatus::Completed || status == RunStatus::Stopped ||
-         status == RunStatus::Failed;
+         status == RunStatus::Failed || status == RunStatus::Released;
 }
 
 std::string_view to_string(CommandAction action) { return name_of(kActions, action); }

@@ -20,15 +20,18 @@ inline constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
 // Seconds since the Unix epoch, as a double (every time column in the store).
 double unix_now();
 
-enum class RunStatus { Created, Running, Paused, Completed, Stopped, Failed, Lost };
+// Released: checkpointed and ended to free its devices, to be resumed (`kiln runs release`).
+enum class RunStatus { Created, Running, Paused, Completed, Stopped, Failed, Lost, Released };
 std::string_view to_string(RunStatus status);
 // "running" -> Running; anything else is a kiln::Error naming the valid statuses.
 RunStatus parse_run_status(std::string_view text);
-// Completed, stopped and failed runs are over; created, running and paused ones are not.
+// Completed, stopped, failed and released runs have ended (a released one may be resumed);
+// created, running and paused ones have not.
 // (Lost is a reading of a running run whose heartbeat went stale, not a stored end.)
 bool is_terminal(RunStatus status);
 
-enum class CommandAction { Pause, Resume, Stop, Checkpoint, Set };
+// Release: checkpoint, then end the run as `released` (docs/runs.md).
+enum class CommandAction { Pause, Resume, Stop, Checkpoint, Set, Release };
 std::string_view to_string(CommandAction action);
 CommandAction parse_command_action(std::string_view text);
 
@@ -52,6 +55,37 @@ struct RunInfo {
   // device, and rank 0's planned memory. kNoValue / nullopt: not planned (an unknown GPU).
   double planned_step_s = kNoValue;
   std::optional<int64_t> planned_memory_bytes;
+  std::string workdir;             // the folder the command ran in
+  std::optional<int64_t> world_size;  // how many processes (ranks) it runs as
+  // A fork (kiln runs fork, or kiln train --resume CHECKPOINT --name NEW): the run whose
+  // checkpoint it starts from, by name, and that checkpoint's step. Empty: not a fork.
+  std::string parent_name;
+  std::optional<int64_t> parent_step;
+  // A sweep's point (kiln sweep): the sweep's id and the point's index.
+  std::optional<int64_t> sweep_id;
+  std::optional<int64_t> sweep_point;
+};
+
+// Where one rank of a run runs.
+struct RankPlace {
+  int rank = 0;
+  std::string host;
+  std::string device;  // "cpu", or "cuda:N" on that host
+  std::optional<int64_t> pid;
+};
+
+// One firing of an alert rule (docs/alerts.md). The writer also records it as an `alert`
+// event, so every view that shows events shows it.
+struct Alert {
+  int64_t id = 0;  // set by the store
+  double time = 0;  // 0: stamped when written
+  std::optional<int64_t> step;
+  std::string rule;                 // nan, loss_spike, grad_spike, throughput, straggler, stall, memory
+  std::optional<int> rank;          // the rank it names; nullopt: the whole run
+  double value = kNoValue;          // what was measured
+  double threshold = kNoValue;      // the limit it crossed
+  std::string message;              // one line
+  std::string action;               // pause, checkpoint, stop, or empty
 };
 
 // One rank's measurements for one logged step. Times are milliseconds, memory is bytes.
@@ -137,6 +171,7 @@ inline constexpr std::string_view kNan = "nan";
 inline constexpr std::string_view kError = "error";
 inline constexpr std::string_view kDropped = "dropped";
 inline constexpr std::string_view kStatus = "status";
+inline constexpr std::string_view kAlert = "alert";
 }  // namespace event_kind
 
 struct Event {
@@ -191,6 +226,12 @@ struct RunRecord {
   std::optional<int64_t> last_step;  // the highest logged step, if any
   double planned_step_s = kNoValue;             // RunInfo's: the planner's step, seconds
   std::optional<int64_t> planned_memory_bytes;  // RunInfo's: rank 0's planned bytes
+  std::string workdir;                          // RunInfo's
+  std::optional<int64_t> world_size;
+  std::optional<int64_t> sweep_id;
+  std::optional<int64_t> sweep_point;
+  std::optional<int64_t> parent_id;    // a fork's parent run
+  std::optional<int64_t> parent_step;  // and the parent's step it started from
 };
 
 }  // namespace kiln::store

@@ -65,7 +65,7 @@ Tone status_tone(store::RunStatus status) {
   using store::RunStatus;
   switch (status) {
     case RunStatus::Running: return Tone::Good;
-    case RunStatus::Paused: return Tone::Warn;
+    case RunStatus::Paused: case RunStatus::Released: return Tone::Warn;
     case RunStatus::Completed: return Tone::Info;
     case RunStatus::Failed: case RunStatus::Lost: return Tone::Bad;
     case RunStatus::Created: case RunStatus::Stopped: return Tone::Dim;

@@ -67,20 +67,21 @@ int gpu_for_rank(const NodePlacement& placement, int visible_gpus, bool shares) 
 }
 
 std::vector<RankGpu> gather_rank_gpus(Communicator& world, const RankGpu& mine) {
-  constexpr size_t kWords = kHostWords + 1 + kBusWords;
+  constexpr size_t kWords = kHostWords + 1 + kBusWords + 1;
   std::array<int64_t, kWords> record{};
   const auto host = to_words<kHostWords>(mine.host);
   const auto bus = to_words<kBusWords>(mine.bus_id);
   std::copy(host.begin(), host.end(), record.begin());
   record[kHostWords] = mine.gpu;
   std::copy(bus.begin(), bus.end(), record.begin() + kHostWords + 1);
+  record[kWords - 1] = mine.pid;
   const bool root = world.rank() == 0;
   std::vector<int64_t> all(root ? kWords * static_cast<size_t>(world.size()) : 0);
   world.gather(host_words(all.data(), all.size()), host_words(record.data(), record.size()), 0);
   std::vector<RankGpu> ranks;
   for (size_t at = 0; at < all.size(); at += kWords)
     ranks.push_back({from_words(&all[at], kHostWords), static_cast<int>(all[at + kHostWords]),
-                     from_words(&all[at + kHostWords + 1], kBusWords)});
+                     from_words(&all[at + kHostWords + 1], kBusWords), all[at + kWords - 1]});
   return ranks;
 }
 

@@ -28,8 +28,9 @@ int gpu_for_rank(const NodePlacement& placement, int visible_gpus, bool shares);
 // What one rank trains on.
 struct RankGpu {
   std::string host;
-  int gpu = 0;
+  int gpu = 0;         // -1: a CPU rank
   std::string bus_id;  // PCI bus id, "0000:3B:00.0"
+  int64_t pid = 0;     // the rank's process on `host`
 };
 
 // Every rank's RankGpu on rank 0 of `world`, in rank order (empty on the others). Collective.

@@ -10,7 +10,7 @@ SteeringDecision decide(const std::vector<store::Command>& pending, bool paused)
   for (const store::Command& c : pending) {
     CommandOutcome out{c.id, false, {}};
     if (d.stop) {
-      out.reason = "the run is stopping";
+      out.reason = d.release ? "the run is being released" : "the run is stopping";
       d.outcomes.push_back(out);
       continue;
     }
@@ -29,6 +29,12 @@ SteeringDecision decide(const std::vector<store::Command>& pending, bool paused)
         out.applied = true;
         out.reason = "stopping";
         d.stop = true;
+        break;
+      case store::CommandAction::Release:
+        out.applied = true;
+        out.reason = "releasing";
+        d.stop = true;
+        d.release = true;
         break;
       case store::CommandAction::Checkpoint:
         out.applied = true;

@@ -26,6 +26,7 @@ struct SteeringDecision {
   bool resume = false;  // paused -> running
   bool stop = false;    // end the run after this step, as `stopped` (writing a checkpoint)
   bool checkpoint = false;  // write a checkpoint after this step
+  bool release = false;     // with stop: end as `released`, to be resumed (kiln runs release)
   std::vector<Setting> settings;        // in the order the commands came
   std::vector<size_t> setting_outcome;  // settings[i]'s index in outcomes
   std::vector<CommandOutcome> outcomes;
@@ -35,7 +36,8 @@ struct SteeringDecision {
 
 // Decides on the pending commands, oldest first, of a run that is `paused` or running.
 // Pause and resume toggle in order (pause, resume in one batch is a no-op, each applied);
-// commands after a stop are rejected; a set whose key or value is bad is rejected with the
+// commands after a stop or a release are rejected (a release is a stop that ends the run as
+// `released`, its checkpoint written); a set whose key or value is bad is rejected with the
 // parse error; several checkpoint commands in one batch make one checkpoint.
 SteeringDecision decide(const std::vector<store::Command>& pending, bool paused);
 

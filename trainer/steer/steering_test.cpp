@@ -60,6 +60,20 @@ TEST(Steering, CommandsAfterAStopAreRejected) {
   EXPECT_TRUE(d.settings.empty());
 }
 
+TEST(Steering, AReleaseStopsTheRunAndRejectsWhatFollows) {
+  const SteeringDecision d =
+      decide({command(1, CommandAction::Release), command(2, CommandAction::Checkpoint)}, true);
+  EXPECT_TRUE(d.stop);
+  EXPECT_TRUE(d.release);
+  EXPECT_FALSE(d.checkpoint) << "the release writes its own checkpoint";
+  ASSERT_EQ(d.outcomes.size(), 2u);
+  EXPECT_TRUE(d.outcomes[0].applied);
+  EXPECT_EQ(d.outcomes[0].reason, "releasing");
+  EXPECT_FALSE(d.outcomes[1].applied);
+  EXPECT_EQ(d.outcomes[1].reason, "the run is being released");
+  EXPECT_FALSE(decide({command(3, CommandAction::Stop)}, false).release);
+}
+
 TEST(Steering, SettingsAreParsedAndBadOnesRejectedWithTheReason) {
   const SteeringDecision d = decide({command(1, CommandAction::Set, "train.lr_scale=0.5"),
                                      command(2, CommandAction::Set, "model.n_layer=3"),

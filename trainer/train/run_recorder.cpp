@@ -34,6 +34,10 @@ RunRecorder::RunRecorder(const RecordOptions& options, store::RunInfo info, Syst
   info.command_line = options.command_line;
   info.tags = options.tags;
   info.name = options.name;
+  info.parent_name = options.parent_name;
+  info.parent_step = options.parent_step;
+  info.sweep_id = options.sweep_id;
+  info.sweep_point = options.sweep_point;
   std::optional<int64_t> resumed;
   if (!options.resumed_from.empty()) resumed = writer_.resume_run(info, options.resumed_from, options.force_resume);
   run_id_ = resumed ? *resumed : create_run(writer_, options, info);

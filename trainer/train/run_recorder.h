@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,12 @@ struct RecordOptions {
   std::string resumed_from;
   // Continue that run even while the store shows it live (the user knows its process is gone).
   bool force_resume = false;
+  // A fork: resumed from another run's checkpoint under a new name, that run and its step.
+  std::string parent_name;
+  std::optional<int64_t> parent_step;
+  // A sweep's point (kiln sweep launches it): the sweep's id in the store and the point.
+  std::optional<int64_t> sweep_id;
+  std::optional<int64_t> sweep_point;
 };
 
 class RunRecorder {
@@ -60,6 +67,8 @@ class RunRecorder {
   void record(const SteeringDecision& decision, int64_t step);
   void set_paused(bool paused);
   void log_checkpoint(int64_t step, const std::string& path, int64_t bytes, const std::string& layout);
+  void record_ranks(const std::vector<store::RankPlace>& places) { writer_.record_ranks(places); }
+  int64_t log_alert(store::Alert alert) { return writer_.log_alert(std::move(alert)); }
 
   // Ends the run and waits for the disk. Returns the store's failure, if any, instead of
   // throwing: the training is over either way, and the caller reports it.

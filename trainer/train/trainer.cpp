@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <tuple>
 
@@ -39,11 +40,6 @@ ParallelLayout parallel_layout(const Config& c, int world_size) {
                      "data-parallel ranks = {}",
                      c.train.global_batch, c.train.micro_batch, layout.dp(), per_step));
   return layout;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  return gethostname(name, sizeof name - 1) == 0 ? name : "";
 }
 
 // A FILE* whose text is kept in memory until asked for.
@@ -161,12 +157,21 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
     info.device = probe_->device_name();
     info.host = host_name();
     info.pid = getpid();
+    std::error_code cwd_error;
+    info.workdir = std::filesystem::current_path(cwd_error).string();
+    info.world_size = world_.size();
     if (own_plan_) {
       info.planned_step_s = own_plan_->step_s;
       info.planned_memory_bytes = static_cast<int64_t>(own_plan_->planned_bytes);
     }
     recorder_ = std::make_unique<RunRecorder>(recording, info, *probe_);
     run_name_ = recorder_->name();
+    std::vector<store::RankPlace> places;
+    for (size_t r = 0; r < rank_places_.size(); ++r) {
+      const RankGpu& p = rank_places_[r];
+      places.push_back({static_cast<int>(r), p.host, p.gpu >= 0 ? fmt::format("cuda:{}", p.gpu) : "cpu", p.pid});
+    }
+    recorder_->record_ranks(places);
     fmt::print(out_, "kiln: recording run {} '{}' in {}\n", recorder_->run_id(),
                recorder_->name(), recorder_->path());
     if (valid_data_ && config_.train.sample_tokens > 0 && !layout_.splits_model())
@@ -209,9 +214,9 @@ TrainSummary Trainer::run() {
     throw;
   }
   if (recorder_) {
-    const store::RunStatus status = summary.interrupted || summary.stopped
-                                        ? store::RunStatus::Stopped
-                                        : store::RunStatus::Completed;
+    const store::RunStatus status = summary.released                        ? store::RunStatus::Released
+                                    : summary.interrupted || summary.stopped ? store::RunStatus::Stopped
+                                                                             : store::RunStatus::Completed;
     const std::string store_error = recorder_->finish(status);
     if (!store_error.empty())
       fmt::print(stderr, "kiln: warning: the run store could not record the end: {}\n",
@@ -219,7 +224,8 @@ TrainSummary Trainer::run() {
   }
   summary.run_name = run_name_;
   summary.last_checkpoint = last_checkpoint_;
-  const bool sample = config_.train.sample_tokens > 0 && !summary.interrupted && !summary.stopped;
+  const bool sample =
+      config_.train.sample_tokens > 0 && !summary.interrupted && !summary.stopped && !summary.released;
   if (sample && layout_.splits_model()) {
     fmt::print(out_, "kiln: no sample: each rank holds {}; {}\n", layout_.model_share(),
                last_checkpoint_.empty()
@@ -326,6 +332,7 @@ void Trainer::train_loop(TrainSummary& summary) {
       save_checkpoint_at(step);
 
     bool stop = decision.stop;
+    releasing_ = releasing_ || decision.release;
     if (decision.pause && !stop && !interrupted) stop = hold_paused(step, interrupted);
     if (interrupted) {
       summary.interrupted = true;
@@ -334,6 +341,12 @@ void Trainer::train_loop(TrainSummary& summary) {
       if (t.checkpoint_interval > 0) save_checkpoint_at(step);
       if (recorder_)
         recorder_->log_event(store::event_kind::kStatus, "interrupted (SIGINT or SIGTERM)", step);
+      break;
+    }
+    if (stop && releasing_) {
+      summary.released = true;
+      fmt::print(out_, "kiln: released after step {}; continue it with: kiln runs resume {} --store {}\n", step,
+                 recorder_->name(), recorder_->path());
       break;
     }
     if (stop) {

@@ -20,6 +20,7 @@
 #include "trainer/optim/adamw.h"
 #include "trainer/optim/loss_scaler.h"
 #include "trainer/parallel/communicator.h"
+#include "trainer/parallel/gpu_placement.h"
 #include "trainer/parallel/gradient_buckets.h"
 #include "trainer/parallel/layout.h"
 #include "trainer/parallel/pipeline_schedule.h"
@@ -39,6 +40,7 @@ struct TrainSummary {
                                               // across tokenizers
   bool interrupted = false;             // Ctrl-C or SIGTERM
   bool stopped = false;                 // a stop command from the store
+  bool released = false;                // a release command: checkpointed, to be resumed
   std::string run_name;                 // the name it trained under (a resume keeps the checkpoint's)
   std::string last_checkpoint;          // the newest checkpoint this run wrote; empty if none
 };
@@ -133,7 +135,9 @@ class Trainer {
   // on a GPU run by its device twin. Collective over the world.
   std::unique_ptr<Communicator> join_group(const std::vector<int>& ranks);
   // Rank 0: which GPU each rank trains on and how their tensors move.
-  void print_gpus();
+  // Gathers where every rank runs (host, GPU, process) on the first rank, for the store, and
+  // prints which GPU each rank took. Collective.
+  void place_ranks();
   // The planner's view of this run (trainer/plan/, kiln plan): its layout's predicted step on
   // this backend's device, and the memory it plans for this rank beside what the rank
   // allocated. Nothing on a GPU the planner's table does not know (trainer_plan.cpp).
@@ -192,6 +196,7 @@ class Trainer {
   LossScaler loss_scaler_;
   std::unique_ptr<TokenBatch> batch_;
   std::unique_ptr<RunRecorder> recorder_;
+  std::vector<RankGpu> rank_places_;  // every rank's, on the first rank (place_ranks)
   std::unique_ptr<ValidationSampler> sampler_;  // recorded runs with train.sample_tokens > 0
   std::vector<store::Command> steering_pending_;  // what steer() read, until recorded
   SteeringDecision steering_;                     // and what it decided
@@ -206,6 +211,7 @@ class Trainer {
   // pauses): left out of its tokens/s, as Megatron's timers leave them out.
   double not_training_s_ = 0;
   double lr_scale_ = 1;  // `kiln runs set`: the schedule times this
+  bool releasing_ = false;  // a release command was applied: the run ends as `released`
   // Every MoE layer's selection bias (this rank's layers and the others'), by layer: the
   // same on every rank, moved by the world's counts, so rank 0 checkpoints all of it.
   std::map<int, std::vector<double>> expert_bias_;

@@ -1,6 +1,7 @@
 // Where a run trains: this rank's GPU and the device communicator its groups split from, or
 // the CPU backend; and the start-up lines that say which GPU each rank took.
 #include <fmt/core.h>
+#include <unistd.h>
 
 #include "trainer/parallel/device_world.h"
 #include "trainer/parallel/gpu_placement.h"
@@ -29,15 +30,14 @@ std::unique_ptr<Communicator> Trainer::join_group(const std::vector<int>& ranks)
   return make_group_communicator(std::move(host), device_world_->split(ranks));
 }
 
-void Trainer::print_gpus() {
-  if (!device_world_) return;
-  RankGpu mine{host_name(), gpu_, ""};
+void Trainer::place_ranks() {
+  RankGpu mine{host_name(), device_world_ ? gpu_ : -1, "", getpid()};
 #ifdef KILN_HAVE_CUDA
-  mine.bus_id = cuda_pci_bus_id(gpu_);
+  if (device_world_) mine.bus_id = cuda_pci_bus_id(gpu_);
 #endif
-  const std::vector<RankGpu> ranks = gather_rank_gpus(world_, mine);
-  if (!is_first_rank()) return;
-  for (const std::string& line : describe_rank_gpus(ranks)) fmt::print(out_, "kiln: {}\n", line);
+  rank_places_ = gather_rank_gpus(world_, mine);
+  if (!is_first_rank() || !device_world_) return;
+  for (const std::string& line : describe_rank_gpus(rank_places_)) fmt::print(out_, "kiln: {}\n", line);
   const bool staged = resolve_device_comm(config_.parallel.device_comm) == "mpi";
   fmt::print(out_, "kiln: GPU tensors move between ranks {}\n",
              staged ? "by MPI through page-locked host memory (parallel.device_comm=mpi)"

@@ -38,7 +38,7 @@ void Trainer::print_start(const std::string& data_notes) {
              layout_.dp() > 1 ? fmt::format(" on each of {} data-parallel ranks", layout_.dp())
                                 : std::string(),
              static_cast<int64_t>(t.global_batch) * m.seq_len, t.steps);
-  print_gpus();
+  place_ranks();
   // On the CPU attention is always kiln's; a GPU says what backend.attention chose.
   if (ops_->device() == Device::Cuda) {
     const std::string attention = ops_->attention();

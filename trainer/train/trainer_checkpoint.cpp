@@ -120,6 +120,10 @@ void Trainer::resume_from(const std::string& resume, RecordOptions& recording) {
     }
     run_name_ = recording.name = state.run_name;
   }
+  if (recording.name != state.run_name) {
+    recording.parent_name = state.run_name;
+    recording.parent_step = state.step;
+  }
   warn_of_schedule_changes(state.config, resume);
   recording.resumed_from = resume;
 }

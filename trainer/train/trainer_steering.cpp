@@ -58,7 +58,8 @@ void Trainer::record_steering(int64_t step, const std::string& checkpoint_path) 
     const auto action = pending[i].action;
     CommandOutcome& o = steering_.outcomes[i];
     if (o.applied && !checkpoint_path.empty() &&
-        (action == store::CommandAction::Checkpoint || action == store::CommandAction::Stop))
+        (action == store::CommandAction::Checkpoint || action == store::CommandAction::Stop ||
+         action == store::CommandAction::Release))
       o.reason += "; wrote " + checkpoint_path;
   }
   recorder_->record(steering_, step);
@@ -82,6 +83,7 @@ SteeringDecision Trainer::share_decision(SteeringDecision decision, bool& interr
                       static_cast<double>(decision.resume),
                       static_cast<double>(decision.stop),
                       static_cast<double>(decision.checkpoint),
+                      static_cast<double>(decision.release),
                       static_cast<double>(interrupted),
                       static_cast<double>(t.log_interval),
                       static_cast<double>(t.eval_interval),
@@ -91,10 +93,11 @@ SteeringDecision Trainer::share_decision(SteeringDecision decision, bool& interr
   decision.resume = control[1] != 0;
   decision.stop = control[2] != 0;
   decision.checkpoint = control[3] != 0;
-  interrupted = control[4] != 0;
-  t.log_interval = static_cast<int>(control[5]);
-  t.eval_interval = static_cast<int>(control[6]);
-  lr_scale_ = control[7];
+  decision.release = control[4] != 0;
+  interrupted = control[5] != 0;
+  t.log_interval = static_cast<int>(control[6]);
+  t.eval_interval = static_cast<int>(control[7]);
+  lr_scale_ = control[8];
   return decision;
 }
 
@@ -130,6 +133,7 @@ bool Trainer::hold_paused(int64_t step, bool& interrupted) {
         decision.checkpoint || decision.stop ? save_checkpoint_at(step) : std::string();
     if (recorder_) record_steering(step, written);
     stop = decision.stop;
+    releasing_ = releasing_ || decision.release;
     paused = !decision.resume && !stop && !interrupted;
   }
   const double waited_s = seconds_since(start);
