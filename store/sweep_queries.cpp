@@ -1,6 +1,8 @@
 #include "store/sweep_queries.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "store/error.h"
@@ -134,6 +136,17 @@ std::string candidates(Statement& st, size_t limit) {
 }
 
 }  // namespace
+
+std::optional<BestPoint> best_point(const std::vector<SweepPointRow>& points) {
+  for (const auto& [metric, field] : {std::pair{"final_valid_loss", &SweepPointRow::final_valid_loss},
+                                     std::pair{"final_loss", &SweepPointRow::final_loss}}) {
+    std::optional<BestPoint> best;
+    for (const auto& p : points)
+      if (!std::isnan(p.*field) && (!best || p.*field < best->value)) best = BestPoint{p.point, metric, p.*field};
+    if (best) return best;
+  }
+  return std::nullopt;
+}
 
 std::vector<SweepSummary> list_sweeps(Database& db, int64_t limit, double stale_after_s) {
   ReadSnapshot snapshot(db);

@@ -52,6 +52,16 @@ struct SweepDetails {
   std::vector<std::string> parameters;  // the swept keys, in the order the points give them
 };
 
+// The point that did best, and the figure it was judged on: the lowest final validation loss
+// when any point has one (what a sweep is usually chosen by), else the lowest final training
+// loss; absent when no point has either.
+struct BestPoint {
+  int64_t point = 0;
+  std::string_view metric;  // "final_valid_loss" or "final_loss"
+  double value = kNoValue;
+};
+std::optional<BestPoint> best_point(const std::vector<SweepPointRow>& points);
+
 // Newest first; limit 0: every sweep.
 std::vector<SweepSummary> list_sweeps(Database& db, int64_t limit = 0,
                                       double stale_after_s = kDefaultStaleAfterS);

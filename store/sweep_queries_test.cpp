@@ -187,5 +187,24 @@ TEST_F(SweepQueriesTest, ResolveTakesAnIdANameOrAUniquePrefix) {
   EXPECT_NE(error_of([&] { sweep_details(*db_, 99); }).find("no sweep with id 99"), std::string::npos);
 }
 
+TEST(SweepBestPoint, IsTheLowestFinalValidLossElseTheLowestFinalLoss) {
+  std::vector<SweepPointRow> points(3);
+  for (int64_t i = 0; i < 3; ++i) points[i].point = i;
+  EXPECT_FALSE(best_point(points)) << "no figures yet";
+  points[0].final_loss = 2.0;
+  points[1].final_loss = 1.5;
+  auto best = best_point(points);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->point, 1);
+  EXPECT_EQ(best->metric, "final_loss");
+  points[0].final_valid_loss = 2.2;
+  points[2].final_valid_loss = 2.4;
+  best = best_point(points);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->point, 0) << "validation decides once any point has it";
+  EXPECT_EQ(best->metric, "final_valid_loss");
+  EXPECT_DOUBLE_EQ(best->value, 2.2);
+}
+
 }  // namespace
 }  // namespace kiln::store
