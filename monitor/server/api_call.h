@@ -42,6 +42,9 @@ Reply get_export_csv(ApiCall& call);
 Reply get_compare(ApiCall& call);
 // api_experts.cpp
 Reply get_experts(ApiCall& call);
+// api_sweeps.cpp: /api/sweeps/{sweep} resolves its sweep itself (an id, a name or a prefix)
+Reply get_sweeps(ApiCall& call);
+Reply get_sweep(ApiCall& call);
 // api_edit.cpp
 Reply post_command(ApiCall& call);
 Reply post_tags(ApiCall& call);

@@ -17,6 +17,7 @@ using nlohmann::json;
 namespace {
 
 constexpr std::string_view kRunSegment = "{run}";
+constexpr std::string_view kSweepSegment = "{sweep}";
 
 struct Route {
   http::verb method;
@@ -46,6 +47,8 @@ constexpr Route kRoutes[] = {
     {http::verb::get, {"api", "runs", kRunSegment, "export.csv"}, get_export_csv, false},
     {http::verb::get, {"api", "runs", kRunSegment, "live"}, live_without_upgrade, false},
     {http::verb::get, {"api", "compare"}, get_compare, false},
+    {http::verb::get, {"api", "sweeps"}, get_sweeps, false},
+    {http::verb::get, {"api", "sweeps", kSweepSegment}, get_sweep, false},
     {http::verb::get, {"metrics"}, get_prometheus, false},
 };
 
@@ -54,7 +57,9 @@ bool matches(const Route& route, const RequestTarget& target) {
   while (n < route.pattern.size() && !route.pattern[n].empty()) ++n;
   if (n != target.segments.size()) return false;
   for (size_t i = 0; i < n; ++i)
-    if (route.pattern[i] != kRunSegment && route.pattern[i] != target.segments[i]) return false;
+    if (route.pattern[i] != kRunSegment && route.pattern[i] != kSweepSegment &&
+        route.pattern[i] != target.segments[i])
+      return false;
   return true;
 }
 
