@@ -50,4 +50,12 @@ std::map<int64_t, int64_t> alert_counts(Database& db) {
   return counts;
 }
 
+std::map<std::string, int64_t> alert_counts_by_rule(Database& db, int64_t run_id) {
+  Statement& st = db.cached("SELECT rule, count(*) FROM alerts WHERE run_id = ? GROUP BY rule");
+  st.bind_all(run_id);
+  std::map<std::string, int64_t> counts;
+  while (st.step()) counts[st.text(0)] = st.int64(1);
+  return counts;
+}
+
 }  // namespace kiln::store

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "store/database.h"
@@ -21,5 +22,7 @@ int64_t insert_alert(Database& db, int64_t run_id, const Alert& alert);
 std::vector<Alert> list_alerts(Database& db, int64_t run_id, int64_t limit = 0);
 // How many alerts each run that has any fired, by run id.
 std::map<int64_t, int64_t> alert_counts(Database& db);
+// How many alerts each rule fired in a run, by rule (Prometheus' kiln_alerts_total).
+std::map<std::string, int64_t> alert_counts_by_rule(Database& db, int64_t run_id);
 
 }  // namespace kiln::store

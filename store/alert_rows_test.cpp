@@ -60,6 +60,8 @@ TEST_F(AlertRowsTest, AnAlertIsARowAndAnEventAndCountsForItsRun) {
   EXPECT_EQ(newest[0].rule, "straggler");
   EXPECT_EQ(db->query_int("SELECT count(*) FROM events WHERE kind = 'alert' AND message LIKE 'loss_spike: loss 7.5%'"), 1);
   EXPECT_EQ(alert_counts(*db), (std::map<int64_t, int64_t>{{id, 2}}));
+  EXPECT_EQ(alert_counts_by_rule(*db, id), (std::map<std::string, int64_t>{{"loss_spike", 1}, {"straggler", 1}}));
+  EXPECT_TRUE(alert_counts_by_rule(*db, id + 1).empty());
 }
 
 TEST_F(AlertRowsTest, RankPlacesAreReplacedWhenARunRecordsThemAgain) {

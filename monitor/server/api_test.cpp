@@ -211,5 +211,18 @@ TEST_F(ServerTest, ExportsLiveRunsForPrometheus) {
   EXPECT_EQ(r.body.find("run=\"alpha\""), std::string::npos);  // ended runs are not scraped
 }
 
+TEST_F(ServerTest, CountsEachRulesAlertsForPrometheus) {
+  for (const char* rule : {"loss_spike", "straggler", "loss_spike"}) {
+    store::Alert alert;
+    alert.rule = rule;
+    alert.message = "planted";
+    live_writer_->log_alert(alert);
+  }
+  const std::string body = get(port_, "/metrics").body;
+  EXPECT_NE(body.find("# TYPE kiln_alerts_total counter\n"), std::string::npos) << body;
+  EXPECT_NE(body.find("kiln_alerts_total{run=\"beta\",rule=\"loss_spike\"} 2\n"), std::string::npos) << body;
+  EXPECT_NE(body.find("kiln_alerts_total{run=\"beta\",rule=\"straggler\"} 1\n"), std::string::npos) << body;
+}
+
 }  // namespace
 }  // namespace kiln::monitor::test

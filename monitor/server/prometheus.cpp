@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "monitor/server/api_call.h"
+#include "store/alert_rows.h"
 #include "store/run_queries.h"
 
 namespace kiln::monitor {
@@ -92,6 +93,11 @@ Reply get_prometheus(ApiCall& call) {
   for (const auto& d : live)
     sample(out, "kiln_run_paused", fmt::format("run=\"{}\"", label(d.run.name)),
            d.run.status == store::RunStatus::Paused ? 1 : 0);
+  header(out, {"kiln_alerts_total", "Alerts the run's rules fired, by rule (docs/alerts.md).", "counter"});
+  for (const auto& d : live)
+    for (const auto& [rule, count] : store::alert_counts_by_rule(*db, d.run.id))
+      sample(out, "kiln_alerts_total", fmt::format("run=\"{}\",rule=\"{}\"", label(d.run.name), label(rule)),
+             static_cast<double>(count));
   Reply reply;
   reply.content_type = "text/plain; version=0.0.4; charset=utf-8";
   reply.body = std::move(out);

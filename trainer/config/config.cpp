@@ -108,10 +108,24 @@ void for_each_field(C& c, F&& f) {
   f("backend", "attention", c.backend.attention);
 
   f("store", "path", c.store.path);
+
+  f("alerts", "enabled", c.alerts.enabled);
+  f("alerts", "window", c.alerts.window);
+  f("alerts", "min_samples", c.alerts.min_samples);
+  f("alerts", "loss_zscore", c.alerts.loss_zscore);
+  f("alerts", "grad_zscore", c.alerts.grad_zscore);
+  f("alerts", "throughput_fraction", c.alerts.throughput_fraction);
+  f("alerts", "straggler_fraction", c.alerts.straggler_fraction);
+  f("alerts", "straggler_steps", c.alerts.straggler_steps);
+  f("alerts", "stall_s", c.alerts.stall_s);
+  f("alerts", "memory_fraction", c.alerts.memory_fraction);
+  f("alerts", "command", c.alerts.command);
+  f("alerts", "command_timeout_s", c.alerts.command_timeout_s);
+  f("alerts", "actions", c.alerts.actions);
 }
 
 const std::vector<std::string> kSections = {"model",     "moe",     "train", "data",
-                                            "parallel",  "precision", "backend", "store"};
+                                            "parallel",  "precision", "backend", "store", "alerts"};
 const std::vector<std::string> kRequired = {"n_layer", "n_head", "d_model", "vocab_size",
                                             "seq_len"};  // all in model
 constexpr int kByteVocab = 257;  // 256 byte values + end-of-document
@@ -551,6 +565,24 @@ void validate_attention(const Config& c) {
          "rows with kiln's kernels");
 }
 
+void validate_alerts(const AlertsConfig& a) {
+  at_least("alerts.window", a.window, 2);
+  at_least("alerts.min_samples", a.min_samples, 2);
+  if (a.min_samples > a.window)
+    fail("config: alerts.min_samples=" + show(a.min_samples) + " is more than alerts.window=" + show(a.window));
+  at_least("alerts.loss_zscore", a.loss_zscore, 0.0);
+  at_least("alerts.grad_zscore", a.grad_zscore, 0.0);
+  if (!(a.throughput_fraction >= 0 && a.throughput_fraction < 1))
+    fail("config: alerts.throughput_fraction must be in [0, 1), got " + show(a.throughput_fraction));
+  at_least("alerts.straggler_fraction", a.straggler_fraction, 0.0);
+  at_least("alerts.straggler_steps", a.straggler_steps, 1);
+  at_least("alerts.stall_s", a.stall_s, 0.0);
+  if (!(a.memory_fraction >= 0 && a.memory_fraction <= 1))
+    fail("config: alerts.memory_fraction must be in [0, 1], got " + show(a.memory_fraction));
+  positive("alerts.command_timeout_s", a.command_timeout_s);
+  a.action_map();
+}
+
 void validate(const Config& c) {
   validate_model(c.model);
   validate_moe(c.model.moe, c.model);
@@ -561,6 +593,7 @@ void validate(const Config& c) {
   one_of("backend.device", c.backend.device, {"cpu", "cuda", "auto"});
   at_least("backend.threads", c.backend.threads, 0);
   validate_attention(c);
+  validate_alerts(c.alerts);
 }
 
 // nlohmann prefixes "[json.exception.parse_error.101] "; the rest is the useful part.
@@ -593,6 +626,31 @@ bool MoeConfig::is_moe_layer(int layer) const {
   if (layers.empty()) return layer % layer_freq == 0;
   const std::vector<int> listed = parse_layer_list(layers, std::numeric_limits<int>::max());
   return std::find(listed.begin(), listed.end(), layer) != listed.end();
+}
+
+std::map<std::string, std::string> AlertsConfig::action_map() const {
+  std::map<std::string, std::string> map;
+  std::string_view rest = actions;
+  while (!trim(rest).empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = trim(rest.substr(0, comma));
+    const size_t eq = item.find('=');
+    const std::string rule(trim(item.substr(0, eq)));
+    const std::string action(eq == item.npos ? "" : trim(item.substr(eq + 1)));
+    const bool known = std::any_of(std::begin(kAlertRules), std::end(kAlertRules),
+                                   [&](const char* r) { return rule == r; });
+    if (!known)
+      fail("config: alerts.actions names no rule " + show(rule) + " (rules: nan, loss_spike, grad_spike, "
+           "throughput, straggler, stall, memory); write rule=action, e.g. \"loss_spike=pause\"");
+    // A NaN loss ends the run as failed at once: its weights are no longer numbers, and a
+    // checkpoint of them would only push good ones out.
+    if (rule == "nan") fail("config: alerts.actions cannot act on nan: a run whose loss is not a number ends failed");
+    one_of("alerts.actions' action for " + rule, action, {"pause", "checkpoint", "stop"});
+    if (!map.emplace(rule, action).second) fail("config: alerts.actions names " + rule + " twice");
+    if (comma == rest.npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return map;
 }
 
 int64_t ModelConfig::padded_vocab() const {

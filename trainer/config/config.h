@@ -1,10 +1,11 @@
-// The run config: sections model, moe, train, data, parallel, precision, backend, store.
+// The run config: sections model, moe, train, data, parallel, precision, backend, store, alerts.
 // Loaded from JSON (or the embedded tiny defaults), overridden by --set, validated
 // before anything runs. Key names here are the ones used in docs, the store and logs.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -154,6 +155,32 @@ struct StoreConfig {
   std::string path;  // empty: $KILN_STORE, else ./kiln-runs.db (cli/store_path.h)
 };
 
+// The rules rank 0 judges at each logged step (docs/alerts.md); each threshold at 0 turns its
+// rule off. Spike and throughput rules compare with the previous `window` logged steps once
+// `min_samples` of them are in.
+struct AlertsConfig {
+  bool enabled = true;
+  int window = 50;
+  int min_samples = 10;
+  double loss_zscore = 6;            // loss_spike: this many standard deviations above the mean
+  double grad_zscore = 6;            // grad_spike: the same for the gradient norm
+  double throughput_fraction = 0.5;  // throughput: tokens/s below this fraction of the median
+  double straggler_fraction = 0.2;   // straggler: a rank's working time this much above the
+  int straggler_steps = 3;           // median rank's, for this many logged steps in a row
+  double stall_s = 600;              // stall: a step running this long
+  double memory_fraction = 0.95;     // memory: a rank's peak above this fraction of its device's
+  std::string command;               // run by /bin/sh -c with the alert as JSON on stdin
+  double command_timeout_s = 30;
+  std::string actions;  // "rule=action,...": pause | checkpoint | stop at the next step boundary
+
+  // actions parsed and checked, by rule.
+  std::map<std::string, std::string> action_map() const;
+};
+
+// Every alert rule's name, as the store, the hook's JSON and alerts.actions spell it.
+inline constexpr const char* kAlertRules[] = {"nan",       "loss_spike", "grad_spike", "throughput",
+                                              "straggler", "stall",      "memory"};
+
 struct Config {
   ModelConfig model;
   TrainConfig train;
@@ -162,6 +189,7 @@ struct Config {
   PrecisionConfig precision;
   BackendConfig backend;
   StoreConfig store;
+  AlertsConfig alerts;
 
   int grad_accum() const { return train.global_batch / train.micro_batch; }
 };

@@ -331,7 +331,7 @@ TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
       {"model", 13}, {"moe", 14}, {"train", 24}, {"data", 7}, {"parallel", 13},
-      {"precision", 1}, {"backend", 3}, {"store", 1}};
+      {"precision", 1}, {"backend", 3}, {"store", 1}, {"alerts", 13}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
   EXPECT_EQ(j["train"]["adam_eps"], 1e-8);
@@ -530,6 +530,32 @@ TEST(Config, MixtureOfExpertsKeysAreChecked) {
             "models (set parallel.cp=1 or moe.num_experts=0)");
   EXPECT_EQ(error_of({"parallel.expert_tensor_parallel_size=1"}),
             "config: unknown key parallel.expert_tensor_parallel_size (did you mean parallel.etp?)");
+}
+
+TEST(Config, AlertsAreOnByDefaultAndTheirKeysAreChecked) {
+  const AlertsConfig a = with({}).alerts;
+  EXPECT_TRUE(a.enabled);
+  EXPECT_EQ(a.window, 50);
+  EXPECT_DOUBLE_EQ(a.loss_zscore, 6);
+  EXPECT_DOUBLE_EQ(a.memory_fraction, 0.95);
+  EXPECT_TRUE(a.action_map().empty());
+  const auto actions = with({"alerts.actions=loss_spike=stop, straggler = checkpoint"}).alerts.action_map();
+  EXPECT_EQ(actions, (std::map<std::string, std::string>{{"loss_spike", "stop"}, {"straggler", "checkpoint"}}));
+  EXPECT_EQ(error_of({"alerts.window=1"}), "config: alerts.window must be >= 2, got 1");
+  EXPECT_EQ(error_of({"alerts.min_samples=60"}), "config: alerts.min_samples=60 is more than alerts.window=50");
+  EXPECT_EQ(error_of({"alerts.throughput_fraction=1"}), "config: alerts.throughput_fraction must be in [0, 1), got 1.0");
+  EXPECT_EQ(error_of({"alerts.memory_fraction=1.5"}), "config: alerts.memory_fraction must be in [0, 1], got 1.5");
+  EXPECT_EQ(error_of({"alerts.command_timeout_s=0"}), "config: alerts.command_timeout_s must be > 0, got 0.0");
+  EXPECT_EQ(error_of({"alerts.straggler_steps=0"}), "config: alerts.straggler_steps must be >= 1, got 0");
+  EXPECT_EQ(error_of({"alerts.actions=loss=stop"}),
+            "config: alerts.actions names no rule \"loss\" (rules: nan, loss_spike, grad_spike, throughput, "
+            "straggler, stall, memory); write rule=action, e.g. \"loss_spike=pause\"");
+  EXPECT_EQ(error_of({"alerts.actions=stall=reboot"}),
+            "config: alerts.actions' action for stall must be one of pause, checkpoint, stop, got \"reboot\"");
+  EXPECT_EQ(error_of({"alerts.actions=nan=stop"}),
+            "config: alerts.actions cannot act on nan: a run whose loss is not a number ends failed");
+  EXPECT_EQ(error_of({"alerts.actions=memory=stop,memory=pause"}), "config: alerts.actions names memory twice");
+  EXPECT_EQ(error_of({"alerts.stall=5"}), "config: unknown key alerts.stall (did you mean alerts.stall_s?)");
 }
 
 }  // namespace

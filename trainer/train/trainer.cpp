@@ -177,6 +177,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
     if (valid_data_ && config_.train.sample_tokens > 0 && !layout_.splits_model())
       sampler_ = std::make_unique<ValidationSampler>(*model_, *tokenizer_, config_.train);
   }
+  start_alerts();
   if (!resume.empty())
     fmt::print(out_, "kiln: resumed from {} at step {}\n", resume, first_step_ - 1);
   std::fflush(out_);
@@ -252,6 +253,7 @@ void Trainer::train_loop(TrainSummary& summary) {
 
   for (int64_t step = first_step_; step <= t.steps; ++step) {
     share_machine(step);
+    before_step(step);
     const bool timed = step % t.log_interval == 0 || step == t.steps;
     const double lr = scheduled_lr(step);
     StepTimes times = train_step(timed);
@@ -268,6 +270,7 @@ void Trainer::train_loop(TrainSummary& summary) {
                  step, scale, loss_scaler_.skipped_steps(), loss_scaler_.scale());
     }
     const double norm = update.grad_norm;
+    after_step(step, times, norm, update.skipped);
     if (!std::isfinite(times.loss)) {
       const std::string message =
           fmt::format("loss is {} at step {}", std::isnan(times.loss) ? "nan" : "infinite", step);

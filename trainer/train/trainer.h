@@ -25,6 +25,8 @@
 #include "trainer/parallel/layout.h"
 #include "trainer/parallel/pipeline_schedule.h"
 #include "trainer/train/pipeline_executor.h"
+#include "trainer/train/fault_plan.h"
+#include "trainer/train/run_alerts.h"
 #include "trainer/telemetry/system_probe.h"
 #include "trainer/train/core_share.h"
 #include "trainer/train/run_recorder.h"
@@ -121,6 +123,16 @@ class Trainer {
   void reduce_gradients(StepTimes& times);
   // Every rank's row of a logged step, gathered to rank 0, which hands them to the store.
   void record_step(store::MetricRow row);
+  // Alerts (trainer_alerts.cpp, docs/alerts.md). Collective: reads KILN_FAULTS and, on the
+  // first rank of a recorded run, starts the rules over every rank's memory limit.
+  void start_alerts();
+  // Around each step, on every rank: the planted faults, the stall watchdog, NaN checks.
+  void before_step(int64_t step);
+  void after_step(int64_t step, StepTimes& times, double grad_norm, bool skipped);
+  // The first rank: a logged step's rows, every rank's, through the rules.
+  void check_alerts(const std::vector<store::MetricRow>& rows);
+  // Rank 0: `decision` with the actions of the alerts fired since the last step boundary.
+  SteeringDecision with_alert_actions(SteeringDecision decision);
   // After each step of a model with MoE layers: their routing over the step, summed over
   // every rank, moves the aux-loss-free selection bias and, on a logged step, goes to the
   // store (trainer_experts.cpp). Collective over the world when it communicates.
@@ -218,6 +230,8 @@ class Trainer {
   std::optional<OwnPlan> own_plan_;  // the first rank's, when the planner knows the device
   int64_t model_flops_per_token_ = 0;
   double peak_flops_ = 0;  // 0: unknown device, no MFU
+  FaultPlan faults_;                  // KILN_FAULTS, on every rank
+  std::unique_ptr<RunAlerts> alerts_;  // the first rank's, with alerts.enabled and a store
 };
 
 }  // namespace kiln

@@ -14,6 +14,7 @@ void Trainer::record_step(store::MetricRow row) {
   row.mem_peak = memory.peak;
   if (world_.size() == 1) {
     recorder_->log_step(row);
+    check_alerts({row});
     return;
   }
   // What differs between ranks travels; step, loss, lr and grad norm are the same on all.
@@ -25,6 +26,7 @@ void Trainer::record_step(store::MetricRow row) {
   world_.gather(Tensor{all.data(), DType::F64, {static_cast<int64_t>(all.size())}},
                 Tensor{mine, DType::F64, {kFields}}, 0);
   if (!recorder_) return;
+  std::vector<store::MetricRow> rows;
   for (int r = 0; r < world_.size(); ++r) {
     const double* v = all.data() + r * kFields;
     row.rank = r;
@@ -40,7 +42,9 @@ void Trainer::record_step(store::MetricRow row) {
     row.mem_peak = static_cast<int64_t>(v[9]);
     row.a2a_ms = v[10];
     recorder_->log_step(row);
+    rows.push_back(row);
   }
+  check_alerts(rows);
 }
 
 store::MetricRow Trainer::metric_row(int64_t step, double loss, double lr, double grad_norm,

@@ -75,6 +75,7 @@ void Trainer::record_steering(int64_t step, const std::string& checkpoint_path) 
 }
 
 SteeringDecision Trainer::share_decision(SteeringDecision decision, bool& interrupted) {
+  decision = with_alert_actions(std::move(decision));
   if (world_.size() == 1) return decision;
   // What the step boundary decided, and the settings it may have changed, as rank 0 has
   // them; small integers travel exactly as doubles.

@@ -1,0 +1,46 @@
+// Fault rehearsal (docs/alerts.md): KILN_FAULTS plants faults in a real run so each alert
+// rule, and the hook behind it, can be seen to fire before a real fault does. Items,
+// separated by commas:
+//   nan@STEP              the loss of STEP is NaN on every rank (the real NaN path follows)
+//   spike@STEP[xFACTOR]   the loss reported at STEP is FACTOR (10) times what it was
+//   slow@RANK:MS          that rank works MS ms longer every step: a straggler the others wait for
+//   stall@STEP:SECONDS    every rank stops that long in STEP
+//   throughput@STEP:MS    every rank works MS ms longer every step from STEP on
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln {
+
+struct Fault {
+  enum class Kind { Nan, Spike, Slow, Stall, Throughput };
+  Kind kind = Kind::Nan;
+  int64_t step = 0;  // nan, spike, stall: the step; throughput: the first step
+  int rank = 0;      // slow
+  double amount = 0; // spike: the factor; slow, throughput: ms; stall: seconds
+};
+
+class FaultPlan {
+ public:
+  FaultPlan() = default;
+  // Throws kiln::Error ("KILN_FAULTS: ...") naming the item it cannot read.
+  static FaultPlan parse(std::string_view text);
+  // KILN_FAULTS from the environment; none when unset or empty.
+  static FaultPlan from_environment();
+
+  bool empty() const { return faults_.empty(); }
+  // "a NaN loss at step 5, rank 1 working 40 ms longer every step"
+  std::string describe() const;
+  // The loss as `step` reports it.
+  double loss_at(int64_t step, double loss) const;
+  // Milliseconds `rank` spends idle in its work at `step`.
+  double delay_ms(int64_t step, int rank) const;
+
+ private:
+  std::vector<Fault> faults_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,55 @@
+#include "trainer/train/fault_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/check.h"
+
+namespace kiln {
+namespace {
+
+std::string error_of(std::string_view text) {
+  try {
+    FaultPlan::parse(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FaultPlan, EveryKindOfFault) {
+  const FaultPlan plan = FaultPlan::parse("nan@9, spike@4x20,spike@5, slow@1:40, stall@6:2.5, throughput@7:50");
+  EXPECT_EQ(plan.describe(),
+            "a NaN loss at step 9, the loss 20 times over at step 4, the loss 10 times over at step 5, rank 1 working "
+            "40 ms longer every step, a stop of 2.5 s in step 6, every rank 50 ms slower a step from step 7");
+  EXPECT_TRUE(std::isnan(plan.loss_at(9, 3.0)));
+  EXPECT_DOUBLE_EQ(plan.loss_at(4, 3.0), 60);
+  EXPECT_DOUBLE_EQ(plan.loss_at(5, 3.0), 30);
+  EXPECT_DOUBLE_EQ(plan.loss_at(3, 3.0), 3);
+  EXPECT_DOUBLE_EQ(plan.delay_ms(1, 0), 0);
+  EXPECT_DOUBLE_EQ(plan.delay_ms(1, 1), 40);
+  EXPECT_DOUBLE_EQ(plan.delay_ms(6, 0), 2500);
+  EXPECT_DOUBLE_EQ(plan.delay_ms(8, 1), 90);
+}
+
+TEST(FaultPlan, NoneIsEmpty) {
+  EXPECT_TRUE(FaultPlan::parse("").empty());
+  EXPECT_TRUE(FaultPlan::parse(" ").empty());
+  EXPECT_DOUBLE_EQ(FaultPlan().loss_at(1, 2.0), 2.0);
+}
+
+TEST(FaultPlan, BadItemsAreNamedInOneLine) {
+  EXPECT_EQ(error_of("nan@five"), "KILN_FAULTS: cannot read \"nan@five\"; write nan@STEP, e.g. nan@5");
+  EXPECT_EQ(error_of("nan@0"), "KILN_FAULTS: cannot read \"nan@0\"; write nan@STEP, e.g. nan@5");
+  EXPECT_EQ(error_of("slow@1"), "KILN_FAULTS: cannot read \"slow@1\"; write slow@RANK:MS, e.g. slow@1:40");
+  EXPECT_EQ(error_of("spike@3x-1"), "KILN_FAULTS: cannot read \"spike@3x-1\"; write spike@STEP[xFACTOR], e.g. spike@8x20");
+  EXPECT_EQ(error_of("stall@2:99999"),
+            "KILN_FAULTS: cannot read \"stall@2:99999\"; write stall@STEP:SECONDS, e.g. stall@6:3");
+  EXPECT_EQ(error_of("nan@2,oom@3"),
+            "KILN_FAULTS: unknown fault \"oom@3\" (nan@STEP, spike@STEP[xFACTOR], slow@RANK:MS, stall@STEP:SECONDS, "
+            "throughput@STEP:MS)");
+}
+
+}  // namespace
+}  // namespace kiln
