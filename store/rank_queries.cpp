@@ -156,4 +156,19 @@ RankHeat rank_heat(Database& db, int64_t run_id, const HeatQuery& q) {
   return heat;
 }
 
+std::optional<int64_t> recent_from(Database& db, int64_t run_id, size_t steps) {
+  Statement& st = db.cached("SELECT step FROM metrics WHERE run_id = ? AND step < ? ORDER BY step DESC LIMIT 1");
+  std::optional<int64_t> from;
+  int64_t below = std::numeric_limits<int64_t>::max();
+  for (size_t i = 0; i < steps; ++i) {
+    st.bind_all(run_id, below);
+    const bool found = st.step();
+    if (found) below = st.int64(0);
+    st.reset();
+    if (!found) break;
+    from = below;
+  }
+  return from;
+}
+
 }  // namespace kiln::store

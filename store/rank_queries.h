@@ -82,4 +82,8 @@ struct RankHeat {
 
 RankHeat rank_heat(Database& db, int64_t run_id, const HeatQuery& query);
 
+// The first of the run's newest `steps` logged steps (a HeatQuery's `from` for a strip of
+// the recent steps, one column each); nullopt for a run without steps. One seek per step.
+std::optional<int64_t> recent_from(Database& db, int64_t run_id, size_t steps);
+
 }  // namespace kiln::store

@@ -132,6 +132,10 @@ TEST_F(RankQueriesTest, HeatStripHoldsEachRanksTimeAgainstTheMedian) {
   range.from = 100;
   range.to = 200;
   EXPECT_TRUE(rank_heat(*db, id, range).steps.empty());
+
+  EXPECT_EQ(recent_from(*db, id, 3), 6) << "steps 6, 7 and 8";
+  EXPECT_EQ(recent_from(*db, id, 100), 1);
+  EXPECT_FALSE(recent_from(*db, 999, 3).has_value());
 }
 
 }  // namespace

@@ -11,6 +11,8 @@ import { planFacts, planSpans } from "/run_plan.js";
 import { samplesSection } from "/run_samples.js";
 import { expertsSection } from "/run_experts.js";
 import { systemPanels, cpuNote } from "/run_system.js";
+import { ranksSection } from "/run_ranks.js";
+import { alertsSection } from "/run_alerts.js";
 
 const keys = ["loss", "lr", "grad_norm", "tokens_per_s", "mfu", "mem_used", "fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms", "a2a_ms"];
 const perRankCharts = [
@@ -56,13 +58,15 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
   const steer = el("div", { class: "steer" });
   let samples = null;
   const experts = expertsSection();
+  const ranks = ranksSection(encodeURIComponent(run));
+  const alerts = alertsSection(encodeURIComponent(run));
 
   const lineMode = el("select", { id: "chart-lines", onchange: () => { settings.bands = lineMode.value === "bands"; build(); } },
     el("option", { value: "ranks" }, "a line per rank"), el("option", { value: "bands" }, "min–max band and mean"));
   lineMode.value = settings.bands ? "bands" : "ranks";
   const controls = el("div", { class: "controls", id: "chart-controls" }, "lines ", lineMode,
     "x axis ", xAxisSelect(settings, xAxes, build), smoothingControl(settings, refresh));
-  view.append(title, facts, steer, controls, hiddenPanels, chartBox, experts.element, el("h2", {}, "Samples"), samplesBox,
+  view.append(title, facts, steer, alerts.element, controls, hiddenPanels, chartBox, ranks.element, experts.element, el("h2", {}, "Samples"), samplesBox,
     el("h2", {}, "Events"), eventList, el("h2", {}, "Config"), config);
 
   function push(line, step, time, value) {
@@ -207,7 +211,7 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
 
   function showEvent(e) {
     eventRows.push(e);
-    eventList.prepend(el("li", {}, `${format.time(e.time)} `, e.step != null ? `step ${e.step} ` : "", el("b", {}, e.kind), ` ${e.message}`));
+    eventList.prepend(el("li", { class: e.kind === "alert" ? "event-alert" : null }, `${format.time(e.time)} `, e.step != null ? `step ${e.step} ` : "", el("b", {}, e.kind), ` ${e.message}`));
   }
 
   function showProgress() {
@@ -303,6 +307,8 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
         samples.add(sampleRows.filter((s) => s.step <= (msg.last_sample_step ?? -Infinity)));
         build();
         showProgress();
+        ranks.load();
+        alerts.load();
         if (msg.last_expert_step != null)
           experts.load(await getJson(`/api/runs/${details.id}/experts?to=${msg.last_expert_step}`));
       } else if (msg.type === "metrics") {
@@ -311,6 +317,7 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
           noteTokens(row.step, row.tokens);
         }
         record.last_step = Math.max(record.last_step ?? 0, ...msg.rows.map((row) => row.step));
+        ranks.refresh();
         redraw();
       } else if (msg.type === "valid") {
         for (const v of msg.rows) if (v.loss != null) push(valid, v.step, v.time, v.loss);
@@ -324,6 +331,7 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
         redraw();
       } else if (msg.type === "events") {
         msg.events.forEach(showEvent);
+        if (msg.events.some((e) => e.kind === "alert")) alerts.load();
         redraw();
       } else if (msg.type === "status") {
         showRun(msg.run);
@@ -345,6 +353,7 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
   return () => {
     closed = true;
     clearInterval(ticker);
+    ranks.close();
     if (socket) socket.close();
     if (reloaded) reloaded();
   };

@@ -127,7 +127,8 @@ export function renderRuns(view, params) {
   // their tooltip, so the table fits the window.
   function cell(c, r) {
     if (c.key === "name")
-      return el("td", {}, el("a", { class: "clip wide", href: `#/run/${encodeURIComponent(r.name)}`, title: r.name }, r.name));
+      return el("td", {}, el("a", { class: "clip wide", href: `#/run/${encodeURIComponent(r.name)}`, title: r.name }, r.name),
+        r.alerts > 0 ? el("span", { class: "alert-badge", title: `${r.alerts} alert${r.alerts > 1 ? "s" : ""}; the latest: ${r.latest_alert}` }, String(r.alerts)) : null);
     if (c.key === "status") return el("td", { class: `status status-${r.status}` }, r.status);
     if (c.key === "tags") return el("td", {}, el("span", { class: "clip", title: r.tags.join(", ") }, ...r.tags.map((t) => el("span", { class: "tag" }, t))),
       el("button", { title: "Add a tag", onclick: () => addTag(r) }, "+"));

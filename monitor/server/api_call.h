@@ -42,6 +42,10 @@ Reply get_export_csv(ApiCall& call);
 Reply get_compare(ApiCall& call);
 // api_experts.cpp
 Reply get_experts(ApiCall& call);
+// api_ranks.cpp
+Reply get_ranks(ApiCall& call);
+Reply get_rank_heat(ApiCall& call);
+Reply get_alerts(ApiCall& call);
 // api_sweeps.cpp: /api/sweeps/{sweep} resolves its sweep itself (an id, a name or a prefix)
 Reply get_sweeps(ApiCall& call);
 Reply get_sweep(ApiCall& call);

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "monitor/server/api_call.h"
 #include "monitor/server/server_limits.h"
+#include "store/alert_rows.h"
 #include "store/commands.h"
 #include "store/export.h"
 #include "store/json_rows.h"
@@ -124,10 +126,16 @@ Reply get_runs(ApiCall& call) {
   const bool with_config = call.target.text("config").value_or("") == "1";
   auto db = call.state.reads().borrow();
   const double now = store::unix_now();
+  const std::map<int64_t, int64_t> alerts = store::alert_counts(*db);
   json runs = json::array();
   for (auto& run : store::list_runs(*db, filter)) {
     json item = store::to_json(store::run_overview(*db, run, now));
     if (with_config) item["config"] = store::config_json(run);
+    // The runs table's badge: how many alerts fired, the newest in its hover.
+    const auto fired = alerts.find(run.id);
+    item["alerts"] = fired == alerts.end() ? 0 : fired->second;
+    if (fired != alerts.end())
+      for (const store::Alert& a : store::list_alerts(*db, run.id, 1)) item["latest_alert"] = a.rule + ": " + a.message;
     runs.push_back(std::move(item));
   }
   return json_reply(runs);

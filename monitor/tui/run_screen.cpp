@@ -17,10 +17,14 @@
 #include "monitor/tui/experts_block.h"
 #include "monitor/tui/plan_line.h"
 #include "monitor/tui/plot.h"
+#include "monitor/tui/ranks_block.h"
 #include "monitor/tui/run_layout.h"
 #include "monitor/tui/table.h"
+#include "store/alert_rows.h"
 #include "store/commands.h"
 #include "store/metric_queries.h"
+#include "store/rank_places.h"
+#include "store/rank_queries.h"
 #include "store/run_figures.h"
 #include "store/run_overview.h"
 #include "store/run_queries.h"
@@ -35,23 +39,11 @@ enum class Pane { Ranks, Events };
 
 std::string millis(double ms) { return std::isnan(ms) ? kAbsent : fmt::format("{:.1f}", ms); }
 
-// The whole step's time: the parts that were measured.
-double step_ms(const store::MetricRow& r) {
-  double sum = 0;
-  bool any = false;
-  for (double part : {r.fwd_ms, r.bwd_ms, r.opt_ms, r.comm_ms, r.data_ms})
-    if (!std::isnan(part)) {
-      sum += part;
-      any = true;
-    }
-  return any ? sum : store::kNoValue;
-}
-
 // With `all_to_all` (an expert-parallel run), the A2A column: the part of FWD and BWD the
 // tokens' all-to-alls took.
 std::vector<TableColumn> rank_columns(bool all_to_all) {
   std::vector<TableColumn> c = {
-      {"RANK", 4, true, 10}, {"STEP", 7, true, 9},  {"LOSS", 7, true, 8},  {"TOK/S", 7, true, 7},
+      {"RANK", 4, true, 10}, {"HOST", 10, false, 4}, {"STEP", 7, true, 9},  {"LOSS", 7, true, 8},  {"TOK/S", 7, true, 7},
       {"MFU", 6, true, 6},   {"MEM USED/PEAK", 19, true, 5}, {"STEP MS", 8, true, 6},
       {"FWD", 6, true, 2},   {"BWD", 6, true, 2},  {"OPT", 6, true, 1},  {"COMM", 6, true, 3},
       {"DATA", 6, true, 3},  {"AGE", 5, true, 6}};
@@ -60,7 +52,7 @@ std::vector<TableColumn> rank_columns(bool all_to_all) {
 }
 
 Tone event_tone(const std::string& kind) {
-  if (kind == "error" || kind == "nan" || kind == "dropped") return Tone::Bad;
+  if (kind == "error" || kind == "nan" || kind == "dropped" || kind == "alert") return Tone::Bad;
   if (kind == "command") return Tone::Accent;
   if (kind == "checkpoint") return Tone::Info;
   if (kind == "start" || kind == "end") return Tone::Good;
@@ -139,6 +131,14 @@ class RunScreen final : public Screen {
     const int plot_width = std::max(8, COLS / 2 - 10);
     loss_ = curve_of(db, *id_, "loss", plot_width, Tone::Good);
     rate_ = curve_of(db, *id_, "tokens_per_s", plot_width, Tone::Info);
+    places_ = store::list_rank_places(db, *id_);
+    // The heat strip: the recent logged steps, one column each.
+    store::HeatQuery recent;
+    recent.max_columns = static_cast<size_t>(strip_columns(COLS));
+    recent.from = store::recent_from(db, *id_, recent.max_columns).value_or(recent.from);
+    heat_ = store::rank_heat(db, *id_, recent);
+    const auto fired = store::alert_counts(db);
+    alerts_ = fired.count(*id_) ? fired.at(*id_) : 0;
   }
 
   void draw(Session& session, int height) override {
@@ -150,20 +150,25 @@ class RunScreen final : public Screen {
     int col = put(0, 0, fmt::format(" run {} · {} · ", run.id, run.name), COLS, theme.attr(Tone::Title));
     col += put(0, col, std::string(store::to_string(run.status)), COLS - col,
                theme.attr(Tone::Title) | A_UNDERLINE);
-    put(0, col, fmt::format(" · {} · {} {} · {}", run.layout.empty() ? kAbsent : run.layout,
-                            run.backend, run.device, run.host),
-        COLS - col, theme.attr(Tone::Title));
+    col += put(0, col, fmt::format(" · {} · {} {} · {}", run.layout.empty() ? kAbsent : run.layout,
+                                   run.backend, run.device, run.host),
+               COLS - col, theme.attr(Tone::Title));
+    if (alerts_ > 0)
+      put(0, col, fmt::format(" · {} alert{} ", alerts_, alerts_ == 1 ? "" : "s"), COLS - col, theme.attr(Tone::Bad) | A_BOLD);
     put(1, 1, config_summary(run.config_json), COLS - 2, theme.attr(Tone::Dim));
     draw_progress(2, session, now);
     draw_plan_line(3, COLS - 1, run, details_->latest, theme);
 
     const int expert_rows = experts_block_rows(details_->latest_experts, COLS);
-    const RunLayout layout = run_layout(height, details_->latest.size(), LINES >= kTallTerminalRows, expert_rows);
+    const int strip_rows = ranks_block_rows(heat_);
+    const RunLayout layout =
+        run_layout(height, details_->latest.size(), LINES >= kTallTerminalRows, expert_rows + strip_rows);
     draw_ranks(layout.ranks_top + 1, layout.ranks_rows + 1, theme, now);
     const int half = COLS / 2;
     draw_plot(layout.plots_top, 0, layout.plot_height, half - 1, "loss", {loss_.series}, theme);
     draw_plot(layout.plots_top, half, layout.plot_height, COLS - half, "tokens/s", {rate_.series}, theme);
     draw_experts_block(layout.experts_top, COLS, details_->latest_experts, theme);
+    draw_ranks_block(layout.experts_top + expert_rows, COLS, heat_, places_, theme);
     draw_events(layout.events_top, height - layout.events_top, theme);
   }
 
@@ -300,15 +305,8 @@ class RunScreen final : public Screen {
 
   void draw_ranks(int row, int height, const Theme& theme, double now) {
     const auto& rows = details_->latest;
-    size_t slowest = rows.size();
-    if (rows.size() > 1) {
-      double worst = -1;
-      for (size_t i = 0; i < rows.size(); ++i)
-        if (const double ms = step_ms(rows[i]); !std::isnan(ms) && ms > worst) {
-          worst = ms;
-          slowest = i;
-        }
-    }
+    // The slowest by working time: the others' exposed communication is their wait for it.
+    const size_t slowest = store::slowest_of(rows).value_or(rows.size());
     const bool all_to_all =
         std::any_of(rows.begin(), rows.end(), [](const store::MetricRow& r) { return !std::isnan(r.a2a_ms); });
     std::vector<std::vector<TableCell>> cells;
@@ -316,11 +314,13 @@ class RunScreen final : public Screen {
       const store::MetricRow& r = rows[i];
       const Tone tone = i == slowest ? Tone::Warn : Tone::Plain;
       const double age = now - r.time;
-      cells.push_back({{std::to_string(r.rank), tone}, {std::to_string(r.step), tone},
+      const auto place = std::find_if(places_.begin(), places_.end(), [&](const store::RankPlace& p) { return p.rank == r.rank; });
+      cells.push_back({{std::to_string(r.rank), tone}, {place == places_.end() ? kAbsent : place->host, tone},
+                       {std::to_string(r.step), tone},
                        {fixed4(r.loss), tone}, {compact_rate(r.tokens_per_s), tone},
                        {percent(r.mfu), mfu_tone(r.mfu)},
                        {bytes_or_absent(r.mem_used) + "/" + bytes_or_absent(r.mem_peak), tone},
-                       {millis(step_ms(r)), i == slowest ? Tone::Bad : tone},
+                       {millis(store::step_ms(r)), i == slowest ? Tone::Bad : tone},
                        {millis(r.fwd_ms), tone}, {millis(r.bwd_ms), tone}, {millis(r.opt_ms), tone},
                        {millis(r.comm_ms), tone}, {millis(r.data_ms), tone},
                        {store::is_live(details_->run.status) ? fmt::format("{:.0f}s", age) : kAbsent,
@@ -328,7 +328,7 @@ class RunScreen final : public Screen {
       if (all_to_all) cells.back().insert(cells.back().end() - 1, TableCell{millis(r.a2a_ms), tone});
     }
     put(row - 1, 1,
-        rows.size() > 1 ? fmt::format("ranks ({}; the slowest step highlighted)", rows.size()) : "ranks",
+        rows.size() > 1 ? fmt::format("ranks ({}; the slowest, by forward+backward+optimizer time, highlighted)", rows.size()) : "ranks",
         COLS - 2, pane_ == Pane::Ranks ? A_BOLD : theme.attr(Tone::Dim));
     rank_first_ = scroll_to_show(rank_first_, rank_selected_, static_cast<size_t>(height - 1));
     TableView view{row, 0, COLS, height, rank_first_, static_cast<long>(rank_selected_),
@@ -413,6 +413,9 @@ class RunScreen final : public Screen {
   std::string name_;
   std::optional<store::RunDetails> details_;
   std::vector<store::Command> commands_;
+  std::vector<store::RankPlace> places_;
+  store::RankHeat heat_;
+  int64_t alerts_ = 0;
   Curve loss_, rate_;
   Pane pane_ = Pane::Ranks;
   size_t rank_selected_ = 0, rank_first_ = 0, event_selected_ = 0, event_first_ = 0;

@@ -1,0 +1,173 @@
+// The straggler view's reads over real HTTP against a real server and store:
+// GET /api/runs/{run}/ranks, /rank-heat and /alerts (values, bounds, a run recorded without
+// its ranks' places, bad input), and the alert badge in the runs list.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "monitor/server/server_fixture.h"
+#include "monitor/server/test_client.h"
+
+namespace kiln::monitor::test {
+namespace {
+
+// Four ranks at `step`; rank 3 works `slow` times as long as the others.
+std::vector<store::MetricRow> four_ranks(int64_t step, double slow) {
+  std::vector<store::MetricRow> rows;
+  for (int r = 0; r < 4; ++r) {
+    store::MetricRow m;
+    m.step = step;
+    m.rank = r;
+    m.time = 1.7e9 + static_cast<double>(step);
+    const double scale = r == 3 ? slow : 1;
+    m.fwd_ms = 10 * scale;
+    m.bwd_ms = 20 * scale;
+    m.opt_ms = 2 * scale;
+    m.comm_ms = r == 3 ? 1 : 1 + 32 * (slow - 1);
+    m.data_ms = 0.5;
+    m.mem_used = int64_t{200 + r} << 20;
+    m.mem_peak = int64_t{300 + r} << 20;
+    m.tokens_per_s = 4000;
+    rows.push_back(m);
+  }
+  return rows;
+}
+
+class RanksApiTest : public ServerTest {
+ protected:
+  // beta: four ranks on two hosts, steps 6..15, rank 3 slow (1.5x) from step 11; two alerts.
+  void log_straggler() {
+    live_writer_->record_ranks({{0, "gpu-a", "cuda:0", 11}, {1, "gpu-a", "cuda:1", 12},
+                                {2, "gpu-b", "cuda:0", 13}, {3, "gpu-b", "cuda:1", 14}});
+    for (int64_t step = 6; step <= 15; ++step) live_writer_->log_metrics(four_ranks(step, step >= 11 ? 1.5 : 1));
+    store::Alert nan;
+    nan.step = 8;
+    nan.rule = "nan";
+    nan.message = "loss is NaN";
+    live_writer_->log_alert(nan);
+    store::Alert slow;
+    slow.step = 13;
+    slow.rule = "straggler";
+    slow.rank = 3;
+    slow.value = 1.5;
+    slow.threshold = 1.2;
+    slow.message = "rank 3 on gpu-b works 1.50x the median rank for 3 steps";
+    slow.action = "checkpoint";
+    live_writer_->log_alert(slow);
+    live_writer_->flush();
+  }
+};
+
+TEST_F(RanksApiTest, RanksShowsPlacesTheLatestSplitAndTheSlowest) {
+  log_straggler();
+  const HttpResult r = get(port_, "/api/runs/beta/ranks");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  const auto body = r.json();
+  EXPECT_EQ(body["step"], 15);
+  EXPECT_EQ(body["slowest"], 3);
+  EXPECT_DOUBLE_EQ(body["median_working_ms"].get<double>(), 32);
+  ASSERT_EQ(body["ranks"].size(), 4u);
+  const auto& slow = body["ranks"][3];
+  EXPECT_EQ(slow["rank"], 3);
+  EXPECT_EQ(slow["host"], "gpu-b");
+  EXPECT_EQ(slow["device"], "cuda:1");
+  EXPECT_EQ(slow["pid"], 14);
+  EXPECT_EQ(slow["slowest"], true);
+  EXPECT_EQ(slow["step"], 15);
+  EXPECT_DOUBLE_EQ(slow["fwd_ms"].get<double>(), 15);
+  EXPECT_DOUBLE_EQ(slow["working_ms"].get<double>(), 48);
+  EXPECT_DOUBLE_EQ(slow["step_ms"].get<double>(), 48 + 1 + 0.5);
+  EXPECT_DOUBLE_EQ(slow["relative"].get<double>(), 1.5);
+  EXPECT_EQ(slow["mem_peak"], int64_t{303} << 20);
+  EXPECT_TRUE(slow["a2a_ms"].is_null());
+  const auto& fast = body["ranks"][0];
+  EXPECT_EQ(fast["slowest"], false);
+  EXPECT_DOUBLE_EQ(fast["comm_ms"].get<double>(), 17);
+  EXPECT_DOUBLE_EQ(fast["relative"].get<double>(), 1);
+}
+
+TEST_F(RanksApiTest, ARunWithoutPlacesHasItsRanksWithoutHosts) {
+  const auto body = get(port_, "/api/runs/alpha/ranks").json();
+  EXPECT_EQ(body["step"], 30);
+  ASSERT_EQ(body["ranks"].size(), 2u);
+  EXPECT_EQ(body["ranks"][1]["host"], "");
+  EXPECT_TRUE(body["ranks"][1]["pid"].is_null());
+  EXPECT_DOUBLE_EQ(body["ranks"][1]["step_ms"].get<double>(), 1.5);
+  EXPECT_TRUE(body["slowest"].is_null()) << "ranks that took the same time have no slowest";
+  EXPECT_EQ(get(port_, "/api/runs/nosuch/ranks").status, 404u);
+}
+
+TEST_F(RanksApiTest, HeatStripIsRanksByStepsWithinItsBounds) {
+  log_straggler();
+  const auto body = get(port_, "/api/runs/beta/rank-heat?from=6").json();
+  EXPECT_EQ(body["steps"], nlohmann::json({6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(body["ranks"], nlohmann::json({0, 1, 2, 3}));
+  EXPECT_EQ(body["group"], 1);
+  EXPECT_DOUBLE_EQ(body["relative"][3][4].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(body["relative"][3][5].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(body["step_ms"][3][5].get<double>(), 49.5);
+  // Step 5 has two ranks (the fixture's), so ranks 2 and 3 have no cell there.
+  const auto all = get(port_, "/api/runs/beta/rank-heat?columns=3").json();
+  EXPECT_EQ(all["steps"], nlohmann::json({5, 10, 15}));
+  EXPECT_TRUE(all["relative"][3][0].is_null());
+  const auto folded = get(port_, "/api/runs/beta/rank-heat?rows=2&from=15").json();
+  EXPECT_EQ(folded["group"], 2);
+  EXPECT_EQ(folded["ranks"], nlohmann::json({0, 2}));
+  EXPECT_DOUBLE_EQ(folded["relative"][1][0].get<double>(), 1.5) << "a row shows its slowest rank";
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"columns=0", "columns must be from 1 to 512"},
+      {"columns=513", "columns must be from 1 to 512"},
+      {"rows=1025", "rows must be from 1 to 1024"},
+      {"from=9&to=3", "from (9) is after to (3)"},
+      {"from=x", "from"},
+  };
+  for (const auto& [query, error] : cases) {
+    const HttpResult r = get(port_, "/api/runs/beta/rank-heat?" + query);
+    EXPECT_EQ(r.status, 400u) << query;
+    const std::string message = r.json()["error"].get<std::string>();
+    EXPECT_NE(message.find(error), std::string::npos) << query << ": " << message;
+  }
+}
+
+TEST_F(RanksApiTest, AlertsNewestLastWithTheRanksHostAndABadgeInTheRunsList) {
+  log_straggler();
+  const auto alerts = get(port_, "/api/runs/beta/alerts").json();
+  ASSERT_EQ(alerts.size(), 2u);
+  EXPECT_EQ(alerts[0]["rule"], "nan");
+  EXPECT_TRUE(alerts[0]["rank"].is_null());
+  EXPECT_TRUE(alerts[0]["host"].is_null());
+  EXPECT_EQ(alerts[1]["rule"], "straggler");
+  EXPECT_EQ(alerts[1]["step"], 13);
+  EXPECT_EQ(alerts[1]["rank"], 3);
+  EXPECT_EQ(alerts[1]["host"], "gpu-b");
+  EXPECT_DOUBLE_EQ(alerts[1]["value"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(alerts[1]["threshold"].get<double>(), 1.2);
+  EXPECT_EQ(alerts[1]["action"], "checkpoint");
+  const auto newest = get(port_, "/api/runs/beta/alerts?limit=1").json();
+  ASSERT_EQ(newest.size(), 1u);
+  EXPECT_EQ(newest[0]["rule"], "straggler");
+  EXPECT_EQ(get(port_, "/api/runs/beta/alerts?limit=0").status, 400u);
+  EXPECT_EQ(get(port_, "/api/runs/beta/alerts?limit=1001").status, 400u);
+  EXPECT_TRUE(get(port_, "/api/runs/alpha/alerts").json().empty());
+
+  const auto runs = get(port_, "/api/runs").json();
+  for (const auto& run : runs) {
+    if (run["name"] == "beta") {
+      EXPECT_EQ(run["alerts"], 2);
+      EXPECT_EQ(run["latest_alert"], "straggler: rank 3 on gpu-b works 1.50x the median rank for 3 steps");
+    } else {
+      EXPECT_EQ(run["alerts"], 0);
+      EXPECT_FALSE(run.contains("latest_alert"));
+    }
+  }
+  // Each alert is an event too, which the charts mark.
+  const auto events = get(port_, "/api/runs/beta/events").json();
+  size_t marked = 0;
+  for (const auto& e : events) marked += e["kind"] == "alert";
+  EXPECT_EQ(marked, 2u);
+}
+
+}  // namespace
+}  // namespace kiln::monitor::test

@@ -1,0 +1,98 @@
+// Drives headless Chromium (Debian's, through playwright-core) through the run page's
+// straggler view and alerts, each figure checked against the API's:
+//   node ranks.mjs URL STRAGGLER_RUN STEADY_RUN SCREENSHOT_DIR
+// STRAGGLER_RUN is live (4 ranks on two hosts, rank 3 slow, two alerts) and logs a step every
+// few hundred milliseconds while this runs; STEADY_RUN has one rank and no alerts. Checks: the
+// runs table's badge counts the straggler's alerts (its hover names the latest) and the steady
+// run has none; the steady run shows no Ranks panel and no Alerts list; the straggler's table
+// holds the API's hosts and step times with the slowest rank highlighted; the heat strip has
+// a row per rank, reads the API's values under the pointer and grows as live steps arrive;
+// the alerts list and the charts' alert marks match the API. Any failed expectation exits
+// non-zero with one line saying which.
+import { chromium } from "playwright-core";
+
+const [url, straggler, steady, shots] = process.argv.slice(2);
+const timeout = 30000;
+const expect = (ok, what) => { if (!ok) throw new Error(what); };
+const api = async (path) => (await fetch(url + path)).json();
+
+const browser = await chromium.launch({
+  executablePath: process.env.KILN_CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox"],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  const text = async (selector) => (await page.locator(selector).textContent()).trim();
+
+  // --- The runs table's badge ---
+  await page.goto(`${url}#/`);
+  const badge = page.locator(`tr:has(a[href="#/run/${straggler}"]) .alert-badge`);
+  await badge.waitFor({ timeout });
+  expect(await badge.textContent() === "2", `the badge reads ${await badge.textContent()}`);
+  expect((await badge.getAttribute("title")).includes("the latest: straggler: rank 3 on gpu-node-b"), `badge hover: ${await badge.getAttribute("title")}`);
+  expect(await page.locator(`tr:has(a[href="#/run/${steady}"]) .alert-badge`).count() === 0, "the steady run has a badge");
+
+  // --- A one-rank run without alerts: neither panel ---
+  await page.goto(`${url}#/run/${steady}`);
+  await page.waitForFunction(() => document.getElementById("chart-loss")?.chart?.data[0].length > 0, null, { timeout });
+  await page.waitForTimeout(500);
+  expect(await page.locator("#ranks").isHidden(), "a one-rank run shows a Ranks panel");
+  expect(await page.locator("#alerts").isHidden(), "a run without alerts shows an Alerts list");
+
+  // --- The straggler ---
+  await page.goto(`${url}#/run/${straggler}`);
+  await page.locator("#ranks-table tbody tr").first().waitFor({ timeout });
+  const ranks = await api(`api/runs/${straggler}/ranks`);
+  expect(ranks.slowest === 3, `the API's slowest is ${ranks.slowest}`);
+  const rows = await page.locator("#ranks-table tbody tr").evaluateAll((trs) =>
+    trs.map((tr) => ({ rank: Number(tr.dataset.rank), slowest: tr.classList.contains("slowest"), cells: [...tr.querySelectorAll("td")].map((td) => td.textContent) })));
+  expect(rows.length === 4, `the table has ${rows.length} rows`);
+  for (const row of rows) {
+    const r = ranks.ranks[row.rank];
+    expect(row.cells[1] === r.host && row.cells[2] === r.device, `rank ${row.rank}: ${row.cells[1]} ${row.cells[2]}, API ${r.host} ${r.device}`);
+    expect(row.slowest === (row.rank === 3), `rank ${row.rank} highlighted: ${row.slowest}`);
+  }
+  // The page's step time for rank 3 is the API's at the step the page shows.
+  const shown = rows[3].cells;
+  const at = (await api(`api/runs/${straggler}/rank-heat?from=${shown[3]}&to=${shown[3]}`));
+  expect(shown[4] === at.step_ms[3][0].toFixed(1), `rank 3's step ${shown[4]} ms, API ${at.step_ms[3][0]}`);
+  expect(shown[5] === `${at.relative[3][0].toFixed(2)}x`, `rank 3's work/median ${shown[5]}, API ${at.relative[3][0]}`);
+  expect((await text("#ranks-summary")).includes("rank 3 on gpu-node-b is the slowest"), `summary: ${await text("#ranks-summary")}`);
+  expect(await page.locator("#ranks-table tr.slowest .split-bar span").count() === 5, "the slowest rank's split bar has five parts");
+
+  // The heat strip: a row per rank; the last cell of rank 3's row is slow, rank 0's even.
+  const canvas = page.locator("#ranks-heat");
+  expect(await canvas.getAttribute("data-rows") === "4", `the strip has ${await canvas.getAttribute("data-rows")} rows`);
+  await canvas.scrollIntoViewIfNeeded();
+  const box = await canvas.boundingBox();
+  const rowH = (box.height - 4 - 22) / 4;
+  await page.mouse.move(box.x + box.width - 10, box.y + 4 + rowH * 3.5);
+  const readout = await text("#ranks-readout");
+  expect(/^rank 3 on gpu-node-b · step \d+: [\d.]+ ms, working 1\.[5-7]\dx the median rank's$/.test(readout), `strip readout "${readout}"`);
+  await page.mouse.move(box.x + 70, box.y + 4 + rowH * 0.5);
+  expect(/^rank 0 on gpu-node-a · step 1: [\d.]+ ms, working 1\.00x the median rank's$/.test(await text("#ranks-readout")), `first cell: ${await text("#ranks-readout")}`);
+
+  // Alerts: the list and the charts' marks hold the API's.
+  const alerts = await api(`api/runs/${straggler}/alerts`);
+  const listed = await page.locator("#alerts-table tbody tr").evaluateAll((trs) => trs.map((tr) => tr.dataset.rule));
+  expect(listed.join() === alerts.map((a) => a.rule).reverse().join(), `alerts listed ${listed}, API ${alerts.map((a) => a.rule)}`);
+  expect((await text("#alerts-table tbody tr:first-child")).includes("3 on gpu-node-b"), "the straggler alert names its rank's host");
+  const marks = await page.locator("#chart-loss .event-mark[data-kind=alert]").evaluateAll((fs) => fs.map((f) => [Number(f.dataset.x), f.title]));
+  expect(marks.length === 2, `the loss chart has ${marks.length} alert marks`);
+  for (const a of alerts)
+    expect(marks.some(([x, title]) => x === a.step && title.includes(`${a.rule}: ${a.message}`)), `no mark at step ${a.step} for ${a.rule}`);
+
+  // Live: the strip grows as steps arrive.
+  const steps = Number(await canvas.getAttribute("data-steps"));
+  await page.waitForFunction((n) => Number(document.getElementById("ranks-heat").dataset.steps) > n, steps, { timeout });
+
+  const width = await page.evaluate(() => ({ page: document.documentElement.scrollWidth, window: innerWidth }));
+  expect(width.page <= width.window, `the run page overflows a 1400-px window: ${JSON.stringify(width)}`);
+  await page.locator("#ranks").screenshot({ path: `${shots}/straggler-view.png` });
+  expect(errors.length === 0, `page errors: ${errors.join("; ")}`);
+  console.log("straggler view: badge, hidden panels for a steady run, table, slowest rank, heat strip cells, alerts list and marks, live columns match the API");
+} finally {
+  await browser.close();
+}

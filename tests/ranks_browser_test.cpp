@@ -1,0 +1,94 @@
+// End-to-end: the run page's straggler view and alerts in headless Chromium
+// (tests/browser/ranks.mjs) against `kiln serve`, over a store holding a steady run and a live
+// 4-rank run on two hosts whose rank 3 turns slow, with the alerts its rules would fire. The
+// test keeps logging steps while the browser looks. A screenshot of the Ranks panel lands in
+// build/screenshots/ranks/ (docs/images/straggler-view.png).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "store/run_writer.h"
+#include "store/test_util.h"
+#include "tests/browser_check.h"
+#include "tests/run_command.h"
+
+namespace kiln::test {
+namespace {
+
+const std::string kiln = KILN_BINARY;
+constexpr int64_t kSlowFrom = 25;
+
+// Every rank's row at `step`: rank 3 works 1.6 times as long from kSlowFrom on, and the
+// others wait for it in exposed communication.
+std::vector<store::MetricRow> step_rows(int64_t step, int ranks) {
+  std::vector<store::MetricRow> rows = store::testing_util::interval(step, ranks);
+  for (auto& m : rows) {
+    const bool slow = m.rank == 3 && step >= kSlowFrom;
+    const double wobble = 0.2 * static_cast<double>((step + m.rank) % 3);
+    m.fwd_ms = (slow ? 16 : 10) + wobble;
+    m.bwd_ms = slow ? 32 : 20;
+    m.opt_ms = slow ? 3.2 : 2;
+    m.comm_ms = ranks > 1 && step >= kSlowFrom && !slow ? 19.2 : 1;
+    m.data_ms = 0.4;
+    m.mem_peak = *m.mem_used + (int64_t{m.rank} << 26);
+  }
+  return rows;
+}
+
+store::Alert alert(int64_t step, const std::string& rule, std::optional<int> rank, double value, double threshold,
+                   const std::string& message) {
+  store::Alert a;
+  a.step = step;
+  a.rule = rule;
+  a.rank = rank;
+  a.value = value;
+  a.threshold = threshold;
+  a.message = message;
+  return a;
+}
+
+TEST(RanksBrowser, StragglerViewAndAlertsShowTheApisValues) {
+  const std::string dir = fresh_dir("ranks_browser"), store = dir + "/runs.db";
+  {
+    store::RunWriter steady(store);
+    steady.create_run(store::testing_util::run_info("steady"));
+    for (int64_t step = 1; step <= 10; ++step) steady.log_metrics(step_rows(step, 1));
+    steady.finish(store::RunStatus::Completed);
+    steady.flush();
+  }
+  store::RunWriter writer(store);
+  writer.create_run(store::testing_util::run_info("straggler"));
+  writer.record_ranks({{0, "gpu-node-a", "cuda:0", 4100}, {1, "gpu-node-a", "cuda:1", 4101},
+                       {2, "gpu-node-b", "cuda:0", 4200}, {3, "gpu-node-b", "cuda:1", 4201}});
+  int64_t step = 0;
+  while (step < 60) writer.log_metrics(step_rows(++step, 4));
+  writer.log_alert(alert(12, "loss_spike", std::nullopt, 4.1, 3, "loss 4.1 is 4.1 standard deviations above the last 50 steps' mean"));
+  writer.log_alert(alert(29, "straggler", 3, 1.6, 1.2,
+                         "rank 3 on gpu-node-b worked 1.60x the median rank's time for 5 steps"));
+  writer.flush();
+
+  const std::string serve_log = dir + "/serve.log";
+  const int server = start_background(kiln + " serve --store " + store + " --listen 127.0.0.1:0", serve_log);
+  const std::string url = wait_for_url(serve_log);
+  ASSERT_FALSE(url.empty()) << read_text(serve_log);
+
+  const std::string shots = (std::filesystem::path(KILN_BINARY).parent_path() / "screenshots" / "ranks").string();
+  std::filesystem::create_directories(shots);
+  const std::string browser_log = dir + "/browser.log";
+  const int status = watch_browser("node " KILN_SOURCE_DIR "/tests/browser/ranks.mjs " + url + " straggler steady " + shots,
+                                   browser_log, [&] { writer.log_metrics(step_rows(++step, 4)); });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(browser_log);
+  EXPECT_TRUE(std::filesystem::exists(shots + "/straggler-view.png"));
+
+  writer.finish(store::RunStatus::Completed);
+  writer.flush();
+  ::kill(server, SIGINT);
+  EXPECT_EQ(wait_exit(server), 0) << read_text(serve_log);
+}
+
+}  // namespace
+}  // namespace kiln::test

@@ -1,0 +1,164 @@
+// The run page's Ranks panel, the straggler view (docs/dashboard.md#ranks): each rank's
+// host, device, latest step time and its split (numbers and a stacked bar) and memory, the
+// slowest rank highlighted; and a heat strip of every rank over the steps (a row per rank, a
+// column per step), coloured by the rank's working time (forward, backward, optimizer) over
+// the median rank's at that step. It stays hidden for a run of one rank.
+import { getJson, el, format } from "/api.js";
+import { palette } from "/charts.js";
+
+const splitKeys = [["fwd_ms", "fwd"], ["bwd_ms", "bwd"], ["opt_ms", "opt"], ["comm_ms", "comm"], ["data_ms", "data"]];
+const margin = { left: 64, bottom: 22, top: 4, right: 8 };
+const refreshEvery = 2000;  // ms: a live run's panel asks for new figures at most this often
+// The strip's colours: the median rank neutral, slower ones towards red (saturating at 1.5x),
+// faster ones towards blue (at 0.5x); readable on light and dark pages alike.
+const fast = [37, 99, 235], neutral = [148, 163, 184], slow = [220, 38, 38];
+
+function cssVar(name) {
+  return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+}
+
+export function heatColour(relative) {
+  const t = Math.max(-1, Math.min(1, (relative - 1) / 0.5));
+  const to = t >= 0 ? slow : fast, f = Math.abs(t);
+  return `rgb(${neutral.map((v, k) => Math.round(v + (to[k] - v) * f)).join(",")})`;
+}
+
+const ms = (x) => (x == null ? "—" : x.toFixed(1));
+const times = (x) => (x == null ? "—" : `${x.toFixed(2)}x`);
+
+export function ranksSection(run) {
+  let places = new Map();  // rank -> host, for the strip's readout
+  let heat = null;
+  let last = 0, timer = null, inFlight = false;
+
+  const table = el("table", { id: "ranks-table" });
+  const summary = el("p", { id: "ranks-summary", class: "muted" });
+  const heading = el("h3", {}, "Each rank's working time (forward, backward, optimizer) over the median rank's, by step");
+  const canvas = el("canvas", { id: "ranks-heat", height: "160" });
+  const legend = el("div", { class: "heatmap-legend muted", id: "ranks-legend" }, "working time / median: ",
+    ...[[0.5, "0.5x"], [1, "median"], [1.25, "1.25x"], [1.5, "1.5x or more"]].map(([r, label]) =>
+      el("span", { class: "legend-swatch", style: `background:${heatColour(r)}` }, label)));
+  const readout = el("div", { id: "ranks-readout", class: "muted" }, "point at a cell for its rank, host, step and time");
+  const element = el("section", { id: "ranks", hidden: "" }, el("h2", {}, "Ranks"), summary,
+    el("div", { class: "table-wrap" }, table), el("div", { class: "chart heatmap" }, heading, canvas, legend, readout));
+
+  function splitBar(r, longest) {
+    const bar = el("span", { class: "split-bar", title: splitKeys.map(([k, label]) => `${label} ${ms(r[k])} ms`).join(", ") });
+    splitKeys.forEach(([k], i) => {
+      if (r[k] > 0) bar.append(el("span", { style: `width:${(100 * r[k]) / longest}%;background:${palette[i]}` }));
+    });
+    return bar;
+  }
+
+  function drawTable(body) {
+    const longest = Math.max(1e-9, ...body.ranks.map((r) => r.step_ms ?? 0));
+    const key = splitKeys.map(([, label], i) => el("span", {}, el("span", { class: "swatch", style: `background:${palette[i]}` }), label, " "));
+    const head = el("tr", {}, ...["rank", "host", "device", "step", "step ms", "work / median", ...splitKeys.map(([, l]) => `${l} ms`)]
+      .map((h, i) => el("th", { class: i >= 3 ? "num" : "" }, h)), el("th", { class: "split-key" }, ...key), el("th", {}, "memory used / peak"));
+    const rows = body.ranks.map((r) => el("tr", { "data-rank": r.rank, class: r.slowest ? "slowest" : null, title: r.slowest ? "the slowest rank" : null },
+      el("td", {}, String(r.rank)), el("td", {}, r.host || "—"), el("td", {}, r.device || "—"),
+      ...[r.step == null ? "—" : String(r.step), ms(r.step_ms), times(r.relative), ...splitKeys.map(([k]) => ms(r[k]))].map((t) => el("td", { class: "num" }, t)),
+      el("td", {}, r.step_ms == null ? "" : splitBar(r, longest)),
+      el("td", {}, `${format.bytes(r.mem_used)} / ${format.bytes(r.mem_peak)}`)));
+    table.replaceChildren(el("thead", {}, head), el("tbody", {}, ...rows));
+    const slowest = body.ranks.find((r) => r.slowest);
+    summary.textContent = slowest
+      ? `At step ${body.step} rank ${slowest.rank}${slowest.host ? ` on ${slowest.host}` : ""} is the slowest: ` +
+        `${ms(slowest.working_ms)} ms of work, ${times(slowest.relative)} the median rank's ${ms(body.median_working_ms)} ms.`
+      : body.step == null ? "No step logged yet." : `At step ${body.step} no rank is slower than the others.`;
+  }
+
+  function rowLabel(i) {
+    const first = heat.ranks[i], lastRank = first + heat.group - 1;
+    return heat.group > 1 ? `r${first}–${lastRank}` : `r${first}`;
+  }
+
+  function drawHeat() {
+    const rows = heat.ranks.length, n = heat.steps.length;
+    const ratio = devicePixelRatio || 1;
+    const rowH = Math.max(3, Math.min(18, 320 / Math.max(1, rows)));
+    const width = canvas.clientWidth || 800, height = Math.round(rows * rowH + margin.top + margin.bottom);
+    canvas.style.height = `${height}px`;
+    canvas.width = Math.round(width * ratio);
+    canvas.height = Math.round(height * ratio);
+    const ctx = canvas.getContext("2d");
+    ctx.scale(ratio, ratio);
+    ctx.clearRect(0, 0, width, height);
+    const plotW = width - margin.left - margin.right, colW = plotW / Math.max(1, n);
+    for (let i = 0; i < rows; i++)
+      for (let j = 0; j < n; j++) {
+        const r = heat.relative[i][j];
+        if (r == null) continue;
+        ctx.fillStyle = heatColour(r);
+        ctx.fillRect(margin.left + j * colW, margin.top + i * rowH, Math.max(1, colW + 0.5), rowH + 0.5);
+      }
+    ctx.fillStyle = cssVar("--muted");
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.textAlign = "right";
+    ctx.textBaseline = "middle";
+    const every = Math.max(1, Math.ceil(12 / rowH));
+    for (let i = 0; i < rows; i += every) ctx.fillText(rowLabel(i), margin.left - 6, margin.top + (i + 0.5) * rowH);
+    ctx.textAlign = "center";
+    ctx.textBaseline = "top";
+    const labels = Math.max(2, Math.floor(plotW / 110));
+    for (let k = 0; k < labels && n; k++) {
+      const j = Math.round((k * (n - 1)) / Math.max(1, labels - 1));
+      ctx.fillText(String(heat.steps[j]), margin.left + (j + 0.5) * colW, margin.top + rows * rowH + 5);
+    }
+    canvas.dataset.rows = rows;
+    canvas.dataset.steps = n;
+    canvas.pick = (px, py) => {
+      const i = Math.floor((py - margin.top) / rowH), j = Math.floor((px - margin.left) / colW);
+      return i >= 0 && i < rows && j >= 0 && j < n ? { i, j } : null;
+    };
+  }
+
+  function describe(i, j) {
+    const first = heat.ranks[i], host = places.get(first);
+    const who = heat.group > 1 ? `ranks ${rowLabel(i).slice(1)} (the slowest of them)` : `rank ${first}${host ? ` on ${host}` : ""}`;
+    const step = heat.step_ms[i][j];
+    if (step == null) return `${who} · step ${heat.steps[j]}: not logged`;
+    return `${who} · step ${heat.steps[j]}: ${ms(step)} ms, working ${times(heat.relative[i][j])} the median rank's`;
+  }
+
+  canvas.addEventListener("mousemove", (event) => {
+    const rect = canvas.getBoundingClientRect();
+    const cell = heat && canvas.pick?.(event.clientX - rect.left, event.clientY - rect.top);
+    readout.textContent = cell ? describe(cell.i, cell.j) : "point at a cell for its rank, host, step and time";
+    canvas.title = cell ? readout.textContent : "";
+  });
+
+  async function load() {
+    if (inFlight) return;
+    inFlight = true;
+    last = Date.now();
+    try {
+      const columns = Math.max(16, Math.min(512, Math.floor((canvas.clientWidth || 800) / 4)));
+      const [body, strip] = await Promise.all([getJson(`/api/runs/${run}/ranks`), getJson(`/api/runs/${run}/rank-heat?columns=${columns}`)]);
+      if (body.ranks.length < 2) return;
+      element.hidden = false;
+      places = new Map(body.ranks.map((r) => [r.rank, r.host]));
+      heat = strip;
+      drawTable(body);
+      drawHeat();
+    } finally {
+      inFlight = false;
+    }
+  }
+
+  return {
+    element,
+    load,
+    // New rows arrived: reload, at most every refreshEvery ms (one timer waits for the rest).
+    refresh() {
+      if (timer) return;
+      timer = setTimeout(() => {
+        timer = null;
+        load().catch(() => {});
+      }, Math.max(0, last + refreshEvery - Date.now()));
+    },
+    close() {
+      clearTimeout(timer);
+    },
+  };
+}
