@@ -8,23 +8,23 @@
 #include <cerrno>
 #include <cstring>
 
-#include "kernels/check.h"
+#include "store/error.h"
 
 namespace kiln::tui {
 
 void Launcher::start(const std::vector<std::string>& argv, const std::string& log_path,
                      const std::string& run_name) {
   const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log < 0) fail("launch: cannot write the log " + log_path + ": " + std::strerror(errno));
+  if (log < 0) store::fail("launch: cannot write the log " + log_path + ": " + std::strerror(errno));
   // A pipe closed on exec tells the parent whether exec worked: an error number arrives
   // only when it failed.
   int status_pipe[2];
-  if (::pipe2(status_pipe, O_CLOEXEC) != 0) fail(std::string("launch: pipe: ") + std::strerror(errno));
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0) store::fail(std::string("launch: pipe: ") + std::strerror(errno));
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const pid_t pid = ::fork();
-  if (pid < 0) fail(std::string("launch: fork: ") + std::strerror(errno));
+  if (pid < 0) store::fail(std::string("launch: fork: ") + std::strerror(errno));
   if (pid == 0) {
     ::setsid();
     const int null = ::open("/dev/null", O_RDONLY);
@@ -43,7 +43,7 @@ void Launcher::start(const std::vector<std::string>& argv, const std::string& lo
   ::close(status_pipe[0]);
   if (n == sizeof error) {
     ::waitpid(pid, nullptr, 0);
-    fail("launch: cannot start " + argv[0] + ": " + std::strerror(error));
+    store::fail("launch: cannot start " + argv[0] + ": " + std::strerror(error));
   }
   processes_[run_name] = Process{pid, log_path, std::nullopt, false};
 }

@@ -14,6 +14,7 @@
 #include "monitor/tui/draw.h"
 #include "monitor/tui/launch_form.h"
 #include "monitor/tui/run_screen.h"
+#include "monitor/tui/sweep_screen.h"
 #include "monitor/tui/table.h"
 #include "store/run_figures.h"
 #include "store/run_overview.h"
@@ -151,6 +152,15 @@ class RunsScreen final : public Screen {
         }
         return Outcome::push(make_compare_screen(ids));
       }
+      case 'S': {
+        if (shown_.empty()) return Outcome::handled();
+        const store::RunRecord& run = lines_[shown_[selected_]].run;
+        if (!run.sweep_id) {
+          session.flash("run " + run.name + " is not part of a sweep", Tone::Warn);
+          return Outcome::handled();
+        }
+        return Outcome::push(make_sweep_screen(*run.sweep_id));
+      }
       default: return Outcome::ignored();
     }
   }
@@ -164,6 +174,7 @@ class RunsScreen final : public Screen {
     return {{"Enter", "open the selected run"},
             {"Space", "mark / unmark the run for comparison"},
             {"c", "compare the marked runs"},
+            {"S", "open the sweep the selected run is a point of"},
             {"n", "launch a new run (the launch form)"},
             {"/", "filter by a regex (empty clears it)"},
             {"< > Left Right", "sort by the previous / next column"},
