@@ -160,15 +160,21 @@ class RunScreen final : public Screen {
     draw_plan_line(3, COLS - 1, run, details_->latest, theme);
 
     const int expert_rows = experts_block_rows(details_->latest_experts, COLS);
-    const int strip_rows = ranks_block_rows(heat_);
-    const RunLayout layout =
-        run_layout(height, details_->latest.size(), LINES >= kTallTerminalRows, expert_rows + strip_rows);
+    const bool tall = LINES >= kTallTerminalRows;
+    // The heat strip only where it leaves the ranks table the rows it would have without it.
+    int strip_rows = ranks_block_rows(heat_);
+    RunLayout layout = run_layout(height, details_->latest.size(), tall, expert_rows + strip_rows);
+    if (const RunLayout without = run_layout(height, details_->latest.size(), tall, expert_rows);
+        layout.ranks_rows < without.ranks_rows) {
+      layout = without;
+      strip_rows = 0;
+    }
     draw_ranks(layout.ranks_top + 1, layout.ranks_rows + 1, theme, now);
     const int half = COLS / 2;
     draw_plot(layout.plots_top, 0, layout.plot_height, half - 1, "loss", {loss_.series}, theme);
     draw_plot(layout.plots_top, half, layout.plot_height, COLS - half, "tokens/s", {rate_.series}, theme);
     draw_experts_block(layout.experts_top, COLS, details_->latest_experts, theme);
-    draw_ranks_block(layout.experts_top + expert_rows, COLS, heat_, places_, theme);
+    if (strip_rows > 0) draw_ranks_block(layout.experts_top + expert_rows, COLS, heat_, places_, theme);
     draw_events(layout.events_top, height - layout.events_top, theme);
   }
 
