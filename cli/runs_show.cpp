@@ -64,12 +64,22 @@ std::string times_text(const store::RunRecord& run, double now) {
   return text;
 }
 
-void print_record(const store::RunRecord& run, double now) {
+// "baseline (run 3) at step 4000", for the parents and forks lines.
+std::string links_text(const std::vector<store::LineageLink>& links) {
+  std::vector<std::string> texts;
+  for (const store::LineageLink& l : links)
+    texts.push_back(fmt::format("{} (run {}, {}) at step {}", l.name, l.id, store::to_string(l.status), l.step));
+  return join(texts, ", ");
+}
+
+void print_record(const store::RunRecord& run, const store::Lineage& lineage, double now) {
   fmt::print("run {}: {}\n", run.id, run.name);
   field("status", status_text(run));
   field("error", run.error);
   field("machine", machine_text(run));
   field("command", run.command_line);
+  if (!lineage.ancestors.empty()) field("parent", links_text({lineage.ancestors.front()}));
+  field("forks", links_text(lineage.forks));
   field("times", times_text(run, now));
   field("tags", join(run.tags, ", "));
   field("notes", run.notes);
@@ -170,7 +180,7 @@ void runs_show(const ShowOptions& options) {
     fmt::print("{}\n", store::dump_json(to_json(d), 2));
     return;
   }
-  print_record(d.run, store::unix_now());
+  print_record(d.run, d.lineage, store::unix_now());
   print_latest(d);
   print_latest_sample(d.latest_sample);
   print_events(d.events);

@@ -1,4 +1,4 @@
-// kiln runs pause | resume | stop | checkpoint | set: steer a live run through the store's
+// kiln runs pause | resume | stop | checkpoint | set | release: steer a live run through the store's
 // commands queue. The training process reads pending commands at each step boundary and
 // marks each applied or rejected; --wait follows the command until it does.
 #include <fmt/core.h>
@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "store/run_figures.h"
+#include "cli/next_steps.h"
 #include "cli/runs_command.h"
+#include "cli/runs_relaunch.h"
 #include "cli/runs_store.h"
 #include "kernels/check.h"
 #include "store/commands.h"
@@ -90,6 +92,27 @@ int wait_for(store::Database& db, int64_t run_id, int64_t command_id, double tim
   }
 }
 
+// A release is done when the process has ended the run: its devices are free then.
+int wait_until_released(store::Database& db, int64_t run_id, double timeout_s) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    const store::RunRecord run = store::get_run(db, run_id);
+    if (run.status == store::RunStatus::Released) {
+      fmt::print("released; continue it with: kiln runs resume {}\n", shell_quote(run.name));
+      return 0;
+    }
+    if (!store::is_live(run.status)) {
+      fmt::print(stderr, "kiln: run {} ended as {} instead\n", run.id, store::to_string(run.status));
+      return kExitNotApplied;
+    }
+    if (Clock::now() >= deadline) {
+      fmt::print(stderr, "kiln: run {} applied the release but has not ended after {} s\n", run.id, timeout_s);
+      return kExitNotApplied;
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
 void steer(store::CommandAction action, const SteerOptions& options) {
   if (action == store::CommandAction::Set) parse_setting(options.assignment);  // before the store is opened
   const double timeout_s = wait_seconds(options.wait_text);
@@ -109,11 +132,12 @@ void steer(store::CommandAction action, const SteerOptions& options) {
              command_id);
   std::fflush(stdout);
   if (!options.wait) return;
-  const int code = wait_for(*db, run_id, command_id, timeout_s);
+  int code = wait_for(*db, run_id, command_id, timeout_s);
+  if (code == 0 && action == store::CommandAction::Release) code = wait_until_released(*db, run_id, timeout_s);
   if (code != 0) throw CLI::RuntimeError(code);
 }
 
-void add_steer_command(CLI::App& runs, store::CommandAction action, const std::string& help) {
+CLI::App* add_steer_command(CLI::App& runs, store::CommandAction action, const std::string& help) {
   auto options = std::make_shared<SteerOptions>();
   CLI::App* cmd = runs.add_subcommand(std::string(store::to_string(action)), help);
   cmd->add_option("run", options->run, "Run id, name, or unambiguous name prefix")->required();
@@ -134,6 +158,41 @@ void add_steer_command(CLI::App& runs, store::CommandAction action, const std::s
     options->wait = wait->count() > 0;
     steer(action, *options);
   });
+  return cmd;
+}
+
+// kiln runs resume: a paused run is told to go on; a run that has ended (released, stopped,
+// failed, lost) starts again from its newest checkpoint as the same run.
+void add_resume_command(CLI::App& runs) {
+  auto options = std::make_shared<SteerOptions>();
+  auto relaunch = std::make_shared<RelaunchOptions>();
+  CLI::App* cmd = runs.add_subcommand(
+      "resume", "Resume a paused run, or start a released (stopped, failed, lost) run again from its newest checkpoint");
+  cmd->add_option("run", options->run, "Run id, name, or unambiguous name prefix")->required();
+  add_store_option(cmd, options->store);
+  CLI::Option* wait = cmd->add_option("--wait", options->wait_text,
+                                      "A paused run: wait until it applies the command (at most SECONDS, default 30)")
+                          ->expected(0, 1)
+                          ->type_name("[SECONDS]");
+  add_relaunch_options(cmd, *relaunch);
+  cmd->callback([options, relaunch, wait] {
+    options->wait = wait->count() > 0;
+    bool live = false;
+    {
+      const auto db = open_store_for_reading(options->store);
+      live = store::is_live(store::get_run(*db, store::resolve_run(*db, options->run)).status);
+    }
+    if (live) {
+      if (!relaunch->overrides.empty() || relaunch->ranks != 0 || relaunch->detach)
+        fail("--set, --ranks and --detach start an ended run again; this run is live (use kiln runs set)");
+      steer(store::CommandAction::Resume, *options);
+      return;
+    }
+    if (options->wait) fail("--wait follows a command to a live run; this run has ended");
+    relaunch->store = options->store;
+    relaunch->run = options->run;
+    relaunch_run(*relaunch);
+  });
 }
 
 }  // namespace
@@ -141,9 +200,14 @@ void add_steer_command(CLI::App& runs, store::CommandAction action, const std::s
 void add_runs_steer_commands(CLI::App& runs) {
   using A = store::CommandAction;
   add_steer_command(runs, A::Pause, "Pause a live run at its next step boundary");
-  add_steer_command(runs, A::Resume, "Resume a paused run");
+  add_resume_command(runs);
   add_steer_command(runs, A::Stop, "Stop a live run at its next step boundary (it ends as stopped)");
   add_steer_command(runs, A::Checkpoint, "Save a checkpoint of a live run at its next step boundary");
+  add_steer_command(runs, A::Release,
+                    "Checkpoint a live run at its next step boundary and end it as released, freeing its "
+                    "devices; kiln runs resume starts it again")
+      ->footer("With --wait: until the run has ended as released (exit 0), not only applied the command.");
+  add_runs_fork_command(runs);
   add_steer_command(runs, A::Set,
                     "Change a setting of a live run at its next step boundary, e.g. train.lr=3e-4");
 }

@@ -154,6 +154,13 @@ json to_json(const RunDetails& d) {
   out["events"] = rows(d.events);
   out["checkpoints"] = rows(d.checkpoints);
   out["commands"] = rows(d.commands);
+  const auto links = [](const std::vector<LineageLink>& items) {
+    json array = json::array();
+    for (const LineageLink& l : items)
+      array.push_back({{"id", l.id}, {"name", l.name}, {"status", to_string(l.status)}, {"step", l.step}});
+    return array;
+  };
+  out["lineage"] = {{"ancestors", links(d.lineage.ancestors)}, {"forks", links(d.lineage.forks)}};
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include "store/user_text.h"
 #include "store/rows.h"
 #include "store/expert_queries.h"
+#include "store/lineage.h"
 #include "store/sample_queries.h"
 
 namespace kiln::store {
@@ -100,6 +101,7 @@ std::vector<RunRecord> list_runs(Database& db, const RunFilter& filter, double s
   if (!filter.name_contains.empty())
     sql += " AND instr(lower(name), lower(?" + std::to_string(++index) + ")) > 0";
   if (filter.since) sql += " AND created_at >= ?" + std::to_string(++index);
+  if (filter.sweep_id) sql += " AND sweep_id = ?" + std::to_string(++index);
   sql += " ORDER BY created_at DESC, id DESC";
   if (filter.limit > 0) sql += " LIMIT " + std::to_string(filter.limit);
 
@@ -110,6 +112,7 @@ std::vector<RunRecord> list_runs(Database& db, const RunFilter& filter, double s
   if (!filter.tag.empty()) st.bind(++index, filter.tag);
   if (!filter.name_contains.empty()) st.bind(++index, filter.name_contains);
   if (filter.since) st.bind(++index, *filter.since);
+  if (filter.sweep_id) st.bind(++index, *filter.sweep_id);
   std::vector<RunRecord> runs;
   while (st.step()) runs.push_back(read_run(st));
   return runs;
@@ -204,6 +207,7 @@ RunDetails run_details(Database& db, int64_t run_id, size_t max_events, double s
   }
   d.checkpoints = list_checkpoints(db, run_id);
   d.commands = list_commands(db, run_id);
+  d.lineage = run_lineage(db, run_id, stale_after_s);
   return d;
 }
 

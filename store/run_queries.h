@@ -22,6 +22,7 @@ struct RunFilter {
   std::string tag;                  // has this tag
   std::string name_contains;
   std::optional<double> since;      // created at or after, Unix seconds
+  std::optional<int64_t> sweep_id;  // launched by this sweep (kiln sweep)
   int limit = 0;                    // 0: no limit
 };
 
@@ -47,6 +48,7 @@ struct RunDetails {
   std::vector<Event> events;      // the newest max_events, oldest first
   std::vector<Checkpoint> checkpoints;
   std::vector<Command> commands;
+  Lineage lineage;  // its parents and forks (store/lineage.h)
 };
 RunDetails run_details(Database& db, int64_t run_id, size_t max_events = 100,
                        double stale_after_s = kDefaultStaleAfterS);

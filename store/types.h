@@ -202,6 +202,20 @@ struct Command {
   std::string reason;
 };
 
+// A run's place among forks (store/lineage.h): one run it descends from, or one started
+// from it.
+struct LineageLink {
+  int64_t id = 0;
+  std::string name;
+  RunStatus status = RunStatus::Created;  // effective (a stale live run reads as lost)
+  int64_t step = 0;  // the step of this run's checkpoint the younger run started from
+};
+
+struct Lineage {
+  std::vector<LineageLink> ancestors;  // the parent first, then its parent, ...
+  std::vector<LineageLink> forks;      // the runs started from this one, oldest first
+};
+
 // A run as read back. `status` is the effective status: a running or paused run whose
 // heartbeat is older than the staleness threshold reads as Lost.
 struct RunRecord {

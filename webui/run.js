@@ -13,6 +13,7 @@ import { expertsSection } from "/run_experts.js";
 import { systemPanels, cpuNote } from "/run_system.js";
 import { ranksSection } from "/run_ranks.js";
 import { alertsSection } from "/run_alerts.js";
+import { lineageSection } from "/run_lineage.js";
 
 const keys = ["loss", "lr", "grad_norm", "tokens_per_s", "mfu", "mem_used", "fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms", "a2a_ms"];
 const perRankCharts = [
@@ -60,13 +61,14 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
   const experts = expertsSection();
   const ranks = ranksSection(encodeURIComponent(run));
   const alerts = alertsSection(encodeURIComponent(run));
+  const lineage = lineageSection();
 
   const lineMode = el("select", { id: "chart-lines", onchange: () => { settings.bands = lineMode.value === "bands"; build(); } },
     el("option", { value: "ranks" }, "a line per rank"), el("option", { value: "bands" }, "min–max band and mean"));
   lineMode.value = settings.bands ? "bands" : "ranks";
   const controls = el("div", { class: "controls", id: "chart-controls" }, "lines ", lineMode,
     "x axis ", xAxisSelect(settings, xAxes, build), smoothingControl(settings, refresh));
-  view.append(title, facts, steer, alerts.element, controls, hiddenPanels, chartBox, ranks.element, experts.element, el("h2", {}, "Samples"), samplesBox,
+  view.append(title, facts, lineage.element, steer, alerts.element, controls, hiddenPanels, chartBox, ranks.element, experts.element, el("h2", {}, "Samples"), samplesBox,
     el("h2", {}, "Events"), eventList, el("h2", {}, "Config"), config);
 
   function push(line, step, time, value) {
@@ -131,7 +133,11 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     const slowest = slowestRank();
     const lines = settings.bands ? bandLines(ranks.map((r) => byRank[r]))
       : ranks.map((r) => ({ label: `rank ${r}${r === slowest ? " (slowest)" : ""}`, width: r === slowest ? 3 : 1.5, ...shown(byRank[r]) }));
-    if (spec.key === "loss") lines.push({ label: "valid", width: 2.5, ...shown(valid) });
+    if (spec.key === "loss") {
+      lines.push({ label: "valid", width: 2.5, ...shown(valid) });
+      // A fork's curve continues its parents': theirs up to the steps it branched at.
+      for (const s of lineage.segments()) lines.push({ label: `${s.name} (parent)`, width: 1.5, dash: [6, 4], ...shown(s) });
+    }
     return lines;
   }
 
@@ -265,7 +271,9 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
   }
   steer.append(steerButton("Pause", "pause", `Pause ${run}?`), steerButton("Resume", "resume", `Resume ${run}?`),
     steerButton("Checkpoint now", "checkpoint", `Write a checkpoint of ${run} now?`),
-    steerButton("Set learning rate", "set"), steerButton("Stop", "stop", `Stop ${run}? It ends as stopped.`), message);
+    steerButton("Set learning rate", "set"), steerButton("Stop", "stop", `Stop ${run}? It ends as stopped.`),
+    steerButton("Release", "release", `Release ${run}? It writes a checkpoint, ends and frees its devices; kiln runs resume ${run} starts it again.`),
+    message);
 
   // The elapsed time and ETA of a live run move between rows too.
   const ticker = setInterval(showProgress, 1000);
@@ -278,6 +286,8 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     startTime = details.started_at ?? details.created_at;
     showRun(details);
     details.events.forEach(showEvent);
+    // The parents' curves are drawn with the fork's; loaded before the charts are built.
+    await lineage.load(details.lineage).catch(() => {});
     if (c.train?.global_batch && c.model?.seq_len) tokensPerStep = c.train.global_batch * c.model.seq_len;
     samples = samplesSection(c);
     samplesBox.replaceChildren(samples.element);
