@@ -1,7 +1,8 @@
-// The dashboard's entry: a hash router over the three pages, and the colour scheme switch.
+// The dashboard's entry: a hash router over the pages, and the colour scheme switch.
 import { renderRuns } from "/runs.js";
 import { renderRun } from "/run.js";
 import { renderCompare } from "/compare.js";
+import { renderSweeps, renderSweep } from "/sweep.js";
 
 let leave = () => {};
 
@@ -15,6 +16,8 @@ function route() {
   const parts = path.split("/").filter(Boolean);
   if (parts[0] === "run" && parts[1]) leave = renderRun(view, decodeURIComponent(parts[1])) || leave;
   else if (parts[0] === "compare") renderCompare(view, params);
+  else if (parts[0] === "sweep" && parts[1]) leave = renderSweep(view, decodeURIComponent(parts[1]));
+  else if (parts[0] === "sweeps") renderSweeps(view);
   else renderRuns(view, params);
 }
 

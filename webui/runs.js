@@ -21,6 +21,7 @@ export function renderRuns(view, params) {
   const table = el("table", { id: "runs" });
   const message = el("p", { class: "muted" });
   const configKeys = el("datalist", { id: "config-keys" });
+  let sweepNames = new Map();  // sweep id -> name, for the links of the runs a sweep launched
   status.value = params.get("status") || "";
   view.append(el("h1", {}, "Runs"),
     el("div", { class: "filters" }, status, tag, name, el("span", { class: "muted" }, "where"), filterKey, "=", filterValue,
@@ -87,6 +88,7 @@ export function renderRuns(view, params) {
     try {
       state.runs = (await getJson("/api/runs?" + query)).map((r) => ({ ...r, flat: flatConfig(r.config) }));
       state.keys = [...new Set(state.runs.flatMap((r) => Object.keys(r.flat)))].sort();
+      if (state.runs.some((r) => r.sweep_id != null)) sweepNames = new Map((await getJson("/api/sweeps")).map((sw) => [sw.id, sw.name]));
       message.textContent = state.runs.length ? "" : "No runs match. `kiln train` records one.";
       fillSelectors();
       draw();
@@ -128,7 +130,9 @@ export function renderRuns(view, params) {
   function cell(c, r) {
     if (c.key === "name")
       return el("td", {}, el("a", { class: "clip wide", href: `#/run/${encodeURIComponent(r.name)}`, title: r.name }, r.name),
-        r.alerts > 0 ? el("span", { class: "alert-badge", title: `${r.alerts} alert${r.alerts > 1 ? "s" : ""}; the latest: ${r.latest_alert}` }, String(r.alerts)) : null);
+        r.alerts > 0 ? el("span", { class: "alert-badge", title: `${r.alerts} alert${r.alerts > 1 ? "s" : ""}; the latest: ${r.latest_alert}` }, String(r.alerts)) : null,
+        r.sweep_id != null ? el("a", { class: "sweep-link", href: `#/sweep/${r.sweep_id}`, title: `point ${r.sweep_point} of sweep ${sweepNames.get(r.sweep_id) ?? r.sweep_id}` },
+          `${sweepNames.get(r.sweep_id) ?? "sweep"} #${r.sweep_point}`) : null);
     if (c.key === "status") return el("td", { class: `status status-${r.status}` }, r.status);
     if (c.key === "tags") return el("td", {}, el("span", { class: "clip", title: r.tags.join(", ") }, ...r.tags.map((t) => el("span", { class: "tag" }, t))),
       el("button", { title: "Add a tag", onclick: () => addTag(r) }, "+"));
