@@ -146,14 +146,24 @@ TEST_F(Alerts, AStalledStepWhileItIsStuck) {
   EXPECT_EQ(rec.alerts[0].step, 3);
 }
 
-TEST_F(Alerts, MemoryNearTheLimit) {
-  const CommandResult r = train("memory", "", alert_run(prefix_, 3) + " --set alerts.memory_fraction=0.000001");
+TEST_F(Alerts, MemoryNearTheLimitTakesACheckpoint) {
+  const CommandResult r = train("memory", "", alert_run(prefix_, 3) +
+                                                  " --set alerts.memory_fraction=0.000001"
+                                                  " --set alerts.actions=memory=checkpoint"
+                                                  " --set train.checkpoint_dir=" + dir_ + "/checkpoints");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Recorded rec = recorded(store_, "memory");
+  EXPECT_EQ(rec.run.status, store::RunStatus::Completed);
   ASSERT_EQ(rec.alerts.size(), 1u) << r.output;  // once: it never recovers
   EXPECT_EQ(rec.alerts[0].rule, "memory");
   EXPECT_EQ(rec.alerts[0].rank, 0);
   EXPECT_EQ(rec.alerts[0].step, 1);
+  EXPECT_EQ(rec.alerts[0].action, "checkpoint");
+  // Fired at step 1's logging, taken at step 2's boundary.
+  EXPECT_NE(r.output.find("kiln: alert action: the run checkpoints at this step boundary (memory)\n"
+                          "kiln: saved checkpoint " + dir_ + "/checkpoints/memory/step-00000002"),
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("kiln: alert: memory: rank 0 on " + host_name() + " has held "), std::string::npos)
       << r.output;
 }
