@@ -6,6 +6,7 @@
 
 #include "kernels/check.h"
 #include "monitor/server/api_call.h"
+#include "monitor/server/server_limits.h"
 #include "store/error.h"
 #include "store/sweep_json.h"
 #include "store/sweep_queries.h"
@@ -13,9 +14,6 @@
 namespace kiln::monitor {
 
 namespace {
-
-// Sweeps in one list answer: far more than a person keeps, few enough to stay small.
-constexpr int64_t kMaxSweeps = 1000;
 
 int64_t resolve_sweep_id(SharedState& state, const std::string& typed) {
   auto db = state.reads().borrow();
@@ -31,9 +29,9 @@ int64_t resolve_sweep_id(SharedState& state, const std::string& typed) {
 }  // namespace
 
 Reply get_sweeps(ApiCall& call) {
-  const int64_t limit = call.target.integer("limit").value_or(kMaxSweeps);
-  if (limit < 1 || limit > kMaxSweeps)
-    throw ApiError(http::status::bad_request, "limit must be from 1 to " + std::to_string(kMaxSweeps));
+  const int64_t limit = call.target.integer("limit").value_or(limits::kMaxSweeps);
+  if (limit < 1 || limit > limits::kMaxSweeps)
+    throw ApiError(http::status::bad_request, "limit must be from 1 to " + std::to_string(limits::kMaxSweeps));
   auto db = call.state.reads().borrow();
   nlohmann::json sweeps = nlohmann::json::array();
   for (const auto& sweep : store::list_sweeps(*db, limit)) sweeps.push_back(store::to_json(sweep));

@@ -50,6 +50,9 @@ inline constexpr int64_t kMaxExpertSteps = 2000;
 inline constexpr size_t kMaxExpertCells = size_t{1} << 20;
 inline constexpr size_t kMaxExpertRowsPerPoll = 1024;
 
+// GET /api/sweeps: sweeps in one answer (newest first), far more than a person keeps.
+inline constexpr int64_t kMaxSweeps = 1000;
+
 // The CSV export streams in chunks of this many rows, each read with the store let go of
 // between them, so an export of any size costs the server one chunk of memory.
 inline constexpr size_t kCsvRowsPerChunk = 1024;
