@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "trainer/telemetry/host_memory.h"
+#include "trainer/util/step_clock.h"
 #include "trainer/train/trainer.h"
 
 namespace kiln {
@@ -48,7 +49,9 @@ void Trainer::after_step(int64_t step, StepTimes& times, double grad_norm, bool 
   times.loss = faults_.loss_at(step, times.loss);
   if (!alerts_) return;
   alerts_->step_finished();
+  const Clock::time_point start = Clock::now();
   alerts_->check_numbers(step, times.loss, grad_norm, skipped);
+  not_training_s_ += seconds_since(start);
 }
 
 void Trainer::check_alerts(const std::vector<store::MetricRow>& rows) {
@@ -61,7 +64,12 @@ void Trainer::check_alerts(const std::vector<store::MetricRow>& rows) {
   s.tokens_per_s = first.tokens_per_s;
   for (const store::MetricRow& row : rows)
     s.ranks.push_back({row.fwd_ms + row.bwd_ms + row.opt_ms, row.mem_peak.value_or(0)});
+  // An alert is written to the store at once and starts its hook: time the next interval's
+  // throughput leaves out, as it does a checkpoint's, or a spike on a short step would read
+  // as a fall in throughput too.
+  const Clock::time_point start = Clock::now();
   alerts_->observe(s);
+  not_training_s_ += seconds_since(start);
 }
 
 SteeringDecision Trainer::with_alert_actions(SteeringDecision decision) {
