@@ -12,6 +12,7 @@
 #include "cli/plan_command.h"
 #include "cli/runs_command.h"
 #include "cli/serve_command.h"
+#include "cli/sweep_command.h"
 #include "cli/tokenizer_command.h"
 #include "cli/train_command.h"
 #include "cli/tui_command.h"
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   kiln::add_interchange_commands(app);
   kiln::add_runs_command(app);
   kiln::add_plan_command(app);
+  kiln::add_sweep_command(app, kiln::shell_command_line(argc, argv));
   kiln::add_serve_command(app);
   kiln::add_tui_command(app);
   try {

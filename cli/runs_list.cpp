@@ -14,6 +14,7 @@
 #include "store/json_rows.h"
 #include "store/run_overview.h"
 #include "store/run_queries.h"
+#include "store/sweep_queries.h"
 
 namespace kiln {
 namespace {
@@ -26,17 +27,19 @@ struct ListOptions {
   std::string tag;
   std::string name;
   std::string since;
+  std::string sweep;
   int limit = 0;
   bool json = false;
 };
 
-store::RunFilter make_filter(const ListOptions& options, double now) {
+store::RunFilter make_filter(store::Database& db, const ListOptions& options, double now) {
   if (options.limit < 0) fail(fmt::format("--limit must be 0 (all) or more, got {}", options.limit));
   store::RunFilter filter;
   if (!options.status.empty()) filter.status = store::parse_run_status(options.status);
   filter.tag = options.tag;
   filter.name_contains = options.name;
   if (!options.since.empty()) filter.since = parse_since(options.since, now);
+  if (!options.sweep.empty()) filter.sweep_id = store::resolve_sweep(db, options.sweep);
   filter.limit = options.limit;
   return filter;
 }
@@ -49,9 +52,10 @@ std::string device_text(const store::RunRecord& run) {
   return text;
 }
 
-void print_table(const std::vector<store::RunOverview>& runs) {
+// With --sweep, a POINT column after NAME: each run's point in the sweep.
+void print_table(const std::vector<store::RunOverview>& runs, bool with_point) {
   using A = Table::Align;
-  Table table({{"ID", A::Right},
+  std::vector<Table::Column> columns{{"ID", A::Right},
                {"NAME"},
                {"STATUS"},
                {"TAGS"},
@@ -62,15 +66,19 @@ void print_table(const std::vector<store::RunOverview>& runs) {
                {"TOK/S", A::Right},
                {"MFU", A::Right},
                {"STARTED"},
-               {"DURATION", A::Right}});
+               {"DURATION", A::Right}};
+  if (with_point) columns.insert(columns.begin() + 2, {"POINT", A::Right});
+  Table table(columns);
   for (const auto& r : runs) {
     const store::RunRecord& run = r.run;
-    table.add({std::to_string(run.id), run.name, std::string(store::to_string(run.status)),
+    std::vector<std::string> cells{std::to_string(run.id), run.name, std::string(store::to_string(run.status)),
                run.tags.empty() ? kAbsent : join(run.tags, ","),
                run.layout.empty() ? kAbsent : run.layout, device_text(run), steps_text(r),
                fixed4(r.loss), compact_rate(r.tokens_per_s), percent(r.mfu),
                local_minute(run.started_at.value_or(run.created_at)),
-               duration_or_absent(r.duration_s)});
+               duration_or_absent(r.duration_s)};
+    if (with_point) cells.insert(cells.begin() + 2, run.sweep_point ? std::to_string(*run.sweep_point) : kAbsent);
+    table.add(std::move(cells));
   }
   table.print(stdout);
 }
@@ -91,12 +99,12 @@ void runs_list(const ListOptions& options) {
   const auto db = open_store_for_reading(options.store);
   const double now = store::unix_now();
   std::vector<store::RunOverview> runs;
-  for (auto& run : store::list_runs(*db, make_filter(options, now)))
+  for (auto& run : store::list_runs(*db, make_filter(*db, options, now)))
     runs.push_back(store::run_overview(*db, std::move(run), now));
   if (options.json) {
     print_json(runs);
   } else if (!runs.empty()) {
-    print_table(runs);
+    print_table(runs, !options.sweep.empty());
   } else if (!store_has_runs(*db)) {
     fmt::print("no runs in {} yet; `kiln train` records one\n", db->path());
   } else {
@@ -117,6 +125,7 @@ void add_runs_list_command(CLI::App& runs) {
   cmd->add_option("--name", options->name, "Only runs whose name contains this text");
   cmd->add_option("--since", options->since,
                   "Only runs created since: 2026-11-20, 2026-11-20T14:00, or an age: 30m, 2h, 3d");
+  cmd->add_option("--sweep", options->sweep, "Only the runs of this sweep (its id or name), with their points");
   cmd->add_option("--limit", options->limit, "At most this many runs (0: all)");
   cmd->add_flag("--json", options->json, "Print a JSON array instead of a table");
   cmd->callback([options] { runs_list(*options); });

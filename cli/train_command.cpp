@@ -4,6 +4,8 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/core.h>
@@ -39,6 +41,7 @@ struct TrainOptions {
   std::string serve;  // HOST:PORT: serve the dashboard while training
   DashboardOptions dashboard;  // with --serve: --token, --allow-host, --max-connections...
   bool force = false;  // --resume a run that still looks live
+  std::string sweep_point;  // SWEEP_ID:POINT, which kiln sweep passes to each run it launches
   std::string layout;       // "auto": the planner's fastest layout for the launched ranks
   std::string plan_device;  // the device --layout auto plans for (default: cpu, or h100 on a GPU)
 };
@@ -63,6 +66,16 @@ std::string checkpoint_dir(const TrainOptions& options) {
   for (const std::string& assignment : options.overrides) apply_override(j, assignment);
   const nlohmann::json dir = j.value("/train/checkpoint_dir"_json_pointer, nlohmann::json());
   return dir.is_string() ? dir.get<std::string>() : TrainConfig{}.checkpoint_dir;
+}
+
+// --sweep-point SWEEP_ID:POINT: two whole numbers, the sweep's id in the store and the point.
+std::pair<int64_t, int64_t> parse_sweep_point(const std::string& text) {
+  int64_t sweep = 0, point = 0;
+  char colon = 0, extra = 0;
+  if (std::sscanf(text.c_str(), "%ld%c%ld%c", &sweep, &colon, &point, &extra) != 3 || colon != ':' || sweep < 1 ||
+      point < 0)
+    fail("--sweep-point " + text + ": expected SWEEP_ID:POINT, e.g. 3:0 (kiln sweep passes it)");
+  return {sweep, point};
 }
 
 Config resolve_config(const TrainOptions& options, std::string& resume) {
@@ -90,6 +103,7 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   record.command_line = command_line;
   record.tags = options.tags;
   record.force_resume = options.force;
+  if (!options.sweep_point.empty()) std::tie(record.sweep_id, record.sweep_point) = parse_sweep_point(options.sweep_point);
   World world;
   set_wait_limits({config.parallel.timeout_s, interrupt_requested});
   // Rank 0 speaks for the run: it prints and records; the other ranks train in silence.
@@ -176,6 +190,8 @@ void add_train_command(CLI::App& app, std::string command_line) {
                   "The device --layout auto plans for: h100, h200, a100, a100-40gb or cpu (default: cpu, or h100 on a GPU)")
       ->needs(layout);
   layout->excludes(resume);
+  cmd->add_option("--sweep-point", options->sweep_point,
+                  "SWEEP_ID:POINT: record the run as this point of a sweep (kiln sweep passes it; docs/sweeps.md)");
   cmd->add_flag("--print-config", options->print_config,
                 "Print the resolved config as JSON and exit");
   cmd->callback([options, command_line] { run_train(*options, command_line); });
