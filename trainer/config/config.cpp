@@ -115,6 +115,7 @@ void for_each_field(C& c, F&& f) {
   f("alerts", "loss_zscore", c.alerts.loss_zscore);
   f("alerts", "grad_zscore", c.alerts.grad_zscore);
   f("alerts", "throughput_fraction", c.alerts.throughput_fraction);
+  f("alerts", "throughput_steps", c.alerts.throughput_steps);
   f("alerts", "straggler_fraction", c.alerts.straggler_fraction);
   f("alerts", "straggler_steps", c.alerts.straggler_steps);
   f("alerts", "stall_s", c.alerts.stall_s);
@@ -576,6 +577,7 @@ void validate_alerts(const AlertsConfig& a) {
     fail("config: alerts.throughput_fraction must be in [0, 1), got " + show(a.throughput_fraction));
   at_least("alerts.straggler_fraction", a.straggler_fraction, 0.0);
   at_least("alerts.straggler_steps", a.straggler_steps, 1);
+  at_least("alerts.throughput_steps", a.throughput_steps, 1);
   at_least("alerts.stall_s", a.stall_s, 0.0);
   if (!(a.memory_fraction >= 0 && a.memory_fraction <= 1))
     fail("config: alerts.memory_fraction must be in [0, 1], got " + show(a.memory_fraction));

@@ -164,7 +164,8 @@ struct AlertsConfig {
   int min_samples = 10;
   double loss_zscore = 6;            // loss_spike: this many standard deviations above the mean
   double grad_zscore = 6;            // grad_spike: the same for the gradient norm
-  double throughput_fraction = 0.5;  // throughput: tokens/s below this fraction of the median
+  double throughput_fraction = 0.5;  // throughput: tokens/s below this fraction of the median,
+  int throughput_steps = 5;          // for this many logged steps in a row
   double straggler_fraction = 0.2;   // straggler: a rank's working time this much above the
   int straggler_steps = 3;           // median rank's, for this many logged steps in a row
   double stall_s = 600;              // stall: a step running this long

@@ -331,7 +331,7 @@ TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
       {"model", 13}, {"moe", 14}, {"train", 24}, {"data", 7}, {"parallel", 13},
-      {"precision", 1}, {"backend", 3}, {"store", 1}, {"alerts", 13}};
+      {"precision", 1}, {"backend", 3}, {"store", 1}, {"alerts", 14}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
   EXPECT_EQ(j["train"]["adam_eps"], 1e-8);
@@ -547,6 +547,7 @@ TEST(Config, AlertsAreOnByDefaultAndTheirKeysAreChecked) {
   EXPECT_EQ(error_of({"alerts.memory_fraction=1.5"}), "config: alerts.memory_fraction must be in [0, 1], got 1.5");
   EXPECT_EQ(error_of({"alerts.command_timeout_s=0"}), "config: alerts.command_timeout_s must be > 0, got 0.0");
   EXPECT_EQ(error_of({"alerts.straggler_steps=0"}), "config: alerts.straggler_steps must be >= 1, got 0");
+  EXPECT_EQ(error_of({"alerts.throughput_steps=0"}), "config: alerts.throughput_steps must be >= 1, got 0");
   EXPECT_EQ(error_of({"alerts.actions=loss=stop"}),
             "config: alerts.actions names no rule \"loss\" (rules: nan, loss_spike, grad_spike, throughput, "
             "straggler, stall, memory); write rule=action, e.g. \"loss_spike=pause\"");

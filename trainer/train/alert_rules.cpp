@@ -110,21 +110,30 @@ std::optional<FiredAlert> AlertRules::spike(const char* rule, const char* what, 
 std::optional<FiredAlert> AlertRules::slow_throughput(const LoggedStep& s) {
   const double fraction = config_.throughput_fraction;
   if (fraction <= 0 || !(s.tokens_per_s > 0)) return std::nullopt;
-  bool holds = false;
+  bool slow = false;
   double median = 0;
   if (throughputs_.size() >= static_cast<size_t>(config_.min_samples)) {
     median = median_of({throughputs_.begin(), throughputs_.end()});
-    holds = s.tokens_per_s < fraction * median;
+    slow = s.tokens_per_s < fraction * median;
   }
-  if (!holds) remember(throughputs_, s.tokens_per_s, config_.window);
+  if (!slow) remember(throughputs_, s.tokens_per_s, config_.window);
+  // Short steps on a busy machine dip below half their median now and then: a slowdown must
+  // last alerts.throughput_steps logged steps to fire, and as long a recovery to end it, or a
+  // healthy run on a shared machine alerts every few steps.
+  slow_steps_ = slow ? slow_steps_ + 1 : 0;
+  recovered_steps_ = slow ? 0 : recovered_steps_ + 1;
+  const bool firing = active_.count("throughput") > 0;
+  const bool holds = firing ? recovered_steps_ < config_.throughput_steps : slow_steps_ >= config_.throughput_steps;
   if (!starts("throughput", holds)) return std::nullopt;
   FiredAlert a;
   a.rule = "throughput";
   a.step = s.step;
   a.value = s.tokens_per_s;
   a.threshold = fraction * median;
-  a.message = fmt::format("{:.0f} tokens/s at step {} is {:.1f}% of the median {:.0f} of the last {} logged steps",
-                          s.tokens_per_s, s.step, 100 * s.tokens_per_s / median, median, throughputs_.size());
+  a.message = fmt::format("{:.0f} tokens/s at step {} is {:.1f}% of the median {:.0f} of the last {} logged steps, "
+                          "below {:g} of it for {} logged steps in a row",
+                          s.tokens_per_s, s.step, 100 * s.tokens_per_s / median, median, throughputs_.size(), fraction,
+                          slow_steps_);
   return a;
 }
 

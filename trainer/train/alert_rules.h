@@ -82,6 +82,8 @@ class AlertRules {
   // The previous logged steps' values that were not themselves alerts, newest last.
   std::deque<double> losses_, grad_norms_, throughputs_;
   std::vector<int> slow_streak_;  // per rank: logged steps in a row above the median rank
+  // Logged steps in a row below the throughput limit, and, once it fired, above it again.
+  int slow_steps_ = 0, recovered_steps_ = 0;
 };
 
 }  // namespace kiln
