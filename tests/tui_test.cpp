@@ -23,6 +23,7 @@
 #include "store/schema.h"
 #include "tests/corpus_fixture.h"
 #include "tests/run_command.h"
+#include "tests/run_progress.h"
 
 namespace kiln::test {
 namespace {
@@ -368,6 +369,40 @@ TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {
   screen = tmux.wait_for({doomed + " · stopped", "interrupted (SIGINT or SIGTERM)"}, 30s);
   EXPECT_TRUE(shows(screen, "interrupted (SIGINT or SIGTERM)")) << screen;
   EXPECT_EQ(status_of(path, doomed), store::RunStatus::Stopped);
+}
+
+// R asks, then releases a live run: it checkpoints, ends as released; a fork of it names its
+// parent and the step on its run screen.
+TEST(Tui, ReleasesALiveRunAndShowsAForksParent) {
+  const std::string dir = fresh_dir("tui_release");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db", log = dir + "/live.log";
+  const int pid = start_background(kiln + " train --store " + path + " --name live" + small_run(prefix) +
+                                       " --set train.steps=1000000 --set train.log_interval=1 --set train.eval_interval=0"
+                                       " --set train.sample_tokens=0 --set train.checkpoint_dir=" + dir + "/checkpoints",
+                                   log);
+  ASSERT_TRUE(wait_for_step_after(path, "live", 0)) << read_text(log);
+
+  Tmux tmux("release", kiln + " tui --store " + path, 120, 40, dir);
+  ASSERT_TRUE(shows(tmux.wait_for({"live", "running"}), "live")) << tmux.screen();
+  tmux.keys("Enter");
+  ASSERT_TRUE(shows(tmux.wait_for({"run 1 · live", "R Release"}), "R Release")) << tmux.screen();
+  tmux.keys("R");
+  EXPECT_TRUE(shows(tmux.wait_for({"release run live", "(y/n)"}), "(y/n)")) << tmux.screen();
+  tmux.keys("y");
+  std::string screen = tmux.wait_for({"live · released"}, 30s);
+  EXPECT_TRUE(shows(screen, "live · released")) << screen;
+  EXPECT_EQ(wait_exit(pid), 0) << read_text(log);
+  EXPECT_EQ(status_of(path, "live"), store::RunStatus::Released);
+
+  const int64_t at = *last_step(path, "live");
+  const CommandResult fork = run_command(kiln + " runs fork live --step " + std::to_string(at) + " --name branch --store " +
+                                         path + " --set train.steps=" + std::to_string(at + 2));
+  ASSERT_EQ(fork.exit_code, 0) << fork.output;
+  tmux.keys("q");
+  ASSERT_TRUE(shows(tmux.wait_for({"branch"}), "branch")) << tmux.screen();
+  tmux.keys("g Enter");  // the newest run is the first row
+  screen = tmux.wait_for({"run 2 · branch", "forked from live at step " + std::to_string(at)});
+  EXPECT_TRUE(shows(screen, "forked from live at step " + std::to_string(at))) << screen;
 }
 
 TEST(Tui, BadStoresGetOneClearLine) {

@@ -155,7 +155,11 @@ class RunScreen final : public Screen {
                COLS - col, theme.attr(Tone::Title));
     if (alerts_ > 0)
       put(0, col, fmt::format(" · {} alert{} ", alerts_, alerts_ == 1 ? "" : "s"), COLS - col, theme.attr(Tone::Bad) | A_BOLD);
-    put(1, 1, config_summary(run.config_json), COLS - 2, theme.attr(Tone::Dim));
+    std::string summary = config_summary(run.config_json);
+    if (!details_->lineage.ancestors.empty())
+      summary += fmt::format(" · forked from {} at step {}", details_->lineage.ancestors.front().name,
+                             details_->lineage.ancestors.front().step);
+    put(1, 1, summary, COLS - 2, theme.attr(Tone::Dim));
     draw_progress(2, session, now);
     draw_plan_line(3, COLS - 1, run, details_->latest, theme);
 
@@ -201,6 +205,10 @@ class RunScreen final : public Screen {
         open(Question::Stop, Prompt::Kind::Confirm,
              "stop run " + name_ + " (it checkpoints if configured, then ends as stopped)?");
         return Outcome::handled();
+      case 'R':
+        open(Question::Release, Prompt::Kind::Confirm,
+             "release run " + name_ + " (it checkpoints, ends and frees its devices; kiln runs resume starts it again)?");
+        return Outcome::handled();
       case 'K':
         if (!session.launcher().running(name_)) {
           session.flash("K kills only a run launched from this kiln tui and still running; "
@@ -214,7 +222,7 @@ class RunScreen final : public Screen {
   }
 
   std::vector<KeyHint> hints() const override {
-    return {{"p", "Pause/Resume"}, {"c", "Ckpt"}, {"l", "LR"}, {"s", "Stop"}, {"K", "Kill"},
+    return {{"p", "Pause/Resume"}, {"c", "Ckpt"}, {"l", "LR"}, {"s", "Stop"}, {"R", "Release"}, {"K", "Kill"},
             {"Tab", "Pane"}, {"?", "Help"}, {"q", "Back"}};
   }
 
@@ -223,6 +231,7 @@ class RunScreen final : public Screen {
             {"c", "write a checkpoint at the next step"},
             {"l", "set the peak learning rate (train.lr); it shows the current one"},
             {"s", "stop gracefully (asks first)"},
+            {"R", "release: checkpoint, end and free the devices, to resume later (asks first)"},
             {"K", "kill the processes this UI launched (asks first)"},
             {"Tab", "switch between the ranks and events panes (arrows scroll)"},
             {"", "commands go through the store's queue; the run acts"},
@@ -233,7 +242,7 @@ class RunScreen final : public Screen {
   const Prompt* prompt() const override { return prompt_ ? &*prompt_ : nullptr; }
 
  private:
-  enum class Question { LearningRate, Stop, Kill };
+  enum class Question { LearningRate, Stop, Release, Kill };
 
   bool find_launched(store::Database& db) {
     id_ = store::find_run_named(db, name_);
@@ -401,6 +410,7 @@ class RunScreen final : public Screen {
         break;
       }
       case Question::Stop: steer(session, store::CommandAction::Stop); break;
+      case Question::Release: steer(session, store::CommandAction::Release); break;
       case Question::Kill:
         if (session.launcher().kill(name_)) session.flash("sent the processes of " + name_ + " SIGTERM (K again: SIGKILL)", Tone::Warn);
         break;
