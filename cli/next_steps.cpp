@@ -52,6 +52,8 @@ std::string next_steps(const FinishedRun& run) {
   const auto add = [&lines](const std::string& command, const char* what) {
     lines += fmt::format("  {:<44} {}\n", command, what);
   };
+  if (run.recorded && run.released)
+    add("kiln runs resume " + shell_quote(run.name) + run.store_flag, "continue it from its checkpoint");
   if (run.recorded) {
     add("kiln runs show " + shell_quote(run.name) + run.store_flag, "the run's record");
     add("kiln serve" + run.store_flag, "the dashboard over every run");

@@ -15,6 +15,7 @@ struct FinishedRun {
   bool recorded = false;        // the run is in a store
   std::string last_checkpoint;  // empty when the run wrote none
   std::string prompt;           // train.sample_prompt: a prompt the model has seen
+  bool released = false;        // ended by kiln runs release: resuming it comes first
 };
 
 // The "next:" block, one command a line; empty when nothing applies.

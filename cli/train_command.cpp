@@ -135,7 +135,7 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   if (summary.interrupted) throw CLI::RuntimeError(130);
   if (!first) return;
   FinishedRun finished{summary.run_name, "", !record.store_path.empty(), summary.last_checkpoint,
-                       config.train.sample_prompt};
+                       config.train.sample_prompt, summary.released};
   // The commands after it find the same store only if it is the one they find by default.
   if (finished.recorded && record.store_path != resolve_store_path(""))
     finished.store_flag = " --store " + shell_quote(record.store_path);

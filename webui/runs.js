@@ -10,7 +10,7 @@ const noTags = "(no tags)";
 export function renderRuns(view, params) {
   const choices = loadChoices();
   const state = { sort: "started_at", descending: true, runs: [], picked: new Set(), keys: [] };
-  const status = el("select", { id: "filter-status" }, ...["", "running", "paused", "completed", "stopped", "failed", "lost"].map((s) => el("option", { value: s }, s || "any status")));
+  const status = el("select", { id: "filter-status" }, ...["", "running", "paused", "completed", "stopped", "failed", "lost", "released"].map((s) => el("option", { value: s }, s || "any status")));
   const tag = el("input", { id: "filter-tag", placeholder: "tag" });
   const name = el("input", { id: "filter-name", placeholder: "name contains" });
   const filterKey = el("select", { id: "filter-key" });
