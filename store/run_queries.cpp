@@ -5,6 +5,7 @@
 
 #include "store/commands.h"
 #include "store/error.h"
+#include "store/name_lookup.h"
 #include "store/user_text.h"
 #include "store/rows.h"
 #include "store/expert_queries.h"
@@ -68,20 +69,7 @@ RunRecord read_run(const Statement& st) {
   return r;
 }
 
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
 
-std::string candidates(Statement& st, size_t limit) {
-  std::string text;
-  size_t n = 0;
-  while (st.step()) {
-    if (n++ < limit)
-      text += (text.empty() ? "" : ", ") + st.text(1) + " (id " + std::to_string(st.int64(0)) + ")";
-  }
-  if (n > limit) text += ", and " + std::to_string(n - limit) + " more";
-  return text;
-}
 
 void write_tags(Database& db, int64_t run_id, const std::vector<std::string>& tags) {
   Statement& st = db.cached("UPDATE runs SET tags = ? WHERE id = ?");

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/error.h"
+#include "store/name_lookup.h"
 
 namespace kiln::store {
 namespace {
@@ -120,20 +121,7 @@ std::vector<std::string> swept_keys(const std::vector<SweepPointRow>& points) {
   return keys;
 }
 
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
 
-// "a (id 1), b (id 2)" for the first `limit` rows of (id, name), and how many more.
-std::string candidates(Statement& st, size_t limit) {
-  std::string text;
-  size_t n = 0;
-  while (st.step())
-    if (n++ < limit)
-      text += (text.empty() ? "" : ", ") + st.text(1) + " (id " + std::to_string(st.int64(0)) + ")";
-  if (n > limit) text += ", and " + std::to_string(n - limit) + " more";
-  return text;
-}
 
 }  // namespace
 

@@ -105,6 +105,46 @@ TEST(ReleaseForkCli, AReleasedRunResumesAsTheSameRunAndContinuesItsCurveBitForBi
   EXPECT_EQ(differing, 0) << "steps whose loss or gradient norm differ from the run that never stopped";
 }
 
+// Two data-parallel ranks: the run records its world size, and kiln runs resume starts it
+// again under mpirun as two ranks, which continue the curve of a run that never stopped.
+TEST(ReleaseForkCli, ATwoRankRunResumesUnderMpirunAsTwoRanks) {
+  const std::string dir = fresh_dir("release_mpi");
+  const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db", log = dir + "/train.log";
+  constexpr int kSteps = 300;
+  const std::string wider = " --set model.n_layer=2 --set model.d_model=128 --set model.n_head=4 --set model.seq_len=64";
+  const int pid = start_background(mpirun_command(2) + kiln + " train --name pair --store " + store +
+                                       steady(prefix, dir, kSteps) + wider,
+                                   log);
+  ASSERT_TRUE(wait_for_step_after(store, "pair", 2)) << read_text(log);
+  ASSERT_EQ(run_command(kiln + " runs pause pair --store " + store + " --wait 30").exit_code, 0) << read_text(log);
+  const CommandResult release = run_command(kiln + " runs release pair --store " + store + " --wait 30");
+  ASSERT_EQ(release.exit_code, 0) << release.output << read_text(log);
+  EXPECT_EQ(wait_exit(pid), 0) << read_text(log);
+  const store::RunRecord released = record_of(store, "pair");
+  ASSERT_EQ(released.status, store::RunStatus::Released);
+  EXPECT_EQ(released.world_size, 2);
+
+  // mpirun refuses root unless told; the resumed mpirun inherits the environment.
+  const CommandResult resume = run_command("env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + kiln +
+                                           " runs resume pair --store " + store);
+  ASSERT_EQ(resume.exit_code, 0) << resume.output;
+  EXPECT_NE(resume.output.find(" as 2 ranks\nkiln: mpirun -np 2 "), std::string::npos) << resume.output;
+  const store::RunRecord resumed = record_of(store, "pair");
+  EXPECT_EQ(resumed.status, store::RunStatus::Completed);
+  EXPECT_EQ(resumed.layout, released.layout);
+
+  const CommandResult straight = run_command(mpirun_command(2) + kiln + " train --name straight --store " + store +
+                                             steady(prefix, dir, kSteps) + wider);
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  const auto a = rows_of(store, "pair"), b = rows_of(store, "straight");
+  ASSERT_EQ(a.size(), static_cast<size_t>(2 * kSteps));  // a row per rank per step
+  ASSERT_EQ(b.size(), a.size());
+  int differing = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].step != b[i].step || a[i].rank != b[i].rank || a[i].loss != b[i].loss) ++differing;
+  EXPECT_EQ(differing, 0) << "rows whose loss differs from the run that never stopped";
+}
+
 TEST(ReleaseForkCli, AForkStartsFromTheCheckpointAtOrBeforeTheStepAndRecordsItsParent) {
   const std::string dir = fresh_dir("fork");
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";

@@ -5,18 +5,16 @@
 // land in build/screenshots/sweep/ (scripts/refresh-screenshots.sh copies one into docs/images).
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "store/run_writer.h"
 #include "store/schema.h"
 #include "store/test_util.h"
+#include "tests/browser_check.h"
 #include "tests/run_command.h"
 
 namespace kiln::test {
@@ -90,22 +88,12 @@ TEST(SweepBrowser, PageTablesAndPlotsTheSweepsPointsAndFollowsItLive) {
   const std::string shots = (std::filesystem::path(KILN_BINARY).parent_path() / "screenshots" / "sweep").string();
   std::filesystem::create_directories(shots);
   const std::string browser_log = dir + "/browser.log";
-  const int browser = start_background("node " KILN_SOURCE_DIR "/tests/browser/sweep.mjs " + url + " lr-width " + shots,
-                                       browser_log);
-  int status = 0;
   int64_t step = 20;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (::waitpid(browser, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(browser, SIGKILL);
-      ::waitpid(browser, &status, 0);
-      ADD_FAILURE() << "the browser check took over two minutes";
-      break;
-    }
-    log_step(*live, live_lr, live_width, ++step);
-    live->flush();
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }
+  const int status = watch_browser("node " KILN_SOURCE_DIR "/tests/browser/sweep.mjs " + url + " lr-width " + shots,
+                                   browser_log, [&] {
+                                     log_step(*live, live_lr, live_width, ++step);
+                                     live->flush();
+                                   });
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(browser_log);
   EXPECT_TRUE(std::filesystem::exists(shots + "/sweep.png"));
 

@@ -348,8 +348,10 @@ void Trainer::train_loop(TrainSummary& summary) {
     }
     if (stop && releasing_) {
       summary.released = true;
-      fmt::print(out_, "kiln: released after step {}; continue it with: kiln runs resume {} --store {}\n", step,
-                 recorder_->name(), recorder_->path());
+      // Only the first rank records (and prints); the others end with it.
+      if (recorder_)
+        fmt::print(out_, "kiln: released after step {}; continue it with: kiln runs resume {} --store {}\n", step,
+                   recorder_->name(), recorder_->path());
       break;
     }
     if (stop) {
