@@ -143,15 +143,15 @@ int64_t resolve_run(Database& db, std::string_view run) {
   Statement& prefix = db.cached(
       "SELECT id, name FROM runs WHERE substr(name, 1, length(?1)) = ?1 ORDER BY id");
   prefix.bind(1, text);
-  std::vector<std::pair<int64_t, std::string>> matches;
-  while (prefix.step()) matches.emplace_back(prefix.int64(0), prefix.text(1));
-  if (matches.size() == 1) return matches[0].first;
-  if (matches.size() > 1) {
-    std::string list;
-    for (size_t i = 0; i < matches.size() && i < 8; ++i)
-      list += (i ? ", " : "") + matches[i].second + " (id " + std::to_string(matches[i].first) + ")";
-    if (matches.size() > 8) list += ", and " + std::to_string(matches.size() - 8) + " more";
-    fail("store: run '" + text + "' is ambiguous: " + list + "; give the full name or the id");
+  if (prefix.step()) {
+    const int64_t first = prefix.int64(0);
+    if (!prefix.step()) {
+      prefix.reset();
+      return first;
+    }
+    prefix.reset();
+    prefix.bind(1, text);
+    fail("store: run '" + text + "' is ambiguous: " + candidates(prefix, 8) + "; give the full name or the id");
   }
   Statement& similar = db.cached(
       "SELECT id, name FROM runs WHERE instr(lower(name), lower(?)) > 0 ORDER BY id DESC");
