@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/ops.h"
 #include "trainer/memory/host_copy.h"
 #include "trainer/util/random.h"

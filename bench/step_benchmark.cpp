@@ -40,7 +40,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/step_profile.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/profiled_ops.h"
 #include "trainer/config/config.h"
 #include "trainer/model/gpt_model.h"

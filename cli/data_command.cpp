@@ -18,7 +18,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/human_format.h"
 #include "trainer/data/byte_tokenizer.h"
 #include "trainer/data/document_splitter.h"

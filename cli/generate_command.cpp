@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cli/inference_model.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/data/gpt_dataset.h"
 #include "trainer/data/token_batch.h"

@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/train/backend.h"
 

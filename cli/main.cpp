@@ -17,7 +17,7 @@
 #include "cli/train_command.h"
 #include "cli/tui_command.h"
 #include "cli/version.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 int main(int argc, char** argv) {
   // kiln plan does no OpenMP work: it answers without the re-exec that tunes OpenMP's waits

@@ -2,7 +2,7 @@
 
 #include <fmt/core.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 

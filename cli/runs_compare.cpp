@@ -10,7 +10,7 @@
 #include "cli/runs_command.h"
 #include "cli/runs_format.h"
 #include "cli/runs_store.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "monitor/format/config_text.h"
 #include "monitor/format/figures.h"
 #include "store/json_rows.h"

@@ -8,7 +8,7 @@
 
 #include "cli/runs_command.h"
 #include "cli/runs_store.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "monitor/format/figures.h"
 #include "store/run_figures.h"
 #include "store/run_queries.h"

@@ -13,7 +13,7 @@
 
 #include "cli/runs_command.h"
 #include "cli/runs_store.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/export.h"
 #include "store/run_queries.h"
 

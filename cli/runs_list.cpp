@@ -9,7 +9,7 @@
 #include "cli/runs_command.h"
 #include "cli/runs_format.h"
 #include "cli/runs_store.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "monitor/format/figures.h"
 #include "store/json_rows.h"
 #include "store/run_overview.h"

@@ -17,7 +17,7 @@
 #include "cli/runs_command.h"
 #include "cli/runs_store.h"
 #include "cli/store_path.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/run_figures.h"
 #include "store/run_queries.h"
 #include "store/user_text.h"

@@ -16,7 +16,7 @@
 #include "cli/runs_command.h"
 #include "cli/runs_relaunch.h"
 #include "cli/runs_store.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/commands.h"
 #include "store/run_queries.h"
 #include "trainer/steer/setting.h"

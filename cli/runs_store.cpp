@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "cli/store_path.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/schema.h"
 
 namespace kiln {

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "cli/store_path.h"
 #include "cli/sweep_launch.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "monitor/format/figures.h"
 #include "store/run_overview.h"
 #include "store/run_queries.h"

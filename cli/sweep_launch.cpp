@@ -17,7 +17,7 @@
 
 #include <fmt/core.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 extern char** environ;
 

@@ -12,7 +12,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/human_format.h"
 #include "trainer/data/bpe_byte_map.h"
 #include "trainer/data/bpe_gpt2_files.h"

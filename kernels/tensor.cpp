@@ -1,6 +1,6 @@
 #include "kernels/tensor.h"
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 

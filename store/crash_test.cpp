@@ -10,7 +10,7 @@
 #include <map>
 #include <random>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/metric_queries.h"
 #include "store/run_queries.h"
 #include "store/run_writer.h"

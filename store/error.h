@@ -1,11 +1,10 @@
 // How the store reports failure: a kiln::Error whose message is one line starting with
-// "store: ", so the CLI can print it as is. Only the header of kernels/check.h is used, so
-// the store links against nothing of ours.
+// "store: ", so the CLI can print it as is (kiln::Error is the ground floor's, base/check.h).
 #pragma once
 
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln::store {
 

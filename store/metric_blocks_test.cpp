@@ -15,7 +15,7 @@
 #include <random>
 #include <tuple>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/metric_queries.h"
 #include "store/rows.h"
 #include "store/run_queries.h"

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/config_diff.h"
 #include "store/export.h"
 #include "store/metric_blocks.h"

@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/commands.h"
 #include "store/run_writer.h"
 #include "store/schema.h"

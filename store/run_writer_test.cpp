@@ -10,7 +10,7 @@
 #include <map>
 #include <thread>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/commands.h"
 #include "store/json_rows.h"
 #include "store/metric_queries.h"

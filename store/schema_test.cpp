@@ -11,7 +11,7 @@
 #include <iterator>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/metric_blocks.h"
 #include "store/metric_queries.h"
 #include "store/run_queries.h"

@@ -11,7 +11,7 @@
 #include <thread>
 #include <tuple>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/checkpoint/durable_file.h"
 #include "store/commands.h"
 #include "store/metric_queries.h"

@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln::test {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/run_queries.h"
 #include "store/schema.h"
 

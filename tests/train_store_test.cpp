@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/commands.h"
 #include "store/expert_queries.h"
 #include "store/human_format.h"

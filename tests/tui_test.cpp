@@ -17,7 +17,7 @@
 
 #include <fmt/core.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/human_format.h"
 #include "store/run_queries.h"
 #include "store/schema.h"

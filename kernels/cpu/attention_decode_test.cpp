@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/ops.h"
 
 namespace kiln {

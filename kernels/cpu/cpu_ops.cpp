@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/op_checks.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/openblas_core.h"

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/ops.h"
 
 namespace kiln {

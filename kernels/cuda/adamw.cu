@@ -10,7 +10,7 @@
 // touched. Segments must be sorted by begin and must not overlap (the trainer's table is).
 #include <cmath>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/kernels.cuh"
 

@@ -38,7 +38,7 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cuda/attention_tensor_core.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.cuh"

@@ -15,7 +15,7 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/kernels.cuh"
 

@@ -1,5 +1,5 @@
 // Error checks for CUDA runtime calls and kernel launches. A failure throws kiln::Error
-// (kernels/check.h) naming the call, the error and where it happened; the CLI prints one
+// (base/check.h) naming the call, the error and where it happened; the CLI prints one
 // line and exits.
 #pragma once
 
@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln::cuda {
 

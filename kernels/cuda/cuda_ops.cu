@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cudnn_attention_support.h"
 #include "kernels/op_checks.h"
 #include "kernels/cuda/cuda_check.h"

@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cudnn_library.h"
 

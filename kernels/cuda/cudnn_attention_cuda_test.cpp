@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/ops.h"
 #include "trainer/memory/host_copy.h"
 #include "trainer/util/random.h"

@@ -2,7 +2,7 @@
 
 #include <dlfcn.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln::cuda {
 

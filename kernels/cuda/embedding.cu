@@ -21,7 +21,7 @@
 // [0, position_rows)) contribute nothing.
 #include <cub/device/device_radix_sort.cuh>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/kernels.cuh"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace kiln::cuda {

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "monitor/server/api_call.h"
 #include "store/commands.h"
 #include "store/json_rows.h"

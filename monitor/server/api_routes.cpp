@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "monitor/server/cross_site.h"
 #include "monitor/server/static_ui.h"
 #include "store/error.h"

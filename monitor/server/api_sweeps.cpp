@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "monitor/server/api_call.h"
 #include "monitor/server/server_limits.h"
 #include "store/error.h"

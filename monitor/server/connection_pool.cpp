@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "monitor/server/api_reply.h"
 #include "store/schema.h"
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "monitor/server/api_reply.h"
 #include "monitor/server/websocket_session.h"
 #include "store/error.h"

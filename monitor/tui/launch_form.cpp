@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
 #include "monitor/tui/run_screen.h"

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "monitor/format/config_text.h"
 #include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"

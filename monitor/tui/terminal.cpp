@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln::tui {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <fmt/core.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/user_text.h"
 #include "trainer/checkpoint/durable_file.h"
 #include "trainer/memory/host_copy.h"

@@ -8,7 +8,7 @@
 #include <functional>
 #include <thread>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/config/config.h"
 #include "trainer/memory/host_copy.h"
 #include "tests/error_of.h"

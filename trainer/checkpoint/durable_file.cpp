@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/util/sha256.h"
 
 namespace kiln {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/error_of.h"
 
 namespace kiln {

@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/config/embedded_config.h"
 #include "trainer/parallel/pipeline_schedule.h"
 

@@ -5,7 +5,7 @@
 #include <fmt/core.h>
 #include <cstdlib>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/gpt_indices.h"
 #include "trainer/data/index_cache.h"
 

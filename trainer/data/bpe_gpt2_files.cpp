@@ -12,7 +12,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/bpe_byte_map.h"
 
 namespace kiln {

@@ -5,7 +5,7 @@
 
 #include <fmt/core.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/bpe_byte_map.h"
 #include "trainer/data/utf8.h"
 

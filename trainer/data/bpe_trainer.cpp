@@ -11,7 +11,7 @@
 
 #include <fmt/core.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/jsonl.h"
 #include "trainer/data/utf8.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/random_words.h"
 #include "trainer/data/bpe_tokenizer.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 namespace {

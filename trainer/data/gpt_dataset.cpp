@@ -9,7 +9,7 @@
 #include <limits>
 #include <string_view>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/gpt_indices.h"
 
 namespace kiln {

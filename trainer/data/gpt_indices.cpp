@@ -4,7 +4,7 @@
 #include <numeric>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 namespace {

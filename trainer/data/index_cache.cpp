@@ -6,7 +6,7 @@
 #include <fstream>
 #include <system_error>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/util/sha256.h"
 
 namespace kiln {

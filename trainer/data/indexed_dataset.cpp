@@ -11,7 +11,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 // The format is little-endian and we write and read arrays as host memory.
 static_assert(std::endian::native == std::endian::little,

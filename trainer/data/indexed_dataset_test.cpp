@@ -11,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/error_of.h"
 
 namespace kiln {

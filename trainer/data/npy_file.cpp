@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string_view>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 namespace {

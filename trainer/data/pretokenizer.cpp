@@ -8,7 +8,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/utf8.h"
 
 namespace kiln {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/utf8.h"
 
 namespace kiln {

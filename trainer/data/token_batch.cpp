@@ -1,6 +1,6 @@
 #include "trainer/data/token_batch.h"
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 

@@ -5,7 +5,7 @@
 
 #include <fmt/core.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/bpe_gpt2_files.h"
 #include "trainer/data/bpe_hf_json.h"
 #include "trainer/data/bpe_tokenizer.h"

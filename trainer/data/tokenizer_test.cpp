@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/bpe_byte_map.h"
 #include "trainer/data/bpe_gpt2_files.h"
 #include "trainer/data/bpe_trainer.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/user_text.h"
 
 namespace kiln {

@@ -4,7 +4,7 @@
 
 #include <fmt/core.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/durable_file.h"
 #include "trainer/interchange/hf_config.h"

@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/user_text.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/interchange/hf_config.h"

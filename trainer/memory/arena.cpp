@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 

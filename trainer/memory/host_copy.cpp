@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/half_convert.h"
 
 namespace kiln {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/memory/host_copy.h"
 #include "trainer/model/layer_build.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/human_format.h"
 #include "trainer/memory/host_copy.h"
 #include "trainer/model/vocab_parallel_cross_entropy.h"

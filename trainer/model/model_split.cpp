@@ -1,6 +1,6 @@
 #include "trainer/model/model_split.h"
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/memory/host_copy.h"
 #include "trainer/util/step_clock.h"
 

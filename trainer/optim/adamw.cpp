@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 

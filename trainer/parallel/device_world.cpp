@@ -3,7 +3,7 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/parallel/host_staged_communicator.h"
 #ifdef KILN_HAVE_NCCL
 #include "trainer/parallel/nccl_communicator.h"

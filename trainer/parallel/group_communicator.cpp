@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 namespace {

@@ -13,7 +13,7 @@
 
 #include <fmt/core.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/parallel/wait_limits.h"
 
 namespace kiln {

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cuda/cuda_check.h"
 #include "trainer/parallel/wait_limits.h"
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/parallel/launch.h"
 #ifdef KILN_HAVE_MPI
 #include "trainer/parallel/mpi_communicator.h"

@@ -8,7 +8,7 @@
 #include <cctype>
 #include <thread>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/human_format.h"
 
 namespace kiln {

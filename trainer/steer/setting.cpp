@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/error_of.h"
 
 namespace kiln {

@@ -1,6 +1,6 @@
 #include "trainer/steer/steering.h"
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 

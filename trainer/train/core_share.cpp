@@ -15,7 +15,7 @@
 #include <fstream>
 #include <thread>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 namespace {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 namespace {

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <string_view>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/user_text.h"
 
 namespace kiln {

@@ -15,7 +15,7 @@
 
 #include <fmt/core.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/human_format.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/parallel/layout.h"

@@ -4,7 +4,7 @@
 
 #include <fmt/core.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/human_format.h"
 #include "store/user_text.h"
 #include "trainer/checkpoint/checkpoint.h"

@@ -2,7 +2,7 @@
 // dataset draws them, and the batch they are read into, each checked against the model.
 #include <fmt/core.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/blended_dataset.h"
 #include "trainer/data/data_presence.h"
 #include "trainer/data/tokenizer.h"

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "store/human_format.h"
 #include "trainer/plan/device_spec.h"
 #include "trainer/plan/rank_memory.h"

@@ -2,7 +2,7 @@
 
 #include <openssl/evp.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace kiln {
 
