@@ -1,6 +1,7 @@
 #include "cli/generate_command.h"
 
 #include <fmt/core.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "cli/inference_model.h"
 #include "base/check.h"
+#include "base/terminal_text.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/data/gpt_dataset.h"
 #include "trainer/data/token_batch.h"
@@ -47,8 +49,12 @@ struct EvalOptions {
   std::string device = "auto";
 };
 
+// The model's text as it comes: raw into a file or a pipe, which take it as data; on a
+// terminal, its control characters shown as escapes rather than obeyed.
 void write_out(std::string_view text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  static const bool terminal = ::isatty(STDOUT_FILENO) == 1;
+  const std::string shown = terminal ? terminal_block(text) : std::string(text);
+  std::fwrite(shown.data(), 1, shown.size(), stdout);
   std::fflush(stdout);
 }
 

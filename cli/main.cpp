@@ -18,6 +18,7 @@
 #include "cli/tui_command.h"
 #include "cli/version.h"
 #include "base/check.h"
+#include "base/terminal_text.h"
 
 int main(int argc, char** argv) {
   // kiln plan does no OpenMP work: it answers without the re-exec that tunes OpenMP's waits
@@ -36,6 +37,8 @@ int main(int argc, char** argv) {
   kiln::add_sweep_command(app, kiln::shell_command_line(argc, argv));
   kiln::add_serve_command(app);
   kiln::add_tui_command(app);
+  // Every error line below may quote what it refused (a name, a setting) as it was given:
+  // shown, never obeyed by the terminal.
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
@@ -44,13 +47,14 @@ int main(int argc, char** argv) {
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     // Every error is one line and exit status 1, the parser's as much as kiln's own.
-    std::fprintf(stderr, "kiln: error: %s\n", kiln::parse_error_line(e, {argv + 1, argv + argc}).c_str());
+    std::fprintf(stderr, "kiln: error: %s\n",
+                 kiln::terminal_line(kiln::parse_error_line(e, {argv + 1, argv + argc})).c_str());
     return 1;
   } catch (const kiln::Error& e) {
-    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+    std::fprintf(stderr, "kiln: error: %s\n", kiln::terminal_line(e.what()).c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+    std::fprintf(stderr, "kiln: error: %s\n", kiln::terminal_line(e.what()).c_str());
     return 1;
   }
   return 0;

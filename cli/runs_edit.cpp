@@ -9,6 +9,7 @@
 #include "cli/runs_command.h"
 #include "cli/runs_store.h"
 #include "base/check.h"
+#include "base/terminal_text.h"
 #include "monitor/format/figures.h"
 #include "store/run_figures.h"
 #include "store/run_queries.h"
@@ -46,8 +47,8 @@ void runs_tag(const TagOptions& options) {
   else
     store::add_tags(*db, id, options.tags);
   const store::RunRecord run = store::get_run(*db, id);
-  fmt::print("run {} ({}) tags: {}\n", run.id, run.name,
-             run.tags.empty() ? "(none)" : join(run.tags, ", "));
+  fmt::print("run {} ({}) tags: {}\n", run.id, terminal_line(run.name),
+             run.tags.empty() ? "(none)" : terminal_line(join(run.tags, ", ")));
 }
 
 void runs_note(const NoteOptions& options) {
@@ -55,7 +56,7 @@ void runs_note(const NoteOptions& options) {
   const int64_t id = store::resolve_run(*db, options.run);
   store::set_notes(*db, id, options.text);
   const store::RunRecord run = store::get_run(*db, id);
-  fmt::print("run {} ({}) notes {}\n", run.id, run.name,
+  fmt::print("run {} ({}) notes {}\n", run.id, terminal_line(run.name),
              options.text.empty() ? "cleared" : "set");
 }
 

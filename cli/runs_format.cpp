@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
+#include "base/terminal_text.h"
 
 namespace kiln {
 namespace {
@@ -76,10 +77,15 @@ std::optional<double> parse_local_time(std::string_view text) {
 
 }  // namespace
 
-Table::Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
+// Headers and cells hold what users and models wrote (run names, tags, notes, reasons): shown,
+// never obeyed.
+Table::Table(std::vector<Column> columns) : columns_(std::move(columns)) {
+  for (Column& column : columns_) column.header = terminal_line(column.header);
+}
 
 void Table::add(std::vector<std::string> cells) {
   KILN_CHECK(cells.size() == columns_.size(), "table: a row needs one cell per column");
+  for (std::string& cell : cells) cell = terminal_line(cell);
   rows_.push_back(std::move(cells));
 }
 

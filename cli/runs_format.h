@@ -11,6 +11,7 @@ namespace kiln {
 
 // A plain-text table: a header row, then rows, columns separated by two spaces. Numeric
 // columns are right-aligned so their digits line up; the last column is never padded.
+// Control characters in a header or cell are shown as escapes (base/terminal_text.h).
 class Table {
  public:
   enum class Align { Left, Right };

@@ -13,6 +13,7 @@
 #include "cli/runs_format.h"
 #include "cli/runs_store.h"
 #include "base/check.h"
+#include "base/terminal_text.h"
 #include "monitor/format/config_text.h"
 #include "monitor/format/expert_text.h"
 #include "monitor/format/figures.h"
@@ -31,9 +32,9 @@ struct ShowOptions {
   bool json = false;
 };
 
-// "label:" padded so the values line up.
+// "label:" padded so the values line up; the value as a terminal may show it.
 void field(std::string_view label, const std::string& value) {
-  if (!value.empty()) fmt::print("  {:<11}{}\n", std::string(label) + ":", value);
+  if (!value.empty()) fmt::print("  {:<11}{}\n", std::string(label) + ":", terminal_line(value));
 }
 
 std::string status_text(const store::RunRecord& run) {
@@ -73,7 +74,7 @@ std::string links_text(const std::vector<store::LineageLink>& links) {
 }
 
 void print_record(const store::RunRecord& run, const store::Lineage& lineage, double now) {
-  fmt::print("run {}: {}\n", run.id, run.name);
+  fmt::print("run {}: {}\n", run.id, terminal_line(run.name));
   field("status", status_text(run));
   field("error", run.error);
   field("machine", machine_text(run));
@@ -121,7 +122,7 @@ void print_latest(const store::RunDetails& d) {
 void print_latest_sample(const std::optional<store::Sample>& sample) {
   if (!sample) return;
   fmt::print("\nlatest sample (step {}, temperature {:g}):\n", sample->step, sample->temperature);
-  const std::string text = sample->prompt + sample->text;
+  const std::string text = terminal_block(sample->prompt + sample->text);
   for (size_t start = 0; start <= text.size();) {
     const size_t end = std::min(text.find('\n', start), text.size());
     fmt::print("  {}\n", std::string_view(text).substr(start, end - start));

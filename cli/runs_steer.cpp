@@ -17,6 +17,7 @@
 #include "cli/runs_relaunch.h"
 #include "cli/runs_store.h"
 #include "base/check.h"
+#include "base/terminal_text.h"
 #include "store/commands.h"
 #include "store/run_queries.h"
 #include "trainer/steer/setting.h"
@@ -69,11 +70,11 @@ int wait_for(store::Database& db, int64_t run_id, int64_t command_id, double tim
     if (command.status == store::CommandStatus::Applied) {
       // The reason says what the run did: "paused", "checkpoint; wrote PATH", ...
       fmt::print("applied at step {}{}\n", command.applied_step.value_or(-1),
-                 command.reason.empty() ? "" : ": " + command.reason);
+                 command.reason.empty() ? "" : ": " + terminal_line(command.reason));
       return 0;
     }
     if (command.status == store::CommandStatus::Rejected) {
-      fmt::print("rejected: {}\n", command.reason.empty() ? "(no reason given)" : command.reason);
+      fmt::print("rejected: {}\n", command.reason.empty() ? "(no reason given)" : terminal_line(command.reason));
       return kExitRejected;
     }
     if (!store::is_live(run.status)) {

@@ -9,6 +9,7 @@
 #include "cli/runs_format.h"
 #include "cli/runs_store.h"
 #include "cli/sweep_command.h"
+#include "base/terminal_text.h"
 #include "monitor/format/figures.h"
 #include "store/json_rows.h"
 #include "store/sweep_json.h"
@@ -85,7 +86,7 @@ void print_sweep_points(store::Database& db, int64_t sweep_id) {
     cells.push_back(compact_rate(p.tokens_per_s));
     table.add(std::move(cells));
   }
-  fmt::print("sweep {} (id {}): {} points, {} completed\n", details.sweep.name, details.sweep.id,
+  fmt::print("sweep {} (id {}): {} points, {} completed\n", terminal_line(details.sweep.name), details.sweep.id,
              details.sweep.points, details.sweep.completed);
   table.print(stdout);
   if (best)

@@ -138,6 +138,9 @@ void check_run_name(std::string_view name) {
   if (name.size() > kMaxRunNameLength)
     refuse("is longer than " + std::to_string(kMaxRunNameLength) + " characters");
   if (name.front() == '.') refuse("starts with a dot; a run name names a folder, so it may not");
+  // `kiln runs rm -rf`, `kiln sweep show --force`: a name that reads as an option breaks
+  // every later command that takes it, and the hints kiln prints with it.
+  if (name.front() == '-') refuse("starts with '-', which reads as an option on a command line; start it with a letter or digit");
   const auto bad = std::find_if_not(name.begin(), name.end(), is_name_char);
   if (bad != name.end())
     refuse("holds '" + std::string(1, *bad) +

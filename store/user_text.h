@@ -30,9 +30,10 @@ void require_utf8(std::string_view text, std::string_view what);
 // character boundary to at most max_bytes.
 std::string storable_text(std::string_view text, size_t max_bytes);
 
-// Refuses a run name that is empty, longer than kMaxRunNameLength, starts with a dot, holds
-// anything but ASCII letters, digits, '-', '_' and '.', or is all digits (it would read as a
-// run id). The one-line error says which rule it broke.
+// Refuses a run name that is empty, longer than kMaxRunNameLength, starts with a dot or a
+// dash (it would read as an option), holds anything but ASCII letters, digits, '-', '_' and
+// '.', or is all digits (it would read as a run id). The one-line error says which rule it
+// broke. Sweeps are named by the same rule.
 void check_run_name(std::string_view name);
 
 // A valid run name made from free text (a config file's name, a folder's name): every run of

@@ -37,6 +37,10 @@ TEST(UserText, RunNamesCannotLeaveTheirFolder) {
             "checkpoint folder)");
   EXPECT_EQ(error_of([] { check_run_name(".hidden"); }),
             "store: run name '.hidden' starts with a dot; a run name names a folder, so it may not");
+  for (const char* option : {"-rf", "--force", "-"})
+    EXPECT_EQ(error_of([&] { check_run_name(option); }),
+              std::string("store: run name '") + option +
+                  "' starts with '-', which reads as an option on a command line; start it with a letter or digit");
   EXPECT_EQ(error_of([] { check_run_name("123"); }),
             "store: run name '123' is all digits, which reads as a run id; choose a name with a letter in it");
   EXPECT_EQ(error_of([] { check_run_name(""); }), "store: a run needs a name");

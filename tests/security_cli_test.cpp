@@ -119,10 +119,10 @@ TEST(SecurityCli, ASettingOutsideItsSaneRangeIsRefusedUnlessForced) {
   const std::string dir = fresh_dir("security_settings");
   const std::string store = store_with_a_run(dir);
   const std::string set = kiln + " runs set steered --store " + store + " ";
-  const CommandResult wild = run_command(set + "train.lr=1e300");
+  const CommandResult wild = run_command(set + "train.lr=0.02");
   EXPECT_EQ(wild.exit_code, 1);
   EXPECT_EQ(wild.output,
-            "kiln: error: train.lr=1e+300 is outside its range: above 0 and at most 0.01 (10x the run's configured "
+            "kiln: error: train.lr=0.02 is outside its range: above 0 and at most 0.01 (10x the run's configured "
             "peak 0.001); add --force to set it anyway\n");
   EXPECT_EQ(run_command(set + "train.lr_scale=50").output,
             "kiln: error: train.lr_scale=50 is outside its range: above 0 and at most 10; add --force to set it "

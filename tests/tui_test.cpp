@@ -20,6 +20,7 @@
 #include "base/check.h"
 #include "store/human_format.h"
 #include "store/run_queries.h"
+#include "store/run_writer.h"
 #include "store/schema.h"
 #include "tests/corpus_fixture.h"
 #include "tests/run_command.h"
@@ -312,11 +313,11 @@ TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {
   EXPECT_TRUE(shows(screen, "learning rate: peak (train.lr) 0.0005")) << screen;
   // A rate that would kill the run is refused here as kiln runs set refuses it, and nothing
   // is queued.
-  tmux.type("1e300");
+  tmux.type("0.05");
   tmux.keys("Enter");
   // (The line wraps at the terminal's width: its words are looked for one by one.)
-  screen = tmux.wait_for({"train.lr=1e+300", "outside", "0.01", "--force"});
-  for (const char* word : {"train.lr=1e+300", "outside", "0.01", "(10x", "--force"})
+  screen = tmux.wait_for({"train.lr=0.05", "outside", "0.01", "--force"});
+  for (const char* word : {"train.lr=0.05", "outside", "0.01", "(10x", "--force"})
     EXPECT_TRUE(shows(screen, word)) << word << "\n" << screen;
   EXPECT_FALSE(shows(screen, "queued")) << screen;
 
@@ -430,6 +431,26 @@ TEST(Tui, BadStoresGetOneClearLine) {
   const CommandResult piped = run_command(kiln + " tui --store " + path + " </dev/null");
   EXPECT_EQ(piped.exit_code, 1);
   EXPECT_NE(piped.output.find("kiln: error: tui: needs a terminal"), std::string::npos) << piped.output;
+}
+
+// A tag holding an OSC that would retitle the terminal and a colour: the runs table shows it
+// as escapes and the terminal obeys neither.
+TEST(Tui, ControlCharactersInATagAreShownNotObeyed) {
+  const std::string dir = fresh_dir("tui_control");
+  const std::string path = dir + "/runs.db";
+  {
+    store::RunWriter writer(path);
+    store::RunInfo info;
+    info.name = "tagged";
+    info.tags = {"\x1b]2;owned\x07\x1b[31mred"};
+    writer.create_run(info);
+    writer.flush();
+  }
+  Tmux tmux("control", kiln + " tui --store " + path, 132, 30);
+  // The tags column shows the tag's first ten columns.
+  const std::string screen = tmux.wait_for({"tagged", "\\x1b]2;own"});
+  EXPECT_TRUE(shows(screen, "\\x1b]2;own")) << screen;
+  EXPECT_NE(tmux.pane("#{pane_title}"), "owned");
 }
 
 }  // namespace

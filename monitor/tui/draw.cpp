@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "base/terminal_text.h"
+
 namespace kiln::tui {
 namespace {
 
@@ -74,7 +76,9 @@ std::vector<std::string> wrap(std::string_view text, int width) {
 int put(int row, int col, std::string_view text, int width, int attr) {
   const int room = std::min(width, COLS - col);
   if (row < 0 || row >= LINES || col < 0 || room <= 0) return 0;
-  const std::string cut = clip(text, room);
+  // Names, tags, notes and samples come from users and models: their control characters are
+  // shown as escapes, never passed to the terminal.
+  const std::string cut = clip(terminal_line(text), room);
   attron(attr);
   mvaddstr(row, col, cut.c_str());
   attroff(attr);

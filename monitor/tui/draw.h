@@ -20,7 +20,8 @@ std::string pad_right_aligned(std::string_view text, int width);
 std::vector<std::string> wrap(std::string_view text, int width);
 
 // Writes text at (row, col) with a curses attribute, cut at `width` columns and at the
-// screen's right edge. Returns the columns written.
+// screen's right edge, its control characters shown as escapes (base/terminal_text.h).
+// Returns the columns written.
 int put(int row, int col, std::string_view text, int width, int attr = 0);
 // Fills a row from col with spaces in an attribute (title bars, selected rows).
 void fill_row(int row, int col, int width, int attr);

@@ -14,6 +14,7 @@
 #include "store/user_text.h"
 #include "trainer/checkpoint/durable_file.h"
 #include "trainer/memory/host_copy.h"
+#include "trainer/steer/setting.h"
 
 namespace kiln {
 namespace {
@@ -28,9 +29,6 @@ constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kStateFile = "state.json";
 constexpr const char* kManifestFile = "manifest.json";
 constexpr const char* kLatestFile = "latest";
-// A learning-rate scale a checkpoint may carry: far past the 10x that steering allows without
-// --force, short of what makes the optimizer's arithmetic overflow.
-constexpr double kMaxLrScale = 1e3;
 
 // Optimizer tensors per parameter, as PyTorch's AdamW names its state.
 std::vector<std::pair<std::string, Tensor>> optimizer_tensors(const GptModel& model,
@@ -131,9 +129,9 @@ void check_state(const TrainingState& s, const std::string& file) {
   if (s.optimizer_steps < 0 || s.optimizer_steps > s.step)
     bad("optimizer_steps " + std::to_string(s.optimizer_steps) + " is not between 0 and the step");
   if (s.consumed_samples < 0) bad("consumed_samples " + std::to_string(s.consumed_samples) + " is negative");
-  if (!std::isfinite(s.lr_scale) || s.lr_scale <= 0 || s.lr_scale > kMaxLrScale)
-    bad("lr_scale " + fmt::format("{:g}", s.lr_scale) + " is not a number above 0 and at most " +
-        fmt::format("{:g}", kMaxLrScale));
+  // The one range steering holds a run to, forced or not (trainer/steer/setting.h).
+  if (const std::string problem = lr_scale_problem(s.lr_scale); !problem.empty())
+    bad("lr_scale " + fmt::format("{:g}", s.lr_scale) + " is not a number " + problem);
   if (!std::isfinite(s.loss_scaler.scale) || s.loss_scaler.scale <= 0)
     bad("the loss scale " + fmt::format("{:g}", s.loss_scaler.scale) + " is not a positive number");
 }

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <limits>
 
 #include <fmt/core.h>
 
@@ -60,6 +61,9 @@ Setting parse_setting(std::string_view assignment) {
   switch (hot->range) {
     case Range::Positive:
       if (value <= 0) fail(fmt::format("{}: must be greater than 0, got {}", key, text));
+      if (key == "train.lr_scale" && !lr_scale_problem(value).empty())
+        fail(fmt::format("train.lr_scale={} is outside what a run can hold: {}, even with --force", text,
+                         lr_scale_problem(value)));
       break;
     case Range::Count:
     case Range::CountOrZero:
@@ -68,7 +72,12 @@ Setting parse_setting(std::string_view assignment) {
                          hot->range == Range::Count ? " of at least 1" : "", text));
       break;
   }
-  return {std::string(key), value};
+  return {std::string(key), value, std::string(text)};
+}
+
+std::string lr_scale_problem(double scale) {
+  if (std::isfinite(scale) && scale > 0 && scale <= kMaxLrScale) return {};
+  return fmt::format("above 0 and at most {:g}", kMaxLrScale);
 }
 
 SettingLimits setting_limits(std::string_view run_config_json) {
@@ -86,8 +95,11 @@ SettingLimits setting_limits(std::string_view run_config_json) {
 
 void check_setting_range(const Setting& setting, const SettingLimits& limits, std::string_view force_hint) {
   const auto refuse = [&](const std::string& range) {
-    fail(fmt::format("{}={:g} is outside its range: {}; {}", setting.key, setting.value, range, force_hint));
+    fail(fmt::format("{}={} is outside its range: {}; {}", setting.key, setting.text, range, force_hint));
   };
+  const bool rate = setting.key == "train.lr" || setting.key == "train.lr_scale";
+  if (rate && !std::isnormal(setting.value))
+    refuse(fmt::format("a normal number, at least {:g} (this one is denormal)", std::numeric_limits<double>::min()));
   // The bound as typed must pass: 10 x 3e-4 is 0.0029999999999999996 in binary.
   if (setting.key == "train.lr" && limits.peak_lr && setting.value > kMaxLrFactor * *limits.peak_lr * (1 + 1e-12))
     refuse(fmt::format("above 0 and at most {:g} ({:g}x the run's configured peak {:g})",
@@ -99,10 +111,20 @@ void check_setting_range(const Setting& setting, const SettingLimits& limits, st
     refuse(fmt::format("at most the run's train.steps, {}", *limits.steps));
 }
 
+void check_setting_holdable(const Setting& setting, const SettingLimits& limits) {
+  if (setting.key != "train.lr" || !limits.peak_lr) return;
+  if (lr_scale_problem(setting.value / *limits.peak_lr).empty()) return;
+  fail(fmt::format("train.lr={} is outside what a run can hold: at most {:g}x the run's configured peak {:g}, even "
+                   "with --force",
+                   setting.text, kMaxLrScale, *limits.peak_lr));
+}
+
 std::string checked_setting(std::string_view assignment, std::string_view run_config_json, bool force,
                             std::string_view force_hint) {
   const Setting setting = parse_setting(assignment);
-  if (!force) check_setting_range(setting, setting_limits(run_config_json), force_hint);
+  const SettingLimits limits = setting_limits(run_config_json);
+  check_setting_holdable(setting, limits);
+  if (!force) check_setting_range(setting, limits, force_hint);
   return fmt::format("{}={}", setting.key, setting.value);
 }
 

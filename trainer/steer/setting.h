@@ -18,7 +18,16 @@ namespace kiln {
 struct Setting {
   std::string key;  // one of hot_settings()
   double value = 0;
+  std::string text;  // the value as typed, for messages: 1e300, not 1e+300
 };
+
+// The learning-rate scale a run can hold, whoever sets it (`kiln runs set train.lr=...` or
+// train.lr_scale=..., forced or not) and whatever resumes it (a checkpoint's lr_scale): a
+// finite number above 0 and at most kMaxLrScale. Past it AdamW's arithmetic overflows; a
+// scale a run may take and its checkpoint then refuses would strand the run.
+inline constexpr double kMaxLrScale = 1e3;
+// "" for a scale a run can hold, else the rule it breaks ("above 0 and at most 1000").
+std::string lr_scale_problem(double scale);
 
 // "train.lr=3e-4" -> {train.lr, 3e-4}. An unknown key, or a value that is not a number in
 // the key's range, is a kiln::Error whose one line names the key and the reason.
@@ -39,12 +48,17 @@ SettingLimits setting_limits(std::string_view run_config_json);
 
 // Refuses a value outside its range, in one line naming the range and ending with
 // `force_hint` (how the caller says "anyway"): train.lr at most kMaxLrFactor x the configured
-// peak, train.lr_scale at most kMaxLrFactor, the intervals at most train.steps.
+// peak, train.lr_scale at most kMaxLrFactor, either a normal number (a denormal learning rate
+// is a typo, and slow), the intervals at most train.steps.
 void check_setting_range(const Setting& setting, const SettingLimits& limits, std::string_view force_hint);
 
+// Refuses, forced or not, a learning rate whose scale no run can hold (lr_scale_problem):
+// train.lr_scale itself, or train.lr over the run's configured peak when it is known.
+void check_setting_holdable(const Setting& setting, const SettingLimits& limits);
+
 // The command argument a steering door (`kiln runs set`, the dashboard's API) queues:
-// parsed, range-checked against the run's config unless forced, and written back as
-// key=value, so the run reads exactly the number that was checked.
+// parsed, held to what a run can hold, range-checked against the run's config unless forced,
+// and written back as key=value, so the run reads exactly the number that was checked.
 std::string checked_setting(std::string_view assignment, std::string_view run_config_json, bool force,
                             std::string_view force_hint);
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "base/check.h"
 #include "tests/error_of.h"
 
@@ -51,7 +53,10 @@ TEST(Setting, RangesComeFromTheRunsConfigAndForceGoesPastThem) {
   EXPECT_EQ(test::error_of([&] { checked_setting("train.lr=0.0031", config, false, "force it"); }),
             "train.lr=0.0031 is outside its range: above 0 and at most 0.003 (10x the run's configured peak "
             "0.0003); force it");
-  EXPECT_EQ(checked_setting("train.lr=1", config, true, "force it"), "train.lr=1");
+  EXPECT_EQ(checked_setting("train.lr=0.3", config, true, "force it"), "train.lr=0.3");
+  EXPECT_EQ(test::error_of([&] { checked_setting("train.lr=0.31", config, true, "force it"); }),
+            "train.lr=0.31 is outside what a run can hold: at most 1000x the run's configured peak 0.0003, even with "
+            "--force");
   EXPECT_EQ(test::error_of([&] { checked_setting("train.lr=-1", config, true, "force it"); }),
             "train.lr: must be greater than 0, got -1")
       << "force widens the range, never past what a run can apply";
@@ -59,6 +64,25 @@ TEST(Setting, RangesComeFromTheRunsConfigAndForceGoesPastThem) {
             "train.eval_interval=501 is outside its range: at most the run's train.steps, 500; force it");
   EXPECT_EQ(checked_setting("train.eval_interval=0", config, false, "force it"), "train.eval_interval=0");
   EXPECT_EQ(checked_setting("train.lr=5", "{}", false, "force it"), "train.lr=5") << "no config, no peak to bound by";
+}
+
+TEST(Setting, TheLearningRateScaleHasOneRangeForcedOrNot) {
+  EXPECT_EQ(lr_scale_problem(kMaxLrScale), "");
+  EXPECT_EQ(lr_scale_problem(1e-310), "") << "tiny, but a run can hold it";
+  for (const double bad : {0.0, -1.0, 1000.5, 1e308, std::numeric_limits<double>::infinity()})
+    EXPECT_EQ(lr_scale_problem(bad), "above 0 and at most 1000") << bad;
+  const std::string config = R"({"train":{"lr":0.001,"steps":500}})";
+  EXPECT_EQ(checked_setting("train.lr_scale=1000", config, true, "force it"), "train.lr_scale=1000");
+  EXPECT_EQ(test::error_of([&] { checked_setting("train.lr_scale=1e308", config, true, "force it"); }),
+            "train.lr_scale=1e308 is outside what a run can hold: above 0 and at most 1000, even with --force");
+  // A denormal rate is refused as a typo unless forced; the message shows it as typed.
+  EXPECT_EQ(test::error_of([&] { checked_setting("train.lr=1e-310", config, false, "force it"); }),
+            "train.lr=1e-310 is outside its range: a normal number, at least 2.22507e-308 (this one is denormal); "
+            "force it");
+  EXPECT_EQ(checked_setting("train.lr=1e-310", config, true, "force it"), "train.lr=1e-310");
+  EXPECT_EQ(test::error_of([&] { checked_setting("train.lr_scale=1e-310", config, false, "force it"); }),
+            "train.lr_scale=1e-310 is outside its range: a normal number, at least 2.22507e-308 (this one is "
+            "denormal); force it");
 }
 
 }  // namespace

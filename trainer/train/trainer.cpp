@@ -16,6 +16,7 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
+#include "base/terminal_text.h"
 #include "store/human_format.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/parallel/layout.h"
@@ -236,7 +237,7 @@ TrainSummary Trainer::run() {
     const TrainConfig& t = config_.train;
     const std::string text = generate(*model_, *tokenizer_, t.sample_prompt, t.sample_tokens,
                                       t.sample_temperature, t.seed);
-    fmt::print(out_, "--- sample (temperature {}) ---\n{}\n---\n", t.sample_temperature, text);
+    fmt::print(out_, "--- sample (temperature {}) ---\n{}\n---\n", t.sample_temperature, terminal_block(text));
   }
   std::fflush(out_);
   return summary;

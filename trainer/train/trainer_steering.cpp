@@ -22,6 +22,11 @@ constexpr auto kPausePoll = std::chrono::milliseconds(200);
 std::string Trainer::apply_setting(const Setting& setting) {
   TrainConfig& t = config_.train;
   if (setting.key == "train.lr") {
+    // A command queued past the steering doors' checks (a store written by hand) meets the
+    // same bound here: the scale must be one the next checkpoint can hold.
+    if (const std::string problem = lr_scale_problem(setting.value / t.lr); !problem.empty())
+      fail(fmt::format("train.lr={} would scale the schedule by {:g}, outside what a run can hold: {}", setting.text,
+                       setting.value / t.lr, problem));
     lr_scale_ = setting.value / t.lr;
     return fmt::format("peak lr now {:g} (the schedule times {:g})", setting.value, lr_scale_);
   }
@@ -44,8 +49,13 @@ SteeringDecision Trainer::steer(bool paused) {
   if (steering_pending_.empty()) return {};
   steering_ = decide(steering_pending_, paused);
   for (size_t i = 0; i < steering_.settings.size(); ++i) {
-    std::string& reason = steering_.outcomes[steering_.setting_outcome[i]].reason;
-    reason += ": " + apply_setting(steering_.settings[i]);
+    CommandOutcome& outcome = steering_.outcomes[steering_.setting_outcome[i]];
+    try {
+      outcome.reason += ": " + apply_setting(steering_.settings[i]);
+    } catch (const Error& e) {
+      outcome.applied = false;
+      outcome.reason = e.what();
+    }
   }
   return steering_;
 }
