@@ -219,9 +219,7 @@ TrainSummary Trainer::run() {
                                     : summary.interrupted || summary.stopped ? store::RunStatus::Stopped
                                                                              : store::RunStatus::Completed;
     const std::string store_error = recorder_->finish(status);
-    if (!store_error.empty())
-      fmt::print(stderr, "kiln: warning: the run store could not record the end: {}\n",
-                 store_error);
+    if (!store_error.empty()) fmt::print(stderr, "kiln: warning: {}\n", store_error);
   }
   summary.run_name = run_name_;
   summary.last_checkpoint = last_checkpoint_;
