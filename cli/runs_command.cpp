@@ -12,6 +12,7 @@ void add_runs_command(CLI::App& app) {
   add_runs_export_command(*runs);
   add_runs_edit_commands(*runs);
   add_runs_steer_commands(*runs);
+  add_runs_recover_command(*runs);
 }
 
 }  // namespace kiln

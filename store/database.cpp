@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "store/error.h"
+#include "store/unindexed_read.h"
 
 namespace kiln::store {
 namespace {
@@ -98,6 +99,9 @@ Statement& Statement::bind(int index, std::nullopt_t) {
 }
 
 bool Statement::step() {
+  // A statement's first step outside a transaction starts a read (a ReadSnapshot's BEGIN
+  // went through exec): the moment to check that the store is still the one opened.
+  if (!sqlite3_stmt_busy(stmt_) && sqlite3_get_autocommit(db_.handle())) db_.require_unchanged();
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
@@ -189,12 +193,11 @@ Database::Database(std::string path, Access access, int busy_timeout_ms)
   }
   const int primary = rc & 0xff;
   if (access == Access::ReadOnly && (primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN)) {
-    // A WAL-mode file needs its -shm index; when the folder is not ours to write, that file
-    // cannot be created. Nobody can be writing such a store (a writer would need the same
-    // folder), so read it as immutable: no locks, no -shm.
+    // A WAL-mode file needs its -shm index, which this user may not create when the folder
+    // is not theirs to write (unindexed_read.h).
+    const std::string detail = sqlite3_errmsg(db_);
     close();
-    open(SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, file_uri(path_) + "?immutable=1");
-    rc = sqlite3_exec(db_, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, nullptr);
+    rc = open_unindexed(detail);
   }
   if (rc != SQLITE_OK) {
     const std::string message = "store: " + describe(rc, path_, sqlite3_errmsg(db_));
@@ -211,6 +214,29 @@ Database::Database(std::string path, Access access, int busy_timeout_ms)
   if (access == Access::ReadWrite) exec("PRAGMA synchronous = NORMAL");
 }
 
+int Database::open_unindexed(const std::string& sqlite_detail) {
+  const UnindexedRead how = unindexed_read(path_, sqlite_detail);
+  // Marked before opening: a writer that starts in between is caught by the first read.
+  unindexed_ = mark_store_files(path_);
+  if (how == UnindexedRead::MainFileOnly) {
+    open(SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, file_uri(path_) + "?immutable=1");
+  } else {
+    // EXCLUSIVE locking mode, set before the first read, indexes the -wal in this
+    // connection's memory and never touches a -shm (sqlite.org/wal.html, "Use of WAL Without
+    // Shared-Memory"). That mode's lock needs a descriptor open for writing, which a reader
+    // has not: the "unix-none" VFS takes no locks, and none are needed while no connection
+    // uses the store (require_unchanged watches for one starting).
+    open(SQLITE_OPEN_READONLY, path_, "unix-none");
+    sqlite3_exec(db_, "PRAGMA locking_mode = EXCLUSIVE", nullptr, nullptr, nullptr);
+  }
+  return sqlite3_exec(db_, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, nullptr);
+}
+
+void Database::require_unchanged() const {
+  if (unindexed_ && mark_store_files(path_) != *unindexed_)
+    throw DatabaseError(store_changed_message(path_), SQLITE_BUSY);
+}
+
 void Database::use_wal() {
   // WAL: readers never block the writer and the writer never blocks readers, and a commit
   // is one append to the -wal file. The mode is stored in the file, so set it only once.
@@ -221,9 +247,9 @@ void Database::use_wal() {
 
 Database::~Database() { close(); }
 
-void Database::open(int flags, const std::string& filename) {
+void Database::open(int flags, const std::string& filename, const char* vfs) {
   // NOMUTEX: one thread uses a connection at a time, so SQLite's own locking is waste.
-  const int rc = sqlite3_open_v2(filename.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  const int rc = sqlite3_open_v2(filename.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, vfs);
   if (rc != SQLITE_OK) {
     const std::string message =
         "store: " + describe(rc, path_, db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
@@ -240,6 +266,7 @@ void Database::close() {
 }
 
 void Database::exec(const std::string& sql) {
+  require_unchanged();
   char* error = nullptr;
   const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
   sqlite3_free(error);  // the same text as sqlite3_errmsg, which raise() reads

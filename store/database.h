@@ -14,6 +14,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "store/unindexed_read.h"
+
 struct sqlite3;
 struct sqlite3_stmt;
 
@@ -79,7 +81,8 @@ class Statement {
 class Database {
  public:
   // ReadWrite creates the file when it is missing and refuses a file it cannot write;
-  // ReadOnly never writes (and reads a store in a folder it cannot write, too).
+  // ReadOnly never writes (and reads a store in a folder it cannot write, too: whole, or
+  // not at all, unindexed_read.h).
   // The connection waits up to busy_timeout_ms for another writer's lock.
   Database(std::string path, Access access, int busy_timeout_ms = kDefaultBusyTimeoutMs);
   ~Database();
@@ -116,13 +119,22 @@ class Database {
   // Throws the kiln::Error for SQLite result code rc on this connection.
   [[noreturn]] void raise(int rc) const;
 
+  // A reader that could not use the store's shared index and read it without
+  // (unindexed_read.h) sees the store as it was when opened: it throws (DatabaseError, one
+  // line) once a writer has changed the store since, rather than show what it holds as the
+  // whole store. Any other connection returns. Every statement's first step and exec() call it.
+  void require_unchanged() const;
+
  private:
-  void open(int flags, const std::string& filename);
+  void open(int flags, const std::string& filename, const char* vfs = nullptr);
+  // Opens the store as unindexed_read says and reads its schema; returns SQLite's code.
+  int open_unindexed(const std::string& sqlite_detail);
   void close();
 
   std::string path_;
   Access access_;
   sqlite3* db_ = nullptr;
+  std::optional<StoreFilesMark> unindexed_;  // the files as an unindexed reader found them
   struct CachedStatement {
     std::unique_ptr<Statement> statement;
     uint64_t last_use = 0;

@@ -9,17 +9,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "store/alert_rows.h"
+#include "store/batch_rows.h"
 #include "store/commands.h"
 #include "store/error.h"
 #include "store/expert_load.h"
-#include "store/metric_blocks.h"
 #include "store/rank_places.h"
 #include "store/rows.h"
 #include "store/run_figures.h"
 #include "store/run_queries.h"
+#include "store/run_recovery.h"
 #include "store/schema.h"
 #include "store/user_text.h"
 
@@ -97,13 +99,15 @@ RunWriter::RunWriter(const std::string& path, WriterOptions options)
   thread_ = std::thread([this] { thread_main(); });
 }
 
-RunWriter::~RunWriter() {
+RunWriter::~RunWriter() { stop_thread(); }
+
+void RunWriter::stop_thread() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 int64_t RunWriter::create_run(const RunInfo& typed) {
@@ -239,6 +243,7 @@ void RunWriter::push(WriteItem item) {
   {
     std::lock_guard lock(mutex_);
     require_run();
+    if (closed_) fail("store: log after close: the writer of " + path_ + " has stopped");
     queue_.push(std::move(item));
     ++pushed_seq_;
   }
@@ -316,6 +321,54 @@ void RunWriter::flush() {
          " rows still queued; the writer keeps retrying)");
 }
 
+WriterClose RunWriter::close(std::chrono::milliseconds wait) {
+  WriterClose result;
+  {
+    std::unique_lock lock(mutex_);
+    if (closed_) return result;
+    const uint64_t target = pushed_seq_;
+    wake_.notify_one();
+    committed_.wait_for(lock, wait, [&] {
+      return committed_seq_ >= target || (failures_in_a_row_ >= kCloseGivesUpAfter && !last_failure_locked_);
+    });
+  }
+  // The thread makes one more try as it stops; what it leaves queued was not committed.
+  stop_thread();
+  std::unique_lock lock(mutex_);
+  closed_ = true;
+  Batch left = queue_.take();
+  if (left.items.empty() && !left.dropped.any()) return result;
+  result.error = failures_in_a_row_ > 0 ? stats_.last_error
+                                        : "store: " + path_ + " was still busy after " +
+                                              std::to_string(wait.count() / 1000) + " s";
+  result.items_left = left.items.size();
+  lock.unlock();
+  save_left(std::move(left), result);
+  return result;
+}
+
+void RunWriter::save_left(Batch left, WriterClose& result) {
+  try {
+    RecoveryTarget target;
+    target.store = std::filesystem::absolute(path_).string();
+    target.run_id = run_id();
+    {
+      // Reading works on a full disk; the run's creation time tells it from a later run
+      // that takes its name.
+      std::lock_guard sync(sync_mutex_);
+      Statement& run = sync_db_->cached("SELECT name, created_at FROM runs WHERE id = ?");
+      run.bind(1, target.run_id);
+      if (!run.step()) fail("store: run " + std::to_string(target.run_id) + " is no longer in " + path_);
+      target.run_name = run.text(0);
+      target.run_created_at = run.real(1);
+      run.reset();
+    }
+    result.recovery_file = save_recovery(target, left, result.error);
+  } catch (const std::exception& e) {
+    result.recovery_error = e.what();
+  }
+}
+
 std::vector<Command> RunWriter::pending_commands() {
   const int64_t run = run_id();
   if (run == 0) return {};
@@ -384,11 +437,13 @@ void RunWriter::thread_main() {
 
     std::string error;
     bool transient = false;
+    bool locked = false;
     try {
       commit(batch);
     } catch (const DatabaseError& e) {
       error = e.what();
       transient = is_transient(e.code);
+      locked = (e.code & 0xff) == SQLITE_BUSY || (e.code & 0xff) == SQLITE_LOCKED;
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -402,11 +457,14 @@ void RunWriter::thread_main() {
           stats_.committed_metric_rows += static_cast<int64_t>(m->rows.size());
       backoff = std::chrono::milliseconds(50);
       next_beat = Clock::now() + interval;
+      failures_in_a_row_ = 0;
       committed_.notify_all();
       continue;
     }
 
     ++stats_.failed_commits;
+    ++failures_in_a_row_;
+    last_failure_locked_ = locked;
     stats_.last_error = error;
     unreported_error_ = error;
     ++unreported_failures_;
@@ -436,25 +494,8 @@ void RunWriter::commit(const Batch& batch) {
       error_note = "store writes failed " + std::to_string(unreported_failures_) +
                    " time(s), then recovered; last: " + unreported_error_;
   }
-  const double now = unix_now();
   Transaction tx(db);
-  // The metric blocks once for the whole batch, after its rows: a block touched by many
-  // queued intervals is read and written once.
-  BlockUpdate blocks;
-  for (const auto& item : batch.items) apply(item, run, blocks);
-  blocks.write(db, run);
-  if (batch.dropped.any()) {
-    std::optional<int64_t> step;
-    if (batch.dropped.metric_rows > 0) step = batch.dropped.last_step;
-    insert_event(db, run,
-                 Event{0, now, step, std::string(event_kind::kDropped), batch.dropped.describe()});
-  }
-  if (!error_note.empty())
-    insert_event(db, run, Event{0, now, std::nullopt, std::string(event_kind::kError), error_note});
-  // Every commit is a sign of life.
-  Statement& beat = db.cached("UPDATE runs SET heartbeat_at = ? WHERE id = ?");
-  beat.bind_all(now, run);
-  beat.run();
+  write_batch(db, run, batch, error_note, unix_now());
   tx.commit();
 
   if (!error_note.empty()) {
@@ -462,47 +503,6 @@ void RunWriter::commit(const Batch& batch) {
     unreported_error_.clear();
     unreported_failures_ = 0;
   }
-}
-
-void RunWriter::apply(const WriteItem& item, int64_t run, BlockUpdate& blocks) {
-  Database& db = *db_;
-  if (const auto* m = std::get_if<MetricBatch>(&item)) {
-    for (const auto& row : m->rows) insert_metric(db, run, row);
-    blocks.add(m->rows);
-  } else if (const auto* s = std::get_if<SystemBatch>(&item)) {
-    for (const auto& row : s->rows) insert_system(db, run, row);
-  } else if (const auto* v = std::get_if<ValidRow>(&item)) {
-    insert_valid(db, run, *v);
-  } else if (const auto* sample = std::get_if<Sample>(&item)) {
-    insert_sample(db, run, *sample);
-  } else if (const auto* experts = std::get_if<ExpertBatch>(&item)) {
-    for (const auto& load : experts->loads) insert_expert_load(db, run, load);
-  } else if (const auto* e = std::get_if<Event>(&item)) {
-    insert_event(db, run, *e);
-  } else if (const auto* c = std::get_if<Checkpoint>(&item)) {
-    insert_checkpoint(db, run, *c);
-    std::string message = "wrote " + c->path;
-    if (c->bytes) message += " (" + std::to_string(*c->bytes) + " bytes)";
-    insert_event(db, run, Event{0, c->time, c->step, std::string(event_kind::kCheckpoint), message});
-  } else if (const auto* change = std::get_if<StatusChange>(&item)) {
-    const std::string status(to_string(change->status));
-    if (is_terminal(change->status)) {
-      Statement& st = db.cached("UPDATE runs SET status = ?, ended_at = ?, error = ?, pid = NULL WHERE id = ?");
-      st.bind(1, status).bind(2, change->time).bind(4, run);
-      if (!change->error.empty()) st.bind(3, change->error);
-      st.run();
-      insert_event(db, run,
-                   Event{0, change->time, std::nullopt, std::string(event_kind::kEnd),
-                         change->error.empty() ? status : status + ": " + change->error});
-    } else {
-      Statement& st = db.cached("UPDATE runs SET status = ? WHERE id = ?");
-      st.bind_all(status, run);
-      st.run();
-      insert_event(db, run,
-                   Event{0, change->time, std::nullopt, std::string(event_kind::kStatus), status});
-    }
-  }
-  // A Heartbeat needs no row of its own: commit() stamps the run.
 }
 
 }  // namespace kiln::store

@@ -6,7 +6,7 @@
 //   for (const Command& c : writer.pending_commands()) // at a step boundary
 //     writer.mark_command(c.id, CommandStatus::Applied, step);
 //   writer.finish(RunStatus::Completed);
-//   writer.flush();                                    // at exit: wait for the disk
+//   writer.close();                                    // at exit: wait for the disk, a while
 //
 // The log_* calls only queue: a background thread owns a connection and commits everything
 // queued as one transaction (one per log interval while the disk keeps up), metric rows with
@@ -15,8 +15,11 @@
 // also updates the run's heartbeat every heartbeat_interval_s, so a run whose process died
 // reads as `lost`. create_run, pending_commands and mark_command use a second connection and
 // return when done; they are rare and small. All methods may be called from any thread.
+// At exit, close() waits a bounded time for the queue, then saves what the store could not
+// take to a recovery file (run_recovery.h) rather than lose it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -33,8 +36,6 @@
 
 namespace kiln::store {
 
-class BlockUpdate;
-
 struct WriterOptions {
   size_t max_queued_rows = 1 << 16;  // metric + system rows waiting before thinning starts
   double heartbeat_interval_s = 5;   // 0: heartbeats only with commits and heartbeat()
@@ -42,6 +43,20 @@ struct WriterOptions {
   // Runs on the writer thread's connection once it is open (tests use it to set
   // PRAGMA max_page_count and simulate a full disk).
   std::function<void(Database&)> on_open;
+};
+
+// How long close() waits for the store at most: a lock held by another process clears in
+// seconds (its busy timeout is 5 s). A failure that is not a lock gives up sooner: after
+// kCloseGivesUpAfter failed commits in a row, since a full disk does not clear by itself.
+inline constexpr std::chrono::seconds kCloseWait{30};
+inline constexpr int kCloseGivesUpAfter = 3;
+
+// What close() left behind.
+struct WriterClose {
+  std::string error;          // the last failed commit's message; empty: everything was committed
+  size_t items_left = 0;      // queued items the store did not take (a batch of rows is one)
+  std::string recovery_file;  // where they are now; empty with recovery_error when nowhere
+  std::string recovery_error;
 };
 
 struct WriterStats {
@@ -109,6 +124,11 @@ class RunWriter {
   // Waits until everything queued before the call is committed. If a commit fails meanwhile
   // it throws that failure (the rows stay queued and the thread keeps retrying).
   void flush();
+  // At exit, after finish(): waits up to `wait` for everything queued to be committed (less
+  // when commits keep failing for a reason other than a lock, kCloseGivesUpAfter), stops the
+  // thread, and writes what is left to a recovery file that `kiln runs recover` loads into
+  // the store. Never throws. Nothing may be logged after it.
+  WriterClose close(std::chrono::milliseconds wait = kCloseWait);
 
   // Commands for this run that are still pending, oldest first.
   std::vector<Command> pending_commands();
@@ -124,7 +144,9 @@ class RunWriter {
   void require_no_run() const;
   void thread_main();
   void commit(const Batch& batch);
-  void apply(const WriteItem& item, int64_t run, BlockUpdate& blocks);
+  void stop_thread();
+  // Saves what the queue still holds after the thread stopped (close()).
+  void save_left(Batch left, WriterClose& result);
 
   std::string path_;
   WriterOptions options_;
@@ -139,11 +161,14 @@ class RunWriter {
   int64_t run_id_ = 0;
   bool finished_ = false;  // finish() queued: no more automatic heartbeats
   bool stopping_ = false;
+  bool closed_ = false;  // close() ran: the thread is gone, nothing more is taken
   uint64_t pushed_seq_ = 0;     // items pushed so far
   uint64_t committed_seq_ = 0;  // all items up to here are committed (or counted as dropped)
   WriterStats stats_;
   std::string unreported_error_;  // a failure to record as an event once commits work again
   int64_t unreported_failures_ = 0;
+  int failures_in_a_row_ = 0;      // failed commits since the last one that worked
+  bool last_failure_locked_ = false;  // the last failure was another process's lock
 
   std::thread thread_;
 };

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -37,6 +38,37 @@ class StoreTest : public ::testing::Test {
 };
 
 using test::error_of;
+
+// Runs `check` in a child process without root's power to write any file (as nobody when
+// the tests run as root), and returns what it reports.
+inline std::string as_unprivileged(const std::function<std::string()>& check) {
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string out;
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) {
+      out = "could not drop privileges";
+    } else {
+      try {
+        out = check();
+      } catch (const std::exception& e) {
+        out = std::string("unexpected: ") + e.what();
+      }
+    }
+    const ssize_t written = write(fds[1], out.data(), out.size());
+    _exit(written == static_cast<ssize_t>(out.size()) ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return out;
+}
 
 // A value that identifies (step, rank): any mix-up of rows shows as a wrong value.
 inline double loss_of(int64_t step, int rank) {

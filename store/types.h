@@ -172,6 +172,8 @@ inline constexpr std::string_view kError = "error";
 inline constexpr std::string_view kDropped = "dropped";
 inline constexpr std::string_view kStatus = "status";
 inline constexpr std::string_view kAlert = "alert";
+// Rows a recovery file brought in after the run ended (run_recovery.h, kiln runs recover).
+inline constexpr std::string_view kRecovered = "recovered";
 }  // namespace event_kind
 
 struct Event {

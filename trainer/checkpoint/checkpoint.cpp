@@ -238,16 +238,23 @@ WrittenCheckpoint write_checkpoint(const std::string& root, const TrainingState&
   const fs::path final_path = fs::path(root) / name;
   const fs::path tmp = fs::path(root) / fmt::format(".tmp-{}-{}", name, getpid());
   fs::remove_all(tmp);
-  fs::create_directories(tmp);
-
   json files;
-  files[kModelFile] = write_tensors((tmp / kModelFile).string(), model);
-  files[kOptimizerFile] = write_tensors((tmp / kOptimizerFile).string(), optimizer);
-  files[kStateFile] = write_text((tmp / kStateFile).string(), state_to_json(state).dump(2) + "\n");
-  // The manifest last: a folder with a manifest has every file it names.
-  const json manifest = {{"format", kFormat}, {"version", kVersion}, {"files", files}};
-  write_text((tmp / kManifestFile).string(), manifest.dump(2) + "\n");
-  sync_directory(tmp.string());
+  try {
+    fs::create_directories(tmp);
+    files[kModelFile] = write_tensors((tmp / kModelFile).string(), model);
+    files[kOptimizerFile] = write_tensors((tmp / kOptimizerFile).string(), optimizer);
+    files[kStateFile] = write_text((tmp / kStateFile).string(), state_to_json(state).dump(2) + "\n");
+    // The manifest last: a folder with a manifest has every file it names.
+    const json manifest = {{"format", kFormat}, {"version", kVersion}, {"files", files}};
+    write_text((tmp / kManifestFile).string(), manifest.dump(2) + "\n");
+    sync_directory(tmp.string());
+  } catch (...) {
+    // A write that failed (a full disk) leaves no half-written folder taking the space a
+    // run that trains on needs for its next checkpoint.
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
 
   // Saving a step that is already there (a run resumed from an earlier checkpoint): the
   // new one replaces it, and only once it is whole.

@@ -75,6 +75,7 @@ void for_each_field(C& c, F&& f) {
   f("train", "checkpoint_interval", c.train.checkpoint_interval);
   f("train", "checkpoint_dir", c.train.checkpoint_dir);
   f("train", "checkpoint_keep", c.train.checkpoint_keep);
+  f("train", "checkpoint_failures", c.train.checkpoint_failures);
   f("train", "sample_tokens", c.train.sample_tokens);
   f("train", "sample_prompt", c.train.sample_prompt);
   f("train", "sample_temperature", c.train.sample_temperature);
@@ -479,6 +480,7 @@ void validate_train(const TrainConfig& t) {
   at_least("train.checkpoint_interval", t.checkpoint_interval, 0);
   if (t.checkpoint_dir.empty()) fail("config: train.checkpoint_dir is empty");
   at_least("train.checkpoint_keep", t.checkpoint_keep, 0);
+  at_least("train.checkpoint_failures", t.checkpoint_failures, 1);
   at_least("train.sample_tokens", t.sample_tokens, 0);
   positive("train.sample_temperature", t.sample_temperature);
 }

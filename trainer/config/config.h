@@ -87,6 +87,7 @@ struct TrainConfig {
   int64_t checkpoint_interval = 0;      // save every N steps (and at the end); 0: only on command
   std::string checkpoint_dir = "checkpoints";  // each run saves under <dir>/<run name>/
   int checkpoint_keep = 0;              // keep the newest N checkpoints of a run; 0: all
+  int checkpoint_failures = 3;          // the run fails when this many checkpoints in a row cannot be written
   int sample_tokens = 0;  // after training, generate this many tokens
   std::string sample_prompt;
   double sample_temperature = 0.8;

@@ -160,6 +160,7 @@ TEST(Config, EveryValidationRuleNamesItsKey) {
       {{"train.eval_iters=-1"}, "train.eval_iters must be >= 0"},
       {{"train.warmup=-1"}, "train.warmup must be >= 0"},
       {{"train.sample_tokens=-1"}, "train.sample_tokens must be >= 0"},
+      {{"train.checkpoint_failures=0"}, "train.checkpoint_failures must be >= 1, got 0"},
       {{"train.global_batch=8", "train.micro_batch=3"}, "train.micro_batch=3 does not divide train.global_batch=8"},
       {{"train.lr=0"}, "train.lr must be > 0"},
       {{"train.min_lr=-1e-5"}, "train.min_lr must be in [0, train.lr=0.0003], got -1e-05"},
@@ -330,7 +331,7 @@ TEST(Config, RoundTrips) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 13}, {"moe", 14}, {"train", 24}, {"data", 7}, {"parallel", 13},
+      {"model", 13}, {"moe", 14}, {"train", 25}, {"data", 7}, {"parallel", 13},
       {"precision", 1}, {"backend", 3}, {"store", 1}, {"alerts", 14}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <string_view>
 
+#include <fmt/core.h>
+
 #include "base/check.h"
 #include "store/user_text.h"
 
@@ -90,11 +92,16 @@ void RunRecorder::set_paused(bool paused) {
 std::string RunRecorder::finish(store::RunStatus status, const std::string& error) {
   try {
     writer_.finish(status, error);
-    writer_.flush();
   } catch (const Error& e) {
     return e.what();
   }
-  return {};
+  const store::WriterClose closed = writer_.close();
+  if (closed.items_left == 0) return {};
+  const std::string what = fmt::format("the run store {} could not take the run's last {} record{} ({})", path_,
+                                       closed.items_left, closed.items_left == 1 ? "" : "s", closed.error);
+  if (closed.recovery_file.empty()) return what + "; " + closed.recovery_error;
+  return what + "; they are saved in " + closed.recovery_file + ": once the store has room, load them with: kiln runs recover " +
+         closed.recovery_file;
 }
 
 std::string default_run_name(const std::string& config_path) {

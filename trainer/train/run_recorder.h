@@ -70,8 +70,10 @@ class RunRecorder {
   void record_ranks(const std::vector<store::RankPlace>& places) { writer_.record_ranks(places); }
   int64_t log_alert(store::Alert alert) { return writer_.log_alert(std::move(alert)); }
 
-  // Ends the run and waits for the disk. Returns the store's failure, if any, instead of
-  // throwing: the training is over either way, and the caller reports it.
+  // Ends the run and waits for the disk, a bounded time (RunWriter::close): what the store
+  // could not take by then goes to a recovery file. Returns the store's failure, if any, as
+  // one line naming that file and the command that loads it, instead of throwing: the
+  // training is over either way, and the caller reports it.
   std::string finish(store::RunStatus status, const std::string& error = {});
 
  private:

@@ -203,6 +203,14 @@ void Trainer::share_machine(int64_t step) {
   fmt::print(out_, "kiln: {}: step {} on {} thread{}\n", who, step, threads, threads == 1 ? "" : "s");
 }
 
+std::string Trainer::checkpoint_not_written(int64_t step, const std::string& why) {
+  const std::string warning = checkpoint_failures_.failed(step, why, config_.train.checkpoint_failures);
+  fmt::print(out_, "kiln: warning: {}\n", warning);
+  std::fflush(out_);
+  if (recorder_) recorder_->log_event(store::event_kind::kError, warning, step);
+  return {};
+}
+
 TrainSummary Trainer::run() {
   install_interrupt_handler();
   TrainSummary summary;
@@ -220,9 +228,7 @@ TrainSummary Trainer::run() {
                                     : summary.interrupted || summary.stopped ? store::RunStatus::Stopped
                                                                              : store::RunStatus::Completed;
     const std::string store_error = recorder_->finish(status);
-    if (!store_error.empty())
-      fmt::print(stderr, "kiln: warning: the run store could not record the end: {}\n",
-                 store_error);
+    if (!store_error.empty()) fmt::print(stderr, "kiln: warning: {}\n", store_error);
   }
   summary.run_name = run_name_;
   summary.last_checkpoint = last_checkpoint_;

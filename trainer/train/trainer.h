@@ -24,6 +24,7 @@
 #include "trainer/parallel/gradient_buckets.h"
 #include "trainer/parallel/layout.h"
 #include "trainer/parallel/pipeline_schedule.h"
+#include "trainer/train/checkpoint_failures.h"
 #include "trainer/train/pipeline_executor.h"
 #include "trainer/train/fault_plan.h"
 #include "trainer/train/run_alerts.h"
@@ -116,6 +117,10 @@ class Trainer {
   // rank calls it at the same step (a sharded optimizer's state is gathered); the first
   // writes.
   std::string save_checkpoint_at(int64_t step);
+  // The first rank, when the checkpoint of `step` could not be written: warns, records an
+  // `error` event and returns "" (no checkpoint), or throws once train.checkpoint_failures
+  // have failed in a row.
+  std::string checkpoint_not_written(int64_t step, const std::string& why);
 
   // Rank 0's steering at a step boundary, sent to every rank so all act at the same step.
   SteeringDecision share_decision(SteeringDecision decision, bool& interrupted);
@@ -219,6 +224,7 @@ class Trainer {
   int64_t consumed_samples_ = 0;  // training samples read so far: the data position
   int64_t saved_step_ = 0;      // the step of the last checkpoint written
   std::string last_checkpoint_;  // its folder, on the first rank, once this run has written one
+  CheckpointFailures checkpoint_failures_;  // the first rank's
   // Seconds of the current log interval spent not training (validation, checkpoints,
   // pauses): left out of its tokens/s, as Megatron's timers leave them out.
   double not_training_s_ = 0;

@@ -17,7 +17,9 @@ namespace kiln {
 
 std::string Trainer::save_checkpoint_at(int64_t step) {
   const std::string root = run_checkpoint_root(config_.train.checkpoint_dir, run_name_);
-  if (saved_step_ == step) return (std::filesystem::path(root) / fmt::format("step-{:08d}", step)).string();
+  if (saved_step_ == step)
+    return checkpoint_failures_.last_failed() ? std::string()
+                                              : (std::filesystem::path(root) / fmt::format("step-{:08d}", step)).string();
   const Clock::time_point start = Clock::now();
   // The replicas hold the same model; the optimizer state, when sharded, is gathered to the
   // first rank, which writes it all.
@@ -54,9 +56,16 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   state.config = config_to_json(config_);
   state.expert_bias = expert_bias_;
   const int keep = config_.train.checkpoint_keep;
-  const WrittenCheckpoint written =
-      split ? write_checkpoint(root, state, whole.model_sources(), whole.optimizer_sources(), keep)
-            : save_checkpoint(root, state, *model_, optimizer, *ops_, keep);
+  WrittenCheckpoint written;
+  try {
+    written = split ? write_checkpoint(root, state, whole.model_sources(), whole.optimizer_sources(), keep)
+                    : save_checkpoint(root, state, *model_, optimizer, *ops_, keep);
+  } catch (const Error& e) {
+    return checkpoint_not_written(step, e.what());
+  } catch (const std::filesystem::filesystem_error& e) {
+    return checkpoint_not_written(step, e.what());
+  }
+  checkpoint_failures_.written();
   const double seconds = seconds_since(start);
   not_training_s_ += seconds;
   fmt::print(out_, "kiln: saved checkpoint {} ({}) in {:.1f} s\n", written.path,

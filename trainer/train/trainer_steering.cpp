@@ -67,10 +67,11 @@ void Trainer::record_steering(int64_t step, const std::string& checkpoint_path) 
   for (size_t i = 0; i < pending.size(); ++i) {
     const auto action = pending[i].action;
     CommandOutcome& o = steering_.outcomes[i];
-    if (o.applied && !checkpoint_path.empty() &&
-        (action == store::CommandAction::Checkpoint || action == store::CommandAction::Stop ||
-         action == store::CommandAction::Release))
-      o.reason += "; wrote " + checkpoint_path;
+    // These write a checkpoint first (an empty path: it could not be written, and the run
+    // warned why).
+    if (o.applied && (action == store::CommandAction::Checkpoint || action == store::CommandAction::Stop ||
+                      action == store::CommandAction::Release))
+      o.reason += checkpoint_path.empty() ? "; its checkpoint could not be written" : "; wrote " + checkpoint_path;
   }
   recorder_->record(steering_, step);
   for (size_t i = 0; i < pending.size(); ++i) {
