@@ -2,8 +2,6 @@
 
 #include <fmt/core.h>
 
-#include "base/check.h"
-
 namespace kiln {
 
 std::string shell_quote(const std::string& arg) {
@@ -11,40 +9,6 @@ std::string shell_quote(const std::string& arg) {
   std::string quoted = "'";
   for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return quoted + "'";
-}
-
-std::vector<std::string> shell_words(std::string_view line) {
-  std::vector<std::string> words;
-  std::string word;
-  bool in_word = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (c == ' ' || c == '\t' || c == '\n') {
-      if (in_word) words.push_back(std::move(word));
-      word.clear();
-      in_word = false;
-      continue;
-    }
-    in_word = true;
-    if (c == '\'') {
-      const size_t close = line.find('\'', i + 1);
-      if (close == std::string_view::npos) fail("the recorded command line has an unclosed quote");
-      word += line.substr(i + 1, close - i - 1);
-      i = close;
-    } else if (c == '"') {
-      for (++i; i < line.size() && line[i] != '"'; ++i) {
-        if (line[i] == '\\' && i + 1 < line.size()) ++i;
-        word += line[i];
-      }
-      if (i >= line.size()) fail("the recorded command line has an unclosed quote");
-    } else if (c == '\\' && i + 1 < line.size()) {
-      word += line[++i];
-    } else {
-      word += c;
-    }
-  }
-  if (in_word) words.push_back(std::move(word));
-  return words;
 }
 
 std::string next_steps(const FinishedRun& run) {

@@ -4,8 +4,6 @@
 #pragma once
 
 #include <string>
-#include <string_view>
-#include <vector>
 
 namespace kiln {
 
@@ -23,9 +21,5 @@ std::string next_steps(const FinishedRun& run);
 
 // An argument as a shell reads it back: quoted when it holds spaces, quotes or shell syntax.
 std::string shell_quote(const std::string& arg);
-// The words of a command line as shell_quote wrote them (single and double quotes,
-// backslashes); what `kiln runs resume` reads a recorded command line with. An unclosed
-// quote is a kiln::Error.
-std::vector<std::string> shell_words(std::string_view line);
 
 }  // namespace kiln

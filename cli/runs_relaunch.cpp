@@ -5,8 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
+#include <charconv>
+#include <climits>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -16,54 +17,22 @@
 #include "cli/next_steps.h"
 #include "cli/runs_command.h"
 #include "cli/runs_store.h"
+#include "cli/server_token.h"
 #include "cli/store_path.h"
 #include "base/check.h"
+#include "monitor/server/allowed_hosts.h"
+#include "monitor/server/listen_address.h"
+#include "monitor/server/server_limits.h"
 #include "store/run_figures.h"
+#include "store/run_launch.h"
 #include "store/run_queries.h"
 #include "store/user_text.h"
+#include "trainer/parallel/gpu_placement.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Options of the recorded `kiln train` that the relaunch sets itself (the config is the
-// checkpoint's, which holds every --set the run was given and the layout --layout auto
-// chose), or that must not be repeated (a redacted token, a sweep's point).
-constexpr std::array<std::string_view, 9> kReplacedWithValue = {
-    "--config", "-c", "--resume", "--name", "--layout", "--plan-device", "--token", "--sweep-point", "--store"};
-constexpr std::array<std::string_view, 3> kReplacedFlags = {"--force", "--print-config", "--no-store"};
-
-bool listed(const auto& names, std::string_view option) {
-  return std::find(names.begin(), names.end(), option) != names.end();
-}
-
-// The options of the recorded command line after `train` that the relaunch keeps (tags,
-// --serve and its dashboard options, ...), as words.
-std::vector<std::string> kept_options(const std::string& command_line) {
-  const std::vector<std::string> words = shell_words(command_line);
-  const auto train = std::find(words.begin(), words.end(), "train");
-  std::vector<std::string> kept;
-  if (train == words.end()) return kept;
-  for (auto it = train + 1; it != words.end(); ++it) {
-    const std::string& word = *it;
-    const std::string option = word.substr(0, word.find('='));
-    const bool inline_value = option.size() < word.size();
-    if (option == "--set") {
-      // --set takes every value up to the next option.
-      if (!inline_value)
-        while (it + 1 != words.end() && (it + 1)->rfind("-", 0) != 0) ++it;
-      continue;
-    }
-    if (listed(kReplacedWithValue, option)) {
-      if (!inline_value && it + 1 != words.end()) ++it;
-      continue;
-    }
-    if (listed(kReplacedFlags, option)) continue;
-    kept.push_back(word);
-  }
-  return kept;
-}
 
 // A recorded checkpoint path, relative to the folder the run was started in.
 fs::path checkpoint_folder(const store::RunRecord& run, const store::Checkpoint& checkpoint) {
@@ -94,19 +63,29 @@ store::Checkpoint pick_checkpoint(store::Database& db, const store::RunRecord& r
                    run.id, run.name, which, steps));
 }
 
-// How many processes the run ran as: recorded since schema 7, else the layout's product.
+// How many processes the run ran as: recorded since schema 7, else the layout's product
+// (tp2.pp1.dp4: 8). Either is refused unless it is a count `--ranks` would take.
 int recorded_ranks(const store::RunRecord& run) {
-  if (run.world_size) return static_cast<int>(*run.world_size);
-  int ranks = 1;
-  for (size_t at = 0; at < run.layout.size();) {
-    const size_t digits = run.layout.find_first_of("0123456789", at);
-    if (digits == std::string::npos) break;
-    size_t end = run.layout.find_first_not_of("0123456789", digits);
-    if (end == std::string::npos) end = run.layout.size();
-    ranks *= std::max(1, std::stoi(run.layout.substr(digits, end - digits)));
-    at = end;
+  int64_t ranks = 1;
+  if (run.world_size) {
+    ranks = *run.world_size;
+  } else {
+    for (size_t at = 0; at < run.layout.size() && ranks <= INT_MAX;) {
+      const size_t digits = run.layout.find_first_of("0123456789", at);
+      if (digits == std::string::npos) break;
+      size_t end = run.layout.find_first_not_of("0123456789", digits);
+      if (end == std::string::npos) end = run.layout.size();
+      int64_t size = 0;
+      const auto [stop, ec] = std::from_chars(run.layout.data() + digits, run.layout.data() + end, size);
+      if (ec != std::errc() || size > INT_MAX) size = int64_t{INT_MAX} + 1;  // refused below
+      ranks *= std::max<int64_t>(1, size);
+      at = end;
+    }
   }
-  return ranks;
+  if (ranks < 1 || ranks > INT_MAX)
+    fail(fmt::format("run {} ('{}') records {} processes, which is not a count kiln starts; give --ranks", run.id,
+                     run.name, ranks));
+  return static_cast<int>(ranks);
 }
 
 std::string self_path() {
@@ -129,8 +108,105 @@ struct Launch {
   std::vector<std::string> argv;
   std::string workdir;
   std::string log_path;  // with --detach
+  std::string token;     // the dashboard's, handed to the training in $KILN_TOKEN
+  std::vector<std::string> notes;  // said before it starts, once nothing can be refused
 };
 
+// An option with its value as one word, so no value (a tag "-x", say) reads as an option.
+std::string with_value(std::string_view option, const std::string& value) {
+  return fmt::format("{}={}", option, value);
+}
+
+// The run's tags, as `kiln train --tag` would take them.
+std::vector<std::string> tag_words(const store::RunRecord& run) {
+  std::vector<std::string> words;
+  for (const std::string& tag : run.tags) {
+    store::require_utf8(tag, "the tag");
+    if (tag.find('\0') != std::string::npos)
+      fail(fmt::format("run {} ('{}') has a tag holding a NUL byte, which no command line can pass", run.id,
+                       run.name));
+    words.push_back(with_value("--tag", tag));
+  }
+  return words;
+}
+
+bool token_given(const TokenOptions& token) { return token.token_given || !token.file.empty(); }
+
+// The words that serve the run's dashboard again as it was launched (its launch record, each
+// value checked as `kiln train --serve` checks it when typed), and in launch.token the token
+// it must have: the store holds only whether it had one, so it comes from this command.
+std::vector<std::string> dashboard_words(const store::RunRecord& run, const TokenOptions& given, Launch& launch) {
+  if (run.launch_json.empty()) {
+    if (token_given(given))
+      fail(fmt::format("--token and --token-file guard a dashboard, and run {} ('{}') starts again without one",
+                       run.id, run.name));
+    launch.notes.push_back(fmt::format("run {} ('{}') was recorded before kiln kept how runs were launched (store "
+                                       "schema 8), so it starts again without a dashboard (kiln serve shows it)",
+                                       run.id, run.name));
+    return {};
+  }
+  const auto refuse = [&](const Error& e) {
+    fail(fmt::format("run {} ('{}') records a dashboard kiln would refuse: {}", run.id, run.name, e.what()));
+  };
+  store::RunLaunch recorded;
+  try {
+    recorded = store::parse_launch(run.launch_json);
+  } catch (const Error& e) {
+    refuse(e);
+  }
+  if (recorded.serve.empty()) {
+    if (token_given(given))
+      fail(fmt::format("--token and --token-file guard a dashboard, and run {} ('{}') served none", run.id, run.name));
+    return {};
+  }
+  const std::string token = resolve_token(given);
+  if (recorded.token && token.empty())
+    fail(fmt::format("run {} ('{}') served its dashboard with a token, which kiln never stores; give it again with "
+                     "--token-file FILE, $KILN_TOKEN or --token TOKEN",
+                     run.id, run.name));
+  try {
+    const monitor::ListenAddress address = monitor::parse_listen_address(recorded.serve);
+    monitor::check_exposure(address, token);
+    [[maybe_unused]] const monitor::AllowedHosts hosts(address, recorded.allowed_hosts);  // refuses a bad name
+  } catch (const Error& e) {
+    refuse(e);
+  }
+  launch.token = token;
+  if (!token.empty())
+    launch.notes.push_back("the dashboard's token goes to the training in $KILN_TOKEN, off its command line");
+  std::vector<std::string> words = {with_value("--serve", recorded.serve)};
+  for (const std::string& host : recorded.allowed_hosts) words.push_back(with_value("--allow-host", host));
+  // The defaults are left out, as the user left them out.
+  const auto count = [&](std::string_view option, int64_t value, size_t default_value) {
+    if (value > 0 && static_cast<uint64_t>(value) != default_value)
+      words.push_back(with_value(option, std::to_string(value)));
+  };
+  count("--max-connections", recorded.max_connections, monitor::limits::kDefaultMaxConnections);
+  count("--max-subscribers", recorded.max_subscribers, monitor::limits::kDefaultMaxSubscribers);
+  return words;
+}
+
+// A live-looking run whose process is gone (killed on this host) starts again like any ended
+// one, said in a note; a run whose process lives, or that runs on another host, is refused.
+void require_ended(const store::RunRecord& run, bool fork, Launch& launch) {
+  if (!store::is_live(run.status)) return;
+  if (store::recorder_gone(run, host_name())) {
+    launch.notes.push_back(fmt::format("run {} ('{}') reads as {}, but its process {} on {} is gone (killed, or "
+                                       "the machine restarted)",
+                                       run.id, run.name, store::to_string(run.status), run.pid.value_or(0),
+                                       run.host));
+    return;
+  }
+  fail(fmt::format("run {} ('{}') is {} in process {} on {}; {}", run.id, run.name, store::to_string(run.status),
+                   run.pid.value_or(0), run.host,
+                   fork ? "fork it from a checkpoint it has written, or release it first"
+                        : "release or stop it first (a paused run resumes where it is)"));
+}
+
+// `kiln train --resume` from the run's checkpoint, rebuilt from the store's fields and never
+// from its recorded command line's text (anyone who can write the store can write that):
+// the config is the checkpoint's, the tags, dashboard and process count are the run's
+// record, each checked as if typed, and the --set and token are this command's.
 Launch plan_launch(const RelaunchOptions& options) {
   for (const std::string& assignment : options.overrides)
     if (assignment.find('=') == std::string::npos)
@@ -139,41 +215,40 @@ Launch plan_launch(const RelaunchOptions& options) {
   const std::string store_path = fs::absolute(resolve_store_path(options.store)).string();
   const auto db = open_store_for_reading(options.store);
   const store::RunRecord run = store::get_run(*db, store::resolve_run(*db, options.run));
-  if (store::is_live(run.status))
-    fail(fmt::format("run {} ('{}') is {} in process {} on {}; {}", run.id, run.name, store::to_string(run.status),
-                     run.pid.value_or(0), run.host,
-                     options.fork_step ? "fork it from a checkpoint it has written, or release it first"
-                                       : "release or stop it first (a paused run resumes where it is)"));
+  store::check_run_name(run.name);
+  Launch launch;
+  require_ended(run, options.fork_step.has_value(), launch);
   if (!run.workdir.empty() && !fs::is_directory(run.workdir))
     fail(fmt::format("run {} ('{}') was started in {}, which is gone", run.id, run.name, run.workdir));
   const store::Checkpoint checkpoint = pick_checkpoint(*db, run, options.fork_step);
 
-  Launch launch;
   launch.workdir = run.workdir.empty() ? fs::current_path().string() : run.workdir;
   const int ranks = options.ranks > 0 ? options.ranks : recorded_ranks(run);
   if (ranks > 1) {
     launch.argv = {"mpirun", "-np", std::to_string(ranks)};
     if (ranks > static_cast<int>(std::thread::hardware_concurrency())) launch.argv.push_back("--oversubscribe");
   }
-  launch.argv.insert(launch.argv.end(), {self_path(), "train"});
-  for (const std::string& word : kept_options(run.command_line)) launch.argv.push_back(word);
   const std::string folder = checkpoint_folder(run, checkpoint).string();
-  launch.argv.insert(launch.argv.end(), {"--resume", folder, "--store", store_path});
+  launch.argv.insert(launch.argv.end(),
+                     {self_path(), "train", with_value("--resume", folder), with_value("--store", store_path)});
   std::string name = run.name;
   if (options.fork_step) {
     name = options.fork_name.empty() ? free_name(*db, fmt::format("{}-fork-{}", run.name, checkpoint.step))
                                      : options.fork_name;
     store::check_run_name(name);
     if (store::find_run_named(*db, name)) fail("a run named '" + name + "' already exists; choose another --name");
-    launch.argv.insert(launch.argv.end(), {"--name", name});
+    launch.argv.push_back(with_value("--name", name));
   }
-  for (const std::string& assignment : options.overrides) launch.argv.insert(launch.argv.end(), {"--set", assignment});
+  for (const std::string& word : tag_words(run)) launch.argv.push_back(word);
+  for (const std::string& word : dashboard_words(run, options.token, launch)) launch.argv.push_back(word);
+  for (const std::string& assignment : options.overrides) launch.argv.push_back(with_value("--set", assignment));
   if (options.detach) {
     char stamp[32];
     const std::time_t now = std::time(nullptr);
     std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
     launch.log_path = (fs::path(folder).parent_path().parent_path() / (name + "-" + stamp + ".log")).string();
   }
+  for (const std::string& note : launch.notes) fmt::print("kiln: {}\n", note);
   fmt::print("kiln: {} run {} ('{}') from {} (step {}) in {} as {} rank{}\n",
              options.fork_step ? "forking" : "resuming", run.id, run.name, folder, checkpoint.step,
              launch.workdir, ranks, ranks == 1 ? "" : "s");
@@ -221,7 +296,13 @@ void start(const Launch& launch) {
 
 }  // namespace
 
-void relaunch_run(const RelaunchOptions& options) { start(plan_launch(options)); }
+void relaunch_run(const RelaunchOptions& options) {
+  const Launch launch = plan_launch(options);
+  // In the environment, not on the command line, where every user of the machine sees it.
+  if (!launch.token.empty() && ::setenv("KILN_TOKEN", launch.token.c_str(), 1) != 0)
+    fail(std::string("cannot hand the token on: ") + std::strerror(errno));
+  start(launch);
+}
 
 void add_relaunch_options(CLI::App* command, RelaunchOptions& options) {
   command->add_option("--set", options.overrides,
@@ -233,6 +314,7 @@ void add_relaunch_options(CLI::App* command, RelaunchOptions& options) {
                       "data-parallel size follows)");
   command->add_flag("--detach", options.detach,
                     "Start in the background, its output in a log file beside the checkpoints");
+  add_token_options(command, options.token);
 }
 
 void add_runs_fork_command(CLI::App& runs) {

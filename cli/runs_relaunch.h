@@ -1,6 +1,8 @@
-// kiln runs resume (of a run that has ended) and kiln runs fork: `kiln train --resume` again
-// from one of a run's checkpoints, in the folder the run was started in, as as many ranks as
-// it ran (under mpirun), with its recorded command line's other options (docs/runs.md).
+// kiln runs resume (of a run that has ended, or whose process was killed) and kiln runs fork:
+// `kiln train --resume` again from one of a run's checkpoints, in the folder the run was
+// started in, as as many ranks as it ran (under mpirun), with its tags and the dashboard it
+// served, rebuilt from the store's fields, never from its command line's text (docs/runs.md,
+// docs/security.md).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -8,6 +10,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "cli/server_token.h"
 
 namespace kiln {
 
@@ -19,16 +23,20 @@ struct RelaunchOptions {
   bool detach = false;                 // start in the background, output to a log file
   std::optional<int64_t> fork_step;    // a fork: from the checkpoint at or before this step
   std::string fork_name;               // and under this name (default RUN-fork-STEP)
+  TokenOptions token;                  // the dashboard's token, for a run that served one with it
 };
 
-// Continues a released, stopped, failed, lost or completed run from its newest checkpoint
-// as the same run. Replaces this process with the training one unless options.detach.
+// Continues a released, stopped, failed, lost or completed run, or one whose process on this
+// host is gone, from its newest checkpoint as the same run (or, with fork_step, forks it).
+// Replaces this process with the training one unless options.detach.
 void relaunch_run(const RelaunchOptions& options);
 
 // kiln runs fork RUN --step N [--set key=value ...] [--name NAME] [--ranks N] [--detach]
+//                [--token TOKEN | --token-file FILE]
 void add_runs_fork_command(CLI::App& runs);
 
-// The --resume, --detach and --ranks options `kiln runs resume` adds for an ended run.
+// The --set, --ranks, --detach, --token and --token-file options `kiln runs resume` adds for
+// an ended run.
 void add_relaunch_options(CLI::App* command, RelaunchOptions& options);
 
 }  // namespace kiln

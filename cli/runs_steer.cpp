@@ -20,6 +20,7 @@
 #include "base/terminal_text.h"
 #include "store/commands.h"
 #include "store/run_queries.h"
+#include "trainer/parallel/gpu_placement.h"
 #include "trainer/steer/setting.h"
 
 namespace kiln {
@@ -163,12 +164,13 @@ CLI::App* add_steer_command(CLI::App& runs, store::CommandAction action, const s
 }
 
 // kiln runs resume: a paused run is told to go on; a run that has ended (released, stopped,
-// failed, lost) starts again from its newest checkpoint as the same run.
+// failed, lost), or whose process on this host is gone, starts again from its newest
+// checkpoint as the same run.
 void add_resume_command(CLI::App& runs) {
   auto options = std::make_shared<SteerOptions>();
   auto relaunch = std::make_shared<RelaunchOptions>();
   CLI::App* cmd = runs.add_subcommand(
-      "resume", "Resume a paused run, or start a released (stopped, failed, lost) run again from its newest checkpoint");
+      "resume", "Resume a paused run, or start a released (stopped, failed, lost, killed) run again from its newest checkpoint");
   cmd->add_option("run", options->run, "Run id, name, or unambiguous name prefix")->required();
   add_store_option(cmd, options->store);
   CLI::Option* wait = cmd->add_option("--wait", options->wait_text,
@@ -178,18 +180,27 @@ void add_resume_command(CLI::App& runs) {
   add_relaunch_options(cmd, *relaunch);
   cmd->callback([options, relaunch, wait] {
     options->wait = wait->count() > 0;
-    bool live = false;
+    store::RunRecord run;
     {
       const auto db = open_store_for_reading(options->store);
-      live = store::is_live(store::get_run(*db, store::resolve_run(*db, options->run)).status);
+      run = store::get_run(*db, store::resolve_run(*db, options->run));
     }
-    if (live) {
-      if (!relaunch->overrides.empty() || relaunch->ranks != 0 || relaunch->detach)
-        fail("--set, --ranks and --detach start an ended run again; this run is live (use kiln runs set)");
+    const std::string here = host_name();
+    if (store::is_live(run.status) && !store::recorder_gone(run, here)) {
+      if (!relaunch->overrides.empty() || relaunch->ranks != 0 || relaunch->detach ||
+          relaunch->token.token_given || !relaunch->token.file.empty())
+        fail("--set, --ranks, --detach and the token start an ended run again; this run is live (use kiln runs set)");
+      // Only this host can tell a dead process from a live one.
+      if (run.status == store::RunStatus::Running && !run.host.empty() && run.host != here)
+        fmt::print(stderr,
+                   "kiln: run {} runs on {}, not here: kiln cannot tell whether its process lives, so it queues a "
+                   "resume as for a paused run; if the process died, resume it there, or here once it reads as "
+                   "lost ({:.0f} s without a heartbeat)\n",
+                   run.id, run.host, store::kDefaultStaleAfterS);
       steer(store::CommandAction::Resume, *options);
       return;
     }
-    if (options->wait) fail("--wait follows a command to a live run; this run has ended");
+    if (options->wait) fail("--wait follows a command to a live run; this run starts again from its checkpoint");
     relaunch->store = options->store;
     relaunch->run = options->run;
     relaunch_run(*relaunch);

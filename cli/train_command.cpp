@@ -78,6 +78,19 @@ std::pair<int64_t, int64_t> parse_sweep_point(const std::string& text) {
   return {sweep, point};
 }
 
+// The dashboard this command serves, as the store records it for kiln runs resume and fork:
+// whether it has a token, never the token.
+store::RunLaunch recorded_launch(const TrainOptions& options) {
+  store::RunLaunch launch;
+  if (options.serve.empty()) return launch;
+  launch.serve = options.serve;
+  launch.allowed_hosts = options.dashboard.allowed_hosts;
+  launch.max_connections = static_cast<int64_t>(options.dashboard.max_connections);
+  launch.max_subscribers = static_cast<int64_t>(options.dashboard.max_subscribers);
+  launch.token = !resolve_token(options.dashboard.token).empty();
+  return launch;
+}
+
 Config resolve_config(const TrainOptions& options, std::string& resume) {
   if (options.resume.empty()) return load_config(options.config_path, options.overrides);
   resume = find_checkpoint(options.resume, checkpoint_dir(options));
@@ -109,8 +122,10 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   // Rank 0 speaks for the run: it prints and records; the other ranks train in silence.
   const bool first = world.comm().rank() == 0;
   if (options.layout == "auto") config = with_planned_layout(config, options, world.comm().size(), first ? stdout : nullptr);
-  if (!options.no_store && first)
+  if (!options.no_store && first) {
     record.store_path = resolve_store_path(options.store, config.store.path);
+    record.launch = recorded_launch(options);
+  }
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(first ? nullptr : std::fopen("/dev/null", "w"),
                                                          std::fclose);
   TrainSummary summary;

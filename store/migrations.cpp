@@ -305,7 +305,17 @@ CREATE TABLE run_ranks (
 ) WITHOUT ROWID;
 )sql";
 
-constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6}, {kV7}};
+// Version 7 -> 8: how each run was launched beyond its config (store/run_launch.h), as data,
+// so `kiln runs resume` and `kiln runs fork` start it again from fields they can check rather
+// than from its command line's text. Runs recorded before read NULL and start again without a
+// dashboard.
+constexpr const char* kV8 = R"sql(
+ALTER TABLE runs ADD COLUMN launch TEXT CHECK (launch IS NULL OR json_valid(launch));
+  -- {"serve", "allow_hosts", "max_connections", "max_subscribers", "token"}: the dashboard it
+  -- served (whether it had a token, never the token); {}: none; NULL: recorded before version 8
+)sql";
+
+constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6}, {kV7}, {kV8}};
 
 }  // namespace
 

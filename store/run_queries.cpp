@@ -1,6 +1,9 @@
 #include "store/run_queries.h"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <nlohmann/json.hpp>
 
 #include "store/commands.h"
@@ -25,7 +28,7 @@ constexpr const char* kRunSelect = R"sql(
          started_at, ended_at, heartbeat_at, tags, notes, coalesce(error, ''),
          (SELECT max(step) FROM metrics WHERE metrics.run_id = runs.id), pid,
          planned_step_s, planned_memory_bytes, workdir, world_size, sweep_id, sweep_point,
-         parent_id, parent_step
+         parent_id, parent_step, coalesce(launch, '')
   FROM runs)sql";
 
 std::vector<std::string> parse_tags(const std::string& text) {
@@ -66,6 +69,7 @@ RunRecord read_run(const Statement& st) {
   r.sweep_point = st.opt_int64(24);
   r.parent_id = st.opt_int64(25);
   r.parent_step = st.opt_int64(26);
+  r.launch_json = st.text(27);
   return r;
 }
 
@@ -114,6 +118,11 @@ RunRecord get_run(Database& db, int64_t run_id, double stale_after_s) {
   RunRecord run = read_run(st);
   st.reset();
   return run;
+}
+
+bool recorder_gone(const RunRecord& run, const std::string& this_host) {
+  if (!run.pid || run.host.empty() || run.host != this_host) return false;
+  return ::kill(static_cast<pid_t>(*run.pid), 0) != 0 && errno == ESRCH;
 }
 
 std::optional<int64_t> find_run_named(Database& db, std::string_view name) {

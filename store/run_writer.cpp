@@ -1,9 +1,7 @@
 #include "store/run_writer.h"
 
-#include <signal.h>
 #include <sqlite3.h>
 
-#include <cerrno>
 #include <ctime>
 
 #include <algorithm>
@@ -20,6 +18,7 @@
 #include "store/rank_places.h"
 #include "store/rows.h"
 #include "store/run_figures.h"
+#include "store/run_launch.h"
 #include "store/run_queries.h"
 #include "store/run_recovery.h"
 #include "store/schema.h"
@@ -55,6 +54,10 @@ RunInfo checked(RunInfo info) {
   require_utf8(info.config_json, "the config");
   require_utf8(info.workdir, "the working folder");
   if (info.world_size && *info.world_size <= 0) info.world_size.reset();
+  if (info.launch) {
+    require_utf8(info.launch->serve, "the dashboard's address");
+    for (const auto& host : info.launch->allowed_hosts) require_utf8(host, "the allowed host");
+  }
   info.command_line = redact_command_line(info.command_line);
   // A plan the planner could not make (no time, no bytes) is kept as no plan.
   if (!(std::isfinite(info.planned_step_s) && info.planned_step_s > 0)) info.planned_step_s = kNoValue;
@@ -66,11 +69,8 @@ std::optional<int64_t> stored_pid(int64_t pid) {
   return pid > 0 ? std::optional<int64_t>(pid) : std::nullopt;
 }
 
-// True when the process that records a live-looking run is known to be gone: it ran on this
-// host and no process has its id. A recycled id reads as alive: refusing is the safe side.
-bool recorder_gone(const RunRecord& run, const std::string& this_host) {
-  if (!run.pid || run.host.empty() || run.host != this_host) return false;
-  return ::kill(static_cast<pid_t>(*run.pid), 0) != 0 && errno == ESRCH;
+std::optional<std::string> stored_launch(const std::optional<RunLaunch>& launch) {
+  return launch ? std::optional<std::string>(launch_to_json(*launch)) : std::nullopt;
 }
 
 std::string clock_time(double unix_seconds) {
@@ -138,14 +138,14 @@ int64_t RunWriter::create_run(const RunInfo& typed) {
   Statement& insert = db.cached(
       "INSERT INTO runs (name, status, config_json, layout, backend, device, host, command_line, "
       "pid, created_at, started_at, heartbeat_at, tags, notes, planned_step_s, planned_memory_bytes, "
-      "workdir, world_size, sweep_id, sweep_point, parent_id, parent_step) "
-      "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "workdir, world_size, sweep_id, sweep_point, parent_id, parent_step, launch) "
+      "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   insert.bind_all(info.name, info.config_json.empty() ? std::string("{}") : info.config_json,
                   info.layout, info.backend, info.device, info.host, info.command_line,
                   stored_pid(info.pid), now, now, now, nlohmann::json(info.tags).dump(), info.notes,
                   info.planned_step_s, info.planned_memory_bytes, info.workdir, info.world_size,
                   info.sweep_id, info.sweep_point, parent_id,
-                  parent_id ? info.parent_step : std::nullopt);
+                  parent_id ? info.parent_step : std::nullopt, stored_launch(info.launch));
   insert.run();
   const int64_t id = db.last_insert_rowid();
   std::string message = parent_id ? "forked from " + info.parent_name + " at step " +
@@ -206,11 +206,11 @@ std::optional<int64_t> RunWriter::resume_run(const RunInfo& typed, const std::st
   Statement& update = db.cached(
       "UPDATE runs SET status = 'running', ended_at = NULL, error = NULL, heartbeat_at = ?, "
       "config_json = ?, layout = ?, backend = ?, device = ?, host = ?, command_line = ?, pid = ?, "
-      "planned_step_s = ?, planned_memory_bytes = ?, workdir = ?, world_size = ? WHERE id = ?");
+      "planned_step_s = ?, planned_memory_bytes = ?, workdir = ?, world_size = ?, launch = ? WHERE id = ?");
   update.bind_all(now, info.config_json.empty() ? std::string("{}") : info.config_json,
                   info.layout, info.backend, info.device, info.host, info.command_line,
                   stored_pid(info.pid), info.planned_step_s, info.planned_memory_bytes, info.workdir,
-                  info.world_size, id);
+                  info.world_size, stored_launch(info.launch), id);
   update.run();
   insert_event(db, id, Event{0, now, std::nullopt, std::string(event_kind::kStart), message});
   tx.commit();

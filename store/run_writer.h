@@ -85,7 +85,7 @@ class RunWriter {
   int64_t create_run(const RunInfo& info);
   // Continues the run named info.name, which a checkpoint of it is resuming: the status
   // goes back to `running`, the end and error are cleared, the record takes info's command
-  // line, host, pid and device, and a `start` event says where it resumed from. Returns
+  // line, launch, host, pid and device, and a `start` event says where it resumed from. Returns
   // nullopt when the store has no run of that name. A run that is still live (running or
   // paused, heartbeat fresh) is refused, since two processes must not record one run, unless
   // its recording process is known to be gone (same host, no process of its pid) or `force`

@@ -14,6 +14,7 @@
 #include "store/commands.h"
 #include "store/json_rows.h"
 #include "store/metric_queries.h"
+#include "store/run_launch.h"
 #include "store/run_queries.h"
 #include "store/schema.h"
 #include "store/test_util.h"
@@ -155,6 +156,43 @@ TEST_F(RunWriterTest, AResumedRunContinuesTheSameRecord) {
   RunWriter writer(path());
   EXPECT_FALSE(writer.resume_run(run_info("never-recorded"), "x").has_value());
   EXPECT_EQ(writer.run_id(), 0);
+}
+
+TEST_F(RunWriterTest, RecordsHowARunWasLaunchedAndTakesTheResumesLaunch) {
+  RunLaunch served;
+  served.serve = "127.0.0.1:8080";
+  served.allowed_hosts = {"dash.example"};
+  served.max_connections = 16;
+  served.max_subscribers = 128;
+  served.token = true;
+  int64_t id = 0;
+  {
+    RunWriter writer(path());
+    RunInfo info = run_info("served");
+    info.launch = served;
+    id = writer.create_run(info);
+    writer.finish(RunStatus::Released);
+    writer.flush();
+  }
+  auto db = open_store(path(), Access::ReadOnly);
+  EXPECT_EQ(parse_launch(get_run(*db, id).launch_json), served);
+  EXPECT_EQ(db->query_text("SELECT launch FROM runs"),
+            R"({"allow_hosts":["dash.example"],"max_connections":16,"max_subscribers":128,"serve":"127.0.0.1:8080",)"
+            R"("token":true})");
+  {
+    // Resumed by hand without the dashboard: the record says so, as the command line does.
+    RunWriter writer(path());
+    RunInfo info = run_info("served");
+    info.launch = RunLaunch{};
+    EXPECT_EQ(writer.resume_run(info, "/ckpt/step-1"), id);
+    writer.finish(RunStatus::Completed);
+    writer.flush();
+  }
+  EXPECT_EQ(get_run(*db, id).launch_json, "{}");
+  EXPECT_EQ(parse_launch("{}"), RunLaunch{});
+  // A run whose writer was not told (an older kiln's, a test's) has no launch record.
+  RunWriter writer(path());
+  EXPECT_EQ(get_run(*db, writer.create_run(run_info("unknown"))).launch_json, "");
 }
 
 TEST_F(RunWriterTest, KeepsTheRunsPlanAndTakesTheResumesNewOne) {

@@ -39,6 +39,19 @@ enum class CommandStatus { Pending, Applied, Rejected };
 std::string_view to_string(CommandStatus status);
 CommandStatus parse_command_status(std::string_view text);
 
+// How a run was launched beyond its config: the dashboard it served beside the training.
+// `kiln runs resume` and `kiln runs fork` start the run again with it (docs/runs.md), so it is
+// recorded as data, never rebuilt from the command line's text. It holds whether the
+// dashboard had a token, never the token.
+struct RunLaunch {
+  std::string serve;                       // --serve HOST:PORT; empty: no dashboard
+  std::vector<std::string> allowed_hosts;  // --allow-host, each
+  int64_t max_connections = 0;             // --max-connections (with serve)
+  int64_t max_subscribers = 0;             // --max-subscribers (with serve)
+  bool token = false;                      // the dashboard required a token
+  bool operator==(const RunLaunch&) const = default;
+};
+
 // What a run is, given once when it starts.
 struct RunInfo {
   std::string name;                 // unique in the store; user_text.h's check_run_name
@@ -64,6 +77,8 @@ struct RunInfo {
   // A sweep's point (kiln sweep): the sweep's id and the point's index.
   std::optional<int64_t> sweep_id;
   std::optional<int64_t> sweep_point;
+  // How it was launched; nullopt: not known (the run is then relaunched without a dashboard).
+  std::optional<RunLaunch> launch;
 };
 
 // Where one rank of a run runs.
@@ -248,6 +263,9 @@ struct RunRecord {
   std::optional<int64_t> sweep_point;
   std::optional<int64_t> parent_id;    // a fork's parent run
   std::optional<int64_t> parent_step;  // and the parent's step it started from
+  // RunInfo's launch as the store holds it, JSON text (store/run_launch.h reads it, strictly);
+  // empty: not recorded (a run recorded before schema 8).
+  std::string launch_json;
 };
 
 }  // namespace kiln::store

@@ -34,6 +34,7 @@ int64_t create_run(store::RunWriter& writer, const RecordOptions& options, store
 RunRecorder::RunRecorder(const RecordOptions& options, store::RunInfo info, SystemProbe& probe)
     : writer_(options.store_path), probe_(probe), path_(options.store_path) {
   info.command_line = options.command_line;
+  info.launch = options.launch;
   info.tags = options.tags;
   info.name = options.name;
   info.parent_name = options.parent_name;

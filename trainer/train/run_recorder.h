@@ -26,6 +26,8 @@ struct RecordOptions {
   std::string name;        // the run's name; taken, it is an error
   bool name_given = true;  // false: a default name, which gets "-2", "-3", ... when taken
   std::string command_line;
+  // The dashboard it serves beside the training, which kiln runs resume and fork start again.
+  store::RunLaunch launch;
   std::vector<std::string> tags;
   // The checkpoint a resumed run continues from: the store's run of the same name, when
   // there is one, is continued rather than a new one created.
