@@ -111,7 +111,7 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   if (options.layout == "auto") config = with_planned_layout(config, options, world.comm().size(), first ? stdout : nullptr);
   if (!options.no_store && first)
     record.store_path = resolve_store_path(options.store, config.store.path);
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(first ? nullptr : std::fopen("/dev/null", "w"),
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(first ? nullptr : std::fopen("/dev/null", "we"),
                                                          std::fclose);
   TrainSummary summary;
   try {
