@@ -270,7 +270,7 @@ void check_options(const DataPrepareOptions& options) {
 // Reads a file in chunks; on_chunk(chunk, offset of its first byte).
 void read_chunks(const std::string& path,
                  const std::function<void(std::string_view, uint64_t)>& on_chunk) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rbe"), &std::fclose);
   if (!f) fail("data prepare: cannot open input " + path + ": " + std::strerror(errno));
   std::string chunk(kReadChunk, '\0');
   uint64_t offset = 0;

@@ -20,6 +20,7 @@
 #include "cli/server_token.h"
 #include "cli/store_path.h"
 #include "base/check.h"
+#include "base/child_process.h"
 #include "monitor/server/allowed_hosts.h"
 #include "monitor/server/listen_address.h"
 #include "monitor/server/server_limits.h"
@@ -272,25 +273,18 @@ void start(const Launch& launch) {
   fmt::print("kiln: {}\n", command);
   if (::chdir(launch.workdir.c_str()) != 0)
     fail("cannot enter " + launch.workdir + ": " + std::strerror(errno));
+  std::fflush(stdout);
   if (launch.log_path.empty()) {
-    std::fflush(stdout);
+    // The run takes this process's place, with nothing open of kiln's but its terminal.
+    close_all_but_standard_streams();
     exec(launch.argv);
   }
   // Its own session, so the terminal's Ctrl-C and hang-up leave it running.
-  const int log = ::open(launch.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log < 0) fail("cannot write " + launch.log_path + ": " + std::strerror(errno));
-  std::fflush(stdout);
-  const pid_t pid = ::fork();
-  if (pid < 0) fail(std::string("cannot start the run: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::setsid();
-    ::dup2(log, STDOUT_FILENO);
-    ::dup2(log, STDERR_FILENO);
-    const int null = ::open("/dev/null", O_RDONLY);
-    if (null >= 0) ::dup2(null, STDIN_FILENO);
-    exec(launch.argv);
-  }
-  ::close(log);
+  ChildCommand child;
+  child.argv = launch.argv;
+  child.log_path = launch.log_path;
+  child.detached = true;
+  const pid_t pid = start_child(child);
   fmt::print("kiln: started as process {}; its output goes to {}\n", pid, launch.log_path);
 }
 

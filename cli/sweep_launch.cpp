@@ -1,8 +1,6 @@
 #include "cli/sweep_launch.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +16,7 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
+#include "base/child_process.h"
 
 extern char** environ;
 
@@ -60,45 +59,22 @@ std::vector<std::string> child_environment(const std::string& devices) {
   return env;
 }
 
-std::vector<char*> pointers(std::vector<std::string>& texts) {
-  std::vector<char*> out;
-  for (std::string& t : texts) out.push_back(t.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 pid_t spawn(const SweepTask& task, const SweepSlots& slots, const std::string& devices, const std::string& self) {
-  std::vector<std::string> argv;
-  if (slots.ranks > 1) argv = {"mpirun", "-np", std::to_string(slots.ranks)};
-  argv.push_back(self);
-  argv.push_back("train");
-  argv.insert(argv.end(), task.train_args.begin(), task.train_args.end());
-  std::vector<std::string> env = child_environment(devices);
-  std::vector<char*> argv_ptrs = pointers(argv), env_ptrs = pointers(env);
-
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&files, 1, task.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&files, 1, 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Its own process group: the terminal's Ctrl-C reaches the sweep, which forwards one SIGTERM
-  // (a second signal would end a training at once, without its checkpoint).
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGTERM);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = 0;
-  const int rc = slots.ranks > 1 ? posix_spawnp(&pid, argv[0].c_str(), &files, &attr, argv_ptrs.data(), env_ptrs.data())
-                                 : posix_spawn(&pid, argv[0].c_str(), &files, &attr, argv_ptrs.data(), env_ptrs.data());
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&files);
-  if (rc != 0) fail(fmt::format("sweep: cannot start {} for point {}: {}", argv[0], task.point, std::strerror(rc)));
-  return pid;
+  ChildCommand child;
+  if (slots.ranks > 1) child.argv = {"mpirun", "-np", std::to_string(slots.ranks)};
+  child.argv.push_back(self);
+  child.argv.push_back("train");
+  child.argv.insert(child.argv.end(), task.train_args.begin(), task.train_args.end());
+  child.environment = child_environment(devices);
+  child.log_path = task.log_path;
+  // A process group of its own (not detached): the terminal's Ctrl-C reaches the sweep, which
+  // forwards one SIGTERM (a second signal would end a training at once, without its
+  // checkpoint), and the sweep waits for it.
+  try {
+    return start_child(child);
+  } catch (const Error& e) {
+    fail(fmt::format("sweep: point {}: {}", task.point, e.what()));
+  }
 }
 
 int exit_status(int status) {

@@ -1,9 +1,11 @@
 // Runs a sweep's points as `kiln train` child processes, K at a time (kiln sweep,
 // docs/sweeps.md). Each child is this binary (under `mpirun -np R` for R ranks), in its own
 // process group so a Ctrl-C at the terminal reaches the sweep alone; its output goes to its
-// log file. SIGINT or SIGTERM to the sweep forwards one SIGTERM to every child (each stops at
-// its next step boundary, checkpointing when it keeps checkpoints), waits for them, and
-// launches nothing more.
+// log file, which must not be a link another user planted, and it inherits no descriptor of
+// the sweep's but stdin (/dev/null), stdout and stderr (base/child_process.h). SIGINT or
+// SIGTERM to the sweep forwards one SIGTERM to every child (each stops at its next step
+// boundary, checkpointing when it keeps checkpoints), waits for them, and launches nothing
+// more.
 #pragma once
 
 #include <cstdint>

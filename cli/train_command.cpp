@@ -126,7 +126,7 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
     record.store_path = resolve_store_path(options.store, config.store.path);
     record.launch = recorded_launch(options);
   }
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(first ? nullptr : std::fopen("/dev/null", "w"),
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(first ? nullptr : std::fopen("/dev/null", "we"),
                                                          std::fclose);
   TrainSummary summary;
   try {

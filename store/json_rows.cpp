@@ -4,6 +4,7 @@
 #include <string>
 
 #include "store/expert_load.h"
+#include "store/user_text.h"
 
 namespace kiln::store {
 
@@ -73,8 +74,9 @@ json to_json(const MetricRow& row) {
 }
 
 json config_json(const RunRecord& run) {
-  json config = json::parse(run.config_json, nullptr, false);
-  return config.is_discarded() ? json(run.config_json) : config;
+  const std::string shown = redact_config_json(run.config_json);
+  json config = json::parse(shown, nullptr, false);
+  return config.is_discarded() ? json(shown) : config;
 }
 
 json to_json(const ValidRow& row) {

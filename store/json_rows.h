@@ -25,7 +25,8 @@ nlohmann::json json_number(const std::optional<int64_t>& value);
 // Every field of the record except the config, which callers add where it belongs (it is
 // large, and a list of runs rarely wants it).
 nlohmann::json to_json(const RunRecord& run);
-// The config_json text parsed; text that is not JSON is kept as a string.
+// The config_json text parsed, its secrets hidden (user_text.h redact_config_json); text that
+// is not JSON is kept as a string.
 nlohmann::json config_json(const RunRecord& run);
 nlohmann::json to_json(const MetricRow& row);
 nlohmann::json to_json(const ValidRow& row);

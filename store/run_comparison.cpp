@@ -7,6 +7,7 @@
 #include "store/error.h"
 #include "store/json_rows.h"
 #include "store/run_queries.h"
+#include "store/user_text.h"
 
 namespace kiln::store {
 
@@ -35,7 +36,7 @@ RunComparison compare_runs(Database& db, const std::vector<int64_t>& ids,
   std::vector<std::string> configs;
   for (const int64_t id : ids) {
     c.runs.push_back(get_run(db, id));
-    configs.push_back(c.runs.back().config_json);
+    configs.push_back(redact_config_json(c.runs.back().config_json));
     c.summaries.push_back(summarize_run(db, id, target_loss));
   }
   c.diff = config_diff(configs);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "store/json_rows.h"
+#include "store/user_text.h"
 
 namespace kiln::store {
 namespace {
@@ -27,7 +28,7 @@ nlohmann::json to_json(const SweepSummary& s) {
           {"completed", s.completed},
           {"running", s.running},
           {"failed", s.failed},
-          {"spec", parsed(s.spec_json)},
+          {"spec", parsed(redact_config_json(s.spec_json))},
           {"command_line", s.command_line},
           {"workdir", s.workdir},
           {"host", s.host}};

@@ -47,8 +47,28 @@ std::string run_name_from(std::string_view text, std::string_view fallback);
 bool names_secret(std::string_view key);
 
 // A command line with its secrets replaced by ***: the value of --token (as `--token T` or
-// `--token=T`), and the value of any `--set KEY=VALUE` or `KEY=VALUE` argument whose key names
-// a secret. Arguments are the shell-quoted words of the line as kiln records it.
+// `--token=T`), the value of any `--set KEY=VALUE` or `KEY=VALUE` argument whose key names
+// a secret, and what redact_secrets_in_text hides in any argument (a webhook's URL in
+// `--set alerts.command=...`). Arguments are the shell-quoted words of the line as kiln
+// records it.
 std::string redact_command_line(std::string_view command_line);
+
+// Free text (a hook's command, a URL) with what looks like a secret replaced by ***:
+//   - the password of a URL's user (https://user:***@host), or the user itself when it has
+//     no password (https://***@host: a token is often given so);
+//   - the value of NAME=VALUE where NAME names a secret (names_secret), is key or sig, or
+//     ends in signature: query parameters (?token=***, &key=***, &sig=***), environment
+//     assignments, --option=VALUE;
+//   - the credentials of an `Authorization:` header (Authorization: Bearer ***).
+// A value ends at whitespace, a quote, '&' or '#'. A secret in a URL's path (a Slack
+// webhook's) looks like any path and is not found: keep it in the environment.
+std::string redact_secrets_in_text(std::string_view text);
+
+// A config (or any JSON text that holds one, a sweep's spec) as kiln shows and serves it:
+// every value under a key that names a secret becomes "***", and every other string goes
+// through redact_secrets_in_text. Text that is not JSON goes through it whole. The dashboard's
+// API, `kiln runs show --json`, exports, comparisons and the terminal UI all show configs
+// through it.
+std::string redact_config_json(std::string_view config_json);
 
 }  // namespace kiln::store

@@ -77,6 +77,37 @@ TEST(UserText, CommandLinesLoseTheirSecrets) {
   EXPECT_EQ(redact_command_line("kiln train --set 'data.paths=[\"a b\"]' --tokenizer gpt2"),
             "kiln train --set 'data.paths=[\"a b\"]' --tokenizer gpt2");
   EXPECT_EQ(redact_command_line("kiln train --token"), "kiln train --token");
+  // A webhook's credentials inside a value: the word is quoted again around what is left.
+  EXPECT_EQ(redact_command_line("kiln train --set 'alerts.command=curl https://user:pw@hooks.example/x?token=abc' -c a.json"),
+            "kiln train --set 'alerts.command=curl https://user:***@hooks.example/x?token=***' -c a.json");
+  EXPECT_EQ(redact_command_line("kiln train --set data.json_key=text"), "kiln train --set data.json_key=text");
+}
+
+TEST(UserText, SecretLookingValuesInFreeTextAreHidden) {
+  EXPECT_EQ(redact_secrets_in_text("curl https://user:pw@hooks.example/x?token=abc&page=2#top"),
+            "curl https://user:***@hooks.example/x?token=***&page=2#top");
+  EXPECT_EQ(redact_secrets_in_text("git clone https://ghp_abc@github.com/o/r"), "git clone https://***@github.com/o/r");
+  EXPECT_EQ(redact_secrets_in_text("https://maps.example/api?key=K1&sig=S2&access_token=T3&X-Amz-Signature=S4"),
+            "https://maps.example/api?key=***&sig=***&access_token=***&X-Amz-Signature=***");
+  EXPECT_EQ(redact_secrets_in_text("SLACK_TOKEN=xoxb-1 notify --api-key=k2 --level=warn"),
+            "SLACK_TOKEN=*** notify --api-key=*** --level=warn");
+  EXPECT_EQ(redact_secrets_in_text("curl -H \"Authorization: Bearer abc.def\" -H 'authorization:xyz' https://h/"),
+            "curl -H \"Authorization: Bearer ***\" -H 'authorization:***' https://h/");
+  // What is not secret stays as it was, and hiding twice hides nothing more.
+  for (const char* plain : {"cat >> alerts.jsonl", "https://hooks.example/x?page=2", "data.json_key=text max_tokens=5",
+                            "jq -c '{text: .message}' | mail you@example.com", "token=", "a=b=c"})
+    EXPECT_EQ(redact_secrets_in_text(plain), plain);
+  const std::string once = redact_secrets_in_text("https://u:p@h/?token=t");
+  EXPECT_EQ(redact_secrets_in_text(once), once);
+}
+
+TEST(UserText, ConfigsLoseTheirSecretsWhereverTheyAre) {
+  EXPECT_EQ(redact_config_json(R"({"alerts":{"command":"curl https://user:pw@hooks.example/x?token=abc","window":20},)"
+                               R"("hub":{"api_key":"k","token":""},"train":{"lr":0.001},"data":{"paths":["a?sig=s"]}})"),
+            R"({"alerts":{"command":"curl https://user:***@hooks.example/x?token=***","window":20},)"
+            R"("data":{"paths":["a?sig=***"]},"hub":{"api_key":"***","token":""},"train":{"lr":0.001}})");
+  EXPECT_EQ(redact_config_json(R"({"db":{"credentials":{"user":"u","password":"p"}}})"), R"({"db":{"credentials":"***"}})");
+  EXPECT_EQ(redact_config_json("not json: https://u:p@h"), "not json: https://u:***@h");
 }
 
 }  // namespace

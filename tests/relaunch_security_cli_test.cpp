@@ -249,7 +249,7 @@ TEST(RelaunchSecurityCli, ARunKilledAMomentAgoStartsAgainFromItsCheckpointInstea
   // A run that reads as running on another host cannot be judged from here: the resume is
   // queued, as for a live run, and the line says why.
   rewrite_store(store, "UPDATE runs SET status = 'running', host = 'elsewhere', pid = 1, heartbeat_at = "
-                       "unixepoch('subsec') WHERE id = 1");
+                       "(julianday('now') - 2440587.5) * 86400.0 WHERE id = 1");
   const CommandResult elsewhere = run_command(kiln + " runs resume killed --store " + store);
   EXPECT_EQ(elsewhere.exit_code, 0) << elsewhere.output;
   EXPECT_NE(elsewhere.output.find("kiln: run 1 runs on elsewhere, not here: kiln cannot tell whether its process "

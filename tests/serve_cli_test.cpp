@@ -31,7 +31,7 @@ TEST(ServeCli, RefusesAMissingStoreAndAnExposedAddressWithoutAToken) {
   EXPECT_EQ(exposed.exit_code, 1);
   EXPECT_EQ(exposed.output,
             "kiln: error: --listen 0.0.0.0 reaches beyond this machine; give --token TOKEN so that only "
-            "holders of it can change runs, or listen on 127.0.0.1\n");
+            "holders of it can read and change runs, or listen on 127.0.0.1\n");
   const CommandResult bad = run_command(kiln + " serve --store " + dir + "/runs.db --listen 127.0.0.1");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_EQ(bad.output,

@@ -1,7 +1,50 @@
-// Talking to the server: JSON reads, and writes that carry the token when the server wants
-// one (asked for once, kept in this browser's storage).
+// Talking to the server. A server with a token wants it for every read as for every change
+// (docs/security.md): the token is asked for once and kept in this browser's storage; reads
+// and the live feed go with the session cookie the server sets when the page posts the token
+// to /api/session (a browser cannot put a header on a WebSocket), and changes carry the
+// token itself as their Authorization header.
+
+let signingIn = null;  // the sign-in under way, which every request that was refused waits for
+
+// Trades the kept token, or one asked for, for the session cookie; a refused token is
+// forgotten and asked for again, until the user cancels.
+async function startSession() {
+  let token = localStorage.getItem("kiln-token");
+  let question = "This server needs its token:";
+  for (;;) {
+    if (!token) {
+      token = (prompt(question) || "").trim();
+      if (!token) throw new Error("this server needs its token; reload the page to give it");
+    }
+    const response = await fetch("/api/session", {
+      method: "POST", headers: { "Content-Type": "application/json", Authorization: "Bearer " + token }, body: "{}",
+    });
+    if (response.ok) {
+      localStorage.setItem("kiln-token", token);
+      return;
+    }
+    const reply = await response.json();
+    if (response.status !== 401) throw new Error(reply.error || response.statusText);
+    localStorage.removeItem("kiln-token");
+    token = null;
+    question = "The server refused that token. Its token:";
+  }
+}
+
+// Signs in once for all the requests refused at the same time. `refused`: the token a
+// change was refused with, which is not tried again.
+function signIn(refused = null) {
+  if (refused && localStorage.getItem("kiln-token") === refused) localStorage.removeItem("kiln-token");
+  signingIn ||= startSession().finally(() => { signingIn = null; });
+  return signingIn;
+}
+
 export async function getJson(path) {
-  const response = await fetch(path);
+  let response = await fetch(path);
+  if (response.status === 401) {
+    await signIn();
+    response = await fetch(path);
+  }
   const body = await response.json();
   if (!response.ok) throw new Error(body.error || response.statusText);
   return body;
@@ -15,9 +58,7 @@ export async function send(method, path, body) {
     const response = await fetch(path, { method, headers, body: JSON.stringify(body) });
     const reply = await response.json();
     if (response.status === 401 && attempt === 0) {
-      const typed = prompt("This server needs its token to change runs:");
-      if (!typed) throw new Error(reply.error);
-      localStorage.setItem("kiln-token", typed);
+      await signIn(token);
       continue;
     }
     if (!response.ok) throw new Error(reply.error || response.statusText);
@@ -25,6 +66,7 @@ export async function send(method, path, body) {
   }
 }
 
+// The run's live feed; the browser sends the session cookie with the upgrade.
 export function liveSocket(run) {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   return new WebSocket(`${scheme}//${location.host}/api/runs/${encodeURIComponent(run)}/live`);

@@ -56,5 +56,7 @@ Reply put_notes(ApiCall& call);
 Reply delete_run(ApiCall& call);
 // prometheus.cpp
 Reply get_prometheus(ApiCall& call);
+// api_session.cpp
+Reply post_session(ApiCall& call);
 
 }  // namespace kiln::monitor

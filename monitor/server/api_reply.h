@@ -29,6 +29,7 @@ struct Reply {
   std::shared_ptr<BodyChunks> chunks;  // set: the body comes from here instead
   std::string content_disposition;     // set for downloads
   std::string retry_after;             // seconds, set when the server is too busy
+  std::string set_cookie;              // set when a browser's session starts (token_access.h)
 };
 
 struct ApiError : std::runtime_error {

@@ -18,6 +18,8 @@ namespace {
 
 constexpr std::string_view kRunSegment = "{run}";
 constexpr std::string_view kSweepSegment = "{sweep}";
+constexpr const char* kReadsNeedTheToken =
+    "this server has a token: send it as \"Authorization: Bearer TOKEN\" (the dashboard asks for it once)";
 
 struct Route {
   http::verb method;
@@ -53,6 +55,7 @@ constexpr Route kRoutes[] = {
     {http::verb::get, {"api", "sweeps"}, get_sweeps, false},
     {http::verb::get, {"api", "sweeps", kSweepSegment}, get_sweep, false},
     {http::verb::get, {"metrics"}, get_prometheus, false},
+    {http::verb::post, {"api", "session"}, post_session, true},
 };
 
 bool matches(const Route& route, const RequestTarget& target) {
@@ -129,10 +132,11 @@ Reply answer(SharedState& state, const Request& request) {
     if (request.method() == http::verb::get && !is_api(target))
       if (auto file = static_file(request.target().substr(0, request.target().find('?')))) return *file;
     const Route& route = find_route(request, target);
-    if (route.changes_state && !state.authorized(request[http::field::authorization]))
+    if (route.changes_state && !state.access().may_change(request))
       throw ApiError(http::status::unauthorized,
                      "this request changes a run: send the server's token as "
                      "\"Authorization: Bearer TOKEN\"");
+    if (!state.access().may_read(request)) throw ApiError(http::status::unauthorized, kReadsNeedTheToken);
     if (route.changes_state && request.method() != http::verb::delete_ &&
         !is_json_content_type(request[http::field::content_type]))
       throw ApiError(http::status::unsupported_media_type,
@@ -150,6 +154,7 @@ std::variant<int64_t, Reply> live_run(SharedState& state, const Request& request
     if (request.method() != http::verb::get || target.segments.size() != 4 || target.segments[0] != "api" ||
         target.segments[1] != "runs" || target.segments[3] != "live")
       throw ApiError(http::status::not_found, "WebSocket endpoints: /api/runs/{run}/live");
+    if (!state.access().may_read(request)) throw ApiError(http::status::unauthorized, kReadsNeedTheToken);
     run_id = resolve_run_id(state, target.segments[2]);
     return Reply{};
   });

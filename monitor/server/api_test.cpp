@@ -19,10 +19,8 @@ namespace {
 
 using store::testing_util::loss_of;
 
-const std::pair<std::string, std::string> kAuth{"Authorization", std::string("Bearer ") + kToken};
-
 TEST_F(ServerTest, ListsRunsNewestFirstWithFilters) {
-  const HttpResult all = get(port_, "/api/runs");
+  const HttpResult all = get(port_, "/api/runs", {kAuth});
   ASSERT_EQ(all.status, 200u);
   EXPECT_EQ(all.content_type, "application/json");
   const auto runs = all.json();
@@ -34,30 +32,30 @@ TEST_F(ServerTest, ListsRunsNewestFirstWithFilters) {
   EXPECT_EQ(runs[1]["steps"], 100);
   EXPECT_DOUBLE_EQ(runs[1]["loss"].get<double>(), (loss_of(30, 0) + loss_of(30, 1)) / 2);
 
-  EXPECT_EQ(get(port_, "/api/runs?status=completed").json().size(), 1u);
-  EXPECT_EQ(get(port_, "/api/runs?tag=baseline").json()[0]["name"], "alpha");
-  EXPECT_EQ(get(port_, "/api/runs?name=et").json()[0]["name"], "beta");
-  EXPECT_EQ(get(port_, "/api/runs?limit=1").json().size(), 1u);
+  EXPECT_EQ(get(port_, "/api/runs?status=completed", {kAuth}).json().size(), 1u);
+  EXPECT_EQ(get(port_, "/api/runs?tag=baseline", {kAuth}).json()[0]["name"], "alpha");
+  EXPECT_EQ(get(port_, "/api/runs?name=et", {kAuth}).json()[0]["name"], "beta");
+  EXPECT_EQ(get(port_, "/api/runs?limit=1", {kAuth}).json().size(), 1u);
 }
 
 TEST_F(ServerTest, ShowsOneRunByIdOrName) {
-  const auto by_name = get(port_, "/api/runs/alpha").json();
+  const auto by_name = get(port_, "/api/runs/alpha", {kAuth}).json();
   EXPECT_EQ(by_name["id"], alpha_);
   EXPECT_EQ(by_name["config"]["train"]["steps"], 100);
   ASSERT_EQ(by_name["latest_metrics"].size(), 2u);
   EXPECT_EQ(by_name["latest_metrics"][1]["step"], 30);
   EXPECT_DOUBLE_EQ(by_name["latest_valid"]["loss"].get<double>(), 2.5);
-  EXPECT_EQ(get(port_, "/api/runs/" + std::to_string(alpha_)).json()["name"], "alpha");
+  EXPECT_EQ(get(port_, "/api/runs/" + std::to_string(alpha_), {kAuth}).json()["name"], "alpha");
   // The run's plan, for the run page's planned-beside-measured line; beta has none.
   EXPECT_DOUBLE_EQ(by_name["planned_step_s"].get<double>(), 0.0125);
   EXPECT_EQ(by_name["planned_memory_bytes"], int64_t{3} << 20);
-  const auto beta = get(port_, "/api/runs/beta").json();
+  const auto beta = get(port_, "/api/runs/beta", {kAuth}).json();
   EXPECT_TRUE(beta.contains("planned_step_s") && beta["planned_step_s"].is_null()) << beta.dump();
   EXPECT_TRUE(beta.contains("planned_memory_bytes") && beta["planned_memory_bytes"].is_null()) << beta.dump();
 }
 
 TEST_F(ServerTest, ServesSeriesForKeysRanksAndStepRange) {
-  const HttpResult r = get(port_, "/api/runs/alpha/metrics?keys=loss,lr&ranks=1&from=20&to=30");
+  const HttpResult r = get(port_, "/api/runs/alpha/metrics?keys=loss,lr&ranks=1&from=20&to=30", {kAuth});
   ASSERT_EQ(r.status, 200u) << r.body;
   const auto series = r.json()["series"];
   ASSERT_EQ(series["loss"].size(), 1u);
@@ -69,7 +67,7 @@ TEST_F(ServerTest, ServesSeriesForKeysRanksAndStepRange) {
   EXPECT_DOUBLE_EQ(series["lr"][0]["value"][0].get<double>(), 1e-4);
 
   // Downsampled to one point: the last value, with the bucket's extremes.
-  const auto one = get(port_, "/api/runs/alpha/metrics?ranks=0&points=1").json()["series"]["loss"][0];
+  const auto one = get(port_, "/api/runs/alpha/metrics?ranks=0&points=1", {kAuth}).json()["series"]["loss"][0];
   ASSERT_EQ(one["step"].size(), 1u);
   EXPECT_DOUBLE_EQ(one["value"][0].get<double>(), loss_of(30, 0));
   EXPECT_DOUBLE_EQ(one["max"][0].get<double>(), loss_of(10, 0));
@@ -81,11 +79,11 @@ TEST_F(ServerTest, ServesSeriesForKeysRanksAndStepRange) {
 TEST_F(ServerTest, EveryRowIsCappedAtTheMostPoints) {
   for (int64_t step : {6, 7, 300005}) live_writer_->log_metrics(store::testing_util::interval(step, 2));
   live_writer_->flush();
-  const auto rank0 = get(port_, "/api/runs/beta/metrics?ranks=0&points=0").json()["series"]["loss"][0];
+  const auto rank0 = get(port_, "/api/runs/beta/metrics?ranks=0&points=0", {kAuth}).json()["series"]["loss"][0];
   // 300000 steps in buckets of 4: steps 5, 6 and 7 share the first.
   EXPECT_EQ(rank0["step"], nlohmann::json({7, 300005}));
   EXPECT_DOUBLE_EQ(rank0["max"][0].get<double>(), loss_of(5, 0));
-  const auto short_range = get(port_, "/api/runs/beta/metrics?ranks=0&points=0&to=7").json()["series"]["loss"][0];
+  const auto short_range = get(port_, "/api/runs/beta/metrics?ranks=0&points=0&to=7", {kAuth}).json()["series"]["loss"][0];
   EXPECT_EQ(short_range["step"], nlohmann::json({5, 6, 7}));
 }
 
@@ -94,7 +92,7 @@ TEST_F(ServerTest, EveryRowIsCappedAtTheMostPoints) {
 TEST_F(ServerTest, StreamsTheCsvExportInChunks) {
   for (int64_t step = 6; step < 1506; ++step) live_writer_->log_metrics(store::testing_util::interval(step, 3));
   live_writer_->flush();
-  const HttpResult csv = get(port_, "/api/runs/beta/export.csv");
+  const HttpResult csv = get(port_, "/api/runs/beta/export.csv", {kAuth});
   ASSERT_EQ(csv.status, 200u);
   EXPECT_EQ(csv.headers[http::field::transfer_encoding], "chunked");
   EXPECT_EQ(csv.headers[http::field::content_disposition], "attachment; filename=\"beta.csv\"");
@@ -103,16 +101,16 @@ TEST_F(ServerTest, StreamsTheCsvExportInChunks) {
   store::write_metrics_csv(*db, beta_, expected);
   EXPECT_EQ(std::count(csv.body.begin(), csv.body.end(), '\n'), 1 + 2 + 1500 * 3);
   EXPECT_EQ(csv.body, expected.str());
-  EXPECT_EQ(get(port_, "/api/runs/beta").status, 200u);  // the connection pool is whole again
+  EXPECT_EQ(get(port_, "/api/runs/beta", {kAuth}).status, 200u);  // the connection pool is whole again
 }
 
 TEST_F(ServerTest, ServesValidationEventsAndCsv) {
-  const auto valid = get(port_, "/api/runs/alpha/valid").json();
+  const auto valid = get(port_, "/api/runs/alpha/valid", {kAuth}).json();
   ASSERT_EQ(valid.size(), 1u);
   EXPECT_EQ(valid[0]["step"], 30);
-  EXPECT_FALSE(get(port_, "/api/runs/alpha/events").json().empty());
+  EXPECT_FALSE(get(port_, "/api/runs/alpha/events", {kAuth}).json().empty());
 
-  const HttpResult csv = get(port_, "/api/runs/alpha/export.csv");
+  const HttpResult csv = get(port_, "/api/runs/alpha/export.csv", {kAuth});
   ASSERT_EQ(csv.status, 200u);
   EXPECT_EQ(csv.content_type, "text/csv; charset=utf-8");
   EXPECT_EQ(csv.body.substr(0, csv.body.find('\n')), store::kMetricsCsvHeader);
@@ -120,7 +118,7 @@ TEST_F(ServerTest, ServesValidationEventsAndCsv) {
 }
 
 TEST_F(ServerTest, ComparesRuns) {
-  const HttpResult r = get(port_, "/api/compare?runs=alpha,beta");
+  const HttpResult r = get(port_, "/api/compare?runs=alpha,beta", {kAuth});
   ASSERT_EQ(r.status, 200u) << r.body;
   const auto c = r.json();
   ASSERT_EQ(c["summary"].size(), 2u);
@@ -128,7 +126,7 @@ TEST_F(ServerTest, ComparesRuns) {
   EXPECT_EQ(c["summary"][1]["logged_steps"], 1);
   ASSERT_EQ(c["config_diff"].size(), 1u);
   EXPECT_EQ(c["config_diff"][0]["key"], "train.lr");
-  EXPECT_EQ(get(port_, "/api/compare?runs=alpha").status, 400u);
+  EXPECT_EQ(get(port_, "/api/compare?runs=alpha", {kAuth}).status, 400u);
 }
 
 TEST_F(ServerTest, QueuesCommandsOnlyWithTheToken) {
@@ -188,18 +186,18 @@ TEST_F(ServerTest, EditsTagsAndNotes) {
   ASSERT_EQ(tags.status, 200u) << tags.body;
   EXPECT_EQ(tags.json()["tags"], nlohmann::json({"best"}));
   ASSERT_EQ(request(port_, http::verb::put, "/api/runs/alpha/notes", R"({"notes":"keep"})", {kAuth}).status, 200u);
-  EXPECT_EQ(get(port_, "/api/runs/alpha").json()["notes"], "keep");
+  EXPECT_EQ(get(port_, "/api/runs/alpha", {kAuth}).json()["notes"], "keep");
   EXPECT_EQ(request(port_, http::verb::put, "/api/runs/alpha/notes", R"({"notes":"x"})").status, 401u);
 }
 
 TEST_F(ServerTest, RemovesEndedRunsAndLiveOnesOnlyWhenForced) {
   EXPECT_EQ(request(port_, http::verb::delete_, "/api/runs/beta", "", {kAuth}).status, 409u);
   EXPECT_EQ(request(port_, http::verb::delete_, "/api/runs/alpha", "", {kAuth}).status, 200u);
-  EXPECT_EQ(get(port_, "/api/runs/alpha").status, 404u);
+  EXPECT_EQ(get(port_, "/api/runs/alpha", {kAuth}).status, 404u);
 }
 
 TEST_F(ServerTest, ExportsLiveRunsForPrometheus) {
-  const HttpResult r = get(port_, "/metrics");
+  const HttpResult r = get(port_, "/metrics", {kAuth});
   ASSERT_EQ(r.status, 200u);
   EXPECT_EQ(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
   EXPECT_NE(r.body.find("# TYPE kiln_loss gauge\n"), std::string::npos);
@@ -218,7 +216,7 @@ TEST_F(ServerTest, CountsEachRulesAlertsForPrometheus) {
     alert.message = "planted";
     live_writer_->log_alert(alert);
   }
-  const std::string body = get(port_, "/metrics").body;
+  const std::string body = get(port_, "/metrics", {kAuth}).body;
   EXPECT_NE(body.find("# TYPE kiln_alerts_total counter\n"), std::string::npos) << body;
   EXPECT_NE(body.find("kiln_alerts_total{run=\"beta\",rule=\"loss_spike\"} 2\n"), std::string::npos) << body;
   EXPECT_NE(body.find("kiln_alerts_total{run=\"beta\",rule=\"straggler\"} 1\n"), std::string::npos) << body;

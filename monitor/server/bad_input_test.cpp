@@ -10,12 +10,10 @@
 namespace kiln::monitor::test {
 namespace {
 
-const std::pair<std::string, std::string> kAuth{"Authorization", std::string("Bearer ") + kToken};
-
 class BadInputTest : public ServerTest {
  protected:
   void TearDown() override {
-    EXPECT_EQ(get(port_, "/api/runs").status, 200u) << "the server stopped answering";
+    EXPECT_EQ(get(port_, "/api/runs", {kAuth}).status, 200u) << "the server stopped answering";
     ServerTest::TearDown();
   }
 
@@ -27,15 +25,15 @@ class BadInputTest : public ServerTest {
 };
 
 TEST_F(BadInputTest, UnknownRunsAndPaths) {
-  expect_error(get(port_, "/api/runs/gamma"), 404,
+  expect_error(get(port_, "/api/runs/gamma", {kAuth}), 404,
                "store: no run named 'gamma' in " + path() + " (it holds 2 runs; `kiln runs list` shows them)");
-  expect_error(get(port_, "/api/runs/99/metrics"), 404, "store: no run with id 99 in " + path());
-  expect_error(get(port_, "/api/compare?runs=alpha,gamma"), 404,
+  expect_error(get(port_, "/api/runs/99/metrics", {kAuth}), 404, "store: no run with id 99 in " + path());
+  expect_error(get(port_, "/api/compare?runs=alpha,gamma", {kAuth}), 404,
                "store: no run named 'gamma' in " + path() + " (it holds 2 runs; `kiln runs list` shows them)");
-  expect_error(get(port_, "/api/compare?runs=alpha,alpha"), 400,
+  expect_error(get(port_, "/api/compare?runs=alpha,alpha", {kAuth}), 400,
                "compare: 'alpha' and 'alpha' are the same run (id " + std::to_string(alpha_) + "); give distinct runs");
-  expect_error(get(port_, "/api/nothing"), 404, "no such endpoint: /api/nothing");
-  expect_error(get(port_, "/api/runs/alpha/metrics/extra"), 404, "no such endpoint: /api/runs/alpha/metrics/extra");
+  expect_error(get(port_, "/api/nothing", {kAuth}), 404, "no such endpoint: /api/nothing");
+  expect_error(get(port_, "/api/runs/alpha/metrics/extra", {kAuth}), 404, "no such endpoint: /api/runs/alpha/metrics/extra");
 }
 
 TEST_F(BadInputTest, WrongMethods) {
@@ -46,29 +44,29 @@ TEST_F(BadInputTest, WrongMethods) {
 }
 
 TEST_F(BadInputTest, BadQueryParameters) {
-  expect_error(get(port_, "/api/runs/alpha/metrics?points=many"), 400, "query parameter points='many' is not an integer");
-  expect_error(get(port_, "/api/runs/alpha/metrics?points=-1"), 400, "points must be from 0 (every row) to 100000");
-  expect_error(get(port_, "/api/runs/alpha/metrics?ranks=a"), 400, "ranks: 'a' is not a rank number");
-  expect_error(get(port_, "/api/runs?since=soon"), 400, "query parameter since='soon' is not a finite number");
-  expect_error(get(port_, "/api/runs/alpha%zz"), 400, "bad percent-escape in the request target");
-  EXPECT_EQ(get(port_, "/api/runs/alpha/metrics?keys=nonsense").status, 400u);
-  EXPECT_EQ(get(port_, "/api/runs?status=sleeping").status, 400u);
+  expect_error(get(port_, "/api/runs/alpha/metrics?points=many", {kAuth}), 400, "query parameter points='many' is not an integer");
+  expect_error(get(port_, "/api/runs/alpha/metrics?points=-1", {kAuth}), 400, "points must be from 0 (every row) to 100000");
+  expect_error(get(port_, "/api/runs/alpha/metrics?ranks=a", {kAuth}), 400, "ranks: 'a' is not a rank number");
+  expect_error(get(port_, "/api/runs?since=soon", {kAuth}), 400, "query parameter since='soon' is not a finite number");
+  expect_error(get(port_, "/api/runs/alpha%zz", {kAuth}), 400, "bad percent-escape in the request target");
+  EXPECT_EQ(get(port_, "/api/runs/alpha/metrics?keys=nonsense", {kAuth}).status, 400u);
+  EXPECT_EQ(get(port_, "/api/runs?status=sleeping", {kAuth}).status, 400u);
 }
 
 // Each key and rank costs a query and a series: a request cannot ask for more than there
 // are, or for one twice.
 TEST_F(BadInputTest, MetricsQueriesWithinBounds) {
-  expect_error(get(port_, "/api/runs/alpha/metrics?keys=loss,lr,loss"), 400, "keys: loss is asked for twice");
+  expect_error(get(port_, "/api/runs/alpha/metrics?keys=loss,lr,loss", {kAuth}), 400, "keys: loss is asked for twice");
   std::string keys = "loss";
   for (int i = 0; i < 17; ++i) keys += ",loss";
-  expect_error(get(port_, "/api/runs/alpha/metrics?keys=" + keys), 400,
+  expect_error(get(port_, "/api/runs/alpha/metrics?keys=" + keys, {kAuth}), 400,
                "keys: at most 17 may be asked for at once, not 18");
-  expect_error(get(port_, "/api/runs/alpha/metrics?ranks=0,1,01"), 400, "ranks: 1 is asked for twice");
+  expect_error(get(port_, "/api/runs/alpha/metrics?ranks=0,1,01", {kAuth}), 400, "ranks: 1 is asked for twice");
   std::string ranks = "0";
   for (int i = 1; i <= 1024; ++i) ranks.append(",").append(std::to_string(i));
-  expect_error(get(port_, "/api/runs/alpha/metrics?ranks=" + ranks), 400,
+  expect_error(get(port_, "/api/runs/alpha/metrics?ranks=" + ranks, {kAuth}), 400,
                "ranks: at most 1024 may be asked for at once, not 1025");
-  expect_error(get(port_, "/api/runs/alpha/metrics?points=100001"), 400, "points must be from 0 (every row) to 100000");
+  expect_error(get(port_, "/api/runs/alpha/metrics?points=100001", {kAuth}), 400, "points must be from 0 (every row) to 100000");
 }
 
 TEST_F(BadInputTest, BadBodies) {
@@ -98,11 +96,11 @@ TEST_F(BadInputTest, MalformedHttp) {
   net::io_context io;
   tcp::socket idle(io);
   idle.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
-  EXPECT_EQ(get(port_, "/api/runs").status, 200u);
+  EXPECT_EQ(get(port_, "/api/runs", {kAuth}).status, 200u);
 }
 
 TEST_F(BadInputTest, LiveEndpointNeedsAWebSocket) {
-  expect_error(get(port_, "/api/runs/beta/live"), 426, "this endpoint is a WebSocket; connect with ws://");
+  expect_error(get(port_, "/api/runs/beta/live", {kAuth}), 426, "this endpoint is a WebSocket; connect with ws://");
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ TEST_F(ServerTest, ServesEachLayersExpertLoadsAsColumns) {
   live_writer_->log_expert_loads({load_at(11, 1), capped});
   live_writer_->flush();
 
-  const HttpResult r = get(port_, "/api/runs/beta/experts");
+  const HttpResult r = get(port_, "/api/runs/beta/experts", {kAuth});
   ASSERT_EQ(r.status, 200u) << r.body;
   const auto body = r.json();
   EXPECT_EQ(body["layers"], nlohmann::json({1, 3}));
@@ -70,22 +70,22 @@ TEST_F(ServerTest, ServesEachLayersExpertLoadsAsColumns) {
   EXPECT_DOUBLE_EQ(layer3["aux_loss"][0].get<double>(), 0.04);
   EXPECT_DOUBLE_EQ(layer3["router_entropy"][0].get<double>(), 1.25);
 
-  const auto one = get(port_, "/api/runs/beta/experts?layer=1&from=4&to=6").json();
+  const auto one = get(port_, "/api/runs/beta/experts?layer=1&from=4&to=6", {kAuth}).json();
   ASSERT_EQ(one["series"].size(), 1u);
   EXPECT_EQ(one["series"][0]["layer"], 1);
   EXPECT_EQ(one["series"][0]["step"], nlohmann::json({4, 5, 6}));
   EXPECT_EQ(one["series"][0]["tokens"][2][0], 106);
   EXPECT_EQ(one["layers"], nlohmann::json({1, 3})) << "the selector's choices, whatever was asked";
 
-  const auto sampled = get(port_, "/api/runs/beta/experts?layer=3&limit=3").json();
+  const auto sampled = get(port_, "/api/runs/beta/experts?layer=3&limit=3", {kAuth}).json();
   EXPECT_EQ(sampled["series"][0]["step"], nlohmann::json({1, 6, 11})) << "both ends and the middle";
 
-  const auto dense = get(port_, "/api/runs/alpha/experts").json();
+  const auto dense = get(port_, "/api/runs/alpha/experts", {kAuth}).json();
   EXPECT_TRUE(dense["layers"].empty());
   EXPECT_TRUE(dense["series"].empty());
   EXPECT_TRUE(dense["last_step"].is_null());
-  EXPECT_EQ(get(port_, "/api/runs/beta").json()["latest_experts"].size(), 2u);
-  EXPECT_TRUE(get(port_, "/api/runs/alpha").json()["latest_experts"].empty());
+  EXPECT_EQ(get(port_, "/api/runs/beta", {kAuth}).json()["latest_experts"].size(), 2u);
+  EXPECT_TRUE(get(port_, "/api/runs/alpha", {kAuth}).json()["latest_experts"].empty());
 }
 
 TEST_F(ServerTest, ManyExpertsGetFewerStepsWithinTheAnswersBound) {
@@ -102,12 +102,12 @@ TEST_F(ServerTest, ManyExpertsGetFewerStepsWithinTheAnswersBound) {
     live_writer_->log_expert_loads(loads);
   }
   live_writer_->flush();
-  const auto body = get(port_, "/api/runs/beta/experts?limit=2000").json();
+  const auto body = get(port_, "/api/runs/beta/experts?limit=2000", {kAuth}).json();
   EXPECT_EQ(body["steps_per_layer"], 256);
   ASSERT_EQ(body["series"].size(), 4u);
   EXPECT_EQ(body["series"][0]["step"].size(), 256u);
   EXPECT_EQ(body["series"][0]["step"].back(), 300);
-  EXPECT_EQ(get(port_, "/api/runs/beta/experts?layer=2&limit=2000").json()["series"][0]["step"].size(), 300u);
+  EXPECT_EQ(get(port_, "/api/runs/beta/experts?layer=2&limit=2000", {kAuth}).json()["series"][0]["step"].size(), 300u);
 }
 
 TEST_F(ServerTest, RefusesBadExpertQueriesInOneLine) {
@@ -123,21 +123,21 @@ TEST_F(ServerTest, RefusesBadExpertQueriesInOneLine) {
       {"limit=2001", "limit must be from 1 to 2000"},
   };
   for (const auto& [query, error] : cases) {
-    const HttpResult r = get(port_, "/api/runs/beta/experts?" + query);
+    const HttpResult r = get(port_, "/api/runs/beta/experts?" + query, {kAuth});
     EXPECT_EQ(r.status, 400u) << query;
     const std::string message = r.json()["error"].get<std::string>();
     EXPECT_NE(message.find(error), std::string::npos) << query << ": " << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << "one line";
   }
-  const HttpResult none = get(port_, "/api/runs/alpha/experts?layer=0");
+  const HttpResult none = get(port_, "/api/runs/alpha/experts?layer=0", {kAuth});
   EXPECT_EQ(none.status, 400u);
   EXPECT_EQ(none.json()["error"], "layer 0 has no expert loads in this run (it has none)");
-  EXPECT_EQ(get(port_, "/api/runs/nosuch/experts").status, 404u);
+  EXPECT_EQ(get(port_, "/api/runs/nosuch/experts", {kAuth}).status, 404u);
 }
 
 TEST_F(ServerTest, LiveStreamPushesNewStepsExpertLoads) {
   log_steps(*live_writer_, 1, 3, {0, 1});
-  LiveClient client(port_, "/api/runs/beta/live");
+  LiveClient client(port_, "/api/runs/beta/live", {kAuth});
   const auto hello = client.next();
   EXPECT_EQ(hello["type"], "hello");
   EXPECT_EQ(hello["last_expert_step"], 3);
@@ -154,7 +154,7 @@ TEST_F(ServerTest, LiveStreamPushesNewStepsExpertLoads) {
 }
 
 TEST_F(ServerTest, HelloHasNoExpertStepForADenseRun) {
-  LiveClient client(port_, "/api/runs/alpha/live");
+  LiveClient client(port_, "/api/runs/alpha/live", {kAuth});
   const auto hello = client.next();
   EXPECT_TRUE(hello["last_expert_step"].is_null());
 }

@@ -34,6 +34,7 @@ void set_headers(http::response<Body>& response, const Reply& reply, bool keep_a
   response.set("X-Content-Type-Options", "nosniff");
   if (!reply.content_disposition.empty()) response.set(http::field::content_disposition, reply.content_disposition);
   if (!reply.retry_after.empty()) response.set(http::field::retry_after, reply.retry_after);
+  if (!reply.set_cookie.empty()) response.set(http::field::set_cookie, reply.set_cookie);
   response.keep_alive(keep_alive);
 }
 

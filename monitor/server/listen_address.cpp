@@ -35,7 +35,7 @@ void check_exposure(const ListenAddress& address, const std::string& token) {
   if (address.host.is_loopback() || !token.empty()) return;
   store::fail("--listen " + address.host.to_string() +
        " reaches beyond this machine; give --token TOKEN so that only holders of it can "
-       "change runs, or listen on 127.0.0.1");
+       "read and change runs, or listen on 127.0.0.1");
 }
 
 }  // namespace kiln::monitor

@@ -30,7 +30,7 @@ TEST(ListenAddress, RefusesWhatIsNotHostColonPort) {
 TEST(ListenAddress, ExposedAddressNeedsAToken) {
   EXPECT_EQ(error_of([] { check_exposure(parse_listen_address("0.0.0.0:8080"), ""); }),
             "--listen 0.0.0.0 reaches beyond this machine; give --token TOKEN so that only holders of it "
-            "can change runs, or listen on 127.0.0.1");
+            "can read and change runs, or listen on 127.0.0.1");
   EXPECT_EQ(error_of([] { check_exposure(parse_listen_address("0.0.0.0:8080"), "t"); }), "(no error)");
   EXPECT_EQ(error_of([] { check_exposure(parse_listen_address("127.0.0.1:8080"), ""); }), "(no error)");
 }

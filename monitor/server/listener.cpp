@@ -1,5 +1,7 @@
 #include "monitor/server/listener.h"
 
+#include <fcntl.h>
+
 #include <boost/asio/strand.hpp>
 
 #include <algorithm>
@@ -13,6 +15,15 @@ namespace kiln::monitor {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
+namespace {
+
+// Boost.Asio opens and accepts sockets without close-on-exec. A program kiln starts gets no
+// descriptor but its standard streams anyway (base/child_process.h); this keeps any other
+// exec, by a library in this process, from taking the port or a client's connection along.
+void close_on_exec(int fd) { ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC); }
+
+}  // namespace
+
 Listener::Listener(net::io_context& io, const ListenAddress& address, SharedState& state)
     : io_(io),
       acceptor_(net::make_strand(io)),
@@ -22,6 +33,7 @@ Listener::Listener(net::io_context& io, const ListenAddress& address, SharedStat
   const tcp::endpoint endpoint(address.host, address.port);
   boost::system::error_code error;
   acceptor_.open(endpoint.protocol(), error);
+  if (!error) close_on_exec(acceptor_.native_handle());
   if (!error) acceptor_.set_option(net::socket_base::reuse_address(true), error);
   if (!error) acceptor_.bind(endpoint, error);
   if (!error) acceptor_.listen(net::socket_base::max_listen_connections, error);
@@ -48,6 +60,7 @@ void Listener::accept() {
     if (error == net::error::operation_aborted) return;  // closed: the server is stopping
     if (error) return self->retry_later();
     self->retry_delay_ = limits::kAcceptRetryFirst;
+    close_on_exec(socket.native_handle());
     std::make_shared<HttpSession>(std::move(socket), self->state_)->run();
     self->accept();
   });

@@ -2,11 +2,14 @@
 // spinning a core on the error, and answers the waiting client once descriptors are free.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,14 +54,14 @@ class DescriptorsTaken {
 };
 
 TEST_F(ServerTest, OutOfDescriptorsTheListenerWaitsAndThenAnswers) {
-  ASSERT_EQ(get(port_, "/api/runs").status, 200u);  // the store's connection is open and pooled
+  ASSERT_EQ(get(port_, "/api/runs", {kAuth}).status, 200u);  // the store's connection is open and pooled
   net::io_context io;
   tcp::socket client(io);
   {
     // The client takes the one descriptor left, so the server cannot accept it.
     DescriptorsTaken taken(1);
     client.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
-    const std::string request = "GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    const std::string request = "GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n" + kAuthLine + "Connection: close\r\n\r\n";
     net::write(client, net::buffer(request));
     const double cpu_before = cpu_seconds_of_this_process();
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -78,6 +81,24 @@ TEST_F(ServerTest, OutOfDescriptorsTheListenerWaitsAndThenAnswers) {
   ASSERT_TRUE(answered) << "no answer once descriptors were free";
   ASSERT_FALSE(error) << error.message();
   EXPECT_EQ(response.result_int(), 200u);
+}
+
+// Boost.Asio opens sockets without close-on-exec; the server sets it on its listening socket
+// and on every connection it accepts, so no program this process starts takes them along.
+TEST_F(ServerTest, TheListeningSocketAndEveryConnectionAreCloseOnExec) {
+  LiveClient follower(port_, "/api/runs/beta/live", {kAuth});  // an accepted connection, held open
+  ASSERT_EQ(follower.next()["type"], "hello");
+  int servers = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::stoi(entry.path().filename().string());
+    sockaddr_in local{};
+    socklen_t size = sizeof local;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &size) != 0 || local.sin_family != AF_INET) continue;
+    if (ntohs(local.sin_port) != port_) continue;  // the clients' own ends have other ports
+    ++servers;
+    EXPECT_TRUE(fcntl(fd, F_GETFD) & FD_CLOEXEC) << "descriptor " << fd << " of the server's port";
+  }
+  EXPECT_GE(servers, 2) << "the listening socket and the follower's connection";
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ class RanksApiTest : public ServerTest {
 
 TEST_F(RanksApiTest, RanksShowsPlacesTheLatestSplitAndTheSlowest) {
   log_straggler();
-  const HttpResult r = get(port_, "/api/runs/beta/ranks");
+  const HttpResult r = get(port_, "/api/runs/beta/ranks", {kAuth});
   ASSERT_EQ(r.status, 200u) << r.body;
   const auto body = r.json();
   EXPECT_EQ(body["step"], 15);
@@ -88,19 +88,19 @@ TEST_F(RanksApiTest, RanksShowsPlacesTheLatestSplitAndTheSlowest) {
 }
 
 TEST_F(RanksApiTest, ARunWithoutPlacesHasItsRanksWithoutHosts) {
-  const auto body = get(port_, "/api/runs/alpha/ranks").json();
+  const auto body = get(port_, "/api/runs/alpha/ranks", {kAuth}).json();
   EXPECT_EQ(body["step"], 30);
   ASSERT_EQ(body["ranks"].size(), 2u);
   EXPECT_EQ(body["ranks"][1]["host"], "");
   EXPECT_TRUE(body["ranks"][1]["pid"].is_null());
   EXPECT_DOUBLE_EQ(body["ranks"][1]["step_ms"].get<double>(), 1.5);
   EXPECT_TRUE(body["slowest"].is_null()) << "ranks that took the same time have no slowest";
-  EXPECT_EQ(get(port_, "/api/runs/nosuch/ranks").status, 404u);
+  EXPECT_EQ(get(port_, "/api/runs/nosuch/ranks", {kAuth}).status, 404u);
 }
 
 TEST_F(RanksApiTest, HeatStripIsRanksByStepsWithinItsBounds) {
   log_straggler();
-  const auto body = get(port_, "/api/runs/beta/rank-heat?from=6").json();
+  const auto body = get(port_, "/api/runs/beta/rank-heat?from=6", {kAuth}).json();
   EXPECT_EQ(body["steps"], nlohmann::json({6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
   EXPECT_EQ(body["ranks"], nlohmann::json({0, 1, 2, 3}));
   EXPECT_EQ(body["group"], 1);
@@ -108,10 +108,10 @@ TEST_F(RanksApiTest, HeatStripIsRanksByStepsWithinItsBounds) {
   EXPECT_DOUBLE_EQ(body["relative"][3][5].get<double>(), 1.5);
   EXPECT_DOUBLE_EQ(body["step_ms"][3][5].get<double>(), 49.5);
   // Step 5 has two ranks (the fixture's), so ranks 2 and 3 have no cell there.
-  const auto all = get(port_, "/api/runs/beta/rank-heat?columns=3").json();
+  const auto all = get(port_, "/api/runs/beta/rank-heat?columns=3", {kAuth}).json();
   EXPECT_EQ(all["steps"], nlohmann::json({5, 10, 15}));
   EXPECT_TRUE(all["relative"][3][0].is_null());
-  const auto folded = get(port_, "/api/runs/beta/rank-heat?rows=2&from=15").json();
+  const auto folded = get(port_, "/api/runs/beta/rank-heat?rows=2&from=15", {kAuth}).json();
   EXPECT_EQ(folded["group"], 2);
   EXPECT_EQ(folded["ranks"], nlohmann::json({0, 2}));
   EXPECT_DOUBLE_EQ(folded["relative"][1][0].get<double>(), 1.5) << "a row shows its slowest rank";
@@ -124,7 +124,7 @@ TEST_F(RanksApiTest, HeatStripIsRanksByStepsWithinItsBounds) {
       {"from=x", "from"},
   };
   for (const auto& [query, error] : cases) {
-    const HttpResult r = get(port_, "/api/runs/beta/rank-heat?" + query);
+    const HttpResult r = get(port_, "/api/runs/beta/rank-heat?" + query, {kAuth});
     EXPECT_EQ(r.status, 400u) << query;
     const std::string message = r.json()["error"].get<std::string>();
     EXPECT_NE(message.find(error), std::string::npos) << query << ": " << message;
@@ -133,7 +133,7 @@ TEST_F(RanksApiTest, HeatStripIsRanksByStepsWithinItsBounds) {
 
 TEST_F(RanksApiTest, AlertsNewestLastWithTheRanksHostAndABadgeInTheRunsList) {
   log_straggler();
-  const auto alerts = get(port_, "/api/runs/beta/alerts").json();
+  const auto alerts = get(port_, "/api/runs/beta/alerts", {kAuth}).json();
   ASSERT_EQ(alerts.size(), 2u);
   EXPECT_EQ(alerts[0]["rule"], "nan");
   EXPECT_TRUE(alerts[0]["rank"].is_null());
@@ -145,14 +145,14 @@ TEST_F(RanksApiTest, AlertsNewestLastWithTheRanksHostAndABadgeInTheRunsList) {
   EXPECT_DOUBLE_EQ(alerts[1]["value"].get<double>(), 1.5);
   EXPECT_DOUBLE_EQ(alerts[1]["threshold"].get<double>(), 1.2);
   EXPECT_EQ(alerts[1]["action"], "checkpoint");
-  const auto newest = get(port_, "/api/runs/beta/alerts?limit=1").json();
+  const auto newest = get(port_, "/api/runs/beta/alerts?limit=1", {kAuth}).json();
   ASSERT_EQ(newest.size(), 1u);
   EXPECT_EQ(newest[0]["rule"], "straggler");
-  EXPECT_EQ(get(port_, "/api/runs/beta/alerts?limit=0").status, 400u);
-  EXPECT_EQ(get(port_, "/api/runs/beta/alerts?limit=1001").status, 400u);
-  EXPECT_TRUE(get(port_, "/api/runs/alpha/alerts").json().empty());
+  EXPECT_EQ(get(port_, "/api/runs/beta/alerts?limit=0", {kAuth}).status, 400u);
+  EXPECT_EQ(get(port_, "/api/runs/beta/alerts?limit=1001", {kAuth}).status, 400u);
+  EXPECT_TRUE(get(port_, "/api/runs/alpha/alerts", {kAuth}).json().empty());
 
-  const auto runs = get(port_, "/api/runs").json();
+  const auto runs = get(port_, "/api/runs", {kAuth}).json();
   for (const auto& run : runs) {
     if (run["name"] == "beta") {
       EXPECT_EQ(run["alerts"], 2);
@@ -163,7 +163,7 @@ TEST_F(RanksApiTest, AlertsNewestLastWithTheRanksHostAndABadgeInTheRunsList) {
     }
   }
   // Each alert is an event too, which the charts mark.
-  const auto events = get(port_, "/api/runs/beta/events").json();
+  const auto events = get(port_, "/api/runs/beta/events", {kAuth}).json();
   size_t marked = 0;
   for (const auto& e : events) marked += e["kind"] == "alert";
   EXPECT_EQ(marked, 2u);

@@ -35,7 +35,7 @@ TEST_F(ServerTest, ServesTheNewestSamplesOldestFirst) {
   for (int64_t step = 1; step <= 30; ++step) live_writer_->log_sample(sample_at(step));
   live_writer_->flush();
 
-  const HttpResult r = get(port_, "/api/runs/beta/samples");
+  const HttpResult r = get(port_, "/api/runs/beta/samples", {kAuth});
   ASSERT_EQ(r.status, 200u) << r.body;
   const auto samples = r.json();
   ASSERT_EQ(samples.size(), 20u) << "20 by default";
@@ -45,19 +45,19 @@ TEST_F(ServerTest, ServesTheNewestSamplesOldestFirst) {
   EXPECT_EQ(samples[19]["text"], " was the word at step 30");
   EXPECT_DOUBLE_EQ(samples[19]["temperature"].get<double>(), 0.8);
 
-  const auto two = get(port_, "/api/runs/beta/samples?limit=2").json();
+  const auto two = get(port_, "/api/runs/beta/samples?limit=2", {kAuth}).json();
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(two[0]["step"], 29);
-  EXPECT_EQ(get(port_, "/api/runs/beta").json()["latest_sample"]["step"], 30);
-  EXPECT_TRUE(get(port_, "/api/runs/alpha/samples").json().empty());
-  EXPECT_TRUE(get(port_, "/api/runs/alpha").json()["latest_sample"].is_null());
+  EXPECT_EQ(get(port_, "/api/runs/beta", {kAuth}).json()["latest_sample"]["step"], 30);
+  EXPECT_TRUE(get(port_, "/api/runs/alpha/samples", {kAuth}).json().empty());
+  EXPECT_TRUE(get(port_, "/api/runs/alpha", {kAuth}).json()["latest_sample"].is_null());
 
   for (const char* bad : {"limit=0", "limit=101", "limit=x"}) {
-    const HttpResult refused = get(port_, std::string("/api/runs/beta/samples?") + bad);
+    const HttpResult refused = get(port_, std::string("/api/runs/beta/samples?") + bad, {kAuth});
     EXPECT_EQ(refused.status, 400u) << bad;
     EXPECT_NE(refused.json()["error"].get<std::string>().find("limit"), std::string::npos) << refused.body;
   }
-  const HttpResult unknown = get(port_, "/api/runs/nosuch/samples");
+  const HttpResult unknown = get(port_, "/api/runs/nosuch/samples", {kAuth});
   EXPECT_EQ(unknown.status, 404u);
   EXPECT_NE(unknown.json()["error"].get<std::string>().find("nosuch"), std::string::npos);
 }
@@ -65,7 +65,7 @@ TEST_F(ServerTest, ServesTheNewestSamplesOldestFirst) {
 TEST_F(ServerTest, LiveStreamPushesNewSamples) {
   live_writer_->log_sample(sample_at(5));
   live_writer_->flush();
-  LiveClient client(port_, "/api/runs/beta/live");
+  LiveClient client(port_, "/api/runs/beta/live", {kAuth});
   const auto hello = client.next();
   EXPECT_EQ(hello["type"], "hello");
   EXPECT_EQ(hello["last_sample_step"], 5);
@@ -79,9 +79,9 @@ TEST_F(ServerTest, LiveStreamPushesNewSamples) {
 }
 
 TEST_F(ServerTest, ListsRunsWithTheirConfigsWhenAsked) {
-  const auto plain = get(port_, "/api/runs").json();
+  const auto plain = get(port_, "/api/runs", {kAuth}).json();
   EXPECT_FALSE(plain[0].contains("config")) << "configs are large: only when asked";
-  const auto runs = get(port_, "/api/runs?config=1").json();
+  const auto runs = get(port_, "/api/runs?config=1", {kAuth}).json();
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0]["name"], "beta");
   EXPECT_DOUBLE_EQ(runs[0]["config"]["train"]["lr"].get<double>(), 0.001);
@@ -97,7 +97,7 @@ TEST_F(ServerTest, SystemReadingsCarryTheMachinesMemory) {
   row.host_mem_total = int64_t{16} << 30;
   live_writer_->log_system({row});
   live_writer_->flush();
-  const auto system = get(port_, "/api/runs/beta/system").json();
+  const auto system = get(port_, "/api/runs/beta/system", {kAuth}).json();
   ASSERT_EQ(system.size(), 1u);
   EXPECT_EQ(system[0]["host_mem_used"], int64_t{6} << 30);
   EXPECT_EQ(system[0]["host_mem_total"], int64_t{16} << 30);

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "store/error.h"
 #include "monitor/server/server.h"
@@ -16,6 +17,10 @@
 namespace kiln::monitor::test {
 
 inline constexpr const char* kToken = "s3cret";
+// The fixture's server has a token, so every API request sends it: as a header, or as a
+// header line of a raw upgrade request.
+inline const std::pair<std::string, std::string> kAuth{"Authorization", std::string("Bearer ") + kToken};
+inline const std::string kAuthLine = std::string("Authorization: Bearer ") + kToken + "\r\n";
 
 class ServerTest : public store::testing_util::StoreTest {
  protected:

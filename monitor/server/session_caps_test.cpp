@@ -31,7 +31,7 @@ class SessionCapsTest : public ServerTest {
   // to see a client leave.
   unsigned status_once_free() {
     unsigned status = 0;
-    for (int i = 0; i < 100 && (status = get(port_, "/api/runs").status) == 503; ++i)
+    for (int i = 0; i < 100 && (status = get(port_, "/api/runs", {kAuth}).status) == 503; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     return status;
   }
@@ -42,7 +42,7 @@ class SessionCapsTest : public ServerTest {
 TEST_F(SessionCapsTest, ConnectionsPastTheCapAreToldToComeBack) {
   auto first = idle_connection();
   auto second = idle_connection();
-  const HttpResult refused = get(port_, "/api/runs");
+  const HttpResult refused = get(port_, "/api/runs", {kAuth});
   EXPECT_EQ(refused.status, 503u);
   EXPECT_EQ(refused.json()["error"],
             "the server is at its limit of 2 connections (--max-connections); try again shortly");
@@ -53,14 +53,14 @@ TEST_F(SessionCapsTest, ConnectionsPastTheCapAreToldToComeBack) {
 
 TEST_F(SessionCapsTest, SubscribersPastTheCapAreToldToComeBack) {
   const std::string target = "/api/runs/beta/live";
-  auto follower = std::make_unique<LiveClient>(port_, target);
+  auto follower = std::make_unique<LiveClient>(port_, target, Headers{kAuth});
   EXPECT_EQ(follower->next()["type"], "hello");
-  EXPECT_EQ(raw_exchange(port_, upgrade_request(port_, target)), "HTTP/1.1 503 Service Unavailable");
+  EXPECT_EQ(raw_exchange(port_, upgrade_request(port_, target, kAuthLine)), "HTTP/1.1 503 Service Unavailable");
   // Plain requests are not subscribers: they still get through.
-  EXPECT_EQ(get(port_, "/api/runs").status, 200u);
+  EXPECT_EQ(get(port_, "/api/runs", {kAuth}).status, 200u);
   follower.reset();
   std::string answer;
-  for (int i = 0; i < 100 && (answer = raw_exchange(port_, upgrade_request(port_, target))) != "HTTP/1.1 101 Switching Protocols"; ++i)
+  for (int i = 0; i < 100 && (answer = raw_exchange(port_, upgrade_request(port_, target, kAuthLine))) != "HTTP/1.1 101 Switching Protocols"; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(answer, "HTTP/1.1 101 Switching Protocols");
 }

@@ -1,5 +1,5 @@
-// What every session of one server shares: its options, the host names it answers to, the
-// caps on sessions, the store connections and the live feeds.
+// What every session of one server shares: its options, who may use it, the host names it
+// answers to, the caps on sessions, the store connections and the live feeds.
 #pragma once
 
 #include <chrono>
@@ -14,12 +14,14 @@
 #include "monitor/server/live_feeds.h"
 #include "monitor/server/server_limits.h"
 #include "monitor/server/session_slots.h"
+#include "monitor/server/token_access.h"
 
 namespace kiln::monitor {
 
 struct ServerOptions {
   std::string store_path;
-  // When set, requests that change something must carry "Authorization: Bearer TOKEN".
+  // When set, every API request needs it: "Authorization: Bearer TOKEN", or for reads the
+  // session cookie a browser gets for it (token_access.h).
   std::string token;
   // Host names (or addresses) the server answers to beside its own (--allow-host): the name
   // a reverse proxy forwards, say.
@@ -54,11 +56,11 @@ class SharedState {
   ConnectionPool& writes() { return writes_; }
   LiveFeeds& feeds() { return feeds_; }
 
-  // True when no token is set, or the Authorization header carries it.
-  bool authorized(std::string_view authorization_header) const;
+  const TokenAccess& access() const { return access_; }
 
  private:
   ServerOptions options_;
+  TokenAccess access_;
   AllowedHosts allowed_hosts_;
   SessionSlots connections_;
   SessionSlots subscribers_;

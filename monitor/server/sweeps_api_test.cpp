@@ -34,7 +34,7 @@ class SweepsApiTest : public ServerTest {
 };
 
 TEST_F(SweepsApiTest, ListsSweepsNewestFirstWithTheirProgress) {
-  const HttpResult r = get(port_, "/api/sweeps");
+  const HttpResult r = get(port_, "/api/sweeps", {kAuth});
   ASSERT_EQ(r.status, 200u) << r.body;
   const auto sweeps = r.json();
   ASSERT_EQ(sweeps.size(), 2u);
@@ -50,13 +50,13 @@ TEST_F(SweepsApiTest, ListsSweepsNewestFirstWithTheirProgress) {
   EXPECT_EQ(sweeps[1]["live"], false);
   EXPECT_TRUE(sweeps[1]["ended_at"].is_number());
 
-  EXPECT_EQ(get(port_, "/api/sweeps?limit=1").json().size(), 1u);
+  EXPECT_EQ(get(port_, "/api/sweeps?limit=1", {kAuth}).json().size(), 1u);
   for (const char* bad : {"/api/sweeps?limit=0", "/api/sweeps?limit=1001", "/api/sweeps?limit=x"})
-    EXPECT_EQ(get(port_, bad).status, 400u) << bad;
+    EXPECT_EQ(get(port_, bad, {kAuth}).status, 400u) << bad;
 }
 
 TEST_F(SweepsApiTest, ServesASweepsPointsWithTheirRunsFigures) {
-  const HttpResult r = get(port_, "/api/sweeps/lr-sweep");
+  const HttpResult r = get(port_, "/api/sweeps/lr-sweep", {kAuth});
   ASSERT_EQ(r.status, 200u) << r.body;
   const auto body = r.json();
   EXPECT_EQ(body["sweep"]["name"], "lr-sweep");
@@ -93,12 +93,12 @@ TEST_F(SweepsApiTest, ServesASweepsPointsWithTheirRunsFigures) {
   EXPECT_EQ(body["best"]["point"], 0) << "the only point with a validation loss";
   EXPECT_EQ(body["best"]["metric"], "final_valid_loss");
 
-  EXPECT_EQ(get(port_, "/api/sweeps/2").json()["sweep"]["name"], "lr-sweep") << "by id";
-  EXPECT_EQ(get(port_, "/api/sweeps/lr").json()["sweep"]["name"], "lr-sweep") << "by prefix";
+  EXPECT_EQ(get(port_, "/api/sweeps/2", {kAuth}).json()["sweep"]["name"], "lr-sweep") << "by id";
+  EXPECT_EQ(get(port_, "/api/sweeps/lr", {kAuth}).json()["sweep"]["name"], "lr-sweep") << "by prefix";
 }
 
 TEST_F(SweepsApiTest, RunsListCarriesEachRunsSweep) {
-  const auto runs = get(port_, "/api/runs").json();
+  const auto runs = get(port_, "/api/runs", {kAuth}).json();
   ASSERT_EQ(runs.size(), 2u);
   for (const auto& run : runs) {
     EXPECT_EQ(run["sweep_id"], 2) << run["name"];
@@ -107,10 +107,10 @@ TEST_F(SweepsApiTest, RunsListCarriesEachRunsSweep) {
 }
 
 TEST_F(SweepsApiTest, AnUnknownSweepIs404NamingIt) {
-  const HttpResult r = get(port_, "/api/sweeps/depth");
+  const HttpResult r = get(port_, "/api/sweeps/depth", {kAuth});
   EXPECT_EQ(r.status, 404u);
   EXPECT_NE(r.json()["error"].get<std::string>().find("no sweep named 'depth'"), std::string::npos) << r.body;
-  EXPECT_EQ(get(port_, "/api/sweeps/99").status, 404u);
+  EXPECT_EQ(get(port_, "/api/sweeps/99", {kAuth}).status, 404u);
   EXPECT_EQ(request(port_, http::verb::post, "/api/sweeps/2", "{}").status, 405u);
 }
 

@@ -25,6 +25,9 @@ namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
+// Extra request headers, name and value.
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
 struct HttpResult {
   unsigned status = 0;
   std::string body;
@@ -34,8 +37,7 @@ struct HttpResult {
 };
 
 inline HttpResult request(uint16_t port, http::verb method, const std::string& target,
-                          const std::string& body = {},
-                          const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+                          const std::string& body = {}, const Headers& headers = {}) {
   net::io_context io;
   beast::tcp_stream stream(io);
   stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
@@ -58,8 +60,7 @@ inline HttpResult request(uint16_t port, http::verb method, const std::string& t
   return result;
 }
 
-inline HttpResult get(uint16_t port, const std::string& target,
-                      const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+inline HttpResult get(uint16_t port, const std::string& target, const Headers& headers = {}) {
   return request(port, http::verb::get, target, {}, headers);
 }
 
@@ -90,13 +91,17 @@ inline std::string upgrade_request(uint16_t port, const std::string& target, con
 
 class LiveClient {
  public:
-  // receive_buffer: the socket's receive buffer in bytes (0: the system's), small for a
-  // client that should fall behind quickly.
-  LiveClient(uint16_t port, const std::string& target, int receive_buffer = 0) : ws_(io_) {
+  // headers: sent with the upgrade request (the token). receive_buffer: the socket's receive
+  // buffer in bytes (0: the system's), small for a client that should fall behind quickly.
+  LiveClient(uint16_t port, const std::string& target, const Headers& headers = {}, int receive_buffer = 0)
+      : ws_(io_) {
     auto& socket = beast::get_lowest_layer(ws_).socket();
     socket.open(tcp::v4());
     if (receive_buffer > 0) socket.set_option(net::socket_base::receive_buffer_size(receive_buffer));
     socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+    ws_.set_option(beast::websocket::stream_base::decorator([headers](beast::websocket::request_type& request) {
+      for (const auto& [name, value] : headers) request.set(name, value);
+    }));
     ws_.handshake("127.0.0.1", target);
   }
   // The next message; fails the test's wait after a deadline rather than hanging.

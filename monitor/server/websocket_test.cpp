@@ -26,7 +26,7 @@ nlohmann::json next_of(LiveClient& client, const std::string& type) {
 }
 
 TEST_F(ServerTest, LiveStreamPushesRowsEventsAndStatus) {
-  LiveClient client(port_, "/api/runs/beta/live");
+  LiveClient client(port_, "/api/runs/beta/live", {kAuth});
   const auto hello = client.next();
   EXPECT_EQ(hello["type"], "hello");
   EXPECT_EQ(hello["run"]["name"], "beta");
@@ -59,12 +59,12 @@ TEST_F(ServerTest, LiveStreamPushesRowsEventsAndStatus) {
 // either way the hello and the rows after it hold every step exactly once.
 TEST_F(ServerTest, ReconnectingClientGetsEveryStepAfterItsHello) {
   {
-    LiveClient first(port_, "/api/runs/beta/live");
+    LiveClient first(port_, "/api/runs/beta/live", {kAuth});
     EXPECT_EQ(first.next()["last_step"], 5);
   }
   live_writer_->log_metrics(interval(9, 2));
   live_writer_->flush();
-  LiveClient second(port_, "/api/runs/" + std::to_string(beta_) + "/live");
+  LiveClient second(port_, "/api/runs/" + std::to_string(beta_) + "/live", {kAuth});
   const int64_t start = second.next()["last_step"].get<int64_t>();
   EXPECT_TRUE(start == 5 || start == 9) << start;
   live_writer_->log_metrics(interval(10, 2));
@@ -83,7 +83,7 @@ TEST_F(ServerTest, ReconnectingClientGetsEveryStepAfterItsHello) {
 TEST_F(ServerTest, ManyClientsEachGetEveryRow) {
   std::vector<std::unique_ptr<LiveClient>> clients;
   for (int i = 0; i < 8; ++i) {
-    clients.push_back(std::make_unique<LiveClient>(port_, "/api/runs/beta/live"));
+    clients.push_back(std::make_unique<LiveClient>(port_, "/api/runs/beta/live", Headers{kAuth}));
     EXPECT_EQ(clients.back()->next()["type"], "hello");
   }
   live_writer_->log_metrics(interval(6, 2));
@@ -94,7 +94,7 @@ TEST_F(ServerTest, ManyClientsEachGetEveryRow) {
 // `kiln train --serve` stops its server as soon as the run ends: the rows committed last
 // still reach every client before the close.
 TEST_F(ServerTest, StoppingTheServerDeliversTheLastRowsThenCloses) {
-  LiveClient client(port_, "/api/runs/beta/live");
+  LiveClient client(port_, "/api/runs/beta/live", {kAuth});
   EXPECT_EQ(client.next()["type"], "hello");
   live_writer_->log_metrics(interval(6, 2));
   live_writer_->flush();
@@ -116,8 +116,8 @@ TEST_F(SlowClientTest, ClientThatStopsReadingIsDroppedWhileOthersGetEveryRow) {
   // sockets' buffers (a few MB at most on Linux) and the 4 queued messages hold together.
   constexpr int kChunks = 16, kStepsPerChunk = 1000, kRanks = 2;
   constexpr int64_t kLast = 5 + kChunks * kStepsPerChunk;
-  LiveClient stalled(port_, "/api/runs/beta/live", 4096);
-  LiveClient keeping_up(port_, "/api/runs/beta/live");
+  LiveClient stalled(port_, "/api/runs/beta/live", {kAuth}, 4096);
+  LiveClient keeping_up(port_, "/api/runs/beta/live", {kAuth});
   ASSERT_EQ(keeping_up.next()["type"], "hello");
 
   std::vector<int64_t> steps;  // rank 0's steps as the reading client got them
@@ -161,13 +161,13 @@ TEST_F(SlowClientTest, ClientThatStopsReadingIsDroppedWhileOthersGetEveryRow) {
   }
   EXPECT_TRUE(ended) << "the stalled client was still connected after step " << next_step - 1;
   EXPECT_LT(next_step - 1, kLast);
-  EXPECT_EQ(get(port_, "/api/runs").status, 200u);
+  EXPECT_EQ(get(port_, "/api/runs", {kAuth}).status, 200u);
 }
 
 TEST_F(ServerTest, LiveUpgradeForAnUnknownRunIsRefused) {
-  EXPECT_THROW(LiveClient(port_, "/api/runs/nobody/live"), beast::system_error);
-  EXPECT_THROW(LiveClient(port_, "/api/runs/beta"), beast::system_error);
-  EXPECT_EQ(get(port_, "/api/runs").status, 200u);
+  EXPECT_THROW(LiveClient(port_, "/api/runs/nobody/live", {kAuth}), beast::system_error);
+  EXPECT_THROW(LiveClient(port_, "/api/runs/beta", {kAuth}), beast::system_error);
+  EXPECT_EQ(get(port_, "/api/runs", {kAuth}).status, 200u);
 }
 
 }  // namespace

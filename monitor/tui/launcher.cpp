@@ -1,51 +1,24 @@
 #include "monitor/tui/launcher.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-
-#include "store/error.h"
+#include "base/check.h"
+#include "base/child_process.h"
 
 namespace kiln::tui {
 
 void Launcher::start(const std::vector<std::string>& argv, const std::string& log_path,
                      const std::string& run_name) {
-  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log < 0) store::fail("launch: cannot write the log " + log_path + ": " + std::strerror(errno));
-  // A pipe closed on exec tells the parent whether exec worked: an error number arrives
-  // only when it failed.
-  int status_pipe[2];
-  if (::pipe2(status_pipe, O_CLOEXEC) != 0) store::fail(std::string("launch: pipe: ") + std::strerror(errno));
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) store::fail(std::string("launch: fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::setsid();
-    const int null = ::open("/dev/null", O_RDONLY);
-    ::dup2(null, STDIN_FILENO);
-    ::dup2(log, STDOUT_FILENO);
-    ::dup2(log, STDERR_FILENO);
-    ::execvp(args[0], args.data());
-    const int error = errno;
-    [[maybe_unused]] const ssize_t n = ::write(status_pipe[1], &error, sizeof error);
-    ::_exit(127);
+  ChildCommand child;
+  child.argv = argv;
+  child.log_path = log_path;
+  child.detached = true;
+  try {
+    processes_[run_name] = Process{start_child(child), log_path, std::nullopt, false};
+  } catch (const Error& e) {
+    fail(std::string("launch: ") + e.what());
   }
-  ::close(log);
-  ::close(status_pipe[1]);
-  int error = 0;
-  const ssize_t n = ::read(status_pipe[0], &error, sizeof error);
-  ::close(status_pipe[0]);
-  if (n == sizeof error) {
-    ::waitpid(pid, nullptr, 0);
-    store::fail("launch: cannot start " + argv[0] + ": " + std::strerror(error));
-  }
-  processes_[run_name] = Process{pid, log_path, std::nullopt, false};
 }
 
 void Launcher::reap() {

@@ -1,5 +1,7 @@
 // The training processes the UI started: each in its own session (so Ctrl-C in the UI does
-// not reach it and it outlives the UI), its output in a log file, reaped when it exits.
+// not reach it and it outlives the UI), its output in a log file, reaped when it exits. Each
+// starts as base/child_process.h starts every child: no descriptor of the UI's but stdin
+// (/dev/null), stdout and stderr (the log), and a log that is a planted link is refused.
 #pragma once
 
 #include <map>
@@ -13,7 +15,7 @@ namespace kiln::tui {
 class Launcher {
  public:
   // Starts argv[0] (searched in PATH) with stdout and stderr appended to log_path, under
-  // run_name. A program that cannot start is a kiln::Error.
+  // run_name. A refused log or a program that cannot start is a kiln::Error.
   void start(const std::vector<std::string>& argv, const std::string& log_path,
              const std::string& run_name);
   // Collects the exit status of every launched process that has ended.

@@ -84,7 +84,7 @@ DurableWriter& SafetensorsWriter::close() {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const int fd = open(path.c_str(), O_RDONLY);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("checkpoint: cannot open " + path + ": " + std::strerror(errno));
   struct stat st {};
   fstat(fd, &st);

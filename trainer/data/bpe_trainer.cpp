@@ -81,7 +81,7 @@ void BpeTrainer::add_jsonl_file(const std::string& path, const std::string& key)
 }
 
 void BpeTrainer::add_file(const std::string& path) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rbe"), &std::fclose);
   if (!f) fail(fmt::format("tokenizer train: cannot open {}: {}", path, std::strerror(errno)));
   std::string held;          // text read but not yet counted
   uint64_t held_offset = 0;  // where `held` starts in the file

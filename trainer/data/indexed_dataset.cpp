@@ -341,7 +341,7 @@ IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, int64_t vo
   KILN_CHECK(vocab_size > 0,
              prefix + ": vocabulary size must be positive, got " + std::to_string(vocab_size));
   const std::string tmp = bin_path() + ".tmp";
-  bin_ = std::fopen(tmp.c_str(), "wb");
+  bin_ = std::fopen(tmp.c_str(), "wbe");
   if (bin_ == nullptr) fail(tmp + ": cannot create: " + errno_text());
 }
 
@@ -420,7 +420,7 @@ void IndexedDatasetWriter::finish() {
 
 void IndexedDatasetWriter::write_index() {
   const std::string tmp = idx_path() + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  std::FILE* f = std::fopen(tmp.c_str(), "wbe");
   if (f == nullptr) fail(tmp + ": cannot create: " + errno_text());
   try {
     const uint64_t sequences = sequence_lengths_.size();

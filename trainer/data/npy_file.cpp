@@ -78,7 +78,7 @@ void write_npy(const std::string& path, std::span<const T> values, std::vector<i
 
   // The process id keeps apart ranks that build the same cache at once.
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  std::FILE* f = std::fopen(tmp.c_str(), "wbe");
   if (!f) fail("cannot create " + tmp + ": " + std::strerror(errno));
   const unsigned char preamble[kPreamble] = {
       0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<unsigned char>(header.size() & 0xff),

@@ -5,7 +5,7 @@
 namespace kiln {
 
 std::optional<HostMemory> host_memory() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  std::FILE* f = std::fopen("/proc/meminfo", "re");
   if (!f) return std::nullopt;
   long long total_kib = -1, available_kib = -1;
   char line[256];

@@ -35,7 +35,7 @@ double ProcessStats::cpu_percent() {
 
 int64_t ProcessStats::rss_bytes() {
   // statm: size resident shared ... in pages.
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  std::FILE* f = std::fopen("/proc/self/statm", "re");
   if (!f) return 0;
   long long size = 0, resident = 0;
   const int n = std::fscanf(f, "%lld %lld", &size, &resident);

@@ -1,7 +1,6 @@
 #include "trainer/train/alert_hook.h"
 
 #include <signal.h>
-#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +12,9 @@
 
 #include <fmt/core.h>
 
+#include "base/check.h"
+#include "base/child_process.h"
+
 extern char** environ;
 
 namespace kiln {
@@ -21,11 +23,10 @@ namespace {
 constexpr auto kPoll = std::chrono::milliseconds(20);
 
 // kiln's environment without the secret the dashboard's clients authenticate with.
-std::vector<char*> hook_environment() {
-  std::vector<char*> env;
+std::vector<std::string> hook_environment() {
+  std::vector<std::string> env;
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "KILN_TOKEN=", 11) != 0) env.push_back(*e);
-  env.push_back(nullptr);
+    if (std::strncmp(*e, "KILN_TOKEN=", 11) != 0) env.emplace_back(*e);
   return env;
 }
 
@@ -67,26 +68,22 @@ bool AlertHook::run(const std::string& input, const std::string& what) {
     }
   }
   const int fd = input_file(input);
-  int pid = -1;
-  int error = fd < 0 ? errno : 0;
+  pid_t pid = -1;
+  std::string error = fd < 0 ? std::strerror(errno) : "";
   if (fd >= 0) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fd, STDIN_FILENO);
-    posix_spawnattr_t attributes;
-    posix_spawnattr_init(&attributes);
-    // A group of its own, so the timeout kills what the shell started too.
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attributes, 0);
-    const char* argv[] = {"/bin/sh", "-c", command_.c_str(), nullptr};
-    std::vector<char*> env = hook_environment();
-    error = posix_spawn(&pid, "/bin/sh", &actions, &attributes, const_cast<char**>(argv), env.data());
-    posix_spawnattr_destroy(&attributes);
-    posix_spawn_file_actions_destroy(&actions);
+    ChildCommand hook;
+    hook.argv = {"/bin/sh", "-c", command_};
+    hook.environment = hook_environment();
+    hook.stdin_fd = fd;
+    try {
+      pid = start_child(hook);
+    } catch (const Error& e) {
+      error = e.what();
+    }
     close(fd);
   }
-  if (error != 0) {
-    fmt::print(out_, "kiln: warning: alerts.command could not start for {}: {}\n", what, std::strerror(error));
+  if (pid < 0) {
+    fmt::print(out_, "kiln: warning: alerts.command could not start for {}: {}\n", what, error);
     std::fflush(out_);
     return false;
   }

@@ -2,7 +2,9 @@
 // as a JSON object on its stdin, so an alert can reach Slack, email or a pager. Training never
 // waits for it: each runs in the background, at most kMaxInFlight at once (more are dropped
 // with a warning), and is killed with its children after the timeout. Its environment is
-// kiln's without the dashboard's token (KILN_TOKEN).
+// kiln's without the dashboard's token (KILN_TOKEN); it starts as base/child_process.h starts
+// every child, in a process group of its own with stdin (the alert), kiln's stdout and stderr,
+// and no other descriptor of kiln's (not the dashboard's socket, not the store).
 #pragma once
 
 #include <condition_variable>

@@ -57,6 +57,22 @@ TEST(AlertHook, TheCommandReadsTheAlertOnStdinWithoutTheToken) {
   EXPECT_EQ(warnings.text(), "");
 }
 
+TEST(AlertHook, TheCommandGetsNoDescriptorOfKilnsButItsStandardStreams) {
+  const std::string dir = fresh_dir("descriptors");
+  // As the dashboard's listening socket was: open in kiln, and not close-on-exec.
+  int pipe_ends[2];
+  ASSERT_EQ(::pipe(pipe_ends), 0);
+  Warnings warnings;
+  {
+    AlertHook hook("exec > " + dir + "/fds; ls /proc/$$/fd; true", 10, warnings.file);
+    EXPECT_TRUE(hook.run("{}", "nan"));
+  }
+  ::close(pipe_ends[0]);
+  ::close(pipe_ends[1]);
+  EXPECT_EQ(text_of(dir + "/fds"), "0\n1\n2\n");
+  EXPECT_EQ(warnings.text(), "");
+}
+
 TEST(AlertHook, AFailureIsOneLine) {
   Warnings warnings;
   {
