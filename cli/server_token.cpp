@@ -1,13 +1,16 @@
 #include "cli/server_token.h"
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "base/check.h"
+#include "base/private_files.h"
 
 namespace kiln {
 namespace {
+
+// A token is a line of a few dozen characters; a file much longer is not a token file (a link
+// to /dev/zero, a log named by mistake) and is refused rather than read whole.
+constexpr size_t kMaxTokenFileBytes = 4096;
 
 // A token travels in an HTTP header ("Authorization: Bearer TOKEN"), so it is one word of
 // printable characters; a blank one would let the server listen beyond loopback guarded by
@@ -23,11 +26,9 @@ std::string checked(std::string token, const std::string& source) {
 }
 
 std::string read_token_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("--token-file " + path + ": cannot read it");
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string token = text.str();
+  // A regular file, a link to one allowed (~/.kiln-token -> a secrets folder): a FIFO or a
+  // device is refused at once, never waited on nor read without end.
+  std::string token = read_small_file(path, kMaxTokenFileBytes, true, "--token-file");
   // One line, as `openssl rand -hex 32 > FILE` writes it: the line break is not the token's.
   while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
   return checked(token, "--token-file " + path);
@@ -53,8 +54,9 @@ void add_token_options(CLI::App* command, TokenOptions& options, CLI::Option* ne
 std::string resolve_token(const TokenOptions& options) {
   if (!options.file.empty()) return read_token_file(options.file);
   if (options.token_given) return checked(options.token, "--token");
+  // Set is set: KILN_TOKEN= is a blank token, refused, not taken for none.
   const char* env = std::getenv("KILN_TOKEN");
-  if (env && *env) return checked(env, "$KILN_TOKEN");
+  if (env) return checked(env, "$KILN_TOKEN");
   return {};
 }
 

@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -18,6 +17,7 @@
 #include "cli/store_path.h"
 #include "cli/sweep_launch.h"
 #include "base/check.h"
+#include "base/private_files.h"
 #include "monitor/format/figures.h"
 #include "store/run_overview.h"
 #include "store/run_queries.h"
@@ -26,6 +26,7 @@
 #include "store/sweep_writer.h"
 #include "store/user_text.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/durable_file.h"
 #include "trainer/config/config.h"
 #include "trainer/config/sweep_grid.h"
 #include "trainer/parallel/gpu_placement.h"
@@ -112,11 +113,12 @@ std::vector<SweepPoint> sweep_points(const SweepOptions& options) {
   return grid_points(axes);
 }
 
+// Every point's run takes its config, alert hook included, from base.json: it is the user's
+// alone (0600 in a folder of theirs) and replaces whatever is at its name, a planted link too,
+// never writing through it.
 void write_base_config(const SweepPlan& plan) {
-  fs::create_directories(plan.folder);
-  std::ofstream out(plan.base_file, std::ios::trunc);
-  out << plan.base_config.dump(2) << '\n';
-  if (!out.flush()) fail("sweep: cannot write " + plan.base_file);
+  make_private_folder(plan.folder);
+  write_file_atomically(plan.base_file, plan.base_config.dump(2) + "\n", FileAccess::OwnerOnly);
 }
 
 // The folder beside the runs' checkpoint folders that holds the sweep's base config and logs.

@@ -91,22 +91,38 @@ store::RunLaunch recorded_launch(const TrainOptions& options) {
   return launch;
 }
 
-Config resolve_config(const TrainOptions& options, std::string& resume) {
+// The config to train with. resume: the checkpoint --resume names; dropped_hook: the alert
+// hook its config held that this run does not run.
+Config resolve_config(const TrainOptions& options, std::string& resume, std::string& dropped_hook) {
   if (options.resume.empty()) return load_config(options.config_path, options.overrides);
-  resume = find_checkpoint(options.resume, checkpoint_dir(options));
+  resume = find_checkpoint_to_resume(options.resume, checkpoint_dir(options));
   // Resuming continues the checkpoint's run: its config, unless a file is given, with this
-  // command's --set on top (train.steps=..., say).
-  if (options.config_path.empty())
-    return config_with_overrides(checkpoint_config(resume), options.overrides);
+  // command's --set on top (train.steps=..., say), less the checkpoint's hook.
+  if (options.config_path.empty()) {
+    ResumedConfig resumed = resumed_config(resume, options.overrides);
+    dropped_hook = std::move(resumed.dropped_hook);
+    return std::move(resumed.config);
+  }
   return load_config(options.config_path, options.overrides);
+}
+
+// Says which hook a resumed run did not run and how to give it: the command as a JSON string,
+// so what a checkpoint holds reaches the terminal as text, never as control sequences.
+void say_dropped_hook(std::FILE* out, const std::string& hook) {
+  fmt::print(out,
+             "kiln: warning: not running the alert hook the checkpoint holds, alerts.command {}: a resumed run runs "
+             "only a hook its own command line gives (--set alerts.command=COMMAND, or a --config file that sets it)\n",
+             nlohmann::json(hook).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace));
+  std::fflush(out);
 }
 
 void run_train(const TrainOptions& options, const std::string& command_line) {
   // The name becomes a folder under train.checkpoint_dir: refused before anything starts.
   if (!options.name.empty()) store::check_run_name(options.name);
-  std::string resume;
-  Config config = resolve_config(options, resume);
+  std::string resume, dropped_hook;
+  Config config = resolve_config(options, resume, dropped_hook);
   if (options.print_config) {
+    if (!dropped_hook.empty()) say_dropped_hook(stderr, dropped_hook);
     fmt::print("{}\n", config_to_json(config).dump(2));
     return;
   }
@@ -121,6 +137,7 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   set_wait_limits({config.parallel.timeout_s, interrupt_requested});
   // Rank 0 speaks for the run: it prints and records; the other ranks train in silence.
   const bool first = world.comm().rank() == 0;
+  if (first && !dropped_hook.empty()) say_dropped_hook(stdout, dropped_hook);
   if (options.layout == "auto") config = with_planned_layout(config, options, world.comm().size(), first ? stdout : nullptr);
   if (!options.no_store && first) {
     record.store_path = resolve_store_path(options.store, config.store.path);

@@ -112,7 +112,7 @@ TEST(SecurityCli, ATokenComesFromAFileOrTheEnvironmentAndABlankOneIsRefused) {
             "kiln: error: --token holds a space or a control character; a token is one word of printable "
             "characters\n");
   const CommandResult missing = run_command(serve + " --token-file " + dir + "/none");
-  EXPECT_EQ(missing.output, "kiln: error: --token-file " + dir + "/none: cannot read it\n");
+  EXPECT_EQ(missing.output, "kiln: error: --token-file " + dir + "/none: No such file or directory\n");
 }
 
 TEST(SecurityCli, ASettingOutsideItsSaneRangeIsRefusedUnlessForced) {

@@ -1,16 +1,18 @@
 #include "trainer/checkpoint/checkpoint.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/core.h>
 
 #include "base/check.h"
+#include "base/private_files.h"
 #include "store/user_text.h"
 #include "trainer/checkpoint/durable_file.h"
 #include "trainer/memory/host_copy.h"
@@ -29,6 +31,11 @@ constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kStateFile = "state.json";
 constexpr const char* kManifestFile = "manifest.json";
 constexpr const char* kLatestFile = "latest";
+// "step-" and at most 19 digits, and a line break: `latest` is read to this bound and no more.
+constexpr size_t kMaxLatestBytes = 64;
+// state.json holds the config and each MoE layer's selection bias: generous, yet a file that
+// is not a checkpoint's (a link to /dev/zero) cannot exhaust memory.
+constexpr size_t kMaxJsonBytes = size_t{64} << 20;
 
 // Optimizer tensors per parameter, as PyTorch's AdamW names its state.
 std::vector<std::pair<std::string, Tensor>> optimizer_tensors(const GptModel& model,
@@ -58,7 +65,7 @@ std::vector<TensorSource> device_sources(
 json write_tensors(const std::string& path, const std::vector<TensorSource>& tensors) {
   std::vector<TensorInfo> infos;
   for (const TensorSource& t : tensors) infos.push_back(t.info);
-  SafetensorsWriter writer(path, infos, {{"format", kFormat}});
+  SafetensorsWriter writer(path, infos, {{"format", kFormat}}, FileAccess::OwnerOnly);
   std::vector<std::byte> host;
   for (const TensorSource& t : tensors) {
     host.resize(static_cast<size_t>(t.info.shape.numel()) * dtype_size(t.info.dtype));
@@ -70,7 +77,7 @@ json write_tensors(const std::string& path, const std::vector<TensorSource>& ten
 }
 
 json write_text(const std::string& path, const std::string& text) {
-  DurableWriter file(path);
+  DurableWriter file(path, FileAccess::OwnerOnly);
   file.write(text.data(), text.size());
   file.close();
   return {{"bytes", file.bytes()}, {"sha256", file.sha256()}};
@@ -162,18 +169,40 @@ TrainingState state_from_json(const json& j, const std::string& file) {
   }
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("checkpoint: cannot read " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 json read_json(const std::string& path) {
-  const json j = json::parse(read_text(path), nullptr, false);
+  const json j = json::parse(read_small_file(path, kMaxJsonBytes, true, "checkpoint:"), nullptr, false);
   if (j.is_discarded()) fail("checkpoint: " + path + " is damaged (not valid JSON)");
   return j;
+}
+
+// Whether a name is there, a link included (which fs::exists would follow).
+bool present(const fs::path& path) {
+  std::error_code ec;
+  return fs::symlink_status(path, ec).type() != fs::file_type::not_found && !ec;
+}
+
+// Refuses what kiln is about to write a checkpoint into unless it is this user's own real
+// folder that no one else may write; the hint says what to do.
+void require_own_for_writing(const std::string& path, const std::string& what) {
+  if (const std::string why = why_not_private(path); !why.empty())
+    fail("checkpoint: " + what + " " + path + " " + why +
+         "; checkpoints go only into folders of your own (give the run another --name, or remove it)");
+}
+
+// Refuses what a resumed run is about to trust, if it is there (a missing file is reported
+// by the checks that follow): it must be this user's own, not a link, and no one else's to
+// write, since the run takes its config from it and continues writing beside it.
+void require_own_for_resuming(const std::string& path, const std::string& what) {
+  if (!present(path)) return;
+  if (const std::string why = why_not_private(path); !why.empty())
+    fail("checkpoint: " + what + " " + path + " " + why +
+         "; kiln resumes only checkpoints of your own (copy one you trust into a folder of yours)");
+}
+
+// A new folder 0700 for one write: an existing name (a link planted there) is refused.
+void make_new_private_folder(const fs::path& path) {
+  if (::mkdir(path.c_str(), 0700) != 0)
+    fail("checkpoint: cannot create " + path.string() + ": " + std::strerror(errno));
 }
 
 // Keeps the newest `keep` checkpoints under root, and clears temporary folders that a
@@ -233,14 +262,19 @@ WrittenCheckpoint save_checkpoint(const std::string& root, const TrainingState& 
 WrittenCheckpoint write_checkpoint(const std::string& root, const TrainingState& state,
                                    const std::vector<TensorSource>& model,
                                    const std::vector<TensorSource>& optimizer, int keep) {
-  fs::create_directories(root);
+  check_run_folder(root);
+  make_private_folder(root);
   const std::string name = fmt::format("step-{:08d}", state.step);
   const fs::path final_path = fs::path(root) / name;
   const fs::path tmp = fs::path(root) / fmt::format(".tmp-{}-{}", name, getpid());
+  // A step that is already there (a run resumed from an earlier checkpoint) is replaced, once
+  // the new one is whole: checked first, so a link there costs no write.
+  const bool replacing = present(final_path);
+  if (replacing) require_own_for_writing(final_path.string(), "the step folder");
   fs::remove_all(tmp);
   json files;
   try {
-    fs::create_directories(tmp);
+    make_new_private_folder(tmp);
     files[kModelFile] = write_tensors((tmp / kModelFile).string(), model);
     files[kOptimizerFile] = write_tensors((tmp / kOptimizerFile).string(), optimizer);
     files[kStateFile] = write_text((tmp / kStateFile).string(), state_to_json(state).dump(2) + "\n");
@@ -256,13 +290,11 @@ WrittenCheckpoint write_checkpoint(const std::string& root, const TrainingState&
     throw;
   }
 
-  // Saving a step that is already there (a run resumed from an earlier checkpoint): the
-  // new one replaces it, and only once it is whole.
   const fs::path old = fs::path(root) / fmt::format(".tmp-old-{}-{}", name, getpid());
-  if (fs::exists(final_path)) fs::rename(final_path, old);
+  if (replacing) fs::rename(final_path, old);
   fs::rename(tmp, final_path);
   sync_directory(root);
-  write_file_atomically((fs::path(root) / kLatestFile).string(), name + "\n");
+  write_file_atomically((fs::path(root) / kLatestFile).string(), name + "\n", FileAccess::OwnerOnly);
   fs::remove_all(old);
   prune(root, name, keep);
 
@@ -340,39 +372,82 @@ void Checkpoint::load_parameters(GptModel& model, Ops& ops) const {
     if (MoeMlp* experts = model.experts(layer)) experts->set_bias(bias);
 }
 
-std::string find_checkpoint(const std::string& spec, const std::string& checkpoint_dir) {
-  if (spec == "latest") {
-    std::string newest;
-    fs::file_time_type newest_time{};
-    std::error_code ec;
-    if (fs::is_directory(checkpoint_dir, ec)) {
-      for (const auto& run : fs::directory_iterator(checkpoint_dir)) {
-        const fs::path latest = run.path() / kLatestFile;
-        if (!fs::exists(latest)) continue;
-        const auto time = fs::last_write_time(latest);
-        if (newest.empty() || time > newest_time) {
-          newest = run.path().string();
-          newest_time = time;
-        }
-      }
+namespace {
+
+// The run folder under checkpoint_dir whose `latest` changed last, among this user's own: in
+// a checkpoint_dir others share, another user's run is never the one picked.
+std::string newest_own_run(const std::string& checkpoint_dir) {
+  std::string newest;
+  timespec newest_time{};
+  bool others = false;
+  std::error_code ec;
+  for (const auto& run : fs::directory_iterator(checkpoint_dir, ec)) {
+    struct stat folder {}, latest {};
+    if (::lstat(run.path().c_str(), &folder) != 0) continue;
+    if (folder.st_uid != ::geteuid()) {
+      others = true;
+      continue;
     }
-    if (newest.empty())
-      fail("--resume latest: no checkpoint under " + checkpoint_dir + " (train.checkpoint_dir)");
-    return find_checkpoint(newest, checkpoint_dir);
+    if (::lstat((run.path() / kLatestFile).c_str(), &latest) != 0) continue;
+    const timespec time = latest.st_mtim;
+    if (newest.empty() || time.tv_sec > newest_time.tv_sec ||
+        (time.tv_sec == newest_time.tv_sec && time.tv_nsec > newest_time.tv_nsec)) {
+      newest = run.path().string();
+      newest_time = time;
+    }
   }
+  if (newest.empty())
+    fail("--resume latest: no checkpoint " + std::string(others ? "of yours " : "") + "under " + checkpoint_dir +
+         " (train.checkpoint_dir)");
+  return newest;
+}
+
+// Where a spec leads: the checkpoint folder, and the run folder whose `latest` named it ("" when
+// the spec named the checkpoint itself).
+struct FoundCheckpoint {
+  std::string checkpoint;
+  std::string run_folder;
+};
+
+FoundCheckpoint locate_checkpoint(const std::string& spec, const std::string& checkpoint_dir) {
+  if (spec == "latest") return locate_checkpoint(newest_own_run(checkpoint_dir), checkpoint_dir);
   const fs::path path(spec);
-  if (fs::exists(path / kManifestFile)) return path.string();
-  if (fs::exists(path / kLatestFile)) {
-    std::string name = read_text((path / kLatestFile).string());
+  if (present(path / kManifestFile)) return {path.string(), ""};
+  const fs::path latest = path / kLatestFile;
+  if (present(latest)) {
+    // A regular file, never a link, read to a bound: a link to /dev/zero or a FIFO is refused.
+    std::string name = read_small_file(latest.string(), kMaxLatestBytes, false, "checkpoint: the latest file");
     name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return c == '\n'; }), name.end());
     // Only a name kiln writes: the file's bytes are never shown, nor followed out of the folder.
     if (!is_step_folder_name(name))
       fail("--resume " + spec + ": its " + kLatestFile +
            " file does not name a checkpoint (expected step-NNNNNNNN); give a checkpoint folder instead");
-    return (path / name).string();
+    return {(path / name).string(), path.string()};
   }
   fail("--resume " + spec + ": not a checkpoint (no " + kManifestFile +
        ") nor a folder of checkpoints (no " + kLatestFile + " file)");
+}
+
+}  // namespace
+
+std::string find_checkpoint(const std::string& spec, const std::string& checkpoint_dir) {
+  return locate_checkpoint(spec, checkpoint_dir).checkpoint;
+}
+
+std::string find_checkpoint_to_resume(const std::string& spec, const std::string& checkpoint_dir) {
+  const FoundCheckpoint found = locate_checkpoint(spec, checkpoint_dir);
+  if (!found.run_folder.empty()) {
+    require_own_for_resuming(found.run_folder, "the run folder");
+    require_own_for_resuming((fs::path(found.run_folder) / kLatestFile).string(), "the latest file");
+  }
+  require_own_for_resuming(found.checkpoint, "the checkpoint folder");
+  for (const char* file : {kManifestFile, kStateFile, kModelFile, kOptimizerFile})
+    require_own_for_resuming((fs::path(found.checkpoint) / file).string(), "the checkpoint file");
+  return found.checkpoint;
+}
+
+void check_run_folder(const std::string& root) {
+  if (present(root)) require_own_for_writing(root, "the run folder");
 }
 
 std::string run_checkpoint_root(const std::string& checkpoint_dir, const std::string& run_name) {
@@ -386,8 +461,24 @@ std::string run_checkpoint_root(const std::string& checkpoint_dir, const std::st
 
 nlohmann::json checkpoint_config(const std::string& path) {
   const std::string file = (fs::path(path) / kStateFile).string();
-  if (!fs::exists(file)) fail("checkpoint: " + file + " is missing");
+  if (!present(file)) fail("checkpoint: " + file + " is missing");
   return state_from_json(read_json(file), file).config;
+}
+
+ResumedConfig resumed_config(const std::string& checkpoint, const std::vector<std::string>& overrides) {
+  json config = checkpoint_config(checkpoint);
+  ResumedConfig resumed;
+  if (config.contains("alerts") && config["alerts"].is_object() && config["alerts"].contains("command")) {
+    const json hook = config["alerts"]["command"];
+    resumed.dropped_hook = hook.is_string() ? hook.get<std::string>() : hook.dump();
+    config["alerts"].erase("command");
+  }
+  // A hook this command gives is the user's own, whatever the checkpoint held.
+  json given = json::object();
+  for (const std::string& assignment : overrides) apply_override(given, assignment);
+  if (given.contains("/alerts/command"_json_pointer)) resumed.dropped_hook.clear();
+  resumed.config = config_with_overrides(std::move(config), overrides);
+  return resumed;
 }
 
 }  // namespace kiln

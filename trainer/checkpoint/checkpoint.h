@@ -8,6 +8,11 @@
 //                        manifest.json          size and SHA-256 of each file above
 //   <root>/latest                               the name of the newest complete checkpoint
 //
+// Checkpoints are the user's alone: folders 0700 and files 0600, made without following a link
+// planted at their names, into a run folder that must be the user's own real folder. A resumed
+// run takes its config from a checkpoint, so it trusts only one that is the user's own and no one
+// else's to write, and never runs the alert hook a checkpoint holds (docs/security.md).
+//
 // A checkpoint is written into a temporary folder beside its final name, every file
 // fsynced, and renamed into place only when whole; a crash mid-write leaves the previous
 // checkpoints and `latest` as they were. Tensors are stored per parameter, by name, so a
@@ -23,6 +28,7 @@
 #include <vector>
 
 #include "trainer/checkpoint/safetensors.h"
+#include "trainer/config/config.h"
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/optim/loss_scaler.h"
@@ -50,8 +56,10 @@ struct WrittenCheckpoint {
   int64_t bytes = 0;
 };
 
-// Writes the checkpoint of `state.step` under root (created if missing), points `latest` at
-// it, then removes the oldest checkpoints beyond `keep` (0 keeps all). optimizer: the whole
+// Writes the checkpoint of `state.step` under root (created 0700 if missing, else refused
+// unless check_run_folder passes), points `latest` at it, then removes the oldest checkpoints
+// beyond `keep` (0 keeps all). A step folder already at its name (a run resumed from an earlier
+// step) is replaced, once the new one is whole, if it is the user's own real folder. optimizer: the whole
 // state (AdamW::state_for_checkpoint).
 WrittenCheckpoint save_checkpoint(const std::string& root, const TrainingState& state,
                                   const GptModel& model, const OptimizerState& optimizer,
@@ -97,10 +105,22 @@ class Checkpoint {
   std::unique_ptr<SafetensorsFile> optimizer_;
 };
 
-// What --resume names: a checkpoint folder; a folder of checkpoints (its `latest`); or
-// "latest", the newest checkpoint of any run under checkpoint_dir. Returns the checkpoint's
-// path, or fails saying what was looked for.
+// What --resume or --checkpoint names: a checkpoint folder; a folder of checkpoints (its
+// `latest`: a regular file, not a link, of a few bytes, naming a step folder in it); or
+// "latest", the newest checkpoint among this user's runs under checkpoint_dir (another user's
+// run there is never picked). Returns the checkpoint's path, or fails saying what was looked for.
 std::string find_checkpoint(const std::string& spec, const std::string& checkpoint_dir);
+
+// find_checkpoint for a run that continues from it, which trusts what it reads: the checkpoint
+// folder and its files (and, when found through them, the run folder and its `latest`) must be
+// the user's own, not links, and not writable by the group or others; else a kiln::Error that
+// names the path and what to do.
+std::string find_checkpoint_to_resume(const std::string& spec, const std::string& checkpoint_dir);
+
+// Refuses (kiln::Error naming it and what to do) a run folder kiln is to write checkpoints into
+// that is there but is not the user's own real folder, only theirs to write: a link planted at
+// its name would send the checkpoints elsewhere. A run checks its folder before its first step.
+void check_run_folder(const std::string& root);
 
 // The folder of one run's checkpoints: checkpoint_dir/run_name, for a run name that
 // store::check_run_name accepts (so the folder is always directly under checkpoint_dir);
@@ -110,5 +130,16 @@ std::string run_checkpoint_root(const std::string& checkpoint_dir, const std::st
 // The run config a checkpoint was written with, read from its state.json alone (the files
 // are checked when the checkpoint is opened for restoring).
 nlohmann::json checkpoint_config(const std::string& path);
+
+// The config a resumed or forked run trains with: the checkpoint's, with this command's --set
+// overrides on top, without the checkpoint's alert hook. A hook runs a command as whoever
+// resumes, and a checkpoint is a file (its manifest's SHA-256 has no key), so a resumed run
+// runs only a hook its own command line gives (a --set here, or a --config file, which
+// replaces the checkpoint's config whole).
+struct ResumedConfig {
+  Config config;
+  std::string dropped_hook;  // the checkpoint's alerts.command, not run and not kept; "" if none
+};
+ResumedConfig resumed_config(const std::string& checkpoint, const std::vector<std::string>& overrides);
 
 }  // namespace kiln

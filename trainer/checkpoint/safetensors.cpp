@@ -45,8 +45,8 @@ DType dtype_from_safetensors(const std::string& name, const std::string& file) {
 }
 
 SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<TensorInfo>& tensors,
-                                     const std::map<std::string, std::string>& metadata)
-    : out_(path) {
+                                     const std::map<std::string, std::string>& metadata, FileAccess access)
+    : out_(path, access) {
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   size_t offset = 0;

@@ -32,7 +32,8 @@ struct TensorInfo {
 class SafetensorsWriter {
  public:
   SafetensorsWriter(const std::string& path, const std::vector<TensorInfo>& tensors,
-                    const std::map<std::string, std::string>& metadata = {});
+                    const std::map<std::string, std::string>& metadata = {},
+                    FileAccess access = FileAccess::Shared);
   void write_tensor(const void* data, size_t bytes);
   // Flushes, fsyncs; returns the file's size and SHA-256.
   DurableWriter& close();

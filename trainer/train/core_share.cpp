@@ -2,20 +2,19 @@
 
 #include <sched.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "base/check.h"
+#include "base/private_files.h"
 
 namespace kiln {
 namespace {
@@ -40,17 +39,15 @@ bool runs_kiln(const std::string& pid) {
   return command_name(pid) == own;
 }
 
-// Makes `path` (and its parent) a folder only this user can write, or fails: another user's
-// folder, or a link planted where it should be, could count runs that are not ours or
+// Makes the registry (and its parent) folders only this user can write, or fails: another
+// user's folder, or a link planted where it should be, could count runs that are not ours or
 // point our files elsewhere.
-void make_private_folder(const fs::path& path) {
-  for (const fs::path& folder : {path.parent_path(), path}) {
-    if (::mkdir(folder.c_str(), 0700) != 0 && errno != EEXIST)
-      fail("core share: cannot create " + folder.string() + ": " + std::strerror(errno));
-    struct stat info {};
-    if (::lstat(folder.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::getuid() ||
-        (info.st_mode & 0022) != 0)
-      fail("core share: " + folder.string() + " is not a folder private to this user");
+void make_registry(const fs::path& path) {
+  try {
+    make_private_folder(path.parent_path().string());
+    make_private_folder(path.string());
+  } catch (const Error& e) {
+    fail(std::string("core share: ") + e.what());
   }
 }
 
@@ -71,7 +68,7 @@ std::string cpu_run_registry() {
 
 CoreShare::CoreShare(const std::string& registry, int cores, int at_least)
     : registry_(registry), cores_(std::max(1, cores)), at_least_(std::max(1, at_least)) {
-  make_private_folder(registry_);
+  make_registry(registry_);
   // One entry per registration: a process holds at most a few, told apart by a serial.
   static std::atomic<int> serial{0};
   entry_ = (fs::path(registry_) / (std::to_string(::getpid()) + "." + std::to_string(serial++))).string();

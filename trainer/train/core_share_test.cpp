@@ -97,7 +97,8 @@ TEST(CoreShare, AFolderOthersCanWriteOrALinkIsRefused) {
     CoreShare share(registry, 2);
     FAIL() << "an open folder was used";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "core share: " + registry + " is not a folder private to this user");
+    EXPECT_EQ(std::string(e.what()), "core share: folder " + registry +
+                                         " may be written by other users (mode 0777); `chmod go-w` it if you trust it");
   }
   fs::remove(registry);
   fs::create_directory_symlink(fs::temp_directory_path(), registry);

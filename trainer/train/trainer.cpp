@@ -18,6 +18,7 @@
 #include "base/check.h"
 #include "base/terminal_text.h"
 #include "store/human_format.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/parallel/layout.h"
 #include "trainer/train/backend.h"
@@ -145,6 +146,9 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   RecordOptions recording = record;
   run_name_ = record.name;
   if (!resume.empty()) resume_from(resume, recording);
+  // A link or another user's folder where the checkpoints go stops the run before its first
+  // step, not at its first checkpoint.
+  if (is_first_rank()) check_run_folder(run_checkpoint_root(config_.train.checkpoint_dir, run_name_));
 
   if (is_first_rank()) own_plan_ = plan_own_run();
   print_start(data_notes.text());
