@@ -1,14 +1,12 @@
 #include "store/run_queries.h"
 
-#include <signal.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <nlohmann/json.hpp>
 
 #include "store/commands.h"
 #include "store/error.h"
 #include "store/name_lookup.h"
+#include "store/process_gone.h"
 #include "store/user_text.h"
 #include "store/rows.h"
 #include "store/expert_queries.h"
@@ -121,8 +119,7 @@ RunRecord get_run(Database& db, int64_t run_id, double stale_after_s) {
 }
 
 bool recorder_gone(const RunRecord& run, const std::string& this_host) {
-  if (!run.pid || run.host.empty() || run.host != this_host) return false;
-  return ::kill(static_cast<pid_t>(*run.pid), 0) != 0 && errno == ESRCH;
+  return process_gone(run.host, run.pid, this_host);
 }
 
 std::optional<int64_t> find_run_named(Database& db, std::string_view name) {

@@ -32,10 +32,8 @@ std::vector<RunRecord> list_runs(Database& db, const RunFilter& filter = {},
 // The run with this id; an unknown id is an error.
 RunRecord get_run(Database& db, int64_t run_id, double stale_after_s = kDefaultStaleAfterS);
 
-// True when the process that records a live-looking run is known to be gone: it ran on
-// this_host and no process has its id (killed, say, before it could end the run). A run of
-// another host, or without a recorded pid, cannot be judged and reads as alive, and so does a
-// recycled id: refusing to take a run over is the safe side.
+// True when the process that records a live-looking run is known to be gone
+// (store/process_gone.h).
 bool recorder_gone(const RunRecord& run, const std::string& this_host);
 
 // The run with exactly this name, if there is one.

@@ -1,13 +1,11 @@
 #include "store/sweep_writer.h"
 
-#include <signal.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "store/error.h"
+#include "store/process_gone.h"
 #include "store/schema.h"
 #include "store/sweep_queries.h"
 #include "store/types.h"
@@ -19,13 +17,6 @@ namespace {
 void require_json(const std::string& text, const std::string& what) {
   require_utf8(text, what);
   if (!nlohmann::json::accept(text)) fail("store: " + what + " is not valid JSON");
-}
-
-// The process of a live-looking sweep is known to be gone: it ran on this host and no process
-// has its id. A recycled id reads as alive: refusing is the safe side.
-bool process_gone(const std::string& host, std::optional<int64_t> pid, const std::string& this_host) {
-  if (!pid || host.empty() || host != this_host) return false;
-  return ::kill(static_cast<pid_t>(*pid), 0) != 0 && errno == ESRCH;
 }
 
 }  // namespace
