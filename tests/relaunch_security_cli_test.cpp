@@ -119,7 +119,8 @@ TEST(RelaunchSecurityCli, TheLaunchRecordIsCheckedAsIfTypedAndAnOlderRunStartsWi
   };
   EXPECT_EQ(refused(R"({"serve":"0.0.0.0:80","token":false})"),
             "kiln: error: run 1 ('rec') records a dashboard kiln would refuse: --listen 0.0.0.0 reaches beyond this "
-            "machine; give --token TOKEN so that only holders of it can change runs, or listen on 127.0.0.1\n");
+            "machine; give --token TOKEN so that only holders of it can read and change runs, or listen on "
+            "127.0.0.1\n");
   EXPECT_EQ(refused(R"({"serve":"127.0.0.1:0","allow_hosts":["evil.example/x -c/evil.json"]})")
                 .rfind("kiln: error: run 1 ('rec') records a dashboard kiln would refuse: --allow-host "
                        "'evil.example/x -c/evil.json': give a host name or an IP address",

@@ -189,13 +189,15 @@ TEST_F(SecurityFilesCli, LinkedRunAndStepFoldersAreNotWrittenThrough) {
   EXPECT_EQ(fresh.output.find("step 1/8"), std::string::npos) << fresh.output;
   EXPECT_TRUE(is_empty_folder(target));
 
-  // A link where a resumed run writes a step again: refused, nothing written through it.
+  // A link where a resumed run writes a step again: that checkpoint is refused, as one the disk
+  // refuses is (a warning, train.checkpoint_failures), and nothing is written through it.
   train_base("base");
   const std::string step = checkpoints_ + "/base/step-00000008";
   fs::remove_all(step);
   fs::create_directory_symlink(target, step);
   const CommandResult resumed = run_command(kiln + " train --no-store --resume " + checkpoints_ + "/base/step-00000004");
-  EXPECT_NE(resumed.output.find("kiln: error: checkpoint: the step folder " + step + " is a symbolic link;"),
+  EXPECT_NE(resumed.output.find("kiln: warning: the checkpoint of step 8 was not written (checkpoint: the step folder " +
+                                step + " is a symbolic link;"),
             std::string::npos)
       << resumed.output;
   EXPECT_TRUE(is_empty_folder(target));

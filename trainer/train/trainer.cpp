@@ -247,7 +247,10 @@ TrainSummary Trainer::run() {
     const TrainConfig& t = config_.train;
     const std::string text = generate(*model_, *tokenizer_, t.sample_prompt, t.sample_tokens,
                                       t.sample_temperature, t.seed);
-    fmt::print(out_, "--- sample (temperature {}) ---\n{}\n---\n", t.sample_temperature, terminal_block(text));
+    // As kiln generate writes it: escaped for a terminal, unchanged into a log or a pipe.
+    const bool terminal = ::isatty(::fileno(out_)) == 1;
+    fmt::print(out_, "--- sample (temperature {}) ---\n{}\n---\n", t.sample_temperature,
+               terminal ? terminal_block(text) : text);
   }
   std::fflush(out_);
   return summary;
