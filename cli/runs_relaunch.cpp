@@ -56,8 +56,8 @@ store::Checkpoint pick_checkpoint(store::Database& db, const store::RunRecord& r
   }
   const std::string which = step ? fmt::format(" at or before step {}", *step) : std::string();
   if (checkpoints.empty())
-    fail(fmt::format("run {} ('{}') wrote no checkpoint to start from; set train.checkpoint_interval, or "
-                     "`kiln runs checkpoint` or `kiln runs release` it while it runs",
+    fail(fmt::format("run {} ('{}') wrote no checkpoint to start from: it ended before its first, or could not "
+                     "write it",
                      run.id, run.name));
   fail(fmt::format("run {} ('{}') has no checkpoint{} on disk (it recorded steps {}; a deleted or moved "
                    "folder cannot be used)",
@@ -134,48 +134,67 @@ std::vector<std::string> tag_words(const store::RunRecord& run) {
 bool token_given(const TokenOptions& token) { return token.token_given || !token.file.empty(); }
 
 // The words that serve the run's dashboard again as it was launched (its launch record, each
-// value checked as `kiln train --serve` checks it when typed), and in launch.token the token
-// it must have: the store holds only whether it had one, so it comes from this command.
-std::vector<std::string> dashboard_words(const store::RunRecord& run, const TokenOptions& given, Launch& launch) {
-  if (run.launch_json.empty()) {
-    if (token_given(given))
-      fail(fmt::format("--token and --token-file guard a dashboard, and run {} ('{}') starts again without one",
-                       run.id, run.name));
-    launch.notes.push_back(fmt::format("run {} ('{}') was recorded before kiln kept how runs were launched (store "
-                                       "schema 8), so it starts again without a dashboard (kiln serve shows it)",
-                                       run.id, run.name));
+// value checked as `kiln train --serve` checks it when typed), or where --serve says, or none
+// with --no-serve; and in launch.token the token it must have: the store holds only whether it
+// had one, so it comes from this command. The recorded address, when something else holds it
+// (kiln serve, as the demo suggests), becomes another port on the same host: a busy dashboard
+// port never costs a training its start.
+std::vector<std::string> dashboard_words(const store::RunRecord& run, const RelaunchOptions& options, Launch& launch) {
+  const TokenOptions& given = options.token;
+  const std::string who = fmt::format("run {} ('{}')", run.id, run.name);
+  if (options.no_serve) {
+    if (token_given(given)) fail("--token and --token-file guard a dashboard, and --no-serve serves none");
+    launch.notes.push_back(who + " trains without a dashboard of its own (--no-serve); kiln serve shows it");
     return {};
   }
-  const auto refuse = [&](const Error& e) {
-    fail(fmt::format("run {} ('{}') records a dashboard kiln would refuse: {}", run.id, run.name, e.what()));
-  };
   store::RunLaunch recorded;
-  try {
-    recorded = store::parse_launch(run.launch_json);
-  } catch (const Error& e) {
-    refuse(e);
-  }
-  if (recorded.serve.empty()) {
+  if (!run.launch_json.empty()) {
+    try {
+      recorded = store::parse_launch(run.launch_json);
+    } catch (const Error& e) {
+      fail(fmt::format("{} records a dashboard kiln would refuse: {}", who, e.what()));
+    }
+  } else if (options.serve.empty()) {
     if (token_given(given))
-      fail(fmt::format("--token and --token-file guard a dashboard, and run {} ('{}') served none", run.id, run.name));
+      fail(fmt::format("--token and --token-file guard a dashboard, and {} starts again without one", who));
+    launch.notes.push_back(who + " was recorded before kiln kept how runs were launched (store schema 8), so it "
+                                 "starts again without a dashboard (kiln serve shows it)");
+    return {};
+  }
+  const std::string serve = options.serve.empty() ? recorded.serve : options.serve;
+  if (serve.empty()) {
+    if (token_given(given)) fail(fmt::format("--token and --token-file guard a dashboard, and {} served none", who));
     return {};
   }
   const std::string token = resolve_token(given);
   if (recorded.token && token.empty())
-    fail(fmt::format("run {} ('{}') served its dashboard with a token, which kiln never stores; give it again with "
+    fail(fmt::format("{} served its dashboard with a token, which kiln never stores; give it again with "
                      "--token-file FILE, $KILN_TOKEN or --token TOKEN",
-                     run.id, run.name));
+                     who));
+  monitor::ListenAddress address;
   try {
-    const monitor::ListenAddress address = monitor::parse_listen_address(recorded.serve);
+    address = monitor::parse_listen_address(serve);
     monitor::check_exposure(address, token);
     [[maybe_unused]] const monitor::AllowedHosts hosts(address, recorded.allowed_hosts);  // refuses a bad name
   } catch (const Error& e) {
-    refuse(e);
+    if (!options.serve.empty()) fail(fmt::format("--serve {}: {}", serve, e.what()));
+    fail(fmt::format("{} records a dashboard kiln would refuse: {}", who, e.what()));
+  }
+  std::string where = serve;
+  if (options.serve.empty()) {
+    const monitor::ListenAddress free = monitor::free_listen_address(address);
+    if (free.port != address.port) {
+      where = monitor::to_string(free);
+      launch.notes.push_back(fmt::format("{} is in use (a kiln serve there shows this run when it reads the same "
+                                         "store), so {} serves its dashboard on {} instead; --serve HOST:PORT or "
+                                         "--no-serve choose",
+                                         serve, who, where));
+    }
   }
   launch.token = token;
   if (!token.empty())
     launch.notes.push_back("the dashboard's token goes to the training in $KILN_TOKEN, off its command line");
-  std::vector<std::string> words = {with_value("--serve", recorded.serve)};
+  std::vector<std::string> words = {with_value("--serve", where)};
   for (const std::string& host : recorded.allowed_hosts) words.push_back(with_value("--allow-host", host));
   // The defaults are left out, as the user left them out.
   const auto count = [&](std::string_view option, int64_t value, size_t default_value) {
@@ -238,10 +257,11 @@ Launch plan_launch(const RelaunchOptions& options) {
                                      : options.fork_name;
     store::check_run_name(name);
     if (store::find_run_named(*db, name)) fail("a run named '" + name + "' already exists; choose another --name");
-    launch.argv.push_back(with_value("--name", name));
   }
+  // Named, a resume is that run going on, whatever its --set change (store::ResumeRequest).
+  launch.argv.push_back(with_value("--name", name));
   for (const std::string& word : tag_words(run)) launch.argv.push_back(word);
-  for (const std::string& word : dashboard_words(run, options.token, launch)) launch.argv.push_back(word);
+  for (const std::string& word : dashboard_words(run, options, launch)) launch.argv.push_back(word);
   for (const std::string& assignment : options.overrides) launch.argv.push_back(with_value("--set", assignment));
   if (options.detach) {
     char stamp[32];
@@ -308,6 +328,12 @@ void add_relaunch_options(CLI::App* command, RelaunchOptions& options) {
                       "data-parallel size follows)");
   command->add_flag("--detach", options.detach,
                     "Start in the background, its output in a log file beside the checkpoints");
+  CLI::Option* serve = command->add_option(
+      "--serve", options.serve,
+      "Serve the run's dashboard on HOST:PORT (default: where it served, or another port there when that "
+      "one is in use)");
+  command->add_flag("--no-serve", options.no_serve, "Train without a dashboard of its own (kiln serve shows it)")
+      ->excludes(serve);
   add_token_options(command, options.token);
 }
 

@@ -24,6 +24,8 @@ struct RelaunchOptions {
   std::optional<int64_t> fork_step;    // a fork: from the checkpoint at or before this step
   std::string fork_name;               // and under this name (default RUN-fork-STEP)
   TokenOptions token;                  // the dashboard's token, for a run that served one with it
+  std::string serve;                   // --serve HOST:PORT: the dashboard there, not where it was
+  bool no_serve = false;               // --no-serve: no dashboard (kiln serve shows the run)
 };
 
 // Continues a released, stopped, failed, lost or completed run, or one whose process on this
@@ -32,11 +34,11 @@ struct RelaunchOptions {
 void relaunch_run(const RelaunchOptions& options);
 
 // kiln runs fork RUN --step N [--set key=value ...] [--name NAME] [--ranks N] [--detach]
-//                [--token TOKEN | --token-file FILE]
+//                [--serve HOST:PORT | --no-serve] [--token TOKEN | --token-file FILE]
 void add_runs_fork_command(CLI::App& runs);
 
-// The --set, --ranks, --detach, --token and --token-file options `kiln runs resume` adds for
-// an ended run.
+// The --set, --ranks, --detach, --serve, --no-serve, --token and --token-file options `kiln
+// runs resume` adds for an ended run.
 void add_relaunch_options(CLI::App* command, RelaunchOptions& options);
 
 }  // namespace kiln

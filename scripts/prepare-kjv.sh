@@ -17,9 +17,9 @@ if [ ! -f data/kjv.txt ]; then
   mv data/kjv.txt.tmp data/kjv.txt
 fi
 if [ ! -f data/kjv-tokenizer/merges.txt ]; then
-  build/kiln tokenizer train --input data/kjv.txt --vocab-size 2048 --output data/kjv-tokenizer
+  "${BUILD_DIR:-build}"/kiln tokenizer train --input data/kjv.txt --vocab-size 2048 --output data/kjv-tokenizer
 fi
 if [ ! -f data/kjv-bpe.idx ] || [ ! -f data/kjv-bpe.bin ]; then
-  build/kiln data prepare --input data/kjv.txt --tokenizer data/kjv-tokenizer \
+  "${BUILD_DIR:-build}"/kiln data prepare --input data/kjv.txt --tokenizer data/kjv-tokenizer \
     --document-boundary blank-line --append-eod --output data/kjv-bpe
 fi

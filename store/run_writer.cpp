@@ -89,6 +89,23 @@ Dropped dropped_by(const Batch& batch) {
   return d;
 }
 
+// Why resuming `run` from the request's checkpoint is another training rather than that run
+// going on, or "": a run that has ended (a crash's `lost` aside) goes on only when named or
+// from its newest checkpoint with the config it had.
+std::string another_training(Database& db, const RunRecord& run, const ResumeRequest& request) {
+  if (is_live(run.status) || run.status == RunStatus::Lost || request.named) return {};
+  std::optional<int64_t> newest;
+  for (const Checkpoint& c : list_checkpoints(db, run.id))
+    if (!newest || c.step > *newest) newest = c.step;
+  const std::string ended = "run '" + run.name + "' (id " + std::to_string(run.id) + ") has ended (" +
+                            std::string(to_string(run.status)) + ")";
+  if (newest != request.step)
+    return ended + " and its newest checkpoint is " + (newest ? "at step " + std::to_string(*newest) : "none") +
+           ", not this one at step " + std::to_string(request.step);
+  if (!request.unchanged) return ended + " and this training changes its config";
+  return {};
+}
+
 }  // namespace
 
 RunWriter::RunWriter(const std::string& path, WriterOptions options)
@@ -166,8 +183,7 @@ int64_t RunWriter::create_run(const RunInfo& typed) {
   return id;
 }
 
-std::optional<int64_t> RunWriter::resume_run(const RunInfo& typed, const std::string& resumed_from,
-                                             bool force) {
+ResumeOutcome RunWriter::resume_run(const RunInfo& typed, const ResumeRequest& request) {
   std::lock_guard sync(sync_mutex_);
   require_no_run();
   const RunInfo info = checked(typed);
@@ -178,12 +194,13 @@ std::optional<int64_t> RunWriter::resume_run(const RunInfo& typed, const std::st
   existing.bind(1, info.name);
   if (!existing.step()) {
     existing.reset();
-    return std::nullopt;
+    return {};
   }
   const int64_t id = existing.int64(0);
   existing.reset();
   const RunRecord run = get_run(db, id);
-  std::string message = "resumed from " + resumed_from;
+  if (const std::string why = another_training(db, run, request); !why.empty()) return {std::nullopt, why};
+  std::string message = "resumed from " + request.checkpoint;
   if (!info.host.empty()) message += " on " + info.host;
   const double last_sign = run.heartbeat_at.value_or(run.started_at.value_or(run.created_at));
   if (is_live(run.status)) {
@@ -192,7 +209,7 @@ std::optional<int64_t> RunWriter::resume_run(const RunInfo& typed, const std::st
     if (recorder_gone(run, info.host)) {
       message += "; the run looked lost since " + clock_time(last_sign) + " (its pid " +
                  std::to_string(*run.pid) + " is gone)";
-    } else if (force) {
+    } else if (request.force) {
       message += "; forced while it still looked " + std::string(to_string(run.status));
     } else {
       fail("store: run '" + info.name + "' (id " + std::to_string(id) + ") is still " +
@@ -220,7 +237,7 @@ std::optional<int64_t> RunWriter::resume_run(const RunInfo& typed, const std::st
     run_id_ = id;
   }
   wake_.notify_all();
-  return id;
+  return {id, {}};
 }
 
 int64_t RunWriter::run_id() const {

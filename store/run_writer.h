@@ -68,6 +68,24 @@ struct WriterStats {
   std::string last_error;  // the last failed commit's message; empty if none
 };
 
+// A checkpoint resuming the run of its name, as the trainer asks the store to continue it.
+struct ResumeRequest {
+  std::string checkpoint;  // the folder resumed from, for the `start` event
+  int64_t step = 0;        // its step
+  // The run is continued when it has ended only if this is that run going on: the user named
+  // it (`--name NAME`, which `kiln runs resume` passes), or resumes its newest checkpoint with
+  // the config unchanged (the alert hook aside: it is the command line's).
+  bool named = false;
+  bool unchanged = false;
+  bool force = false;  // continue a run that still looks live: its process is gone
+};
+
+struct ResumeOutcome {
+  std::optional<int64_t> run_id;  // the run continued; nullopt: record a new run
+  // Why a run of that name that has ended is not continued ("" when none, or continued).
+  std::string another_training;
+};
+
 class RunWriter {
  public:
   // Opens (creating or migrating) the store for writing; fails here, not later, on a file
@@ -85,13 +103,13 @@ class RunWriter {
   int64_t create_run(const RunInfo& info);
   // Continues the run named info.name, which a checkpoint of it is resuming: the status
   // goes back to `running`, the end and error are cleared, the record takes info's command
-  // line, launch, host, pid and device, and a `start` event says where it resumed from. Returns
-  // nullopt when the store has no run of that name. A run that is still live (running or
-  // paused, heartbeat fresh) is refused, since two processes must not record one run, unless
-  // its recording process is known to be gone (same host, no process of its pid) or `force`
-  // says the caller knows it is.
-  std::optional<int64_t> resume_run(const RunInfo& info, const std::string& resumed_from,
-                                    bool force = false);
+  // line, launch, host, pid and device, and a `start` event says where it resumed from. A run
+  // that is still live (running or paused, heartbeat fresh) is refused, since two processes
+  // must not record one run, unless its recording process is known to be gone (same host, no
+  // process of its pid) or request.force says the caller knows it is. A run that has ended
+  // is continued only as that same run (ResumeRequest), never by another training, whose
+  // steps would interleave with its own: then nothing is written and the outcome says why.
+  ResumeOutcome resume_run(const RunInfo& info, const ResumeRequest& request);
   int64_t run_id() const;
 
   // One log interval: every rank's row for the step(s). Rows with time 0 get now.

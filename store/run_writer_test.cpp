@@ -31,6 +31,15 @@ using testing_util::StoreTest;
 
 class RunWriterTest : public StoreTest {};
 
+// A resume of the run by its name (kiln runs resume, --name): that run going on.
+ResumeRequest named_resume(const std::string& checkpoint, bool force = false) {
+  ResumeRequest request;
+  request.checkpoint = checkpoint;
+  request.named = true;
+  request.force = force;
+  return request;
+}
+
 std::vector<MetricRow> all_rows(Database& db, int64_t run) {
   std::vector<MetricRow> rows;
   for_each_metric(db, run, [&](const MetricRow& r) { rows.push_back(r); });
@@ -132,7 +141,7 @@ TEST_F(RunWriterTest, AResumedRunContinuesTheSameRecord) {
     RunInfo info = run_info("long-run");
     info.host = "otherhost";
     info.command_line = "kiln train --resume latest";
-    EXPECT_EQ(writer.resume_run(info, "/ckpt/step-00000010"), id);
+    EXPECT_EQ(writer.resume_run(info, named_resume("/ckpt/step-00000010")).run_id, id);
     writer.log_metrics(interval(20, 2));
     writer.flush();
     auto db = open_store(path(), Access::ReadOnly);
@@ -146,7 +155,7 @@ TEST_F(RunWriterTest, AResumedRunContinuesTheSameRecord) {
     EXPECT_EQ(list_events(*db, id).back().message, "resumed from /ckpt/step-00000010 on otherhost");
     // A second process may not record the run while this one does.
     RunWriter second(path());
-    EXPECT_EQ(error_of([&] { second.resume_run(info, "x"); }),
+    EXPECT_EQ(error_of([&] { second.resume_run(info, named_resume("x")).run_id; }),
               "store: run 'long-run' (id 1) is still running in another process (on otherhost, last "
               "heartbeat 0 s ago); stop it first, resume under another --name, or give --force if that "
               "process is gone");
@@ -154,7 +163,7 @@ TEST_F(RunWriterTest, AResumedRunContinuesTheSameRecord) {
     writer.flush();
   }
   RunWriter writer(path());
-  EXPECT_FALSE(writer.resume_run(run_info("never-recorded"), "x").has_value());
+  EXPECT_FALSE(writer.resume_run(run_info("never-recorded"), named_resume("x")).run_id.has_value());
   EXPECT_EQ(writer.run_id(), 0);
 }
 
@@ -184,7 +193,7 @@ TEST_F(RunWriterTest, RecordsHowARunWasLaunchedAndTakesTheResumesLaunch) {
     RunWriter writer(path());
     RunInfo info = run_info("served");
     info.launch = RunLaunch{};
-    EXPECT_EQ(writer.resume_run(info, "/ckpt/step-1"), id);
+    EXPECT_EQ(writer.resume_run(info, named_resume("/ckpt/step-1")).run_id, id);
     writer.finish(RunStatus::Completed);
     writer.flush();
   }
@@ -222,7 +231,7 @@ TEST_F(RunWriterTest, KeepsTheRunsPlanAndTakesTheResumesNewOne) {
     RunInfo info = run_info("planned");
     info.planned_step_s = -1;
     info.planned_memory_bytes = 0;
-    EXPECT_EQ(writer.resume_run(info, "/ckpt/step-1"), id);
+    EXPECT_EQ(writer.resume_run(info, named_resume("/ckpt/step-1")).run_id, id);
     writer.finish(RunStatus::Completed);
     writer.flush();
   }
@@ -234,6 +243,41 @@ TEST_F(RunWriterTest, KeepsTheRunsPlanAndTakesTheResumesNewOne) {
   EXPECT_TRUE(j.at("planned_step_s").is_null());
   EXPECT_TRUE(j.at("planned_memory_bytes").is_null());
   EXPECT_EQ(db->query_int("SELECT count(*) FROM runs WHERE planned_step_s IS NULL AND planned_memory_bytes IS NULL"), 1);
+}
+
+// Two trainings from one checkpoint must not interleave their steps in one record: a run that
+// has ended goes on only from its newest checkpoint with the config it had, or when named.
+TEST_F(RunWriterTest, AnotherTrainingFromAnEndedRunsCheckpointIsNotAppendedToIt) {
+  int64_t id = 0;
+  {
+    RunWriter writer(path());
+    id = writer.create_run(run_info("tuned"));
+    writer.log_checkpoint({10, "/ckpt/tuned/step-00000010", 100, "tp1.pp1.dp1"});
+    writer.log_checkpoint({20, "/ckpt/tuned/step-00000020", 100, "tp1.pp1.dp1"});
+    writer.finish(RunStatus::Completed);
+    writer.flush();
+  }
+  const auto resume = [&](int64_t step, bool unchanged) {
+    ResumeRequest request;
+    request.checkpoint = "/ckpt/tuned/step-" + std::to_string(step);
+    request.step = step;
+    request.unchanged = unchanged;
+    return RunWriter(path()).resume_run(run_info("tuned"), request);
+  };
+  const ResumeOutcome older = resume(10, true);
+  EXPECT_FALSE(older.run_id.has_value());
+  EXPECT_EQ(older.another_training,
+            "run 'tuned' (id 1) has ended (completed) and its newest checkpoint is at step 20, not this one at step 10");
+  const ResumeOutcome changed = resume(20, false);
+  EXPECT_FALSE(changed.run_id.has_value());
+  EXPECT_EQ(changed.another_training, "run 'tuned' (id 1) has ended (completed) and this training changes its config");
+  {
+    auto db = open_store(path(), Access::ReadOnly);
+    EXPECT_EQ(get_run(*db, id).status, RunStatus::Completed) << "refused without a write";
+  }
+  const ResumeOutcome same = resume(20, true);
+  EXPECT_EQ(same.run_id, id);
+  EXPECT_EQ(same.another_training, "");
 }
 
 // A run killed with -9 keeps its fresh heartbeat for a while; on its own host the store can
@@ -259,7 +303,7 @@ TEST_F(RunWriterTest, AResumeContinuesARunWhoseProcessIsGoneOrWhenForced) {
   RunInfo again = run_info("killed");
   again.pid = getpid();
   again.host = "otherhost";
-  EXPECT_EQ(error_of([&] { RunWriter(path()).resume_run(again, "/ckpt/step-5"); }),
+  EXPECT_EQ(error_of([&] { RunWriter(path()).resume_run(again, named_resume("/ckpt/step-5")).run_id; }),
             "store: run 'killed' (id 1) is still running in another process (pid " + std::to_string(child) +
                 " on testhost, last heartbeat 0 s ago); stop it first, resume under another --name, or give "
                 "--force if that process is gone")
@@ -267,7 +311,7 @@ TEST_F(RunWriterTest, AResumeContinuesARunWhoseProcessIsGoneOrWhenForced) {
   again.host = "testhost";
   {
     RunWriter writer(path());
-    EXPECT_EQ(writer.resume_run(again, "/ckpt/step-5"), id);
+    EXPECT_EQ(writer.resume_run(again, named_resume("/ckpt/step-5")).run_id, id);
     auto db = open_store(path(), Access::ReadOnly);
     EXPECT_EQ(get_run(*db, id).pid, getpid());
     const std::string message = list_events(*db, id).back().message;
@@ -275,9 +319,9 @@ TEST_F(RunWriterTest, AResumeContinuesARunWhoseProcessIsGoneOrWhenForced) {
               "resumed from /ckpt/step-5 on testhost; the run looked lost");
     EXPECT_NE(message.find("(its pid " + std::to_string(child) + " is gone)"), std::string::npos) << message;
     // This process is alive: a second resume is refused, unless forced.
-    EXPECT_NE(error_of([&] { RunWriter(path()).resume_run(again, "x"); }), "(no error)");
+    EXPECT_NE(error_of([&] { RunWriter(path()).resume_run(again, named_resume("x")).run_id; }), "(no error)");
     RunWriter forced(path());
-    EXPECT_EQ(forced.resume_run(again, "/ckpt/step-5", true), id);
+    EXPECT_EQ(forced.resume_run(again, named_resume("/ckpt/step-5", true)).run_id, id);
     EXPECT_EQ(list_events(*db, id).back().message,
               "resumed from /ckpt/step-5 on testhost; forced while it still looked running");
     forced.finish(RunStatus::Completed);

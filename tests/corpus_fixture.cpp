@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 
@@ -29,7 +30,9 @@ std::string small_run(const std::string& prefix) {
          " --set train.global_batch=4 --set train.micro_batch=2 --set train.steps=6"
          " --set train.warmup=2 --set train.log_interval=2 --set train.eval_interval=3"
          " --set train.eval_iters=2 --set data.split=90,10,0 --set train.sample_tokens=20"
-         " --set train.sample_prompt=Doc --set train.checkpoint_interval=0 --set backend.threads=1";
+         " --set train.sample_prompt=Doc --set train.checkpoint_interval=0 --set backend.threads=1"
+         // Every run keeps a final checkpoint: in the test's own folder, beside its corpus.
+         " --set train.checkpoint_dir=" + std::filesystem::path(prefix).parent_path().string() + "/checkpoints";
 }
 
 std::vector<double> printed_losses(const std::string& output) {

@@ -12,8 +12,8 @@ std::string prepare_corpus(const std::string& dir);
 
 // --set overrides for a 1-layer byte-level model that trains 6 steps on the corpus in well
 // under a second: logs every 2 steps, validates at steps 3 and 6, samples 20 tokens at the end,
-// keeps no checkpoint (the embedded config keeps them; a test that wants one sets it after this),
-// on one thread: a fixed count, so a run repeats bit for bit whatever the tests beside it run
+// keeps no periodic checkpoint (a test that wants them sets train.checkpoint_interval after this)
+// and its final one in a `checkpoints` folder beside the prefix, on one thread: a fixed count, so a run repeats bit for bit whatever the tests beside it run
 // (a shared count changes with them, and sums with the team size).
 std::string small_run(const std::string& prefix);
 

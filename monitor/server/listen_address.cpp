@@ -1,6 +1,9 @@
 #include "monitor/server/listen_address.h"
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <charconv>
+#include <optional>
 
 #include "store/error.h"
 
@@ -36,6 +39,34 @@ void check_exposure(const ListenAddress& address, const std::string& token) {
   store::fail("--listen " + address.host.to_string() +
        " reaches beyond this machine; give --token TOKEN so that only holders of it can "
        "read and change runs, or listen on 127.0.0.1");
+}
+
+ListenAddress free_listen_address(const ListenAddress& wanted) {
+  namespace net = boost::asio;
+  // Bound as the dashboard's listener binds (reuse_address: a port a closed connection left in
+  // TIME_WAIT is free), then closed, so the training that starts next can take it.
+  const auto bound_port = [](const ListenAddress& address) -> std::optional<uint16_t> {
+    net::io_context io;
+    net::ip::tcp::acceptor acceptor(io);
+    const net::ip::tcp::endpoint endpoint(address.host, address.port);
+    boost::system::error_code error;
+    acceptor.open(endpoint.protocol(), error);
+    if (!error) acceptor.set_option(net::socket_base::reuse_address(true), error);
+    if (!error) acceptor.bind(endpoint, error);
+    if (error) return std::nullopt;
+    return acceptor.local_endpoint().port();
+  };
+  if (bound_port(wanted)) return wanted;
+  ListenAddress elsewhere{wanted.host, 0};
+  const std::optional<uint16_t> port = bound_port(elsewhere);
+  if (!port) return wanted;  // the host itself cannot be listened on: the training says why
+  elsewhere.port = *port;
+  return elsewhere;
+}
+
+std::string to_string(const ListenAddress& address) {
+  const std::string host = address.host.to_string();
+  return (address.host.is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(address.port);
 }
 
 }  // namespace kiln::monitor

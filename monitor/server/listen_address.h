@@ -23,4 +23,12 @@ ListenAddress parse_listen_address(std::string_view text);
 // the port could otherwise steer every run.
 void check_exposure(const ListenAddress& address, const std::string& token);
 
+// `wanted` when it can be listened on now, else the same host on a port the system picks,
+// for a dashboard that must not cost its training the start (kiln runs resume and fork
+// serving where the run served while kiln serve holds that port).
+ListenAddress free_listen_address(const ListenAddress& wanted);
+
+// "127.0.0.1:8080", "[::1]:8080": as parse_listen_address reads it back.
+std::string to_string(const ListenAddress& address);
+
 }  // namespace kiln::monitor

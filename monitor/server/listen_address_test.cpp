@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
 #include "tests/error_of.h"
 
 namespace kiln::monitor {
@@ -33,6 +36,22 @@ TEST(ListenAddress, ExposedAddressNeedsAToken) {
             "can read and change runs, or listen on 127.0.0.1");
   EXPECT_EQ(error_of([] { check_exposure(parse_listen_address("0.0.0.0:8080"), "t"); }), "(no error)");
   EXPECT_EQ(error_of([] { check_exposure(parse_listen_address("127.0.0.1:8080"), ""); }), "(no error)");
+}
+
+TEST(ListenAddress, AFreeAddressIsTheOneWantedUnlessItIsTaken) {
+  EXPECT_EQ(to_string(parse_listen_address("[::1]:8080")), "[::1]:8080");
+  EXPECT_EQ(to_string(parse_listen_address("localhost:1")), "127.0.0.1:1");
+
+  // A port this test holds is taken; the same host on another port is offered instead.
+  namespace net = boost::asio;
+  net::io_context io;
+  net::ip::tcp::acceptor held(io, net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+  const ListenAddress taken{held.local_endpoint().address(), held.local_endpoint().port()};
+  const ListenAddress offered = free_listen_address(taken);
+  EXPECT_EQ(offered.host, taken.host);
+  EXPECT_NE(offered.port, taken.port);
+  EXPECT_NE(offered.port, 0);
+  EXPECT_EQ(free_listen_address(offered).port, offered.port) << "nothing holds the offered port";
 }
 
 }  // namespace

@@ -73,14 +73,14 @@ void Server::stop() {
 uint16_t Server::port() const { return listener_->port(); }
 
 std::string Server::url() const {
-  std::string host = address_.host.is_v6() ? "[" + address_.host.to_string() + "]" : address_.host.to_string();
+  std::string where = to_string(ListenAddress{address_.host, port()});
   // Every interface: the machine's name is what others can open; a loopback address would
   // hide that the dashboard is exposed.
   if (address_.host.is_unspecified()) {
     char name[256] = {};
-    if (gethostname(name, sizeof name - 1) == 0 && name[0] != '\0') host = name;
+    if (gethostname(name, sizeof name - 1) == 0 && name[0] != '\0') where = std::string(name) + ":" + std::to_string(port());
   }
-  return "http://" + host + ":" + std::to_string(port()) + "/";
+  return "http://" + where + "/";
 }
 
 }  // namespace kiln::monitor

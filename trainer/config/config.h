@@ -84,7 +84,7 @@ struct TrainConfig {
   int64_t log_interval = 10;
   int64_t eval_interval = 100;  // 0: no validation
   int64_t eval_iters = 10;
-  int64_t checkpoint_interval = 0;      // save every N steps (and at the end); 0: only on command
+  int64_t checkpoint_interval = 0;      // save every N steps too; 0: at the end (and on stop or signal) only
   std::string checkpoint_dir = "checkpoints";  // each run saves under <dir>/<run name>/
   int checkpoint_keep = 0;              // keep the newest N checkpoints of a run; 0: all
   int checkpoint_failures = 3;          // the run fails when this many checkpoints in a row cannot be written

@@ -117,6 +117,21 @@ bool is_floating(DType d) {
 
 // Every part present, of a floating dtype and the expected shape (GPT-2's position table
 // may have more rows than the kiln model keeps); nothing left over.
+// An imported model is fine-tuned, not pre-trained from scratch: the run config it carries
+// starts from what a fine-tune wants rather than kiln's pre-training defaults. The learning
+// rate is the usual full fine-tune's (Hugging Face's Trainer default, 5e-5), a tenth of it at
+// the end; a few warm-up steps let Adam's moments settle before full-size updates reach weights
+// that are already good; a checkpoint every 100 steps (and the final one every run keeps); a
+// split with a validation share a small fine-tuning set still fills (5% of its documents) and
+// no test share, since a fine-tune's benchmark lives elsewhere.
+void set_fine_tune_defaults(Config& config) {
+  config.train.lr = 5e-5;
+  config.train.min_lr = 5e-6;
+  config.train.warmup = 10;
+  config.train.checkpoint_interval = 100;
+  config.data.split = "95,5,0";
+}
+
 void check_weights(const HfWeights& weights, const std::vector<HfTensor>& map, const ModelConfig& m,
                    int64_t hf_positions) {
   std::set<std::string> used;
@@ -211,6 +226,7 @@ HfImportSummary import_hf(const HfImportOptions& options) {
       output.filename().empty() ? output.parent_path().filename().string() : output.filename().string(), "imported");
   Config config;
   config.model = model;
+  set_fine_tune_defaults(config);
   summary.tokenizer = config.data.tokenizer = tokenizer_spec(input, output, summary.notes);
   // Validated as a run validates it, so the checkpoint resumes.
   config = config_from_json(config_to_json(config));

@@ -15,16 +15,17 @@ namespace {
 // System rows are slower-moving than step rows; one every few seconds draws the curve.
 constexpr auto kSystemSampleEvery = std::chrono::seconds(5);
 
-int64_t create_run(store::RunWriter& writer, const RecordOptions& options, store::RunInfo& info) {
-  info.name = options.name;
+// `numbered`: a name taken already becomes NAME-2, NAME-3, ... rather than an error.
+int64_t create_run(store::RunWriter& writer, const std::string& name, bool numbered, store::RunInfo& info) {
+  info.name = name;
   for (int attempt = 2;; ++attempt) {
     try {
       return writer.create_run(info);
     } catch (const Error& e) {
       // Two default-named runs started in the same second: number the later one.
       const bool taken = std::string_view(e.what()).find("already exists") != std::string_view::npos;
-      if (options.name_given || !taken || attempt > 100) throw;
-      info.name = options.name + "-" + std::to_string(attempt);
+      if (!numbered || !taken || attempt > 100) throw;
+      info.name = name + "-" + std::to_string(attempt);
     }
   }
 }
@@ -41,9 +42,26 @@ RunRecorder::RunRecorder(const RecordOptions& options, store::RunInfo info, Syst
   info.parent_step = options.parent_step;
   info.sweep_id = options.sweep_id;
   info.sweep_point = options.sweep_point;
-  std::optional<int64_t> resumed;
-  if (!options.resumed_from.empty()) resumed = writer_.resume_run(info, options.resumed_from, options.force_resume);
-  run_id_ = resumed ? *resumed : create_run(writer_, options, info);
+  // A fork is a new run under its own name, never the continuation of one that has it.
+  const bool continuing = !options.resumed_from.empty() && options.parent_name.empty();
+  store::ResumeOutcome resumed;
+  if (continuing) {
+    store::ResumeRequest request;
+    request.checkpoint = options.resumed_from;
+    request.step = options.resumed_step;
+    request.named = options.name_given;
+    request.unchanged = options.resumed_unchanged;
+    request.force = options.force_resume;
+    resumed = writer_.resume_run(info, request);
+  }
+  another_training_ = resumed.another_training;
+  if (!another_training_.empty()) {
+    // Another training from an ended run's checkpoint: recorded apart, as a fork of it.
+    info.parent_name = options.name;
+    info.parent_step = options.resumed_step;
+  }
+  run_id_ = resumed.run_id ? *resumed.run_id
+                           : create_run(writer_, options.name, !options.name_given || !another_training_.empty(), info);
   name_ = info.name;
   next_system_sample_ = std::chrono::steady_clock::now();
 }

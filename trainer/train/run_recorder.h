@@ -29,9 +29,14 @@ struct RecordOptions {
   // The dashboard it serves beside the training, which kiln runs resume and fork start again.
   store::RunLaunch launch;
   std::vector<std::string> tags;
-  // The checkpoint a resumed run continues from: the store's run of the same name, when
-  // there is one, is continued rather than a new one created.
+  // The checkpoint a resumed run continues from, and its step: the store's run of the same
+  // name, when there is one, is continued rather than a new one created, unless it has ended
+  // and this is another training from its checkpoint (store::ResumeRequest): then a new run,
+  // named NAME-2 (-3, ...), records it with that run as its parent.
   std::string resumed_from;
+  int64_t resumed_step = 0;
+  // This training runs the checkpoint's config unchanged (its alert hook aside).
+  bool resumed_unchanged = false;
   // Continue that run even while the store shows it live (the user knows its process is gone).
   bool force_resume = false;
   // A fork: resumed from another run's checkpoint under a new name, that run and its step.
@@ -49,6 +54,9 @@ class RunRecorder {
   RunRecorder(const RecordOptions& options, store::RunInfo info, SystemProbe& probe);
 
   const std::string& name() const { return name_; }
+  // Why a resumed checkpoint's run, which has ended, was not continued and this training
+  // became a new run: "" when it was not so.
+  const std::string& another_training() const { return another_training_; }
   int64_t run_id() const { return run_id_; }
   const std::string& path() const { return path_; }
 
@@ -83,6 +91,7 @@ class RunRecorder {
   SystemProbe& probe_;
   std::string path_;
   std::string name_;
+  std::string another_training_;
   int64_t run_id_ = 0;
   std::chrono::steady_clock::time_point next_system_sample_;
 };

@@ -146,9 +146,6 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   RecordOptions recording = record;
   run_name_ = record.name;
   if (!resume.empty()) resume_from(resume, recording);
-  // A link or another user's folder where the checkpoints go stops the run before its first
-  // step, not at its first checkpoint.
-  if (is_first_rank()) check_run_folder(run_checkpoint_root(config_.train.checkpoint_dir, run_name_));
 
   if (is_first_rank()) own_plan_ = plan_own_run();
   print_start(data_notes.text());
@@ -171,6 +168,10 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
     }
     recorder_ = std::make_unique<RunRecorder>(recording, info, *probe_);
     run_name_ = recorder_->name();
+    if (!recorder_->another_training().empty())
+      fmt::print(out_, "kiln: {}, so this training is a new run '{}' (its parent: '{}' at step {}); kiln runs resume {} "
+                       "continues that run itself\n",
+                 recorder_->another_training(), run_name_, recording.name, recording.resumed_step, recording.name);
     std::vector<store::RankPlace> places;
     for (size_t r = 0; r < rank_places_.size(); ++r) {
       const RankGpu& p = rank_places_[r];
@@ -182,6 +183,9 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
     if (valid_data_ && config_.train.sample_tokens > 0 && !layout_.splits_model())
       sampler_ = std::make_unique<ValidationSampler>(*model_, *tokenizer_, config_.train);
   }
+  // A link or another user's folder where the checkpoints go stops the run before its first
+  // step, not at its first checkpoint.
+  if (is_first_rank()) check_run_folder(run_checkpoint_root(config_.train.checkpoint_dir, run_name_));
   start_alerts();
   if (!resume.empty())
     fmt::print(out_, "kiln: resumed from {} at step {}\n", resume, first_step_ - 1);
@@ -241,7 +245,7 @@ TrainSummary Trainer::run() {
   if (sample && layout_.splits_model()) {
     fmt::print(out_, "kiln: no sample: each rank holds {}; {}\n", layout_.model_share(),
                last_checkpoint_.empty()
-                   ? std::string("no checkpoint was written to sample from (train.checkpoint_interval keeps one)")
+                   ? std::string("its last checkpoint could not be written, so there is none to sample from")
                    : "sample its checkpoint with kiln generate --checkpoint " + last_checkpoint_);
   } else if (sample && is_first_rank()) {
     const TrainConfig& t = config_.train;
@@ -345,8 +349,8 @@ void Trainer::train_loop(TrainSummary& summary) {
       std::fflush(out_);
       if (recorder_) recorder_->log_valid(step, *summary.valid_loss);
     }
-    if (t.checkpoint_interval > 0 && (step % t.checkpoint_interval == 0 || step == t.steps))
-      save_checkpoint_at(step);
+    // Every run keeps its last step, whatever the interval: a fine-tune is not lost for want of one.
+    if (step == t.steps || (t.checkpoint_interval > 0 && step % t.checkpoint_interval == 0)) save_checkpoint_at(step);
 
     bool stop = decision.stop;
     releasing_ = releasing_ || decision.release;
@@ -354,8 +358,8 @@ void Trainer::train_loop(TrainSummary& summary) {
     if (interrupted) {
       summary.interrupted = true;
       fmt::print(out_, "kiln: interrupted; stopped cleanly after step {}\n", step);
-      // With periodic checkpoints on, the work since the last one is kept too.
-      if (t.checkpoint_interval > 0) save_checkpoint_at(step);
+      // The work since the last checkpoint is kept, so kiln runs resume continues from here.
+      save_checkpoint_at(step);
       if (recorder_)
         recorder_->log_event(store::event_kind::kStatus, "interrupted (SIGINT or SIGTERM)", step);
       break;

@@ -76,6 +76,18 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   return written.path;
 }
 
+namespace {
+
+// Whether a resumed run trains with the config its checkpoint holds: the alert hook aside,
+// which comes from the command line alone (a checkpoint's is dropped).
+bool same_training_config(nlohmann::json now, nlohmann::json saved) {
+  for (nlohmann::json* config : {&now, &saved})
+    if (config->contains("alerts")) (*config)["alerts"].erase("command");
+  return now == saved;
+}
+
+}  // namespace
+
 void Trainer::warn_of_schedule_changes(const nlohmann::json& checkpoint_config, const std::string& resume) {
   TrainConfig before;
   try {
@@ -133,8 +145,11 @@ void Trainer::resume_from(const std::string& resume, RecordOptions& recording) {
     recording.parent_name = state.run_name;
     recording.parent_step = state.step;
   }
-  warn_of_schedule_changes(state.config, resume);
+  // A step-0 checkpoint (an import) has no schedule under way to change.
+  if (state.step > 0) warn_of_schedule_changes(state.config, resume);
   recording.resumed_from = resume;
+  recording.resumed_step = state.step;
+  recording.resumed_unchanged = same_training_config(config_to_json(config_), state.config);
 }
 
 }  // namespace kiln
