@@ -453,5 +453,104 @@ TEST(Tui, ControlCharactersInATagAreShownNotObeyed) {
   EXPECT_NE(tmux.pane("#{pane_title}"), "owned");
 }
 
+// The runs table's columns are as wide as their content: at 160 columns a run's tags and its
+// device show whole beside a short name (the name no longer takes the row's spare width from
+// them); at 100 the least useful columns drop out or are cut with an ellipsis, and every line
+// fits.
+TEST(Tui, RunsTableColumnsFollowTheirContent) {
+  const std::string dir = fresh_dir("tui_widths");
+  const std::string path = dir + "/runs.db";
+  const std::string tags = "baseline,lr-sweep,2026-q4", device = "cpu AMD EPYC 7763 64-Core Processor";
+  for (const std::string name : {"lr-0", "lr-1"}) {
+    store::RunWriter writer(path);
+    store::RunInfo info;
+    info.name = name;
+    info.config_json = R"({"train": {"steps": 100}})";
+    info.layout = "tp1.pp1.dp1";
+    info.backend = "cpu";
+    info.device = "AMD EPYC 7763 64-Core Processor";
+    info.tags = {"baseline", "lr-sweep", "2026-q4"};
+    writer.create_run(info);
+    for (int64_t step = 1; step <= 3; ++step) {
+      store::MetricRow row;
+      row.step = step;
+      row.loss = 5.0 / static_cast<double>(step);
+      row.tokens_per_s = 1000;
+      writer.log_metrics({row});
+    }
+    writer.finish(store::RunStatus::Completed);
+    writer.flush();
+  }
+  Tmux tmux("widths", kiln + " tui --store " + path, 160, 20);
+  std::string screen = tmux.wait_for({"lr-0", "lr-1", "DURATION"});
+  for (const std::string name : {"lr-0", "lr-1"}) {
+    const int row = row_of(screen, name + " ");
+    ASSERT_GE(row, 0) << screen;
+    std::istringstream lines(screen);
+    std::string line;
+    for (int i = 0; i <= row; ++i) std::getline(lines, line);
+    EXPECT_TRUE(shows(line, tags)) << line;
+    EXPECT_TRUE(shows(line, device)) << line;
+    // The name's column is as wide as the longest name: one space before the tags.
+    EXPECT_TRUE(shows(line, name + " " + tags)) << line;
+  }
+  expect_fits(screen, 160);
+
+  tmux.resize(100, 20);
+  screen = tmux.wait_for({"STATUS", "NAME", "STEP", "LOSS", "DURATION", "…"});
+  EXPECT_TRUE(shows(screen, "lr-0 ") && shows(screen, "3/100") && shows(screen, "DURATION")) << screen;
+  EXPECT_FALSE(shows(screen, device)) << screen;
+  EXPECT_TRUE(shows(screen, "…")) << screen;
+  expect_fits(screen, 100);
+}
+
+// The straggler strip marks (in red) the rank the ranks table highlights, the store's slowest:
+// here rank 1, whose working time is 2% over the others', within the strip's even shade.
+TEST(Tui, TheStragglerStripMarksTheRankTheRanksTableHighlights) {
+  const std::string dir = fresh_dir("tui_slowest");
+  const std::string path = dir + "/runs.db";
+  {
+    store::RunWriter writer(path);
+    store::RunInfo info;
+    info.name = "four-ranks";
+    info.config_json = R"({"train": {"steps": 10}})";
+    info.layout = "tp1.pp1.dp4";
+    info.backend = "cpu";
+    writer.create_run(info);
+    writer.record_ranks({{0, "node-a", "cpu", {}}, {1, "node-a", "cpu", {}}, {2, "node-b", "cpu", {}}, {3, "node-b", "cpu", {}}});
+    for (int64_t step = 1; step <= 10; ++step) {
+      std::vector<store::MetricRow> rows;
+      for (int rank = 0; rank < 4; ++rank) {
+        store::MetricRow row;
+        row.step = step;
+        row.rank = rank;
+        row.loss = 5.0 / static_cast<double>(step);
+        row.tokens_per_s = 1000;
+        row.fwd_ms = rank == 1 ? 10.2 : 10;
+        rows.push_back(row);
+      }
+      writer.log_metrics(rows);
+    }
+    writer.finish(store::RunStatus::Completed);
+    writer.flush();
+  }
+  Tmux tmux("slowest", kiln + " tui --store " + path, 120, 36);
+  ASSERT_TRUE(shows(tmux.wait_for({"four-ranks", "completed"}), "four-ranks"));
+  tmux.keys("Enter");
+  const std::string screen = tmux.wait_for({"run 1 · four-ranks", "1.02x", "1.00x"});
+  ASSERT_TRUE(shows(screen, "1.02x")) << screen;
+  // The strip's lines, styled: a line per rank, " rN    node-x ... ratio"; red (SGR 31) on rank 1's alone.
+  static const std::regex strip_line(R"(r(\d)\s.*node-[ab].*1\.0\dx)");
+  std::istringstream lines(tmux.styled_screen());
+  int strip_lines = 0;
+  std::smatch found;
+  for (std::string line; std::getline(lines, line);) {
+    if (!std::regex_search(line, found, strip_line)) continue;
+    ++strip_lines;
+    EXPECT_EQ(shows(line, "31m") || shows(line, ";31"), found[1] == "1") << line;
+  }
+  EXPECT_EQ(strip_lines, 4) << tmux.styled_screen();
+}
+
 }  // namespace
 }  // namespace kiln::test

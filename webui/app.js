@@ -18,7 +18,7 @@ function route() {
   else if (parts[0] === "compare") renderCompare(view, params);
   else if (parts[0] === "sweep" && parts[1]) leave = renderSweep(view, decodeURIComponent(parts[1]));
   else if (parts[0] === "sweeps") renderSweeps(view);
-  else renderRuns(view, params);
+  else leave = renderRuns(view, params);
 }
 
 function applyTheme(theme) {

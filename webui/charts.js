@@ -157,9 +157,20 @@ export function lineChart(container, title, lines,
   return box.chart;
 }
 
-// New values for the same lines (a live run's rows as they arrive, a new smoothing). A
-// chart zoomed in stays zoomed; one showing everything grows with the data.
+// New values for the same lines (a live run's rows as they arrive, a new smoothing), and
+// their labels and widths where those changed (another rank became the slowest), in place.
+// A chart zoomed in stays zoomed; one showing everything grows with the data.
 export function setLines(chart, lines) {
+  const legendRows = chart.root.querySelectorAll(".u-legend tr.u-series");
+  const firstRow = legendRows.length - lines.length;  // the x series has a row in a live legend
+  lines.forEach((line, i) => {
+    const series = chart.series[i + 1];
+    series.width = line.width || 1.5;
+    if (series.label === line.label) return;
+    series.label = line.label;
+    const cell = legendRows[firstRow + i]?.querySelector(".u-label");
+    if (cell) cell.textContent = line.label;
+  });
   const data = toData(lines, chart.scales.y.distr === 3);
   const x = chart.scales.x, shown = chart.data[0];
   const zoomed = shown.length > 0 && (x.min > shown[0] || x.max < shown[shown.length - 1]);

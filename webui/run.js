@@ -59,7 +59,13 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
   const steer = el("div", { class: "steer" });
   let samples = null;
   const experts = expertsSection();
-  const ranks = ranksSection(encodeURIComponent(run));
+  // The slowest rank as the store names it (GET /api/runs/{run}/ranks, read by the Ranks
+  // panel): the charts label the same rank as the panel highlights.
+  let slowestRank = null;
+  const ranks = ranksSection(encodeURIComponent(run), (rank) => {
+    slowestRank = rank;
+    refresh();
+  });
   const alerts = alertsSection(encodeURIComponent(run));
   const lineage = lineageSection();
 
@@ -100,14 +106,6 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     return { xs: line.steps.map((step, i) => xOf(step, line.times[i])), ys: smooth(line.ys, settings.smoothing) };
   }
 
-  // The rank with the lowest tokens/s at its latest step, when there are several.
-  function slowestRank() {
-    const byRank = series.tokens_per_s || {};
-    const ranks = Object.keys(byRank).map(Number);
-    const last = (r) => byRank[r].ys[byRank[r].ys.length - 1];
-    return ranks.length > 1 ? ranks.reduce((s, r) => (last(r) < last(s) ? r : s)) : -1;
-  }
-
   // Across ranks, step by step: the max, mean and min lines, the band filled between the
   // first and the last.
   function bandLines(rankLines) {
@@ -130,9 +128,8 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
   function linesOf(spec) {
     const byRank = series[spec.key] || {};
     const ranks = Object.keys(byRank).map(Number).sort((a, b) => a - b);
-    const slowest = slowestRank();
     const lines = settings.bands ? bandLines(ranks.map((r) => byRank[r]))
-      : ranks.map((r) => ({ label: `rank ${r}${r === slowest ? " (slowest)" : ""}`, width: r === slowest ? 3 : 1.5, ...shown(byRank[r]) }));
+      : ranks.map((r) => ({ label: `rank ${r}${r === slowestRank ? " (slowest)" : ""}`, width: r === slowestRank ? 3 : 1.5, ...shown(byRank[r]) }));
     if (spec.key === "loss") {
       lines.push({ label: "valid", width: 2.5, ...shown(valid) });
       // A fork's curve continues its parents': theirs up to the steps it branched at.

@@ -26,9 +26,11 @@ export function heatColour(relative) {
 const ms = (x) => (x == null ? "—" : x.toFixed(1));
 const times = (x) => (x == null ? "—" : `${x.toFixed(2)}x`);
 
-export function ranksSection(run) {
+// onSlowest(rank or null) hears of each change of the rank the store names the slowest.
+export function ranksSection(run, onSlowest) {
   let places = new Map();  // rank -> host, for the strip's readout
   let heat = null;
+  let slowest = null;
   let last = 0, timer = null, inFlight = false;
 
   const table = el("table", { id: "ranks-table" });
@@ -136,6 +138,10 @@ export function ranksSection(run) {
       const columns = Math.max(16, Math.min(512, Math.floor((canvas.clientWidth || 800) / 4)));
       const [body, strip] = await Promise.all([getJson(`/api/runs/${run}/ranks`), getJson(`/api/runs/${run}/rank-heat?columns=${columns}`)]);
       if (body.ranks.length < 2) return;
+      if (body.slowest !== slowest) {
+        slowest = body.slowest;
+        onSlowest(slowest);
+      }
       element.hidden = false;
       places = new Map(body.ranks.map((r) => [r.rank, r.host]));
       heat = strip;

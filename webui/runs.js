@@ -1,12 +1,14 @@
 // The runs table: every run of the store, filtered by status, tag, name or a config key's
 // value, grouped by a tag or a config key, sorted by any column, with columns to hide and
 // config keys to add as columns (remembered in this browser), and a box per row to pick runs
-// to compare.
+// to compare. It fits the window: names and tags wrap, and where that is not enough the
+// columns of lowest priority hide (runs_columns.js), named above the table.
 import { getJson, send, el } from "/api.js";
-import { builtinColumns, flatConfig, configText, configColumn, loadChoices, saveChoices } from "/runs_columns.js";
+import { builtinColumns, flatConfig, configText, configColumn, hidingOrder, loadChoices, saveChoices } from "/runs_columns.js";
 
 const noTags = "(no tags)";
 
+// Returns what stops it following the window's width when the page is left.
 export function renderRuns(view, params) {
   const choices = loadChoices();
   const state = { sort: "started_at", descending: true, runs: [], picked: new Set(), keys: [] };
@@ -19,6 +21,8 @@ export function renderRuns(view, params) {
   const columnsMenu = el("details", { id: "columns-menu", class: "menu" });
   const compare = el("button", { id: "compare-picked", disabled: "" }, "Compare picked");
   const table = el("table", { id: "runs" });
+  const wrap = el("div", { class: "table-wrap" }, table);
+  const fitNote = el("p", { id: "runs-fit", class: "muted", hidden: "" });
   const message = el("p", { class: "muted" });
   const configKeys = el("datalist", { id: "config-keys" });
   let sweepNames = new Map();  // sweep id -> name, for the links of the runs a sweep launched
@@ -26,7 +30,7 @@ export function renderRuns(view, params) {
   view.append(el("h1", {}, "Runs"),
     el("div", { class: "filters" }, status, tag, name, el("span", { class: "muted" }, "where"), filterKey, "=", filterValue,
       el("span", { class: "muted" }, "group by"), groupBy, columnsMenu, compare),
-    el("div", { class: "table-wrap" }, table), message, configKeys);
+    fitNote, wrap, message, configKeys);
 
   compare.addEventListener("click", () => {
     location.hash = "#/compare?runs=" + [...state.picked].join(",");
@@ -129,16 +133,16 @@ export function renderRuns(view, params) {
   // their tooltip, so the table fits the window.
   function cell(c, r) {
     if (c.key === "name")
-      return el("td", {}, el("a", { class: "clip wide", href: `#/run/${encodeURIComponent(r.name)}`, title: r.name }, r.name),
+      return el("td", { class: "name-cell", "data-col": c.key }, el("a", { class: "clip wide", href: `#/run/${encodeURIComponent(r.name)}`, title: r.name }, r.name),
         r.alerts > 0 ? el("span", { class: "alert-badge", title: `${r.alerts} alert${r.alerts > 1 ? "s" : ""}; the latest: ${r.latest_alert}` }, String(r.alerts)) : null,
         r.sweep_id != null ? el("a", { class: "sweep-link", href: `#/sweep/${r.sweep_id}`, title: `point ${r.sweep_point} of sweep ${sweepNames.get(r.sweep_id) ?? r.sweep_id}` },
           `${sweepNames.get(r.sweep_id) ?? "sweep"} #${r.sweep_point}`) : null);
-    if (c.key === "status") return el("td", { class: `status status-${r.status}` }, r.status);
-    if (c.key === "tags") return el("td", {}, el("span", { class: "clip", title: r.tags.join(", ") }, ...r.tags.map((t) => el("span", { class: "tag" }, t))),
-      el("button", { title: "Add a tag", onclick: () => addTag(r) }, "+"));
+    if (c.key === "status") return el("td", { class: `status status-${r.status}`, "data-col": c.key }, r.status);
+    if (c.key === "tags") return el("td", { class: "tags-cell", "data-col": c.key, title: r.tags.join(", ") || null },
+      ...r.tags.map((t) => el("span", { class: "tag" }, t)), el("button", { title: "Add a tag", onclick: () => addTag(r) }, "+"));
     const text = String(c.text ? c.text(r) : r[c.key] || "—");
     const num = typeof c.num === "function" ? c.num(r) : c.num;
-    return el("td", { class: num ? "num" : "" }, el("span", { class: "clip", title: text }, text));
+    return el("td", { class: num ? "num" : "", "data-col": c.key }, el("span", { class: "clip", title: text }, text));
   }
 
   function draw() {
@@ -151,7 +155,7 @@ export function renderRuns(view, params) {
       return state.descending ? -order : order;
     });
     const head = el("tr", {}, el("th", {}, ""), ...shown.map((c) =>
-      el("th", { class: c.num === true ? "num" : "", onclick: () => { state.descending = state.sort === c.key ? !state.descending : false; state.sort = c.key; draw(); } },
+      el("th", { class: c.num === true ? "num" : "", "data-col": c.key, onclick: () => { state.descending = state.sort === c.key ? !state.descending : false; state.sort = c.key; draw(); } },
         c.label + (state.sort === c.key ? (state.descending ? " ▾" : " ▴") : ""))));
     const row = (r) => el("tr", { "data-run": r.name },
       el("td", {}, el("input", { type: "checkbox", checked: state.picked.has(r.name) ? "" : null, onchange: (e) => {
@@ -165,6 +169,20 @@ export function renderRuns(view, params) {
           ` · ${runs.length} run${runs.length === 1 ? "" : "s"}`))]),
       ...runs.map(row)]);
     table.replaceChildren(el("thead", {}, head), el("tbody", {}, ...body));
+    fit(shown);
+  }
+
+  // Hides columns, lowest priority first, while the table is wider than its box; the note
+  // above it names them.
+  function fit(shown) {
+    const hidden = [];
+    for (const c of hidingOrder(shown)) {
+      if (table.offsetWidth <= wrap.clientWidth) break;
+      for (const cell of table.querySelectorAll(`[data-col="${CSS.escape(c.key)}"]`)) cell.hidden = true;
+      hidden.push(c.label);
+    }
+    fitNote.hidden = hidden.length === 0;
+    fitNote.textContent = hidden.length ? `Hidden to fit the window: ${hidden.join(", ")}. A wider window shows them; Columns chooses which to show.` : "";
   }
 
   async function addTag(run) {
@@ -182,5 +200,14 @@ export function renderRuns(view, params) {
   filterKey.addEventListener("change", draw);
   filterValue.addEventListener("input", draw);
   groupBy.addEventListener("change", () => { choices.group = groupBy.value; changed(); });
+  // A window of another width fits the columns again.
+  let fittedWidth = 0;
+  const refit = () => {
+    if (wrap.clientWidth === fittedWidth) return;
+    fittedWidth = wrap.clientWidth;
+    draw();
+  };
+  window.addEventListener("resize", refit);
   load();
+  return () => window.removeEventListener("resize", refit);
 }

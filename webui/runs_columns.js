@@ -3,18 +3,20 @@
 // what the rows are grouped by, remembered in this browser's storage.
 import { format } from "/api.js";
 
+// When the window is too narrow for every column, the lowest priority hides first (the
+// rightmost of equals); the name never hides.
 export const builtinColumns = [
-  { key: "status", label: "Status" },
+  { key: "status", label: "Status", priority: 10 },
   { key: "name", label: "Name" },
-  { key: "tags", label: "Tags", value: (r) => r.tags.join(",") },
-  { key: "layout", label: "Layout" },
-  { key: "device", label: "Device" },
-  { key: "last_step", label: "Steps", num: true, text: (r) => `${r.last_step ?? "—"}${r.steps ? "/" + r.steps : ""}` },
-  { key: "loss", label: "Loss", num: true, text: (r) => format.loss(r.loss) },
-  { key: "tokens_per_s", label: "Tokens/s", num: true, text: (r) => format.rate(r.tokens_per_s) },
-  { key: "mfu", label: "MFU", num: true, text: (r) => format.percent(r.mfu) },
-  { key: "started_at", label: "Started", value: (r) => r.started_at ?? r.created_at, text: (r) => format.minute(r.started_at ?? r.created_at) },
-  { key: "duration_s", label: "Duration", num: true, text: (r) => format.duration(r.duration_s) },
+  { key: "tags", label: "Tags", priority: 6, value: (r) => r.tags.join(",") },
+  { key: "layout", label: "Layout", priority: 2 },
+  { key: "device", label: "Device", priority: 1 },
+  { key: "last_step", label: "Steps", num: true, priority: 9, text: (r) => `${r.last_step ?? "—"}${r.steps ? "/" + r.steps : ""}` },
+  { key: "loss", label: "Loss", num: true, priority: 9, text: (r) => format.loss(r.loss) },
+  { key: "tokens_per_s", label: "Tokens/s", num: true, priority: 7, text: (r) => format.rate(r.tokens_per_s) },
+  { key: "mfu", label: "MFU", num: true, priority: 3, text: (r) => format.percent(r.mfu) },
+  { key: "started_at", label: "Started", priority: 5, value: (r) => r.started_at ?? r.created_at, text: (r) => format.minute(r.started_at ?? r.created_at) },
+  { key: "duration_s", label: "Duration", num: true, priority: 8, text: (r) => format.duration(r.duration_s) },
 ];
 
 // {"train": {"lr": 0.01}} -> {"train.lr": 0.01}; a list stays one value.
@@ -33,9 +35,18 @@ export function configText(value) {
   return typeof value === "string" ? value : JSON.stringify(value);
 }
 
+// A config key added as a column hides, when the window is narrow, after the device, layout
+// and MFU, before the built-in figures.
 export function configColumn(key) {
-  return { key: "config:" + key, label: key, configKey: key, value: (r) => r.flat[key], text: (r) => configText(r.flat[key]),
+  return { key: "config:" + key, label: key, configKey: key, priority: 4, value: (r) => r.flat[key], text: (r) => configText(r.flat[key]),
     num: (r) => typeof r.flat[key] === "number" };
+}
+
+// The columns to hide, in order, until the table fits: lowest priority first, the rightmost
+// of equals first.
+export function hidingOrder(columns) {
+  return columns.map((c, i) => ({ c, i })).filter(({ c }) => c.priority != null)
+    .sort((a, b) => a.c.priority - b.c.priority || b.i - a.i).map(({ c }) => c);
 }
 
 const storageKey = "kiln-runs-table";

@@ -4,7 +4,7 @@
 // of the points and a scatter of the loss against a chosen parameter. A live sweep's page
 // asks for new figures every few seconds, one request at a time, until it ends or is left.
 import { getJson, el, format } from "/api.js";
-import { parallelPlot, scatterPlot, valueText } from "/sweep_plots.js";
+import { parallelPlot, scatterPlot, valueText, lossText } from "/sweep_plots.js";
 
 const refreshEvery = 5000;  // ms between a live sweep's reads
 const metricLabels = { final_valid_loss: "final valid loss", final_loss: "final loss" };
@@ -105,7 +105,7 @@ export function renderSweep(view, name) {
       ? parallelPlot(points(), state.body.parameters, metricLabels[metric()], (point) => {
         const p = point == null ? null : shown.find((q) => String(q.point) === point);
         hover.textContent = p ? `point ${p.point}: ${state.body.parameters.map((k) => `${k}=${valueText(p.params[k])}`).join(", ")} · ` +
-          `${metricLabels[metric()]} ${format.loss(p.loss)}${p.run_name ? " · " + p.run_name : ""}` : "point at a line for its point";
+          `${lossText(p, metricLabels[metric()], format.loss)}${p.run_name ? " · " + p.run_name : ""}` : "point at a line for its point";
       })
       : el("p", { class: "muted" }, "No point has a loss yet."));
   }

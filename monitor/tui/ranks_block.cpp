@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <optional>
 
 #include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
@@ -69,7 +68,7 @@ int ranks_block_rows(const store::RankHeat& heat) {
 }
 
 void draw_ranks_block(int row, int width, const store::RankHeat& heat, const std::vector<store::RankPlace>& places,
-                      const Theme& theme) {
+                      std::optional<int> slowest, const Theme& theme) {
   if (ranks_block_rows(heat) == 0) return;
   const std::vector<size_t> rows = shown_rows(heat);
   std::string who = heat.group > 1 ? "rank groups" : "ranks";
@@ -81,11 +80,9 @@ void draw_ranks_block(int row, int width, const store::RankHeat& heat, const std
 
   std::map<int, std::string> hosts;
   for (const auto& place : places) hosts[place.rank] = place.host;
-  std::optional<size_t> slowest;
-  for (size_t i : rows) {
-    const double latest = latest_of(heat.relative[i]);
-    if (latest > kNeutral && (!slowest || latest > latest_of(heat.relative[*slowest]))) slowest = i;
-  }
+  const auto holds_slowest = [&](size_t i) {
+    return slowest && *slowest >= heat.ranks[i] && *slowest < heat.ranks[i] + heat.group;
+  };
   int y = row + 1;
   for (size_t i : rows) {
     const auto host = hosts.find(heat.ranks[i]);
@@ -93,7 +90,7 @@ void draw_ranks_block(int row, int width, const store::RankHeat& heat, const std
                               pad_left_aligned(clip(host == hosts.end() ? "" : host->second, 10), 11);
     const double latest = latest_of(heat.relative[i]);
     const std::string ratio = std::isnan(latest) ? kAbsent : fmt::format("{:.2f}x", latest);
-    const int attr = theme.attr(slowest == i ? Tone::Bad : Tone::Plain);
+    const int attr = theme.attr(holds_slowest(i) ? Tone::Bad : Tone::Plain);
     int col = put(y, 1, label, kStripLabelWidth, attr);
     col += put(y, 1 + col, heat_cells(heat.relative[i], theme.unicode()), width - 2 - col - kStripRatioWidth, attr);
     put(y, 1 + col, pad_right_aligned(ratio, kStripRatioWidth), kStripRatioWidth, attr);

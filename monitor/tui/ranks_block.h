@@ -7,6 +7,7 @@
 // A world of more ranks than kMaxStripRanks shows its slowest at the latest step.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,10 @@ std::string heat_cells(const std::vector<double>& relative, bool unicode);
 // The rows the block takes, its title included: 0 with fewer than two ranks.
 int ranks_block_rows(const store::RankHeat& heat);
 
-// Draws the block from `row`, `width` columns wide; `places` name each rank's host.
+// Draws the block from `row`, `width` columns wide; `places` name each rank's host. The line
+// holding `slowest` (the rank store::slowest_of names at the latest step, as the ranks table
+// highlights it) is drawn in the bad tone.
 void draw_ranks_block(int row, int width, const store::RankHeat& heat, const std::vector<store::RankPlace>& places,
-                      const Theme& theme);
+                      std::optional<int> slowest, const Theme& theme);
 
 }  // namespace kiln::tui

@@ -178,7 +178,7 @@ class RunScreen final : public Screen {
     draw_plot(layout.plots_top, 0, layout.plot_height, half - 1, "loss", {loss_.series}, theme);
     draw_plot(layout.plots_top, half, layout.plot_height, COLS - half, "tokens/s", {rate_.series}, theme);
     draw_experts_block(layout.experts_top, COLS, details_->latest_experts, theme);
-    if (strip_rows > 0) draw_ranks_block(layout.experts_top + expert_rows, COLS, heat_, places_, theme);
+    if (strip_rows > 0) draw_ranks_block(layout.experts_top + expert_rows, COLS, heat_, places_, slowest_rank(), theme);
     draw_events(layout.events_top, height - layout.events_top, theme);
   }
 
@@ -318,9 +318,15 @@ class RunScreen final : public Screen {
     return "ETA " + duration_or_absent((static_cast<double>(*planned) - steps.back()) / step_rate);
   }
 
+  // The slowest by working time at the latest step (store::slowest_of, as the dashboard's):
+  // the others' exposed communication is their wait for it.
+  std::optional<int> slowest_rank() const {
+    const auto at = store::slowest_of(details_->latest);
+    return at ? std::optional<int>(details_->latest[*at].rank) : std::nullopt;
+  }
+
   void draw_ranks(int row, int height, const Theme& theme, double now) {
     const auto& rows = details_->latest;
-    // The slowest by working time: the others' exposed communication is their wait for it.
     const size_t slowest = store::slowest_of(rows).value_or(rows.size());
     const bool all_to_all =
         std::any_of(rows.begin(), rows.end(), [](const store::MetricRow& r) { return !std::isnan(r.a2a_ms); });

@@ -25,11 +25,13 @@ namespace {
 
 enum Column { kStatus, kName, kTags, kLayout, kDevice, kStep, kLoss, kRate, kMfu, kStarted, kDuration };
 
+// Each column as wide as its content where the terminal has room (monitor/tui/table.h); the
+// widths here are the narrowest a column is cut to before the least useful drop out.
 const std::vector<TableColumn>& columns() {
   static const std::vector<TableColumn> c = {
-      {"STATUS", 9, false, 9},   {"NAME", 18, false, 10, true}, {"TAGS", 10, false, 3},
-      {"LAYOUT", 11, false, 2},  {"DEVICE", 16, false, 1},      {"STEP", 11, true, 8},
-      {"LOSS", 7, true, 7},      {"TOK/S", 7, true, 6},         {"MFU", 6, true, 5},
+      {"STATUS", 9, false, 9},   {"NAME", 16, false, 10}, {"TAGS", 10, false, 3},
+      {"LAYOUT", 11, false, 2},  {"DEVICE", 12, false, 1}, {"STEP", 11, true, 8},
+      {"LOSS", 7, true, 7},      {"TOK/S", 7, true, 6},    {"MFU", 6, true, 5},
       {"STARTED", 16, false, 4}, {"DURATION", 8, true, 5}};
   return c;
 }

@@ -3,8 +3,8 @@
 #include <curses.h>
 
 #include <algorithm>
-#include <numeric>
 
+#include "base/terminal_text.h"
 #include "monitor/tui/draw.h"
 
 namespace kiln::tui {
@@ -12,47 +12,74 @@ namespace {
 
 constexpr int kMarkWidth = 2;  // "* " before a marked row
 
-int used_width(const std::vector<TableColumn>& columns, const std::vector<size_t>& shown) {
+// The columns a cell takes on screen: its control characters as the escapes put() shows.
+int shown_width(const std::string& text) { return text_width(terminal_line(text)); }
+
+int used_width(const std::vector<FittedColumn>& fitted) {
   int width = 0;
-  for (size_t i : shown) width += columns[i].width + 1;
+  for (const FittedColumn& f : fitted) width += f.width + 1;
   return width;
 }
 
-std::string cell_text(const TableColumn& column, const std::string& text, int width) {
-  return column.right ? pad_right_aligned(text, width) : pad_left_aligned(text, width);
+// The text in exactly `width` columns: padded, or cut with an ellipsis at its end.
+std::string cell_text(const TableColumn& column, const std::string& text, int width, bool unicode) {
+  std::string shown = terminal_line(text);
+  if (width > 0 && text_width(shown) > width) shown = clip(shown, width - 1) + (unicode ? "…" : "~");
+  return column.right ? pad_right_aligned(shown, width) : pad_left_aligned(shown, width);
 }
 
 }  // namespace
 
-std::vector<size_t> fit_columns(const std::vector<TableColumn>& columns, int width) {
-  std::vector<size_t> shown(columns.size());
-  std::iota(shown.begin(), shown.end(), 0);
-  while (!shown.empty() && used_width(columns, shown) > width) {
-    const auto lowest = std::min_element(shown.begin(), shown.end(), [&](size_t a, size_t b) {
-      // Among equal priorities the rightmost goes first.
-      return columns[a].priority < columns[b].priority ||
-             (columns[a].priority == columns[b].priority && a > b);
-    });
-    shown.erase(lowest);
+std::vector<FittedColumn> fit_columns(const std::vector<TableColumn>& columns,
+                                      const std::vector<std::vector<TableCell>>& rows, int width) {
+  std::vector<int> content(columns.size());
+  for (size_t i = 0; i < columns.size(); ++i) content[i] = text_width(columns[i].header);
+  for (const auto& row : rows)
+    for (size_t i = 0; i < std::min(row.size(), columns.size()); ++i)
+      content[i] = std::max(content[i], shown_width(row[i].text));
+
+  // Each column at its narrowest; the least important (the rightmost among equals) drop out
+  // until those fit.
+  std::vector<FittedColumn> fitted;
+  for (size_t i = 0; i < columns.size(); ++i) fitted.push_back({i, std::min(columns[i].width, content[i])});
+  while (!fitted.empty() && used_width(fitted) > width) {
+    fitted.erase(std::min_element(fitted.begin(), fitted.end(), [&](const FittedColumn& a, const FittedColumn& b) {
+      const TableColumn &x = columns[a.index], &y = columns[b.index];
+      return x.priority < y.priority || (x.priority == y.priority && a.index > b.index);
+    }));
   }
-  return shown;
+
+  // The room left, a column at a time to each column still cut, the most important first, so
+  // the cut columns widen together.
+  std::vector<FittedColumn*> by_priority;
+  for (FittedColumn& f : fitted) by_priority.push_back(&f);
+  std::stable_sort(by_priority.begin(), by_priority.end(), [&](const FittedColumn* a, const FittedColumn* b) {
+    return columns[a->index].priority > columns[b->index].priority;
+  });
+  int spare = width - used_width(fitted);
+  for (bool widened = true; spare > 0 && widened;) {
+    widened = false;
+    for (FittedColumn* f : by_priority)
+      if (spare > 0 && f->width < content[f->index]) {
+        ++f->width;
+        --spare;
+        widened = true;
+      }
+  }
+  const auto grower = std::find_if(fitted.begin(), fitted.end(), [&](const FittedColumn& f) { return columns[f.index].grow; });
+  if (grower != fitted.end() && spare > 0) grower->width += spare;
+  return fitted;
 }
 
 void draw_table(const TableView& view, const std::vector<TableColumn>& columns,
                 const std::vector<std::vector<TableCell>>& rows, const std::vector<bool>& marked,
                 const Theme& theme) {
-  const int inner = view.width - kMarkWidth;
-  const std::vector<size_t> shown = fit_columns(columns, inner);
-  const int spare = std::max(0, inner - used_width(columns, shown));
-  const auto grower = std::find_if(shown.begin(), shown.end(), [&](size_t i) { return columns[i].grow; });
-  const auto width_of = [&](size_t k) {
-    return columns[shown[k]].width + (grower != shown.end() && shown[k] == *grower ? spare : 0);
-  };
+  const std::vector<FittedColumn> fitted = fit_columns(columns, rows, view.width - kMarkWidth);
   int col = view.col + kMarkWidth;
-  for (size_t k = 0; k < shown.size(); ++k) {
-    put(view.row, col, cell_text(columns[shown[k]], columns[shown[k]].header, width_of(k)),
-        width_of(k), A_BOLD | A_UNDERLINE);
-    col += width_of(k) + 1;
+  for (const FittedColumn& f : fitted) {
+    put(view.row, col, cell_text(columns[f.index], columns[f.index].header, f.width, theme.unicode()), f.width,
+        A_BOLD | A_UNDERLINE);
+    col += f.width + 1;
   }
   for (int line = 1; line < view.height; ++line) {
     const size_t r = view.first + static_cast<size_t>(line - 1);
@@ -63,11 +90,11 @@ void draw_table(const TableView& view, const std::vector<TableColumn>& columns,
     if (selected) fill_row(y, view.col, view.width, row_attr);
     if (r < marked.size() && marked[r]) put(y, view.col, "*", 1, theme.attr(Tone::Accent) | row_attr);
     col = view.col + kMarkWidth;
-    for (size_t k = 0; k < shown.size(); ++k) {
-      const TableCell& cell = rows[r][shown[k]];
-      put(y, col, cell_text(columns[shown[k]], cell.text, width_of(k)), width_of(k),
+    for (const FittedColumn& f : fitted) {
+      const TableCell& cell = rows[r][f.index];
+      put(y, col, cell_text(columns[f.index], cell.text, f.width, theme.unicode()), f.width,
           selected ? row_attr : theme.attr(cell.tone));
-      col += width_of(k) + 1;
+      col += f.width + 1;
     }
   }
 }

@@ -44,6 +44,9 @@ class TestScreen {
   // The character in column x of row y.
   std::string cell(int y, int x) const { return read(y, x, 1); }
 
+  // The curses attributes (bold, underline, colour pair...) of column x of row y.
+  int attributes(int y, int x) const { return static_cast<int>(mvinch(y, x) & A_ATTRIBUTES); }
+
   // Every row, one per line.
   std::string text() const {
     std::string all;
