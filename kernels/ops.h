@@ -36,7 +36,8 @@ struct AttentionShape {
 };
 
 // The optimizer's segment table: a [n, 3] I64 tensor of (begin, end, decay) rows over the
-// flat parameter buffers, one row per parameter tensor; decay is 0 or 1.
+// flat parameter buffers, one row per parameter tensor, sorted by begin and not overlapping;
+// decay is 0 or 1.
 struct AdamWStep {
   double lr = 0;
   double beta1 = 0.9;

@@ -1,11 +1,13 @@
 // The CPU AdamW op's folded gradient factor: the same update, bit for bit, as scaling the
-// gradients in a pass of their own first; and one step worked by hand.
+// gradients in a pass of their own first; one step worked by hand; and the segment table's
+// order, which the CUDA kernel relies on, checked.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "kernels/ops.h"
+#include "tests/error_of.h"
 
 namespace kiln {
 namespace {
@@ -40,6 +42,27 @@ TEST(CpuAdamW, OneStepByHand) {
   EXPECT_FLOAT_EQ(m[0], static_cast<float>(0.1 * gs));
   EXPECT_FLOAT_EQ(v[0], static_cast<float>(0.05 * gs * gs));
   EXPECT_NEAR(w[0], 2.0 * (1 - 0.1 * 0.5) + 0.1 * 4.0 / (4.0 + 1e-8), 1e-6);
+}
+
+TEST(CpuAdamW, RefusesSegmentsOutOfOrder) {
+  // The CUDA kernel finds a chunk's segments by binary search over begins: a table out of
+  // order (as a layer's experts listed before the next layer's dense parameters once were)
+  // would leave parameters untrained there, so the twin refuses it in one line.
+  const auto ops = make_cpu_ops(1);
+  std::vector<float> w(6, 1.0f), g(6, 0.5f), m(6, 0.0f), v(6, 0.0f);
+  std::vector<int64_t> unsorted = {4, 6, 1, 0, 3, 1};
+  EXPECT_EQ(test::error_of([&] {
+              ops->adamw(flat(w), flat(g), flat(m), flat(v), Tensor{}, Tensor{unsorted.data(), DType::I64, {2, 3}},
+                         AdamWStep{});
+            }),
+            "adamw: segment 1 begins at 0, before segment 0 ends at 6: the table must be sorted by begin, "
+            "without overlaps");
+  std::vector<int64_t> overlapping = {0, 3, 1, 2, 5, 1};
+  EXPECT_NE(test::error_of([&] {
+              ops->adamw(flat(w), flat(g), flat(m), flat(v), Tensor{}, Tensor{overlapping.data(), DType::I64, {2, 3}},
+                         AdamWStep{});
+            }),
+            "(no error)");
 }
 
 }  // namespace

@@ -430,11 +430,19 @@ class CpuOps final : public Ops {
     KILN_CHECK(segments.dtype == DType::I64 && segments.shape.rank == 2 && segments.shape[1] == 3,
                "adamw: segments must be an [n, 3] int64 table");
     const int64_t* table = segments.as<int64_t>();
+    for (int64_t i = 0; i < segments.shape[0]; ++i) {
+      const int64_t begin = table[3 * i], end = table[3 * i + 1];
+      KILN_CHECK(begin >= 0 && begin <= end && end <= master.numel(), "adamw: bad segment");
+      // The CUDA kernel walks the rows in order; the twin refuses a table it would mis-walk.
+      KILN_CHECK(i == 0 || begin >= table[3 * i - 2],
+                 "adamw: segment " + std::to_string(i) + " begins at " + std::to_string(begin) +
+                     ", before segment " + std::to_string(i - 1) + " ends at " + std::to_string(table[3 * i - 2]) +
+                     ": the table must be sorted by begin, without overlaps");
+    }
     dispatch(master, [&](auto t) {
       using T = decltype(t);
       for (int64_t i = 0; i < segments.shape[0]; ++i) {
         const int64_t begin = table[3 * i], end = table[3 * i + 1];
-        KILN_CHECK(begin >= 0 && begin <= end && end <= master.numel(), "adamw: bad segment");
         cpu::adamw(master.as<T>() + begin, grad.as<T>() + begin, m.as<T>() + begin,
                    v.as<T>() + begin, end - begin, s.lr, s.beta1, s.beta2, s.eps,
                    table[3 * i + 2] ? s.weight_decay : 0.0, s.step, s.grad_scale);

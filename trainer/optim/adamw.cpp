@@ -1,6 +1,7 @@
 #include "trainer/optim/adamw.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -21,6 +22,19 @@ size_t AdamW::state_bytes_per_element(DType value_dtype) {
 
 namespace {
 bool counts_as_one(Communicator* group) { return !group || group->size() == 1; }
+
+// A segment table's (begin, end, decay) rows ordered by begin, as the adamw op walks them
+// (kernels/ops.h). The parameters come in backward's order, which under expert parallelism
+// alternates between the dense region and the experts' after it: a table over both regions
+// (the optimizer unsharded) would list each layer's experts before the next layer's dense
+// parameters. The CUDA kernel, which finds a chunk's segments by binary search, then skipped
+// parameters and stopped at the last dense one; the CPU refuses such a table.
+void sort_by_begin(std::vector<int64_t>& table) {
+  std::vector<std::array<int64_t, 3>> rows(table.size() / 3);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = {table[3 * i], table[3 * i + 1], table[3 * i + 2]};
+  std::sort(rows.begin(), rows.end());
+  for (size_t i = 0; i < rows.size(); ++i) std::copy(rows[i].begin(), rows[i].end(), table.begin() + 3 * i);
+}
 }  // namespace
 
 AdamW::StateLayout AdamW::lay_out(const ParameterSet& params, const OptimizerGroups& groups) {
@@ -73,8 +87,10 @@ AdamW::StateLayout AdamW::lay_out(const ParameterSet& params, const OptimizerGro
       layout.norm_all = layout.norm_all && counts && !p.expert;
     }
   }
-  for (std::vector<int64_t>& table : layout.tables)
+  for (std::vector<int64_t>& table : layout.tables) {
+    sort_by_begin(table);
     if (table.empty()) table = {0, 0, 0};
+  }
   return layout;
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -41,6 +42,11 @@ std::string host_name() {
   char name[HOST_NAME_MAX + 1] = {};
   if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
   return name;
+}
+
+std::string placement_host() {
+  const char* id = std::getenv("NCCL_HOSTID");
+  return id && *id ? id : host_name();
 }
 
 NodePlacement node_placement(Communicator& world, const std::string& host) {

@@ -43,4 +43,10 @@ std::vector<std::string> describe_rank_gpus(const std::vector<RankGpu>& ranks, s
 // This machine's host name.
 std::string host_name();
 
+// The machine a rank counts as on when it picks its GPU: NCCL_HOSTID where it is set, else
+// the host name. NCCL takes ranks of different NCCL_HOSTIDs for different machines (its
+// duplicate-GPU check looks within one), so ranks given kiln-0, kiln-1, ... on one machine
+// each take its first GPU and meet over NCCL's network transport: NCCL's own path, one GPU.
+std::string placement_host();
+
 }  // namespace kiln

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "tests/error_of.h"
 
 namespace kiln {
@@ -36,6 +39,22 @@ TEST(GpuPlacement, AWorldOfOneIsAloneOnItsMachine) {
   EXPECT_EQ(ranks[0].host, "node-a");
   EXPECT_EQ(ranks[0].gpu, 2);
   EXPECT_EQ(ranks[0].bus_id, "0000:3B:00.0");
+}
+
+TEST(GpuPlacement, NcclHostIdNamesTheMachineARankCountsAsOn) {
+  // Each rank of kiln-0, kiln-1, ... is alone on its machine, as NCCL sees them: each takes
+  // GPU 0 and NCCL's duplicate-GPU check finds no second rank there.
+  const char* before = std::getenv("NCCL_HOSTID");
+  const std::string saved = before ? before : "";
+  setenv("NCCL_HOSTID", "kiln-1", 1);
+  EXPECT_EQ(placement_host(), "kiln-1");
+  const auto world = make_single_process_communicator();
+  EXPECT_EQ(gpu_for_rank(node_placement(*world, placement_host()), 1, false), 0);
+  setenv("NCCL_HOSTID", "", 1);
+  EXPECT_EQ(placement_host(), host_name());
+  unsetenv("NCCL_HOSTID");
+  EXPECT_EQ(placement_host(), host_name());
+  if (before) setenv("NCCL_HOSTID", saved.c_str(), 1);
 }
 
 TEST(GpuPlacement, StartUpLinesNameEachHostsRanksAndGpus) {

@@ -17,7 +17,7 @@ void Trainer::start_backend() {
     return;
   }
   const std::string comm = resolve_device_comm(config_.parallel.device_comm);
-  const NodePlacement placement = node_placement(world_, host_name());
+  const NodePlacement placement = node_placement(world_, placement_host());
   // Without a visible GPU make_ops says why.
   if (visible_gpus() > 0) gpu_ = gpu_for_rank(placement, visible_gpus(), comm == "mpi");
   ops_ = make_ops(config_, gpu_);
