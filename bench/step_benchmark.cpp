@@ -19,6 +19,7 @@
 //   peak_mem_bytes  everything kiln allocates: parameters, gradients, activations, scratch,
 //                   op workspace and optimizer state, all laid out before step 1
 //   device_mem_bytes  (GPU) device memory in use after the first step less before the model
+//   init_s          seconds to lay out, allocate and initialise the model, before step 1
 // --describe prints the resolved config, the model shape, the FLOP counts and the parameter
 // list as JSON and exits: bench/torch_step.py and bench/peers/torch_gpu_step.py build their
 // PyTorch peers from it.
@@ -196,9 +197,12 @@ int run(int argc, char** argv) {
   const auto profiled = args.profile ? std::make_unique<kiln::ProfiledOps>(*ops) : nullptr;
   kiln::Ops& step_ops = profiled ? *profiled : *ops;
   const double free_before = gpu ? static_cast<double>(ops->available_memory()) : 0;
+  const Clock::time_point setup = Clock::now();
   kiln::GptModel model(m, t.micro_batch, step_ops, dtype,
                        kiln::AdamW::state_bytes_per_element(dtype));
   model.init_parameters(t.seed);
+  ops->synchronize();
+  const double init_s = std::chrono::duration<double>(Clock::now() - setup).count();
   kiln::AdamW optimizer(t, model.parameters(), step_ops);
   kiln::LossScaler scaler =
       config.precision.dtype == "fp16" ? kiln::LossScaler::dynamic() : kiln::LossScaler::none();
@@ -287,6 +291,7 @@ int run(int argc, char** argv) {
     state.counters["bwd_ms"] = split.backward * 1e3 / kPhaseSteps;
     state.counters["opt_ms"] = split.optimizer * 1e3 / kPhaseSteps;
     state.counters["peak_mem_bytes"] = Counter(arenas, Counter::kDefaults, Counter::kIs1024);
+    state.counters["init_s"] = init_s;
     if (gpu) {
       state.counters["device_mem_bytes"] =
           Counter(device_mem, Counter::kDefaults, Counter::kIs1024);

@@ -76,4 +76,16 @@ void check_row_moves(const Tensor& out, const Tensor& x, const Tensor& rows,
                  dtype_name(weights.dtype));
 }
 
+void check_random_runs(const Tensor& x, const RandomRuns& r, const char* op) {
+  KILN_CHECK(x.dtype != DType::I32 && x.dtype != DType::I64,
+             std::string(op) + ": a floating tensor expected, got " + dtype_name(x.dtype));
+  const bool apart = r.rows <= 1 || (r.stride >= r.cols && r.stream_stride >= r.cols);
+  const bool inside = r.rows == 0 || r.cols == 0 || (r.rows - 1) * r.stride + r.cols <= x.numel();
+  KILN_CHECK(r.rows >= 0 && r.cols >= 0 && r.first >= 0 && apart && inside,
+             std::string(op) + ": " + std::to_string(r.rows) + " runs of " + std::to_string(r.cols) +
+                 " elements, " + std::to_string(r.stride) + " apart in " + x.shape.str() + " and " +
+                 std::to_string(r.stream_stride) + " apart in the stream from " + std::to_string(r.first) +
+                 ", do not fit or overlap");
+}
+
 }  // namespace kiln

@@ -40,4 +40,8 @@ void check_kv_of(const Tensor& kv, const Tensor& qkv, AttentionShape shape, cons
 void check_row_moves(const Tensor& out, const Tensor& x, const Tensor& rows,
                      const Tensor& weights, DType weight_dtype, int64_t k, const char* op);
 
+// Ops::fill_normal's x is a floating tensor and its runs lie inside it, neither overlapping
+// nor drawing an index of the stream twice.
+void check_random_runs(const Tensor& x, const RandomRuns& runs, const char* op);
+
 }  // namespace kiln

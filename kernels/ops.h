@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/counter_random.h"
 #include "kernels/tensor.h"
 
 namespace kiln {
@@ -83,6 +84,12 @@ class Ops {
   virtual void fill(const Tensor& x, double value) = 0;
   // out = x converted to out's dtype (same element count).
   virtual void cast(const Tensor& out, const Tensor& x) = 0;
+  // The elements of x that `runs` names = mean + std * z, z the standard normal of index
+  // runs.index(e) in stream `stream` under `seed` (kernels/counter_random.h), rounded to x's
+  // dtype as copy_from_doubles rounds (double to float, then to bf16 or fp16); the rest of x is
+  // left alone. The same bits on every backend and thread count: parameters start this way.
+  virtual void fill_normal(const Tensor& x, const RandomRuns& runs, uint64_t seed, uint64_t stream,
+                           double mean, double std) = 0;
   // Bytes this backend can still allocate (device memory, or the host's available memory),
   // so a run that does not fit is refused before it starts.
   virtual size_t available_memory() const = 0;

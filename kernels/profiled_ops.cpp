@@ -86,6 +86,12 @@ void ProfiledOps::fill(const Tensor& x, double value) {
   timed("fill", label(x), 0, bytes(x), [&] { inner_.fill(x, value); });
 }
 
+void ProfiledOps::fill_normal(const Tensor& x, const RandomRuns& runs, uint64_t seed, uint64_t stream,
+                              double mean, double std) {
+  timed("fill_normal", label(x), 0, bytes(runs.count(), x),
+        [&] { inner_.fill_normal(x, runs, seed, stream, mean, std); });
+}
+
 void ProfiledOps::cast(const Tensor& out, const Tensor& x) {
   timed("cast", label(x) + "->" + dtype_name(out.dtype), 0, bytes(x) + bytes(out),
         [&] { inner_.cast(out, x); });

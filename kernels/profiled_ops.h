@@ -52,6 +52,8 @@ class ProfiledOps final : public Ops {
   void copy_from_host(const Tensor& dst, const void* host) override;
   void fill(const Tensor& x, double value) override;
   void cast(const Tensor& out, const Tensor& x) override;
+  void fill_normal(const Tensor& x, const RandomRuns& runs, uint64_t seed, uint64_t stream, double mean,
+                   double std) override;
   void matmul(const Tensor& out, const Tensor& a, bool transpose_a, const Tensor& b,
               bool transpose_b, bool accumulate) override;
   void add_bias(const Tensor& out, const Tensor& bias) override;

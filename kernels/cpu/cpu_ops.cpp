@@ -99,6 +99,11 @@ class CpuOps final : public Ops {
       });
     });
   }
+  void fill_normal(const Tensor& x, const RandomRuns& runs, uint64_t seed, uint64_t stream, double mean,
+                   double std) override {
+    check_random_runs(x, runs, "fill_normal");
+    cpu::fill_normal(x.data, x.dtype, runs, seed, stream, mean, std);
+  }
 
   size_t available_memory() const override {
     return static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));

@@ -8,6 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/counter_random.h"
+#include "kernels/tensor.h"
+
 namespace kiln::cpu {
 
 // C[M, N] = op(A) op(B) + beta * C, row-major, through BLAS.
@@ -16,6 +19,9 @@ void gemm(bool transpose_a, bool transpose_b, int64_t M, int64_t N, int64_t K, T
           const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
 
 template <typename T> void fill(T* x, int64_t n, T value);
+// Ops::fill_normal on x's memory of the given floating dtype (kernels/cpu/fill_normal.cpp).
+void fill_normal(void* x, DType dtype, const RandomRuns& runs, uint64_t seed, uint64_t stream,
+                 double mean, double std);
 template <typename T> void add(T* out, const T* a, const T* b, int64_t n);
 template <typename T> void scale(T* x, int64_t n, T factor);
 template <typename T> double sum_squares(const T* x, int64_t n);

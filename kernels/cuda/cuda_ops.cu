@@ -152,6 +152,14 @@ class CudaOps final : public Ops {
       });
     });
   }
+  void fill_normal(const Tensor& x, const RandomRuns& runs, uint64_t seed, uint64_t stream, double mean,
+                   double std) override {
+    check_random_runs(x, runs, "fill_normal");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::fill_normal(ptr<T>(x), runs, seed, stream, mean, std, stream_);
+    });
+  }
   size_t available_memory() const override {
     size_t free = 0, total = 0;
     KILN_CUDA_CHECK(cudaMemGetInfo(&free, &total));

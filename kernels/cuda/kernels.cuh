@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "kernels/counter_random.h"
+
 namespace kiln::cuda {
 
 struct HeadLayout {
@@ -27,6 +29,10 @@ struct HeadLayout {
 
 // ---- elementwise and reductions (kernels/cuda/elementwise.cu) ---------------------------
 template <typename T> void fill(T* x, int64_t n, float value, cudaStream_t stream);
+// Ops::fill_normal (kernels/cuda/fill_normal.cu).
+template <typename T>
+void fill_normal(T* x, const RandomRuns& runs, uint64_t seed, uint64_t stream, double mean, double std,
+                 cudaStream_t s);
 template <typename T> void add(T* out, const T* a, const T* b, int64_t n, cudaStream_t stream);
 void scale(float* x, int64_t n, float factor, cudaStream_t stream);
 // Writes sum(x^2) (accumulated in float per block, then double) to *result (device).

@@ -188,21 +188,22 @@ void GptModel::init_parameters(uint64_t seed) {
 }
 
 void GptModel::init_parameter(const Parameter& p, uint64_t seed) {
-  // The whole parameter is drawn on every rank and each keeps its piece, so a split model
-  // starts from the same weights as one rank.
-  const Shape whole = p.whole_shape();
-  std::vector<double> values(static_cast<size_t>(whole.numel()), 0.0);
-  const int64_t row = whole.numel() / whole[0];
-  const int64_t real = p.real_rows * row;
-  Random rng(seed ^ stable_hash(p.name));
-  for (int64_t i = 0; i < real; ++i) {
-    switch (p.init) {
-      case Init::Normal: values[static_cast<size_t>(i)] = p.std * rng.normal(); break;
-      case Init::Ones: values[static_cast<size_t>(i)] = 1.0; break;
-      case Init::Zeros: break;
-    }
+  // Drawn where the parameter lives, each element by its index in the whole parameter from the
+  // parameter's own stream (kernels/counter_random.h): a split model starts from the same
+  // weights as one rank, and every backend from the same bits. Rows past real_rows (the
+  // vocabulary's padding) are zero.
+  const int64_t real_rows = p.local_real_rows();
+  if (p.init == Init::Zeros || real_rows < p.value.shape[0]) ops_.fill(p.value, 0.0);
+  if (p.init == Init::Ones) ops_.fill(p.value.slice(0, real_rows), 1.0);
+  if (p.init != Init::Normal) return;
+  const Tensor flat = p.value.view({p.value.numel()});
+  for (const PieceRun& run : p.runs()) {
+    const int64_t rows = std::clamp<int64_t>(p.real_rows - run.whole / run.whole_stride, 0, run.rows);
+    if (rows == 0) continue;
+    ops_.fill_normal(flat.slice(run.piece, flat.numel()),
+                     {rows, run.cols, run.piece_stride, run.whole, run.whole_stride}, seed,
+                     stable_hash(p.name), 0.0, p.std);
   }
-  copy_from_doubles(ops_, p.value, p.piece_of(values));
 }
 
 void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,

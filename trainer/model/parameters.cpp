@@ -144,41 +144,52 @@ int64_t Parameter::local_real_rows() const {
 }
 
 namespace {
-// Walks the pieces of a split: calls copy(whole_offset, piece_offset, count) in elements for
-// each run of consecutive elements that the piece of tensor rank `rank` in block `block`
-// holds, over the block's [rows, cols] view.
-template <typename Copy>
-void for_each_run(const Parameter& p, int block, int rank, Copy copy) {
+// Calls visit(run) for each run of the piece of tensor rank `rank` in block `block`.
+template <typename Visit>
+void for_each_run(const Parameter& p, int block, int rank, Visit visit) {
   const Shape whole = p.whole_shape();
   const int64_t rows = whole[0] / p.split.blocks, cols = whole.numel() / whole[0];
   const int64_t base = block * rows * cols;
   if (!p.split.tensor_sharded()) {
-    copy(base, 0, rows * cols);
+    visit(PieceRun{base, 0, rows, cols, cols, cols});
     return;
   }
   const int tp = p.split.tp;
   int64_t whole_at = 0, piece_at = 0;  // along dim
-  const int64_t piece_extent = p.split.dim == 0 ? rows / tp : cols / tp;
+  const int64_t piece_cols = p.split.dim == 0 ? cols : cols / tp;
   for (int64_t part : p.split.parts) {
     const int64_t share = part / tp, from = whole_at + rank * share;
-    if (p.split.dim == 0) {
-      copy(base + from * cols, piece_at * cols, share * cols);
-    } else {
-      for (int64_t r = 0; r < rows; ++r)
-        copy(base + r * cols + from, r * piece_extent + piece_at, share);
-    }
+    if (p.split.dim == 0)
+      visit(PieceRun{base + from * cols, piece_at * cols, share, cols, cols, piece_cols});
+    else
+      visit(PieceRun{base + from, piece_at, rows, share, cols, piece_cols});
     whole_at += part;
     piece_at += share;
   }
 }
+
+// Copies a run's elements from the whole to the piece (or back, when `to_whole`).
+void copy_run(const PieceRun& run, const double* from, double* to, bool to_whole) {
+  for (int64_t r = 0; r < run.rows; ++r) {
+    const int64_t w = run.whole + r * run.whole_stride, l = run.piece + r * run.piece_stride;
+    if (to_whole)
+      std::copy_n(from + l, run.cols, to + w);
+    else
+      std::copy_n(from + w, run.cols, to + l);
+  }
+}
 }  // namespace
+
+std::vector<PieceRun> Parameter::runs() const {
+  std::vector<PieceRun> runs;
+  for_each_run(*this, split.block, split.rank, [&](const PieceRun& run) { runs.push_back(run); });
+  return runs;
+}
 
 std::vector<double> Parameter::piece_of(const std::vector<double>& whole) const {
   if (!split.sharded()) return whole;
   std::vector<double> piece(static_cast<size_t>(value.numel()));
-  for_each_run(*this, split.block, split.rank, [&](int64_t w, int64_t l, int64_t n) {
-    std::copy_n(whole.begin() + w, n, piece.begin() + l);
-  });
+  for (const PieceRun& run : runs()) copy_run(run, whole.data(), piece.data(), false);
   return piece;
 }
 
@@ -190,8 +201,8 @@ std::vector<double> Parameter::whole_from(const std::vector<double>& pieces) con
   const int ranks = split.tensor_sharded() ? split.tp : 1;
   for (int b = 0; b < split.blocks; ++b)
     for (int r = 0; r < ranks; ++r)
-      for_each_run(*this, b, r, [&](int64_t w, int64_t l, int64_t n) {
-        std::copy_n(pieces.begin() + (b * ranks + r) * n_piece + l, n, whole.begin() + w);
+      for_each_run(*this, b, r, [&](const PieceRun& run) {
+        copy_run(run, pieces.data() + (b * ranks + r) * n_piece, whole.data(), true);
       });
   return whole;
 }

@@ -35,6 +35,14 @@ struct TensorSplit {
   bool sharded() const { return tensor_sharded() || blocks > 1; }
 };
 
+// Where a piece of a parameter lies in the whole (both row-major): `rows` rows of `cols`
+// consecutive elements, row r at whole + r * whole_stride in the whole and at piece + r *
+// piece_stride in the piece. whole_stride is the whole's row length, and each row lies in one
+// row of the whole: row r of the run is row whole / whole_stride + r of the whole.
+struct PieceRun {
+  int64_t whole = 0, piece = 0, rows = 0, cols = 0, whole_stride = 0, piece_stride = 0;
+};
+
 struct Parameter {
   std::string name;
   Tensor value;
@@ -59,6 +67,8 @@ struct Parameter {
   Tensor view_in(const Tensor& flat) const;
   // This rank's rows below the whole parameter's real_rows.
   int64_t local_real_rows() const;
+  // This rank's piece, run by run.
+  std::vector<PieceRun> runs() const;
   // This rank's piece of the whole parameter's values (row-major), and back: the whole
   // parameter from every rank's piece, concatenated block by block and in tensor rank order
   // within a block (of a parameter every rank holds whole, the first copy).

@@ -1,5 +1,6 @@
-// A small portable random generator (splitmix64) so that initialisation, shuffles and
-// sampling give the same numbers on every platform and standard library.
+// A small portable random generator (splitmix64) so that shuffles, sampling and test inputs
+// give the same numbers on every platform and standard library. Parameters start from the
+// counter-based generator of kernels/counter_random.h, which a device computes alike.
 #pragma once
 
 #include <cmath>
@@ -33,7 +34,8 @@ class Random {
   uint64_t state_;
 };
 
-// FNV-1a: a stable hash of a name, to give each parameter its own random stream.
+// FNV-1a: a stable hash of a name, to give each parameter its own random stream (the stream of
+// Ops::fill_normal).
 inline uint64_t stable_hash(std::string_view text) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (char c : text) {
