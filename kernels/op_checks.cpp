@@ -76,4 +76,11 @@ void check_row_moves(const Tensor& out, const Tensor& x, const Tensor& rows,
                  dtype_name(weights.dtype));
 }
 
+double* optimizer_scalars(const Tensor& scalars, const char* op) {
+  KILN_CHECK(scalars.dtype == DType::F64 && scalars.numel() == kOptimizerScalars,
+             std::string(op) + ": the optimizer's scalars must be " + std::to_string(kOptimizerScalars) +
+                 " fp64 values, got " + scalars.shape.str() + " " + dtype_name(scalars.dtype));
+  return scalars.as<double>();
+}
+
 }  // namespace kiln

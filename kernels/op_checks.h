@@ -40,4 +40,7 @@ void check_kv_of(const Tensor& kv, const Tensor& qkv, AttentionShape shape, cons
 void check_row_moves(const Tensor& out, const Tensor& x, const Tensor& rows,
                      const Tensor& weights, DType weight_dtype, int64_t k, const char* op);
 
+// The optimizer's scalars (optimizer_scalars.h): an F64 tensor of kOptimizerScalars values.
+double* optimizer_scalars(const Tensor& scalars, const char* op);
+
 }  // namespace kiln

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/optimizer_scalars.h"
+
 namespace kiln::cpu {
 
 // C[M, N] = op(A) op(B) + beta * C, row-major, through BLAS.
@@ -116,8 +118,9 @@ template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
                             int64_t N, int64_t Vp, int64_t V, double dloss);
 
+// decays: the segment takes terms.decay (else none).
 template <typename T>
-void adamw(T* param, const T* grad, T* m, T* v, int64_t n, double lr, double beta1, double beta2,
-           double eps, double weight_decay, int64_t step, double grad_scale);
+void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWTerms& terms, bool decays,
+           double beta1, double beta2, double eps, double grad_scale);
 
 }  // namespace kiln::cpu
