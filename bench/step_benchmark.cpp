@@ -8,14 +8,17 @@
 //
 // One iteration = zero_grad; forward and backward over each of grad_accum() micro-batches
 // (each backward weighted by loss scale / tokens per step); AdamW step with clipping (fp16:
-// with dynamic loss scaling, as the trainer); then a wait for the device to finish. Counters:
+// with dynamic loss scaling, as the trainer); then a wait for the device to finish. With
+// train.cuda_graphs (on by default) on a GPU the timed iterations replay one CUDA graph of the
+// whole step, as the trainer does (trainer/train/device_step.h); stderr says whether. Counters:
 //   tok_per_s       tokens per second
 //   tflops          model TFLOP/s (trainer/train/flops.h: 6 N + 12 L d s per token)
 //   mfu, hfu        model and hardware FLOP/s over the device's dense BF16 peak, as
 //                   fractions (only when the peak is known: H100, H200, A100)
 //   fwd_ms, bwd_ms, opt_ms
 //                   one step split into forward (with zero_grad and set_batch), backward and
-//                   optimizer, from 5 separate steps with a device sync after each phase
+//                   optimizer, from 5 separate steps with a device sync after each phase (op
+//                   by op, with or without graphs)
 //   peak_mem_bytes  everything kiln allocates: parameters, gradients, activations, scratch,
 //                   op workspace and optimizer state, all laid out before step 1
 //   device_mem_bytes  (GPU) device memory in use after the first step less before the model
@@ -47,7 +50,10 @@
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/optim/loss_scaler.h"
+#include "trainer/parallel/layout.h"
 #include "trainer/train/backend.h"
+#include "trainer/train/cuda_graph_choice.h"
+#include "trainer/train/device_step.h"
 #include "trainer/train/flops.h"
 #include "trainer/util/random.h"
 
@@ -251,7 +257,35 @@ int run(int argc, char** argv) {
     lap(&PhaseTimes::optimizer);
     return loss;
   };
-  step(nullptr);  // warm-up: first touch of every buffer, library and thread start-up
+  // The step replayed from one CUDA graph, where the run allows it (one rank here; no MoE,
+  // not profiled); the phase split and the profile run op by op.
+  const kiln::CudaGraphChoice graphs =
+      kiln::choose_cuda_graphs(config, kiln::ParallelLayout(config.parallel, 1), step_ops.device(), "nccl");
+  std::unique_ptr<kiln::DeviceStep> device_step;
+  if (graphs.use && !profiled)
+    device_step = std::make_unique<kiln::DeviceStep>(model, optimizer, step_ops, accum, kiln::DocumentOptions{});
+  fmt::print(stderr, "kiln_bench_step: CUDA graphs: {}\n",
+             device_step ? "the timed steps replay one capture of the whole step"
+                         : "not used (" + (profiled ? std::string("--profile times every op") : graphs.why_not) + ")");
+  auto replayed_step = [&]() -> double {
+    if (device_step) {
+      for (int micro = 0; micro < accum; ++micro)
+        device_step->stage(micro, tokens[static_cast<size_t>(micro)].data(), targets[static_cast<size_t>(micro)].data(),
+                           {});
+      const double scale = scaler.scale();
+      if (const auto result = device_step->run(t.lr, scale, scale / tokens_per_step, /*captured=*/true)) {
+        scaler.update(result->update.skipped);
+        return result->loss;
+      }
+      fmt::print(stderr, "kiln_bench_step: CUDA graphs: off: the step cannot be captured ({})\n",
+                 device_step->why_not());
+      device_step.reset();
+    }
+    return step(nullptr);
+  };
+  // Warm-up: first touch of every buffer, library and thread start-up, matrix-product
+  // algorithms chosen, as many steps as the trainer takes before it captures.
+  for (int i = 0; i < kiln::kGraphWarmupSteps; ++i) step(nullptr);
   const std::string name = fmt::format("kiln_step/{}/{}/L{}_C{}_T{}_B{}x{}", m.arch,
                                        config.precision.dtype, m.n_layer, m.d_model, T, B, accum);
   if (profiled) {
@@ -268,6 +302,7 @@ int run(int argc, char** argv) {
   const double device_mem = gpu ? free_before - static_cast<double>(ops->available_memory()) : 0;
   PhaseTimes split;
   for (int i = 0; i < kPhaseSteps; ++i) step(&split);
+  replayed_step();  // the capture, when there is one, before the timed steps
 
   double arenas = static_cast<double>(optimizer.bytes());
   for (const kiln::ArenaSize& a : model.memory()) arenas += static_cast<double>(a.bytes);
@@ -276,7 +311,7 @@ int run(int argc, char** argv) {
   const double peak = kiln::peak_bf16_flops(ops->name());
 
   benchmark::RegisterBenchmark(name.c_str(), [&](benchmark::State& state) {
-    for (auto _ : state) benchmark::DoNotOptimize(step(nullptr));
+    for (auto _ : state) benchmark::DoNotOptimize(replayed_step());
     using benchmark::Counter;
     const auto rate = [&](double per_token) {
       return Counter(tokens_per_step * per_token, Counter::kIsIterationInvariantRate);

@@ -88,4 +88,11 @@ void check_random_runs(const Tensor& x, const RandomRuns& r, const char* op) {
                  ", do not fit or overlap");
 }
 
+double* optimizer_scalars(const Tensor& scalars, const char* op) {
+  KILN_CHECK(scalars.dtype == DType::F64 && scalars.numel() == kOptimizerScalars,
+             std::string(op) + ": the optimizer's scalars must be " + std::to_string(kOptimizerScalars) +
+                 " fp64 values, got " + scalars.shape.str() + " " + dtype_name(scalars.dtype));
+  return scalars.as<double>();
+}
+
 }  // namespace kiln

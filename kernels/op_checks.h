@@ -44,4 +44,7 @@ void check_row_moves(const Tensor& out, const Tensor& x, const Tensor& rows,
 // nor drawing an index of the stream twice.
 void check_random_runs(const Tensor& x, const RandomRuns& runs, const char* op);
 
+// The optimizer's scalars (optimizer_scalars.h): an F64 tensor of kOptimizerScalars values.
+double* optimizer_scalars(const Tensor& scalars, const char* op);
+
 }  // namespace kiln

@@ -19,10 +19,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "kernels/counter_random.h"
+#include "kernels/optimizer_scalars.h"
 #include "kernels/tensor.h"
 
 namespace kiln {
@@ -49,6 +51,19 @@ struct AdamWStep {
   // Each gradient is multiplied by this as it is read (1 / the loss scale, times the clip's
   // factor): one pass over the gradients instead of two.
   double grad_scale = 1;
+  // When given, the optimizer's scalars (optimizer_scalars.h: F64, in the backend's memory):
+  // the step reads its learning-rate terms and grad_scale from there, in place of lr,
+  // weight_decay, step and grad_scale, and leaves every tensor unchanged when their skip is
+  // set. A captured step (CUDA graphs) reads each step's values this way.
+  Tensor scalars;
+};
+
+// A sequence of ops captured once (a CUDA graph) and replayed on the ops' stream.
+class OpGraph {
+ public:
+  virtual ~OpGraph() = default;
+  // Queues one replay of every captured op, on the same memory, and returns without waiting.
+  virtual void launch() = 0;
 };
 
 // The largest shapes a run will pass to the ops, known from the config before step 1, and
@@ -81,6 +96,10 @@ class Ops {
   // Each waits for the ops queued before it, so it reads what they wrote.
   virtual void copy_to_host(void* host, const Tensor& src) = 0;
   virtual void copy_from_host(const Tensor& dst, const void* host) = 0;
+  // Queues a copy from page-locked host memory (allocate_host's) and returns without
+  // waiting: `host` must hold its values until the copy has run (a later synchronize() or
+  // copy_to_host). Captured into a graph, each replay copies what `host` holds then.
+  virtual void copy_from_pinned(const Tensor& dst, const void* host) = 0;
   virtual void fill(const Tensor& x, double value) = 0;
   // out = x converted to out's dtype (same element count).
   virtual void cast(const Tensor& out, const Tensor& x) = 0;
@@ -121,8 +140,10 @@ class Ops {
   virtual void add(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
   // x *= factor.
   virtual void scale(const Tensor& x, double factor) = 0;
-  // Sum of squares, accumulated in double: the square of the gradient norm.
-  virtual double sum_squares(const Tensor& x) = 0;
+  // sum[0] += the sum of squares of x (F32 or F64), accumulated in double: the square of the
+  // gradient norm. sum is an F64 view of one value in the backend's memory (one of the
+  // optimizer's scalars); nothing waits for the device.
+  virtual void sum_squares(const Tensor& sum, const Tensor& x) = 0;
 
   // ---- embedding ----------------------------------------------------------------
   // out[B, T, C] = wte[tokens] (+ wpe[p] when wpe is given, p = positions[b, t], or t when
@@ -248,6 +269,17 @@ class Ops {
   // updated weights are also written to it in its dtype.
   virtual void adamw(const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
                      const Tensor& param_copy, const Tensor& segments, const AdamWStep& step) = 0;
+  // On the optimizer's scalars (F64 [kOptimizerScalars], optimizer_scalars.h): the gradient
+  // norm, the factor AdamW reads each gradient with and the skip, from the squared norm, the
+  // loss scale and the clip threshold there (clip_rule), without waiting.
+  virtual void clip_factor(const Tensor& scalars) = 0;
+
+  // ---- graphs -------------------------------------------------------------------
+  // Captures the ops `queue` calls into a graph, running none of them. Null, with the reason
+  // in `why` (one line), where the backend cannot (the CPU runs each op as it is called) or
+  // where something `queue` does cannot be captured: anything that waits for the device,
+  // such as a copy to the host. The ops are usable afterwards either way.
+  virtual std::unique_ptr<OpGraph> capture(const std::function<void()>& queue, std::string& why) = 0;
 };
 
 std::unique_ptr<Ops> make_cpu_ops(int threads);

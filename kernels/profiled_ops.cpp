@@ -82,6 +82,10 @@ void ProfiledOps::copy_from_host(const Tensor& dst, const void* host) {
   timed("copy_from_host", label(dst), 0, bytes(dst), [&] { inner_.copy_from_host(dst, host); });
 }
 
+void ProfiledOps::copy_from_pinned(const Tensor& dst, const void* host) {
+  timed("copy_from_pinned", label(dst), 0, bytes(dst), [&] { inner_.copy_from_pinned(dst, host); });
+}
+
 void ProfiledOps::fill(const Tensor& x, double value) {
   timed("fill", label(x), 0, bytes(x), [&] { inner_.fill(x, value); });
 }
@@ -128,10 +132,8 @@ void ProfiledOps::scale(const Tensor& x, double factor) {
   timed("scale", label(x), 0, 2 * bytes(x), [&] { inner_.scale(x, factor); });
 }
 
-double ProfiledOps::sum_squares(const Tensor& x) {
-  double sum = 0;
-  timed("sum_squares", label(x), 0, bytes(x), [&] { sum = inner_.sum_squares(x); });
-  return sum;
+void ProfiledOps::sum_squares(const Tensor& sum, const Tensor& x) {
+  timed("sum_squares", label(x), 0, bytes(x), [&] { inner_.sum_squares(sum, x); });
 }
 
 void ProfiledOps::embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
@@ -319,6 +321,10 @@ void ProfiledOps::adamw(const Tensor& master, const Tensor& grad, const Tensor& 
   const double state = 2 * (bytes(master) + bytes(m) + bytes(v));
   timed("adamw", label(master), 0, state + bytes(grad) + bytes(segments) + bytes(param_copy),
         [&] { inner_.adamw(master, grad, m, v, param_copy, segments, step); });
+}
+
+void ProfiledOps::clip_factor(const Tensor& scalars) {
+  timed("clip_factor", label(scalars), 0, 2 * bytes(scalars), [&] { inner_.clip_factor(scalars); });
 }
 
 }  // namespace kiln

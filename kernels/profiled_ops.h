@@ -50,6 +50,7 @@ class ProfiledOps final : public Ops {
 
   void copy_to_host(void* host, const Tensor& src) override;
   void copy_from_host(const Tensor& dst, const void* host) override;
+  void copy_from_pinned(const Tensor& dst, const void* host) override;
   void fill(const Tensor& x, double value) override;
   void cast(const Tensor& out, const Tensor& x) override;
   void fill_normal(const Tensor& x, const RandomRuns& runs, uint64_t seed, uint64_t stream, double mean,
@@ -60,7 +61,7 @@ class ProfiledOps final : public Ops {
   void bias_backward(const Tensor& dbias, const Tensor& dout) override;
   void add(const Tensor& out, const Tensor& a, const Tensor& b) override;
   void scale(const Tensor& x, double factor) override;
-  double sum_squares(const Tensor& x) override;
+  void sum_squares(const Tensor& sum, const Tensor& x) override;
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                          const Tensor& wpe, const Tensor& positions) override;
   void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,
@@ -109,6 +110,12 @@ class ProfiledOps final : public Ops {
                               const Tensor& targets, int64_t vocab_size, double dloss) override;
   void adamw(const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
              const Tensor& param_copy, const Tensor& segments, const AdamWStep& step) override;
+  void clip_factor(const Tensor& scalars) override;
+  // Waiting for the device around every op, a profiled step cannot be captured.
+  std::unique_ptr<OpGraph> capture(const std::function<void()>&, std::string& why) override {
+    why = "the profiler waits for the device around every op";
+    return nullptr;
+  }
 
  private:
   // Runs `call` between two synchronizations and adds its time, flops and bytes to the

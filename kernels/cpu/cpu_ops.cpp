@@ -76,6 +76,7 @@ class CpuOps final : public Ops {
   void copy_from_host(const Tensor& dst, const void* host) override {
     std::memcpy(dst.data, host, dst.bytes());
   }
+  void copy_from_pinned(const Tensor& dst, const void* host) override { copy_from_host(dst, host); }
   void fill(const Tensor& x, double value) override {
     if (x.dtype == DType::I32) {
       cpu::fill(x.as<int32_t>(), x.numel(), static_cast<int32_t>(value));
@@ -164,13 +165,12 @@ class CpuOps final : public Ops {
       cpu::scale(x.as<T>(), x.numel(), static_cast<T>(factor));
     });
   }
-  double sum_squares(const Tensor& x) override {
-    double result = 0;
+  void sum_squares(const Tensor& sum, const Tensor& x) override {
+    KILN_CHECK(sum.dtype == DType::F64 && sum.numel() == 1, "sum_squares: sum must be one fp64 value");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
-      result = cpu::sum_squares(x.as<T>(), x.numel());
+      *sum.as<double>() += cpu::sum_squares(x.as<T>(), x.numel());
     });
-    return result;
   }
 
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
@@ -444,15 +444,26 @@ class CpuOps final : public Ops {
                      ", before segment " + std::to_string(i - 1) + " ends at " + std::to_string(table[3 * i - 2]) +
                      ": the table must be sorted by begin, without overlaps");
     }
+    const double* scalars = s.scalars.empty() ? nullptr : optimizer_scalars(s.scalars, "adamw");
+    if (scalars && scalars[kSkip] != 0) return;
+    const AdamWTerms terms = scalars ? AdamWTerms{scalars[kStepSize], scalars[kRootCorrection2], scalars[kDecay]}
+                                     : adamw_terms(s.lr, s.beta1, s.beta2, s.weight_decay, s.step);
+    const double grad_scale = scalars ? scalars[kGradScale] : s.grad_scale;
     dispatch(master, [&](auto t) {
       using T = decltype(t);
       for (int64_t i = 0; i < segments.shape[0]; ++i) {
         const int64_t begin = table[3 * i], end = table[3 * i + 1];
         cpu::adamw(master.as<T>() + begin, grad.as<T>() + begin, m.as<T>() + begin,
-                   v.as<T>() + begin, end - begin, s.lr, s.beta1, s.beta2, s.eps,
-                   table[3 * i + 2] ? s.weight_decay : 0.0, s.step, s.grad_scale);
+                   v.as<T>() + begin, end - begin, terms, table[3 * i + 2] != 0, s.beta1, s.beta2,
+                   s.eps, grad_scale);
       }
     });
+  }
+  void clip_factor(const Tensor& scalars) override { clip_rule(optimizer_scalars(scalars, "clip_factor")); }
+
+  std::unique_ptr<OpGraph> capture(const std::function<void()>&, std::string& why) override {
+    why = "the CPU backend runs each op as it is called";
+    return nullptr;
   }
 
  private:

@@ -10,6 +10,7 @@
 
 #include "kernels/counter_random.h"
 #include "kernels/tensor.h"
+#include "kernels/optimizer_scalars.h"
 
 namespace kiln::cpu {
 
@@ -122,8 +123,9 @@ template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
                             int64_t N, int64_t Vp, int64_t V, double dloss);
 
+// decays: the segment takes terms.decay (else none).
 template <typename T>
-void adamw(T* param, const T* grad, T* m, T* v, int64_t n, double lr, double beta1, double beta2,
-           double eps, double weight_decay, int64_t step, double grad_scale);
+void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWTerms& terms, bool decays,
+           double beta1, double beta2, double eps, double grad_scale);
 
 }  // namespace kiln::cpu

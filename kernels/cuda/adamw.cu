@@ -8,7 +8,10 @@
 // then walks the segments that intersect the chunk, its 256 threads striding each
 // intersection element by element (coalesced). Elements in no segment (padding) are never
 // touched. Segments must be sorted by begin and must not overlap (the trainer's table is).
-#include <cmath>
+//
+// With the optimizer's scalars (optimizer_scalars.h) every block reads the step's terms and
+// the gradient factor from device memory, written there by the host's copy and by
+// clip_factor earlier on the stream, so a captured step needs no host value of its own.
 
 #include "base/check.h"
 #include "kernels/cuda/device_math.cuh"
@@ -31,10 +34,22 @@ struct AdamWConstants {
   float grad_scale;        // each gradient's factor (1 / loss scale, times the clip)
 };
 
+// The step's terms and factor from the scalars, rounded to float as the host rounds them.
+__device__ bool read_scalars(AdamWConstants& k, const double* scalars) {
+  if (scalars[kSkip] != 0) return false;
+  k.step_size = static_cast<float>(scalars[kStepSize]);
+  k.root_correction2 = static_cast<float>(scalars[kRootCorrection2]);
+  k.decay = static_cast<float>(scalars[kDecay]);
+  k.grad_scale = static_cast<float>(scalars[kGradScale]);
+  return true;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kAdamThreads)
     adamw_kernel(float* master, const float* grad, float* m, float* v, T* param_copy,
-                 const AdamWSegment* segments, int n_segments, AdamWConstants k) {
+                 const AdamWSegment* segments, int n_segments, AdamWConstants k,
+                 const double* scalars) {
+  if (scalars && !read_scalars(k, scalars)) return;
   const int64_t total = segments[n_segments - 1].end;
   for (int64_t c0 = blockIdx.x * kAdamChunk; c0 < total; c0 += gridDim.x * kAdamChunk) {
     const int64_t c1 = c0 + kAdamChunk < total ? c0 + kAdamChunk : total;
@@ -67,37 +82,41 @@ __global__ void __launch_bounds__(kAdamThreads)
   }
 }
 
+__global__ void clip_factor_kernel(double* scalars) { clip_rule(scalars); }
+
 }  // namespace
 
 template <typename T>
 void adamw(float* master, const float* grad, float* m, float* v, T* param_copy,
-           const AdamWSegment* segments, int n_segments, float lr, float beta1, float beta2,
-           float eps, float weight_decay, int64_t step, float grad_scale, cudaStream_t stream) {
+           const AdamWSegment* segments, int n_segments, float beta1, float beta2, float eps,
+           const AdamWTerms& terms, float grad_scale, const double* scalars, cudaStream_t stream) {
   if (n_segments <= 0) return;
-  KILN_CHECK(step >= 1, "adamw: step is 1-based");
-  // Host constants in double, rounded once, as the CPU twin computes them.
-  const double correction1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
-  const double correction2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
+  // The host's terms in double, rounded once, as the CPU twin rounds them.
   const AdamWConstants k{beta1,
                          1.0f - beta1,
                          beta2,
                          1.0f - beta2,
                          eps,
-                         static_cast<float>(lr / correction1),
-                         static_cast<float>(std::sqrt(correction2)),
-                         static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay),
+                         static_cast<float>(terms.step_size),
+                         static_cast<float>(terms.root_correction2),
+                         static_cast<float>(terms.decay),
                          grad_scale};
   adamw_kernel<T><<<kAdamBlocks, kAdamThreads, 0, stream>>>(master, grad, m, v, param_copy,
-                                                            segments, n_segments, k);
+                                                            segments, n_segments, k, scalars);
   KILN_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
-template void adamw<float>(float*, const float*, float*, float*, float*, const AdamWSegment*, int,
-                           float, float, float, float, float, int64_t, float, cudaStream_t);
-template void adamw<__nv_bfloat16>(float*, const float*, float*, float*, __nv_bfloat16*,
-                                   const AdamWSegment*, int, float, float, float, float, float,
-                                   int64_t, float, cudaStream_t);
-template void adamw<__half>(float*, const float*, float*, float*, __half*, const AdamWSegment*, int,
-                            float, float, float, float, float, int64_t, float, cudaStream_t);
+void clip_factor(double* scalars, cudaStream_t stream) {
+  clip_factor_kernel<<<1, 1, 0, stream>>>(scalars);
+  KILN_CUDA_CHECK_LAUNCH("clip_factor_kernel");
+}
+
+#define KILN_INSTANTIATE(T)                                                                     \
+  template void adamw<T>(float*, const float*, float*, float*, T*, const AdamWSegment*, int, float, \
+                         float, float, const AdamWTerms&, float, const double*, cudaStream_t);
+KILN_INSTANTIATE(float)
+KILN_INSTANTIATE(__nv_bfloat16)
+KILN_INSTANTIATE(__half)
+#undef KILN_INSTANTIATE
 
 }  // namespace kiln::cuda

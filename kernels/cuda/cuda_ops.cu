@@ -1,9 +1,11 @@
 // The CUDA backend: checks shapes and dtypes, picks the element type, and launches the
 // bodies in kernels/cuda/kernels.cuh on the backend's stream. Memory comes from plain
 // cudaMalloc, once, through the arenas; matrix products go through cuBLASLt; attention goes
-// through cuDNN's fused attention or kiln's kernels, as backend.attention says.
+// through cuDNN's fused attention or kiln's kernels, as backend.attention says. capture()
+// records what a step queues on the stream as a CUDA graph, replayed by one launch.
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -73,6 +75,20 @@ bool aligned16(std::initializer_list<const void*> pointers) {
   return true;
 }
 
+// An instantiated graph, replayed on the stream it was captured from.
+class CudaGraph final : public OpGraph {
+ public:
+  CudaGraph(cudaGraphExec_t exec, cudaStream_t stream) : exec_(exec), stream_(stream) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  void launch() override { KILN_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaGraphExec_t exec_;
+  cudaStream_t stream_;
+};
+
 class CudaOps final : public Ops {
  public:
   CudaOps(int device, AttentionChoice attention) : device_(device), attention_(attention) {
@@ -83,7 +99,7 @@ class CudaOps final : public Ops {
     compute_capability_ = prop.major * 10 + prop.minor;
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     matmul_ = std::make_unique<cuda::Matmul>();
-    KILN_CUDA_CHECK(cudaMalloc(&sum_result_, sizeof(double)));
+    KILN_CUDA_CHECK(cudaMalloc(&sum_partials_, cuda::kSumSquaresPartials * sizeof(double)));
     if (attention_ != AttentionChoice::Kiln) {
       std::string why;
       cudnn_ = cuda::CudnnAttention::open(stream_, why);
@@ -96,7 +112,7 @@ class CudaOps final : public Ops {
   }
   ~CudaOps() override {
     cudnn_.reset();  // its handle runs on stream_
-    cudaFree(sum_result_);
+    cudaFree(sum_partials_);
     cudaFree(workspace_);
     matmul_.reset();
     cudaStreamDestroy(stream_);
@@ -110,7 +126,10 @@ class CudaOps final : public Ops {
     const cudaError_t status = cudaMalloc(&p, bytes == 0 ? 256 : bytes);
     KILN_CHECK(status == cudaSuccess, "out of GPU memory allocating " + std::to_string(bytes) +
                                           " bytes on " + name_ + ": " + cudaGetErrorString(status));
+    // Waited for, so work on any stream (a communicator's) finds the memory zeroed; memory is
+    // allocated before step 1 only.
     KILN_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+    KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return p;
   }
   void release(void* ptr) override { cudaFree(ptr); }
@@ -130,6 +149,9 @@ class CudaOps final : public Ops {
   void copy_from_host(const Tensor& dst, const void* host) override {
     KILN_CUDA_CHECK(cudaMemcpyAsync(dst.data, host, dst.bytes(), cudaMemcpyHostToDevice, stream_));
     KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy_from_pinned(const Tensor& dst, const void* host) override {
+    KILN_CUDA_CHECK(cudaMemcpyAsync(dst.data, host, dst.bytes(), cudaMemcpyHostToDevice, stream_));
   }
   void fill(const Tensor& x, double value) override {
     if (x.dtype == DType::I32 || x.dtype == DType::I64) {
@@ -230,14 +252,11 @@ class CudaOps final : public Ops {
     expect_f32(x, "scale");
     cuda::scale(ptr<float>(x), x.numel(), static_cast<float>(factor), stream_);
   }
-  double sum_squares(const Tensor& x) override {
+  void sum_squares(const Tensor& sum, const Tensor& x) override {
     expect_f32(x, "sum_squares");
-    cuda::sum_squares(ptr<float>(x), x.numel(), static_cast<double*>(sum_result_), stream_);
-    double result = 0;
-    KILN_CUDA_CHECK(cudaMemcpyAsync(&result, sum_result_, sizeof(double), cudaMemcpyDeviceToHost,
-                                    stream_));
-    KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return result;
+    KILN_CHECK(sum.dtype == DType::F64 && sum.numel() == 1, "sum_squares: sum must be one fp64 value");
+    cuda::sum_squares(ptr<float>(x), x.numel(), static_cast<double*>(sum_partials_), ptr<double>(sum),
+                      stream_);
   }
 
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
@@ -518,19 +537,53 @@ class CudaOps final : public Ops {
                "adamw: segments must be an [n, 3] int64 table");
     const auto* table = static_cast<const cuda::AdamWSegment*>(segments.data);
     const int n = static_cast<int>(segments.shape[0]);
+    const double* scalars = s.scalars.empty() ? nullptr : optimizer_scalars(s.scalars, "adamw");
+    // With scalars the kernel reads the terms from them; the host's are not computed.
+    KILN_CHECK(scalars || s.step >= 1, "adamw: step is 1-based");
+    const AdamWTerms terms = scalars ? AdamWTerms{} : adamw_terms(s.lr, s.beta1, s.beta2, s.weight_decay, s.step);
     auto run = [&](auto t) {
       using T = decltype(t);
       cuda::adamw(ptr<float>(master), ptr<float>(grad), ptr<float>(m), ptr<float>(v),
                   param_copy.empty() ? static_cast<T*>(nullptr) : ptr<T>(param_copy), table, n,
-                  static_cast<float>(s.lr), static_cast<float>(s.beta1),
-                  static_cast<float>(s.beta2), static_cast<float>(s.eps),
-                  static_cast<float>(s.weight_decay), s.step, static_cast<float>(s.grad_scale), stream_);
+                  static_cast<float>(s.beta1), static_cast<float>(s.beta2), static_cast<float>(s.eps),
+                  terms, static_cast<float>(s.grad_scale), scalars, stream_);
     };
     if (param_copy.empty()) {
       run(float{});
     } else {
       dispatch(param_copy, run);
     }
+  }
+  void clip_factor(const Tensor& scalars) override {
+    cuda::clip_factor(optimizer_scalars(scalars, "clip_factor"), stream_);
+  }
+
+  std::unique_ptr<OpGraph> capture(const std::function<void()>& queue, std::string& why) override {
+    // Thread-local mode: a call of this thread that is unsafe while capturing (an
+    // allocation, a wait for the device) fails the capture instead of running.
+    KILN_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    std::string failure;
+    try {
+      queue();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    if (failure.empty() && ended != cudaSuccess)
+      failure = std::string("the capture failed: ") + cudaGetErrorString(ended);
+    cudaGetLastError();  // a failed capture's error is not the next op's
+    cudaGraphExec_t exec = nullptr;
+    if (failure.empty()) {
+      const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+      if (made != cudaSuccess) failure = std::string("instantiating the graph failed: ") + cudaGetErrorString(made);
+    }
+    if (graph) cudaGraphDestroy(graph);
+    if (!failure.empty()) {
+      why = failure;
+      return nullptr;
+    }
+    return std::make_unique<CudaGraph>(exec, stream_);
   }
 
  private:
@@ -612,7 +665,7 @@ class CudaOps final : public Ops {
   std::string attention_text_ = "kiln's kernels";
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Matmul> matmul_;
-  void* sum_result_ = nullptr;
+  void* sum_partials_ = nullptr;  // sum_squares' (calls on stream_ take turns)
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
 };

@@ -6,8 +6,8 @@
 // bias_backward: column_sums_kernel (deterministic, no atomics).
 // sum_squares: two passes over a fixed grid, so the bits never depend on the device or on
 //   timing: 1024 blocks each write a partial sum (float per pack, double per thread and
-//   block) to a static device array, then one block adds the partials in block order.
-//   The array is shared, so two sum_squares calls must not overlap on one device.
+//   block) to the caller's array of partials, then one block adds them in block order and
+//   adds the total to the sum. Nothing comes back to the host, so a captured step holds it.
 #include <type_traits>
 
 #include "kernels/cuda/device_math.cuh"
@@ -73,13 +73,12 @@ struct CastOp {
 
 // ---- sum of squares ----------------------------------------------------------------------
 
-constexpr int kSumBlocks = 1024;
+constexpr int kSumBlocks = kSumSquaresPartials;
 constexpr int kSumThreads = 256;
-__device__ double g_sum_partials[kSumBlocks];
 
 template <int P>
 __global__ void __launch_bounds__(kSumThreads)
-    sum_squares_partial_kernel(const float* x, int64_t n) {
+    sum_squares_partial_kernel(const float* x, int64_t n, double* partials) {
   const int64_t stride = static_cast<int64_t>(kSumBlocks) * kSumThreads;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kSumThreads + threadIdx.x;
   double acc = 0;
@@ -93,12 +92,12 @@ __global__ void __launch_bounds__(kSumThreads)
   }
   for (int64_t i = n / P * P + first; i < n; i += stride) acc += static_cast<double>(x[i]) * x[i];
   acc = block_sum(acc);
-  if (threadIdx.x == 0) g_sum_partials[blockIdx.x] = acc;
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
-__global__ void __launch_bounds__(kSumBlocks) sum_squares_final_kernel(double* result) {
-  const double total = block_sum(g_sum_partials[threadIdx.x]);
-  if (threadIdx.x == 0) *result = total;
+__global__ void __launch_bounds__(kSumBlocks) sum_squares_final_kernel(const double* partials, double* sum) {
+  const double total = block_sum(partials[threadIdx.x]);
+  if (threadIdx.x == 0) *sum += total;
 }
 
 // ---- bias ----------------------------------------------------------------------------------
@@ -158,14 +157,14 @@ void scale(float* x, int64_t n, float factor, cudaStream_t stream) {
   });
 }
 
-void sum_squares(const float* x, int64_t n, double* result, cudaStream_t stream) {
+void sum_squares(const float* x, int64_t n, double* partials, double* sum, cudaStream_t stream) {
   if (can_pack<4>(0, x)) {
-    sum_squares_partial_kernel<4><<<kSumBlocks, kSumThreads, 0, stream>>>(x, n);
+    sum_squares_partial_kernel<4><<<kSumBlocks, kSumThreads, 0, stream>>>(x, n, partials);
   } else {
-    sum_squares_partial_kernel<1><<<kSumBlocks, kSumThreads, 0, stream>>>(x, n);
+    sum_squares_partial_kernel<1><<<kSumBlocks, kSumThreads, 0, stream>>>(x, n, partials);
   }
   KILN_CUDA_CHECK_LAUNCH("sum_squares_partial_kernel");
-  sum_squares_final_kernel<<<1, kSumBlocks, 0, stream>>>(result);
+  sum_squares_final_kernel<<<1, kSumBlocks, 0, stream>>>(partials, sum);
   KILN_CUDA_CHECK_LAUNCH("sum_squares_final_kernel");
 }
 

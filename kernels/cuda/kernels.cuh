@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "kernels/counter_random.h"
+#include "kernels/optimizer_scalars.h"
 
 namespace kiln::cuda {
 
@@ -35,8 +36,11 @@ void fill_normal(T* x, const RandomRuns& runs, uint64_t seed, uint64_t stream, d
                  cudaStream_t s);
 template <typename T> void add(T* out, const T* a, const T* b, int64_t n, cudaStream_t stream);
 void scale(float* x, int64_t n, float factor, cudaStream_t stream);
-// Writes sum(x^2) (accumulated in float per block, then double) to *result (device).
-void sum_squares(const float* x, int64_t n, double* result, cudaStream_t stream);
+// *sum += sum(x^2) (accumulated in float per pack, then double), through `partials`
+// (kSumSquaresPartials doubles of device memory the caller owns: calls on one stream take
+// turns with them).
+constexpr int kSumSquaresPartials = 1024;
+void sum_squares(const float* x, int64_t n, double* partials, double* sum, cudaStream_t stream);
 // out = x, converting between any two floating types.
 template <typename To, typename From>
 void cast(To* out, const From* x, int64_t n, cudaStream_t stream);
@@ -159,10 +163,14 @@ struct AdamWSegment {
 // Every parameter in one launch (multi-tensor): float master weights, gradients and
 // moments; segments (device memory) list the tensors; when param_copy is not null, the
 // updated weights are also written to it in T; each gradient is multiplied by grad_scale as
-// it is read. Elements outside every segment are left alone.
+// it is read. Elements outside every segment are left alone. With `scalars` (device memory,
+// optimizer_scalars.h) the learning-rate terms and grad_scale are read from there instead of
+// terms and grad_scale, and nothing changes when their skip is set.
 template <typename T>
 void adamw(float* master, const float* grad, float* m, float* v, T* param_copy,
-           const AdamWSegment* segments, int n_segments, float lr, float beta1, float beta2,
-           float eps, float weight_decay, int64_t step, float grad_scale, cudaStream_t stream);
+           const AdamWSegment* segments, int n_segments, float beta1, float beta2, float eps,
+           const AdamWTerms& terms, float grad_scale, const double* scalars, cudaStream_t stream);
+// clip_rule on the scalars (device memory), in one thread.
+void clip_factor(double* scalars, cudaStream_t stream);
 
 }  // namespace kiln::cuda

@@ -160,7 +160,13 @@ TEST_P(CudaOps, ElementwiseAndBias) {
   expect_close(dbias, "bias_backward");
 
   const Pair g = random({100003}, DType::F32);
-  EXPECT_NEAR(gpu_->sum_squares(g.gpu) / cpu_->sum_squares(g.cpu), 1.0, 1e-6);
+  // Summed into one value twice: the second adds to the first.
+  const Pair squares{alloc(*cpu_, cpu_memory_, {1}, DType::F64), alloc(*gpu_, gpu_memory_, {1}, DType::F64)};
+  for (int i = 0; i < 2; ++i) {
+    cpu_->sum_squares(squares.cpu, g.cpu);
+    gpu_->sum_squares(squares.gpu, g.gpu);
+  }
+  EXPECT_NEAR(copy_to_doubles(*gpu_, squares.gpu)[0] / copy_to_doubles(*cpu_, squares.cpu)[0], 1.0, 1e-6);
   cpu_->scale(g.cpu, 0.37);
   gpu_->scale(g.gpu, 0.37);
   expect_close(g, "scale", 1e-6);
@@ -421,7 +427,7 @@ TEST_P(CudaOps, AdamWOverSegments) {
   cpu_->scale(v.cpu, 0.0);
   const Pair copy = random({n}, dtype());
   // The gradients come in scaled (a loss scale and a clip folded into one factor).
-  const AdamWStep step{1e-3, 0.9, 0.95, 1e-8, 0.1, 3, 0.25};
+  const AdamWStep step{1e-3, 0.9, 0.95, 1e-8, 0.1, 3, 0.25, Tensor{}};
   cpu_->adamw(master.cpu, grad.cpu, m.cpu, v.cpu, Tensor{}, segments.cpu, step);
   gpu_->adamw(master.gpu, grad.gpu, m.gpu, v.gpu, dtype() == DType::F32 ? Tensor{} : copy.gpu,
               segments.gpu, step);

@@ -68,6 +68,7 @@ void for_each_field(C& c, F&& f) {
   f("train", "adam_eps", c.train.adam_eps);
   f("train", "clip_grad", c.train.clip_grad);
   f("train", "recompute", c.train.recompute);
+  f("train", "cuda_graphs", c.train.cuda_graphs);
   f("train", "seed", c.train.seed);
   f("train", "log_interval", c.train.log_interval);
   f("train", "eval_interval", c.train.eval_interval);

@@ -74,6 +74,9 @@ struct TrainConfig {
   // Activations recomputed in backward instead of kept: none | selective (the attention
   // core) | full (each block from its input), as Megatron's --recompute-granularity.
   std::string recompute = "none";
+  // On a GPU, capture the whole step once as a CUDA graph and replay it (docs/gpu.md#cuda-graphs)
+  // where the run allows; the CPU backend ignores it.
+  bool cuda_graphs = true;
   double wsd_decay_fraction = 0.2;  // wsd: the final fraction of steps that decays
   double weight_decay = 0.1;
   double beta1 = 0.9;

@@ -331,7 +331,7 @@ TEST(Config, RoundTrips) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 13}, {"moe", 14}, {"train", 25}, {"data", 7}, {"parallel", 13},
+      {"model", 13}, {"moe", 14}, {"train", 26}, {"data", 7}, {"parallel", 13},
       {"precision", 1}, {"backend", 3}, {"store", 1}, {"alerts", 14}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

@@ -206,23 +206,21 @@ void GptModel::init_parameter(const Parameter& p, uint64_t seed) {
   }
 }
 
-void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
-                         int slot, const DocumentResets& resets) {
+int64_t GptModel::check_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
+                              const DocumentResets& resets) const {
   KILN_CHECK(b >= 1 && b <= micro_batch_ && t >= 1 && t <= config_.seq_len,
              "batch of " + std::to_string(b) + "x" + std::to_string(t) +
                  " exceeds the model's layout " + std::to_string(micro_batch_) + "x" +
                  std::to_string(config_.seq_len));
-  const size_t s = static_cast<size_t>(slot);
   for (int64_t i = 0; i < b * t; ++i)
     KILN_CHECK(tokens[i] >= 0 && tokens[i] < config_.vocab_size,
                "token id " + std::to_string(tokens[i]) + " is outside model.vocab_size=" +
                    std::to_string(config_.vocab_size));
-  has_targets_[s] = targets != nullptr;
-  target_count_[s] = 0;
+  int64_t count = 0;
   for (int64_t i = 0; targets && i < b * t; ++i) {
     KILN_CHECK(targets[i] < config_.vocab_size,
                "target id " + std::to_string(targets[i]) + " is outside model.vocab_size");
-    if (targets[i] >= 0) ++target_count_[s];
+    if (targets[i] >= 0) ++count;
   }
   const auto where = [t](int64_t i) {
     return " at row " + std::to_string(i / t) + ", column " + std::to_string(i % t);
@@ -235,6 +233,14 @@ void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t 
     KILN_CHECK(resets.attention_starts[i] >= 0 && resets.attention_starts[i] <= i % t,
                "attention start " + std::to_string(resets.attention_starts[i]) + where(i) +
                    " is outside [0, its column]");
+  return count;
+}
+
+void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
+                         int slot, const DocumentResets& resets) {
+  const size_t s = static_cast<size_t>(slot);
+  target_count_[s] = check_batch(tokens, targets, b, t, resets);
+  has_targets_[s] = targets != nullptr;
   if (context_parallel()) {
     // This rank keeps its chunks of each sequence, and their places in it: the positions
     // (the whole sequence's, or the documents' under position resets) and the key starts,
@@ -250,10 +256,18 @@ void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t 
     keep_context_chunks(mine.positions, resets.positions ? resets.positions : indices.data(), b);
     keep_context_chunks(mine.key_starts, resets.attention_starts, b);
     load_batch(mine.tokens.data(), targets ? mine.targets.data() : nullptr, b, t / split_.cp(), slot,
-               {mine.positions.data(), resets.attention_starts ? mine.key_starts.data() : nullptr});
+               {mine.positions.data(), resets.attention_starts ? mine.key_starts.data() : nullptr}, false);
     return;
   }
-  load_batch(tokens, targets, b, t, slot, resets);
+  load_batch(tokens, targets, b, t, slot, resets, false);
+}
+
+void GptModel::queue_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
+                           const DocumentResets& resets) {
+  KILN_CHECK(!tp_split() && !context_parallel() && chunks_.size() == 1,
+             "queue_batch: only a model whole on one rank loads its batch without the host");
+  has_targets_[0] = targets != nullptr;
+  load_batch(tokens, targets, b, t, 0, resets, true);
 }
 
 void GptModel::keep_context_chunks(std::vector<int32_t>& mine, const int32_t* whole, int64_t b) const {
@@ -265,27 +279,34 @@ void GptModel::keep_context_chunks(std::vector<int32_t>& mine, const int32_t* wh
 }
 
 void GptModel::load_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t, int slot,
-                          const DocumentResets& resets) {
+                          const DocumentResets& resets, bool queued) {
   const size_t s = static_cast<size_t>(slot);
   Batch& batch = batch_[s];
   batch = Batch{b, t, slot, split_.sequence_parts()};
   KILN_CHECK(t % batch.parts == 0,
              "a batch of " + std::to_string(t) + " tokens a row does not split into the " +
                  std::to_string(batch.parts) + " sequence-parallel shares");
-  ops_.copy_from_host(batch.of(slot_[s].tokens), tokens);
-  if (targets) ops_.copy_from_host(batch.of(slot_[s].targets), targets);
+  const auto copy = [&](const Tensor& dst, const int32_t* host) {
+    if (queued) {
+      ops_.copy_from_pinned(dst, host);
+    } else {
+      ops_.copy_from_host(dst, host);
+    }
+  };
+  copy(batch.of(slot_[s].tokens), tokens);
+  if (targets) copy(batch.of(slot_[s].targets), targets);
   if (tp_split()) set_local_ids(tokens, targets, b * t, slot);
   if (resets.positions) {
     batch.positions = batch.of(slot_[s].positions);
-    ops_.copy_from_host(batch.positions, resets.positions);
+    copy(batch.positions, resets.positions);
   }
   if (resets.attention_starts) {
     batch.key_starts = batch.of(slot_[s].key_starts);
-    ops_.copy_from_host(batch.key_starts, resets.attention_starts);
+    copy(batch.key_starts, resets.attention_starts);
   }
 }
 
-double GptModel::forward(int slot, int chunk) {
+bool GptModel::forward_to_logits(int slot, int chunk) {
   const size_t s = static_cast<size_t>(slot);
   const Batch& batch = batch_[s];
   const Slot& a = slot_[s];
@@ -311,28 +332,64 @@ double GptModel::forward(int slot, int chunk) {
   for (size_t l = 0; l < static_cast<size_t>(c.layers()); ++l)
     blocks_[first + l].forward(ops_, batch, batch.share_of(residual[l + 1]),
                                batch.share_of(residual[l]), block_scratch_);
-  if (!c.head) return 0.0;
+  if (!c.head) return false;
   const Tensor final_out = batch.share_of(a.final_norm_out);
   final_norm_.forward(ops_, batch, final_out, batch.share_of(residual.back()));
-  const Tensor logits = batch.of(a.logits);
-  lm_head_.forward(ops_, batch, logits, final_out);
-  if (!has_targets_[s]) return 0.0;
+  lm_head_.forward(ops_, batch, batch.of(a.logits), final_out);
+  return has_targets_[s];
+}
 
-  const Tensor losses = batch.of(a.losses), lse = batch.of(a.lse);
-  const Tensor flat_logits = logits.view({batch.b * batch.t, logits.shape.cols()});
+double GptModel::forward(int slot, int chunk) {
+  if (!forward_to_logits(slot, chunk)) return 0.0;
+  const size_t s = static_cast<size_t>(slot);
+  const Batch& batch = batch_[s];
+  const Slot& a = slot_[s];
   double sum = 0;
   if (tp_split()) {
-    sum = vocab_parallel_cross_entropy(ops_, *split_.tensor, losses, lse, flat_logits,
-                                       batch.of(a.local_targets), a.local_targets_host,
-                                       local_vocab_);
+    const Tensor logits = batch.of(a.logits);
+    sum = vocab_parallel_cross_entropy(ops_, *split_.tensor, batch.of(a.losses), batch.of(a.lse),
+                                       logits.view({batch.b * batch.t, logits.shape.cols()}),
+                                       batch.of(a.local_targets), a.local_targets_host, local_vocab_);
   } else {
-    ops_.cross_entropy_forward(losses, lse, flat_logits, batch.of(a.targets), config_.vocab_size);
-    for (double v : copy_to_doubles(ops_, losses)) sum += v;
+    queue_cross_entropy(slot);
+    sum = loss_sum(copy_to_doubles(ops_, token_losses(slot)));
   }
   // Under context parallelism each rank holds part of the micro-batch's targets: the loss
   // sums over the group, over the whole micro-batch's count.
   if (context_parallel()) split_.context->all_reduce(Tensor{&sum, DType::F64, {1}}, ReduceOp::Sum);
-  return target_count_[s] > 0 ? sum / static_cast<double>(target_count_[s]) : 0.0;
+  return mean_loss(sum, target_count_[s]);
+}
+
+void GptModel::queue_cross_entropy(int slot) {
+  const size_t s = static_cast<size_t>(slot);
+  const Batch& batch = batch_[s];
+  const Slot& a = slot_[s];
+  const Tensor logits = batch.of(a.logits);
+  ops_.cross_entropy_forward(batch.of(a.losses), batch.of(a.lse),
+                             logits.view({batch.b * batch.t, logits.shape.cols()}), batch.of(a.targets),
+                             config_.vocab_size);
+}
+
+void GptModel::queue_forward() {
+  KILN_CHECK(!tp_split() && !context_parallel() && chunks_.size() == 1,
+             "queue_forward: only a model whole on one rank keeps its loss on the device");
+  KILN_CHECK(forward_to_logits(0, 0), "queue_forward needs a batch with targets");
+  queue_cross_entropy(0);
+}
+
+Tensor GptModel::token_losses(int slot) const {
+  const size_t s = static_cast<size_t>(slot);
+  return batch_[s].of(slot_[s].losses);
+}
+
+double GptModel::loss_sum(std::span<const double> losses) {
+  double sum = 0;
+  for (double v : losses) sum += v;
+  return sum;
+}
+
+double GptModel::mean_loss(double sum, int64_t target_count) {
+  return target_count > 0 ? sum / static_cast<double>(target_count) : 0.0;
 }
 
 void GptModel::backward(double dloss, int slot,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,11 +59,30 @@ class GptModel {
   // within [0, column]); without them the step does no extra work.
   void set_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
                  int slot = 0, const DocumentResets& resets = {});
+  // set_batch's checks of a batch, alone; returns its count of unmasked targets.
+  int64_t check_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
+                      const DocumentResets& resets = {}) const;
+  // For a step captured once and replayed (CUDA graphs; trainer/train/device_step.h), on a
+  // model whole on one rank: set_batch into slot 0 from page-locked host memory
+  // (Ops::allocate_host) by copies that wait for nothing, so each replay copies what the
+  // memory holds then. The caller checks each batch it puts there (check_batch) and keeps
+  // its count of targets: target_count() is not set.
+  void queue_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
+                   const DocumentResets& resets = {});
   // Forward over the slot's batch through virtual stage `chunk` (pipeline parallelism; the
   // whole model is chunk 0); returns the mean loss over its unmasked targets from the chunk
   // with the head (0 without targets, and from other chunks). A chunk without the embedding
   // reads its input from chunk_input, where the previous stage's output was received.
   double forward(int slot = 0, int chunk = 0);
+  // forward of slot 0 through a model whole on one rank, without reading the loss back: it
+  // waits for nothing, and the per-token losses stay in token_losses().
+  void queue_forward();
+  // The slot's per-token losses from its last forward ([b, t] F32, 0 where masked).
+  Tensor token_losses(int slot = 0) const;
+  // What forward returns, from per-token losses read back (summed in order) and the batch's
+  // count of unmasked targets.
+  static double loss_sum(std::span<const double> losses);
+  static double mean_loss(double sum, int64_t target_count);
   // Backward from the slot's per-token losses, each weighted by dloss; gradients add up.
   // After each layer, gradients_ready (when given) hears how many leading elements of the
   // flat gradient buffer this backward has finished with: data parallelism starts reducing
@@ -127,9 +147,15 @@ class GptModel {
   // Under context parallelism, this rank's chunks of the b whole sequences in `whole` into
   // `mine` (empty when whole is null).
   void keep_context_chunks(std::vector<int32_t>& mine, const int32_t* whole, int64_t b) const;
-  // Copies a batch of b rows of t tokens, checked, into slot `slot`.
+  // Copies a batch of b rows of t tokens, checked, into slot `slot`; queued: by copies from
+  // page-locked memory that wait for nothing.
   void load_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t, int slot,
-                  const DocumentResets& resets);
+                  const DocumentResets& resets, bool queued);
+  // forward up to the logits; true when the cross-entropy follows (the chunk has the head
+  // and the batch has targets).
+  bool forward_to_logits(int slot, int chunk);
+  // The slot's per-token losses from its logits, queued.
+  void queue_cross_entropy(int slot);
   // The slot's ids as this rank's vocabulary slice numbers them.
   void set_local_ids(const int32_t* tokens, const int32_t* targets, int64_t n, int slot);
 

@@ -103,6 +103,7 @@ AdamW::StateTensors AdamW::take_state(Arena& state, StateLayout& layout, bool mi
   if (sharded) t.grad_shard = state.take(shard, dtype);
   for (size_t i = 0; i < layout.regions.size(); ++i)
     layout.regions[i].segments = state.take({static_cast<int64_t>(layout.tables[i].size() / 3), 3}, DType::I64);
+  t.scalars = state.take({kOptimizerScalars}, DType::F64);
   return t;
 }
 
@@ -124,7 +125,9 @@ AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const Opt
     m_ = t.m;
     v_ = t.v;
     grad_shard_ = t.grad_shard;
+    scalars_ = t.scalars;
   }
+  host_scalars_ = static_cast<double*>(ops_.allocate_host(kOptimizerScalars * sizeof(double)));
   regions_ = std::move(layout.regions);
   norm_ranges_ = std::move(layout.norm_ranges);
   norm_all_ = layout.norm_all;
@@ -147,14 +150,18 @@ void AdamW::reduce_scatter_gradients() {
     r.group->reduce_scatter(r.state(grad_shard_), grads.slice(r.first, r.last));
 }
 
-double AdamW::sum_squares(const Tensor& grads) {
-  double dense = 0, expert = 0;
-  if (norm_all_) {
-    dense = ops_.sum_squares(grads);
-  } else {
-    for (const NormRange& r : norm_ranges_)
-      (r.expert ? expert : dense) += ops_.sum_squares(grads.slice(r.first, r.last));
-  }
+AdamW::~AdamW() { ops_.release_host(host_scalars_); }
+
+bool AdamW::norm_over_ranks() const {
+  return sharded() || !counts_as_one(groups_.expert) || !counts_as_one(groups_.tensor) ||
+         !counts_as_one(groups_.pipeline);
+}
+
+void AdamW::sum_norm_over_ranks() {
+  double parts[2];  // kDenseSumSquares, kExpertSumSquares
+  const Tensor summed = scalars_.slice(kDenseSumSquares, kExpertSumSquares + 1);
+  ops_.copy_to_host(parts, summed);
+  double dense = parts[0], expert = parts[1];
   // Sharded, every data-parallel rank holds a different shard of each region. Otherwise the
   // replicas hold the same gradients, but the ranks of an expert group different experts.
   if (!sharded() && !counts_as_one(groups_.expert))
@@ -167,29 +174,63 @@ double AdamW::sum_squares(const Tensor& grads) {
   if (sharded()) groups_.shard->all_reduce(total, ReduceOp::Sum);
   if (!counts_as_one(groups_.tensor)) groups_.tensor->all_reduce(total, ReduceOp::Sum);
   if (!counts_as_one(groups_.pipeline)) groups_.pipeline->all_reduce(total, ReduceOp::Sum);
-  return sum;
+  // The whole sum in the dense part: clip_rule adds the two.
+  parts[0] = sum;
+  parts[1] = 0;
+  ops_.copy_from_host(summed, parts);
 }
 
 OptimizerStep AdamW::step(double lr, double loss_scale) {
+  prepare(lr, loss_scale);
+  queue_update();
+  return finish();
+}
+
+void AdamW::prepare(double lr, double loss_scale) {
+  // The squared norm's parts start at zero: sum_squares adds to them.
+  std::fill(host_scalars_, host_scalars_ + kOptimizerScalars, 0.0);
+  const AdamWTerms terms = adamw_terms(lr, train_.beta1, train_.beta2, train_.weight_decay, step_ + 1);
+  host_scalars_[kLossScale] = loss_scale;
+  host_scalars_[kClipGrad] = train_.clip_grad;
+  host_scalars_[kStepSize] = terms.step_size;
+  host_scalars_[kRootCorrection2] = terms.root_correction2;
+  host_scalars_[kDecay] = terms.decay;
+}
+
+void AdamW::queue_update() {
+  ops_.copy_from_pinned(scalars_, host_scalars_);
   const Tensor grads = grad_shard_;
-  const double sum_squares = this->sum_squares(grads);
-  if (!std::isfinite(sum_squares)) return {sum_squares, true};
-  OptimizerStep result;
-  result.grad_norm = std::sqrt(sum_squares) / loss_scale;
-  double factor = 1.0 / loss_scale;
-  // PyTorch's clip_grad_norm_ rule, epsilon included, so the two clip identically.
-  const double clip = train_.clip_grad / (result.grad_norm + 1e-6);
-  if (train_.clip_grad > 0 && clip < 1.0) factor *= clip;
-  ++step_;
-  const AdamWStep s{lr, train_.beta1, train_.beta2, train_.adam_eps, train_.weight_decay, step_, factor};
+  if (norm_all_) {
+    ops_.sum_squares(scalar(kDenseSumSquares), grads);
+  } else {
+    for (const NormRange& r : norm_ranges_)
+      ops_.sum_squares(scalar(r.expert ? kExpertSumSquares : kDenseSumSquares), grads.slice(r.first, r.last));
+  }
+  if (norm_over_ranks()) sum_norm_over_ranks();
+  // PyTorch's clip_grad_norm_ rule, epsilon included, so the two clip identically; a step
+  // whose gradients are not finite is skipped on the device.
+  ops_.clip_factor(scalars_);
+  AdamWStep s;
+  s.beta1 = train_.beta1;
+  s.beta2 = train_.beta2;
+  s.eps = train_.adam_eps;
+  s.scalars = scalars_;
   const Tensor values = params_.flat_values();
   for (const Region& r : regions_) {
     const Tensor shard = values.slice(r.begin, r.end);
     ops_.adamw(mixed_ ? r.state(master_) : shard, r.state(grads), r.state(m_),
                r.state(v_), mixed_ ? shard : Tensor{}, r.segments, s);
-    // Every rank takes the others' updated shards; its own is already in place.
+    // Every rank takes the others' updated shards (unchanged when the step was skipped); its
+    // own is already in place.
     if (sharded()) r.group->all_gather(values.slice(r.first, r.last), shard);
   }
+}
+
+OptimizerStep AdamW::finish() {
+  double s[kOptimizerScalars];
+  ops_.copy_to_host(s, scalars_);
+  const OptimizerStep result{s[kGradNorm], s[kSkip] != 0};
+  if (!result.skipped) ++step_;
   return result;
 }
 

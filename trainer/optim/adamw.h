@@ -10,6 +10,13 @@
 // (reduce-scatter), updates it, and all-gathers the updated parameters. Under expert
 // parallelism the experts' region of the buffers is sharded the same way over the replicas
 // that hold the same experts (the expert-data-parallel group).
+//
+// The step's scalars (kernels/optimizer_scalars.h) live in device memory: the host writes the
+// learning-rate terms, the loss scale and the clip threshold to page-locked memory, the step
+// copies them in, sums the squared gradient norm and computes the clip factor and the skip
+// on the device, and AdamW reads them there. Only the norm's sums over ranks pass through the
+// host, so a one-rank step waits for nothing until the host reads the norm back, and can be
+// captured once and replayed (CUDA graphs, trainer/train/device_step.h).
 #pragma once
 
 #include <memory>
@@ -59,6 +66,9 @@ struct OptimizerGroups {
 class AdamW {
  public:
   AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const OptimizerGroups& groups = {});
+  ~AdamW();
+  AdamW(const AdamW&) = delete;
+  AdamW& operator=(const AdamW&) = delete;
 
   // Optimizer state per parameter element (of the shard), for sizing a run before it allocates.
   static size_t state_bytes_per_element(DType value_dtype);
@@ -72,8 +82,19 @@ class AdamW {
 
   // The gradients hold loss_scale times the true gradients. Unscales, clips to
   // train.clip_grad, and updates every parameter with learning rate lr, unless the
-  // gradients are not finite. Sharded, a collective over the group.
+  // gradients are not finite. Sharded, a collective over the group. prepare, queue_update
+  // and finish in turn.
   OptimizerStep step(double lr, double loss_scale = 1.0);
+  // The step in three parts, for a step captured once and replayed (CUDA graphs):
+  // this step's host values, written to page-locked memory;
+  void prepare(double lr, double loss_scale);
+  // the rest, queued: the values copied in, the gradient norm, the clip and the update. It
+  // waits for the device only where the norm is summed over ranks (norm_over_ranks());
+  void queue_update();
+  // and, once the device has run it, the norm and the skip read back (waits for the device).
+  OptimizerStep finish();
+  // Whether queue_update sums the norm over ranks on the host, or moves shards between them.
+  bool norm_over_ranks() const;
 
   int64_t steps_taken() const { return step_; }
   size_t bytes() const { return state_.bytes(); }
@@ -115,14 +136,19 @@ class AdamW {
   };
   static StateLayout lay_out(const ParameterSet& params, const OptimizerGroups& groups);
   // Takes the state tensors from `state` (both passes of its arena take the same): master
-  // weights when mixed, the moments, the gradient shard when sharded, the segment tables.
+  // weights when mixed, the moments, the gradient shard when sharded, the segment tables,
+  // the step's scalars.
   struct StateTensors {
-    Tensor master, m, v, grad_shard;
+    Tensor master, m, v, grad_shard, scalars;
   };
   static StateTensors take_state(Arena& state, StateLayout& layout, bool mixed, bool sharded, DType dtype);
 
   OptimizerState whole_buffers() const;
-  double sum_squares(const Tensor& grads);
+  // The scalar `which` (OptimizerScalar) of scalars_, as a one-value tensor.
+  Tensor scalar(int64_t which) const { return scalars_.slice(which, which + 1); }
+  // The squared norm's parts summed over the ranks that hold the rest of the gradients, through
+  // the host (waits for the device), back into the scalars.
+  void sum_norm_over_ranks();
 
   TrainConfig train_;
   ParameterSet& params_;
@@ -137,6 +163,8 @@ class AdamW {
   bool mixed_ = false;  // BF16/F16 parameters: the F32 master weights are a copy
   Arena state_{"optimizer"};
   Tensor master_, m_, v_, grad_shard_;
+  Tensor scalars_;                  // F64 [kOptimizerScalars], in the backend's memory
+  double* host_scalars_ = nullptr;  // page-locked: what prepare() writes for scalars_
   int64_t step_ = 0;
 };
 

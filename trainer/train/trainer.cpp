@@ -20,8 +20,10 @@
 #include "store/human_format.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/optim/lr_schedule.h"
+#include "trainer/parallel/device_world.h"
 #include "trainer/parallel/layout.h"
 #include "trainer/train/backend.h"
+#include "trainer/train/cuda_graph_choice.h"
 #include "trainer/train/flops.h"
 #include "trainer/train/generate.h"
 #include "trainer/train/interrupt.h"
@@ -143,6 +145,18 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   if (gradient_group().size() > 1 && !optimizer_->sharded())
     buckets_ = std::make_unique<GradientBuckets>(
         gradient_group(), params.flat_grads().slice(0, params.dense_size()), config_.parallel.ddp_bucket_size);
+  // The device communicator matters to the choice only between GPU ranks.
+  const bool gpu_ranks = ops_->device() == Device::Cuda && layout_.world() > 1;
+  const CudaGraphChoice graphs = choose_cuda_graphs(
+      config_, layout_, ops_->device(), gpu_ranks ? resolve_device_comm(config_.parallel.device_comm) : "");
+  if (graphs.use) {
+    DocumentOptions documents;
+    documents.reset_position_ids = config_.data.reset_position_ids;
+    documents.reset_attention_mask = config_.data.reset_attention_mask;
+    device_step_ = std::make_unique<DeviceStep>(*model_, *optimizer_, *ops_, accum_, documents);
+  } else {
+    graphs_why_not_ = graphs.why_not;
+  }
   RecordOptions recording = record;
   run_name_ = record.name;
   if (!resume.empty()) resume_from(resume, recording);
@@ -274,13 +288,12 @@ void Trainer::train_loop(TrainSummary& summary) {
     before_step(step);
     const bool timed = step % t.log_interval == 0 || step == t.steps;
     const double lr = scheduled_lr(step);
-    StepTimes times = train_step(timed);
-    consumed_samples_ += t.global_batch;
     const double scale = loss_scaler_.scale();
-    const Clock::time_point opt_start = Clock::now();
-    const OptimizerStep update = optimizer_->step(lr, scale);
-    if (timed) ops_->synchronize();
-    const double opt_ms = ms_since(opt_start);
+    StepOutcome outcome = run_step(step, timed, lr);
+    consumed_samples_ += t.global_batch;
+    StepTimes& times = outcome.times;
+    const OptimizerStep update = outcome.update;
+    const double opt_ms = outcome.opt_ms;
     loss_scaler_.update(update.skipped);
     if (update.skipped) {
       fmt::print(out_, "step {}: gradients overflowed at loss scale {:g}; step skipped ({} so "

@@ -30,6 +30,7 @@
 #include "trainer/train/run_alerts.h"
 #include "trainer/telemetry/system_probe.h"
 #include "trainer/train/core_share.h"
+#include "trainer/train/device_step.h"
 #include "trainer/train/run_recorder.h"
 #include "trainer/train/validation_sampler.h"
 
@@ -84,6 +85,19 @@ class Trainer {
   void train_loop(TrainSummary& summary);
   // Trains the coming step on this run's share of the cores as other CPU runs start and end.
   void share_machine(int64_t step);
+  // One step and its optimizer update at learning rate lr: replayed as a CUDA graph once
+  // warmed up where the run allows (device_step_, docs/gpu.md#cuda-graphs), else op by op.
+  struct StepOutcome {
+    StepTimes times;
+    OptimizerStep update;
+    double opt_ms = 0;
+  };
+  StepOutcome run_step(int64_t step, bool timed, double lr);
+  // The replayed step; nullopt when it cannot be captured, after a line saying why (the run
+  // then steps op by op: device_step_ goes).
+  std::optional<StepOutcome> replay_step(int64_t step, double lr);
+  // The first sample of the coming step that this data-parallel replica reads.
+  int64_t first_sample() const;
   StepTimes train_step(bool timed);
   // Pipeline parallelism: the stage's part of the step's micro-batches (from first_sample on),
   // then the loss shared by every stage.
@@ -210,6 +224,11 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradientBuckets> buckets_;  // with several data-parallel ranks
   std::unique_ptr<PipelineExecutor> pipeline_;  // with several pipeline stages
+  // With CUDA graphs: the step captured once and replayed; null when the run does not allow
+  // it (graphs_why_not_ says why) or a capture failed.
+  std::unique_ptr<DeviceStep> device_step_;
+  std::string graphs_why_not_;
+  int64_t steps_run_ = 0;  // by this process: the warm-up before a capture
   LossScaler loss_scaler_;
   std::unique_ptr<TokenBatch> batch_;
   std::unique_ptr<RunRecorder> recorder_;

@@ -39,7 +39,8 @@ void Trainer::print_start(const std::string& data_notes) {
                                 : std::string(),
              static_cast<int64_t>(t.global_batch) * m.seq_len, t.steps);
   place_ranks();
-  // On the CPU attention is always kiln's; a GPU says what backend.attention chose.
+  // On the CPU attention is always kiln's and there are no graphs; a GPU says what
+  // backend.attention chose and whether its step is replayed as a CUDA graph.
   if (ops_->device() == Device::Cuda) {
     const std::string attention = ops_->attention();
     const bool resets_on_kiln = config_.data.reset_attention_mask && attention.rfind("cuDNN", 0) == 0;
@@ -48,6 +49,12 @@ void Trainer::print_start(const std::string& data_notes) {
                resets_on_kiln ? "; rows with document resets (data.reset_attention_mask) run "
                                 "kiln's kernels"
                               : "");
+    if (device_step_)
+      fmt::print(out_, "kiln: CUDA graphs (train.cuda_graphs=true): the whole step is captured after {} warm-up "
+                       "steps and replayed ({} of page-locked staging, {} for the losses)\n",
+                 kGraphWarmupSteps, human_bytes(device_step_->staging_bytes()), human_bytes(device_step_->device_bytes()));
+    else
+      fmt::print(out_, "kiln: CUDA graphs: not used ({})\n", graphs_why_not_);
   }
   if (layout_.tp() > 1)
     fmt::print(out_, "kiln: tensor-parallel over {} ranks: each holds {} of {} heads, {} of {} "

@@ -1,13 +1,65 @@
 // One training step (and validation's forwards) of the Trainer: micro-batches through the
-// model, or through the pipeline's schedule, then the gradients summed over the replicas.
+// model, or through the pipeline's schedule, then the gradients summed over the replicas and
+// the optimizer's update; or, with CUDA graphs, the same step replayed from one capture.
 #include <algorithm>
 #include <functional>
 #include <utility>
+
+#include <fmt/core.h>
 
 #include "trainer/util/step_clock.h"
 #include "trainer/train/trainer.h"
 
 namespace kiln {
+
+Trainer::StepOutcome Trainer::run_step(int64_t step, bool timed, double lr) {
+  if (device_step_ && steps_run_++ >= kGraphWarmupSteps)
+    if (std::optional<StepOutcome> replayed = replay_step(step, lr)) return *replayed;
+  StepOutcome outcome;
+  outcome.times = train_step(timed);
+  const Clock::time_point opt_start = Clock::now();
+  outcome.update = optimizer_->step(lr, loss_scaler_.scale());
+  if (timed) ops_->synchronize();
+  outcome.opt_ms = ms_since(opt_start);
+  return outcome;
+}
+
+std::optional<Trainer::StepOutcome> Trainer::replay_step(int64_t step, double lr) {
+  const TrainConfig& t = config_.train;
+  const int64_t B = t.micro_batch, first = first_sample();
+  StepOutcome outcome;
+  StepTimes& times = outcome.times;
+  Clock::time_point start = Clock::now();
+  for (int micro = 0; micro < accum_; ++micro) {
+    batch_->fill(*train_data_, first + micro * B, B, config_.model.seq_len);
+    device_step_->stage(micro, batch_->tokens(), batch_->targets(),
+                        {batch_->positions(), batch_->attention_starts()});
+  }
+  times.data_ms = ms_since(start);
+  start = Clock::now();
+  const double scale = loss_scaler_.scale();
+  const double tokens_per_step = static_cast<double>(t.global_batch) * config_.model.seq_len;
+  const std::optional<DeviceStep::Result> result =
+      device_step_->run(lr, scale, scale / tokens_per_step, /*captured=*/true);
+  if (!result) {
+    fmt::print(out_, "kiln: CUDA graphs: off from step {}: the step cannot be captured ({}); it runs op by op\n",
+               step, device_step_->why_not());
+    std::fflush(out_);
+    device_step_.reset();
+    return std::nullopt;
+  }
+  // One replay holds forward, backward and the optimizer: its time is counted as the
+  // forward's (docs/gpu.md#cuda-graphs). The results were read back: the device is done.
+  times.fwd_ms = ms_since(start);
+  times.loss = result->loss;
+  outcome.update = result->update;
+  return outcome;
+}
+
+int64_t Trainer::first_sample() const {
+  // This replica's slice of the step's global batch (a tensor group's ranks read the same).
+  return consumed_samples_ + coordinates_.dp * int64_t{accum_} * config_.train.micro_batch;
+}
 
 void Trainer::fill_batch(const SampleSource& data, int64_t first_sample, int slot) {
   const int64_t B = config_.train.micro_batch, T = config_.model.seq_len;
@@ -19,8 +71,7 @@ void Trainer::fill_batch(const SampleSource& data, int64_t first_sample, int slo
 StepTimes Trainer::train_step(bool timed) {
   const int accum = accum_;
   const int64_t B = config_.train.micro_batch;
-  // This replica's slice of the step's global batch (a tensor group's ranks read the same).
-  const int64_t first = consumed_samples_ + coordinates_.dp * int64_t{accum} * B;
+  const int64_t first = first_sample();
   const double tokens_per_step =
       static_cast<double>(config_.train.global_batch) * config_.model.seq_len;
   // On a logged step each phase waits for the device, so the host clock times the device.

@@ -1,0 +1,27 @@
+#include "trainer/train/cuda_graph_choice.h"
+
+#include <fmt/core.h>
+
+namespace kiln {
+
+CudaGraphChoice choose_cuda_graphs(const Config& config, const ParallelLayout& layout, Device device,
+                                   const std::string& device_comm) {
+  const auto no = [](std::string why) { return CudaGraphChoice{false, std::move(why)}; };
+  if (device != Device::Cuda) return no("the CPU backend runs each op as it is called");
+  if (!config.train.cuda_graphs) return no("train.cuda_graphs=false");
+  if (layout.pp() > 1)
+    return no(fmt::format("pipeline parallelism (parallel.pp={}) sends and receives between stages as its "
+                          "schedule runs on the host",
+                          layout.pp()));
+  if (layout.world() > 1 && device_comm == "mpi")
+    return no("parallel.device_comm=mpi moves device tensors between ranks through host memory");
+  if (layout.world() > 1)
+    return no(fmt::format("the {} ranks sum the step's loss and gradient norm through MPI on the host",
+                          layout.world()));
+  if (config.model.moe.enabled())
+    return no(fmt::format("the MoE layers (moe.num_experts={}) route their tokens on the host",
+                          config.model.moe.num_experts));
+  return {true, ""};
+}
+
+}  // namespace kiln
