@@ -174,7 +174,6 @@ TEST(TrainCli, ParseErrorsAreOneLineAndExitOne) {
       {" train --config /nonexistent.json",
        "kiln: error: --config: File does not exist: /nonexistent.json (see --help)\n"},
       {" runs show", "kiln: error: run is required (see --help)\n"},
-      {"", "kiln: error: a subcommand is required (see --help)\n"},
       {" train --no-such-flag", "kiln: error: the following argument was not expected: --no-such-flag (see --help)\n"},
   };
   for (const auto& [args, expected] : cases) {
@@ -182,6 +181,11 @@ TEST(TrainCli, ParseErrorsAreOneLineAndExitOne) {
     EXPECT_EQ(r.exit_code, 1) << args;
     EXPECT_EQ(r.output, expected) << args;
   }
+  // No command at all: the commands there are.
+  const CommandResult bare = run_command(kiln);
+  EXPECT_EQ(bare.exit_code, 1);
+  EXPECT_EQ(bare.output.rfind("kiln: error: kiln needs a command: train, data, ", 0), 0u) << bare.output;
+  EXPECT_EQ(bare.output.find('\n'), bare.output.size() - 1) << bare.output;
   const CommandResult version = run_command(kiln + " --version");
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_TRUE(std::regex_match(version.output, std::regex("kiln [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit [^ )]+\\)\n")))
