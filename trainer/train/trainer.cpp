@@ -362,10 +362,8 @@ void Trainer::train_loop(TrainSummary& summary) {
     }
     if (stop && releasing_) {
       summary.released = true;
-      // Only the first rank records (and prints); the others end with it.
-      if (recorder_)
-        fmt::print(out_, "kiln: released after step {}; continue it with: kiln runs resume {} --store {}\n", step,
-                   recorder_->name(), recorder_->path());
+      // kiln train says after the run how to continue it, as after Ctrl-C.
+      fmt::print(out_, "kiln: released after step {}\n", step);
       break;
     }
     if (stop) {
