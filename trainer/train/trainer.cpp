@@ -197,9 +197,12 @@ double Trainer::scheduled_lr(int64_t step) const {
 void Trainer::share_machine(int64_t step) {
   if (!core_share_) return;
   const int threads = core_share_->threads();
-  if (threads == threads_) return;
-  threads_ = threads;
-  ops_->limit_threads(threads);
+  if (threads != threads_) {
+    threads_ = threads;
+    ops_->limit_threads(threads);
+  }
+  // The threads follow every count; the output only a change that lasts (ShareNotice).
+  if (!core_share_->say_share()) return;
   const std::string who = core_share_->runs() == 1
                               ? std::string("no other CPU run here now")
                               : fmt::format("{} CPU runs share this machine's {} cores", core_share_->runs(),
