@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,7 +16,7 @@
 #include "base/check.h"
 #include "base/terminal_text.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/data/gpt_dataset.h"
+#include "trainer/data/blended_dataset.h"
 #include "trainer/data/token_batch.h"
 #include "trainer/data/utf8.h"
 #include "trainer/train/generate.h"
@@ -31,6 +32,7 @@ const std::vector<std::string> kDevices = {"cpu", "cuda", "auto"};
 struct GenerateCliOptions {
   std::string checkpoint;
   std::string prompt;
+  bool prompt_given = false;  // else the run's train.sample_prompt
   int max_tokens = 200;
   SamplingOptions sampling;
   uint64_t seed = 0;
@@ -41,8 +43,9 @@ struct GenerateCliOptions {
 
 struct EvalOptions {
   std::string checkpoint;
-  std::string data;
+  std::string data;  // empty: the run's own data.paths
   int64_t iters = 0;
+  bool iters_given = false;
   std::string split = "valid";
   int micro_batch = 0;
   std::string tokenizer;
@@ -62,9 +65,11 @@ void run_generate(const GenerateCliOptions& o) {
   check_sampling(o.sampling);
   if (o.max_tokens < 0) fail(fmt::format("--max-tokens must be 0 or more, got {}", o.max_tokens));
   const InferenceModel m = load_inference_model(o.checkpoint, o.device, o.tokenizer, 1);
+  // By default the prompt of the trainer's own sample: text the model has seen the like of.
+  const std::string& text = o.prompt_given ? o.prompt : m.config.train.sample_prompt;
   std::vector<int32_t> prompt;
   try {
-    prompt = prompt_ids(*m.tokenizer, o.prompt);
+    prompt = prompt_ids(*m.tokenizer, text);
   } catch (const InvalidUtf8& e) {
     fail(
         fmt::format("--prompt is not valid UTF-8 (byte 0x{:02x} at offset {}), and tokenizer {} "
@@ -79,7 +84,7 @@ void run_generate(const GenerateCliOptions& o) {
   options.seed = o.seed_given ? o.seed : m.config.train.seed;
   options.stop_id = m.tokenizer->eod();
 
-  write_out(o.prompt);
+  write_out(text);
   TextStream stream(write_out);
   const Clock::time_point start = Clock::now();
   const std::vector<int32_t> produced = generate_ids(decoder, prompt, options, [&](int32_t id) {
@@ -100,6 +105,18 @@ Split split_of(const std::string& name) {
   return Split::Valid;
 }
 
+// The datasets to evaluate: --data, else the run's own data.paths (a blend as it read them),
+// which must be where the run read them (relative paths from the folder it trained in).
+std::vector<std::string> eval_paths(const EvalOptions& o, const DataConfig& run) {
+  if (!o.data.empty()) return {o.data};
+  if (run.paths.empty()) fail("eval: the checkpoint's run names no data (data.paths is empty); give --data PREFIX");
+  for (const WeightedPrefix& p : parse_data_paths(run.paths))
+    if (!std::filesystem::exists(p.prefix + ".idx"))
+      fail("eval: the run's data.paths holds " + p.prefix + ", and there is no " + p.prefix +
+           ".idx here; give --data PREFIX, or run from the folder the run trained in");
+  return run.paths;
+}
+
 void run_eval(const EvalOptions& o) {
   if (o.iters < 0)
     fail(fmt::format("--iters must be 0 (the whole split) or more, got {}", o.iters));
@@ -108,35 +125,42 @@ void run_eval(const EvalOptions& o) {
   const std::string path = checkpoint_argument(o.checkpoint);
   const Config saved = config_from_json(checkpoint_config(path));
   const int64_t B = o.micro_batch > 0 ? o.micro_batch : saved.train.micro_batch;
+  const std::vector<std::string> paths = eval_paths(o, saved.data);
+  // On the run's own data the run's validation by default: its first train.eval_iters
+  // micro-batches, the loss the run logged for this checkpoint.
+  const int64_t iters = o.iters_given || !o.data.empty() ? o.iters : saved.train.eval_iters;
+  if (const size_t blended = parse_data_paths(paths).size(); iters == 0 && blended > 1)
+    fail(fmt::format("eval: --iters 0 reads the whole split of one dataset, and the run's data.paths blends {}; give "
+                     "--iters N or --data PREFIX",
+                     blended));
   const InferenceModel m = load_inference_model(path, o.device, o.tokenizer, B);
   const ModelConfig& mc = m.config.model;
-  // Every sample of the split once (or the first --iters micro-batches' worth), in the
+  // Every sample of the split once (or the first iters micro-batches' worth), in the
   // dataset's order, read the way the run read its data.
   const int64_t T = mc.seq_len;
   GptDatasetSpec spec;
-  spec.prefix = o.data;
   spec.split = m.config.data.split;
   spec.which = split_of(o.split);
-  spec.num_samples = o.iters * B;
+  spec.num_samples = iters * B;
   spec.seq_len = mc.seq_len;
   spec.seed = m.config.train.seed;
   spec.cache_dir = m.config.data.cache_dir;
-  const GptDataset data(spec);
+  const std::unique_ptr<SampleSource> data = open_samples(paths, spec);
   const DataConfig& d = m.config.data;
   TokenBatch batch(DocumentOptions{m.tokenizer->eod(), d.eod_mask_loss, d.reset_position_ids,
                                    d.reset_attention_mask});
-  if (data.max_token_id() >= mc.vocab_size)
-    fail(fmt::format("data: token id {} in {} is outside model.vocab_size={}", data.max_token_id(),
-                     o.data, mc.vocab_size));
+  if (data->max_token_id() >= mc.vocab_size)
+    fail(fmt::format("data: token id {} in {} is outside model.vocab_size={}", data->max_token_id(),
+                     data->describe(), mc.vocab_size));
 
   const std::vector<int64_t> bytes_of = text_bytes_per_id(*m.tokenizer, mc.vocab_size);
 
-  const int64_t samples = o.iters > 0 ? o.iters * B : data.num_samples();
+  const int64_t samples = iters > 0 ? iters * B : data->num_samples();
   double loss_sum = 0;
   int64_t token_count = 0, byte_count = 0;
   for (int64_t first = 0; first < samples; first += B) {
     const int64_t b = std::min(B, samples - first);
-    batch.fill(data, first, b, mc.seq_len);
+    batch.fill(*data, first, b, mc.seq_len);
     byte_count += batch.target_text_bytes(bytes_of);
     m.model->set_batch(batch.tokens(), batch.targets(), b, T, 0,
                        {batch.positions(), batch.attention_starts()});
@@ -172,8 +196,8 @@ void add_generate_commands(CLI::App& app) {
   CLI::App* gen = app.add_subcommand(
       "generate", "Continue a prompt with a trained model, streaming the text as it comes");
   add_checkpoint_option(gen, g->checkpoint);
-  gen->add_option("--prompt", g->prompt, "The text to continue (\"\": start a new document)")
-      ->required();
+  CLI::Option* prompt = gen->add_option(
+      "--prompt", g->prompt, "The text to continue (default: the run's train.sample_prompt; \"\": start a new document)");
   gen->add_option("--max-tokens", g->max_tokens, "Tokens to generate at most")
       ->capture_default_str();
   gen->add_option("--temperature", g->sampling.temperature, "Softmax temperature; 0 is greedy")
@@ -188,8 +212,9 @@ void add_generate_commands(CLI::App& app) {
   gen->add_option("--tokenizer", g->tokenizer,
                   "Tokenizer spec (default: the run's data.tokenizer)");
   add_device_option(gen, g->device);
-  gen->callback([g, seed] {
+  gen->callback([g, seed, prompt] {
     g->seed_given = seed->count() > 0;
+    g->prompt_given = prompt->count() > 0;
     run_generate(*g);
   });
 
@@ -197,10 +222,11 @@ void add_generate_commands(CLI::App& app) {
   CLI::App* eval = app.add_subcommand(
       "eval", "Print a checkpoint's loss, perplexity and bits per byte on a dataset, as JSON");
   add_checkpoint_option(eval, e->checkpoint);
-  eval->add_option("--data", e->data, "Indexed dataset prefix (PREFIX.bin + PREFIX.idx)")
-      ->required();
-  eval->add_option("--iters", e->iters, "Micro-batches to evaluate (0: the whole split)")
-      ->capture_default_str();
+  eval->add_option("--data", e->data,
+                   "Indexed dataset prefix (PREFIX.bin + PREFIX.idx) (default: the run's own data.paths)");
+  CLI::Option* iters = eval->add_option(
+      "--iters", e->iters,
+      "Micro-batches to evaluate, 0: the whole split (default: the run's train.eval_iters on its own data, 0 with --data)");
   eval->add_option("--split", e->split, "Which split of data.split")
       ->check(CLI::IsMember({"train", "valid", "test"}))
       ->capture_default_str();
@@ -209,7 +235,10 @@ void add_generate_commands(CLI::App& app) {
   eval->add_option("--tokenizer", e->tokenizer,
                    "Tokenizer spec (default: the run's data.tokenizer)");
   add_device_option(eval, e->device);
-  eval->callback([e] { run_eval(*e); });
+  eval->callback([e, iters] {
+    e->iters_given = iters->count() > 0;
+    run_eval(*e);
+  });
 }
 
 }  // namespace kiln

@@ -12,13 +12,14 @@
 namespace kiln {
 namespace {
 
+// hf, the one format there is, unless a command line names it.
 struct ExportOptions {
-  std::string checkpoint, format, output;
+  std::string checkpoint, format = "hf", output;
 };
 
 struct ImportOptions {
   HfImportOptions hf;
-  std::string format;
+  std::string format = "hf";
 };
 
 std::string join(const std::vector<std::string>& parts) {
@@ -55,17 +56,17 @@ void add_interchange_commands(CLI::App& app) {
       "export", "Write a checkpoint as a Hugging Face model folder (transformers loads it)");
   add_checkpoint_option(exp, e->checkpoint);
   exp->add_option("--format", e->format, "hf: config.json + model.safetensors + tokenizer files")
-      ->required()
-      ->check(CLI::IsMember({"hf"}));
+      ->check(CLI::IsMember({"hf"}))
+      ->capture_default_str();
   exp->add_option("-o,--output", e->output, "The folder to write (created)")->required();
   exp->callback([e] { run_export(*e); });
 
   auto i = std::make_shared<ImportOptions>();
   CLI::App* imp = app.add_subcommand(
       "import", "Turn a Hugging Face model folder into a kiln checkpoint to fine-tune");
-  imp->add_option("--format", i->format, "hf: a GPT2LMHeadModel or LlamaForCausalLM folder")
-      ->required()
-      ->check(CLI::IsMember({"hf"}));
+  imp->add_option("--format", i->format, "hf: a GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM folder")
+      ->check(CLI::IsMember({"hf"}))
+      ->capture_default_str();
   imp->add_option("-i,--input", i->hf.input, "The Hugging Face model folder")->required();
   imp->add_option("-o,--output", i->hf.output, "The checkpoint folder to create")->required();
   imp->add_option("--seq-len", i->hf.seq_len,

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   // Every error line below may quote what it refused (a name, a setting) as it was given:
   // shown, never obeyed by the terminal.
   try {
+    kiln::check_command_words(app, {argv + 1, argv + argc});
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);

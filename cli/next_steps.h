@@ -13,11 +13,20 @@ struct FinishedRun {
   bool recorded = false;        // the run is in a store
   std::string last_checkpoint;  // empty when the run wrote none
   std::string prompt;           // train.sample_prompt: a prompt the model has seen
-  bool released = false;        // ended by kiln runs release: resuming it comes first
 };
 
-// The "next:" block, one command a line; empty when nothing applies.
+// The "next:" block, one command a line, each of which runs as printed; empty when nothing
+// applies.
 std::string next_steps(const FinishedRun& run);
+
+// " --store PATH" for a run recorded in `store_path`, when that is not the store the commands
+// after it find by default; "" when it is, or when the run is not recorded ("").
+std::string store_flag(const std::string& store_path);
+
+// "continue it with: kiln runs resume NAME[ --store PATH]": what a run released or interrupted
+// with a checkpoint to go on from says last (store_flag: as above), and kiln runs release --wait
+// after it.
+std::string continue_line(const std::string& name, const std::string& store_flag);
 
 // An argument as a shell reads it back: quoted when it holds spaces, quotes or shell syntax.
 std::string shell_quote(const std::string& arg);

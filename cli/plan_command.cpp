@@ -3,12 +3,15 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "base/check.h"
+#include "cli/next_steps.h"
+#include "cli/runs_format.h"
 #include "store/human_format.h"
 #include "trainer/plan/planner.h"
 
@@ -24,6 +27,7 @@ struct PlanOptions {
   std::string profile;
   int top = 10;
   bool json = false;
+  bool wide = false;
   bool this_layout = false;
 };
 
@@ -51,18 +55,76 @@ nlohmann::json to_json(const PlannedLayout& l) {
   return j;
 }
 
-std::string row(int rank, const PlannedLayout& l) {
-  const StepPrediction& t = l.time;
-  const RankMemory& m = l.memory;
-  const size_t other = m.total() - m.bytes("parameters") - m.bytes("gradients") - m.bytes("optimizer") -
-                       m.bytes("activations");
+// The plan's layouts, fastest first: one line each, within 120 columns; --wide adds each
+// arena's bytes and each part of the step's time.
+void print_layouts(const std::vector<PlannedLayout>& layouts, bool wide) {
+  using A = Table::Align;
+  std::vector<Table::Column> columns = {{"#", A::Right}, {"layout", A::Left}, {"memory a rank", A::Right}};
+  const std::vector<std::string> arenas = {"parameters", "gradients", "optimizer", "activations"};
+  if (wide)
+    for (const char* part : {"params", "grads", "optim", "activ", "other"}) columns.push_back({part, A::Right});
+  columns.push_back({"step ms", A::Right});
+  if (wide)
+    for (const char* part : {"compute", "tp", "cp", "ep", "pp", "dp", "optim ms"}) columns.push_back({part, A::Right});
+  for (const char* last : {"tokens/s", "MFU"}) columns.push_back({last, A::Right});
+  Table table(columns);
   const auto ms = [](double s) { return fmt::format("{:.1f}", s * 1e3); };
-  return fmt::format("| {} | {} | {} | {} / {} / {} / {} / {} | {} | {} / {} / {} / {} / {} / {} / {} | {:.0f} | {} |",
-                     rank, l.name, human_bytes(m.total()), human_bytes(m.bytes("parameters")),
-                     human_bytes(m.bytes("gradients")), human_bytes(m.bytes("optimizer")),
-                     human_bytes(m.bytes("activations")), human_bytes(other), ms(t.step_s), ms(t.compute_s),
-                     ms(t.tensor_s), ms(t.context_s), ms(t.expert_s), ms(t.pipeline_s), ms(t.data_s),
-                     ms(t.optimizer_s), t.tokens_per_s, t.mfu > 0 ? fmt::format("{:.1f}%", 100 * t.mfu) : "-");
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    const PlannedLayout& l = layouts[i];
+    const StepPrediction& t = l.time;
+    const RankMemory& m = l.memory;
+    std::vector<std::string> cells = {std::to_string(i + 1), l.name, human_bytes(m.total())};
+    if (wide) {
+      size_t other = m.total();
+      for (const std::string& arena : arenas) {
+        cells.push_back(human_bytes(m.bytes(arena)));
+        other -= m.bytes(arena);
+      }
+      cells.push_back(human_bytes(other));
+    }
+    cells.push_back(ms(t.step_s));
+    if (wide)
+      for (double part : {t.compute_s, t.tensor_s, t.context_s, t.expert_s, t.pipeline_s, t.data_s, t.optimizer_s})
+        cells.push_back(ms(part));
+    cells.push_back(fmt::format("{:.0f}", t.tokens_per_s));
+    cells.push_back(t.mfu > 0 ? fmt::format("{:.1f}%", 100 * t.mfu) : "-");
+    table.add(std::move(cells));
+  }
+  table.print(stdout);
+}
+
+// The --set assignments that turn `from` into `to`: each key whose value differs.
+std::vector<std::string> changed_settings(const Config& from, const Config& to) {
+  const nlohmann::json before = config_to_json(from), after = config_to_json(to);
+  std::vector<std::string> sets;
+  for (const auto& [section, keys] : after.items())
+    for (const auto& [key, value] : keys.items())
+      if (before.value(nlohmann::json::json_pointer("/" + section + "/" + key), nlohmann::json()) != value)
+        sets.push_back(section + "." + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
+  return sets;
+}
+
+// The command that trains the first layout as printed: this command's config and --set
+// options (less the keys the layout sets), then the layout's own settings, under
+// `kiln train --ranks N` for more than one rank on one machine, and for several machines
+// under mpirun with a hostfile `hosts` that lists them (docs/parallelism.md).
+std::string first_layout_command(const PlanOptions& o, const Plan& plan, const Config& config,
+                                 const PlannedLayout& first) {
+  const std::vector<std::string> layout = changed_settings(config, first.config);
+  const auto key_of = [](const std::string& assignment) { return assignment.substr(0, assignment.find('=')); };
+  std::string command = "kiln train";
+  if (plan.nodes > 1)
+    command = fmt::format("mpirun -np {} --hostfile hosts --map-by ppr:{}:node kiln train", o.gpus, plan.ranks_per_node);
+  else if (o.gpus > 1)
+    command += fmt::format(" --ranks {}", o.gpus);
+  if (!o.config_path.empty()) command += " --config " + shell_quote(o.config_path);
+  for (const std::string& set : o.overrides) {
+    const bool replaced = std::any_of(layout.begin(), layout.end(),
+                                      [&](const std::string& l) { return key_of(l) == key_of(set); });
+    if (!replaced) command += " --set " + shell_quote(set);
+  }
+  for (const std::string& set : layout) command += " --set " + shell_quote(set);
+  return command;
 }
 
 void run_plan(const PlanOptions& o) {
@@ -91,18 +153,13 @@ void run_plan(const PlanOptions& o) {
     return;
   }
   const ModelConfig& m = request.config.model;
-  fmt::print("kiln plan: {} layers, d_model {}, seq {}, global batch {}, {} on {} x {} ({} node{} of {})\n",
+  fmt::print("kiln plan: {} layers, d_model {}, seq {}, global batch {}, {}\non {} x {} ({} node{} of {})\n",
              m.n_layer, m.d_model, m.seq_len, request.config.train.global_batch, request.config.precision.dtype,
              o.gpus, request.device.description, plan.nodes, plan.nodes == 1 ? "" : "s", plan.ranks_per_node);
   fmt::print("{} layouts considered: {} fit and are shown, {} do not fit, {} do not divide, {} predicted slower "
              "were not sized\n\n",
              plan.candidates, plan.fitting.size(), plan.too_big.size(), plan.not_dividing, plan.not_sized);
-  if (!plan.fitting.empty()) {
-    fmt::print("| # | layout | memory a GPU | params / grads / optim / activ / other | step ms | compute / tp / cp / "
-               "ep / pp / dp / optim ms | tokens/s | MFU |\n");
-    fmt::print("| ---: | --- | ---: | --- | ---: | --- | ---: | ---: |\n");
-    for (size_t i = 0; i < plan.fitting.size(); ++i) fmt::print("{}\n", row(static_cast<int>(i) + 1, plan.fitting[i]));
-  }
+  if (!plan.fitting.empty()) print_layouts(plan.fitting, o.wide);
   if (!plan.too_big.empty()) {
     fmt::print("\nfaster, but over {}'s memory:\n", request.device.name);
     for (size_t i = 0; i < plan.too_big.size() && i < 5; ++i)
@@ -118,14 +175,7 @@ void run_plan(const PlanOptions& o) {
   if (plan.fitting.empty())
     fail(fmt::format("plan: no layout fits {} x {}: the smallest needs more than its {}", o.gpus, request.device.name,
                      human_bytes(static_cast<size_t>(request.device.memory_bytes))));
-  fmt::print("\nrun the first: kiln train ... --set parallel.tp={} --set parallel.cp={} --set parallel.pp={} "
-             "--set parallel.vpp={}{} --set train.micro_batch={} --set train.recompute={}{}\n",
-             plan.fitting[0].config.parallel.tp, plan.fitting[0].config.parallel.cp, plan.fitting[0].config.parallel.pp,
-             plan.fitting[0].config.parallel.vpp,
-             plan.fitting[0].config.parallel.ep > 1 ? fmt::format(" --set parallel.ep={}", plan.fitting[0].config.parallel.ep) : "",
-             plan.fitting[0].config.train.micro_batch, plan.fitting[0].config.train.recompute,
-             std::string(plan.fitting[0].config.parallel.sequence_parallel ? " --set parallel.sequence_parallel=true" : "") +
-                 (plan.fitting[0].config.parallel.distributed_optimizer ? " --set parallel.distributed_optimizer=true" : ""));
+  fmt::print("\nrun the first:\n  {}\n", first_layout_command(o, plan, request.config, plan.fitting[0]));
 }
 
 }  // namespace
@@ -151,6 +201,7 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print the plan as JSON");
+  cmd->add_flag("--wide", o->wide, "Show each rank's memory by arena and the step's time by part");
   cmd->add_flag("--this-layout", o->this_layout,
                 "Predict the config's own layout (its parallel section, micro-batch and recompute) instead of searching");
   cmd->callback([o] { run_plan(*o); });

@@ -16,6 +16,7 @@
 #include "cli/runs_command.h"
 #include "cli/runs_relaunch.h"
 #include "cli/runs_store.h"
+#include "cli/store_path.h"
 #include "base/check.h"
 #include "base/terminal_text.h"
 #include "store/commands.h"
@@ -95,12 +96,12 @@ int wait_for(store::Database& db, int64_t run_id, int64_t command_id, double tim
 }
 
 // A release is done when the process has ended the run: its devices are free then.
-int wait_until_released(store::Database& db, int64_t run_id, double timeout_s) {
+int wait_until_released(store::Database& db, int64_t run_id, const std::string& store, double timeout_s) {
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   for (;;) {
     const store::RunRecord run = store::get_run(db, run_id);
     if (run.status == store::RunStatus::Released) {
-      fmt::print("released; continue it with: kiln runs resume {}\n", shell_quote(run.name));
+      fmt::print("released; {}\n", continue_line(run.name, store_flag(resolve_store_path(store))));
       return 0;
     }
     if (!store::is_live(run.status)) {
@@ -135,7 +136,7 @@ void steer(store::CommandAction action, const SteerOptions& options) {
   std::fflush(stdout);
   if (!options.wait) return;
   int code = wait_for(*db, run_id, command_id, timeout_s);
-  if (code == 0 && action == store::CommandAction::Release) code = wait_until_released(*db, run_id, timeout_s);
+  if (code == 0 && action == store::CommandAction::Release) code = wait_until_released(*db, run_id, options.store, timeout_s);
   if (code != 0) throw CLI::RuntimeError(code);
 }
 

@@ -164,13 +164,15 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
     world.end_after_error(e);
     throw;
   }
+  // The commands after it find the same store only if it is the one they find by default.
+  const FinishedRun finished{summary.run_name, store_flag(record.store_path), !record.store_path.empty(),
+                             summary.last_checkpoint, config.train.sample_prompt};
+  // A run released or interrupted (Ctrl-C, SIGTERM) ends with how to go on from the
+  // checkpoint it stopped with, the same line either way.
+  if (first && (summary.released || summary.interrupted) && finished.recorded && !finished.last_checkpoint.empty())
+    fmt::print("kiln: {}\n", continue_line(finished.name, finished.store_flag));
   if (summary.interrupted) throw CLI::RuntimeError(130);
   if (!first) return;
-  FinishedRun finished{summary.run_name, "", !record.store_path.empty(), summary.last_checkpoint,
-                       config.train.sample_prompt, summary.released};
-  // The commands after it find the same store only if it is the one they find by default.
-  if (finished.recorded && record.store_path != resolve_store_path(""))
-    finished.store_flag = " --store " + shell_quote(record.store_path);
   fmt::print("{}", next_steps(finished));
 }
 

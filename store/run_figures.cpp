@@ -35,6 +35,20 @@ double measured_step_s(const std::vector<MetricRow>& latest) {
   return static_cast<double>(row.tokens) / static_cast<double>(row.step) / row.tokens_per_s;
 }
 
+double persisting_step_s(const std::vector<MetricRow>& latest, const std::vector<double>& rates) {
+  const auto zero = std::find_if(latest.begin(), latest.end(), [](const MetricRow& r) { return r.rank == 0; });
+  if (zero == latest.end() || zero->step <= 0 || zero->tokens <= 0 || rates.size() < kPersistentSteps)
+    return kNoValue;
+  const double tokens_per_step = static_cast<double>(zero->tokens) / static_cast<double>(zero->step);
+  std::vector<double> steps;
+  for (auto rate = rates.end() - kPersistentSteps; rate != rates.end(); ++rate) {
+    if (!(*rate > 0) || !std::isfinite(*rate)) return kNoValue;  // a step that measured nothing
+    steps.push_back(tokens_per_step / *rate);
+  }
+  std::nth_element(steps.begin(), steps.begin() + kPersistentSteps / 2, steps.end());
+  return steps[kPersistentSteps / 2];
+}
+
 bool slower_than_planned(double planned_s, double measured_s) {
   return planned_s > 0 && measured_s > 0 && measured_s > kSlowerThanPlanned * planned_s;
 }

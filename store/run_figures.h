@@ -1,6 +1,7 @@
 // Figures the history views (the CLI, the dashboard) derive from a run's record and rows.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,6 +25,13 @@ double mean_over_ranks(const std::vector<MetricRow>& rows, double MetricRow::*fi
 // Seconds a step took at the latest logged step, as rank 0 measured it (wall clock: the
 // tokens a step trains over its tokens/s); NaN without a step, tokens or a rate.
 double measured_step_s(const std::vector<MetricRow>& latest);
+
+// The step time a slowdown is judged on: the median of rank 0's last kPersistentSteps logged
+// steps, each its tokens a step over that step's tokens/s (`rates`, oldest first), so that one
+// slow step (a run starting beside it) is not a slow run; NaN with fewer logged steps, with one
+// that measured nothing, or without rank 0's tokens a step in `latest`.
+inline constexpr size_t kPersistentSteps = 5;  // webui/run_plan.js: persistentSteps
+double persisting_step_s(const std::vector<MetricRow>& latest, const std::vector<double>& rates);
 
 // A run whose measured step is this many times its planned one is slower than planned.
 inline constexpr double kSlowerThanPlanned = 1.2;

@@ -1,9 +1,9 @@
 // End-to-end: kiln tui driven in a real terminal (tmux): the runs table shows finished runs,
 // marked runs compare (config differences, a log scale), a tall terminal puts the plots
-// first, long messages wrap, a run launched from the form appears under the name kiln train
-// would give it and advances, p pauses and resumes it, l shows and sets its learning rate,
-// s stops it, K kills a launched one, an 80x24 terminal keeps every view readable, and bad
-// stores get one clear line.
+// first, long messages wrap, only a slowdown that lasts is marked slower than planned, a run
+// launched from the form appears under the name kiln train would give it and advances, p
+// pauses and resumes it, l shows and sets its learning rate, s stops it, K kills a launched
+// one, an 80x24 terminal keeps every view readable, and bad stores get one clear line.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -243,6 +243,34 @@ TEST(Tui, NoColorAndMonoDrawWithoutColours) {
   EXPECT_TRUE(coloured(colour.styled_screen())) << colour.styled_screen();
   EXPECT_FALSE(coloured(no_color.styled_screen())) << no_color.styled_screen();
   EXPECT_FALSE(coloured(mono.styled_screen())) << mono.styled_screen();
+}
+
+// A run is marked slower than planned only when its recent steps are: one with fewer logged
+// steps than a slowdown must last is not, however slow (both here far slower than a plan of
+// 0.1 microseconds a step).
+TEST(Tui, MarksOnlyASlowdownThatLasts) {
+  const std::string dir = fresh_dir("tui_slower");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
+  // brief logs steps 2, 4 and 6; steady every step.
+  for (const std::string run : {"brief", "steady"}) {
+    const CommandResult r = run_command(kiln + " train --store " + path + " --name " + run + small_run(prefix) +
+                                        (run == "steady" ? " --set train.log_interval=1" : ""));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  store::open_store(path, store::Access::ReadWrite)->exec("UPDATE runs SET planned_step_s = 1e-7");
+  Tmux tmux("slower", kiln + " tui --store " + path, 132, 40);
+  ASSERT_TRUE(shows(tmux.wait_for({"brief", "steady"}), "steady"));
+  // Newest first: steady is selected.
+  tmux.keys("Enter");
+  std::string screen = tmux.wait_for({"run 2 · steady", "(slower than planned)"});
+  EXPECT_TRUE(shows(screen, "planned 0.0 ms/step · measured ") && shows(screen, "(slower than planned)")) << screen;
+  tmux.keys("q");
+  ASSERT_TRUE(shows(tmux.wait_for({"2 runs"}), "2 runs"));
+  tmux.keys("Down Enter");
+  screen = tmux.wait_for({"run 1 · brief", "planned 0.0 ms/step · measured "});
+  ASSERT_TRUE(shows(screen, "run 1 · brief")) << screen;
+  EXPECT_TRUE(shows(screen, "planned 0.0 ms/step · measured ")) << screen;
+  EXPECT_FALSE(shows(screen, "(slower than planned)")) << screen;
 }
 
 TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {

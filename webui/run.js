@@ -229,7 +229,7 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
       const ys = series[key]?.[0]?.ys;
       return ys?.length ? ys[ys.length - 1] : null;
     };
-    plan.replaceChildren(...planSpans(planFacts(record, tokensPerStep, { tokens_per_s: last("tokens_per_s"), mem_used: last("mem_used") })));
+    plan.replaceChildren(...planSpans(planFacts(record, tokensPerStep, { tokens_per_s: last("tokens_per_s"), mem_used: last("mem_used"), rates: series.tokens_per_s?.[0]?.ys })));
   }
 
   function showRun(r) {

@@ -20,10 +20,9 @@ std::string ms_per_step(double seconds) {
                                                : std::string(kAbsent) + " ms/step";
 }
 
-// Rank 0's memory in use at its latest logged step.
-std::optional<int64_t> measured_memory(const std::vector<store::MetricRow>& latest) {
+const store::MetricRow* rank_zero(const std::vector<store::MetricRow>& latest) {
   const auto zero = std::find_if(latest.begin(), latest.end(), [](const store::MetricRow& r) { return r.rank == 0; });
-  return zero != latest.end() ? zero->mem_used : std::nullopt;
+  return zero != latest.end() ? &*zero : nullptr;
 }
 
 }  // namespace
@@ -32,22 +31,24 @@ std::string PlanLine::text() const {
   return planned_step + kSeparator + measured_step + (slower ? kSlowerNote : "") + kSeparator + memory;
 }
 
-std::optional<PlanLine> plan_line(const store::RunRecord& run, const std::vector<store::MetricRow>& latest) {
+std::optional<PlanLine> plan_line(const store::RunRecord& run, const std::vector<store::MetricRow>& latest,
+                                  const std::vector<double>& rates) {
   const bool has_step = std::isfinite(run.planned_step_s) && run.planned_step_s > 0;
   if (!has_step && !run.planned_memory_bytes) return std::nullopt;
   const double measured = store::measured_step_s(latest);
   PlanLine line;
   line.planned_step = "planned " + ms_per_step(run.planned_step_s);
   line.measured_step = "measured " + ms_per_step(measured);
-  line.slower = store::slower_than_planned(run.planned_step_s, measured);
+  const store::MetricRow* zero = rank_zero(latest);
+  line.slower = store::slower_than_planned(run.planned_step_s, store::persisting_step_s(latest, rates));
   line.memory = "planned memory " + bytes_or_absent(run.planned_memory_bytes) + " · measured " +
-                bytes_or_absent(measured_memory(latest));
+                bytes_or_absent(zero != nullptr ? zero->mem_used : std::nullopt);
   return line;
 }
 
 void draw_plan_line(int row, int width, const store::RunRecord& run, const std::vector<store::MetricRow>& latest,
-                    const Theme& theme) {
-  const std::optional<PlanLine> line = plan_line(run, latest);
+                    const std::vector<double>& rates, const Theme& theme) {
+  const std::optional<PlanLine> line = plan_line(run, latest, rates);
   if (!line) return;
   int col = 1;
   const auto part = [&](const std::string& text, int attr) {

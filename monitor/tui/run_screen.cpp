@@ -161,7 +161,7 @@ class RunScreen final : public Screen {
                              details_->lineage.ancestors.front().step);
     put(1, 1, summary, COLS - 2, theme.attr(Tone::Dim));
     draw_progress(2, session, now);
-    draw_plan_line(3, COLS - 1, run, details_->latest, theme);
+    draw_plan_line(3, COLS - 1, run, details_->latest, rate_.series.y, theme);
 
     const int expert_rows = experts_block_rows(details_->latest_experts, COLS);
     const bool tall = LINES >= kTallTerminalRows;

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "base/closest_word.h"
 #include "trainer/config/embedded_config.h"
 #include "trainer/parallel/pipeline_schedule.h"
 
@@ -181,46 +182,6 @@ std::string show(const json& value) {
   return s.size() <= 60 ? s : s.substr(0, 57) + "...";
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// The candidate a typo most likely meant, or "" when none is close enough to suggest.
-std::string closest(std::string_view word, const std::vector<std::string>& candidates) {
-  const auto contains = [](std::string_view a, std::string_view b) {
-    return (b.size() >= 2 && a.find(b) != a.npos) || (a.size() >= 2 && b.find(a) != b.npos);
-  };
-  const std::string* best = nullptr;
-  size_t best_distance = 0;
-  for (const std::string& c : candidates) {
-    const size_t d = edit_distance(word, c);
-    const bool better = !best || d < best_distance ||
-                        (d == best_distance && contains(word, c) && !contains(word, *best));
-    if (better) {
-      best = &c;
-      best_distance = d;
-    }
-  }
-  if (!best) return "";
-  const bool close = best_distance <= std::max(word.size(), best->size()) / 3 + 1;
-  return close || contains(word, *best) ? *best : "";
-}
-
-std::string did_you_mean(const std::string& suggestion) {
-  return suggestion.empty() ? "" : " (did you mean " + suggestion + "?)";
-}
-
 // Megatron and Hugging Face names that users bring along, and ours for them.
 constexpr std::pair<std::string_view, std::string_view> kForeignNames[] = {
     {"num_layers", "model.n_layer"},           {"num_hidden_layers", "model.n_layer"},
@@ -254,7 +215,7 @@ std::string unknown_key_hint(const std::string& section, const std::string& key)
     if (f.section == section) same_section.push_back(f.key);
     else if (f.key == key) elsewhere = f.section + "." + f.key;
   }
-  const std::string guess = closest(key, same_section);
+  const std::string guess = closest_word(key, same_section);
   // A one-letter slip in this section beats the exact key in another (data.path is data.paths).
   if (!guess.empty() && (elsewhere.empty() || edit_distance(key, guess) <= 1))
     return did_you_mean(section + "." + guess);
@@ -267,7 +228,7 @@ void check_structure(const json& j) {
   if (!j.is_object()) fail("config: the top level must be an object of sections, got " + show(j));
   for (const auto& [name, section] : j.items()) {
     if (std::find(kSections.begin(), kSections.end(), name) == kSections.end())
-      fail("config: unknown section " + show(name) + did_you_mean(closest(name, kSections)));
+      fail("config: unknown section " + show(name) + did_you_mean(closest_word(name, kSections)));
     if (!section.is_object())
       fail("config: section " + name + " must be an object, got " + show(section));
     for (const auto& item : section.items())

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -80,13 +81,56 @@ TEST(CoreShare, ARunKilledWithNineStopsCountingAtTheNextCount) {
   ::close(ready[1]);
 }
 
-TEST(CoreShare, EntriesOfOtherProgramsOrNoPidAreNotRuns) {
+TEST(CoreShare, EntriesOfOtherProcessesOrNoPidAreNotRuns) {
   const std::string registry = fresh_registry("stale");
   CoreShare mine(registry, 2);
-  std::ofstream(fs::path(registry) / "1.0").flush();  // pid 1 runs, but it is not this program
+  std::ofstream(fs::path(registry) / "1.0").flush();  // pid 1 runs, but never registered here
+  // This process's id with another start time: a run that ended and whose id was given again
+  // (to another user's process, or to another program of ours).
+  std::ofstream(fs::path(registry) / (std::to_string(::getpid()) + ".9")) << "1";
   std::ofstream(fs::path(registry) / "junk").flush();
   EXPECT_EQ(mine.recount(), 2);
   EXPECT_EQ(entries(registry), 1u);
+}
+
+using Clock = ShareNotice::Clock;
+using std::chrono::seconds;
+
+TEST(ShareNotice, TheShareARunStartsWithIsSaidAtOnceAndTheUsualOneNot) {
+  const Clock::time_point t0{};
+  ShareNotice shared(2);
+  EXPECT_TRUE(shared.due(1, t0));
+  EXPECT_FALSE(shared.due(1, t0 + seconds(1)));
+  ShareNotice alone(2);
+  EXPECT_FALSE(alone.due(2, t0));
+  EXPECT_FALSE(alone.due(2, t0 + seconds(100)));
+}
+
+TEST(ShareNotice, RunsThatComeAndGoForSecondsAreNeverSaid) {
+  const Clock::time_point t0{};
+  ShareNotice notice(2);
+  EXPECT_FALSE(notice.due(2, t0));
+  // Test runs beside it: each a few seconds, the count back between them.
+  for (int s = 1; s < 600; ++s) EXPECT_FALSE(notice.due(s % 8 < 5 ? 1 : 2, t0 + seconds(s))) << s;
+}
+
+TEST(ShareNotice, AChangeThatLastsIsSaidAtMostOnceAMinute) {
+  const Clock::time_point t0{};
+  ShareNotice notice(2);
+  EXPECT_FALSE(notice.due(2, t0));
+  EXPECT_FALSE(notice.due(1, t0 + seconds(1)));
+  EXPECT_FALSE(notice.due(1, t0 + seconds(10)));
+  EXPECT_TRUE(notice.due(1, t0 + seconds(11)));  // the same for ShareNotice::kLasting
+  EXPECT_FALSE(notice.due(1, t0 + seconds(12)));
+  // Back to the usual at once, lasting from 13 s: said no sooner than a minute after the last.
+  EXPECT_FALSE(notice.due(2, t0 + seconds(13)));
+  EXPECT_FALSE(notice.due(2, t0 + seconds(30)));
+  EXPECT_FALSE(notice.due(2, t0 + seconds(70)));
+  EXPECT_TRUE(notice.due(2, t0 + seconds(71)));
+  // A change back to what was last said is no news.
+  EXPECT_FALSE(notice.due(1, t0 + seconds(140)));
+  EXPECT_FALSE(notice.due(2, t0 + seconds(141)));
+  EXPECT_FALSE(notice.due(2, t0 + seconds(300)));
 }
 
 TEST(CoreShare, AFolderOthersCanWriteOrALinkIsRefused) {

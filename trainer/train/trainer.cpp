@@ -215,9 +215,12 @@ double Trainer::scheduled_lr(int64_t step) const {
 void Trainer::share_machine(int64_t step) {
   if (!core_share_) return;
   const int threads = core_share_->threads();
-  if (threads == threads_) return;
-  threads_ = threads;
-  ops_->limit_threads(threads);
+  if (threads != threads_) {
+    threads_ = threads;
+    ops_->limit_threads(threads);
+  }
+  // The threads follow every count; the output only a change that lasts (ShareNotice).
+  if (!core_share_->say_share()) return;
   const std::string who = core_share_->runs() == 1
                               ? std::string("no other CPU run here now")
                               : fmt::format("{} CPU runs share this machine's {} cores", core_share_->runs(),
@@ -379,10 +382,8 @@ void Trainer::train_loop(TrainSummary& summary) {
     }
     if (stop && releasing_) {
       summary.released = true;
-      // Only the first rank records (and prints); the others end with it.
-      if (recorder_)
-        fmt::print(out_, "kiln: released after step {}; continue it with: kiln runs resume {} --store {}\n", step,
-                   recorder_->name(), recorder_->path());
+      // kiln train says after the run how to continue it, as after Ctrl-C.
+      fmt::print(out_, "kiln: released after step {}\n", step);
       break;
     }
     if (stop) {

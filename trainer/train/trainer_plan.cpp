@@ -29,8 +29,12 @@ std::optional<Trainer::OwnPlan> Trainer::plan_own_run() const {
   }
   plan.allocated_bytes += optimizer_->bytes();
   const int per_node = std::clamp(ranks_here(world_.size()), 1, std::min(world_.size(), device->devices_per_node));
+  // A CPU run is planned on the threads it has, its share of a machine that other runs use
+  // too, not on the cores it would have alone.
+  Config planned = config_;
+  if (!device->gpu) planned.backend.threads = core_share_ ? core_share_->threads() : threads_;
   try {
-    plan.step_s = predict_step(config_, layout_, *device, per_node).step_s;
+    plan.step_s = predict_step(planned, layout_, *device, per_node).step_s;
     plan.planned_bytes = plan_rank_memory(config_, layout_, world_.rank(), *ops_, workspace).total();
   } catch (const Error&) {
     return std::nullopt;  // a layout the planner cannot take says nothing; the run goes on
