@@ -11,9 +11,11 @@
 
 #include "base/check.h"
 #include "kernels/cudnn_attention_support.h"
+#include "kernels/fused_matmul.h"
 #include "kernels/op_checks.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cudnn_attention.h"
+#include "kernels/cuda/fused_matmul.h"
 #include "kernels/cuda/kernels.cuh"
 #include "kernels/cuda/matmul.h"
 #include "kernels/ops.h"
@@ -231,6 +233,36 @@ class CudaOps final : public Ops {
     KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return result;
   }
+
+  // One cuBLASLt product each, or the separate ops where it has no kernel for the call or
+  // fusing is off.
+  void matmul_bias(const Tensor& out, const Tensor& x, const Tensor& weight,
+                   const Tensor& bias) override {
+    if (!fuse_products_ ||
+        !cuda::fused_matmul_bias(*matmul_, out, x, weight, bias, stream_))
+      composed_matmul_bias(*this, out, x, weight, bias);
+  }
+  void matmul_bias_gelu(const Tensor& out, const Tensor& pre, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias) override {
+    if (!fuse_products_ ||
+        !cuda::fused_matmul_bias_gelu(*matmul_, out, pre, x, weight, bias, stream_))
+      composed_matmul_bias_gelu(*this, out, pre, x, weight, bias);
+  }
+  void matmul_bias_grad(const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                        const Tensor& x) override {
+    if (!fuse_products_ ||
+        !cuda::fused_matmul_bias_grad(*matmul_, dweight, dbias, dy, x, stream_))
+      composed_matmul_bias_grad(*this, dweight, dbias, dy, x);
+  }
+  void matmul_dgelu(const Tensor& dx, const Tensor& dy, const Tensor& weight,
+                    const Tensor& pre) override {
+    if (!fuse_products_ ||
+        !cuda::fused_matmul_dgelu(*matmul_, dx, dy, weight, pre, stream_))
+      composed_matmul_dgelu(*this, dx, dy, weight, pre);
+  }
+  void fuse_products(bool on) override { fuse_products_ = on; }
+  void tune_products(bool on) override { matmul_->tune(on); }
+  std::string product_tuning() const override { return matmul_->tuner().summary("cuBLASLt"); }
 
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                          const Tensor& wpe, const Tensor& positions) override {
@@ -604,6 +636,7 @@ class CudaOps final : public Ops {
   std::string attention_text_ = "kiln's kernels";
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Matmul> matmul_;
+  bool fuse_products_ = true;  // Ops::fuse_products
   void* sum_result_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
