@@ -3,6 +3,7 @@
 // CPU or, with --set backend.device=cuda --set precision.dtype=bf16, on the GPU.
 //
 //   kiln_bench_step [--config FILE] [--set section.key=value ...] [--describe]
+//                   [--products tuned|fused|plain]
 //                   [--profile [--gemm-tflops X --bandwidth-gbs Y] [--profile-json FILE]]
 //                   [--benchmark_* flags]
 //
@@ -26,6 +27,12 @@
 // --describe prints the resolved config, the model shape, the FLOP counts and the parameter
 // list as JSON and exits: bench/torch_step.py and bench/peers/torch_gpu_step.py build their
 // PyTorch peers from it.
+// --products says how a linear layer's matrix products run (kernels/ops.h): `tuned`, as the
+// trainer (fused epilogues, each product's algorithm chosen by timing in the warm-up step),
+// `fused` (the epilogues, the library's first algorithm) or `plain` (separate bias, GELU and
+// bias-gradient kernels and the first algorithm, as before either existed): the A/B of
+// bench/gpu-queue.md, in one binary. Any but `tuned` is named in the benchmark's name;
+// `tuned` with --set backend.tune_products=false is `fused`.
 // --profile runs kProfiledSteps steps after the warm-up through kernels/profiled_ops.h, prints
 // the per-op table of bench/step_profile.h (floors from the measured ceilings --gemm-tflops and
 // --bandwidth-gbs, required on a GPU) and exits; --profile-json also writes it as JSON.
@@ -74,6 +81,7 @@ struct Args {
   bool profile = false;
   double gemm_tflops = 0, bandwidth_gbs = 0;
   std::string profile_json;
+  std::string products = "tuned";
   std::vector<char*> rest;  // argv[0] and the flags left for Google Benchmark
 };
 
@@ -91,7 +99,9 @@ Args parse_args(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     const auto is = [&](const char* flag) { return std::strcmp(argv[i], flag) == 0; };
-    if ((is("--gemm-tflops") || is("--bandwidth-gbs") || is("--profile-json")) && !has_value)
+    if ((is("--gemm-tflops") || is("--bandwidth-gbs") || is("--profile-json") ||
+         is("--products")) &&
+        !has_value)
       throw kiln::Error(fmt::format("{} needs a value", argv[i]));
     if (is("--config") && has_value) {
       args.config_path = argv[++i];
@@ -109,6 +119,10 @@ Args parse_args(int argc, char** argv) {
       ++i;
     } else if (is("--profile-json")) {
       args.profile_json = argv[++i];
+    } else if (is("--products")) {
+      args.products = argv[++i];
+      if (args.products != "tuned" && args.products != "fused" && args.products != "plain")
+        throw kiln::Error("--products " + args.products + ": tuned, fused or plain");
     } else {
       args.rest.push_back(argv[i]);
     }
@@ -283,11 +297,20 @@ int run(int argc, char** argv) {
     }
     return step(nullptr);
   };
-  // Warm-up: first touch of every buffer, library and thread start-up, matrix-product
-  // algorithms chosen, as many steps as the trainer takes before it captures.
-  for (int i = 0; i < kiln::kGraphWarmupSteps; ++i) step(nullptr);
-  const std::string name = fmt::format("kiln_step/{}/{}/L{}_C{}_T{}_B{}x{}", m.arch,
-                                       config.precision.dtype, m.n_layer, m.d_model, T, B, accum);
+  // Warm-up: first touch of every buffer, library and thread start-up, as many steps as the
+  // trainer takes before it captures; in the first, as in the trainer's, each product's
+  // algorithm chosen by timing (stderr says how long: stdout may be JSON).
+  ops->fuse_products(args.products != "plain");
+  ops->tune_products(args.products == "tuned" && config.backend.tune_products);
+  step(nullptr);
+  ops->tune_products(false);
+  if (const std::string tuning = ops->product_tuning(); !tuning.empty())
+    fmt::print(stderr, "kiln_bench_step: matrix products: {}\n", tuning);
+  for (int i = 1; i < kiln::kGraphWarmupSteps; ++i) step(nullptr);
+  const std::string name =
+      fmt::format("kiln_step/{}/{}/L{}_C{}_T{}_B{}x{}{}", m.arch, config.precision.dtype,
+                  m.n_layer, m.d_model, T, B, accum,
+                  args.products == "tuned" ? "" : "/products=" + args.products);
   if (profiled) {
     profiled->reset();
     const Clock::time_point start = Clock::now();

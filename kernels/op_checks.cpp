@@ -11,6 +11,16 @@ void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
              std::string(op) + ": " + a.shape.str() + " vs " + b.shape.str());
 }
 
+void check_linear(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor* bias,
+                  const char* op) {
+  KILN_CHECK(!bias || !bias->empty(), std::string(op) + ": no bias given");
+  KILN_CHECK(weight.shape.rank == 2 && x.shape.rows() == y.shape.rows() &&
+                 x.shape.cols() == weight.shape.cols() && y.shape.cols() == weight.shape.rows() &&
+                 (!bias || bias->numel() == weight.shape.rows()),
+             std::string(op) + ": x " + x.shape.str() + ", weight " + weight.shape.str() +
+                 (bias ? ", bias " + bias->shape.str() : std::string()) + " -> " + y.shape.str());
+}
+
 const int32_t* per_token(const Tensor& values, int64_t batch, int64_t seq, const char* op,
                          const char* name) {
   if (values.empty()) return nullptr;

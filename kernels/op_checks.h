@@ -11,6 +11,13 @@ namespace kiln {
 // a and b have one shape and one dtype.
 void check_same_shape(const Tensor& a, const Tensor& b, const char* op);
 
+// The tensors of a linear layer's fused product (ops.h: matmul_bias and the rest): x [N, in],
+// weight [out, in] (or its gradient), y [N, out] (the output, or its gradient) and, for an op
+// with a bias (bias not null), *bias [out] (or its gradient), which must be given. Which
+// dtypes each takes is the backend's to check.
+void check_linear(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor* bias,
+                  const char* op);
+
 // The values of an optional per-token argument (ops.h: positions, key_starts): null when
 // it is empty, else checked to be a [batch, seq] I32 tensor.
 const int32_t* per_token(const Tensor& values, int64_t batch, int64_t seq, const char* op,

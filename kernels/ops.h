@@ -145,6 +145,44 @@ class Ops {
   // optimizer's scalars); nothing waits for the device.
   virtual void sum_squares(const Tensor& sum, const Tensor& x) = 0;
 
+  // ---- a linear layer's products, with their neighbours fused ---------------------
+  // Each computes exactly the unfused ops named after it, in that order: that is the CPU
+  // backend's body (kernels/fused_matmul.h). On CUDA the bias, the GELU and the bias
+  // gradient happen inside cuBLASLt's product (its epilogues), or, where cuBLASLt has no
+  // kernel for the call, as those ops. x [N, in], weight [out, in] as in PyTorch, outputs
+  // [N, out], bias [out]: all of the compute dtype; dweight and dbias are parameter gradients.
+  // out = x weight^T + bias: matmul, add_bias.
+  virtual void matmul_bias(const Tensor& out, const Tensor& x, const Tensor& weight,
+                           const Tensor& bias) = 0;
+  // pre = x weight^T + bias, out = gelu(pre): matmul, add_bias, gelu_forward. pre is what
+  // the backward's matmul_dgelu reads.
+  virtual void matmul_bias_gelu(const Tensor& out, const Tensor& pre, const Tensor& x,
+                                const Tensor& weight, const Tensor& bias) = 0;
+  // dweight += dy^T x, dbias += the sum of dy's rows: bias_backward, matmul (accumulating).
+  virtual void matmul_bias_grad(const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                                const Tensor& x) = 0;
+  // The input gradient of a layer whose input was gelu(pre): dx = gelu'(pre) * (dy weight),
+  // dy [N, out], dx and pre [N, in] (overwrites dx): matmul into dx, gelu_backward in place.
+  virtual void matmul_dgelu(const Tensor& dx, const Tensor& dy, const Tensor& weight,
+                            const Tensor& pre) = 0;
+
+  // On (the default), the fused products above use the device library's epilogues; off,
+  // they run as their separate ops, as before the epilogues existed: what
+  // `kiln_bench_step --products plain` measures the epilogues against. Backends whose fused
+  // products are the separate ops (the CPU's) ignore it.
+  virtual void fuse_products(bool /*on*/) {}
+
+  // ---- choosing the products' algorithms ------------------------------------------
+  // While on, the first call of each distinct product (sizes, transposes, dtypes, fused
+  // epilogue) times the library's best candidate algorithms and keeps the fastest for the
+  // rest of the run; off, a new product takes the library's first choice. Timing waits for
+  // the device, so the trainer turns it on for step 1 only, whose products are the run's;
+  // a product first met while a CUDA graph is being captured is never timed. Backends with
+  // one algorithm a product (the CPU's BLAS) ignore it.
+  virtual void tune_products(bool /*on*/) {}
+  // What tuning did, for the banner: "" where nothing was timed.
+  virtual std::string product_tuning() const { return {}; }
+
   // ---- embedding ----------------------------------------------------------------
   // out[B, T, C] = wte[tokens] (+ wpe[p] when wpe is given, p = positions[b, t], or t when
   // positions is empty). A token id outside [0, wte rows) takes a zero row: it is another

@@ -60,6 +60,14 @@ std::string dims(const Shape& shape) {
 }
 std::string label(const Tensor& x) { return dims(x.shape) + " " + dtype_name(x.dtype); }
 
+// A linear layer's products: out[N, width] = x[N, in] weight[width, in]^T, labelled as
+// matmul labels that product ("MxNxK dtype->dtype nt").
+std::string linear_label(const Tensor& x, const Tensor& weight, const Tensor& out) {
+  return std::to_string(x.shape.rows()) + "x" + std::to_string(weight.shape.rows()) + "x" +
+         std::to_string(x.shape.cols()) + " " + dtype_name(x.dtype) + "->" +
+         dtype_name(out.dtype) + " nt";
+}
+
 }  // namespace
 
 std::vector<OpProfile> ProfiledOps::report() const {
@@ -134,6 +142,46 @@ void ProfiledOps::scale(const Tensor& x, double factor) {
 
 void ProfiledOps::sum_squares(const Tensor& sum, const Tensor& x) {
   timed("sum_squares", label(x), 0, bytes(x), [&] { inner_.sum_squares(sum, x); });
+}
+
+void ProfiledOps::matmul_bias(const Tensor& out, const Tensor& x, const Tensor& weight,
+                              const Tensor& bias) {
+  timed("matmul_bias", linear_label(x, weight, out),
+        matmul_flops(x.shape.rows(), weight.shape.rows(), x.shape.cols()),
+        bytes(x) + bytes(weight) + bytes(bias) + bytes(out),
+        [&] { inner_.matmul_bias(out, x, weight, bias); });
+}
+
+void ProfiledOps::matmul_bias_gelu(const Tensor& out, const Tensor& pre, const Tensor& x,
+                                   const Tensor& weight, const Tensor& bias) {
+  timed("matmul_bias_gelu", linear_label(x, weight, out),
+        matmul_flops(x.shape.rows(), weight.shape.rows(), x.shape.cols()),
+        bytes(x) + bytes(weight) + bytes(bias) + bytes(pre) + bytes(out),
+        [&] { inner_.matmul_bias_gelu(out, pre, x, weight, bias); });
+}
+
+// dweight[width, in] += dy^T x: labelled "widthxinxN ... tn +=" as matmul labels it.
+void ProfiledOps::matmul_bias_grad(const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                                   const Tensor& x) {
+  const int64_t width = dy.shape.cols(), in = x.shape.cols(), rows = x.shape.rows();
+  const std::string shape = std::to_string(width) + "x" + std::to_string(in) + "x" +
+                            std::to_string(rows) + " " + dtype_name(x.dtype) + "->" +
+                            dtype_name(dweight.dtype) + " tn +=";
+  timed("matmul_bias_grad", shape, matmul_flops(width, in, rows),
+        bytes(dy) + bytes(x) + 2 * (bytes(dweight) + bytes(dbias)),
+        [&] { inner_.matmul_bias_grad(dweight, dbias, dy, x); });
+}
+
+// dx[N, in] = gelu'(pre) * (dy[N, width] weight[width, in]): "Nxinxwidth ... nn".
+void ProfiledOps::matmul_dgelu(const Tensor& dx, const Tensor& dy, const Tensor& weight,
+                               const Tensor& pre) {
+  const int64_t rows = dy.shape.rows(), width = dy.shape.cols(), in = dx.shape.cols();
+  const std::string shape = std::to_string(rows) + "x" + std::to_string(in) + "x" +
+                            std::to_string(width) + " " + dtype_name(dy.dtype) + "->" +
+                            dtype_name(dx.dtype) + " nn";
+  timed("matmul_dgelu", shape, matmul_flops(rows, in, width),
+        bytes(dy) + bytes(weight) + bytes(pre) + bytes(dx),
+        [&] { inner_.matmul_dgelu(dx, dy, weight, pre); });
 }
 
 void ProfiledOps::embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,

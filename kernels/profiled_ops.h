@@ -3,8 +3,9 @@
 // so the time is the op's own (launch overlap between ops is lost: the sum over the ops is a
 // little more than an unprofiled step). Each record also carries the op's FLOPs and the least
 // bytes it must move, so the caller can set the time against its floor on a device
-// (bench/step_benchmark.cpp --profile). Memory management (allocate, release, their host twins, reserve,
-// available_memory, synchronize), the stream and the attention's name are forwarded without a record.
+// (bench/step_benchmark.cpp --profile). Memory management (allocate, release, their host twins,
+// reserve, available_memory, synchronize), the stream, the attention's name and the products'
+// fusing and tuning are forwarded without a record.
 #pragma once
 
 #include <chrono>
@@ -46,6 +47,9 @@ class ProfiledOps final : public Ops {
   size_t available_memory() const override { return inner_.available_memory(); }
   size_t reserve(const OpLimits& limits) override { return inner_.reserve(limits); }
   std::string attention() const override { return inner_.attention(); }
+  void fuse_products(bool on) override { inner_.fuse_products(on); }
+  void tune_products(bool on) override { inner_.tune_products(on); }
+  std::string product_tuning() const override { return inner_.product_tuning(); }
   void synchronize() override { inner_.synchronize(); }
 
   void copy_to_host(void* host, const Tensor& src) override;
@@ -62,6 +66,14 @@ class ProfiledOps final : public Ops {
   void add(const Tensor& out, const Tensor& a, const Tensor& b) override;
   void scale(const Tensor& x, double factor) override;
   void sum_squares(const Tensor& sum, const Tensor& x) override;
+  void matmul_bias(const Tensor& out, const Tensor& x, const Tensor& weight,
+                   const Tensor& bias) override;
+  void matmul_bias_gelu(const Tensor& out, const Tensor& pre, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias) override;
+  void matmul_bias_grad(const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                        const Tensor& x) override;
+  void matmul_dgelu(const Tensor& dx, const Tensor& dy, const Tensor& weight,
+                    const Tensor& pre) override;
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                          const Tensor& wpe, const Tensor& positions) override;
   void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace kiln {
@@ -79,6 +81,30 @@ TEST_F(ProfiledOpsTest, AccumulatingMatmulIsItsOwnRecordAndReadsItsOutput) {
   EXPECT_EQ(report[0].shape, "5x4x6 fp32->fp32 tn +=");
   EXPECT_DOUBLE_EQ(report[0].flops, 2.0 * 5 * 4 * 6);
   EXPECT_DOUBLE_EQ(report[0].bytes, (30 + 24 + 2 * 20) * 4.0);
+}
+
+// A fused product is one record, labelled and counted as the product it wraps.
+TEST_F(ProfiledOpsTest, FusedProductsAreOneRecordEach) {
+  std::vector<float> x, w, bias, out, pre, dy, dw, db, dx;
+  const Tensor tx = make(x, {6, 5}), tw = make(w, {4, 5}), tbias = make(bias, {4});
+  const Tensor tout = zeros(out, {6, 4}), tpre = zeros(pre, {6, 4}), tdy = make(dy, {6, 4});
+  const Tensor tdw = zeros(dw, {4, 5}), tdb = zeros(db, {4}), tdx = zeros(dx, {6, 5});
+  profiled.matmul_bias(tout, tx, tw, tbias);
+  profiled.matmul_bias_gelu(tout, tpre, tx, tw, tbias);
+  profiled.matmul_bias_grad(tdw, tdb, tdy, tx);
+  profiled.matmul_dgelu(tdx, tdy, tw, tx);
+  std::map<std::string, OpProfile> by_op;
+  for (const OpProfile& p : profiled.report()) by_op[p.op] = p;
+  ASSERT_EQ(by_op.size(), 4u);
+  EXPECT_EQ(by_op["matmul_bias"].shape, "6x4x5 fp32->fp32 nt");
+  EXPECT_DOUBLE_EQ(by_op["matmul_bias"].flops, 2.0 * 6 * 4 * 5);
+  EXPECT_DOUBLE_EQ(by_op["matmul_bias"].bytes, (30 + 20 + 4 + 24) * 4.0);
+  EXPECT_EQ(by_op["matmul_bias_gelu"].shape, "6x4x5 fp32->fp32 nt");
+  EXPECT_DOUBLE_EQ(by_op["matmul_bias_gelu"].bytes, (30 + 20 + 4 + 24 + 24) * 4.0);
+  EXPECT_EQ(by_op["matmul_bias_grad"].shape, "4x5x6 fp32->fp32 tn +=");
+  EXPECT_DOUBLE_EQ(by_op["matmul_bias_grad"].bytes, (24 + 30 + 2 * 20 + 2 * 4) * 4.0);
+  EXPECT_EQ(by_op["matmul_dgelu"].shape, "6x5x4 fp32->fp32 nn");
+  EXPECT_DOUBLE_EQ(by_op["matmul_dgelu"].flops, 2.0 * 6 * 5 * 4);
 }
 
 TEST_F(ProfiledOpsTest, AbsentTensorsMoveNoBytes) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/fused_matmul.h"
 #include "kernels/op_checks.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/openblas_core.h"
@@ -171,6 +172,24 @@ class CpuOps final : public Ops {
       using T = decltype(t);
       *sum.as<double>() += cpu::sum_squares(x.as<T>(), x.numel());
     });
+  }
+
+  // The fused products are the separate ops, in their order: results bit for bit theirs.
+  void matmul_bias(const Tensor& out, const Tensor& x, const Tensor& weight,
+                   const Tensor& bias) override {
+    composed_matmul_bias(*this, out, x, weight, bias);
+  }
+  void matmul_bias_gelu(const Tensor& out, const Tensor& pre, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias) override {
+    composed_matmul_bias_gelu(*this, out, pre, x, weight, bias);
+  }
+  void matmul_bias_grad(const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                        const Tensor& x) override {
+    composed_matmul_bias_grad(*this, dweight, dbias, dy, x);
+  }
+  void matmul_dgelu(const Tensor& dx, const Tensor& dy, const Tensor& weight,
+                    const Tensor& pre) override {
+    composed_matmul_dgelu(*this, dx, dy, weight, pre);
   }
 
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,

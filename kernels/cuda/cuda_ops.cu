@@ -13,9 +13,11 @@
 
 #include "base/check.h"
 #include "kernels/cudnn_attention_support.h"
+#include "kernels/fused_matmul.h"
 #include "kernels/op_checks.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cudnn_attention.h"
+#include "kernels/cuda/fused_matmul.h"
 #include "kernels/cuda/kernels.cuh"
 #include "kernels/cuda/matmul.h"
 #include "kernels/ops.h"
@@ -258,6 +260,36 @@ class CudaOps final : public Ops {
     cuda::sum_squares(ptr<float>(x), x.numel(), static_cast<double*>(sum_partials_), ptr<double>(sum),
                       stream_);
   }
+
+  // One cuBLASLt product each, or the separate ops where it has no kernel for the call or
+  // fusing is off.
+  void matmul_bias(const Tensor& out, const Tensor& x, const Tensor& weight,
+                   const Tensor& bias) override {
+    if (!fuse_products_ ||
+        !cuda::fused_matmul_bias(*matmul_, out, x, weight, bias, stream_))
+      composed_matmul_bias(*this, out, x, weight, bias);
+  }
+  void matmul_bias_gelu(const Tensor& out, const Tensor& pre, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias) override {
+    if (!fuse_products_ ||
+        !cuda::fused_matmul_bias_gelu(*matmul_, out, pre, x, weight, bias, stream_))
+      composed_matmul_bias_gelu(*this, out, pre, x, weight, bias);
+  }
+  void matmul_bias_grad(const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                        const Tensor& x) override {
+    if (!fuse_products_ ||
+        !cuda::fused_matmul_bias_grad(*matmul_, dweight, dbias, dy, x, stream_))
+      composed_matmul_bias_grad(*this, dweight, dbias, dy, x);
+  }
+  void matmul_dgelu(const Tensor& dx, const Tensor& dy, const Tensor& weight,
+                    const Tensor& pre) override {
+    if (!fuse_products_ ||
+        !cuda::fused_matmul_dgelu(*matmul_, dx, dy, weight, pre, stream_))
+      composed_matmul_dgelu(*this, dx, dy, weight, pre);
+  }
+  void fuse_products(bool on) override { fuse_products_ = on; }
+  void tune_products(bool on) override { matmul_->tune(on); }
+  std::string product_tuning() const override { return matmul_->tuner().summary("cuBLASLt"); }
 
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                          const Tensor& wpe, const Tensor& positions) override {
@@ -666,6 +698,7 @@ class CudaOps final : public Ops {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Matmul> matmul_;
   void* sum_partials_ = nullptr;  // sum_squares' (calls on stream_ take turns)
+  bool fuse_products_ = true;  // Ops::fuse_products
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
 };

@@ -6,7 +6,6 @@
 // A, its m = N and n = M; nothing is copied or transposed in memory.
 #include "kernels/cuda/matmul.h"
 
-#include <functional>
 #include <string>
 #include <utility>
 
@@ -39,37 +38,54 @@ uint32_t alignment(const void* ptr) {
   return align;
 }
 
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::None: return CUBLASLT_EPILOGUE_DEFAULT;
+    case Epilogue::Bias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::GeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::DGelu: return CUBLASLT_EPILOGUE_DGELU;
+    case Epilogue::BiasGradA: return CUBLASLT_EPILOGUE_BGRADB;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+const char* epilogue_name(Epilogue e) {
+  switch (e) {
+    case Epilogue::None: return "";
+    case Epilogue::Bias: return " + bias";
+    case Epilogue::GeluAuxBias: return ", gelu(+ bias)";
+    case Epilogue::DGelu: return ", dgelu";
+    case Epilogue::BiasGradA: return ", bias gradient";
+  }
+  return "";
+}
+
+bool has_aux(Epilogue e) { return e == Epilogue::GeluAuxBias || e == Epilogue::DGelu; }
+
+// The bias an epilogue reads, or the bias gradient it writes: one descriptor attribute.
+const void* bias_pointer(const EpilogueArgs& e) {
+  if (e.kind == Epilogue::Bias || e.kind == Epilogue::GeluAuxBias) return e.bias;
+  return e.kind == Epilogue::BiasGradA ? e.bias_grad : nullptr;
+}
+
 }  // namespace
 
-// The descriptors and algorithm of one shape, made once and reused.
-struct Matmul::Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t first = nullptr;   // cuBLASLt's A: our B
-  cublasLtMatrixLayout_t second = nullptr;  // cuBLASLt's B: our A
-  cublasLtMatrixLayout_t c = nullptr;       // C and D (in place)
-  cublasLtMatmulAlgo_t algo{};
-
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  ~Plan() {
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (second) cublasLtMatrixLayoutDestroy(second);
-    if (first) cublasLtMatrixLayoutDestroy(first);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
+Matmul::Plan::~Plan() {
+  if (c) cublasLtMatrixLayoutDestroy(c);
+  if (second) cublasLtMatrixLayoutDestroy(second);
+  if (first) cublasLtMatrixLayoutDestroy(first);
+  if (desc) cublasLtMatmulDescDestroy(desc);
+}
 
 namespace {
 
-std::string describe(cudaDataType a_b_type, cudaDataType c_type, bool transpose_a,
-                     bool transpose_b, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
-                     int64_t ldc) {
-  return std::string("C[") + std::to_string(M) + ", " + std::to_string(N) + "] " +
-         type_name(c_type) + " = A" + (transpose_a ? "^T" : "") + " B" + (transpose_b ? "^T" : "") +
-         " (" + type_name(a_b_type) + ", K = " + std::to_string(K) + ", lda " +
-         std::to_string(lda) + ", ldb " + std::to_string(ldb) + ", ldc " + std::to_string(ldc) +
-         ")";
+std::string describe(const ProductKey& key) {
+  const auto a_b = static_cast<cudaDataType>(key.a_b_type), c = static_cast<cudaDataType>(key.c_type);
+  return std::string("C[") + std::to_string(key.M) + ", " + std::to_string(key.N) + "] " +
+         type_name(c) + " = A" + (key.transpose_a ? "^T" : "") + " B" + (key.transpose_b ? "^T" : "") +
+         epilogue_name(static_cast<Epilogue>(key.epilogue)) + " (" + type_name(a_b) + ", K = " +
+         std::to_string(key.K) + ", lda " + std::to_string(key.lda) + ", ldb " +
+         std::to_string(key.ldb) + ", ldc " + std::to_string(key.ldc) + ")";
 }
 
 void check_lt(cublasStatus_t status, const char* call, const std::string& shape) {
@@ -82,33 +98,16 @@ void check_lt(cublasStatus_t status, const char* call, const std::string& shape)
 
 }  // namespace
 
-size_t Matmul::KeyHash::operator()(const Key& key) const {
-  size_t h = 0;
-  auto mix = [&h](uint64_t v) {
-    h ^= std::hash<uint64_t>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  };
-  mix(static_cast<uint64_t>(key.a_b_type));
-  mix(static_cast<uint64_t>(key.c_type));
-  mix((key.transpose_a ? 1u : 0u) | (key.transpose_b ? 2u : 0u));
-  mix(static_cast<uint64_t>(key.M));
-  mix(static_cast<uint64_t>(key.N));
-  mix(static_cast<uint64_t>(key.K));
-  mix(static_cast<uint64_t>(key.lda));
-  mix(static_cast<uint64_t>(key.ldb));
-  mix(static_cast<uint64_t>(key.ldc));
-  mix((uint64_t{key.align_a} << 32) | (uint64_t{key.align_b} << 16) | key.align_c);
-  return h;
-}
-
 Matmul::Matmul(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
+  KILN_CHECK(workspace_bytes_ > kBiasGradBytes,
+             "matmul: a workspace of " + std::to_string(workspace_bytes_) +
+                 " bytes leaves cuBLASLt none");
   KILN_CUDA_CHECK(cudaGetDevice(&device_));
   check_lt(cublasLtCreate(&handle_), "cublasLtCreate", "the handle");
-  if (workspace_bytes_ > 0) {
-    const cudaError_t status = cudaMalloc(&workspace_, workspace_bytes_);
-    if (status != cudaSuccess) {
-      cublasLtDestroy(handle_);
-      KILN_CUDA_CHECK(status);
-    }
+  const cudaError_t status = cudaMalloc(&workspace_, workspace_bytes_);
+  if (status != cudaSuccess) {
+    cublasLtDestroy(handle_);
+    KILN_CUDA_CHECK(status);
   }
 }
 
@@ -119,12 +118,35 @@ Matmul::~Matmul() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-const Matmul::Plan& Matmul::plan(const Key& key) {
+void* Matmul::bias_grad_buffer(size_t bytes) const {
+  return bytes <= kBiasGradBytes ? static_cast<char*>(workspace_) + lt_workspace_bytes() : nullptr;
+}
+
+// The epilogue's pointers live in the descriptor: set at every call, as layers differ.
+void Matmul::set_pointers(const Plan& p, const EpilogueArgs& e, const std::string& shape) const {
+  if (const void* bias = bias_pointer(e))
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                            sizeof(bias)),
+             "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", shape);
+  if (has_aux(e.kind))
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                            &e.aux, sizeof(e.aux)),
+             "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)", shape);
+}
+
+const Matmul::Plan& Matmul::plan(const ProductKey& key, const Call& call) {
   if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
 
-  const std::string shape = describe(key.a_b_type, key.c_type, key.transpose_a, key.transpose_b,
-                                     key.M, key.N, key.K, key.lda, key.ldb, key.ldc);
+  const std::string shape = describe(key);
+  const auto a_b_type = static_cast<cudaDataType>(key.a_b_type);
+  const auto c_type = static_cast<cudaDataType>(key.c_type);
+  const EpilogueArgs& e = *call.epilogue;
   auto plan = std::make_unique<Plan>();
+  const auto unfused = [&]() -> const Plan& {
+    plan->runs = false;
+    tuner_.count_unfused();
+    return *plans_.emplace(key, std::move(plan)).first->second;
+  };
   check_lt(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
            "cublasLtMatmulDescCreate", shape);
   // cuBLASLt's first operand is our B (op T when B is stored [N, K]), its second our A.
@@ -136,22 +158,34 @@ const Matmul::Plan& Matmul::plan(const Key& key) {
   check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
                                           sizeof(op_second)),
            "cublasLtMatmulDescSetAttribute(TRANSB)", shape);
+  const cublasLtEpilogue_t epilogue = lt_epilogue(e.kind);
+  check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                          sizeof(epilogue)),
+           "cublasLtMatmulDescSetAttribute(EPILOGUE)", shape);
+  if (has_aux(e.kind))
+    check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                            &key.aux_ld, sizeof(key.aux_ld)),
+             "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)", shape);
+  // The heuristic reads the epilogue's pointers for their alignment (part of the key).
+  set_pointers(*plan, e, shape);
 
   // Column-major views (rows, cols, ld): B [K, N] row-major is [N, K]; B [N, K] is [K, N];
   // A [M, K] is [K, M]; A [K, M] is [M, K]; C [M, N] is [N, M].
   const uint64_t M = key.M, N = key.N, K = key.K;
-  check_lt(cublasLtMatrixLayoutCreate(&plan->first, key.a_b_type, key.transpose_b ? K : N,
+  check_lt(cublasLtMatrixLayoutCreate(&plan->first, a_b_type, key.transpose_b ? K : N,
                                       key.transpose_b ? N : K, key.ldb),
            "cublasLtMatrixLayoutCreate(B)", shape);
-  check_lt(cublasLtMatrixLayoutCreate(&plan->second, key.a_b_type, key.transpose_a ? M : K,
+  check_lt(cublasLtMatrixLayoutCreate(&plan->second, a_b_type, key.transpose_a ? M : K,
                                       key.transpose_a ? K : M, key.lda),
            "cublasLtMatrixLayoutCreate(A)", shape);
-  check_lt(cublasLtMatrixLayoutCreate(&plan->c, key.c_type, N, M, key.ldc),
+  check_lt(cublasLtMatrixLayoutCreate(&plan->c, c_type, N, M, key.ldc),
            "cublasLtMatrixLayoutCreate(C)", shape);
+  // The GELU matrix's leading dimension must be a multiple of 8 (cublasLt.h).
+  if (has_aux(e.kind) && key.aux_ld % 8 != 0) return unfused();
 
   cublasLtMatmulPreference_t preference = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate", shape);
-  const uint64_t max_workspace = workspace_bytes_;
+  const uint64_t max_workspace = lt_workspace_bytes();
   cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof(max_workspace));
   const struct {
@@ -166,33 +200,49 @@ const Matmul::Plan& Matmul::plan(const Key& key) {
       status = cublasLtMatmulPreferenceSetAttribute(preference, a.attribute, &a.bytes,
                                                     sizeof(a.bytes));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[ProductTuner::kCandidates] = {};
   int found = 0;
   if (status == CUBLAS_STATUS_SUCCESS)
     status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->first, plan->second,
-                                            plan->c, plan->c, preference, 1, &result, &found);
+                                            plan->c, plan->c, preference,
+                                            ProductTuner::kCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(preference);
+  // An epilogue cuBLASLt does not offer here (it may say so by status, by finding nothing or
+  // by a first candidate that cannot run) runs as separate kernels; a plain product it must
+  // offer.
+  if (e.kind != Epilogue::None && (status != CUBLAS_STATUS_SUCCESS || found == 0 ||
+                                   results[0].state != CUBLAS_STATUS_SUCCESS))
+    return unfused();
   check_lt(status, "cublasLtMatmulAlgoGetHeuristic", shape);
-  if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+  if (found == 0 || results[0].state != CUBLAS_STATUS_SUCCESS)
     ::kiln::fail("cuBLASLt: no algorithm for " + shape + " (pointer alignment A " +
                  std::to_string(key.align_a) + ", B " + std::to_string(key.align_b) + ", C " +
                  std::to_string(key.align_c) + " bytes)");
-  plan->algo = result.algo;
-
+  plan->algo = results[tuned_choice(key, *plan, results, found, call)].algo;
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
 
-void Matmul::run(cudaDataType a_b_type, cudaDataType c_type, bool transpose_a, bool transpose_b,
+bool Matmul::run(cudaDataType a_b_type, cudaDataType c_type, bool transpose_a, bool transpose_b,
                  int64_t M, int64_t N, int64_t K, const void* A, int64_t lda, const void* B,
-                 int64_t ldb, void* C, int64_t ldc, bool accumulate, cudaStream_t stream) {
-  const auto shape = [&] {
-    return describe(a_b_type, c_type, transpose_a, transpose_b, M, N, K, lda, ldb, ldc);
-  };
+                 int64_t ldb, void* C, int64_t ldc, bool accumulate, cudaStream_t stream,
+                 const EpilogueArgs& epilogue) {
+  ProductKey key;
+  key.device = device_;
+  key.a_b_type = a_b_type;
+  key.c_type = c_type;
+  key.transpose_a = transpose_a;
+  key.transpose_b = transpose_b;
+  key.M = M, key.N = N, key.K = K, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
+  key.epilogue = static_cast<int>(epilogue.kind);
+  const auto shape = [&] { return describe(key); };
   KILN_CHECK(is_input_type(a_b_type) && (c_type == a_b_type || c_type == CUDA_R_32F),
              "matmul: unsupported types for " + shape() +
                  " (A, B: f32, bf16 or f16; C: the same type or f32)");
   KILN_CHECK(M >= 0 && N >= 0 && K >= 0, "matmul: negative size in " + shape());
-  if (M == 0 || N == 0) return;
+  // An empty product's epilogue (a bias over no rows, a bias gradient over none) is the
+  // separate ops' to get right.
+  if (epilogue.kind != Epilogue::None && (M == 0 || N == 0 || K == 0)) return false;
+  if (M == 0 || N == 0) return true;
   KILN_CHECK(ldc >= N, "matmul: ldc < N in " + shape());
   if (K == 0) {  // op(A) op(B) is zero: C keeps its value or becomes zero
     if (!accumulate) {
@@ -201,23 +251,37 @@ void Matmul::run(cudaDataType a_b_type, cudaDataType c_type, bool transpose_a, b
                                         static_cast<size_t>(N) * size, static_cast<size_t>(M),
                                         stream));
     }
-    return;
+    return true;
   }
   KILN_CHECK(lda >= (transpose_a ? M : K), "matmul: lda too small in " + shape());
   KILN_CHECK(ldb >= (transpose_b ? K : N), "matmul: ldb too small in " + shape());
   KILN_CHECK(A && B && C, "matmul: null pointer in " + shape());
+  KILN_CHECK(bias_pointer(epilogue) || epilogue.kind == Epilogue::None ||
+                 epilogue.kind == Epilogue::DGelu,
+             "matmul: no bias pointer for " + shape());
+  KILN_CHECK(!has_aux(epilogue.kind) || (epilogue.aux && epilogue.aux_ld >= N),
+             "matmul: no GELU matrix, or its row stride below N, for " + shape());
   int device = -1;
   KILN_CUDA_CHECK(cudaGetDevice(&device));
   KILN_CHECK(device == device_, "matmul: called on device " + std::to_string(device) +
                                     " but made on device " + std::to_string(device_));
 
-  const Key key{a_b_type,  c_type, transpose_a,  transpose_b,  M,           N,           K,
-                lda,       ldb,    ldc,          alignment(A), alignment(B), alignment(C)};
-  const Plan& p = plan(key);
+  key.align_a = alignment(A);
+  key.align_b = alignment(B);
+  key.align_c = alignment(C);
+  if (const void* bias = bias_pointer(epilogue)) key.align_bias = alignment(bias);
+  if (has_aux(epilogue.kind)) {
+    key.align_aux = alignment(epilogue.aux);
+    key.aux_ld = epilogue.aux_ld;
+  }
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const Plan& p = plan(key, Call{A, B, C, beta, &epilogue, stream});
+  if (!p.runs) return false;
+  if (epilogue.kind != Epilogue::None) set_pointers(p, epilogue, shape());
   check_lt(cublasLtMatmul(handle_, p.desc, &alpha, B, p.first, A, p.second, &beta, C, p.c, C, p.c,
-                          &p.algo, workspace_, workspace_bytes_, stream),
+                          &p.algo, workspace_, lt_workspace_bytes(), stream),
            "cublasLtMatmul", shape());
+  return true;
 }
 
 }  // namespace kiln::cuda

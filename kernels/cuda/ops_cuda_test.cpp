@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <string>
@@ -114,6 +115,7 @@ class CudaOps : public testing::TestWithParam<DType> {
   }
 
   void rope_and_attention(int64_t seq, const Pair& positions, const Pair& key_starts);
+  void linear_products(int64_t width, int64_t in);
 
   std::unique_ptr<Ops> cpu_ = make_cpu_ops(2);
   std::unique_ptr<Ops> gpu_;
@@ -175,6 +177,72 @@ TEST_P(CudaOps, ElementwiseAndBias) {
   cpu_->cast(converted.cpu, b.cpu);
   gpu_->cast(converted.gpu, b.gpu);
   expect_close(converted, "cast", 1e-7);
+}
+
+// A linear layer's fused products (ops.h: matmul_bias and the rest) against the CPU's separate
+// ops, x [B*T, in] to [B*T, width]. Outputs past a GELU get 1e-3 in fp32: cuBLASLt may take
+// GELU's tanh from the hardware's approximation (tanh.approx.f32, relative error below
+// 2^-10.9); bf16 and fp16 rounding is coarser than that, and they keep their tolerance.
+void CudaOps::linear_products(int64_t width, int64_t in) {
+  const int64_t rows = B * T;
+  const double gelu_tol = dtype() == DType::F32 ? 1e-3 : tolerance();
+  const std::string at = " (" + std::to_string(width) + " from " + std::to_string(in) + ")";
+  const Pair x = random({rows, in}, dtype()), w = random({width, in}, dtype(), 0.2);
+  const Pair bias = random({width}, dtype());
+
+  const Pair y = output({rows, width}, dtype());
+  cpu_->matmul_bias(y.cpu, x.cpu, w.cpu, bias.cpu);
+  gpu_->matmul_bias(y.gpu, x.gpu, w.gpu, bias.gpu);
+  expect_close(y, "matmul_bias" + at);
+
+  const Pair hidden = output({rows, width}, dtype()), pre = output({rows, width}, dtype());
+  cpu_->matmul_bias_gelu(hidden.cpu, pre.cpu, x.cpu, w.cpu, bias.cpu);
+  gpu_->matmul_bias_gelu(hidden.gpu, pre.gpu, x.gpu, w.gpu, bias.gpu);
+  expect_close(pre, "matmul_bias_gelu's pre-activation" + at);
+  expect_close(hidden, "matmul_bias_gelu" + at, gelu_tol);
+
+  // Gradients accumulate into float buffers that already hold a micro-batch's.
+  const Pair dy = random({rows, width}, dtype());
+  const Pair dw = accumulator({width, in}, DType::F32), db = accumulator({width}, DType::F32);
+  cpu_->matmul_bias_grad(dw.cpu, db.cpu, dy.cpu, x.cpu);
+  gpu_->matmul_bias_grad(dw.gpu, db.gpu, dy.gpu, x.gpu);
+  expect_close(dw, "matmul_bias_grad's weight gradient" + at);
+  expect_close(db, "matmul_bias_grad's bias gradient" + at);
+
+  const Pair gelu_in = random({rows, in}, dtype()), dx = output({rows, in}, dtype());
+  cpu_->matmul_dgelu(dx.cpu, dy.cpu, w.cpu, gelu_in.cpu);
+  gpu_->matmul_dgelu(dx.gpu, dy.gpu, w.gpu, gelu_in.gpu);
+  expect_close(dx, "matmul_dgelu" + at, gelu_tol);
+}
+
+TEST_P(CudaOps, FusedLinearProducts) {
+  // Widths that are multiples of 8: cuBLASLt's epilogues where it has them for the dtype
+  // (which it has is the benchmark's to show, bench/gpu-queue.md; the log says here).
+  linear_products(72, 40);
+  std::printf("fused products, %s: %s\n", dtype_name(dtype()),
+              gpu_->product_tuning().empty() ? "every one fused" : gpu_->product_tuning().c_str());
+  // A GELU matrix whose rows are not a multiple of 8 elements is no epilogue's: the
+  // separate ops run, with the same results, and the banner's line says so.
+  linear_products(70, 38);
+  EXPECT_NE(gpu_->product_tuning().find("without a fused cuBLASLt kernel"), std::string::npos)
+      << gpu_->product_tuning();
+}
+
+// Tuning times each new product's candidates on its own buffers: products that accumulate
+// (weight gradients) must still add their product once, and every result stays the CPU's.
+TEST_P(CudaOps, TunedProductsKeepTheirResults) {
+  gpu_->tune_products(true);
+  const Pair dy = random({130, 72}, dtype()), x = random({130, 40}, dtype());
+  const Pair dw = accumulator({72, 40}, DType::F32);
+  cpu_->matmul(dw.cpu, dy.cpu, true, x.cpu, false, true);
+  gpu_->matmul(dw.gpu, dy.gpu, true, x.gpu, false, true);
+  expect_close(dw, "tuned weight gradient");
+  linear_products(72, 40);
+  gpu_->tune_products(false);
+  const std::string tuning = gpu_->product_tuning();
+  EXPECT_NE(tuning.find(" tuned in "), std::string::npos) << tuning;
+  // Again, from the plans tuning chose.
+  linear_products(72, 40);
 }
 
 TEST_P(CudaOps, Embedding) {

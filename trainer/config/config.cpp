@@ -109,6 +109,7 @@ void for_each_field(C& c, F&& f) {
   f("backend", "device", c.backend.device);
   f("backend", "threads", c.backend.threads);
   f("backend", "attention", c.backend.attention);
+  f("backend", "tune_products", c.backend.tune_products);
 
   f("store", "path", c.store.path);
 

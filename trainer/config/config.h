@@ -153,6 +153,10 @@ struct BackendConfig {
   // call, else kiln's) | cudnn | kiln. The CPU backend runs kiln's and refuses cudnn. kiln's
   // by default while the cuDNN path waits for its first run of the GPU suite (docs/gpu.md).
   std::string attention = "kiln";
+  // Time cuBLASLt's candidate algorithms for each distinct matrix product in the first step
+  // and keep the fastest (kernels/product_tuning.h). Off, each takes the heuristic's first
+  // choice, which does not depend on timing noise: two runs then compute alike bit for bit.
+  bool tune_products = true;
 };
 
 struct StoreConfig {

@@ -71,6 +71,7 @@ TEST(Config, DefaultsFillWhatTheJsonLeavesOut) {
   EXPECT_EQ(c.precision.dtype, "fp32");
   EXPECT_EQ(c.backend.device, "auto");
   EXPECT_EQ(c.backend.threads, 0);
+  EXPECT_TRUE(c.backend.tune_products);
   EXPECT_EQ(c.store.path, "");
 }
 
@@ -332,13 +333,14 @@ TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
       {"model", 13}, {"moe", 14}, {"train", 26}, {"data", 7}, {"parallel", 13},
-      {"precision", 1}, {"backend", 3}, {"store", 1}, {"alerts", 14}};
+      {"precision", 1}, {"backend", 4}, {"store", 1}, {"alerts", 14}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
   EXPECT_EQ(j["train"]["adam_eps"], 1e-8);
   EXPECT_EQ(j["data"]["paths"], json::array());
   EXPECT_EQ(j["parallel"]["device_comm"], "auto");
   EXPECT_EQ(j["backend"]["attention"], "kiln");
+  EXPECT_EQ(j["backend"]["tune_products"], true);
 }
 
 TEST(Config, AttentionKernelsAreChosenByName) {
@@ -351,6 +353,11 @@ TEST(Config, AttentionKernelsAreChosenByName) {
             "cudnn");
   EXPECT_EQ(with({"backend.attention=auto", "data.reset_attention_mask=true"}).backend.attention,
             "auto");
+}
+
+TEST(Config, ProductTuningCanBeTurnedOff) {
+  EXPECT_TRUE(with({}).backend.tune_products);
+  EXPECT_FALSE(with({"backend.tune_products=false"}).backend.tune_products);
 }
 
 TEST(Config, PaddedVocab) {

@@ -1,5 +1,7 @@
 #include "trainer/model/linear.h"
 
+#include "base/check.h"
+
 namespace kiln {
 
 namespace {
@@ -18,14 +20,30 @@ void Linear::bind(const LayerBuild& build, const std::string& name, int64_t in, 
 }
 
 void Linear::forward(Ops& ops, const Tensor& y, const Tensor& x) const {
+  if (has_bias_) ops.matmul_bias(matrix(y), matrix(x), weight_.value, bias_.value);
+  else product(ops, y, x);
+}
+
+void Linear::forward_gelu(Ops& ops, const Tensor& y, const Tensor& pre, const Tensor& x) const {
+  KILN_CHECK(has_bias_, "a linear layer followed by GELU has a bias");
+  ops.matmul_bias_gelu(matrix(y), matrix(pre), matrix(x), weight_.value, bias_.value);
+}
+
+void Linear::product(Ops& ops, const Tensor& y, const Tensor& x) const {
   ops.matmul(matrix(y), matrix(x), false, weight_.value, true, false);
+}
+
+void Linear::add_bias(Ops& ops, const Tensor& y) const {
   if (has_bias_) ops.add_bias(matrix(y), bias_.value);
 }
 
-void Linear::backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x) const {
-  if (has_bias_) ops.bias_backward(bias_.grad, matrix(dy));
-  ops.matmul(weight_.grad, matrix(dy), true, matrix(x), false, true);
-  if (!dx.empty()) ops.matmul(matrix(dx), matrix(dy), false, weight_.value, false, false);
+void Linear::backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                      const Tensor& gelu_pre) const {
+  if (has_bias_) ops.matmul_bias_grad(weight_.grad, bias_.grad, matrix(dy), matrix(x));
+  else ops.matmul(weight_.grad, matrix(dy), true, matrix(x), false, true);
+  if (dx.empty()) return;
+  if (gelu_pre.empty()) ops.matmul(matrix(dx), matrix(dy), false, weight_.value, false, false);
+  else ops.matmul_dgelu(matrix(dx), matrix(dy), weight_.value, matrix(gelu_pre));
 }
 
 }  // namespace kiln

@@ -1,4 +1,9 @@
 // y[N, out] = x[N, in] W^T (+ b), W stored [out, in] as in PyTorch.
+//
+// The bias goes into the product and its gradient into the weight gradient's product
+// (ops.h's fused products: cuBLASLt's epilogues on a GPU, the same separate ops as before
+// on the CPU); a GELU after the layer goes into the forward product too, and its backward
+// into the next layer's input-gradient product.
 #pragma once
 
 #include <string>
@@ -10,15 +15,25 @@ namespace kiln {
 class Linear {
  public:
   // in, out: this rank's extents; split: how its weight (and a bias split by rows with it)
-  // is cut from the whole layer's (tensor_parallel_linear.h).
+  // is cut from the whole layer's (tensor_parallel_linear.h); a bias of a weight split by
+  // columns is whole on every rank.
   void bind(const LayerBuild& build, const std::string& name, int64_t in, int64_t out, bool bias,
             double init_std, const TensorSplit& split = {});
   // Shares an existing weight (tied embeddings): no parameter of its own.
   void bind_shared(const Parameter& weight) { weight_ = weight; }
 
   void forward(Ops& ops, const Tensor& y, const Tensor& x) const;
-  // dx = dy W (overwrites; skipped when dx is empty), dW += dy^T x, db += sum(dy).
-  void backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x) const;
+  // pre = x W^T + b, y = gelu(pre): GPT-2's first MLP layer, which has a bias.
+  void forward_gelu(Ops& ops, const Tensor& y, const Tensor& pre, const Tensor& x) const;
+  // y = x W^T without the bias, and the bias alone: a row-parallel layer sums its ranks'
+  // products before it adds the bias, once.
+  void product(Ops& ops, const Tensor& y, const Tensor& x) const;
+  void add_bias(Ops& ops, const Tensor& y) const;
+  // dx = dy W (overwrites; skipped when dx is empty), dW += dy^T x, db += sum(dy). With
+  // gelu_pre given, x was gelu(gelu_pre) and dx is the gradient of gelu_pre instead:
+  // gelu'(gelu_pre) * (dy W).
+  void backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                const Tensor& gelu_pre = {}) const;
 
  private:
   Parameter weight_;

@@ -26,11 +26,11 @@ void Mlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x
   const size_t s = static_cast<size_t>(batch.slot);
   const Tensor fc_out = batch.of(fc_out_[s]);
   const Tensor hidden = batch.of(hidden_[s]);
-  fc_.forward(ops, batch, fc_out, x);
   if (swiglu_) {
+    fc_.forward(ops, batch, fc_out, x);
     ops.swiglu_forward(hidden, fc_out);
   } else {
-    ops.gelu_forward(hidden, fc_out);
+    fc_.forward_gelu(ops, batch, hidden, fc_out, x);
   }
   proj_.forward(ops, batch, y, hidden);
 }
@@ -40,13 +40,14 @@ void Mlp::backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor&
   const size_t s = static_cast<size_t>(batch.slot);
   const Tensor fc_out = batch.of(fc_out_[s]);
   const Tensor hidden = batch.of(hidden_[s]);
-  const Tensor d_hidden = batch.of(scratch.d_hidden);
   const Tensor d_fc = batch.of(scratch.d_fc);
-  proj_.backward(ops, batch, d_hidden, dy, hidden);
   if (swiglu_) {
+    const Tensor d_hidden = batch.of(scratch.d_hidden);
+    proj_.backward(ops, batch, d_hidden, dy, hidden);
     ops.swiglu_backward(d_fc, fc_out, d_hidden);
   } else {
-    ops.gelu_backward(d_fc, fc_out, d_hidden);
+    // The GELU's backward is part of proj's input-gradient product: d_fc directly.
+    proj_.backward(ops, batch, d_fc, dy, hidden, fc_out);
   }
   fc_.backward(ops, batch, dx, d_fc, x);
 }

@@ -23,9 +23,18 @@ void ColumnParallelLinear::bind_shared(const Parameter& weight, Communicator* gr
   sequence_ = sequence;
 }
 
+Tensor ColumnParallelLinear::whole_input(const Batch& batch, const Tensor& x) const {
+  return sequence_ ? sequence_->gather(batch, x) : x;
+}
+
 void ColumnParallelLinear::forward(Ops& ops, const Batch& batch, const Tensor& y,
                                    const Tensor& x) const {
-  linear_.forward(ops, y, sequence_ ? sequence_->gather(batch, x) : x);
+  linear_.forward(ops, y, whole_input(batch, x));
+}
+
+void ColumnParallelLinear::forward_gelu(Ops& ops, const Batch& batch, const Tensor& y,
+                                        const Tensor& pre, const Tensor& x) const {
+  linear_.forward_gelu(ops, y, pre, whole_input(batch, x));
 }
 
 void ColumnParallelLinear::backward(Ops& ops, const Batch& batch, const Tensor& dx,
@@ -38,16 +47,13 @@ void ColumnParallelLinear::backward(Ops& ops, const Batch& batch, const Tensor& 
   // Forward's gathered input was overwritten since: gathered again (Megatron does the same,
   // keeping only the share).
   const Tensor whole_dx = dx.empty() ? Tensor{} : sequence_->whole(batch);
-  linear_.backward(ops, whole_dx, dy, sequence_->gather(batch, x));
+  linear_.backward(ops, whole_dx, dy, whole_input(batch, x));
   if (!dx.empty()) sequence_->scatter(dx, whole_dx);
 }
 
 void RowParallelLinear::bind(const LayerBuild& build, const std::string& name, int64_t in,
                              int64_t out, bool bias, double init_std) {
-  // Backward produces the bias gradient before the weight's: it comes first.
-  has_bias_ = bias;
-  if (bias) bias_ = build.params.add(name + ".bias", {out}, Init::Zeros);
-  linear_.bind(build, name, in / build.split.tp(), out, false, init_std,
+  linear_.bind(build, name, in / build.split.tp(), out, bias, init_std,
                build.split.split(1, {in}));
   group_ = build.split.tensor;
   sequence_ = build.sequence;
@@ -57,22 +63,23 @@ void RowParallelLinear::forward(Ops& ops, const Batch& batch, const Tensor& y,
                                 const Tensor& x) const {
   if (sequence_) {
     const Tensor partial = sequence_->whole(batch);
-    linear_.forward(ops, partial, x);
+    linear_.product(ops, partial, x);
     sequence_->scatter(y, partial);
+    linear_.add_bias(ops, y);
+  } else if (communicates(group_)) {
+    linear_.product(ops, y, x);
+    group_->all_reduce(y, ReduceOp::Sum);
+    linear_.add_bias(ops, y);
   } else {
     linear_.forward(ops, y, x);
-    if (communicates(group_)) group_->all_reduce(y, ReduceOp::Sum);
   }
-  if (has_bias_) ops.add_bias(y.view({y.shape.rows(), y.shape.cols()}), bias_.value);
 }
 
 void RowParallelLinear::backward(Ops& ops, const Batch& batch, const Tensor& dx,
-                                 const Tensor& dy, const Tensor& x) const {
+                                 const Tensor& dy, const Tensor& x, const Tensor& gelu_pre) const {
   // Every rank sums the bias gradient over the whole dy: the same whole gradient everywhere.
   const Tensor whole_dy = sequence_ ? sequence_->gather_gradient(batch, dy) : dy;
-  if (has_bias_)
-    ops.bias_backward(bias_.grad, whole_dy.view({whole_dy.shape.rows(), whole_dy.shape.cols()}));
-  linear_.backward(ops, dx, whole_dy, x);
+  linear_.backward(ops, dx, whole_dy, x, gelu_pre);
 }
 
 }  // namespace kiln

@@ -8,8 +8,10 @@
 //
 // RowParallelLinear splits W by input columns: each rank holds its slice of x (the output of
 // a column-parallel layer), the partial products are all-reduced into the whole y, and the
-// bias, which every rank holds whole, is added once after the sum. Backward needs no
-// communication: dy is whole on every rank.
+// bias, which every rank holds whole, is added once after the sum (Megatron's order: on one
+// rank alone the bias goes into the product). Backward needs no communication: dy is whole
+// on every rank, and so is the bias gradient, which comes out of the weight gradient's
+// product.
 //
 // With sequence parallelism (sequence_parallel.h) the input of a column-parallel layer and
 // the output of a row-parallel one are this rank's share of the tokens: the column layer
@@ -37,12 +39,18 @@ class ColumnParallelLinear {
                    const SequenceParallel* sequence);
 
   void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const;
+  // pre = x W^T + b, y = gelu(pre) (this rank's hidden units of GPT-2's MLP).
+  void forward_gelu(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& pre,
+                    const Tensor& x) const;
   // dx = dy W summed over the group (overwrites; skipped when empty); parameter gradients
   // accumulate.
   void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy,
                 const Tensor& x) const;
 
  private:
+  // x whole: this rank's share gathered under sequence parallelism.
+  Tensor whole_input(const Batch& batch, const Tensor& x) const;
+
   Linear linear_;
   Communicator* group_ = nullptr;
   const SequenceParallel* sequence_ = nullptr;
@@ -54,14 +62,13 @@ class RowParallelLinear {
   void bind(const LayerBuild& build, const std::string& name, int64_t in, int64_t out, bool bias,
             double init_std);
   void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const;
-  // dx: this rank's slice of the input gradient (overwrites).
+  // dx: this rank's slice of the input gradient (overwrites). With gelu_pre given, x was
+  // gelu(gelu_pre) and dx is the gradient of gelu_pre (Linear::backward).
   void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy,
-                const Tensor& x) const;
+                const Tensor& x, const Tensor& gelu_pre = {}) const;
 
  private:
-  Linear linear_;
-  Parameter bias_;
-  bool has_bias_ = false;
+  Linear linear_;  // its bias whole on every rank
   Communicator* group_ = nullptr;
   const SequenceParallel* sequence_ = nullptr;
 };

@@ -291,8 +291,16 @@ void Trainer::train_loop(TrainSummary& summary) {
     before_step(step);
     const bool timed = step % t.log_interval == 0 || step == t.steps;
     const double lr = scheduled_lr(step);
+    // The products of this process's first step are the run's: their algorithms are chosen
+    // by timing there, once (Ops::tune_products), and the banner's last line says how.
+    const bool first = step == first_step_;
+    if (first && config_.backend.tune_products) ops_->tune_products(true);
     const double scale = loss_scaler_.scale();
     StepOutcome outcome = run_step(step, timed, lr);
+    if (first) {
+      ops_->tune_products(false);
+      print_product_tuning();
+    }
     consumed_samples_ += t.global_batch;
     StepTimes& times = outcome.times;
     const OptimizerStep update = outcome.update;

@@ -82,6 +82,8 @@ class Trainer {
   void open_data(std::FILE* notes);
   // The start-up lines (after the data's notes on their indices), once all is allocated.
   void print_start(const std::string& data_notes);
+  // After the first step: how the matrix products' algorithms were chosen, where they were.
+  void print_product_tuning();
   void train_loop(TrainSummary& summary);
   // Trains the coming step on this run's share of the cores as other CPU runs start and end.
   void share_machine(int64_t step);

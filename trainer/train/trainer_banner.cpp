@@ -1,5 +1,6 @@
 // What a run prints before step 1: the model, the backend and batch, the attention kernels,
-// how it is split over the ranks, the data, and the memory of every arena.
+// how it is split over the ranks, the data, and the memory of every arena; and after its
+// first step, how the matrix products' algorithms were chosen.
 #include <fmt/core.h>
 
 #include "store/human_format.h"
@@ -112,6 +113,12 @@ void Trainer::print_start(const std::string& data_notes) {
                                                  : "the attention core",
                config_.train.recompute);
 
+}
+
+void Trainer::print_product_tuning() {
+  // Nothing on the CPU: its BLAS has one algorithm a product.
+  const std::string tuning = ops_->product_tuning();
+  if (!tuning.empty()) fmt::print(out_, "kiln: matrix products: {}\n", tuning);
 }
 
 }  // namespace kiln
