@@ -127,7 +127,9 @@ class GpuCheckCli : public testing::Test {
     write_file(build / "kiln_bench_step", bench_step, true);
     write_file(build / "cuda_tests", fake_cuda_tests(build.string(), root_.string()), true);
     write_file(build / "kiln_bench_attention", fake_attention(), true);
-    write_file(build / "CMakeCache.txt", "CMAKE_CUDA_COMPILER_VERSION:STRING=13.0.88\n");
+    // Where CMake records nvcc's version when it configures a build folder.
+    write_file(build / "CMakeFiles/3.25.1/CMakeCUDACompiler.cmake",
+               "set(CMAKE_CUDA_COMPILER \"/usr/local/cuda/bin/nvcc\")\nset(CMAKE_CUDA_COMPILER_VERSION \"13.0.88\")\n");
   }
   CommandResult check(const std::string& args) const {
     return run_command("cd / && PATH=" + (root_ / "bin").string() + ":$PATH " +
