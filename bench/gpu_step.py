@@ -3,16 +3,20 @@
 
   python3 bench/gpu_step.py [--build DIR] [--python PYTHON] [--case NAME ...]
                             [--set section.key=value ...] [--min-time SECONDS]
+                            [--records FILE] [--log FILE]
 
 For each case runs DIR/kiln_bench_step (Google Benchmark; default DIR build-gpu, else build)
 and then bench/peers/torch_gpu_step.py (the PyTorch peer, under --python, default this
-interpreter) on the same GPU, one after the other. Prints a table and writes
-bench/results/<UTC date>-<device>-gpu-step.json (a list of records, one per case) with the raw
-output of every command beside it (.log). Every figure comes from the runs of this command;
-without an NVIDIA GPU it stops with one line and writes nothing.
-Exits 1 when a run failed (its record says why), else 0 whatever the figures are.
+interpreter) on the same GPU, one after the other. Each case's record is appended to the
+records file (JSON lines; default bench/results/<UTC date>-<device>-gpu-step.jsonl) as soon as
+the case finishes, so a run cut short keeps every case it finished; the raw output of every
+command goes to the log (default the same name with .log). A table of all cases ends the run.
+Every figure comes from the runs of this command; without an NVIDIA GPU it stops with one line
+and writes nothing. Exits 1 when a run failed (its record says why), else 0 whatever the
+figures are.
 """
 import argparse
+import collections
 import datetime
 import json
 import re
@@ -26,16 +30,32 @@ PEER = ROOT / "bench" / "peers" / "torch_gpu_step.py"
 RESULTS = ROOT / "bench" / "results"
 
 GPU = ["backend.device=cuda", "precision.dtype=bf16"]
-# name: (config, overrides, target). Global batch = micro-batch: one micro-batch a step.
+# A case: its config and overrides (global batch = micro-batch: one micro-batch a step), the
+# issue's target, and the seconds the case takes in scripts/gpu-check at --min-time 3 (kiln's
+# side and the peer's, start-up and the peer's compilation included) with where that figure
+# comes from. scripts/gpu-check runs the cases in this order, its budget allowing.
+Case = collections.namedtuple("Case", "config overrides target seconds seconds_from")
 CASES = {
-    "gpt2-124m": ("configs/gpt2-124m.json",
-                  ["model.seq_len=1024", "train.micro_batch=16", "train.global_batch=16"],
-                  "vs_pytorch >= 1"),
-    "gpt2-1.5b": ("configs/gpt2-1.5b.json",
-                  ["model.seq_len=1024", "train.micro_batch=8", "train.global_batch=8"],
-                  "mfu >= 0.40"),
-    "llama-1b": ("configs/llama-1b.json",
-                 ["model.seq_len=2048", "train.micro_batch=4", "train.global_batch=4"], None),
+    "gpt2-124m": Case(
+        "configs/gpt2-124m.json",
+        ["model.seq_len=1024", "train.micro_batch=16", "train.global_batch=16"],
+        "vs_pytorch >= 1.2", 75,
+        "bench/results/2026-11-23T0813Z-*-kiln-step-*.log (a kiln run of this case, 35 s "
+        "apart) and 2026-11-26T0125Z-nvidia-h200-gpu-step.log (the peer's warm-up, 21 s) "
+        "plus the peer's start and timed steps"),
+    "llama-1b": Case(
+        "configs/llama-1b.json",
+        ["model.seq_len=2048", "train.micro_batch=4", "train.global_batch=4"],
+        "mfu >= 0.55", 105,
+        "bench/results/2026-11-26T0133Z-nvidia-h200-bench.log: gpu_step.py --case llama-1b "
+        "ran from 227 s to 332 s"),
+    "gpt2-1.5b": Case(
+        "configs/gpt2-1.5b.json",
+        ["model.seq_len=1024", "train.micro_batch=8", "train.global_batch=8"],
+        "mfu >= 0.40", 210,
+        "bench/results/2026-11-23T0753Z-*-gpu-step.json (the peer's warm-up, 91 s) and "
+        "2026-11-26T0125Z-nvidia-h200-bench.log (kiln's side within 130 s of the gpt2-124m "
+        "case's start), plus the peer's start and timed steps"),
 }
 
 
@@ -68,6 +88,27 @@ def nvidia_smi(query):
 def git(*args):
     out = subprocess.run(["git"] + list(args), capture_output=True, text=True, cwd=ROOT)
     return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def binaries_commit(build, env=None):
+    """The commit the binaries in build were built from, as `kiln --version` names it (binaries
+    packed here travel to a checkout whose git state is not theirs), else the checkout's."""
+    try:
+        out = subprocess.run([str(Path(build) / "kiln"), "--version"], capture_output=True,
+                             text=True, timeout=30, env=env).stdout
+        match = re.search(r"\(commit ([^)]+)\)", out)
+        if match and match.group(1) != "unknown":
+            return match.group(1)
+    except OSError:
+        pass
+    commit = git("rev-parse", "--short=12", "HEAD")
+    return commit + ("-dirty" if commit and git("status", "--porcelain") else "") or "unknown"
+
+
+def append_record(path, record):
+    """One JSON line, written and flushed at once: a cut later loses nothing before it."""
+    with open(path, "a") as out:
+        out.write(json.dumps(record) + "\n")
 
 
 def set_args(config, overrides):
@@ -145,6 +186,12 @@ def main():
                         help="extra config override for every case, e.g. train.micro_batch=32")
     parser.add_argument("--min-time", type=float, default=5.0,
                         help="seconds of timed steps per side and case (default 5)")
+    parser.add_argument("--records", type=Path,
+                        help="append each case's record here, JSON lines (default "
+                             "bench/results/<UTC date>-<device>-gpu-step.jsonl)")
+    parser.add_argument("--log", type=Path,
+                        help="append every command's raw output here (default: the records' "
+                             "name with .log)")
     args = parser.parse_args()
 
     if not shutil.which("nvidia-smi"):
@@ -167,48 +214,54 @@ def main():
 
     driver = nvidia_smi("driver_version")
     now = datetime.datetime.now(datetime.timezone.utc)
-    commit = git("rev-parse", "HEAD") + ("+dirty" if git("status", "--porcelain") else "")
+    commit = binaries_commit(build)
     command = " ".join([Path(sys.executable).name] + sys.argv)
     slug = re.sub(r"[^a-z0-9-]", "", gpu_name.lower().replace(" ", "-"))
-    RESULTS.mkdir(parents=True, exist_ok=True)
     stem = RESULTS / ("%s-%s-gpu-step" % (now.strftime("%Y-%m-%dT%H%MZ"), slug))
-    print("%s, driver %s, commit %s" % (gpu_name, driver, commit[:12] or "unknown"), flush=True)
+    records_path = (args.records or stem.with_suffix(".jsonl")).resolve()
+    log_path = (args.log or records_path.with_suffix(".log")).resolve()
+    records_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    print("%s, driver %s, commit %s" % (gpu_name, driver, commit), flush=True)
 
     records = []
-    with open(stem.with_suffix(".log"), "w") as log:
+    with open(log_path, "a") as log:
         log.write("device: %s\ndriver: %s\ndate: %s\ncommit: %s\ncommand: %s\n\n" % (
             gpu_name, driver, now.isoformat(timespec="seconds"), commit, command))
+        log.flush()
         for name in args.case or list(CASES):
-            config, case_overrides, target = CASES[name]
-            overrides = GPU + case_overrides + args.overrides
+            case = CASES[name]
+            overrides = GPU + case.overrides + args.overrides
             print("%s: kiln ..." % name, end=" ", flush=True)
-            kiln = kiln_run(binary, config, overrides, args.min_time, log)
+            kiln = kiln_run(binary, case.config, overrides, args.min_time, log)
             if "error" in kiln:
                 print("failed: %s" % kiln["error"], flush=True)
                 peer = {"error": "not run: kiln failed"}
             else:
                 print("%.0f tok/s; PyTorch ..." % kiln["tokens_per_s"], end=" ", flush=True)
-                peer = peer_run(args.python, binary, config, overrides, args.min_time, log)
+                peer = peer_run(args.python, binary, case.config, overrides, args.min_time, log)
                 print(peer.get("error") or "%.0f tok/s" % peer["tokens_per_s"], flush=True)
-            record = {"config": name, "config_file": config, "overrides": overrides,
-                      "device": kiln.get("device") or gpu_name, "driver": driver,
+            record = {"kind": "gpu-step", "config": name, "config_file": case.config,
+                      "overrides": overrides, "device": kiln.get("device") or gpu_name,
+                      "driver": driver,
                       "dtype": next(o.split("=")[1] for o in reversed(overrides)
                                     if o.startswith("precision.dtype=")),
                       **kiln,
                       "vs_pytorch": (kiln["tokens_per_s"] / peer["tokens_per_s"]
                                      if "error" not in kiln and "error" not in peer else None),
-                      "pytorch": peer, "target": target,
-                      "date": now.isoformat(timespec="seconds"), "command": command,
-                      "commit": commit}
-            record["target_met"] = met(target, record)
+                      "pytorch": peer, "target": case.target,
+                      "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                          timespec="seconds"),
+                      "command": command, "commit": commit}
+            record["target_met"] = met(case.target, record)
+            append_record(records_path, record)
             records.append(record)
 
-    stem.with_suffix(".json").write_text(json.dumps(records, indent=1) + "\n")
     print("\n" + table(records))
-    print("\nwrote %s.json and .log" % stem.relative_to(ROOT))
+    print("\nrecords in %s, raw output in %s" % (records_path, log_path))
     failed = [r["config"] for r in records if "error" in r or "error" in r["pytorch"]]
     if failed:
-        fail("runs failed for %s; see the .log" % ", ".join(failed))
+        fail("runs failed for %s; see %s" % (", ".join(failed), log_path))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ std::string prepare_corpus(const std::string& dir) {
   for (int d = 0; d < 200; ++d)
     out << "Document " << d << ": the quick brown fox jumps over the lazy dog.\n\n";
   out.close();
-  const CommandResult r = run_command(std::string(KILN_BINARY) + " data prepare --input " + text +
+  const CommandResult r = run_command(kiln_binary() + " data prepare --input " + text +
                                       " --tokenizer byte --document-boundary blank-line"
                                       " --append-eod --output " + dir + "/corpus");
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -63,7 +63,7 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
+const std::string kiln = kiln_binary();
 
 struct GpuLayout {
   std::string name;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -75,5 +76,18 @@ std::string fresh_dir(const std::string& name) {
   std::filesystem::create_directories(dir);
   return dir.string();
 }
+
+namespace {
+
+std::string from_environment(const char* name, const char* built_with) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : built_with;
+}
+
+}  // namespace
+
+std::string kiln_binary() { return from_environment("KILN_BINARY", KILN_BINARY); }
+
+std::string source_dir() { return from_environment("KILN_SOURCE_DIR", KILN_SOURCE_DIR); }
 
 }  // namespace kiln::test

@@ -29,4 +29,10 @@ std::string mpirun_command(int ranks);
 // A fresh directory under the test temp dir.
 std::string fresh_dir(const std::string& name);
 
+// kiln's binary and the source tree: the environment's KILN_BINARY and KILN_SOURCE_DIR where
+// set, else the paths this test binary was built with. scripts/gpu-check sets them, so binaries
+// built in one checkout (scripts/gpu-pack) run their tests from another, wherever it sits.
+std::string kiln_binary();
+std::string source_dir();
+
 }  // namespace kiln::test

@@ -35,7 +35,7 @@ TEST(TrainCuda, TinyConfigLossCurveMatchesTheCpu) {
     for (int d = 0; d < 3000; ++d)
       text << "Verse " << d << ": and the earth brought forth grass, and herb yielding seed.\n\n";
   }
-  const std::string kiln = KILN_BINARY;
+  const std::string kiln = kiln_binary();
   ASSERT_EQ(run_command(kiln + " data prepare --input " + dir + "/corpus.txt --tokenizer byte"
                         " --document-boundary blank-line --append-eod --output " + dir + "/corpus")
                 .exit_code,
