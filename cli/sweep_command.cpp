@@ -361,7 +361,7 @@ void add_sweep_command(CLI::App& app, std::string command_line) {
   cmd->add_option("--random", options->random, "Draw N distinct points instead of the whole grid");
   cmd->add_option("--seed", options->seed, "The seed of --random's draws (default: a random one, recorded)");
   CLI::Option* parallel = cmd->add_option("--parallel", options->parallel, "Points trained at a time (default 1)");
-  cmd->add_option("--ranks", options->ranks, "Processes per point: > 1 runs each point under mpirun -np R");
+  cmd->add_option("--ranks", options->ranks, "Processes per point: each point's kiln train --ranks R starts them under mpirun");
   cmd->add_option("--name", options->name, "The sweep's name; its runs are NAME-0, NAME-1, ... (default: sweep-CONFIG-TIME)");
   cmd->add_option("--set", options->overrides, "Override a base config key for every point: section.key=value")
       ->allow_extra_args(false);
