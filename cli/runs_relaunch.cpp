@@ -12,7 +12,6 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
-#include <thread>
 
 #include "cli/next_steps.h"
 #include "cli/runs_command.h"
@@ -244,13 +243,10 @@ Launch plan_launch(const RelaunchOptions& options) {
 
   launch.workdir = run.workdir.empty() ? fs::current_path().string() : run.workdir;
   const int ranks = options.ranks > 0 ? options.ranks : recorded_ranks(run);
-  if (ranks > 1) {
-    launch.argv = {"mpirun", "-np", std::to_string(ranks)};
-    if (ranks > static_cast<int>(std::thread::hardware_concurrency())) launch.argv.push_back("--oversubscribe");
-  }
   const std::string folder = checkpoint_folder(run, checkpoint).string();
-  launch.argv.insert(launch.argv.end(),
-                     {self_path(), "train", with_value("--resume", folder), with_value("--store", store_path)});
+  launch.argv = {self_path(), "train", with_value("--resume", folder), with_value("--store", store_path)};
+  // kiln train starts several ranks itself, under mpirun as this machine needs it.
+  if (ranks > 1) launch.argv.push_back(with_value("--ranks", std::to_string(ranks)));
   std::string name = run.name;
   if (options.fork_step) {
     name = options.fork_name.empty() ? free_name(*db, fmt::format("{}-fork-{}", run.name, checkpoint.step))

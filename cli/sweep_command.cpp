@@ -150,7 +150,9 @@ void launch(const SweepPlan& plan, const std::vector<SweepTask>& tasks, int64_t 
   auto db = store::open_store(plan.store_path, store::Access::ReadWrite);
   int64_t failures = 0;
   SweepOutcome outcome;
-  {
+  // A sweep that stops before every point has run and ended (a signal, a point it cannot
+  // start) is recorded as interrupted, never as ended.
+  try {
     store::SweepHeartbeat heartbeat(plan.store_path, plan.id, kHeartbeatInterval);
     const auto started = std::chrono::steady_clock::now();
     outcome = run_sweep_tasks(
@@ -173,8 +175,11 @@ void launch(const SweepPlan& plan, const std::vector<SweepTask>& tasks, int64_t 
                      task.run_name, result, seconds);
           std::fflush(stdout);
         });
+  } catch (...) {
+    store::end_sweep(*db, plan.id, store::SweepStatus::Interrupted);
+    throw;
   }
-  store::end_sweep(*db, plan.id);
+  store::end_sweep(*db, plan.id, outcome.interrupted ? store::SweepStatus::Interrupted : store::SweepStatus::Ended);
   fmt::print("\n");
   print_sweep_points(*db, plan.id);
   if (outcome.interrupted) {
@@ -340,7 +345,7 @@ void resume_sweep(const SweepOptions& options) {
     fmt::print("sweep {}: resumed: {} of {} points to run, {} at a time\n", plan.name, tasks.size(), count, plan.parallel);
     std::fflush(stdout);
   } catch (...) {
-    store::end_sweep(*db, plan.id);
+    store::end_sweep(*db, plan.id, claimed.ended_as);
     throw;
   }
   db.reset();
@@ -361,7 +366,7 @@ void add_sweep_command(CLI::App& app, std::string command_line) {
   cmd->add_option("--random", options->random, "Draw N distinct points instead of the whole grid");
   cmd->add_option("--seed", options->seed, "The seed of --random's draws (default: a random one, recorded)");
   CLI::Option* parallel = cmd->add_option("--parallel", options->parallel, "Points trained at a time (default 1)");
-  cmd->add_option("--ranks", options->ranks, "Processes per point: > 1 runs each point under mpirun -np R");
+  cmd->add_option("--ranks", options->ranks, "Processes per point: each point's kiln train --ranks R starts them under mpirun");
   cmd->add_option("--name", options->name, "The sweep's name; its runs are NAME-0, NAME-1, ... (default: sweep-CONFIG-TIME)");
   cmd->add_option("--set", options->overrides, "Override a base config key for every point: section.key=value")
       ->allow_extra_args(false);

@@ -61,10 +61,10 @@ std::vector<std::string> child_environment(const std::string& devices) {
 
 pid_t spawn(const SweepTask& task, const SweepSlots& slots, const std::string& devices, const std::string& self) {
   ChildCommand child;
-  if (slots.ranks > 1) child.argv = {"mpirun", "-np", std::to_string(slots.ranks)};
-  child.argv.push_back(self);
-  child.argv.push_back("train");
+  child.argv = {self, "train"};
   child.argv.insert(child.argv.end(), task.train_args.begin(), task.train_args.end());
+  // kiln train starts its ranks itself, under mpirun as this machine needs it.
+  if (slots.ranks > 1) child.argv.insert(child.argv.end(), {"--ranks", std::to_string(slots.ranks)});
   child.environment = child_environment(devices);
   child.log_path = task.log_path;
   // A process group of its own (not detached): the terminal's Ctrl-C reaches the sweep, which

@@ -1,5 +1,5 @@
 // Runs a sweep's points as `kiln train` child processes, K at a time (kiln sweep,
-// docs/sweeps.md). Each child is this binary (under `mpirun -np R` for R ranks), in its own
+// docs/sweeps.md). Each child is this binary (`kiln train --ranks R` for R ranks), in its own
 // process group so a Ctrl-C at the terminal reaches the sweep alone; its output goes to its
 // log file, which must not be a link another user planted, and it inherits no descriptor of
 // the sweep's but stdin (/dev/null), stdout and stderr (base/child_process.h). SIGINT or
@@ -25,7 +25,7 @@ struct SweepTask {
 
 struct SweepSlots {
   int parallel = 1;
-  int ranks = 1;  // > 1: each point under mpirun -np ranks
+  int ranks = 1;  // > 1: each point's kiln train starts this many ranks (--ranks)
   // Each slot's CUDA_VISIBLE_DEVICES; empty: the children see what the sweep sees.
   std::vector<std::string> devices;
 };

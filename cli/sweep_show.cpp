@@ -58,7 +58,7 @@ void sweep_list(const ViewOptions& options) {
   Table table({{"ID", A::Right}, {"NAME"}, {"STATE"}, {"POINTS", A::Right}, {"LAUNCHED", A::Right},
                {"COMPLETED", A::Right}, {"RUNNING", A::Right}, {"FAILED", A::Right}, {"CREATED"}});
   for (const auto& s : sweeps)
-    table.add({std::to_string(s.id), s.name, s.live ? "running" : "ended", std::to_string(s.points),
+    table.add({std::to_string(s.id), s.name, std::string(store::to_string(s.status)), std::to_string(s.points),
                std::to_string(s.launched), std::to_string(s.completed), std::to_string(s.running),
                std::to_string(s.failed), local_minute(s.created_at)});
   table.print(stdout);
@@ -86,11 +86,11 @@ void print_sweep_points(store::Database& db, int64_t sweep_id) {
     cells.push_back(compact_rate(p.tokens_per_s));
     table.add(std::move(cells));
   }
-  fmt::print("sweep {} (id {}): {} points, {} completed\n", terminal_line(details.sweep.name), details.sweep.id,
-             details.sweep.points, details.sweep.completed);
+  fmt::print("sweep {} (id {}): {}, {} points, {} completed\n", terminal_line(details.sweep.name), details.sweep.id,
+             store::to_string(details.sweep.status), details.sweep.points, details.sweep.completed);
   table.print(stdout);
   if (best)
-    fmt::print("best (*): point {}, {} {}\n", best->point,
+    fmt::print("{} (*): point {}, {} {}\n", store::best_label(*best), best->point,
                best->metric == "final_valid_loss" ? "final valid loss" : "final loss", fixed4(best->value));
 }
 

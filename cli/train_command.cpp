@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -11,6 +12,7 @@
 #include <fmt/core.h>
 
 #include "cli/next_steps.h"
+#include "cli/rank_launch.h"
 #include "cli/serve_command.h"
 #include "cli/server_token.h"
 #include "cli/store_path.h"
@@ -44,6 +46,7 @@ struct TrainOptions {
   std::string sweep_point;  // SWEEP_ID:POINT, which kiln sweep passes to each run it launches
   std::string layout;       // "auto": the planner's fastest layout for the launched ranks
   std::string plan_device;  // the device --layout auto plans for (default: cpu, or h100 on a GPU)
+  std::optional<int> ranks;  // --ranks N: start N ranks under mpirun (cli/rank_launch.h)
 };
 
 // --layout auto: the config with the planner's fastest fitting layout for `ranks` ranks (its
@@ -117,6 +120,7 @@ void say_dropped_hook(std::FILE* out, const std::string& hook) {
 }
 
 void run_train(const TrainOptions& options, const std::string& command_line) {
+  if (options.ranks) start_ranks(*options.ranks);
   // The name becomes a folder under train.checkpoint_dir: refused before anything starts.
   if (!options.name.empty()) store::check_run_name(options.name);
   std::string resume, dropped_hook;
@@ -226,8 +230,12 @@ void add_train_command(CLI::App& app, std::string command_line) {
   layout->excludes(resume);
   cmd->add_option("--sweep-point", options->sweep_point,
                   "SWEEP_ID:POINT: record the run as this point of a sweep (kiln sweep passes it; docs/sweeps.md)");
+  CLI::Option* ranks = cmd->add_option(
+      "--ranks", options->ranks,
+      "Train as N processes: starts mpirun -np N itself, as this machine needs it (docs/parallelism.md)");
   cmd->add_flag("--print-config", options->print_config,
-                "Print the resolved config as JSON and exit");
+                "Print the resolved config as JSON and exit")
+      ->excludes(ranks);
   cmd->callback([options, command_line] { run_train(*options, command_line); });
 }
 

@@ -6,7 +6,7 @@
 namespace kiln {
 
 // kiln train [--config FILE] [--set section.key=value ...] [--name NAME] [--tag TAG ...]
-//            [--store PATH | --no-store] [--resume CHECKPOINT|latest] [--print-config]
+//            [--store PATH | --no-store] [--resume CHECKPOINT|latest] [--ranks N] [--print-config]
 // command_line is the whole kiln command as typed, which the run store records.
 void add_train_command(CLI::App& app, std::string command_line);
 

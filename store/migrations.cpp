@@ -315,7 +315,17 @@ ALTER TABLE runs ADD COLUMN launch TEXT CHECK (launch IS NULL OR json_valid(laun
   -- served (whether it had a token, never the token); {}: none; NULL: recorded before version 8
 )sql";
 
-constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6}, {kV7}, {kV8}};
+// Version 8 -> 9: how a sweep ended (docs/sweeps.md), so a sweep stopped by a signal reads as
+// interrupted rather than ended. A sweep recorded before reads as ended once it has an end.
+constexpr const char* kV9 = R"sql(
+ALTER TABLE sweeps ADD COLUMN status TEXT NOT NULL DEFAULT 'live'
+  CHECK (status IN ('live', 'ended', 'interrupted'));
+  -- live: its process launches points (interrupted if its heartbeat goes stale); ended: it
+  -- launched every point and saw each end; interrupted: it stopped before that
+UPDATE sweeps SET status = 'ended' WHERE ended_at IS NOT NULL;
+)sql";
+
+constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6}, {kV7}, {kV8}, {kV9}};
 
 }  // namespace
 

@@ -22,7 +22,7 @@ nlohmann::json to_json(const SweepSummary& s) {
           {"created_at", s.created_at},
           {"heartbeat_at", json_number(s.heartbeat_at)},
           {"ended_at", json_number(s.ended_at)},
-          {"live", s.live},
+          {"status", to_string(s.status)},
           {"points", s.points},
           {"launched", s.launched},
           {"completed", s.completed},
@@ -42,6 +42,7 @@ nlohmann::json to_json(const SweepPointRow& p) {
           {"run_name", launched ? nlohmann::json(p.run_name) : nlohmann::json()},
           {"status", launched ? std::string(to_string(p.status)) : "pending"},
           {"last_step", json_number(p.last_step)},
+          {"steps", json_number(p.steps)},
           {"final_loss", json_number(p.final_loss)},
           {"best_loss", json_number(p.best_loss)},
           {"final_valid_loss", json_number(p.final_valid_loss)},
@@ -53,7 +54,11 @@ nlohmann::json to_json(const SweepDetails& d) {
   nlohmann::json points = nlohmann::json::array();
   for (const auto& point : d.points) points.push_back(to_json(point));
   nlohmann::json best = nullptr;
-  if (const auto b = best_point(d.points)) best = {{"point", b->point}, {"metric", b->metric}, {"value", json_number(b->value)}};
+  if (const auto b = best_point(d.points))
+    best = {{"point", b->point},         {"metric", b->metric},
+            {"value", json_number(b->value)}, {"partial", b->partial},
+            {"last_step", json_number(b->last_step)}, {"steps", json_number(b->steps)},
+            {"label", best_label(*b)}};
   return {{"sweep", to_json(d.sweep)}, {"parameters", d.parameters}, {"points", points}, {"best", best}};
 }
 

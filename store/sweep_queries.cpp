@@ -17,7 +17,8 @@ const std::string kEffectiveStatus =
     "CASE WHEN r.status IN ('running', 'paused') "
     "AND coalesce(r.heartbeat_at, r.started_at, r.created_at) < ?1 THEN 'lost' ELSE r.status END";
 
-// Every sweep column with its points' progress; ?1 is the heartbeat cutoff, ?2 the limit
+// Every sweep column with its points' progress, and its state (a live sweep whose heartbeat is
+// older than the cutoff is interrupted); ?1 is the heartbeat cutoff, ?2 the limit
 // (-1: none) and ?3 a sweep id or NULL for all of them.
 const std::string kSweepSelect =
     "WITH chosen AS (SELECT id FROM sweeps WHERE ?3 IS NULL OR id = ?3 "
@@ -31,7 +32,8 @@ const std::string kSweepSelect =
     "                    sum(effective IN ('failed', 'lost')) AS failed "
     "             FROM point_runs GROUP BY sweep_id) "
     "SELECT s.id, s.name, s.created_at, s.heartbeat_at, s.ended_at, "
-    "       s.ended_at IS NULL AND coalesce(s.heartbeat_at, s.created_at) >= ?1, "
+    "       CASE WHEN s.status = 'live' AND coalesce(s.heartbeat_at, s.created_at) < ?1 "
+    "            THEN 'interrupted' ELSE s.status END, "
     "       s.spec_json, s.command_line, s.workdir, s.host, coalesce(g.points, 0), "
     "       coalesce(g.launched, 0), coalesce(g.completed, 0), coalesce(g.running, 0), "
     "       coalesce(g.failed, 0) "
@@ -44,7 +46,7 @@ const std::string kSweepSelect =
 // (SQLite takes a bare column beside max() from the row holding the maximum.)
 const std::string kPointSelect =
     "WITH points AS (SELECT p.point, p.params_json, p.run_name, r.id AS run_id, " +
-    kEffectiveStatus + " AS effective "
+    kEffectiveStatus + " AS effective, json_extract(r.config_json, '$.train.steps') AS planned_steps "
     "                FROM sweep_points p LEFT JOIN runs r ON r.name = p.run_name "
     "                WHERE p.sweep_id = ?2 ORDER BY p.point LIMIT ?3), "
     "steps AS (SELECT run_id, step, avg(loss) AS loss, avg(tokens_per_s) AS tokens_per_s "
@@ -57,7 +59,7 @@ const std::string kPointSelect =
     "               WHERE run_id IN (SELECT run_id FROM points) GROUP BY run_id) "
     "SELECT p.point, p.params_json, p.run_id, coalesce(p.run_name, ''), "
     "       coalesce(p.effective, 'created'), l.step, l.loss, b.loss, lv.loss, bv.loss, "
-    "       l.tokens_per_s "
+    "       l.tokens_per_s, p.planned_steps "
     "FROM points p LEFT JOIN last_step l ON l.run_id = p.run_id "
     "LEFT JOIN best_step b ON b.run_id = p.run_id "
     "LEFT JOIN last_valid lv ON lv.run_id = p.run_id "
@@ -70,7 +72,7 @@ SweepSummary read_sweep(const Statement& st) {
   s.created_at = st.real(2);
   s.heartbeat_at = st.opt_real(3);
   s.ended_at = st.opt_real(4);
-  s.live = st.int64(5) != 0;
+  s.status = parse_sweep_status(st.text(5));
   s.spec_json = st.text(6);
   s.command_line = st.text(7);
   s.workdir = st.text(8);
@@ -96,6 +98,7 @@ SweepPointRow read_point(const Statement& st) {
   p.final_valid_loss = st.real(8);
   p.best_valid_loss = st.real(9);
   p.tokens_per_s = st.real(10);
+  p.steps = st.opt_int64(11);
   return p;
 }
 
@@ -125,15 +128,42 @@ std::vector<std::string> swept_keys(const std::vector<SweepPointRow>& points) {
 
 }  // namespace
 
+std::string_view to_string(SweepStatus status) {
+  switch (status) {
+    case SweepStatus::Live: return "live";
+    case SweepStatus::Ended: return "ended";
+    case SweepStatus::Interrupted: return "interrupted";
+  }
+  return "?";
+}
+
+SweepStatus parse_sweep_status(std::string_view text) {
+  for (SweepStatus s : {SweepStatus::Live, SweepStatus::Ended, SweepStatus::Interrupted})
+    if (to_string(s) == text) return s;
+  fail("store: unknown sweep status '" + std::string(text) + "' (valid: live, ended, interrupted)");
+}
+
 std::optional<BestPoint> best_point(const std::vector<SweepPointRow>& points) {
+  const bool any_completed = std::any_of(points.begin(), points.end(), [](const SweepPointRow& p) {
+    return p.status == RunStatus::Completed && !p.run_name.empty();
+  });
   for (const auto& [metric, field] : {std::pair{"final_valid_loss", &SweepPointRow::final_valid_loss},
                                      std::pair{"final_loss", &SweepPointRow::final_loss}}) {
     std::optional<BestPoint> best;
-    for (const auto& p : points)
-      if (!std::isnan(p.*field) && (!best || p.*field < best->value)) best = BestPoint{p.point, metric, p.*field};
+    for (const auto& p : points) {
+      if (any_completed && p.status != RunStatus::Completed) continue;
+      if (!std::isnan(p.*field) && (!best || p.*field < best->value))
+        best = BestPoint{p.point, metric, p.*field, !any_completed, p.last_step, p.steps};
+    }
     if (best) return best;
   }
   return std::nullopt;
+}
+
+std::string best_label(const BestPoint& best) {
+  if (!best.partial) return "best";
+  const auto number = [](const std::optional<int64_t>& n) { return n ? std::to_string(*n) : std::string("?"); };
+  return "best so far (partial: " + number(best.last_step) + "/" + number(best.steps) + " steps)";
 }
 
 std::vector<SweepSummary> list_sweeps(Database& db, int64_t limit, double stale_after_s) {

@@ -29,8 +29,9 @@ class SweepQueriesTest : public StoreTest {
   int64_t add_sweep(const std::string& name, double created_at, std::optional<double> heartbeat_at,
                     std::optional<double> ended_at) {
     Statement st(*db_, "INSERT INTO sweeps (name, created_at, spec_json, command_line, heartbeat_at, "
-                       "ended_at) VALUES (?, ?, '{\"grid\":{}}', ?, ?, ?)");
-    st.bind_all(name, created_at, "kiln sweep --name " + name, heartbeat_at, ended_at);
+                       "ended_at, status) VALUES (?, ?, '{\"grid\":{}}', ?, ?, ?, ?)");
+    st.bind_all(name, created_at, "kiln sweep --name " + name, heartbeat_at, ended_at,
+                std::string(ended_at ? "ended" : "live"));
     st.run();
     return db_->last_insert_rowid();
   }
@@ -82,7 +83,7 @@ TEST_F(SweepQueriesTest, DetailsGiveEachPointsParamsRunAndFigures) {
 
   const SweepDetails d = sweep_details(*db_, sweep);
   EXPECT_EQ(d.sweep.name, "lr-sweep");
-  EXPECT_TRUE(d.sweep.live);
+  EXPECT_EQ(d.sweep.status, SweepStatus::Live);
   EXPECT_EQ(d.sweep.command_line, "kiln sweep --name lr-sweep");
   EXPECT_EQ(d.sweep.points, 3);
   EXPECT_EQ(d.sweep.launched, 2);
@@ -144,8 +145,10 @@ TEST_F(SweepQueriesTest, ARunningPointWithAStaleHeartbeatIsLostAndCountsAsFailed
   EXPECT_EQ(d.sweep.failed, 1);
 }
 
-TEST_F(SweepQueriesTest, ListIsNewestFirstWithLivenessAndLimit) {
+TEST_F(SweepQueriesTest, ListIsNewestFirstWithStatusAndLimit) {
   const double now = unix_now();
+  const int64_t cut = add_sweep("cut", now - 1200, now - 1100, now - 1100);
+  db_->exec("UPDATE sweeps SET status = 'interrupted' WHERE id = " + std::to_string(cut));
   add_sweep("old", now - 1000, now - 900, now - 900);
   add_sweep("stale", now - 500, now - 400, std::nullopt);
   const int64_t fresh = add_sweep("fresh", now - 10, now, std::nullopt);
@@ -153,17 +156,19 @@ TEST_F(SweepQueriesTest, ListIsNewestFirstWithLivenessAndLimit) {
   add_point(fresh, 1, R"({"a":2})", std::nullopt);
 
   const auto all = list_sweeps(*db_);
-  ASSERT_EQ(all.size(), 3u);
+  ASSERT_EQ(all.size(), 4u);
   EXPECT_EQ(all[0].name, "fresh");
-  EXPECT_TRUE(all[0].live);
+  EXPECT_EQ(all[0].status, SweepStatus::Live);
   EXPECT_EQ(all[0].points, 2);
   EXPECT_EQ(all[0].launched, 0);
   EXPECT_EQ(all[1].name, "stale");
-  EXPECT_FALSE(all[1].live) << "its heartbeat is older than the staleness threshold";
+  EXPECT_EQ(all[1].status, SweepStatus::Interrupted) << "its heartbeat is older than the staleness threshold";
   EXPECT_EQ(all[1].points, 0);
   EXPECT_EQ(all[2].name, "old");
-  EXPECT_FALSE(all[2].live) << "ended";
+  EXPECT_EQ(all[2].status, SweepStatus::Ended);
   ASSERT_TRUE(all[2].ended_at);
+  EXPECT_EQ(all[3].name, "cut");
+  EXPECT_EQ(all[3].status, SweepStatus::Interrupted) << "as recorded";
 
   const auto newest = list_sweeps(*db_, 2);
   ASSERT_EQ(newest.size(), 2u);
@@ -189,7 +194,11 @@ TEST_F(SweepQueriesTest, ResolveTakesAnIdANameOrAUniquePrefix) {
 
 TEST(SweepBestPoint, IsTheLowestFinalValidLossElseTheLowestFinalLoss) {
   std::vector<SweepPointRow> points(3);
-  for (int64_t i = 0; i < 3; ++i) points[i].point = i;
+  for (int64_t i = 0; i < 3; ++i) {
+    points[i].point = i;
+    points[i].run_name = "p" + std::to_string(i);
+    points[i].status = RunStatus::Completed;
+  }
   EXPECT_FALSE(best_point(points)) << "no figures yet";
   points[0].final_loss = 2.0;
   points[1].final_loss = 1.5;
@@ -204,6 +213,48 @@ TEST(SweepBestPoint, IsTheLowestFinalValidLossElseTheLowestFinalLoss) {
   EXPECT_EQ(best->point, 0) << "validation decides once any point has it";
   EXPECT_EQ(best->metric, "final_valid_loss");
   EXPECT_DOUBLE_EQ(best->value, 2.2);
+}
+
+TEST(SweepBestPoint, IsAmongCompletedPointsElseTheBestSoFarMarkedPartial) {
+  std::vector<SweepPointRow> points(3);
+  for (int64_t i = 0; i < 3; ++i) {
+    points[i].point = i;
+    points[i].run_name = "p" + std::to_string(i);
+    points[i].steps = 1000;
+  }
+  // Point 0 stopped at step 26 (a sweep interrupted), point 1 still runs: the best so far.
+  points[0].status = RunStatus::Stopped;
+  points[0].last_step = 26;
+  points[0].final_loss = 3.0;
+  points[1].status = RunStatus::Running;
+  points[1].last_step = 10;
+  points[1].final_loss = 4.0;
+  auto best = best_point(points);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->point, 0);
+  EXPECT_TRUE(best->partial);
+  EXPECT_EQ(best_label(*best), "best so far (partial: 26/1000 steps)");
+
+  // Once point 2 completes, it is the best, though its loss is higher than the stopped one's.
+  points[2].status = RunStatus::Completed;
+  points[2].last_step = 1000;
+  points[2].final_loss = 3.5;
+  best = best_point(points);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->point, 2);
+  EXPECT_FALSE(best->partial);
+  EXPECT_DOUBLE_EQ(best->value, 3.5);
+  EXPECT_EQ(best_label(*best), "best");
+  // Validation that only a stopped point has does not decide among the completed ones.
+  points[0].final_valid_loss = 2.0;
+  EXPECT_EQ(best_point(points)->metric, "final_loss");
+}
+
+TEST(SweepStatusText, ReadsBackWhatItWrites) {
+  for (SweepStatus s : {SweepStatus::Live, SweepStatus::Ended, SweepStatus::Interrupted})
+    EXPECT_EQ(parse_sweep_status(to_string(s)), s);
+  EXPECT_EQ(to_string(SweepStatus::Interrupted), "interrupted");
+  EXPECT_NE(error_of([] { parse_sweep_status("done"); }).find("unknown sweep status 'done'"), std::string::npos);
 }
 
 }  // namespace

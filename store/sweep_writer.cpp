@@ -72,10 +72,11 @@ ClaimedSweep claim_sweep(Database& db, int64_t sweep_id, const std::string& host
                          double stale_after_s) {
   Transaction tx(db);
   Statement& st = db.cached(
-      "SELECT name, spec_json, workdir, host, pid, heartbeat_at, ended_at FROM sweeps WHERE id = ?");
+      "SELECT name, spec_json, workdir, host, pid, heartbeat_at, ended_at, status FROM sweeps WHERE id = ?");
   st.bind(1, sweep_id);
   if (!st.step()) fail("store: no sweep with id " + std::to_string(sweep_id) + " in " + db.path());
-  ClaimedSweep claimed{st.text(0), st.text(1), st.text(2), {}};
+  ClaimedSweep claimed{st.text(0), st.text(1), st.text(2), {}, parse_sweep_status(st.text(7))};
+  if (claimed.ended_as == SweepStatus::Live) claimed.ended_as = SweepStatus::Interrupted;
   const std::string recorded_host = st.text(3);
   const std::optional<int64_t> recorded_pid = st.opt_int64(4);
   const std::optional<double> heartbeat = st.opt_real(5);
@@ -92,17 +93,20 @@ ClaimedSweep claim_sweep(Database& db, int64_t sweep_id, const std::string& host
       "SELECT point, params_json, coalesce(run_name, '') FROM sweep_points WHERE sweep_id = ? ORDER BY point");
   points.bind(1, sweep_id);
   while (points.step()) claimed.points.push_back({points.int64(0), points.text(1), points.text(2)});
-  Statement& update = db.cached("UPDATE sweeps SET host = ?, pid = ?, heartbeat_at = ?, ended_at = NULL WHERE id = ?");
+  Statement& update = db.cached(
+      "UPDATE sweeps SET host = ?, pid = ?, heartbeat_at = ?, ended_at = NULL, status = 'live' WHERE id = ?");
   update.bind_all(host, pid, unix_now(), sweep_id);
   update.run();
   tx.commit();
   return claimed;
 }
 
-void end_sweep(Database& db, int64_t sweep_id) {
+void end_sweep(Database& db, int64_t sweep_id, SweepStatus how) {
+  KILN_CHECK(how != SweepStatus::Live, "end_sweep: a sweep ends as ended or interrupted");
   Transaction tx(db);
-  Statement& st = db.cached("UPDATE sweeps SET ended_at = ?1, heartbeat_at = ?1, pid = NULL WHERE id = ?2");
-  st.bind_all(unix_now(), sweep_id);
+  Statement& st =
+      db.cached("UPDATE sweeps SET ended_at = ?1, heartbeat_at = ?1, pid = NULL, status = ?2 WHERE id = ?3");
+  st.bind_all(unix_now(), std::string(to_string(how)), sweep_id);
   st.run();
   tx.commit();
 }

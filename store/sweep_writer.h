@@ -1,6 +1,7 @@
 // The launcher's side of a sweep's record (kiln sweep, docs/sweeps.md): the sweep and all its
 // points, written in one transaction before any point launches; each point's run name as it
-// launches; a heartbeat while the sweep's process lives; the end. A sweep taken up again
+// launches; a heartbeat while the sweep's process lives; the end, and whether the sweep
+// finished or was interrupted (SweepStatus, sweep_queries.h). A sweep taken up again
 // (kiln sweep --resume) is claimed by its new process in one transaction, which refuses a
 // sweep whose process still lives. The views read sweeps through sweep_queries.h.
 #pragma once
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "store/database.h"
+#include "store/sweep_queries.h"
 
 namespace kiln::store {
 
@@ -45,6 +47,9 @@ struct ClaimedSweep {
     std::string run_name;  // empty: never launched
   };
   std::vector<Point> points;
+  // How it had ended before this claim (a sweep whose process died unrecorded: interrupted),
+  // for a resume that fails before it launches to leave it as it was.
+  SweepStatus ended_as = SweepStatus::Interrupted;
 };
 
 // Takes up an interrupted sweep in this process (host, pid): its heartbeat restarts and its
@@ -53,8 +58,10 @@ struct ClaimedSweep {
 ClaimedSweep claim_sweep(Database& db, int64_t sweep_id, const std::string& host, int64_t pid,
                          double stale_after_s);
 
-// Marks the sweep ended; its process is done launching (kiln sweep --resume may take it up).
-void end_sweep(Database& db, int64_t sweep_id);
+// Records the sweep's end, `how` it ended: Ended (it launched every point and saw each end)
+// or Interrupted (it stopped before). Its process is done launching (kiln sweep --resume may
+// take it up).
+void end_sweep(Database& db, int64_t sweep_id, SweepStatus how);
 
 // Updates the sweep's heartbeat every interval on its own connection, until destroyed.
 class SweepHeartbeat {

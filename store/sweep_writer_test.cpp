@@ -45,8 +45,12 @@ TEST_F(SweepWriterTest, CreatesTheSweepAndEveryPointAtOnce) {
   EXPECT_EQ(db->query_text("SELECT run_name FROM sweep_points WHERE point = 1"), "lr-1");
   EXPECT_EQ(error_of([&] { set_point_run(*db, id, 7, "lr-7"); }), "store: sweep 1 has no point 7");
 
-  end_sweep(*db, id);
+  EXPECT_EQ(db->query_text("SELECT status FROM sweeps"), "live");
+  end_sweep(*db, id, SweepStatus::Ended);
   EXPECT_EQ(db->query_int("SELECT ended_at IS NOT NULL AND pid IS NULL FROM sweeps"), 1);
+  EXPECT_EQ(db->query_text("SELECT status FROM sweeps"), "ended");
+  end_sweep(*db, id, SweepStatus::Interrupted);
+  EXPECT_EQ(db->query_text("SELECT status FROM sweeps"), "interrupted");
 }
 
 TEST_F(SweepWriterTest, RefusesATakenNameBadTextAndTooManyPointsWritingNothing) {
@@ -79,6 +83,7 @@ TEST_F(SweepWriterTest, AClaimRefusesALiveSweepAndTakesUpAnInterruptedOne) {
   db->exec("UPDATE sweeps SET heartbeat_at = heartbeat_at - 60");
   const ClaimedSweep claimed = claim_sweep(*db, id, "here", 99, 30);
   EXPECT_EQ(claimed.name, "lr");
+  EXPECT_EQ(claimed.ended_as, SweepStatus::Interrupted) << "its process died without a word";
   EXPECT_EQ(claimed.spec_json, R"({"grid": ["train.lr=1,2"]})");
   EXPECT_EQ(claimed.workdir, "/work");
   ASSERT_EQ(claimed.points.size(), 2u);
@@ -87,9 +92,10 @@ TEST_F(SweepWriterTest, AClaimRefusesALiveSweepAndTakesUpAnInterruptedOne) {
   EXPECT_EQ(claimed.points[1].params_json, R"({"train.lr": 2})");
   EXPECT_EQ(db->query_text("SELECT host || ' ' || pid FROM sweeps"), "here 99");
 
-  // Ended: taken up at once. On this host with no process of its pid: taken up too.
-  end_sweep(*db, id);
-  claim_sweep(*db, id, "here", 100, 30);
+  // Ended: taken up at once, live again. On this host with no process of its pid: taken up too.
+  end_sweep(*db, id, SweepStatus::Ended);
+  EXPECT_EQ(claim_sweep(*db, id, "here", 100, 30).ended_as, SweepStatus::Ended);
+  EXPECT_EQ(db->query_text("SELECT status || ' ' || (ended_at IS NULL) FROM sweeps"), "live 1");
   db->exec("UPDATE sweeps SET pid = 2147483646");
   claim_sweep(*db, id, "here", ::getpid(), 30);
   EXPECT_EQ(error_of([&] { claim_sweep(*db, 42, "here", 1, 30); }), "store: no sweep with id 42 in " + path());

@@ -1,5 +1,6 @@
 // The sweeps list and a sweep's page (docs/sweeps.md#viewing-a-sweep): its state and command
-// line, a sortable table of its points (each swept parameter, the run, its status, final and
+// line, the best point (of the completed ones; the best so far, partial, before any completes),
+// a sortable table of its points (each swept parameter, the run, its status, final and
 // best loss and validation loss, tokens/s) with the best point marked, parallel coordinates
 // of the points and a scatter of the loss against a chosen parameter. A live sweep's page
 // asks for new figures every few seconds, one request at a time, until it ends or is left.
@@ -8,10 +9,6 @@ import { parallelPlot, scatterPlot, valueText, lossText } from "/sweep_plots.js"
 
 const refreshEvery = 5000;  // ms between a live sweep's reads
 const metricLabels = { final_valid_loss: "final valid loss", final_loss: "final loss" };
-
-function sweepState(s) {
-  return s.live ? "live" : s.ended_at != null ? "ended" : "interrupted";
-}
 
 function progressText(s) {
   return `${s.completed}/${s.points} done, ${s.running} running, ${s.failed} failed` +
@@ -27,7 +24,7 @@ export function renderSweeps(view) {
     table.replaceChildren(el("thead", {}, el("tr", {}, ...["Name", "State", "Points", "Progress", "Created"].map((h) => el("th", {}, h)))),
       el("tbody", {}, ...sweeps.map((s) => el("tr", { "data-sweep": s.name },
         el("td", {}, el("a", { href: `#/sweep/${encodeURIComponent(s.name)}` }, s.name)),
-        el("td", { class: `status status-${sweepState(s)}` }, sweepState(s)), el("td", { class: "num" }, String(s.points)),
+        el("td", { class: `status status-${s.status}` }, s.status), el("td", { class: "num" }, String(s.points)),
         el("td", {}, progressText(s)), el("td", {}, format.minute(s.created_at))))));
   }).catch((e) => { message.textContent = e.message; message.className = "error"; });
 }
@@ -54,10 +51,11 @@ export function renderSweep(view, name) {
   const metric = () => state.body.best?.metric || "final_loss";
   const points = () => state.body.points.map((p) => ({ ...p, loss: p[metric()], best: p.point === state.body.best?.point }));
 
-  function drawFacts(s) {
-    facts.replaceChildren(el("span", { id: "sweep-state", class: `status status-${sweepState(s)}` }, sweepState(s)),
-      el("span", { id: "sweep-progress" }, progressText(s)), el("span", {}, `created ${format.time(s.created_at)}`),
-      s.host ? el("span", {}, `on ${s.host}`) : null);
+  function drawFacts(s, best) {
+    facts.replaceChildren(el("span", { id: "sweep-state", class: `status status-${s.status}` }, s.status),
+      el("span", { id: "sweep-progress" }, progressText(s)),
+      best ? el("span", { id: "sweep-best" }, `${best.label}: point ${best.point}, ${metricLabels[best.metric]} ${format.loss(best.value)}`) : null,
+      el("span", {}, `created ${format.time(s.created_at)}`), s.host ? el("span", {}, `on ${s.host}`) : null);
     command.textContent = s.command_line || "(no command line recorded)";
   }
 
@@ -95,7 +93,7 @@ export function renderSweep(view, name) {
     c.label + (state.sort === c.key ? (state.descending ? " ▾" : " ▴") : ""))));
     const best = state.body.best?.point;
     table.replaceChildren(el("thead", {}, head), el("tbody", {}, ...sorted.map((p) =>
-      el("tr", { "data-point": p.point, class: p.point === best ? "best" : null, title: p.point === best ? `the best point by ${metricLabels[metric()]}` : null },
+      el("tr", { "data-point": p.point, class: p.point === best ? "best" : null, title: p.point === best ? `${state.body.best.label} by ${metricLabels[metric()]}` : null },
         ...shown.map((c) => cell(c, p))))));
   }
 
@@ -132,11 +130,11 @@ export function renderSweep(view, name) {
     if (left) return;
     message.textContent = "";
     title.replaceChildren("Sweep ", state.body.sweep.name);
-    drawFacts(state.body.sweep);
+    drawFacts(state.body.sweep, state.body.best);
     drawTable();
     drawParallel();
     drawScatter();
-    if (state.body.sweep.live || state.body.sweep.running > 0) timer = setTimeout(load, refreshEvery);
+    if (state.body.sweep.status === "live" || state.body.sweep.running > 0) timer = setTimeout(load, refreshEvery);
   }
 
   load();

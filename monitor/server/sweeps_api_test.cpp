@@ -20,8 +20,8 @@ class SweepsApiTest : public ServerTest {
     ServerTest::SetUp();
     auto db = store::open_store(path(), store::Access::ReadWrite);
     const double now = store::unix_now();
-    db->exec("INSERT INTO sweeps (id, name, created_at, ended_at) VALUES (1, 'width', " + std::to_string(now - 100) +
-             ", " + std::to_string(now - 50) + ")");
+    db->exec("INSERT INTO sweeps (id, name, created_at, ended_at, status) VALUES (1, 'width', " +
+             std::to_string(now - 100) + ", " + std::to_string(now - 50) + ", 'ended')");
     db->exec("INSERT INTO sweeps (id, name, created_at, heartbeat_at, command_line, spec_json) VALUES "
              "(2, 'lr-sweep', " + std::to_string(now - 10) + ", " + std::to_string(now) +
              ", 'kiln sweep --config base.json --grid train.lr=1e-3,3e-3,1e-2', '{\"grid\":[\"train.lr\"]}')");
@@ -40,14 +40,14 @@ TEST_F(SweepsApiTest, ListsSweepsNewestFirstWithTheirProgress) {
   ASSERT_EQ(sweeps.size(), 2u);
   EXPECT_EQ(sweeps[0]["name"], "lr-sweep");
   EXPECT_EQ(sweeps[0]["id"], 2);
-  EXPECT_EQ(sweeps[0]["live"], true);
+  EXPECT_EQ(sweeps[0]["status"], "live");
   EXPECT_EQ(sweeps[0]["points"], 3);
   EXPECT_EQ(sweeps[0]["launched"], 2);
   EXPECT_EQ(sweeps[0]["completed"], 1);
   EXPECT_EQ(sweeps[0]["running"], 1);
   EXPECT_EQ(sweeps[0]["failed"], 0);
   EXPECT_EQ(sweeps[1]["name"], "width");
-  EXPECT_EQ(sweeps[1]["live"], false);
+  EXPECT_EQ(sweeps[1]["status"], "ended");
   EXPECT_TRUE(sweeps[1]["ended_at"].is_number());
 
   EXPECT_EQ(get(port_, "/api/sweeps?limit=1", {kAuth}).json().size(), 1u);
@@ -92,6 +92,8 @@ TEST_F(SweepsApiTest, ServesASweepsPointsWithTheirRunsFigures) {
 
   EXPECT_EQ(body["best"]["point"], 0) << "the only point with a validation loss";
   EXPECT_EQ(body["best"]["metric"], "final_valid_loss");
+  EXPECT_EQ(body["best"]["partial"], false) << "alpha completed";
+  EXPECT_EQ(body["best"]["label"], "best");
 
   EXPECT_EQ(get(port_, "/api/sweeps/2", {kAuth}).json()["sweep"]["name"], "lr-sweep") << "by id";
   EXPECT_EQ(get(port_, "/api/sweeps/lr", {kAuth}).json()["sweep"]["name"], "lr-sweep") << "by prefix";

@@ -104,12 +104,9 @@ LaunchPlan plan_launch(const LaunchValues& v, const std::string& kiln_binary,
   // The run's folder is where its checkpoints go: <checkpoint_dir>/<name>.
   const fs::path run_dir = fs::path(checkpoint_dir.empty() ? "checkpoints" : checkpoint_dir) / v.name;
   plan.log_path = (run_dir / "train.log").string();
-  if (plan.processes > 1) {
-    plan.argv = {"mpirun", "-np", std::to_string(plan.processes)};
-    plan.argv.insert(plan.argv.end(), train.begin(), train.end());
-  } else {
-    plan.argv = std::move(train);
-  }
+  // kiln train starts several ranks itself, under mpirun as this machine needs it.
+  if (plan.processes > 1) train.insert(train.end(), {"--ranks", std::to_string(plan.processes)});
+  plan.argv = std::move(train);
   return plan;
 }
 
@@ -225,7 +222,7 @@ class LaunchForm final : public Screen {
             {"learning rate", &values_.lr, "train.lr (peak)"},
             {"tp", &values_.tp, "tensor-parallel size (parallel.tp)"},
             {"pp", &values_.pp, "pipeline-parallel size (parallel.pp)"},
-            {"dp", &values_.dp, "data-parallel size: processes = tp x pp x dp, under mpirun when above 1"},
+            {"dp", &values_.dp, "data-parallel size: processes = tp x pp x dp, kiln train --ranks when above 1"},
             {"device", &values_.device, "backend.device: Left/Right for auto, cpu or cuda"},
             {"more --set", &values_.more, "more overrides, key=value separated by spaces"}};
   }

@@ -1,6 +1,7 @@
 // The launch form: a config from configs/ (Left/Right) or any path typed in, the run's name,
 // and overrides (steps, learning rate, tp/pp/dp, device, more --set key=value pairs); Enter
-// starts `kiln train` in the background (under `mpirun -np tp*pp*dp` when that is above 1)
+// starts `kiln train` in the background (`--ranks tp*pp*dp` when that is above 1: it starts
+// its ranks under mpirun itself)
 // with its output in <checkpoint_dir>/<name>/train.log, and the run screen takes over.
 #pragma once
 

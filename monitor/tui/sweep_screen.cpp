@@ -31,10 +31,6 @@ double metric_of(const store::SweepPointRow& p, std::string_view metric) {
   return metric == "final_valid_loss" ? p.final_valid_loss : p.final_loss;
 }
 
-std::string sweep_state(const store::SweepSummary& s) {
-  return s.live ? "live" : s.ended_at ? "ended" : "interrupted";
-}
-
 // One point's parameters, parsed; a value as text: numbers as short as they read back.
 struct PointParams {
   nlohmann::json values;
@@ -70,9 +66,10 @@ class SweepScreen final : public Screen {
     const Theme& theme = session.theme();
     const store::SweepSummary& s = details_.sweep;
     fill_row(0, 0, COLS, theme.attr(Tone::Title));
-    std::string title = fmt::format(" sweep {} · {} · {}/{} done, {} running, {} failed", s.name, sweep_state(s),
-                                    s.completed, s.points, s.running, s.failed);
-    if (best_) title += fmt::format(" · best point {} by {}", best_->point, metric_label(best_->metric));
+    std::string title = fmt::format(" sweep {} · {} · {}/{} done, {} running, {} failed", s.name,
+                                    store::to_string(s.status), s.completed, s.points, s.running, s.failed);
+    if (best_)
+      title += fmt::format(" · {} point {} by {}", store::best_label(*best_), best_->point, metric_label(best_->metric));
     put(0, 0, title, COLS, theme.attr(Tone::Title));
     put(1, 1, s.command_line.empty() ? "(no command line recorded)" : s.command_line, COLS - 2, theme.attr(Tone::Dim));
     if (details_.points.empty()) {
@@ -136,8 +133,9 @@ class SweepScreen final : public Screen {
     return {{"Enter", "open the selected point's run"},
             {"p", "plot the loss against the next swept parameter"},
             {"s", "sort the points by loss (best first) / by point"},
-            {"", "* marks the best point: the lowest final validation"},
-            {"", "loss, or the lowest final loss when none validated"}};
+            {"", "* marks the best completed point: the lowest final"},
+            {"", "validation loss, or final loss when none validated;"},
+            {"", "before any completes, the best so far (partial)"}};
   }
 
   std::string title() const override { return "Sweep"; }

@@ -3,10 +3,10 @@
 //   node sweep.mjs URL SWEEP SCREENSHOT_DIR
 // SWEEP is live, with 6 points over train.lr (1e-4..1e-2: a log axis) and model.d_model; its
 // last point's run logs a step every few hundred milliseconds while this runs. Checks: the
-// sweeps list shows it live; the points table holds every point's parameters, run link,
-// status and figures, the best point marked; sorting by a column; the parallel coordinates
-// draw an axis per parameter and the loss, a polyline per point, and name the point under the
-// pointer; the scatter draws a dot per point for each parameter chosen; the live point's row
+// sweeps list shows it live; the best point is named above the table; the points table holds
+// every point's parameters, run link, status and figures, the best point marked; sorting by a
+// column; the parallel coordinates draw an axis per parameter and the loss, a polyline per
+// point, and name the point under the pointer; the scatter draws a dot per point for each parameter chosen; the live point's row
 // follows its run; the runs table links each point's run to the sweep. Any failed
 // expectation exits non-zero with one line saying which.
 import { chromium } from "playwright-core";
@@ -42,6 +42,7 @@ try {
   expect((await text("#sweep-state")) === "live", `state "${await text("#sweep-state")}"`);
   expect((await text("#sweep-progress")).startsWith("5/6 done, 1 running, 0 failed"), `progress "${await text("#sweep-progress")}"`);
   expect((await text("#sweep-command")) === body.sweep.command_line, "the command line differs from the API's");
+  expect((await text("#sweep-best")).startsWith("best: point 3, final valid loss "), `best "${await text("#sweep-best")}"`);
 
   // The table: a row per point, in point order, with the API's values.
   const heads = await page.locator("#sweep-points th").evaluateAll((ths) => ths.map((th) => th.dataset.key));
