@@ -181,7 +181,7 @@ void BM_adamw(benchmark::State& state) {
   const Tensor p = f.make({n}), g = f.make({n}), m = f.make({n}), v = f.make({n});
   std::vector<int64_t> one_segment = {0, n, 1};
   const Tensor segments{one_segment.data(), kiln::DType::I64, {1, 3}, kiln::Device::Cpu};
-  kiln::AdamWStep step{1e-3, 0.9, 0.95, 1e-8, 0.1, 1};
+  kiln::AdamWStep step{1e-3, 0.9, 0.95, 1e-8, 0.1, 1, 1.0, Tensor{}};
   for (auto _ : state) f.ops->adamw(p, g, m, v, Tensor{}, segments, step);
 }
 
