@@ -79,7 +79,10 @@ TEST(CheckpointCli, AResumedRunContinuesTheCurveBitForBit) {
         << file;
 }
 
-TEST(CheckpointCli, ResumingLatestContinuesTheSameRunInTheStore) {
+// A completed run's latest checkpoint trained further from the command line is another
+// training: a run of its own whose parent is the completed one (kiln runs resume continues the
+// run itself; docs/checkpoints.md#resuming).
+TEST(CheckpointCli, ResumingACompletedRunsLatestWithMoreStepsIsAChildRun) {
   const std::string dir = fresh_dir("ckpt_latest");
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
   ASSERT_EQ(run_command(kiln + " train --name grow" + eight_steps(prefix, dir) +
@@ -90,7 +93,12 @@ TEST(CheckpointCli, ResumingLatestContinuesTheSameRunInTheStore) {
                                          " --set train.checkpoint_dir=" + dir + "/checkpoints" +
                                          " --store " + store);
   ASSERT_EQ(more.exit_code, 0) << more.output;
-  EXPECT_NE(more.output.find("kiln: recording run 1 'grow'"), std::string::npos) << more.output;
+  EXPECT_NE(more.output.find("kiln: run 'grow' (id 1) has ended (completed) and this training changes its config, so "
+                             "this training is a new run 'grow-2' (its parent: 'grow' at step 8); kiln runs resume "
+                             "grow continues that run itself\n"),
+            std::string::npos)
+      << more.output;
+  EXPECT_NE(more.output.find("kiln: recording run 2 'grow-2'"), std::string::npos) << more.output;
   // The schedule was for 8 steps: over 12 the cosine decays later, and the run says so.
   EXPECT_NE(more.output.find("kiln: warning: resuming " + dir +
                              "/checkpoints/grow/step-00000008 with a changed schedule (train.steps 8 -> 12): the "
@@ -99,18 +107,19 @@ TEST(CheckpointCli, ResumingLatestContinuesTheSameRunInTheStore) {
       << more.output;
   EXPECT_NE(more.output.find("step  9/12"), std::string::npos) << more.output;
   auto db = store::open_store(store, store::Access::ReadOnly);
-  ASSERT_EQ(store::list_runs(*db).size(), 1u);
-  const store::RunRecord run = store::get_run(*db, 1);
-  EXPECT_EQ(run.status, store::RunStatus::Completed);
-  EXPECT_EQ(run.last_step, 12);
-  EXPECT_EQ(store::list_checkpoints(*db, 1).size(), 3u);  // steps 4, 8, 12
-  // start, checkpoints at 4 and 8, end; then the resumed process starts again.
-  const auto events = store::list_events(*db, 1);
-  ASSERT_GE(events.size(), 5u);
-  EXPECT_EQ(events[4].kind, "start");
-  EXPECT_EQ(events[4].message.rfind("resumed from " + dir + "/checkpoints/grow/step-00000008", 0),
-            0u)
-      << events[4].message;
+  ASSERT_EQ(store::list_runs(*db).size(), 2u);
+  const store::RunRecord grow = store::get_run(*db, 1);
+  EXPECT_EQ(grow.status, store::RunStatus::Completed);
+  EXPECT_EQ(grow.last_step, 8);
+  EXPECT_EQ(store::list_checkpoints(*db, 1).size(), 2u);  // steps 4 and 8
+  const store::RunRecord child = store::get_run(*db, 2);
+  EXPECT_EQ(child.name, "grow-2");
+  EXPECT_EQ(child.status, store::RunStatus::Completed);
+  EXPECT_EQ(child.last_step, 12);
+  EXPECT_EQ(child.parent_id, 1);
+  EXPECT_EQ(child.parent_step, 8);
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/grow-2/step-00000012/manifest.json"));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/grow/step-00000012"));
 }
 
 TEST(CheckpointCli, StopAndCheckpointCommandsWriteCheckpoints) {

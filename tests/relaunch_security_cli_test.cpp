@@ -84,7 +84,7 @@ TEST(RelaunchSecurityCli, ARewrittenCommandLineChangesNothingTheRelaunchRuns) {
   // store recorded them (values attached, so a tag "-dash" is a value), this command's --set.
   const std::string expected = "kiln: " + fs::canonical(kiln).string() + " train --resume=" +
                                checkpoint_of(dir, "src", 6) + " --store=" + store +
-                               " --tag=keep --tag=-dash --serve=127.0.0.1:0 --allow-host=dash.example"
+                               " --name=src --tag=keep --tag=-dash --serve=127.0.0.1:0 --allow-host=dash.example"
                                " --max-connections=16 --set=train.steps=8\n";
   EXPECT_NE(resumed.output.find(expected), std::string::npos) << resumed.output;
   EXPECT_FALSE(fs::exists(dir + "/ran"));
@@ -146,7 +146,7 @@ TEST(RelaunchSecurityCli, TheLaunchRecordIsCheckedAsIfTypedAndAnOlderRunStartsWi
             std::string::npos)
       << old.output;
   EXPECT_NE(old.output.find(" train --resume=" + checkpoint_of(dir, "rec", 4) + " --store=" + store +
-                            " --set=train.steps=6\n"),
+                            " --name=rec --set=train.steps=6\n"),
             std::string::npos)
       << old.output;
   EXPECT_EQ(record_of(store, "rec").last_step, 6);
