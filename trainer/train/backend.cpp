@@ -11,6 +11,7 @@ namespace kiln {
 
 namespace {
 
+#ifdef KILN_HAVE_CUDA
 AttentionChoice attention_choice(const std::string& attention) {
   if (attention == "cudnn") return AttentionChoice::Cudnn;
   if (attention == "kiln") return AttentionChoice::Kiln;
@@ -18,6 +19,7 @@ AttentionChoice attention_choice(const std::string& attention) {
                                       attention + "\"");
   return AttentionChoice::Auto;
 }
+#endif
 
 std::unique_ptr<Ops> make_gpu_ops(int gpu, const std::string& attention) {
 #ifdef KILN_HAVE_CUDA
