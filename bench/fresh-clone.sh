@@ -24,7 +24,7 @@ if [ "$what" = demo ]; then
   log="$work/demo.log"
   make demo >"$log" 2>&1 &
   demo=$!
-  until grep -q '^step [0-9]*/' "$log"; do
+  until grep -Eq '^step +[0-9]+/' "$log"; do
     if ! kill -0 "$demo" 2>/dev/null; then tail -n 20 "$log"; echo "demo: ended before its first step"; exit 1; fi
     sleep 1
   done
