@@ -3,43 +3,34 @@
 #include <dlfcn.h>
 
 #include "base/check.h"
+#include "kernels/cuda/dynamic_library.h"
 
 namespace kiln::cuda {
 
 namespace {
 
-// Resolves `name` into `fn`; false (with `why` set) when the library lacks it.
-template <typename Fn>
-bool resolve(void* handle, const char* name, Fn& fn, std::string& why) {
-  fn = reinterpret_cast<Fn>(dlsym(handle, name));
-  if (fn == nullptr) why = std::string("libcudnn.so.9 has no ") + name;
-  return fn != nullptr;
-}
+const std::string kFile = "libcudnn.so.9";
 
 }  // namespace
 
 std::unique_ptr<CudnnLibrary> CudnnLibrary::load(std::string& why) {
-  void* handle = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* error = dlerror();
-    why = error != nullptr ? error : "libcudnn.so.9 could not be loaded";
-    return nullptr;
-  }
+  void* handle = open_library(kFile, why);
+  if (handle == nullptr) return nullptr;
   std::unique_ptr<CudnnLibrary> lib(new CudnnLibrary);
   lib->handle_ = handle;
   decltype(&cudnnGetVersion) get_version = nullptr;
-  if (!resolve(handle, "cudnnGetVersion", get_version, why) ||
-      !resolve(handle, "cudnnGetErrorString", lib->error_string_, why) ||
-      !resolve(handle, "cudnnGetLastErrorString", lib->last_error_, why) ||
-      !resolve(handle, "cudnnCreate", lib->create, why) ||
-      !resolve(handle, "cudnnDestroy", lib->destroy, why) ||
-      !resolve(handle, "cudnnSetStream", lib->set_stream, why) ||
-      !resolve(handle, "cudnnBackendCreateDescriptor", lib->create_descriptor, why) ||
-      !resolve(handle, "cudnnBackendDestroyDescriptor", lib->destroy_descriptor, why) ||
-      !resolve(handle, "cudnnBackendSetAttribute", lib->set_attribute, why) ||
-      !resolve(handle, "cudnnBackendGetAttribute", lib->get_attribute, why) ||
-      !resolve(handle, "cudnnBackendFinalize", lib->finalize, why) ||
-      !resolve(handle, "cudnnBackendExecute", lib->execute, why))
+  if (!resolve(handle, kFile, "cudnnGetVersion", get_version, why) ||
+      !resolve(handle, kFile, "cudnnGetErrorString", lib->error_string_, why) ||
+      !resolve(handle, kFile, "cudnnGetLastErrorString", lib->last_error_, why) ||
+      !resolve(handle, kFile, "cudnnCreate", lib->create, why) ||
+      !resolve(handle, kFile, "cudnnDestroy", lib->destroy, why) ||
+      !resolve(handle, kFile, "cudnnSetStream", lib->set_stream, why) ||
+      !resolve(handle, kFile, "cudnnBackendCreateDescriptor", lib->create_descriptor, why) ||
+      !resolve(handle, kFile, "cudnnBackendDestroyDescriptor", lib->destroy_descriptor, why) ||
+      !resolve(handle, kFile, "cudnnBackendSetAttribute", lib->set_attribute, why) ||
+      !resolve(handle, kFile, "cudnnBackendGetAttribute", lib->get_attribute, why) ||
+      !resolve(handle, kFile, "cudnnBackendFinalize", lib->finalize, why) ||
+      !resolve(handle, kFile, "cudnnBackendExecute", lib->execute, why))
     return nullptr;
   lib->version_ = static_cast<int>(get_version());
   return lib;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "kernels/cuda/cublaslt_library.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace kiln::cuda {
@@ -71,10 +72,10 @@ const void* bias_pointer(const EpilogueArgs& e) {
 }  // namespace
 
 Matmul::Plan::~Plan() {
-  if (c) cublasLtMatrixLayoutDestroy(c);
-  if (second) cublasLtMatrixLayoutDestroy(second);
-  if (first) cublasLtMatrixLayoutDestroy(first);
-  if (desc) cublasLtMatmulDescDestroy(desc);
+  if (c) cublaslt().matrix_layout_destroy(c);
+  if (second) cublaslt().matrix_layout_destroy(second);
+  if (first) cublaslt().matrix_layout_destroy(first);
+  if (desc) cublaslt().matmul_desc_destroy(desc);
 }
 
 namespace {
@@ -88,14 +89,6 @@ std::string describe(const ProductKey& key) {
          std::to_string(key.ldb) + ", ldc " + std::to_string(key.ldc) + ")";
 }
 
-void check_lt(cublasStatus_t status, const char* call, const std::string& shape) {
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    ::kiln::fail(std::string("cuBLASLt: ") + call + " failed with " +
-                 cublasLtGetStatusName(status) + " (" + cublasLtGetStatusString(status) +
-                 ") for " + shape);
-  }
-}
-
 }  // namespace
 
 Matmul::Matmul(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
@@ -103,10 +96,10 @@ Matmul::Matmul(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
              "matmul: a workspace of " + std::to_string(workspace_bytes_) +
                  " bytes leaves cuBLASLt none");
   KILN_CUDA_CHECK(cudaGetDevice(&device_));
-  check_lt(cublasLtCreate(&handle_), "cublasLtCreate", "the handle");
+  lt_.check(lt_.create(&handle_), "cublasLtCreate", "the handle");
   const cudaError_t status = cudaMalloc(&workspace_, workspace_bytes_);
   if (status != cudaSuccess) {
-    cublasLtDestroy(handle_);
+    lt_.destroy(handle_);
     KILN_CUDA_CHECK(status);
   }
 }
@@ -115,7 +108,7 @@ Matmul::~Matmul() {
   plans_.clear();
   // The workspace may still be in use by queued matmuls: cudaFree waits for the device.
   if (workspace_) cudaFree(workspace_);
-  if (handle_) cublasLtDestroy(handle_);
+  if (handle_) lt_.destroy(handle_);
 }
 
 void* Matmul::bias_grad_buffer(size_t bytes) const {
@@ -125,11 +118,11 @@ void* Matmul::bias_grad_buffer(size_t bytes) const {
 // The epilogue's pointers live in the descriptor: set at every call, as layers differ.
 void Matmul::set_pointers(const Plan& p, const EpilogueArgs& e, const std::string& shape) const {
   if (const void* bias = bias_pointer(e))
-    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+    lt_.check(lt_.matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                             sizeof(bias)),
              "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", shape);
   if (has_aux(e.kind))
-    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+    lt_.check(lt_.matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                             &e.aux, sizeof(e.aux)),
              "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)", shape);
 }
@@ -147,23 +140,23 @@ const Matmul::Plan& Matmul::plan(const ProductKey& key, const Call& call) {
     tuner_.count_unfused();
     return *plans_.emplace(key, std::move(plan)).first->second;
   };
-  check_lt(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+  lt_.check(lt_.matmul_desc_create(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
            "cublasLtMatmulDescCreate", shape);
   // cuBLASLt's first operand is our B (op T when B is stored [N, K]), its second our A.
   const cublasOperation_t op_first = key.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = key.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
+  lt_.check(lt_.matmul_desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
                                           sizeof(op_first)),
            "cublasLtMatmulDescSetAttribute(TRANSA)", shape);
-  check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
+  lt_.check(lt_.matmul_desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
                                           sizeof(op_second)),
            "cublasLtMatmulDescSetAttribute(TRANSB)", shape);
   const cublasLtEpilogue_t epilogue = lt_epilogue(e.kind);
-  check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+  lt_.check(lt_.matmul_desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                           sizeof(epilogue)),
            "cublasLtMatmulDescSetAttribute(EPILOGUE)", shape);
   if (has_aux(e.kind))
-    check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+    lt_.check(lt_.matmul_desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                             &key.aux_ld, sizeof(key.aux_ld)),
              "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)", shape);
   // The heuristic reads the epilogue's pointers for their alignment (part of the key).
@@ -172,21 +165,21 @@ const Matmul::Plan& Matmul::plan(const ProductKey& key, const Call& call) {
   // Column-major views (rows, cols, ld): B [K, N] row-major is [N, K]; B [N, K] is [K, N];
   // A [M, K] is [K, M]; A [K, M] is [M, K]; C [M, N] is [N, M].
   const uint64_t M = key.M, N = key.N, K = key.K;
-  check_lt(cublasLtMatrixLayoutCreate(&plan->first, a_b_type, key.transpose_b ? K : N,
+  lt_.check(lt_.matrix_layout_create(&plan->first, a_b_type, key.transpose_b ? K : N,
                                       key.transpose_b ? N : K, key.ldb),
            "cublasLtMatrixLayoutCreate(B)", shape);
-  check_lt(cublasLtMatrixLayoutCreate(&plan->second, a_b_type, key.transpose_a ? M : K,
+  lt_.check(lt_.matrix_layout_create(&plan->second, a_b_type, key.transpose_a ? M : K,
                                       key.transpose_a ? K : M, key.lda),
            "cublasLtMatrixLayoutCreate(A)", shape);
-  check_lt(cublasLtMatrixLayoutCreate(&plan->c, c_type, N, M, key.ldc),
+  lt_.check(lt_.matrix_layout_create(&plan->c, c_type, N, M, key.ldc),
            "cublasLtMatrixLayoutCreate(C)", shape);
   // The GELU matrix's leading dimension must be a multiple of 8 (cublasLt.h).
   if (has_aux(e.kind) && key.aux_ld % 8 != 0) return unfused();
 
   cublasLtMatmulPreference_t preference = nullptr;
-  check_lt(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate", shape);
+  lt_.check(lt_.matmul_preference_create(&preference), "cublasLtMatmulPreferenceCreate", shape);
   const uint64_t max_workspace = lt_workspace_bytes();
-  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+  cublasStatus_t status = lt_.matmul_preference_set_attribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof(max_workspace));
   const struct {
     cublasLtMatmulPreferenceAttributes_t attribute;
@@ -197,23 +190,23 @@ const Matmul::Plan& Matmul::plan(const ProductKey& key, const Call& call) {
                     {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c}};
   for (const auto& a : alignments) {
     if (status == CUBLAS_STATUS_SUCCESS)
-      status = cublasLtMatmulPreferenceSetAttribute(preference, a.attribute, &a.bytes,
+      status = lt_.matmul_preference_set_attribute(preference, a.attribute, &a.bytes,
                                                     sizeof(a.bytes));
   }
   cublasLtMatmulHeuristicResult_t results[ProductTuner::kCandidates] = {};
   int found = 0;
   if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->first, plan->second,
+    status = lt_.matmul_algo_get_heuristic(handle_, plan->desc, plan->first, plan->second,
                                             plan->c, plan->c, preference,
                                             ProductTuner::kCandidates, results, &found);
-  cublasLtMatmulPreferenceDestroy(preference);
+  lt_.matmul_preference_destroy(preference);
   // An epilogue cuBLASLt does not offer here (it may say so by status, by finding nothing or
   // by a first candidate that cannot run) runs as separate kernels; a plain product it must
   // offer.
   if (e.kind != Epilogue::None && (status != CUBLAS_STATUS_SUCCESS || found == 0 ||
                                    results[0].state != CUBLAS_STATUS_SUCCESS))
     return unfused();
-  check_lt(status, "cublasLtMatmulAlgoGetHeuristic", shape);
+  lt_.check(status, "cublasLtMatmulAlgoGetHeuristic", shape);
   if (found == 0 || results[0].state != CUBLAS_STATUS_SUCCESS)
     ::kiln::fail("cuBLASLt: no algorithm for " + shape + " (pointer alignment A " +
                  std::to_string(key.align_a) + ", B " + std::to_string(key.align_b) + ", C " +
@@ -278,7 +271,7 @@ bool Matmul::run(cudaDataType a_b_type, cudaDataType c_type, bool transpose_a, b
   const Plan& p = plan(key, Call{A, B, C, beta, &epilogue, stream});
   if (!p.runs) return false;
   if (epilogue.kind != Epilogue::None) set_pointers(p, epilogue, shape());
-  check_lt(cublasLtMatmul(handle_, p.desc, &alpha, B, p.first, A, p.second, &beta, C, p.c, C, p.c,
+  lt_.check(lt_.matmul(handle_, p.desc, &alpha, B, p.first, A, p.second, &beta, C, p.c, C, p.c,
                           &p.algo, workspace_, lt_workspace_bytes(), stream),
            "cublasLtMatmul", shape());
   return true;

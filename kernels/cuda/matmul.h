@@ -9,7 +9,6 @@
 // (they would share the workspace).
 #pragma once
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <library_types.h>
 
@@ -19,6 +18,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "kernels/cuda/cublaslt_library.h"
 #include "kernels/product_tuning.h"
 
 namespace kiln::cuda {
@@ -120,6 +120,7 @@ class Matmul {
                         void* D);
   size_t lt_workspace_bytes() const { return workspace_bytes_ - kBiasGradBytes; }
 
+  const CublasLtLibrary& lt_ = cublaslt();  // loaded by the first Matmul
   int device_ = -1;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

@@ -7,6 +7,7 @@
 // add its product kRuns + 1 times, so it writes into a scratch output made for the timing.
 #include <string>
 
+#include "kernels/cuda/cublaslt_library.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/matmul.h"
 
@@ -68,7 +69,7 @@ double Matmul::time_algorithm(const Plan& plan, const cublasLtMatmulAlgo_t& algo
                               const Call& call, void* D) {
   const float alpha = 1.0f;
   const auto launch = [&] {
-    return cublasLtMatmul(handle_, plan.desc, &alpha, call.B, plan.first, call.A, plan.second,
+    return lt_.matmul(handle_, plan.desc, &alpha, call.B, plan.first, call.A, plan.second,
                           &call.beta, D, plan.c, D, plan.c, &algo, workspace_,
                           lt_workspace_bytes(), call.stream);
   };
