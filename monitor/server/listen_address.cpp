@@ -1,5 +1,7 @@
 #include "monitor/server/listen_address.h"
 
+#include <fcntl.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <charconv>
@@ -41,19 +43,26 @@ void check_exposure(const ListenAddress& address, const std::string& token) {
        "read and change runs, or listen on 127.0.0.1");
 }
 
+void close_on_exec(int fd) { ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC); }
+
+boost::system::error_code bind_acceptor(boost::asio::ip::tcp::acceptor& acceptor, const ListenAddress& address) {
+  const boost::asio::ip::tcp::endpoint endpoint(address.host, address.port);
+  boost::system::error_code error;
+  acceptor.open(endpoint.protocol(), error);
+  if (error) return error;
+  close_on_exec(acceptor.native_handle());
+  acceptor.set_option(boost::asio::socket_base::reuse_address(true), error);
+  if (!error) acceptor.bind(endpoint, error);
+  return error;
+}
+
 ListenAddress free_listen_address(const ListenAddress& wanted) {
-  namespace net = boost::asio;
-  // Bound as the dashboard's listener binds (reuse_address: a port a closed connection left in
-  // TIME_WAIT is free), then closed, so the training that starts next can take it.
+  // Bound as the dashboard's listener binds, then closed, so the training that starts next
+  // can take it.
   const auto bound_port = [](const ListenAddress& address) -> std::optional<uint16_t> {
-    net::io_context io;
-    net::ip::tcp::acceptor acceptor(io);
-    const net::ip::tcp::endpoint endpoint(address.host, address.port);
-    boost::system::error_code error;
-    acceptor.open(endpoint.protocol(), error);
-    if (!error) acceptor.set_option(net::socket_base::reuse_address(true), error);
-    if (!error) acceptor.bind(endpoint, error);
-    if (error) return std::nullopt;
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::acceptor acceptor(io);
+    if (bind_acceptor(acceptor, address)) return std::nullopt;
     return acceptor.local_endpoint().port();
   };
   if (bound_port(wanted)) return wanted;

@@ -1,7 +1,5 @@
 #include "monitor/server/listener.h"
 
-#include <fcntl.h>
-
 #include <boost/asio/strand.hpp>
 
 #include <algorithm>
@@ -15,27 +13,13 @@ namespace kiln::monitor {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-namespace {
-
-// Boost.Asio opens and accepts sockets without close-on-exec. A program kiln starts gets no
-// descriptor but its standard streams anyway (base/child_process.h); this keeps any other
-// exec, by a library in this process, from taking the port or a client's connection along.
-void close_on_exec(int fd) { ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC); }
-
-}  // namespace
-
 Listener::Listener(net::io_context& io, const ListenAddress& address, SharedState& state)
     : io_(io),
       acceptor_(net::make_strand(io)),
       retry_timer_(acceptor_.get_executor()),
       retry_delay_(limits::kAcceptRetryFirst),
       state_(state) {
-  const tcp::endpoint endpoint(address.host, address.port);
-  boost::system::error_code error;
-  acceptor_.open(endpoint.protocol(), error);
-  if (!error) close_on_exec(acceptor_.native_handle());
-  if (!error) acceptor_.set_option(net::socket_base::reuse_address(true), error);
-  if (!error) acceptor_.bind(endpoint, error);
+  boost::system::error_code error = bind_acceptor(acceptor_, address);
   if (!error) acceptor_.listen(net::socket_base::max_listen_connections, error);
   if (error)
     store::fail("cannot listen on " + address.host.to_string() + ":" + std::to_string(address.port) + ": " +
