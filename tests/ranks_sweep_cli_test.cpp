@@ -14,8 +14,8 @@
 #include <string>
 #include <thread>
 
-#include "tests/corpus_fixture.h"
 #include "tests/run_command.h"
+#include "tests/sweep_fixture.h"
 
 namespace kiln::test {
 namespace {
@@ -26,21 +26,10 @@ const std::string kiln = KILN_BINARY;
 // Without the variables that let mpirun run as root: kiln must say so itself.
 const std::string kBareEnvironment = "env -u OMPI_ALLOW_RUN_AS_ROOT -u OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ";
 
-class RanksSweepCli : public ::testing::Test {
+class RanksSweepCli : public SweepFixture {
  protected:
-  void SetUp() override {
-    dir_ = fresh_dir("ranks_sweep_cli");
-    prefix_ = prepare_corpus(dir_);
-    store_ = dir_ + "/runs.db";
-  }
-  std::string base() const {
-    return small_run(prefix_) + " --set train.checkpoint_dir=" + dir_ + "/checkpoints --store " + store_;
-  }
-  json json_of(const std::string& command) const {
-    const CommandResult r = run_command(command);
-    EXPECT_EQ(r.exit_code, 0) << command << "\n" << r.output;
-    return json::parse(r.output, nullptr, false);
-  }
+  RanksSweepCli() : SweepFixture("ranks_sweep_cli") {}
+
   json run_named(const std::string& name) const {
     for (const json& run : json_of(kiln + " runs list --json --store " + store_))
       if (run["name"] == name) return run;
@@ -57,8 +46,6 @@ class RanksSweepCli : public ::testing::Test {
     }
     return false;
   }
-
-  std::string dir_, prefix_, store_;
 };
 
 // The first CPU this process may run on, for taskset to hold a command to one core.

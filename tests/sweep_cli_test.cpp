@@ -14,8 +14,8 @@
 #include <string>
 #include <thread>
 
-#include "tests/corpus_fixture.h"
 #include "tests/run_command.h"
+#include "tests/sweep_fixture.h"
 
 namespace kiln::test {
 namespace {
@@ -25,24 +25,9 @@ using nlohmann::json;
 
 const std::string kiln = KILN_BINARY;
 
-class SweepCli : public ::testing::Test {
+class SweepCli : public SweepFixture {
  protected:
-  void SetUp() override {
-    dir_ = fresh_dir("sweep_cli");
-    prefix_ = prepare_corpus(dir_);
-    store_ = dir_ + "/runs.db";
-  }
-  // The small run's settings for every point, its checkpoints under this test's folder.
-  std::string base() const {
-    return small_run(prefix_) + " --set train.checkpoint_dir=" + dir_ + "/checkpoints --store " + store_;
-  }
-  json json_of(const std::string& command) const {
-    const CommandResult r = run_command(command);
-    EXPECT_EQ(r.exit_code, 0) << command << "\n" << r.output;
-    return json::parse(r.output, nullptr, false);
-  }
-
-  std::string dir_, prefix_, store_;
+  SweepCli() : SweepFixture("sweep_cli") {}
 };
 
 TEST_F(SweepCli, AGridRunsEveryPointKAtATimeAndComparesThem) {

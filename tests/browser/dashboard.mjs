@@ -9,15 +9,12 @@
 // compare page overlays two runs. Each page is saved as
 // a screenshot, the compare page in both colour schemes. Any failed expectation exits
 // non-zero with one line saying which.
-import { chromium } from "playwright-core";
+import { launchBrowser } from "./launch.mjs";
 
 const [url, live, finishedA, finishedB, shots] = process.argv.slice(2);
 const timeout = 30000;
 
-const browser = await chromium.launch({
-  executablePath: process.env.KILN_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox"],
-});
+const browser = await launchBrowser();
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   const errors = [];

@@ -8,7 +8,7 @@
 // API's counts under the pointer and grows as live steps arrive; the imbalance and aux loss
 // charts draw every layer's stored values; the page fits a 1400-px window. Any failed
 // expectation exits non-zero with one line saying which.
-import { chromium } from "playwright-core";
+import { launchBrowser } from "./launch.mjs";
 
 const [url, moe, dense, shots] = process.argv.slice(2);
 const timeout = 30000;
@@ -16,10 +16,7 @@ const expect = (ok, what) => { if (!ok) throw new Error(what); };
 const api = async (path) => (await fetch(url + path)).json();
 const close = (a, b) => Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b));
 
-const browser = await chromium.launch({
-  executablePath: process.env.KILN_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox"],
-});
+const browser = await launchBrowser();
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   const errors = [];

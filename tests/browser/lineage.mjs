@@ -6,16 +6,13 @@
 // the parent's curve (dashed) up to step 8 before its own from step 9; the parent's page lists
 // the fork; Release on the live run's page ends it as released. Any failed expectation exits
 // non-zero with one line saying which.
-import { chromium } from "playwright-core";
+import { launchBrowser } from "./launch.mjs";
 
 const [url, parent, fork, live, shots] = process.argv.slice(2);
 const timeout = 30000;
 const expect = (ok, what) => { if (!ok) throw new Error(what); };
 
-const browser = await chromium.launch({
-  executablePath: process.env.KILN_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox"],
-});
+const browser = await launchBrowser();
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   const errors = [];

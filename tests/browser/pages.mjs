@@ -11,7 +11,7 @@
 // Resume each disabled when they cannot apply. Compare page: the grid of metrics with the run
 // page's controls and summary columns that line up. Any failed expectation exits non-zero
 // with one line saying which.
-import { chromium } from "playwright-core";
+import { launchBrowser } from "./launch.mjs";
 
 const [url, live, sampled, other, shots] = process.argv.slice(2);
 const timeout = 30000;
@@ -19,10 +19,7 @@ const expect = (ok, what) => { if (!ok) throw new Error(what); };
 const same = (a, b) => a.length === b.length && a.every((x, i) => Math.abs(x - b[i]) <= 1e-9 * Math.max(1, Math.abs(b[i])));
 const api = async (path) => (await fetch(url + path)).json();
 
-const browser = await chromium.launch({
-  executablePath: process.env.KILN_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox"],
-});
+const browser = await launchBrowser();
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   const errors = [];

@@ -9,17 +9,14 @@
 // a row per rank, reads the API's values under the pointer and grows as live steps arrive;
 // the alerts list and the charts' alert marks match the API. Any failed expectation exits
 // non-zero with one line saying which.
-import { chromium } from "playwright-core";
+import { launchBrowser } from "./launch.mjs";
 
 const [url, straggler, steady, shots] = process.argv.slice(2);
 const timeout = 30000;
 const expect = (ok, what) => { if (!ok) throw new Error(what); };
 const api = async (path) => (await fetch(url + path)).json();
 
-const browser = await chromium.launch({
-  executablePath: process.env.KILN_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox"],
-});
+const browser = await launchBrowser();
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   const errors = [];

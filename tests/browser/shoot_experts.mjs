@@ -1,13 +1,10 @@
 // Saves the Experts panel of one stored run as a PNG, for the docs:
 //   node shoot_experts.mjs URL RUN FILE
 // Waits for the heatmap to hold the run's steps; exits non-zero with one line if it never does.
-import { chromium } from "playwright-core";
+import { launchBrowser } from "./launch.mjs";
 
 const [url, run, file] = process.argv.slice(2);
-const browser = await chromium.launch({
-  executablePath: process.env.KILN_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox"],
-});
+const browser = await launchBrowser();
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   await page.goto(`${url}#/run/${run}`);

@@ -9,17 +9,14 @@
 // point, and name the point under the pointer; the scatter draws a dot per point for each parameter chosen; the live point's row
 // follows its run; the runs table links each point's run to the sweep. Any failed
 // expectation exits non-zero with one line saying which.
-import { chromium } from "playwright-core";
+import { launchBrowser } from "./launch.mjs";
 
 const [url, sweep, shots] = process.argv.slice(2);
 const timeout = 30000;
 const expect = (ok, what) => { if (!ok) throw new Error(what); };
 const api = async (path) => (await fetch(url + path)).json();
 
-const browser = await chromium.launch({
-  executablePath: process.env.KILN_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox"],
-});
+const browser = await launchBrowser();
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   const errors = [];

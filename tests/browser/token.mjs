@@ -5,16 +5,13 @@
 // for again), trades it for an HttpOnly, SameSite=Strict session cookie, then shows the runs
 // table and the live run's chart growing over the WebSocket; Pause, a change, goes with the
 // token as its header. Any failed expectation exits non-zero with one line saying which.
-import { chromium } from "playwright-core";
+import { launchBrowser } from "./launch.mjs";
 
 const [url, token, live] = process.argv.slice(2);
 const timeout = 30000;
 const expect = (ok, what) => { if (!ok) throw new Error(what); };
 
-const browser = await chromium.launch({
-  executablePath: process.env.KILN_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox"],
-});
+const browser = await launchBrowser();
 try {
   // Without the token, no read: the page itself is all that is served.
   expect((await fetch(`${url}api/runs`)).status === 401, "GET /api/runs without the token was not 401");

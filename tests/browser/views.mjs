@@ -15,7 +15,7 @@
 //     spans the finished points' losses only, and the hover calls a training point's loss
 //     interim.
 // Any failed expectation exits non-zero with one line saying which.
-import { chromium } from "playwright-core";
+import { launchBrowser } from "./launch.mjs";
 
 const [url, check] = process.argv.slice(2);
 const timeout = 30000;
@@ -138,10 +138,7 @@ async function parallelCoordinates(page) {
   expect(await page.locator("#sweep-scatter circle.training").count() === 2, "the scatter's training points are not hollow");
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.KILN_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox"],
-});
+const browser = await launchBrowser();
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   const errors = [];
