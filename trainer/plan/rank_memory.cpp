@@ -53,7 +53,7 @@ RankMemory plan_rank_memory(const Config& config, const ParallelLayout& layout, 
   const int stage = layout.coordinates(rank).pp;
   const ModelSplit split = rank_model_split(config, layout, groups, stage);
   std::unique_ptr<GptModel> model =
-      GptModel::laid_out(config.model, config.train.micro_batch, sizing_ops, compute_dtype(config.precision),
+      GptModel::laid_out(config.model, config.train.micro_batch, sizing_ops, compute_dtype(config.precision, sizing_ops.device()),
                          activation_slots(config, layout, stage), split);
   RankMemory memory;
   memory.arenas = model->arenas();
