@@ -53,7 +53,7 @@ TEST_P(RankMemoryEqualsAllocation, ArenaByArenaOnEveryRank) {
                                               config.model.n_head / layout.tp(), config.model.head_dim());
   for (int rank = 0; rank < c.world; ++rank) {
     const std::vector<ArenaSize> want = allocated(config, layout, rank, *ops);
-    const RankMemory got = plan_rank_memory(config, layout, rank, *ops, workspace);
+    const RankMemory got = plan_rank_memory(config, layout, rank, ops->device(), *ops, workspace);
     ASSERT_EQ(got.arenas.size(), want.size()) << "rank " << rank;
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_EQ(got.arenas[i].name, want[i].name) << "rank " << rank;
