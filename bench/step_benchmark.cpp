@@ -62,6 +62,7 @@
 #include "trainer/train/cuda_graph_choice.h"
 #include "trainer/train/device_step.h"
 #include "trainer/train/flops.h"
+#include "trainer/train/rank_build.h"
 #include "trainer/util/random.h"
 
 namespace {
@@ -135,12 +136,6 @@ Args parse_args(int argc, char** argv) {
   return args;
 }
 
-kiln::DType compute_dtype(const std::string& dtype) {
-  if (dtype == "bf16") return kiln::DType::BF16;
-  if (dtype == "fp16") return kiln::DType::F16;
-  return kiln::DType::F32;
-}
-
 // What the PyTorch peers need: the model in tests/parity/torch_reference.py's terms,
 // the training settings, the thread count, the FLOP counts and every parameter
 // (vocabulary padding left out).
@@ -195,9 +190,8 @@ int run(int argc, char** argv) {
   const kiln::Config config = kiln::load_config(args.config_path, args.overrides);
   const kiln::ModelConfig& m = config.model;
   const kiln::TrainConfig& t = config.train;
-  const kiln::DType dtype = compute_dtype(config.precision.dtype);
-
   auto ops = kiln::make_ops(config, 0);
+  const kiln::DType dtype = kiln::compute_dtype(config.precision, ops->device());
   const bool gpu = ops->device() == kiln::Device::Cuda;
   const kiln::DeviceCeilings ceilings{args.gemm_tflops * 1e12, args.bandwidth_gbs * 1e9};
   if (args.profile && gpu && !ceilings.known())
@@ -218,8 +212,10 @@ int run(int argc, char** argv) {
   kiln::Ops& step_ops = profiled ? *profiled : *ops;
   const double free_before = gpu ? static_cast<double>(ops->available_memory()) : 0;
   const Clock::time_point setup = Clock::now();
+  kiln::ModelSplit model_split;
+  model_split.fp8 = kiln::fp8_recipe(config.precision);  // precision.dtype=fp8: FP8 linear products
   kiln::GptModel model(m, t.micro_batch, step_ops, dtype,
-                       kiln::AdamW::state_bytes_per_element(dtype));
+                       kiln::AdamW::state_bytes_per_element(dtype), 1, model_split);
   model.init_parameters(t.seed);
   ops->synchronize();
   const double init_s = std::chrono::duration<double>(Clock::now() - setup).count();
@@ -267,6 +263,7 @@ int run(int argc, char** argv) {
       lap(&PhaseTimes::backward);
     }
     scaler.update(optimizer.step(t.lr, scale).skipped);
+    model.update_fp8_scales();
     sync();
     lap(&PhaseTimes::optimizer);
     return loss;
@@ -289,6 +286,7 @@ int run(int argc, char** argv) {
       const double scale = scaler.scale();
       if (const auto result = device_step->run(t.lr, scale, scale / tokens_per_step, /*captured=*/true)) {
         scaler.update(result->update.skipped);
+        model.update_fp8_scales();
         return result->loss;
       }
       fmt::print(stderr, "kiln_bench_step: CUDA graphs: off: the step cannot be captured ({})\n",
@@ -324,7 +322,10 @@ int run(int argc, char** argv) {
   }
   const double device_mem = gpu ? free_before - static_cast<double>(ops->available_memory()) : 0;
   PhaseTimes split;
-  for (int i = 0; i < kPhaseSteps; ++i) step(&split);
+  // The loss after a fixed count of steps from the seed, before the timed steps (whose count
+  // varies): two precisions compare their curves by it.
+  double loss = 0;
+  for (int i = 0; i < kPhaseSteps; ++i) loss = step(&split);
   replayed_step();  // the capture, when there is one, before the timed steps
 
   double arenas = static_cast<double>(optimizer.bytes());
@@ -350,6 +351,7 @@ int run(int argc, char** argv) {
     state.counters["opt_ms"] = split.optimizer * 1e3 / kPhaseSteps;
     state.counters["peak_mem_bytes"] = Counter(arenas, Counter::kDefaults, Counter::kIs1024);
     state.counters["init_s"] = init_s;
+    state.counters["loss"] = loss;
     if (gpu) {
       state.counters["device_mem_bytes"] =
           Counter(device_mem, Counter::kDefaults, Counter::kIs1024);

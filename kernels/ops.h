@@ -14,7 +14,8 @@
 //    Their values are the caller's to validate (a GPU could not check them without a copy
 //    back to the host);
 //  - precision: activations and parameters are the compute dtype (F32 or F64 on the CPU;
-//    F32, BF16 or F16 on CUDA); norm statistics, log-sum-exps, losses, parameter
+//    F32, BF16 or F16 on CUDA; FP8 products cast their operands to E4M3/E5M2 codes first);
+//    norm statistics, log-sum-exps, losses, parameter
 //    gradients, master weights and optimizer state are F32 (F64 when computing in F64).
 #pragma once
 
@@ -171,6 +172,27 @@ class Ops {
   // `kiln_bench_step --products plain` measures the epilogues against. Backends whose fused
   // products are the separate ops (the CPU's) ignore it.
   virtual void fuse_products(bool /*on*/) {}
+
+  // ---- FP8 products (precision.dtype=fp8; kernels/fp8_meta.h) ----------------------
+  // FP8 codes are E4M3 (weights, activations) or E5M2 (gradients) tensors. Each cast tensor
+  // has its scaling state `meta`, F32 [kFp8MetaSize] in the backend's memory: the scale it is
+  // cast with, its inverse (what recovers the values) and the amax its casts recorded.
+  // codes[R, C] = fp8(x * scale) in codes' format, rounded to nearest even and saturating at
+  // the format's largest value (kernels/fp8_convert.h), and codes_t[C, R] the same codes
+  // transposed; either may be empty. amax = max(amax, max |x|), NaN once x holds one.
+  // x [R, C] is of the compute dtype.
+  virtual void fp8_cast_transpose(const Tensor& codes, const Tensor& codes_t, const Tensor& meta,
+                                  const Tensor& x) = 0;
+  // Current scaling: amax = max |x|, then the scale for `format` (E4M3 or E5M2) with 2^-margin
+  // headroom and its inverse from it (kernels/fp8_scale.h).
+  virtual void fp8_current_scale(const Tensor& meta, const Tensor& x, DType format, int margin) = 0;
+  // out[M, N] = (a[M, K] b[N, K]^T) times both inverse scales (+ out when accumulate): both
+  // operands K-contiguous (the TN layout cuBLASLt's FP8 kernels need), never two E5M2,
+  // accumulated in fp32; out is of the compute dtype, or F32 (a parameter gradient).
+  virtual void fp8_matmul(const Tensor& out, const Tensor& a, const Tensor& a_meta, const Tensor& b,
+                          const Tensor& b_meta, bool accumulate) = 0;
+  // Why this backend cannot compute FP8 products, in one line; "" where it can.
+  virtual std::string fp8_unsupported() const = 0;
 
   // ---- choosing the products' algorithms ------------------------------------------
   // While on, the first call of each distinct product (sizes, transposes, dtypes, fused

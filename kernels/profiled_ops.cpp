@@ -184,6 +184,27 @@ void ProfiledOps::matmul_dgelu(const Tensor& dx, const Tensor& dy, const Tensor&
         [&] { inner_.matmul_dgelu(dx, dy, weight, pre); });
 }
 
+void ProfiledOps::fp8_cast_transpose(const Tensor& codes, const Tensor& codes_t, const Tensor& meta,
+                                     const Tensor& x) {
+  timed("fp8_cast_transpose", label(x), 0, bytes(x) + bytes(codes) + bytes(codes_t),
+        [&] { inner_.fp8_cast_transpose(codes, codes_t, meta, x); });
+}
+
+void ProfiledOps::fp8_current_scale(const Tensor& meta, const Tensor& x, DType format, int margin) {
+  timed("fp8_current_scale", label(x), 0, bytes(x), [&] { inner_.fp8_current_scale(meta, x, format, margin); });
+}
+
+// out[M, N] = a[M, K] b[N, K]^T in FP8: "MxNxK e4m3.e4m3->bf16 nt".
+void ProfiledOps::fp8_matmul(const Tensor& out, const Tensor& a, const Tensor& a_meta, const Tensor& b,
+                             const Tensor& b_meta, bool accumulate) {
+  const int64_t m = a.shape.rows(), n = b.shape.rows(), k = a.shape.cols();
+  const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " +
+                            dtype_name(a.dtype) + "." + dtype_name(b.dtype) + "->" + dtype_name(out.dtype) +
+                            (accumulate ? " nt +=" : " nt");
+  timed("fp8_matmul", shape, matmul_flops(m, n, k), bytes(a) + bytes(b) + (accumulate ? 2 : 1) * bytes(out),
+        [&] { inner_.fp8_matmul(out, a, a_meta, b, b_meta, accumulate); });
+}
+
 void ProfiledOps::embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                                     const Tensor& wpe, const Tensor& positions) {
   const double gathered = bytes(out.numel(), wte) + bytes(out.numel(), wpe);

@@ -74,6 +74,12 @@ class ProfiledOps final : public Ops {
                         const Tensor& x) override;
   void matmul_dgelu(const Tensor& dx, const Tensor& dy, const Tensor& weight,
                     const Tensor& pre) override;
+  void fp8_cast_transpose(const Tensor& codes, const Tensor& codes_t, const Tensor& meta,
+                          const Tensor& x) override;
+  void fp8_current_scale(const Tensor& meta, const Tensor& x, DType format, int margin) override;
+  void fp8_matmul(const Tensor& out, const Tensor& a, const Tensor& a_meta, const Tensor& b,
+                  const Tensor& b_meta, bool accumulate) override;
+  std::string fp8_unsupported() const override { return inner_.fp8_unsupported(); }
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                          const Tensor& wpe, const Tensor& positions) override;
   void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,

@@ -12,6 +12,8 @@ size_t dtype_size(DType dtype) {
     case DType::I64: return 8;
     case DType::BF16: return 2;
     case DType::F16: return 2;
+    case DType::E4M3:
+    case DType::E5M2: return 1;
   }
   return 0;
 }
@@ -24,6 +26,8 @@ const char* dtype_name(DType dtype) {
     case DType::I64: return "int64";
     case DType::BF16: return "bf16";
     case DType::F16: return "fp16";
+    case DType::E4M3: return "e4m3";
+    case DType::E5M2: return "e5m2";
   }
   return "?";
 }

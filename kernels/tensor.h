@@ -17,6 +17,8 @@ enum class DType : uint8_t {
   I64,   // offsets (the optimizer's table of parameter segments)
   BF16,  // parameters and activations in bf16 mixed precision (CUDA)
   F16,   // parameters and activations in fp16 mixed precision (CUDA)
+  E4M3,  // FP8 codes of weights and activations (precision.dtype=fp8), one byte each
+  E5M2,  // FP8 codes of gradients (precision.dtype=fp8)
 };
 
 enum class Device : uint8_t { Cpu, Cuda };

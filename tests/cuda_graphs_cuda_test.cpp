@@ -94,6 +94,14 @@ TEST(CudaGraphs, LlamaTinyTrainsTheSameBitsReplayed) {
                        " --set precision.dtype=bf16 --set model.arch=llama --set model.n_kv_head=1 --set model.d_ff=256");
 }
 
+// fp8's scales live in device memory the replays read, rewritten by the host between steps
+// (delayed scaling): a replayed step casts with each step's scales as the eager one does.
+TEST(CudaGraphs, Fp8LlamaTinyTrainsTheSameBitsReplayed) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no GPU";
+  expect_same_training("llama-tiny-fp8",
+                       " --set precision.dtype=fp8 --set model.arch=llama --set model.n_kv_head=1 --set model.d_ff=256");
+}
+
 // fp16's loss scale bakes into the captured backward: a skipped step halves it and the next
 // replay is a new capture, which must keep the bits too.
 TEST(CudaGraphs, Fp16LossScalingTrainsTheSameBitsReplayed) {

@@ -13,7 +13,9 @@
 #include "base/check.h"
 #include "kernels/fused_matmul.h"
 #include "kernels/op_checks.h"
+#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/fp8_meta.h"
 #include "kernels/cpu/openblas_core.h"
 #include "kernels/ops.h"
 
@@ -30,7 +32,9 @@ void dispatch(const Tensor& x, Fn&& fn) {
     case DType::I32:
     case DType::I64:
     case DType::BF16:
-    case DType::F16: break;
+    case DType::F16:
+    case DType::E4M3:
+    case DType::E5M2: break;
   }
   fail(std::string("cpu ops: fp32 or fp64 tensor expected, got ") + dtype_name(x.dtype));
 }
@@ -191,6 +195,31 @@ class CpuOps final : public Ops {
                     const Tensor& pre) override {
     composed_matmul_dgelu(*this, dx, dy, weight, pre);
   }
+
+  // FP8 on the CPU is an emulation of the device's products (kernels/cpu/fp8.h): the same
+  // codes and scales, products of the decoded codes in fp32.
+  void fp8_cast_transpose(const Tensor& codes, const Tensor& codes_t, const Tensor& meta,
+                          const Tensor& x) override {
+    const Fp8Format format = check_fp8_cast(codes, codes_t, meta, x);
+    KILN_CHECK(x.dtype == DType::F32, std::string("fp8_cast_transpose: fp32 x expected, got ") + dtype_name(x.dtype));
+    cpu::fp8_cast_transpose(codes.as<uint8_t>(), codes_t.as<uint8_t>(), meta.as<float>(), x.as<float>(),
+                            x.shape.rows(), x.shape.cols(), format);
+  }
+  void fp8_current_scale(const Tensor& meta, const Tensor& x, DType format, int margin) override {
+    check_fp8_meta(meta, "fp8_current_scale");
+    KILN_CHECK(x.dtype == DType::F32, std::string("fp8_current_scale: fp32 x expected, got ") + dtype_name(x.dtype));
+    cpu::fp8_current_scale(meta.as<float>(), x.as<float>(), x.numel(), fp8_format(format, "fp8_current_scale"),
+                           margin);
+  }
+  void fp8_matmul(const Tensor& out, const Tensor& a, const Tensor& a_meta, const Tensor& b, const Tensor& b_meta,
+                  bool accumulate) override {
+    check_fp8_matmul(out, a, a_meta, b, b_meta);
+    KILN_CHECK(out.dtype == DType::F32, std::string("fp8_matmul: fp32 out expected, got ") + dtype_name(out.dtype));
+    cpu::fp8_matmul(out.as<float>(), a.as<uint8_t>(), fp8_format(a.dtype, "fp8_matmul"), a_meta.as<float>(),
+                    b.as<uint8_t>(), fp8_format(b.dtype, "fp8_matmul"), b_meta.as<float>(), a.shape.rows(),
+                    b.shape.rows(), a.shape.cols(), accumulate);
+  }
+  std::string fp8_unsupported() const override { return ""; }
 
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                          const Tensor& wpe, const Tensor& positions) override {

@@ -37,7 +37,9 @@ void fill_normal(void* x, DType dtype, const RandomRuns& runs, uint64_t seed, ui
       return fill_runs(static_cast<uint16_t*>(x), runs, seed, stream, mean, std,
                        [](double v) { return float_to_f16(static_cast<float>(v)); });
     case DType::I32:
-    case DType::I64: break;
+    case DType::I64:
+    case DType::E4M3:
+    case DType::E5M2: break;
   }
   fail(std::string("fill_normal: a floating tensor expected, got ") + dtype_name(dtype));
 }

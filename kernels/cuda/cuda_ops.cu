@@ -13,10 +13,13 @@
 
 #include "base/check.h"
 #include "kernels/cudnn_attention_support.h"
+#include "kernels/fp8_meta.h"
 #include "kernels/fused_matmul.h"
 #include "kernels/op_checks.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cudnn_attention.h"
+#include "kernels/cuda/fp8.h"
+#include "kernels/cuda/fp8_matmul.h"
 #include "kernels/cuda/fused_matmul.h"
 #include "kernels/cuda/kernels.cuh"
 #include "kernels/cuda/matmul.h"
@@ -117,6 +120,7 @@ class CudaOps final : public Ops {
     cudaFree(sum_partials_);
     cudaFree(workspace_);
     matmul_.reset();
+    fp8_matmul_.reset();
     cudaStreamDestroy(stream_);
   }
 
@@ -288,6 +292,43 @@ class CudaOps final : public Ops {
       composed_matmul_dgelu(*this, dx, dy, weight, pre);
   }
   void fuse_products(bool on) override { fuse_products_ = on; }
+
+  void fp8_cast_transpose(const Tensor& codes, const Tensor& codes_t, const Tensor& meta,
+                          const Tensor& x) override {
+    const Fp8Format format = check_fp8_cast(codes, codes_t, meta, x);
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::fp8_cast_transpose(ptr<uint8_t>(codes), ptr<uint8_t>(codes_t), ptr<float>(meta), ptr<T>(x),
+                               x.shape.rows(), x.shape.cols(), format, stream_);
+    });
+  }
+  void fp8_current_scale(const Tensor& meta, const Tensor& x, DType format, int margin) override {
+    check_fp8_meta(meta, "fp8_current_scale");
+    const Fp8Format f = fp8_format(format, "fp8_current_scale");
+    dispatch(x, [&](auto t) {
+      using T = decltype(t);
+      cuda::fp8_current_scale(ptr<float>(meta), ptr<T>(x), x.numel(), f, margin, stream_);
+    });
+  }
+  void fp8_matmul(const Tensor& out, const Tensor& a, const Tensor& a_meta, const Tensor& b, const Tensor& b_meta,
+                  bool accumulate) override {
+    check_fp8_matmul(out, a, a_meta, b, b_meta);
+    const std::string why = fp8_unsupported();
+    KILN_CHECK(why.empty(), why);
+    // Made at the first FP8 product (step 1, before any capture): runs without FP8 keep
+    // their memory.
+    if (!fp8_matmul_) fp8_matmul_ = std::make_unique<cuda::Fp8Matmul>();
+    const auto fp8_type = [](DType d) { return d == DType::E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; };
+    const float* a_scale_inv = ptr<float>(a_meta) + kFp8ScaleInv;
+    const float* b_scale_inv = ptr<float>(b_meta) + kFp8ScaleInv;
+    fp8_matmul_->run(fp8_type(a.dtype), fp8_type(b.dtype), cuda_type(out.dtype), a.shape.rows(), b.shape.rows(),
+                     a.shape.cols(), a.data, a_scale_inv, b.data, b_scale_inv, out.data, accumulate, stream_);
+  }
+  std::string fp8_unsupported() const override {
+    if (compute_capability_ >= 89) return "";
+    return "FP8 products need compute capability 8.9 or newer (Ada or Hopper); " + name_ + " has " +
+           std::to_string(compute_capability_ / 10) + "." + std::to_string(compute_capability_ % 10);
+  }
   void tune_products(bool on) override { matmul_->tune(on); }
   std::string product_tuning() const override { return matmul_->tuner().summary("cuBLASLt"); }
 
@@ -697,6 +738,7 @@ class CudaOps final : public Ops {
   std::string attention_text_ = "kiln's kernels";
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Matmul> matmul_;
+  std::unique_ptr<cuda::Fp8Matmul> fp8_matmul_;  // made at the first FP8 product
   void* sum_partials_ = nullptr;  // sum_squares' (calls on stream_ take turns)
   bool fuse_products_ = true;  // Ops::fuse_products
   void* workspace_ = nullptr;

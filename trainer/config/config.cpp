@@ -105,6 +105,9 @@ void for_each_field(C& c, F&& f) {
   f("parallel", "device_comm", c.parallel.device_comm);
 
   f("precision", "dtype", c.precision.dtype);
+  f("precision", "fp8_scaling", c.precision.fp8_scaling);
+  f("precision", "fp8_amax_history", c.precision.fp8_amax_history);
+  f("precision", "fp8_margin", c.precision.fp8_margin);
 
   f("backend", "device", c.backend.device);
   f("backend", "threads", c.backend.threads);
@@ -556,7 +559,11 @@ void validate(const Config& c) {
   validate_train(c.train);
   validate_data(c.data, c.model);
   validate_parallel(c.parallel, c.model);
-  one_of("precision.dtype", c.precision.dtype, {"fp32", "bf16", "fp16"});
+  one_of("precision.dtype", c.precision.dtype, {"fp32", "bf16", "fp16", "fp8"});
+  one_of("precision.fp8_scaling", c.precision.fp8_scaling, {"delayed", "current"});
+  at_least("precision.fp8_amax_history", c.precision.fp8_amax_history, 1);
+  if (c.precision.fp8_margin < 0 || c.precision.fp8_margin > 30)
+    fail("config: precision.fp8_margin must be between 0 and 30, got " + show(c.precision.fp8_margin));
   one_of("backend.device", c.backend.device, {"cpu", "cuda", "auto"});
   at_least("backend.threads", c.backend.threads, 0);
   validate_attention(c);

@@ -143,7 +143,14 @@ struct ParallelConfig {
 };
 
 struct PrecisionConfig {
-  std::string dtype = "fp32";  // fp32 | bf16 | fp16
+  // fp32 | bf16 | fp16 | fp8 (bf16 with the blocks' linear products in FP8 on a GPU of compute
+  // capability 8.9 or newer; the CPU emulates the same FP8 quantisation in fp32)
+  std::string dtype = "fp32";
+  // FP8's scaling recipe (trainer/precision/fp8_scaling.h): delayed | current, the steps of
+  // amax history delayed scaling keeps, and the headroom 2^margin.
+  std::string fp8_scaling = "delayed";
+  int fp8_amax_history = 1024;
+  int fp8_margin = 0;
 };
 
 struct BackendConfig {

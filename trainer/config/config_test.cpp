@@ -205,7 +205,10 @@ TEST(Config, EveryValidationRuleNamesItsKey) {
       {{"parallel.pp=2", "model.n_layer=6", "parallel.first_stage_layers=6"},
        "pipeline: model.n_layer=6 - 6 on the first stage leaves 0 layers, which do not split "
        "evenly over the other 1 of pp x vpp = 2 x 1 = 2 stages (each needs one or more)"},
-      {{"precision.dtype=fp8"}, "precision.dtype must be one of fp32, bf16, fp16"},
+      {{"precision.dtype=int8"}, "precision.dtype must be one of fp32, bf16, fp16, fp8"},
+      {{"precision.fp8_scaling=tensorwise"}, "precision.fp8_scaling must be one of delayed, current"},
+      {{"precision.fp8_amax_history=0"}, "precision.fp8_amax_history must be >= 1"},
+      {{"precision.fp8_margin=31"}, "precision.fp8_margin must be between 0 and 30, got 31"},
       {{"backend.device=tpu"}, "backend.device must be one of cpu, cuda, auto"},
       {{"backend.threads=-1"}, "backend.threads must be >= 0"},
       {{"backend.attention=flash"}, "backend.attention must be one of auto, cudnn, kiln, got \"flash\""},
@@ -333,7 +336,7 @@ TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
       {"model", 13}, {"moe", 14}, {"train", 26}, {"data", 7}, {"parallel", 13},
-      {"precision", 1}, {"backend", 4}, {"store", 1}, {"alerts", 14}};
+      {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 14}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
   EXPECT_EQ(j["train"]["adam_eps"], 1e-8);
@@ -353,6 +356,17 @@ TEST(Config, AttentionKernelsAreChosenByName) {
             "cudnn");
   EXPECT_EQ(with({"backend.attention=auto", "data.reset_attention_mask=true"}).backend.attention,
             "auto");
+}
+
+TEST(Config, Fp8IsAPrecisionWithItsScalingRecipe) {
+  const Config c = with({"precision.dtype=fp8"});
+  EXPECT_EQ(c.precision.fp8_scaling, "delayed");
+  EXPECT_EQ(c.precision.fp8_amax_history, 1024);
+  EXPECT_EQ(c.precision.fp8_margin, 0);
+  const Config current =
+      with({"precision.dtype=fp8", "precision.fp8_scaling=current", "precision.fp8_margin=2"});
+  EXPECT_EQ(current.precision.fp8_scaling, "current");
+  EXPECT_EQ(current.precision.fp8_margin, 2);
 }
 
 TEST(Config, ProductTuningCanBeTurnedOff) {

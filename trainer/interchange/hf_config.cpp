@@ -16,7 +16,9 @@ const char* torch_dtype(DType dtype) {
     case DType::BF16: return "bfloat16";
     case DType::F16: return "float16";
     case DType::I32:
-    case DType::I64: break;
+    case DType::I64:
+    case DType::E4M3:
+    case DType::E5M2: break;
   }
   fail(std::string("export: weights of dtype ") + dtype_name(dtype) + " are not a model's");
 }

@@ -27,7 +27,9 @@ void copy_from_doubles(Ops& ops, const Tensor& dst, const std::vector<double>& v
       return;
     }
     case DType::I32:
-    case DType::I64: break;
+    case DType::I64:
+    case DType::E4M3:
+    case DType::E5M2: break;
   }
   fail(std::string("copy: floating tensor expected, got ") + dtype_name(dst.dtype));
 }
@@ -52,7 +54,9 @@ std::vector<double> copy_to_doubles(Ops& ops, const Tensor& src) {
       return out;
     }
     case DType::I32:
-    case DType::I64: break;
+    case DType::I64:
+    case DType::E4M3:
+    case DType::E5M2: break;
   }
   fail(std::string("copy: floating tensor expected, got ") + dtype_name(src.dtype));
 }
@@ -67,6 +71,8 @@ std::vector<double> doubles_from_bytes(const void* bytes, DType dtype, int64_t c
       case DType::F16: out[i] = f16_to_float(static_cast<const uint16_t*>(bytes)[i]); break;
       case DType::I32:
       case DType::I64:
+      case DType::E4M3:
+      case DType::E5M2:
         fail(std::string("copy: floating values expected, got ") + dtype_name(dtype));
     }
   }

@@ -22,6 +22,7 @@ GptModel::GptModel(LayoutOnly, const ModelConfig& config, int64_t micro_batch, O
       params_(dtype, wide_dtype(dtype)) {
   chunks_ = split_.chunks;
   if (chunks_.empty()) chunks_ = {{0, config_.n_layer, true, true}};
+  if (split_.fp8) fp8_ = std::make_unique<Fp8Products>(*split_.fp8);
   layout();
 }
 
@@ -43,10 +44,12 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DTy
   activations_.allocate(ops_);
   scratch_.allocate(ops_);
   recomputed_.allocate(ops_);
+  if (fp8_) fp8_->allocate(ops_);
   layout();
   activations_.check_complete();
   scratch_.check_complete();
   recomputed_.check_complete();
+  if (fp8_) fp8_->start(ops_);
   const int tp = split_.tp();
   workspace_bytes_ = ops_.reserve({micro_batch_, config_.seq_len / split_.cp(),
                                    {config_.n_head / tp, config_.kv_heads() / tp, config_.head_dim()},
@@ -76,6 +79,7 @@ void GptModel::check_fits(size_t optimizer_bytes_per_element) const {
 
 void GptModel::layout() {
   params_.begin_pass();
+  if (fp8_) fp8_->begin_pass();
   const SequenceParallel* sequence = sequence_parallel() ? &sequence_ : nullptr;
   const ContextParallel* context = context_parallel() ? &context_ : nullptr;
   const LayerBuild build{config_,      micro_batch_, slots_, dtype_,      wide_dtype(dtype_),
@@ -86,7 +90,7 @@ void GptModel::layout() {
   const bool full = split_.recompute == Recompute::Full;
   const LayerBuild block_build{config_, micro_batch_, slots_, dtype_, wide_dtype(dtype_),
                                params_, full ? recomputed_ : activations_, scratch_, split_,
-                               recomputed_, sequence, context};
+                               recomputed_, sequence, context, fp8_.get()};
   const int64_t C = config_.d_model, V = config_.vocab_size;
   // Positions are the whole sequence's; each rank holds T / cp tokens of it (Tl).
   const int64_t T = config_.seq_len, Tl = build.seq();
@@ -165,6 +169,7 @@ void GptModel::layout() {
   }
   block_scratch_.bind(build);
   d_residual_ = build.take_share(scratch_, C);
+  if (fp8_) fp8_->end_pass();
 }
 
 void GptModel::fill_rope_table() {
@@ -495,6 +500,7 @@ std::vector<ArenaSize> GptModel::arenas() const {
                                 {"activations", activations_.bytes()},
                                 {"scratch", scratch_.bytes()}};
   if (split_.recompute != Recompute::None) arenas.push_back({"recomputed", recomputed_.bytes()});
+  if (fp8_) arenas.push_back({"fp8", fp8_->bytes()});
   return arenas;
 }
 

@@ -17,6 +17,7 @@
 #include "trainer/model/scratch.h"
 #include "trainer/model/tensor_parallel_linear.h"
 #include "trainer/model/transformer_block.h"
+#include "trainer/precision/fp8_products.h"
 
 namespace kiln {
 
@@ -92,6 +93,11 @@ class GptModel {
   void backward(double dloss, int slot = 0,
                 const std::function<void(int64_t)>& gradients_ready = {}, int chunk = 0);
   void zero_grad();
+  // After each step under precision.dtype=fp8: the FP8 scales for the next step
+  // (Fp8Products::update).
+  void update_fp8_scales() {
+    if (fp8_) fp8_->update(ops_);
+  }
 
   // This rank's virtual stages (one, the whole model, without pipeline parallelism).
   int chunks() const { return static_cast<int>(chunks_.size()); }
@@ -119,8 +125,8 @@ class GptModel {
   int slots() const { return slots_; }
   // Every arena and the op workspace, as allocated.
   std::vector<ArenaSize> memory() const;
-  // The arenas (parameters, gradients, activations, scratch, and recomputed when the split
-  // recomputes), the op workspace left out.
+  // The arenas (parameters, gradients, activations, scratch, recomputed when the split
+  // recomputes, and fp8's scales and codes under FP8), the op workspace left out.
   std::vector<ArenaSize> arenas() const;
   // The mixture of experts of layer `layer` (0-based, of the whole model) when it is an MoE
   // layer held by this rank; null otherwise.
@@ -170,6 +176,7 @@ class GptModel {
   Arena scratch_{"scratch"};
   Arena recomputed_{"recomputed"};
   size_t workspace_bytes_ = 0;
+  std::unique_ptr<Fp8Products> fp8_;  // precision.dtype=fp8
 
   std::vector<PipelineChunk> chunks_;
   Parameter wte_, wpe_;

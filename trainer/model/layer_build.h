@@ -10,6 +10,7 @@
 namespace kiln {
 
 class ContextParallel;
+class Fp8Products;
 class SequenceParallel;
 
 struct LayerBuild {
@@ -29,6 +30,8 @@ struct LayerBuild {
   const SequenceParallel* sequence = nullptr;
   // Context parallelism's ring attention; null when it is off.
   const ContextParallel* context = nullptr;
+  // The FP8 products the linear layers register with (precision.dtype=fp8); null otherwise.
+  Fp8Products* fp8 = nullptr;
 
   // The tokens of a sequence this rank holds: seq_len, or its 1 / cp share.
   int64_t seq() const { return model.seq_len / split.cp(); }

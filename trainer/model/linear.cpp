@@ -17,20 +17,33 @@ void Linear::bind(const LayerBuild& build, const std::string& name, int64_t in, 
     bias_ = build.params.add(name + ".bias", {out}, Init::Zeros, 0, -1,
                              split.dim == 0 ? split : TensorSplit{});
   weight_ = build.params.add(name + ".weight", {out, in}, Init::Normal, init_std, -1, split);
+  fp8_ = build.fp8;
+  if (fp8_) fp8_layer_ = fp8_->add(build.micro_batch * build.seq(), in, out);
 }
 
 void Linear::forward(Ops& ops, const Tensor& y, const Tensor& x) const {
-  if (has_bias_) ops.matmul_bias(matrix(y), matrix(x), weight_.value, bias_.value);
-  else product(ops, y, x);
+  if (has_bias_ && !fp8_) {
+    ops.matmul_bias(matrix(y), matrix(x), weight_.value, bias_.value);
+    return;
+  }
+  product(ops, y, x);
+  add_bias(ops, y);
 }
 
 void Linear::forward_gelu(Ops& ops, const Tensor& y, const Tensor& pre, const Tensor& x) const {
   KILN_CHECK(has_bias_, "a linear layer followed by GELU has a bias");
-  ops.matmul_bias_gelu(matrix(y), matrix(pre), matrix(x), weight_.value, bias_.value);
+  if (!fp8_) {
+    ops.matmul_bias_gelu(matrix(y), matrix(pre), matrix(x), weight_.value, bias_.value);
+    return;
+  }
+  product(ops, pre, x);
+  add_bias(ops, pre);
+  ops.gelu_forward(matrix(y), matrix(pre));
 }
 
 void Linear::product(Ops& ops, const Tensor& y, const Tensor& x) const {
-  ops.matmul(matrix(y), matrix(x), false, weight_.value, true, false);
+  if (fp8_) fp8_->forward(ops, fp8_layer_, matrix(y), matrix(x), weight_.value);
+  else ops.matmul(matrix(y), matrix(x), false, weight_.value, true, false);
 }
 
 void Linear::add_bias(Ops& ops, const Tensor& y) const {
@@ -39,6 +52,12 @@ void Linear::add_bias(Ops& ops, const Tensor& y) const {
 
 void Linear::backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x,
                       const Tensor& gelu_pre) const {
+  if (fp8_) {
+    if (has_bias_) ops.bias_backward(bias_.grad, matrix(dy));
+    fp8_->backward(ops, fp8_layer_, dx.empty() ? dx : matrix(dx), matrix(dy), matrix(x), weight_.value, weight_.grad);
+    if (!dx.empty() && !gelu_pre.empty()) ops.gelu_backward(matrix(dx), matrix(gelu_pre), matrix(dx));
+    return;
+  }
   if (has_bias_) ops.matmul_bias_grad(weight_.grad, bias_.grad, matrix(dy), matrix(x));
   else ops.matmul(weight_.grad, matrix(dy), true, matrix(x), false, true);
   if (dx.empty()) return;

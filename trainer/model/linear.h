@@ -3,12 +3,14 @@
 // The bias goes into the product and its gradient into the weight gradient's product
 // (ops.h's fused products: cuBLASLt's epilogues on a GPU, the same separate ops as before
 // on the CPU); a GELU after the layer goes into the forward product too, and its backward
-// into the next layer's input-gradient product.
+// into the next layer's input-gradient product. Under precision.dtype=fp8 the products are
+// FP8's (trainer/precision/fp8_products.h) and the bias and GELU separate ops around them.
 #pragma once
 
 #include <string>
 
 #include "trainer/model/layer_build.h"
+#include "trainer/precision/fp8_products.h"
 
 namespace kiln {
 
@@ -39,6 +41,9 @@ class Linear {
   Parameter weight_;
   Parameter bias_;
   bool has_bias_ = false;
+  // Its products in FP8 (precision.dtype=fp8), as layer fp8_layer_ of fp8_; null otherwise.
+  Fp8Products* fp8_ = nullptr;
+  int fp8_layer_ = -1;
 };
 
 }  // namespace kiln

@@ -3,11 +3,13 @@
 // are padded for the ranks that shard them.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "trainer/model/parameters.h"
 #include "trainer/parallel/communicator.h"
+#include "trainer/precision/fp8_scaling.h"
 
 namespace kiln {
 
@@ -56,6 +58,9 @@ struct ModelSplit {
   // parallel.etp=1 under tensor parallelism: every expert whole on each tensor rank, which
   // routes its own share of the tokens (sequence parallelism) through the expert group.
   bool whole_experts = false;
+  // precision.dtype=fp8: the blocks' linear layers multiply in FP8 under this recipe
+  // (trainer/precision/fp8_products.h); empty: in the compute dtype.
+  std::optional<Fp8Recipe> fp8;
 
   int tp() const { return tensor ? tensor->size() : 1; }
   // The shares the tokens are cut into between the tensor-parallel layers.

@@ -43,6 +43,9 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::BF16:
     case DType::F16:
       return MPI_UINT16_T;  // moved as bits; reductions refuse them (mpi_reducible)
+    case DType::E4M3:
+    case DType::E5M2:
+      return MPI_UINT8_T;
   }
   return MPI_BYTE;
 }

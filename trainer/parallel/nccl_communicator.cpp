@@ -37,6 +37,9 @@ ncclDataType_t nccl_type(DType dtype) {
       return ncclBfloat16;
     case DType::F16:
       return ncclFloat16;
+    case DType::E4M3:
+    case DType::E5M2:
+      return ncclUint8;
   }
   return ncclUint8;
 }

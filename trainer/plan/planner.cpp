@@ -111,7 +111,7 @@ void size_ranks(PlannedLayout& l, const ParallelLayout& layout, const DeviceSpec
     RankCoordinates at;
     at.pp = stage;
     const int rank = layout.rank_of(at);
-    RankMemory memory = plan_rank_memory(c, layout, rank, ops, workspace);
+    RankMemory memory = plan_rank_memory(c, layout, rank, device.gpu ? Device::Cuda : Device::Cpu, ops, workspace);
     if (!l.sized || memory.total() > l.memory.total()) {
       l.memory = std::move(memory);
       l.memory_rank = rank;

@@ -46,14 +46,14 @@ RankGroups planned_rank_groups(const ParallelLayout& layout, int rank,
   return groups;
 }
 
-RankMemory plan_rank_memory(const Config& config, const ParallelLayout& layout, int rank, Ops& sizing_ops,
-                            size_t op_workspace) {
+RankMemory plan_rank_memory(const Config& config, const ParallelLayout& layout, int rank, Device device,
+                            Ops& sizing_ops, size_t op_workspace) {
   std::vector<std::unique_ptr<Communicator>> held;
   const RankGroups groups = planned_rank_groups(layout, rank, held);
   const int stage = layout.coordinates(rank).pp;
   const ModelSplit split = rank_model_split(config, layout, groups, stage);
   std::unique_ptr<GptModel> model =
-      GptModel::laid_out(config.model, config.train.micro_batch, sizing_ops, compute_dtype(config.precision),
+      GptModel::laid_out(config.model, config.train.micro_batch, sizing_ops, compute_dtype(config.precision, device),
                          activation_slots(config, layout, stage), split);
   RankMemory memory;
   memory.arenas = model->arenas();

@@ -33,9 +33,10 @@ size_t op_workspace_bytes(bool gpu, int threads, int64_t micro_batch, int64_t se
 RankGroups planned_rank_groups(const ParallelLayout& layout, int rank,
                                std::vector<std::unique_ptr<Communicator>>& held);
 
-// Rank `rank` of `layout` under `config`: what Trainer allocates on that rank. sizing_ops is
-// any backend: laying out calls none of it.
-RankMemory plan_rank_memory(const Config& config, const ParallelLayout& layout, int rank, Ops& sizing_ops,
-                            size_t op_workspace);
+// Rank `rank` of `layout` under `config`: what Trainer allocates on that rank when it computes
+// on `device` (the dtype of fp8's activations depends on it). sizing_ops is any backend:
+// laying out calls none of it.
+RankMemory plan_rank_memory(const Config& config, const ParallelLayout& layout, int rank, Device device,
+                            Ops& sizing_ops, size_t op_workspace);
 
 }  // namespace kiln

@@ -31,7 +31,7 @@ std::vector<ArenaSize> allocated(const Config& config, const ParallelLayout& lay
   const RankGroups groups = planned_rank_groups(layout, rank, held);
   const int stage = layout.coordinates(rank).pp;
   const ModelSplit split = rank_model_split(config, layout, groups, stage);
-  GptModel model(config.model, config.train.micro_batch, ops, compute_dtype(config.precision), 0,
+  GptModel model(config.model, config.train.micro_batch, ops, compute_dtype(config.precision, ops.device()), 0,
                  activation_slots(config, layout, stage), split);
   AdamW optimizer(config.train, model.parameters(), ops, rank_optimizer_groups(config, layout, groups));
   std::vector<ArenaSize> arenas = model.memory();
@@ -53,7 +53,7 @@ TEST_P(RankMemoryEqualsAllocation, ArenaByArenaOnEveryRank) {
                                               config.model.n_head / layout.tp(), config.model.head_dim());
   for (int rank = 0; rank < c.world; ++rank) {
     const std::vector<ArenaSize> want = allocated(config, layout, rank, *ops);
-    const RankMemory got = plan_rank_memory(config, layout, rank, *ops, workspace);
+    const RankMemory got = plan_rank_memory(config, layout, rank, ops->device(), *ops, workspace);
     ASSERT_EQ(got.arenas.size(), want.size()) << "rank " << rank;
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_EQ(got.arenas[i].name, want[i].name) << "rank " << rank;
@@ -79,6 +79,8 @@ std::vector<Case> cases() {
       {"recompute_selective", 1, {"train.recompute=selective"}},
       {"pp2_recompute_full", 2, {"parallel.pp=2", "train.recompute=full"}},
       {"cp2_dp2_distributed_optimizer", 4, {"parallel.cp=2", "parallel.distributed_optimizer=true"}},
+      {"fp8_tp2_pp2_recompute_full", 4,
+       {"precision.dtype=fp8", "parallel.tp=2", "parallel.pp=2", "train.recompute=full"}},
   };
   std::vector<std::string> ep2 = kMoe, etp1 = kMoe;
   ep2.insert(ep2.end(), {"parallel.ep=2", "parallel.distributed_optimizer=true"});

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "kernels/fp8_scale.h"
 
 namespace kiln {
 
@@ -13,25 +14,16 @@ Fp8Scale::Fp8Scale(Fp8Format format, const Fp8Recipe& recipe) : format_(format),
   KILN_CHECK(recipe.amax_compute == "max" || recipe.amax_compute == "most_recent",
              "fp8 amax_compute must be max or most_recent, got \"" + recipe.amax_compute + "\"");
   KILN_CHECK(recipe.history >= 1, "fp8 amax history must be >= 1 step, got " + std::to_string(recipe.history));
-  KILN_CHECK(recipe.margin >= 0, "fp8 margin must be >= 0, got " + std::to_string(recipe.margin));
+  KILN_CHECK(recipe.margin >= 0 && recipe.margin <= 30,
+             "fp8 margin must be between 0 and 30, got " + std::to_string(recipe.margin));
 }
 
-void Fp8Scale::scale_for(float amax) {
-  if (!(amax > 0) || !std::isfinite(amax)) return;
-  const double scale = fp8_max(format_) / static_cast<double>(amax) / std::ldexp(1.0, recipe_.margin);
-  // A tiny amax can ask for more than a float holds: the scale stays as it was.
-  if (std::isfinite(static_cast<float>(scale))) scale_ = static_cast<float>(scale);
-}
+void Fp8Scale::scale_for(float amax) { scale_ = fp8_scale_from_amax(amax, fp8_max(format_), recipe_.margin, scale_); }
 
 Fp8Tensor Fp8Scale::quantize(const float* x, int64_t n) {
   const float amax = amax_of(x, n);
   if (recipe_.scaling == "current") scale_for(amax);
-  if (std::isfinite(amax)) {
-    pending_amax_ = pending_ ? std::max(pending_amax_, amax) : amax;
-    pending_ = true;
-  } else {
-    ++non_finite_;
-  }
+  record(amax);
   Fp8Tensor t;
   t.format = format_;
   t.scale_inv = 1.0f / scale_;
@@ -43,6 +35,15 @@ Fp8Tensor Fp8Scale::quantize(const float* x, int64_t n) {
     t.codes[static_cast<size_t>(i)] = float_to_fp8(scaled, format_);
   }
   return t;
+}
+
+void Fp8Scale::record(float amax) {
+  if (std::isfinite(amax)) {
+    pending_amax_ = pending_ ? std::max(pending_amax_, amax) : amax;
+    pending_ = true;
+  } else {
+    ++non_finite_;
+  }
 }
 
 void Fp8Scale::update() {

@@ -51,6 +51,9 @@ class Fp8Scale {
   // records their amax for update().
   Fp8Tensor quantize(const float* x, int64_t n);
 
+  // Records the amax of a cast made elsewhere (the device's, at this scale) for update().
+  void record(float amax);
+
   // Delayed scaling, after each step: the amaxes recorded since the last update enter the
   // history (their largest), and the scale for the next step comes from it.
   void update();

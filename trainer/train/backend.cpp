@@ -73,13 +73,18 @@ bool uses_gpu(const BackendConfig& backend) {
 }
 
 std::unique_ptr<Ops> make_ops(const Config& config, int gpu) {
-  if (uses_gpu(config.backend)) return make_gpu_ops(gpu, config.backend.attention);
+  if (uses_gpu(config.backend)) {
+    std::unique_ptr<Ops> ops = make_gpu_ops(gpu, config.backend.attention);
+    if (config.precision.dtype == "fp8")
+      if (const std::string why = ops->fp8_unsupported(); !why.empty()) fail("precision.dtype=fp8: " + why);
+    return ops;
+  }
   if (config.backend.attention == "cudnn")
     fail("backend.attention=cudnn needs a CUDA GPU, and backend.device=" + config.backend.device +
          " runs on the CPU, whose attention is kiln's kernels; use backend.attention=auto");
-  if (config.precision.dtype != "fp32")
+  if (config.precision.dtype != "fp32" && config.precision.dtype != "fp8")
     fail("precision.dtype=" + config.precision.dtype +
-         " needs backend.device=cuda; the CPU backend trains in fp32");
+         " needs backend.device=cuda; the CPU backend trains in fp32 (and emulates fp8)");
   return make_cpu_ops(resolved_threads(config.backend));
 }
 

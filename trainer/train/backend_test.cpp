@@ -32,5 +32,20 @@ TEST(Backend, TheCpuRefusesCudnnAttentionInOneLine) {
   }
 }
 
+// fp8 runs on the CPU as an emulation of the device's quantisation; bf16 and fp16 do not.
+TEST(Backend, TheCpuEmulatesFp8AndRefusesTheHalfPrecisions) {
+  Config c = on_cpu("kiln");
+  c.precision.dtype = "fp8";
+  EXPECT_EQ(make_ops(c, 0)->fp8_unsupported(), "");
+  c.precision.dtype = "bf16";
+  try {
+    make_ops(c, 0);
+    FAIL() << "precision.dtype=bf16 ran on the CPU";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "precision.dtype=bf16 needs backend.device=cuda; the CPU backend trains in fp32 (and "
+                           "emulates fp8)");
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -4,10 +4,16 @@
 
 namespace kiln {
 
-DType compute_dtype(const PrecisionConfig& precision) {
+DType compute_dtype(const PrecisionConfig& precision, Device device) {
   if (precision.dtype == "bf16") return DType::BF16;
+  if (precision.dtype == "fp8") return device == Device::Cuda ? DType::BF16 : DType::F32;
   if (precision.dtype == "fp16") return DType::F16;
   return DType::F32;
+}
+
+std::optional<Fp8Recipe> fp8_recipe(const PrecisionConfig& precision) {
+  if (precision.dtype != "fp8") return std::nullopt;
+  return Fp8Recipe{precision.fp8_scaling, precision.fp8_amax_history, "max", precision.fp8_margin};
 }
 
 int micro_batches_per_step(const Config& config, const ParallelLayout& layout) {
@@ -59,6 +65,7 @@ ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, 
   split.expert = groups.expert;
   split.context = groups.context;
   split.whole_experts = layout.whole_experts();
+  split.fp8 = fp8_recipe(config.precision);
   return split;
 }
 

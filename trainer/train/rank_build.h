@@ -5,6 +5,7 @@
 // what the trainer allocates.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "trainer/config/config.h"
@@ -24,8 +25,11 @@ struct RankGroups {
   Communicator* expert_data = nullptr;  // likewise
 };
 
-// precision.dtype as the model computes: F32, BF16 or F16.
-DType compute_dtype(const PrecisionConfig& precision);
+// precision.dtype as the model computes on `device`: F32, BF16 or F16; fp8 computes in BF16
+// on a GPU and F32 on the CPU around its FP8 products.
+DType compute_dtype(const PrecisionConfig& precision, Device device);
+// The FP8 recipe of precision.dtype=fp8 (its fp8_* keys); empty for any other dtype.
+std::optional<Fp8Recipe> fp8_recipe(const PrecisionConfig& precision);
 // Micro-batches each data-parallel rank runs a step: global batch / (micro-batch x dp).
 int micro_batches_per_step(const Config& config, const ParallelLayout& layout);
 // The model's pp x vpp virtual stages in model order (one stage, the whole model, at pp 1).

@@ -121,7 +121,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   NoteBuffer data_notes;
   open_data(data_notes.file());
 
-  const DType dtype = compute_dtype(config_.precision);
+  const DType dtype = compute_dtype(config_.precision, ops_->device());
   RankGroups groups;
   groups.tensor = layout_.tp() > 1 ? tensor_group_.get() : nullptr;
   groups.gradient = &gradient_group();
@@ -306,6 +306,7 @@ void Trainer::train_loop(TrainSummary& summary) {
     const OptimizerStep update = outcome.update;
     const double opt_ms = outcome.opt_ms;
     loss_scaler_.update(update.skipped);
+    model_->update_fp8_scales();
     if (update.skipped) {
       fmt::print(out_, "step {}: gradients overflowed at loss scale {:g}; step skipped ({} so "
                        "far), loss scale now {:g}\n",

@@ -9,6 +9,18 @@
 
 namespace kiln {
 
+namespace {
+// precision.dtype, and under fp8 its recipe and where its products run.
+std::string precision_text(const PrecisionConfig& p, Device device) {
+  if (p.dtype != "fp8") return p.dtype;
+  const std::string scaling = p.fp8_scaling == "delayed"
+                                  ? fmt::format("delayed scaling over {} steps", p.fp8_amax_history)
+                                  : std::string("current scaling");
+  return fmt::format("fp8 ({}{}{})", device == Device::Cpu ? "emulated, " : "", scaling,
+                     p.fp8_margin > 0 ? fmt::format(", margin {}", p.fp8_margin) : std::string());
+}
+}  // namespace
+
 void Trainer::print_start(const std::string& data_notes) {
   const ModelConfig& m = config_.model;
   const TrainConfig& t = config_.train;
@@ -35,7 +47,8 @@ void Trainer::print_start(const std::string& data_notes) {
   }
   fmt::print(out_, "kiln: {}, {}; global batch {} = {} micro-batches of {}{}, {} tokens a step, {} "
                    "steps\n",
-             ops_->name(), config_.precision.dtype, t.global_batch, accum_, t.micro_batch,
+             ops_->name(), precision_text(config_.precision, ops_->device()), t.global_batch, accum_,
+             t.micro_batch,
              layout_.dp() > 1 ? fmt::format(" on each of {} data-parallel ranks", layout_.dp())
                                 : std::string(),
              static_cast<int64_t>(t.global_batch) * m.seq_len, t.steps);

@@ -35,7 +35,7 @@ std::optional<Trainer::OwnPlan> Trainer::plan_own_run() const {
   if (!device->gpu) planned.backend.threads = core_share_ ? core_share_->threads() : threads_;
   try {
     plan.step_s = predict_step(planned, layout_, *device, per_node).step_s;
-    plan.planned_bytes = plan_rank_memory(config_, layout_, world_.rank(), *ops_, workspace).total();
+    plan.planned_bytes = plan_rank_memory(config_, layout_, world_.rank(), ops_->device(), *ops_, workspace).total();
   } catch (const Error&) {
     return std::nullopt;  // a layout the planner cannot take says nothing; the run goes on
   }
