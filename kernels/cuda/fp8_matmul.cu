@@ -3,6 +3,7 @@
 #include <string>
 
 #include "base/check.h"
+#include "kernels/cuda/cublaslt_library.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace kiln::cuda {
@@ -14,28 +15,22 @@ std::string describe(cudaDataType a, cudaDataType b, int64_t M, int64_t N, int64
          std::to_string(N) + ", " + std::to_string(K) + "]^T " + name(b);
 }
 
-void check_lt(cublasStatus_t status, const char* call, const std::string& what) {
-  if (status != CUBLAS_STATUS_SUCCESS)
-    ::kiln::fail(std::string("cuBLASLt: ") + call + " failed with " + cublasLtGetStatusName(status) + " for " +
-                 what);
-}
-
 bool is_fp8(cudaDataType t) { return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2; }
 
 }  // namespace
 
 Fp8Matmul::Plan::~Plan() {
-  if (out) cublasLtMatrixLayoutDestroy(out);
-  if (second) cublasLtMatrixLayoutDestroy(second);
-  if (first) cublasLtMatrixLayoutDestroy(first);
-  if (desc) cublasLtMatmulDescDestroy(desc);
+  if (out) cublaslt().matrix_layout_destroy(out);
+  if (second) cublaslt().matrix_layout_destroy(second);
+  if (first) cublaslt().matrix_layout_destroy(first);
+  if (desc) cublaslt().matmul_desc_destroy(desc);
 }
 
 Fp8Matmul::Fp8Matmul(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
-  check_lt(cublasLtCreate(&handle_), "cublasLtCreate", "the FP8 handle");
+  lt_.check(lt_.create(&handle_), "cublasLtCreate", "the FP8 handle");
   const cudaError_t status = cudaMalloc(&workspace_, workspace_bytes_);
   if (status != cudaSuccess) {
-    cublasLtDestroy(handle_);
+    lt_.destroy(handle_);
     KILN_CUDA_CHECK(status);
   }
 }
@@ -43,7 +38,7 @@ Fp8Matmul::Fp8Matmul(size_t workspace_bytes) : workspace_bytes_(workspace_bytes)
 Fp8Matmul::~Fp8Matmul() {
   plans_.clear();
   if (workspace_) cudaFree(workspace_);  // waits for queued products
-  if (handle_) cublasLtDestroy(handle_);
+  if (handle_) lt_.destroy(handle_);
 }
 
 const Fp8Matmul::Plan& Fp8Matmul::plan(const Key& key) {
@@ -53,32 +48,32 @@ const Fp8Matmul::Plan& Fp8Matmul::plan(const Key& key) {
              out_type = static_cast<cudaDataType>(out_int);
   const std::string what = describe(a_type, b_type, M, N, K);
   auto p = std::make_unique<Plan>();
-  check_lt(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", what);
+  lt_.check(lt_.matmul_desc_create(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", what);
   const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
-  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose)),
+  lt_.check(lt_.matmul_desc_set_attribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose)),
            "cublasLtMatmulDescSetAttribute(TRANSA)", what);
-  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof(keep)),
+  lt_.check(lt_.matmul_desc_set_attribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof(keep)),
            "cublasLtMatmulDescSetAttribute(TRANSB)", what);
   const auto rows = static_cast<uint64_t>(K);
-  check_lt(cublasLtMatrixLayoutCreate(&p->first, b_type, rows, static_cast<uint64_t>(N), K),
+  lt_.check(lt_.matrix_layout_create(&p->first, b_type, rows, static_cast<uint64_t>(N), K),
            "cublasLtMatrixLayoutCreate(b)", what);
-  check_lt(cublasLtMatrixLayoutCreate(&p->second, a_type, rows, static_cast<uint64_t>(M), K),
+  lt_.check(lt_.matrix_layout_create(&p->second, a_type, rows, static_cast<uint64_t>(M), K),
            "cublasLtMatrixLayoutCreate(a)", what);
-  check_lt(cublasLtMatrixLayoutCreate(&p->out, out_type, static_cast<uint64_t>(N), static_cast<uint64_t>(M), N),
+  lt_.check(lt_.matrix_layout_create(&p->out, out_type, static_cast<uint64_t>(N), static_cast<uint64_t>(M), N),
            "cublasLtMatrixLayoutCreate(out)", what);
 
   cublasLtMatmulPreference_t preference = nullptr;
-  check_lt(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate", what);
+  lt_.check(lt_.matmul_preference_create(&preference), "cublasLtMatmulPreferenceCreate", what);
   const uint64_t max_workspace = workspace_bytes_;
-  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+  cublasStatus_t status = lt_.matmul_preference_set_attribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof(max_workspace));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->first, p->second, p->out, p->out, preference, 1,
+    status = lt_.matmul_algo_get_heuristic(handle_, p->desc, p->first, p->second, p->out, p->out, preference, 1,
                                             &result, &found);
-  cublasLtMatmulPreferenceDestroy(preference);
-  check_lt(status, "cublasLtMatmulAlgoGetHeuristic", what);
+  lt_.matmul_preference_destroy(preference);
+  lt_.check(status, "cublasLtMatmulAlgoGetHeuristic", what);
   KILN_CHECK(found > 0 && result.state == CUBLAS_STATUS_SUCCESS, "cuBLASLt: no algorithm for " + what);
   p->algo = result.algo;
   return *plans_.emplace(key, std::move(p)).first->second;
@@ -99,14 +94,14 @@ void Fp8Matmul::run(cudaDataType a_type, cudaDataType b_type, cudaDataType out_t
     KILN_CHECK(reinterpret_cast<uintptr_t>(ptr) % 16 == 0, "fp8_matmul: an operand is not 16-byte aligned in " + what);
   const Plan& p = plan(Key{a_type, b_type, out_type, M, N, K});
   // cuBLASLt's A is our b, its B our a: each scale pointer follows its operand.
-  check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale_inv,
+  lt_.check(lt_.matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale_inv,
                                           sizeof(b_scale_inv)),
            "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)", what);
-  check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale_inv,
+  lt_.check(lt_.matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale_inv,
                                           sizeof(a_scale_inv)),
            "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)", what);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  check_lt(cublasLtMatmul(handle_, p.desc, &alpha, b, p.first, a, p.second, &beta, out, p.out, out, p.out, &p.algo,
+  lt_.check(lt_.matmul(handle_, p.desc, &alpha, b, p.first, a, p.second, &beta, out, p.out, out, p.out, &p.algo,
                           workspace_, workspace_bytes_, stream),
            "cublasLtMatmul", what);
 }

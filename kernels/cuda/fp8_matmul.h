@@ -13,7 +13,6 @@
 // each call, so a captured graph reads each step's scales.
 #pragma once
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <library_types.h>
 
@@ -22,6 +21,8 @@
 #include <map>
 #include <memory>
 #include <tuple>
+
+#include "kernels/cuda/cublaslt_library.h"
 
 namespace kiln::cuda {
 
@@ -51,6 +52,7 @@ class Fp8Matmul {
   using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t>;  // types, M, N, K
   const Plan& plan(const Key& key);
 
+  const CublasLtLibrary& lt_ = cublaslt();  // loaded by the first product
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
