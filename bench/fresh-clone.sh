@@ -22,14 +22,16 @@ start=$(date +%s)
 
 if [ "$what" = demo ]; then
   log="$work/demo.log"
-  make demo >"$log" 2>&1 &
+  # In a session of its own, so that stopping the demo's process group leaves this script.
+  setsid make demo >"$log" 2>&1 &
   demo=$!
   until grep -Eq '^step +[0-9]+/' "$log"; do
     if ! kill -0 "$demo" 2>/dev/null; then tail -n 20 "$log"; echo "demo: ended before its first step"; exit 1; fi
     sleep 1
   done
   echo "clone to the first progress line: $(seconds_since "$start") s"
-  kill -- -"$(ps -o pgid= "$demo" | tr -d ' ')" 2>/dev/null || kill "$demo"
+  kill -- -"$demo" 2>/dev/null || kill "$demo"
+  wait "$demo" 2>/dev/null || true
   echo "--- make demo's output up to it ---"
   cat "$log"
   exit 0
@@ -49,5 +51,5 @@ phase() {  # name, command...
 phase setup make setup
 phase build make build
 phase tests bash -c 'cd build && ctest --output-on-failure -j "$(nproc)"'
-tail -n 3 "$work/tests.log"
+grep -E "tests passed|tests failed" "$work/tests.log"
 echo "make test in all: $(seconds_since "$start") s"
