@@ -5,22 +5,41 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "tests/run_command.h"
 
 namespace kiln::test {
 
-std::string prepare_corpus(const std::string& dir) {
+namespace {
+
+// `documents` blank-line separated, `line(d)` each, in dir/corpus.txt, prepared byte-level with
+// an end-of-document token into dir/corpus. The prefix.
+template <typename Line>
+std::string prepare_documents(const std::string& dir, int documents, Line line) {
   const std::string text = dir + "/corpus.txt";
   std::ofstream out(text);
-  for (int d = 0; d < 200; ++d)
-    out << "Document " << d << ": the quick brown fox jumps over the lazy dog.\n\n";
+  for (int d = 0; d < documents; ++d) out << line(d) << "\n\n";
   out.close();
   const CommandResult r = run_command(kiln_binary() + " data prepare --input " + text +
                                       " --tokenizer byte --document-boundary blank-line"
                                       " --append-eod --output " + dir + "/corpus");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return dir + "/corpus";
+}
+
+}  // namespace
+
+std::string prepare_corpus(const std::string& dir) {
+  return prepare_documents(dir, 200, [](int d) {
+    return "Document " + std::to_string(d) + ": the quick brown fox jumps over the lazy dog.";
+  });
+}
+
+std::string prepare_verses(const std::string& dir) {
+  return prepare_documents(dir, 3000, [](int d) {
+    return "Verse " + std::to_string(d) + ": and the earth brought forth grass, and herb yielding seed.";
+  });
 }
 
 std::string small_run(const std::string& prefix) {
@@ -41,6 +60,16 @@ std::vector<double> printed_losses(const std::string& output) {
   for (auto it = std::sregex_iterator(output.begin(), output.end(), loss);
        it != std::sregex_iterator(); ++it)
     out.push_back(std::stod((*it)[1]));
+  return out;
+}
+
+std::vector<double> step_losses(const std::string& output) {
+  static const std::regex line(R"(^step +\d+/\d+ \| loss ([0-9.]+))");
+  std::vector<double> out;
+  std::istringstream lines(output);
+  std::smatch match;
+  for (std::string text; std::getline(lines, text);)
+    if (std::regex_search(text, match, line)) out.push_back(std::stod(match[1]));
   return out;
 }
 

@@ -6,47 +6,23 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "kernels/ops.h"
+#include "tests/corpus_fixture.h"
 #include "tests/run_command.h"
 
 namespace kiln::test {
 namespace {
 
-std::vector<double> losses(const std::string& output) {
-  std::vector<double> out;
-  const std::regex line(R"(^step +\d+/\d+ \| loss ([0-9.]+))");
-  std::smatch match;
-  size_t begin = 0;
-  while (begin < output.size()) {
-    const size_t end = output.find('\n', begin);
-    const std::string text = output.substr(begin, end - begin);
-    if (std::regex_search(text, match, line)) out.push_back(std::stod(match[1]));
-    if (end == std::string::npos) break;
-    begin = end + 1;
-  }
-  return out;
-}
-
 TEST(Fp8TrainCuda, LlamaTinyFollowsTheBf16CurveFor500Steps) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no GPU";
   const std::string dir = fresh_dir("fp8_train_cuda");
-  {
-    std::ofstream text(dir + "/corpus.txt");
-    for (int d = 0; d < 3000; ++d)
-      text << "Verse " << d << ": and the earth brought forth grass, and herb yielding seed.\n\n";
-  }
+  const std::string prefix = prepare_verses(dir);
   const std::string kiln = kiln_binary();
-  ASSERT_EQ(run_command(kiln + " data prepare --input " + dir + "/corpus.txt --tokenizer byte"
-                        " --document-boundary blank-line --append-eod --output " + dir + "/corpus")
-                .exit_code,
-            0);
-  const std::string common = kiln + " train --no-store --set 'data.paths=[\"" + dir +
-                             "/corpus\"]' --set data.tokenizer=byte --set model.vocab_size=257"
+  const std::string common = kiln + " train --no-store --set 'data.paths=[\"" + prefix +
+                             "\"]' --set data.tokenizer=byte --set model.vocab_size=257"
                              " --set model.arch=llama --set model.n_kv_head=1 --set model.d_ff=256"
                              " --set backend.device=cuda --set train.steps=500 --set train.log_interval=10"
                              " --set train.eval_interval=0 --set train.sample_tokens=0"
@@ -55,7 +31,7 @@ TEST(Fp8TrainCuda, LlamaTinyFollowsTheBf16CurveFor500Steps) {
   const CommandResult fp8 = run_command(common + " --set precision.dtype=fp8");
   ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
   ASSERT_EQ(fp8.exit_code, 0) << fp8.output;
-  const std::vector<double> a = losses(bf16.output), b = losses(fp8.output);
+  const std::vector<double> a = step_losses(bf16.output), b = step_losses(fp8.output);
   ASSERT_EQ(a.size(), 50u);
   ASSERT_EQ(b.size(), 50u);
   double last = 0;
