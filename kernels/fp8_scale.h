@@ -4,11 +4,7 @@
 // hold (a tiny amax), leaves the scale as it was.
 #pragma once
 
-#ifdef __CUDACC__
-#define KILN_HOST_DEVICE __host__ __device__
-#else
-#define KILN_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace kiln {
 
