@@ -29,9 +29,8 @@ CublasLtLibrary::CublasLtLibrary() {
     fail("cuBLASLt cannot be loaded: " + why);
 }
 
-void CublasLtLibrary::check(cublasStatus_t status, const std::string& call, const std::string& what) const {
-  if (status == CUBLAS_STATUS_SUCCESS) return;
-  fail("cuBLASLt: " + call + " failed with " + status_name_(status) + " (" + status_string_(status) +
+void CublasLtLibrary::fail_with(cublasStatus_t status, const char* call, const std::string& what) const {
+  fail(std::string("cuBLASLt: ") + call + " failed with " + status_name_(status) + " (" + status_string_(status) +
        ") for " + what);
 }
 

@@ -9,6 +9,7 @@
 #include <cublasLt.h>
 
 #include <string>
+#include <type_traits>
 
 namespace kiln::cuda {
 
@@ -21,8 +22,17 @@ class CublasLtLibrary {
   CublasLtLibrary(const CublasLtLibrary&) = delete;
   CublasLtLibrary& operator=(const CublasLtLibrary&) = delete;
 
-  // Throws kiln::Error naming the call, cuBLASLt's status and `what` it was for.
-  void check(cublasStatus_t status, const std::string& call, const std::string& what) const;
+  // Throws kiln::Error naming the call, cuBLASLt's status and what it was for: `what` is a
+  // string, or a function that gives one, called only on a failure (so that a product, on the
+  // hot path, builds its description only when it has to say what failed).
+  template <typename What>
+  void check(cublasStatus_t status, const char* call, const What& what) const {
+    if (status == CUBLAS_STATUS_SUCCESS) return;
+    if constexpr (std::is_invocable_v<What>)
+      fail_with(status, call, what());
+    else
+      fail_with(status, call, what);
+  }
 
   decltype(&cublasLtCreate) create = nullptr;
   decltype(&cublasLtDestroy) destroy = nullptr;
@@ -38,6 +48,8 @@ class CublasLtLibrary {
   decltype(&cublasLtMatmulAlgoGetHeuristic) matmul_algo_get_heuristic = nullptr;
 
  private:
+  [[noreturn]] void fail_with(cublasStatus_t status, const char* call, const std::string& what) const;
+
   decltype(&cublasLtGetStatusName) status_name_ = nullptr;
   decltype(&cublasLtGetStatusString) status_string_ = nullptr;
 };

@@ -82,16 +82,16 @@ const Fp8Matmul::Plan& Fp8Matmul::plan(const Key& key) {
 void Fp8Matmul::run(cudaDataType a_type, cudaDataType b_type, cudaDataType out_type, int64_t M, int64_t N,
                     int64_t K, const void* a, const float* a_scale_inv, const void* b, const float* b_scale_inv,
                     void* out, bool accumulate, cudaStream_t stream) {
-  const std::string what = describe(a_type, b_type, M, N, K);
+  const auto what = [&] { return describe(a_type, b_type, M, N, K); };
   KILN_CHECK(is_fp8(a_type) && is_fp8(b_type) && !(a_type == CUDA_R_8F_E5M2 && b_type == CUDA_R_8F_E5M2),
-             "fp8_matmul: operands must be e4m3 or e5m2, not both e5m2, in " + what);
+             "fp8_matmul: operands must be e4m3 or e5m2, not both e5m2, in " + what());
   KILN_CHECK(out_type == CUDA_R_16BF || out_type == CUDA_R_16F || out_type == CUDA_R_32F,
-             "fp8_matmul: out must be bf16, fp16 or fp32 in " + what);
+             "fp8_matmul: out must be bf16, fp16 or fp32 in " + what());
   if (M == 0 || N == 0) return;
   KILN_CHECK(K % 16 == 0, "fp8_matmul: K = " + std::to_string(K) +
-                              " is not a multiple of 16, which cuBLASLt's FP8 products need (" + what + ")");
+                              " is not a multiple of 16, which cuBLASLt's FP8 products need (" + what() + ")");
   for (const void* ptr : {a, b, static_cast<const void*>(out)})
-    KILN_CHECK(reinterpret_cast<uintptr_t>(ptr) % 16 == 0, "fp8_matmul: an operand is not 16-byte aligned in " + what);
+    KILN_CHECK(reinterpret_cast<uintptr_t>(ptr) % 16 == 0, "fp8_matmul: an operand is not 16-byte aligned in " + what());
   const Plan& p = plan(Key{a_type, b_type, out_type, M, N, K});
   // cuBLASLt's A is our b, its B our a: each scale pointer follows its operand.
   lt_.check(lt_.matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale_inv,

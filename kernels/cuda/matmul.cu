@@ -273,7 +273,7 @@ bool Matmul::run(cudaDataType a_b_type, cudaDataType c_type, bool transpose_a, b
   if (epilogue.kind != Epilogue::None) set_pointers(p, epilogue, shape());
   lt_.check(lt_.matmul(handle_, p.desc, &alpha, B, p.first, A, p.second, &beta, C, p.c, C, p.c,
                           &p.algo, workspace_, lt_workspace_bytes(), stream),
-           "cublasLtMatmul", shape());
+           "cublasLtMatmul", shape);
   return true;
 }
 
