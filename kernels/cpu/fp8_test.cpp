@@ -6,12 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "kernels/fp8_meta.h"
 #include "kernels/ops.h"
 #include "tests/error_of.h"
+#include "tests/normal_values.h"
 
 namespace kiln {
 namespace {
@@ -19,18 +19,10 @@ namespace {
 Tensor view(std::vector<float>& v, Shape shape) { return Tensor{v.data(), DType::F32, shape, Device::Cpu}; }
 Tensor codes(std::vector<uint8_t>& v, DType format, Shape shape) { return Tensor{v.data(), format, shape, Device::Cpu}; }
 
-std::vector<float> normal(int64_t n, float std, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0, std);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
 TEST(Fp8CastTranspose, CodesAreTheHostConversionOfTheScaledValuesAndTheirTranspose) {
   const std::unique_ptr<Ops> ops = make_cpu_ops(2);
   const int64_t R = 37, C = 19;  // no multiple of a tile
-  std::vector<float> x = normal(R * C, 3.0f, 1);
+  std::vector<float> x = test::normal_values(R * C, 3.0f, 1);
   x[5] = 1000.0f;  // beyond E4M3's 448 after scaling: saturates
   std::vector<float> meta{0.5f, 2.0f, 7.0f};
   std::vector<uint8_t> q(static_cast<size_t>(R * C)), qt(q.size());
@@ -91,7 +83,7 @@ TEST(Fp8CurrentScale, TakesTheScaleFromTheTensorsOwnAmax) {
 void expect_product(DType a_format, DType b_format, bool accumulate) {
   const std::unique_ptr<Ops> ops = make_cpu_ops(2);
   const int64_t M = 23, N = 17, K = 64;
-  std::vector<float> a = normal(M * K, 1.0f, 2), b = normal(N * K, 0.01f, 3);
+  std::vector<float> a = test::normal_values(M * K, 1.0f, 2), b = test::normal_values(N * K, 0.01f, 3);
   std::vector<float> a_meta{0, 0, 0}, b_meta{0, 0, 0};
   ops->fp8_current_scale(view(a_meta, {3}), view(a, {M, K}), a_format, 0);
   ops->fp8_current_scale(view(b_meta, {3}), view(b, {N, K}), b_format, 0);

@@ -7,21 +7,14 @@
 
 #include <cmath>
 #include <memory>
-#include <random>
 #include <vector>
+
+#include "tests/normal_values.h"
 
 namespace kiln {
 namespace {
 
 constexpr int64_t kRows = 24, kIn = 32, kOut = 16;
-
-std::vector<float> normal(int64_t n, float std, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0, std);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 Tensor view(std::vector<float>& v, Shape shape) { return Tensor{v.data(), DType::F32, shape, Device::Cpu}; }
 
@@ -85,9 +78,9 @@ void expect_recipe_over_steps(const Fp8Recipe& recipe) {
   for (int step = 0; step < 3; ++step) {
     // Magnitudes that move from step to step, so a delayed scale differs from a current one.
     const float grow = std::pow(4.0f, static_cast<float>(step));
-    std::vector<float> x = normal(kRows * kIn, grow, 10 + step), w = normal(kOut * kIn, 0.02f, 20 + step),
-                       dy = normal(kRows * kOut, 1e-4f / grow, 30 + step);
-    std::vector<float> y(kRows * kOut), dx(kRows * kIn), dw = normal(kOut * kIn, 1e-3f, 40 + step);
+    std::vector<float> x = test::normal_values(kRows * kIn, grow, 10 + step), w = test::normal_values(kOut * kIn, 0.02f, 20 + step),
+                       dy = test::normal_values(kRows * kOut, 1e-4f / grow, 30 + step);
+    std::vector<float> y(kRows * kOut), dx(kRows * kIn), dw = test::normal_values(kOut * kIn, 1e-3f, 40 + step);
     const std::vector<float> dw_before = dw;
     l.products.forward(*l.ops, l.layer, view(y, {kRows, kOut}), view(x, {kRows, kIn}), view(w, {kOut, kIn}));
     l.products.backward(*l.ops, l.layer, view(dx, {kRows, kIn}), view(dy, {kRows, kOut}), view(x, {kRows, kIn}),
