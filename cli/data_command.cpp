@@ -19,14 +19,14 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
-#include "store/human_format.h"
+#include "base/human_format.h"
+#include "base/utf8.h"
 #include "trainer/data/byte_tokenizer.h"
 #include "trainer/data/document_splitter.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/jsonl.h"
 #include "trainer/data/ordered_pool.h"
 #include "trainer/data/tokenizer.h"
-#include "trainer/data/utf8.h"
 
 namespace kiln {
 namespace {

@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "cli/inference_model.h"
 #include "base/check.h"
 #include "base/terminal_text.h"
+#include "base/utf8.h"
+#include "cli/inference_model.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/data/blended_dataset.h"
 #include "trainer/data/token_batch.h"
-#include "trainer/data/utf8.h"
 #include "trainer/train/generate.h"
 #include "trainer/train/text_stream.h"
 

@@ -12,7 +12,7 @@
 #include "base/check.h"
 #include "cli/next_steps.h"
 #include "cli/runs_format.h"
-#include "store/human_format.h"
+#include "base/human_format.h"
 #include "trainer/plan/planner.h"
 
 namespace kiln {

@@ -13,13 +13,14 @@
 #include <filesystem>
 #include <memory>
 
+#include "base/check.h"
+#include "base/child_process.h"
+#include "base/run_names.h"
 #include "cli/next_steps.h"
 #include "cli/runs_command.h"
 #include "cli/runs_store.h"
 #include "cli/server_token.h"
 #include "cli/store_path.h"
-#include "base/check.h"
-#include "base/child_process.h"
 #include "monitor/server/allowed_hosts.h"
 #include "monitor/server/listen_address.h"
 #include "monitor/server/server_limits.h"
@@ -234,7 +235,7 @@ Launch plan_launch(const RelaunchOptions& options) {
   const std::string store_path = fs::absolute(resolve_store_path(options.store)).string();
   const auto db = open_store_for_reading(options.store);
   const store::RunRecord run = store::get_run(*db, store::resolve_run(*db, options.run));
-  store::check_run_name(run.name);
+  kiln::check_run_name(run.name);
   Launch launch;
   require_ended(run, options.fork_step.has_value(), launch);
   if (!run.workdir.empty() && !fs::is_directory(run.workdir))
@@ -251,7 +252,7 @@ Launch plan_launch(const RelaunchOptions& options) {
   if (options.fork_step) {
     name = options.fork_name.empty() ? free_name(*db, fmt::format("{}-fork-{}", run.name, checkpoint.step))
                                      : options.fork_name;
-    store::check_run_name(name);
+    kiln::check_run_name(name);
     if (store::find_run_named(*db, name)) fail("a run named '" + name + "' already exists; choose another --name");
   }
   // Named, a resume is that run going on, whatever its --set change (store::ResumeRequest).

@@ -14,10 +14,11 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/store_path.h"
-#include "cli/sweep_launch.h"
 #include "base/check.h"
 #include "base/private_files.h"
+#include "base/run_names.h"
+#include "cli/store_path.h"
+#include "cli/sweep_launch.h"
 #include "monitor/format/figures.h"
 #include "store/run_overview.h"
 #include "store/run_queries.h"
@@ -217,7 +218,7 @@ void new_sweep(SweepOptions options, const std::string& command_line) {
   if (options.random > 0 && !options.seed) options.seed = std::random_device{}();
   SweepPlan plan;
   plan.name = options.name.empty() ? "sweep-" + default_run_name(options.config_path) : options.name;
-  store::check_run_name(plan.name);
+  kiln::check_run_name(plan.name);
   plan.base_config = read_config_json(options.config_path);
   for (const std::string& assignment : options.overrides) apply_override(plan.base_config, assignment);
   plan.tags = options.tags;
@@ -233,7 +234,7 @@ void new_sweep(SweepOptions options, const std::string& command_line) {
     point_config(plan.base_config, point_overrides(points[static_cast<size_t>(p)]), p);
     params.push_back(point_params(points[static_cast<size_t>(p)]).dump());
   }
-  store::check_run_name(point_run_name(plan.name, count - 1, count));
+  kiln::check_run_name(point_run_name(plan.name, count - 1, count));
   place_folder(plan);
   const SweepSlots slots = slots_for(plan);  // refuses more slots than GPUs before recording
 

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
-#include "store/human_format.h"
+#include "base/human_format.h"
 #include "trainer/data/bpe_byte_map.h"
 #include "trainer/data/bpe_gpt2_files.h"
 #include "trainer/data/bpe_trainer.h"

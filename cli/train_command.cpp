@@ -11,13 +11,13 @@
 
 #include <fmt/core.h>
 
+#include "base/human_format.h"
+#include "base/run_names.h"
 #include "cli/next_steps.h"
 #include "cli/rank_launch.h"
 #include "cli/serve_command.h"
 #include "cli/server_token.h"
 #include "cli/store_path.h"
-#include "store/human_format.h"
-#include "store/user_text.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
 #include "trainer/parallel/wait_limits.h"
@@ -122,7 +122,7 @@ void say_dropped_hook(std::FILE* out, const std::string& hook) {
 void run_train(const TrainOptions& options, const std::string& command_line) {
   if (options.ranks) start_ranks(*options.ranks);
   // The name becomes a folder under train.checkpoint_dir: refused before anything starts.
-  if (!options.name.empty()) store::check_run_name(options.name);
+  if (!options.name.empty()) kiln::check_run_name(options.name);
   std::string resume, dropped_hook;
   Config config = resolve_config(options, resume, dropped_hook);
   if (options.print_config) {

@@ -1,7 +1,7 @@
 #include "store/alert_rows.h"
 
+#include "base/utf8.h"
 #include "store/rows.h"
-#include "store/user_text.h"
 
 namespace kiln::store {
 

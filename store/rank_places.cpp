@@ -1,8 +1,9 @@
 #include "store/rank_places.h"
 
+#include "base/utf8.h"
+
 #include <algorithm>
 
-#include "store/user_text.h"
 
 namespace kiln::store {
 

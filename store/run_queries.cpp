@@ -5,13 +5,13 @@
 
 #include "store/commands.h"
 #include "store/error.h"
-#include "store/name_lookup.h"
-#include "store/process_gone.h"
-#include "store/user_text.h"
-#include "store/rows.h"
 #include "store/expert_queries.h"
 #include "store/lineage.h"
+#include "store/name_lookup.h"
+#include "store/process_gone.h"
+#include "store/rows.h"
 #include "store/sample_queries.h"
+#include "store/user_text.h"
 
 namespace kiln::store {
 namespace {

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "base/run_names.h"
+#include "base/utf8.h"
 #include "store/alert_rows.h"
 #include "store/batch_rows.h"
 #include "store/commands.h"

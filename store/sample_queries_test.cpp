@@ -7,12 +7,12 @@
 #include <string>
 #include <variant>
 
+#include "base/utf8.h"
 #include "store/json_rows.h"
 #include "store/run_queries.h"
 #include "store/run_writer.h"
 #include "store/schema.h"
 #include "store/test_util.h"
-#include "store/user_text.h"
 #include "store/write_queue.h"
 
 namespace kiln::store {

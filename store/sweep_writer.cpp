@@ -4,6 +4,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "base/run_names.h"
 #include "store/error.h"
 #include "store/process_gone.h"
 #include "store/schema.h"

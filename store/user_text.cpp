@@ -8,39 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/run_names.h"
+#include "base/utf8.h"
 #include "store/error.h"
 
 namespace kiln::store {
 namespace {
-
-// The length of the well-formed sequence at text[i], or 0 when it is ill-formed or cut
-// short (the table of well-formed byte sequences in the Unicode standard, section 3.9).
-size_t sequence_length(std::string_view text, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(text[i + k]); };
-  const size_t left = text.size() - i;
-  const unsigned char lead = b(0);
-  const auto cont = [&](size_t k, unsigned char lo = 0x80, unsigned char hi = 0xbf) {
-    return k < left && b(k) >= lo && b(k) <= hi;
-  };
-  if (lead < 0x80) return 1;
-  if (lead < 0xc2) return 0;  // a continuation byte, or an overlong two-byte lead
-  if (lead < 0xe0) return cont(1) ? 2 : 0;
-  if (lead < 0xf0) {
-    const unsigned char lo = lead == 0xe0 ? 0xa0 : 0x80;  // overlong
-    const unsigned char hi = lead == 0xed ? 0x9f : 0xbf;  // surrogates
-    return cont(1, lo, hi) && cont(2) ? 3 : 0;
-  }
-  if (lead < 0xf5) {
-    const unsigned char lo = lead == 0xf0 ? 0x90 : 0x80;  // overlong
-    const unsigned char hi = lead == 0xf4 ? 0x8f : 0xbf;  // past U+10FFFF
-    return cont(1, lo, hi) && cont(2) && cont(3) ? 4 : 0;
-  }
-  return 0;
-}
-
-bool is_name_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-}
 
 std::string lower(std::string_view text) {
   std::string out(text);
@@ -140,80 +113,11 @@ void redact_json(nlohmann::json& value) {
 
 }  // namespace
 
-size_t invalid_utf8_offset(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    // Most text is ASCII: skip it eight bytes at a time.
-    if (i + 8 <= text.size()) {
-      uint64_t word;
-      std::memcpy(&word, text.data() + i, 8);
-      if ((word & 0x8080808080808080ull) == 0) {
-        i += 8;
-        continue;
-      }
-    }
-    const size_t n = sequence_length(text, i);
-    if (n == 0) return i;
-    i += n;
-  }
-  return std::string_view::npos;
-}
-
-bool is_valid_utf8(std::string_view text) { return invalid_utf8_offset(text) == std::string_view::npos; }
-
 void require_utf8(std::string_view text, std::string_view what) {
   const size_t bad = invalid_utf8_offset(text);
   if (bad != std::string_view::npos)
     fail("store: " + std::string(what) + " is not valid UTF-8 (a bad byte at offset " +
          std::to_string(bad) + "); save it as UTF-8 text");
-}
-
-std::string storable_text(std::string_view text, size_t max_bytes) {
-  static constexpr std::string_view kReplacement = "\xef\xbf\xbd";  // U+FFFD
-  std::string out;
-  out.reserve(std::min(text.size(), max_bytes));
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = sequence_length(text, i);
-    const std::string_view piece = n > 0 ? text.substr(i, n) : kReplacement;
-    if (out.size() + piece.size() > max_bytes) break;
-    out += piece;
-    i += n > 0 ? n : 1;
-  }
-  return out;
-}
-
-void check_run_name(std::string_view name) {
-  const std::string shown(name.substr(0, kMaxRunNameLength));
-  const auto refuse = [&](const std::string& why) {
-    fail("store: run name '" + shown + (name.size() > shown.size() ? "..." : "") + "' " + why);
-  };
-  if (name.empty()) fail("store: a run needs a name");
-  if (!is_valid_utf8(name)) fail("store: a run name must be ASCII letters, digits, '-', '_' and '.'");
-  if (name.size() > kMaxRunNameLength)
-    refuse("is longer than " + std::to_string(kMaxRunNameLength) + " characters");
-  if (name.front() == '.') refuse("starts with a dot; a run name names a folder, so it may not");
-  // `kiln runs rm -rf`, `kiln sweep show --force`: a name that reads as an option breaks
-  // every later command that takes it, and the hints kiln prints with it.
-  if (name.front() == '-') refuse("starts with '-', which reads as an option on a command line; start it with a letter or digit");
-  const auto bad = std::find_if_not(name.begin(), name.end(), is_name_char);
-  if (bad != name.end())
-    refuse("holds '" + std::string(1, *bad) +
-           "'; use ASCII letters, digits, '-', '_' and '.' (it names a checkpoint folder)");
-  if (std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    refuse("is all digits, which reads as a run id; choose a name with a letter in it");
-}
-
-std::string run_name_from(std::string_view text, std::string_view fallback) {
-  std::string name;
-  for (const char c : text) {
-    if (is_name_char(c)) name += c;
-    else if (!name.empty() && name.back() != '-') name += '-';
-  }
-  const size_t start = name.find_first_not_of(".-");
-  name = start == std::string::npos ? std::string() : name.substr(start);
-  if (name.size() > kMaxRunNameLength) name.resize(kMaxRunNameLength);
-  while (!name.empty() && name.back() == '-') name.pop_back();
-  return name.empty() ? std::string(fallback) : name;
 }
 
 bool names_secret(std::string_view key) {
@@ -312,7 +216,7 @@ std::string redact_secrets_in_text(std::string_view text) {
     // NAME=VALUE, NAME being the name characters just before the '='
     if (text[i] == '=') {
       size_t name_start = out.size();
-      while (name_start > 0 && is_name_char(out[name_start - 1])) --name_start;
+      while (name_start > 0 && is_run_name_char(out[name_start - 1])) --name_start;
       const size_t length = value_length(text, i + 1);
       out += '=';
       ++i;

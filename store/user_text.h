@@ -1,45 +1,19 @@
-// Text that comes from users and ends up in the store: run names, tags, notes, command lines.
+// Text that comes from users and ends up in the store: tags, notes, command lines, configs.
 //
 // Every reader of the store (`kiln runs ... --json`, the dashboard, exports) writes JSON, which
 // must be UTF-8: one note of stray bytes must not make the whole history unreadable, so text
-// is checked where it enters. A run name also names a folder (train.checkpoint_dir/NAME), so
-// it is held to characters that cannot climb out of that folder. Secrets (a dashboard token
-// typed on the command line) are never stored: command lines are redacted on their way in.
+// is checked where it enters (base/utf8.h; run names by base/run_names.h). Secrets (a
+// dashboard token typed on the command line) are never stored: command lines are redacted on
+// their way in.
 #pragma once
 
-#include <cstddef>
 #include <string>
 #include <string_view>
 
 namespace kiln::store {
 
-inline constexpr size_t kMaxRunNameLength = 100;
-
-// The offset of the first byte that does not begin or continue a well-formed UTF-8
-// sequence (overlong forms, surrogates, code points past U+10FFFF and sequences cut short
-// are all ill-formed), or std::string_view::npos when the whole text is valid. The store
-// checks text at its door with it, and the tokenizers the text they read.
-size_t invalid_utf8_offset(std::string_view text);
-bool is_valid_utf8(std::string_view text);
-
 // Refuses text that is not UTF-8: "store: WHAT is not valid UTF-8 (a bad byte at offset N)".
 void require_utf8(std::string_view text, std::string_view what);
-
-// Text nobody typed (a model's sample, whose last token may end inside a character) made
-// storable instead of refused: each ill-formed byte becomes U+FFFD, and the text is cut at a
-// character boundary to at most max_bytes.
-std::string storable_text(std::string_view text, size_t max_bytes);
-
-// Refuses a run name that is empty, longer than kMaxRunNameLength, starts with a dot or a
-// dash (it would read as an option), holds anything but ASCII letters, digits, '-', '_' and
-// '.', or is all digits (it would read as a run id). The one-line error says which rule it
-// broke. Sweeps are named by the same rule.
-void check_run_name(std::string_view name);
-
-// A valid run name made from free text (a config file's name, a folder's name): every run of
-// other characters becomes one '-', leading dots and dashes go, and it is cut to the length
-// limit; empty text gives `fallback`.
-std::string run_name_from(std::string_view text, std::string_view fallback);
 
 // True for a config key or option that names a secret: a word of its last part (words split
 // at '_' and '-', any case) is token, secret, password, passwd, credential(s) or apikey, or it

@@ -7,7 +7,7 @@
 #include <regex>
 #include <string>
 
-#include "store/human_format.h"
+#include "base/human_format.h"
 #include "tests/corpus_fixture.h"
 #include "tests/run_command.h"
 

@@ -16,14 +16,14 @@
 #include <thread>
 
 #include "base/check.h"
+#include "base/human_format.h"
+#include "base/utf8.h"
 #include "store/commands.h"
 #include "store/expert_queries.h"
-#include "store/human_format.h"
 #include "store/metric_queries.h"
 #include "store/run_queries.h"
 #include "store/sample_queries.h"
 #include "store/schema.h"
-#include "store/user_text.h"
 #include "tests/corpus_fixture.h"
 #include "tests/run_command.h"
 #include "tests/run_progress.h"
@@ -161,7 +161,7 @@ TEST(TrainStore, RecordsEveryLoggedStepValidationAndTheEnd) {
   const size_t end = r.output.find("\n---\n", start + heading.size());
   ASSERT_NE(end, std::string::npos) << r.output;
   const std::string end_sample = r.output.substr(start + heading.size(), end - start - heading.size());
-  EXPECT_EQ("Doc" + samples[1].text, store::storable_text(end_sample, 2 * store::kMaxSampleBytes));
+  EXPECT_EQ("Doc" + samples[1].text, kiln::storable_text(end_sample, 2 * store::kMaxSampleBytes));
 }
 
 TEST(TrainStore, NoSamplesWhereEachRankHoldsPartOfTheModel) {

@@ -18,7 +18,7 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
-#include "store/human_format.h"
+#include "base/human_format.h"
 #include "store/run_queries.h"
 #include "store/run_writer.h"
 #include "store/schema.h"

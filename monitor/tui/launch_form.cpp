@@ -12,11 +12,11 @@
 #include <sstream>
 
 #include "base/check.h"
+#include "base/run_names.h"
 #include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
 #include "monitor/tui/run_screen.h"
 #include "store/run_queries.h"
-#include "store/user_text.h"
 
 namespace kiln::tui {
 namespace {
@@ -80,7 +80,7 @@ LaunchPlan plan_launch(const LaunchValues& v, const std::string& kiln_binary,
                        const std::string& store_path) {
   if (v.config.empty()) fail("config: pick one with Left/Right or type a path");
   if (!fs::is_regular_file(v.config)) fail("config: no file " + v.config);
-  store::check_run_name(v.name);
+  kiln::check_run_name(v.name);
   LaunchPlan plan;
   plan.processes = positive_int(v.tp, "tp") * positive_int(v.pp, "pp") * positive_int(v.dp, "dp");
   std::vector<std::string> train = {kiln_binary, "train", "--config", v.config,

@@ -13,7 +13,7 @@
 
 #include "base/check.h"
 #include "base/private_files.h"
-#include "store/user_text.h"
+#include "base/run_names.h"
 #include "trainer/checkpoint/durable_file.h"
 #include "trainer/memory/host_copy.h"
 #include "trainer/steer/setting.h"
@@ -451,7 +451,7 @@ void check_run_folder(const std::string& root) {
 }
 
 std::string run_checkpoint_root(const std::string& checkpoint_dir, const std::string& run_name) {
-  store::check_run_name(run_name);
+  kiln::check_run_name(run_name);
   const fs::path root = fs::path(checkpoint_dir) / run_name;
   // What check_run_name guarantees, checked where the path is made: one folder down.
   if (root.lexically_normal().lexically_relative(fs::path(checkpoint_dir).lexically_normal()) != fs::path(run_name))

@@ -123,7 +123,7 @@ std::string find_checkpoint_to_resume(const std::string& spec, const std::string
 void check_run_folder(const std::string& root);
 
 // The folder of one run's checkpoints: checkpoint_dir/run_name, for a run name that
-// store::check_run_name accepts (so the folder is always directly under checkpoint_dir);
+// kiln::check_run_name accepts (so the folder is always directly under checkpoint_dir);
 // anything else is a kiln::Error.
 std::string run_checkpoint_root(const std::string& checkpoint_dir, const std::string& run_name);
 

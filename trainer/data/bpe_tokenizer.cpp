@@ -6,8 +6,8 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
+#include "base/utf8.h"
 #include "trainer/data/bpe_byte_map.h"
-#include "trainer/data/utf8.h"
 
 namespace kiln {
 

@@ -13,11 +13,11 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "base/utf8.h"
 #include "trainer/data/bpe_byte_map.h"
 #include "trainer/data/bpe_gpt2_files.h"
 #include "trainer/data/bpe_hf_json.h"
 #include "trainer/data/bpe_trainer.h"
-#include "trainer/data/utf8.h"
 
 namespace kiln {
 namespace {

@@ -12,8 +12,8 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
+#include "base/utf8.h"
 #include "trainer/data/jsonl.h"
-#include "trainer/data/utf8.h"
 
 namespace kiln {
 namespace {

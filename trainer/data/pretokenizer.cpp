@@ -9,7 +9,7 @@
 #include <pcre2.h>
 
 #include "base/check.h"
-#include "trainer/data/utf8.h"
+#include "base/utf8.h"
 
 namespace kiln {
 

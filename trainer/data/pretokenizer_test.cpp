@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "base/check.h"
-#include "trainer/data/utf8.h"
+#include "base/utf8.h"
 
 namespace kiln {
 namespace {

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "base/check.h"
-#include "store/user_text.h"
+#include "base/run_names.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/interchange/hf_config.h"
 #include "trainer/interchange/hf_tensors.h"
@@ -222,7 +222,7 @@ HfImportSummary import_hf(const HfImportOptions& options) {
   HfImportSummary summary;
   summary.arch = model.arch;
   // The folder's name, made fit to name a run (and its checkpoint folder) when resumed.
-  summary.run_name = store::run_name_from(
+  summary.run_name = kiln::run_name_from(
       output.filename().empty() ? output.parent_path().filename().string() : output.filename().string(), "imported");
   Config config;
   config.model = model;

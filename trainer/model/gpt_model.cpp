@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "base/check.h"
-#include "store/human_format.h"
+#include "base/human_format.h"
 #include "trainer/memory/host_copy.h"
 #include "trainer/model/vocab_parallel_cross_entropy.h"
 #include "trainer/util/random.h"

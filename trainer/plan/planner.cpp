@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "base/check.h"
-#include "store/human_format.h"
+#include "base/human_format.h"
 
 namespace kiln {
 namespace {

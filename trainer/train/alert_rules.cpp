@@ -5,7 +5,7 @@
 
 #include <fmt/core.h>
 
-#include "store/human_format.h"
+#include "base/human_format.h"
 
 namespace kiln {
 namespace {

@@ -7,7 +7,7 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
-#include "store/user_text.h"
+#include "base/run_names.h"
 
 namespace kiln {
 namespace {
@@ -126,7 +126,7 @@ std::string RunRecorder::finish(store::RunStatus status, const std::string& erro
 std::string default_run_name(const std::string& config_path) {
   const std::string stem = config_path.empty()
                                ? "tiny"
-                               : store::run_name_from(std::filesystem::path(config_path).stem().string(), "run");
+                               : kiln::run_name_from(std::filesystem::path(config_path).stem().string(), "run");
   const std::time_t now = std::time(nullptr);
   std::tm local{};
   localtime_r(&now, &local);

@@ -1,6 +1,7 @@
 #include "trainer/train/text_stream.h"
 
-#include "trainer/data/utf8.h"
+#include "base/utf8.h"
+
 
 namespace kiln {
 

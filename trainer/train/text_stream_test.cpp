@@ -1,5 +1,6 @@
 // The text stream never writes part of a UTF-8 character, writes every byte in the end,
 // and passes bytes that are not UTF-8 through unchanged.
+#include "base/utf8.h"
 #include "trainer/train/text_stream.h"
 
 #include <gtest/gtest.h>
@@ -7,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "trainer/data/utf8.h"
 
 namespace kiln {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "base/check.h"
 #include "base/terminal_text.h"
-#include "store/human_format.h"
+#include "base/human_format.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/parallel/device_world.h"

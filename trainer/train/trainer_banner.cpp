@@ -3,7 +3,7 @@
 // first step, how the matrix products' algorithms were chosen.
 #include <fmt/core.h>
 
-#include "store/human_format.h"
+#include "base/human_format.h"
 #include "trainer/train/flops.h"
 #include "trainer/train/trainer.h"
 

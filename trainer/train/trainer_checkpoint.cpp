@@ -5,13 +5,13 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
-#include "store/human_format.h"
-#include "store/user_text.h"
+#include "base/human_format.h"
+#include "base/run_names.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/whole_tensors.h"
 #include "trainer/optim/lr_schedule.h"
-#include "trainer/util/step_clock.h"
 #include "trainer/train/trainer.h"
+#include "trainer/util/step_clock.h"
 
 namespace kiln {
 
@@ -134,7 +134,7 @@ void Trainer::resume_from(const std::string& resume, RecordOptions& recording) {
   // names a new one: a fork of the run.
   if (!recording.name_given) {
     try {
-      store::check_run_name(state.run_name);
+      kiln::check_run_name(state.run_name);
     } catch (const Error& e) {
       fail("checkpoint " + resume + " records a run name kiln cannot use as a folder (" + e.what() +
            "); resume it with --name NAME");

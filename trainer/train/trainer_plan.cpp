@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "base/check.h"
-#include "store/human_format.h"
+#include "base/human_format.h"
 #include "trainer/plan/device_spec.h"
 #include "trainer/plan/rank_memory.h"
 #include "trainer/plan/time_model.h"

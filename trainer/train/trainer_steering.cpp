@@ -5,7 +5,7 @@
 
 #include <fmt/core.h>
 
-#include "store/human_format.h"
+#include "base/human_format.h"
 #include "trainer/parallel/wait_limits.h"
 #include "trainer/train/interrupt.h"
 #include "trainer/util/step_clock.h"

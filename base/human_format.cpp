@@ -1,4 +1,4 @@
-#include "store/human_format.h"
+#include "base/human_format.h"
 
 #include <cmath>
 #include <iterator>
