@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <variant>
 
+#include "base/overloaded.h"
 #include "store/commands.h"
 #include "store/expert_load.h"
 #include "store/expert_queries.h"
@@ -51,33 +53,29 @@ void json_array(std::ostream& out, const char* key, const Rows& rows) {
 
 }  // namespace
 
+const std::string& metrics_csv_header() {
+  static const std::string header = [] {
+    std::string out = "run";
+    for (const MetricField& f : kMetricFields) out += "," + std::string(f.name);
+    return out;
+  }();
+  return header;
+}
+
 void append_metrics_csv_line(std::string& out, const std::string& run, const MetricRow& r) {
   out += csv_text(run);
-  fmt::format_to(std::back_inserter(out), ",{},{}", r.step, r.rank);
-  csv_number(out, r.time);
-  csv_number(out, std::optional<int64_t>(r.tokens));
-  csv_number(out, r.loss);
-  csv_number(out, r.lr);
-  csv_number(out, r.grad_norm);
-  csv_number(out, r.tokens_per_s);
-  csv_number(out, r.tflops);
-  csv_number(out, r.mfu);
-  csv_number(out, r.mem_used);
-  csv_number(out, r.mem_peak);
-  csv_number(out, r.fwd_ms);
-  csv_number(out, r.bwd_ms);
-  csv_number(out, r.opt_ms);
-  csv_number(out, r.comm_ms);
-  csv_number(out, r.data_ms);
-  csv_number(out, r.loss_scale);
-  csv_number(out, std::optional<int64_t>(r.skipped_steps));
-  csv_number(out, r.a2a_ms);
+  for (const MetricField& f : kMetricFields)
+    std::visit(Overloaded{[&](int64_t MetricRow::*m) { fmt::format_to(std::back_inserter(out), ",{}", r.*m); },
+                          [&](int MetricRow::*m) { fmt::format_to(std::back_inserter(out), ",{}", r.*m); },
+                          [&](double MetricRow::*m) { csv_number(out, r.*m); },
+                          [&](std::optional<int64_t> MetricRow::*m) { csv_number(out, r.*m); }},
+               f.member);
   out += '\n';
 }
 
 void write_metrics_csv(Database& db, int64_t run_id, std::ostream& out) {
   const std::string run = get_run(db, run_id).name;
-  out << kMetricsCsvHeader << '\n';
+  out << metrics_csv_header() << '\n';
   std::string line;
   for_each_metric(db, run_id, [&](const MetricRow& r) {
     line.clear();
@@ -91,11 +89,11 @@ MetricsCsvPages::MetricsCsvPages(Database& db, int64_t run_id) : run_id_(run_id)
 std::string MetricsCsvPages::next(Database& db, size_t rows) {
   if (!header_written_) {
     header_written_ = true;
-    return std::string(kMetricsCsvHeader) + '\n';
+    return std::string(metrics_csv_header()) + '\n';
   }
   // The rows after the last one written, in primary-key order: `step >= ?2` walks the key
   // from there, the rest skips that step's ranks already written.
-  static const std::string sql = std::string("SELECT ") + kMetricColumns +
+  static const std::string sql = "SELECT " + metric_column_list() +
                                  " FROM metrics WHERE run_id = ?1 AND step >= ?2 AND (step > ?2 OR rank > ?3) "
                                  "ORDER BY step, rank LIMIT ?4";
   Statement& st = db.cached(sql);

@@ -11,10 +11,8 @@
 
 namespace kiln::store {
 
-// The CSV header; the first columns are the ones the issue fixes, the rest follow.
-inline constexpr const char* kMetricsCsvHeader =
-    "run,step,rank,time,tokens,loss,lr,grad_norm,tokens_per_s,tflops,mfu,mem_used,mem_peak,"
-    "fwd_ms,bwd_ms,opt_ms,comm_ms,data_ms,loss_scale,skipped_steps,a2a_ms";
+// The CSV header: "run", then the metric fields in the list's order (store/metric_fields.h).
+const std::string& metrics_csv_header();
 
 // Every metric row as CSV: the header, then one line per (step, rank). `run` is the run's
 // name; an absent value is an empty field; numbers round-trip exactly.

@@ -2,8 +2,11 @@
 
 #include <cmath>
 #include <string>
+#include <variant>
 
+#include "base/overloaded.h"
 #include "store/expert_load.h"
+#include "store/metric_fields.h"
 #include "store/user_text.h"
 
 namespace kiln::store {
@@ -50,27 +53,37 @@ json to_json(const RunRecord& run) {
           {"parent_step", json_number(run.parent_step)}};
 }
 
+json metric_json(const MetricRow& row, const MetricField& field) {
+  return std::visit(Overloaded{[&](int64_t MetricRow::*m) { return json(row.*m); },
+                               [&](int MetricRow::*m) { return json(row.*m); },
+                               [&](auto m) { return json_number(row.*m); }},
+                    field.member);
+}
+
+json metric_fields_json() {
+  constexpr std::pair<MetricView, const char*> kViewNames[] = {
+      {kRunChart, "run_chart"},   {kCompareGrid, "compare_grid"}, {kCompareChoice, "compare_choice"},
+      {kTimeSplit, "time_split"}, {kTimeWithin, "time_within"},   {kRanks, "ranks"}};
+  json out = json::array();
+  for (const MetricField& f : kMetricFields) {
+    json views = json::array();
+    for (const auto& [view, name] : kViewNames)
+      if (f.views & view) views.push_back(name);
+    out.push_back({{"name", f.name},
+                   {"type", is_integer_metric(f) ? "integer" : "real"},
+                   {"unit", f.unit},
+                   {"ranks", f.spread == RankSpread::PerRank ? "per_rank" : "same"},
+                   {"views", std::move(views)},
+                   {"title", f.title},
+                   {"description", f.description}});
+  }
+  return out;
+}
+
 json to_json(const MetricRow& row) {
-  return {{"step", row.step},
-          {"rank", row.rank},
-          {"time", json_number(row.time)},
-          {"tokens", row.tokens},
-          {"loss", json_number(row.loss)},
-          {"lr", json_number(row.lr)},
-          {"grad_norm", json_number(row.grad_norm)},
-          {"tokens_per_s", json_number(row.tokens_per_s)},
-          {"tflops", json_number(row.tflops)},
-          {"mfu", json_number(row.mfu)},
-          {"fwd_ms", json_number(row.fwd_ms)},
-          {"bwd_ms", json_number(row.bwd_ms)},
-          {"opt_ms", json_number(row.opt_ms)},
-          {"comm_ms", json_number(row.comm_ms)},
-          {"data_ms", json_number(row.data_ms)},
-          {"a2a_ms", json_number(row.a2a_ms)},
-          {"mem_used", json_number(row.mem_used)},
-          {"mem_peak", json_number(row.mem_peak)},
-          {"loss_scale", json_number(row.loss_scale)},
-          {"skipped_steps", row.skipped_steps}};
+  json out = json::object();
+  for (const MetricField& f : kMetricFields) out[std::string(f.name)] = metric_json(row, f);
+  return out;
 }
 
 json config_json(const RunRecord& run) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "store/metric_fields.h"
 #include "store/run_queries.h"
 #include "store/types.h"
 
@@ -28,7 +29,14 @@ nlohmann::json to_json(const RunRecord& run);
 // The config_json text parsed, its secrets hidden (user_text.h redact_config_json); text that
 // is not JSON is kept as a string.
 nlohmann::json config_json(const RunRecord& run);
+// Every field of the metric list (store/metric_fields.h); integers stay integers, an absent
+// value is null.
 nlohmann::json to_json(const MetricRow& row);
+// The metric list itself, for the dashboard (GET /api/metric-fields): per field its name,
+// type, unit, ranks ("same" or "per_rank"), views, title and description.
+nlohmann::json metric_fields_json();
+// One field of a row as to_json writes it.
+nlohmann::json metric_json(const MetricRow& row, const MetricField& field);
 nlohmann::json to_json(const ValidRow& row);
 nlohmann::json to_json(const SystemRow& row);
 nlohmann::json to_json(const Sample& sample);

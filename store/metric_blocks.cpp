@@ -7,56 +7,11 @@
 #include <string>
 
 #include "store/error.h"
+#include "store/metric_fields.h"
 #include "store/metric_queries.h"
 
 namespace kiln::store {
 namespace {
-
-// A key's value in a row the writer is inserting, as the store will read it back: integers
-// as doubles, and -0 as 0 (SQLite stores an integral REAL as an integer). NaN: no value.
-using Field = double (*)(const MetricRow&);
-
-double stored(double value) { return value + 0.0; }
-double stored(const std::optional<int64_t>& value) {
-  return value ? static_cast<double>(*value) : kNoValue;
-}
-
-constexpr std::pair<std::string_view, Field> kFields[] = {
-    {"loss", [](const MetricRow& r) { return stored(r.loss); }},
-    {"lr", [](const MetricRow& r) { return stored(r.lr); }},
-    {"grad_norm", [](const MetricRow& r) { return stored(r.grad_norm); }},
-    {"tokens_per_s", [](const MetricRow& r) { return stored(r.tokens_per_s); }},
-    {"tflops", [](const MetricRow& r) { return stored(r.tflops); }},
-    {"mfu", [](const MetricRow& r) { return stored(r.mfu); }},
-    {"fwd_ms", [](const MetricRow& r) { return stored(r.fwd_ms); }},
-    {"bwd_ms", [](const MetricRow& r) { return stored(r.bwd_ms); }},
-    {"opt_ms", [](const MetricRow& r) { return stored(r.opt_ms); }},
-    {"comm_ms", [](const MetricRow& r) { return stored(r.comm_ms); }},
-    {"data_ms", [](const MetricRow& r) { return stored(r.data_ms); }},
-    {"mem_used", [](const MetricRow& r) { return stored(r.mem_used); }},
-    {"mem_peak", [](const MetricRow& r) { return stored(r.mem_peak); }},
-    {"loss_scale", [](const MetricRow& r) { return stored(r.loss_scale); }},
-    {"skipped_steps", [](const MetricRow& r) { return static_cast<double>(r.skipped_steps); }},
-    {"tokens", [](const MetricRow& r) { return static_cast<double>(r.tokens); }},
-    {"time", [](const MetricRow& r) { return stored(r.time); }},
-    {"a2a_ms", [](const MetricRow& r) { return stored(r.a2a_ms); }},
-};
-
-// The fields in metric_keys() order: the blob's order follows the keys, never this table's.
-const std::vector<Field>& fields() {
-  static const std::vector<Field> ordered = [] {
-    std::vector<Field> out;
-    for (const auto key : metric_keys()) {
-      const auto* f = std::find_if(std::begin(kFields), std::end(kFields),
-                                   [&](const auto& field) { return field.first == key; });
-      if (f == std::end(kFields))
-        fail("store: metric key '" + std::string(key) + "' has no MetricRow field to roll up");
-      out.push_back(f->second);
-    }
-    return out;
-  }();
-  return ordered;
-}
 
 size_t block_bytes() { return metric_keys().size() * kKeyAggregateBytes; }
 
@@ -197,7 +152,7 @@ std::map<int, BlockAggregates> aggregate_rows(Database& db, int64_t run_id, int6
 }
 
 void BlockUpdate::add(std::span<const MetricRow> rows) {
-  const auto& field = fields();
+  const auto field = block_fields();
   for (const auto& row : rows) {
     auto [it, fresh] = pending_.try_emplace({row.rank, block_of(row.step)});
     Pending& p = it->second;
@@ -210,7 +165,7 @@ void BlockUpdate::add(std::span<const MetricRow> rows) {
     }
     p.last_step = row.step;
     for (size_t k = 0; k < field.size(); ++k) {
-      const double value = field[k](row);
+      const double value = metric_value(row, *field[k]);
       if (!std::isnan(value)) p.keys[k].add(row.step, row.time, value);
     }
   }

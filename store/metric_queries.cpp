@@ -14,17 +14,11 @@
 namespace kiln::store {
 namespace {
 
-// A metric block holds an aggregate per key in this order: a key added later goes last, with
-// a migration that appends its empty aggregate to every block.
-constexpr std::array<std::string_view, 18> kKeys = {
-    "loss",    "lr",      "grad_norm", "tokens_per_s", "tflops",   "mfu",
-    "fwd_ms",  "bwd_ms",  "opt_ms",    "comm_ms",      "data_ms",  "mem_used",
-    "mem_peak", "loss_scale", "skipped_steps", "tokens", "time", "a2a_ms"};
-
 void check_key(const std::string& key) {
-  if (std::find(kKeys.begin(), kKeys.end(), key) != kKeys.end()) return;
+  const auto keys = metric_keys();
+  if (std::find(keys.begin(), keys.end(), key) != keys.end()) return;
   std::string valid;
-  for (auto k : kKeys) valid += (valid.empty() ? "" : ", ") + std::string(k);
+  for (auto k : keys) valid += (valid.empty() ? "" : ", ") + std::string(k);
   fail("store: unknown metric '" + key + "' (valid: " + valid + ")");
 }
 
@@ -190,7 +184,14 @@ std::vector<RankSeries> series_from_blocks(const std::vector<RankBlocks>& ranks,
 
 }  // namespace
 
-std::span<const std::string_view> metric_keys() { return kKeys; }
+std::span<const std::string_view> metric_keys() {
+  static const std::vector<std::string_view> keys = [] {
+    std::vector<std::string_view> out;
+    for (const MetricField* f : block_fields()) out.push_back(f->name);
+    return out;
+  }();
+  return keys;
+}
 
 std::vector<RankSeries> metric_series(Database& db, int64_t run_id, const SeriesQuery& q) {
   check_key(q.key);
@@ -235,7 +236,7 @@ std::vector<RankSeries> metric_series(Database& db, int64_t run_id, const Series
 void for_each_metric(Database& db, int64_t run_id,
                      const std::function<void(const MetricRow&)>& visit, int64_t first_step,
                      int64_t last_step) {
-  static const std::string sql = std::string("SELECT ") + kMetricColumns +
+  static const std::string sql = "SELECT " + metric_column_list() +
                                  " FROM metrics WHERE run_id = ? AND step BETWEEN ? AND ? "
                                  "ORDER BY step, rank";
   // Its own statement, not the cache: `visit` may run other queries on this connection.

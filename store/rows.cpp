@@ -4,10 +4,13 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "base/overloaded.h"
 #include "store/error.h"
 #include "store/expert_load.h"
+#include "store/metric_fields.h"
 
 namespace kiln::store {
 namespace {
@@ -36,13 +39,16 @@ std::vector<int64_t> decode_counts(std::span<const std::byte> blob) {
 }  // namespace
 
 void insert_metric(Database& db, int64_t run_id, const MetricRow& r) {
-  static const std::string sql = std::string("INSERT OR REPLACE INTO metrics (run_id, ") +
-                                 kMetricColumns +
-                                 ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+  static const std::string sql = [] {
+    std::string values = "?";
+    for (size_t i = 0; i < std::size(kMetricFields); ++i) values += ",?";
+    return "INSERT OR REPLACE INTO metrics (run_id, " + metric_column_list() + ") VALUES (" + values + ")";
+  }();
   Statement& st = db.cached(sql);
-  st.bind_all(run_id, r.step, r.rank, r.time, r.tokens, r.loss, r.lr, r.grad_norm,
-              r.tokens_per_s, r.tflops, r.mfu, r.fwd_ms, r.bwd_ms, r.opt_ms, r.comm_ms, r.data_ms,
-              r.mem_used, r.mem_peak, r.loss_scale, r.skipped_steps, r.a2a_ms);
+  st.bind(1, run_id);
+  int index = 2;
+  for (const MetricField& f : kMetricFields)
+    std::visit([&](auto member) { st.bind(index++, r.*member); }, f.member);
   st.run();
 }
 
@@ -102,26 +108,14 @@ void insert_expert_load(Database& db, int64_t run_id, const ExpertLoad& load) {
 
 MetricRow read_metric(const Statement& st, int i) {
   MetricRow r;
-  r.step = st.int64(i);
-  r.rank = static_cast<int>(st.int64(i + 1));
-  r.time = st.real(i + 2);
-  r.tokens = st.int64(i + 3);
-  r.loss = st.real(i + 4);
-  r.lr = st.real(i + 5);
-  r.grad_norm = st.real(i + 6);
-  r.tokens_per_s = st.real(i + 7);
-  r.tflops = st.real(i + 8);
-  r.mfu = st.real(i + 9);
-  r.fwd_ms = st.real(i + 10);
-  r.bwd_ms = st.real(i + 11);
-  r.opt_ms = st.real(i + 12);
-  r.comm_ms = st.real(i + 13);
-  r.data_ms = st.real(i + 14);
-  r.mem_used = st.opt_int64(i + 15);
-  r.mem_peak = st.opt_int64(i + 16);
-  r.loss_scale = st.real(i + 17);
-  r.skipped_steps = st.int64(i + 18);
-  r.a2a_ms = st.real(i + 19);
+  for (const MetricField& f : kMetricFields) {
+    std::visit(Overloaded{[&](int64_t MetricRow::*m) { r.*m = st.int64(i); },
+                          [&](int MetricRow::*m) { r.*m = static_cast<int>(st.int64(i)); },
+                          [&](double MetricRow::*m) { r.*m = st.real(i); },
+                          [&](std::optional<int64_t> MetricRow::*m) { r.*m = st.opt_int64(i); }},
+               f.member);
+    ++i;
+  }
   return r;
 }
 

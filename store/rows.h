@@ -7,14 +7,11 @@
 #include <string>
 
 #include "store/database.h"
+#include "store/metric_fields.h"
 #include "store/types.h"
 
 namespace kiln::store {
 
-// The metrics columns after run_id, in table order (also the export order after "run").
-inline constexpr const char* kMetricColumns =
-    "step, rank, time, tokens, loss, lr, grad_norm, tokens_per_s, tflops, mfu, fwd_ms, bwd_ms, "
-    "opt_ms, comm_ms, data_ms, mem_used, mem_peak, loss_scale, skipped_steps, a2a_ms";
 inline constexpr const char* kEventColumns = "id, time, step, kind, message";
 inline constexpr const char* kCheckpointColumns = "step, path, bytes, layout, time";
 inline constexpr const char* kCommandColumns =
@@ -38,7 +35,8 @@ void insert_sample(Database& db, int64_t run_id, const Sample& sample);
 // Also writes the imbalance column (expert_load.h) and a NULL `dropped` when none was.
 void insert_expert_load(Database& db, int64_t run_id, const ExpertLoad& load);
 
-// Read a row whose selected columns start at `first` in the order of the lists above.
+// Read a row whose selected columns start at `first` in the order of the lists above (the
+// metrics' columns: metric_column_list(), store/metric_fields.h).
 MetricRow read_metric(const Statement& st, int first = 0);
 SystemRow read_system(const Statement& st, int first = 0);
 Event read_event(const Statement& st, int first = 0);

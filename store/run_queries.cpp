@@ -175,7 +175,7 @@ RunDetails run_details(Database& db, int64_t run_id, size_t max_events, double s
   RunDetails d;
   d.run = get_run(db, run_id, stale_after_s);
   {
-    static const std::string sql = std::string("SELECT ") + kMetricColumns +
+    static const std::string sql = "SELECT " + metric_column_list() +
                                    " FROM metrics WHERE run_id = ?1 AND step = "
                                    "(SELECT max(step) FROM metrics WHERE run_id = ?1) ORDER BY rank";
     Statement& st = db.cached(sql);

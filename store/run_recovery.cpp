@@ -213,7 +213,7 @@ RecoveryLoad load_recovery(const std::string& file, const std::string& store) {
 
   std::vector<MetricRow> metrics;
   load.metric_rows = copy_new<MetricRow>(
-      from, to, id, select(kMetricColumns, "metrics", "step, rank"), read_metric,
+      from, to, id, select(metric_column_list().c_str(), "metrics", "step, rank"), read_metric,
       "SELECT 1 FROM metrics WHERE run_id = ? AND step = ? AND rank = ?",
       [](Statement& k, const MetricRow& r) { k.bind(2, r.step).bind(3, r.rank); }, insert_metric, &metrics);
   BlockUpdate blocks;

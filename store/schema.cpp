@@ -5,6 +5,7 @@
 #include <string>
 
 #include "store/error.h"
+#include "store/metric_fields.h"
 #include "store/user_text.h"
 
 namespace kiln::store {
@@ -79,7 +80,12 @@ void migrate(Database& db, std::span<const Migration> steps) {
   version = static_cast<int>(db.query_int("PRAGMA user_version"));
   if (check_version(db, version, target)) return;
   register_migration_functions(db);
-  for (int k = version; k < target; ++k) db.exec(steps[static_cast<size_t>(k)].sql);
+  for (int k = version; k < target; ++k) {
+    db.exec(steps[static_cast<size_t>(k)].sql);
+    // The metric columns of version k + 1 come from the one metric list, after its own SQL.
+    const std::string metric_columns = metric_columns_added_in(k + 1);
+    if (!metric_columns.empty()) db.exec(metric_columns);
+  }
   {
     Statement broken(db, "PRAGMA foreign_key_check");
     if (broken.step())

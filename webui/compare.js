@@ -6,17 +6,15 @@
 import { getJson, el, format } from "/api.js";
 import { lineChart, setLines, smooth, palette } from "/charts.js";
 import { xAxisSelect, smoothingControl, logToggle } from "/chart_controls.js";
+import { fieldsIn, namesIn } from "/metric_fields.js";
 
-const gridCharts = [
-  { key: "loss", title: "Loss" },
-  { key: "valid", title: "Validation loss" },
-  { key: "lr", title: "Learning rate" },
-  { key: "grad_norm", title: "Gradient norm" },
-  { key: "tokens_per_s", title: "Tokens/s" },
-  { key: "mem_used", title: "Memory used (bytes)" },
-];
-const gridKeys = ["loss", "lr", "grad_norm", "tokens_per_s", "mem_used"];
-const otherMetrics = ["tflops", "mfu", "fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms", "a2a_ms", "mem_peak", "loss_scale"];
+// The grid's charts from the metric list, the validation loss beside the training loss.
+const gridCharts = fieldsIn("compare_grid").flatMap((f) => {
+  const chart = { key: f.name, title: f.title };
+  return f.name === "loss" ? [chart, { key: "valid", title: "Validation loss" }] : [chart];
+});
+const gridKeys = namesIn("compare_grid");
+const otherMetrics = namesIn("compare_choice");
 const xAxes = [["step", "step"], ["tokens", "tokens"], ["elapsed", "time since start"]];
 
 export function renderCompare(view, params, settings = { x: "step", smoothing: 0, logY: { loss: true, valid: true }, other: "tflops" }) {

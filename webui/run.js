@@ -14,18 +14,20 @@ import { systemPanels, cpuNote } from "/run_system.js";
 import { ranksSection } from "/run_ranks.js";
 import { alertsSection } from "/run_alerts.js";
 import { lineageSection } from "/run_lineage.js";
+import { fieldsIn, namesIn } from "/metric_fields.js";
 
-const keys = ["loss", "lr", "grad_norm", "tokens_per_s", "mfu", "mem_used", "fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms", "a2a_ms"];
-const perRankCharts = [
-  { key: "loss", title: "Loss" },
-  { key: "lr", title: "Learning rate" },
-  { key: "grad_norm", title: "Gradient norm" },
-  { key: "tokens_per_s", title: "Tokens/s" },
-  { key: "mfu", title: "MFU", gpuOnly: true, empty: "not measured: no known peak FLOP/s for this device" },
-  { key: "mem_used", title: "Memory used (bytes)", cpuTitle: "Memory used, resident (bytes)" },
-];
-// a2a_ms (expert parallelism's all-to-alls) is part of fwd_ms and bwd_ms, drawn beside them.
-const splitKeys = ["fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms", "a2a_ms"];
+// The keys the page reads: its own charts' and the time split's.
+const keys = namesIn("run_chart", "time_split", "time_within");
+// What a chart of the list says beyond its title.
+const chartNotes = {
+  mfu: { gpuOnly: true, empty: "not measured: no known peak FLOP/s for this device" },
+  mem_used: { cpuTitle: "Memory used, resident (bytes)" },
+};
+const perRankCharts = fieldsIn("run_chart").map((f) => ({ key: f.name, title: f.title, ...chartNotes[f.name] }));
+// The parts of the step's time, and those within them (a2a_ms, expert parallelism's
+// all-to-alls, is part of fwd_ms and bwd_ms), drawn beside them where measured.
+const splitKeys = namesIn("time_split", "time_within");
+const withinKeys = namesIn("time_within");
 const xAxes = [["step", "step"], ["tokens", "tokens"], ["time", "wall time"]];
 
 export function renderRun(view, run, settings = { bands: false, x: "step", smoothing: 0, logY: { loss: true } }) {
@@ -141,7 +143,7 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
   function splitLines() {
     const rank0 = (k) => (series[k] || {})[0] || { steps: [], times: [], ys: [] };
     // The all-to-all line only where the run measured it (expert parallelism).
-    const measured = (k) => k !== "a2a_ms" || rank0(k).ys.some((y) => y != null && !Number.isNaN(y));
+    const measured = (k) => !withinKeys.includes(k) || rank0(k).ys.some((y) => y != null && !Number.isNaN(y));
     return splitKeys.filter(measured).map((k) => ({ label: k.replace("_ms", " ms"), ...shown(rank0(k)) }));
   }
 

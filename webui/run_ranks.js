@@ -5,8 +5,10 @@
 // the median rank's at that step. It stays hidden for a run of one rank.
 import { getJson, el, format } from "/api.js";
 import { palette } from "/charts.js";
+import { namesIn } from "/metric_fields.js";
 
-const splitKeys = [["fwd_ms", "fwd"], ["bwd_ms", "bwd"], ["opt_ms", "opt"], ["comm_ms", "comm"], ["data_ms", "data"]];
+// The parts of the step's time (the metric list's time_split), each labelled by its name less "_ms".
+const splitKeys = namesIn("time_split").map((k) => [k, k.replace(/_ms$/, "")]);
 const margin = { left: 64, bottom: 22, top: 4, right: 8 };
 const refreshEvery = 2000;  // ms: a live run's panel asks for new figures at most this often
 // The strip's colours: the median rank neutral, slower ones towards red (saturating at 1.5x),

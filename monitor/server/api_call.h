@@ -33,6 +33,8 @@ int64_t resolve_run_id(SharedState& state, const std::string& typed);
 Reply get_runs(ApiCall& call);
 Reply get_run(ApiCall& call);
 Reply get_metrics(ApiCall& call);
+// The metric list (store/metric_fields.h) the dashboard draws its charts and columns from.
+Reply get_metric_fields(ApiCall& call);
 Reply get_valid(ApiCall& call);
 Reply get_samples(ApiCall& call);
 Reply get_system(ApiCall& call);

@@ -40,16 +40,9 @@ json rank_json(const store::RankState& rank, const store::RanksNow& now) {
                {"time", r.time},
                {"step_ms", store::json_number(store::step_ms(r))},
                {"working_ms", store::json_number(working)},
-               {"relative", store::json_number(working / now.median_working_ms)},
-               {"fwd_ms", store::json_number(r.fwd_ms)},
-               {"bwd_ms", store::json_number(r.bwd_ms)},
-               {"opt_ms", store::json_number(r.opt_ms)},
-               {"comm_ms", store::json_number(r.comm_ms)},
-               {"data_ms", store::json_number(r.data_ms)},
-               {"a2a_ms", store::json_number(r.a2a_ms)},
-               {"mem_used", store::json_number(r.mem_used)},
-               {"mem_peak", store::json_number(r.mem_peak)},
-               {"tokens_per_s", store::json_number(r.tokens_per_s)}});
+               {"relative", store::json_number(working / now.median_working_ms)}});
+  for (const store::MetricField& field : store::kMetricFields)
+    if (field.views & store::kRanks) item[std::string(field.name)] = store::metric_json(r, field);
   return item;
 }
 

@@ -174,6 +174,8 @@ Reply get_metrics(ApiCall& call) {
   return json_reply({{"run", call.run_id}, {"series", series}});
 }
 
+Reply get_metric_fields(ApiCall&) { return json_reply(store::metric_fields_json()); }
+
 Reply get_valid(ApiCall& call) {
   auto db = call.state.reads().borrow();
   return json_reply(array_of(store::list_valid(*db, call.run_id)));

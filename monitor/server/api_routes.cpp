@@ -52,6 +52,7 @@ constexpr Route kRoutes[] = {
     {http::verb::get, {"api", "runs", kRunSegment, "export.csv"}, get_export_csv, false},
     {http::verb::get, {"api", "runs", kRunSegment, "live"}, live_without_upgrade, false},
     {http::verb::get, {"api", "compare"}, get_compare, false},
+    {http::verb::get, {"api", "metric-fields"}, get_metric_fields, false},
     {http::verb::get, {"api", "sweeps"}, get_sweeps, false},
     {http::verb::get, {"api", "sweeps", kSweepSegment}, get_sweep, false},
     {http::verb::get, {"metrics"}, get_prometheus, false},

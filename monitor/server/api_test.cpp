@@ -11,6 +11,8 @@
 #include "store/commands.h"
 #include "store/database.h"
 #include "store/export.h"
+#include "store/json_rows.h"
+#include "store/metric_fields.h"
 #include "store/run_queries.h"
 #include "store/schema.h"
 
@@ -113,7 +115,7 @@ TEST_F(ServerTest, ServesValidationEventsAndCsv) {
   const HttpResult csv = get(port_, "/api/runs/alpha/export.csv", {kAuth});
   ASSERT_EQ(csv.status, 200u);
   EXPECT_EQ(csv.content_type, "text/csv; charset=utf-8");
-  EXPECT_EQ(csv.body.substr(0, csv.body.find('\n')), store::kMetricsCsvHeader);
+  EXPECT_EQ(csv.body.substr(0, csv.body.find('\n')), store::metrics_csv_header());
   EXPECT_EQ(std::count(csv.body.begin(), csv.body.end(), '\n'), 1 + 3 * 2);
 }
 
@@ -207,6 +209,21 @@ TEST_F(ServerTest, ExportsLiveRunsForPrometheus) {
   EXPECT_NE(r.body.find("kiln_steps_total{run=\"beta\"} 5\n"), std::string::npos);
   EXPECT_NE(r.body.find("kiln_memory_used_bytes{run=\"beta\",rank=\"0\"} 1073741824\n"), std::string::npos);
   EXPECT_EQ(r.body.find("run=\"alpha\""), std::string::npos);  // ended runs are not scraped
+  // Every gauge of the metric list, with its help text.
+  for (const store::MetricField& f : store::kMetricFields)
+    if (!f.prometheus.empty()) {
+      EXPECT_NE(r.body.find(fmt::format("# HELP {} {}\n# TYPE {} gauge\n", f.prometheus, f.description, f.prometheus)),
+                std::string::npos)
+          << f.name;
+    }
+}
+
+TEST_F(ServerTest, ServesTheMetricList) {
+  const HttpResult r = get(port_, "/api/metric-fields", {kAuth});
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_EQ(r.json(), store::metric_fields_json());
+  EXPECT_EQ(r.json()[4]["name"], "loss");
+  EXPECT_EQ(r.json()[4]["views"], nlohmann::json::parse(R"(["run_chart", "compare_grid"])"));
 }
 
 TEST_F(ServerTest, CountsEachRulesAlertsForPrometheus) {

@@ -4,19 +4,21 @@
 
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "monitor/server/api_call.h"
 #include "store/alert_rows.h"
+#include "store/metric_fields.h"
 #include "store/run_queries.h"
 
 namespace kiln::monitor {
 namespace {
 
 struct Family {
-  const char* name;
-  const char* help;
-  const char* type;
+  std::string_view name;
+  std::string_view help;
+  std::string_view type;
 };
 
 // Label values escape backslash, double quote and newline, as the format requires.
@@ -35,7 +37,7 @@ void header(std::string& out, const Family& family) {
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", family.name, family.help, family.name, family.type);
 }
 
-void sample(std::string& out, const char* name, const std::string& labels, double value) {
+void sample(std::string& out, std::string_view name, const std::string& labels, double value) {
   if (std::isnan(value)) return;
   out += fmt::format("{}{{{}}} {}\n", name, labels, value);
 }
@@ -56,35 +58,19 @@ Reply get_prometheus(ApiCall& call) {
       live.push_back(store::run_details(*db, run.id, /*max_events=*/0));
   }
 
-  using Field = double store::MetricRow::*;
-  struct RankGauge {
-    Family family;
-    Field field;
-    double scale;
-  };
-  const RankGauge gauges[] = {
-      {{"kiln_loss", "Training loss at the latest logged step.", "gauge"}, &store::MetricRow::loss, 1},
-      {{"kiln_learning_rate", "Learning rate at the latest logged step.", "gauge"}, &store::MetricRow::lr, 1},
-      {{"kiln_grad_norm", "Gradient norm at the latest logged step.", "gauge"}, &store::MetricRow::grad_norm, 1},
-      {{"kiln_tokens_per_second", "Training throughput in tokens per second.", "gauge"},
-       &store::MetricRow::tokens_per_s, 1},
-      {{"kiln_mfu_ratio", "Model FLOPs utilisation, 0 to 1.", "gauge"}, &store::MetricRow::mfu, 1},
-      {{"kiln_step_seconds", "Time of the latest step (forward + backward + optimizer).", "gauge"},
-       nullptr, 1e-3},
-  };
   std::string out;
-  for (const RankGauge& gauge : gauges) {
-    header(out, gauge.family);
+  // The metric list's gauges (store/metric_fields.h), each rank's latest value.
+  for (const store::MetricField& field : store::kMetricFields) {
+    if (field.prometheus.empty()) continue;
+    header(out, {field.prometheus, field.description, "gauge"});
     for (const auto& d : live)
-      for (const auto& row : d.latest) {
-        const double value = gauge.field ? row.*gauge.field : row.fwd_ms + row.bwd_ms + row.opt_ms;
-        sample(out, gauge.family.name, rank_labels(d.run, row.rank), value * gauge.scale);
-      }
+      for (const auto& row : d.latest)
+        sample(out, field.prometheus, rank_labels(d.run, row.rank), store::metric_value(row, field));
   }
-  header(out, {"kiln_memory_used_bytes", "Device memory in use at the end of the latest step.", "gauge"});
+  header(out, {"kiln_step_seconds", "Time of the latest step (forward + backward + optimizer).", "gauge"});
   for (const auto& d : live)
     for (const auto& row : d.latest)
-      if (row.mem_used) sample(out, "kiln_memory_used_bytes", rank_labels(d.run, row.rank), static_cast<double>(*row.mem_used));
+      sample(out, "kiln_step_seconds", rank_labels(d.run, row.rank), (row.fwd_ms + row.bwd_ms + row.opt_ms) * 1e-3);
   header(out, {"kiln_steps_total", "Highest step logged by the run.", "counter"});
   for (const auto& d : live)
     if (d.run.last_step)

@@ -8,6 +8,7 @@
 
 #include "monitor/server/server_fixture.h"
 #include "monitor/server/test_client.h"
+#include "store/metric_fields.h"
 
 namespace kiln::monitor::test {
 namespace {
@@ -81,6 +82,10 @@ TEST_F(RanksApiTest, RanksShowsPlacesTheLatestSplitAndTheSlowest) {
   EXPECT_DOUBLE_EQ(slow["relative"].get<double>(), 1.5);
   EXPECT_EQ(slow["mem_peak"], int64_t{303} << 20);
   EXPECT_TRUE(slow["a2a_ms"].is_null());
+  for (const store::MetricField& f : store::kMetricFields)
+    EXPECT_EQ(slow.contains(f.name), (f.views & store::kRanks) != 0 || f.name == "step" || f.name == "rank" ||
+                                         f.name == "time")  // the row's place, always there
+        << f.name;
   const auto& fast = body["ranks"][0];
   EXPECT_EQ(fast["slowest"], false);
   EXPECT_DOUBLE_EQ(fast["comm_ms"].get<double>(), 17);

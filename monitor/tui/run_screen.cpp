@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "monitor/tui/table.h"
 #include "store/alert_rows.h"
 #include "store/commands.h"
+#include "store/metric_fields.h"
 #include "store/metric_queries.h"
 #include "store/rank_places.h"
 #include "store/rank_queries.h"
@@ -41,13 +43,33 @@ std::string millis(double ms) { return std::isnan(ms) ? kAbsent : fmt::format("{
 
 // With `all_to_all` (an expert-parallel run), the A2A column: the part of FWD and BWD the
 // tokens' all-to-alls took.
-std::vector<TableColumn> rank_columns(bool all_to_all) {
+// The ranks table's time columns: the metric list's parts of the step, then those within
+// them (expert parallelism's all-to-alls) where a row measured one.
+std::vector<const store::MetricField*> time_fields(const std::vector<store::MetricRow>& rows) {
+  std::vector<const store::MetricField*> fields;
+  for (const store::MetricField& f : store::kMetricFields) {
+    const bool within = (f.views & store::kTimeWithin) != 0;
+    if (!(f.views & store::kTimeSplit) && !within) continue;
+    const auto measured = [&](const store::MetricRow& r) { return !std::isnan(store::metric_value(r, f)); };
+    if (within && std::none_of(rows.begin(), rows.end(), measured)) continue;
+    fields.push_back(&f);
+  }
+  return fields;
+}
+
+// FWD for fwd_ms: the field's name less its unit, in capitals.
+std::string column_name(const store::MetricField& field) {
+  std::string name(field.name.substr(0, field.name.rfind("_ms")));
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+std::vector<TableColumn> rank_columns(const std::vector<const store::MetricField*>& times) {
   std::vector<TableColumn> c = {
       {"RANK", 4, true, 10}, {"HOST", 10, false, 4}, {"STEP", 7, true, 9},  {"LOSS", 7, true, 8},  {"TOK/S", 7, true, 7},
-      {"MFU", 6, true, 6},   {"MEM USED/PEAK", 19, true, 5}, {"STEP MS", 8, true, 6},
-      {"FWD", 6, true, 2},   {"BWD", 6, true, 2},  {"OPT", 6, true, 1},  {"COMM", 6, true, 3},
-      {"DATA", 6, true, 3},  {"AGE", 5, true, 6}};
-  if (all_to_all) c.insert(c.end() - 1, TableColumn{"A2A", 6, true, 2});
+      {"MFU", 6, true, 6},   {"MEM USED/PEAK", 19, true, 5}, {"STEP MS", 8, true, 6}};
+  for (const store::MetricField* f : times) c.push_back({column_name(*f), 6, true, f->column_priority});
+  c.push_back({"AGE", 5, true, 6});
   return c;
 }
 
@@ -328,8 +350,7 @@ class RunScreen final : public Screen {
   void draw_ranks(int row, int height, const Theme& theme, double now) {
     const auto& rows = details_->latest;
     const size_t slowest = store::slowest_of(rows).value_or(rows.size());
-    const bool all_to_all =
-        std::any_of(rows.begin(), rows.end(), [](const store::MetricRow& r) { return !std::isnan(r.a2a_ms); });
+    const auto times = time_fields(rows);
     std::vector<std::vector<TableCell>> cells;
     for (size_t i = 0; i < rows.size(); ++i) {
       const store::MetricRow& r = rows[i];
@@ -341,12 +362,10 @@ class RunScreen final : public Screen {
                        {fixed4(r.loss), tone}, {compact_rate(r.tokens_per_s), tone},
                        {percent(r.mfu), mfu_tone(r.mfu)},
                        {bytes_or_absent(r.mem_used) + "/" + bytes_or_absent(r.mem_peak), tone},
-                       {millis(store::step_ms(r)), i == slowest ? Tone::Bad : tone},
-                       {millis(r.fwd_ms), tone}, {millis(r.bwd_ms), tone}, {millis(r.opt_ms), tone},
-                       {millis(r.comm_ms), tone}, {millis(r.data_ms), tone},
-                       {store::is_live(details_->run.status) ? fmt::format("{:.0f}s", age) : kAbsent,
-                        store::is_live(details_->run.status) ? age_tone(age) : Tone::Dim}});
-      if (all_to_all) cells.back().insert(cells.back().end() - 1, TableCell{millis(r.a2a_ms), tone});
+                       {millis(store::step_ms(r)), i == slowest ? Tone::Bad : tone}});
+      for (const store::MetricField* f : times) cells.back().push_back({millis(store::metric_value(r, *f)), tone});
+      cells.back().push_back({store::is_live(details_->run.status) ? fmt::format("{:.0f}s", age) : kAbsent,
+                              store::is_live(details_->run.status) ? age_tone(age) : Tone::Dim});
     }
     put(row - 1, 1,
         rows.size() > 1 ? fmt::format("ranks ({}; the slowest, by forward+backward+optimizer time, highlighted)", rows.size()) : "ranks",
@@ -354,7 +373,7 @@ class RunScreen final : public Screen {
     rank_first_ = scroll_to_show(rank_first_, rank_selected_, static_cast<size_t>(height - 1));
     TableView view{row, 0, COLS, height, rank_first_, static_cast<long>(rank_selected_),
                    pane_ == Pane::Ranks};
-    draw_table(view, rank_columns(all_to_all), cells, {}, theme);
+    draw_table(view, rank_columns(times), cells, {}, theme);
     if (rows.empty()) put(row + 1, 2, "no step logged yet", COLS - 4, theme.attr(Tone::Dim));
   }
 

@@ -9,7 +9,7 @@
 // that lasts; no MFU or GPU panel on the CPU, and why;
 // host memory; round ticks; the samples under their steps, live ones arriving; Pause and
 // Resume each disabled when they cannot apply. Compare page: the grid of metrics with the run
-// page's controls and summary columns that line up. Any failed expectation exits non-zero
+// page's controls and summary columns that line up, its charts and choices the metric list's. Any failed expectation exits non-zero
 // with one line saying which.
 import { launchBrowser } from "./launch.mjs";
 
@@ -157,6 +157,13 @@ try {
     const labels = (await chartState(`compare-${key}`)).labels;
     expect(labels.join() === `step,${sampled},${other}`, `compare ${key}: lines ${labels}`);
   }
+  // The grid and the chosen metric's choices are the metric list's (GET /api/metric-fields).
+  const fields = await api("api/metric-fields");
+  const inView = (view) => fields.filter((f) => f.views.includes(view)).map((f) => f.name);
+  const choices = await page.locator("#compare-metric option").evaluateAll((options) => options.map((o) => o.value));
+  expect(choices.join() === inView("compare_choice").join(), `compare's metric choices ${choices}, the list's ${inView("compare_choice")}`);
+  const grid = await page.locator("#compare-charts > [id^=compare-]").evaluateAll((charts) => charts.map((c) => c.id.replace("compare-", "")));
+  expect(grid.filter((k) => k !== "valid" && k !== "chart").join() === inView("compare_grid").join(), `compare's grid ${grid}, the list's ${inView("compare_grid")}`);
   const raw = await api(`api/runs/${sampled}/metrics?keys=loss,tokens&ranks=0&points=0`);
   const [loss0] = raw.series.loss, [tokens0] = raw.series.tokens;
   let loss = await chartState("compare-loss");

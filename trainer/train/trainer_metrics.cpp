@@ -1,8 +1,8 @@
 // A logged step's metrics: the row each rank measures, gathered to the first rank for the
 // run store.
-#include <iterator>
 #include <vector>
 
+#include "store/metric_fields.h"
 #include "trainer/train/flops.h"
 #include "trainer/train/trainer.h"
 
@@ -17,30 +17,23 @@ void Trainer::record_step(store::MetricRow row) {
     check_alerts({row});
     return;
   }
-  // What differs between ranks travels; step, loss, lr and grad norm are the same on all.
-  double mine[] = {row.tokens_per_s, row.tflops, row.mfu, row.fwd_ms, row.bwd_ms, row.opt_ms,
-                   row.comm_ms, row.data_ms, static_cast<double>(*row.mem_used),
-                   static_cast<double>(*row.mem_peak), row.a2a_ms};
-  constexpr int64_t kFields = std::size(mine);
-  std::vector<double> all(static_cast<size_t>(kFields * world_.size()));
+  // What differs between ranks travels (the metric list's per-rank fields); step, loss, lr
+  // and grad norm are the same on all.
+  std::vector<const store::MetricField*> per_rank;
+  for (const store::MetricField& f : store::kMetricFields)
+    if (f.spread == store::RankSpread::PerRank && !store::is_row_key(f)) per_rank.push_back(&f);
+  const auto fields = static_cast<int64_t>(per_rank.size());
+  std::vector<double> mine;
+  for (const store::MetricField* f : per_rank) mine.push_back(store::metric_value(row, *f));
+  std::vector<double> all(static_cast<size_t>(fields * world_.size()));
   world_.gather(Tensor{all.data(), DType::F64, {static_cast<int64_t>(all.size())}},
-                Tensor{mine, DType::F64, {kFields}}, 0);
+                Tensor{mine.data(), DType::F64, {fields}}, 0);
   if (!recorder_) return;
   std::vector<store::MetricRow> rows;
   for (int r = 0; r < world_.size(); ++r) {
-    const double* v = all.data() + r * kFields;
+    const double* v = all.data() + r * fields;
     row.rank = r;
-    row.tokens_per_s = v[0];
-    row.tflops = v[1];
-    row.mfu = v[2];
-    row.fwd_ms = v[3];
-    row.bwd_ms = v[4];
-    row.opt_ms = v[5];
-    row.comm_ms = v[6];
-    row.data_ms = v[7];
-    row.mem_used = static_cast<int64_t>(v[8]);
-    row.mem_peak = static_cast<int64_t>(v[9]);
-    row.a2a_ms = v[10];
+    for (size_t k = 0; k < per_rank.size(); ++k) store::set_metric_value(row, *per_rank[k], v[k]);
     recorder_->log_step(row);
     rows.push_back(row);
   }

@@ -1,0 +1,129 @@
+// The one list of per-rank step metrics: each field of MetricRow declared once, with its type,
+// unit, how ranks differ in it, where its aggregate sits in a metric block, which schema
+// version added its column, and where it is shown. The store's columns, its reading and
+// writing of rows, the metric blocks, JSON, CSV, Prometheus, the trainer's gather across
+// ranks and the views' columns and charts all walk this list (as the config's parsing walks
+// config.cpp's field list), so a new metric touches its producer and this list:
+//   1. a MetricRow member (store/types.h) and its entry at the end of kMetricFields;
+//   2. `since` the next schema version, with a migration entry for that version
+//      (store/migrations.cpp), for which migrate() adds the column and the blocks' aggregate.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "store/types.h"
+
+namespace kiln::store {
+
+// Where a MetricRow keeps the field; its SQL type follows (INTEGER for the integer ones).
+using MetricMember = std::variant<int64_t MetricRow::*, int MetricRow::*, double MetricRow::*,
+                                  std::optional<int64_t> MetricRow::*>;
+
+// How the ranks of one step differ in a field: the same on every rank (the step's loss,
+// measured once and copied to each rank's row), or each rank's own measurement, which the
+// trainer gathers from every rank to the first.
+enum class RankSpread { SameOnEveryRank, PerRank };
+
+// The views that show a field (a bit set).
+enum MetricView : unsigned {
+  kRunChart = 1u << 0,       // a chart of its own on a run's page (the dashboard)
+  kCompareGrid = 1u << 1,    // a chart of the comparison page's grid
+  kCompareChoice = 1u << 2,  // a choice of the comparison page's chart of one more metric
+  kTimeSplit = 1u << 3,      // one of the parts the step's time splits into: the run page's
+                             // split chart, the ranks tables of the dashboard and the TUI
+  kTimeWithin = 1u << 4,     // a part of other kTimeSplit fields' time: drawn beside them in
+                             // the split chart and the TUI's ranks table, where measured
+  kRanks = 1u << 5,          // in a run's ranks (GET /api/runs/{run}/ranks)
+};
+
+struct MetricField {
+  std::string_view name;  // column, JSON key, CSV header, series key
+  MetricMember member;
+  std::string_view unit;  // "ms", "bytes", "tokens/s", ...; empty: a plain number
+  RankSpread spread;
+  // Its aggregate's index in a metric_blocks row (metric_blocks.h); -1: not rolled up (the
+  // row's key, step and rank). Blocks on disk hold them in this order: it never changes.
+  int block_slot;
+  int since;  // the schema version whose migration added its column (1: the first schema)
+  unsigned views;
+  // In a table that drops columns when narrow (the TUI's ranks), higher stays longer.
+  int column_priority;
+  std::string_view title;        // a chart's title, for the fields with kRunChart or kCompareGrid
+  std::string_view prometheus;   // its gauge on GET /metrics; empty: not exported
+  std::string_view description;  // one line: the gauge's help text, and docs/store.md's
+};
+
+// Every field, in the order of the CSV export's columns and of the views.
+inline constexpr MetricField kMetricFields[] = {
+    {"step", &MetricRow::step, "", RankSpread::SameOnEveryRank, -1, 1, 0, 0, "", "", "The logged step."},
+    {"rank", &MetricRow::rank, "", RankSpread::PerRank, -1, 1, 0, 0, "", "", "The rank that measured the row."},
+    {"time", &MetricRow::time, "s", RankSpread::SameOnEveryRank, 16, 1, 0, 0, "", "",
+     "Unix seconds when the row was logged."},
+    {"tokens", &MetricRow::tokens, "tokens", RankSpread::SameOnEveryRank, 15, 1, 0, 0, "", "",
+     "Tokens consumed by the whole run up to this step."},
+    {"loss", &MetricRow::loss, "", RankSpread::SameOnEveryRank, 0, 1, kRunChart | kCompareGrid, 0, "Loss",
+     "kiln_loss", "Training loss at the latest logged step."},
+    {"lr", &MetricRow::lr, "", RankSpread::SameOnEveryRank, 1, 1, kRunChart | kCompareGrid, 0, "Learning rate",
+     "kiln_learning_rate", "Learning rate at the latest logged step."},
+    {"grad_norm", &MetricRow::grad_norm, "", RankSpread::SameOnEveryRank, 2, 1, kRunChart | kCompareGrid, 0,
+     "Gradient norm", "kiln_grad_norm", "Gradient norm at the latest logged step."},
+    {"tokens_per_s", &MetricRow::tokens_per_s, "tokens/s", RankSpread::PerRank, 3, 1,
+     kRunChart | kCompareGrid | kRanks, 0, "Tokens/s", "kiln_tokens_per_second",
+     "Training throughput in tokens per second."},
+    {"tflops", &MetricRow::tflops, "TFLOP/s", RankSpread::PerRank, 4, 1, kCompareChoice, 0, "", "",
+     "Model TFLOP/s achieved by this rank's device."},
+    {"mfu", &MetricRow::mfu, "", RankSpread::PerRank, 5, 1, kRunChart | kCompareChoice, 0, "MFU", "kiln_mfu_ratio",
+     "Model FLOPs utilisation, 0 to 1."},
+    {"mem_used", &MetricRow::mem_used, "bytes", RankSpread::PerRank, 11, 1, kRunChart | kCompareGrid | kRanks, 0,
+     "Memory used (bytes)", "kiln_memory_used_bytes", "Device memory in use at the end of the latest step."},
+    {"mem_peak", &MetricRow::mem_peak, "bytes", RankSpread::PerRank, 12, 1, kCompareChoice | kRanks, 0, "", "",
+     "Peak device memory so far."},
+    {"fwd_ms", &MetricRow::fwd_ms, "ms", RankSpread::PerRank, 6, 1, kTimeSplit | kCompareChoice | kRanks, 2, "", "",
+     "Forward time of the step."},
+    {"bwd_ms", &MetricRow::bwd_ms, "ms", RankSpread::PerRank, 7, 1, kTimeSplit | kCompareChoice | kRanks, 2, "", "",
+     "Backward time of the step."},
+    {"opt_ms", &MetricRow::opt_ms, "ms", RankSpread::PerRank, 8, 1, kTimeSplit | kCompareChoice | kRanks, 1, "", "",
+     "Optimizer time of the step."},
+    {"comm_ms", &MetricRow::comm_ms, "ms", RankSpread::PerRank, 9, 1, kTimeSplit | kCompareChoice | kRanks, 3, "", "",
+     "Exposed (not overlapped) communication of the step."},
+    {"data_ms", &MetricRow::data_ms, "ms", RankSpread::PerRank, 10, 1, kTimeSplit | kCompareChoice | kRanks, 3, "", "",
+     "Waiting for the next batch."},
+    {"loss_scale", &MetricRow::loss_scale, "", RankSpread::SameOnEveryRank, 13, 1, kCompareChoice, 0, "", "",
+     "fp16 dynamic loss scale."},
+    {"skipped_steps", &MetricRow::skipped_steps, "", RankSpread::SameOnEveryRank, 14, 1, 0, 0, "", "",
+     "Optimizer steps skipped (overflow) so far."},
+    {"a2a_ms", &MetricRow::a2a_ms, "ms", RankSpread::PerRank, 17, 5, kTimeWithin | kCompareChoice | kRanks, 2, "",
+     "", "Of fwd_ms and bwd_ms, expert parallelism's token all-to-alls."},
+};
+
+// The field named `name`, or nullptr.
+const MetricField* find_metric_field(std::string_view name);
+
+// The rolled-up fields in block-slot order (metric_blocks.h: a block's aggregates).
+std::span<const MetricField* const> block_fields();
+
+// "step, rank, time, ..." in the list's order: the columns SELECT and INSERT name.
+const std::string& metric_column_list();
+
+// SQL that adds the metric columns (and their blocks' aggregates) of a schema version after
+// the first: migrate() runs it after that version's own migration.
+std::string metric_columns_added_in(int version);
+
+// The field's value as the store reads it back: integers as doubles, an absent one NaN.
+double metric_value(const MetricRow& row, const MetricField& field);
+// Sets the field from such a value (NaN: absent, for the optional ones).
+void set_metric_value(MetricRow& row, const MetricField& field, double value);
+
+// Step and rank: the row's key, which says whose measurements the row holds (never rolled up).
+inline bool is_row_key(const MetricField& field) { return field.block_slot < 0; }
+
+// True when the field's SQL type is INTEGER.
+bool is_integer_metric(const MetricField& field);
+
+}  // namespace kiln::store

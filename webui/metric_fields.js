@@ -1,0 +1,11 @@
+// The metric list (store/metric_fields.h) as the server serves it (GET /api/metric-fields):
+// which metrics each chart, choice and column shows, so a metric added to the list appears
+// here without an edit.
+import { getJson } from "/api.js";
+
+const fields = await getJson("/api/metric-fields");
+
+// The fields a view shows ("run_chart", "compare_grid", "compare_choice", "time_split",
+// "time_within"), in the list's order.
+export const fieldsIn = (...views) => fields.filter((f) => f.views.some((v) => views.includes(v)));
+export const namesIn = (...views) => fieldsIn(...views).map((f) => f.name);
