@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -103,8 +105,11 @@ TEST(RunSweepTasks, RunsEachPointKAtATimeWithItsRanksGpusAndLog) {
   EXPECT_EQ(events[0], "launch s-0");
   EXPECT_EQ(events[1], "launch s-1");
   EXPECT_EQ(events.back().substr(0, 10), "finish s-2");
-  for (const std::string& e : events)
-    if (e.starts_with("finish s-1")) EXPECT_EQ(e, "finish s-1 1");
+  for (const std::string& e : events) {
+    if (e.starts_with("finish s-1")) {
+      EXPECT_EQ(e, "finish s-1 1");
+    }
+  }
   EXPECT_EQ(read_text(dir + "/s-0.log"), "train --name s-0 --exit 0 --ranks 2\ngpus=0\n");
   EXPECT_EQ(read_text(dir + "/s-1.log"), "train --name s-1 --exit 1 --ranks 2\ngpus=1\n");
   // The third takes the slot the first point to end gave back.
