@@ -13,25 +13,15 @@
 #include <vector>
 
 #include "base/check.h"
+#include "launch/test_files.h"
 
 namespace kiln::launch {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("kiln_launcher_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using testing_util::fresh_dir;
+using testing_util::read_text;
 
 // A detached command, as the terminal UI starts its runs.
 ChildCommand detached(std::vector<std::string> argv, const std::string& log_path) {

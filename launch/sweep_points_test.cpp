@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/test_files.h"
 #include "tests/error_of.h"
 
 namespace kiln::launch {
@@ -21,19 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 using test::error_of;
 
-std::string fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("kiln_sweep_points_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using testing_util::fresh_dir;
+using testing_util::read_text;
 
 // A stand-in for the kiln binary: writes its arguments and GPUs to its log, takes a moment,
 // and exits with the number after --exit.
