@@ -4,11 +4,7 @@
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
-#include <chrono>
-#include <cstring>
 #include <filesystem>
-#include <functional>
 #include <limits>
 #include <memory>
 #include <span>
@@ -16,275 +12,55 @@
 #include <thread>
 
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
 
 #include "base/check.h"
 #include "base/human_format.h"
 #include "base/utf8.h"
 #include "trainer/data/byte_tokenizer.h"
-#include "trainer/data/document_splitter.h"
 #include "trainer/data/indexed_dataset.h"
-#include "trainer/data/jsonl.h"
-#include "trainer/data/ordered_pool.h"
 #include "trainer/data/tokenizer.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-constexpr size_t kReadChunk = size_t{1} << 20;  // bytes read from an input at a time
-constexpr size_t kSegmentBytes = size_t{1}
-                                 << 20;        // a long document is encoded in pieces of about this
-constexpr size_t kMaxHeld = size_t{64} << 20;  // ... and cut here even with no safe place to cut
-constexpr size_t kBatchBytes = size_t{256} << 10;  // text handed to a worker at a time
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// A stretch of input for a worker: all or part of a document's text, or one JSONL line.
-struct Segment {
-  std::string text;
-  size_t file = 0;      // index into the inputs
-  uint64_t offset = 0;  // where text starts in the file, in bytes
-  int64_t line = 0;     // JSONL: the line number
-  bool ends_document = false;
-};
-
-struct EncodedSegment {
-  size_t ids = 0;
-  bool ends_document = false;
-};
-
-struct EncodedBatch {
-  std::vector<int32_t> ids;
-  std::vector<EncodedSegment> segments;
-};
-
-// Text from `path` starting at byte `offset` of it was not UTF-8.
-[[noreturn]] void not_utf8(const std::string& path, uint64_t offset, const InvalidUtf8& e,
-                           const Tokenizer& tokenizer) {
-  fail(fmt::format("data prepare: {}: not valid UTF-8 at byte {} (0x{:02x}); tokenizer {} reads "
-                   "UTF-8 text only",
-                   path, offset + e.offset, e.byte, tokenizer.name()));
-}
-
-// A worker's job: the ids of each segment of a batch, in order.
-EncodedBatch encode_batch(const std::vector<Segment>& batch, const Tokenizer& tokenizer,
-                          const DataPrepareOptions& options) {
-  EncodedBatch out;
-  out.segments.reserve(batch.size());
-  for (const Segment& s : batch) {
-    const size_t before = out.ids.size();
-    const std::string& path = options.inputs[s.file];
-    if (options.json_key.empty()) {
-      try {
-        tokenizer.encode(s.text, out.ids);
-      } catch (const InvalidUtf8& e) {
-        not_utf8(path, s.offset, e, tokenizer);
-      }
-    } else {
-      const std::string where = fmt::format("data prepare: {}:{}", path, s.line);
-      tokenizer.encode(jsonl_text(s.text, options.json_key, where, s.offset), out.ids);
-    }
-    out.segments.push_back({out.ids.size() - before, s.ends_document});
-  }
-  return out;
-}
-
-// Writes encoded batches as they come back in order: a document's ids, then its EOD.
-// A document with no ids is skipped and counted.
-class DocumentWriter {
- public:
-  DocumentWriter(IndexedDatasetWriter& writer, int32_t eod, bool append_eod)
-      : writer_(writer), eod_(eod), append_eod_(append_eod) {}
-
-  void write(const EncodedBatch& batch) {
-    size_t at = 0;
-    for (const EncodedSegment& s : batch.segments) {
-      if (s.ids > 0) {
-        writer_.add_tokens(std::span<const int32_t>(batch.ids.data() + at, s.ids));
-        has_tokens_ = true;
-      }
-      at += s.ids;
-      if (!s.ends_document) continue;
-      if (!has_tokens_) {
-        ++empty_;
-        continue;
-      }
-      if (append_eod_) writer_.add_tokens(std::span<const int32_t>(&eod_, 1));
-      writer_.end_document();
-      has_tokens_ = false;
-    }
-  }
-
-  int64_t empty_documents() const { return empty_; }
-
- private:
-  IndexedDatasetWriter& writer_;
-  int32_t eod_;
-  bool append_eod_;
-  bool has_tokens_ = false;
-  int64_t empty_ = 0;
-};
-
-// Turns the documents of plain-text files into segments: a document is held until it
-// ends, or, when long, cut where the tokenizer says the ids before the cut are final.
-class SegmentBuilder : public DocumentSink {
- public:
-  SegmentBuilder(const Tokenizer& tokenizer, const std::vector<std::string>& inputs,
-                 std::function<void(Segment&&)> emit)
-      : tokenizer_(tokenizer), inputs_(inputs), emit_(std::move(emit)) {}
-
-  void start_file(size_t file) { file_ = file; }
-
-  void text(std::string_view piece, uint64_t offset) override {
-    if (held_.empty()) held_offset_ = offset;
-    held_.append(piece);
-    if (held_.size() >= cut_at_) cut();
-  }
-
-  void end_document() override {
-    emit_({std::move(held_), file_, held_offset_, 0, true});
-    held_.clear();
-    cut_at_ = kSegmentBytes;
-  }
-
- private:
-  void cut() {
-    size_t n = 0;
-    try {
-      n = tokenizer_.stable_prefix(held_);
-    } catch (const InvalidUtf8& e) {
-      not_utf8(inputs_[file_], held_offset_, e, tokenizer_);
-    }
-    if (n == 0 && held_.size() >= kMaxHeld) n = utf8_complete_prefix(held_);
-    if (n > 0) {
-      emit_({held_.substr(0, n), file_, held_offset_, 0, false});
-      held_.erase(0, n);
-      held_offset_ += n;
-    }
-    // Not before another segment's worth arrives, so a long stretch with no place to cut
-    // is scanned once per segment, not once per byte.
-    cut_at_ = held_.size() + kSegmentBytes;
-  }
-
-  const Tokenizer& tokenizer_;
-  const std::vector<std::string>& inputs_;
-  std::function<void(Segment&&)> emit_;
-  size_t file_ = 0;
-  std::string held_;
-  uint64_t held_offset_ = 0;
-  size_t cut_at_ = kSegmentBytes;
-};
 
 // The progress line on stderr: redrawn in place on a terminal, a new line every few
 // seconds in a log; nothing for a run that ends before the first.
-class Progress {
+class ProgressLine {
  public:
-  Progress(std::FILE* err, uint64_t total_bytes)
-      : err_(err),
-        total_(total_bytes),
-        tty_(err != nullptr && ::isatty(::fileno(err)) == 1),
-        start_(Clock::now()),
-        last_(start_) {}
+  explicit ProgressLine(std::FILE* err)
+      : err_(err), tty_(err != nullptr && ::isatty(::fileno(err)) == 1) {}
 
-  void update(uint64_t bytes, int64_t documents, int64_t tokens) {
+  void show(const DataPrepareProgress& p) {
     if (err_ == nullptr) return;
-    const auto now = Clock::now();
-    if (now - last_ < std::chrono::milliseconds(tty_ ? 500 : 5000)) return;
-    last_ = now;
-    const double s = std::max(seconds_since(start_), 1e-9);
+    if (p.finished) {
+      if (drawn_ && tty_) fmt::print(err_, "\n");
+      return;
+    }
+    if (p.seconds - last_ < (tty_ ? 0.5 : 5.0)) return;
+    last_ = p.seconds;
+    const double s = std::max(p.seconds, 1e-9);
     fmt::print(
         err_,
         "{}data prepare: {} of {} ({:.0f}%), {}/s, {:.0f} documents/s, {:.0f} tokens/s; "
         "{} documents, {} tokens{}",
-        tty_ ? "\r" : "", human_bytes(bytes), human_bytes(total_),
-        total_ > 0 ? 100.0 * static_cast<double>(bytes) / static_cast<double>(total_) : 100.0,
-        human_bytes(static_cast<uint64_t>(static_cast<double>(bytes) / s)),
-        static_cast<double>(documents) / s, static_cast<double>(tokens) / s, documents, tokens,
-        tty_ ? "\x1b[K" : "\n");
+        tty_ ? "\r" : "", human_bytes(p.bytes), human_bytes(p.total_bytes),
+        p.total_bytes > 0 ? 100.0 * static_cast<double>(p.bytes) / static_cast<double>(p.total_bytes)
+                          : 100.0,
+        human_bytes(static_cast<uint64_t>(static_cast<double>(p.bytes) / s)),
+        static_cast<double>(p.documents) / s, static_cast<double>(p.tokens) / s, p.documents,
+        p.tokens, tty_ ? "\x1b[K" : "\n");
     std::fflush(err_);
     drawn_ = true;
   }
 
-  void done() {
-    if (drawn_ && tty_) fmt::print(err_, "\n");
-  }
-
  private:
   std::FILE* err_;
-  uint64_t total_;
   bool tty_;
-  Clock::time_point start_, last_;
+  double last_ = 0.0;  // seconds into the reading at the last line
   bool drawn_ = false;
 };
-
-// Checks every input before anything is written, so a typo fails fast and leaves no files.
-uint64_t check_inputs(const std::vector<std::string>& inputs) {
-  if (inputs.empty()) fail("data prepare: no --input files given");
-  uint64_t total = 0;
-  for (const auto& path : inputs) {
-    std::error_code ec;
-    const fs::file_status st = fs::status(path, ec);
-    if (ec || !fs::exists(st)) fail("data prepare: input " + path + " does not exist");
-    if (fs::is_directory(st)) fail("data prepare: input " + path + " is a directory, not a file");
-    if (::access(path.c_str(), R_OK) != 0) fail("data prepare: input " + path + " is not readable");
-    if (fs::is_regular_file(st)) total += fs::file_size(path, ec);
-  }
-  return total;
-}
-
-void check_output(const std::string& output) {
-  if (output.empty()) fail("data prepare: --output is empty; give a prefix such as data/corpus");
-  for (const char* ext : {".bin", ".idx"}) {
-    if (output.size() > 4 && output.ends_with(ext)) {
-      fail("data prepare: --output " + output +
-           " is a prefix: kiln writes PREFIX.bin and PREFIX.idx, so drop the " + ext);
-    }
-  }
-  const fs::path parent = fs::path(output).parent_path();
-  std::error_code ec;
-  if (!parent.empty() && !fs::exists(parent, ec)) {
-    fs::create_directories(parent, ec);
-    if (ec)
-      fail("data prepare: cannot create the output directory " + parent.string() + ": " +
-           ec.message());
-  }
-}
-
-void check_options(const DataPrepareOptions& options) {
-  if (options.document_boundary != "file" && options.document_boundary != "blank-line")
-    fail("data prepare: unknown --document-boundary \"" + options.document_boundary +
-         "\" (file or blank-line)");
-  if (!options.json_key.empty() && options.document_boundary != "file")
-    fail(
-        "data prepare: --document-boundary is for plain text; with --json-key every JSONL line "
-        "is a document");
-  if (options.workers < 1)
-    fail("data prepare: --workers " + std::to_string(options.workers) + " must be at least 1");
-}
-
-// Reads a file in chunks; on_chunk(chunk, offset of its first byte).
-void read_chunks(const std::string& path,
-                 const std::function<void(std::string_view, uint64_t)>& on_chunk) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rbe"), &std::fclose);
-  if (!f) fail("data prepare: cannot open input " + path + ": " + std::strerror(errno));
-  std::string chunk(kReadChunk, '\0');
-  uint64_t offset = 0;
-  while (true) {
-    const size_t n = std::fread(chunk.data(), 1, chunk.size(), f.get());
-    if (n > 0) on_chunk(std::string_view(chunk.data(), n), offset);
-    offset += n;
-    if (n < chunk.size()) {
-      if (std::ferror(f.get()))
-        fail("data prepare: cannot read input " + path + ": " + std::strerror(errno));
-      return;
-    }
-  }
-}
 
 // Makes control bytes visible in a one-line preview.
 std::string escaped(std::string_view text) {
@@ -351,84 +127,9 @@ void print_histogram(const IndexedDataset& ds, std::FILE* out) {
 }  // namespace
 
 DataPrepareSummary data_prepare(const DataPrepareOptions& options, std::FILE* out, std::FILE* err) {
-  const auto start = Clock::now();
-  check_options(options);
-  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(options.tokenizer);
-  const uint64_t total_bytes = check_inputs(options.inputs);
-  if (options.json_key.empty()) warn_of_jsonl(options.inputs, "data prepare", "tokenized", err);
-  check_output(options.output);
-
-  IndexedDatasetWriter writer(options.output, tokenizer->vocab_size());
-  DocumentWriter documents(writer, tokenizer->eod(), options.append_eod);
-  // Enough batches in flight to keep every worker busy while the oldest is written.
-  OrderedPool<EncodedBatch> pool(options.workers, 2 * static_cast<size_t>(options.workers) + 2,
-                                 [&](EncodedBatch& batch) { documents.write(batch); });
-  Progress progress(err, total_bytes);
-
-  std::vector<Segment> batch;
-  size_t batch_bytes = 0;
-  const auto submit = [&] {
-    if (batch.empty()) return;
-    pool.submit([segments = std::move(batch), &tokenizer, &options] {
-      return encode_batch(segments, *tokenizer, options);
-    });
-    batch.clear();
-    batch_bytes = 0;
-  };
-  const auto add = [&](Segment&& s) {
-    batch_bytes += s.text.size();
-    batch.push_back(std::move(s));
-    if (batch_bytes >= kBatchBytes) submit();
-  };
-
-  SegmentBuilder segments(*tokenizer, options.inputs, add);
-  BlankLineSplitter blank_lines(segments);
-  size_t file = 0;
-  JsonlLineSplitter jsonl([&](std::string_view line, int64_t number, uint64_t offset) {
-    add({std::string(line), file, offset, number, true});
-  });
-  DataPrepareSummary summary;
-  try {
-    for (file = 0; file < options.inputs.size(); ++file) {
-      segments.start_file(file);
-      read_chunks(options.inputs[file], [&](std::string_view chunk, uint64_t offset) {
-        if (!options.json_key.empty()) {
-          jsonl.feed(chunk);
-        } else if (options.document_boundary == "file") {
-          segments.text(chunk, offset);
-        } else {
-          blank_lines.feed(chunk, offset);
-        }
-        summary.bytes += static_cast<int64_t>(chunk.size());
-        progress.update(static_cast<uint64_t>(summary.bytes), writer.num_documents(),
-                        writer.num_tokens());
-      });
-      if (!options.json_key.empty()) {
-        jsonl.end_file();
-      } else if (options.document_boundary == "file") {
-        segments.end_document();
-      } else {
-        blank_lines.end_file();
-      }
-    }
-    submit();
-  } catch (const Error&) {
-    // An earlier batch may hold an earlier error: report the first in input order.
-    pool.finish();
-    throw;
-  }
-  pool.finish();
-  progress.done();
-  if (writer.num_documents() == 0) {
-    fail("data prepare: the inputs hold no text (" + std::to_string(options.inputs.size()) +
-         " file(s), all empty or blank), so there is nothing to write");
-  }
-  writer.finish();
-
-  summary.documents = writer.num_documents();
-  summary.empty_documents = documents.empty_documents();
-  summary.tokens = writer.num_tokens();
-  summary.seconds = seconds_since(start);
+  ProgressLine progress(err);
+  const DataPrepareSummary summary =
+      prepare_dataset(options, err, [&](const DataPrepareProgress& p) { progress.show(p); });
   if (out != nullptr) {
     fmt::print(out,
                "data prepare: {} documents{}, {} tokens from {} bytes in {:.2f} s ({}/s, {} "
@@ -440,8 +141,8 @@ DataPrepareSummary data_prepare(const DataPrepareOptions& options, std::FILE* ou
                summary.tokens, summary.bytes, summary.seconds,
                human_bytes(static_cast<uint64_t>(static_cast<double>(summary.bytes) /
                                                  std::max(summary.seconds, 1e-9))),
-               options.workers, options.workers == 1 ? "" : "s", tokenizer->name(),
-               writer.bin_path(), writer.idx_path());
+               options.workers, options.workers == 1 ? "" : "s", summary.tokenizer,
+               summary.bin_path, summary.idx_path);
     std::fflush(out);
   }
   return summary;

@@ -1,8 +1,8 @@
 // kiln runs resume (of a run that has ended, or whose process was killed) and kiln runs fork:
-// `kiln train --resume` again from one of a run's checkpoints, in the folder the run was
-// started in, as as many ranks as it ran (under mpirun), with its tags and the dashboard it
-// served, rebuilt from the store's fields, never from its command line's text (docs/runs.md,
-// docs/security.md).
+// their options, the dashboard's words (its launch record checked as `kiln train --serve`
+// checks what is typed, and the token given again), and the lines they print. The launch
+// itself, rebuilt from the store's fields and never from the run's command line's text, is
+// launch/relaunch.h's (docs/runs.md, docs/security.md).
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -4,7 +4,6 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -18,9 +17,9 @@
 #include "base/private_files.h"
 #include "base/run_names.h"
 #include "cli/store_path.h"
-#include "cli/sweep_launch.h"
+#include "launch/sweep_run.h"
+#include "launch/train_command.h"
 #include "monitor/format/figures.h"
-#include "store/run_overview.h"
 #include "store/run_queries.h"
 #include "store/schema.h"
 #include "store/sweep_queries.h"
@@ -39,9 +38,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-static_assert(kMaxSweepPoints == store::kMaxSweepPoints);
+using launch::SweepSlots;
+using launch::SweepTask;
 
-constexpr auto kHeartbeatInterval = std::chrono::seconds(5);
+static_assert(kMaxSweepPoints == store::kMaxSweepPoints);
 
 struct SweepOptions {
   std::string config_path;
@@ -131,7 +131,8 @@ void place_folder(SweepPlan& plan) {
 
 SweepSlots slots_for(const SweepPlan& plan) {
   SweepSlots slots{plan.parallel, plan.ranks, {}};
-  if (uses_gpu(config_from_json(plan.base_config).backend)) slots.devices = split_devices(visible_gpus(), plan.parallel);
+  if (uses_gpu(config_from_json(plan.base_config).backend))
+    slots.devices = launch::split_devices(visible_gpus(), plan.parallel);
   return slots;
 }
 
@@ -146,52 +147,38 @@ SweepTask fresh_task(const SweepPlan& plan, int64_t point, const std::string& ru
   return task;
 }
 
-// Runs the tasks, recording each point's run as it launches and saying how each ended.
-void launch(const SweepPlan& plan, const std::vector<SweepTask>& tasks, int64_t points) {
+// Runs the tasks (launch/sweep_run.h), saying as each point launches and how each ended, then
+// the points table.
+void launch_points(const SweepPlan& plan, const std::vector<SweepTask>& tasks, const SweepSlots& slots,
+                   const std::string& kiln, int64_t points) {
   auto db = store::open_store(plan.store_path, store::Access::ReadWrite);
-  int64_t failures = 0;
-  SweepOutcome outcome;
-  // A sweep that stops before every point has run and ended (a signal, a point it cannot
-  // start) is recorded as interrupted, never as ended.
-  try {
-    store::SweepHeartbeat heartbeat(plan.store_path, plan.id, kHeartbeatInterval);
-    const auto started = std::chrono::steady_clock::now();
-    outcome = run_sweep_tasks(
-        tasks, slots_for(plan),
-        [&](const SweepTask& task) {
-          store::set_point_run(*db, plan.id, task.point, task.run_name);
-          fmt::print("sweep {}: launch point {}/{} {}: {}\n", plan.name, task.point, points, task.run_name, task.params);
-          std::fflush(stdout);
-        },
-        [&](const SweepTask& task, int exit_status) {
-          std::string result = fmt::format("exit {}, log {}", exit_status, task.log_path);
-          if (const auto id = store::find_run_named(*db, task.run_name)) {
-            const store::RunOverview run = store::run_overview(*db, store::get_run(*db, *id), store::unix_now());
-            result = fmt::format("{}, loss {}", store::to_string(run.run.status), fixed4(run.loss));
-            if (run.run.status != store::RunStatus::Completed) result += ", log " + task.log_path;
-          }
-          if (exit_status != 0) ++failures;
-          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-          fmt::print("sweep {}: finish point {}/{} {}: {} ({:.1f} s into the sweep)\n", plan.name, task.point, points,
-                     task.run_name, result, seconds);
-          std::fflush(stdout);
-        });
-  } catch (...) {
-    store::end_sweep(*db, plan.id, store::SweepStatus::Interrupted);
-    throw;
-  }
-  store::end_sweep(*db, plan.id, outcome.interrupted ? store::SweepStatus::Interrupted : store::SweepStatus::Ended);
+  launch::SweepListener listener;
+  listener.launching = [&](const SweepTask& task) {
+    fmt::print("sweep {}: launch point {}/{} {}: {}\n", plan.name, task.point, points, task.run_name, task.params);
+    std::fflush(stdout);
+  };
+  listener.finished = [&](const launch::PointEnd& end) {
+    std::string result = fmt::format("exit {}, log {}", end.exit_status, end.task.log_path);
+    if (end.run) {
+      result = fmt::format("{}, loss {}", store::to_string(end.run->run.status), fixed4(end.run->loss));
+      if (end.run->run.status != store::RunStatus::Completed) result += ", log " + end.task.log_path;
+    }
+    fmt::print("sweep {}: finish point {}/{} {}: {} ({:.1f} s into the sweep)\n", plan.name, end.task.point, points,
+               end.task.run_name, result, end.seconds);
+    std::fflush(stdout);
+  };
+  const launch::SweepResult result = launch::run_sweep(kiln, *db, plan.id, tasks, slots, listener);
   fmt::print("\n");
   print_sweep_points(*db, plan.id);
-  if (outcome.interrupted) {
+  if (result.interrupted) {
     fmt::print("sweep {}: interrupted; continue it with: kiln sweep --resume {} --store {}\n", plan.name, plan.name,
                plan.store_path);
     throw CLI::RuntimeError(130);
   }
-  if (failures > 0)
+  if (result.failures > 0)
     fail(fmt::format("sweep {}: {} of {} launched points did not complete; their logs are in {} (kiln sweep --resume {} "
                      "continues them)",
-                     plan.name, failures, tasks.size(), plan.folder, plan.name));
+                     plan.name, result.failures, tasks.size(), plan.folder, plan.name));
 }
 
 nlohmann::json spec_of(const SweepOptions& options, const nlohmann::json& base_config) {
@@ -237,6 +224,7 @@ void new_sweep(SweepOptions options, const std::string& command_line) {
   kiln::check_run_name(point_run_name(plan.name, count - 1, count));
   place_folder(plan);
   const SweepSlots slots = slots_for(plan);  // refuses more slots than GPUs before recording
+  const std::string kiln = launch::this_kiln();
 
   plan.store_path = absolute(resolve_store_path(options.store, config_from_json(plan.base_config).store.path));
   auto db = store::open_store(plan.store_path, store::Access::ReadWrite);
@@ -255,7 +243,7 @@ void new_sweep(SweepOptions options, const std::string& command_line) {
   fmt::print("sweep {}: {} points, {} at a time{}, recorded in {}; logs in {}\n", plan.name, count, plan.parallel,
              plan.ranks > 1 ? fmt::format(" of {} ranks each", plan.ranks) : "", plan.store_path, plan.folder);
   std::fflush(stdout);
-  launch(plan, tasks, count);
+  launch_points(plan, tasks, slots, kiln, count);
 }
 
 // What a resumed sweep does with a point that has a run: nothing (completed, or live in another
@@ -349,8 +337,19 @@ void resume_sweep(const SweepOptions& options) {
     store::end_sweep(*db, plan.id, claimed.ended_as);
     throw;
   }
+  // Its slots are checked once it is taken up (--parallel may ask for more GPUs than there
+  // are): a sweep that cannot launch is recorded as interrupted, as one stopped launching.
+  SweepSlots slots;
+  std::string kiln;
+  try {
+    slots = slots_for(plan);
+    kiln = launch::this_kiln();
+  } catch (...) {
+    store::end_sweep(*db, plan.id, store::SweepStatus::Interrupted);
+    throw;
+  }
   db.reset();
-  launch(plan, tasks, count);
+  launch_points(plan, tasks, slots, kiln, count);
 }
 
 }  // namespace

@@ -83,8 +83,7 @@ LaunchPlan plan_launch(const LaunchValues& v, const std::string& kiln_binary,
   kiln::check_run_name(v.name);
   LaunchPlan plan;
   plan.processes = positive_int(v.tp, "tp") * positive_int(v.pp, "pp") * positive_int(v.dp, "dp");
-  std::vector<std::string> train = {kiln_binary, "train", "--config", v.config,
-                                    "--store", store_path, "--name", v.name};
+  std::vector<std::string> train = {"--config", v.config, "--store", store_path, "--name", v.name};
   const auto set = [&](const std::string& key, const std::string& value) {
     if (!value.empty()) train.insert(train.end(), {"--set", key + "=" + value});
   };
@@ -103,10 +102,7 @@ LaunchPlan plan_launch(const LaunchValues& v, const std::string& kiln_binary,
   }
   // The run's folder is where its checkpoints go: <checkpoint_dir>/<name>.
   const fs::path run_dir = fs::path(checkpoint_dir.empty() ? "checkpoints" : checkpoint_dir) / v.name;
-  plan.log_path = (run_dir / "train.log").string();
-  // kiln train starts several ranks itself, under mpirun as this machine needs it.
-  if (plan.processes > 1) train.insert(train.end(), {"--ranks", std::to_string(plan.processes)});
-  plan.argv = std::move(train);
+  plan.command = {kiln_binary, std::move(train), plan.processes, (run_dir / "train.log").string(), true, std::nullopt};
   return plan;
 }
 
@@ -152,10 +148,10 @@ class LaunchForm final : public Screen {
     try {
       const LaunchPlan plan = plan_launch(values_, setup_.kiln_binary, session.store_path());
       put(row++, 2, fmt::format("{} process{}; output to {}", plan.processes,
-                                plan.processes == 1 ? "" : "es", plan.log_path),
+                                plan.processes == 1 ? "" : "es", plan.command.log_path),
           COLS - 4, 0);
       std::string command;
-      for (const auto& a : plan.argv) command += (command.empty() ? "" : " ") + a;
+      for (const auto& a : launch::train_child(plan.command).argv) command += (command.empty() ? "" : " ") + a;
       // The command wraps over the rows left, so all of it can be read before it runs.
       for (size_t at = 0; at < command.size() && row < height; at += static_cast<size_t>(COLS - 4))
         put(row++, 2, command.substr(at, static_cast<size_t>(COLS - 4)), COLS - 4, theme.attr(Tone::Info));
@@ -178,9 +174,13 @@ class LaunchForm final : public Screen {
         // Checked here, not only by kiln train: the run screen finds the new run by its name.
         if (store::find_run_named(session.reader(), values_.name))
           fail("name: a run named '" + values_.name + "' is already in the store");
-        fs::create_directories(fs::path(plan.log_path).parent_path());
-        session.launcher().start(plan.argv, plan.log_path, values_.name);
-        session.flash("started " + values_.name + "; output in " + plan.log_path);
+        fs::create_directories(fs::path(plan.command.log_path).parent_path());
+        try {
+          session.launcher().start(values_.name, launch::train_child(plan.command));
+        } catch (const Error& e) {
+          fail(std::string("launch: ") + e.what());
+        }
+        session.flash("started " + values_.name + "; output in " + plan.command.log_path);
         return Outcome::replace(make_launched_run_screen(values_.name));
       }
       default:

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/train_command.h"
 #include "monitor/tui/screen.h"
 
 namespace kiln::tui {
@@ -31,11 +32,10 @@ struct LaunchValues {
   std::string config, name, steps, lr, tp = "1", pp = "1", dp = "1", device = "auto", more;
 };
 
-// What a launch runs: the command and where its output goes. Bad values are a kiln::Error
-// naming the field (the name as the store checks it).
+// What a launch runs: the command, detached, and where its output goes. Bad values are a
+// kiln::Error naming the field (the name as the store checks it).
 struct LaunchPlan {
-  std::vector<std::string> argv;
-  std::string log_path;
+  launch::TrainCommand command;
   int processes = 1;
 };
 LaunchPlan plan_launch(const LaunchValues& values, const std::string& kiln_binary,

@@ -6,11 +6,14 @@
 #include <memory>
 #include <string>
 
-#include "monitor/tui/launcher.h"
+#include "launch/launcher.h"
 #include "monitor/tui/theme.h"
 #include "store/database.h"
 
 namespace kiln::tui {
+
+// The processes launched from this UI are kept by the one launcher (launch/launcher.h).
+using Launcher = launch::Launcher;
 
 // A setting for a live run ("train.lr=3e-4") checked against the run's config as `kiln runs
 // set` checks it: returned as the run should read it, or a kiln::Error naming the range. The

@@ -1,26 +1,22 @@
-#include "cli/sweep_launch.h"
+#include "launch/sweep_points.h"
 
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <optional>
 #include <thread>
 
 #include <fmt/core.h>
 
 #include "base/check.h"
-#include "base/child_process.h"
+#include "launch/launcher.h"
+#include "launch/train_command.h"
 
 extern char** environ;
 
-namespace kiln {
+namespace kiln::launch {
 namespace {
 
 volatile sig_atomic_t stop_requested = 0;
@@ -59,35 +55,12 @@ std::vector<std::string> child_environment(const std::string& devices) {
   return env;
 }
 
-pid_t spawn(const SweepTask& task, const SweepSlots& slots, const std::string& devices, const std::string& self) {
-  ChildCommand child;
-  child.argv = {self, "train"};
-  child.argv.insert(child.argv.end(), task.train_args.begin(), task.train_args.end());
-  // kiln train starts its ranks itself, under mpirun as this machine needs it.
-  if (slots.ranks > 1) child.argv.insert(child.argv.end(), {"--ranks", std::to_string(slots.ranks)});
-  child.environment = child_environment(devices);
-  child.log_path = task.log_path;
-  // A process group of its own (not detached): the terminal's Ctrl-C reaches the sweep, which
-  // forwards one SIGTERM (a second signal would end a training at once, without its
-  // checkpoint), and the sweep waits for it.
-  try {
-    return start_child(child);
-  } catch (const Error& e) {
-    fail(fmt::format("sweep: point {}: {}", task.point, e.what()));
-  }
+// A process group of its own (not detached): the terminal's Ctrl-C reaches the sweep, which
+// forwards one SIGTERM (Launcher::stop_all), and the sweep waits for it.
+TrainCommand point_command(const std::string& kiln, const SweepTask& task, const SweepSlots& slots,
+                           const std::string& devices) {
+  return {kiln, task.train_args, slots.ranks, task.log_path, false, child_environment(devices)};
 }
-
-int exit_status(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
-}
-
-struct Running {
-  pid_t pid = 0;
-  size_t task = 0;
-  int slot = 0;
-};
 
 }  // namespace
 
@@ -120,20 +93,21 @@ std::vector<std::string> split_devices(int gpus, int parallel) {
   return slots;
 }
 
-SweepOutcome run_sweep_tasks(const std::vector<SweepTask>& tasks, const SweepSlots& slots,
+SweepOutcome run_sweep_tasks(const std::string& kiln, const std::vector<SweepTask>& tasks, const SweepSlots& slots,
                              const std::function<void(const SweepTask&)>& launching,
                              const std::function<void(const SweepTask&, int exit_status)>& finished) {
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   StopSignals signals;
   SweepOutcome outcome;
-  std::vector<Running> running;
+  Launcher launcher;
+  std::vector<size_t> running;  // the tasks launched and not yet ended, in launch order
+  std::vector<int> slot_of(tasks.size(), 0);
   std::vector<bool> slot_busy(static_cast<size_t>(slots.parallel), false);
   size_t next = 0;
   bool forwarded = false;
   while ((!stop_requested && next < tasks.size()) || !running.empty()) {
     if (stop_requested && !forwarded) {
       outcome.interrupted = forwarded = true;
-      for (const Running& r : running) ::kill(r.pid, SIGTERM);
+      launcher.stop_all();
     }
     while (!stop_requested && next < tasks.size() && running.size() < static_cast<size_t>(slots.parallel)) {
       int slot = 0;
@@ -141,28 +115,30 @@ SweepOutcome run_sweep_tasks(const std::vector<SweepTask>& tasks, const SweepSlo
       const SweepTask& task = tasks[next];
       launching(task);
       const std::string devices = slots.devices.empty() ? "" : slots.devices[static_cast<size_t>(slot)];
-      running.push_back({spawn(task, slots, devices, self), next++, slot});
+      try {
+        launcher.start(task.run_name, train_child(point_command(kiln, task, slots, devices)));
+      } catch (const Error& e) {
+        fail(fmt::format("sweep: point {}: {}", task.point, e.what()));
+      }
+      running.push_back(next);
+      slot_of[next++] = slot;
       slot_busy[static_cast<size_t>(slot)] = true;
       ++outcome.launched;
     }
-    bool reaped = false;
-    for (size_t i = 0; i < running.size();) {
-      int status = 0;
-      const pid_t done = ::waitpid(running[i].pid, &status, WNOHANG);
-      if (done == 0 || (done < 0 && errno == EINTR)) {
-        ++i;
-        continue;
-      }
-      slot_busy[static_cast<size_t>(running[i].slot)] = false;
-      finished(tasks[running[i].task], done < 0 ? 1 : exit_status(status));
+    const std::vector<std::string> ended = launcher.reap();
+    for (const std::string& run_name : ended) {
+      const auto at = std::find_if(running.begin(), running.end(),
+                                   [&](size_t t) { return tasks[t].run_name == run_name; });
+      const size_t t = *at;
+      running.erase(at);
+      slot_busy[static_cast<size_t>(slot_of[t])] = false;
+      finished(tasks[t], *launcher.exit_code(run_name));
       ++outcome.finished;
-      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
-      reaped = true;
     }
-    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (ended.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   outcome.interrupted = outcome.interrupted || stop_requested;
   return outcome;
 }
 
-}  // namespace kiln
+}  // namespace kiln::launch

@@ -1,8 +1,8 @@
 // Runs a sweep's points as `kiln train` child processes, K at a time (kiln sweep,
-// docs/sweeps.md). Each child is this binary (`kiln train --ranks R` for R ranks), in its own
-// process group so a Ctrl-C at the terminal reaches the sweep alone; its output goes to its
-// log file, which must not be a link another user planted, and it inherits no descriptor of
-// the sweep's but stdin (/dev/null), stdout and stderr (base/child_process.h). SIGINT or
+// docs/sweeps.md). Each child is the kiln binary (`kiln train --ranks R` for R ranks), in its
+// own process group so a Ctrl-C at the terminal reaches the sweep alone; its output goes to
+// its log file, which must not be a link another user planted, and it inherits no descriptor
+// of the sweep's but stdin (/dev/null), stdout and stderr (launch/launcher.h). SIGINT or
 // SIGTERM to the sweep forwards one SIGTERM to every child (each stops at its next step
 // boundary, checkpointing when it keeps checkpoints), waits for them, and launches nothing
 // more.
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace kiln {
+namespace kiln::launch {
 
 struct SweepTask {
   int64_t point = 0;
@@ -40,11 +40,12 @@ struct SweepOutcome {
   bool interrupted = false;
 };
 
-// Launches the tasks in order, at most slots.parallel at a time; `launching` runs just before
-// each launch (the sweep records the point's run), `finished` after each child exits with its
-// exit status (128 + signal when a signal ended it).
-SweepOutcome run_sweep_tasks(const std::vector<SweepTask>& tasks, const SweepSlots& slots,
+// Launches the tasks in order as children of `kiln` (the binary), at most slots.parallel at a
+// time; `launching` runs just before each launch (the sweep records the point's run),
+// `finished` after each child exits with its exit status (128 + signal when a signal ended
+// it). A point that cannot start is a kiln::Error ("sweep: point N: ...").
+SweepOutcome run_sweep_tasks(const std::string& kiln, const std::vector<SweepTask>& tasks, const SweepSlots& slots,
                              const std::function<void(const SweepTask&)>& launching,
                              const std::function<void(const SweepTask&, int exit_status)>& finished);
 
-}  // namespace kiln
+}  // namespace kiln::launch
