@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "store/run_queries.h"
+#include "store/run_details.h"
 #include "store/types.h"
 
 namespace kiln::store {
