@@ -18,6 +18,7 @@
 #include "monitor/format/expert_text.h"
 #include "monitor/format/figures.h"
 #include "store/json_rows.h"
+#include "store/run_details.h"
 #include "store/run_figures.h"
 #include "store/run_queries.h"
 

@@ -19,7 +19,11 @@ void check_fp8_meta(const Tensor& meta, const char* op) {
                  meta.shape.str() + " " + dtype_name(meta.dtype));
 }
 
-Fp8Format check_fp8_cast(const Tensor& codes, const Tensor& codes_t, const Tensor& meta, const Tensor& x) {
+Fp8Format cast_format(const Tensor& codes, const Tensor& codes_t) {
+  return fp8_format(codes.empty() ? codes_t.dtype : codes.dtype, "fp8_cast_transpose");
+}
+
+void check_fp8_cast(const Tensor& codes, const Tensor& codes_t, const Tensor& meta, const Tensor& x) {
   const char* op = "fp8_cast_transpose";
   check_fp8_meta(meta, op);
   KILN_CHECK(!codes.empty() || !codes_t.empty(), "fp8_cast_transpose: neither codes nor codes_t given");
@@ -30,7 +34,7 @@ Fp8Format check_fp8_cast(const Tensor& codes, const Tensor& codes_t, const Tenso
              "fp8_cast_transpose: codes_t " + codes_t.shape.str() + " is not x " + x.shape.str() + " transposed");
   KILN_CHECK(codes.empty() || codes_t.empty() || codes.dtype == codes_t.dtype,
              "fp8_cast_transpose: codes and codes_t differ in format");
-  return fp8_format(codes.empty() ? codes_t.dtype : codes.dtype, op);
+  cast_format(codes, codes_t);
 }
 
 void check_fp8_matmul(const Tensor& out, const Tensor& a, const Tensor& a_meta, const Tensor& b,

@@ -1,7 +1,7 @@
 // The fused products of the op table (ops.h: matmul_bias and the rest) as the unfused ops
 // they stand for, called in the order the op table names them: the CPU backend's bodies, so
 // its results are those of the separate ops bit for bit, and the CUDA backend's wherever
-// cuBLASLt has no fused kernel for a call.
+// cuBLASLt has no fused kernel for a call. CheckedOps has checked their tensors.
 #pragma once
 
 #include "kernels/ops.h"

@@ -11,6 +11,12 @@ void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
              std::string(op) + ": " + a.shape.str() + " vs " + b.shape.str());
 }
 
+void expect_dtype(std::initializer_list<const Tensor*> tensors, DType dtype, const char* op) {
+  for (const Tensor* t : tensors)
+    KILN_CHECK(t->dtype == dtype, std::string(op) + ": " + dtype_name(dtype) + " expected, got " +
+                                      dtype_name(t->dtype));
+}
+
 void check_linear(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor* bias,
                   const char* op) {
   KILN_CHECK(!bias || !bias->empty(), std::string(op) + ": no bias given");
@@ -21,15 +27,19 @@ void check_linear(const Tensor& y, const Tensor& x, const Tensor& weight, const 
                  (bias ? ", bias " + bias->shape.str() : std::string()) + " -> " + y.shape.str());
 }
 
-const int32_t* per_token(const Tensor& values, int64_t batch, int64_t seq, const char* op,
-                         const char* name) {
-  if (values.empty()) return nullptr;
+void check_per_token(const Tensor& values, int64_t batch, int64_t seq, const char* op, const char* name) {
+  if (values.empty()) return;
   KILN_CHECK(values.dtype == DType::I32 && values.shape.rank == 2 && values.shape[0] == batch &&
                  values.shape[1] == seq,
              std::string(op) + ": " + name + " must be a [" + std::to_string(batch) + ", " +
                  std::to_string(seq) + "] int32 tensor, got " + values.shape.str() + " " +
                  dtype_name(values.dtype));
-  return values.as<int32_t>();
+}
+
+void check_heads(const Tensor& qkv, AttentionShape s) {
+  KILN_CHECK(qkv.shape.rank == 3 && qkv.shape[2] == s.qkv_width(),
+             "attention: qkv " + qkv.shape.str() + " does not match the heads");
+  KILN_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0, "attention: bad head counts");
 }
 
 void check_kv_of(const Tensor& kv, const Tensor& qkv, AttentionShape s, const char* op) {
@@ -40,8 +50,8 @@ void check_kv_of(const Tensor& kv, const Tensor& qkv, AttentionShape s, const ch
                  qkv.shape.str());
 }
 
-RingBlock check_ring_block(const Tensor& qkv, const Tensor& kv, const Tensor& q_index, const Tensor& k_index,
-                           const Tensor& key_starts, AttentionShape s, const char* op) {
+void check_ring_block(const Tensor& qkv, const Tensor& kv, const Tensor& q_index, const Tensor& k_index,
+                      const Tensor& key_starts, AttentionShape s, const char* op) {
   KILN_CHECK(qkv.shape.rank == 3 && kv.shape.rank == 3 && kv.shape[0] == qkv.shape[0] &&
                  kv.shape[2] == 2 * int64_t{s.n_kv_head} * s.head_dim && kv.dtype == qkv.dtype,
              std::string(op) + ": kv " + kv.shape.str() + " is not a block of key and value heads for qkv " +
@@ -51,10 +61,10 @@ RingBlock check_ring_block(const Tensor& qkv, const Tensor& kv, const Tensor& q_
     KILN_CHECK(t.dtype == DType::I32 && t.numel() == n,
                std::string(op) + ": " + name + " must hold " + std::to_string(n) + " int32 token indices, got " +
                    t.shape.str() + " " + dtype_name(t.dtype));
-    return t.as<int32_t>();
   };
-  return {Tk, indices(q_index, Tq, "q_index"), indices(k_index, Tk, "k_index"),
-          per_token(key_starts, qkv.shape[0], Tq, op, "key_starts")};
+  indices(q_index, Tq, "q_index");
+  indices(k_index, Tk, "k_index");
+  check_per_token(key_starts, qkv.shape[0], Tq, op, "key_starts");
 }
 
 void check_attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
@@ -98,11 +108,16 @@ void check_random_runs(const Tensor& x, const RandomRuns& r, const char* op) {
                  ", do not fit or overlap");
 }
 
-double* optimizer_scalars(const Tensor& scalars, const char* op) {
+void check_optimizer_scalars(const Tensor& scalars, const char* op) {
   KILN_CHECK(scalars.dtype == DType::F64 && scalars.numel() == kOptimizerScalars,
              std::string(op) + ": the optimizer's scalars must be " + std::to_string(kOptimizerScalars) +
                  " fp64 values, got " + scalars.shape.str() + " " + dtype_name(scalars.dtype));
-  return scalars.as<double>();
+}
+
+void check_loss_shapes(const Tensor& logits, const Tensor& targets, int64_t vocab) {
+  KILN_CHECK(targets.dtype == DType::I32 && targets.numel() == logits.shape.rows() &&
+                 vocab <= logits.shape.cols(),
+             "cross_entropy: logits " + logits.shape.str() + " targets " + targets.shape.str());
 }
 
 }  // namespace kiln

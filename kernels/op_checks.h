@@ -1,8 +1,9 @@
-// Shape checks that every backend makes the same way before it launches an op, so a
-// mismatch reads the same on the CPU and the GPU.
+// The checks CheckedOps (kernels/checked_ops.h) makes before it forwards an op to a backend, so
+// a mismatch reads the same on the CPU and the GPU.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "kernels/ops.h"
 
@@ -11,6 +12,9 @@ namespace kiln {
 // a and b have one shape and one dtype.
 void check_same_shape(const Tensor& a, const Tensor& b, const char* op);
 
+// Each tensor is of `dtype`.
+void expect_dtype(std::initializer_list<const Tensor*> tensors, DType dtype, const char* op);
+
 // The tensors of a linear layer's fused product (ops.h: matmul_bias and the rest): x [N, in],
 // weight [out, in] (or its gradient), y [N, out] (the output, or its gradient) and, for an op
 // with a bias (bias not null), *bias [out] (or its gradient), which must be given. Which
@@ -18,10 +22,12 @@ void check_same_shape(const Tensor& a, const Tensor& b, const char* op);
 void check_linear(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor* bias,
                   const char* op);
 
-// The values of an optional per-token argument (ops.h: positions, key_starts): null when
-// it is empty, else checked to be a [batch, seq] I32 tensor.
-const int32_t* per_token(const Tensor& values, int64_t batch, int64_t seq, const char* op,
-                         const char* name);
+// An optional per-token argument (ops.h: positions, key_starts) is empty or a [batch, seq] I32
+// tensor.
+void check_per_token(const Tensor& values, int64_t batch, int64_t seq, const char* op, const char* name);
+
+// qkv [B, T, qkv_width] of `shape`'s heads, whose query heads share the key heads evenly.
+void check_heads(const Tensor& qkv, AttentionShape shape);
 
 // Ops::attention_decode's tensors agree with each other and the cache can take positions
 // [pos, pos + qkv.shape[1]).
@@ -30,14 +36,8 @@ void check_attention_decode(const Tensor& out, const Tensor& k_cache, const Tens
 
 // Ops::ring_attention_forward/backward's block: kv [B, Tk, 2 * n_kv_head * head_dim] of
 // qkv's dtype and batch, the indices I32 [Tq] and [Tk], key_starts empty or [B, Tq].
-struct RingBlock {
-  int64_t keys = 0;  // Tk
-  const int32_t* q_index = nullptr;
-  const int32_t* k_index = nullptr;
-  const int32_t* key_starts = nullptr;
-};
-RingBlock check_ring_block(const Tensor& qkv, const Tensor& kv, const Tensor& q_index, const Tensor& k_index,
-                           const Tensor& key_starts, AttentionShape shape, const char* op);
+void check_ring_block(const Tensor& qkv, const Tensor& kv, const Tensor& q_index, const Tensor& k_index,
+                      const Tensor& key_starts, AttentionShape shape, const char* op);
 // kv holds the key and value heads of qkv's tokens: [B, T, 2 * n_kv_head * head_dim].
 void check_kv_of(const Tensor& kv, const Tensor& qkv, AttentionShape shape, const char* op);
 
@@ -52,6 +52,10 @@ void check_row_moves(const Tensor& out, const Tensor& x, const Tensor& rows,
 void check_random_runs(const Tensor& x, const RandomRuns& runs, const char* op);
 
 // The optimizer's scalars (optimizer_scalars.h): an F64 tensor of kOptimizerScalars values.
-double* optimizer_scalars(const Tensor& scalars, const char* op);
+void check_optimizer_scalars(const Tensor& scalars, const char* op);
+
+// Ops::cross_entropy_forward/backward: I32 targets, one per row of logits, and vocab_size no
+// more than its columns.
+void check_loss_shapes(const Tensor& logits, const Tensor& targets, int64_t vocab_size);
 
 }  // namespace kiln

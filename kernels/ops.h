@@ -1,7 +1,8 @@
 // The op table: every operation a training step performs, with one signature and one
-// implementation per backend (kernels/cpu now, kernels/cuda later). The object that
-// implements it is also the op context: the CPU one carries the thread count, a CUDA
-// one will carry the stream and library handles.
+// implementation per backend (kernels/cpu and kernels/cuda). The object that implements it is
+// also the op context: the CPU one carries the thread count, the CUDA one the stream and
+// library handles. The factories at the end hand out each backend inside CheckedOps
+// (kernels/checked_ops.h), which checks every op's tensors before the backend sees them.
 //
 // Conventions shared by every op:
 //  - matrices are row-major; a linear layer's weight is [out, in] as in PyTorch;
@@ -80,6 +81,11 @@ struct OpLimits {
 // flash attention where it loads and supports the call, else kiln's (Auto); cuDNN's, refusing
 // to start without it (Cudnn); kiln's alone (Kiln).
 enum class AttentionChoice { Auto, Cudnn, Kiln };
+
+// The values of an optional per-token tensor (positions, key_starts): null when it is absent.
+inline const int32_t* per_token_values(const Tensor& values) {
+  return values.empty() ? nullptr : values.as<int32_t>();
+}
 
 class Ops {
  public:
@@ -342,9 +348,11 @@ class Ops {
   virtual std::unique_ptr<OpGraph> capture(const std::function<void()>& queue, std::string& why) = 0;
 };
 
+// The CPU backend (kernels/cpu/), checked.
 std::unique_ptr<Ops> make_cpu_ops(int threads);
 
-// The CUDA backend (kernels/cuda/), in builds with CUDA (KILN_HAVE_CUDA defined).
+// The CUDA backend (kernels/cuda/, the kiln_cuda library), checked, in builds with CUDA
+// (KILN_HAVE_CUDA defined).
 int cuda_device_count();
 std::unique_ptr<Ops> make_cuda_ops(int device, AttentionChoice attention);
 // The device's PCI bus id ("0000:3B:00.0"), which names the same GPU to NVML.

@@ -14,6 +14,7 @@
 #include "store/expert_load.h"
 #include "store/export.h"
 #include "store/json_rows.h"
+#include "store/run_details.h"
 #include "store/run_queries.h"
 #include "store/run_writer.h"
 #include "store/schema.h"

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "store/metric_fields.h"
-#include "store/run_queries.h"
+#include "store/run_details.h"
 #include "store/types.h"
 
 namespace kiln::store {

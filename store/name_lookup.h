@@ -1,30 +1,27 @@
-// What resolving a run or a sweep by what the user typed (an id, a name, a prefix) shares:
-// telling an id from a name, and naming the candidates of an ambiguous or unknown one.
+// Resolving what a user typed for a run or a sweep (an id, a name, or an unambiguous prefix of
+// one name): one resolver, told the table and the noun. resolve_run (store/run_queries.h) and
+// resolve_sweep (store/sweep_queries.h) are it for their tables.
 #pragma once
 
-#include <algorithm>
-#include <cstddef>
-#include <string>
+#include <cstdint>
 #include <string_view>
 
 #include "store/database.h"
 
 namespace kiln::store {
 
-// Names are never all digits (check_run_name, the sweep's checks), so such text is an id.
-inline bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
+// A table of rows with a unique `name` that users name by id, name or prefix.
+struct NamedRows {
+  const char* table;      // "runs"; also the plural in messages
+  const char* noun;       // "run"
+  const char* list_hint;  // after "it holds N runs; ": where to see them
+  // Names are never all digits, so such text is an id. When it names no row, runs refuse it as
+  // an unknown id; sweeps go on to look it up as a name, prefix and near miss.
+  bool digits_may_name = false;
+};
 
-// "a (id 1), b (id 2)" for the first `limit` rows of (id, name) the statement yields, and how
-// many more there were.
-inline std::string candidates(Statement& st, size_t limit) {
-  std::string text;
-  size_t n = 0;
-  while (st.step())
-    if (n++ < limit) text += (text.empty() ? "" : ", ") + st.text(1) + " (id " + std::to_string(st.int64(0)) + ")";
-  if (n > limit) text += ", and " + std::to_string(n - limit) + " more";
-  return text;
-}
+// The id of the row `text` names: an id, an exact name, or a prefix of one name alone. An
+// unknown or ambiguous one is an error that lists the candidates.
+int64_t resolve_named(Database& db, std::string_view text, const NamedRows& rows);
 
 }  // namespace kiln::store

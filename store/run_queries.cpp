@@ -3,14 +3,10 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "store/commands.h"
 #include "store/error.h"
-#include "store/expert_queries.h"
-#include "store/lineage.h"
 #include "store/name_lookup.h"
 #include "store/process_gone.h"
 #include "store/rows.h"
-#include "store/sample_queries.h"
 #include "store/user_text.h"
 
 namespace kiln::store {
@@ -132,77 +128,7 @@ std::optional<int64_t> find_run_named(Database& db, std::string_view name) {
 }
 
 int64_t resolve_run(Database& db, std::string_view run) {
-  if (run.empty()) fail("store: no run given (an id or a name)");
-  const std::string text(run);
-  if (all_digits(run)) {
-    // Names are never all digits (create_run refuses them), so this is an id.
-    Statement& st = db.cached("SELECT id FROM runs WHERE id = ?");
-    st.bind(1, text.size() <= 18 ? static_cast<int64_t>(std::stoll(text)) : int64_t{-1});
-    if (st.step()) {
-      const int64_t id = st.int64(0);
-      st.reset();
-      return id;
-    }
-    fail("store: no run with id " + text + " in " + db.path());
-  }
-  if (const auto id = find_run_named(db, text)) return *id;
-  Statement& prefix = db.cached(
-      "SELECT id, name FROM runs WHERE substr(name, 1, length(?1)) = ?1 ORDER BY id");
-  prefix.bind(1, text);
-  if (prefix.step()) {
-    const int64_t first = prefix.int64(0);
-    if (!prefix.step()) {
-      prefix.reset();
-      return first;
-    }
-    prefix.reset();
-    prefix.bind(1, text);
-    fail("store: run '" + text + "' is ambiguous: " + candidates(prefix, 8) + "; give the full name or the id");
-  }
-  Statement& similar = db.cached(
-      "SELECT id, name FROM runs WHERE instr(lower(name), lower(?)) > 0 ORDER BY id DESC");
-  similar.bind(1, text);
-  const std::string near = candidates(similar, 5);
-  if (!near.empty())
-    fail("store: no run named '" + text + "' in " + db.path() + "; did you mean " + near + "?");
-  const int64_t count = db.query_int("SELECT count(*) FROM runs");
-  fail("store: no run named '" + text + "' in " + db.path() +
-       (count == 0 ? std::string(" (it holds no runs)")
-                   : " (it holds " + std::to_string(count) + " runs; `kiln runs list` shows them)"));
-}
-
-RunDetails run_details(Database& db, int64_t run_id, size_t max_events, double stale_after_s) {
-  RunDetails d;
-  d.run = get_run(db, run_id, stale_after_s);
-  {
-    static const std::string sql = "SELECT " + metric_column_list() +
-                                   " FROM metrics WHERE run_id = ?1 AND step = "
-                                   "(SELECT max(step) FROM metrics WHERE run_id = ?1) ORDER BY rank";
-    Statement& st = db.cached(sql);
-    st.bind(1, run_id);
-    while (st.step()) d.latest.push_back(read_metric(st));
-  }
-  {
-    Statement& st = db.cached(
-        "SELECT step, time, loss FROM valid_metrics WHERE run_id = ? ORDER BY step DESC LIMIT 1");
-    st.bind(1, run_id);
-    if (st.step()) d.latest_valid = ValidRow{st.int64(0), st.real(1), st.real(2)};
-    st.reset();
-  }
-  if (auto samples = list_samples(db, run_id, 1); !samples.empty()) d.latest_sample = std::move(samples[0]);
-  d.latest_experts = latest_expert_loads(db, run_id);
-  {
-    static const std::string sql = std::string("SELECT * FROM (SELECT ") + kEventColumns +
-                                   " FROM events WHERE run_id = ? ORDER BY id DESC LIMIT ?) "
-                                   "ORDER BY id";
-    Statement& st = db.cached(sql);
-    st.bind(1, run_id).bind(2, static_cast<int64_t>(std::min<size_t>(max_events, INT64_MAX)));
-    while (st.step()) d.events.push_back(read_event(st));
-  }
-  d.checkpoints = list_checkpoints(db, run_id);
-  d.commands = list_commands(db, run_id);
-  d.lineage = run_lineage(db, run_id, stale_after_s);
-  return d;
+  return resolve_named(db, run, {.table = "runs", .noun = "run", .list_hint = "`kiln runs list` shows them"});
 }
 
 std::vector<Event> list_events(Database& db, int64_t run_id, int64_t after_id) {

@@ -1,5 +1,6 @@
-// Reading runs: listing with filters, resolving what a user typed, one run's details; and
-// the small edits a user makes to a run's record (tags, notes, removal).
+// Reading runs: listing with filters, resolving what a user typed, the rows that follow a run
+// (store/run_details.h gathers one run's whole page); and the small edits a user makes to a
+// run's record (tags, notes, removal).
 #pragma once
 
 #include <cstdint>
@@ -42,20 +43,6 @@ std::optional<int64_t> find_run_named(Database& db, std::string_view name);
 // What a user typed as RUN: an id, a name, or an unambiguous prefix of one name. An unknown
 // or ambiguous one is an error that lists the candidates.
 int64_t resolve_run(Database& db, std::string_view run);
-
-struct RunDetails {
-  RunRecord run;
-  std::vector<MetricRow> latest;  // the latest logged step, one row per rank that logged it
-  std::optional<ValidRow> latest_valid;
-  std::optional<Sample> latest_sample;  // the text generated at the latest validation step
-  std::vector<ExpertLoad> latest_experts;  // each MoE layer's latest load, by layer
-  std::vector<Event> events;      // the newest max_events, oldest first
-  std::vector<Checkpoint> checkpoints;
-  std::vector<Command> commands;
-  Lineage lineage;  // its parents and forks (store/lineage.h)
-};
-RunDetails run_details(Database& db, int64_t run_id, size_t max_events = 100,
-                       double stale_after_s = kDefaultStaleAfterS);
 
 // Rows for views that follow a run: events after an id, validation rows after a step, system
 // rows at or after a time.

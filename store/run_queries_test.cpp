@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "store/commands.h"
+#include "store/run_details.h"
 #include "store/run_writer.h"
 #include "store/schema.h"
 #include "store/test_util.h"

@@ -9,6 +9,7 @@
 
 #include "base/utf8.h"
 #include "store/json_rows.h"
+#include "store/run_details.h"
 #include "store/run_queries.h"
 #include "store/run_writer.h"
 #include "store/schema.h"

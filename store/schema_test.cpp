@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "store/metric_blocks.h"
 #include "store/metric_queries.h"
+#include "store/run_details.h"
 #include "store/run_queries.h"
 #include "store/run_writer.h"
 #include "store/test_util.h"

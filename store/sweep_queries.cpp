@@ -172,48 +172,11 @@ std::vector<SweepSummary> list_sweeps(Database& db, int64_t limit, double stale_
 }
 
 int64_t resolve_sweep(Database& db, std::string_view id_or_name) {
-  if (id_or_name.empty()) fail("store: no sweep given (an id or a name)");
-  const std::string text(id_or_name);
-  if (all_digits(text) && text.size() <= 18) {
-    Statement& st = db.cached("SELECT id FROM sweeps WHERE id = ?");
-    st.bind(1, static_cast<int64_t>(std::stoll(text)));
-    if (st.step()) {
-      const int64_t id = st.int64(0);
-      st.reset();
-      return id;
-    }
-  }
-  Statement& exact = db.cached("SELECT id FROM sweeps WHERE name = ?");
-  exact.bind(1, text);
-  if (exact.step()) {
-    const int64_t id = exact.int64(0);
-    exact.reset();
-    return id;
-  }
-  Statement& prefix = db.cached(
-      "SELECT id, name FROM sweeps WHERE substr(name, 1, length(?1)) = ?1 ORDER BY id");
-  prefix.bind(1, text);
-  if (prefix.step()) {
-    const int64_t first = prefix.int64(0);
-    if (!prefix.step()) {
-      prefix.reset();
-      return first;
-    }
-    prefix.reset();
-    prefix.bind(1, text);
-    fail("store: sweep '" + text + "' is ambiguous: " + candidates(prefix, 8) +
-         "; give the full name or the id");
-  }
-  Statement& similar = db.cached(
-      "SELECT id, name FROM sweeps WHERE instr(lower(name), lower(?)) > 0 ORDER BY id DESC");
-  similar.bind(1, text);
-  const std::string near = candidates(similar, 5);
-  if (!near.empty())
-    fail("store: no sweep named '" + text + "' in " + db.path() + "; did you mean " + near + "?");
-  const int64_t count = db.query_int("SELECT count(*) FROM sweeps");
-  fail("store: no sweep named '" + text + "' in " + db.path() +
-       (count == 0 ? std::string(" (it holds no sweeps)")
-                   : " (it holds " + std::to_string(count) + " sweeps; `kiln runs list --sweep` takes one)"));
+  return resolve_named(db, id_or_name,
+                       {.table = "sweeps",
+                        .noun = "sweep",
+                        .list_hint = "`kiln runs list --sweep` takes one",
+                        .digits_may_name = true});
 }
 
 SweepDetails sweep_details(Database& db, int64_t sweep_id, double stale_after_s) {

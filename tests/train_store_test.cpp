@@ -21,6 +21,7 @@
 #include "store/commands.h"
 #include "store/expert_queries.h"
 #include "store/metric_queries.h"
+#include "store/run_details.h"
 #include "store/run_queries.h"
 #include "store/sample_queries.h"
 #include "store/schema.h"

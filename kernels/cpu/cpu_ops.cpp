@@ -1,5 +1,7 @@
-// The CPU backend: checks shapes, picks the scalar type, and calls the bodies in
-// kernels/cpu/kernels.h.
+// The CPU backend: picks the scalar type and calls the bodies in kernels/cpu/kernels.h.
+// make_cpu_ops hands it out inside CheckedOps, which has checked each op's tensors; what is
+// checked here is the CPU's own: the dtypes it computes in, its attention scratch, the
+// optimizer's segment table.
 #include <omp.h>
 
 #include <cblas.h>
@@ -11,8 +13,8 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/checked_ops.h"
 #include "kernels/fused_matmul.h"
-#include "kernels/op_checks.h"
 #include "kernels/cpu/fp8.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/fp8_meta.h"
@@ -40,9 +42,6 @@ void dispatch(const Tensor& x, Fn&& fn) {
 }
 
 cpu::HeadLayout head_layout(const Tensor& qkv, AttentionShape s) {
-  KILN_CHECK(qkv.shape.rank == 3 && qkv.shape[2] == s.qkv_width(),
-             "attention: qkv " + qkv.shape.str() + " does not match the heads");
-  KILN_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0, "attention: bad head counts");
   return {qkv.shape[0], qkv.shape[1], s.n_head, s.n_kv_head, s.head_dim};
 }
 
@@ -94,7 +93,6 @@ class CpuOps final : public Ops {
   }
 
   void cast(const Tensor& out, const Tensor& x) override {
-    KILN_CHECK(out.numel() == x.numel(), "cast: element counts differ");
     dispatch(out, [&](auto to) {
       dispatch(x, [&](auto from) {
         using To = decltype(to);
@@ -107,7 +105,6 @@ class CpuOps final : public Ops {
   }
   void fill_normal(const Tensor& x, const RandomRuns& runs, uint64_t seed, uint64_t stream, double mean,
                    double std) override {
-    check_random_runs(x, runs, "fill_normal");
     cpu::fill_normal(x.data, x.dtype, runs, seed, stream, mean, std);
   }
 
@@ -129,12 +126,7 @@ class CpuOps final : public Ops {
               bool accumulate) override {
     const int64_t M = ta ? a.shape.cols() : a.shape.rows();
     const int64_t K = ta ? a.shape.rows() : a.shape.cols();
-    const int64_t Kb = tb ? b.shape.cols() : b.shape.rows();
     const int64_t N = tb ? b.shape.rows() : b.shape.cols();
-    KILN_CHECK(K == Kb && out.shape.rows() == M && out.shape.cols() == N &&
-                   a.dtype == b.dtype && a.dtype == out.dtype,
-               "matmul: " + a.shape.str() + (ta ? "^T" : "") + " x " + b.shape.str() +
-                   (tb ? "^T" : "") + " -> " + out.shape.str());
     dispatch(out, [&](auto t) {
       using T = decltype(t);
       cpu::gemm<T>(ta, tb, M, N, K, T(1), a.as<T>(), a.shape.cols(), b.as<T>(), b.shape.cols(),
@@ -143,22 +135,18 @@ class CpuOps final : public Ops {
   }
 
   void add_bias(const Tensor& out, const Tensor& bias) override {
-    KILN_CHECK(out.shape.cols() == bias.numel(), "add_bias: width mismatch");
     dispatch(out, [&](auto t) {
       using T = decltype(t);
       cpu::add_bias(out.as<T>(), bias.as<T>(), out.shape.rows(), out.shape.cols());
     });
   }
   void bias_backward(const Tensor& dbias, const Tensor& dout) override {
-    KILN_CHECK(dout.shape.cols() == dbias.numel(), "bias_backward: width mismatch");
     dispatch(dout, [&](auto t) {
       using T = decltype(t);
       cpu::bias_backward(dbias.as<T>(), dout.as<T>(), dout.shape.rows(), dout.shape.cols());
     });
   }
   void add(const Tensor& out, const Tensor& a, const Tensor& b) override {
-    check_same_shape(out, a, "add");
-    check_same_shape(out, b, "add");
     dispatch(out, [&](auto t) {
       using T = decltype(t);
       cpu::add(out.as<T>(), a.as<T>(), b.as<T>(), out.numel());
@@ -171,7 +159,6 @@ class CpuOps final : public Ops {
     });
   }
   void sum_squares(const Tensor& sum, const Tensor& x) override {
-    KILN_CHECK(sum.dtype == DType::F64 && sum.numel() == 1, "sum_squares: sum must be one fp64 value");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       *sum.as<double>() += cpu::sum_squares(x.as<T>(), x.numel());
@@ -200,20 +187,18 @@ class CpuOps final : public Ops {
   // codes and scales, products of the decoded codes in fp32.
   void fp8_cast_transpose(const Tensor& codes, const Tensor& codes_t, const Tensor& meta,
                           const Tensor& x) override {
-    const Fp8Format format = check_fp8_cast(codes, codes_t, meta, x);
+    const Fp8Format format = cast_format(codes, codes_t);
     KILN_CHECK(x.dtype == DType::F32, std::string("fp8_cast_transpose: fp32 x expected, got ") + dtype_name(x.dtype));
     cpu::fp8_cast_transpose(codes.as<uint8_t>(), codes_t.as<uint8_t>(), meta.as<float>(), x.as<float>(),
                             x.shape.rows(), x.shape.cols(), format);
   }
   void fp8_current_scale(const Tensor& meta, const Tensor& x, DType format, int margin) override {
-    check_fp8_meta(meta, "fp8_current_scale");
     KILN_CHECK(x.dtype == DType::F32, std::string("fp8_current_scale: fp32 x expected, got ") + dtype_name(x.dtype));
     cpu::fp8_current_scale(meta.as<float>(), x.as<float>(), x.numel(), fp8_format(format, "fp8_current_scale"),
                            margin);
   }
   void fp8_matmul(const Tensor& out, const Tensor& a, const Tensor& a_meta, const Tensor& b, const Tensor& b_meta,
                   bool accumulate) override {
-    check_fp8_matmul(out, a, a_meta, b, b_meta);
     KILN_CHECK(out.dtype == DType::F32, std::string("fp8_matmul: fp32 out expected, got ") + dtype_name(out.dtype));
     cpu::fp8_matmul(out.as<float>(), a.as<uint8_t>(), fp8_format(a.dtype, "fp8_matmul"), a_meta.as<float>(),
                     b.as<uint8_t>(), fp8_format(b.dtype, "fp8_matmul"), b_meta.as<float>(), a.shape.rows(),
@@ -223,11 +208,7 @@ class CpuOps final : public Ops {
 
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                          const Tensor& wpe, const Tensor& positions) override {
-    KILN_CHECK(tokens.dtype == DType::I32 && tokens.shape.rank == 2 &&
-                   out.shape.rows() == tokens.numel() && out.shape.cols() == wte.shape.cols(),
-               "embedding_forward: shapes " + out.shape.str() + " " + tokens.shape.str());
-    const int32_t* position_ids =
-        per_token(positions, tokens.shape[0], tokens.shape[1], "embedding_forward", "positions");
+    const int32_t* position_ids = per_token_values(positions);
     dispatch(out, [&](auto t) {
       using T = decltype(t);
       cpu::embedding_forward(out.as<T>(), tokens.as<int32_t>(), position_ids, wte.as<T>(),
@@ -237,8 +218,7 @@ class CpuOps final : public Ops {
   }
   void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,
                           const Tensor& dout, const Tensor& positions) override {
-    const int32_t* position_ids =
-        per_token(positions, tokens.shape[0], tokens.shape[1], "embedding_backward", "positions");
+    const int32_t* position_ids = per_token_values(positions);
     dispatch(dout, [&](auto t) {
       using T = decltype(t);
       cpu::embedding_backward(dwte.as<T>(), dwpe.empty() ? nullptr : dwpe.as<T>(),
@@ -250,7 +230,6 @@ class CpuOps final : public Ops {
   void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                          const Tensor& x, const Tensor& weight, const Tensor& bias,
                          double eps) override {
-    check_same_shape(out, x, "layernorm_forward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::layernorm_forward(out.as<T>(), mean.as<T>(), rstd.as<T>(), x.as<T>(), weight.as<T>(),
@@ -260,8 +239,6 @@ class CpuOps final : public Ops {
   void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                           const Tensor& dout, const Tensor& x, const Tensor& weight,
                           const Tensor& mean, const Tensor& rstd) override {
-    check_same_shape(dx, x, "layernorm_backward");
-    check_same_shape(dout, x, "layernorm_backward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::layernorm_backward(dx.as<T>(), dweight.as<T>(), dbias.as<T>(), dout.as<T>(), x.as<T>(),
@@ -271,7 +248,6 @@ class CpuOps final : public Ops {
   }
   void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
                        const Tensor& weight, double eps) override {
-    check_same_shape(out, x, "rmsnorm_forward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::rmsnorm_forward(out.as<T>(), rstd.as<T>(), x.as<T>(), weight.as<T>(), x.shape.rows(),
@@ -280,8 +256,6 @@ class CpuOps final : public Ops {
   }
   void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout,
                         const Tensor& x, const Tensor& weight, const Tensor& rstd) override {
-    check_same_shape(dx, x, "rmsnorm_backward");
-    check_same_shape(dout, x, "rmsnorm_backward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::rmsnorm_backward(dx.as<T>(), dweight.as<T>(), dout.as<T>(), x.as<T>(), weight.as<T>(),
@@ -290,15 +264,12 @@ class CpuOps final : public Ops {
   }
 
   void gelu_forward(const Tensor& out, const Tensor& x) override {
-    check_same_shape(out, x, "gelu_forward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::gelu_forward(out.as<T>(), x.as<T>(), x.numel());
     });
   }
   void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override {
-    check_same_shape(dx, x, "gelu_backward");
-    check_same_shape(dout, x, "gelu_backward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::gelu_backward(dx.as<T>(), x.as<T>(), dout.as<T>(), x.numel());
@@ -306,7 +277,6 @@ class CpuOps final : public Ops {
   }
   void gather_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
                    const Tensor& weights) override {
-    check_row_moves(out, x, rows, weights, x.dtype, 1, "gather_rows");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::gather_rows(out.as<T>(), x.as<T>(), rows.as<int32_t>(),
@@ -317,7 +287,6 @@ class CpuOps final : public Ops {
   void combine_rows(const Tensor& out, const Tensor& x, const Tensor& rows, const Tensor& weights,
                     bool accumulate) override {
     const int64_t k = out.shape.rows() > 0 ? rows.numel() / out.shape.rows() : 1;
-    check_row_moves(out, x, rows, weights, x.dtype, k, "combine_rows");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::combine_rows(out.as<T>(), x.as<T>(), rows.as<int32_t>(),
@@ -326,9 +295,7 @@ class CpuOps final : public Ops {
     });
   }
   void row_dots(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& rows) override {
-    // a's rows meet b's as gather's output meets its input; out has one value per index.
     const int64_t k = a.shape.rows() > 0 ? rows.numel() / a.shape.rows() : 1;
-    check_row_moves(a, b, rows, out, a.dtype, k, "row_dots");
     dispatch(a, [&](auto t) {
       using T = decltype(t);
       cpu::row_dots(out.as<T>(), a.as<T>(), b.as<T>(), rows.as<int32_t>(), a.shape.rows(), k,
@@ -336,16 +303,12 @@ class CpuOps final : public Ops {
     });
   }
   void swiglu_forward(const Tensor& out, const Tensor& x) override {
-    KILN_CHECK(x.shape.rows() == out.shape.rows() && x.shape.cols() == 2 * out.shape.cols(),
-               "swiglu_forward: " + x.shape.str() + " -> " + out.shape.str());
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::swiglu_forward(out.as<T>(), x.as<T>(), out.shape.rows(), out.shape.cols());
     });
   }
   void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override {
-    check_same_shape(dx, x, "swiglu_backward");
-    KILN_CHECK(x.shape.cols() == 2 * dout.shape.cols(), "swiglu_backward: width mismatch");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cpu::swiglu_backward(dx.as<T>(), x.as<T>(), dout.as<T>(), dout.shape.rows(),
@@ -366,11 +329,7 @@ class CpuOps final : public Ops {
                          AttentionShape s, const Tensor& key_starts) override {
     const cpu::HeadLayout layout = head_layout(qkv, s);
     check_scratch(layout);
-    KILN_CHECK(out.numel() == layout.batch * layout.seq * s.n_head * s.head_dim &&
-                   lse.numel() == layout.batch * s.n_head * layout.seq,
-               "attention_forward: output shapes");
-    const int32_t* starts =
-        per_token(key_starts, layout.batch, layout.seq, "attention_forward", "key_starts");
+    const int32_t* starts = per_token_values(key_starts);
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
       cpu::attention_forward(out.as<T>(), lse.as<T>(), qkv.as<T>(), starts, layout,
@@ -382,10 +341,7 @@ class CpuOps final : public Ops {
                           const Tensor& key_starts) override {
     const cpu::HeadLayout layout = head_layout(qkv, s);
     check_scratch(layout);
-    check_same_shape(dqkv, qkv, "attention_backward");
-    check_same_shape(dout, out, "attention_backward");
-    const int32_t* starts =
-        per_token(key_starts, layout.batch, layout.seq, "attention_backward", "key_starts");
+    const int32_t* starts = per_token_values(key_starts);
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
       cpu::attention_backward(dqkv.as<T>(), dout.as<T>(), qkv.as<T>(), out.as<T>(), lse.as<T>(),
@@ -396,36 +352,25 @@ class CpuOps final : public Ops {
                               const Tensor& q_index, const Tensor& k_index, AttentionShape s,
                               const Tensor& key_starts) override {
     const cpu::HeadLayout layout = head_layout(qkv, s);
-    const RingBlock block = check_ring_block(qkv, kv, q_index, k_index, key_starts, s, "ring_attention_forward");
-    KILN_CHECK(out.numel() == layout.batch * layout.seq * s.n_head * s.head_dim &&
-                   lse.numel() == layout.batch * s.n_head * layout.seq && lse.dtype == qkv.dtype,
-               "ring_attention_forward: output shapes");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
-      cpu::ring_attention_forward(out.as<T>(), lse.as<T>(), qkv.as<T>(), kv.as<T>(), block.q_index,
-                                  block.k_index, block.key_starts, layout, block.keys);
+      cpu::ring_attention_forward(out.as<T>(), lse.as<T>(), qkv.as<T>(), kv.as<T>(), q_index.as<int32_t>(),
+                                  k_index.as<int32_t>(), per_token_values(key_starts), layout, kv.shape[1]);
     });
   }
   void ring_attention_backward(const Tensor& dqkv, const Tensor& dkv, const Tensor& dout, const Tensor& qkv,
                                const Tensor& kv, const Tensor& out, const Tensor& lse, const Tensor& q_index,
                                const Tensor& k_index, AttentionShape s, const Tensor& key_starts) override {
     const cpu::HeadLayout layout = head_layout(qkv, s);
-    const RingBlock block = check_ring_block(qkv, kv, q_index, k_index, key_starts, s, "ring_attention_backward");
-    check_same_shape(dqkv, qkv, "ring_attention_backward");
-    check_same_shape(dkv, kv, "ring_attention_backward");
-    KILN_CHECK(dout.numel() == out.numel() && out.numel() == layout.batch * layout.seq * s.n_head * s.head_dim &&
-                   lse.numel() == layout.batch * s.n_head * layout.seq && lse.dtype == qkv.dtype,
-               "ring_attention_backward: output shapes");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
       cpu::ring_attention_backward(dqkv.as<T>(), dkv.as<T>(), dout.as<T>(), qkv.as<T>(), kv.as<T>(),
-                                   out.as<T>(), lse.as<T>(), block.q_index, block.k_index, block.key_starts,
-                                   layout, block.keys);
+                                   out.as<T>(), lse.as<T>(), q_index.as<int32_t>(), k_index.as<int32_t>(),
+                                   per_token_values(key_starts), layout, kv.shape[1]);
     });
   }
   void split_kv(const Tensor& kv, const Tensor& qkv, AttentionShape s) override {
     const cpu::HeadLayout layout = head_layout(qkv, s);
-    check_kv_of(kv, qkv, s, "split_kv");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
       cpu::split_kv(kv.as<T>(), qkv.as<T>(), layout);
@@ -433,7 +378,6 @@ class CpuOps final : public Ops {
   }
   void add_kv_gradient(const Tensor& dqkv, const Tensor& dkv, AttentionShape s) override {
     const cpu::HeadLayout layout = head_layout(dqkv, s);
-    check_kv_of(dkv, dqkv, s, "add_kv_gradient");
     dispatch(dqkv, [&](auto t) {
       using T = decltype(t);
       cpu::add_kv_gradient(dqkv.as<T>(), dkv.as<T>(), layout);
@@ -441,7 +385,6 @@ class CpuOps final : public Ops {
   }
   void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
                         const Tensor& qkv, int64_t pos, AttentionShape s) override {
-    check_attention_decode(out, k_cache, v_cache, qkv, pos, s);
     const cpu::HeadLayout layout = head_layout(qkv, s);
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
@@ -452,7 +395,6 @@ class CpuOps final : public Ops {
 
   void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,
                              const Tensor& targets, int64_t vocab_size) override {
-    check_loss_shapes(logits, targets, vocab_size);
     dispatch(logits, [&](auto t) {
       using T = decltype(t);
       cpu::cross_entropy_forward(losses.as<T>(), lse.as<T>(), logits.as<T>(),
@@ -462,8 +404,6 @@ class CpuOps final : public Ops {
   }
   void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                               const Tensor& targets, int64_t vocab_size, double dloss) override {
-    check_loss_shapes(logits, targets, vocab_size);
-    check_same_shape(dlogits, logits, "cross_entropy_backward");
     dispatch(logits, [&](auto t) {
       using T = decltype(t);
       cpu::cross_entropy_backward(dlogits.as<T>(), logits.as<T>(), lse.as<T>(),
@@ -476,12 +416,7 @@ class CpuOps final : public Ops {
   // themselves and there is no copy to write.
   void adamw(const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
              const Tensor& param_copy, const Tensor& segments, const AdamWStep& s) override {
-    check_same_shape(master, grad, "adamw");
-    check_same_shape(master, m, "adamw");
-    check_same_shape(master, v, "adamw");
     KILN_CHECK(param_copy.empty(), "adamw: the CPU backend keeps no parameter copy");
-    KILN_CHECK(segments.dtype == DType::I64 && segments.shape.rank == 2 && segments.shape[1] == 3,
-               "adamw: segments must be an [n, 3] int64 table");
     const int64_t* table = segments.as<int64_t>();
     for (int64_t i = 0; i < segments.shape[0]; ++i) {
       const int64_t begin = table[3 * i], end = table[3 * i + 1];
@@ -492,7 +427,7 @@ class CpuOps final : public Ops {
                      ", before segment " + std::to_string(i - 1) + " ends at " + std::to_string(table[3 * i - 2]) +
                      ": the table must be sorted by begin, without overlaps");
     }
-    const double* scalars = s.scalars.empty() ? nullptr : optimizer_scalars(s.scalars, "adamw");
+    const double* scalars = s.scalars.empty() ? nullptr : s.scalars.as<double>();
     if (scalars && scalars[kSkip] != 0) return;
     const AdamWTerms terms = scalars ? AdamWTerms{scalars[kStepSize], scalars[kRootCorrection2], scalars[kDecay]}
                                      : adamw_terms(s.lr, s.beta1, s.beta2, s.weight_decay, s.step);
@@ -507,7 +442,7 @@ class CpuOps final : public Ops {
       }
     });
   }
-  void clip_factor(const Tensor& scalars) override { clip_rule(optimizer_scalars(scalars, "clip_factor")); }
+  void clip_factor(const Tensor& scalars) override { clip_rule(scalars.as<double>()); }
 
   std::unique_ptr<OpGraph> capture(const std::function<void()>&, std::string& why) override {
     why = "the CPU backend runs each op as it is called";
@@ -517,15 +452,9 @@ class CpuOps final : public Ops {
  private:
   void rope(const Tensor& qkv, const Tensor& table, AttentionShape s, const Tensor& positions,
             bool inverse) {
-    const cpu::HeadLayout layout = head_layout(qkv, s);
-    KILN_CHECK(s.head_dim % 2 == 0 && table.shape.rank == 3 && table.shape[0] >= layout.seq &&
-                   table.shape[1] == s.head_dim / 2 && table.dtype == qkv.dtype,
-               "rope: table " + table.shape.str() + " does not match the heads");
-    const int32_t* position_ids =
-        per_token(positions, layout.batch, layout.seq, "rope", "positions");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
-      cpu::rope(qkv.as<T>(), table.as<T>(), position_ids, layout, inverse);
+      cpu::rope(qkv.as<T>(), table.as<T>(), per_token_values(positions), head_layout(qkv, s), inverse);
     });
   }
   void check_scratch(const cpu::HeadLayout& layout) const {
@@ -535,11 +464,6 @@ class CpuOps final : public Ops {
                "attention: reserve() was not called for sequence length " +
                    std::to_string(layout.seq) + ", head dim " + std::to_string(layout.head_dim));
   }
-  static void check_loss_shapes(const Tensor& logits, const Tensor& targets, int64_t vocab) {
-    KILN_CHECK(targets.dtype == DType::I32 && targets.numel() == logits.shape.rows() &&
-                   vocab <= logits.shape.cols(),
-               "cross_entropy: logits " + logits.shape.str() + " targets " + targets.shape.str());
-  }
 
   int threads_;
   void* scratch_ = nullptr;
@@ -548,6 +472,8 @@ class CpuOps final : public Ops {
 
 }  // namespace
 
-std::unique_ptr<Ops> make_cpu_ops(int threads) { return std::make_unique<CpuOps>(threads); }
+std::unique_ptr<Ops> make_cpu_ops(int threads) {
+  return std::make_unique<CheckedOps>(std::make_unique<CpuOps>(threads));
+}
 
 }  // namespace kiln

@@ -1,5 +1,7 @@
-// The CUDA backend: checks shapes and dtypes, picks the element type, and launches the
-// bodies in kernels/cuda/kernels.cuh on the backend's stream. Memory comes from plain
+// The CUDA backend: picks the element type and launches the bodies in kernels/cuda/kernels.cuh
+// on the backend's stream. make_cuda_ops hands it out inside CheckedOps, which has checked each
+// op's tensors; what is checked here is CUDA's own: the dtypes its kernels take, its workspace,
+// cuDNN's support. Memory comes from plain
 // cudaMalloc, once, through the arenas; matrix products go through cuBLASLt; attention goes
 // through cuDNN's fused attention or kiln's kernels, as backend.attention says. capture()
 // records what a step queues on the stream as a CUDA graph, replayed by one launch.
@@ -12,10 +14,10 @@
 #include <string>
 
 #include "base/check.h"
+#include "kernels/checked_ops.h"
 #include "kernels/cudnn_attention_support.h"
 #include "kernels/fp8_meta.h"
 #include "kernels/fused_matmul.h"
-#include "kernels/op_checks.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/fp8.h"
@@ -61,9 +63,6 @@ T* ptr(const Tensor& t) {
 }
 
 cuda::HeadLayout head_layout(const Tensor& qkv, AttentionShape s) {
-  KILN_CHECK(qkv.shape.rank == 3 && qkv.shape[2] == s.qkv_width(),
-             "attention: qkv " + qkv.shape.str() + " does not match the heads");
-  KILN_CHECK(s.n_kv_head > 0 && s.n_head % s.n_kv_head == 0, "attention: bad head counts");
   return {qkv.shape[0], qkv.shape[1], s.n_head, s.n_kv_head, s.head_dim};
 }
 
@@ -171,7 +170,6 @@ class CudaOps final : public Ops {
     });
   }
   void cast(const Tensor& out, const Tensor& x) override {
-    KILN_CHECK(out.numel() == x.numel(), "cast: element counts differ");
     dispatch(out, [&](auto to) {
       dispatch(x, [&](auto from) {
         using To = decltype(to);
@@ -182,7 +180,6 @@ class CudaOps final : public Ops {
   }
   void fill_normal(const Tensor& x, const RandomRuns& runs, uint64_t seed, uint64_t stream, double mean,
                    double std) override {
-    check_random_runs(x, runs, "fill_normal");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cuda::fill_normal(ptr<T>(x), runs, seed, stream, mean, std, stream_);
@@ -221,17 +218,12 @@ class CudaOps final : public Ops {
               bool accumulate) override {
     const int64_t M = ta ? a.shape.cols() : a.shape.rows();
     const int64_t K = ta ? a.shape.rows() : a.shape.cols();
-    const int64_t Kb = tb ? b.shape.cols() : b.shape.rows();
     const int64_t N = tb ? b.shape.rows() : b.shape.cols();
-    KILN_CHECK(K == Kb && out.shape.rows() == M && out.shape.cols() == N && a.dtype == b.dtype &&
-                   (out.dtype == a.dtype || out.dtype == DType::F32),
-               "matmul: " + a.shape.str() + (ta ? "^T" : "") + " x " + b.shape.str() +
-                   (tb ? "^T" : "") + " -> " + out.shape.str());
     matmul_->run(cuda_type(a.dtype), cuda_type(out.dtype), ta, tb, M, N, K, a.data, a.shape.cols(),
                  b.data, b.shape.cols(), out.data, N, accumulate, stream_);
   }
   void add_bias(const Tensor& out, const Tensor& bias) override {
-    KILN_CHECK(out.shape.cols() == bias.numel() && out.dtype == bias.dtype, "add_bias: mismatch");
+    KILN_CHECK(out.dtype == bias.dtype, "add_bias: mismatch");
     dispatch(out, [&](auto t) {
       using T = decltype(t);
       cuda::add_bias(ptr<T>(out), ptr<T>(bias), out.shape.rows(), out.shape.cols(), stream_);
@@ -239,7 +231,6 @@ class CudaOps final : public Ops {
   }
   void bias_backward(const Tensor& dbias, const Tensor& dout) override {
     expect_f32(dbias, "bias_backward: dbias");
-    KILN_CHECK(dout.shape.cols() == dbias.numel(), "bias_backward: width mismatch");
     dispatch(dout, [&](auto t) {
       using T = decltype(t);
       cuda::bias_backward(ptr<float>(dbias), ptr<T>(dout), dout.shape.rows(), dout.shape.cols(),
@@ -247,8 +238,6 @@ class CudaOps final : public Ops {
     });
   }
   void add(const Tensor& out, const Tensor& a, const Tensor& b) override {
-    check_same_shape(out, a, "add");
-    check_same_shape(out, b, "add");
     dispatch(out, [&](auto t) {
       using T = decltype(t);
       cuda::add(ptr<T>(out), ptr<T>(a), ptr<T>(b), out.numel(), stream_);
@@ -260,7 +249,6 @@ class CudaOps final : public Ops {
   }
   void sum_squares(const Tensor& sum, const Tensor& x) override {
     expect_f32(x, "sum_squares");
-    KILN_CHECK(sum.dtype == DType::F64 && sum.numel() == 1, "sum_squares: sum must be one fp64 value");
     cuda::sum_squares(ptr<float>(x), x.numel(), static_cast<double*>(sum_partials_), ptr<double>(sum),
                       stream_);
   }
@@ -295,7 +283,7 @@ class CudaOps final : public Ops {
 
   void fp8_cast_transpose(const Tensor& codes, const Tensor& codes_t, const Tensor& meta,
                           const Tensor& x) override {
-    const Fp8Format format = check_fp8_cast(codes, codes_t, meta, x);
+    const Fp8Format format = cast_format(codes, codes_t);
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cuda::fp8_cast_transpose(ptr<uint8_t>(codes), ptr<uint8_t>(codes_t), ptr<float>(meta), ptr<T>(x),
@@ -303,7 +291,6 @@ class CudaOps final : public Ops {
     });
   }
   void fp8_current_scale(const Tensor& meta, const Tensor& x, DType format, int margin) override {
-    check_fp8_meta(meta, "fp8_current_scale");
     const Fp8Format f = fp8_format(format, "fp8_current_scale");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
@@ -312,7 +299,6 @@ class CudaOps final : public Ops {
   }
   void fp8_matmul(const Tensor& out, const Tensor& a, const Tensor& a_meta, const Tensor& b, const Tensor& b_meta,
                   bool accumulate) override {
-    check_fp8_matmul(out, a, a_meta, b, b_meta);
     const std::string why = fp8_unsupported();
     KILN_CHECK(why.empty(), why);
     // Made at the first FP8 product (step 1, before any capture): runs without FP8 keep
@@ -334,11 +320,7 @@ class CudaOps final : public Ops {
 
   void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                          const Tensor& wpe, const Tensor& positions) override {
-    KILN_CHECK(tokens.dtype == DType::I32 && tokens.shape.rank == 2 &&
-                   out.shape.rows() == tokens.numel() && out.shape.cols() == wte.shape.cols(),
-               "embedding_forward: shapes " + out.shape.str() + " " + tokens.shape.str());
-    const int32_t* position_ids =
-        per_token(positions, tokens.shape[0], tokens.shape[1], "embedding_forward", "positions");
+    const int32_t* position_ids = per_token_values(positions);
     dispatch(out, [&](auto t) {
       using T = decltype(t);
       cuda::embedding_forward(ptr<T>(out), ptr<int32_t>(tokens), position_ids, ptr<T>(wte),
@@ -349,8 +331,7 @@ class CudaOps final : public Ops {
   void embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,
                           const Tensor& dout, const Tensor& positions) override {
     expect_f32(dwte, "embedding_backward: dwte");
-    const int32_t* position_ids =
-        per_token(positions, tokens.shape[0], tokens.shape[1], "embedding_backward", "positions");
+    const int32_t* position_ids = per_token_values(positions);
     dispatch(dout, [&](auto t) {
       using T = decltype(t);
       cuda::embedding_backward(ptr<float>(dwte), dwpe.empty() ? nullptr : ptr<float>(dwpe),
@@ -363,7 +344,6 @@ class CudaOps final : public Ops {
   void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                          const Tensor& x, const Tensor& weight, const Tensor& bias,
                          double eps) override {
-    check_same_shape(out, x, "layernorm_forward");
     expect_f32(rstd, "layernorm_forward: rstd");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
@@ -375,8 +355,6 @@ class CudaOps final : public Ops {
   void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                           const Tensor& dout, const Tensor& x, const Tensor& weight,
                           const Tensor& mean, const Tensor& rstd) override {
-    check_same_shape(dx, x, "layernorm_backward");
-    check_same_shape(dout, x, "layernorm_backward");
     expect_f32(dweight, "layernorm_backward: dweight");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
@@ -387,7 +365,6 @@ class CudaOps final : public Ops {
   }
   void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
                        const Tensor& weight, double eps) override {
-    check_same_shape(out, x, "rmsnorm_forward");
     expect_f32(rstd, "rmsnorm_forward: rstd");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
@@ -397,8 +374,6 @@ class CudaOps final : public Ops {
   }
   void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout,
                         const Tensor& x, const Tensor& weight, const Tensor& rstd) override {
-    check_same_shape(dx, x, "rmsnorm_backward");
-    check_same_shape(dout, x, "rmsnorm_backward");
     expect_f32(dweight, "rmsnorm_backward: dweight");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
@@ -409,15 +384,12 @@ class CudaOps final : public Ops {
   }
 
   void gelu_forward(const Tensor& out, const Tensor& x) override {
-    check_same_shape(out, x, "gelu_forward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cuda::gelu_forward(ptr<T>(out), ptr<T>(x), x.numel(), stream_);
     });
   }
   void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override {
-    check_same_shape(dx, x, "gelu_backward");
-    check_same_shape(dout, x, "gelu_backward");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cuda::gelu_backward(ptr<T>(dx), ptr<T>(x), ptr<T>(dout), x.numel(), stream_);
@@ -425,7 +397,6 @@ class CudaOps final : public Ops {
   }
   void gather_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
                    const Tensor& weights) override {
-    check_row_moves(out, x, rows, weights, DType::F32, 1, "gather_rows");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cuda::gather_rows(ptr<T>(out), ptr<T>(x), ptr<int32_t>(rows),
@@ -436,7 +407,6 @@ class CudaOps final : public Ops {
   void combine_rows(const Tensor& out, const Tensor& x, const Tensor& rows, const Tensor& weights,
                     bool accumulate) override {
     const int64_t k = out.shape.rows() > 0 ? rows.numel() / out.shape.rows() : 1;
-    check_row_moves(out, x, rows, weights, DType::F32, k, "combine_rows");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cuda::combine_rows(ptr<T>(out), ptr<T>(x), ptr<int32_t>(rows),
@@ -445,9 +415,7 @@ class CudaOps final : public Ops {
     });
   }
   void row_dots(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& rows) override {
-    // a's rows meet b's as gather's output meets its input; out has one value per index.
     const int64_t k = a.shape.rows() > 0 ? rows.numel() / a.shape.rows() : 1;
-    check_row_moves(a, b, rows, out, DType::F32, k, "row_dots");
     dispatch(a, [&](auto t) {
       using T = decltype(t);
       cuda::row_dots(ptr<float>(out), ptr<T>(a), ptr<T>(b), ptr<int32_t>(rows), a.shape.rows(), k,
@@ -455,17 +423,12 @@ class CudaOps final : public Ops {
     });
   }
   void swiglu_forward(const Tensor& out, const Tensor& x) override {
-    KILN_CHECK(x.shape.rows() == out.shape.rows() && x.shape.cols() == 2 * out.shape.cols() &&
-                   x.dtype == out.dtype,
-               "swiglu_forward: " + x.shape.str() + " -> " + out.shape.str());
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cuda::swiglu_forward(ptr<T>(out), ptr<T>(x), out.shape.rows(), out.shape.cols(), stream_);
     });
   }
   void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override {
-    check_same_shape(dx, x, "swiglu_backward");
-    KILN_CHECK(x.shape.cols() == 2 * dout.shape.cols(), "swiglu_backward: width mismatch");
     dispatch(x, [&](auto t) {
       using T = decltype(t);
       cuda::swiglu_backward(ptr<T>(dx), ptr<T>(x), ptr<T>(dout), dout.shape.rows(),
@@ -485,11 +448,7 @@ class CudaOps final : public Ops {
                          AttentionShape s, const Tensor& key_starts) override {
     const cuda::HeadLayout layout = head_layout(qkv, s);
     expect_f32(lse, "attention_forward: lse");
-    KILN_CHECK(out.numel() == layout.batch * layout.seq * s.n_head * s.head_dim &&
-                   lse.numel() == layout.batch * s.n_head * layout.seq && out.dtype == qkv.dtype,
-               "attention_forward: output shapes");
-    const int32_t* starts =
-        per_token(key_starts, layout.batch, layout.seq, "attention_forward", "key_starts");
+    const int32_t* starts = per_token_values(key_starts);
     if (use_cudnn(layout, qkv.dtype, starts != nullptr, {out.data, lse.data, qkv.data})) {
       cudnn_->forward(out.data, ptr<float>(lse), qkv.data, layout, qkv.dtype, workspace_);
       return;
@@ -504,10 +463,7 @@ class CudaOps final : public Ops {
                           const Tensor& out, const Tensor& lse, AttentionShape s,
                           const Tensor& key_starts) override {
     const cuda::HeadLayout layout = head_layout(qkv, s);
-    check_same_shape(dqkv, qkv, "attention_backward");
-    check_same_shape(dout, out, "attention_backward");
-    const int32_t* starts =
-        per_token(key_starts, layout.batch, layout.seq, "attention_backward", "key_starts");
+    const int32_t* starts = per_token_values(key_starts);
     if (use_cudnn(layout, qkv.dtype, starts != nullptr,
                   {dqkv.data, dout.data, qkv.data, out.data, lse.data})) {
       cudnn_->backward(dqkv.data, dout.data, qkv.data, out.data, ptr<float>(lse), layout,
@@ -526,36 +482,26 @@ class CudaOps final : public Ops {
                               const Tensor& q_index, const Tensor& k_index, AttentionShape s,
                               const Tensor& key_starts) override {
     const cuda::HeadLayout layout = ring_layout(qkv, s);
-    const RingBlock block = check_ring_block(qkv, kv, q_index, k_index, key_starts, s, "ring_attention_forward");
-    expect_f32(lse, "ring_attention_forward: lse");
-    KILN_CHECK(out.numel() == layout.batch * layout.seq * s.n_head * s.head_dim &&
-                   lse.numel() == layout.batch * s.n_head * layout.seq && out.dtype == qkv.dtype,
-               "ring_attention_forward: output shapes");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
-      cuda::ring_attention_forward(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), ptr<T>(kv), block.q_index,
-                                   block.k_index, block.key_starts, layout, block.keys, stream_);
+      cuda::ring_attention_forward(ptr<T>(out), ptr<float>(lse), ptr<T>(qkv), ptr<T>(kv), ptr<int32_t>(q_index),
+                                   ptr<int32_t>(k_index), per_token_values(key_starts), layout, kv.shape[1],
+                                   stream_);
     });
   }
   void ring_attention_backward(const Tensor& dqkv, const Tensor& dkv, const Tensor& dout, const Tensor& qkv,
                                const Tensor& kv, const Tensor& out, const Tensor& lse, const Tensor& q_index,
                                const Tensor& k_index, AttentionShape s, const Tensor& key_starts) override {
     const cuda::HeadLayout layout = ring_layout(qkv, s);
-    const RingBlock block = check_ring_block(qkv, kv, q_index, k_index, key_starts, s, "ring_attention_backward");
-    check_same_shape(dqkv, qkv, "ring_attention_backward");
-    check_same_shape(dkv, kv, "ring_attention_backward");
-    check_same_shape(dout, out, "ring_attention_backward");
-    expect_f32(lse, "ring_attention_backward: lse");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
       cuda::ring_attention_backward(ptr<T>(dqkv), ptr<T>(dkv), ptr<T>(dout), ptr<T>(qkv), ptr<T>(kv), ptr<T>(out),
-                                    ptr<float>(lse), block.q_index, block.k_index, block.key_starts, layout,
-                                    block.keys, stream_);
+                                    ptr<float>(lse), ptr<int32_t>(q_index), ptr<int32_t>(k_index),
+                                    per_token_values(key_starts), layout, kv.shape[1], stream_);
     });
   }
   void split_kv(const Tensor& kv, const Tensor& qkv, AttentionShape s) override {
     const cuda::HeadLayout layout = head_layout(qkv, s);
-    check_kv_of(kv, qkv, s, "split_kv");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
       cuda::split_kv(ptr<T>(kv), ptr<T>(qkv), layout, stream_);
@@ -563,7 +509,6 @@ class CudaOps final : public Ops {
   }
   void add_kv_gradient(const Tensor& dqkv, const Tensor& dkv, AttentionShape s) override {
     const cuda::HeadLayout layout = head_layout(dqkv, s);
-    check_kv_of(dkv, dqkv, s, "add_kv_gradient");
     dispatch(dqkv, [&](auto t) {
       using T = decltype(t);
       cuda::add_kv_gradient(ptr<T>(dqkv), ptr<T>(dkv), layout, stream_);
@@ -571,7 +516,6 @@ class CudaOps final : public Ops {
   }
   void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
                         const Tensor& qkv, int64_t pos, AttentionShape s) override {
-    check_attention_decode(out, k_cache, v_cache, qkv, pos, s);
     const cuda::HeadLayout layout = head_layout(qkv, s);
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
@@ -582,7 +526,6 @@ class CudaOps final : public Ops {
 
   void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,
                              const Tensor& targets, int64_t vocab_size) override {
-    check_loss_shapes(logits, targets, vocab_size);
     expect_f32(losses, "cross_entropy_forward: losses");
     dispatch(logits, [&](auto t) {
       using T = decltype(t);
@@ -593,8 +536,6 @@ class CudaOps final : public Ops {
   }
   void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                               const Tensor& targets, int64_t vocab_size, double dloss) override {
-    check_loss_shapes(logits, targets, vocab_size);
-    check_same_shape(dlogits, logits, "cross_entropy_backward");
     dispatch(logits, [&](auto t) {
       using T = decltype(t);
       cuda::cross_entropy_backward(ptr<T>(dlogits), ptr<T>(logits), ptr<float>(lse),
@@ -606,11 +547,9 @@ class CudaOps final : public Ops {
   void adamw(const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
              const Tensor& param_copy, const Tensor& segments, const AdamWStep& s) override {
     for (const Tensor* t : {&master, &grad, &m, &v}) expect_f32(*t, "adamw state");
-    KILN_CHECK(segments.dtype == DType::I64 && segments.shape.rank == 2 && segments.shape[1] == 3,
-               "adamw: segments must be an [n, 3] int64 table");
     const auto* table = static_cast<const cuda::AdamWSegment*>(segments.data);
     const int n = static_cast<int>(segments.shape[0]);
-    const double* scalars = s.scalars.empty() ? nullptr : optimizer_scalars(s.scalars, "adamw");
+    const double* scalars = s.scalars.empty() ? nullptr : ptr<double>(s.scalars);
     // With scalars the kernel reads the terms from them; the host's are not computed.
     KILN_CHECK(scalars || s.step >= 1, "adamw: step is 1-based");
     const AdamWTerms terms = scalars ? AdamWTerms{} : adamw_terms(s.lr, s.beta1, s.beta2, s.weight_decay, s.step);
@@ -628,7 +567,7 @@ class CudaOps final : public Ops {
     }
   }
   void clip_factor(const Tensor& scalars) override {
-    cuda::clip_factor(optimizer_scalars(scalars, "clip_factor"), stream_);
+    cuda::clip_factor(ptr<double>(scalars), stream_);
   }
 
   std::unique_ptr<OpGraph> capture(const std::function<void()>& queue, std::string& why) override {
@@ -662,16 +601,10 @@ class CudaOps final : public Ops {
  private:
   void rope(const Tensor& qkv, const Tensor& table, AttentionShape s, const Tensor& positions,
             bool inverse) {
-    const cuda::HeadLayout layout = head_layout(qkv, s);
-    expect_f32(table, "rope: table");
-    KILN_CHECK(s.head_dim % 2 == 0 && table.shape.rank == 3 && table.shape[0] >= layout.seq &&
-                   table.shape[1] == s.head_dim / 2,
-               "rope: table " + table.shape.str() + " does not match the heads");
-    const int32_t* position_ids =
-        per_token(positions, layout.batch, layout.seq, "rope", "positions");
     dispatch(qkv, [&](auto t) {
       using T = decltype(t);
-      cuda::rope(ptr<T>(qkv), ptr<float>(table), position_ids, layout, inverse, stream_);
+      cuda::rope(ptr<T>(qkv), ptr<float>(table), per_token_values(positions), head_layout(qkv, s), inverse,
+                 stream_);
     });
   }
   CudnnAttentionCase cudnn_case(const cuda::HeadLayout& layout, DType dtype,
@@ -724,11 +657,6 @@ class CudaOps final : public Ops {
                "backend.attention=cudnn: cuDNN's fused attention does not support " + why);
     return false;
   }
-  static void check_loss_shapes(const Tensor& logits, const Tensor& targets, int64_t vocab) {
-    KILN_CHECK(targets.dtype == DType::I32 && targets.numel() == logits.shape.rows() &&
-                   vocab <= logits.shape.cols(),
-               "cross_entropy: logits " + logits.shape.str() + " targets " + targets.shape.str());
-  }
 
   int device_;
   std::string name_;
@@ -758,7 +686,7 @@ int cuda_device_count() {
 }
 
 std::unique_ptr<Ops> make_cuda_ops(int device, AttentionChoice attention) {
-  return std::make_unique<CudaOps>(device, attention);
+  return std::make_unique<CheckedOps>(std::make_unique<CudaOps>(device, attention));
 }
 
 std::string cuda_pci_bus_id(int device) {

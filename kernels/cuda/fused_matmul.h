@@ -1,6 +1,6 @@
 // The op table's fused products (ops.h: matmul_bias and the rest) as one cuBLASLt product
-// each, its epilogue doing the bias, the GELU or the bias gradient. Each checks its tensors,
-// launches on `stream` without synchronising, and returns false, having launched nothing,
+// each, its epilogue doing the bias, the GELU or the bias gradient. Each takes tensors
+// CheckedOps has checked, launches on `stream` without synchronising, and returns false, having launched nothing,
 // where cuBLASLt has no kernel for the call: the caller then runs the separate ops
 // (kernels/fused_matmul.h).
 #pragma once

@@ -19,6 +19,7 @@
 #include "store/json_rows.h"
 #include "store/metric_queries.h"
 #include "store/run_comparison.h"
+#include "store/run_details.h"
 #include "store/run_overview.h"
 #include "store/run_queries.h"
 #include "store/sample_queries.h"

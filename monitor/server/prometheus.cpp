@@ -10,6 +10,7 @@
 #include "monitor/server/api_call.h"
 #include "store/alert_rows.h"
 #include "store/metric_fields.h"
+#include "store/run_details.h"
 #include "store/run_queries.h"
 
 namespace kiln::monitor {

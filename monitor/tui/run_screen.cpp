@@ -27,6 +27,7 @@
 #include "store/metric_queries.h"
 #include "store/rank_places.h"
 #include "store/rank_queries.h"
+#include "store/run_details.h"
 #include "store/run_figures.h"
 #include "store/run_overview.h"
 #include "store/run_queries.h"

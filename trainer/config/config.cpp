@@ -15,7 +15,7 @@
 #include "base/check.h"
 #include "base/closest_word.h"
 #include "trainer/config/embedded_config.h"
-#include "trainer/parallel/pipeline_schedule.h"
+#include "trainer/config/pipeline_layers.h"
 
 namespace kiln {
 namespace {

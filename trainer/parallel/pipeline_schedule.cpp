@@ -5,21 +5,13 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
+#include "trainer/config/pipeline_layers.h"
 
 namespace kiln {
 
-namespace {
-
-void check_sizes(int pp, int vpp, int micro_batches) {
-  KILN_CHECK(pp >= 1 && vpp >= 1 && micro_batches >= 1,
-             fmt::format("pipeline: pp={}, vpp={} and {} micro-batches must all be >= 1", pp, vpp,
-                         micro_batches));
-}
-
-}  // namespace
 
 PipelineSchedule pipeline_schedule(int pp, int vpp, int stage, int micro_batches) {
-  check_sizes(pp, vpp, micro_batches);
+  check_pipeline_sizes(pp, vpp, micro_batches);
   KILN_CHECK(stage >= 0 && stage < pp,
              fmt::format("pipeline: stage {} is outside [0, pp={})", stage, pp));
   if (vpp > 1 && micro_batches % pp != 0)
@@ -71,7 +63,7 @@ int pipeline_slots(const PipelineSchedule& schedule) {
 }
 
 PipelineSchedule pipeline_forwards(int vpp, int micro_batches) {
-  check_sizes(1, vpp, micro_batches);
+  check_pipeline_sizes(1, vpp, micro_batches);
   PipelineSchedule schedule;
   for (int m = 0; m < micro_batches; ++m)
     for (int c = 0; c < vpp; ++c) schedule.steps.push_back({true, m, c});
@@ -80,30 +72,8 @@ PipelineSchedule pipeline_forwards(int vpp, int micro_batches) {
 }
 
 double pipeline_bubble(int pp, int vpp, int micro_batches) {
-  check_sizes(pp, vpp, micro_batches);
+  check_pipeline_sizes(pp, vpp, micro_batches);
   return static_cast<double>(pp - 1) / (static_cast<double>(vpp) * micro_batches + pp - 1);
-}
-
-std::vector<int> pipeline_layers(int n_layer, int pp, int vpp, int first, int last) {
-  check_sizes(pp, vpp, 1);
-  const int stages = pp * vpp;
-  KILN_CHECK(first >= 0 && last >= 0, "pipeline: first and last stage layers must be >= 0");
-  KILN_CHECK(stages > 1 || (first == 0 && last == 0),
-             "pipeline: first and last stage layers need more than one stage");
-  int rest = n_layer, middle = stages;
-  if (first > 0) rest -= first, --middle;
-  if (last > 0) rest -= last, --middle;
-  const bool fits = middle == 0 ? rest == 0 : rest >= middle && rest % middle == 0;
-  if (!fits)
-    fail(fmt::format("pipeline: model.n_layer={}{}{} leaves {} layers, which do not split evenly "
-                     "over the other {} of pp x vpp = {} x {} = {} stages (each needs one or more)",
-                     n_layer, first > 0 ? fmt::format(" - {} on the first stage", first) : "",
-                     last > 0 ? fmt::format(" - {} on the last", last) : "", rest, middle, pp,
-                     vpp, stages));
-  std::vector<int> layers(static_cast<size_t>(stages), middle > 0 ? rest / middle : 0);
-  if (first > 0) layers.front() = first;
-  if (last > 0) layers.back() = last;
-  return layers;
 }
 
 }  // namespace kiln

@@ -45,10 +45,4 @@ PipelineSchedule pipeline_forwards(int vpp, int micro_batches);
 // (pp - 1) / (vpp m + pp - 1) (Megatron's bubble, (pp - 1) / (vpp m), of the ideal time).
 double pipeline_bubble(int pp, int vpp, int micro_batches);
 
-// Layers per virtual stage (pp * vpp of them, in model order). first and last (0: even)
-// give the first and the last virtual stage their own counts, as Megatron's
-// --decoder-first/last-pipeline-num-layers; the others split the rest evenly. Refused, with
-// the arithmetic, when they cannot.
-std::vector<int> pipeline_layers(int n_layer, int pp, int vpp, int first, int last);
-
 }  // namespace kiln

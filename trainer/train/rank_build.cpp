@@ -1,5 +1,6 @@
 #include "trainer/train/rank_build.h"
 
+#include "trainer/config/pipeline_layers.h"
 #include "trainer/parallel/pipeline_schedule.h"
 
 namespace kiln {

@@ -1,0 +1,310 @@
+#include "kernels/checked_ops.h"
+
+#include <string>
+#include <utility>
+
+#include "base/check.h"
+#include "kernels/fp8_meta.h"
+#include "kernels/op_checks.h"
+
+namespace kiln {
+
+CheckedOps::CheckedOps(std::unique_ptr<Ops> backend)
+    : backend_(std::move(backend)), device_(backend_->device()) {}
+
+void CheckedOps::cast(const Tensor& out, const Tensor& x) {
+  KILN_CHECK(out.numel() == x.numel(), "cast: element counts differ");
+  backend_->cast(out, x);
+}
+
+void CheckedOps::fill_normal(const Tensor& x, const RandomRuns& runs, uint64_t seed, uint64_t stream,
+                             double mean, double std) {
+  check_random_runs(x, runs, "fill_normal");
+  backend_->fill_normal(x, runs, seed, stream, mean, std);
+}
+
+void CheckedOps::matmul(const Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb,
+                        bool accumulate) {
+  const int64_t M = ta ? a.shape.cols() : a.shape.rows();
+  const int64_t K = ta ? a.shape.rows() : a.shape.cols();
+  const int64_t Kb = tb ? b.shape.cols() : b.shape.rows();
+  const int64_t N = tb ? b.shape.rows() : b.shape.cols();
+  KILN_CHECK(K == Kb && out.shape.rows() == M && out.shape.cols() == N && a.dtype == b.dtype &&
+                 (out.dtype == a.dtype || out.dtype == wide(a.dtype)),
+             "matmul: " + a.shape.str() + (ta ? "^T" : "") + " x " + b.shape.str() + (tb ? "^T" : "") +
+                 " -> " + out.shape.str());
+  backend_->matmul(out, a, ta, b, tb, accumulate);
+}
+
+void CheckedOps::add_bias(const Tensor& out, const Tensor& bias) {
+  KILN_CHECK(out.shape.cols() == bias.numel(), "add_bias: width mismatch");
+  backend_->add_bias(out, bias);
+}
+
+void CheckedOps::bias_backward(const Tensor& dbias, const Tensor& dout) {
+  KILN_CHECK(dout.shape.cols() == dbias.numel(), "bias_backward: width mismatch");
+  backend_->bias_backward(dbias, dout);
+}
+
+void CheckedOps::add(const Tensor& out, const Tensor& a, const Tensor& b) {
+  check_same_shape(out, a, "add");
+  check_same_shape(out, b, "add");
+  backend_->add(out, a, b);
+}
+
+void CheckedOps::sum_squares(const Tensor& sum, const Tensor& x) {
+  KILN_CHECK(sum.dtype == DType::F64 && sum.numel() == 1, "sum_squares: sum must be one fp64 value");
+  backend_->sum_squares(sum, x);
+}
+
+// A linear layer's tensors are of the compute dtype, its parameter gradients wide.
+void CheckedOps::matmul_bias(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear(out, x, weight, &bias, "matmul_bias");
+  expect_dtype({&out, &weight, &bias}, x.dtype, "matmul_bias");
+  backend_->matmul_bias(out, x, weight, bias);
+}
+
+void CheckedOps::matmul_bias_gelu(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor& weight,
+                                  const Tensor& bias) {
+  check_linear(out, x, weight, &bias, "matmul_bias_gelu");
+  check_same_shape(pre, out, "matmul_bias_gelu");
+  expect_dtype({&out, &weight, &bias}, x.dtype, "matmul_bias_gelu");
+  backend_->matmul_bias_gelu(out, pre, x, weight, bias);
+}
+
+void CheckedOps::matmul_bias_grad(const Tensor& dweight, const Tensor& dbias, const Tensor& dy, const Tensor& x) {
+  check_linear(dy, x, dweight, &dbias, "matmul_bias_grad");
+  expect_dtype({&dy}, x.dtype, "matmul_bias_grad");
+  expect_dtype({&dweight, &dbias}, wide(x.dtype), "matmul_bias_grad");
+  backend_->matmul_bias_grad(dweight, dbias, dy, x);
+}
+
+void CheckedOps::matmul_dgelu(const Tensor& dx, const Tensor& dy, const Tensor& weight, const Tensor& pre) {
+  check_linear(dy, dx, weight, nullptr, "matmul_dgelu");
+  check_same_shape(pre, dx, "matmul_dgelu");
+  expect_dtype({&dx, &weight}, dy.dtype, "matmul_dgelu");
+  backend_->matmul_dgelu(dx, dy, weight, pre);
+}
+
+void CheckedOps::fp8_cast_transpose(const Tensor& codes, const Tensor& codes_t, const Tensor& meta,
+                                    const Tensor& x) {
+  check_fp8_cast(codes, codes_t, meta, x);
+  backend_->fp8_cast_transpose(codes, codes_t, meta, x);
+}
+
+void CheckedOps::fp8_current_scale(const Tensor& meta, const Tensor& x, DType format, int margin) {
+  check_fp8_meta(meta, "fp8_current_scale");
+  fp8_format(format, "fp8_current_scale");
+  backend_->fp8_current_scale(meta, x, format, margin);
+}
+
+void CheckedOps::fp8_matmul(const Tensor& out, const Tensor& a, const Tensor& a_meta, const Tensor& b,
+                            const Tensor& b_meta, bool accumulate) {
+  check_fp8_matmul(out, a, a_meta, b, b_meta);
+  backend_->fp8_matmul(out, a, a_meta, b, b_meta, accumulate);
+}
+
+void CheckedOps::embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                                   const Tensor& positions) {
+  KILN_CHECK(tokens.dtype == DType::I32 && tokens.shape.rank == 2 && out.shape.rows() == tokens.numel() &&
+                 out.shape.cols() == wte.shape.cols(),
+             "embedding_forward: shapes " + out.shape.str() + " " + tokens.shape.str());
+  check_per_token(positions, tokens.shape[0], tokens.shape[1], "embedding_forward", "positions");
+  backend_->embedding_forward(out, tokens, wte, wpe, positions);
+}
+
+void CheckedOps::embedding_backward(const Tensor& dwte, const Tensor& dwpe, const Tensor& tokens,
+                                    const Tensor& dout, const Tensor& positions) {
+  check_per_token(positions, tokens.shape[0], tokens.shape[1], "embedding_backward", "positions");
+  backend_->embedding_backward(dwte, dwpe, tokens, dout, positions);
+}
+
+void CheckedOps::layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                                   const Tensor& weight, const Tensor& bias, double eps) {
+  check_same_shape(out, x, "layernorm_forward");
+  backend_->layernorm_forward(out, mean, rstd, x, weight, bias, eps);
+}
+
+void CheckedOps::layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                                    const Tensor& dout, const Tensor& x, const Tensor& weight,
+                                    const Tensor& mean, const Tensor& rstd) {
+  check_same_shape(dx, x, "layernorm_backward");
+  check_same_shape(dout, x, "layernorm_backward");
+  backend_->layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd);
+}
+
+void CheckedOps::rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                                 double eps) {
+  check_same_shape(out, x, "rmsnorm_forward");
+  backend_->rmsnorm_forward(out, rstd, x, weight, eps);
+}
+
+void CheckedOps::rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout, const Tensor& x,
+                                  const Tensor& weight, const Tensor& rstd) {
+  check_same_shape(dx, x, "rmsnorm_backward");
+  check_same_shape(dout, x, "rmsnorm_backward");
+  backend_->rmsnorm_backward(dx, dweight, dout, x, weight, rstd);
+}
+
+void CheckedOps::gelu_forward(const Tensor& out, const Tensor& x) {
+  check_same_shape(out, x, "gelu_forward");
+  backend_->gelu_forward(out, x);
+}
+
+void CheckedOps::gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) {
+  check_same_shape(dx, x, "gelu_backward");
+  check_same_shape(dout, x, "gelu_backward");
+  backend_->gelu_backward(dx, x, dout);
+}
+
+void CheckedOps::swiglu_forward(const Tensor& out, const Tensor& x) {
+  KILN_CHECK(x.shape.rows() == out.shape.rows() && x.shape.cols() == 2 * out.shape.cols() && x.dtype == out.dtype,
+             "swiglu_forward: " + x.shape.str() + " -> " + out.shape.str());
+  backend_->swiglu_forward(out, x);
+}
+
+void CheckedOps::swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) {
+  check_same_shape(dx, x, "swiglu_backward");
+  KILN_CHECK(x.shape.cols() == 2 * dout.shape.cols(), "swiglu_backward: width mismatch");
+  backend_->swiglu_backward(dx, x, dout);
+}
+
+void CheckedOps::check_rope(const Tensor& qkv, const Tensor& table, AttentionShape s,
+                            const Tensor& positions) const {
+  check_heads(qkv, s);
+  KILN_CHECK(s.head_dim % 2 == 0 && table.shape.rank == 3 && table.shape[0] >= qkv.shape[1] &&
+                 table.shape[1] == s.head_dim / 2 && table.dtype == wide(qkv.dtype),
+             "rope: table " + table.shape.str() + " does not match the heads");
+  check_per_token(positions, qkv.shape[0], qkv.shape[1], "rope", "positions");
+}
+
+void CheckedOps::rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape s, const Tensor& positions) {
+  check_rope(qkv, table, s, positions);
+  backend_->rope_forward(qkv, table, s, positions);
+}
+
+void CheckedOps::rope_backward(const Tensor& dqkv, const Tensor& table, AttentionShape s,
+                               const Tensor& positions) {
+  check_rope(dqkv, table, s, positions);
+  backend_->rope_backward(dqkv, table, s, positions);
+}
+
+void CheckedOps::attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, AttentionShape s,
+                                   const Tensor& key_starts) {
+  check_heads(qkv, s);
+  const int64_t batch = qkv.shape[0], seq = qkv.shape[1];
+  KILN_CHECK(out.numel() == batch * seq * s.n_head * s.head_dim && lse.numel() == batch * s.n_head * seq &&
+                 out.dtype == qkv.dtype,
+             "attention_forward: output shapes");
+  check_per_token(key_starts, batch, seq, "attention_forward", "key_starts");
+  backend_->attention_forward(out, lse, qkv, s, key_starts);
+}
+
+void CheckedOps::attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                                    const Tensor& lse, AttentionShape s, const Tensor& key_starts) {
+  check_heads(qkv, s);
+  check_same_shape(dqkv, qkv, "attention_backward");
+  check_same_shape(dout, out, "attention_backward");
+  check_per_token(key_starts, qkv.shape[0], qkv.shape[1], "attention_backward", "key_starts");
+  backend_->attention_backward(dqkv, dout, qkv, out, lse, s, key_starts);
+}
+
+void CheckedOps::ring_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, const Tensor& kv,
+                                        const Tensor& q_index, const Tensor& k_index, AttentionShape s,
+                                        const Tensor& key_starts) {
+  check_heads(qkv, s);
+  check_ring_block(qkv, kv, q_index, k_index, key_starts, s, "ring_attention_forward");
+  const int64_t batch = qkv.shape[0], seq = qkv.shape[1];
+  KILN_CHECK(out.numel() == batch * seq * s.n_head * s.head_dim && lse.numel() == batch * s.n_head * seq &&
+                 out.dtype == qkv.dtype && lse.dtype == wide(qkv.dtype),
+             "ring_attention_forward: output shapes");
+  backend_->ring_attention_forward(out, lse, qkv, kv, q_index, k_index, s, key_starts);
+}
+
+void CheckedOps::ring_attention_backward(const Tensor& dqkv, const Tensor& dkv, const Tensor& dout,
+                                         const Tensor& qkv, const Tensor& kv, const Tensor& out, const Tensor& lse,
+                                         const Tensor& q_index, const Tensor& k_index, AttentionShape s,
+                                         const Tensor& key_starts) {
+  check_heads(qkv, s);
+  check_ring_block(qkv, kv, q_index, k_index, key_starts, s, "ring_attention_backward");
+  check_same_shape(dqkv, qkv, "ring_attention_backward");
+  check_same_shape(dkv, kv, "ring_attention_backward");
+  check_same_shape(dout, out, "ring_attention_backward");
+  const int64_t batch = qkv.shape[0], seq = qkv.shape[1];
+  KILN_CHECK(out.numel() == batch * seq * s.n_head * s.head_dim && lse.numel() == batch * s.n_head * seq &&
+                 lse.dtype == wide(qkv.dtype),
+             "ring_attention_backward: output shapes");
+  backend_->ring_attention_backward(dqkv, dkv, dout, qkv, kv, out, lse, q_index, k_index, s, key_starts);
+}
+
+void CheckedOps::split_kv(const Tensor& kv, const Tensor& qkv, AttentionShape s) {
+  check_heads(qkv, s);
+  check_kv_of(kv, qkv, s, "split_kv");
+  backend_->split_kv(kv, qkv, s);
+}
+
+void CheckedOps::add_kv_gradient(const Tensor& dqkv, const Tensor& dkv, AttentionShape s) {
+  check_heads(dqkv, s);
+  check_kv_of(dkv, dqkv, s, "add_kv_gradient");
+  backend_->add_kv_gradient(dqkv, dkv, s);
+}
+
+void CheckedOps::attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
+                                  const Tensor& qkv, int64_t pos, AttentionShape s) {
+  check_attention_decode(out, k_cache, v_cache, qkv, pos, s);
+  check_heads(qkv, s);
+  backend_->attention_decode(out, k_cache, v_cache, qkv, pos, s);
+}
+
+// A matrix's row indices per output row: k of combine_rows and row_dots (1 for gather_rows).
+static int64_t indices_per_row(const Tensor& rows, const Tensor& out) {
+  return out.shape.rows() > 0 ? rows.numel() / out.shape.rows() : 1;
+}
+
+void CheckedOps::gather_rows(const Tensor& out, const Tensor& x, const Tensor& rows, const Tensor& weights) {
+  check_row_moves(out, x, rows, weights, wide(x.dtype), 1, "gather_rows");
+  backend_->gather_rows(out, x, rows, weights);
+}
+
+void CheckedOps::combine_rows(const Tensor& out, const Tensor& x, const Tensor& rows, const Tensor& weights,
+                              bool accumulate) {
+  check_row_moves(out, x, rows, weights, wide(x.dtype), indices_per_row(rows, out), "combine_rows");
+  backend_->combine_rows(out, x, rows, weights, accumulate);
+}
+
+void CheckedOps::row_dots(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& rows) {
+  // a's rows meet b's as gather's output meets its input; out has one value per index.
+  check_row_moves(a, b, rows, out, wide(a.dtype), indices_per_row(rows, a), "row_dots");
+  backend_->row_dots(out, a, b, rows);
+}
+
+void CheckedOps::cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                                       const Tensor& targets, int64_t vocab_size) {
+  check_loss_shapes(logits, targets, vocab_size);
+  backend_->cross_entropy_forward(losses, lse, logits, targets, vocab_size);
+}
+
+void CheckedOps::cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
+                                        const Tensor& targets, int64_t vocab_size, double dloss) {
+  check_loss_shapes(logits, targets, vocab_size);
+  check_same_shape(dlogits, logits, "cross_entropy_backward");
+  backend_->cross_entropy_backward(dlogits, logits, lse, targets, vocab_size, dloss);
+}
+
+void CheckedOps::adamw(const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v,
+                       const Tensor& param_copy, const Tensor& segments, const AdamWStep& step) {
+  check_same_shape(master, grad, "adamw");
+  check_same_shape(master, m, "adamw");
+  check_same_shape(master, v, "adamw");
+  KILN_CHECK(segments.dtype == DType::I64 && segments.shape.rank == 2 && segments.shape[1] == 3,
+             "adamw: segments must be an [n, 3] int64 table");
+  if (!step.scalars.empty()) check_optimizer_scalars(step.scalars, "adamw");
+  backend_->adamw(master, grad, m, v, param_copy, segments, step);
+}
+
+void CheckedOps::clip_factor(const Tensor& scalars) {
+  check_optimizer_scalars(scalars, "clip_factor");
+  backend_->clip_factor(scalars);
+}
+
+}  // namespace kiln

@@ -1,0 +1,48 @@
+#include "store/run_details.h"
+
+#include <algorithm>
+#include <string>
+
+#include "store/commands.h"
+#include "store/expert_queries.h"
+#include "store/lineage.h"
+#include "store/rows.h"
+#include "store/sample_queries.h"
+
+namespace kiln::store {
+
+RunDetails run_details(Database& db, int64_t run_id, size_t max_events, double stale_after_s) {
+  RunDetails d;
+  d.run = get_run(db, run_id, stale_after_s);
+  {
+    static const std::string sql = "SELECT " + metric_column_list() +
+                                   " FROM metrics WHERE run_id = ?1 AND step = "
+                                   "(SELECT max(step) FROM metrics WHERE run_id = ?1) ORDER BY rank";
+    Statement& st = db.cached(sql);
+    st.bind(1, run_id);
+    while (st.step()) d.latest.push_back(read_metric(st));
+  }
+  {
+    Statement& st = db.cached(
+        "SELECT step, time, loss FROM valid_metrics WHERE run_id = ? ORDER BY step DESC LIMIT 1");
+    st.bind(1, run_id);
+    if (st.step()) d.latest_valid = ValidRow{st.int64(0), st.real(1), st.real(2)};
+    st.reset();
+  }
+  if (auto samples = list_samples(db, run_id, 1); !samples.empty()) d.latest_sample = std::move(samples[0]);
+  d.latest_experts = latest_expert_loads(db, run_id);
+  {
+    static const std::string sql = std::string("SELECT * FROM (SELECT ") + kEventColumns +
+                                   " FROM events WHERE run_id = ? ORDER BY id DESC LIMIT ?) "
+                                   "ORDER BY id";
+    Statement& st = db.cached(sql);
+    st.bind(1, run_id).bind(2, static_cast<int64_t>(std::min<size_t>(max_events, INT64_MAX)));
+    while (st.step()) d.events.push_back(read_event(st));
+  }
+  d.checkpoints = list_checkpoints(db, run_id);
+  d.commands = list_commands(db, run_id);
+  d.lineage = run_lineage(db, run_id, stale_after_s);
+  return d;
+}
+
+}  // namespace kiln::store
