@@ -13,7 +13,7 @@
 // train.cuda_graphs (on by default) on a GPU the timed iterations replay one CUDA graph of the
 // whole step, as the trainer does (trainer/train/device_step.h); stderr says whether. Counters:
 //   tok_per_s       tokens per second
-//   tflops          model TFLOP/s (trainer/train/flops.h: 6 N + 12 L d s per token)
+//   tflops          model TFLOP/s (trainer/model/flops.h: 6 N + 12 L d s per token)
 //   mfu, hfu        model and hardware FLOP/s over the device's dense BF16 peak, as
 //                   fractions (only when the peak is known: H100, H200, A100)
 //   fwd_ms, bwd_ms, opt_ms
@@ -61,8 +61,8 @@
 #include "trainer/train/backend.h"
 #include "trainer/train/cuda_graph_choice.h"
 #include "trainer/train/device_step.h"
-#include "trainer/train/flops.h"
-#include "trainer/train/rank_build.h"
+#include "trainer/model/flops.h"
+#include "trainer/plan/rank_build.h"
 #include "trainer/util/random.h"
 
 namespace {

@@ -24,10 +24,10 @@
 #include "trainer/parallel/layout.h"
 #include "trainer/train/backend.h"
 #include "trainer/train/cuda_graph_choice.h"
-#include "trainer/train/flops.h"
+#include "trainer/model/flops.h"
 #include "trainer/train/generate.h"
 #include "trainer/train/interrupt.h"
-#include "trainer/train/rank_build.h"
+#include "trainer/plan/rank_build.h"
 #include "trainer/util/step_clock.h"
 
 namespace kiln {

@@ -4,7 +4,7 @@
 #include <fmt/core.h>
 
 #include "base/human_format.h"
-#include "trainer/train/flops.h"
+#include "trainer/model/flops.h"
 #include "trainer/train/trainer.h"
 
 namespace kiln {

@@ -3,7 +3,7 @@
 #include <iterator>
 #include <vector>
 
-#include "trainer/train/flops.h"
+#include "trainer/model/flops.h"
 #include "trainer/train/trainer.h"
 
 namespace kiln {

@@ -2,7 +2,7 @@
 #include <fmt/core.h>
 
 #include "trainer/parallel/pipeline_schedule.h"
-#include "trainer/train/rank_build.h"
+#include "trainer/plan/rank_build.h"
 #include "trainer/train/trainer.h"
 
 namespace kiln {
