@@ -19,7 +19,6 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/parallel/layout.h"
-#include "trainer/train/backend.h"
 #include "trainer/train/generate.h"
 #include "trainer/train/interrupt.h"
 #include "trainer/train/resume.h"

@@ -1,6 +1,7 @@
 // What a run prints before step 1: the model, the backend and batch, the attention kernels,
-// how it is split over the ranks, the data, and the memory of every arena; and after its
-// first step, how the matrix products' algorithms were chosen.
+// how it is split over the ranks (the pipeline's stages and bubble among it), the data, and
+// the memory of every arena; and after its first step, how the matrix products' algorithms
+// were chosen.
 #include <fmt/core.h>
 
 #include "base/human_format.h"
