@@ -12,10 +12,6 @@
 
 namespace kiln {
 
-PipelineSchedule step_schedule(const ParallelLayout& layout, int stage, int micro_batches) {
-  return pipeline_schedule(layout.pp(), layout.vpp(), stage, micro_batches);
-}
-
 StepRunner::StepRunner(const Config& config, const ParallelLayout& layout, RankCoordinates coordinates,
                        RankBackend& backend, TrainingData& data, GptModel& model, AdamW& optimizer,
                        PipelineSchedule schedule)

@@ -36,14 +36,11 @@ struct StepOutcome {
   double loss_scale = 1;  // the scale the step's backward ran at
 };
 
-// The schedule of a step on this rank's stage: 1F1B (interleaved with virtual stages), at pp 1
-// each micro-batch's forward and backward in turn. Refuses a step interleaving cannot schedule.
-PipelineSchedule step_schedule(const ParallelLayout& layout, int stage, int micro_batches);
-
 class StepRunner {
  public:
-  // Opens the pipeline's channels (collective over the pipeline group) and, without the
-  // distributed optimizer and with several replicas, the gradient buckets.
+  // schedule: this stage's (pipeline_schedule.h; at pp 1 each micro-batch's forward and
+  // backward in turn). Opens the pipeline's channels (collective over the pipeline group)
+  // and, without the distributed optimizer and with several replicas, the gradient buckets.
   StepRunner(const Config& config, const ParallelLayout& layout, RankCoordinates coordinates, RankBackend& backend,
              TrainingData& data, GptModel& model, AdamW& optimizer, PipelineSchedule schedule);
 

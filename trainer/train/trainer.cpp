@@ -19,6 +19,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/parallel/layout.h"
+#include "trainer/parallel/pipeline_schedule.h"
 #include "trainer/train/generate.h"
 #include "trainer/train/interrupt.h"
 #include "trainer/train/resume.h"
@@ -78,7 +79,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   const int accum = micro_batches_per_step(config_, layout_);
   KILN_CHECK(!config_.data.paths.empty(), "data.paths is empty: name at least one dataset prefix");
   // Before anything is allocated or joined: interleaving refuses a step it cannot schedule.
-  PipelineSchedule schedule = step_schedule(layout_, coordinates_.pp, accum);
+  PipelineSchedule schedule = pipeline_schedule(layout_.pp(), layout_.vpp(), coordinates_.pp, accum);
   backend_ = std::make_unique<RankBackend>(config_, layout_, world_, out_);
   Ops& ops = backend_->ops();
   probe_ = std::make_unique<SystemProbe>(ops, backend_->gpu());
