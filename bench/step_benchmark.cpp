@@ -1,5 +1,5 @@
 // One full training step of a kiln config, timed with Google Benchmark: the trainer's
-// step (trainer/train/trainer.cpp) on seeded random tokens instead of a dataset, on the
+// step (trainer/train/step_runner.cpp) on seeded random tokens instead of a dataset, on the
 // CPU or, with --set backend.device=cuda --set precision.dtype=bf16, on the GPU.
 //
 //   kiln_bench_step [--config FILE] [--set section.key=value ...] [--describe]
@@ -8,12 +8,13 @@
 //                   [--benchmark_* flags]
 //
 // One iteration = zero_grad; forward and backward over each of grad_accum() micro-batches
-// (each backward weighted by loss scale / tokens per step); AdamW step with clipping (fp16:
+// through the pipeline executor's one-stage schedule, as the trainer runs one rank without
+// pipelining (each backward weighted by loss scale / tokens per step); AdamW step with clipping (fp16:
 // with dynamic loss scaling, as the trainer); then a wait for the device to finish. With
 // train.cuda_graphs (on by default) on a GPU the timed iterations replay one CUDA graph of the
 // whole step, as the trainer does (trainer/train/device_step.h); stderr says whether. Counters:
 //   tok_per_s       tokens per second
-//   tflops          model TFLOP/s (trainer/train/flops.h: 6 N + 12 L d s per token)
+//   tflops          model TFLOP/s (trainer/model/flops.h: 6 N + 12 L d s per token)
 //   mfu, hfu        model and hardware FLOP/s over the device's dense BF16 peak, as
 //                   fractions (only when the peak is known: H100, H200, A100)
 //   fwd_ms, bwd_ms, opt_ms
@@ -43,6 +44,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,12 +59,15 @@
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/optim/loss_scaler.h"
+#include "trainer/parallel/communicator.h"
+#include "trainer/parallel/pipeline_schedule.h"
 #include "trainer/parallel/layout.h"
 #include "trainer/train/backend.h"
 #include "trainer/train/cuda_graph_choice.h"
 #include "trainer/train/device_step.h"
-#include "trainer/train/flops.h"
-#include "trainer/train/rank_build.h"
+#include "trainer/train/pipeline_executor.h"
+#include "trainer/model/flops.h"
+#include "trainer/plan/rank_build.h"
 #include "trainer/util/random.h"
 
 namespace {
@@ -241,31 +246,35 @@ int run(int argc, char** argv) {
     double host = 0;
     ops->copy_to_host(&host, one);
   };
-  // One step; with `split`, a sync after each phase and its time added there.
+  // The micro-batches go through the trainer's pipeline executor on the one-stage schedule,
+  // as one rank without pipelining trains (trainer/train/step_runner.h).
+  const std::unique_ptr<kiln::Communicator> one_stage = kiln::make_single_process_communicator();
+  kiln::PipelineExecutor executor(model, *one_stage);
+  const kiln::PipelineSchedule schedule = kiln::pipeline_schedule(1, 1, 0, accum);
+  // One step; with `split`, a sync after each phase and its time added there (the batch's
+  // loading counts as forward).
   auto step = [&](PhaseTimes* split) {
-    Clock::time_point mark = Clock::now();
-    auto lap = [&](double PhaseTimes::*phase) {
-      if (!split) return;
-      sync();
-      const Clock::time_point now = Clock::now();
-      split->*phase += std::chrono::duration<double>(now - mark).count();
-      mark = now;
-    };
+    const Clock::time_point start = Clock::now();
     const double scale = scaler.scale();
     model.zero_grad();
     double loss = 0;
-    for (int micro = 0; micro < accum; ++micro) {
-      model.set_batch(tokens[static_cast<size_t>(micro)].data(),
-                      targets[static_cast<size_t>(micro)].data(), B, T);
-      loss += model.forward() / accum;
-      lap(&PhaseTimes::forward);
-      model.backward(scale / tokens_per_step);
-      lap(&PhaseTimes::backward);
-    }
+    const kiln::PipelineTimes phases = executor.run(
+        schedule, scale / tokens_per_step,
+        [&](int micro, int slot) {
+          model.set_batch(tokens[static_cast<size_t>(micro)].data(), targets[static_cast<size_t>(micro)].data(), B,
+                          T, slot);
+        },
+        [&](int, int, double micro_loss) { loss += micro_loss / accum; },
+        split ? std::function<void()>(sync) : nullptr);
+    const Clock::time_point opt_start = Clock::now();
     scaler.update(optimizer.step(t.lr, scale).skipped);
     model.update_fp8_scales();
     sync();
-    lap(&PhaseTimes::optimizer);
+    if (split) {
+      split->forward += std::chrono::duration<double>(opt_start - start).count() - phases.bwd_ms / 1e3;
+      split->backward += phases.bwd_ms / 1e3;
+      split->optimizer += std::chrono::duration<double>(Clock::now() - opt_start).count();
+    }
     return loss;
   };
   // The step replayed from one CUDA graph, where the run allows it (one rank here; no MoE,

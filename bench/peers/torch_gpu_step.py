@@ -24,7 +24,7 @@ torch.compile compiles the forward and the backward once, in the first (its seco
 reported as compile_s, counted once per case and never in the timed steps); the shapes never
 change, so nothing compiles again. Then 5 steps with a synchronize after each phase for the
 forward/backward/optimizer split, then steps until --min-time seconds have passed (at least
-3). Tokens/s, TFLOP/s, MFU and HFU use kiln's FLOP counts and peak (trainer/train/flops.h);
+3). Tokens/s, TFLOP/s, MFU and HFU use kiln's FLOP counts and peak (trainer/model/flops.h);
 peak memory is torch.cuda.max_memory_allocated over the timed steps.
 """
 import argparse

@@ -12,7 +12,7 @@
 #include "trainer/config/config.h"
 #include "trainer/model/gpt_model.h"
 #include "trainer/parallel/layout.h"
-#include "trainer/train/rank_build.h"
+#include "trainer/plan/rank_build.h"
 
 namespace kiln {
 

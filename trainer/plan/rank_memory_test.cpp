@@ -1,5 +1,5 @@
 // A plan's memory is what the trainer allocates: for every rank of each layout, the model
-// built and allocated as Trainer builds it (trainer/train/rank_build.h) and its optimizer
+// built and allocated as Trainer builds it (trainer/plan/rank_build.h) and its optimizer
 // hold exactly the bytes plan_rank_memory gives, arena by arena.
 #include "trainer/plan/rank_memory.h"
 
@@ -9,7 +9,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "trainer/config/config.h"
-#include "trainer/train/rank_build.h"
+#include "trainer/plan/rank_build.h"
 
 namespace kiln {
 namespace {

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "trainer/parallel/pipeline_schedule.h"
-#include "trainer/train/flops.h"
-#include "trainer/train/rank_build.h"
+#include "trainer/model/flops.h"
+#include "trainer/plan/rank_build.h"
 
 namespace kiln {
 namespace {

@@ -2,7 +2,9 @@
 // model: a forward of a chunk without the embedding first receives its input activations
 // from the stage before, and a chunk without the head sends its output to the stage after;
 // a backward receives the gradient of its output from the stage after and sends the
-// gradient of its input to the stage before.
+// gradient of its input to the stage before. One rank without pipelining runs the same way as
+// the one stage of a one-stage schedule (each micro-batch's forward, then its backward), with
+// no channels to open.
 //
 // Sends are started and left to finish while receives wait, so a stage never waits on a
 // neighbour that waits on it: every schedule that runs to the end against the other stages'

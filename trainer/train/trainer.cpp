@@ -1,8 +1,6 @@
 // The Trainer: a run set up from its config (groups, backend, data, model, optimizer, a
 // checkpoint to resume, the store), then its loop of steps, validations, checkpoints and
-// steering until the last step, a stop or Ctrl-C. Its parts live beside it: trainer_data,
-// trainer_step, trainer_pipeline, trainer_metrics, trainer_steering, trainer_checkpoint and
-// trainer_banner.
+// steering until the last step, a stop or Ctrl-C. Its start-up lines are trainer_banner.cpp.
 #include "trainer/train/trainer.h"
 
 #include <unistd.h>
@@ -20,14 +18,12 @@
 #include "base/human_format.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/optim/lr_schedule.h"
-#include "trainer/parallel/device_world.h"
 #include "trainer/parallel/layout.h"
-#include "trainer/train/backend.h"
-#include "trainer/train/cuda_graph_choice.h"
-#include "trainer/train/flops.h"
+#include "trainer/parallel/pipeline_schedule.h"
 #include "trainer/train/generate.h"
 #include "trainer/train/interrupt.h"
-#include "trainer/train/rank_build.h"
+#include "trainer/train/resume.h"
+#include "trainer/plan/rank_build.h"
 #include "trainer/util/step_clock.h"
 
 namespace kiln {
@@ -76,164 +72,116 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
                  const std::string& resume, std::FILE* out)
     : config_(config),
       world_(world),
-      layout_(parallel_layout(config_, world.size())),
-      coordinates_(layout_.coordinates(world.rank())),
       out_(out),
-      loss_scaler_(config.precision.dtype == "fp16" ? LossScaler::dynamic() : LossScaler::none()) {
+      layout_(parallel_layout(config_, world.size())),
+      coordinates_(layout_.coordinates(world.rank())) {
   for (const std::string& warning : fit_to_steps(config_.train)) fmt::print(out_, "kiln: warning: {}\n", warning);
-  accum_ = micro_batches_per_step(config_, layout_);
+  const int accum = micro_batches_per_step(config_, layout_);
   KILN_CHECK(!config_.data.paths.empty(), "data.paths is empty: name at least one dataset prefix");
-  start_backend();
-  // Every rank joins its groups, in the same order on all (each split is a collective).
-  tensor_group_ = join_group(layout_.tensor_group(world_.rank()));
-  data_group_ = join_group(layout_.data_group(world_.rank()));
-  pipeline_group_ = join_group(layout_.pipeline_group(world_.rank()));
-  if (layout_.cp() > 1) {
-    context_group_ = join_group(layout_.context_group(world_.rank()));
-    data_context_group_ = join_group(layout_.gradient_group(world_.rank()));
-  }
-  if (layout_.expert_layout()) {
-    expert_group_ = join_group(layout_.expert_group(world_.rank()));
-    expert_data_group_ = join_group(layout_.expert_data_group(world_.rank()));
-  }
-  const int pp = layout_.pp();
-  if (pp > 1 && config_.model.tie_embeddings) {
-    // The first and last stages of each pipeline keep their two copies of the embedding
-    // equal; the stages between are groups of their own.
-    const int stage = coordinates_.pp;
-    RankCoordinates first = coordinates_, last = coordinates_;
-    first.pp = 0;
-    last.pp = pp - 1;
-    auto group = join_group(stage == 0 || stage == pp - 1
-                                  ? std::vector<int>{layout_.rank_of(first), layout_.rank_of(last)}
-                                  : std::vector<int>{world_.rank()});
-    if (group->size() > 1) embedding_group_ = std::move(group);
-  }
-  // Before anything is allocated: interleaving refuses a step it cannot schedule.
-  if (pp > 1) schedule_ = pipeline_schedule(pp, layout_.vpp(), coordinates_.pp, accum_);
-  probe_ = std::make_unique<SystemProbe>(*ops_, gpu_);
-  core_share_ = share_cores(config_, *ops_, out_);
-  threads_ = resolved_threads(config_.backend);
+  // Before anything is allocated or joined: interleaving refuses a step it cannot schedule.
+  PipelineSchedule schedule = pipeline_schedule(layout_.pp(), layout_.vpp(), coordinates_.pp, accum);
+  backend_ = std::make_unique<RankBackend>(config_, layout_, world_, out_);
+  Ops& ops = backend_->ops();
+  probe_ = std::make_unique<SystemProbe>(ops, backend_->gpu());
 
   const ModelConfig& m = config_.model;
   // What the datasets say about their indices waits for the header: a refusal further on
   // stays one line.
   NoteBuffer data_notes;
-  open_data(data_notes.file());
+  data_ = std::make_unique<TrainingData>(config_, data_notes.file());
 
-  const DType dtype = compute_dtype(config_.precision, ops_->device());
-  RankGroups groups;
-  groups.tensor = layout_.tp() > 1 ? tensor_group_.get() : nullptr;
-  groups.gradient = &gradient_group();
-  groups.pipeline = pipeline_group_.get();
-  groups.context = context_group_.get();
-  groups.expert = expert_group_.get();
-  groups.expert_data = expert_data_group_.get();
+  const DType dtype = compute_dtype(config_.precision, ops.device());
+  const RankGroups groups = backend_->groups();
   const ModelSplit split = rank_model_split(config_, layout_, groups, coordinates_.pp);
   // A stage holds the activations of as many micro-batches as its schedule has in flight.
-  const int slots = pp > 1 ? pipeline_slots(schedule_) : 1;
+  const int slots = pipeline_slots(schedule);
   const size_t state_bytes = AdamW::state_bytes_per_element(dtype);
-  model_ = std::make_unique<GptModel>(m, config_.train.micro_batch, *ops_, dtype,
+  model_ = std::make_unique<GptModel>(m, config_.train.micro_batch, ops, dtype,
                                       (state_bytes + split.flat_shards - 1) / split.flat_shards, slots, split);
   model_->init_parameters(config_.train.seed);
-  optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), *ops_,
+  optimizer_ = std::make_unique<AdamW>(config_.train, model_->parameters(), ops,
                                        rank_optimizer_groups(config_, layout_, groups));
-  if (pp > 1) pipeline_ = std::make_unique<PipelineExecutor>(*model_, *pipeline_group_);
-  // Without the distributed optimizer the replicas sum the dense region in buckets during
-  // backward; the experts' region is summed over its own replicas after it.
-  const ParameterSet& params = model_->parameters();
-  if (gradient_group().size() > 1 && !optimizer_->sharded())
-    buckets_ = std::make_unique<GradientBuckets>(
-        gradient_group(), params.flat_grads().slice(0, params.dense_size()), config_.parallel.ddp_bucket_size);
-  // The device communicator matters to the choice only between GPU ranks.
-  const bool gpu_ranks = ops_->device() == Device::Cuda && layout_.world() > 1;
-  const CudaGraphChoice graphs = choose_cuda_graphs(
-      config_, layout_, ops_->device(), gpu_ranks ? resolve_device_comm(config_.parallel.device_comm) : "");
-  if (graphs.use) {
-    DocumentOptions documents;
-    documents.reset_position_ids = config_.data.reset_position_ids;
-    documents.reset_attention_mask = config_.data.reset_attention_mask;
-    device_step_ = std::make_unique<DeviceStep>(*model_, *optimizer_, *ops_, accum_, documents);
-  } else {
-    graphs_why_not_ = graphs.why_not;
-  }
+  steps_ = std::make_unique<StepRunner>(config_, layout_, coordinates_, *backend_, *data_, *model_, *optimizer_,
+                                        std::move(schedule));
   RecordOptions recording = record;
-  run_name_ = record.name;
-  if (!resume.empty()) resume_from(resume, recording);
-
-  if (is_first_rank()) own_plan_ = plan_own_run();
-  print_start(data_notes.text());
-  model_flops_per_token_ = model_flops_per_token(m);
-  peak_flops_ = peak_bf16_flops(ops_->name());
-  if (!record.store_path.empty()) {
-    store::RunInfo info;
-    info.config_json = config_to_json(config_).dump();
-    info.layout = layout_.name();
-    info.backend = ops_->device() == Device::Cuda ? "cuda" : "cpu";
-    info.device = probe_->device_name();
-    info.host = host_name();
-    info.pid = getpid();
-    std::error_code cwd_error;
-    info.workdir = std::filesystem::current_path(cwd_error).string();
-    info.world_size = world_.size();
-    if (own_plan_) {
-      info.planned_step_s = own_plan_->step_s;
-      info.planned_memory_bytes = static_cast<int64_t>(own_plan_->planned_bytes);
-    }
-    recorder_ = std::make_unique<RunRecorder>(recording, info, *probe_);
-    run_name_ = recorder_->name();
-    if (!recorder_->another_training().empty())
-      fmt::print(out_, "kiln: {}, so this training is a new run '{}' (its parent: '{}' at step {}); kiln runs resume {} "
-                       "continues that run itself\n",
-                 recorder_->another_training(), run_name_, recording.name, recording.resumed_step, recording.name);
-    std::vector<store::RankPlace> places;
-    for (size_t r = 0; r < rank_places_.size(); ++r) {
-      const RankGpu& p = rank_places_[r];
-      places.push_back({static_cast<int>(r), p.host, p.gpu >= 0 ? fmt::format("cuda:{}", p.gpu) : "cpu", p.pid});
-    }
-    recorder_->record_ranks(places);
-    fmt::print(out_, "kiln: recording run {} '{}' in {}\n", recorder_->run_id(),
-               recorder_->name(), recorder_->path());
-    if (valid_data_ && config_.train.sample_tokens > 0 && !layout_.splits_model())
-      sampler_ = std::make_unique<ValidationSampler>(*model_, *tokenizer_, config_.train);
+  TrainingState resumed;
+  if (!resume.empty()) {
+    resumed = resume_training(resume, config_, *model_, *optimizer_, ops, recording, out_);
+    first_step_ = resumed.step + 1;
+    steps_->resume_at(resumed.consumed_samples, resumed.loss_scaler);
   }
+  run_name_ = recording.name;
+
+  if (is_first_rank())
+    own_plan_ = plan_own_run(config_, layout_, world_.rank(), world_.size(), ops, *model_, *optimizer_,
+                             backend_->threads());
+  print_start(data_notes.text());
+  if (!record.store_path.empty()) start_recording(recording);
   // A link or another user's folder where the checkpoints go stops the run before its first
   // step, not at its first checkpoint.
   if (is_first_rank()) check_run_folder(run_checkpoint_root(config_.train.checkpoint_dir, run_name_));
-  start_alerts();
+  RunRecorder* recorder = recorder_.get();
+  experts_ = std::make_unique<ExpertBalance>(config_, *model_, world_, recorder, resumed.expert_bias);
+  alerts_ = std::make_unique<StepAlerts>(config_, world_, ops, *probe_, backend_->places(), recorder, interval_, out_);
+  metrics_ = std::make_unique<StepMetrics>(config_, world_, layout_, *probe_, steps_->loss_scaler(), ops.name(),
+                                           recorder, *alerts_);
+  checkpoints_ = std::make_unique<RunCheckpoints>(config_, layout_, world_, *backend_, *model_, *optimizer_,
+                                                  run_name_, resumed.step, recorder, interval_, out_);
+  steering_ = std::make_unique<RunSteering>(config_.train, world_, recorder, *alerts_, resumed.lr_scale, interval_,
+                                            out_);
   if (!resume.empty())
     fmt::print(out_, "kiln: resumed from {} at step {}\n", resume, first_step_ - 1);
   std::fflush(out_);
 }
 
+void Trainer::start_recording(const RecordOptions& recording) {
+  store::RunInfo info;
+  info.config_json = config_to_json(config_).dump();
+  info.layout = layout_.name();
+  info.backend = backend_->ops().device() == Device::Cuda ? "cuda" : "cpu";
+  info.device = probe_->device_name();
+  info.host = host_name();
+  info.pid = getpid();
+  std::error_code cwd_error;
+  info.workdir = std::filesystem::current_path(cwd_error).string();
+  info.world_size = world_.size();
+  if (own_plan_) {
+    info.planned_step_s = own_plan_->step_s;
+    info.planned_memory_bytes = static_cast<int64_t>(own_plan_->planned_bytes);
+  }
+  recorder_ = std::make_unique<RunRecorder>(recording, info, *probe_);
+  run_name_ = recorder_->name();
+  if (!recorder_->another_training().empty())
+    fmt::print(out_, "kiln: {}, so this training is a new run '{}' (its parent: '{}' at step {}); kiln runs resume {} "
+                     "continues that run itself\n",
+               recorder_->another_training(), run_name_, recording.name, recording.resumed_step, recording.name);
+  std::vector<store::RankPlace> places;
+  const std::vector<RankGpu>& rank_places = backend_->places();
+  for (size_t r = 0; r < rank_places.size(); ++r) {
+    const RankGpu& p = rank_places[r];
+    places.push_back({static_cast<int>(r), p.host, p.gpu >= 0 ? fmt::format("cuda:{}", p.gpu) : "cpu", p.pid});
+  }
+  recorder_->record_ranks(places);
+  fmt::print(out_, "kiln: recording run {} '{}' in {}\n", recorder_->run_id(),
+             recorder_->name(), recorder_->path());
+  if (data_->valid() && config_.train.sample_tokens > 0 && !layout_.splits_model())
+    sampler_ = std::make_unique<ValidationSampler>(*model_, data_->tokenizer(), config_.train);
+}
+
 Trainer::~Trainer() = default;
 
 double Trainer::scheduled_lr(int64_t step) const {
-  return learning_rate(config_.train, step) * lr_scale_;
+  return learning_rate(config_.train, step) * steering_->lr_scale();
 }
 
-void Trainer::share_machine(int64_t step) {
-  if (!core_share_) return;
-  const int threads = core_share_->threads();
-  if (threads != threads_) {
-    threads_ = threads;
-    ops_->limit_threads(threads);
-  }
-  // The threads follow every count; the output only a change that lasts (ShareNotice).
-  if (!core_share_->say_share()) return;
-  const std::string who = core_share_->runs() == 1
-                              ? std::string("no other CPU run here now")
-                              : fmt::format("{} CPU runs share this machine's {} cores", core_share_->runs(),
-                                            core_share_->cores());
-  fmt::print(out_, "kiln: {}: step {} on {} thread{}\n", who, step, threads, threads == 1 ? "" : "s");
-}
-
-std::string Trainer::checkpoint_not_written(int64_t step, const std::string& why) {
-  const std::string warning = checkpoint_failures_.failed(step, why, config_.train.checkpoint_failures);
-  fmt::print(out_, "kiln: warning: {}\n", warning);
-  std::fflush(out_);
-  if (recorder_) recorder_->log_event(store::event_kind::kError, warning, step);
-  return {};
+std::string Trainer::save_checkpoint_at(int64_t step) {
+  TrainingState state;
+  state.optimizer_steps = optimizer_->steps_taken();
+  state.consumed_samples = steps_->consumed_samples();
+  state.lr_scale = steering_->lr_scale();
+  state.loss_scaler = steps_->loss_scaler().state();
+  state.expert_bias = experts_->bias();
+  return checkpoints_->save_checkpoint_at(step, std::move(state));
 }
 
 TrainSummary Trainer::run() {
@@ -256,17 +204,17 @@ TrainSummary Trainer::run() {
     if (!store_error.empty()) fmt::print(stderr, "kiln: warning: {}\n", store_error);
   }
   summary.run_name = run_name_;
-  summary.last_checkpoint = last_checkpoint_;
+  summary.last_checkpoint = checkpoints_->last_checkpoint();
   const bool sample =
       config_.train.sample_tokens > 0 && !summary.interrupted && !summary.stopped && !summary.released;
   if (sample && layout_.splits_model()) {
     fmt::print(out_, "kiln: no sample: each rank holds {}; {}\n", layout_.model_share(),
-               last_checkpoint_.empty()
+               summary.last_checkpoint.empty()
                    ? std::string("its last checkpoint could not be written, so there is none to sample from")
-                   : "sample its checkpoint with kiln generate --checkpoint " + last_checkpoint_);
+                   : "sample its checkpoint with kiln generate --checkpoint " + summary.last_checkpoint);
   } else if (sample && is_first_rank()) {
     const TrainConfig& t = config_.train;
-    const std::string text = generate(*model_, *tokenizer_, t.sample_prompt, t.sample_tokens,
+    const std::string text = generate(*model_, data_->tokenizer(), t.sample_prompt, t.sample_tokens,
                                       t.sample_temperature, t.seed);
     // As kiln generate writes it: escaped for a terminal, unchanged into a log or a pipe.
     const bool terminal = ::isatty(::fileno(out_)) == 1;
@@ -280,106 +228,79 @@ TrainSummary Trainer::run() {
 void Trainer::train_loop(TrainSummary& summary) {
   const TrainConfig& t = config_.train;
   const double tokens_per_step = static_cast<double>(t.global_batch) * config_.model.seq_len;
-  const bool has_valid = valid_data_ && t.eval_iters > 0;
+  const bool has_valid = data_->valid() && t.eval_iters > 0;
+  Ops& ops = backend_->ops();
   const Clock::time_point start = Clock::now();
-  Clock::time_point interval_start = start;
-  double interval_loss = 0, interval_exchange_ms = 0;
-  int64_t interval_steps = 0;
+  interval_.open(start);
 
   for (int64_t step = first_step_; step <= t.steps; ++step) {
-    share_machine(step);
-    before_step(step);
+    backend_->share_machine(step);
+    alerts_->before_step(step);
     const bool timed = step % t.log_interval == 0 || step == t.steps;
     const double lr = scheduled_lr(step);
     // The products of this process's first step are the run's: their algorithms are chosen
     // by timing there, once (Ops::tune_products), and the banner's last line says how.
     const bool first = step == first_step_;
-    if (first && config_.backend.tune_products) ops_->tune_products(true);
-    const double scale = loss_scaler_.scale();
-    StepOutcome outcome = run_step(step, timed, lr);
+    if (first && config_.backend.tune_products) ops.tune_products(true);
+    StepOutcome outcome = steps_->run(step, timed, lr, out_);
     if (first) {
-      ops_->tune_products(false);
+      ops.tune_products(false);
       print_product_tuning();
     }
-    consumed_samples_ += t.global_batch;
     StepTimes& times = outcome.times;
     const OptimizerStep update = outcome.update;
     const double opt_ms = outcome.opt_ms;
-    loss_scaler_.update(update.skipped);
-    model_->update_fp8_scales();
+    const LossScaler& loss_scaler = steps_->loss_scaler();
     if (update.skipped) {
       fmt::print(out_, "step {}: gradients overflowed at loss scale {:g}; step skipped ({} so "
                        "far), loss scale now {:g}\n",
-                 step, scale, loss_scaler_.skipped_steps(), loss_scaler_.scale());
+                 step, outcome.loss_scale, loss_scaler.skipped_steps(), loss_scaler.scale());
     }
     const double norm = update.grad_norm;
-    after_step(step, times, norm, update.skipped);
+    alerts_->after_step(step, times, norm, update.skipped);
     if (!std::isfinite(times.loss)) {
       const std::string message =
           fmt::format("loss is {} at step {}", std::isnan(times.loss) ? "nan" : "infinite", step);
       if (recorder_) recorder_->log_event(store::event_kind::kNan, message, step);
       fail(message);
     }
-    interval_loss += times.loss;
-    ++interval_steps;
     summary.steps = step - first_step_ + 1;
 
     // The step boundary: commands first, so a step the run stops or pauses after is logged.
     bool interrupted = interrupt_requested();
-    const SteeringDecision decision = share_decision(
-        recorder_ && step < t.steps ? steer(false) : SteeringDecision{}, interrupted);
+    const SteeringDecision decision = steering_->share_decision(
+        recorder_ && step < t.steps ? steering_->steer(false) : SteeringDecision{}, interrupted);
     const std::string written =
         decision.checkpoint || decision.stop ? save_checkpoint_at(step) : std::string();
-    if (recorder_) record_steering(step, written);
+    if (recorder_) steering_->record_steering(step, written);
     const bool logged = timed || decision.stop || decision.pause || interrupted;
-    times.a2a_ms = finish_expert_step(step, logged);
-    interval_exchange_ms += times.a2a_ms;
+    times.a2a_ms = experts_->finish_expert_step(step, logged);
+    interval_.add_step(times.loss, times.a2a_ms);
     if (logged) {
       // The next interval starts now, so the cost of reporting this one (printing, handing
       // rows to the store) counts in it and not nowhere.
-      const Clock::time_point now = Clock::now();
-      const double elapsed =
-          std::chrono::duration<double>(now - interval_start).count() - not_training_s_;
-      const double per_step = elapsed / static_cast<double>(interval_steps);
-      summary.train_loss = interval_loss / static_cast<double>(interval_steps);
-      interval_start = now;
+      const IntervalMeans means = interval_.close(Clock::now());
+      const double per_step = means.seconds_per_step;
+      summary.train_loss = means.loss;
       // Under expert parallelism the step's time includes the tokens' trips (all-to-all).
       const std::string exchange =
-          layout_.ep() > 1
-              ? fmt::format(" ({:.1f} all-to-all)", interval_exchange_ms / static_cast<double>(interval_steps))
-              : std::string();
+          layout_.ep() > 1 ? fmt::format(" ({:.1f} all-to-all)", means.exchange_ms) : std::string();
       fmt::print(out_, "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s"
                        " | {:.1f} ms/step{} | ETA {}\n",
                  step, std::to_string(t.steps).size(), t.steps, summary.train_loss, lr, norm,
                  tokens_per_step / per_step, per_step * 1e3, exchange,
                  human_duration(per_step * static_cast<double>(t.steps - step)));
-      interval_loss = 0;
-      interval_exchange_ms = 0;
-      not_training_s_ = 0;
-      interval_steps = 0;
       std::fflush(out_);
       if (recorder_ || world_.size() > 1)
-        record_step(metric_row(step, summary.train_loss, lr, norm, per_step, times, opt_ms));
+        metrics_->record_step(metrics_->metric_row(step, summary.train_loss, lr, norm, per_step, times, opt_ms));
     }
-    if (has_valid && t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) {
-      const Clock::time_point eval_start = Clock::now();
-      std::tie(summary.valid_loss, summary.valid_nats_per_byte) = evaluate();
-      if (sampler_) recorder_->log_sample(sampler_->sample(step));
-      not_training_s_ += seconds_since(eval_start);
-      fmt::print(out_,
-                 "eval step {} | valid loss {:.4f} | {:.3f} bits per token | {:.4f} nats per "
-                 "byte\n",
-                 step, *summary.valid_loss, *summary.valid_loss / std::log(2.0),
-                 *summary.valid_nats_per_byte);
-      std::fflush(out_);
-      if (recorder_) recorder_->log_valid(step, *summary.valid_loss);
-    }
+    if (has_valid && t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) validate(step, summary);
     // Every run keeps its last step, whatever the interval: a fine-tune is not lost for want of one.
     if (step == t.steps || (t.checkpoint_interval > 0 && step % t.checkpoint_interval == 0)) save_checkpoint_at(step);
 
     bool stop = decision.stop;
-    releasing_ = releasing_ || decision.release;
-    if (decision.pause && !stop && !interrupted) stop = hold_paused(step, interrupted);
+    if (decision.pause && !stop && !interrupted)
+      stop = steering_->hold_paused(step, interrupted, [this, step] { return save_checkpoint_at(step); });
     if (interrupted) {
       summary.interrupted = true;
       fmt::print(out_, "kiln: interrupted; stopped cleanly after step {}\n", step);
@@ -389,7 +310,7 @@ void Trainer::train_loop(TrainSummary& summary) {
         recorder_->log_event(store::event_kind::kStatus, "interrupted (SIGINT or SIGTERM)", step);
       break;
     }
-    if (stop && releasing_) {
+    if (stop && steering_->releasing()) {
       summary.released = true;
       // kiln train says after the run how to continue it, as after Ctrl-C.
       fmt::print(out_, "kiln: released after step {}\n", step);
@@ -403,6 +324,19 @@ void Trainer::train_loop(TrainSummary& summary) {
   }
   fmt::print(out_, "kiln: trained {} steps in {}\n", summary.steps,
              human_duration(seconds_since(start)));
+}
+
+void Trainer::validate(int64_t step, TrainSummary& summary) {
+  const Clock::time_point eval_start = Clock::now();
+  std::tie(summary.valid_loss, summary.valid_nats_per_byte) = steps_->evaluate();
+  if (sampler_) recorder_->log_sample(sampler_->sample(step));
+  interval_.set_aside(seconds_since(eval_start));
+  fmt::print(out_,
+             "eval step {} | valid loss {:.4f} | {:.3f} bits per token | {:.4f} nats per "
+             "byte\n",
+             step, *summary.valid_loss, *summary.valid_loss / std::log(2.0), *summary.valid_nats_per_byte);
+  std::fflush(out_);
+  if (recorder_) recorder_->log_valid(step, *summary.valid_loss);
 }
 
 }  // namespace kiln

@@ -1,10 +1,13 @@
 // What a run prints before step 1: the model, the backend and batch, the attention kernels,
-// how it is split over the ranks, the data, and the memory of every arena; and after its
-// first step, how the matrix products' algorithms were chosen.
+// how it is split over the ranks (the pipeline's stages and bubble among it), the data, and
+// the memory of every arena; and after its first step, how the matrix products' algorithms
+// were chosen.
 #include <fmt/core.h>
 
 #include "base/human_format.h"
-#include "trainer/train/flops.h"
+#include "trainer/model/flops.h"
+#include "trainer/parallel/pipeline_schedule.h"
+#include "trainer/plan/rank_build.h"
 #include "trainer/train/trainer.h"
 
 namespace kiln {
@@ -19,14 +22,42 @@ std::string precision_text(const PrecisionConfig& p, Device device) {
   return fmt::format("fp8 ({}{}{})", device == Device::Cpu ? "emulated, " : "", scaling,
                      p.fp8_margin > 0 ? fmt::format(", margin {}", p.fp8_margin) : std::string());
 }
+// How the layers are split over the stages and the schedule's bubble.
+void print_pipeline(std::FILE* out, const Config& config, const ParallelLayout& layout, int accum) {
+  const int pp = layout.pp(), vpp = layout.vpp();
+  const ParallelConfig& p = config.parallel;
+  std::string stages;
+  const std::vector<PipelineChunk> all = virtual_stages(config, layout);
+  for (size_t v = 0; v < all.size(); ++v) {
+    const PipelineChunk& c = all[v];
+    const std::string held =
+        c.layers() == 1 ? fmt::format("layer {}", c.first_layer)
+                        : fmt::format("layers {}-{}", c.first_layer, c.end_layer - 1);
+    stages += fmt::format("{}{} {}: {}{}{}", v == 0 ? "" : ", ", vpp > 1 ? "virtual stage" : "stage",
+                          v, held, c.embedding ? " + embedding" : "", c.head ? " + head" : "");
+  }
+  fmt::print(out, "kiln: pipeline of {} stages{}, {} schedule over {} micro-batches: bubble "
+                   "{:.1f}% of each step; {}{}\n",
+             pp, vpp > 1 ? fmt::format(" x {} virtual", vpp) : std::string(),
+             vpp > 1 ? "interleaved 1F1B" : "1F1B", accum,
+             100.0 * pipeline_bubble(pp, vpp, accum), stages,
+             vpp > 1 ? fmt::format(" (virtual stage v on stage v mod {})", pp) : std::string());
+  if (p.first_stage_layers > 0 || p.last_stage_layers > 0)
+    fmt::print(out, "kiln: uneven pipeline split: parallel.first_stage_layers={}, "
+                     "parallel.last_stage_layers={}\n",
+               p.first_stage_layers, p.last_stage_layers);
+}
+
 }  // namespace
 
 void Trainer::print_start(const std::string& data_notes) {
   const ModelConfig& m = config_.model;
   const TrainConfig& t = config_.train;
+  const Ops& ops = backend_->ops();
+  const int accum = steps_->micro_batches();
   // Each pipeline stage holds its own layers' parameters.
   double parameters = static_cast<double>(model_->parameters().whole_count());
-  pipeline_group_->all_reduce(Tensor{&parameters, DType::F64, {1}}, ReduceOp::Sum);
+  backend_->pipeline_group().all_reduce(Tensor{&parameters, DType::F64, {1}}, ReduceOp::Sum);
   fmt::print(out_, "kiln: {} model, {} layers, d_model {}, {} heads ({} kv), {:.2f}M parameters, "
                    "vocab {} (padded {}), seq_len {}\n",
              m.arch, m.n_layer, m.d_model, m.n_head, m.kv_heads(), parameters / 1e6, m.vocab_size,
@@ -47,28 +78,28 @@ void Trainer::print_start(const std::string& data_notes) {
   }
   fmt::print(out_, "kiln: {}, {}; global batch {} = {} micro-batches of {}{}, {} tokens a step, {} "
                    "steps\n",
-             ops_->name(), precision_text(config_.precision, ops_->device()), t.global_batch, accum_,
+             ops.name(), precision_text(config_.precision, ops.device()), t.global_batch, accum,
              t.micro_batch,
              layout_.dp() > 1 ? fmt::format(" on each of {} data-parallel ranks", layout_.dp())
                                 : std::string(),
              static_cast<int64_t>(t.global_batch) * m.seq_len, t.steps);
-  place_ranks();
+  backend_->place_ranks();
   // On the CPU attention is always kiln's and there are no graphs; a GPU says what
   // backend.attention chose and whether its step is replayed as a CUDA graph.
-  if (ops_->device() == Device::Cuda) {
-    const std::string attention = ops_->attention();
+  if (ops.device() == Device::Cuda) {
+    const std::string attention = ops.attention();
     const bool resets_on_kiln = config_.data.reset_attention_mask && attention.rfind("cuDNN", 0) == 0;
     fmt::print(out_, "kiln: attention (backend.attention={}): {}{}\n", config_.backend.attention,
                attention,
                resets_on_kiln ? "; rows with document resets (data.reset_attention_mask) run "
                                 "kiln's kernels"
                               : "");
-    if (device_step_)
+    if (const DeviceStep* device_step = steps_->device_step())
       fmt::print(out_, "kiln: CUDA graphs (train.cuda_graphs=true): the whole step is captured after {} warm-up "
                        "steps and replayed ({} of page-locked staging, {} for the losses)\n",
-                 kGraphWarmupSteps, human_bytes(device_step_->staging_bytes()), human_bytes(device_step_->device_bytes()));
+                 kGraphWarmupSteps, human_bytes(device_step->staging_bytes()), human_bytes(device_step->device_bytes()));
     else
-      fmt::print(out_, "kiln: CUDA graphs: not used ({})\n", graphs_why_not_);
+      fmt::print(out_, "kiln: CUDA graphs: not used ({})\n", steps_->graphs_why_not());
   }
   if (layout_.tp() > 1)
     fmt::print(out_, "kiln: tensor-parallel over {} ranks: each holds {} of {} heads, {} of {} "
@@ -86,7 +117,7 @@ void Trainer::print_start(const std::string& data_notes) {
                      "attention; the {} data- and context-parallel ranks sum the gradients\n",
                layout_.cp(), coordinates_.cp, 2 * layout_.cp() - 1 - coordinates_.cp, 2 * layout_.cp(),
                m.seq_len / layout_.cp(), m.seq_len, layout_.cp() * layout_.dp());
-  if (layout_.pp() > 1) print_pipeline();
+  if (layout_.pp() > 1) print_pipeline(out_, config_, layout_, accum);
   const bool whole_experts = layout_.whole_experts();
   const std::string expert_ranks = whole_experts
       ? fmt::format("the {} tensor and data-parallel ranks of a stage (whole experts, parallel.etp=1)",
@@ -104,8 +135,8 @@ void Trainer::print_start(const std::string& data_notes) {
   else if (whole_experts)
     fmt::print(out_, "kiln: every expert whole on each of {}, which routes its own tokens{}\n",
                expert_ranks, expert_replicas);
-  fmt::print(out_, "{}kiln: data {}\n", data_notes, train_data_->describe());
-  if (valid_data_) fmt::print(out_, "kiln: data {}\n", valid_data_->describe());
+  fmt::print(out_, "{}kiln: data {}\n", data_notes, data_->train().describe());
+  if (const SampleSource* valid = data_->valid()) fmt::print(out_, "kiln: data {}\n", valid->describe());
   std::string memory = "kiln: memory";
   size_t total = optimizer_->bytes();
   for (const ArenaSize& a : model_->memory()) {
@@ -114,7 +145,7 @@ void Trainer::print_start(const std::string& data_notes) {
   }
   fmt::print(out_, "{} optimizer {} | total {}\n", memory, human_bytes(optimizer_->bytes()),
              human_bytes(total));
-  print_plan();
+  if (own_plan_) print_plan(out_, *own_plan_, world_.rank());
   if (optimizer_->sharded())
     fmt::print(out_, "kiln: distributed optimizer: each of {} data-parallel ranks keeps 1/{} of "
                      "the optimizer state{}\n",
@@ -130,7 +161,7 @@ void Trainer::print_start(const std::string& data_notes) {
 
 void Trainer::print_product_tuning() {
   // Nothing on the CPU: its BLAS has one algorithm a product.
-  const std::string tuning = ops_->product_tuning();
+  const std::string tuning = backend_->ops().product_tuning();
   if (!tuning.empty()) fmt::print(out_, "kiln: matrix products: {}\n", tuning);
 }
 

@@ -1,16 +1,15 @@
-// The Trainer's data: the tokenizer, the training and validation samples as Megatron's GPT
-// dataset draws them, and the batch they are read into, each checked against the model.
+#include "trainer/train/training_data.h"
+
 #include <fmt/core.h>
 
 #include "base/check.h"
 #include "trainer/data/blended_dataset.h"
 #include "trainer/data/data_presence.h"
 #include "trainer/data/tokenizer.h"
-#include "trainer/train/trainer.h"
 
 namespace kiln {
 
-void Trainer::open_data(std::FILE* notes) {
+TrainingData::TrainingData(const Config& config, std::FILE* notes) : config_(config) {
   const ModelConfig& m = config_.model;
   check_data_present(config_.data);
   tokenizer_ = load_tokenizer(config_.data.tokenizer);
@@ -42,6 +41,17 @@ void Trainer::open_data(std::FILE* notes) {
   batch_ = std::make_unique<TokenBatch>(DocumentOptions{
       tokenizer_->eod(), config_.data.eod_mask_loss, config_.data.reset_position_ids,
       config_.data.reset_attention_mask});
+}
+
+const TokenBatch& TrainingData::read(const SampleSource& data, int64_t first_sample) {
+  batch_->fill(data, first_sample, config_.train.micro_batch, config_.model.seq_len);
+  return *batch_;
+}
+
+void TrainingData::fill(GptModel& model, const SampleSource& data, int64_t first_sample, int slot) {
+  const TokenBatch& batch = read(data, first_sample);
+  model.set_batch(batch.tokens(), batch.targets(), config_.train.micro_batch, config_.model.seq_len, slot,
+                  {batch.positions(), batch.attention_starts()});
 }
 
 }  // namespace kiln

@@ -1,4 +1,4 @@
-#include "trainer/train/flops.h"
+#include "trainer/model/flops.h"
 
 namespace kiln {
 

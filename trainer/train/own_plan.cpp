@@ -1,7 +1,5 @@
-// A run's own plan: what `kiln plan --this-layout` predicts for its layout on its device (the
-// step time, docs/planner.md) and the memory the planner sizes for the rank, printed beside
-// the memory the rank allocated and recorded with the run, so the dashboard and the terminal
-// UI show planned beside measured.
+#include "trainer/train/own_plan.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -12,47 +10,45 @@
 #include "trainer/plan/rank_memory.h"
 #include "trainer/plan/time_model.h"
 #include "trainer/train/backend.h"
-#include "trainer/train/trainer.h"
 
 namespace kiln {
 
-std::optional<Trainer::OwnPlan> Trainer::plan_own_run() const {
-  const std::optional<DeviceSpec> device = device_for_backend(ops_->name(), ops_->device() == Device::Cuda);
+std::optional<OwnPlan> plan_own_run(const Config& config, const ParallelLayout& layout, int rank, int world_size,
+                                    Ops& ops, const GptModel& model, const AdamW& optimizer, int threads) {
+  const std::optional<DeviceSpec> device = device_for_backend(ops.name(), ops.device() == Device::Cuda);
   if (!device) return std::nullopt;
   // The plan compares with the allocation exactly when it takes the op workspace the
   // backend reserved (cuDNN's may be larger than the planner's estimate).
   OwnPlan plan;
   size_t workspace = 0;
-  for (const ArenaSize& a : model_->memory()) {
+  for (const ArenaSize& a : model.memory()) {
     plan.allocated_bytes += a.bytes;
     if (a.name == "op workspace") workspace = a.bytes;
   }
-  plan.allocated_bytes += optimizer_->bytes();
-  const int per_node = std::clamp(ranks_here(world_.size()), 1, std::min(world_.size(), device->devices_per_node));
+  plan.allocated_bytes += optimizer.bytes();
+  const int per_node = std::clamp(ranks_here(world_size), 1, std::min(world_size, device->devices_per_node));
   // A CPU run is planned on the threads it has, its share of a machine that other runs use
   // too, not on the cores it would have alone.
-  Config planned = config_;
-  if (!device->gpu) planned.backend.threads = core_share_ ? core_share_->threads() : threads_;
+  Config planned = config;
+  if (!device->gpu) planned.backend.threads = threads;
   try {
-    plan.step_s = predict_step(planned, layout_, *device, per_node).step_s;
-    plan.planned_bytes = plan_rank_memory(config_, layout_, world_.rank(), ops_->device(), *ops_, workspace).total();
+    plan.step_s = predict_step(planned, layout, *device, per_node).step_s;
+    plan.planned_bytes = plan_rank_memory(config, layout, rank, ops.device(), ops, workspace).total();
   } catch (const Error&) {
     return std::nullopt;  // a layout the planner cannot take says nothing; the run goes on
   }
   return plan;
 }
 
-void Trainer::print_plan() const {
-  if (!own_plan_) return;
-  const OwnPlan& p = *own_plan_;
+void print_plan(std::FILE* out, const OwnPlan& p, int rank) {
   std::string measured = "measured memory " + human_bytes(p.allocated_bytes);
   if (p.allocated_bytes != p.planned_bytes)
     measured += fmt::format(", {} {} than planned",
                             human_bytes(std::max(p.allocated_bytes, p.planned_bytes) -
                                         std::min(p.allocated_bytes, p.planned_bytes)),
                             p.allocated_bytes > p.planned_bytes ? "more" : "less");
-  fmt::print(out_, "kiln: planned {:.1f} ms a step and {} on rank {} (kiln plan); {}\n", p.step_s * 1e3,
-             human_bytes(p.planned_bytes), world_.rank(), measured);
+  fmt::print(out, "kiln: planned {:.1f} ms a step and {} on rank {} (kiln plan); {}\n", p.step_s * 1e3,
+             human_bytes(p.planned_bytes), rank, measured);
 }
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // Model FLOPs by hand for GPT-2 124M and Llama 1B, and against the parameters kiln lays out.
-#include "trainer/train/flops.h"
+#include "trainer/model/flops.h"
 
 #include <gtest/gtest.h>
 

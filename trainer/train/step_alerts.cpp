@@ -1,6 +1,5 @@
-// The Trainer's alerts (docs/alerts.md): the faults KILN_FAULTS plants on every rank, and on
-// the first rank the rules over each step and each logged step's rows, whose actions join
-// the next step boundary's steering decision.
+#include "trainer/train/step_alerts.h"
+
 #include <chrono>
 #include <thread>
 
@@ -8,42 +7,43 @@
 
 #include "trainer/telemetry/host_memory.h"
 #include "trainer/util/step_clock.h"
-#include "trainer/train/trainer.h"
 
 namespace kiln {
 
-void Trainer::start_alerts() {
-  faults_ = FaultPlan::from_environment();
-  if (!faults_.empty() && is_first_rank())
-    fmt::print(out_, "kiln: KILN_FAULTS plants {}\n", faults_.describe());
-  if (!config_.alerts.enabled) return;
+StepAlerts::StepAlerts(const Config& config, Communicator& world, Ops& ops, SystemProbe& probe,
+                       const std::vector<RankGpu>& places, RunRecorder* recorder, LogInterval& interval,
+                       std::FILE* out)
+    : world_(world), interval_(interval), faults_(FaultPlan::from_environment()) {
+  if (!faults_.empty() && world_.rank() == 0)
+    fmt::print(out, "kiln: KILN_FAULTS plants {}\n", faults_.describe());
+  if (!config.alerts.enabled) return;
   // The memory each rank can reach: on a GPU what it holds and what the device has free
   // besides; on the CPU the machine's.
   double limit = 0;
-  if (ops_->device() == Device::Cuda) {
-    limit = static_cast<double>(probe_->memory().used) + static_cast<double>(ops_->available_memory());
+  if (ops.device() == Device::Cuda) {
+    limit = static_cast<double>(probe.memory().used) + static_cast<double>(ops.available_memory());
   } else if (const auto host = host_memory()) {
     limit = static_cast<double>(host->total);
   }
   std::vector<double> limits(static_cast<size_t>(world_.size()), limit);
   if (world_.size() > 1)
     world_.gather(Tensor{limits.data(), DType::F64, {world_.size()}}, Tensor{&limit, DType::F64, {1}}, 0);
-  if (!recorder_) return;
+  if (!recorder) return;
   std::vector<RankLimits> ranks;
   for (int r = 0; r < world_.size(); ++r) {
     const size_t i = static_cast<size_t>(r);
-    ranks.push_back({i < rank_places_.size() ? rank_places_[i].host : host_name(), static_cast<int64_t>(limits[i])});
+    ranks.push_back({i < places.size() ? places[i].host : host_name(), static_cast<int64_t>(limits[i])});
   }
-  alerts_ = std::make_unique<RunAlerts>(config_.alerts, std::move(ranks), *recorder_, out_);
+  alerts_ = std::make_unique<RunAlerts>(config.alerts, std::move(ranks), *recorder, out);
 }
 
-void Trainer::before_step(int64_t step) {
+void StepAlerts::before_step(int64_t step) {
   if (alerts_) alerts_->step_started(step);
   const double delay_ms = faults_.delay_ms(step, world_.rank());
   if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms));
 }
 
-void Trainer::after_step(int64_t step, StepTimes& times, double grad_norm, bool skipped) {
+void StepAlerts::after_step(int64_t step, StepTimes& times, double grad_norm, bool skipped) {
   // A planted delay is work this rank did, as a slow device's would be.
   times.fwd_ms += faults_.delay_ms(step, world_.rank());
   times.loss = faults_.loss_at(step, times.loss);
@@ -51,10 +51,10 @@ void Trainer::after_step(int64_t step, StepTimes& times, double grad_norm, bool 
   alerts_->step_finished();
   const Clock::time_point start = Clock::now();
   alerts_->check_numbers(step, times.loss, grad_norm, skipped);
-  not_training_s_ += seconds_since(start);
+  interval_.set_aside(seconds_since(start));
 }
 
-void Trainer::check_alerts(const std::vector<store::MetricRow>& rows) {
+void StepAlerts::check_alerts(const std::vector<store::MetricRow>& rows) {
   if (!alerts_ || rows.empty()) return;
   const store::MetricRow& first = rows.front();
   LoggedStep s;
@@ -69,10 +69,10 @@ void Trainer::check_alerts(const std::vector<store::MetricRow>& rows) {
   // as a fall in throughput too.
   const Clock::time_point start = Clock::now();
   alerts_->observe(s);
-  not_training_s_ += seconds_since(start);
+  interval_.set_aside(seconds_since(start));
 }
 
-SteeringDecision Trainer::with_alert_actions(SteeringDecision decision) {
+SteeringDecision StepAlerts::with_alert_actions(SteeringDecision decision) {
   return alerts_ ? alerts_->act(std::move(decision)) : decision;
 }
 

@@ -1,11 +1,9 @@
-// The experts' side of a step: every MoE layer's routing over the step, summed over the
-// ranks (data-parallel replicas add their tokens; pipeline stages each hold their own
-// layers), moves the aux-loss-free selection bias and goes to the run store on logged steps;
-// under expert parallelism, the time this rank spent trading tokens goes to the step line.
+#include "trainer/train/expert_balance.h"
+
+#include <utility>
 #include <vector>
 
 #include "trainer/model/expert_routing.h"
-#include "trainer/train/trainer.h"
 
 namespace kiln {
 
@@ -15,14 +13,20 @@ namespace {
 int64_t layer_width(int64_t experts) { return 2 * experts + 3; }
 }  // namespace
 
-double Trainer::finish_expert_step(int64_t step, bool logged) {
+ExpertBalance::ExpertBalance(const Config& config, GptModel& model, Communicator& world, RunRecorder* recorder,
+                             std::map<int, std::vector<double>> bias)
+    : config_(config), model_(model), world_(world), recorder_(recorder), expert_bias_(std::move(bias)) {
+  apply_expert_bias();
+}
+
+double ExpertBalance::finish_expert_step(int64_t step, bool logged) {
   const MoeConfig& moe = config_.model.moe;
   if (!moe.enabled()) return 0;
   double exchange_ms = 0;
   const int64_t E = moe.num_experts, width = layer_width(E);
   std::vector<double> sums(static_cast<size_t>(config_.model.n_layer * width), 0.0);
   for (int l = 0; l < config_.model.n_layer; ++l) {
-    MoeMlp* experts = model_->experts(l);
+    MoeMlp* experts = model_.experts(l);
     if (!experts) continue;
     // Taken every step, so each step's counts are its own.
     const ExpertLoadSum load = experts->take_load();
@@ -65,9 +69,9 @@ double Trainer::finish_expert_step(int64_t step, bool logged) {
   return exchange_ms;
 }
 
-void Trainer::apply_expert_bias() {
+void ExpertBalance::apply_expert_bias() {
   for (const auto& [layer, bias] : expert_bias_)
-    if (MoeMlp* experts = model_->experts(layer)) experts->set_bias(bias);
+    if (MoeMlp* experts = model_.experts(layer)) experts->set_bias(bias);
 }
 
 }  // namespace kiln

@@ -1,20 +1,32 @@
-// A logged step's metrics: the row each rank measures, gathered to the first rank for the
-// run store.
+#include "trainer/train/step_metrics.h"
+
 #include <vector>
 
 #include "store/metric_fields.h"
-#include "trainer/train/flops.h"
-#include "trainer/train/trainer.h"
+#include "trainer/model/flops.h"
 
 namespace kiln {
 
-void Trainer::record_step(store::MetricRow row) {
+StepMetrics::StepMetrics(const Config& config, Communicator& world, const ParallelLayout& layout, SystemProbe& probe,
+                         const LossScaler& loss_scaler, const std::string& device_name, RunRecorder* recorder,
+                         StepAlerts& alerts)
+    : config_(config),
+      world_(world),
+      layout_(layout),
+      probe_(&probe),
+      loss_scaler_(loss_scaler),
+      recorder_(recorder),
+      alerts_(alerts),
+      model_flops_per_token_(model_flops_per_token(config.model)),
+      peak_flops_(peak_bf16_flops(device_name)) {}
+
+void StepMetrics::record_step(store::MetricRow row) {
   const MemoryReading memory = probe_->memory();
   row.mem_used = memory.used;
   row.mem_peak = memory.peak;
   if (world_.size() == 1) {
     recorder_->log_step(row);
-    check_alerts({row});
+    alerts_.check_alerts({row});
     return;
   }
   // What differs between ranks travels (the metric list's per-rank fields); step, loss, lr
@@ -37,12 +49,12 @@ void Trainer::record_step(store::MetricRow row) {
     recorder_->log_step(row);
     rows.push_back(row);
   }
-  check_alerts(rows);
+  alerts_.check_alerts(rows);
 }
 
-store::MetricRow Trainer::metric_row(int64_t step, double loss, double lr, double grad_norm,
-                                     double seconds_per_step, const StepTimes& times,
-                                     double opt_ms) const {
+store::MetricRow StepMetrics::metric_row(int64_t step, double loss, double lr, double grad_norm,
+                                         double seconds_per_step, const StepTimes& times,
+                                         double opt_ms) const {
   const int64_t tokens_per_step = static_cast<int64_t>(config_.train.global_batch) * config_.model.seq_len;
   store::MetricRow row;
   row.step = step;

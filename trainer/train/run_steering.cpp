@@ -1,5 +1,5 @@
-// Steering at step boundaries: the store's commands read by the first rank, applied (learning
-// rate, intervals), shared with every rank, recorded; and holding the run while paused.
+#include "trainer/train/run_steering.h"
+
 #include <chrono>
 #include <thread>
 
@@ -9,7 +9,6 @@
 #include "trainer/parallel/wait_limits.h"
 #include "trainer/train/interrupt.h"
 #include "trainer/util/step_clock.h"
-#include "trainer/train/trainer.h"
 
 namespace kiln {
 
@@ -19,8 +18,18 @@ constexpr auto kPausePoll = std::chrono::milliseconds(200);
 
 }  // namespace
 
-std::string Trainer::apply_setting(const Setting& setting) {
-  TrainConfig& t = config_.train;
+RunSteering::RunSteering(TrainConfig& train, Communicator& world, RunRecorder* recorder, StepAlerts& alerts,
+                         double lr_scale, LogInterval& interval, std::FILE* out)
+    : train_(train),
+      world_(world),
+      recorder_(recorder),
+      alerts_(alerts),
+      interval_(interval),
+      out_(out),
+      lr_scale_(lr_scale) {}
+
+std::string RunSteering::apply_setting(const Setting& setting) {
+  TrainConfig& t = train_;
   if (setting.key == "train.lr") {
     // A command queued past the steering doors' checks (a store written by hand) meets the
     // same bound here: the scale must be one the next checkpoint can hold.
@@ -44,7 +53,7 @@ std::string Trainer::apply_setting(const Setting& setting) {
                    : std::string("validation off");
 }
 
-SteeringDecision Trainer::steer(bool paused) {
+SteeringDecision RunSteering::steer(bool paused) {
   steering_pending_ = recorder_->pending_commands();
   if (steering_pending_.empty()) return {};
   steering_ = decide(steering_pending_, paused);
@@ -60,7 +69,7 @@ SteeringDecision Trainer::steer(bool paused) {
   return steering_;
 }
 
-void Trainer::record_steering(int64_t step, const std::string& checkpoint_path) {
+void RunSteering::record_steering(int64_t step, const std::string& checkpoint_path) {
   if (steering_pending_.empty()) return;
   const std::vector<store::Command> pending = std::move(steering_pending_);
   steering_pending_.clear();
@@ -85,12 +94,17 @@ void Trainer::record_steering(int64_t step, const std::string& checkpoint_path) 
   if (steering_.resume) recorder_->set_paused(false);
 }
 
-SteeringDecision Trainer::share_decision(SteeringDecision decision, bool& interrupted) {
-  decision = with_alert_actions(std::move(decision));
+SteeringDecision RunSteering::share_decision(SteeringDecision decision, bool& interrupted) {
+  decision = send_to_every_rank(alerts_.with_alert_actions(std::move(decision)), interrupted);
+  releasing_ = releasing_ || decision.release;
+  return decision;
+}
+
+SteeringDecision RunSteering::send_to_every_rank(SteeringDecision decision, bool& interrupted) {
   if (world_.size() == 1) return decision;
   // What the step boundary decided, and the settings it may have changed, as rank 0 has
   // them; small integers travel exactly as doubles.
-  TrainConfig& t = config_.train;
+  TrainConfig& t = train_;
   double control[] = {static_cast<double>(decision.pause),
                       static_cast<double>(decision.resume),
                       static_cast<double>(decision.stop),
@@ -113,7 +127,7 @@ SteeringDecision Trainer::share_decision(SteeringDecision decision, bool& interr
   return decision;
 }
 
-SteeringDecision Trainer::wait_while_paused(int64_t step) {
+SteeringDecision RunSteering::wait_while_paused(int64_t step) {
   while (!interrupt_requested()) {
     // Sleeping, not spinning: a paused run leaves its cores (and GPU) idle. The store's
     // writer thread keeps the heartbeat going meanwhile.
@@ -125,7 +139,7 @@ SteeringDecision Trainer::wait_while_paused(int64_t step) {
   return {};
 }
 
-bool Trainer::hold_paused(int64_t step, bool& interrupted) {
+bool RunSteering::hold_paused(int64_t step, bool& interrupted, const std::function<std::string()>& checkpoint) {
   const Clock::time_point start = Clock::now();
   if (recorder_)
     fmt::print(out_, "kiln: paused after step {}; resume with: kiln runs resume {} --store {}\n",
@@ -141,15 +155,13 @@ bool Trainer::hold_paused(int64_t step, bool& interrupted) {
       const UnlimitedWaits for_the_pause;  // however long it lasts
       decision = share_decision(decision, interrupted);
     }
-    const std::string written =
-        decision.checkpoint || decision.stop ? save_checkpoint_at(step) : std::string();
+    const std::string written = decision.checkpoint || decision.stop ? checkpoint() : std::string();
     if (recorder_) record_steering(step, written);
     stop = decision.stop;
-    releasing_ = releasing_ || decision.release;
     paused = !decision.resume && !stop && !interrupted;
   }
   const double waited_s = seconds_since(start);
-  not_training_s_ += waited_s;
+  interval_.set_aside(waited_s);
   if (!stop && !interrupted) {
     fmt::print(out_, "kiln: resumed after {} paused\n", human_duration(waited_s));
     std::fflush(out_);

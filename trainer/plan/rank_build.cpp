@@ -1,4 +1,4 @@
-#include "trainer/train/rank_build.h"
+#include "trainer/plan/rank_build.h"
 
 #include "trainer/config/pipeline_layers.h"
 #include "trainer/parallel/pipeline_schedule.h"

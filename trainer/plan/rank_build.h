@@ -1,8 +1,9 @@
 // What one rank of a layout builds, from the config, the layout and the rank's groups: the
 // virtual stages it holds, the activation slots its schedule keeps, the model's split and the
 // optimizer's groups. The trainer builds its rank over the groups it joined; the planner
-// (trainer/plan) over groups of the same sizes that move nothing, so that a plan's memory is
-// what the trainer allocates.
+// over groups of the same sizes that move nothing, so that a plan's memory is what the
+// trainer allocates. It lives with the planner, below the training loop, so both include it
+// and the planner includes nothing of trainer/train/.
 #pragma once
 
 #include <optional>

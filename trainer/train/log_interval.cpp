@@ -1,0 +1,28 @@
+#include "trainer/train/log_interval.h"
+
+#include "base/check.h"
+
+namespace kiln {
+
+void LogInterval::open(Clock::time_point start) {
+  start_ = start;
+  loss_ = exchange_ms_ = aside_s_ = 0;
+  steps_ = 0;
+}
+
+void LogInterval::add_step(double loss, double exchange_ms) {
+  loss_ += loss;
+  exchange_ms_ += exchange_ms;
+  ++steps_;
+}
+
+IntervalMeans LogInterval::close(Clock::time_point now) {
+  KILN_CHECK(steps_ > 0, "a log interval closes after at least one step");
+  const double steps = static_cast<double>(steps_);
+  const double elapsed = std::chrono::duration<double>(now - start_).count() - aside_s_;
+  const IntervalMeans means{loss_ / steps, elapsed / steps, exchange_ms_ / steps};
+  open(now);
+  return means;
+}
+
+}  // namespace kiln

@@ -1,0 +1,38 @@
+// A log interval's means: its loss, exchange time and seconds per step without the time set aside.
+#include "trainer/train/log_interval.h"
+
+#include <gtest/gtest.h>
+
+namespace kiln {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(LogInterval, MeansLeaveOutTheTimeSetAside) {
+  const Clock::time_point start{};
+  LogInterval interval;
+  interval.open(start);
+  interval.add_step(2.0, 1.0);
+  interval.add_step(4.0, 3.0);
+  interval.set_aside(0.5);
+  const IntervalMeans means = interval.close(start + milliseconds(1500));
+  EXPECT_DOUBLE_EQ(means.loss, 3.0);
+  EXPECT_DOUBLE_EQ(means.exchange_ms, 2.0);
+  EXPECT_DOUBLE_EQ(means.seconds_per_step, 0.5);  // (1.5 s - 0.5 s aside) / 2 steps
+}
+
+TEST(LogInterval, TheNextIntervalStartsWhereTheLastClosed) {
+  const Clock::time_point start{};
+  LogInterval interval;
+  interval.open(start);
+  interval.add_step(1.0, 0.0);
+  interval.set_aside(0.25);
+  interval.close(start + milliseconds(1000));
+  interval.add_step(5.0, 0.0);
+  const IntervalMeans means = interval.close(start + milliseconds(1200));
+  EXPECT_DOUBLE_EQ(means.loss, 5.0);
+  EXPECT_NEAR(means.seconds_per_step, 0.2, 1e-12);  // nothing aside carried over
+}
+
+}  // namespace
+}  // namespace kiln

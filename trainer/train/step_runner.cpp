@@ -1,0 +1,213 @@
+#include "trainer/train/step_runner.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/core.h>
+
+#include "trainer/parallel/device_world.h"
+#include "trainer/plan/rank_build.h"
+#include "trainer/train/cuda_graph_choice.h"
+#include "trainer/util/step_clock.h"
+
+namespace kiln {
+
+StepRunner::StepRunner(const Config& config, const ParallelLayout& layout, RankCoordinates coordinates,
+                       RankBackend& backend, TrainingData& data, GptModel& model, AdamW& optimizer,
+                       PipelineSchedule schedule)
+    : config_(config),
+      layout_(layout),
+      coordinates_(coordinates),
+      backend_(backend),
+      data_(data),
+      model_(model),
+      optimizer_(optimizer),
+      accum_(micro_batches_per_step(config, layout)),
+      schedule_(std::move(schedule)),
+      pipeline_(model, backend.pipeline_group()),
+      loss_scaler_(config.precision.dtype == "fp16" ? LossScaler::dynamic() : LossScaler::none()) {
+  Ops& ops = backend_.ops();
+  // Without the distributed optimizer the replicas sum the dense region in buckets during
+  // backward; the experts' region is summed over its own replicas after it.
+  const ParameterSet& params = model_.parameters();
+  if (gradient_group().size() > 1 && !optimizer_.sharded())
+    buckets_ = std::make_unique<GradientBuckets>(
+        gradient_group(), params.flat_grads().slice(0, params.dense_size()), config_.parallel.ddp_bucket_size);
+  // The device communicator matters to the choice only between GPU ranks.
+  const bool gpu_ranks = ops.device() == Device::Cuda && layout_.world() > 1;
+  const CudaGraphChoice graphs = choose_cuda_graphs(
+      config_, layout_, ops.device(), gpu_ranks ? resolve_device_comm(config_.parallel.device_comm) : "");
+  if (graphs.use) {
+    DocumentOptions documents;
+    documents.reset_position_ids = config_.data.reset_position_ids;
+    documents.reset_attention_mask = config_.data.reset_attention_mask;
+    device_step_ = std::make_unique<DeviceStep>(model_, optimizer_, ops, accum_, documents);
+  } else {
+    graphs_why_not_ = graphs.why_not;
+  }
+}
+
+void StepRunner::resume_at(int64_t consumed_samples, const LossScaler::State& loss_scaler) {
+  consumed_samples_ = consumed_samples;
+  loss_scaler_.restore(loss_scaler);
+}
+
+StepOutcome StepRunner::run(int64_t step, bool timed, double lr, std::FILE* out) {
+  const double scale = loss_scaler_.scale();
+  std::optional<StepOutcome> replayed;
+  if (device_step_ && steps_run_++ >= kGraphWarmupSteps) replayed = replay_step(step, lr, out);
+  StepOutcome outcome;
+  if (replayed) {
+    outcome = *replayed;
+  } else {
+    outcome.times = train_step(timed);
+    const Clock::time_point opt_start = Clock::now();
+    outcome.update = optimizer_.step(lr, scale);
+    if (timed) backend_.ops().synchronize();
+    outcome.opt_ms = ms_since(opt_start);
+  }
+  outcome.loss_scale = scale;
+  consumed_samples_ += config_.train.global_batch;
+  loss_scaler_.update(outcome.update.skipped);
+  model_.update_fp8_scales();
+  return outcome;
+}
+
+std::optional<StepOutcome> StepRunner::replay_step(int64_t step, double lr, std::FILE* out) {
+  const TrainConfig& t = config_.train;
+  const int64_t B = t.micro_batch, first = first_sample();
+  StepOutcome outcome;
+  StepTimes& times = outcome.times;
+  Clock::time_point start = Clock::now();
+  for (int micro = 0; micro < accum_; ++micro) {
+    const TokenBatch& batch = data_.read(data_.train(), first + micro * B);
+    device_step_->stage(micro, batch.tokens(), batch.targets(), {batch.positions(), batch.attention_starts()});
+  }
+  times.data_ms = ms_since(start);
+  start = Clock::now();
+  const double scale = loss_scaler_.scale();
+  const double tokens_per_step = static_cast<double>(t.global_batch) * config_.model.seq_len;
+  const std::optional<DeviceStep::Result> result =
+      device_step_->run(lr, scale, scale / tokens_per_step, /*captured=*/true);
+  if (!result) {
+    fmt::print(out, "kiln: CUDA graphs: off from step {}: the step cannot be captured ({}); it runs op by op\n",
+               step, device_step_->why_not());
+    std::fflush(out);
+    device_step_.reset();
+    return std::nullopt;
+  }
+  // One replay holds forward, backward and the optimizer: its time is counted as the
+  // forward's (docs/gpu.md#cuda-graphs). The results were read back: the device is done.
+  times.fwd_ms = ms_since(start);
+  times.loss = result->loss;
+  outcome.update = result->update;
+  return outcome;
+}
+
+int64_t StepRunner::first_sample() const {
+  // This replica's slice of the step's global batch (a tensor group's ranks read the same).
+  return consumed_samples_ + coordinates_.dp * int64_t{accum_} * config_.train.micro_batch;
+}
+
+StepTimes StepRunner::train_step(bool timed) {
+  const int64_t first = first_sample();
+  // On a logged step each phase waits for the device, so the host clock times the device.
+  const auto phase_end = [&] {
+    if (timed) backend_.ops().synchronize();
+  };
+  StepTimes times;
+  model_.zero_grad();
+  pipeline_step(first, phase_end, times);
+  // The tied embedding's copies are summed over the first and last stages once each has
+  // its replicas' sum (Megatron's order): the buckets write the sums in place, the
+  // distributed optimizer into shards of its own, so it takes the copies summed first.
+  const bool sharded = optimizer_.sharded();
+  if (sharded) sum_tied_embedding(times);
+  if (gradient_group().size() > 1) reduce_gradients(times);
+  if (!sharded) sum_tied_embedding(times);
+  return times;
+}
+
+void StepRunner::pipeline_step(int64_t first_sample, const std::function<void()>& phase_end, StepTimes& times) {
+  const int64_t B = config_.train.micro_batch;
+  const double tokens_per_step =
+      static_cast<double>(config_.train.global_batch) * config_.model.seq_len;
+  const PipelineTimes pipeline = pipeline_.run(
+      schedule_, loss_scaler_.scale() / tokens_per_step,
+      [&](int micro, int slot) { data_.fill(model_, data_.train(), first_sample + micro * B, slot); },
+      [&](int, int, double loss) { times.loss += loss / accum_; }, phase_end,
+      // The data-parallel reduction of each bucket starts as the last micro-batch's
+      // backward finishes it (during the pipeline's cool-down).
+      buckets_ ? std::function<void(int64_t)>([this](int64_t ready) { buckets_->ready(ready); })
+               : nullptr);
+  times.data_ms = pipeline.data_ms;
+  times.fwd_ms = pipeline.fwd_ms;
+  times.bwd_ms = pipeline.bwd_ms;
+  Communicator& stages = backend_.pipeline_group();
+  if (stages.size() == 1) return;
+  const Clock::time_point start = Clock::now();
+  // The loss is the last stage's; every stage reports it.
+  stages.all_reduce(Tensor{&times.loss, DType::F64, {1}}, ReduceOp::Sum);
+  times.comm_ms += ms_since(start);
+}
+
+void StepRunner::sum_tied_embedding(StepTimes& times) {
+  Communicator* embedding_group = backend_.embedding_group();
+  if (!embedding_group) return;
+  const Clock::time_point start = Clock::now();
+  // The output layer's copy of the embedding took the head's gradient, the embedding the
+  // input's: both copies take the sum, so they stay equal.
+  embedding_group->all_reduce(model_.parameters().find("wte").grad, ReduceOp::Sum);
+  times.comm_ms += ms_since(start);
+}
+
+void StepRunner::reduce_gradients(StepTimes& times) {
+  const Clock::time_point start = Clock::now();
+  // Each rank's backward weighted its tokens by 1 / (the global batch's tokens), so the sum
+  // over ranks is the global batch's gradient, as one process computes it. What is left of
+  // the reduction after backward is the exposed communication.
+  if (optimizer_.sharded()) {
+    optimizer_.reduce_scatter_gradients();
+  } else {
+    buckets_->finish();
+    // The experts' gradients are summed over the replicas that hold the same experts.
+    const ParameterSet& params = model_.parameters();
+    Communicator* expert_data_group = backend_.expert_data_group();
+    if (expert_data_group && expert_data_group->size() > 1)
+      expert_data_group->all_reduce(params.flat_grads().slice(params.dense_size(), params.size()),
+                                    ReduceOp::Sum);
+  }
+  double loss = times.loss;
+  backend_.data_group().all_reduce(Tensor{&loss, DType::F64, {1}}, ReduceOp::Sum);
+  times.loss = loss / layout_.dp();
+  times.comm_ms += ms_since(start);
+}
+
+std::pair<double, double> StepRunner::evaluate() {
+  const int64_t B = config_.train.micro_batch;
+  double loss = 0, nats = 0;
+  int64_t bytes = 0;
+  const int iters = config_.train.eval_iters;
+  pipeline_.run(
+      pipeline_forwards(layout_.vpp(), iters), 0.0,
+      [&](int micro, int slot) {
+        data_.fill(model_, *data_.valid(), micro * B, slot);
+        bytes += data_.target_text_bytes();
+      },
+      [&](int, int slot, double batch_loss) {
+        loss += batch_loss;
+        nats += batch_loss * static_cast<double>(model_.target_count(slot));
+      });
+  Communicator& stages = backend_.pipeline_group();
+  if (stages.size() > 1) {
+    // The losses are the last stage's.
+    double sums[] = {loss, nats};
+    stages.all_reduce(Tensor{sums, DType::F64, {2}}, ReduceOp::Sum);
+    loss = sums[0];
+    nats = sums[1];
+  }
+  return {loss / static_cast<double>(config_.train.eval_iters),
+          nats / static_cast<double>(std::max<int64_t>(bytes, 1))};
+}
+
+}  // namespace kiln
