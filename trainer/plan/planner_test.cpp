@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
+
 #include "tests/error_of.h"
 #include "trainer/plan/time_model.h"
 
@@ -29,6 +32,20 @@ TEST(DeviceSpecs, KnownByNameAndRefusedOtherwiseInOneLine) {
             "plan: no device named 'tpu'; known: h100, h200, a100, a100-40gb, cpu");
   EXPECT_EQ(test::error_of([] { with_profile(device_spec("cpu"), "/nonexistent.json"); }),
             "plan: cannot read the profile /nonexistent.json");
+}
+
+TEST(DeviceSpecs, AProfilesFusedProductsCountAsProducts) {
+  // 1 GFLOP of products in 10 ms, half of it fused with its epilogue; 1 GB moved in 5 ms.
+  const std::string path = ::testing::TempDir() + "/fused_profile.json";
+  std::ofstream(path) << R"({"threads": 2, "ops": [
+      {"op": "matmul", "ms_per_step": 5, "flops_per_step": 5e8},
+      {"op": "matmul_bias_grad", "ms_per_step": 3, "flops_per_step": 3e8, "bytes_per_step": 1e7},
+      {"op": "matmul_bias_gelu", "ms_per_step": 2, "flops_per_step": 2e8, "bytes_per_step": 1e7},
+      {"op": "attention_forward", "ms_per_step": 1, "flops_per_step": 1e8},
+      {"op": "layernorm_forward", "ms_per_step": 5, "bytes_per_step": 1e9}]})";
+  const DeviceSpec cpu = with_profile(device_spec("cpu"), path);
+  EXPECT_DOUBLE_EQ(cpu.gemm_flops, 1e11);
+  EXPECT_DOUBLE_EQ(cpu.bytes_per_s, 2e11);
 }
 
 TEST(TimeModel, MoreDevicesOfTheSameLayoutTrainFasterAndPipelinesPayTheirBubble) {
