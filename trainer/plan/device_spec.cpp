@@ -91,8 +91,7 @@ DeviceSpec with_profile(DeviceSpec device, const std::string& path) {
     const std::string name = op.value("op", "");
     const double s = op.value("ms_per_step", 0.0) / 1e3;
     // Every product is a product, fused with its bias, GELU or bias gradient or not: a
-    // backend that runs the epilogue in the product (cuBLASLt's, or the CPU's composed twin
-    // behind the one checked wrapper) shows it under the fused op's name.
+    // profile lists the fused ones under their own names (kernels/profiled_ops.h).
     if (name.rfind("matmul", 0) == 0) {
       gemm_flops += op.value("flops_per_step", 0.0);
       gemm_s += s;
