@@ -14,18 +14,14 @@
 #include <string>
 
 #include "base/check.h"
+#include "tests/test_files.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("kiln_child_process_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
+using test::fresh_dir;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

@@ -1,6 +1,7 @@
 #include "base/human_format.h"
 
 #include <cmath>
+#include <ctime>
 #include <iterator>
 
 #include <fmt/core.h>
@@ -23,6 +24,14 @@ std::string human_duration(double seconds) {
   if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
   if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
   return fmt::format("{}s", s);
+}
+
+std::string local_time_text(double unix_seconds, const char* format) {
+  const auto t = static_cast<std::time_t>(std::floor(unix_seconds));
+  std::tm local{};
+  localtime_r(&t, &local);
+  char text[64];
+  return std::strftime(text, sizeof text, format, &local) ? text : "";
 }
 
 }  // namespace kiln

@@ -9,5 +9,7 @@ namespace kiln {
 
 std::string human_bytes(uint64_t bytes);
 std::string human_duration(double seconds);
+// A moment in this machine's time zone, written by strftime's `format` (at most 63 characters).
+std::string local_time_text(double unix_seconds, const char* format);
 
 }  // namespace kiln

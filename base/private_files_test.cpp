@@ -10,6 +10,8 @@
 #include <string>
 
 #include "base/check.h"
+#include "tests/error_of.h"
+#include "tests/test_files.h"
 
 namespace kiln {
 namespace {
@@ -20,27 +22,11 @@ namespace fs = std::filesystem;
 // that need one run where this process may chown (as root, as CI does).
 constexpr uid_t kOtherUser = 65534;
 
-std::string fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("kiln_private_files_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
+using test::fresh_dir;
 
-std::string error_of(const auto& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
-mode_t mode_of(const std::string& path) {
-  struct stat st;
-  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
-  return st.st_mode & 07777;
-}
+using test::mode_of;
 
 TEST(PrivateFiles, FoldersAndFilesAreMadeForThisUserAlone) {
   const std::string dir = fresh_dir("modes");

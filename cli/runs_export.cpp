@@ -22,7 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct ExportOptions {
+struct RunsExportOptions {
   std::string store;
   std::string run;
   std::string format = "csv";  // a spreadsheet's, pandas' and every plotting tool's first choice
@@ -58,7 +58,7 @@ void write_file(const std::string& path, const std::function<void(std::ostream&)
   }
 }
 
-void runs_export(const ExportOptions& options) {
+void runs_export(const RunsExportOptions& options) {
   const Writer write = writer_for(options.format);
   const auto db = open_store_for_reading(options.store);
   const int64_t id = store::resolve_run(*db, options.run);
@@ -74,7 +74,7 @@ void runs_export(const ExportOptions& options) {
 }  // namespace
 
 void add_runs_export_command(CLI::App& runs) {
-  auto options = std::make_shared<ExportOptions>();
+  auto options = std::make_shared<RunsExportOptions>();
   CLI::App* cmd = runs.add_subcommand(
       "export",
       "Export a run's raw rows: csv (every metric row), json (the whole run) or experts-csv (every expert load)");

@@ -19,15 +19,10 @@
 #include "trainer/data/bpe_trainer.h"
 #include "trainer/data/jsonl.h"
 #include "trainer/data/tokenizer.h"
+#include "trainer/util/step_clock.h"
 
 namespace kiln {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::string read_input(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "tests/error_of.h"
 
 namespace kiln {
 namespace {
@@ -17,15 +18,7 @@ Tensor matrix(std::vector<float>& storage, Shape shape, float value) {
   return Tensor{storage.data(), DType::F32, shape, Device::Cpu};
 }
 
-template <typename Call>
-std::string error_of(Call&& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test::error_of;
 
 TEST(CheckedOps, CpuOpsRefuseABadShapeBeforeTheBackendRuns) {
   const auto ops = make_cpu_ops(1);

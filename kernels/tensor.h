@@ -63,4 +63,8 @@ struct Tensor {
   Tensor slice(int64_t begin, int64_t end) const;
 };
 
+// A tensor as the matrix the products take: its last dimension the columns, the others
+// folded into the rows.
+inline Tensor as_matrix(const Tensor& t) { return t.view({t.shape.rows(), t.shape.cols()}); }
+
 }  // namespace kiln

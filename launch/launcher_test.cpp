@@ -13,15 +13,15 @@
 #include <vector>
 
 #include "base/check.h"
-#include "launch/test_files.h"
+#include "tests/test_files.h"
 
 namespace kiln::launch {
 namespace {
 
 namespace fs = std::filesystem;
 
-using testing_util::fresh_dir;
-using testing_util::read_text;
+using kiln::test::fresh_dir;
+using kiln::test::text_of;
 
 // A detached command, as the terminal UI starts its runs.
 ChildCommand detached(std::vector<std::string> argv, const std::string& log_path) {
@@ -47,7 +47,7 @@ TEST(Launcher, ARunGetsItsOwnSessionItsLogAndNoDescriptorOfTheUi) {
                                  dir + "/train.log"));
   EXPECT_TRUE(launcher.launched("run"));
   EXPECT_EQ(wait_for_exit(launcher, "run"), 0);
-  std::istringstream lines(read_text(dir + "/train.log"));
+  std::istringstream lines(text_of(dir + "/train.log"));
   std::string fds, sid, pid;
   for (int i = 0; i < 3; ++i) {
     std::string fd;
@@ -74,7 +74,7 @@ TEST(Launcher, ALogThatIsAPlantedLinkIsRefused) {
               "log " + dir + "/train.log is a symbolic link; kiln does not follow it");
   }
   EXPECT_FALSE(launcher.launched("run"));
-  EXPECT_EQ(read_text(dir + "/elsewhere"), "someone else's\n");
+  EXPECT_EQ(text_of(dir + "/elsewhere"), "someone else's\n");
 }
 
 TEST(Launcher, AProgramThatCannotStartIsOneLine) {
@@ -129,8 +129,8 @@ TEST(Launcher, StopAllSendsEachRunningProcessOneSigterm) {
   launcher.stop_all();
   EXPECT_EQ(wait_for_exit(launcher, "a"), 0);
   EXPECT_EQ(wait_for_exit(launcher, "b"), 0);
-  EXPECT_EQ(read_text(dir + "/a.log"), "term 1\n");
-  EXPECT_EQ(read_text(dir + "/b.log"), "term 1\n");
+  EXPECT_EQ(text_of(dir + "/a.log"), "term 1\n");
+  EXPECT_EQ(text_of(dir + "/b.log"), "term 1\n");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "base/check.h"
 #include "base/child_process.h"
+#include "base/human_format.h"
 #include "base/run_names.h"
 #include "store/run_figures.h"
 #include "store/run_queries.h"
@@ -169,9 +170,7 @@ Relaunch plan_relaunch(store::Database& db, const RelaunchRequest& request, cons
   for (const std::string& assignment : request.overrides) args.push_back(with_value("--set", assignment));
   relaunch.command.kiln = this_kiln();
   if (request.detach) {
-    char stamp[32];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+    const std::string stamp = local_time_text(static_cast<double>(std::time(nullptr)), "%Y%m%d-%H%M%S");
     relaunch.command.log_path =
         (fs::path(relaunch.checkpoint).parent_path().parent_path() / (name + "-" + stamp + ".log")).string();
   }

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/test_files.h"
+#include "tests/test_files.h"
 #include "tests/error_of.h"
 
 namespace kiln::launch {
@@ -22,8 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 using test::error_of;
 
-using testing_util::fresh_dir;
-using testing_util::read_text;
+using kiln::test::fresh_dir;
+using kiln::test::text_of;
 
 // A stand-in for the kiln binary: writes its arguments and GPUs to its log, takes a moment,
 // and exits with the number after --exit.
@@ -100,10 +100,10 @@ TEST(RunSweepTasks, RunsEachPointKAtATimeWithItsRanksGpusAndLog) {
       EXPECT_EQ(e, "finish s-1 1");
     }
   }
-  EXPECT_EQ(read_text(dir + "/s-0.log"), "train --name s-0 --exit 0 --ranks 2\ngpus=0\n");
-  EXPECT_EQ(read_text(dir + "/s-1.log"), "train --name s-1 --exit 1 --ranks 2\ngpus=1\n");
+  EXPECT_EQ(text_of(dir + "/s-0.log"), "train --name s-0 --exit 0 --ranks 2\ngpus=0\n");
+  EXPECT_EQ(text_of(dir + "/s-1.log"), "train --name s-1 --exit 1 --ranks 2\ngpus=1\n");
   // The third takes the slot the first point to end gave back.
-  const std::string third = read_text(dir + "/s-2.log");
+  const std::string third = text_of(dir + "/s-2.log");
   EXPECT_TRUE(third == "train --name s-2 --exit 2 --ranks 2\ngpus=0\n" ||
               third == "train --name s-2 --exit 2 --ranks 2\ngpus=1\n")
       << third;
@@ -116,7 +116,7 @@ TEST(RunSweepTasks, APointThatCannotStartNamesThePoint) {
   const std::vector<SweepTask> tasks = {{4, "p", "", {}, dir + "/p.log"}};
   EXPECT_EQ(error_of([&] { run_sweep_tasks(fake_kiln(dir), tasks, {}, [](const SweepTask&) {}, [](const SweepTask&, int) {}); }),
             "sweep: point 4: log " + dir + "/p.log is a symbolic link; kiln does not follow it");
-  EXPECT_EQ(read_text(dir + "/elsewhere"), "someone else's\n");
+  EXPECT_EQ(text_of(dir + "/elsewhere"), "someone else's\n");
 }
 
 }  // namespace

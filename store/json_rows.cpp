@@ -62,8 +62,8 @@ json metric_json(const MetricRow& row, const MetricField& field) {
 
 json metric_fields_json() {
   constexpr std::pair<MetricView, const char*> kViewNames[] = {
-      {kRunChart, "run_chart"},   {kCompareGrid, "compare_grid"}, {kCompareChoice, "compare_choice"},
-      {kTimeSplit, "time_split"}, {kTimeWithin, "time_within"},   {kRanks, "ranks"}};
+      {kInRunChart, "run_chart"},   {kInCompareGrid, "compare_grid"}, {kInCompareChoice, "compare_choice"},
+      {kInTimeSplit, "time_split"}, {kInTimeWithin, "time_within"},   {kInRanks, "ranks"}};
   json out = json::array();
   for (const MetricField& f : kMetricFields) {
     json views = json::array();

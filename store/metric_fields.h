@@ -32,14 +32,14 @@ enum class RankSpread { SameOnEveryRank, PerRank };
 
 // The views that show a field (a bit set).
 enum MetricView : unsigned {
-  kRunChart = 1u << 0,       // a chart of its own on a run's page (the dashboard)
-  kCompareGrid = 1u << 1,    // a chart of the comparison page's grid
-  kCompareChoice = 1u << 2,  // a choice of the comparison page's chart of one more metric
-  kTimeSplit = 1u << 3,      // one of the parts the step's time splits into: the run page's
-                             // split chart, the ranks tables of the dashboard and the TUI
-  kTimeWithin = 1u << 4,     // a part of other kTimeSplit fields' time: drawn beside them in
-                             // the split chart and the TUI's ranks table, where measured
-  kRanks = 1u << 5,          // in a run's ranks (GET /api/runs/{run}/ranks)
+  kInRunChart = 1u << 0,       // a chart of its own on a run's page (the dashboard)
+  kInCompareGrid = 1u << 1,    // a chart of the comparison page's grid
+  kInCompareChoice = 1u << 2,  // a choice of the comparison page's chart of one more metric
+  kInTimeSplit = 1u << 3,      // one of the parts the step's time splits into: the run page's
+                               // split chart, the ranks tables of the dashboard and the TUI
+  kInTimeWithin = 1u << 4,     // a part of other kInTimeSplit fields' time: drawn beside them
+                               // in the split chart and the TUI's ranks table, where measured
+  kInRanks = 1u << 5,          // in a run's ranks (GET /api/runs/{run}/ranks)
 };
 
 struct MetricField {
@@ -54,7 +54,7 @@ struct MetricField {
   unsigned views;
   // In a table that drops columns when narrow (the TUI's ranks), higher stays longer.
   int column_priority;
-  std::string_view title;        // a chart's title, for the fields with kRunChart or kCompareGrid
+  std::string_view title;        // a chart's title, for the fields with kInRunChart or kInCompareGrid
   std::string_view prometheus;   // its gauge on GET /metrics; empty: not exported
   std::string_view description;  // one line: the gauge's help text, and docs/store.md's
 };
@@ -67,38 +67,38 @@ inline constexpr MetricField kMetricFields[] = {
      "Unix seconds when the row was logged."},
     {"tokens", &MetricRow::tokens, "tokens", RankSpread::SameOnEveryRank, 15, 1, 0, 0, "", "",
      "Tokens consumed by the whole run up to this step."},
-    {"loss", &MetricRow::loss, "", RankSpread::SameOnEveryRank, 0, 1, kRunChart | kCompareGrid, 0, "Loss",
+    {"loss", &MetricRow::loss, "", RankSpread::SameOnEveryRank, 0, 1, kInRunChart | kInCompareGrid, 0, "Loss",
      "kiln_loss", "Training loss at the latest logged step."},
-    {"lr", &MetricRow::lr, "", RankSpread::SameOnEveryRank, 1, 1, kRunChart | kCompareGrid, 0, "Learning rate",
+    {"lr", &MetricRow::lr, "", RankSpread::SameOnEveryRank, 1, 1, kInRunChart | kInCompareGrid, 0, "Learning rate",
      "kiln_learning_rate", "Learning rate at the latest logged step."},
-    {"grad_norm", &MetricRow::grad_norm, "", RankSpread::SameOnEveryRank, 2, 1, kRunChart | kCompareGrid, 0,
+    {"grad_norm", &MetricRow::grad_norm, "", RankSpread::SameOnEveryRank, 2, 1, kInRunChart | kInCompareGrid, 0,
      "Gradient norm", "kiln_grad_norm", "Gradient norm at the latest logged step."},
     {"tokens_per_s", &MetricRow::tokens_per_s, "tokens/s", RankSpread::PerRank, 3, 1,
-     kRunChart | kCompareGrid | kRanks, 0, "Tokens/s", "kiln_tokens_per_second",
+     kInRunChart | kInCompareGrid | kInRanks, 0, "Tokens/s", "kiln_tokens_per_second",
      "Training throughput in tokens per second."},
-    {"tflops", &MetricRow::tflops, "TFLOP/s", RankSpread::PerRank, 4, 1, kCompareChoice, 0, "", "",
+    {"tflops", &MetricRow::tflops, "TFLOP/s", RankSpread::PerRank, 4, 1, kInCompareChoice, 0, "", "",
      "Model TFLOP/s achieved by this rank's device."},
-    {"mfu", &MetricRow::mfu, "", RankSpread::PerRank, 5, 1, kRunChart | kCompareChoice, 0, "MFU", "kiln_mfu_ratio",
+    {"mfu", &MetricRow::mfu, "", RankSpread::PerRank, 5, 1, kInRunChart | kInCompareChoice, 0, "MFU", "kiln_mfu_ratio",
      "Model FLOPs utilisation, 0 to 1."},
-    {"mem_used", &MetricRow::mem_used, "bytes", RankSpread::PerRank, 11, 1, kRunChart | kCompareGrid | kRanks, 0,
+    {"mem_used", &MetricRow::mem_used, "bytes", RankSpread::PerRank, 11, 1, kInRunChart | kInCompareGrid | kInRanks, 0,
      "Memory used (bytes)", "kiln_memory_used_bytes", "Device memory in use at the end of the latest step."},
-    {"mem_peak", &MetricRow::mem_peak, "bytes", RankSpread::PerRank, 12, 1, kCompareChoice | kRanks, 0, "", "",
+    {"mem_peak", &MetricRow::mem_peak, "bytes", RankSpread::PerRank, 12, 1, kInCompareChoice | kInRanks, 0, "", "",
      "Peak device memory so far."},
-    {"fwd_ms", &MetricRow::fwd_ms, "ms", RankSpread::PerRank, 6, 1, kTimeSplit | kCompareChoice | kRanks, 2, "", "",
+    {"fwd_ms", &MetricRow::fwd_ms, "ms", RankSpread::PerRank, 6, 1, kInTimeSplit | kInCompareChoice | kInRanks, 2, "", "",
      "Forward time of the step."},
-    {"bwd_ms", &MetricRow::bwd_ms, "ms", RankSpread::PerRank, 7, 1, kTimeSplit | kCompareChoice | kRanks, 2, "", "",
+    {"bwd_ms", &MetricRow::bwd_ms, "ms", RankSpread::PerRank, 7, 1, kInTimeSplit | kInCompareChoice | kInRanks, 2, "", "",
      "Backward time of the step."},
-    {"opt_ms", &MetricRow::opt_ms, "ms", RankSpread::PerRank, 8, 1, kTimeSplit | kCompareChoice | kRanks, 1, "", "",
+    {"opt_ms", &MetricRow::opt_ms, "ms", RankSpread::PerRank, 8, 1, kInTimeSplit | kInCompareChoice | kInRanks, 1, "", "",
      "Optimizer time of the step."},
-    {"comm_ms", &MetricRow::comm_ms, "ms", RankSpread::PerRank, 9, 1, kTimeSplit | kCompareChoice | kRanks, 3, "", "",
+    {"comm_ms", &MetricRow::comm_ms, "ms", RankSpread::PerRank, 9, 1, kInTimeSplit | kInCompareChoice | kInRanks, 3, "", "",
      "Exposed (not overlapped) communication of the step."},
-    {"data_ms", &MetricRow::data_ms, "ms", RankSpread::PerRank, 10, 1, kTimeSplit | kCompareChoice | kRanks, 3, "", "",
+    {"data_ms", &MetricRow::data_ms, "ms", RankSpread::PerRank, 10, 1, kInTimeSplit | kInCompareChoice | kInRanks, 3, "", "",
      "Waiting for the next batch."},
-    {"loss_scale", &MetricRow::loss_scale, "", RankSpread::SameOnEveryRank, 13, 1, kCompareChoice, 0, "", "",
+    {"loss_scale", &MetricRow::loss_scale, "", RankSpread::SameOnEveryRank, 13, 1, kInCompareChoice, 0, "", "",
      "fp16 dynamic loss scale."},
     {"skipped_steps", &MetricRow::skipped_steps, "", RankSpread::SameOnEveryRank, 14, 1, 0, 0, "", "",
      "Optimizer steps skipped (overflow) so far."},
-    {"a2a_ms", &MetricRow::a2a_ms, "ms", RankSpread::PerRank, 17, 5, kTimeWithin | kCompareChoice | kRanks, 2, "",
+    {"a2a_ms", &MetricRow::a2a_ms, "ms", RankSpread::PerRank, 17, 5, kInTimeWithin | kInCompareChoice | kInRanks, 2, "",
      "", "Of fwd_ms and bwd_ms, expert parallelism's token all-to-alls."},
 };
 

@@ -136,7 +136,7 @@ TEST_F(MetricFieldsTest, TheServedListNamesEachFieldAndItsViews) {
   EXPECT_EQ(in("time_split"), (std::vector<std::string>{"fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms"}));
   EXPECT_EQ(in("time_within"), (std::vector<std::string>{"a2a_ms"}));
   for (const MetricField& f : kMetricFields)
-    if (f.views & (kRunChart | kCompareGrid)) {
+    if (f.views & (kInRunChart | kInCompareGrid)) {
       EXPECT_FALSE(f.title.empty()) << f.name << " is charted without a title";
     }
 }

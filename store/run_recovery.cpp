@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/human_format.h"
 #include "base/private_files.h"
 #include "store/batch_rows.h"
 #include "store/error.h"
@@ -148,15 +149,6 @@ std::string select(const char* columns, const char* table, const char* order) {
   return std::string("SELECT ") + columns + " FROM " + table + " WHERE run_id = ? ORDER BY " + order;
 }
 
-std::string clock_time(double unix_seconds) {
-  const auto t = static_cast<std::time_t>(unix_seconds);
-  std::tm local{};
-  localtime_r(&t, &local);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &local);
-  return text;
-}
-
 }  // namespace
 
 std::string save_recovery(const RecoveryTarget& target, const Batch& batch, const std::string& why) {
@@ -203,7 +195,7 @@ RecoveryLoad load_recovery(const std::string& file, const std::string& store) {
     fail("recover: " + load.store + " has no run named '" + h.run_name + "' (was it removed?); nothing loaded");
   if (run.int64(0) != h.run_id || run.real(1) != h.run_created_at)
     fail("recover: run '" + h.run_name + "' in " + load.store + " is another run than the one " + file +
-         " holds rows of (created " + clock_time(run.real(1)) + ", that one " + clock_time(h.run_created_at) +
+         " holds rows of (created " + local_time_text(run.real(1), "%Y-%m-%d %H:%M:%S") + ", that one " + local_time_text(h.run_created_at, "%Y-%m-%d %H:%M:%S") +
          "); nothing loaded");
   load.run_id = run.int64(0);
   const RunStatus stored = parse_run_status(run.text(2));

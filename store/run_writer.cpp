@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "base/human_format.h"
 #include "base/run_names.h"
 #include "base/utf8.h"
 #include "store/alert_rows.h"
@@ -73,15 +74,6 @@ std::optional<int64_t> stored_pid(int64_t pid) {
 
 std::optional<std::string> stored_launch(const std::optional<RunLaunch>& launch) {
   return launch ? std::optional<std::string>(launch_to_json(*launch)) : std::nullopt;
-}
-
-std::string clock_time(double unix_seconds) {
-  const auto t = static_cast<std::time_t>(unix_seconds);
-  std::tm local{};
-  localtime_r(&t, &local);
-  char text[16];
-  std::strftime(text, sizeof text, "%H:%M:%S", &local);
-  return text;
 }
 
 // What a batch that can never be written loses, so it is still counted.
@@ -209,7 +201,7 @@ ResumeOutcome RunWriter::resume_run(const RunInfo& typed, const ResumeRequest& r
     const std::string process = (run.pid ? "pid " + std::to_string(*run.pid) + " " : std::string()) +
                                 (run.host.empty() ? "" : "on " + run.host + ", ");
     if (recorder_gone(run, info.host)) {
-      message += "; the run looked lost since " + clock_time(last_sign) + " (its pid " +
+      message += "; the run looked lost since " + local_time_text(last_sign, "%H:%M:%S") + " (its pid " +
                  std::to_string(*run.pid) + " is gone)";
     } else if (request.force) {
       message += "; forced while it still looked " + std::string(to_string(run.status));
@@ -220,7 +212,7 @@ ResumeOutcome RunWriter::resume_run(const RunInfo& typed, const ResumeRequest& r
            " s ago); stop it first, resume under another --name, or give --force if that process is gone");
     }
   } else if (run.status == RunStatus::Lost) {
-    message += "; the run looked lost since " + clock_time(last_sign);
+    message += "; the run looked lost since " + local_time_text(last_sign, "%H:%M:%S");
   }
   Statement& update = db.cached(
       "UPDATE runs SET status = 'running', ended_at = NULL, error = NULL, heartbeat_at = ?, "

@@ -18,8 +18,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-
 // The small run, logging every step with no validation or sample, its spike rules judging
 // from the fifth logged step on. Its throughput rule is off unless a test turns it on: a step
 // of half a millisecond on a test machine shared with builds and other tests can take four

@@ -26,8 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-const std::string kiln = KILN_BINARY;
-
 // Eight steps of the small run with every step logged, validation off.
 std::string eight_steps(const std::string& prefix, const std::string& dir) {
   return small_run(prefix) + " --set train.steps=8 --set train.log_interval=1"
@@ -35,7 +33,7 @@ std::string eight_steps(const std::string& prefix, const std::string& dir) {
          " --set train.checkpoint_dir=" + dir + "/checkpoints";
 }
 
-std::vector<store::MetricRow> rows_of(const std::string& path, const std::string& run) {
+std::vector<store::MetricRow> checkpoint_rows_of(const std::string& path, const std::string& run) {
   auto db = store::open_store(path, store::Access::ReadOnly);
   std::vector<store::MetricRow> rows;
   store::for_each_metric(*db, store::resolve_run(*db, run),
@@ -62,7 +60,7 @@ TEST(CheckpointCli, AResumedRunContinuesTheCurveBitForBit) {
                                 "/checkpoints/full/step-00000004 at step 4"),
             std::string::npos)
       << resumed.output;
-  const auto a = rows_of(store, "full"), b = rows_of(store, "fork");
+  const auto a = checkpoint_rows_of(store, "full"), b = checkpoint_rows_of(store, "fork");
   ASSERT_EQ(a.size(), 8u);
   ASSERT_EQ(b.size(), 4u);
   for (size_t i = 0; i < 4; ++i) {

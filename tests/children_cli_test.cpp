@@ -22,17 +22,15 @@ namespace {
 namespace fs = std::filesystem;
 namespace http = monitor::test::http;
 
-const std::string kiln = KILN_BINARY;
-
 // The small run logging every step, alerts judging from the fifth logged step, no throughput
 // rule (a busy test machine is slow now and then with no fault of the run's).
-std::string alert_run(const std::string& prefix, int steps) {
+std::string children_alert_run(const std::string& prefix, int steps) {
   return small_run(prefix) + " --set train.steps=" + std::to_string(steps) +
          " --set train.log_interval=1 --set train.eval_interval=0 --set train.sample_tokens=0"
          " --set alerts.min_samples=5 --set alerts.window=20 --set alerts.throughput_fraction=0";
 }
 
-uint16_t port_of(const std::string& url) { return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1))); }
+uint16_t children_port_of(const std::string& url) { return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1))); }
 
 std::string write_token(const std::string& dir, const std::string& token) {
   const std::string path = dir + "/token";
@@ -53,7 +51,7 @@ TEST(ChildrenCli, AnAlertHookGetsNoDescriptorButItsStandardStreams) {
   // listening socket and its store.
   const CommandResult r = run_command(
       "env -u KILN_TOKEN KILN_FAULTS=nan@3 " + kiln + " train --store " + dir + "/runs.db --name hooked" +
-      " --serve 127.0.0.1:0 --token-file " + write_token(dir, "t0ken") + alert_run(prefix, 6) +
+      " --serve 127.0.0.1:0 --token-file " + write_token(dir, "t0ken") + children_alert_run(prefix, 6) +
       " --set 'alerts.command=exec > " + dir + "/fds; ls /proc/$$/fd; true'");
   ASSERT_NE(r.output.find("kiln: alert: nan: loss is nan at step 3\n"), std::string::npos) << r.output;
   EXPECT_EQ(read_text(dir + "/fds"), "0\n1\n2\n") << r.output;
@@ -111,7 +109,7 @@ TEST(ChildrenCli, WithATokenReadsAndTheLiveFeedNeedIt) {
                                       log);
   const std::string url = wait_for_url(log);
   ASSERT_FALSE(url.empty()) << read_text(log);
-  const uint16_t port = port_of(url);
+  const uint16_t port = children_port_of(url);
   const monitor::test::Headers auth = {{"Authorization", "Bearer t0ken"}};
 
   EXPECT_EQ(monitor::test::get(port, "/api/runs").status, 401u);
@@ -163,7 +161,7 @@ TEST(ChildrenCli, ConfigsAreShownWithoutTheirSecrets) {
   const std::string url = wait_for_url(log);
   ASSERT_FALSE(url.empty()) << read_text(log);
   for (const char* target : {"/api/runs/hooked", "/api/runs?config=1"}) {
-    const monitor::test::HttpResult served = monitor::test::get(port_of(url), target);
+    const monitor::test::HttpResult served = monitor::test::get(children_port_of(url), target);
     EXPECT_EQ(served.status, 200u) << target;
     hidden(served.body, target);
   }

@@ -18,8 +18,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-
 TEST(DashboardBrowser, RunsChartControlsLiveSteeringAndCompare) {
   const std::string dir = fresh_dir("dashboard_browser");
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";

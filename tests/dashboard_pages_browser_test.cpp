@@ -16,8 +16,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-
 TEST(DashboardPagesBrowser, ProgressPanelsSamplesColumnsGroupsAndCompareGrid) {
   const std::string dir = fresh_dir("dashboard_pages_browser");
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";

@@ -21,8 +21,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-
 TEST(DataCli, PreparesBlankLineDocumentsAndInspects) {
   const std::string dir = fresh_dir("data_cli");
   std::ofstream(dir + "/a.txt") << "first doc\n\nsecond doc\nline two\n\n\nthird\n";
@@ -68,8 +66,6 @@ TEST(DataCli, BadInputIsOneLineAndNonZero) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("broken.idx"), std::string::npos) << r.output;
 }
-
-bool one_line(const std::string& output) { return output.find('\n') == output.size() - 1; }
 
 std::vector<uint16_t> read_tokens(const std::string& bin) {
   const std::string bytes = read_text(bin);
@@ -147,7 +143,7 @@ TEST(DataCli, BadJsonlLineNamesFileAndLine) {
         run_command(kiln + " data prepare --input " + dir +
                     "/bad.jsonl --json-key text --tokenizer byte --output " + dir + "/x");
     EXPECT_EQ(r.exit_code, 1) << r.output;
-    EXPECT_TRUE(one_line(r.output)) << r.output;
+    EXPECT_TRUE(is_one_line(r.output)) << r.output;
     EXPECT_NE(r.output.find(expected), std::string::npos) << r.output;
     EXPECT_FALSE(std::filesystem::exists(dir + "/x.bin"));
   }
@@ -227,7 +223,7 @@ TEST(DataCli, NonUtf8InputIsRefusedByBpe) {
       run_command(kiln + " data prepare --input " + dir + "/a.txt --tokenizer " + tok +
                   " --document-boundary blank-line --output " + dir + "/out");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(one_line(r.output)) << r.output;
+  EXPECT_TRUE(is_one_line(r.output)) << r.output;
   EXPECT_NE(r.output.find("a.txt: not valid UTF-8 at byte 21 (0xe9)"), std::string::npos)
       << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir + "/out.bin"));

@@ -16,8 +16,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-
 class DataParallel : public testing::Test {
  protected:
   void SetUp() override {

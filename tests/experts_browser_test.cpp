@@ -19,10 +19,8 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-
 // Logs `step` of a run: its metric row and, with `layers`, its expert loads.
-void log_step(store::RunWriter& writer, int64_t step, int layers) {
+void log_expert_step(store::RunWriter& writer, int64_t step, int layers) {
   writer.log_metrics(store::testing_util::interval(step, 1));
   if (layers > 0) writer.log_expert_loads(synthetic_expert_loads(step, layers, 8));
 }
@@ -32,14 +30,14 @@ TEST(ExpertsBrowser, PanelShowsTheApisValuesAndGrowsLive) {
   {
     store::RunWriter dense(store);
     dense.create_run(store::testing_util::run_info("dense"));
-    for (int64_t step = 1; step <= 5; ++step) log_step(dense, step, 0);
+    for (int64_t step = 1; step <= 5; ++step) log_expert_step(dense, step, 0);
     dense.finish(store::RunStatus::Completed);
     dense.flush();
   }
   store::RunWriter writer(store);
   writer.create_run(store::testing_util::run_info("moe"));
   int64_t step = 0;
-  while (step < 40) log_step(writer, ++step, 4);
+  while (step < 40) log_expert_step(writer, ++step, 4);
   writer.flush();
 
   const std::string serve_log = dir + "/serve.log";
@@ -62,7 +60,7 @@ TEST(ExpertsBrowser, PanelShowsTheApisValuesAndGrowsLive) {
       ADD_FAILURE() << "the browser check took over two minutes";
       break;
     }
-    log_step(writer, ++step, 4);
+    log_expert_step(writer, ++step, 4);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(browser_log);

@@ -20,8 +20,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-
 class FineTuneRunsCli : public testing::Test {
  protected:
   void SetUp() override {

@@ -23,8 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kiln = KILN_BINARY;
-
 // A tmpfs of `kib` KiB mounted at `dir` while it lives.
 class Tmpfs {
  public:

@@ -17,8 +17,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-
 class GenerateCli : public testing::Test {
  protected:
   // Two small runs, trained once for every test here.

@@ -23,9 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kPython = "/usr/bin/python3";
-const std::string kReference = std::string(KILN_SOURCE_DIR) + "/tests/parity/torch_reference.py";
-constexpr int64_t kBatch = 3;
+const std::string kExportPython = "/usr/bin/python3";
+const std::string kExportReference = std::string(KILN_SOURCE_DIR) + "/tests/parity/torch_reference.py";
+constexpr int64_t kExportBatch = 3;
 constexpr double kTolerance = 1e-5;  // relative, loss and all logits
 
 // "mixtral": the Llama model with 4 experts of width 48, top 2, in both layers.
@@ -43,7 +43,7 @@ ModelConfig export_model(const std::string& name) {
 }
 
 template <typename T>
-void write_binary(const fs::path& path, const std::vector<T>& data) {
+void write_export_input(const fs::path& path, const std::vector<T>& data) {
   std::ofstream(path, std::ios::binary)
       .write(reinterpret_cast<const char*>(data.data()),
              static_cast<std::streamsize>(data.size() * sizeof(T)));
@@ -58,9 +58,9 @@ TEST_P(HfExportParity, PyTorchReadsTheExportAndGivesKilnsLoss) {
   fs::create_directories(dir);
 
   const ModelConfig mc = export_model(arch);
-  const int64_t T = mc.seq_len, N = kBatch * T;
+  const int64_t T = mc.seq_len, N = kExportBatch * T;
   auto ops = make_cpu_ops(2);
-  GptModel model(mc, kBatch, *ops);
+  GptModel model(mc, kExportBatch, *ops);
   model.init_parameters(424242);
   Random jitter(3);  // norm weights and biases off their ones and zeros
   for (const Parameter& p : model.parameters().all())
@@ -74,7 +74,7 @@ TEST_P(HfExportParity, PyTorchReadsTheExportAndGivesKilnsLoss) {
   for (auto& t : tokens) t = static_cast<int32_t>(pick.below(300));
   for (auto& t : targets) t = static_cast<int32_t>(pick.below(300));
   targets[7] = -1;
-  model.set_batch(tokens.data(), targets.data(), kBatch, T);
+  model.set_batch(tokens.data(), targets.data(), kExportBatch, T);
   const double loss = model.forward();
   std::vector<float> logits, row;
   for (int64_t r = 0; r < N; ++r) {
@@ -94,10 +94,10 @@ TEST_P(HfExportParity, PyTorchReadsTheExportAndGivesKilnsLoss) {
       save_checkpoint((dir / "checkpoints").string(), state, model, optimizer.state_for_checkpoint(), *ops, 0).path;
   export_hf(checkpoint, (dir / "hf").string());
 
-  write_binary(dir / "tokens.bin", tokens);
-  write_binary(dir / "targets.bin", targets);
-  std::ofstream(dir / "manifest.json") << nlohmann::json{{"batch", kBatch}, {"seq_len", T}}.dump();
-  const test::CommandResult ref = test::run_command(kPython + " " + kReference + " --hf " +
+  write_export_input(dir / "tokens.bin", tokens);
+  write_export_input(dir / "targets.bin", targets);
+  std::ofstream(dir / "manifest.json") << nlohmann::json{{"batch", kExportBatch}, {"seq_len", T}}.dump();
+  const test::CommandResult ref = test::run_command(kExportPython + " " + kExportReference + " --hf " +
                                                     (dir / "hf").string() + " " + dir.string());
   ASSERT_EQ(ref.exit_code, 0) << "the torch reference failed (scripts/setup.sh installs "
                                  "python3-torch):\n"

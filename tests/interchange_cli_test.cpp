@@ -17,7 +17,6 @@ namespace kiln::test {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kiln = KILN_BINARY;
 
 TEST(InterchangeCli, ExportImportGenerateAndFineTune) {
   const std::string dir = fresh_dir("interchange_cli");

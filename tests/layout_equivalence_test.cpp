@@ -19,8 +19,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-
 struct Layout {
   std::string name;
   int ranks = 1;

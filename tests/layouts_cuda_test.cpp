@@ -63,8 +63,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = kiln_binary();
-
 struct GpuLayout {
   std::string name;
   int ranks = 2;

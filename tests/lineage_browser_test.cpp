@@ -17,8 +17,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-
 TEST(LineageBrowser, AForkDrawsItsParentsCurveAndReleaseEndsALiveRun) {
   const std::string dir = fresh_dir("lineage_browser");
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";

@@ -29,8 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-const std::string kiln = KILN_BINARY;
-
 // The lines of `text` after the line `header`, up to the first blank line or the end.
 std::vector<std::string> lines_after(const std::string& text, const std::string& header) {
   std::vector<std::string> lines;

@@ -14,8 +14,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-
 nlohmann::json plan_json(const std::string& args) {
   const CommandResult r = run_command(kiln + " plan --json" + args);
   EXPECT_EQ(r.exit_code, 0) << r.output;

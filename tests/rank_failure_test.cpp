@@ -18,8 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const std::string kiln = KILN_BINARY;
-
 class RankFailure : public testing::Test {
  protected:
   void SetUp() override {

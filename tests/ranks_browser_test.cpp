@@ -19,7 +19,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
 constexpr int64_t kSlowFrom = 25;
 
 // Every rank's row at `step`: rank 3 works 1.6 times as long from kSlowFrom on, and the

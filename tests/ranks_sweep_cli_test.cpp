@@ -22,7 +22,6 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kiln = KILN_BINARY;
 // Without the variables that let mpirun run as root: kiln must say so itself.
 const std::string kBareEnvironment = "env -u OMPI_ALLOW_RUN_AS_ROOT -u OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ";
 

@@ -28,8 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kiln = KILN_BINARY;
-
 // Every step logged, at a constant learning rate, a checkpoint every `checkpoint_every` steps.
 std::string steady(const std::string& prefix, const std::string& dir, int steps, int checkpoint_every) {
   return small_run(prefix) + " --set train.steps=" + std::to_string(steps) +
@@ -38,7 +36,7 @@ std::string steady(const std::string& prefix, const std::string& dir, int steps,
          std::to_string(checkpoint_every) + " --set train.checkpoint_dir=" + dir + "/checkpoints";
 }
 
-store::RunRecord record_of(const std::string& path, const std::string& run) {
+store::RunRecord relaunch_record_of(const std::string& path, const std::string& run) {
   auto db = store::open_store(path, store::Access::ReadOnly);
   return store::get_run(*db, store::resolve_run(*db, run));
 }
@@ -53,7 +51,7 @@ std::string checkpoint_of(const std::string& dir, const std::string& run, int st
   return fmt::format("{}/checkpoints/{}/step-{:08d}", dir, run, step);
 }
 
-uint16_t port_of(const std::string& url) {
+uint16_t relaunch_port_of(const std::string& url) {
   return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
 }
 
@@ -61,7 +59,7 @@ uint16_t port_of(const std::string& url) {
 unsigned stop_status(const std::string& url, const std::string& run, const std::string& token) {
   std::vector<std::pair<std::string, std::string>> headers = {{"Content-Type", "application/json"}};
   if (!token.empty()) headers.push_back({"Authorization", "Bearer " + token});
-  return monitor::test::request(port_of(url), monitor::test::http::verb::post, "/api/runs/" + run + "/commands",
+  return monitor::test::request(relaunch_port_of(url), monitor::test::http::verb::post, "/api/runs/" + run + "/commands",
                                 R"({"action":"stop"})", headers)
       .status;
 }
@@ -88,7 +86,7 @@ TEST(RelaunchSecurityCli, ARewrittenCommandLineChangesNothingTheRelaunchRuns) {
                                " --max-connections=16 --set=train.steps=8\n";
   EXPECT_NE(resumed.output.find(expected), std::string::npos) << resumed.output;
   EXPECT_FALSE(fs::exists(dir + "/ran"));
-  const store::RunRecord run = record_of(store, "src");
+  const store::RunRecord run = relaunch_record_of(store, "src");
   EXPECT_EQ(run.status, store::RunStatus::Completed);
   EXPECT_EQ(run.last_step, 8);
   EXPECT_EQ(run.tags, (std::vector<std::string>{"keep", "-dash"}));
@@ -135,7 +133,7 @@ TEST(RelaunchSecurityCli, TheLaunchRecordIsCheckedAsIfTypedAndAnOlderRunStartsWi
   EXPECT_EQ(bad_name.exit_code, 1) << bad_name.output;
   EXPECT_EQ(bad_name.output.rfind("kiln: error: store: ", 0), 0u) << bad_name.output;
   rewrite_store(store, "UPDATE runs SET name = 'rec' WHERE id = 1");
-  EXPECT_EQ(record_of(store, "rec").last_step, 4) << "nothing was started";
+  EXPECT_EQ(relaunch_record_of(store, "rec").last_step, 4) << "nothing was started";
 
   // Recorded before the store kept launches: started again without the dashboard, and said so.
   rewrite_store(store, "UPDATE runs SET launch = NULL WHERE name = 'rec'");
@@ -149,7 +147,7 @@ TEST(RelaunchSecurityCli, TheLaunchRecordIsCheckedAsIfTypedAndAnOlderRunStartsWi
                             " --name=rec --set=train.steps=6\n"),
             std::string::npos)
       << old.output;
-  EXPECT_EQ(record_of(store, "rec").last_step, 6);
+  EXPECT_EQ(relaunch_record_of(store, "rec").last_step, 6);
 }
 
 // A run served with a token (from a file, or typed), resumed: refused without the token, and
@@ -173,7 +171,7 @@ void expect_token_asked_again(const std::string& name, bool from_file, const std
   EXPECT_EQ(without.output, "kiln: error: run 1 ('" + name +
                                 "') served its dashboard with a token, which kiln never stores; give it again with "
                                 "--token-file FILE, $KILN_TOKEN or --token TOKEN\n");
-  EXPECT_EQ(record_of(store, name).last_step, 4) << "nothing was started";
+  EXPECT_EQ(relaunch_record_of(store, name).last_step, 4) << "nothing was started";
 
   // Each step at least 20 ms (a planted fault), so the run still serves while it is asked.
   const std::string log = dir + "/resume.log";
@@ -192,7 +190,7 @@ void expect_token_asked_again(const std::string& name, bool from_file, const std
             std::string::npos)
       << output;
   EXPECT_EQ(output.find(token), std::string::npos) << "the token is never printed";
-  const store::RunRecord run = record_of(store, name);
+  const store::RunRecord run = relaunch_record_of(store, name);
   EXPECT_EQ(run.status, store::RunStatus::Stopped);
   EXPECT_LT(run.last_step.value_or(300), 300);
 }
@@ -228,7 +226,7 @@ TEST(RelaunchSecurityCli, ARunKilledAMomentAgoStartsAgainFromItsCheckpointInstea
   ASSERT_TRUE(wait_for_checkpoint(store, "killed")) << read_text(log);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
-  const store::RunRecord dead = record_of(store, "killed");
+  const store::RunRecord dead = relaunch_record_of(store, "killed");
   ASSERT_EQ(dead.status, store::RunStatus::Running) << "within the heartbeat window it still reads as running";
   ASSERT_LT(dead.last_step.value_or(kSteps), kSteps);
 
@@ -239,7 +237,7 @@ TEST(RelaunchSecurityCli, ARunKilledAMomentAgoStartsAgainFromItsCheckpointInstea
                                             pid, dead.host)),
             std::string::npos)
       << resumed.output;
-  const store::RunRecord run = record_of(store, "killed");
+  const store::RunRecord run = relaunch_record_of(store, "killed");
   EXPECT_EQ(run.status, store::RunStatus::Completed);
   EXPECT_EQ(run.last_step, kSteps);
   {

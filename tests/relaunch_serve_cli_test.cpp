@@ -15,7 +15,6 @@ namespace kiln::test {
 namespace {
 
 namespace net = boost::asio;
-const std::string kiln = KILN_BINARY;
 
 // A port nothing listens on at the moment of asking.
 uint16_t free_port() {

@@ -19,8 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kiln = KILN_BINARY;
-
 // Every step logged, at a constant learning rate, `steps` steps (the data's order depends on
 // the steps a run is set to, so a resumed run and its reference train the same number).
 std::string steady(const std::string& prefix, const std::string& dir, int steps) {

@@ -67,16 +67,6 @@ std::string mpirun_command(int ranks) {
          std::to_string(ranks) + " ";
 }
 
-std::string fresh_dir(const std::string& name) {
-  // The pid keeps apart the processes ctest runs side by side, each running one test of a
-  // suite whose set-up prepares the same-named folder.
-  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) /
-                                    ("kiln_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
-
 namespace {
 
 std::string from_environment(const char* name, const char* built_with) {

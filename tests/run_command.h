@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "tests/test_files.h"
+
 namespace kiln::test {
 
 struct CommandResult {
@@ -26,13 +28,18 @@ std::string wait_for_url(const std::string& log_path);
 // machine (more ranks than cores allowed; as root too, which mpirun refuses unless told).
 std::string mpirun_command(int ranks);
 
-// A fresh directory under the test temp dir.
-std::string fresh_dir(const std::string& name);
-
 // kiln's binary and the source tree: the environment's KILN_BINARY and KILN_SOURCE_DIR where
 // set, else the paths this test binary was built with. scripts/gpu-check sets them, so binaries
 // built in one checkout (scripts/gpu-pack) run their tests from another, wherever it sits.
 std::string kiln_binary();
 std::string source_dir();
+
+// What kiln promises of an error: one line, and nothing else.
+inline bool is_one_line(const std::string& output) {
+  return !output.empty() && output.find('\n') == output.size() - 1;
+}
+
+// The kiln the end-to-end tests run.
+inline const std::string kiln = kiln_binary();
 
 }  // namespace kiln::test

@@ -27,8 +27,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using store::RunStatus;
 
-const std::string kiln = KILN_BINARY;
-
 double utc(int year, int month, int day, int hour, int minute, int second = 0) {
   std::tm tm{};
   tm.tm_year = year - 1900;
@@ -73,10 +71,6 @@ std::vector<std::string> row_with(const std::string& output, size_t column, cons
     if (row.size() > column && row[column] == key) return row;
   }
   return {};
-}
-
-bool is_one_line(const std::string& output) {
-  return !output.empty() && output.find('\n') == output.size() - 1;
 }
 
 std::string file_bytes(const std::string& path) {

@@ -29,8 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::string kiln = KILN_BINARY;
-
 uint16_t port_of(const std::string& url) {
   return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
 }

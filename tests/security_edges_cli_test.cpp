@@ -22,8 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::string kiln = KILN_BINARY;
-
 // What a hostile writer of the store puts in text: an OSC that retitles the terminal, a colour,
 // BEL and a C1 CSI. The shell writes it with printf, as a user could type it.
 constexpr const char* kHostilePrintf = R"(\033]0;owned\007\033[31mred\302\233)";
@@ -32,7 +30,7 @@ const std::string kShown = R"(\x1b]0;owned\x07\x1b[31mred\u009b)";
 
 // A store holding one run "steered" with train.lr 0.001 over 100 steps, and a sample the model
 // wrote with control characters in it.
-std::string store_with_a_run(const std::string& dir) {
+std::string edges_store_with_a_run(const std::string& dir) {
   const std::string path = dir + "/runs.db";
   store::RunWriter writer(path);
   store::RunInfo info;
@@ -59,7 +57,7 @@ bool has_control_byte(const std::string& text) {
 
 TEST(SecurityEdgesCli, ControlCharactersInTagsNotesAndSamplesAreShownNotObeyed) {
   const std::string dir = fresh_dir("edges_control");
-  const std::string store = store_with_a_run(dir), on = " --store " + store;
+  const std::string store = edges_store_with_a_run(dir), on = " --store " + store;
   const std::string hostile = std::string("\"$(printf '") + kHostilePrintf + "')\"";
   const CommandResult tagged = run_command(kiln + " runs tag steered " + hostile + on);
   ASSERT_EQ(tagged.exit_code, 0) << tagged.output;
@@ -111,7 +109,7 @@ TEST(SecurityEdgesCli, ANameThatReadsAsAnOptionIsRefused) {
 
 TEST(SecurityEdgesCli, TheLearningRateScaleHasOneRangeForcedOrNot) {
   const std::string dir = fresh_dir("edges_lr_scale");
-  const std::string store = store_with_a_run(dir);
+  const std::string store = edges_store_with_a_run(dir);
   const std::string set = kiln + " runs set steered --store " + store + " ";
   // Past what a checkpoint may hold, --force does not help: the run would take it and its
   // next checkpoint would then be refused on resume.

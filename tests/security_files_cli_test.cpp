@@ -25,7 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::string kiln = KILN_BINARY;
 constexpr uid_t kNobody = 65534;
 
 // A regression that reads a link to /dev/zero without end fails here on memory, within seconds,

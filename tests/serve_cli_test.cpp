@@ -17,8 +17,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-
 TEST(ServeCli, RefusesAMissingStoreAndAnExposedAddressWithoutAToken) {
   const std::string dir = fresh_dir("serve_cli_refuse");
   const CommandResult missing = run_command(kiln + " serve --store " + dir + "/none.db");

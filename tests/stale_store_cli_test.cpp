@@ -24,7 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::string kiln = KILN_BINARY;
 const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
 
 // The highest step the store shows for run `name` (as root, who may create the -shm), or -1.

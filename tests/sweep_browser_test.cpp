@@ -20,7 +20,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
 constexpr double kLrs[] = {1e-4, 1e-3, 1e-2};
 constexpr int kWidths[] = {64, 128};
 

@@ -23,8 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::string kiln = KILN_BINARY;
-
 class SweepCli : public SweepFixture {
  protected:
   SweepCli() : SweepFixture("sweep_cli") {}

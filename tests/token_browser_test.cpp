@@ -14,8 +14,6 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-
 TEST(TokenBrowser, TheDashboardAsksForTheTokenThenShowsRunsAndLiveData) {
   const std::string dir = fresh_dir("token_browser");
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";

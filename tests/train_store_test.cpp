@@ -35,8 +35,6 @@ namespace {
 using namespace std::chrono_literals;
 using store::Access;
 
-const std::string kiln = KILN_BINARY;
-
 std::vector<store::MetricRow> metrics_of(store::Database& db, int64_t run) {
   std::vector<store::MetricRow> rows;
   store::for_each_metric(db, run, [&](const store::MetricRow& r) { rows.push_back(r); });

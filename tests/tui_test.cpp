@@ -31,8 +31,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::string kiln = KILN_BINARY;
-
 // One tmux server of its own (its own socket) running one command in a detached window,
 // in the folder `dir`.
 class Tmux {
@@ -115,7 +113,7 @@ std::optional<long> shown_step(const std::string& screen) {
   return std::stol(m[1]);
 }
 
-std::optional<int64_t> last_step(const std::string& store_path, const std::string& run) {
+std::optional<int64_t> tui_last_step(const std::string& store_path, const std::string& run) {
   auto db = store::open_store(store_path, store::Access::ReadOnly);
   return store::get_run(*db, store::resolve_run(*db, run)).last_step;
 }
@@ -322,9 +320,9 @@ TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {
   screen = tmux.wait_for({"live · paused", "command"});
   ASSERT_TRUE(shows(screen, "live · paused")) << screen;
   EXPECT_TRUE(shows(screen, "paused")) << screen;
-  const std::optional<int64_t> paused_at = last_step(path, "live");
+  const std::optional<int64_t> paused_at = tui_last_step(path, "live");
   std::this_thread::sleep_for(1s);
-  EXPECT_EQ(last_step(path, "live"), paused_at);
+  EXPECT_EQ(tui_last_step(path, "live"), paused_at);
   EXPECT_EQ(status_of(path, "live"), store::RunStatus::Paused);
 
   // l asks for a learning rate, saying what it is; the run applies the new one (while
@@ -356,7 +354,7 @@ TEST(Tui, LaunchesRunsThenPausesResumesStopsAndKills) {
   bool advanced = false;
   for (int i = 0; i < 100 && !advanced; ++i) {
     std::this_thread::sleep_for(100ms);
-    advanced = last_step(path, "live") > paused_at;
+    advanced = tui_last_step(path, "live") > paused_at;
   }
   EXPECT_TRUE(advanced);
 
@@ -423,7 +421,7 @@ TEST(Tui, ReleasesALiveRunAndShowsAForksParent) {
   EXPECT_EQ(wait_exit(pid), 0) << read_text(log);
   EXPECT_EQ(status_of(path, "live"), store::RunStatus::Released);
 
-  const int64_t at = *last_step(path, "live");
+  const int64_t at = *tui_last_step(path, "live");
   const CommandResult fork = run_command(kiln + " runs fork live --step " + std::to_string(at) + " --name branch --store " +
                                          path + " --set train.steps=" + std::to_string(at + 2));
   ASSERT_EQ(fork.exit_code, 0) << fork.output;

@@ -30,10 +30,9 @@
 namespace kiln::test {
 namespace {
 
-const std::string kiln = KILN_BINARY;
-constexpr double kLrs[] = {1e-4, 1e-3};
+constexpr double kViewLrs[] = {1e-4, 1e-3};
 constexpr int kWarmups[] = {5, 6, 9, 90};
-constexpr int kSteps = 20;
+constexpr int kViewSteps = 20;
 
 store::RunInfo point_run(const std::string& name, int64_t sweep_id, int point) {
   store::RunInfo info = store::testing_util::run_info(name);
@@ -47,12 +46,12 @@ store::RunInfo point_run(const std::string& name, int64_t sweep_id, int point) {
 
 // A point's loss falls towards 2.0 + 0.1 x its number: a finished point's is 2.1-2.6 at its
 // last step, and a training point's (6 and 7) stays above 2.6 however long it trains.
-double loss_at(int point, int64_t step) { return 2.0 + 0.1 * point + 2.0 / static_cast<double>(step); }
+double view_loss_at(int point, int64_t step) { return 2.0 + 0.1 * point + 2.0 / static_cast<double>(step); }
 
-void log_step(store::RunWriter& writer, int point, int64_t step) {
+void log_view_step(store::RunWriter& writer, int point, int64_t step) {
   store::MetricRow row;
   row.step = step;
-  row.loss = loss_at(point, step);
+  row.loss = view_loss_at(point, step);
   row.tokens_per_s = 1000;
   writer.log_metrics({row});
 }
@@ -81,7 +80,7 @@ class ViewsBrowser : public ::testing::Test {
     auto db = store::open_store(store_, store::Access::ReadWrite);
     store::NewSweep sweep{"lr-warmup", R"({"grid": {}})", "kiln sweep --config base.json --grid train.lr=1e-4,1e-3 --grid train.warmup=5,6,9,90",
                           dir_, "testhost", 0, {}};
-    for (double lr : kLrs)
+    for (double lr : kViewLrs)
       for (int warmup : kWarmups)
         sweep.points.push_back(R"({"train.lr":)" + std::to_string(lr) + R"(,"train.warmup":)" + std::to_string(warmup) + "}");
     const int64_t sweep_id = store::create_sweep(*db, sweep);
@@ -91,7 +90,7 @@ class ViewsBrowser : public ::testing::Test {
       auto writer = std::make_unique<store::RunWriter>(store_);
       writer->create_run(point_run(name, sweep_id, point));
       const bool finished = point < 6;
-      for (int64_t step = 1; step <= (finished ? kSteps : 2); ++step) log_step(*writer, point, step);
+      for (int64_t step = 1; step <= (finished ? kViewSteps : 2); ++step) log_view_step(*writer, point, step);
       writer->flush();
       if (finished) {
         writer->finish(store::RunStatus::Completed);
@@ -132,7 +131,7 @@ class ViewsBrowser : public ::testing::Test {
     const std::string log = dir_ + "/browser.log";
     const int status = watch_browser("node " KILN_SOURCE_DIR "/tests/browser/views.mjs " + url_ + " " + what, log, [&] {
       for (auto& t : training_) {
-        log_step(*t.writer, t.point, ++t.step);
+        log_view_step(*t.writer, t.point, ++t.step);
         t.writer->flush();
       }
     });

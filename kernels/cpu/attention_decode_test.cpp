@@ -16,13 +16,13 @@
 namespace kiln {
 namespace {
 
-struct Case {
+struct DecodeCase {
   int64_t batch, seq;
   AttentionShape heads;
 };
 
 // out[B, T, n_head * D] of causal softmax attention over qkv[B, T, width], in double.
-std::vector<double> reference(const Case& c, const std::vector<double>& qkv) {
+std::vector<double> decode_reference(const DecodeCase& c, const std::vector<double>& qkv) {
   const int64_t T = c.seq, H = c.heads.n_head, KV = c.heads.n_kv_head, D = c.heads.head_dim;
   const int64_t W = c.heads.qkv_width(), O = H * D;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
@@ -54,7 +54,7 @@ std::vector<double> reference(const Case& c, const std::vector<double>& qkv) {
 }
 
 template <typename T>
-void check_case(const Case& c, const std::vector<int64_t>& chunks, double tolerance) {
+void check_case(const DecodeCase& c, const std::vector<int64_t>& chunks, double tolerance) {
   const int64_t W = c.heads.qkv_width(), O = c.heads.n_head * c.heads.head_dim;
   const int64_t KVW = c.heads.n_kv_head * c.heads.head_dim, capacity = c.seq + 3;
   const DType dtype = sizeof(T) == 8 ? DType::F64 : DType::F32;
@@ -62,7 +62,7 @@ void check_case(const Case& c, const std::vector<int64_t>& chunks, double tolera
   std::normal_distribution<double> normal;
   std::vector<double> qkv(static_cast<size_t>(c.batch * c.seq * W));
   for (double& v : qkv) v = normal(rng);
-  const std::vector<double> want = reference(c, qkv);
+  const std::vector<double> want = decode_reference(c, qkv);
 
   auto ops = make_cpu_ops(2);
   const T sentinel = std::numeric_limits<T>::quiet_NaN();
@@ -99,7 +99,7 @@ void check_case(const Case& c, const std::vector<int64_t>& chunks, double tolera
           << "cache row " << r << " past the fed positions was written";
 }
 
-const std::vector<Case> kCases = {
+const std::vector<DecodeCase> kDecodeCases = {
     {2, 13, {4, 2, 8}},   // grouped-query
     {1, 9, {3, 1, 6}},    // multi-query, head dim not a power of two
     {3, 11, {2, 2, 16}},  // one kv head per query head
@@ -116,11 +116,11 @@ std::vector<int64_t> mixed_chunks(int64_t seq) {
 }
 
 TEST(AttentionDecode, MatchesCausalAttentionInDouble) {
-  for (const Case& c : kCases) check_case<double>(c, mixed_chunks(c.seq), 1e-12);
+  for (const DecodeCase& c : kDecodeCases) check_case<double>(c, mixed_chunks(c.seq), 1e-12);
 }
 
 TEST(AttentionDecode, MatchesCausalAttentionInFloat) {
-  for (const Case& c : kCases) {
+  for (const DecodeCase& c : kDecodeCases) {
     std::vector<int64_t> chunks(static_cast<size_t>(c.seq), 1);  // one token at a time
     check_case<float>(c, chunks, 2e-6);
   }

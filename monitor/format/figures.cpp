@@ -1,7 +1,6 @@
 #include "monitor/format/figures.h"
 
 #include <cmath>
-#include <ctime>
 
 #include <fmt/core.h>
 
@@ -12,11 +11,8 @@ namespace {
 
 std::string local_time(double unix_s, const char* format) {
   if (std::isnan(unix_s)) return kAbsent;
-  const auto t = static_cast<std::time_t>(std::floor(unix_s));
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char text[32];
-  return std::strftime(text, sizeof text, format, &tm) ? text : kAbsent;
+  const std::string text = local_time_text(unix_s, format);
+  return text.empty() ? kAbsent : text;
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ json rank_json(const store::RankState& rank, const store::RanksNow& now) {
                {"working_ms", store::json_number(working)},
                {"relative", store::json_number(working / now.median_working_ms)}});
   for (const store::MetricField& field : store::kMetricFields)
-    if (field.views & store::kRanks) item[std::string(field.name)] = store::metric_json(r, field);
+    if (field.views & store::kInRanks) item[std::string(field.name)] = store::metric_json(r, field);
   return item;
 }
 

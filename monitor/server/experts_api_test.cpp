@@ -32,15 +32,6 @@ void log_steps(store::RunWriter& writer, int64_t first, int64_t last, std::vecto
   writer.flush();
 }
 
-nlohmann::json next_of(LiveClient& client, const std::string& type) {
-  for (int i = 0; i < 20; ++i) {
-    nlohmann::json message = client.next();
-    if (message["type"] == type) return message;
-  }
-  ADD_FAILURE() << "no " << type << " message";
-  return {};
-}
-
 TEST_F(ServerTest, ServesEachLayersExpertLoadsAsColumns) {
   log_steps(*live_writer_, 1, 10, {1, 3});
   store::ExpertLoad capped = load_at(11, 3);

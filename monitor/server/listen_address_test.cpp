@@ -10,7 +10,7 @@
 namespace kiln::monitor {
 namespace {
 
-using test::error_of;
+using kiln::test::error_of;
 
 TEST(ListenAddress, ParsesHostAndPort) {
   EXPECT_EQ(parse_listen_address("127.0.0.1:8080").port, 8080);

@@ -83,7 +83,7 @@ TEST_F(RanksApiTest, RanksShowsPlacesTheLatestSplitAndTheSlowest) {
   EXPECT_EQ(slow["mem_peak"], int64_t{303} << 20);
   EXPECT_TRUE(slow["a2a_ms"].is_null());
   for (const store::MetricField& f : store::kMetricFields)
-    EXPECT_EQ(slow.contains(f.name), (f.views & store::kRanks) != 0 || f.name == "step" || f.name == "rank" ||
+    EXPECT_EQ(slow.contains(f.name), (f.views & store::kInRanks) != 0 || f.name == "step" || f.name == "rank" ||
                                          f.name == "time")  // the row's place, always there
         << f.name;
   const auto& fast = body["ranks"][0];

@@ -22,15 +22,6 @@ store::Sample sample_at(int64_t step) {
 }
 
 // The next message of a type, skipping others.
-nlohmann::json next_of(LiveClient& client, const std::string& type) {
-  for (int i = 0; i < 20; ++i) {
-    nlohmann::json message = client.next();
-    if (message["type"] == type) return message;
-  }
-  ADD_FAILURE() << "no " << type << " message";
-  return {};
-}
-
 TEST_F(ServerTest, ServesTheNewestSamplesOldestFirst) {
   for (int64_t step = 1; step <= 30; ++step) live_writer_->log_sample(sample_at(step));
   live_writer_->flush();

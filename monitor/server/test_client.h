@@ -9,6 +9,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
@@ -129,5 +131,15 @@ class LiveClient {
   net::io_context io_;
   beast::websocket::stream<beast::tcp_stream> ws_;
 };
+
+// The next message of `type`, skipping up to 20 of other types (a test fails without it).
+inline nlohmann::json next_of(LiveClient& client, const std::string& type) {
+  for (int i = 0; i < 20; ++i) {
+    nlohmann::json message = client.next();
+    if (message["type"] == type) return message;
+  }
+  ADD_FAILURE() << "no " << type << " message";
+  return {};
+}
 
 }  // namespace kiln::monitor::test

@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
+#include "base/trim.h"
 
 namespace kiln::monitor {
 
@@ -51,12 +52,6 @@ std::string cookie_name(std::string_view host) {
   return "kiln-session-" + std::string(port);
 }
 
-std::string_view trimmed(std::string_view text) {
-  const size_t start = text.find_first_not_of(" \t");
-  if (start == std::string_view::npos) return {};
-  return text.substr(start, text.find_last_not_of(" \t") - start + 1);
-}
-
 }  // namespace
 
 TokenAccess::TokenAccess(const std::string& token)
@@ -75,7 +70,7 @@ bool TokenAccess::may_read(const http::request<http::string_body>& request) cons
   bool found = false;
   while (!cookies.empty()) {
     const size_t end = cookies.find(';');
-    const std::string_view pair = trimmed(cookies.substr(0, end));
+    const std::string_view pair = trim_blanks(cookies.substr(0, end));
     cookies = end == std::string_view::npos ? std::string_view() : cookies.substr(end + 1);
     const size_t equals = pair.find('=');
     if (equals == std::string_view::npos || pair.substr(0, equals) != name) continue;

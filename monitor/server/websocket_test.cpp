@@ -16,15 +16,6 @@ using store::testing_util::interval;
 using store::testing_util::loss_of;
 
 // The next message of a type, skipping others (a heartbeat's status, say).
-nlohmann::json next_of(LiveClient& client, const std::string& type) {
-  for (int i = 0; i < 20; ++i) {
-    nlohmann::json message = client.next();
-    if (message["type"] == type) return message;
-  }
-  ADD_FAILURE() << "no " << type << " message";
-  return {};
-}
-
 TEST_F(ServerTest, LiveStreamPushesRowsEventsAndStatus) {
   LiveClient client(port_, "/api/runs/beta/live", {kAuth});
   const auto hello = client.next();

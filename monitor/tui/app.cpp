@@ -24,8 +24,6 @@ constexpr double kClockS = 1.0;
 // A message wraps over at most this many rows; what is left of a longer one is cut.
 constexpr size_t kMaxMessageRows = 3;
 
-constexpr int kEscape = 27;
-
 class App {
  public:
   App(std::unique_ptr<store::Database> store, const AppOptions& options)
@@ -100,7 +98,7 @@ class App {
       case Outcome::Kind::Handled: return;
       case Outcome::Kind::Ignored:
         if (ch == '?') help_ = true;
-        else if (ch == 'q' || ch == kEscape) pop();
+        else if (ch == 'q' || ch == kEscapeKey) pop();
         return;
       case Outcome::Kind::Back: pop(); return;
       case Outcome::Kind::Quit: stack_.clear(); return;

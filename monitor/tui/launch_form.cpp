@@ -15,6 +15,7 @@
 #include "base/run_names.h"
 #include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
+#include "monitor/tui/terminal.h"
 #include "monitor/tui/run_screen.h"
 #include "store/run_queries.h"
 
@@ -24,7 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr int kEscape = 27;
 constexpr int kLabelWidth = 16;
 
 int positive_int(const std::string& text, const char* field) {
@@ -164,7 +164,7 @@ class LaunchForm final : public Screen {
   Outcome key(int key, Session& session) override {
     const auto fields = field_list();
     switch (key) {
-      case kEscape: return Outcome::back();
+      case kEscapeKey: return Outcome::back();
       case '?': return Outcome::ignored();
       case KEY_UP: case KEY_BTAB: field_ = (field_ + fields.size() - 1) % fields.size(); return Outcome::handled();
       case KEY_DOWN: case '\t': field_ = (field_ + 1) % fields.size(); return Outcome::handled();

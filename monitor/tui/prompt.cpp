@@ -5,11 +5,11 @@
 #include <algorithm>
 
 #include "monitor/tui/draw.h"
+#include "monitor/tui/terminal.h"
 
 namespace kiln::tui {
 namespace {
 
-constexpr int kEscape = 27;
 constexpr int kCtrlU = 21;
 
 bool is_enter(int key) { return key == '\n' || key == '\r' || key == KEY_ENTER; }
@@ -38,7 +38,7 @@ Prompt::Prompt(Kind kind, std::string question, std::string initial)
     : kind_(kind), question_(std::move(question)), text_(std::move(initial)) {}
 
 Prompt::Result Prompt::key(int key) {
-  if (key == kEscape) return Result::Cancelled;
+  if (key == kEscapeKey) return Result::Cancelled;
   if (kind_ == Kind::Confirm) {
     if (key == 'y' || key == 'Y') return Result::Accepted;
     if (key == 'n' || key == 'N') return Result::Cancelled;

@@ -49,8 +49,8 @@ std::string millis(double ms) { return std::isnan(ms) ? kAbsent : fmt::format("{
 std::vector<const store::MetricField*> time_fields(const std::vector<store::MetricRow>& rows) {
   std::vector<const store::MetricField*> fields;
   for (const store::MetricField& f : store::kMetricFields) {
-    const bool within = (f.views & store::kTimeWithin) != 0;
-    if (!(f.views & store::kTimeSplit) && !within) continue;
+    const bool within = (f.views & store::kInTimeWithin) != 0;
+    if (!(f.views & store::kInTimeSplit) && !within) continue;
     const auto measured = [&](const store::MetricRow& r) { return !std::isnan(store::metric_value(r, f)); };
     if (within && std::none_of(rows.begin(), rows.end(), measured)) continue;
     fields.push_back(&f);

@@ -12,10 +12,10 @@
 namespace kiln::tui {
 namespace {
 
-constexpr int kAxisWidth = 8;      // "  2.3456" left of the grid
+constexpr int kScatterAxisWidth = 8;  // "  2.3456" left of the grid
 constexpr double kLogSpan = 20;   // x values spanning more than this ratio go on a log axis
 
-std::string axis_value(double v) { return fmt::format("{:.4g}", v); }
+std::string scatter_axis_value(double v) { return fmt::format("{:.4g}", v); }
 
 bool present(const ScatterPoint& p) { return !std::isnan(p.x) && !std::isnan(p.y); }
 
@@ -53,29 +53,29 @@ ScatterGrid scatter_grid(const std::vector<ScatterPoint>& points, int width, int
 
 void draw_scatter(int row, int col, int height, int width, const std::string& title,
                   const std::vector<ScatterPoint>& points, const std::string& x_label, const Theme& theme) {
-  if (height < 3 || width < kAxisWidth + 4) return;
+  if (height < 3 || width < kScatterAxisWidth + 4) return;
   put(row, col, title, width, A_BOLD);
-  const int grid_height = height - 2, grid_width = width - kAxisWidth;
+  const int grid_height = height - 2, grid_width = width - kScatterAxisWidth;
   const ScatterGrid grid = scatter_grid(points, grid_width, grid_height);
   if (grid.x_min > grid.x_max) {
-    put(row + 1, col + kAxisWidth, "no data yet", grid_width, theme.attr(Tone::Dim));
+    put(row + 1, col + kScatterAxisWidth, "no data yet", grid_width, theme.attr(Tone::Dim));
     return;
   }
   const int dim = theme.attr(Tone::Dim);
-  put(row + 1, col, pad_right_aligned(axis_value(grid.y_max), kAxisWidth - 1), kAxisWidth - 1, dim);
-  put(row + grid_height, col, pad_right_aligned(axis_value(grid.y_min), kAxisWidth - 1), kAxisWidth - 1, dim);
+  put(row + 1, col, pad_right_aligned(scatter_axis_value(grid.y_max), kScatterAxisWidth - 1), kScatterAxisWidth - 1, dim);
+  put(row + grid_height, col, pad_right_aligned(scatter_axis_value(grid.y_min), kScatterAxisWidth - 1), kScatterAxisWidth - 1, dim);
   for (int r = 0; r < grid_height; ++r) {
-    put(row + 1 + r, col + kAxisWidth - 1, "|", 1, dim);
+    put(row + 1 + r, col + kScatterAxisWidth - 1, "|", 1, dim);
     const std::string& line = grid.rows[static_cast<size_t>(r)];
     for (int c = 0; c < grid_width; ++c) {
       const char mark = line[static_cast<size_t>(c)];
       if (mark != ' ')
-        put(row + 1 + r, col + kAxisWidth + c, std::string(1, mark), 1,
+        put(row + 1 + r, col + kScatterAxisWidth + c, std::string(1, mark), 1,
             theme.attr(mark == '*' ? Tone::Good : Tone::Info) | (mark == '*' ? A_BOLD : 0));
     }
   }
-  const int y = row + height - 1, left = col + kAxisWidth;
-  const std::string low = axis_value(grid.x_min), high = axis_value(grid.x_max);
+  const int y = row + height - 1, left = col + kScatterAxisWidth;
+  const std::string low = scatter_axis_value(grid.x_min), high = scatter_axis_value(grid.x_max);
   const std::string label = x_label + (grid.log_x ? " (log)" : "");
   put(y, left, low, grid_width, dim);
   put(y, left + (grid_width - text_width(label)) / 2, label, grid_width, dim);

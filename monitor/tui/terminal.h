@@ -6,6 +6,9 @@
 
 namespace kiln::tui {
 
+// What getch returns for the Esc key (curses has no KEY_ name for it).
+inline constexpr int kEscapeKey = 27;
+
 class Terminal {
  public:
   // tick_ms: the longest getch waits for a key. A terminal that cannot be opened (not a

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/check.h"
+#include "tests/test_files.h"
 #include "trainer/config/config.h"
 #include "trainer/memory/host_copy.h"
 #include "tests/error_of.h"
@@ -67,11 +68,7 @@ struct Trained {
 
 std::vector<double> values(Ops& ops, const Tensor& t) { return copy_to_doubles(ops, t); }
 
-mode_t mode_of(const std::string& path) {
-  struct stat st {};
-  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
-  return st.st_mode & 07777;
-}
+using test::mode_of;
 
 // Another user, for the tests that hand a file to one: they need root to.
 constexpr uid_t kNobody = 65534;

@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "tests/error_of.h"
+#include "tests/test_files.h"
 
 namespace kiln {
 namespace {
@@ -31,18 +32,9 @@ class DurableFileTest : public testing::Test {
   std::string dir_;
 };
 
-std::string text_of(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using test::text_of;
 
-mode_t mode_of(const std::string& path) {
-  struct stat st {};
-  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
-  return st.st_mode & 07777;
-}
+using test::mode_of;
 
 TEST_F(DurableFileTest, AnOwnerOnlyFileIs0600WhateverTheUmaskAndNeverAnExistingName) {
   const mode_t saved = ::umask(002);

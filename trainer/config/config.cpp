@@ -14,6 +14,7 @@
 
 #include "base/check.h"
 #include "base/closest_word.h"
+#include "base/trim.h"
 #include "trainer/config/embedded_config.h"
 #include "trainer/config/pipeline_layers.h"
 
@@ -331,18 +332,12 @@ void divides(const std::string& a_name, int64_t a, const std::string& b_name, in
     fail("config: " + a_name + "=" + show(a) + " does not divide " + b_name + "=" + show(b));
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 std::optional<std::array<double, 3>> parse_split(std::string_view text) {
   std::array<double, 3> weights{0, 0, 0};
   size_t n = 0;
   for (;;) {
     const size_t comma = text.find(',');
-    const std::string_view part = trim(text.substr(0, comma));
+    const std::string_view part = trim_blanks(text.substr(0, comma));
     if (n == weights.size() || part.empty()) return std::nullopt;
     double w = 0;
     const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), w);
@@ -382,9 +377,9 @@ void validate_model(const ModelConfig& m) {
 std::vector<int> parse_layer_list(const std::string& text, int n_layer) {
   std::vector<int> layers;
   std::string_view rest = text;
-  while (!trim(rest).empty()) {
+  while (!trim_blanks(rest).empty()) {
     const size_t comma = rest.find(',');
-    const std::string_view part = trim(rest.substr(0, comma));
+    const std::string_view part = trim_blanks(rest.substr(0, comma));
     int layer = -1;
     const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), layer);
     if (ec != std::errc() || end != part.data() + part.size() || layer < 0 || layer >= n_layer)
@@ -605,12 +600,12 @@ bool MoeConfig::is_moe_layer(int layer) const {
 std::map<std::string, std::string> AlertsConfig::action_map() const {
   std::map<std::string, std::string> map;
   std::string_view rest = actions;
-  while (!trim(rest).empty()) {
+  while (!trim_blanks(rest).empty()) {
     const size_t comma = rest.find(',');
-    const std::string_view item = trim(rest.substr(0, comma));
+    const std::string_view item = trim_blanks(rest.substr(0, comma));
     const size_t eq = item.find('=');
-    const std::string rule(trim(item.substr(0, eq)));
-    const std::string action(eq == item.npos ? "" : trim(item.substr(eq + 1)));
+    const std::string rule(trim_blanks(item.substr(0, eq)));
+    const std::string action(eq == item.npos ? "" : trim_blanks(item.substr(eq + 1)));
     const bool known = std::any_of(std::begin(kAlertRules), std::end(kAlertRules),
                                    [&](const char* r) { return rule == r; });
     if (!known)

@@ -20,8 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kEndOfText = "<|endoftext|>";
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(fmt::format("tokenizer: cannot open {}: {}", path, std::strerror(errno)));
@@ -66,7 +64,7 @@ BpeModel read_gpt2_files(const std::string& vocab_path, const std::string& merge
                        vocab_path, token, id_json.dump()));
     const auto id = id_json.get<int32_t>();
     std::optional<std::string> bytes = unicode_to_bytes(token);
-    if (token == kEndOfText) {
+    if (token == kGpt2EndOfText) {
       model.eod = id;
       model.specials.push_back({id, token});
     } else if (bytes) {
@@ -79,7 +77,7 @@ BpeModel read_gpt2_files(const std::string& vocab_path, const std::string& merge
   }
   if (model.eod < 0)
     fail(fmt::format("tokenizer: {} has no {} token, the end-of-document id", vocab_path,
-                     kEndOfText));
+                     kGpt2EndOfText));
 
   const std::string merges = read_file(merges_path);
   size_t line_no = 0;

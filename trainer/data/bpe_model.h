@@ -27,6 +27,9 @@ struct SpecialToken {
   std::string text;
 };
 
+// GPT-2's end-of-document token, which the tokenizers kiln trains end with too.
+inline constexpr const char* kGpt2EndOfText = "<|endoftext|>";
+
 struct BpeModel {
   std::vector<BpeToken> tokens;
   // Merges, lowest rank (first applied) first: the raw bytes of the left and right token.

@@ -14,6 +14,7 @@
 
 #include "base/check.h"
 #include "base/utf8.h"
+#include "tests/test_files.h"
 #include "trainer/data/bpe_byte_map.h"
 #include "trainer/data/bpe_gpt2_files.h"
 #include "trainer/data/bpe_hf_json.h"
@@ -235,12 +236,7 @@ TEST(BpeTokenizer, RefusesABrokenModel) {
   EXPECT_THROW(BpeTokenizer(twice, "x"), Error);
 }
 
-std::string fresh_dir(const std::string& name) {
-  const auto dir = std::filesystem::path(testing::TempDir()) / ("kiln_bpe_" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
+using test::fresh_dir;
 
 TEST(BpeFiles, Gpt2FilesRoundTrip) {
   const std::string dir = fresh_dir("gpt2_files");

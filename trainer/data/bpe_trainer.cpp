@@ -18,11 +18,10 @@
 namespace kiln {
 namespace {
 
-constexpr size_t kReadChunk = size_t{1} << 20;
+constexpr size_t kTrainingReadChunk = size_t{1} << 20;
 // A stretch of text with no place to cut (one run of letters, say) is cut here anyway, at
 // a character boundary, so memory stays bounded on any input.
 constexpr size_t kMaxHeld = size_t{64} << 20;
-constexpr const char* kEndOfText = "<|endoftext|>";
 
 uint64_t pair_key(int32_t left, int32_t right) {
   return static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right);
@@ -35,11 +34,11 @@ struct Word {
   int64_t count;
 };
 
-struct Candidate {
+struct MergeCandidate {
   int64_t count;
   uint64_t pair;
   // The heap's top is the most frequent pair; among equals, the lowest (left, right).
-  bool operator<(const Candidate& o) const {
+  bool operator<(const MergeCandidate& o) const {
     return count != o.count ? count < o.count : pair > o.pair;
   }
 };
@@ -95,7 +94,7 @@ void BpeTrainer::add_file(const std::string& path) {
     held.erase(0, n);
     held_offset += n;
   };
-  std::string chunk(kReadChunk, '\0');
+  std::string chunk(kTrainingReadChunk, '\0');
   while (true) {
     const size_t n = std::fread(chunk.data(), 1, chunk.size(), f.get());
     held.append(chunk.data(), n);
@@ -121,7 +120,7 @@ BpeModel BpeTrainer::train(const BpeTrainOptions& options,
                            const std::function<void(const BpeTrainProgress&)>& progress) const {
   KILN_CHECK(options.vocab_size >= 257,
              fmt::format("tokenizer train: --vocab-size {} is below 257 (256 bytes and {})",
-                         options.vocab_size, kEndOfText));
+                         options.vocab_size, kGpt2EndOfText));
   KILN_CHECK(options.min_frequency >= 1, "tokenizer train: --min-frequency must be at least 1");
 
   std::vector<std::string> tokens;  // id -> bytes
@@ -155,14 +154,14 @@ BpeModel BpeTrainer::train(const BpeTrainOptions& options,
       note_word(pair, w);
     }
   }
-  std::priority_queue<Candidate> heap;
+  std::priority_queue<MergeCandidate> heap;
   for (const auto& [pair, count] : pair_counts) heap.push({count, pair});
 
   BpeModel model;
   const int64_t wanted = options.vocab_size - 257;
   std::vector<int32_t> merged;
   while (static_cast<int64_t>(model.merges.size()) < wanted && !heap.empty()) {
-    const Candidate top = heap.top();
+    const MergeCandidate top = heap.top();
     heap.pop();
     const int64_t now = pair_counts[top.pair];
     if (now != top.count) {  // counts only fall after an entry is pushed: this one is stale
@@ -215,7 +214,7 @@ BpeModel BpeTrainer::train(const BpeTrainOptions& options,
   for (size_t id = 0; id < tokens.size(); ++id)
     model.tokens.push_back({static_cast<int32_t>(id), tokens[id]});
   model.eod = static_cast<int32_t>(tokens.size());
-  model.specials.push_back({model.eod, kEndOfText});
+  model.specials.push_back({model.eod, kGpt2EndOfText});
   model.pattern = pretokenizer_.pattern();
   return model;
 }

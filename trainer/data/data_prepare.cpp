@@ -16,19 +16,14 @@
 #include "trainer/data/jsonl.h"
 #include "trainer/data/ordered_pool.h"
 #include "trainer/data/tokenizer.h"
+#include "trainer/util/step_clock.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
 constexpr size_t kReadChunk = size_t{1} << 20;     // bytes read from an input at a time
 constexpr size_t kBatchBytes = size_t{256} << 10;  // text handed to a worker at a time
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Checks every input before anything is written, so a typo fails fast and leaves no files.
 uint64_t check_inputs(const std::vector<std::string>& inputs) {

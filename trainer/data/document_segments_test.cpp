@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 using test::error_of;
 
 // The ids of the byte tokenizer for text.
-std::vector<int32_t> bytes_of(const std::string& text) {
+std::vector<int32_t> byte_ids(const std::string& text) {
   return std::vector<int32_t>(text.begin(), text.end());
 }
 
@@ -55,7 +55,7 @@ TEST(EncodeBatch, EachSegmentsIdsInOrderAndAJsonlLineNamedWhenBad) {
   const std::vector<std::string> inputs = {"a.txt"};
   const EncodedBatch batch =
       encode_batch({{"ab", 0, 0, 0, false}, {"c", 0, 2, 0, true}, {"", 0, 3, 0, true}}, tokenizer, inputs, "");
-  EXPECT_EQ(batch.ids, bytes_of("abc"));
+  EXPECT_EQ(batch.ids, byte_ids("abc"));
   ASSERT_EQ(batch.segments.size(), 3u);
   EXPECT_EQ(batch.segments[0].ids, 2u);
   EXPECT_FALSE(batch.segments[0].ends_document);
@@ -64,7 +64,7 @@ TEST(EncodeBatch, EachSegmentsIdsInOrderAndAJsonlLineNamedWhenBad) {
   EXPECT_EQ(batch.segments[2].ids, 0u);
 
   const std::vector<std::string> jsonl = {"a.jsonl"};
-  EXPECT_EQ(encode_batch({{R"({"text": "hi"})", 0, 0, 1, true}}, tokenizer, jsonl, "text").ids, bytes_of("hi"));
+  EXPECT_EQ(encode_batch({{R"({"text": "hi"})", 0, 0, 1, true}}, tokenizer, jsonl, "text").ids, byte_ids("hi"));
   EXPECT_EQ(error_of([&] { encode_batch({{R"({"body": "hi"})", 0, 0, 7, true}}, tokenizer, jsonl, "text"); }),
             "data prepare: a.jsonl:7: no \"text\" key");
 }
@@ -77,8 +77,8 @@ TEST(DocumentWriter, JoinsSegmentsIntoDocumentsWithTheirEodAndSkipsEmptyOnes) {
     IndexedDatasetWriter writer(prefix, ByteTokenizer::kVocabSize);
     DocumentWriter documents(writer, ByteTokenizer::kEod, true);
     // One document across two batches, an empty one, then one more.
-    documents.write({bytes_of("hel"), {{3, false}}});
-    documents.write({bytes_of("loab"), {{2, true}, {0, true}, {2, true}}});
+    documents.write({byte_ids("hel"), {{3, false}}});
+    documents.write({byte_ids("loab"), {{2, true}, {0, true}, {2, true}}});
     EXPECT_EQ(documents.empty_documents(), 1);
     EXPECT_EQ(writer.num_documents(), 2);
     EXPECT_EQ(writer.num_tokens(), 5 + 1 + 2 + 1);
@@ -89,7 +89,7 @@ TEST(DocumentWriter, JoinsSegmentsIntoDocumentsWithTheirEodAndSkipsEmptyOnes) {
   const auto [begin, end] = ds.document_tokens(0);
   std::vector<int32_t> ids(static_cast<size_t>(end - begin));
   ds.read(begin, end - begin, ids.data());
-  std::vector<int32_t> expected = bytes_of("hello");
+  std::vector<int32_t> expected = byte_ids("hello");
   expected.push_back(ByteTokenizer::kEod);
   EXPECT_EQ(ids, expected);
   fs::remove_all(dir);

@@ -10,17 +10,11 @@
 #include <string_view>
 
 #include "base/check.h"
+#include "base/trim.h"
 #include "trainer/data/gpt_indices.h"
 
 namespace kiln {
 namespace {
-
-std::string trim(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t");
-  if (first == std::string_view::npos) return "";
-  const auto last = s.find_last_not_of(" \t");
-  return std::string(s.substr(first, last - first + 1));
-}
 
 // "98,2,0" -> {0.98, 0.02, 0.0}: 1 to 3 non-negative numbers, missing ones 0, normalised
 // as Megatron normalises them (divided by their sum, summed left to right).
@@ -30,7 +24,7 @@ std::array<double, 3> parse_weights(const std::string& weights) {
   size_t count = 0, at = 0;
   while (true) {
     const size_t comma = weights.find(',', at);
-    const std::string field = trim(std::string_view(weights).substr(at, comma - at));
+    const std::string field(trim_blanks(std::string_view(weights).substr(at, comma - at)));
     if (count == 3) fail(bad + "has more than three weights (train, valid, test)");
     char* end = nullptr;
     const double v = field.empty() ? -1.0 : std::strtod(field.c_str(), &end);

@@ -20,8 +20,8 @@ static_assert(std::endian::native == std::endian::little,
 namespace kiln {
 namespace {
 
-constexpr char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
-constexpr uint64_t kVersion = 1;
+constexpr char kIndexMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
+constexpr uint64_t kIndexVersion = 1;
 constexpr uint64_t kHeaderBytes = 9 + 8 + 1 + 8 + 8;  // magic, version, dtype, two counts
 
 // Megatron's largest sequence: lengths are stored as int32.
@@ -168,11 +168,11 @@ void IndexedDataset::validate_index() {
     fail(idx_path_ + ": truncated header (" + std::to_string(size) + " bytes, need " +
          std::to_string(kHeaderBytes) + ")");
   }
-  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) {
+  if (std::memcmp(p, kIndexMagic, sizeof(kIndexMagic)) != 0) {
     fail(idx_path_ + ": bad magic (not a Megatron MMIDIDX index file)");
   }
   const uint64_t version = load<uint64_t>(p + 9);
-  if (version != kVersion) {
+  if (version != kIndexVersion) {
     fail(idx_path_ + ": unsupported version " + std::to_string(version) + " (only 1 is defined)");
   }
   dtype_code_ = p[17];
@@ -426,8 +426,8 @@ void IndexedDatasetWriter::write_index() {
     const uint64_t sequences = sequence_lengths_.size();
     const uint64_t doc_indices = document_indices_.size();
     const auto code = static_cast<uint8_t>(dtype_code_);
-    write_all(f, kMagic, sizeof(kMagic), tmp);
-    write_all(f, &kVersion, 8, tmp);
+    write_all(f, kIndexMagic, sizeof(kIndexMagic), tmp);
+    write_all(f, &kIndexVersion, 8, tmp);
     write_all(f, &code, 1, tmp);
     write_all(f, &sequences, 8, tmp);
     write_all(f, &doc_indices, 8, tmp);

@@ -12,7 +12,7 @@
 namespace kiln {
 namespace {
 
-constexpr char kMagic[] = "\x93NUMPY";
+constexpr char kNpyMagic[] = "\x93NUMPY";
 constexpr size_t kMagicBytes = 6;
 constexpr size_t kPreamble = kMagicBytes + 2 + 2;  // magic, version 1.0, header length
 
@@ -100,7 +100,7 @@ NpyArray NpyArray::open(const std::string& path) {
 
 NpyArray::NpyArray(const std::string& path, const char* descr) : file_(path) {
   const uint8_t* bytes = file_.data();
-  if (file_.size() < kPreamble || std::memcmp(bytes, kMagic, kMagicBytes) != 0 || bytes[6] != 1)
+  if (file_.size() < kPreamble || std::memcmp(bytes, kNpyMagic, kMagicBytes) != 0 || bytes[6] != 1)
     fail(path + ": not a version 1 .npy file");
   const size_t header_bytes = bytes[8] | (static_cast<size_t>(bytes[9]) << 8);
   data_at_ = kPreamble + header_bytes;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "tests/test_files.h"
 #include "trainer/data/bpe_byte_map.h"
 #include "trainer/data/bpe_gpt2_files.h"
 #include "trainer/data/bpe_trainer.h"
@@ -18,14 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) {
-  const fs::path dir = fs::path(testing::TempDir()) / ("kiln_tokenizer_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
+using test::fresh_dir;
 
-BpeModel small_model() {
+BpeModel small_bpe() {
   BpeTrainer trainer;
   trainer.add_text("the cat and the hat and the bat ");
   return trainer.train({270, 1});
@@ -50,7 +46,7 @@ TEST(LoadTokenizer, Byte) {
 
 TEST(LoadTokenizer, DirectoryWithGpt2Files) {
   const std::string dir = fresh_dir("gpt2_files");
-  write_gpt2_files(small_model(), dir);
+  write_gpt2_files(small_bpe(), dir);
   const auto t = load_tokenizer(dir);
   EXPECT_EQ(t->name(), dir);
   EXPECT_EQ(t->vocab_size(), 270);
@@ -60,7 +56,7 @@ TEST(LoadTokenizer, DirectoryWithGpt2Files) {
 }
 
 TEST(LoadTokenizer, TokenizerJsonInADirectoryOrByName) {
-  const BpeModel model = small_model();
+  const BpeModel model = small_bpe();
   nlohmann::json vocab = nlohmann::json::object(), merges = nlohmann::json::array();
   for (const BpeToken& t : model.tokens) vocab[bytes_to_unicode(t.bytes)] = t.id;
   for (const auto& [l, r] : model.merges)

@@ -25,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-json read_json(const fs::path& path) {
+json read_hf_json(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("import: cannot read " + path.string());
   std::stringstream text;
@@ -44,7 +44,7 @@ class HfWeights {
     if (fs::exists(single)) {
       open(single);
     } else if (fs::exists(index)) {
-      const json map = read_json(index).value("weight_map", json());
+      const json map = read_hf_json(index).value("weight_map", json());
       if (!map.is_object() || map.empty()) fail("import: " + index.string() + " has no weight_map");
       std::set<std::string> shards;
       for (const auto& [name, shard] : map.items()) {
@@ -211,7 +211,7 @@ HfImportSummary import_hf(const HfImportOptions& options) {
     fail("import: " + options.output + " already exists; give a new folder");
 
   const std::string config_file = (input / "config.json").string();
-  ModelConfig model = model_from_hf_config(read_json(config_file), config_file);
+  ModelConfig model = model_from_hf_config(read_hf_json(config_file), config_file);
   const int64_t hf_positions = model.seq_len;
   if (options.seq_len > 0) {
     if (!model.is_llama() && options.seq_len > hf_positions)

@@ -37,13 +37,13 @@ ModelConfig model_of(const std::string& arch, bool tied, bool experts = false) {
   return m;
 }
 
-struct Case {
+struct InterchangeCase {
   std::string arch;
   bool tied;
   bool experts = false;
 };
 
-std::string name_of(const testing::TestParamInfo<Case>& info) {
+std::string name_of(const testing::TestParamInfo<InterchangeCase>& info) {
   return info.param.arch + (info.param.tied ? "_tied" : "_untied") + (info.param.experts ? "_moe" : "");
 }
 
@@ -85,7 +85,7 @@ std::map<std::string, std::vector<std::byte>> tensors_of(const std::string& file
   return out;
 }
 
-class HfInterchange : public testing::TestWithParam<Case> {};
+class HfInterchange : public testing::TestWithParam<InterchangeCase> {};
 
 TEST_P(HfInterchange, TheMapNamesEveryParameterWithItsShape) {
   const ModelConfig m = model_of(GetParam().arch, GetParam().tied, GetParam().experts);
@@ -151,9 +151,9 @@ TEST_P(HfInterchange, ExportThenImportGivesBackEveryTensorExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HfInterchange,
-                         testing::Values(Case{"gpt2", true}, Case{"gpt2", false},
-                                         Case{"llama", false}, Case{"llama", true},
-                                         Case{"llama", false, true}),
+                         testing::Values(InterchangeCase{"gpt2", true}, InterchangeCase{"gpt2", false},
+                                         InterchangeCase{"llama", false}, InterchangeCase{"llama", true},
+                                         InterchangeCase{"llama", false, true}),
                          name_of);
 
 // The exported files re-written as two BF16 shards and an index, as large models come.

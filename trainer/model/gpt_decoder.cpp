@@ -9,11 +9,6 @@
 
 namespace kiln {
 
-namespace {
-// A [rows, cols] matrix view of a [b, t, cols] activation.
-Tensor matrix(const Tensor& t) { return t.view({t.shape.rows(), t.shape.cols()}); }
-}  // namespace
-
 GptDecoder::GptDecoder(const GptModel& model, int64_t batch, int64_t chunk)
     : model_(model),
       ops_(model.ops()),
@@ -143,7 +138,7 @@ void GptDecoder::forward_chunk(int64_t t) {
   }
   // Only each sequence's last position needs logits: the output layer runs on those rows.
   norm(normed, x, final_norm_weight_, final_norm_bias_, t);
-  const Tensor rows = matrix(normed);
+  const Tensor rows = as_matrix(normed);
   for (int64_t b = 0; b < batch_; ++b) {
     const int64_t last = b * t + t - 1;
     ops_.matmul(logits_.slice(b, b + 1), rows.slice(last, last + 1), false, head_, true, false);
@@ -164,8 +159,8 @@ void GptDecoder::norm(const Tensor& out, const Tensor& x, const Tensor& weight, 
 
 void GptDecoder::linear(const Tensor& y, const Tensor& x, const Tensor& weight,
                         const Tensor& bias) const {
-  ops_.matmul(matrix(y), matrix(x), false, weight, true, false);
-  if (!bias.empty()) ops_.add_bias(matrix(y), bias);
+  ops_.matmul(as_matrix(y), as_matrix(x), false, weight, true, false);
+  if (!bias.empty()) ops_.add_bias(as_matrix(y), bias);
 }
 
 void GptDecoder::logits(int64_t b, std::vector<float>& out) const {

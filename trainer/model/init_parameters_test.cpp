@@ -17,7 +17,7 @@
 namespace kiln {
 namespace {
 
-ModelConfig model_of(const std::string& arch, bool moe) {
+ModelConfig arch_model(const std::string& arch, bool moe) {
   ModelConfig m = test::small_model(arch, 32, 90, 8);
   m.make_vocab_size_divisible_by = 64;  // 90 -> 128: padding rows, split over tp2 unevenly
   if (moe) {
@@ -45,7 +45,7 @@ std::string name_of(const testing::TestParamInfo<Arch>& info) {
 
 class ParameterInit : public testing::TestWithParam<Arch> {
  protected:
-  ModelConfig config() const { return model_of(GetParam().arch, GetParam().moe); }
+  ModelConfig config() const { return arch_model(GetParam().arch, GetParam().moe); }
 };
 
 TEST_P(ParameterInit, TheSameSeedGivesTheSameModelOnAnyThreadCount) {

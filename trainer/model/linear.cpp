@@ -4,11 +4,6 @@
 
 namespace kiln {
 
-namespace {
-// Views a [b, t, w] activation as the [b * t, w] matrix the product sees.
-Tensor matrix(const Tensor& t) { return t.view({t.shape.rows(), t.shape.cols()}); }
-}  // namespace
-
 void Linear::bind(const LayerBuild& build, const std::string& name, int64_t in, int64_t out,
                   bool bias, double init_std, const TensorSplit& split) {
   // Backward produces the bias gradient before the weight's: it comes first.
@@ -23,7 +18,7 @@ void Linear::bind(const LayerBuild& build, const std::string& name, int64_t in, 
 
 void Linear::forward(Ops& ops, const Tensor& y, const Tensor& x) const {
   if (has_bias_ && !fp8_) {
-    ops.matmul_bias(matrix(y), matrix(x), weight_.value, bias_.value);
+    ops.matmul_bias(as_matrix(y), as_matrix(x), weight_.value, bias_.value);
     return;
   }
   product(ops, y, x);
@@ -33,36 +28,36 @@ void Linear::forward(Ops& ops, const Tensor& y, const Tensor& x) const {
 void Linear::forward_gelu(Ops& ops, const Tensor& y, const Tensor& pre, const Tensor& x) const {
   KILN_CHECK(has_bias_, "a linear layer followed by GELU has a bias");
   if (!fp8_) {
-    ops.matmul_bias_gelu(matrix(y), matrix(pre), matrix(x), weight_.value, bias_.value);
+    ops.matmul_bias_gelu(as_matrix(y), as_matrix(pre), as_matrix(x), weight_.value, bias_.value);
     return;
   }
   product(ops, pre, x);
   add_bias(ops, pre);
-  ops.gelu_forward(matrix(y), matrix(pre));
+  ops.gelu_forward(as_matrix(y), as_matrix(pre));
 }
 
 void Linear::product(Ops& ops, const Tensor& y, const Tensor& x) const {
-  if (fp8_) fp8_->forward(ops, fp8_layer_, matrix(y), matrix(x), weight_.value);
-  else ops.matmul(matrix(y), matrix(x), false, weight_.value, true, false);
+  if (fp8_) fp8_->forward(ops, fp8_layer_, as_matrix(y), as_matrix(x), weight_.value);
+  else ops.matmul(as_matrix(y), as_matrix(x), false, weight_.value, true, false);
 }
 
 void Linear::add_bias(Ops& ops, const Tensor& y) const {
-  if (has_bias_) ops.add_bias(matrix(y), bias_.value);
+  if (has_bias_) ops.add_bias(as_matrix(y), bias_.value);
 }
 
 void Linear::backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x,
                       const Tensor& gelu_pre) const {
   if (fp8_) {
-    if (has_bias_) ops.bias_backward(bias_.grad, matrix(dy));
-    fp8_->backward(ops, fp8_layer_, dx.empty() ? dx : matrix(dx), matrix(dy), matrix(x), weight_.value, weight_.grad);
-    if (!dx.empty() && !gelu_pre.empty()) ops.gelu_backward(matrix(dx), matrix(gelu_pre), matrix(dx));
+    if (has_bias_) ops.bias_backward(bias_.grad, as_matrix(dy));
+    fp8_->backward(ops, fp8_layer_, dx.empty() ? dx : as_matrix(dx), as_matrix(dy), as_matrix(x), weight_.value, weight_.grad);
+    if (!dx.empty() && !gelu_pre.empty()) ops.gelu_backward(as_matrix(dx), as_matrix(gelu_pre), as_matrix(dx));
     return;
   }
-  if (has_bias_) ops.matmul_bias_grad(weight_.grad, bias_.grad, matrix(dy), matrix(x));
-  else ops.matmul(weight_.grad, matrix(dy), true, matrix(x), false, true);
+  if (has_bias_) ops.matmul_bias_grad(weight_.grad, bias_.grad, as_matrix(dy), as_matrix(x));
+  else ops.matmul(weight_.grad, as_matrix(dy), true, as_matrix(x), false, true);
   if (dx.empty()) return;
-  if (gelu_pre.empty()) ops.matmul(matrix(dx), matrix(dy), false, weight_.value, false, false);
-  else ops.matmul_dgelu(matrix(dx), matrix(dy), weight_.value, matrix(gelu_pre));
+  if (gelu_pre.empty()) ops.matmul(as_matrix(dx), as_matrix(dy), false, weight_.value, false, false);
+  else ops.matmul_dgelu(as_matrix(dx), as_matrix(dy), weight_.value, as_matrix(gelu_pre));
 }
 
 }  // namespace kiln

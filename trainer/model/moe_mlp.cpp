@@ -11,8 +11,6 @@ namespace kiln {
 
 namespace {
 
-Tensor matrix(const Tensor& t) { return t.view({t.shape.rows(), t.shape.cols()}); }
-
 // F, fc, S and shared_fc are this rank's: each expert's hidden units split over etp ranks,
 // the shared experts' over tp. N: the tokens a rank routes, the micro-batch's or, with whole
 // experts (etp < tp), its own share of them.
@@ -166,11 +164,11 @@ void MoeMlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor
   if (whole_experts_) {
     // Each tensor rank routes its own tokens; the shared experts, split over the group, take
     // the whole micro-batch gathered and reduce-scatter their partial sums.
-    const Tensor mine = matrix(x), out = matrix(y);
+    const Tensor mine = as_matrix(x), out = as_matrix(y);
     forward_exchange_ms_[s] = route_and_compute(ops, mine, b, routing_[s], logits_[s], exchange_[s],
                                                 scratch.exchanged);
     if (shared_) {
-      const Tensor whole_x = matrix(sequence_->gather(batch, x));
+      const Tensor whole_x = as_matrix(sequence_->gather(batch, x));
       const Tensor whole_y = scratch.whole.slice(0, whole_x.shape.rows());
       shared_forward(ops, whole_y, whole_x, b);
       if (shared_bias_once_ && tensor_group_->rank() == 0) ops.add_bias(whole_y, shared_proj_bias_.value);
@@ -181,15 +179,15 @@ void MoeMlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor
   }
   // Under sequence parallelism every rank routes the whole micro-batch, gathered, and keeps
   // its share of the output.
-  const Tensor whole_x = sequence_ ? matrix(sequence_->gather(batch, x)) : matrix(x);
-  const Tensor whole_y = sequence_ ? scratch.whole.slice(0, whole_x.shape.rows()) : matrix(y);
+  const Tensor whole_x = sequence_ ? as_matrix(sequence_->gather(batch, x)) : as_matrix(x);
+  const Tensor whole_y = sequence_ ? scratch.whole.slice(0, whole_x.shape.rows()) : as_matrix(y);
   forward_exchange_ms_[s] = run_forward(ops, whole_y, whole_x, b, routing_[s], logits_[s],
                                         exchange_[s], scratch.exchanged);
   const bool partial = shared_ && tp() > 1;
   if (sequence_ && partial) {
-    sequence_->scatter(matrix(y), whole_y);
+    sequence_->scatter(as_matrix(y), whole_y);
   } else if (sequence_) {
-    ops.cast(matrix(y), share_rows(whole_y));
+    ops.cast(as_matrix(y), share_rows(whole_y));
   } else if (partial) {
     tensor_group_->all_reduce(whole_y, ReduceOp::Sum);
   }
@@ -200,7 +198,7 @@ void MoeMlp::infer(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffe
   ExpertRouting routing;
   std::vector<double> logits;
   ExpertExchange exchange;
-  run_forward(ops, matrix(y), matrix(x), buffers, routing, logits, exchange, Tensor{});
+  run_forward(ops, as_matrix(y), as_matrix(x), buffers, routing, logits, exchange, Tensor{});
 }
 
 ExpertExchange MoeMlp::plan_exchange(Ops& ops, const ExpertRouting& routing, const ExpertBuffers& b) const {
@@ -387,27 +385,27 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
   if (whole_experts_) {
     // The shared experts' input gradient, a partial sum over the whole micro-batch, is
     // reduce-scattered; the routed experts' and the router's add this rank's tokens' own.
-    const Tensor dx = matrix(dx_in);
+    const Tensor dx = as_matrix(dx_in);
     if (shared_) {
-      const Tensor whole_x = matrix(sequence_->gather(batch, x_in));
-      const Tensor whole_dy = matrix(sequence_->gather_gradient(batch, dy_in));
+      const Tensor whole_x = as_matrix(sequence_->gather(batch, x_in));
+      const Tensor whole_dy = as_matrix(sequence_->gather_gradient(batch, dy_in));
       const Tensor whole_dx = g.whole.slice(0, whole_x.shape.rows());
       shared_backward(ops, whole_dx, whole_dy, whole_x, g, slots_[static_cast<size_t>(batch.slot)]);
       sequence_->scatter(dx, whole_dx);
     }
-    routed_backward(ops, batch.slot, dx, matrix(dy_in), matrix(x_in), g, dloss, true);
+    routed_backward(ops, batch.slot, dx, as_matrix(dy_in), as_matrix(x_in), g, dloss, true);
     return;
   }
   // Under tensor parallelism every rank computes over the whole micro-batch (gathered under
   // sequence parallelism); the input gradient is a partial sum over the group, into which
   // the part every rank computes alike (the router's) goes in on its first rank only.
-  const Tensor x = sequence_ ? matrix(sequence_->gather(batch, x_in)) : matrix(x_in);
-  const Tensor dy = sequence_ ? matrix(sequence_->gather_gradient(batch, dy_in)) : matrix(dy_in);
-  const Tensor dx = sequence_ ? g.whole.slice(0, x.shape.rows()) : matrix(dx_in);
+  const Tensor x = sequence_ ? as_matrix(sequence_->gather(batch, x_in)) : as_matrix(x_in);
+  const Tensor dy = sequence_ ? as_matrix(sequence_->gather_gradient(batch, dy_in)) : as_matrix(dy_in);
+  const Tensor dx = sequence_ ? g.whole.slice(0, x.shape.rows()) : as_matrix(dx_in);
   if (shared_) shared_backward(ops, dx, dy, x, g, slots_[static_cast<size_t>(batch.slot)]);
   routed_backward(ops, batch.slot, dx, dy, x, g, dloss, tp() == 1 || tensor_group_->rank() == 0);
   if (sequence_) {
-    sequence_->scatter(matrix(dx_in), dx);
+    sequence_->scatter(as_matrix(dx_in), dx);
   } else if (tp() > 1) {
     tensor_group_->all_reduce(dx, ReduceOp::Sum);
   }

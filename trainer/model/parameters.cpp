@@ -27,7 +27,7 @@ void ParameterSet::begin_pass() {
 
 namespace {
 // n rounded up to a multiple of kAlignElements * parts.
-int64_t aligned(int64_t n, int parts = 1) {
+int64_t aligned_elements(int64_t n, int parts = 1) {
   const int64_t multiple = kAlignElements * parts;
   return (n + multiple - 1) / multiple * multiple;
 }
@@ -58,7 +58,7 @@ Parameter ParameterSet::place(const std::string& name, Shape shape, int64_t offs
 
 Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, double std,
                             int64_t real_rows, const TensorSplit& split, bool copy) {
-  const int64_t offset = aligned(next_);
+  const int64_t offset = aligned_elements(next_);
   next_ = offset + shape.numel();
   Parameter p = place(name, shape, offset, init, std, split);
   KILN_CHECK(!sized_ || next_ <= dense_size_, "parameter layout grew after it was sized");
@@ -70,7 +70,7 @@ Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, dou
 
 Parameter ParameterSet::add_expert(const std::string& name, Shape shape, Init init, double std,
                                    const TensorSplit& split) {
-  const int64_t at = aligned(expert_next_);
+  const int64_t at = aligned_elements(expert_next_);
   expert_next_ = at + shape.numel();
   Parameter p = place(name, shape, dense_size_ + at, init, std, split);
   p.expert = true;
@@ -89,8 +89,8 @@ void ParameterSet::allocate(Ops& ops, int shards, int expert_shards) {
 
 void ParameterSet::size_regions(int shards, int expert_shards) {
   // Each shard starts aligned too.
-  dense_size_ = aligned(next_, shards);
-  size_ = dense_size_ + aligned(expert_next_, expert_shards);
+  dense_size_ = aligned_elements(next_, shards);
+  size_ = dense_size_ + aligned_elements(expert_next_, expert_shards);
   sized_ = true;
 }
 

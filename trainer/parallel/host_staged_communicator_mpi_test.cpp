@@ -21,7 +21,7 @@ Tensor staged(std::vector<T>& v, DType dtype) {
 }
 
 template <typename T>
-Tensor host(std::vector<T>& v, DType dtype) {
+Tensor host_view(std::vector<T>& v, DType dtype) {
   return {v.data(), dtype, {static_cast<int64_t>(v.size())}};
 }
 
@@ -133,7 +133,7 @@ TEST_F(HostStagedTest, AllToAllMovesDeviceRowsAsBits) {
 
 TEST_F(HostStagedTest, HostTensorsAndSplitGroupsWorkAsOverMpi) {
   std::vector<double> loss{1.0 * r_};
-  comm_->all_reduce(host(loss, DType::F64), ReduceOp::Sum);
+  comm_->all_reduce(host_view(loss, DType::F64), ReduceOp::Sum);
   EXPECT_EQ(loss[0], 6.0);
 
   ParallelConfig config;

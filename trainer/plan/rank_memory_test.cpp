@@ -14,15 +14,15 @@
 namespace kiln {
 namespace {
 
-struct Case {
+struct MemoryCase {
   const char* name;
   int world;
   std::vector<std::string> settings;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const MemoryCase& c, std::ostream* os) { *os << c.name; }
 
-class RankMemoryEqualsAllocation : public testing::TestWithParam<Case> {};
+class RankMemoryEqualsAllocation : public testing::TestWithParam<MemoryCase> {};
 
 // What Trainer allocates on `rank`: its model (parameters, gradients, activations, scratch,
 // recomputed, the op workspace the backend reserves) and its optimizer's state.
@@ -40,7 +40,7 @@ std::vector<ArenaSize> allocated(const Config& config, const ParallelLayout& lay
 }
 
 TEST_P(RankMemoryEqualsAllocation, ArenaByArenaOnEveryRank) {
-  const Case& c = GetParam();
+  const MemoryCase& c = GetParam();
   std::vector<std::string> settings = {"model.n_layer=4", "train.global_batch=16", "train.micro_batch=2",
                                        "data.paths=[\"unused\"]"};
   settings.insert(settings.end(), c.settings.begin(), c.settings.end());
@@ -65,8 +65,8 @@ TEST_P(RankMemoryEqualsAllocation, ArenaByArenaOnEveryRank) {
 const std::vector<std::string> kMoe = {"model.arch=llama", "model.n_kv_head=2", "model.d_ff=192",
                                        "moe.num_experts=4", "moe.top_k=2"};
 
-std::vector<Case> cases() {
-  std::vector<Case> all = {
+std::vector<MemoryCase> cases() {
+  std::vector<MemoryCase> all = {
       {"one_rank", 1, {}},
       {"tp2", 2, {"parallel.tp=2"}},
       {"tp2_sequence_parallel", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}},
@@ -91,7 +91,7 @@ std::vector<Case> cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, RankMemoryEqualsAllocation, testing::ValuesIn(cases()),
-                         [](const testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+                         [](const testing::TestParamInfo<MemoryCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace kiln

@@ -14,7 +14,7 @@
 namespace kiln {
 namespace {
 
-constexpr int64_t kRows = 24, kIn = 32, kOut = 16;
+constexpr int64_t kFp8Rows = 24, kIn = 32, kOut = 16;
 
 Tensor view(std::vector<float>& v, Shape shape) { return Tensor{v.data(), DType::F32, shape, Device::Cpu}; }
 
@@ -26,7 +26,7 @@ struct OneLayer {
   explicit OneLayer(const Fp8Recipe& recipe) : products(recipe) {
     for (int pass = 0; pass < 2; ++pass) {
       products.begin_pass();
-      layer = products.add(kRows, kIn, kOut);
+      layer = products.add(kFp8Rows, kIn, kOut);
       products.end_pass();
       if (pass == 0) products.allocate(*ops);
     }
@@ -78,23 +78,23 @@ void expect_recipe_over_steps(const Fp8Recipe& recipe) {
   for (int step = 0; step < 3; ++step) {
     // Magnitudes that move from step to step, so a delayed scale differs from a current one.
     const float grow = std::pow(4.0f, static_cast<float>(step));
-    std::vector<float> x = test::normal_values(kRows * kIn, grow, 10 + step), w = test::normal_values(kOut * kIn, 0.02f, 20 + step),
-                       dy = test::normal_values(kRows * kOut, 1e-4f / grow, 30 + step);
-    std::vector<float> y(kRows * kOut), dx(kRows * kIn), dw = test::normal_values(kOut * kIn, 1e-3f, 40 + step);
+    std::vector<float> x = test::normal_values(kFp8Rows * kIn, grow, 10 + step), w = test::normal_values(kOut * kIn, 0.02f, 20 + step),
+                       dy = test::normal_values(kFp8Rows * kOut, 1e-4f / grow, 30 + step);
+    std::vector<float> y(kFp8Rows * kOut), dx(kFp8Rows * kIn), dw = test::normal_values(kOut * kIn, 1e-3f, 40 + step);
     const std::vector<float> dw_before = dw;
-    l.products.forward(*l.ops, l.layer, view(y, {kRows, kOut}), view(x, {kRows, kIn}), view(w, {kOut, kIn}));
-    l.products.backward(*l.ops, l.layer, view(dx, {kRows, kIn}), view(dy, {kRows, kOut}), view(x, {kRows, kIn}),
+    l.products.forward(*l.ops, l.layer, view(y, {kFp8Rows, kOut}), view(x, {kFp8Rows, kIn}), view(w, {kOut, kIn}));
+    l.products.backward(*l.ops, l.layer, view(dx, {kFp8Rows, kIn}), view(dy, {kFp8Rows, kOut}), view(x, {kFp8Rows, kIn}),
                         view(w, {kOut, kIn}), view(dw, {kOut, kIn}));
-    const Fp8Tensor qx = sx.quantize(x.data(), kRows * kIn), qw = sw.quantize(w.data(), kOut * kIn);
-    expect_near_reference(y, qx, qw, kRows, kOut, kIn);
-    const Fp8Tensor qdy = sdy.quantize(dy.data(), kRows * kOut);
-    const Fp8Tensor qdy_t = cast_at(transpose(dy, kRows, kOut), sdy.scale(), Fp8Format::E5M2),
-                    qx_t = cast_at(transpose(x, kRows, kIn), sx.scale(), Fp8Format::E4M3),
+    const Fp8Tensor qx = sx.quantize(x.data(), kFp8Rows * kIn), qw = sw.quantize(w.data(), kOut * kIn);
+    expect_near_reference(y, qx, qw, kFp8Rows, kOut, kIn);
+    const Fp8Tensor qdy = sdy.quantize(dy.data(), kFp8Rows * kOut);
+    const Fp8Tensor qdy_t = cast_at(transpose(dy, kFp8Rows, kOut), sdy.scale(), Fp8Format::E5M2),
+                    qx_t = cast_at(transpose(x, kFp8Rows, kIn), sx.scale(), Fp8Format::E4M3),
                     qw_t = cast_at(transpose(w, kOut, kIn), sw.scale(), Fp8Format::E4M3);
-    expect_near_reference(dw, qdy_t, qx_t, kOut, kIn, kRows, dw_before);
-    expect_near_reference(dx, qdy, qw_t, kRows, kIn, kOut);
+    expect_near_reference(dw, qdy_t, qx_t, kOut, kIn, kFp8Rows, dw_before);
+    expect_near_reference(dx, qdy, qw_t, kFp8Rows, kIn, kOut);
     if (recipe.scaling == "delayed" && step > 0) {  // the scale is the history's, not this step's
-      EXPECT_NE(sx.scale(), 448.0f / amax_of(x.data(), kRows * kIn));
+      EXPECT_NE(sx.scale(), 448.0f / amax_of(x.data(), kFp8Rows * kIn));
     }
     l.products.update(*l.ops);
     sx.update(), sw.update(), sdy.update();

@@ -20,32 +20,32 @@
 namespace kiln {
 namespace {
 
-constexpr int64_t kRows = 4, kColumns = 16;
+constexpr int64_t kTrainRows = 4, kTrainColumns = 16;
 constexpr int kVocab = 32, kSteps = 60;
 
 // Rows that count up from a random start (mod the vocabulary): the next token is the one after.
 std::vector<double> train(const std::string& arch, const std::optional<Fp8Recipe>& fp8) {
   auto ops = make_cpu_ops(1);
-  const ModelConfig m = test::small_model(arch, 32, kVocab, kColumns);
+  const ModelConfig m = test::small_model(arch, 32, kVocab, kTrainColumns);
   ModelSplit split;
   split.fp8 = fp8;
-  GptModel model(m, kRows, *ops, DType::F32, 0, 1, split);
+  GptModel model(m, kTrainRows, *ops, DType::F32, 0, 1, split);
   model.init_parameters(5);
   TrainConfig t;
   AdamW optimizer(t, model.parameters(), *ops);
   std::vector<double> losses;
   for (int step = 0; step < kSteps; ++step) {
     std::vector<int32_t> tokens, targets;
-    for (int64_t r = 0; r < kRows; ++r)
-      for (int64_t c = 0; c < kColumns; ++c) {
+    for (int64_t r = 0; r < kTrainRows; ++r)
+      for (int64_t c = 0; c < kTrainColumns; ++c) {
         const int64_t start = (step * 7 + r * 13) % kVocab;
         tokens.push_back(static_cast<int32_t>((start + c) % kVocab));
         targets.push_back(static_cast<int32_t>((start + c + 1) % kVocab));
       }
     model.zero_grad();
-    model.set_batch(tokens.data(), targets.data(), kRows, kColumns);
+    model.set_batch(tokens.data(), targets.data(), kTrainRows, kTrainColumns);
     losses.push_back(model.forward());
-    model.backward(1.0 / (kRows * kColumns));
+    model.backward(1.0 / (kTrainRows * kTrainColumns));
     optimizer.step(3e-3);
     model.update_fp8_scales();
   }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "base/trim.h"
 
 namespace kiln {
 namespace {
@@ -27,12 +28,6 @@ constexpr HotKey kHotKeys[] = {
     {"train.eval_interval", Range::CountOrZero},
 };
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-  return s;
-}
-
 }  // namespace
 
 std::string hot_settings() {
@@ -45,8 +40,8 @@ Setting parse_setting(std::string_view assignment) {
   const size_t eq = assignment.find('=');
   if (eq == std::string_view::npos)
     fail(fmt::format("setting '{}' is not key=value (keys: {})", assignment, hot_settings()));
-  const std::string_view key = trim(assignment.substr(0, eq));
-  const std::string_view text = trim(assignment.substr(eq + 1));
+  const std::string_view key = trim_blanks(assignment.substr(0, eq));
+  const std::string_view text = trim_blanks(assignment.substr(eq + 1));
   const HotKey* hot = nullptr;
   for (const HotKey& k : kHotKeys)
     if (k.key == key) hot = &k;

@@ -10,7 +10,7 @@
 namespace kiln {
 namespace {
 
-std::string error_of(std::string_view assignment) {
+std::string setting_error_of(std::string_view assignment) {
   try {
     parse_setting(assignment);
   } catch (const Error& e) {
@@ -28,18 +28,18 @@ TEST(Setting, ParsesEveryHotKey) {
 }
 
 TEST(Setting, RefusesWhatCannotChangeWithTheReason) {
-  EXPECT_EQ(error_of("model.n_layer=4"),
+  EXPECT_EQ(setting_error_of("model.n_layer=4"),
             "model.n_layer cannot change during a run; the keys that can are train.lr, "
             "train.lr_scale, train.log_interval, train.eval_interval");
-  EXPECT_EQ(error_of("train.lr"), "setting 'train.lr' is not key=value (keys: train.lr, "
+  EXPECT_EQ(setting_error_of("train.lr"), "setting 'train.lr' is not key=value (keys: train.lr, "
                                   "train.lr_scale, train.log_interval, train.eval_interval)");
-  EXPECT_EQ(error_of("train.lr=fast"), "train.lr: 'fast' is not a number");
-  EXPECT_EQ(error_of("train.lr=1e-3x"), "train.lr: '1e-3x' is not a number");
-  EXPECT_EQ(error_of("train.lr=nan"), "train.lr: 'nan' is not a number");
-  EXPECT_EQ(error_of("train.lr_scale=0"), "train.lr_scale: must be greater than 0, got 0");
-  EXPECT_EQ(error_of("train.log_interval=0"),
+  EXPECT_EQ(setting_error_of("train.lr=fast"), "train.lr: 'fast' is not a number");
+  EXPECT_EQ(setting_error_of("train.lr=1e-3x"), "train.lr: '1e-3x' is not a number");
+  EXPECT_EQ(setting_error_of("train.lr=nan"), "train.lr: 'nan' is not a number");
+  EXPECT_EQ(setting_error_of("train.lr_scale=0"), "train.lr_scale: must be greater than 0, got 0");
+  EXPECT_EQ(setting_error_of("train.log_interval=0"),
             "train.log_interval: must be a whole number of steps of at least 1, got 0");
-  EXPECT_EQ(error_of("train.eval_interval=2.5"),
+  EXPECT_EQ(setting_error_of("train.eval_interval=2.5"),
             "train.eval_interval: must be a whole number of steps, got 2.5");
 }
 

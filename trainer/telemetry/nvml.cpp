@@ -6,9 +6,11 @@
 #include <limits>
 
 namespace kiln {
-namespace {
+// The few NVML declarations we call, as NVML's API reference defines them. Named, not
+// anonymous: Nvml::Library's members have these types, and a class with members of an
+// anonymous namespace's types must live in the main file of its translation unit.
+namespace nvml_api {
 
-// The few NVML declarations we call, as NVML's API reference defines them.
 using NvmlReturn = int;  // nvmlReturn_t; NVML_SUCCESS is 0
 constexpr NvmlReturn kNvmlSuccess = 0;
 constexpr int kNvmlTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
@@ -25,11 +27,13 @@ struct NvmlMemory {
 };
 
 template <typename Fn>
-Fn symbol(void* handle, const char* name) {
+Fn nvml_symbol(void* handle, const char* name) {
   return reinterpret_cast<Fn>(dlsym(handle, name));
 }
 
-}  // namespace
+}  // namespace nvml_api
+
+using namespace nvml_api;
 
 struct Nvml::Library {
   void* handle = nullptr;
@@ -53,14 +57,14 @@ std::unique_ptr<Nvml> Nvml::open(const std::string& pci_bus_id) {
   auto lib = std::make_unique<Library>();
   lib->handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib->handle) return nullptr;
-  const auto init = symbol<NvmlReturn (*)()>(lib->handle, "nvmlInit_v2");
+  const auto init = nvml_symbol<NvmlReturn (*)()>(lib->handle, "nvmlInit_v2");
   const auto by_bus_id =
-      symbol<NvmlReturn (*)(const char*, NvmlDevice*)>(lib->handle, "nvmlDeviceGetHandleByPciBusId_v2");
-  lib->utilization = symbol<decltype(lib->utilization)>(lib->handle, "nvmlDeviceGetUtilizationRates");
-  lib->memory = symbol<decltype(lib->memory)>(lib->handle, "nvmlDeviceGetMemoryInfo");
-  lib->power = symbol<decltype(lib->power)>(lib->handle, "nvmlDeviceGetPowerUsage");
-  lib->temperature = symbol<decltype(lib->temperature)>(lib->handle, "nvmlDeviceGetTemperature");
-  const auto shutdown = symbol<NvmlReturn (*)()>(lib->handle, "nvmlShutdown");
+      nvml_symbol<NvmlReturn (*)(const char*, NvmlDevice*)>(lib->handle, "nvmlDeviceGetHandleByPciBusId_v2");
+  lib->utilization = nvml_symbol<decltype(lib->utilization)>(lib->handle, "nvmlDeviceGetUtilizationRates");
+  lib->memory = nvml_symbol<decltype(lib->memory)>(lib->handle, "nvmlDeviceGetMemoryInfo");
+  lib->power = nvml_symbol<decltype(lib->power)>(lib->handle, "nvmlDeviceGetPowerUsage");
+  lib->temperature = nvml_symbol<decltype(lib->temperature)>(lib->handle, "nvmlDeviceGetTemperature");
+  const auto shutdown = nvml_symbol<NvmlReturn (*)()>(lib->handle, "nvmlShutdown");
   if (!init || !by_bus_id || !lib->utilization || !lib->memory || !lib->power ||
       !lib->temperature || !shutdown)
     return nullptr;

@@ -1,3 +1,4 @@
+#include "tests/test_files.h"
 #include "trainer/train/alert_hook.h"
 
 #include <gtest/gtest.h>
@@ -15,19 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("kiln_alert_hook_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
+using test::fresh_dir;
 
-std::string text_of(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using test::text_of;
 
 // What a hook printed to its warnings file, once the hook object has waited for them all.
 struct Warnings {

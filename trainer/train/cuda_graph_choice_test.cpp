@@ -9,13 +9,13 @@
 namespace kiln {
 namespace {
 
-struct Case {
+struct GraphCase {
   int world = 1;
   std::string comm = "nccl";
   Device device = Device::Cuda;
 };
 
-CudaGraphChoice choose(const Config& config, const Case& c = {}) {
+CudaGraphChoice choose(const Config& config, const GraphCase& c = {}) {
   return choose_cuda_graphs(config, ParallelLayout(config.parallel, c.world), c.device, c.comm);
 }
 

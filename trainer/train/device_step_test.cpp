@@ -18,7 +18,7 @@
 namespace kiln {
 namespace {
 
-constexpr int64_t kRows = 2, kColumns = 8;
+constexpr int64_t kStepRows = 2, kStepColumns = 8;
 constexpr int kAccum = 2;
 
 struct MicroBatch {
@@ -30,8 +30,8 @@ struct MicroBatch {
 MicroBatch micro_batch(int step, int micro, int vocab) {
   Random rng(static_cast<uint64_t>(100 * step + micro));
   MicroBatch b;
-  for (int64_t i = 0; i < kRows * kColumns; ++i) {
-    const int64_t column = i % kColumns, start = column < 2 + step % 4 ? 0 : 2 + step % 4;
+  for (int64_t i = 0; i < kStepRows * kStepColumns; ++i) {
+    const int64_t column = i % kStepColumns, start = column < 2 + step % 4 ? 0 : 2 + step % 4;
     b.tokens.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab))));
     b.targets.push_back(i % 7 == 3 ? -1 : static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab))));
     b.positions.push_back(static_cast<int32_t>(column - start));
@@ -40,7 +40,7 @@ MicroBatch micro_batch(int step, int micro, int vocab) {
   return b;
 }
 
-struct Trained {
+struct DeviceTrained {
   std::vector<double> losses, norms, weights;
 };
 
@@ -52,18 +52,18 @@ TrainConfig train_config() {
 }
 
 // Three steps of the model, op by op as the trainer runs them, or through a DeviceStep.
-Trained train(const std::string& arch, bool device_step) {
+DeviceTrained train_model(const std::string& arch, bool device_step) {
   auto ops = make_cpu_ops(1);
-  const ModelConfig m = test::small_model(arch, 16, 23, kColumns);
-  GptModel model(m, kRows, *ops);
+  const ModelConfig m = test::small_model(arch, 16, 23, kStepColumns);
+  GptModel model(m, kStepRows, *ops);
   model.init_parameters(3);
   const TrainConfig t = train_config();
   AdamW optimizer(t, model.parameters(), *ops);
   DocumentOptions documents;
   documents.reset_position_ids = documents.reset_attention_mask = true;
   DeviceStep step(model, optimizer, *ops, kAccum, documents);
-  const double tokens = kAccum * kRows * kColumns, dloss = 1.0 / tokens;
-  Trained out;
+  const double tokens = kAccum * kStepRows * kStepColumns, dloss = 1.0 / tokens;
+  DeviceTrained out;
   for (int s = 1; s <= 3; ++s) {
     const double lr = 1e-2 * s;
     std::vector<MicroBatch> micro;
@@ -78,7 +78,7 @@ Trained train(const std::string& arch, bool device_step) {
       double loss = 0;
       model.zero_grad();
       for (int i = 0; i < kAccum; ++i) {
-        model.set_batch(micro[i].tokens.data(), micro[i].targets.data(), kRows, kColumns, 0,
+        model.set_batch(micro[i].tokens.data(), micro[i].targets.data(), kStepRows, kStepColumns, 0,
                         {micro[i].positions.data(), micro[i].starts.data()});
         loss += model.forward() / kAccum;
         model.backward(dloss);
@@ -94,7 +94,7 @@ Trained train(const std::string& arch, bool device_step) {
 class DeviceStepOnTheCpu : public testing::TestWithParam<std::string> {};
 
 TEST_P(DeviceStepOnTheCpu, TrainsTheSameBitsAsTheStepOpByOp) {
-  const Trained by_ops = train(GetParam(), false), queued = train(GetParam(), true);
+  const DeviceTrained by_ops = train_model(GetParam(), false), queued = train_model(GetParam(), true);
   EXPECT_EQ(queued.losses, by_ops.losses);
   EXPECT_EQ(queued.norms, by_ops.norms);
   EXPECT_EQ(queued.weights, by_ops.weights);
@@ -106,15 +106,15 @@ INSTANTIATE_TEST_SUITE_P(Arch, DeviceStepOnTheCpu, testing::Values("gpt2", "llam
 
 TEST(DeviceStep, TheCpuCapturesNothingAndSaysWhy) {
   auto ops = make_cpu_ops(1);
-  const ModelConfig m = test::small_model("gpt2", 16, 23, kColumns);
-  GptModel model(m, kRows, *ops);
+  const ModelConfig m = test::small_model("gpt2", 16, 23, kStepColumns);
+  GptModel model(m, kStepRows, *ops);
   model.init_parameters(3);
   AdamW optimizer(train_config(), model.parameters(), *ops);
   DeviceStep step(model, optimizer, *ops, 1, DocumentOptions{});
   const MicroBatch b = micro_batch(1, 0, m.vocab_size);
   step.stage(0, b.tokens.data(), b.targets.data(), {});
   const std::vector<double> before = copy_to_doubles(*ops, model.parameters().flat_values());
-  EXPECT_FALSE(step.run(1e-2, 1.0, 1.0 / (kRows * kColumns), /*captured=*/true));
+  EXPECT_FALSE(step.run(1e-2, 1.0, 1.0 / (kStepRows * kStepColumns), /*captured=*/true));
   EXPECT_EQ(step.why_not(), "the CPU backend runs each op as it is called");
   EXPECT_EQ(copy_to_doubles(*ops, model.parameters().flat_values()), before);
   EXPECT_EQ(optimizer.steps_taken(), 0);
@@ -122,8 +122,8 @@ TEST(DeviceStep, TheCpuCapturesNothingAndSaysWhy) {
 
 TEST(DeviceStep, StagingRefusesABatchTheModelWouldRefuse) {
   auto ops = make_cpu_ops(1);
-  const ModelConfig m = test::small_model("gpt2", 16, 23, kColumns);
-  GptModel model(m, kRows, *ops);
+  const ModelConfig m = test::small_model("gpt2", 16, 23, kStepColumns);
+  GptModel model(m, kStepRows, *ops);
   AdamW optimizer(train_config(), model.parameters(), *ops);
   DeviceStep step(model, optimizer, *ops, 1, DocumentOptions{});
   MicroBatch b = micro_batch(1, 0, m.vocab_size);

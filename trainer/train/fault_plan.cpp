@@ -7,15 +7,10 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
+#include "base/trim.h"
 
 namespace kiln {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-  return s;
-}
 
 template <class T>
 bool read_number(std::string_view text, T& out) {
@@ -75,9 +70,9 @@ Fault read_item(std::string_view item) {
 
 FaultPlan FaultPlan::parse(std::string_view text) {
   FaultPlan plan;
-  while (!trim(text).empty()) {
+  while (!trim_blanks(text).empty()) {
     const size_t comma = text.find(',');
-    plan.faults_.push_back(read_item(trim(text.substr(0, comma))));
+    plan.faults_.push_back(read_item(trim_blanks(text.substr(0, comma))));
     if (comma == text.npos) break;
     text.remove_prefix(comma + 1);
   }

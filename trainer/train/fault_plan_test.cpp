@@ -9,7 +9,7 @@
 namespace kiln {
 namespace {
 
-std::string error_of(std::string_view text) {
+std::string fault_error_of(std::string_view text) {
   try {
     FaultPlan::parse(text);
   } catch (const Error& e) {
@@ -40,13 +40,13 @@ TEST(FaultPlan, NoneIsEmpty) {
 }
 
 TEST(FaultPlan, BadItemsAreNamedInOneLine) {
-  EXPECT_EQ(error_of("nan@five"), "KILN_FAULTS: cannot read \"nan@five\"; write nan@STEP, e.g. nan@5");
-  EXPECT_EQ(error_of("nan@0"), "KILN_FAULTS: cannot read \"nan@0\"; write nan@STEP, e.g. nan@5");
-  EXPECT_EQ(error_of("slow@1"), "KILN_FAULTS: cannot read \"slow@1\"; write slow@RANK:MS, e.g. slow@1:40");
-  EXPECT_EQ(error_of("spike@3x-1"), "KILN_FAULTS: cannot read \"spike@3x-1\"; write spike@STEP[xFACTOR], e.g. spike@8x20");
-  EXPECT_EQ(error_of("stall@2:99999"),
+  EXPECT_EQ(fault_error_of("nan@five"), "KILN_FAULTS: cannot read \"nan@five\"; write nan@STEP, e.g. nan@5");
+  EXPECT_EQ(fault_error_of("nan@0"), "KILN_FAULTS: cannot read \"nan@0\"; write nan@STEP, e.g. nan@5");
+  EXPECT_EQ(fault_error_of("slow@1"), "KILN_FAULTS: cannot read \"slow@1\"; write slow@RANK:MS, e.g. slow@1:40");
+  EXPECT_EQ(fault_error_of("spike@3x-1"), "KILN_FAULTS: cannot read \"spike@3x-1\"; write spike@STEP[xFACTOR], e.g. spike@8x20");
+  EXPECT_EQ(fault_error_of("stall@2:99999"),
             "KILN_FAULTS: cannot read \"stall@2:99999\"; write stall@STEP:SECONDS, e.g. stall@6:3");
-  EXPECT_EQ(error_of("nan@2,oom@3"),
+  EXPECT_EQ(fault_error_of("nan@2,oom@3"),
             "KILN_FAULTS: unknown fault \"oom@3\" (nan@STEP, spike@STEP[xFACTOR], slow@RANK:MS, stall@STEP:SECONDS, "
             "throughput@STEP:MS)");
 }

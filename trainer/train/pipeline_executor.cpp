@@ -1,4 +1,5 @@
 #include "trainer/train/pipeline_executor.h"
+#include "trainer/util/step_clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,12 +7,6 @@
 namespace kiln {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 // A channel joins two stages: its other end.
 int peer(const Communicator& channel) { return 1 - channel.rank(); }

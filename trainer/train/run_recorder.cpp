@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
+#include "base/human_format.h"
 #include "base/run_names.h"
 
 namespace kiln {
@@ -127,12 +128,7 @@ std::string default_run_name(const std::string& config_path) {
   const std::string stem = config_path.empty()
                                ? "tiny"
                                : kiln::run_name_from(std::filesystem::path(config_path).stem().string(), "run");
-  const std::time_t now = std::time(nullptr);
-  std::tm local{};
-  localtime_r(&now, &local);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
-  return stem + "-" + stamp;
+  return stem + "-" + local_time_text(static_cast<double>(std::time(nullptr)), "%Y%m%d-%H%M%S");
 }
 
 }  // namespace kiln

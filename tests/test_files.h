@@ -1,0 +1,40 @@
+// The files a test makes and reads back: a fresh folder of its own, a file's text and its
+// permission bits.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace kiln::test {
+
+// An empty folder under the test temp dir. The pid keeps apart the processes ctest runs side
+// by side, each running one test of a suite whose set-up prepares the same-named folder.
+inline std::string fresh_dir(const std::string& name) {
+  const std::filesystem::path dir =
+      std::filesystem::path(testing::TempDir()) / ("kiln_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+inline std::string text_of(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The permission bits of `path` itself (a link's own, not its target's).
+inline mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+}  // namespace kiln::test
