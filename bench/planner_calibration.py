@@ -58,6 +58,26 @@ def profile(build, config, settings, path):
                     "--profile", "--profile-json", path], cwd=ROOT, check=True, capture_output=True)
 
 
+TITLE = re.compile(r"/(\w+)/(\w+)/L(\d+)_C(\d+)_T(\d+)_B(\d+)x(\d+) ")
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+# The memory-bound ops of the blocks (the loss, the embedding and the optimizer's are modelled apart).
+BLOCK_OPS = ("layernorm", "rmsnorm", "add", "add_bias", "bias_backward", "gelu", "swiglu", "rope")
+
+
+def block_elements(profile_path):
+    """The elements the blocks' memory-bound ops move per token and residual width, per layer
+    (the final norm included), by op: what the time model's per-architecture constant stands for."""
+    with open(profile_path) as f:
+        j = json.load(f)
+    arch, dtype, layers, width, seq, micro, accum = TITLE.search(j["title"]).groups()
+    unit = int(layers) * int(width) * int(seq) * int(micro) * int(accum) * DTYPE_BYTES[dtype]
+    by_op = {}
+    for op in j["ops"]:
+        if op["op"].startswith(BLOCK_OPS):
+            by_op[op["op"]] = by_op.get(op["op"], 0) + op.get("bytes_per_step", 0) / unit
+    return arch, sum(by_op.values()), by_op
+
+
 def predicted(build, config, settings, ranks, profile_path):
     out = subprocess.run([os.path.join(build, "kiln"), "plan", "--gpu", "cpu", "--profile", profile_path,
                           "--gpus", str(ranks), "--this-layout", "--json", "--config", config,
@@ -91,6 +111,12 @@ def main():
             for threads in sorted({max(1, cores // ranks) for _, ranks, _ in LAYOUTS}):
                 profiles[name, threads] = os.path.join(tmp, f"{name}-{threads}.json")
                 profile(args.build, config, settings + [f"backend.threads={threads}"], profiles[name, threads])
+        for (name, threads), path in sorted(profiles.items()):
+            arch, total, by_op = block_elements(path)
+            parts = ", ".join(f"{op} {v:.1f}" for op, v in sorted(by_op.items()))
+            print(f"{name} ({arch}, {threads} threads): the blocks' memory-bound ops move {total:.1f} elements "
+                  f"per token and residual width a layer ({parts})")
+        print()
         print("| config | ranks | layout | predicted ms | measured ms | error |")
         print("| --- | ---: | --- | ---: | ---: | ---: |")
         errors = []

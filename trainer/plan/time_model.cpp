@@ -10,11 +10,15 @@
 namespace kiln {
 namespace {
 
-// Bytes the memory-bound ops of a block move per token and per d_model element of the
-// residual stream, in elements of the compute dtype: norms, activations, residual adds,
-// biases and rotary embeddings, forward and backward (kiln's H100 profiles of gpt2-124m and
-// llama-1b measured 90 and 105; bench/results).
-constexpr double kElementwisePerTokenWidth = 100;
+// Elements of the compute dtype the memory-bound ops of a block move per token and per
+// d_model element of the residual stream, forward and backward, with what else a layer costs
+// that the rates miss: 100, fitted to kiln's H100 profiles of gpt2-124m and llama-1b
+// (bench/results, 2026-11-23) and within 10% of H200 steps (docs/planner.md). Since
+// 2026-11-27 a GPT-2 block's products carry its biases and GELU (the fused products), which
+// removes the 47 that bench/planner_calibration.py counts in that gpt2-124m profile for them
+// (the bias adds 18, GELU forward 8 and backward 12, the bias gradients 9): 53 is left.
+double elementwise_per_token_width(const ModelConfig& m) { return m.is_llama() ? 100 : 53; }
+
 // Elements of the logits each token moves through the loss, forward and backward.
 constexpr double kLossPerLogit = 3;
 // Ops a block runs per micro-batch, forward and backward; the output layer and loss's.
@@ -122,7 +126,7 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
     double attention_flops = 7 * T * m.n_head * m.head_dim() * tokens * layers / tp;
     if (recompute == "full") gemm_flops += 2 * tokens * active / tp;
     if (recompute != "none") attention_flops += 2 * T * m.n_head * m.head_dim() * tokens * layers / tp;
-    const double moved = tokens * layers * d * kElementwisePerTokenWidth * b / tp + (head ? tokens * Vp * kLossPerLogit * b : 0);
+    const double moved = tokens * layers * d * elementwise_per_token_width(m) * b / tp + (head ? tokens * Vp * kLossPerLogit * b : 0);
     const double attention_s = attention_flops / attention;
     StepPrediction s;
     s.compute_s = gemm_flops / gemm + attention_s + moved / bandwidth +
