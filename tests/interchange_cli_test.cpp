@@ -115,7 +115,7 @@ TEST(InterchangeCli, AFolderThatIsNotAModelIsRefusedInOneLine) {
   r = run_command(kiln + " import --format hf --input " + dir + " --output " + dir + "/out");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.output, "kiln: error: import: " + dir +
-                          "/config.json: rope_scaling is set; kiln's RoPE has no scaling\n");
+                          "/config.json: rope_scaling's rope_type \"linear\" is not one kiln computes (llama3)\n");
   std::ofstream(dir + "/config.json") << R"({"model_type": "llama", "hidden_size": 32,
       "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 300})";
   r = run_command(kiln + " import --format hf --input " + dir + " --output " + dir + "/out");

@@ -49,6 +49,16 @@ def rope_tables(cfg):
     hd, T = cfg["head_dim"], cfg["seq_len"]
     i = torch.arange(hd // 2, dtype=torch.float64)
     inv_freq = cfg["rope_theta"] ** (-2.0 * i / hd)
+    scaling = cfg.get("rope_scaling")
+    if scaling:  # Hugging Face's rope_type "llama3" (Llama 3.1), as transformers computes it
+        factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+        original = scaling["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv_freq
+        scaled = torch.where(wavelen > original / low, inv_freq / factor, inv_freq)
+        smooth = (original / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < original / high) & ~(wavelen > original / low)
+        inv_freq = torch.where(medium, smoothed, scaled)
     angle = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
     return torch.cos(angle).float(), torch.sin(angle).float()
 
@@ -252,7 +262,7 @@ def params_from_hf(model_dir):
                "n_kv_head": hf.get("num_key_value_heads", H), "head_dim": C // H, "d_model": C,
                "d_ff": hf["intermediate_size"], "vocab_size": hf["vocab_size"],
                "seq_len": hf["max_position_embeddings"], "rope_theta": hf["rope_theta"],
-               "norm_eps": hf["rms_norm_eps"],
+               "rope_scaling": hf.get("rope_scaling"), "norm_eps": hf["rms_norm_eps"],
                "tie_embeddings": hf.get("tie_word_embeddings", False),
                "num_experts": hf.get("num_local_experts"), "top_k": hf.get("num_experts_per_tok"),
                "expert_ffn": hf["intermediate_size"]}

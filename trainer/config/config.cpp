@@ -36,6 +36,11 @@ void for_each_field(C& c, F&& f) {
   f("model", "vocab_size", c.model.vocab_size);
   f("model", "seq_len", c.model.seq_len);
   f("model", "rope_theta", c.model.rope_theta);
+  f("model", "rope_scaling", c.model.rope_scaling);
+  f("model", "rope_scaling_factor", c.model.rope_scaling_factor);
+  f("model", "rope_low_freq_factor", c.model.rope_low_freq_factor);
+  f("model", "rope_high_freq_factor", c.model.rope_high_freq_factor);
+  f("model", "rope_original_seq_len", c.model.rope_original_seq_len);
   f("model", "tie_embeddings", c.model.tie_embeddings);
   f("model", "make_vocab_size_divisible_by", c.model.make_vocab_size_divisible_by);
   f("model", "norm_eps", c.model.norm_eps);
@@ -368,6 +373,17 @@ void validate_model(const ModelConfig& m) {
     fail("config: model.d_model / model.n_head = " + show(m.head_dim()) +
          " must be even for arch llama (rotary embeddings rotate pairs of dimensions)");
   positive("model.rope_theta", m.rope_theta);
+  one_of("model.rope_scaling", m.rope_scaling, {"none", "llama3"});
+  if (m.rope_scaling == "llama3") {
+    if (!m.is_llama()) fail("config: model.rope_scaling=llama3 needs model.arch=llama (gpt2 has no rotary embeddings)");
+    if (!(m.rope_scaling_factor >= 1.0))
+      fail("config: model.rope_scaling_factor must be >= 1 (got " + show(m.rope_scaling_factor) + ")");
+    positive("model.rope_low_freq_factor", m.rope_low_freq_factor);
+    if (!(m.rope_high_freq_factor > m.rope_low_freq_factor))
+      fail("config: model.rope_high_freq_factor (" + show(m.rope_high_freq_factor) +
+           ") must be above model.rope_low_freq_factor (" + show(m.rope_low_freq_factor) + ")");
+    at_least("model.rope_original_seq_len", m.rope_original_seq_len, 1);
+  }
   at_least("model.make_vocab_size_divisible_by", m.make_vocab_size_divisible_by, 1);
   positive("model.norm_eps", m.norm_eps);
   positive("model.init_std", m.init_std);

@@ -49,6 +49,13 @@ struct ModelConfig {
   int vocab_size = 0;
   int seq_len = 0;
   double rope_theta = 10000.0;
+  // none, or llama3: Llama 3.1's long-context frequencies (trainer/model/rope_frequencies.h),
+  // by the four numbers below (Llama 3.1's own as defaults).
+  std::string rope_scaling = "none";
+  double rope_scaling_factor = 8.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  int rope_original_seq_len = 8192;
   bool tie_embeddings = true;
   int make_vocab_size_divisible_by = 128;  // the output layer is padded to a multiple
   double norm_eps = 1e-5;

@@ -332,10 +332,21 @@ TEST(Config, RoundTrips) {
   EXPECT_EQ(j["model"]["n_kv_head"], 0);  // as given, not resolved to n_head
 }
 
+TEST(Config, Llama3RopeScalingIsCheckedInOneLine) {
+  EXPECT_EQ(error_of({"model.arch=llama", "model.rope_scaling=llama3"}), "");
+  EXPECT_EQ(error_of({"model.rope_scaling=llama3"}),
+            "config: model.rope_scaling=llama3 needs model.arch=llama (gpt2 has no rotary embeddings)");
+  EXPECT_HAS(error_of({"model.arch=llama", "model.rope_scaling=yarn"}), "model.rope_scaling");
+  EXPECT_EQ(error_of({"model.arch=llama", "model.rope_scaling=llama3", "model.rope_scaling_factor=0.5"}),
+            "config: model.rope_scaling_factor must be >= 1 (got 0.5)");
+  EXPECT_EQ(error_of({"model.arch=llama", "model.rope_scaling=llama3", "model.rope_high_freq_factor=1"}),
+            "config: model.rope_high_freq_factor (1.0) must be above model.rope_low_freq_factor (1.0)");
+}
+
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 13}, {"moe", 14}, {"train", 26}, {"data", 7}, {"parallel", 13},
+      {"model", 18}, {"moe", 14}, {"train", 26}, {"data", 7}, {"parallel", 13},
       {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 14}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

@@ -39,6 +39,12 @@ class Fields {
     if (!ok) fail(fmt::format("import: {}: {} is {}, not a {}", file_, key, it->dump(), kind<T>()));
     return it->get<T>();
   }
+  // An object-valued field (present() first).
+  const json& object(const char* key) const {
+    const json& value = config_.at(key);
+    if (!value.is_object()) fail(fmt::format("import: {}: {} is {}, not an object", file_, key, value.dump()));
+    return value;
+  }
   bool present(const char* key) const {
     const auto it = config_.find(key);
     return it != config_.end() && !it->is_null();
@@ -93,6 +99,19 @@ ModelConfig gpt2_from_hf(const Fields& f, const std::string& file) {
   return m;
 }
 
+// Llama 3.1's rope_scaling (rope_type "llama3"); any other kind is refused, named.
+void rope_scaling_from_hf(const json& scaling, const std::string& file, ModelConfig& m) {
+  const Fields f(scaling, file);
+  const std::string type = f.get<std::string>("rope_type", f.get<std::string>("type", ""));
+  if (type != "llama3")
+    fail(fmt::format("import: {}: rope_scaling's rope_type \"{}\" is not one kiln computes (llama3)", file, type));
+  m.rope_scaling = "llama3";
+  m.rope_scaling_factor = f.get<double>("factor", m.rope_scaling_factor);
+  m.rope_low_freq_factor = f.get<double>("low_freq_factor", m.rope_low_freq_factor);
+  m.rope_high_freq_factor = f.get<double>("high_freq_factor", m.rope_high_freq_factor);
+  m.rope_original_seq_len = f.get<int>("original_max_position_embeddings", m.rope_original_seq_len);
+}
+
 ModelConfig llama_from_hf(const Fields& f, const std::string& file) {
   ModelConfig m;
   m.arch = "llama";
@@ -109,8 +128,7 @@ ModelConfig llama_from_hf(const Fields& f, const std::string& file) {
   m.init_std = f.get<double>("initializer_range", 0.02);
   m.tie_embeddings = f.get<bool>("tie_word_embeddings", false);
   f.require<std::string>("hidden_act", "silu", "silu", "kiln's SwiGLU gates with silu");
-  if (f.present("rope_scaling"))
-    fail("import: " + file + ": rope_scaling is set; kiln's RoPE has no scaling");
+  if (f.present("rope_scaling")) rope_scaling_from_hf(f.object("rope_scaling"), file, m);
   f.require<bool>("attention_bias", false, false, "kiln's Llama layers have no biases");
   f.require<bool>("mlp_bias", false, false, "kiln's Llama layers have no biases");
   if (m.n_head > 0 && f.get<int>("head_dim", m.d_model / m.n_head) != m.d_model / m.n_head)
@@ -158,6 +176,15 @@ void check_mixtral(const ModelConfig& m) {
     refuse("divides the top-k gates by their sum, and this model has moe.normalize_top_k=false");
 }
 
+json rope_scaling_to_hf(const ModelConfig& m) {
+  if (m.rope_scaling != "llama3") return nullptr;
+  return {{"rope_type", "llama3"},
+          {"factor", m.rope_scaling_factor},
+          {"low_freq_factor", m.rope_low_freq_factor},
+          {"high_freq_factor", m.rope_high_freq_factor},
+          {"original_max_position_embeddings", m.rope_original_seq_len}};
+}
+
 }  // namespace
 
 json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
@@ -175,6 +202,7 @@ json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
          {"max_position_embeddings", m.seq_len},
          {"rms_norm_eps", m.norm_eps},
          {"rope_theta", m.rope_theta},
+         {"rope_scaling", rope_scaling_to_hf(m)},
          {"hidden_act", "silu"},
          {"attention_dropout", 0.0}};
     const json own = m.moe.enabled()
@@ -188,7 +216,6 @@ json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
                                 {"output_router_logits", false}}
                          : json{{"architectures", {"LlamaForCausalLM"}},
                                 {"model_type", "llama"},
-                                {"rope_scaling", nullptr},
                                 {"attention_bias", false},
                                 {"mlp_bias", false},
                                 {"pretraining_tp", 1}};

@@ -376,6 +376,34 @@ TEST(HfConfig, MixtralImportsWithItsDefaultsAndRefusesASlidingWindow) {
             "attention sees the whole sequence");
 }
 
+TEST(HfConfig, Llama3RopeScalingGoesThereAndBack) {
+  // Llama 3.2 1B's config.json, the fields that matter here.
+  const nlohmann::json given = {
+      {"model_type", "llama"}, {"hidden_size", 2048}, {"intermediate_size", 8192},
+      {"num_hidden_layers", 16}, {"num_attention_heads", 32}, {"num_key_value_heads", 8},
+      {"vocab_size", 128256}, {"max_position_embeddings", 131072}, {"rope_theta", 500000.0},
+      {"tie_word_embeddings", true},
+      {"rope_scaling", {{"factor", 32.0}, {"high_freq_factor", 4.0}, {"low_freq_factor", 1.0},
+                        {"original_max_position_embeddings", 8192}, {"rope_type", "llama3"}}}};
+  const ModelConfig m = model_from_hf_config(given, "config.json");
+  EXPECT_EQ(m.rope_scaling, "llama3");
+  EXPECT_EQ(m.rope_scaling_factor, 32.0);
+  EXPECT_EQ(m.rope_low_freq_factor, 1.0);
+  EXPECT_EQ(m.rope_high_freq_factor, 4.0);
+  EXPECT_EQ(m.rope_original_seq_len, 8192);
+  EXPECT_EQ(hf_config(m, DType::BF16, 128001)["rope_scaling"], given["rope_scaling"]);
+  ModelConfig plain = m;
+  plain.rope_scaling = "none";
+  EXPECT_TRUE(hf_config(plain, DType::BF16, 128001)["rope_scaling"].is_null());
+  nlohmann::json yarn = given;
+  yarn["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_EQ(error_of([&] { model_from_hf_config(yarn, "config.json"); }),
+            "import: config.json: rope_scaling's rope_type \"yarn\" is not one kiln computes (llama3)");
+  yarn["rope_scaling"] = "llama3";
+  EXPECT_EQ(error_of([&] { model_from_hf_config(yarn, "config.json"); }),
+            "import: config.json: rope_scaling is \"llama3\", not an object");
+}
+
 TEST(HfExport, RefusesASelectionBiasMixtralCannotHold) {
   const fs::path dir = fresh("biased");
   const std::string saved =

@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "base/human_format.h"
 #include "trainer/memory/host_copy.h"
+#include "trainer/model/rope_frequencies.h"
 #include "trainer/model/vocab_parallel_cross_entropy.h"
 #include "trainer/util/random.h"
 
@@ -174,12 +175,11 @@ void GptModel::layout() {
 
 void GptModel::fill_rope_table() {
   const int64_t T = config_.seq_len, half = config_.head_dim() / 2;
+  const std::vector<double> inv_freq = rope_inverse_frequencies(config_);
   std::vector<double> table(static_cast<size_t>(T * half * 2));
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t i = 0; i < half; ++i) {
-      const double inv_freq = std::pow(config_.rope_theta, -2.0 * static_cast<double>(i) /
-                                                               config_.head_dim());
-      const double angle = static_cast<double>(t) * inv_freq;
+      const double angle = static_cast<double>(t) * inv_freq[static_cast<size_t>(i)];
       table[static_cast<size_t>((t * half + i) * 2)] = std::cos(angle);
       table[static_cast<size_t>((t * half + i) * 2 + 1)] = std::sin(angle);
     }
