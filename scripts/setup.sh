@@ -17,6 +17,7 @@ packages=(
   libncurses-dev tmux      # kiln tui, and the terminal its tests drive
   bible-kjv                # the demo corpus
   python3-torch python3-numpy   # the PyTorch reference for parity tests and benchmarks
+  python3-jinja2           # the reference renderer for the chat template parity test
 )
 
 missing=()
