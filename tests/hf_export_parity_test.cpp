@@ -30,8 +30,8 @@ constexpr double kTolerance = 1e-5;  // relative, loss and all logits
 
 // "mixtral": the Llama model with 4 experts of width 48, top 2, in both layers.
 ModelConfig export_model(const std::string& name) {
-  const bool mixtral = name == "mixtral", llama3 = name == "llama3_rope";
-  ModelConfig m = test::small_model(mixtral || llama3 ? "llama" : name, 64, 300, 16);  // 257 byte ids and more
+  const bool mixtral = name == "mixtral", llama3 = name == "llama3_rope", qwen2 = name == "qwen2";
+  ModelConfig m = test::small_model(name == "gpt2" ? "gpt2" : "llama", 64, 300, 16);  // 257 byte ids and more
   m.make_vocab_size_divisible_by = 64;                                     // padded to 320
   m.init_std = 0.05;
   if (mixtral) {
@@ -39,6 +39,7 @@ ModelConfig export_model(const std::string& name) {
     m.moe.top_k = 2;
     m.moe.ffn_hidden = 48;
   }
+  m.attention_bias = qwen2;
   if (llama3) {
     // Llama 3.1's scaling cut down to this model: with head dim 16 and an original context of
     // 32, the first frequency pair stays, the second is blended and the rest are divided.
@@ -133,7 +134,7 @@ TEST_P(HfExportParity, PyTorchReadsTheExportAndGivesKilnsLoss) {
               logits_error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, HfExportParity, testing::Values("gpt2", "llama", "mixtral", "llama3_rope"),
+INSTANTIATE_TEST_SUITE_P(Arch, HfExportParity, testing::Values("gpt2", "llama", "mixtral", "llama3_rope", "qwen2"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -113,6 +113,8 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"recompute_selective_dp2", 2, " --set train.recompute=selective", ""},
         Layout{"tp2", 2, " --set parallel.tp=2", ""},
         Layout{"llama_tp2", 2, " --set parallel.tp=2", kLlama},
+        // Qwen2's query, key and value biases, split over the ranks as their weight rows are.
+        Layout{"qwen2_tp2", 2, " --set parallel.tp=2", kLlama + " --set model.attention_bias=true"},
         Layout{"tp2_sequence_parallel", 2,
                " --set parallel.tp=2 --set parallel.sequence_parallel=true", ""},
         Layout{"llama_tp2_sequence_parallel_recompute_full", 2,

@@ -256,7 +256,7 @@ def params_from_hf(model_dir):
                 P[k + ours + ".bias"] = t(h + theirs + ".bias")
         P["final_norm.weight"], P["final_norm.bias"] = t("transformer.ln_f.weight"), t("transformer.ln_f.bias")
     else:
-        assert hf["model_type"] in ("llama", "mixtral") and hf["hidden_act"] == "silu"
+        assert hf["model_type"] in ("llama", "mixtral", "qwen2") and hf["hidden_act"] == "silu"
         C, H = hf["hidden_size"], hf["num_attention_heads"]
         cfg = {"arch": "llama", "n_layer": hf["num_hidden_layers"], "n_head": H,
                "n_kv_head": hf.get("num_key_value_heads", H), "head_dim": C // H, "d_model": C,
@@ -273,6 +273,9 @@ def params_from_hf(model_dir):
             P[k + "norm1.weight"] = t(m + "input_layernorm.weight")
             P[k + "attn.qkv.weight"] = torch.cat(
                 [t(attn + "q_proj.weight"), t(attn + "k_proj.weight"), t(attn + "v_proj.weight")])
+            if hf["model_type"] == "qwen2":  # Qwen2: biases on q, k and v (o_proj has none)
+                P[k + "attn.qkv.bias"] = torch.cat(
+                    [t(attn + "q_proj.bias"), t(attn + "k_proj.bias"), t(attn + "v_proj.bias")])
             P[k + "attn.proj.weight"] = t(attn + "o_proj.weight")
             P[k + "norm2.weight"] = t(m + "post_attention_layernorm.weight")
             if hf["model_type"] == "mixtral":

@@ -42,6 +42,7 @@ void for_each_field(C& c, F&& f) {
   f("model", "rope_high_freq_factor", c.model.rope_high_freq_factor);
   f("model", "rope_original_seq_len", c.model.rope_original_seq_len);
   f("model", "tie_embeddings", c.model.tie_embeddings);
+  f("model", "attention_bias", c.model.attention_bias);
   f("model", "make_vocab_size_divisible_by", c.model.make_vocab_size_divisible_by);
   f("model", "norm_eps", c.model.norm_eps);
   f("model", "init_std", c.model.init_std);
@@ -373,6 +374,8 @@ void validate_model(const ModelConfig& m) {
     fail("config: model.d_model / model.n_head = " + show(m.head_dim()) +
          " must be even for arch llama (rotary embeddings rotate pairs of dimensions)");
   positive("model.rope_theta", m.rope_theta);
+  if (m.attention_bias && !m.is_llama())
+    fail("config: model.attention_bias is for arch llama (gpt2's layers have every bias already)");
   one_of("model.rope_scaling", m.rope_scaling, {"none", "llama3"});
   if (m.rope_scaling == "llama3") {
     if (!m.is_llama()) fail("config: model.rope_scaling=llama3 needs model.arch=llama (gpt2 has no rotary embeddings)");

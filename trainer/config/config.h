@@ -57,6 +57,8 @@ struct ModelConfig {
   double rope_high_freq_factor = 4.0;
   int rope_original_seq_len = 8192;
   bool tie_embeddings = true;
+  // llama: biases on the query, key and value projections (Qwen2's); gpt2 has every bias.
+  bool attention_bias = false;
   int make_vocab_size_divisible_by = 128;  // the output layer is padded to a multiple
   double norm_eps = 1e-5;
   double init_std = 0.02;

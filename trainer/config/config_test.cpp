@@ -332,6 +332,12 @@ TEST(Config, RoundTrips) {
   EXPECT_EQ(j["model"]["n_kv_head"], 0);  // as given, not resolved to n_head
 }
 
+TEST(Config, AttentionBiasIsForLlamaLayers) {
+  EXPECT_EQ(error_of({"model.arch=llama", "model.attention_bias=true"}), "");
+  EXPECT_EQ(error_of({"model.attention_bias=true"}),
+            "config: model.attention_bias is for arch llama (gpt2's layers have every bias already)");
+}
+
 TEST(Config, Llama3RopeScalingIsCheckedInOneLine) {
   EXPECT_EQ(error_of({"model.arch=llama", "model.rope_scaling=llama3"}), "");
   EXPECT_EQ(error_of({"model.rope_scaling=llama3"}),
@@ -346,7 +352,7 @@ TEST(Config, Llama3RopeScalingIsCheckedInOneLine) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 18}, {"moe", 14}, {"train", 26}, {"data", 7}, {"parallel", 13},
+      {"model", 19}, {"moe", 14}, {"train", 26}, {"data", 7}, {"parallel", 13},
       {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 14}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

@@ -159,6 +159,19 @@ ModelConfig mixtral_from_hf(const Fields& f, const std::string& file) {
   return m;
 }
 
+// Qwen2 is Llama with biases on the query, key and value projections; Qwen2Config's defaults
+// are Qwen2-7B's.
+ModelConfig qwen2_from_hf(const Fields& f, const std::string& file) {
+  ModelConfig m = llama_from_hf(f, file);
+  m.attention_bias = true;
+  if (!f.present("vocab_size")) m.vocab_size = 151936;
+  if (!f.present("intermediate_size")) m.d_ff = 22016;
+  if (!f.present("max_position_embeddings")) m.seq_len = 32768;
+  if (f.get<bool>("use_sliding_window", false))
+    fail("import: " + file + ": use_sliding_window is true; kiln's attention sees the whole sequence");
+  return m;
+}
+
 // Refuses, in one line, an MoE model MixtralForCausalLM computes differently.
 void check_mixtral(const ModelConfig& m) {
   const MoeConfig& moe = m.moe;
@@ -171,6 +184,7 @@ void check_mixtral(const ModelConfig& m) {
       refuse(fmt::format("has experts in every layer, and this model's layer {} is dense", l));
   if (moe.shared_experts > 0)
     refuse(fmt::format("has no shared experts, and this model has moe.shared_experts={}", moe.shared_experts));
+  if (m.attention_bias) refuse("has no attention biases, and this model has model.attention_bias=true");
   if (moe.score != "softmax") refuse("scores its router by softmax, and this model has moe.score=" + moe.score);
   if (!moe.normalize_top_k)
     refuse("divides the top-k gates by their sum, and this model has moe.normalize_top_k=false");
@@ -214,11 +228,15 @@ json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
                                 {"router_aux_loss_coef", m.moe.aux_loss_coeff},
                                 {"router_jitter_noise", 0.0},
                                 {"output_router_logits", false}}
-                         : json{{"architectures", {"LlamaForCausalLM"}},
-                                {"model_type", "llama"},
-                                {"attention_bias", false},
-                                {"mlp_bias", false},
-                                {"pretraining_tp", 1}};
+                     : m.attention_bias ? json{{"architectures", {"Qwen2ForCausalLM"}},
+                                               {"model_type", "qwen2"},
+                                               {"use_sliding_window", false},
+                                               {"sliding_window", nullptr}}
+                                        : json{{"architectures", {"LlamaForCausalLM"}},
+                                               {"model_type", "llama"},
+                                               {"attention_bias", false},
+                                               {"mlp_bias", false},
+                                               {"pretraining_tp", 1}};
     c.update(own);
   } else {
     if (m.kv_heads() != m.n_head)
@@ -263,7 +281,8 @@ ModelConfig model_from_hf_config(const json& config, const std::string& file) {
   if (type == "gpt2") return gpt2_from_hf(fields, file);
   if (type == "llama") return llama_from_hf(fields, file);
   if (type == "mixtral") return mixtral_from_hf(fields, file);
-  fail("import: " + file + ": model_type \"" + type + "\" is not one kiln imports (gpt2, llama, mixtral)");
+  if (type == "qwen2") return qwen2_from_hf(fields, file);
+  fail("import: " + file + ": model_type \"" + type + "\" is not one kiln imports (gpt2, llama, mixtral, qwen2)");
 }
 
 }  // namespace kiln

@@ -278,9 +278,9 @@ TEST(HfImport, RefusesWhatItCannotPlaceInOneLine) {
   EXPECT_EQ(import_to("d"), "import: " + file + " has no tensor transformer.h.0.ln_1.bias");
 
   export_hf(original, hf.string());
-  std::ofstream(hf / "config.json") << R"({"model_type": "qwen2", "vocab_size": 300})";
+  std::ofstream(hf / "config.json") << R"({"model_type": "gemma", "vocab_size": 300})";
   EXPECT_EQ(import_to("e"), "import: " + (hf / "config.json").string() +
-                                ": model_type \"qwen2\" is not one kiln imports (gpt2, llama, mixtral)");
+                                ": model_type \"gemma\" is not one kiln imports (gpt2, llama, mixtral, qwen2)");
   std::ofstream(hf / "config.json") << R"({"model_type": "gpt2", "activation_function": "relu"})";
   EXPECT_EQ(import_to("f"), "import: " + (hf / "config.json").string() +
                                 ": activation_function \"relu\" is not the tanh GELU (gelu_new) "
@@ -402,6 +402,30 @@ TEST(HfConfig, Llama3RopeScalingGoesThereAndBack) {
   yarn["rope_scaling"] = "llama3";
   EXPECT_EQ(error_of([&] { model_from_hf_config(yarn, "config.json"); }),
             "import: config.json: rope_scaling is \"llama3\", not an object");
+}
+
+TEST(HfConfig, Qwen2IsLlamaWithQueryKeyAndValueBiases) {
+  const nlohmann::json given = {{"model_type", "qwen2"}, {"hidden_size", 64}, {"num_hidden_layers", 2},
+                                {"num_attention_heads", 4}, {"num_key_value_heads", 2}};
+  const ModelConfig m = model_from_hf_config(given, "config.json");
+  EXPECT_EQ(m.arch, "llama");
+  EXPECT_TRUE(m.attention_bias);
+  EXPECT_EQ(m.vocab_size, 151936);  // Qwen2Config's defaults where the file is silent
+  EXPECT_EQ(m.ffn_dim(), 22016);
+  EXPECT_EQ(m.seq_len, 32768);
+  const nlohmann::json back = hf_config(m, DType::BF16, 151643);
+  EXPECT_EQ(back["model_type"], "qwen2");
+  EXPECT_EQ(back["architectures"], nlohmann::json::array({"Qwen2ForCausalLM"}));
+  const std::vector<HfTensor> tensors = hf_tensor_map(m);
+  const auto qkv_bias = std::find_if(tensors.begin(), tensors.end(),
+                                     [](const HfTensor& t) { return t.kiln_name == "layers.0.attn.qkv.bias"; });
+  ASSERT_NE(qkv_bias, tensors.end());
+  EXPECT_EQ(qkv_bias->parts.size(), 3u);
+  EXPECT_EQ(qkv_bias->parts[1].name, "model.layers.0.self_attn.k_proj.bias");
+  nlohmann::json windowed = given;
+  windowed["use_sliding_window"] = true;
+  EXPECT_EQ(error_of([&] { model_from_hf_config(windowed, "config.json"); }),
+            "import: config.json: use_sliding_window is true; kiln's attention sees the whole sequence");
 }
 
 TEST(HfExport, RefusesASelectionBiasMixtralCannotHold) {

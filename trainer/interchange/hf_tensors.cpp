@@ -59,6 +59,12 @@ void llama_layer(std::vector<HfTensor>& out, const ModelConfig& m, int layer) {
                  {{h + "self_attn.q_proj.weight", 0, Q},
                   {h + "self_attn.k_proj.weight", Q, Q + KV},
                   {h + "self_attn.v_proj.weight", Q + KV, Q + 2 * KV}}});
+  if (m.attention_bias)
+    out.push_back({k + "attn.qkv.bias",
+                   {Q + 2 * KV},
+                   {{h + "self_attn.q_proj.bias", 0, Q},
+                    {h + "self_attn.k_proj.bias", Q, Q + KV},
+                    {h + "self_attn.v_proj.bias", Q + KV, Q + 2 * KV}}});
   out.push_back(whole(k + "attn.proj.weight", {C, Q}, h + "self_attn.o_proj.weight"));
   out.push_back(whole(k + "norm2.weight", {C}, h + "post_attention_layernorm.weight"));
   if (m.moe.is_moe_layer(layer)) {
