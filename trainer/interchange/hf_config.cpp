@@ -139,6 +139,14 @@ ModelConfig llama_from_hf(const Fields& f, const std::string& file) {
   return m;
 }
 
+// A window shorter than the context changes what attention sees; kiln's sees the whole sequence.
+void refuse_sliding_window(const Fields& f, const std::string& file, int seq_len) {
+  if (f.present("sliding_window") && f.get<int>("sliding_window", 0) < seq_len)
+    fail(fmt::format("import: {}: sliding_window {} is below max_position_embeddings {}; kiln's "
+                     "attention sees the whole sequence",
+                     file, f.get<int>("sliding_window", 0), seq_len));
+}
+
 // Mixtral is Llama with every MLP a sparse mixture of SwiGLU experts; MixtralConfig's
 // defaults are Mixtral 8x7B's.
 ModelConfig mixtral_from_hf(const Fields& f, const std::string& file) {
@@ -148,14 +156,22 @@ ModelConfig mixtral_from_hf(const Fields& f, const std::string& file) {
   if (!f.present("max_position_embeddings")) m.seq_len = 4096 * 32;
   if (!f.present("rms_norm_eps")) m.norm_eps = 1e-5;
   if (!f.present("rope_theta")) m.rope_theta = 1e6;
-  if (f.present("sliding_window") && f.get<int>("sliding_window", 0) < m.seq_len)
-    fail(fmt::format("import: {}: sliding_window {} is below max_position_embeddings {}; kiln's "
-                     "attention sees the whole sequence",
-                     file, f.get<int>("sliding_window", 0), m.seq_len));
+  refuse_sliding_window(f, file, m.seq_len);
   m.moe.num_experts = f.get<int>("num_local_experts", 8);
   m.moe.top_k = f.get<int>("num_experts_per_tok", 2);
   m.moe.ffn_hidden = m.d_ff;
   m.moe.aux_loss_coeff = f.get<double>("router_aux_loss_coef", 0.001);
+  return m;
+}
+
+// Mistral is Llama with (optionally) a sliding window, which kiln does not compute; its
+// config's defaults are Mistral 7B's.
+ModelConfig mistral_from_hf(const Fields& f, const std::string& file) {
+  ModelConfig m = llama_from_hf(f, file);
+  if (!f.present("intermediate_size")) m.d_ff = 14336;
+  if (!f.present("num_key_value_heads")) m.n_kv_head = 8;
+  if (!f.present("max_position_embeddings")) m.seq_len = 4096 * 32;
+  refuse_sliding_window(f, file, m.seq_len);
   return m;
 }
 
@@ -282,7 +298,9 @@ ModelConfig model_from_hf_config(const json& config, const std::string& file) {
   if (type == "llama") return llama_from_hf(fields, file);
   if (type == "mixtral") return mixtral_from_hf(fields, file);
   if (type == "qwen2") return qwen2_from_hf(fields, file);
-  fail("import: " + file + ": model_type \"" + type + "\" is not one kiln imports (gpt2, llama, mixtral, qwen2)");
+  if (type == "mistral") return mistral_from_hf(fields, file);
+  fail("import: " + file + ": model_type \"" + type +
+       "\" is not one kiln imports (gpt2, llama, mistral, mixtral, qwen2)");
 }
 
 }  // namespace kiln

@@ -280,7 +280,7 @@ TEST(HfImport, RefusesWhatItCannotPlaceInOneLine) {
   export_hf(original, hf.string());
   std::ofstream(hf / "config.json") << R"({"model_type": "gemma", "vocab_size": 300})";
   EXPECT_EQ(import_to("e"), "import: " + (hf / "config.json").string() +
-                                ": model_type \"gemma\" is not one kiln imports (gpt2, llama, mixtral, qwen2)");
+                                ": model_type \"gemma\" is not one kiln imports (gpt2, llama, mistral, mixtral, qwen2)");
   std::ofstream(hf / "config.json") << R"({"model_type": "gpt2", "activation_function": "relu"})";
   EXPECT_EQ(import_to("f"), "import: " + (hf / "config.json").string() +
                                 ": activation_function \"relu\" is not the tanh GELU (gelu_new) "
@@ -426,6 +426,23 @@ TEST(HfConfig, Qwen2IsLlamaWithQueryKeyAndValueBiases) {
   windowed["use_sliding_window"] = true;
   EXPECT_EQ(error_of([&] { model_from_hf_config(windowed, "config.json"); }),
             "import: config.json: use_sliding_window is true; kiln's attention sees the whole sequence");
+}
+
+TEST(HfConfig, MistralImportsAsLlamaAndRefusesASlidingWindowItWouldUse) {
+  const nlohmann::json given = {{"model_type", "mistral"}, {"hidden_size", 64}, {"num_hidden_layers", 2},
+                                {"num_attention_heads", 8}, {"vocab_size", 300},
+                                {"max_position_embeddings", 32}, {"sliding_window", nullptr}};
+  const ModelConfig m = model_from_hf_config(given, "config.json");
+  EXPECT_EQ(m.arch, "llama");
+  EXPECT_EQ(m.n_kv_head, 8);  // MistralConfig's defaults where the file is silent
+  EXPECT_EQ(m.ffn_dim(), 14336);
+  nlohmann::json windowed = given;
+  windowed["sliding_window"] = 32;  // as long as the context: the whole sequence after all
+  EXPECT_NO_THROW(model_from_hf_config(windowed, "config.json"));
+  windowed["sliding_window"] = 16;
+  EXPECT_EQ(error_of([&] { model_from_hf_config(windowed, "config.json"); }),
+            "import: config.json: sliding_window 16 is below max_position_embeddings 32; kiln's "
+            "attention sees the whole sequence");
 }
 
 TEST(HfExport, RefusesASelectionBiasMixtralCannotHold) {
