@@ -22,6 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr const char* kSecondFormat = "%Y-%m-%d %H:%M:%S";  // strftime's, to the second
+
 constexpr const char* kRecoveryTable = R"sql(
 CREATE TABLE kiln_recovery (
   store          TEXT NOT NULL,     -- the store the rows belong in
@@ -195,7 +197,8 @@ RecoveryLoad load_recovery(const std::string& file, const std::string& store) {
     fail("recover: " + load.store + " has no run named '" + h.run_name + "' (was it removed?); nothing loaded");
   if (run.int64(0) != h.run_id || run.real(1) != h.run_created_at)
     fail("recover: run '" + h.run_name + "' in " + load.store + " is another run than the one " + file +
-         " holds rows of (created " + local_time_text(run.real(1), "%Y-%m-%d %H:%M:%S") + ", that one " + local_time_text(h.run_created_at, "%Y-%m-%d %H:%M:%S") +
+         " holds rows of (created " + local_time_text(run.real(1), kSecondFormat) + ", that one " +
+         local_time_text(h.run_created_at, kSecondFormat) +
          "); nothing loaded");
   load.run_id = run.int64(0);
   const RunStatus stored = parse_run_status(run.text(2));

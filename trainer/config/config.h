@@ -65,6 +65,9 @@ struct ModelConfig {
   MoeConfig moe;
 
   bool is_llama() const { return arch == "llama"; }
+  // Whether the fused query/key/value projection has a bias: GPT-2's, or a Llama layer's with
+  // attention_bias (Qwen2).
+  bool has_qkv_bias() const { return !is_llama() || attention_bias; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int ffn_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }
   int head_dim() const { return d_model / n_head; }

@@ -147,23 +147,6 @@ void refuse_sliding_window(const Fields& f, const std::string& file, int seq_len
                      file, f.get<int>("sliding_window", 0), seq_len));
 }
 
-// Mixtral is Llama with every MLP a sparse mixture of SwiGLU experts; MixtralConfig's
-// defaults are Mixtral 8x7B's.
-ModelConfig mixtral_from_hf(const Fields& f, const std::string& file) {
-  ModelConfig m = llama_from_hf(f, file);
-  if (!f.present("intermediate_size")) m.d_ff = 14336;
-  if (!f.present("num_key_value_heads")) m.n_kv_head = 8;
-  if (!f.present("max_position_embeddings")) m.seq_len = 4096 * 32;
-  if (!f.present("rms_norm_eps")) m.norm_eps = 1e-5;
-  if (!f.present("rope_theta")) m.rope_theta = 1e6;
-  refuse_sliding_window(f, file, m.seq_len);
-  m.moe.num_experts = f.get<int>("num_local_experts", 8);
-  m.moe.top_k = f.get<int>("num_experts_per_tok", 2);
-  m.moe.ffn_hidden = m.d_ff;
-  m.moe.aux_loss_coeff = f.get<double>("router_aux_loss_coef", 0.001);
-  return m;
-}
-
 // Mistral is Llama with (optionally) a sliding window, which kiln does not compute; its
 // config's defaults are Mistral 7B's.
 ModelConfig mistral_from_hf(const Fields& f, const std::string& file) {
@@ -172,6 +155,19 @@ ModelConfig mistral_from_hf(const Fields& f, const std::string& file) {
   if (!f.present("num_key_value_heads")) m.n_kv_head = 8;
   if (!f.present("max_position_embeddings")) m.seq_len = 4096 * 32;
   refuse_sliding_window(f, file, m.seq_len);
+  return m;
+}
+
+// Mixtral is Mistral with every MLP a sparse mixture of SwiGLU experts; MixtralConfig's
+// defaults are Mixtral 8x7B's (Mistral 7B's, but for these two).
+ModelConfig mixtral_from_hf(const Fields& f, const std::string& file) {
+  ModelConfig m = mistral_from_hf(f, file);
+  if (!f.present("rms_norm_eps")) m.norm_eps = 1e-5;
+  if (!f.present("rope_theta")) m.rope_theta = 1e6;
+  m.moe.num_experts = f.get<int>("num_local_experts", 8);
+  m.moe.top_k = f.get<int>("num_experts_per_tok", 2);
+  m.moe.ffn_hidden = m.d_ff;
+  m.moe.aux_loss_coeff = f.get<double>("router_aux_loss_coef", 0.001);
   return m;
 }
 

@@ -54,17 +54,14 @@ void llama_layer(std::vector<HfTensor>& out, const ModelConfig& m, int layer) {
   const int64_t C = m.d_model, F = m.ffn_dim(), D = m.head_dim();
   const int64_t Q = m.n_head * D, KV = m.kv_heads() * D;
   out.push_back(whole(k + "norm1.weight", {C}, h + "input_layernorm.weight"));
-  out.push_back({k + "attn.qkv.weight",
-                 {Q + 2 * KV, C},
-                 {{h + "self_attn.q_proj.weight", 0, Q},
-                  {h + "self_attn.k_proj.weight", Q, Q + KV},
-                  {h + "self_attn.v_proj.weight", Q + KV, Q + 2 * KV}}});
-  if (m.attention_bias)
-    out.push_back({k + "attn.qkv.bias",
-                   {Q + 2 * KV},
-                   {{h + "self_attn.q_proj.bias", 0, Q},
-                    {h + "self_attn.k_proj.bias", Q, Q + KV},
-                    {h + "self_attn.v_proj.bias", Q + KV, Q + 2 * KV}}});
+  // kiln's fused rows: the query heads, then the key heads, then the value heads.
+  const auto qkv_parts = [&](const std::string& kind) {
+    return std::vector<HfPart>{{h + "self_attn.q_proj." + kind, 0, Q},
+                               {h + "self_attn.k_proj." + kind, Q, Q + KV},
+                               {h + "self_attn.v_proj." + kind, Q + KV, Q + 2 * KV}};
+  };
+  out.push_back({k + "attn.qkv.weight", {Q + 2 * KV, C}, qkv_parts("weight")});
+  if (m.has_qkv_bias()) out.push_back({k + "attn.qkv.bias", {Q + 2 * KV}, qkv_parts("bias")});
   out.push_back(whole(k + "attn.proj.weight", {C, Q}, h + "self_attn.o_proj.weight"));
   out.push_back(whole(k + "norm2.weight", {C}, h + "post_attention_layernorm.weight"));
   if (m.moe.is_moe_layer(layer)) {

@@ -70,7 +70,7 @@ void GptDecoder::bind_parameters() {
     l.norm1_weight = weight(n + "norm1.weight");
     l.norm1_bias = bias_of(n + "norm1");
     l.qkv_weight = weight(n + "attn.qkv.weight");
-    l.qkv_bias = m.attention_bias ? weight(n + "attn.qkv.bias") : bias_of(n + "attn.qkv");
+    l.qkv_bias = m.has_qkv_bias() ? weight(n + "attn.qkv.bias") : Tensor{};
     l.attn_proj_weight = weight(n + "attn.proj.weight");
     l.attn_proj_bias = bias_of(n + "attn.proj");
     l.norm2_weight = weight(n + "norm2.weight");

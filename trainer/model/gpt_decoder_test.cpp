@@ -19,8 +19,10 @@ namespace kiln {
 namespace {
 
 // A model whose norm weights and biases sit off their ones and zeros, so every path counts.
+// "qwen2": a Llama layer with query, key and value biases.
 ModelConfig decoder_model(const std::string& arch) {
-  ModelConfig m = test::small_model(arch, 64, 50, 16);
+  ModelConfig m = test::small_model(arch == "qwen2" ? "llama" : arch, 64, 50, 16);
+  m.attention_bias = arch == "qwen2";
   m.make_vocab_size_divisible_by = 16;
   m.init_std = 0.1;
   return m;
@@ -146,7 +148,7 @@ TEST_P(Decoder, RefusesPositionsPastTheContext) {
             "token id 50 is outside model.vocab_size=50");
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, Decoder, testing::Values("gpt2", "llama"),
+INSTANTIATE_TEST_SUITE_P(Arch, Decoder, testing::Values("gpt2", "llama", "qwen2"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -14,14 +14,14 @@ void SelfAttention::bind(const LayerBuild& build, const std::string& name,
   recompute_core_ = build.split.recompute == Recompute::Selective;
   context_ = build.context;
   Arena& core = recompute_core_ ? build.recomputed : build.activations;
-  // GPT-2 has every bias; a Llama layer none, or (Qwen2) the query, key and value ones.
-  const bool bias = !m.is_llama(), qkv_bias = bias || m.attention_bias;
+  const bool bias = !m.is_llama();
   // GPT-2's scaled init: residual projections get std / sqrt(2 * n_layer).
   const int64_t q_width = int64_t{m.n_head} * m.head_dim();
   const int64_t kv_width = int64_t{m.kv_heads()} * m.head_dim();
   proj_.bind(build, name + ".proj", q_width, m.d_model, bias,
              m.init_std / std::sqrt(2.0 * m.n_layer));
-  qkv_.bind(build, name + ".qkv", m.d_model, {q_width, kv_width, kv_width}, qkv_bias, m.init_std);
+  qkv_.bind(build, name + ".qkv", m.d_model, {q_width, kv_width, kv_width}, m.has_qkv_bias(),
+            m.init_std);
   qkv_out_.clear();
   attn_out_.clear();
   lse_.clear();
