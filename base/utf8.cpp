@@ -93,4 +93,14 @@ size_t utf8_complete_prefix(std::string_view text) {
   return n;
 }
 
+char32_t code_point_of(std::string_view character) {
+  const auto byte = [&](size_t i) { return static_cast<char32_t>(static_cast<unsigned char>(character[i])); };
+  switch (character.size()) {
+    case 1: return byte(0);
+    case 2: return (byte(0) & 0x1f) << 6 | (byte(1) & 0x3f);
+    case 3: return (byte(0) & 0x0f) << 12 | (byte(1) & 0x3f) << 6 | (byte(2) & 0x3f);
+    default: return (byte(0) & 0x07) << 18 | (byte(1) & 0x3f) << 12 | (byte(2) & 0x3f) << 6 | (byte(3) & 0x3f);
+  }
+}
+
 }  // namespace kiln

@@ -18,6 +18,9 @@ namespace kiln {
 size_t invalid_utf8_offset(std::string_view text);
 bool is_valid_utf8(std::string_view text);
 
+// The code point of one whole, well-formed UTF-8 character (its 1 to 4 bytes).
+char32_t code_point_of(std::string_view character);
+
 // Text nobody typed (a model's sample, whose last token may end inside a character) made
 // storable instead of refused: each ill-formed byte becomes U+FFFD, and the text is cut at a
 // character boundary to at most max_bytes.

@@ -17,6 +17,13 @@ TEST(Utf8, AcceptsWellFormedText) {
   EXPECT_NO_THROW(check_utf8("\xed\x9f\xbf"));  // U+D7FF, below the surrogates
 }
 
+TEST(Utf8, CodePointOfEachLength) {
+  EXPECT_EQ(code_point_of("A"), U'A');
+  EXPECT_EQ(code_point_of("\u00e9"), U'\u00e9');
+  EXPECT_EQ(code_point_of("\u3000"), U'\u3000');
+  EXPECT_EQ(code_point_of("\U0001F600"), U'\U0001F600');
+}
+
 TEST(Utf8, NamesTheFirstBadByte) {
   EXPECT_EQ(invalid_utf8_offset("ab\xff"
                                 "cd"),

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "base/check.h"
+#include "base/utf8.h"
 
 namespace kiln::jinja {
 
@@ -283,14 +284,6 @@ bool is_python_space(char32_t c) {
          (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
 }
 
-char32_t decode(const std::string& cp) {
-  const auto byte = [&](std::size_t i) { return static_cast<char32_t>(static_cast<unsigned char>(cp[i])); };
-  if (cp.size() == 1) return byte(0);
-  if (cp.size() == 2) return ((byte(0) & 0x1f) << 6) | (byte(1) & 0x3f);
-  if (cp.size() == 3) return ((byte(0) & 0x0f) << 12) | ((byte(1) & 0x3f) << 6) | (byte(2) & 0x3f);
-  return ((byte(0) & 0x07) << 18) | ((byte(1) & 0x3f) << 12) | ((byte(2) & 0x3f) << 6) | (byte(3) & 0x3f);
-}
-
 }  // namespace
 
 std::string str(const Value& v) {
@@ -339,7 +332,7 @@ std::string strip(const std::string& s, const std::string* chars, bool left, boo
   const std::vector<std::string> points = code_points(s);
   const std::vector<std::string> strip_set = chars != nullptr ? code_points(*chars) : std::vector<std::string>{};
   const auto stripped = [&](const std::string& cp) {
-    if (chars == nullptr) return is_python_space(decode(cp));
+    if (chars == nullptr) return is_python_space(code_point_of(cp));
     for (const auto& c : strip_set)
       if (c == cp) return true;
     return false;

@@ -37,13 +37,7 @@ struct MatchData {
 bool ends_in_whitespace(std::string_view text, size_t end) {
   size_t lead = end - 1;
   while (lead > 0 && (static_cast<unsigned char>(text[lead]) & 0xc0) == 0x80) --lead;
-  const auto b = [&](size_t i) {
-    return static_cast<uint32_t>(static_cast<unsigned char>(text[i]));
-  };
-  uint32_t cp = b(lead);
-  if (end - lead == 2) cp = (cp & 0x1f) << 6 | (b(lead + 1) & 0x3f);
-  if (end - lead == 3) cp = (cp & 0x0f) << 12 | (b(lead + 1) & 0x3f) << 6 | (b(lead + 2) & 0x3f);
-  if (end - lead == 4) return false;  // nothing past U+FFFF is whitespace
+  const char32_t cp = code_point_of(text.substr(lead, end - lead));
   return (cp >= 0x09 && cp <= 0x0d) || cp == 0x20 || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
          (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
          cp == 0x205f || cp == 0x3000;
