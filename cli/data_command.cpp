@@ -18,6 +18,7 @@
 #include "base/utf8.h"
 #include "trainer/data/byte_tokenizer.h"
 #include "trainer/data/indexed_dataset.h"
+#include "trainer/data/loss_mask.h"
 #include "trainer/data/tokenizer.h"
 
 namespace kiln {
@@ -143,6 +144,12 @@ DataPrepareSummary data_prepare(const DataPrepareOptions& options, std::FILE* ou
                                                  std::max(summary.seconds, 1e-9))),
                options.workers, options.workers == 1 ? "" : "s", summary.tokenizer,
                summary.bin_path, summary.idx_path);
+    if (!summary.mask_idx_path.empty())
+      fmt::print(out, "data prepare: {} of the {} tokens trained ({:.1f}%: assistant replies and their turns' ends; "
+                 "chat template from {}) -> loss mask {}\n",
+                 summary.trained_tokens, summary.tokens,
+                 100.0 * static_cast<double>(summary.trained_tokens) / static_cast<double>(std::max<int64_t>(summary.tokens, 1)),
+                 summary.chat_template, summary.mask_idx_path);
     std::fflush(out);
   }
   return summary;
@@ -175,6 +182,19 @@ void data_inspect(const std::string& prefix, const DataInspectOptions& options, 
              static_cast<double>(ds.num_tokens()) / static_cast<double>(ds.num_documents()),
              longest);
   print_histogram(ds, out);
+  if (fs::exists(loss_mask_prefix(prefix) + ".idx", ec)) {
+    const IndexedDataset mask(loss_mask_prefix(prefix));
+    constexpr int64_t kChunk = int64_t{1} << 20;
+    std::vector<int32_t> flags(static_cast<size_t>(kChunk));
+    int64_t trained = 0;
+    for (int64_t at = 0; at < mask.num_tokens(); at += kChunk) {
+      const int64_t n = std::min(kChunk, mask.num_tokens() - at);
+      mask.read(at, n, flags.data());
+      trained += std::count(flags.begin(), flags.begin() + n, 1);
+    }
+    fmt::print(out, "loss mask: {} of {} tokens trained ({}.idx)\n", trained, mask.num_tokens(),
+               loss_mask_prefix(prefix));
+  }
 
   constexpr int64_t kShown = 200;  // tokens shown of each document
   const ByteTokenizer bytes;
@@ -241,6 +261,22 @@ void add_data_command(CLI::App& app) {
       ->capture_default_str();
   prepare->add_option("--json-key", prepare_options->json_key,
                       "Read the inputs as JSONL, one document per line, the text under this key");
+  ChatDataOptions& chat = prepare_options->chat;
+  prepare
+      ->add_option("--format", chat.format,
+                   "text (documents), chat (JSONL {\"messages\": [{\"role\", \"content\"}, ...]}) or instruct (JSONL "
+                   "prompt/response): chat and instruct apply the chat template and write a loss mask")
+      ->capture_default_str();
+  prepare->add_option("--chat-template", chat.chat_template_file,
+                      "A Jinja chat template file to use instead of the tokenizer's (tokenizer_config.json)");
+  prepare->add_option("--messages-key", chat.messages_key, "--format chat: the key of the messages")
+      ->capture_default_str();
+  prepare->add_option("--prompt-key", chat.prompt_key, "--format instruct: the key of the prompt")
+      ->capture_default_str();
+  prepare->add_option("--response-key", chat.response_key, "--format instruct: the key of the response")
+      ->capture_default_str();
+  prepare->add_option("--system-key", chat.system_key, "--format instruct: the key of an optional system text")
+      ->capture_default_str();
   prepare
       ->add_option("-w,--workers", prepare_options->workers,
                    "Threads encoding documents (the output is the same for any number)")

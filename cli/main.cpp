@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "cli/data_command.h"
+#include "cli/finetune_command.h"
 #include "cli/generate_command.h"
 #include "cli/interchange_command.h"
 #include "cli/openmp_waiting.h"
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "kiln " KILN_VERSION " (commit " KILN_COMMIT ")");
   kiln::add_train_command(app, kiln::shell_command_line(argc, argv));
+  kiln::add_finetune_command(app, kiln::shell_command_line(argc, argv));
   kiln::add_data_command(app);
   kiln::add_tokenizer_commands(app);
   kiln::add_generate_commands(app);

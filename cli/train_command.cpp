@@ -31,23 +31,6 @@ namespace kiln {
 
 namespace {
 
-struct TrainOptions {
-  std::string config_path;
-  std::vector<std::string> overrides;
-  bool print_config = false;
-  std::string name;
-  std::vector<std::string> tags;
-  std::string store;
-  bool no_store = false;
-  std::string resume;
-  std::string serve;  // HOST:PORT: serve the dashboard while training
-  DashboardOptions dashboard;  // with --serve: --token, --allow-host, --max-connections...
-  bool force = false;  // --resume a run that still looks live
-  std::string sweep_point;  // SWEEP_ID:POINT, which kiln sweep passes to each run it launches
-  std::string layout;       // "auto": the planner's fastest layout for the launched ranks
-  std::string plan_device;  // the device --layout auto plans for (default: cpu, or h100 on a GPU)
-  std::optional<int> ranks;  // --ranks N: start N ranks under mpirun (cli/rank_launch.h)
-};
 
 // --layout auto: the config with the planner's fastest fitting layout for `ranks` ranks (its
 // parallel section, micro-batch and recomputation), said on the first rank's output.
@@ -119,6 +102,8 @@ void say_dropped_hook(std::FILE* out, const std::string& hook) {
   std::fflush(out);
 }
 
+}  // namespace
+
 void run_train(const TrainOptions& options, const std::string& command_line) {
   if (options.ranks) start_ranks(*options.ranks);
   // The name becomes a folder under train.checkpoint_dir: refused before anything starts.
@@ -180,7 +165,6 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   fmt::print("{}", next_steps(finished));
 }
 
-}  // namespace
 
 std::string shell_command_line(int argc, char** argv) {
   std::string line;

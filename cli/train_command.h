@@ -1,9 +1,34 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "cli/serve_command.h"
 
 namespace kiln {
+
+struct TrainOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  bool print_config = false;
+  std::string name;
+  std::vector<std::string> tags;
+  std::string store;
+  bool no_store = false;
+  std::string resume;
+  std::string serve;  // HOST:PORT: serve the dashboard while training
+  DashboardOptions dashboard;  // with --serve: --token, --allow-host, --max-connections...
+  bool force = false;  // --resume a run that still looks live
+  std::string sweep_point;  // SWEEP_ID:POINT, which kiln sweep passes to each run it launches
+  std::string layout;       // "auto": the planner's fastest layout for the launched ranks
+  std::string plan_device;  // the device --layout auto plans for (default: cpu, or h100 on a GPU)
+  std::optional<int> ranks;  // --ranks N: start N ranks under mpirun (cli/rank_launch.h)
+};
+
+// Trains as `kiln train` with these options; command_line is recorded in the store.
+void run_train(const TrainOptions& options, const std::string& command_line);
 
 // kiln train [--config FILE] [--set section.key=value ...] [--name NAME] [--tag TAG ...]
 //            [--store PATH | --no-store] [--resume CHECKPOINT|latest] [--ranks N] [--print-config]

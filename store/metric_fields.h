@@ -100,6 +100,8 @@ inline constexpr MetricField kMetricFields[] = {
      "Optimizer steps skipped (overflow) so far."},
     {"a2a_ms", &MetricRow::a2a_ms, "ms", RankSpread::PerRank, 17, 5, kInTimeWithin | kInCompareChoice | kInRanks, 2, "",
      "", "Of fwd_ms and bwd_ms, expert parallelism's token all-to-alls."},
+    {"trained_tokens", &MetricRow::trained_tokens, "tokens", RankSpread::SameOnEveryRank, 18, 10, kInCompareChoice, 0,
+     "", "kiln_trained_tokens", "Tokens of the step's global batch that the loss trained on (not masked)."},
 };
 
 // The field named `name`, or nullptr.

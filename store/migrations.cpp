@@ -324,7 +324,12 @@ ALTER TABLE sweeps ADD COLUMN status TEXT NOT NULL DEFAULT 'live'
 UPDATE sweeps SET status = 'ended' WHERE ended_at IS NOT NULL;
 )sql";
 
-constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6}, {kV7}, {kV8}, {kV9}};
+// Version 9 -> 10: the tokens each step trained on (metrics.trained_tokens): a fine-tune's loss
+// mask leaves its prompts out, so they are fewer than the tokens it read. A metric column from
+// the one metric list (`since` 10), which migrate() adds with its blocks' aggregate.
+constexpr const char* kV10 = "";
+
+constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6}, {kV7}, {kV8}, {kV9}, {kV10}};
 
 }  // namespace
 

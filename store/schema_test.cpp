@@ -55,14 +55,14 @@ std::unique_ptr<Database> migrated_from(const std::string& path, size_t version,
     db.exec(sql);
   }
   auto db = open_store(path, Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 9);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
   return db;
 }
 
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 9);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 9);
+  EXPECT_EQ(schema_version(), 10);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(db->query_int("PRAGMA synchronous"), 1);  // NORMAL
@@ -76,13 +76,13 @@ TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   // Reopening a current store changes nothing.
   db.reset();
   db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 9);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
 }
 
 TEST_F(SchemaTest, MigratesAnEmptyFileFromVersionZero) {
   spit(path(), "");  // what `touch kiln-runs.db` leaves: a version-0 SQLite database
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 9);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
   EXPECT_EQ(db->query_int("SELECT count(*) FROM runs"), 0);
 }
 
@@ -95,7 +95,7 @@ TEST_F(SchemaTest, VersionTwoAddsThePidAndScrubsTokensFromRecordedCommandLines) 
             "('plain', 'kiln train --name plain', 1)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 9);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'leaky'"),
             "kiln train --serve 0.0.0.0:8080 --token *** --set hub.api_key=***");
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'plain'"), "kiln train --name plain");
@@ -125,7 +125,7 @@ TEST_F(SchemaTest, VersionFourAddsExpertLoadsAndKeepsOlderRows) {
             "INSERT INTO valid_metrics (run_id, step, time, loss) VALUES (1, 4, 5, 2.75)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 9);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
   const RunDetails details = run_details(*db, 1);
   EXPECT_EQ(details.run.name, "dense");
   ASSERT_TRUE(details.latest_sample.has_value());
@@ -146,7 +146,7 @@ TEST_F(SchemaTest, VersionFiveAddsTheAllToAllTimeToRowsAndBlocks) {
             "INSERT INTO metric_blocks (run_id, rank, block, aggregates) VALUES (1, 0, 0, zeroblob(680))");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 9);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
   Statement& st = db->cached("SELECT aggregates FROM metric_blocks WHERE run_id = 1");
   ASSERT_TRUE(st.step());
   const std::span<const std::byte> blob = st.blob(0);
@@ -272,12 +272,12 @@ TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
                   "CREATE TABLE extras (run_id INTEGER, x TEXT);"});
   Database db(path(), Access::ReadWrite);
   migrate(db, next);
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 10);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 11);
   EXPECT_EQ(db.query_int("SELECT priority FROM runs WHERE name = 'first'"), 3);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM extras"), 0);
   migrate(db, next);  // already there: nothing to do
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 10);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 11);
 }
 
 TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
@@ -287,7 +287,7 @@ TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
   Database db(path(), Access::ReadWrite);
   EXPECT_EQ(error_of([&] { migrate(db, next); }),
             "store: " + path() + ": no such table: no_such_table");
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 9);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 10);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'extras'"), 0);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
 }
@@ -296,15 +296,15 @@ TEST_F(SchemaTest, RefusesAStoreFromANewerKiln) {
   make_store(path());
   {
     Database db(path(), Access::ReadWrite);
-    db.exec("PRAGMA user_version = 10");
+    db.exec("PRAGMA user_version = 11");
   }
   const std::string expected =
-      "store: " + path() + " has schema version 10, newer than this kiln's 9; upgrade kiln";
+      "store: " + path() + " has schema version 11, newer than this kiln's 10; upgrade kiln";
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadWrite); }), expected);
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadOnly); }), expected);
   EXPECT_EQ(error_of([&] { RunWriter writer(path()); }), expected);
   Database db(path(), Access::ReadOnly);
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 10);  // untouched
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 11);  // untouched
 }
 
 TEST_F(SchemaTest, ReadOnlyAccessNeverMigrates) {

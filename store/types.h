@@ -125,6 +125,7 @@ struct MetricRow {
   std::optional<int64_t> mem_peak;  // peak device memory so far
   double loss_scale = kNoValue;     // fp16 dynamic loss scale
   int64_t skipped_steps = 0;        // optimizer steps skipped (overflow) so far
+  std::optional<int64_t> trained_tokens;  // the step's targets trained on (not masked)
 };
 
 struct ValidRow {

@@ -459,11 +459,13 @@ std::string run_checkpoint_root(const std::string& checkpoint_dir, const std::st
   return root.string();
 }
 
-nlohmann::json checkpoint_config(const std::string& path) {
+TrainingState checkpoint_state(const std::string& path) {
   const std::string file = (fs::path(path) / kStateFile).string();
   if (!present(file)) fail("checkpoint: " + file + " is missing");
-  return state_from_json(read_json(file), file).config;
+  return state_from_json(read_json(file), file);
 }
+
+nlohmann::json checkpoint_config(const std::string& path) { return checkpoint_state(path).config; }
 
 ResumedConfig resumed_config(const std::string& checkpoint, const std::vector<std::string>& overrides) {
   json config = checkpoint_config(checkpoint);

@@ -127,8 +127,10 @@ void check_run_folder(const std::string& root);
 // anything else is a kiln::Error.
 std::string run_checkpoint_root(const std::string& checkpoint_dir, const std::string& run_name);
 
-// The run config a checkpoint was written with, read from its state.json alone (the files
-// are checked when the checkpoint is opened for restoring).
+// The state a checkpoint was written with (its step, run, config...), read from its state.json
+// alone (the files are checked when the checkpoint is opened for restoring).
+TrainingState checkpoint_state(const std::string& path);
+// Its run config.
 nlohmann::json checkpoint_config(const std::string& path);
 
 // The config a resumed or forked run trains with: the checkpoint's, with this command's --set

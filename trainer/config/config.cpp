@@ -96,6 +96,7 @@ void for_each_field(C& c, F&& f) {
   f("data", "eod_mask_loss", c.data.eod_mask_loss);
   f("data", "reset_position_ids", c.data.reset_position_ids);
   f("data", "reset_attention_mask", c.data.reset_attention_mask);
+  f("data", "samples", c.data.samples);
 
   f("parallel", "tp", c.parallel.tp);
   f("parallel", "pp", c.parallel.pp);
@@ -473,6 +474,13 @@ void validate_data(const DataConfig& d, const ModelConfig& m) {
          "(e.g. \"969,30,1\"), got " + show(d.split));
   // Any other spec names tokenizer files: the trainer loads them and checks the vocabulary.
   if (d.tokenizer.empty()) fail("config: data.tokenizer is empty (byte, or a tokenizer's files)");
+  one_of("data.samples", d.samples, {"stream", "packed", "padded"});
+  if (d.samples != "stream" && d.paths.size() > 1)
+    fail("config: data.samples=" + d.samples + " reads one dataset; data.paths names " + show(d.paths.size()) +
+         " entries (blends are for data.samples=stream)");
+  if (d.samples == "packed" && !(d.reset_attention_mask && d.reset_position_ids && d.eod_mask_loss))
+    fail("config: data.samples=packed needs data.reset_attention_mask, data.reset_position_ids and "
+         "data.eod_mask_loss true, so that each packed document sees and predicts only itself");
   if (d.tokenizer == "byte" && m.vocab_size < kByteVocab)
     fail("config: model.vocab_size=" + show(m.vocab_size) + " is smaller than the " +
          show(kByteVocab) + " tokens of data.tokenizer=\"byte\"");

@@ -117,6 +117,9 @@ struct DataConfig {
   bool eod_mask_loss = false;       // no loss on targets that are the end-of-document token
   bool reset_position_ids = false;  // positions restart after each end-of-document token
   bool reset_attention_mask = false;  // tokens attend only within their own document
+  // stream: Megatron's windows across documents; packed or padded: whole documents a sample
+  // (trainer/data/document_samples.h), for conversations.
+  std::string samples = "stream";
 
   // split as train, valid, test fractions summing to 1 (missing parts are 0).
   std::array<double, 3> split_fractions() const;

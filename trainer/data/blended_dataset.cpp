@@ -154,6 +154,20 @@ void BlendedDataset::sample(int64_t index, int32_t* out) const {
   parts_[static_cast<size_t>(dataset_[i])]->sample(dataset_sample_[i], out);
 }
 
+bool BlendedDataset::has_loss_mask() const {
+  return std::any_of(parts_.begin(), parts_.end(), [](const auto& part) { return part->has_loss_mask(); });
+}
+
+void BlendedDataset::loss_mask(int64_t index, int32_t* out) const {
+  const auto i = static_cast<size_t>(index);
+  const GptDataset& part = *parts_[static_cast<size_t>(dataset_[i])];
+  if (part.has_loss_mask()) {
+    part.loss_mask(dataset_sample_[i], out);
+  } else {
+    std::fill(out, out + part.window(), 1);
+  }
+}
+
 int64_t BlendedDataset::num_tokens() const {
   int64_t total = 0;
   for (const auto& part : parts_) total += part->num_tokens();

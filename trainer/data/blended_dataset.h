@@ -41,6 +41,9 @@ class BlendedDataset final : public SampleSource {
 
   int64_t num_samples() const override { return static_cast<int64_t>(dataset_.size()); }
   void sample(int64_t index, int32_t* out) const override;
+  // Masked where any part is; a part without a mask trains every token.
+  bool has_loss_mask() const override;
+  void loss_mask(int64_t index, int32_t* out) const override;
   int64_t num_tokens() const override;
   int32_t max_token_id() const override;
   std::string describe() const override;

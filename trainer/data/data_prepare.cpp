@@ -14,6 +14,7 @@
 #include "trainer/data/document_splitter.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/jsonl.h"
+#include "trainer/data/loss_mask.h"
 #include "trainer/data/ordered_pool.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/util/step_clock.h"
@@ -66,6 +67,14 @@ void check_options(const DataPrepareOptions& options) {
     fail(
         "data prepare: --document-boundary is for plain text; with --json-key every JSONL line "
         "is a document");
+  const std::string& format = options.chat.format;
+  if (format != "text" && format != "chat" && format != "instruct")
+    fail("data prepare: unknown --format \"" + format + "\" (text, chat or instruct)");
+  if (format != "text" && (!options.json_key.empty() || options.document_boundary != "file"))
+    fail("data prepare: --format " + format +
+         " reads one conversation a JSONL line; --json-key and --document-boundary are for --format text");
+  if (format == "text" && !options.chat.chat_template_file.empty())
+    fail("data prepare: --chat-template is for --format chat or instruct");
   if (options.workers < 1)
     fail("data prepare: --workers " + std::to_string(options.workers) + " must be at least 1");
 }
@@ -97,12 +106,18 @@ DataPrepareSummary prepare_dataset(const DataPrepareOptions& options, std::FILE*
   check_options(options);
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(options.tokenizer);
   const uint64_t total_bytes = check_inputs(options.inputs);
-  if (options.json_key.empty() && warnings != nullptr)
+  if (options.json_key.empty() && options.chat.format == "text" && warnings != nullptr)
     warn_of_jsonl(options.inputs, "data prepare", "tokenized", warnings);
   check_output(options.output);
 
+  const bool conversations = options.chat.format != "text";
+  std::unique_ptr<ChatEncoder> chat;
+  if (conversations) chat = std::make_unique<ChatEncoder>(options.chat, options.tokenizer, *tokenizer);
   IndexedDatasetWriter writer(options.output, tokenizer->vocab_size());
-  DocumentWriter documents(writer, tokenizer->eod(), options.append_eod);
+  std::unique_ptr<IndexedDatasetWriter> mask;
+  if (conversations) mask = std::make_unique<IndexedDatasetWriter>(loss_mask_prefix(options.output), 2);
+  // A conversation always ends with an EOD: packing resets attention and positions there.
+  DocumentWriter documents(writer, tokenizer->eod(), options.append_eod || conversations, mask.get());
   // Enough batches in flight to keep every worker busy while the oldest is written.
   OrderedPool<EncodedBatch> pool(options.workers, 2 * static_cast<size_t>(options.workers) + 2,
                                  [&](EncodedBatch& batch) { documents.write(batch); });
@@ -118,8 +133,8 @@ DataPrepareSummary prepare_dataset(const DataPrepareOptions& options, std::FILE*
   size_t batch_bytes = 0;
   const auto submit = [&] {
     if (batch.empty()) return;
-    pool.submit([segments = std::move(batch), &tokenizer, &options] {
-      return encode_batch(segments, *tokenizer, options.inputs, options.json_key);
+    pool.submit([segments = std::move(batch), &tokenizer, &options, &chat] {
+      return encode_batch(segments, *tokenizer, options.inputs, options.json_key, chat.get());
     });
     batch.clear();
     batch_bytes = 0;
@@ -140,7 +155,7 @@ DataPrepareSummary prepare_dataset(const DataPrepareOptions& options, std::FILE*
     for (file = 0; file < options.inputs.size(); ++file) {
       segments.start_file(file);
       read_chunks(options.inputs[file], [&](std::string_view chunk, uint64_t offset) {
-        if (!options.json_key.empty()) {
+        if (!options.json_key.empty() || conversations) {
           jsonl.feed(chunk);
         } else if (options.document_boundary == "file") {
           segments.text(chunk, offset);
@@ -150,7 +165,7 @@ DataPrepareSummary prepare_dataset(const DataPrepareOptions& options, std::FILE*
         summary.bytes += static_cast<int64_t>(chunk.size());
         report(false);
       });
-      if (!options.json_key.empty()) {
+      if (!options.json_key.empty() || conversations) {
         jsonl.end_file();
       } else if (options.document_boundary == "file") {
         segments.end_document();
@@ -170,6 +185,14 @@ DataPrepareSummary prepare_dataset(const DataPrepareOptions& options, std::FILE*
     fail("data prepare: the inputs hold no text (" + std::to_string(options.inputs.size()) +
          " file(s), all empty or blank), so there is nothing to write");
   }
+  // The mask first and the tokens' .idx last: a dataset is whole once its .idx is there. A mask
+  // left by an earlier conversation dataset of the same prefix goes, or it would be read as this one's.
+  if (mask) {
+    mask->finish();
+  } else {
+    std::error_code ec;
+    for (const char* ext : {".idx", ".bin"}) fs::remove(loss_mask_prefix(options.output) + ext, ec);
+  }
   writer.finish();
 
   summary.documents = writer.num_documents();
@@ -179,6 +202,11 @@ DataPrepareSummary prepare_dataset(const DataPrepareOptions& options, std::FILE*
   summary.tokenizer = tokenizer->name();
   summary.bin_path = writer.bin_path();
   summary.idx_path = writer.idx_path();
+  if (chat) {
+    summary.trained_tokens = documents.trained_tokens();
+    summary.mask_idx_path = mask->idx_path();
+    summary.chat_template = chat->template_source();
+  }
   return summary;
 }
 

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "trainer/data/chat_encoder.h"
+
 namespace kiln {
 
 struct DataPrepareOptions {
@@ -24,6 +26,9 @@ struct DataPrepareOptions {
   std::string document_boundary = "file";  // plain text: file | blank-line
   std::string json_key;                    // set: the inputs are JSONL, this key holds the text
   int workers = 1;                         // threads encoding documents
+  // format chat or instruct: the inputs are JSONL conversations, rendered with the chat template
+  // and written with their loss mask (PREFIX.mask.*) and an EOD after each.
+  ChatDataOptions chat;
 };
 
 // How far the pipeline is: sent after each chunk read, and once more, finished, when every
@@ -45,6 +50,11 @@ struct DataPrepareSummary {
   double seconds = 0.0;
   std::string tokenizer;  // its name, as load_tokenizer gave it
   std::string bin_path, idx_path;
+  // Conversations: the tokens trained on (assistant replies and their turns' ends), the mask's
+  // .idx, and where the chat template came from.
+  int64_t trained_tokens = 0;
+  std::string mask_idx_path;
+  std::string chat_template;
 };
 
 // Runs the pipeline. An input that looks like JSONL read as plain text gets one warning line

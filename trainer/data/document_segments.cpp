@@ -22,13 +22,16 @@ namespace {
 }  // namespace
 
 EncodedBatch encode_batch(const std::vector<Segment>& batch, const Tokenizer& tokenizer,
-                          const std::vector<std::string>& inputs, const std::string& json_key) {
+                          const std::vector<std::string>& inputs, const std::string& json_key,
+                          const ChatEncoder* chat) {
   EncodedBatch out;
   out.segments.reserve(batch.size());
   for (const Segment& s : batch) {
     const size_t before = out.ids.size();
     const std::string& path = inputs[s.file];
-    if (json_key.empty()) {
+    if (chat) {
+      chat->encode(s.text, fmt::format("data prepare: {}:{}", path, s.line), s.offset, out.ids, out.trained);
+    } else if (json_key.empty()) {
       try {
         tokenizer.encode(s.text, out.ids);
       } catch (const InvalidUtf8& e) {
@@ -48,6 +51,12 @@ void DocumentWriter::write(const EncodedBatch& batch) {
   for (const EncodedSegment& s : batch.segments) {
     if (s.ids > 0) {
       writer_.add_tokens(std::span<const int32_t>(batch.ids.data() + at, s.ids));
+      if (mask_) {
+        const std::vector<int32_t> flags(batch.trained.begin() + static_cast<ptrdiff_t>(at),
+                                         batch.trained.begin() + static_cast<ptrdiff_t>(at + s.ids));
+        mask_->add_tokens(flags);
+        for (int32_t f : flags) trained_ += f;
+      }
       has_tokens_ = true;
     }
     at += s.ids;
@@ -56,8 +65,12 @@ void DocumentWriter::write(const EncodedBatch& batch) {
       ++empty_;
       continue;
     }
-    if (append_eod_) writer_.add_tokens(std::span<const int32_t>(&eod_, 1));
+    if (append_eod_) {
+      writer_.add_tokens(std::span<const int32_t>(&eod_, 1));
+      if (mask_) mask_->add_tokens(std::vector<int32_t>{0});
+    }
     writer_.end_document();
+    if (mask_) mask_->end_document();
     has_tokens_ = false;
   }
 }

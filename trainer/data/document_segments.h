@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "trainer/data/chat_encoder.h"
 #include "trainer/data/document_splitter.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/tokenizer.h"
@@ -38,30 +39,36 @@ struct EncodedSegment {
 struct EncodedBatch {
   std::vector<int32_t> ids;
   std::vector<EncodedSegment> segments;
+  std::vector<uint8_t> trained = {};  // conversations: per id, 1 where it is trained
 };
 
 // A worker's job: the ids of each segment of a batch, in order. With json_key, each segment
-// is a JSONL line and its text is the one under that key. Text that is not UTF-8 is a
+// is a JSONL line and its text is the one under that key; with chat, each is a conversation. Text that is not UTF-8 is a
 // kiln::Error naming the input file and the byte.
 EncodedBatch encode_batch(const std::vector<Segment>& batch, const Tokenizer& tokenizer,
-                          const std::vector<std::string>& inputs, const std::string& json_key);
+                          const std::vector<std::string>& inputs, const std::string& json_key,
+                          const ChatEncoder* chat = nullptr);
 
 // Writes encoded batches as they come back in order: a document's ids, then its EOD (with
-// append_eod). A document with no ids is skipped and counted.
+// append_eod). A document with no ids is skipped and counted. With a mask writer, each id's
+// trained flag goes to it, document for document (the EOD is not trained).
 class DocumentWriter {
  public:
-  DocumentWriter(IndexedDatasetWriter& writer, int32_t eod, bool append_eod)
-      : writer_(writer), eod_(eod), append_eod_(append_eod) {}
+  DocumentWriter(IndexedDatasetWriter& writer, int32_t eod, bool append_eod, IndexedDatasetWriter* mask = nullptr)
+      : writer_(writer), mask_(mask), eod_(eod), append_eod_(append_eod) {}
 
   void write(const EncodedBatch& batch);
   int64_t empty_documents() const { return empty_; }
+  int64_t trained_tokens() const { return trained_; }
 
  private:
   IndexedDatasetWriter& writer_;
+  IndexedDatasetWriter* mask_;
   int32_t eod_;
   bool append_eod_;
   bool has_tokens_ = false;
   int64_t empty_ = 0;
+  int64_t trained_ = 0;
 };
 
 // Turns the documents of plain-text files into segments: a document is held until it

@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "base/trim.h"
 #include "trainer/data/gpt_indices.h"
+#include "trainer/data/loss_mask.h"
 
 namespace kiln {
 namespace {
@@ -64,7 +65,7 @@ std::vector<int64_t> split_boundaries(const std::string& weights, int64_t num_do
 }
 
 GptDataset::GptDataset(const GptDatasetSpec& spec, std::FILE* log)
-    : spec_(spec), data_(spec.prefix) {
+    : spec_(spec), data_(spec.prefix), mask_(open_loss_mask(data_)) {
   const char* split = split_name(spec.which);
   KILN_CHECK(spec.seq_len >= 1, "data: seq_len must be at least 1, got " + std::to_string(spec.seq_len));
   KILN_CHECK(spec.num_samples >= 0,
@@ -195,26 +196,18 @@ void GptDataset::check_indices() const {
 }
 
 int32_t GptDataset::scan_max_token() const {
-  // One pass over the split in bounded pieces; also catches negative ids, which only a
-  // signed-dtype file from elsewhere could hold.
-  constexpr int64_t kPiece = 1 << 20;
-  const int64_t begin = data_.document_tokens(first_document_).first;
-  std::vector<int32_t> buffer(static_cast<size_t>(std::min(kPiece, num_tokens_)));
-  int32_t max_id = 0;
-  for (int64_t at = 0; at < num_tokens_; at += kPiece) {
-    const int64_t n = std::min(kPiece, num_tokens_ - at);
-    data_.read(begin + at, n, buffer.data());
-    const auto [lo, hi] = std::minmax_element(buffer.begin(), buffer.begin() + n);
-    if (*lo < 0) {
-      fail("data: the " + std::string(split_name(spec_.which)) + " split of " + spec_.prefix +
-           " holds a negative token id " + std::to_string(*lo) + " (corrupt data?)");
-    }
-    max_id = std::max(max_id, *hi);
-  }
-  return max_id;
+  return data_.max_token(data_.document_tokens(first_document_).first, num_tokens_,
+                         std::string("the ") + split_name(spec_.which) + " split of " + spec_.prefix);
 }
 
-void GptDataset::sample(int64_t index, int32_t* out) const {
+void GptDataset::sample(int64_t index, int32_t* out) const { read_window(data_, index, out); }
+
+void GptDataset::loss_mask(int64_t index, int32_t* out) const {
+  KILN_CHECK(mask_.has_value(), "data: " + spec_.prefix + " has no loss mask");
+  read_window(*mask_, index, out);
+}
+
+void GptDataset::read_window(const IndexedDataset& from, int64_t index, int32_t* out) const {
   KILN_CHECK(index >= 0 && index < num_samples(),
              "data: sample " + std::to_string(index) + " of " + split_name(spec_.which) +
                  " is outside the " + std::to_string(num_samples()) + " its indices hold");
@@ -222,13 +215,13 @@ void GptDataset::sample(int64_t index, int32_t* out) const {
   size_t position = static_cast<size_t>(sample_index_[2 * k]);
   int64_t offset = sample_index_[2 * k + 1];
   // seq_len + 1 tokens from (position, offset) on, document after document.
-  int64_t wanted = static_cast<int64_t>(spec_.seq_len) + 1;
+  int64_t wanted = window();
   while (wanted > 0) {
     KILN_CHECK(position < document_index_.size(), cache_stem_ + "*.npy: a sample runs past the "
                                                                 "end of its document index");
-    const auto [begin, end] = data_.document_tokens(document_index_[position]);
+    const auto [begin, end] = from.document_tokens(document_index_[position]);
     const int64_t n = std::min(wanted, end - begin - offset);
-    data_.read(begin + offset, n, out);
+    from.read(begin + offset, n, out);
     out += n;
     wanted -= n;
     ++position;
@@ -240,7 +233,7 @@ std::string GptDataset::describe() const {
   return spec_.prefix + " " + split_name(spec_.which) + ": " + std::to_string(num_documents()) +
          " documents, " + std::to_string(num_tokens_) + " tokens, " +
          std::to_string(num_samples()) + " samples over " + std::to_string(plan_.num_epochs) +
-         (plan_.num_epochs == 1 ? " epoch" : " epochs");
+         (plan_.num_epochs == 1 ? " epoch" : " epochs") + (mask_ ? ", loss mask" : "");
 }
 
 }  // namespace kiln

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,6 +50,9 @@ class GptDataset final : public SampleSource {
 
   int64_t num_samples() const override { return static_cast<int64_t>(shuffle_.size()); }
   void sample(int64_t index, int32_t* out) const override;
+  bool has_loss_mask() const override { return mask_.has_value(); }
+  void loss_mask(int64_t index, int32_t* out) const override;
+  int64_t window() const { return int64_t{spec_.seq_len} + 1; }  // tokens a sample holds
   int64_t num_tokens() const override { return num_tokens_; }
   int32_t max_token_id() const override { return max_token_id_; }
   std::string describe() const override;
@@ -64,9 +68,12 @@ class GptDataset final : public SampleSource {
   void load(const IndexCache& cache);
   void check_indices() const;
   int32_t scan_max_token() const;
+  // Reads sample `index`'s window of `from` (the tokens, or their loss mask).
+  void read_window(const IndexedDataset& from, int64_t index, int32_t* out) const;
 
   GptDatasetSpec spec_;
   IndexedDataset data_;
+  std::optional<IndexedDataset> mask_;  // trainer/data/loss_mask.h
   int64_t first_document_ = 0, last_document_ = 0;  // the split: [first, last)
   int64_t num_tokens_ = 0;
   EpochPlan plan_;  // epochs of the split the requested samples need

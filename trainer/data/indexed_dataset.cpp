@@ -296,6 +296,20 @@ std::pair<int64_t, int64_t> IndexedDataset::document_tokens(int64_t d) const {
   return {begin, end};
 }
 
+int32_t IndexedDataset::max_token(int64_t begin, int64_t count, const std::string& what) const {
+  constexpr int64_t kPiece = 1 << 20;
+  std::vector<int32_t> buffer(static_cast<size_t>(std::min(kPiece, count)));
+  int32_t max_id = 0;
+  for (int64_t at = 0; at < count; at += kPiece) {
+    const int64_t n = std::min(kPiece, count - at);
+    read(begin + at, n, buffer.data());
+    const auto [lo, hi] = std::minmax_element(buffer.begin(), buffer.begin() + n);
+    if (*lo < 0) fail("data: " + what + " holds a negative token id " + std::to_string(*lo) + " (corrupt data?)");
+    max_id = std::max(max_id, *hi);
+  }
+  return max_id;
+}
+
 void IndexedDataset::read(int64_t token_offset, int64_t count, int32_t* out) const {
   KILN_CHECK(token_offset >= 0 && count >= 0 && token_offset <= num_tokens_ - count,
              bin_path_ + ": read of " + std::to_string(count) + " tokens at " +

@@ -86,6 +86,9 @@ class IndexedDataset {
   // the stored dtype to int32. Throws when the range leaves the file or when an int64
   // file holds an id that does not fit int32.
   void read(int64_t token_offset, int64_t count, int32_t* out) const;
+  // The largest id of tokens [begin, begin + count), read in bounded pieces; a negative id
+  // (only a signed-dtype file from elsewhere could hold one) is a kiln::Error naming `what`.
+  int32_t max_token(int64_t begin, int64_t count, const std::string& what) const;
 
  private:
   void validate_index();

@@ -22,7 +22,7 @@ constexpr std::streamsize kSniffBytes = 1 << 20;
 
 }  // namespace
 
-std::string jsonl_text(std::string_view line, const std::string& key, const std::string& where, uint64_t offset) {
+nlohmann::json jsonl_object(std::string_view line, const std::string& where, uint64_t offset) {
   const size_t bad = invalid_utf8_offset(line);
   if (bad != std::string_view::npos)
     fail(fmt::format("{}: not valid UTF-8 at byte {} (0x{:02x})", where, offset + bad,
@@ -35,10 +35,19 @@ std::string jsonl_text(std::string_view line, const std::string& key, const std:
   }
   if (!doc.is_object())
     fail(fmt::format("{}: a JSONL line must be a JSON object, got {}", where, doc.type_name()));
-  const auto it = doc.find(key);
-  if (it == doc.end()) fail(fmt::format("{}: no \"{}\" key", where, key));
+  return doc;
+}
+
+std::string jsonl_string(nlohmann::json& object, const std::string& key, const std::string& where) {
+  const auto it = object.find(key);
+  if (it == object.end()) fail(fmt::format("{}: no \"{}\" key", where, key));
   if (!it->is_string()) fail(fmt::format("{}: \"{}\" is {}, not a string", where, key, it->type_name()));
   return std::move(it->get_ref<std::string&>());
+}
+
+std::string jsonl_text(std::string_view line, const std::string& key, const std::string& where, uint64_t offset) {
+  nlohmann::json doc = jsonl_object(line, where, offset);
+  return jsonl_string(doc, key, where);
 }
 
 bool looks_like_jsonl(const std::string& path) {

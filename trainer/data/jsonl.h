@@ -4,11 +4,18 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace kiln {
+
+// One JSONL line as the JSON object it must be: a kiln::Error naming `where` ("FILE:LINE")
+// when it is not UTF-8 (`offset`: the line's first byte in its file), not JSON or not an object.
+nlohmann::json jsonl_object(std::string_view line, const std::string& where, uint64_t offset = 0);
+// The string under `key` of such an object (moved out), or a kiln::Error naming `where`.
+std::string jsonl_string(nlohmann::json& object, const std::string& key, const std::string& where);
 
 // The text under `key` in one JSONL line. `where` names the line for the one-line error
 // ("FILE:LINE"); `offset` is the line's first byte in its file, for the UTF-8 error's byte.

@@ -1,6 +1,10 @@
 #include "trainer/data/sample_source.h"
 
+#include "base/check.h"
+
 namespace kiln {
+
+void SampleSource::loss_mask(int64_t, int32_t*) const { fail("data: " + describe() + " has no loss mask"); }
 
 const char* split_name(Split split) {
   switch (split) {

@@ -19,6 +19,11 @@ class SampleSource {
   // Fills out[0..seq_len] (seq_len + 1 tokens) with the index-th sample visited, index in
   // [0, num_samples()). Thread-safe: it only reads.
   virtual void sample(int64_t index, int32_t* out) const = 0;
+  // Whether samples come with a loss mask (a dataset of conversations, or samples padded).
+  virtual bool has_loss_mask() const { return false; }
+  // Fills out[0..seq_len] with the index-th sample's mask: 1 where its token is trained, 0
+  // where it is only context or padding. Only where has_loss_mask().
+  virtual void loss_mask(int64_t index, int32_t* out) const;
   // Tokens in one pass over the split (over every dataset of a blend).
   virtual int64_t num_tokens() const = 0;
   // The largest token id in the split, so the trainer can check it against the vocabulary.

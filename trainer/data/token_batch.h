@@ -7,6 +7,8 @@
 //   reset_position_ids    positions restart at 0 after each end-of-document token
 //   reset_attention_mask  a token attends only to tokens of its own document; the
 //                         end-of-document token belongs to the document it ends
+// and, for data with a loss mask (trainer/data/loss_mask.h), no loss where the target token
+// is context.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,8 @@ class TokenBatch {
 
   const int32_t* tokens() const { return tokens_.data(); }
   const int32_t* targets() const { return targets_.data(); }  // < 0: masked
+  // The targets not masked: the tokens this batch trains on.
+  int64_t trained_targets() const;
   // Per token, its position in its document; null unless reset_position_ids.
   const int32_t* positions() const;
   // Per token, the first column of its row it may attend to; null unless
@@ -44,7 +48,7 @@ class TokenBatch {
 
  private:
   DocumentOptions options_;
-  std::vector<int32_t> window_, tokens_, targets_, positions_, starts_;
+  std::vector<int32_t> window_, mask_, tokens_, targets_, positions_, starts_;
 };
 
 }  // namespace kiln

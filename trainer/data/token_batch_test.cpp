@@ -25,6 +25,16 @@ class FixedSamples : public SampleSource {
   std::string describe() const override { return "fixed"; }
 };
 
+// The same window with a loss mask: a prompt (7, 0, 5) and its reply (6, 0), then context.
+class MaskedSamples : public FixedSamples {
+ public:
+  bool has_loss_mask() const override { return true; }
+  void loss_mask(int64_t, int32_t* out) const override {
+    const int32_t mask[] = {0, 0, 0, 1, 1, 0, 0, 0, 0};
+    std::copy(std::begin(mask), std::end(mask), out);
+  }
+};
+
 std::vector<int32_t> row(const int32_t* values) { return {values, values + 8}; }
 
 TEST(TokenBatch, InputsAndTargetsAreTheWindowShiftedByOne) {
@@ -42,6 +52,22 @@ TEST(TokenBatch, EodMaskLossDropsThePredictionsMadeFromTheEndOfDocument) {
   // Inputs 0 at columns 1 and 4: their targets (5 and 8, the next documents' first tokens)
   // carry no loss; predicting the end of document itself still does.
   EXPECT_EQ(row(batch.targets()), (std::vector<int32_t>{0, -1, 6, 0, -1, 9, 3, 4}));
+}
+
+TEST(TokenBatch, ALossMaskTrainsOnlyTheTargetsItMarks) {
+  TokenBatch batch({kEod});
+  batch.fill(MaskedSamples(), 0, 2, 8);
+  // Target i is window token i + 1: trained where the mask marks that token (6 and its EOD).
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(row(batch.targets() + 8 * r), (std::vector<int32_t>{-1, -1, 6, 0, -1, -1, -1, -1}));
+  EXPECT_EQ(batch.trained_targets(), 4);
+  // With eod_mask_loss too, each rule masks its own targets.
+  TokenBatch both({kEod, /*eod_mask_loss=*/true});
+  both.fill(MaskedSamples(), 0, 1, 8);
+  EXPECT_EQ(row(both.targets()), (std::vector<int32_t>{-1, -1, 6, 0, -1, -1, -1, -1}));
+  TokenBatch unmasked({kEod});
+  unmasked.fill(FixedSamples(), 0, 1, 8);
+  EXPECT_EQ(unmasked.trained_targets(), 8);
 }
 
 TEST(TokenBatch, ResetsRestartPositionsAndAttentionAfterEachEndOfDocument) {

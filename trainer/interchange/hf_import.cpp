@@ -238,9 +238,10 @@ HfImportSummary import_hf(const HfImportOptions& options) {
   // Everything is checked: from here on the output is written.
   if (summary.tokenizer != "byte") {
     fs::create_directories(summary.tokenizer);
-    for (const TokenizerFile& f : tokenizer_files(input.string()))
-      fs::copy_file(f.source, fs::path(summary.tokenizer) / f.name,
-                    fs::copy_options::overwrite_existing);
+    std::vector<TokenizerFile> files = tokenizer_files(input.string());
+    for (TokenizerFile& f : chat_template_files(input.string())) files.push_back(std::move(f));
+    for (const TokenizerFile& f : files)
+      fs::copy_file(f.source, fs::path(summary.tokenizer) / f.name, fs::copy_options::overwrite_existing);
   }
 
   std::vector<TensorSource> params, moments;

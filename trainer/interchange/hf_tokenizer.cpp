@@ -1,6 +1,7 @@
 #include "trainer/interchange/hf_tokenizer.h"
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "trainer/checkpoint/durable_file.h"
@@ -19,6 +20,15 @@ std::vector<TokenizerFile> tokenizer_files(const std::string& spec) {
   return {{(path / "tokenizer.json").string(), "tokenizer.json"}};
 }
 
+std::vector<TokenizerFile> chat_template_files(const std::string& spec) {
+  if (spec == "byte") return {};
+  const fs::path dir = fs::is_directory(spec) ? fs::path(spec) : fs::path(spec).parent_path();
+  std::vector<TokenizerFile> files;
+  for (const char* name : {"tokenizer_config.json", "chat_template.jinja"})
+    if (fs::exists(dir / name)) files.push_back({(dir / name).string(), name});
+  return files;
+}
+
 std::vector<std::string> write_hf_tokenizer(const std::string& spec, const Tokenizer& tokenizer,
                                             int64_t max_length, const std::string& dir) {
   const std::vector<TokenizerFile> files = tokenizer_files(spec);
@@ -31,13 +41,22 @@ std::vector<std::string> write_hf_tokenizer(const std::string& spec, const Token
   const int32_t eod = tokenizer.eod();
   const std::string eod_text = tokenizer.decode(std::span<const int32_t>(&eod, 1));
   const bool gpt2_pair = files.front().name == "vocab.json";
-  const nlohmann::json config = {
+  nlohmann::json config = {
       {"tokenizer_class", gpt2_pair ? "GPT2Tokenizer" : "PreTrainedTokenizerFast"},
       {"bos_token", eod_text},
       {"eos_token", eod_text},
       {"unk_token", eod_text},
       {"add_prefix_space", false},
       {"model_max_length", max_length}};
+  for (const TokenizerFile& f : chat_template_files(spec)) {
+    if (f.name == "chat_template.jinja") {
+      fs::copy_file(f.source, fs::path(dir) / f.name, fs::copy_options::overwrite_existing);
+      written.push_back(f.name);
+      continue;
+    }
+    const nlohmann::json source = nlohmann::json::parse(std::ifstream(f.source), nullptr, false);
+    if (source.is_object() && source.contains("chat_template")) config["chat_template"] = source["chat_template"];
+  }
   write_file_atomically((fs::path(dir) / "tokenizer_config.json").string(), config.dump(2) + "\n");
   written.push_back("tokenizer_config.json");
   return written;

@@ -39,7 +39,7 @@ struct Arch {
   bool moe;
 };
 
-std::string name_of(const testing::TestParamInfo<Arch>& info) {
+std::string arch_param_name(const testing::TestParamInfo<Arch>& info) {
   return info.param.arch + (info.param.moe ? "_moe" : "");
 }
 
@@ -125,7 +125,7 @@ TEST_P(ParameterInit, ParallelPiecesAreSlicesOfTheOneRankModel) {
 INSTANTIATE_TEST_SUITE_P(Archs, ParameterInit,
                          testing::Values(Arch{"gpt2", false}, Arch{"llama", false}, Arch{"gpt2", true},
                                          Arch{"llama", true}),
-                         name_of);
+                         arch_param_name);
 
 }  // namespace
 }  // namespace kiln

@@ -20,8 +20,7 @@ DeviceStep::DeviceStep(GptModel& model, AdamW& optimizer, Ops& ops, int accum, c
       rows_(model.micro_batch()),
       columns_(model.config().seq_len),
       positions_(documents.reset_position_ids),
-      starts_(documents.reset_attention_mask),
-      target_counts_(static_cast<size_t>(accum), 0) {
+      starts_(documents.reset_attention_mask) {
   KILN_CHECK(!optimizer_.norm_over_ranks(), "a step captured as a graph needs the whole gradient norm on one rank");
   const Shape shape{accum_, rows_ * columns_};
   // Per-token losses in the gradients' dtype (F32; F64 in a model computing in F64).
@@ -47,7 +46,7 @@ void DeviceStep::stage(int micro, const int32_t* tokens, const int32_t* targets,
   KILN_CHECK(micro >= 0 && micro < accum_, "stage: micro-batch " + std::to_string(micro) + " of " + std::to_string(accum_));
   KILN_CHECK(targets && (resets.positions != nullptr) == positions_ && (resets.attention_starts != nullptr) == starts_,
              "stage: a training batch with targets and the resets the step was laid out for");
-  target_counts_[static_cast<size_t>(micro)] = model_.check_batch(tokens, targets, rows_, columns_, resets);
+  model_.check_batch(tokens, targets, rows_, columns_, resets);
   const size_t bytes = static_cast<size_t>(rows_ * columns_) * sizeof(int32_t);
   std::memcpy(staged(micro, 0), tokens, bytes);
   std::memcpy(staged(micro, 1), targets, bytes);
@@ -68,8 +67,8 @@ void DeviceStep::queue(double dloss) {
   optimizer_.queue_update();
 }
 
-std::optional<DeviceStep::Result> DeviceStep::run(double lr, double loss_scale, double dloss, bool captured) {
-  optimizer_.prepare(lr, loss_scale);
+std::optional<DeviceStep::Result> DeviceStep::run(double lr, double gradient_divisor, double dloss, bool captured) {
+  optimizer_.prepare(lr, gradient_divisor);
   if (!captured) {
     queue(dloss);
     return finish();
@@ -85,15 +84,13 @@ std::optional<DeviceStep::Result> DeviceStep::run(double lr, double loss_scale, 
 }
 
 DeviceStep::Result DeviceStep::finish() {
-  // As train_step adds them up: each micro-batch's mean over its targets, over accum.
+  // As train_step adds them up: each micro-batch's losses summed in order.
   const std::vector<double> losses = copy_to_doubles(ops_, losses_);
   const std::span<const double> all(losses);
   const size_t per_micro = static_cast<size_t>(rows_ * columns_);
   Result result;
-  for (int micro = 0; micro < accum_; ++micro) {
-    const double sum = GptModel::loss_sum(all.subspan(static_cast<size_t>(micro) * per_micro, per_micro));
-    result.loss += GptModel::mean_loss(sum, target_counts_[static_cast<size_t>(micro)]) / accum_;
-  }
+  for (int micro = 0; micro < accum_; ++micro)
+    result.nats += GptModel::loss_sum(all.subspan(static_cast<size_t>(micro) * per_micro, per_micro));
   result.update = optimizer_.finish();
   return result;
 }

@@ -50,14 +50,15 @@ class DeviceStep {
   void stage(int micro, const int32_t* tokens, const int32_t* targets, const DocumentResets& resets);
 
   struct Result {
-    double loss = 0;  // the mean over the micro-batches of each one's mean loss
+    double nats = 0;  // the per-token losses summed, micro-batch by micro-batch (0 where masked)
     OptimizerStep update;
   };
   // Runs the staged step at learning rate lr, each token's loss weighted by dloss (the loss
-  // scale over the step's tokens). Captured: into a graph the first time (and whenever dloss
+  // scale over the step's tokens), the gradients divided by gradient_divisor before the update
+  // (StepRunner::gradient_divisor: the loss scale, and the share of the tokens trained). Captured: into a graph the first time (and whenever dloss
   // changes), replayed after; nullopt, with why_not(), when the step cannot be captured (it
   // then ran nothing, and the caller runs it op by op). Not captured: queued op by op.
-  std::optional<Result> run(double lr, double loss_scale, double dloss, bool captured);
+  std::optional<Result> run(double lr, double gradient_divisor, double dloss, bool captured);
   // Why the last capture failed.
   const std::string& why_not() const { return why_not_; }
   // The bytes it allocated: its copy of the losses on the device, and the page-locked staging.
@@ -81,7 +82,6 @@ class DeviceStep {
   Tensor losses_;  // [accum, b * t]: each micro-batch's per-token losses
   int32_t* staging_ = nullptr;
   size_t staging_bytes_ = 0;
-  std::vector<int64_t> target_counts_;  // each staged micro-batch's
   std::unique_ptr<OpGraph> graph_;
   double graph_dloss_ = 0;  // what graph_ was captured with
   std::string why_not_;

@@ -72,18 +72,19 @@ DeviceTrained train_model(const std::string& arch, bool device_step) {
       for (int i = 0; i < kAccum; ++i)
         step.stage(i, micro[i].tokens.data(), micro[i].targets.data(), {micro[i].positions.data(), micro[i].starts.data()});
       const auto result = step.run(lr, 1.0, dloss, /*captured=*/false);
-      out.losses.push_back(result->loss);
+      out.losses.push_back(result->nats);
       out.norms.push_back(result->update.grad_norm);
     } else {
-      double loss = 0;
+      double nats = 0;
       model.zero_grad();
       for (int i = 0; i < kAccum; ++i) {
         model.set_batch(micro[i].tokens.data(), micro[i].targets.data(), kStepRows, kStepColumns, 0,
                         {micro[i].positions.data(), micro[i].starts.data()});
-        loss += model.forward() / kAccum;
+        model.forward();
+        nats += GptModel::loss_sum(copy_to_doubles(*ops, model.token_losses()));
         model.backward(dloss);
       }
-      out.losses.push_back(loss);
+      out.losses.push_back(nats);
       out.norms.push_back(optimizer.step(lr).grad_norm);
     }
   }

@@ -42,7 +42,10 @@ std::vector<int32_t> generate_ids(GptDecoder& decoder, std::span<const int32_t> 
 }
 
 std::vector<int32_t> prompt_ids(const Tokenizer& tokenizer, const std::string& prompt) {
-  std::vector<int32_t> ids = tokenizer.encode(prompt);
+  // The prompt is the user's own (not data), so its special tokens are control tokens: a chat
+  // prompt's <|im_start|> is the token the model was fine-tuned on.
+  std::vector<int32_t> ids;
+  tokenizer.encode(prompt, ids, /*allow_special=*/true);
   if (ids.empty()) ids.push_back(tokenizer.eod());
   return ids;
 }

@@ -62,7 +62,7 @@ StepOutcome StepRunner::run(int64_t step, bool timed, double lr, std::FILE* out)
   } else {
     outcome.times = train_step(timed);
     const Clock::time_point opt_start = Clock::now();
-    outcome.update = optimizer_.step(lr, scale);
+    outcome.update = optimizer_.step(lr, gradient_divisor(scale, outcome.times.trained_tokens));
     if (timed) backend_.ops().synchronize();
     outcome.opt_ms = ms_since(opt_start);
   }
@@ -82,13 +82,15 @@ std::optional<StepOutcome> StepRunner::replay_step(int64_t step, double lr, std:
   for (int micro = 0; micro < accum_; ++micro) {
     const TokenBatch& batch = data_.read(data_.train(), first + micro * B);
     device_step_->stage(micro, batch.tokens(), batch.targets(), {batch.positions(), batch.attention_starts()});
+    times.trained_tokens += batch.trained_targets();
   }
   times.data_ms = ms_since(start);
   start = Clock::now();
   const double scale = loss_scaler_.scale();
   const double tokens_per_step = static_cast<double>(t.global_batch) * config_.model.seq_len;
-  const std::optional<DeviceStep::Result> result =
-      device_step_->run(lr, scale, scale / tokens_per_step, /*captured=*/true);
+  // One rank alone replays (cuda_graph_choice.h): its tokens are the step's.
+  const std::optional<DeviceStep::Result> result = device_step_->run(
+      lr, gradient_divisor(scale, times.trained_tokens), scale / tokens_per_step, /*captured=*/true);
   if (!result) {
     fmt::print(out, "kiln: CUDA graphs: off from step {}: the step cannot be captured ({}); it runs op by op\n",
                step, device_step_->why_not());
@@ -99,7 +101,7 @@ std::optional<StepOutcome> StepRunner::replay_step(int64_t step, double lr, std:
   // One replay holds forward, backward and the optimizer: its time is counted as the
   // forward's (docs/gpu.md#cuda-graphs). The results were read back: the device is done.
   times.fwd_ms = ms_since(start);
-  times.loss = result->loss;
+  times.loss = result->nats / static_cast<double>(std::max<int64_t>(times.trained_tokens, 1));
   outcome.update = result->update;
   return outcome;
 }
@@ -128,14 +130,36 @@ StepTimes StepRunner::train_step(bool timed) {
   return times;
 }
 
+double StepRunner::gradient_divisor(double scale, int64_t trained_tokens) const {
+  const double tokens_per_step = static_cast<double>(config_.train.global_batch) * config_.model.seq_len;
+  return scale * (static_cast<double>(std::max<int64_t>(trained_tokens, 1)) / tokens_per_step);
+}
+
+void StepRunner::sum_losses(StepTimes& times, double nats) {
+  Communicator& replicas = backend_.data_group();
+  if (replicas.size() > 1) {
+    const Clock::time_point start = Clock::now();
+    double sums[] = {nats, static_cast<double>(times.trained_tokens)};
+    replicas.all_reduce(Tensor{sums, DType::F64, {2}}, ReduceOp::Sum);
+    nats = sums[0];
+    times.trained_tokens = static_cast<int64_t>(sums[1]);
+    times.comm_ms += ms_since(start);
+  }
+  times.loss = nats / static_cast<double>(std::max<int64_t>(times.trained_tokens, 1));
+}
+
 void StepRunner::pipeline_step(int64_t first_sample, const std::function<void()>& phase_end, StepTimes& times) {
   const int64_t B = config_.train.micro_batch;
   const double tokens_per_step =
       static_cast<double>(config_.train.global_batch) * config_.model.seq_len;
+  double nats = 0;  // the summed losses of this replica's trained tokens
   const PipelineTimes pipeline = pipeline_.run(
       schedule_, loss_scaler_.scale() / tokens_per_step,
-      [&](int micro, int slot) { data_.fill(model_, data_.train(), first_sample + micro * B, slot); },
-      [&](int, int, double loss) { times.loss += loss / accum_; }, phase_end,
+      [&](int micro, int slot) {
+        data_.fill(model_, data_.train(), first_sample + micro * B, slot);
+        times.trained_tokens += data_.trained_targets();
+      },
+      [&](int, int slot, double loss) { nats += loss * static_cast<double>(model_.target_count(slot)); }, phase_end,
       // The data-parallel reduction of each bucket starts as the last micro-batch's
       // backward finishes it (during the pipeline's cool-down).
       buckets_ ? std::function<void(int64_t)>([this](int64_t ready) { buckets_->ready(ready); })
@@ -144,11 +168,13 @@ void StepRunner::pipeline_step(int64_t first_sample, const std::function<void()>
   times.fwd_ms = pipeline.fwd_ms;
   times.bwd_ms = pipeline.bwd_ms;
   Communicator& stages = backend_.pipeline_group();
-  if (stages.size() == 1) return;
-  const Clock::time_point start = Clock::now();
-  // The loss is the last stage's; every stage reports it.
-  stages.all_reduce(Tensor{&times.loss, DType::F64, {1}}, ReduceOp::Sum);
-  times.comm_ms += ms_since(start);
+  if (stages.size() > 1) {
+    const Clock::time_point start = Clock::now();
+    // The losses are the last stage's; every stage reports them (each read the same batches).
+    stages.all_reduce(Tensor{&nats, DType::F64, {1}}, ReduceOp::Sum);
+    times.comm_ms += ms_since(start);
+  }
+  sum_losses(times, nats);
 }
 
 void StepRunner::sum_tied_embedding(StepTimes& times) {
@@ -177,16 +203,13 @@ void StepRunner::reduce_gradients(StepTimes& times) {
       expert_data_group->all_reduce(params.flat_grads().slice(params.dense_size(), params.size()),
                                     ReduceOp::Sum);
   }
-  double loss = times.loss;
-  backend_.data_group().all_reduce(Tensor{&loss, DType::F64, {1}}, ReduceOp::Sum);
-  times.loss = loss / layout_.dp();
   times.comm_ms += ms_since(start);
 }
 
 std::pair<double, double> StepRunner::evaluate() {
   const int64_t B = config_.train.micro_batch;
-  double loss = 0, nats = 0;
-  int64_t bytes = 0;
+  double nats = 0;
+  int64_t bytes = 0, targets = 0;
   const int iters = config_.train.eval_iters;
   pipeline_.run(
       pipeline_forwards(layout_.vpp(), iters), 0.0,
@@ -195,18 +218,19 @@ std::pair<double, double> StepRunner::evaluate() {
         bytes += data_.target_text_bytes();
       },
       [&](int, int slot, double batch_loss) {
-        loss += batch_loss;
         nats += batch_loss * static_cast<double>(model_.target_count(slot));
+        targets += model_.target_count(slot);
       });
   Communicator& stages = backend_.pipeline_group();
   if (stages.size() > 1) {
     // The losses are the last stage's.
-    double sums[] = {loss, nats};
+    double sums[] = {nats, static_cast<double>(targets)};
     stages.all_reduce(Tensor{sums, DType::F64, {2}}, ReduceOp::Sum);
-    loss = sums[0];
-    nats = sums[1];
+    nats = sums[0];
+    targets = static_cast<int64_t>(sums[1]);
   }
-  return {loss / static_cast<double>(config_.train.eval_iters),
+  // Over the trained (unmasked) targets, as training's loss.
+  return {nats / static_cast<double>(std::max<int64_t>(targets, 1)),
           nats / static_cast<double>(std::max<int64_t>(bytes, 1))};
 }
 

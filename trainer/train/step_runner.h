@@ -75,8 +75,14 @@ class StepRunner {
   // With tied embeddings over several stages: the gradients of the first stage's embedding
   // and of the last stage's copy, summed over the two.
   void sum_tied_embedding(StepTimes& times);
-  // Sums the replicas' gradients (and their losses, averaged) over the data-parallel ranks.
+  // Sums the replicas' gradients over the data-parallel ranks.
   void reduce_gradients(StepTimes& times);
+  // The step's loss: the replicas' summed losses over their trained tokens, and those tokens.
+  void sum_losses(StepTimes& times, double nats);
+  // What the optimizer divides the gradients by: backward weighted every token by
+  // loss scale / (global batch x seq_len), so this makes the gradient the mean over the trained
+  // tokens (Megatron's per-token loss), the same as before wherever every token is trained.
+  double gradient_divisor(double scale, int64_t trained_tokens) const;
   Communicator& gradient_group() const { return backend_.gradient_group(); }
 
   const Config& config_;

@@ -2,12 +2,15 @@
 // the metrics rows and the progress line read it.
 #pragma once
 
+#include <cstdint>
+
 namespace kiln {
 
 // Milliseconds, host clock; the device is waited for at each phase's end on steps that are
 // logged, so the split is the device's too.
 struct StepTimes {
-  double loss = 0;
+  double loss = 0;            // the mean over the step's trained tokens
+  int64_t trained_tokens = 0;  // the global batch's targets not masked (a loss mask, eod_mask_loss)
   double data_ms = 0;
   double fwd_ms = 0;
   double bwd_ms = 0;

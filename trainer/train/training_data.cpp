@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "trainer/data/blended_dataset.h"
 #include "trainer/data/data_presence.h"
+#include "trainer/data/document_samples.h"
 #include "trainer/data/tokenizer.h"
 
 namespace kiln {
@@ -27,11 +28,11 @@ TrainingData::TrainingData(const Config& config, std::FILE* notes) : config_(con
   spec.seed = tc.seed;
   spec.cache_dir = config_.data.cache_dir;
   spec.num_samples = static_cast<int64_t>(tc.steps) * tc.global_batch;
-  train_data_ = open_samples(config_.data.paths, spec, notes);
+  train_data_ = open_data(spec, notes);
   if (config_.data.split_fractions()[1] > 0 && tc.eval_iters > 0) {
     spec.which = Split::Valid;
     spec.num_samples = static_cast<int64_t>(tc.eval_iters) * tc.micro_batch;
-    valid_data_ = open_samples(config_.data.paths, spec, notes);
+    valid_data_ = open_data(spec, notes);
   }
   for (const SampleSource* data : {train_data_.get(), valid_data_.get()}) {
     if (data && data->max_token_id() >= m.vocab_size)
@@ -41,6 +42,21 @@ TrainingData::TrainingData(const Config& config, std::FILE* notes) : config_(con
   batch_ = std::make_unique<TokenBatch>(DocumentOptions{
       tokenizer_->eod(), config_.data.eod_mask_loss, config_.data.reset_position_ids,
       config_.data.reset_attention_mask});
+}
+
+std::unique_ptr<SampleSource> TrainingData::open_data(const GptDatasetSpec& spec, std::FILE* notes) const {
+  const DataConfig& d = config_.data;
+  if (d.samples == "stream") return open_samples(d.paths, spec, notes);
+  DocumentSamplesSpec whole;
+  whole.prefix = parse_data_paths(d.paths).front().prefix;
+  whole.split = spec.split;
+  whole.which = spec.which;
+  whole.num_samples = spec.num_samples;
+  whole.seq_len = spec.seq_len;
+  whole.seed = static_cast<uint32_t>(spec.seed % (uint64_t{1} << 32));
+  whole.pack = d.samples == "packed";
+  whole.pad = tokenizer_->eod();
+  return std::make_unique<DocumentSamples>(whole);
 }
 
 const TokenBatch& TrainingData::read(const SampleSource& data, int64_t first_sample) {

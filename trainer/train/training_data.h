@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "trainer/config/config.h"
+#include "trainer/data/gpt_dataset.h"
 #include "trainer/data/sample_source.h"
 #include "trainer/data/token_batch.h"
 #include "trainer/data/tokenizer.h"
@@ -30,10 +31,15 @@ class TrainingData {
   const TokenBatch& read(const SampleSource& data, int64_t first_sample);
   // The same, handed to the model's activation slot `slot`.
   void fill(GptModel& model, const SampleSource& data, int64_t first_sample, int slot = 0);
+  // The last batch's targets that are trained (not masked).
+  int64_t trained_targets() const { return batch_->trained_targets(); }
   // Bytes of text behind the last batch's targets.
   int64_t target_text_bytes() const { return batch_->target_text_bytes(token_bytes_); }
 
  private:
+  // The samples of one split, as data.samples cuts them.
+  std::unique_ptr<SampleSource> open_data(const GptDatasetSpec& spec, std::FILE* notes) const;
+
   const Config& config_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int64_t> token_bytes_;  // bytes of text per id (0 for end-of-document, padding)
