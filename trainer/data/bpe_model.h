@@ -39,6 +39,8 @@ struct BpeModel {
   std::string pattern = Pretokenizer::kGpt2Pattern;
   // Hugging Face's ignore_merges (Llama 3): a piece that is a token is that token.
   bool ignore_merges = false;
+  // The normalizer NFC (Qwen's): text is composed (Unicode NFC) before it is split and merged.
+  bool nfc = false;
 };
 
 }  // namespace kiln

@@ -1,7 +1,10 @@
 #include "trainer/data/bpe_tokenizer.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <queue>
+
+#include <utf8proc.h>
 
 #include <fmt/core.h>
 
@@ -15,6 +18,7 @@ BpeTokenizer::BpeTokenizer(const BpeModel& model, std::string name)
     : name_(std::move(name)),
       eod_(model.eod),
       ignore_merges_(model.ignore_merges),
+      nfc_(model.nfc),
       specials_(model.specials),
       pretokenizer_(model.pattern) {
   const auto bad = [&](const std::string& what) { fail("tokenizer " + name_ + ": " + what); };
@@ -103,7 +107,30 @@ void BpeTokenizer::encode_into(std::string_view text, std::vector<int32_t>& ids,
   encode_ordinary(text.substr(start), ids);
 }
 
-void BpeTokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& ids) const {
+size_t BpeTokenizer::stable_prefix(std::string_view text) const {
+  size_t cut = pretokenizer_.stable_prefix(text);
+  if (!nfc_) return cut;
+  while (cut > 0 && static_cast<unsigned char>(text[cut]) >= 0x80) --cut;
+  return cut;
+}
+
+std::string_view BpeTokenizer::normalized(std::string_view text, std::string& storage) const {
+  if (!nfc_) return text;
+  // Composition is the identity on ASCII, the most of most text.
+  if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) return text;
+  utf8proc_uint8_t* composed = nullptr;
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                   &composed, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  KILN_CHECK(n >= 0, std::string("tokenizer: NFC failed: ") + utf8proc_errmsg(n));
+  storage.assign(reinterpret_cast<const char*>(composed), static_cast<size_t>(n));
+  std::free(composed);
+  return storage;
+}
+
+void BpeTokenizer::encode_ordinary(std::string_view raw, std::vector<int32_t>& ids) const {
+  std::string storage;
+  const std::string_view text = normalized(raw, storage);
   std::vector<size_t> ends;
   pretokenizer_.split(text, ends);
   size_t begin = 0;

@@ -29,9 +29,9 @@ class BpeTokenizer : public Tokenizer {
   int32_t vocab_size() const override { return static_cast<int32_t>(id_bytes_.size()); }
   int32_t eod() const override { return eod_; }
   std::string decode(std::span<const int32_t> ids) const override;
-  size_t stable_prefix(std::string_view text) const override {
-    return pretokenizer_.stable_prefix(text);
-  }
+  // The pre-tokenizer's cut; under NFC moved back to before an ASCII character, since
+  // composition joins a character with the marks after it and no ASCII character is one.
+  size_t stable_prefix(std::string_view text) const override;
 
  private:
   struct Merge {
@@ -44,6 +44,8 @@ class BpeTokenizer : public Tokenizer {
 
   void encode_into(std::string_view text, std::vector<int32_t>& ids,
                    bool allow_special) const override;
+  // Text as the normalizer leaves it (NFC, into storage), or as it is.
+  std::string_view normalized(std::string_view text, std::string& storage) const;
   // Text with no special tokens in it, already checked to be UTF-8.
   void encode_ordinary(std::string_view text, std::vector<int32_t>& ids) const;
   void encode_piece(std::string_view piece, std::vector<int32_t>& ids) const;
@@ -57,6 +59,7 @@ class BpeTokenizer : public Tokenizer {
   std::unordered_map<uint64_t, Merge> merges_;
   std::unordered_map<std::string, int32_t> token_id_;  // only with ignore_merges
   bool ignore_merges_ = false;
+  bool nfc_ = false;
   std::vector<SpecialToken> specials_;      // longest first, so the longest match wins
   std::array<bool, 256> special_starts_{};  // whether some special token starts with a byte
   Pretokenizer pretokenizer_;

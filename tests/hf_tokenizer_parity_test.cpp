@@ -1,0 +1,120 @@
+// Ids of Llama 3- and Qwen-style tokenizer.json files against the reference: Hugging Face's
+// JavaScript port of tokenizers (npm @huggingface/tokenizers, installed by scripts/setup.sh
+// under tests/tokenizer/node_modules). Real Llama 3 and Qwen files cannot be fetched here, so the
+// test builds tokenizer.json files of the same layout as theirs (each family's split regex with
+// ByteLevel after it, Qwen's NFC normalizer, their added tokens) over a vocabulary kiln trains on
+// the mixed corpus (prose in several scripts, code, numbers, whitespace runs), and compares the
+// ids of that corpus, with decomposed accents added, token for token (docs/tokenizers.md).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "tests/run_command.h"
+#include "tests/test_files.h"
+
+namespace kiln::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kTokenizerTests = std::string(KILN_SOURCE_DIR) + "/tests/tokenizer";
+const std::string kReference = kTokenizerTests + "/node_modules/@huggingface/tokenizers/dist/tokenizers.cjs";
+
+// The two families' pre-tokenizer regexes, as their tokenizer.json files give them.
+const std::string kLlama3Split =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const std::string kQwenSplit =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// A tokenizer.json of the family's layout over kiln's vocab.json + merges.txt in `dir`; the
+// end of document and two chat tokens added after the vocabulary.
+std::string family_json(const std::string& dir, const std::string& split, bool nfc, const std::string& eod) {
+  json vocab = json::parse(std::ifstream(dir + "/vocab.json"));
+  json merges = json::array();
+  std::ifstream merges_file(dir + "/merges.txt");
+  for (std::string line; std::getline(merges_file, line);)
+    if (!line.empty() && !line.starts_with("#version")) merges.push_back(line);
+  const int next = static_cast<int>(vocab.size()) - (vocab.contains("<|endoftext|>") ? 1 : 0);
+  vocab.erase("<|endoftext|>");
+  json added = json::array();
+  int id = next;
+  for (const std::string& text : {eod, std::string("<|im_start|>"), std::string("<|im_end|>")})
+    added.push_back({{"id", id++}, {"content", text}, {"single_word", false}, {"lstrip", false},
+                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+  const json doc = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", added},
+      {"normalizer", nfc ? json{{"type", "NFC"}} : json(nullptr)},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"Regex", split}}}, {"behavior", "Isolated"}, {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"model",
+       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
+        {"ignore_merges", split == kLlama3Split}, {"vocab", vocab}, {"merges", merges}}}};
+  const std::string path = dir + "/" + (nfc ? "qwen" : "llama3") + "-tokenizer.json";
+  std::ofstream(path) << doc.dump();
+  return path;
+}
+
+class HfTokenizerParity : public testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kReference)) << kReference << " is missing: run scripts/setup.sh (npm ci in tests/tokenizer)";
+    dir_ = fresh_dir("hf_tokenizer_parity");
+    const CommandResult trained = run_command(kiln + " tokenizer train --input " + kTokenizerTests +
+                                              "/corpus.txt --vocab-size 700 --output " + dir_);
+    ASSERT_EQ(trained.exit_code, 0) << trained.output;
+    // The corpus, and accents written decomposed (a letter, then U+0301 or U+0308) that NFC composes.
+    text_ = dir_ + "/text.txt";
+    std::ofstream(text_) << text_of(kTokenizerTests + "/corpus.txt")
+                         << "\nCafe\xcc\x81 nai\xcc\x88ve re\xcc\x81sume\xcc\x81   \t\n\n  co\xcc\x88operate 12345678\n";
+  }
+
+  // kiln's ids of the text, and the reference's (no special tokens added), as JSON arrays. The
+  // reference matches the added tokens written in the text (the corpus writes <|endoftext|>),
+  // as kiln does where special tokens are allowed.
+  std::pair<json, json> both_ids(const std::string& tokenizer) const {
+    const CommandResult ours =
+        run_command(kiln + " tokenize --allow-special --tokenizer " + tokenizer + " --input " + text_);
+    const CommandResult theirs = run_command(
+        "node -e 'const {Tokenizer} = require(process.argv[1]); const fs = require(\"fs\");"
+        " const t = new Tokenizer(JSON.parse(fs.readFileSync(process.argv[2], \"utf8\")), {});"
+        " process.stdout.write(JSON.stringify(t.encode(fs.readFileSync(process.argv[3], \"utf8\"),"
+        " {add_special_tokens: false}).ids))' " +
+        kReference + " " + tokenizer + " " + text_);
+    EXPECT_EQ(ours.exit_code, 0) << ours.output;
+    EXPECT_EQ(theirs.exit_code, 0) << theirs.output;
+    return {json::parse(ours.output, nullptr, false), json::parse(theirs.output, nullptr, false)};
+  }
+
+  std::string dir_, text_;
+};
+
+TEST_F(HfTokenizerParity, Llama3LayoutGivesTheReferencesIds) {
+  const auto [ours, theirs] = both_ids(family_json(dir_, kLlama3Split, false, "<|end_of_text|>"));
+  ASSERT_TRUE(ours.is_array() && theirs.is_array());
+  EXPECT_GT(ours.size(), 2000u);
+  EXPECT_EQ(ours, theirs);
+}
+
+TEST_F(HfTokenizerParity, QwenLayoutWithNfcGivesTheReferencesIds) {
+  const auto [ours, theirs] = both_ids(family_json(dir_, kQwenSplit, true, "<|endoftext|>"));
+  ASSERT_TRUE(ours.is_array() && theirs.is_array());
+  EXPECT_GT(ours.size(), 2000u);
+  EXPECT_EQ(ours, theirs);
+}
+
+}  // namespace
+}  // namespace kiln::test
