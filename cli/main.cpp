@@ -29,11 +29,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "kiln " KILN_VERSION " (commit " KILN_COMMIT ")");
   kiln::add_train_command(app, kiln::shell_command_line(argc, argv));
-  kiln::add_finetune_command(app, kiln::shell_command_line(argc, argv));
   kiln::add_data_command(app);
   kiln::add_tokenizer_commands(app);
   kiln::add_generate_commands(app);
   kiln::add_interchange_commands(app);
+  kiln::add_finetune_command(app, kiln::shell_command_line(argc, argv));
   kiln::add_runs_command(app);
   kiln::add_plan_command(app);
   kiln::add_sweep_command(app, kiln::shell_command_line(argc, argv));
