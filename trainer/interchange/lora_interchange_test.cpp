@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/error_of.h"
+#include "tests/model_checkpoint.h"
 #include "tests/small_model.h"
-#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/interchange/hf_export.h"
 #include "trainer/interchange/hf_import.h"
 #include "trainer/memory/host_copy.h"
@@ -43,26 +43,15 @@ ModelConfig lora_model(int rank = 4) {
   return m;
 }
 
-// A checkpoint of the model initialised from seed 9 (the base the same with or without LoRA),
-// its B factors moved off zero.
+// A checkpoint of the model (the base the same with or without LoRA: each parameter draws
+// from its own stream), its B factors moved off zero.
 std::string save_lora_model(const ModelConfig& m, const fs::path& root) {
-  auto ops = make_cpu_ops(2);
-  GptModel model(m, 1, *ops);
-  model.init_parameters(9);
-  Random draw(4);
-  for (const Parameter& p : model.parameters().all())
-    if (p.name.ends_with(".lora_b"))
-      for (int64_t i = 0; i < p.value.numel(); ++i) p.value.as<float>()[i] = static_cast<float>(draw.normal());
-  TrainConfig train;
-  AdamW optimizer(train, model.parameters(), *ops);
-  Config config;
-  config.model = m;
-  TrainingState state;
-  state.step = 3;
-  state.run_name = "tuned";
-  state.layout = "tp1.pp1.dp1";
-  state.config = config_to_json(config);
-  return save_checkpoint(root.string(), state, model, optimizer.state_for_checkpoint(), *ops, 0).path;
+  return test::save_test_model(m, root, [](GptModel& model) {
+    Random draw(4);
+    for (const Parameter& p : model.parameters().all())
+      if (p.name.ends_with(".lora_b"))
+        for (int64_t i = 0; i < p.value.numel(); ++i) p.value.as<float>()[i] = static_cast<float>(draw.normal());
+  });
 }
 
 void expect_lora_error(const std::string& message, const std::string& part) {
