@@ -15,6 +15,7 @@ namespace {
 // hf, the one format there is, unless a command line names it.
 struct ExportOptions {
   std::string checkpoint, format = "hf", output;
+  bool adapter = false;  // a LoRA checkpoint's adapters as a PEFT folder
 };
 
 struct ImportOptions {
@@ -29,10 +30,11 @@ std::string join(const std::vector<std::string>& parts) {
 }
 
 void run_export(const ExportOptions& o) {
-  const HfExportSummary s = export_hf(checkpoint_argument(o.checkpoint), o.output);
+  const std::string checkpoint = checkpoint_argument(o.checkpoint);
+  const HfExportSummary s = export_hf(checkpoint, o.output, o.adapter);
   fmt::print("kiln: exported {} ({}, {:.2f}M parameters, {}) to {}: {}\n", s.checkpoint, s.arch,
              static_cast<double>(s.parameters) / 1e6, dtype_name(s.dtype), o.output, join(s.files));
-  if (s.files.size() == 2)
+  if (!o.adapter && s.files.size() == 2)
     fmt::print(
         "kiln: note: the byte tokenizer has no Hugging Face equivalent; no tokenizer files "
         "were written\n");
@@ -59,6 +61,9 @@ void add_interchange_commands(CLI::App& app) {
       ->check(CLI::IsMember({"hf"}))
       ->capture_default_str();
   exp->add_option("-o,--output", e->output, "The folder to write (created)")->required();
+  exp->add_flag("--adapter", e->adapter,
+                "A LoRA checkpoint's adapters as a PEFT folder (adapter_config.json + adapter_model.safetensors) "
+                "instead of the weights with them merged in");
   exp->callback([e] { run_export(*e); });
 
   auto i = std::make_shared<ImportOptions>();
@@ -69,6 +74,9 @@ void add_interchange_commands(CLI::App& app) {
       ->capture_default_str();
   imp->add_option("-i,--input", i->hf.input, "The Hugging Face model folder")->required();
   imp->add_option("-o,--output", i->hf.output, "The checkpoint folder to create")->required();
+  imp->add_option("--adapter", i->hf.adapter,
+                  "A PEFT LoRA folder (adapter_config.json + adapter_model.safetensors) read onto the base: "
+                  "the checkpoint trains its adapters");
   imp->add_option("--seq-len", i->hf.seq_len,
                   "model.seq_len (default: the config's n_positions / max_position_embeddings)");
   imp->callback([i] { run_import(i->hf); });

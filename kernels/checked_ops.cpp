@@ -41,6 +41,26 @@ void CheckedOps::add_bias(const Tensor& out, const Tensor& bias) {
   backend_->add_bias(out, bias);
 }
 
+namespace {
+// whole [N, C] and part [N, c] of one dtype, columns [first, first + c) within C.
+void check_columns(const Tensor& whole, const Tensor& part, int64_t first, const char* op) {
+  KILN_CHECK(whole.shape.rows() == part.shape.rows() && first >= 0 &&
+                 first + part.shape.cols() <= whole.shape.cols() && whole.dtype == part.dtype,
+             std::string(op) + ": columns [" + std::to_string(first) + ", +" + std::to_string(part.shape.cols()) +
+                 ") of " + whole.shape.str() + " as " + part.shape.str());
+}
+}  // namespace
+
+void CheckedOps::add_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) {
+  check_columns(out, x, first, "add_columns");
+  backend_->add_columns(out, x, first, factor);
+}
+
+void CheckedOps::take_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) {
+  check_columns(x, out, first, "take_columns");
+  backend_->take_columns(out, x, first, factor);
+}
+
 void CheckedOps::bias_backward(const Tensor& dbias, const Tensor& dout) {
   KILN_CHECK(dout.shape.cols() == dbias.numel(), "bias_backward: width mismatch");
   backend_->bias_backward(dbias, dout);

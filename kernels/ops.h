@@ -147,6 +147,11 @@ class Ops {
   virtual void add(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
   // x *= factor.
   virtual void scale(const Tensor& x, double factor) = 0;
+  // Columns [first, first + c) of out[N, C] += factor * x[N, c]: one part of a fused layer's
+  // output (a LoRA adapter's on the query part of the fused qkv).
+  virtual void add_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) = 0;
+  // out[N, c] = factor * columns [first, first + c) of x[N, C] (overwrites).
+  virtual void take_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) = 0;
   // sum[0] += the sum of squares of x (F32 or F64), accumulated in double: the square of the
   // gradient norm. sum is an F64 view of one value in the backend's memory (one of the
   // optimizer's scalars); nothing waits for the device.
@@ -227,14 +232,15 @@ class Ops {
   virtual void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                                  const Tensor& x, const Tensor& weight, const Tensor& bias,
                                  double eps) = 0;
-  // dx += ..., dweight += ..., dbias += ...
+  // dx += ..., dweight += ..., dbias += ...; dweight and dbias empty: a frozen norm's, dx
+  // alone.
   virtual void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                                   const Tensor& dout, const Tensor& x, const Tensor& weight,
                                   const Tensor& mean, const Tensor& rstd) = 0;
   // out = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps); saves rstd[N].
   virtual void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
                                const Tensor& weight, double eps) = 0;
-  // dx += ..., dweight += ...
+  // dx += ..., dweight += ... (empty: a frozen norm's, dx alone)
   virtual void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout,
                                 const Tensor& x, const Tensor& weight, const Tensor& rstd) = 0;
 

@@ -127,6 +127,14 @@ void ProfiledOps::add_bias(const Tensor& out, const Tensor& bias) {
         [&] { inner_.add_bias(out, bias); });
 }
 
+void ProfiledOps::add_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) {
+  timed("add_columns", label(out), 0, 3 * bytes(x), [&] { inner_.add_columns(out, x, first, factor); });
+}
+
+void ProfiledOps::take_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) {
+  timed("take_columns", label(x), 0, 2 * bytes(out), [&] { inner_.take_columns(out, x, first, factor); });
+}
+
 void ProfiledOps::bias_backward(const Tensor& dbias, const Tensor& dout) {
   timed("bias_backward", label(dout), 0, bytes(dout) + 2 * bytes(dbias),
         [&] { inner_.bias_backward(dbias, dout); });

@@ -3,7 +3,9 @@
 // safetensors by hand, mapping Hugging Face's names and layouts itself) into its PyTorch
 // model, and must reproduce kiln's loss and logits on the same tokens, for a GPT-2 (tied,
 // biases, Conv1D layouts), a Llama-style model (GQA, split q/k/v and gate/up, untied) and a
-// Mixtral (its router and per-expert w1/w2/w3).
+// Mixtral (its router and per-expert w1/w2/w3); and a LoRA model of each architecture, whose
+// export merges each adapter into its weight (W + scale B A): torch's base-model loss on the
+// merged weights is kiln's loss with the adapters beside them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,7 +33,12 @@ constexpr double kTolerance = 1e-5;  // relative, loss and all logits
 // "mixtral": the Llama model with 4 experts of width 48, top 2, in both layers.
 ModelConfig export_model(const std::string& name) {
   const bool mixtral = name == "mixtral", llama3 = name == "llama3_rope", qwen2 = name == "qwen2";
-  ModelConfig m = test::small_model(name == "gpt2" ? "gpt2" : "llama", 64, 300, 16);  // 257 byte ids and more
+  ModelConfig m = test::small_model(name.starts_with("gpt2") ? "gpt2" : "llama", 64, 300, 16);  // 257 byte ids and more
+  if (name.ends_with("_lora")) {
+    m.lora.rank = 4;
+    m.lora.alpha = 8;
+    m.lora.targets = name.starts_with("gpt2") ? "q,o,fc,down" : "q,k,v,o,gate,up,down";
+  }
   m.make_vocab_size_divisible_by = 64;                                     // padded to 320
   m.init_std = 0.05;
   if (mixtral) {
@@ -76,6 +83,9 @@ TEST_P(HfExportParity, PyTorchReadsTheExportAndGivesKilnsLoss) {
       for (int64_t i = 0; i < p.value.numel(); ++i)
         p.value.as<float>()[i] =
             static_cast<float>((p.name.ends_with(".weight") ? 1.0 : 0.0) + 0.1 * jitter.normal());
+  for (const Parameter& p : model.parameters().all())  // adapters that change the model
+    if (p.name.ends_with(".lora_b"))
+      for (int64_t i = 0; i < p.value.numel(); ++i) p.value.as<float>()[i] = static_cast<float>(0.05 * jitter.normal());
 
   Random pick(17);
   std::vector<int32_t> tokens(static_cast<size_t>(N)), targets(static_cast<size_t>(N));
@@ -134,7 +144,8 @@ TEST_P(HfExportParity, PyTorchReadsTheExportAndGivesKilnsLoss) {
               logits_error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, HfExportParity, testing::Values("gpt2", "llama", "mixtral", "llama3_rope", "qwen2"),
+INSTANTIATE_TEST_SUITE_P(Arch, HfExportParity, testing::Values("gpt2", "llama", "mixtral", "llama3_rope", "qwen2", "gpt2_lora",
+                                                           "llama_lora"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

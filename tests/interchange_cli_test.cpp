@@ -1,13 +1,17 @@
 // End-to-end: kiln export writes a Hugging Face folder (config, unpadded weights, the BPE
 // tokenizer's files); kiln import turns it back into a checkpoint that generates exactly
 // as the original, exports to the same bytes, and fine-tunes with kiln train --resume under
-// its own run name; a folder that is not a model is refused in one line.
+// its own run name; a folder that is not a model is refused in one line. A LoRA fine-tune
+// starts from an import, exports its adapters as a PEFT folder, and that folder imported onto
+// the base is the same model.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tests/corpus_fixture.h"
 #include "tests/run_command.h"
@@ -101,6 +105,66 @@ TEST(InterchangeCli, ExportImportGenerateAndFineTune) {
       << tuned.output;
   EXPECT_NE(tuned.output.find("step 4/4 | loss"), std::string::npos) << tuned.output;
   EXPECT_TRUE(fs::exists(dir + "/checkpoints/tuned/step-00000004/manifest.json")) << tuned.output;
+}
+
+TEST(InterchangeCli, LoraFineTuneExportsAndImportsItsAdapters) {
+  const std::string dir = fresh_dir("interchange_cli_lora");
+  const std::string prefix = prepare_corpus(dir);
+  // A Llama base, trained a little and exported, then imported as fine-tunes start.
+  const std::string llama = " --set model.arch=llama --set model.n_kv_head=1 --set model.d_ff=48";
+  const std::string run = " train --no-store" + small_run(prefix) + llama;
+  ASSERT_EQ(run_command(kiln + run + " --name base").exit_code, 0);
+  ASSERT_EQ(run_command(kiln + " export --checkpoint " + dir + "/checkpoints/base --output " + dir + "/hf").exit_code, 0);
+  ASSERT_EQ(run_command(kiln + " import --input " + dir + "/hf --output " + dir + "/imported").exit_code, 0);
+  const std::string lora = " --set finetune.lora.rank=4 --set finetune.lora.alpha=8 --set finetune.lora.targets=q,v,down"
+                           " --set train.steps=12 --set train.lr=3e-3 --set train.checkpoint_interval=6"
+                           " --set train.log_interval=1 --set train.eval_interval=0 --set train.sample_tokens=0"
+                           " --set data.split=95,5,0";  // the import's, so both evaluate the same documents
+  const CommandResult tuned = run_command(kiln + run + lora + " --name tuned --resume " + dir + "/imported");
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.output;
+  EXPECT_NE(tuned.output.find("kiln: LoRA rank 4 (alpha 8, scale 2) beside q,v,down"), std::string::npos) << tuned.output;
+
+  // Its adapters at step 6 as a PEFT folder, read back onto the base: steps 7 to 12 again.
+  const CommandResult peft = run_command(kiln + " export --adapter --checkpoint " + dir +
+                                         "/checkpoints/tuned/step-00000006 --output " + dir + "/peft");
+  ASSERT_EQ(peft.exit_code, 0) << peft.output;
+  EXPECT_NE(peft.output.find("adapter_config.json, adapter_model.safetensors"), std::string::npos) << peft.output;
+  ASSERT_EQ(run_command(kiln + " import --input " + dir + "/hf --adapter " + dir + "/peft --output " + dir + "/again")
+                .exit_code,
+            0);
+  // The same model (base and adapters exact in F32), so the same loss on the same data, but
+  // for the order of fp32 sums: the import computes on every core, the run on one thread.
+  const std::string eval = " eval --data " + prefix + " --iters 4 --micro-batch 2 --device cpu --checkpoint ";
+  const CommandResult want = run_command(kiln + eval + dir + "/checkpoints/tuned/step-00000006");
+  const CommandResult got = run_command(kiln + eval + dir + "/again");
+  ASSERT_EQ(want.exit_code, 0) << want.output;
+  ASSERT_EQ(got.exit_code, 0) << got.output;
+  const double want_loss = nlohmann::json::parse(want.output)["loss"];
+  EXPECT_NEAR(nlohmann::json::parse(got.output)["loss"].get<double>(), want_loss, 1e-6 * want_loss);
+  // And not the base's: the adapters change it.
+  const CommandResult base = run_command(kiln + eval + dir + "/imported");
+  ASSERT_EQ(base.exit_code, 0) << base.output;
+  EXPECT_GT(std::abs(nlohmann::json::parse(base.output)["loss"].get<double>() - want_loss), 1e-3 * want_loss);
+
+  // Resuming the tuned run under other LoRA settings is refused; without --adapter, an export
+  // merges the adapters into plain weights.
+  const CommandResult other = run_command(kiln + run + lora + " --set finetune.lora.rank=8 --resume " + dir +
+                                          "/checkpoints/tuned/step-00000006");
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.output.find("holds LoRA adapters trained with finetune.lora"), std::string::npos) << other.output;
+  const CommandResult merged = run_command(kiln + " export --checkpoint " + dir + "/checkpoints/tuned --output " + dir + "/merged");
+  ASSERT_EQ(merged.exit_code, 0) << merged.output;
+  // q_proj moved by its adapter; k_proj, which has none, is the base's byte for byte.
+  const SafetensorsFile base_weights(dir + "/hf/model.safetensors"), merged_weights(dir + "/merged/model.safetensors");
+  const auto bytes = [](const SafetensorsFile& f, const std::string& name) {
+    const auto span = f.data(name);
+    return std::vector<std::byte>(span.begin(), span.end());
+  };
+  EXPECT_NE(bytes(merged_weights, "model.layers.0.self_attn.q_proj.weight"),
+            bytes(base_weights, "model.layers.0.self_attn.q_proj.weight"));
+  EXPECT_EQ(bytes(merged_weights, "model.layers.0.self_attn.k_proj.weight"),
+            bytes(base_weights, "model.layers.0.self_attn.k_proj.weight"));
+  EXPECT_EQ(merged_weights.tensors().size(), base_weights.tensors().size());
 }
 
 TEST(InterchangeCli, AFolderThatIsNotAModelIsRefusedInOneLine) {

@@ -48,6 +48,13 @@ const std::string kMoeShared =
 // whose token takes no loss.
 const std::string kDocuments =
     " --set data.reset_position_ids=true --set data.reset_attention_mask=true --set data.eod_mask_loss=true";
+// LoRA: the base frozen, adapters beside every Llama projection (split as their layers
+// are), or beside GPT-2's query and value parts of its fused qkv, its output projection and
+// both MLP layers (the GELU between them).
+const std::string kLoraLlama = kLlama +
+    " --set finetune.lora.rank=4 --set finetune.lora.alpha=8 --set finetune.lora.targets=q,k,v,o,gate,up,down";
+const std::string kLoraGpt2 =
+    " --set finetune.lora.rank=4 --set finetune.lora.alpha=8 --set finetune.lora.targets=q,v,o,fc,down";
 // Whole experts (parallel.etp=1) under tensor and sequence parallelism.
 const std::string kWholeExperts =
     " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.etp=1";
@@ -190,7 +197,15 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"llama_tp2_dp2_distributed_optimizer_recompute_full", 4,
                " --set parallel.tp=2 --set parallel.distributed_optimizer=true"
                " --set train.recompute=full",
-               kLlama}),
+               kLlama},
+        Layout{"llama_lora_tp2", 2, " --set parallel.tp=2", kLoraLlama},
+        Layout{"llama_lora_tp2_sequence_parallel_recompute_full", 2,
+               " --set parallel.tp=2 --set parallel.sequence_parallel=true --set train.recompute=full", kLoraLlama},
+        Layout{"lora_tp2_sequence_parallel", 2, " --set parallel.tp=2 --set parallel.sequence_parallel=true",
+               kLoraGpt2},
+        // The tied embedding's copy on the last stage is frozen as the first's is.
+        Layout{"lora_pp2", 2, " --set parallel.pp=2", kLoraGpt2},
+        Layout{"llama_lora_dp2_distributed_optimizer", 2, " --set parallel.distributed_optimizer=true", kLoraLlama}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 class LayoutCheckpoints : public testing::TestWithParam<Layout> {};
@@ -278,7 +293,10 @@ INSTANTIATE_TEST_SUITE_P(
                            " --set model.n_layer=2" + kLlama},
                     Layout{"moe_shared_tp2_sequence_parallel_etp1_ep2_dp2_distributed_optimizer", 4,
                            kWholeExperts + " --set parallel.ep=2 --set parallel.distributed_optimizer=true",
-                           " --set model.n_layer=2" + kMoeShared}),
+                           " --set model.n_layer=2" + kMoeShared},
+                    // The adapters and their moments, gathered from tensor-parallel pieces;
+                    // the frozen base saved beside them.
+                    Layout{"llama_lora_tp2", 2, " --set parallel.tp=2", " --set model.n_layer=2" + kLoraLlama}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 // After one step each layout holds the single rank's gradients, tensor by tensor: AdamW's

@@ -2,7 +2,10 @@
 // (tests/parity/torch_reference.py): with the same weights and tokens, both must give the
 // same logits, loss and parameter gradients, and ten AdamW steps with clipping and
 // weight decay must give the same losses. One case for GPT-2, one for a Llama-style
-// model (GQA, SwiGLU, RoPE, RMSNorm, untied head, no biases).
+// model (GQA, SwiGLU, RoPE, RMSNorm, untied head, no biases), and each again under LoRA
+// (finetune.lora: the base frozen, adapters on some or all of the linear layers, their B
+// factors moved off zero so every path carries a gradient), where the frozen weights must
+// also come out of the ten steps bit for bit as they went in.
 //
 // The test writes a manifest (manifest.json) and little-endian fp32/int32 files to a
 // temp dir, runs /usr/bin/python3 (Debian's python3-torch) on it, and reads back
@@ -76,8 +79,16 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
 
 double relative_error(double a, double b) { return std::abs(a - b) / std::abs(b); }
 
-ModelConfig parity_model(const std::string& arch) {
+// "gpt2", "llama", or either with "_lora".
+ModelConfig parity_model(const std::string& variant) {
+  const std::string arch = variant.substr(0, variant.find('_'));
   ModelConfig m;
+  if (variant.ends_with("_lora")) {
+    m.lora.rank = 4;
+    m.lora.alpha = 8;  // scale 2
+    // GPT-2 adapts a part of its fused qkv and leaves the rest: columns within the layer.
+    m.lora.targets = arch == "llama" ? "q,k,v,o,gate,up,down" : "q,v,o,fc,down";
+  }
   m.arch = arch;
   m.n_layer = 2;
   m.d_model = 64;
@@ -111,7 +122,7 @@ std::vector<int64_t> real_shape(const Parameter& p) {
 class TorchParity : public testing::TestWithParam<std::string> {};
 
 TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
-  const std::string arch = GetParam();
+  const std::string arch = GetParam();  // with _lora for the LoRA cases
 
   const fs::path dir = fs::path(testing::TempDir()) / ("kiln_torch_parity_" + arch);
   fs::remove_all(dir);
@@ -133,6 +144,16 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
     for (int64_t i = 0; i < p.value.numel(); ++i)
       v[i] = static_cast<float>((is_weight ? 1.0 : 0.0) + 0.1 * jitter.normal());
   }
+  // B starts at zero, and with it A's gradient: moved off so that A's path is checked too.
+  for (const Parameter& p : model.parameters().all()) {
+    if (!p.name.ends_with(".lora_b")) continue;
+    float* v = p.value.as<float>();
+    for (int64_t i = 0; i < p.value.numel(); ++i) v[i] = static_cast<float>(0.05 * jitter.normal());
+  }
+  std::map<std::string, std::vector<float>> frozen_before;
+  for (const Parameter& p : model.parameters().all())
+    if (p.frozen) frozen_before[p.name].assign(p.value.as<float>(), p.value.as<float>() + p.value.numel());
+  EXPECT_EQ(frozen_before.empty(), !mc.lora.enabled());
 
   // Seeded tokens and targets; one target masked.
   Random pick(static_cast<uint64_t>(arch.size()) * 7919 + 5);
@@ -147,7 +168,7 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
   json params = json::array();
   for (const Parameter& p : model.parameters().all()) {
     write_binary(dir / "params" / (p.name + ".bin"), real_part(p, p.value));
-    params.push_back({{"name", p.name}, {"shape", real_shape(p)}, {"decay", p.decay}});
+    params.push_back({{"name", p.name}, {"shape", real_shape(p)}, {"decay", p.decay}, {"trains", !p.frozen}});
   }
 
   // kiln: logits, loss, gradients.
@@ -162,7 +183,8 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
   }
   model.backward(1.0 / static_cast<double>(model.target_count()));
   std::map<std::string, std::vector<float>> grads;
-  for (const Parameter& p : model.parameters().all()) grads[p.name] = real_part(p, p.grad);
+  for (const Parameter& p : model.parameters().all())
+    if (!p.frozen) grads[p.name] = real_part(p, p.grad);
 
   // kiln: ten AdamW steps on the same batch, lr varying per step. clip_grad sits below
   // the gradient norm of the first steps so clipping takes part.
@@ -187,12 +209,17 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
     norms.push_back(adamw.step(lrs[static_cast<size_t>(s)]).grad_norm);
   }
   losses.push_back(model.forward());  // after the last step
+  for (const Parameter& p : model.parameters().all()) {
+    if (!p.frozen) continue;
+    EXPECT_TRUE(std::equal(frozen_before[p.name].begin(), frozen_before[p.name].end(), p.value.as<float>()))
+        << p.name << " is frozen and changed in training";
+  }
   const int clipped = static_cast<int>(
       std::count_if(norms.begin(), norms.end(), [&](double n) { return n > train.clip_grad; }));
   EXPECT_GT(clipped, 0) << "clip_grad never triggered: the test no longer covers clipping";
 
   json manifest = {
-      {"arch", arch},
+      {"arch", mc.arch},
       {"n_layer", mc.n_layer},
       {"d_model", mc.d_model},
       {"n_head", mc.n_head},
@@ -204,6 +231,7 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
       {"rope_theta", mc.rope_theta},
       {"norm_eps", mc.norm_eps},
       {"tie_embeddings", mc.tie_embeddings},
+      {"lora_scale", mc.lora.enabled() ? mc.lora.scale() : 0.0},
       {"batch", kBatch},
       {"params", params},
       {"steps", kSteps},
@@ -245,6 +273,7 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
   double worst_grad = 0;
   std::string worst_name;
   for (const Parameter& p : model.parameters().all()) {
+    if (p.frozen) continue;
     const auto& mine = grads[p.name];
     const double e =
         relative_error(mine, read_floats(dir / "grads" / (p.name + ".bin"), mine.size()));
@@ -276,7 +305,7 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
   std::printf("parity %s\n", report.str().c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, TorchParity, testing::Values("gpt2", "llama"),
+INSTANTIATE_TEST_SUITE_P(Arch, TorchParity, testing::Values("gpt2", "llama", "gpt2_lora", "llama_lora"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -140,6 +140,20 @@ class CpuOps final : public Ops {
       cpu::add_bias(out.as<T>(), bias.as<T>(), out.shape.rows(), out.shape.cols());
     });
   }
+  void add_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) override {
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cpu::add_columns(out.as<T>(), x.as<T>(), out.shape.rows(), out.shape.cols(), x.shape.cols(), first,
+                       static_cast<T>(factor));
+    });
+  }
+  void take_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) override {
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cpu::take_columns(out.as<T>(), x.as<T>(), x.shape.rows(), x.shape.cols(), out.shape.cols(), first,
+                        static_cast<T>(factor));
+    });
+  }
   void bias_backward(const Tensor& dbias, const Tensor& dout) override {
     dispatch(dout, [&](auto t) {
       using T = decltype(t);

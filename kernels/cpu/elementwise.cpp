@@ -52,6 +52,20 @@ void add_bias(T* out, const T* bias, int64_t N, int64_t C) {
   }
 }
 
+template <typename T>
+void add_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, T factor) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t j = 0; j < c; ++j) out[n * C + first + j] += factor * x[n * c + j];
+}
+
+template <typename T>
+void take_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, T factor) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t j = 0; j < c; ++j) out[n * c + j] = factor * x[n * C + first + j];
+}
+
 // Each thread owns a block of columns and walks every row: deterministic, and rows are
 // read in contiguous pieces.
 template <typename T>
@@ -76,6 +90,8 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t C) {
   template void scale<T>(T*, int64_t, T);                                \
   template double sum_squares<T>(const T*, int64_t);                     \
   template void add_bias<T>(T*, const T*, int64_t, int64_t);             \
+  template void add_columns<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, T); \
+  template void take_columns<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, T); \
   template void bias_backward<T>(T*, const T*, int64_t, int64_t);
 KILN_INSTANTIATE(float)
 KILN_INSTANTIATE(double)

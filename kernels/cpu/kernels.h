@@ -27,6 +27,9 @@ template <typename T> void add(T* out, const T* a, const T* b, int64_t n);
 template <typename T> void scale(T* x, int64_t n, T factor);
 template <typename T> double sum_squares(const T* x, int64_t n);
 template <typename T> void add_bias(T* out, const T* bias, int64_t N, int64_t C);
+// Columns [first, first + c) of out[N, C] += factor * x[N, c]; out[N, c] = factor * those of x.
+template <typename T> void add_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, T factor);
+template <typename T> void take_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, T factor);
 template <typename T> void bias_backward(T* dbias, const T* dout, int64_t N, int64_t C);
 
 // The position of token n = b * seq + t: positions[n] (Ops' optional per-token positions),

@@ -57,6 +57,7 @@ void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x,
       dxr[c] += s * (d[c] * weight[c] - mean_dnorm - xhat * mean_dnorm_xhat);
     }
   }
+  if (!dweight) return;  // frozen
   const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static)
   for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -110,6 +111,7 @@ void rmsnorm_backward(T* dx, T* dweight, const T* dout, const T* x, const T* wei
     for (int64_t c = 0; c < C; ++c)
       dxr[c] += s * (d[c] * weight[c] - xr[c] * s * mean_dnorm_xhat);
   }
+  if (!dweight) return;  // frozen
   const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static)
   for (int64_t blk = 0; blk < blocks; ++blk) {

@@ -229,6 +229,20 @@ class CudaOps final : public Ops {
       cuda::add_bias(ptr<T>(out), ptr<T>(bias), out.shape.rows(), out.shape.cols(), stream_);
     });
   }
+  void add_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) override {
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cuda::add_columns(ptr<T>(out), ptr<T>(x), out.shape.rows(), out.shape.cols(), x.shape.cols(), first,
+                        static_cast<float>(factor), stream_);
+    });
+  }
+  void take_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) override {
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cuda::take_columns(ptr<T>(out), ptr<T>(x), x.shape.rows(), x.shape.cols(), out.shape.cols(), first,
+                         static_cast<float>(factor), stream_);
+    });
+  }
   void bias_backward(const Tensor& dbias, const Tensor& dout) override {
     expect_f32(dbias, "bias_backward: dbias");
     dispatch(dout, [&](auto t) {

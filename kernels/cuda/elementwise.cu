@@ -122,6 +122,22 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   }
 }
 
+// Element i of the part [N, c] and its place in the whole [N, C], at columns [first, first + c).
+template <typename T>
+struct ColumnsOp {
+  T* out;
+  const T* x;
+  int64_t C, c, first;
+  float factor;
+  bool into_whole;  // add_columns: whole += factor * part; else part = factor * whole
+  template <int W>
+  __device__ void apply(int64_t i) const {
+    const int64_t whole = i / c * C + first + i % c;
+    if (into_whole) out[whole] = from_float<T>(to_float(out[whole]) + factor * to_float(x[i]));
+    else out[i] = from_float<T>(factor * to_float(x[whole]));
+  }
+};
+
 template <typename T>
 struct BiasGrad {
   const T* dout;
@@ -190,6 +206,18 @@ void add_bias(T* out, const T* bias, int64_t N, int64_t C, cudaStream_t stream) 
 }
 
 template <typename T>
+void add_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, float factor,
+                 cudaStream_t stream) {
+  launch_map<1>(N * c, ColumnsOp<T>{out, x, C, c, first, factor, true}, stream);
+}
+
+template <typename T>
+void take_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, float factor,
+                  cudaStream_t stream) {
+  launch_map<1>(N * c, ColumnsOp<T>{out, x, C, c, first, factor, false}, stream);
+}
+
+template <typename T>
 void bias_backward(float* dbias, const T* dout, int64_t N, int64_t C, cudaStream_t stream) {
   with_pack<T>(can_pack<kPack<T>>(C, dout), [&](auto p) {
     launch_column_sums<decltype(p)::value, 1>(dbias, nullptr, N, C, BiasGrad<T>{dout, C}, stream);
@@ -200,6 +228,8 @@ void bias_backward(float* dbias, const T* dout, int64_t N, int64_t C, cudaStream
   template void fill<T>(T*, int64_t, float, cudaStream_t);                               \
   template void add<T>(T*, const T*, const T*, int64_t, cudaStream_t);                   \
   template void add_bias<T>(T*, const T*, int64_t, int64_t, cudaStream_t);               \
+  template void add_columns<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, float, cudaStream_t); \
+  template void take_columns<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, float, cudaStream_t); \
   template void bias_backward<T>(float*, const T*, int64_t, int64_t, cudaStream_t);      \
   template void cast<T, float>(T*, const float*, int64_t, cudaStream_t);                 \
   template void cast<T, __nv_bfloat16>(T*, const __nv_bfloat16*, int64_t, cudaStream_t); \

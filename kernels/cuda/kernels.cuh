@@ -48,6 +48,13 @@ template <typename T>
 void add_bias(T* out, const T* bias, int64_t N, int64_t C, cudaStream_t stream);
 template <typename T>
 void bias_backward(float* dbias, const T* dout, int64_t N, int64_t C, cudaStream_t stream);
+// Columns [first, first + c) of out[N, C] += factor * x[N, c]; out[N, c] = factor * those of x[N, C].
+template <typename T>
+void add_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, float factor,
+                 cudaStream_t stream);
+template <typename T>
+void take_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, float factor,
+                  cudaStream_t stream);
 
 // ---- embedding (kernels/cuda/embedding.cu) --------------------------------------------
 // positions (here and below): null, or the position of each of the B * seq tokens.

@@ -235,6 +235,7 @@ void layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, cons
     layernorm_backward_dx_kernel<T, P>
         <<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, mean, rstd, N, C, inv(C));
     KILN_CUDA_CHECK_LAUNCH("layernorm_backward_dx_kernel");
+    if (!dweight) return;  // frozen
     const LayerNormParamGrad<T> term{dout, x, mean, rstd, C};
     if (dbias) {
       launch_column_sums<P, 2>(dweight, dbias, N, C, term, stream);
@@ -264,8 +265,9 @@ void rmsnorm_backward(T* dx, float* dweight, const T* dout, const T* x, const T*
     rmsnorm_backward_dx_kernel<T, P>
         <<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, rstd, N, C, inv(C));
     KILN_CUDA_CHECK_LAUNCH("rmsnorm_backward_dx_kernel");
-    launch_column_sums<P, 1>(dweight, nullptr, N, C, RmsNormWeightGrad<T>{dout, x, rstd, C},
-                             stream);
+    if (dweight)  // else frozen
+      launch_column_sums<P, 1>(dweight, nullptr, N, C, RmsNormWeightGrad<T>{dout, x, rstd, C},
+                               stream);
   });
 }
 

@@ -156,6 +156,16 @@ TEST_P(CudaOps, ElementwiseAndBias) {
   gpu_->add_bias(a.gpu, bias.gpu);
   expect_close(a, "add_bias");
 
+  // A LoRA adapter's part of a fused output: columns [16, 16 + 24) of a [B T, C] matrix.
+  const Pair part = random({B * T, 24}, dtype()), taken = output({B * T, 24}, dtype());
+  const Pair whole = random({B * T, C}, dtype());
+  cpu_->add_columns(whole.cpu, part.cpu, 16, 0.75);
+  gpu_->add_columns(whole.gpu, part.gpu, 16, 0.75);
+  expect_close(whole, "add_columns");
+  cpu_->take_columns(taken.cpu, whole.cpu, 16, -2.0);
+  gpu_->take_columns(taken.gpu, whole.gpu, 16, -2.0);
+  expect_close(taken, "take_columns");
+
   const Pair dbias = accumulator({C}, DType::F32);
   cpu_->bias_backward(dbias.cpu, b.cpu);
   gpu_->bias_backward(dbias.gpu, b.gpu);
@@ -308,6 +318,15 @@ TEST_P(CudaOps, Norms) {
   gpu_->rmsnorm_backward(dx.gpu, dw.gpu, dout.gpu, x.gpu, w.gpu, rstd.gpu);
   expect_close(dx, "rmsnorm_backward dx");
   expect_close(dw, "rmsnorm_backward dweight");
+  // A frozen norm (LoRA's base) has no weight gradients: dx alone.
+  cpu_->rmsnorm_backward(dx.cpu, Tensor{nullptr, DType::F32, {C}}, dout.cpu, x.cpu, w.cpu, rstd.cpu);
+  gpu_->rmsnorm_backward(dx.gpu, Tensor{nullptr, DType::F32, {C}, Device::Cuda}, dout.gpu, x.gpu, w.gpu, rstd.gpu);
+  expect_close(dx, "rmsnorm_backward dx of a frozen norm");
+  const Tensor none{nullptr, DType::F32, {C}, Device::Cuda};
+  cpu_->layernorm_backward(dx.cpu, Tensor{nullptr, DType::F32, {C}}, Tensor{nullptr, DType::F32, {C}}, dout.cpu,
+                           x.cpu, w.cpu, mean.cpu, rstd.cpu);
+  gpu_->layernorm_backward(dx.gpu, none, none, dout.gpu, x.gpu, w.gpu, mean.gpu, rstd.gpu);
+  expect_close(dx, "layernorm_backward dx of a frozen norm");
 }
 
 TEST_P(CudaOps, Activations) {

@@ -3,7 +3,8 @@
 
 Run by tests/torch_parity_test.cpp as `/usr/bin/python3 torch_reference.py DIR`, and by
 tests/hf_export_parity_test.cpp as `torch_reference.py --hf MODEL_DIR DIR` (see hf_main).
-DIR holds manifest.json (config, parameter names and shapes, optimizer settings),
+DIR holds manifest.json (config, parameter names and shapes, which of them train, the LoRA
+scale, optimizer settings),
 params/NAME.bin (fp32 little-endian, vocabulary padding left out), tokens.bin and
 targets.bin (int32 [batch, seq_len]; a target < 0 is masked). It writes:
   logits.bin        fp32 [batch * seq_len, vocab_size] of the first forward
@@ -13,7 +14,8 @@ targets.bin (int32 [batch, seq_len]; a target < 0 is masked). It writes:
 
 Written from the model description (pre-norm blocks, LayerNorm/GELU-tanh/learned
 positions/tied head for GPT-2; RMSNorm/SwiGLU/RoPE/GQA/untied head for Llama; Mixtral's
-top-k softmax router over SwiGLU experts), not from kiln's code. torch 1.13 has neither F.scaled_dot_product_attention nor F.rms_norm, so
+top-k softmax router over SwiGLU experts; LoRA as PEFT's LoraLayer computes it, each adapted
+projection's output plus scale * B(A(x))), not from kiln's code. torch 1.13 has neither F.scaled_dot_product_attention nor F.rms_norm, so
 attention and RMSNorm are spelled out.
 """
 import json
@@ -115,9 +117,19 @@ def forward(cfg, P, tokens):
             return rms_norm(x, P[prefix + ".weight"], eps)
         return F.layer_norm(x, (C,), P[prefix + ".weight"], P[prefix + ".bias"], eps)
 
-    def linear(x, prefix):
-        return F.linear(x, P[prefix + ".weight"], P.get(prefix + ".bias"))
+    def linear(x, prefix, parts=(None,)):
+        """A (possibly fused) projection; parts: the LoRA target of each equal-or-listed
+        output segment, whose adapter prefix.TARGET.lora_a / lora_b adds scale * B(A(x))."""
+        y = F.linear(x, P[prefix + ".weight"], P.get(prefix + ".bias"))
+        widths = [y.shape[-1]] if len(parts) == 1 else parts_widths[prefix.split(".", 2)[2]]
+        segments = list(y.split(widths, dim=-1))
+        for i, target in enumerate(parts):
+            name = "%s.%s.lora_" % (prefix, target)
+            if name + "a" in P:
+                segments[i] = segments[i] + cfg["lora_scale"] * F.linear(F.linear(x, P[name + "a"]), P[name + "b"])
+        return torch.cat(segments, dim=-1)
 
+    parts_widths = {"attn.qkv": [H * hd, KV * hd, KV * hd], "mlp.fc": [cfg["d_ff"]] * 2}
     x = P["wte"][tokens]
     if not llama:
         x = x + P["wpe"][:T][None]
@@ -127,7 +139,7 @@ def forward(cfg, P, tokens):
     for layer in range(cfg["n_layer"]):
         pre = "layers.%d." % layer
         # Attention: fused projection, rows = query heads, key heads, value heads.
-        qkv = linear(norm(x, pre + "norm1"), pre + "attn.qkv")
+        qkv = linear(norm(x, pre + "norm1"), pre + "attn.qkv", ("q", "k", "v"))
         q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
         q = q.view(B, T, H, hd).transpose(1, 2)
         k = k.view(B, T, KV, hd).transpose(1, 2)
@@ -138,20 +150,20 @@ def forward(cfg, P, tokens):
         k = k.repeat_interleave(H // KV, dim=1)
         v = v.repeat_interleave(H // KV, dim=1)
         attn = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * hd)
-        x = x + linear(attn, pre + "attn.proj")
+        x = x + linear(attn, pre + "attn.proj", ("o",))
 
         # MLP: GELU (tanh) for GPT-2, SwiGLU with [gate | up] rows for Llama, Mixtral's
         # experts where the layer has them.
         if pre + "moe.router.weight" in P:
             x = x + sparse_moe(cfg, P, pre + "moe.", norm(x, pre + "norm2"))
             continue
-        h = linear(norm(x, pre + "norm2"), pre + "mlp.fc")
+        h = linear(norm(x, pre + "norm2"), pre + "mlp.fc", ("gate", "up") if llama else ("fc",))
         if llama:
             gate, up = h.split(cfg["d_ff"], dim=-1)
             h = F.silu(gate) * up
         else:
             h = gelu_tanh(h)
-        x = x + linear(h, pre + "mlp.proj")
+        x = x + linear(h, pre + "mlp.proj", ("down",))
 
     x = norm(x, "final_norm")
     head = P["wte"] if cfg["tie_embeddings"] else P["lm_head.weight"]
@@ -179,7 +191,7 @@ def main():
         P = {}
         for p in cfg["params"]:
             w = load(os.path.join(out_dir, "params", p["name"] + ".bin"), "<f4", p["shape"])
-            P[p["name"]] = w.float().requires_grad_(True)
+            P[p["name"]] = w.float().requires_grad_(p.get("trains", True))
         return P
 
     # One forward and backward: logits, loss, gradients of the mean loss.
@@ -191,13 +203,15 @@ def main():
     save(os.path.join(out_dir, "logits.bin"), logits.reshape(B * T, -1))
     os.makedirs(os.path.join(out_dir, "grads"), exist_ok=True)
     for name, w in P.items():
-        save(os.path.join(out_dir, "grads", name + ".bin"), w.grad)
+        if w.requires_grad:
+            save(os.path.join(out_dir, "grads", name + ".bin"), w.grad)
 
     # Ten steps of torch.optim.AdamW on the same batch, clipped by clip_grad_norm_;
     # weight decay on matrices and embeddings (the manifest's decay flags) only.
     P = fresh_params()
-    decay = [P[p["name"]] for p in cfg["params"] if p["decay"]]
-    no_decay = [P[p["name"]] for p in cfg["params"] if not p["decay"]]
+    trained = [p for p in cfg["params"] if p.get("trains", True)]
+    decay = [P[p["name"]] for p in trained if p["decay"]]
+    no_decay = [P[p["name"]] for p in trained if not p["decay"]]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg["weight_decay"]},
          {"params": no_decay, "weight_decay": 0.0}],
@@ -207,7 +221,7 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         loss_t = mean_loss(forward(cfg, P, tokens), targets)
         loss_t.backward()
-        norm = torch.nn.utils.clip_grad_norm_(list(P.values()), cfg["clip_grad"])
+        norm = torch.nn.utils.clip_grad_norm_(decay + no_decay, cfg["clip_grad"])
         for group in optimizer.param_groups:
             group["lr"] = cfg["lr"][step]
         optimizer.step()

@@ -42,6 +42,7 @@ std::vector<std::pair<std::string, Tensor>> optimizer_tensors(const GptModel& mo
                                                               const OptimizerState& optimizer) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const Parameter& p : model.parameters().all()) {
+    if (p.frozen) continue;  // a LoRA run's base: no optimizer state
     out.push_back({"exp_avg." + p.name, p.view_in(optimizer.exp_avg)});
     out.push_back({"exp_avg_sq." + p.name, p.view_in(optimizer.exp_avg_sq)});
     if (optimizer.master_copy)
@@ -344,13 +345,22 @@ void Checkpoint::check_model(const json& model_config) const {
 }
 
 void Checkpoint::restore(GptModel& model, AdamW& optimizer, Ops& ops) const {
-  const bool has_master = optimizer_->contains("master." + model.parameters().all().front().name);
+  const bool has_master = has_master_weights(model.parameters());
   const OptimizerState state = optimizer.state_to_restore();
   for (const Parameter& p : model.parameters().all()) {
     // Under mixed precision the F32 master weights are the truth; a run in F32 resuming a
     // mixed-precision checkpoint takes them rather than the rounded copies.
-    const bool from_master = has_master && !state.master_copy;
+    const bool from_master = has_master && !state.master_copy && optimizer_->contains("master." + p.name);
+    // A LoRA run's adapters start fresh from a checkpoint that has none (an import, a full
+    // fine-tune): they keep their initial values and zero moments.
+    if (p.adapter && !model_->contains(p.name)) {
+      ops.fill(p.view_in(state.exp_avg), 0.0);
+      ops.fill(p.view_in(state.exp_avg_sq), 0.0);
+      if (state.master_copy) ops.cast(p.view_in(state.master), p.value);
+      continue;
+    }
     load_piece(ops, p.value, p, from_master ? *optimizer_ : *model_, (from_master ? "master." : "") + p.name);
+    if (p.frozen) continue;
     load_piece(ops, p.view_in(state.exp_avg), p, *optimizer_, "exp_avg." + p.name);
     load_piece(ops, p.view_in(state.exp_avg_sq), p, *optimizer_, "exp_avg_sq." + p.name);
     if (state.master_copy)
@@ -360,13 +370,19 @@ void Checkpoint::restore(GptModel& model, AdamW& optimizer, Ops& ops) const {
   optimizer.restored(state, state_.optimizer_steps);
 }
 
+bool Checkpoint::has_master_weights(const ParameterSet& params) const {
+  for (const Parameter& p : params.all())
+    if (!p.frozen && optimizer_->contains("master." + p.name)) return true;
+  return false;
+}
+
 void Checkpoint::load_parameters(GptModel& model, Ops& ops) const {
   const ParameterSet& params = model.parameters();
-  const bool from_master = params.value_dtype() == DType::F32 &&
-                           optimizer_->contains("master." + params.all().front().name);
-  for (const Parameter& p : params.all())
-    load_piece(ops, p.value, p, from_master ? *optimizer_ : *model_,
-              (from_master ? "master." : "") + p.name);
+  const bool master = params.value_dtype() == DType::F32 && has_master_weights(params);
+  for (const Parameter& p : params.all()) {
+    const bool from_master = master && optimizer_->contains("master." + p.name);
+    load_piece(ops, p.value, p, from_master ? *optimizer_ : *model_, (from_master ? "master." : "") + p.name);
+  }
   // The selection bias picks the experts a token takes, at inference as in training.
   for (const auto& [layer, bias] : state_.expert_bias)
     if (MoeMlp* experts = model.experts(layer)) experts->set_bias(bias);

@@ -99,6 +99,8 @@ class Checkpoint {
   const SafetensorsFile& model_file() const { return *model_; }
 
  private:
+  // Whether the optimizer file holds F32 master weights (of the parameters that train).
+  bool has_master_weights(const ParameterSet& params) const;
   std::string path_;
   TrainingState state_;
   std::unique_ptr<SafetensorsFile> model_;

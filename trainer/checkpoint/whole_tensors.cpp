@@ -63,6 +63,7 @@ WholeTensors gather_whole_tensors(const GptModel& model, const OptimizerState& o
   for (const Parameter& p : model.parameters().all()) {
     if (p.copy || (p.expert ? !experts : !scope.dense)) continue;
     gather(false, p.name, p, p.value);
+    if (p.frozen) continue;  // a LoRA run's base: no optimizer state
     gather(true, "exp_avg." + p.name, p, p.view_in(optimizer.exp_avg));
     gather(true, "exp_avg_sq." + p.name, p, p.view_in(optimizer.exp_avg_sq));
     if (optimizer.master_copy) gather(true, "master." + p.name, p, p.view_in(optimizer.master));

@@ -16,6 +16,7 @@
 #include "base/closest_word.h"
 #include "base/trim.h"
 #include "trainer/config/embedded_config.h"
+#include "trainer/config/lora_targets.h"
 #include "trainer/config/pipeline_layers.h"
 
 namespace kiln {
@@ -61,6 +62,13 @@ void for_each_field(C& c, F&& f) {
   f("moe", "capacity_factor", c.model.moe.capacity_factor);
   f("moe", "drop_policy", c.model.moe.drop_policy);
   f("moe", "pad_to_capacity", c.model.moe.pad_to_capacity);
+
+  // A key with a dot names an object within its section: finetune.lora.rank is
+  // {"finetune": {"lora": {"rank": ...}}}.
+  f("finetune", "lora.rank", c.model.lora.rank);
+  f("finetune", "lora.alpha", c.model.lora.alpha);
+  f("finetune", "lora.dropout", c.model.lora.dropout);
+  f("finetune", "lora.targets", c.model.lora.targets);
 
   f("train", "steps", c.train.steps);
   f("train", "global_batch", c.train.global_batch);
@@ -140,8 +148,8 @@ void for_each_field(C& c, F&& f) {
   f("alerts", "actions", c.alerts.actions);
 }
 
-const std::vector<std::string> kSections = {"model",     "moe",     "train", "data",
-                                            "parallel",  "precision", "backend", "store", "alerts"};
+const std::vector<std::string> kSections = {"model",    "moe",       "finetune", "train", "data",
+                                            "parallel", "precision", "backend",  "store", "alerts"};
 const std::vector<std::string> kRequired = {"n_layer", "n_head", "d_model", "vocab_size",
                                             "seq_len"};  // all in model
 constexpr int kByteVocab = 257;  // 256 byte values + end-of-document
@@ -183,9 +191,29 @@ const Field* find_field(std::string_view section, std::string_view key) {
   return nullptr;
 }
 
-bool has_key(const json& j, const char* section, const char* key) {
+// The value of section.key in j, or null: a dot in the key descends into an object.
+const json* key_value(const json& j, const std::string& section, std::string_view key) {
   const auto s = j.find(section);
-  return s != j.end() && s->contains(key);
+  if (s == j.end()) return nullptr;
+  const json* at = &*s;
+  for (;;) {
+    const size_t dot = key.find('.');
+    if (!at->is_object()) return nullptr;
+    const auto found = at->find(std::string(key.substr(0, dot)));
+    if (found == at->end()) return nullptr;
+    at = &*found;
+    if (dot == key.npos) return at;
+    key.remove_prefix(dot + 1);
+  }
+}
+
+bool has_key(const json& j, const char* section, const char* key) { return key_value(j, section, key); }
+
+// The place of section.key in j, made (with the objects above it) when absent.
+json& key_slot(json& j, const std::string& section, const std::string& key) {
+  std::string path = "/" + section + "/" + key;
+  std::replace(path.begin(), path.end(), '.', '/');
+  return j[json::json_pointer(path)];
 }
 
 // A value as the user would write it, cut short so one bad array keeps the error one line.
@@ -234,6 +262,26 @@ std::string unknown_key_hint(const std::string& section, const std::string& key)
   return did_you_mean(elsewhere);
 }
 
+// Whether some key of the section lies within the object `prefix` (finetune's lora).
+bool is_object_key(const std::string& section, const std::string& prefix) {
+  for (const Field& f : schema())
+    if (f.section == section && f.key.starts_with(prefix + ".")) return true;
+  return false;
+}
+
+// The keys of `object` (the section's, or an object within it at `prefix`) are all fields.
+void check_keys(const std::string& section, const json& object, const std::string& prefix) {
+  for (const auto& item : object.items()) {
+    const std::string key = prefix.empty() ? item.key() : prefix + "." + item.key();
+    if (find_field(section, key)) continue;
+    if (!is_object_key(section, key))
+      fail("config: unknown key " + section + "." + key + unknown_key_hint(section, key));
+    if (!item.value().is_object())
+      fail("config: " + section + "." + key + " must be an object, got " + show(item.value()));
+    check_keys(section, item.value(), key);
+  }
+}
+
 // Unknown sections and keys are errors, not ignored: a typo would otherwise silently
 // train with the default.
 void check_structure(const json& j) {
@@ -243,9 +291,7 @@ void check_structure(const json& j) {
       fail("config: unknown section " + show(name) + did_you_mean(closest_word(name, kSections)));
     if (!section.is_object())
       fail("config: section " + name + " must be an object, got " + show(section));
-    for (const auto& item : section.items())
-      if (!find_field(name, item.key()))
-        fail("config: unknown key " + name + "." + item.key() + unknown_key_hint(name, item.key()));
+    check_keys(name, section, "");
   }
   for (const std::string& key : kRequired)
     if (!has_key(j, "model", key.c_str())) fail("config: model." + key + " is required");
@@ -437,6 +483,23 @@ void validate_moe(const MoeConfig& e, const ModelConfig& m) {
     fail("config: moe.pad_to_capacity needs moe.capacity_factor > 0 (dropless experts have no capacity)");
 }
 
+void validate_lora(const Config& c) {
+  const LoraConfig& l = c.model.lora;
+  at_least("finetune.lora.rank", l.rank, 0);
+  if (!l.enabled()) return;
+  positive("finetune.lora.alpha", l.alpha);
+  if (l.dropout != 0)
+    fail("config: finetune.lora.dropout=" + show(l.dropout) + " is not supported yet: kiln's adapters read their "
+         "input whole (set finetune.lora.dropout=0)");
+  parse_lora_targets(l.targets, c.model);
+  if (c.model.moe.enabled())
+    fail("config: finetune.lora with MoE layers is not supported: the experts have no adapters "
+         "(set finetune.lora.rank=0 or moe.num_experts=0)");
+  if (c.precision.dtype == "fp8")
+    fail("config: finetune.lora with precision.dtype=fp8 is not supported: the frozen base multiplies in "
+         "bf16 (set precision.dtype=bf16)");
+}
+
 void validate_train(const TrainConfig& t) {
   at_least("train.steps", t.steps, 1);
   at_least("train.global_batch", t.global_batch, 1);
@@ -578,6 +641,7 @@ void validate_alerts(const AlertsConfig& a) {
 void validate(const Config& c) {
   validate_model(c.model);
   validate_moe(c.model.moe, c.model);
+  validate_lora(c);
   validate_train(c.train);
   validate_data(c.data, c.model);
   validate_parallel(c.parallel, c.model);
@@ -664,7 +728,7 @@ Config config_from_json(const json& j) {
   check_structure(j);
   Config c;
   for_each_field(c, [&](const char* section, const char* key, auto& out) {
-    if (has_key(j, section, key)) read_value(std::string(section) + "." + key, j.at(section).at(key), out);
+    if (const json* v = key_value(j, section, key)) read_value(std::string(section) + "." + key, *v, out);
   });
   // Llama-family models untie the output layer; GPT-2 ties it. An explicit value wins.
   if (!has_key(j, "model", "tie_embeddings")) c.model.tie_embeddings = !c.model.is_llama();
@@ -675,7 +739,7 @@ Config config_from_json(const json& j) {
 json config_to_json(const Config& config) {
   json j = json::object();
   for_each_field(config, [&](const char* section, const char* key, const auto& value) {
-    j[section][key] = value;
+    key_slot(j, section, key) = value;
   });
   return j;
 }
@@ -687,10 +751,12 @@ void apply_override(json& j, const std::string& assignment) {
   const std::string path = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
   const size_t dot = path.find('.');
-  if (dot == path.npos || dot == 0 || dot + 1 == path.size() || path.find('.', dot + 1) != path.npos)
+  const std::string section = path.substr(0, dot == path.npos ? 0 : dot);
+  const std::string key = dot == path.npos ? "" : path.substr(dot + 1);
+  // A key with dots names a value within an object of the section (finetune.lora.rank).
+  const size_t last_dot = key.rfind('.');
+  if (section.empty() || key.empty() || (last_dot != key.npos && !is_object_key(section, key.substr(0, last_dot))))
     fail("config: override " + show(assignment) + " must name section.key before '=', e.g. train.lr=3e-4");
-  const std::string section = path.substr(0, dot);
-  const std::string key = path.substr(dot + 1);
 
   json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) value = text;
@@ -705,7 +771,13 @@ void apply_override(json& j, const std::string& assignment) {
   if (target.is_null()) target = json::object();
   if (!target.is_object())
     fail("config: cannot apply " + show(assignment) + ": section " + section + " is not an object");
-  target[key] = std::move(value);
+  if (last_dot != key.npos) {
+    const json* above = key_value(j, section, key.substr(0, last_dot));
+    if (above && !above->is_object())
+      fail("config: cannot apply " + show(assignment) + ": " + section + "." + key.substr(0, last_dot) +
+           " is not an object");
+  }
+  key_slot(j, section, key) = std::move(value);
 }
 
 std::vector<std::string> fit_to_steps(TrainConfig& train) {

@@ -39,6 +39,18 @@ struct MoeConfig {
   bool is_moe_layer(int layer) const;
 };
 
+// LoRA fine-tuning (docs/lora.md): low-rank adapters B A beside chosen linear layers, the
+// base frozen. The config's `finetune.lora` keys.
+struct LoraConfig {
+  int rank = 0;           // r; 0: full fine-tuning, every parameter trains
+  double alpha = 8;       // the adapters' output is scaled by alpha / rank (PEFT's lora_alpha)
+  double dropout = 0;     // PEFT's lora_dropout on each adapter's input: only 0 so far
+  std::string targets = "q,v";  // the adapted layers, comma-separated (lora_targets.h)
+
+  bool enabled() const { return rank > 0; }
+  double scale() const { return alpha / rank; }
+};
+
 struct ModelConfig {
   std::string arch = "gpt2";  // gpt2 | llama
   int n_layer = 0;
@@ -63,6 +75,7 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   double init_std = 0.02;
   MoeConfig moe;
+  LoraConfig lora;
 
   bool is_llama() const { return arch == "llama"; }
   // Whether the fused query/key/value projection has a bias: GPT-2's, or a Llama layer's with

@@ -352,7 +352,7 @@ TEST(Config, Llama3RopeScalingIsCheckedInOneLine) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 19}, {"moe", 14}, {"train", 26}, {"data", 8}, {"parallel", 13},
+      {"model", 19}, {"moe", 14}, {"finetune", 1}, {"train", 26}, {"data", 8}, {"parallel", 13},
       {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 14}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
@@ -361,6 +361,56 @@ TEST(Config, ToJsonWritesEveryKey) {
   EXPECT_EQ(j["parallel"]["device_comm"], "auto");
   EXPECT_EQ(j["backend"]["attention"], "kiln");
   EXPECT_EQ(j["backend"]["tune_products"], true);
+  EXPECT_EQ(j["finetune"], json::parse(R"({"lora": {"rank": 0, "alpha": 8.0, "dropout": 0.0, "targets": "q,v"}})"));
+}
+
+TEST(Config, LoraKeysNestUnderFinetune) {
+  EXPECT_FALSE(with({}).model.lora.enabled());
+  const Config c = with({"model.arch=llama", "finetune.lora.rank=16", "finetune.lora.alpha=32",
+                         "finetune.lora.targets=q,k, v,o,gate,up,down"});
+  EXPECT_EQ(c.model.lora.rank, 16);
+  EXPECT_DOUBLE_EQ(c.model.lora.scale(), 2.0);
+  EXPECT_EQ(c.model.lora.targets, "q,k, v,o,gate,up,down");
+  // The same as nested JSON, and back.
+  json j = minimal();
+  j["finetune"] = json::parse(R"({"lora": {"rank": 4, "targets": "o"}})");
+  const Config from_json = config_from_json(j);
+  EXPECT_EQ(from_json.model.lora.rank, 4);
+  EXPECT_EQ(config_to_json(from_json)["finetune"]["lora"]["targets"], "o");
+  EXPECT_EQ(config_from_json(config_to_json(c)).model.lora.targets, c.model.lora.targets);
+}
+
+TEST(Config, LoraIsCheckedInOneLine) {
+  EXPECT_EQ(error_of({"finetune.lora.rank=-1"}), "config: finetune.lora.rank must be >= 0, got -1");
+  EXPECT_EQ(error_of({"finetune.lora.rank=8", "finetune.lora.alpha=0"}),
+            "config: finetune.lora.alpha must be > 0, got 0.0");
+  EXPECT_HAS(error_of({"finetune.lora.rank=8", "finetune.lora.targets=q,x"}),
+             "config: finetune.lora.targets names no layer \"x\"");
+  EXPECT_HAS(error_of({"finetune.lora.rank=8", "finetune.lora.targets=q,x"}), "; arch gpt2 has q,k,v,o,down,fc");
+  EXPECT_EQ(error_of({"model.arch=llama", "finetune.lora.rank=8", "finetune.lora.targets=q_proj"}),
+            "config: finetune.lora.targets names no layer \"q_proj\" (did you mean q?); arch llama has "
+            "q,k,v,o,gate,up,down");
+  EXPECT_EQ(error_of({"finetune.lora.rank=8", "finetune.lora.targets=q,gate"}),
+            "config: finetune.lora.targets names \"gate\", which arch gpt2 lacks; it has q,k,v,o,down,fc");
+  EXPECT_EQ(error_of({"model.arch=llama", "finetune.lora.rank=8", "finetune.lora.targets=fc"}),
+            "config: finetune.lora.targets names \"fc\", which arch llama lacks; it has q,k,v,o,gate,up,down");
+  EXPECT_EQ(error_of({"finetune.lora.rank=8", "finetune.lora.targets=q,q"}),
+            "config: finetune.lora.targets names \"q\" twice");
+  EXPECT_EQ(error_of({"finetune.lora.rank=8", "finetune.lora.targets= "}),
+            "config: finetune.lora.targets is empty; arch gpt2 has q,k,v,o,down,fc");
+  EXPECT_HAS(error_of({"finetune.lora.rank=8", "finetune.lora.dropout=0.1"}), "finetune.lora.dropout=0.1 is not supported");
+  EXPECT_HAS(error_of({"finetune.lora.rank=8", "moe.num_experts=4"}), "finetune.lora with MoE layers");
+  EXPECT_HAS(error_of({"finetune.lora.rank=8", "precision.dtype=fp8"}), "finetune.lora with precision.dtype=fp8");
+  // Unknown keys within the nested object, and an object where a value belongs.
+  EXPECT_EQ(error_of({"finetune.lora.rnak=8"}),
+            "config: unknown key finetune.lora.rnak (did you mean finetune.lora.rank?)");
+  EXPECT_EQ(error_of({"finetune.lora=8"}), "config: finetune.lora must be an object, got 8");
+  json j = minimal();
+  j["finetune"] = json::parse(R"({"lora": {"rnak": 8}})");
+  EXPECT_HAS(json_error(j), "config: unknown key finetune.lora.rnak");
+  EXPECT_HAS(json_error(j), "finetune.lora.rank");
+  j["finetune"] = json::parse(R"({"lora": 8})");
+  EXPECT_EQ(json_error(j), "config: finetune.lora must be an object, got 8");
 }
 
 TEST(Config, AttentionKernelsAreChosenByName) {

@@ -117,7 +117,8 @@ SweepAxis parse_sweep_axis(std::string_view text) {
   SweepAxis axis;
   axis.key = std::string(text.substr(0, eq));
   const size_t dot = axis.key.find('.');
-  if (dot == axis.key.npos || dot == 0 || dot + 1 == axis.key.size() || axis.key.find('.', dot + 1) != axis.key.npos)
+  // Further dots name a key within objects of the section (finetune.lora.rank).
+  if (dot == axis.key.npos || dot == 0 || axis.key.back() == '.' || axis.key.find("..") != axis.key.npos)
     fail("sweep: --grid " + shown + " must name section.key before '=', e.g. train.lr=1e-3,3e-3");
   const std::string_view spec = text.substr(eq + 1);
   if (spec.starts_with("log:")) {

@@ -48,6 +48,9 @@ TEST(SweepGrid, ParsesListsAndRanges) {
   EXPECT_TRUE(log.range->log);
   EXPECT_FALSE(log.range->integer);
 
+  // A key within an object of its section.
+  EXPECT_EQ(parse_sweep_axis("finetune.lora.rank=8,16").key, "finetune.lora.rank");
+
   const SweepAxis ints = parse_sweep_axis("train.warmup=10..100");
   ASSERT_TRUE(ints.range);
   EXPECT_TRUE(ints.range->integer);

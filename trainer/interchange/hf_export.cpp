@@ -10,17 +10,19 @@
 #include "trainer/interchange/hf_config.h"
 #include "trainer/interchange/hf_tensors.h"
 #include "trainer/interchange/hf_tokenizer.h"
+#include "trainer/interchange/lora_export.h"
 
 namespace kiln {
 
 namespace fs = std::filesystem;
 
-HfExportSummary export_hf(const std::string& checkpoint_path, const std::string& output) {
+HfExportSummary export_hf(const std::string& checkpoint_path, const std::string& output, bool adapter) {
   HfExportSummary summary;
   summary.checkpoint = checkpoint_path;
   const Checkpoint checkpoint(checkpoint_path);
   const Config config = config_from_json(checkpoint.state().config);
   const ModelConfig& m = config.model;
+  if (adapter) return write_peft_adapter(checkpoint.model_file(), m, output, summary);
   // Aux-loss-free balancing's selection bias chooses experts; Mixtral's router has none.
   for (const auto& [layer, bias] : checkpoint.state().expert_bias)
     for (double b : bias)
@@ -56,9 +58,10 @@ HfExportSummary export_hf(const std::string& checkpoint_path, const std::string&
   SafetensorsWriter writer((fs::path(output) / "model.safetensors").string(), infos,
                            {{"format", "pt"}});
   const size_t element = dtype_size(summary.dtype);
-  std::vector<std::byte> part;
+  std::vector<std::byte> part, merged;
   for (const HfTensor& t : map) {
-    const std::byte* kiln = weights.data(t.kiln_name).data();
+    // A LoRA checkpoint's adapters merge into the weights they adapt.
+    const std::byte* kiln = lora_merged_weight(weights, m, t.kiln_name, merged);
     for (const HfPart& p : t.parts) {
       part.resize(static_cast<size_t>(hf_shape(t, p).numel()) * element);
       copy_part_out(kiln, t, p, element, part.data());

@@ -2,7 +2,8 @@
 // transformers' GPT2LMHeadModel or LlamaForCausalLM loads with from_pretrained:
 //   config.json          GPT2Config or LlamaConfig (hf_config.h)
 //   model.safetensors    every weight under its Hugging Face name and layout (hf_tensors.h),
-//                        in the checkpoint's dtype, vocabulary padding removed
+//                        in the checkpoint's dtype, vocabulary padding removed, a LoRA
+//                        checkpoint's adapters merged in (lora_export.h)
 //   vocab.json, merges.txt or tokenizer.json, and tokenizer_config.json, when
 //                        data.tokenizer names files (hf_tokenizer.h)
 #pragma once
@@ -24,7 +25,8 @@ struct HfExportSummary {
   std::vector<std::string> files;  // written into the output directory
 };
 
-// Exports the checkpoint folder (checked against its manifest first) into output, creating it.
-HfExportSummary export_hf(const std::string& checkpoint_path, const std::string& output);
+// Exports the checkpoint folder (checked against its manifest first) into output, creating it;
+// adapter: a LoRA checkpoint's adapters alone, as a PEFT folder (lora_export.h).
+HfExportSummary export_hf(const std::string& checkpoint_path, const std::string& output, bool adapter = false);
 
 }  // namespace kiln

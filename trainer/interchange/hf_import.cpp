@@ -17,6 +17,7 @@
 #include "trainer/interchange/hf_config.h"
 #include "trainer/interchange/hf_tensors.h"
 #include "trainer/interchange/hf_tokenizer.h"
+#include "trainer/interchange/lora_import.h"
 #include "trainer/memory/host_copy.h"
 
 namespace kiln {
@@ -226,6 +227,12 @@ HfImportSummary import_hf(const HfImportOptions& options) {
       output.filename().empty() ? output.parent_path().filename().string() : output.filename().string(), "imported");
   Config config;
   config.model = model;
+  if (!options.adapter.empty()) {
+    const fs::path adapter_config = fs::path(options.adapter) / "adapter_config.json";
+    if (!fs::exists(adapter_config))
+      fail("import: " + options.adapter + " has no adapter_config.json (a PEFT adapter folder has one)");
+    config.model.lora = read_peft_config(read_hf_json(adapter_config), adapter_config.string(), model, summary.notes);
+  }
   set_fine_tune_defaults(config);
   summary.tokenizer = config.data.tokenizer = tokenizer_spec(input, output, summary.notes);
   // Validated as a run validates it, so the checkpoint resumes.
@@ -234,6 +241,8 @@ HfImportSummary import_hf(const HfImportOptions& options) {
   const HfWeights weights(input);
   const std::vector<HfTensor> map = hf_tensor_map(config.model);
   check_weights(weights, map, config.model, hf_positions);
+  std::unique_ptr<PeftAdapterTensors> adapter;
+  if (!options.adapter.empty()) adapter = std::make_unique<PeftAdapterTensors>(options.adapter, config.model);
 
   // Everything is checked: from here on the output is written.
   if (summary.tokenizer != "byte") {
@@ -247,9 +256,20 @@ HfImportSummary import_hf(const HfImportOptions& options) {
   std::vector<TensorSource> params, moments;
   for (const HfTensor& t : map) {
     params.push_back(model_source(weights, t));
-    moments.push_back(zeros("exp_avg." + t.kiln_name, t.kiln_shape));
-    moments.push_back(zeros("exp_avg_sq." + t.kiln_name, t.kiln_shape));
+    // Under LoRA the base is frozen: no optimizer state.
+    if (!adapter) {
+      moments.push_back(zeros("exp_avg." + t.kiln_name, t.kiln_shape));
+      moments.push_back(zeros("exp_avg_sq." + t.kiln_name, t.kiln_shape));
+    }
     for (const HfPart& p : t.parts) summary.parameters += hf_shape(t, p).numel();
+  }
+  if (adapter) {
+    for (const TensorSource& source : adapter->sources()) {
+      params.push_back(source);
+      moments.push_back(zeros("exp_avg." + source.info.name, source.info.shape));
+      moments.push_back(zeros("exp_avg_sq." + source.info.name, source.info.shape));
+    }
+    summary.parameters += adapter->parameters();
   }
   TrainingState state;
   state.seed = config.train.seed;

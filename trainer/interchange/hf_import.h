@@ -7,6 +7,9 @@
 //   OUTPUT/tokenizer/       the directory's vocab.json + merges.txt or tokenizer.json, which
 //                           data.tokenizer names (by absolute path); without them, byte
 //
+// With an adapter, the checkpoint is a LoRA run's: the base frozen, the adapters and their
+// (zero) moments, finetune.lora from the adapter's config.
+//
 // The run it resumes is named after OUTPUT's last component. Unknown model types, tensors
 // that are missing or of the wrong shape, and tensors kiln has no place for are refused in
 // one line naming the tensor, before anything is written.
@@ -22,6 +25,7 @@ struct HfImportOptions {
   std::string input;
   std::string output;  // must not exist yet, or be empty
   int seq_len = 0;     // model.seq_len; 0: the config's n_positions / max_position_embeddings
+  std::string adapter{};  // a PEFT LoRA folder read onto the base (lora_import.h); empty: none
 };
 
 struct HfImportSummary {

@@ -13,6 +13,7 @@
 
 #include "kernels/half_convert.h"
 #include "tests/error_of.h"
+#include "tests/model_checkpoint.h"
 #include "tests/small_model.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/interchange/hf_config.h"
@@ -54,24 +55,10 @@ fs::path fresh(const std::string& name) {
   return dir;
 }
 
-// A checkpoint of a randomly initialised model (padding rows zero, as training keeps them),
-// with the MoE layers' selection bias given.
+// A checkpoint of a randomly initialised model, with the MoE layers' selection bias given.
 std::string save_model(const ModelConfig& m, const fs::path& root,
                        const std::map<int, std::vector<double>>& expert_bias = {}) {
-  auto ops = make_cpu_ops(2);
-  GptModel model(m, 1, *ops);
-  model.init_parameters(9);
-  TrainConfig train;
-  AdamW optimizer(train, model.parameters(), *ops);
-  Config config;
-  config.model = m;
-  TrainingState state;
-  state.step = 3;
-  state.run_name = "original";
-  state.layout = "tp1.pp1.dp1";
-  state.config = config_to_json(config);
-  state.expert_bias = expert_bias;
-  return save_checkpoint(root.string(), state, model, optimizer.state_for_checkpoint(), *ops, 0).path;
+  return test::save_test_model(m, root, {}, expert_bias);
 }
 
 // Every tensor's bytes, by name.

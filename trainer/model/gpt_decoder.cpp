@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/check.h"
+#include "trainer/config/lora_targets.h"
 #include "trainer/memory/host_copy.h"
 #include "trainer/model/layer_build.h"
 
@@ -44,6 +45,10 @@ void GptDecoder::layout() {
   hidden_ = arena_.take({B, R, F}, dtype_);
   logits_ = arena_.take({B, m.padded_vocab()}, dtype_);
   if (m.moe.enabled()) expert_buffers_ = ExpertBuffers::take(arena_, m, B * R, dtype_, stat_dtype_);
+  if (m.lora.enabled()) {
+    lora_rank_ = arena_.take({B, R, m.lora.rank}, dtype_);
+    lora_part_ = arena_.take({B, R, std::max<int64_t>({C, heads_.qkv_width(), 2 * F})}, dtype_);
+  }
   const int64_t kv_width = static_cast<int64_t>(heads_.n_kv_head) * heads_.head_dim;
   for (Layer& l : layers_) {
     l.k_cache = arena_.take({B, m.seq_len, kv_width}, dtype_);
@@ -75,13 +80,39 @@ void GptDecoder::bind_parameters() {
     l.attn_proj_bias = bias_of(n + "attn.proj");
     l.norm2_weight = weight(n + "norm2.weight");
     l.norm2_bias = bias_of(n + "norm2");
+    const int64_t q_width = int64_t{m.n_head} * m.head_dim(), kv_width = int64_t{m.kv_heads()} * m.head_dim();
+    l.qkv_lora = adapters_of(n + "attn.qkv", {static_cast<int>(LoraTarget::Q), static_cast<int>(LoraTarget::K),
+                                              static_cast<int>(LoraTarget::V)},
+                             {q_width, kv_width, kv_width});
+    l.attn_proj_lora = adapters_of(n + "attn.proj", {static_cast<int>(LoraTarget::O)}, {m.d_model});
     l.experts = model_.experts(static_cast<int>(i));
     if (l.experts) continue;
     l.fc_weight = weight(n + "mlp.fc.weight");
     l.fc_bias = bias_of(n + "mlp.fc");
     l.mlp_proj_weight = weight(n + "mlp.proj.weight");
     l.mlp_proj_bias = bias_of(n + "mlp.proj");
+    const int64_t F = m.ffn_dim();
+    l.fc_lora = m.is_llama() ? adapters_of(n + "mlp.fc", {static_cast<int>(LoraTarget::Gate),
+                                                          static_cast<int>(LoraTarget::Up)}, {F, F})
+                             : adapters_of(n + "mlp.fc", {static_cast<int>(LoraTarget::Fc)}, {F});
+    l.mlp_proj_lora = adapters_of(n + "mlp.proj", {static_cast<int>(LoraTarget::Down)}, {m.d_model});
   }
+}
+
+std::vector<GptDecoder::Adapter> GptDecoder::adapters_of(const std::string& layer, const std::vector<int>& targets,
+                                                         const std::vector<int64_t>& widths) const {
+  std::vector<Adapter> adapters;
+  int64_t first = 0;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const auto target = static_cast<LoraTarget>(targets[i]);
+    if (adapts(model_.config(), target)) {
+      const std::string name = layer + "." + lora_target_name(target);
+      adapters.push_back({model_.parameters().find(name + ".lora_a").value,
+                          model_.parameters().find(name + ".lora_b").value, first});
+    }
+    first += widths[i];
+  }
+  return adapters;
 }
 
 void GptDecoder::feed(const int32_t* tokens, int64_t t) {
@@ -116,23 +147,23 @@ void GptDecoder::forward_chunk(int64_t t) {
                          m.is_llama() ? Tensor{} : wpe_.slice(pos_, pos_ + t), Tensor{});
   for (const Layer& l : layers_) {
     norm(normed, x, l.norm1_weight, l.norm1_bias, t);
-    linear(qkv, normed, l.qkv_weight, l.qkv_bias);
+    linear(qkv, normed, l.qkv_weight, l.qkv_bias, l.qkv_lora);
     if (m.is_llama())
       ops_.rope_forward(qkv, model_.rope_table().slice(pos_, pos_ + t), heads_, Tensor{});
     ops_.attention_decode(attn, l.k_cache, l.v_cache, qkv, pos_, heads_);
-    linear(branch, attn, l.attn_proj_weight, l.attn_proj_bias);
+    linear(branch, attn, l.attn_proj_weight, l.attn_proj_bias, l.attn_proj_lora);
     ops_.add(x, x, branch);
     norm(normed, x, l.norm2_weight, l.norm2_bias, t);
     if (l.experts) {
       l.experts->infer(ops_, branch, normed, expert_buffers_);
     } else {
-      linear(fc, normed, l.fc_weight, l.fc_bias);
+      linear(fc, normed, l.fc_weight, l.fc_bias, l.fc_lora);
       if (m.is_llama()) {
         ops_.swiglu_forward(hidden, fc);
       } else {
         ops_.gelu_forward(hidden, fc);
       }
-      linear(branch, hidden, l.mlp_proj_weight, l.mlp_proj_bias);
+      linear(branch, hidden, l.mlp_proj_weight, l.mlp_proj_bias, l.mlp_proj_lora);
     }
     ops_.add(x, x, branch);
   }
@@ -157,10 +188,19 @@ void GptDecoder::norm(const Tensor& out, const Tensor& x, const Tensor& weight, 
   }
 }
 
-void GptDecoder::linear(const Tensor& y, const Tensor& x, const Tensor& weight,
-                        const Tensor& bias) const {
+void GptDecoder::linear(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const std::vector<Adapter>& adapters) const {
   ops_.matmul(as_matrix(y), as_matrix(x), false, weight, true, false);
   if (!bias.empty()) ops_.add_bias(as_matrix(y), bias);
+  // Each adapter adds scale (x A^T) B^T to its columns.
+  const int64_t n = as_matrix(x).shape[0];
+  for (const Adapter& adapter : adapters) {
+    const Tensor u = lora_rank_.view({lora_rank_.numel()}).slice(0, n * adapter.a.shape[0]).view({n, adapter.a.shape[0]});
+    const Tensor part = lora_part_.view({lora_part_.numel()}).slice(0, n * adapter.b.shape[0]).view({n, adapter.b.shape[0]});
+    ops_.matmul(u, as_matrix(x), false, adapter.a, true, false);
+    ops_.matmul(part, u, false, adapter.b, true, false);
+    ops_.add_columns(as_matrix(y), part, adapter.first, model_.config().lora.scale());
+  }
 }
 
 void GptDecoder::logits(int64_t b, std::vector<float>& out) const {

@@ -38,10 +38,17 @@ class GptDecoder {
   size_t bytes() const { return arena_.bytes(); }
 
  private:
-  // One layer's parameters (biases empty for Llama) and its caches.
+  // A LoRA adapter (lora_adapter.h) beside columns [first, first + B's rows) of a layer's
+  // output.
+  struct Adapter {
+    Tensor a, b;
+    int64_t first = 0;
+  };
+  // One layer's parameters (biases empty for Llama), its adapters under LoRA, and its caches.
   struct Layer {
     Tensor norm1_weight, norm1_bias, qkv_weight, qkv_bias, attn_proj_weight, attn_proj_bias;
     Tensor norm2_weight, norm2_bias, fc_weight, fc_bias, mlp_proj_weight, mlp_proj_bias;
+    std::vector<Adapter> qkv_lora, attn_proj_lora, fc_lora, mlp_proj_lora;
     const MoeMlp* experts = nullptr;  // in an MoE layer, in place of the MLP
     Tensor k_cache, v_cache;  // [batch, seq_len, n_kv_head * head_dim]
   };
@@ -52,7 +59,12 @@ class GptDecoder {
   void forward_chunk(int64_t t);
   void norm(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
             int64_t t) const;
-  void linear(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias) const;
+  void linear(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const std::vector<Adapter>& adapters = {}) const;
+  // The adapters of layer prefix `layer` (e.g. "layers.0.attn.qkv"), one per adapted part:
+  // targets names each part's LoRA target, widths their output widths.
+  std::vector<Adapter> adapters_of(const std::string& layer, const std::vector<int>& targets,
+                                   const std::vector<int64_t>& widths) const;
 
   const GptModel& model_;
   Ops& ops_;
@@ -67,6 +79,7 @@ class GptDecoder {
   std::vector<Layer> layers_;
   // [batch, chunk, width] activations, seen packed as [batch, t, width] for a chunk of t.
   Tensor tokens_, x_, normed_, mean_, rstd_, qkv_, attn_, branch_, fc_, hidden_;
+  Tensor lora_rank_, lora_part_;  // [batch, chunk, r] and as wide as the widest adapted output
   ExpertBuffers expert_buffers_;  // shared by the MoE layers, which run one at a time
   Tensor logits_;                 // [batch, padded vocab]: each sequence's last position
   std::vector<int32_t> staging_;  // the host side of one chunk of tokens

@@ -19,10 +19,17 @@ namespace kiln {
 namespace {
 
 // A model whose norm weights and biases sit off their ones and zeros, so every path counts.
-// "qwen2": a Llama layer with query, key and value biases.
-ModelConfig decoder_model(const std::string& arch) {
+// "qwen2": a Llama layer with query, key and value biases; "_lora": LoRA adapters beside
+// some of the layers (a part of the fused qkv among them), their B factors off zero.
+ModelConfig decoder_model(const std::string& variant) {
+  const std::string arch = variant.substr(0, variant.find('_'));
   ModelConfig m = test::small_model(arch == "qwen2" ? "llama" : arch, 64, 50, 16);
   m.attention_bias = arch == "qwen2";
+  if (variant.ends_with("_lora")) {
+    m.lora.rank = 4;
+    m.lora.alpha = 6;
+    m.lora.targets = arch == "gpt2" ? "k,o,fc,down" : "q,v,up,down";
+  }
   m.make_vocab_size_divisible_by = 16;
   m.init_std = 0.1;
   return m;
@@ -31,6 +38,8 @@ ModelConfig decoder_model(const std::string& arch) {
 void jitter_norms(GptModel& model) {
   Random jitter(5);
   for (const Parameter& p : model.parameters().all()) {
+    if (p.name.ends_with(".lora_b"))
+      for (int64_t i = 0; i < p.value.numel(); ++i) p.value.as<float>()[i] = 0.1f * static_cast<float>(jitter.normal());
     if (p.value.shape.rank != 1) continue;
     const float base = p.name.ends_with(".weight") ? 1.0f : 0.0f;
     for (int64_t i = 0; i < p.value.numel(); ++i)
@@ -148,7 +157,7 @@ TEST_P(Decoder, RefusesPositionsPastTheContext) {
             "token id 50 is outside model.vocab_size=50");
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, Decoder, testing::Values("gpt2", "llama", "qwen2"),
+INSTANTIATE_TEST_SUITE_P(Arch, Decoder, testing::Values("gpt2", "llama", "qwen2", "gpt2_lora", "llama_lora"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -20,7 +20,7 @@ DType wide_dtype(DType compute) { return compute == DType::F64 ? DType::F64 : DT
 GptModel::GptModel(LayoutOnly, const ModelConfig& config, int64_t micro_batch, Ops& ops, DType dtype, int slots,
                    const ModelSplit& split)
     : config_(config), micro_batch_(micro_batch), slots_(slots), split_(split), dtype_(dtype), ops_(ops),
-      params_(dtype, wide_dtype(dtype)) {
+      params_(dtype, wide_dtype(dtype), config.lora.enabled()) {
   chunks_ = split_.chunks;
   if (chunks_.empty()) chunks_ = {{0, config_.n_layer, true, true}};
   if (split_.fp8) fp8_ = std::make_unique<Fp8Products>(*split_.fp8);
@@ -91,7 +91,8 @@ void GptModel::layout() {
   const bool full = split_.recompute == Recompute::Full;
   const LayerBuild block_build{config_, micro_batch_, slots_, dtype_, wide_dtype(dtype_),
                                params_, full ? recomputed_ : activations_, scratch_, split_,
-                               recomputed_, sequence, context, fp8_.get()};
+                               recomputed_, sequence, context, fp8_.get(),
+                               config_.lora.enabled() ? &lora_scratch_ : nullptr};
   const int64_t C = config_.d_model, V = config_.vocab_size;
   // Positions are the whole sequence's; each rank holds T / cp tokens of it (Tl).
   const int64_t T = config_.seq_len, Tl = build.seq();
@@ -106,6 +107,7 @@ void GptModel::layout() {
     rope_table_ = activations_.take({T, config_.head_dim() / 2, 2}, build.stat_dtype);
   if (sequence) sequence_.bind(build);
   if (context) context_.bind(build);
+  if (config_.lora.enabled()) lora_scratch_.bind(build);
 
   // Parameters in the order backward produces their gradients: the chunks last to first.
   // The last pipeline stage of a model with tied embeddings holds its own copy of the
@@ -431,7 +433,7 @@ void GptModel::backward(double dloss, int slot,
                                 block_scratch_, dloss);
     ready(done++);
   }
-  if (!c.embedding) return;
+  if (!c.embedding || wte_.frozen) return;
   // The embedding's rows take gradients from every token: gathered whole.
   ops_.embedding_backward(wte_.grad, config_.is_llama() ? Tensor{} : wpe_.grad,
                           batch.of(a.local_tokens),
@@ -501,6 +503,7 @@ std::vector<ArenaSize> GptModel::arenas() const {
                                 {"scratch", scratch_.bytes()}};
   if (split_.recompute != Recompute::None) arenas.push_back({"recomputed", recomputed_.bytes()});
   if (fp8_) arenas.push_back({"fp8", fp8_->bytes()});
+  if (params_.freezes_base()) arenas.push_back({"frozen parameters", params_.frozen_bytes()});
   return arenas;
 }
 

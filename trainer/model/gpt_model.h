@@ -126,7 +126,8 @@ class GptModel {
   // Every arena and the op workspace, as allocated.
   std::vector<ArenaSize> memory() const;
   // The arenas (parameters, gradients, activations, scratch, recomputed when the split
-  // recomputes, and fp8's scales and codes under FP8), the op workspace left out.
+  // recomputes, fp8's scales and codes under FP8, and the frozen parameters under LoRA),
+  // the op workspace left out.
   std::vector<ArenaSize> arenas() const;
   // The mixture of experts of layer `layer` (0-based, of the whole model) when it is an MoE
   // layer held by this rank; null otherwise.
@@ -191,6 +192,7 @@ class GptModel {
   ColumnParallelLinear lm_head_;  // the vocabulary split over the tensor group
   SequenceParallel sequence_;     // bound only under sequence parallelism
   ContextParallel context_;       // bound only under context parallelism
+  LoraScratch lora_scratch_;      // bound only under LoRA (finetune.lora)
   // This rank's vocabulary slice: ids [vocab_start_, vocab_start_ + padded / tp), of which
   // local_vocab_ are real (below model.vocab_size).
   int64_t vocab_start_ = 0;

@@ -12,6 +12,7 @@ namespace kiln {
 class ContextParallel;
 class Fp8Products;
 class SequenceParallel;
+struct LoraScratch;
 
 struct LayerBuild {
   const ModelConfig& model;
@@ -32,6 +33,8 @@ struct LayerBuild {
   const ContextParallel* context = nullptr;
   // The FP8 products the linear layers register with (precision.dtype=fp8); null otherwise.
   Fp8Products* fp8 = nullptr;
+  // The LoRA adapters' shared buffers (finetune.lora, lora_adapter.h); null without LoRA.
+  const LoraScratch* lora = nullptr;
 
   // The tokens of a sequence this rank holds: seq_len, or its 1 / cp share.
   int64_t seq() const { return model.seq_len / split.cp(); }

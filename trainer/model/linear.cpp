@@ -53,8 +53,10 @@ void Linear::backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor
     if (!dx.empty() && !gelu_pre.empty()) ops.gelu_backward(as_matrix(dx), as_matrix(gelu_pre), as_matrix(dx));
     return;
   }
-  if (has_bias_) ops.matmul_bias_grad(weight_.grad, bias_.grad, as_matrix(dy), as_matrix(x));
-  else ops.matmul(weight_.grad, as_matrix(dy), true, as_matrix(x), false, true);
+  if (!weight_.frozen) {  // a frozen base (LoRA) makes no gradients
+    if (has_bias_) ops.matmul_bias_grad(weight_.grad, bias_.grad, as_matrix(dy), as_matrix(x));
+    else ops.matmul(weight_.grad, as_matrix(dy), true, as_matrix(x), false, true);
+  }
   if (dx.empty()) return;
   if (gelu_pre.empty()) ops.matmul(as_matrix(dx), as_matrix(dy), false, weight_.value, false, false);
   else ops.matmul_dgelu(as_matrix(dx), as_matrix(dy), weight_.value, as_matrix(gelu_pre));

@@ -31,7 +31,8 @@ class Linear {
   // products before it adds the bias, once.
   void product(Ops& ops, const Tensor& y, const Tensor& x) const;
   void add_bias(Ops& ops, const Tensor& y) const;
-  // dx = dy W (overwrites; skipped when dx is empty), dW += dy^T x, db += sum(dy). With
+  // dx = dy W (overwrites; skipped when dx is empty), dW += dy^T x, db += sum(dy) (none of
+  // them when the weight is frozen). With
   // gelu_pre given, x was gelu(gelu_pre) and dx is the gradient of gelu_pre instead:
   // gelu'(gelu_pre) * (dy W).
   void backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x,

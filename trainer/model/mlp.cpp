@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "trainer/config/lora_targets.h"
+
 namespace kiln {
 
 void Mlp::bind(const LayerBuild& build, const std::string& name) {
@@ -11,9 +13,12 @@ void Mlp::bind(const LayerBuild& build, const std::string& name) {
   const int64_t F = m.ffn_dim();
   const int64_t local_F = F / build.split.tp();  // this rank's hidden units
   const int64_t fc_width = swiglu_ ? 2 * local_F : local_F;
-  proj_.bind(build, name + ".proj", F, m.d_model, bias, m.init_std / std::sqrt(2.0 * m.n_layer));
+  proj_.bind(build, name + ".proj", F, m.d_model, bias, m.init_std / std::sqrt(2.0 * m.n_layer),
+             adapter_name(m, LoraTarget::Down));
   fc_.bind(build, name + ".fc", m.d_model, swiglu_ ? std::vector<int64_t>{F, F} : std::vector<int64_t>{F},
-           bias, m.init_std);
+           bias, m.init_std,
+           swiglu_ ? std::vector<std::string>{adapter_name(m, LoraTarget::Gate), adapter_name(m, LoraTarget::Up)}
+                   : std::vector<std::string>{adapter_name(m, LoraTarget::Fc)});
   fc_out_.clear();
   hidden_.clear();
   for (int s = 0; s < build.slots; ++s) {

@@ -16,13 +16,14 @@ ParameterSet::~ParameterSet() {
   if (owner_) {
     owner_->release(values_);
     owner_->release(grads_);
+    if (frozen_values_) owner_->release(frozen_values_);
   }
 }
 
 void ParameterSet::begin_pass() {
   params_.clear();
-  if (!sized_) size_ = dense_size_ = 0;
-  next_ = expert_next_ = 0;
+  if (!sized_) size_ = dense_size_ = frozen_size_ = 0;
+  next_ = expert_next_ = frozen_next_ = 0;
 }
 
 namespace {
@@ -34,19 +35,23 @@ int64_t aligned_elements(int64_t n, int parts = 1) {
 }  // namespace
 
 Parameter ParameterSet::place(const std::string& name, Shape shape, int64_t offset, Init init,
-                              double std, const TensorSplit& split) {
+                              double std, const TensorSplit& split, bool frozen) {
   Parameter p;
   p.name = name;
   p.offset = offset;
+  p.frozen = frozen;
   if (!sized_) {
     // The first pass sizes the buffers: the experts' region follows what is laid out so far.
     dense_size_ = next_;
     size_ = next_ + expert_next_;
+    frozen_size_ = frozen_next_;
   }
-  KILN_CHECK(!sized_ || offset + shape.numel() <= size_, "parameter layout grew after it was sized");
-  p.value = {values_ ? static_cast<char*>(values_) + p.offset * dtype_size(value_dtype_) : nullptr,
+  KILN_CHECK(!sized_ || offset + shape.numel() <= (frozen ? frozen_size_ : size_),
+             "parameter layout grew after it was sized");
+  void* values = frozen ? frozen_values_ : values_;
+  p.value = {values ? static_cast<char*>(values) + p.offset * dtype_size(value_dtype_) : nullptr,
              value_dtype_, shape, device_};
-  p.grad = {grads_ ? static_cast<char*>(grads_) + p.offset * dtype_size(grad_dtype_) : nullptr,
+  p.grad = {grads_ && !frozen ? static_cast<char*>(grads_) + p.offset * dtype_size(grad_dtype_) : nullptr,
             grad_dtype_, shape, device_};
   p.init = init;
   p.std = std;
@@ -58,10 +63,34 @@ Parameter ParameterSet::place(const std::string& name, Shape shape, int64_t offs
 
 Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, double std,
                             int64_t real_rows, const TensorSplit& split, bool copy) {
+  return freeze_base_ ? add_frozen(name, shape, init, std, real_rows, split, copy)
+                      : add_trainable(name, shape, init, std, real_rows, split, copy);
+}
+
+Parameter ParameterSet::add_adapter(const std::string& name, Shape shape, Init init, double std,
+                                    const TensorSplit& split) {
+  Parameter p = add_trainable(name, shape, init, std, -1, split, false);
+  p.adapter = params_.back().adapter = true;
+  return p;
+}
+
+Parameter ParameterSet::add_trainable(const std::string& name, Shape shape, Init init, double std,
+                                      int64_t real_rows, const TensorSplit& split, bool copy) {
   const int64_t offset = aligned_elements(next_);
   next_ = offset + shape.numel();
-  Parameter p = place(name, shape, offset, init, std, split);
+  Parameter p = place(name, shape, offset, init, std, split, false);
   KILN_CHECK(!sized_ || next_ <= dense_size_, "parameter layout grew after it was sized");
+  p.copy = copy;
+  if (real_rows >= 0) p.real_rows = real_rows;
+  params_.push_back(p);
+  return p;
+}
+
+Parameter ParameterSet::add_frozen(const std::string& name, Shape shape, Init init, double std,
+                                   int64_t real_rows, const TensorSplit& split, bool copy) {
+  const int64_t offset = aligned_elements(frozen_next_);
+  frozen_next_ = offset + shape.numel();
+  Parameter p = place(name, shape, offset, init, std, split, true);
   p.copy = copy;
   if (real_rows >= 0) p.real_rows = real_rows;
   params_.push_back(p);
@@ -70,9 +99,10 @@ Parameter ParameterSet::add(const std::string& name, Shape shape, Init init, dou
 
 Parameter ParameterSet::add_expert(const std::string& name, Shape shape, Init init, double std,
                                    const TensorSplit& split) {
+  KILN_CHECK(!freeze_base_, "a frozen base has no experts' region");
   const int64_t at = aligned_elements(expert_next_);
   expert_next_ = at + shape.numel();
-  Parameter p = place(name, shape, dense_size_ + at, init, std, split);
+  Parameter p = place(name, shape, dense_size_ + at, init, std, split, false);
   p.expert = true;
   params_.push_back(p);
   return p;
@@ -85,12 +115,14 @@ void ParameterSet::allocate(Ops& ops, int shards, int expert_shards) {
   device_ = ops.device();
   values_ = ops.allocate(value_bytes());
   grads_ = ops.allocate(grad_bytes());
+  if (frozen_size_ > 0) frozen_values_ = ops.allocate(frozen_bytes());
 }
 
 void ParameterSet::size_regions(int shards, int expert_shards) {
   // Each shard starts aligned too.
   dense_size_ = aligned_elements(next_, shards);
   size_ = dense_size_ + aligned_elements(expert_next_, expert_shards);
+  frozen_size_ = aligned_elements(frozen_next_);
   sized_ = true;
 }
 
@@ -103,14 +135,14 @@ const Parameter& ParameterSet::find(const std::string& name) const {
 int64_t ParameterSet::count() const {
   int64_t n = 0;
   for (const Parameter& p : params_)
-    if (!p.copy) n += p.value.numel() / p.value.shape[0] * p.local_real_rows();
+    if (!p.copy && !p.frozen) n += p.value.numel() / p.value.shape[0] * p.local_real_rows();
   return n;
 }
 
-int64_t ParameterSet::whole_count() const {
+int64_t ParameterSet::whole_count(bool with_frozen) const {
   int64_t n = 0;
   for (const Parameter& p : params_) {
-    if (p.copy) continue;
+    if (p.copy || (p.frozen && !with_frozen)) continue;
     const Shape whole = p.whole_shape();
     n += whole.numel() / whole[0] * p.real_rows;
   }
@@ -118,6 +150,7 @@ int64_t ParameterSet::whole_count() const {
 }
 
 Tensor Parameter::view_in(const Tensor& flat) const {
+  KILN_CHECK(!frozen, name + " is frozen: it has no place in the flat buffers");
   Tensor t = flat;
   t.data = static_cast<char*>(flat.data) + offset * static_cast<int64_t>(dtype_size(flat.dtype));
   t.shape = value.shape;

@@ -4,6 +4,11 @@
 // contiguous range. Under expert parallelism the experts' parameters, which a different
 // group of replicas sums and shards, follow in a region of their own after the others. Values are in the compute dtype; gradients accumulate in F32 (F64
 // when computing in F64), as Megatron's main_grad.
+//
+// A set that freezes its base (LoRA fine-tuning, docs/lora.md) keeps every parameter add()
+// lays out in a third buffer of values alone: no gradient, no optimizer state, never in the
+// flat buffers the optimizer, the gradient buckets and the gradient norm walk. Only the
+// adapters (add_adapter) train.
 #pragma once
 
 #include <string>
@@ -60,6 +65,11 @@ struct Parameter {
   // Held by the ranks of an expert group in pieces (split is over the group): in the
   // expert region of the flat buffers.
   bool expert = false;
+  // Frozen (a LoRA run's base): its value in the frozen buffer at `offset`, no gradient (grad
+  // has no data), never in the flat buffers.
+  bool frozen = false;
+  // A LoRA adapter's factor (add_adapter).
+  bool adapter = false;
 
   Shape whole_shape() const;
   // The part of a flat buffer laid out like the parameters (values, gradients, moments,
@@ -78,8 +88,9 @@ struct Parameter {
 
 class ParameterSet {
  public:
-  ParameterSet(DType value_dtype, DType grad_dtype)
-      : value_dtype_(value_dtype), grad_dtype_(grad_dtype) {}
+  // freeze_base: every parameter add() lays out is frozen; only add_adapter's train.
+  ParameterSet(DType value_dtype, DType grad_dtype, bool freeze_base = false)
+      : value_dtype_(value_dtype), grad_dtype_(grad_dtype), freeze_base_(freeze_base) {}
   ParameterSet(const ParameterSet&) = delete;
   ParameterSet& operator=(const ParameterSet&) = delete;
   ~ParameterSet();
@@ -88,6 +99,10 @@ class ParameterSet {
   // parameter's (all rows when -1).
   Parameter add(const std::string& name, Shape shape, Init init, double std = 0,
                 int64_t real_rows = -1, const TensorSplit& split = {}, bool copy = false);
+  // A parameter that trains when the base is frozen (a LoRA adapter's factor): in the flat
+  // buffers always.
+  Parameter add_adapter(const std::string& name, Shape shape, Init init, double std,
+                        const TensorSplit& split = {});
   // An expert-parallel piece, in the expert region; split is over the expert group.
   Parameter add_expert(const std::string& name, Shape shape, Init init, double std,
                        const TensorSplit& split);
@@ -113,28 +128,39 @@ class ParameterSet {
   // Trainable elements on this rank, padding and copies excluded.
   int64_t count() const;
   // Trainable elements of the parameters here, whole over every tensor-parallel piece
-  // (copies excluded).
-  int64_t whole_count() const;
+  // (copies excluded); with frozen too, the frozen ones' as well.
+  int64_t whole_count(bool with_frozen = false) const;
+  bool freezes_base() const { return freeze_base_; }
   DType value_dtype() const { return value_dtype_; }
   DType grad_dtype() const { return grad_dtype_; }
   size_t value_bytes() const { return static_cast<size_t>(size_) * dtype_size(value_dtype_); }
   size_t grad_bytes() const { return static_cast<size_t>(size_) * dtype_size(grad_dtype_); }
+  // The frozen parameters' buffer (0 unless the base is frozen).
+  size_t frozen_bytes() const { return static_cast<size_t>(frozen_size_) * dtype_size(value_dtype_); }
 
  private:
   DType value_dtype_, grad_dtype_;
+  bool freeze_base_ = false;
   Ops* owner_ = nullptr;
   bool sized_ = false;  // the regions' lengths are set: later passes place into them
   Device device_ = Device::Cpu;
   void* values_ = nullptr;
   void* grads_ = nullptr;
+  void* frozen_values_ = nullptr;
   int64_t size_ = 0;    // elements in each buffer
   int64_t dense_size_ = 0;
   int64_t next_ = 0;         // end of the last tensor laid out in this pass
   int64_t expert_next_ = 0;  // the same in the expert region, from its start
+  int64_t frozen_next_ = 0;  // the same in the frozen buffer
+  int64_t frozen_size_ = 0;
   std::vector<Parameter> params_;
 
   Parameter place(const std::string& name, Shape shape, int64_t offset, Init init, double std,
-                  const TensorSplit& split);
+                  const TensorSplit& split, bool frozen);
+  Parameter add_trainable(const std::string& name, Shape shape, Init init, double std, int64_t real_rows,
+                          const TensorSplit& split, bool copy);
+  Parameter add_frozen(const std::string& name, Shape shape, Init init, double std, int64_t real_rows,
+                       const TensorSplit& split, bool copy);
 };
 
 }  // namespace kiln

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "trainer/config/lora_targets.h"
+
 namespace kiln {
 
 void SelfAttention::bind(const LayerBuild& build, const std::string& name,
@@ -19,9 +21,10 @@ void SelfAttention::bind(const LayerBuild& build, const std::string& name,
   const int64_t q_width = int64_t{m.n_head} * m.head_dim();
   const int64_t kv_width = int64_t{m.kv_heads()} * m.head_dim();
   proj_.bind(build, name + ".proj", q_width, m.d_model, bias,
-             m.init_std / std::sqrt(2.0 * m.n_layer));
+             m.init_std / std::sqrt(2.0 * m.n_layer), adapter_name(m, LoraTarget::O));
   qkv_.bind(build, name + ".qkv", m.d_model, {q_width, kv_width, kv_width}, m.has_qkv_bias(),
-            m.init_std);
+            m.init_std,
+            {adapter_name(m, LoraTarget::Q), adapter_name(m, LoraTarget::K), adapter_name(m, LoraTarget::V)});
   qkv_out_.clear();
   attn_out_.clear();
   lse_.clear();

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "trainer/model/linear.h"
+#include "trainer/model/lora_adapter.h"
 #include "trainer/model/sequence_parallel.h"
 
 namespace kiln {
@@ -31,9 +32,11 @@ namespace kiln {
 class ColumnParallelLinear {
  public:
   // parts: the whole output's segments, each split evenly over the group (a fused qkv's
-  // query, key and value widths; SwiGLU's gate and up).
+  // query, key and value widths; SwiGLU's gate and up). lora: each part's LoRA target name
+  // (lora_targets.h), empty for a part without an adapter (or no list: none).
   void bind(const LayerBuild& build, const std::string& name, int64_t in,
-            const std::vector<int64_t>& parts, bool bias, double init_std);
+            const std::vector<int64_t>& parts, bool bias, double init_std,
+            const std::vector<std::string>& lora = {});
   // Shares a weight already split by rows over the group (the tied vocabulary embedding).
   void bind_shared(const Parameter& weight, Communicator* group,
                    const SequenceParallel* sequence);
@@ -52,15 +55,17 @@ class ColumnParallelLinear {
   Tensor whole_input(const Batch& batch, const Tensor& x) const;
 
   Linear linear_;
+  LoraAdapters adapters_;
   Communicator* group_ = nullptr;
   const SequenceParallel* sequence_ = nullptr;
 };
 
 class RowParallelLinear {
  public:
-  // in: the whole input width, split evenly over the group.
+  // in: the whole input width, split evenly over the group. lora: the LoRA target name of an
+  // adapter beside it, or empty.
   void bind(const LayerBuild& build, const std::string& name, int64_t in, int64_t out, bool bias,
-            double init_std);
+            double init_std, const std::string& lora = {});
   void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const;
   // dx: this rank's slice of the input gradient (overwrites). With gelu_pre given, x was
   // gelu(gelu_pre) and dx is the gradient of gelu_pre (Linear::backward).
@@ -69,6 +74,7 @@ class RowParallelLinear {
 
  private:
   Linear linear_;  // its bias whole on every rank
+  LoraAdapters adapters_;
   Communicator* group_ = nullptr;
   const SequenceParallel* sequence_ = nullptr;
 };

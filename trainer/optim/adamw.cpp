@@ -76,6 +76,7 @@ AdamW::StateLayout AdamW::lay_out(const ParameterSet& params, const OptimizerGro
   for (size_t i = 0; i < layout.regions.size(); ++i) {
     const Region& r = layout.regions[i];
     for (const Parameter& p : params.all()) {
+      if (p.frozen) continue;  // in no flat buffer
       const int64_t first = std::max(p.offset, r.begin);
       const int64_t last = std::min(p.offset + p.value.numel(), r.end);
       if (first >= last) continue;

@@ -62,6 +62,11 @@ TEST_P(RankMemoryEqualsAllocation, ArenaByArenaOnEveryRank) {
   }
 }
 
+// LoRA of rank 8 beside every projection of a small Llama (d_model 128, 4 heads of 32, 2 of
+// them key/value heads, d_ff 192).
+const std::vector<std::string> kLora = {"model.arch=llama", "model.n_kv_head=2", "model.d_ff=192",
+                                        "finetune.lora.rank=8", "finetune.lora.targets=q,k,v,o,gate,up,down"};
+
 const std::vector<std::string> kMoe = {"model.arch=llama", "model.n_kv_head=2", "model.d_ff=192",
                                        "moe.num_experts=4", "moe.top_k=2"};
 
@@ -87,11 +92,42 @@ std::vector<MemoryCase> cases() {
   etp1.insert(etp1.end(), {"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.etp=1", "parallel.ep=2"});
   all.push_back({"moe_ep2_dp4_distributed_optimizer", 4, ep2});
   all.push_back({"moe_tp2_sequence_parallel_etp1_ep2", 2, etp1});
+  std::vector<std::string> lora = kLora;
+  lora.insert(lora.end(), {"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.pp=2",
+                           "parallel.distributed_optimizer=true"});
+  all.push_back({"lora_tp2_sequence_parallel_pp2_dp2_distributed_optimizer", 8, lora});
   return all;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, RankMemoryEqualsAllocation, testing::ValuesIn(cases()),
                          [](const testing::TestParamInfo<MemoryCase>& info) { return std::string(info.param.name); });
+
+TEST(RankMemory, LoraHoldsTheBaseWithoutGradientsOrOptimizerState) {
+  std::vector<std::string> settings = {"model.n_layer=4", "train.global_batch=16", "train.micro_batch=2",
+                                       "data.paths=[\"unused\"]"};
+  settings.insert(settings.end(), kLora.begin(), kLora.end());
+  const Config lora = load_config("", settings);
+  settings.push_back("finetune.lora.rank=0");
+  const Config full = load_config("", settings);
+  const auto ops = make_cpu_ops(1);
+  const auto plan = [&](const Config& config) {
+    return plan_rank_memory(config, ParallelLayout(config.parallel, 1), 0, Device::Cpu, *ops, 0);
+  };
+  const RankMemory with = plan(lora), without = plan(full);
+  // Per layer, A [8, in] and B [out, 8] of q (128 x 128), k and v (64 x 128 each), o (128 x
+  // 128), gate and up (192 x 128 each) and down (128 x 192): 14848 elements, each tensor a
+  // multiple of the 32-element alignment; 4 layers, F32.
+  const size_t adapters = size_t{4} * 14848 * sizeof(float);
+  EXPECT_EQ(with.bytes("parameters"), adapters);
+  EXPECT_EQ(with.bytes("gradients"), adapters);
+  // The whole base, in the compute dtype, as a full fine-tune holds it, but frozen.
+  EXPECT_EQ(with.bytes("frozen parameters"), without.bytes("parameters"));
+  EXPECT_EQ(without.bytes("frozen parameters"), 0u);
+  // AdamW's two moments of the adapters alone, and its small tables.
+  EXPECT_GE(with.bytes("optimizer"), 2 * adapters);
+  EXPECT_LT(with.bytes("optimizer"), 2 * adapters + 4096);
+  EXPECT_GT(without.bytes("optimizer"), 2 * without.bytes("parameters"));
+}
 
 }  // namespace
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "trainer/config/lora_targets.h"
 #include "trainer/parallel/pipeline_schedule.h"
 #include "trainer/model/flops.h"
 #include "trainer/plan/rank_build.h"
@@ -122,7 +123,10 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
         moe_layers += p.moe ? 1 : 0;
       }
     }
-    double gemm_flops = 6 * tokens * active / tp + (head ? 6 * tokens * d * Vp : 0);
+    // A frozen base (LoRA) makes no weight gradients: its products run twice, not three times
+    // (the adapters' own are small enough to leave out).
+    const double passes = m.lora.enabled() ? 4 : 6;
+    double gemm_flops = passes * tokens * active / tp + (head ? passes * tokens * d * Vp : 0);
     double attention_flops = 7 * T * m.n_head * m.head_dim() * tokens * layers / tp;
     if (recompute == "full") gemm_flops += 2 * tokens * active / tp;
     if (recompute != "none") attention_flops += 2 * T * m.n_head * m.head_dim() * tokens * layers / tp;
@@ -146,6 +150,9 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
       busiest = total;
       per_micro = s;
       stage_params = dense / tp + (embedding ? d * Vp : 0) + (head && !(m.tie_embeddings && pp == 1) ? d * Vp : 0);
+      // Under LoRA only the adapters' gradients are reduced (each rank's pieces and the
+      // factors it holds whole, at most a layer's whole adapters).
+      if (m.lora.enabled()) stage_params = layers * static_cast<double>(lora_layer_parameters(m));
       stage_expert_params = experts / (ep * layout.etp());
     }
   }

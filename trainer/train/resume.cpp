@@ -51,6 +51,13 @@ TrainingState resume_training(const std::string& resume, const Config& config, G
   const Checkpoint checkpoint(resume);
   checkpoint.check_model(config_to_json(config)["model"]);
   const TrainingState& state = checkpoint.state();
+  // A checkpoint's adapters go on only under the LoRA settings they were trained with; a
+  // checkpoint without adapters starts them fresh (docs/lora.md#checkpoints).
+  const nlohmann::json saved_lora = state.config.value("finetune", nlohmann::json::object()).value("lora", nlohmann::json::object());
+  if (saved_lora.value("rank", 0) > 0 && saved_lora != config_to_json(config)["finetune"]["lora"])
+    fail(fmt::format("checkpoint {} holds LoRA adapters trained with finetune.lora {}; resume it with the same "
+                     "settings (or export it, merged, and import that)",
+                     resume, saved_lora.dump()));
   if (state.step >= config.train.steps)
     fail(fmt::format("checkpoint {} is at step {}, and train.steps={} leaves nothing to train; "
                      "raise train.steps",

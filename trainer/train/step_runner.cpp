@@ -179,7 +179,7 @@ void StepRunner::pipeline_step(int64_t first_sample, const std::function<void()>
 
 void StepRunner::sum_tied_embedding(StepTimes& times) {
   Communicator* embedding_group = backend_.embedding_group();
-  if (!embedding_group) return;
+  if (!embedding_group || model_.parameters().find("wte").frozen) return;
   const Clock::time_point start = Clock::now();
   // The output layer's copy of the embedding took the head's gradient, the embedding the
   // input's: both copies take the sum, so they stay equal.

@@ -56,12 +56,19 @@ void Trainer::print_start(const std::string& data_notes) {
   const Ops& ops = backend_->ops();
   const int accum = steps_->micro_batches();
   // Each pipeline stage holds its own layers' parameters.
-  double parameters = static_cast<double>(model_->parameters().whole_count());
+  // Under LoRA the model's parameters are its frozen base's too; the adapters alone train.
+  double parameters = static_cast<double>(model_->parameters().whole_count(true));
+  double trained = static_cast<double>(model_->parameters().whole_count());
   backend_->pipeline_group().all_reduce(Tensor{&parameters, DType::F64, {1}}, ReduceOp::Sum);
+  backend_->pipeline_group().all_reduce(Tensor{&trained, DType::F64, {1}}, ReduceOp::Sum);
   fmt::print(out_, "kiln: {} model, {} layers, d_model {}, {} heads ({} kv), {:.2f}M parameters, "
                    "vocab {} (padded {}), seq_len {}\n",
              m.arch, m.n_layer, m.d_model, m.n_head, m.kv_heads(), parameters / 1e6, m.vocab_size,
              m.padded_vocab(), m.seq_len);
+  if (m.lora.enabled())
+    fmt::print(out_, "kiln: LoRA rank {} (alpha {:g}, scale {:g}) beside {}: {:.2f}M parameters train ({:.2f}% of the "
+                     "model), the base frozen\n",
+               m.lora.rank, m.lora.alpha, m.lora.scale(), m.lora.targets, trained / 1e6, 100.0 * trained / parameters);
   if (m.moe.enabled()) {
     int moe_layers = 0;
     for (int l = 0; l < m.n_layer; ++l) moe_layers += m.moe.is_moe_layer(l);
