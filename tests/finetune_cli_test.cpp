@@ -114,6 +114,23 @@ TEST(FinetuneCli, AnExportedModelLearnsTheRepliesOfChatData) {
   EXPECT_LT(rows.back().loss, 0.5 * rows.front().loss);
   const std::vector<store::Sample> samples = store::list_samples(*db, run, 10);
   EXPECT_EQ(samples.size(), 2u);  // the reply at each evaluation
+
+  // The LoRA recipe on the same import and data: adapters train, the base stays frozen.
+  const CommandResult lora = run_command(
+      kiln + " finetune --model " + dir + "/hf --data " + dir + "/ckpt/tuned-data/conversations --chat-template " +
+      kChatml + " --recipe " + KILN_SOURCE_DIR + "/configs/finetune-lora.json --name adapted --checkpoint-dir " + dir +
+      "/ckpt --store " + store + " --set train.steps=40 --set train.lr=0.003 --set train.sample_tokens=0");
+  ASSERT_EQ(lora.exit_code, 0) << lora.output;
+  EXPECT_NE(lora.output.find("--set finetune.lora.rank=8"), std::string::npos) << lora.output;
+  std::vector<store::MetricRow> adapted;
+  store::for_each_metric(*db, store::resolve_run(*db, "adapted"),
+                         [&](const store::MetricRow& r) { adapted.push_back(r); });
+  ASSERT_EQ(adapted.size(), 4u);
+  // Beside a base of four steps (its embedding and head frozen near their initial values) a
+  // rank-8 adapter learns slowly: measured 5.02 at step 10 to 4.57 at step 40, a fall of 9%,
+  // each logged step below the one before. A run that did not learn would not fall 5%.
+  EXPECT_LT(adapted.back().loss, 0.95 * adapted.front().loss);
+  EXPECT_NE(lora.output.find("the base frozen"), std::string::npos) << lora.output;
 }
 
 }  // namespace

@@ -78,6 +78,17 @@ std::string data_prefix(const FinetuneRequest& request, const std::string& token
   return prepare.output;
 }
 
+// Settings under `prefix`; a nested object's keys nest in the name (finetune.lora.rank).
+void add_settings(const std::string& prefix, const json& keys, std::vector<std::string>& out) {
+  for (const auto& [key, value] : keys.items()) {
+    if (value.is_object()) {
+      add_settings(prefix + "." + key, value, out);
+    } else {
+      out.push_back(prefix + "." + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> recipe_overrides(const std::string& path) {
@@ -88,8 +99,7 @@ std::vector<std::string> recipe_overrides(const std::string& path) {
   for (const auto& [section, keys] : recipe.items()) {
     if (!keys.is_object())
       fail("finetune: the recipe " + path + "'s \"" + section + "\" is not an object of settings");
-    for (const auto& [key, value] : keys.items())
-      out.push_back(section + "." + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
+    add_settings(section, keys, out);
   }
   return out;
 }
