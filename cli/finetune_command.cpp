@@ -17,8 +17,7 @@ struct FinetuneOptions {
 };
 
 void run_finetune(FinetuneOptions& options, const std::string& command_line) {
-  FinetuneRequest& request = options.request;
-  if (request.name.empty()) request.name = "finetune";
+  const FinetuneRequest& request = options.request;
   const FinetunePlan plan = plan_finetune(request, stdout);
   TrainOptions train = options.train;
   train.name = request.name;
@@ -51,7 +50,8 @@ void add_finetune_command(CLI::App& app, std::string command_line) {
                   "configs/finetune-lora.json)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--name", r.name,
-                  "The run's name; its import and data are CHECKPOINT_DIR/NAME-base and NAME-data (default: finetune)");
+                  "The run's name; its import and data are CHECKPOINT_DIR/NAME-base and NAME-data")
+      ->capture_default_str();
   cmd->add_option("--checkpoint-dir", r.checkpoint_dir, "Where the import, the data and the run's checkpoints go")
       ->capture_default_str();
   cmd->add_option("--format", r.chat.format, "The JSONL: chat (messages) or instruct (prompt/response)")

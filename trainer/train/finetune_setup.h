@@ -17,7 +17,7 @@ struct FinetuneRequest {
   std::string model;   // a Hugging Face model folder, or a checkpoint of `kiln import`
   std::string data;    // a JSONL file of conversations, or a prepared dataset's PREFIX
   std::string recipe;  // a JSON config file whose settings go on top of the base's; "": none
-  std::string name;    // the run's; the import and the prepared data are named after it
+  std::string name = "finetune";  // the run's; the import and the prepared data are named after it
   std::string checkpoint_dir = "checkpoints";
   ChatDataOptions chat;  // format chat or instruct, --chat-template, the keys
   std::string prompt;  // a user message whose reply is sampled at each evaluation; "": none
