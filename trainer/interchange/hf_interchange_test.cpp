@@ -267,7 +267,7 @@ TEST(HfImport, RefusesWhatItCannotPlaceInOneLine) {
   export_hf(original, hf.string());
   std::ofstream(hf / "config.json") << R"({"model_type": "gemma", "vocab_size": 300})";
   EXPECT_EQ(import_to("e"), "import: " + (hf / "config.json").string() +
-                                ": model_type \"gemma\" is not one kiln imports (gpt2, llama, mistral, mixtral, qwen2)");
+                                ": model_type \"gemma\" is not one kiln imports (gpt2, llama, mistral, mixtral, qwen2, qwen3)");
   std::ofstream(hf / "config.json") << R"({"model_type": "gpt2", "activation_function": "relu"})";
   EXPECT_EQ(import_to("f"), "import: " + (hf / "config.json").string() +
                                 ": activation_function \"relu\" is not the tanh GELU (gelu_new) "
@@ -413,6 +413,74 @@ TEST(HfConfig, Qwen2IsLlamaWithQueryKeyAndValueBiases) {
   windowed["use_sliding_window"] = true;
   EXPECT_EQ(error_of([&] { model_from_hf_config(windowed, "config.json"); }),
             "import: config.json: use_sliding_window is true; kiln's attention sees the whole sequence");
+}
+
+TEST(HfConfig, Qwen3IsLlamaWithNormalisedHeadsOfTheirOwnWidth) {
+  const nlohmann::json given = {{"model_type", "qwen3"}, {"hidden_size", 64}, {"num_hidden_layers", 2},
+                                {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                                {"tie_word_embeddings", true}};
+  const ModelConfig m = model_from_hf_config(given, "config.json");
+  EXPECT_EQ(m.arch, "llama");
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_FALSE(m.attention_bias);
+  EXPECT_TRUE(m.tie_embeddings);
+  EXPECT_EQ(m.head_dim(), 128);  // Qwen3Config's defaults where the file is silent
+  EXPECT_EQ(m.vocab_size, 151936);
+  EXPECT_EQ(m.ffn_dim(), 22016);
+  EXPECT_EQ(m.seq_len, 32768);
+  EXPECT_EQ(m.norm_eps, 1e-6);
+  const nlohmann::json back = hf_config(m, DType::BF16, 151643);
+  EXPECT_EQ(back["model_type"], "qwen3");
+  EXPECT_EQ(back["architectures"], nlohmann::json::array({"Qwen3ForCausalLM"}));
+  EXPECT_EQ(back["head_dim"], 128);
+  EXPECT_EQ(back["attention_bias"], false);
+  EXPECT_EQ(back["use_sliding_window"], false);
+  EXPECT_EQ(model_from_hf_config(back, "config.json").head_dim(), 128);
+  // A head_dim that is hidden_size / num_attention_heads is kiln's own default.
+  nlohmann::json even = given;
+  even["head_dim"] = 16;
+  EXPECT_EQ(model_from_hf_config(even, "config.json").explicit_head_dim, 0);
+
+  const std::vector<HfTensor> tensors = hf_tensor_map(m);
+  const auto k_norm = std::find_if(tensors.begin(), tensors.end(),
+                                   [](const HfTensor& t) { return t.kiln_name == "layers.1.attn.k_norm.weight"; });
+  ASSERT_NE(k_norm, tensors.end());
+  EXPECT_EQ(k_norm->kiln_shape, (Shape{128}));
+  EXPECT_EQ(k_norm->parts.front().name, "model.layers.1.self_attn.k_norm.weight");
+  const auto qkv = std::find_if(tensors.begin(), tensors.end(),
+                                [](const HfTensor& t) { return t.kiln_name == "layers.0.attn.qkv.weight"; });
+  EXPECT_EQ(qkv->kiln_shape, (Shape{(4 + 2 * 2) * 128, 64}));
+
+  const auto refused = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json changed = given;
+    changed[key] = value;
+    return error_of([&] { model_from_hf_config(changed, "config.json"); });
+  };
+  EXPECT_EQ(refused("use_sliding_window", true),
+            "import: config.json: use_sliding_window is true; kiln's attention sees the whole sequence");
+  EXPECT_EQ(refused("layer_types", {"full_attention", "sliding_attention"}),
+            "import: config.json: layer_types has \"sliding_attention\"; kiln's layers all attend to the whole "
+            "sequence (full_attention)");
+  EXPECT_EQ(refused("layer_types", "full_attention"), "import: config.json: layer_types is \"full_attention\", not an array");
+  EXPECT_EQ(refused("layer_types", {"full_attention", "full_attention"}), "(no error)");
+  EXPECT_EQ(refused("rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}),
+            "import: config.json: rope_scaling's rope_type \"yarn\" is not one kiln computes (llama3)");
+  EXPECT_EQ(refused("attention_bias", true),
+            "import: config.json: attention_bias is true; kiln's Llama layers have no biases");
+  // transformers 5 writes rope_theta inside rope_parameters.
+  nlohmann::json parameters = given;
+  parameters["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+  EXPECT_EQ(model_from_hf_config(parameters, "config.json").rope_theta, 1000000.0);
+  parameters["rope_parameters"]["rope_type"] = "dynamic";
+  EXPECT_EQ(error_of([&] { model_from_hf_config(parameters, "config.json"); }),
+            "import: config.json: rope_parameters's rope_type \"dynamic\" is not one kiln computes (llama3)");
+
+  ModelConfig biased = m;
+  biased.attention_bias = true;
+  EXPECT_EQ(error_of([&] { hf_config(biased, DType::BF16, 0); }),
+            "export: Qwen3ForCausalLM's attention_bias puts a bias on o_proj too, and this model has "
+            "model.attention_bias=true with model.qk_norm=true (query, key and value biases only); "
+            "--format hf cannot express this model");
 }
 
 TEST(HfConfig, MistralImportsAsLlamaAndRefusesASlidingWindowItWouldUse) {
