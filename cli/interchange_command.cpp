@@ -69,7 +69,8 @@ void add_interchange_commands(CLI::App& app) {
   auto i = std::make_shared<ImportOptions>();
   CLI::App* imp = app.add_subcommand(
       "import", "Turn a Hugging Face model folder into a kiln checkpoint to fine-tune");
-  imp->add_option("--format", i->format, "hf: a GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM folder")
+  imp->add_option("--format", i->format, "hf: a GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM or "
+                  "MixtralForCausalLM folder")
       ->check(CLI::IsMember({"hf"}))
       ->capture_default_str();
   imp->add_option("-i,--input", i->hf.input, "The Hugging Face model folder")->required();

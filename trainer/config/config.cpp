@@ -46,6 +46,8 @@ void for_each_field(C& c, F&& f) {
   f("model", "tie_embeddings", c.model.tie_embeddings);
   f("model", "attention_bias", c.model.attention_bias);
   f("model", "qk_norm", c.model.qk_norm);
+  f("model", "family", c.model.family);
+  f("model", "sliding_window", c.model.sliding_window);
   f("model", "make_vocab_size_divisible_by", c.model.make_vocab_size_divisible_by);
   f("model", "norm_eps", c.model.norm_eps);
   f("model", "init_std", c.model.init_std);
@@ -428,6 +430,17 @@ void validate_model(const ModelConfig& m) {
   if (m.attention_bias && !m.is_llama())
     fail("config: model.attention_bias is for arch llama (gpt2's layers have every bias already)");
   if (m.qk_norm && !m.is_llama()) fail("config: model.qk_norm is for arch llama (gpt2 normalises no heads)");
+  if (!m.family.empty() && m.family != "mistral")
+    fail("config: model.family must be empty (the model is named by its layers) or mistral, got " + show(m.family));
+  if (m.family == "mistral" && (!m.is_llama() || m.attention_bias || m.qk_norm || m.moe.enabled()))
+    fail("config: model.family=mistral names a dense Llama layer without attention biases or normalised heads "
+         "(MistralForCausalLM's)");
+  at_least("model.sliding_window", m.sliding_window, 0);
+  if (m.sliding_window > 0 && !m.is_llama())
+    fail("config: model.sliding_window is for arch llama (Mistral's and Mixtral's window)");
+  if (m.sliding_window > 0 && m.sliding_window < m.seq_len)
+    fail("config: model.sliding_window=" + show(m.sliding_window) + " is below model.seq_len=" + show(m.seq_len) +
+         "; kiln's attention sees the whole sequence, which is the window's only up to its length");
   one_of("model.rope_scaling", m.rope_scaling, {"none", "llama3"});
   if (m.rope_scaling == "llama3") {
     if (!m.is_llama()) fail("config: model.rope_scaling=llama3 needs model.arch=llama (gpt2 has no rotary embeddings)");

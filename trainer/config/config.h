@@ -74,6 +74,12 @@ struct ModelConfig {
   bool attention_bias = false;
   // llama: RMSNorm of each query and key head after the projection, before RoPE (Qwen3's).
   bool qk_norm = false;
+  // The Hugging Face family a llama model is exported as where its layers do not decide it:
+  // "mistral" (MistralForCausalLM); empty: named by its layers (hf_config.h).
+  std::string family;
+  // Mistral's attention window, kept to be written back: kiln attends over the whole sequence,
+  // which is the window's attention only while the window is at least seq_len. 0: none.
+  int sliding_window = 0;
   int make_vocab_size_divisible_by = 128;  // the output layer is padded to a multiple
   double norm_eps = 1e-5;
   double init_std = 0.02;

@@ -53,6 +53,7 @@ class Fields {
     if (!value.is_object()) fail(fmt::format("import: {}: {} is {}, not an object", file_, key, value.dump()));
     return value;
   }
+  const json& config() const { return config_; }
   bool present(const char* key) const {
     const auto it = config_.find(key);
     return it != config_.end() && !it->is_null();
@@ -150,22 +151,16 @@ ModelConfig llama_from_hf(const Fields& f, const std::string& file) {
   return m;
 }
 
-// A window shorter than the context changes what attention sees; kiln's sees the whole sequence.
-void refuse_sliding_window(const Fields& f, const std::string& file, int seq_len) {
-  if (f.present("sliding_window") && f.get<int>("sliding_window", 0) < seq_len)
-    fail(fmt::format("import: {}: sliding_window {} is below max_position_embeddings {}; kiln's "
-                     "attention sees the whole sequence",
-                     file, f.get<int>("sliding_window", 0), seq_len));
-}
-
-// Mistral is Llama with (optionally) a sliding window, which kiln does not compute; its
-// config's defaults are Mistral 7B's.
+// Mistral is Llama with (optionally) a sliding window, kept in model.sliding_window (the
+// import refuses one below the context it trains at); its config's defaults are Mistral 7B's,
+// whose window is 4096 when the file is silent (null: none).
 ModelConfig mistral_from_hf(const Fields& f, const std::string& file) {
   ModelConfig m = llama_from_hf(f, file);
+  m.family = "mistral";
   if (!f.present("intermediate_size")) m.d_ff = 14336;
   if (!f.present("num_key_value_heads")) m.n_kv_head = 8;
   if (!f.present("max_position_embeddings")) m.seq_len = 4096 * 32;
-  refuse_sliding_window(f, file, m.seq_len);
+  m.sliding_window = f.config().contains("sliding_window") ? f.get<int>("sliding_window", 0) : 4096;
   return m;
 }
 
@@ -173,6 +168,8 @@ ModelConfig mistral_from_hf(const Fields& f, const std::string& file) {
 // defaults are Mixtral 8x7B's (Mistral 7B's, but for these two).
 ModelConfig mixtral_from_hf(const Fields& f, const std::string& file) {
   ModelConfig m = mistral_from_hf(f, file);
+  m.family.clear();  // its experts name it
+  m.sliding_window = f.get<int>("sliding_window", 0);  // MixtralConfig's: none
   if (!f.present("rms_norm_eps")) m.norm_eps = 1e-5;
   if (!f.present("rope_theta")) m.rope_theta = 1e6;
   m.moe.num_experts = f.get<int>("num_local_experts", 8);
@@ -242,8 +239,11 @@ void check_mixtral(const ModelConfig& m) {
     refuse("divides the top-k gates by their sum, and this model has moe.normalize_top_k=false");
 }
 
-// The class and fields of a dense Llama-style model: Qwen3's with normalised heads, Qwen2's
-// with query, key and value biases, else Llama's.
+// Mistral's and Mixtral's sliding_window: null for none.
+json window_to_hf(const ModelConfig& m) { return m.sliding_window > 0 ? json(m.sliding_window) : json(nullptr); }
+
+// The class and fields of a dense Llama-style model: Qwen3's with normalised heads, Mistral's
+// when its family says so, Qwen2's with query, key and value biases, else Llama's.
 json dense_llama_family(const ModelConfig& m) {
   if (m.qk_norm) {
     if (m.attention_bias)
@@ -257,6 +257,8 @@ json dense_llama_family(const ModelConfig& m) {
             {"sliding_window", nullptr},
             {"max_window_layers", m.n_layer}};
   }
+  if (m.family == "mistral")
+    return {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"sliding_window", window_to_hf(m)}};
   if (m.attention_bias)
     return {{"architectures", {"Qwen2ForCausalLM"}},
             {"model_type", "qwen2"},
@@ -301,7 +303,7 @@ json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
     const json own = m.moe.enabled()
                          ? json{{"architectures", {"MixtralForCausalLM"}},
                                 {"model_type", "mixtral"},
-                                {"sliding_window", nullptr},
+                                {"sliding_window", window_to_hf(m)},
                                 {"num_local_experts", m.moe.num_experts},
                                 {"num_experts_per_tok", m.moe.top_k},
                                 {"router_aux_loss_coef", m.moe.aux_loss_coeff},

@@ -220,6 +220,10 @@ HfImportSummary import_hf(const HfImportOptions& options) {
                        options.seq_len, hf_positions, config_file));
     model.seq_len = options.seq_len;
   }
+  if (model.sliding_window > 0 && model.sliding_window < model.seq_len)
+    fail(fmt::format("import: {}: sliding_window {} is below the context of {} tokens; kiln's attention sees the "
+                     "whole sequence, which is the window's only up to its length: import with --seq-len {} or less",
+                     config_file, model.sliding_window, model.seq_len, model.sliding_window));
   HfImportSummary summary;
   summary.arch = model.arch;
   // The folder's name, made fit to name a run (and its checkpoint folder) when resumed.

@@ -27,9 +27,17 @@ namespace {
 namespace fs = std::filesystem;
 using test::error_of;
 
+// "qwen3": llama with normalised query and key heads 12 wide (not 32 / 4); "mistral": llama
+// named MistralForCausalLM, its window the whole context.
 ModelConfig model_of(const std::string& arch, bool tied, bool experts = false) {
-  ModelConfig m = test::small_model(arch, 32, 300, 16);  // padded to 384: padding rows exist
+  ModelConfig m = test::small_model(arch == "gpt2" ? arch : "llama", 32, 300, 16);  // padded to 384: padding rows exist
   m.tie_embeddings = tied;
+  m.qk_norm = arch == "qwen3";
+  m.explicit_head_dim = m.qk_norm ? 12 : 0;
+  if (arch == "mistral") {
+    m.family = "mistral";
+    m.sliding_window = 16;
+  }
   if (experts) {  // Mixtral: 4 experts of width 24 in every layer, top 2
     m.moe.num_experts = 4;
     m.moe.top_k = 2;
@@ -121,6 +129,10 @@ TEST_P(HfInterchange, ExportThenImportGivesBackEveryTensorExactly) {
   EXPECT_EQ(back.state().optimizer_steps, 0);
   const ModelConfig again = config_from_json(back.state().config).model;
   EXPECT_EQ(again.arch, m.arch);
+  EXPECT_EQ(again.family, m.family);
+  EXPECT_EQ(again.sliding_window, m.sliding_window);
+  EXPECT_EQ(again.qk_norm, m.qk_norm);
+  EXPECT_EQ(again.head_dim(), m.head_dim());
   EXPECT_EQ(again.n_layer, m.n_layer);
   EXPECT_EQ(again.kv_heads(), m.kv_heads());
   // Mixtral has no dense MLP, so no dense width to carry.
@@ -140,7 +152,8 @@ TEST_P(HfInterchange, ExportThenImportGivesBackEveryTensorExactly) {
 INSTANTIATE_TEST_SUITE_P(Models, HfInterchange,
                          testing::Values(InterchangeCase{"gpt2", true}, InterchangeCase{"gpt2", false},
                                          InterchangeCase{"llama", false}, InterchangeCase{"llama", true},
-                                         InterchangeCase{"llama", false, true}),
+                                         InterchangeCase{"llama", false, true}, InterchangeCase{"qwen3", true},
+                                         InterchangeCase{"qwen3", false}, InterchangeCase{"mistral", false}),
                          name_of);
 
 // The exported files re-written as two BF16 shards and an index, as large models come.
@@ -344,7 +357,7 @@ TEST(HfConfig, MixtralNamesItsExpertsAndRefusesWhatItCannotExpress) {
             "is model.arch=gpt2; --format hf cannot express this model");
 }
 
-TEST(HfConfig, MixtralImportsWithItsDefaultsAndRefusesASlidingWindow) {
+TEST(HfConfig, MixtralImportsWithItsDefaultsAndKeepsItsWindow) {
   const nlohmann::json given = {{"model_type", "mixtral"}, {"hidden_size", 64}, {"num_hidden_layers", 2},
                                 {"num_attention_heads", 4}, {"vocab_size", 300},
                                 {"max_position_embeddings", 32}};
@@ -356,11 +369,10 @@ TEST(HfConfig, MixtralImportsWithItsDefaultsAndRefusesASlidingWindow) {
   EXPECT_EQ(m.n_kv_head, 8);
   EXPECT_EQ(m.rope_theta, 1e6);
   EXPECT_TRUE(m.moe.is_moe_layer(1));
+  EXPECT_EQ(m.sliding_window, 0);  // MixtralConfig's default: none
   nlohmann::json windowed = given;
-  windowed["sliding_window"] = 16;
-  EXPECT_EQ(error_of([&] { model_from_hf_config(windowed, "config.json"); }),
-            "import: config.json: sliding_window 16 is below max_position_embeddings 32; kiln's "
-            "attention sees the whole sequence");
+  windowed["sliding_window"] = 16;  // kept; kiln import refuses it below the context it trains at
+  EXPECT_EQ(model_from_hf_config(windowed, "config.json").sliding_window, 16);
 }
 
 TEST(HfConfig, Llama3RopeScalingGoesThereAndBack) {
@@ -483,21 +495,66 @@ TEST(HfConfig, Qwen3IsLlamaWithNormalisedHeadsOfTheirOwnWidth) {
             "--format hf cannot express this model");
 }
 
-TEST(HfConfig, MistralImportsAsLlamaAndRefusesASlidingWindowItWouldUse) {
+TEST(HfConfig, MistralKeepsItsFamilyAndWindowBothWays) {
   const nlohmann::json given = {{"model_type", "mistral"}, {"hidden_size", 64}, {"num_hidden_layers", 2},
                                 {"num_attention_heads", 8}, {"vocab_size", 300},
-                                {"max_position_embeddings", 32}, {"sliding_window", nullptr}};
+                                {"max_position_embeddings", 32}, {"sliding_window", 32}};
   const ModelConfig m = model_from_hf_config(given, "config.json");
   EXPECT_EQ(m.arch, "llama");
+  EXPECT_EQ(m.family, "mistral");
+  EXPECT_EQ(m.sliding_window, 32);
   EXPECT_EQ(m.n_kv_head, 8);  // MistralConfig's defaults where the file is silent
   EXPECT_EQ(m.ffn_dim(), 14336);
-  nlohmann::json windowed = given;
-  windowed["sliding_window"] = 32;  // as long as the context: the whole sequence after all
-  EXPECT_NO_THROW(model_from_hf_config(windowed, "config.json"));
-  windowed["sliding_window"] = 16;
-  EXPECT_EQ(error_of([&] { model_from_hf_config(windowed, "config.json"); }),
-            "import: config.json: sliding_window 16 is below max_position_embeddings 32; kiln's "
-            "attention sees the whole sequence");
+  const nlohmann::json back = hf_config(m, DType::BF16, 2);
+  EXPECT_EQ(back["architectures"], nlohmann::json::array({"MistralForCausalLM"}));
+  EXPECT_EQ(back["model_type"], "mistral");
+  EXPECT_EQ(back["sliding_window"], 32);
+  EXPECT_FALSE(back.contains("pretraining_tp"));  // LlamaConfig's, not MistralConfig's
+  EXPECT_EQ(model_from_hf_config(back, "config.json").sliding_window, 32);
+
+  // null is no window; a file without the key has MistralConfig's 4096.
+  nlohmann::json unwindowed = given;
+  unwindowed["sliding_window"] = nullptr;
+  const ModelConfig none = model_from_hf_config(unwindowed, "config.json");
+  EXPECT_EQ(none.sliding_window, 0);
+  EXPECT_EQ(hf_config(none, DType::F32, 2)["sliding_window"], nullptr);
+  unwindowed.erase("sliding_window");
+  EXPECT_EQ(model_from_hf_config(unwindowed, "config.json").sliding_window, 4096);
+
+  // Mixtral keeps its window (MixtralConfig's default: none) and is named by its experts.
+  nlohmann::json mixtral = given;
+  mixtral["model_type"] = "mixtral";
+  const ModelConfig experts = model_from_hf_config(mixtral, "config.json");
+  EXPECT_EQ(experts.family, "");
+  EXPECT_EQ(experts.sliding_window, 32);
+  EXPECT_EQ(hf_config(experts, DType::F32, 2)["sliding_window"], 32);
+  mixtral.erase("sliding_window");
+  EXPECT_EQ(model_from_hf_config(mixtral, "config.json").sliding_window, 0);
+}
+
+// A window below the context the import trains at is refused; a shorter --seq-len takes it.
+TEST(HfImport, TakesASlidingWindowOnlyAsLongAsTheContext) {
+  const fs::path dir = fresh("windowed");
+  ModelConfig m = model_of("llama", false);
+  m.family = "mistral";
+  m.sliding_window = 16;
+  const std::string original = save_model(m, dir / "original");
+  export_hf(original, (dir / "hf").string());
+  nlohmann::json config;
+  std::ifstream(dir / "hf" / "config.json") >> config;
+  EXPECT_EQ(config["architectures"], nlohmann::json::array({"MistralForCausalLM"}));
+  EXPECT_EQ(config["sliding_window"], 16);
+  config["sliding_window"] = 8;
+  std::ofstream(dir / "hf" / "config.json") << config.dump();
+  const std::string file = (dir / "hf" / "config.json").string();
+  EXPECT_EQ(error_of([&] { import_hf({(dir / "hf").string(), (dir / "a").string(), 0}); }),
+            "import: " + file + ": sliding_window 8 is below the context of 16 tokens; kiln's attention sees the "
+            "whole sequence, which is the window's only up to its length: import with --seq-len 8 or less");
+  const HfImportSummary imported = import_hf({(dir / "hf").string(), (dir / "b").string(), 8});
+  const ModelConfig back = config_from_json(Checkpoint(imported.checkpoint).state().config).model;
+  EXPECT_EQ(back.family, "mistral");
+  EXPECT_EQ(back.sliding_window, 8);
+  EXPECT_EQ(back.seq_len, 8);
 }
 
 TEST(HfExport, RefusesASelectionBiasMixtralCannotHold) {
