@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+
+#include <fmt/core.h>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -19,6 +22,7 @@
 #include "trainer/interchange/hf_config.h"
 #include "trainer/interchange/hf_export.h"
 #include "trainer/interchange/hf_import.h"
+#include "trainer/interchange/hf_shards.h"
 #include "trainer/interchange/hf_tensors.h"
 
 namespace kiln {
@@ -156,8 +160,9 @@ INSTANTIATE_TEST_SUITE_P(Models, HfInterchange,
                                          InterchangeCase{"qwen3", false}, InterchangeCase{"mistral", false}),
                          name_of);
 
-// The exported files re-written as two BF16 shards and an index, as large models come.
-TEST(HfImport, ReadsShardedBf16Weights) {
+// The exported files re-written as two BF16 shards and an index, as large models come: the
+// import keeps them BF16, bit for bit, and exports them back so; a run loads them widened.
+TEST(HfImport, ReadsShardedBf16WeightsAndKeepsThemBf16) {
   const ModelConfig m = model_of("llama", false);
   const fs::path dir = fresh("sharded");
   const std::string original = save_model(m, dir / "original");
@@ -168,22 +173,21 @@ TEST(HfImport, ReadsShardedBf16Weights) {
   fs::copy_file(dir / "hf" / "config.json", sharded / "config.json");
   nlohmann::json weight_map;
   std::vector<TensorInfo> shard_infos[2];
+  std::map<std::string, std::vector<uint16_t>> bf16_of;
   for (size_t i = 0; i < whole.tensors().size(); ++i) {
     TensorInfo info = whole.tensors()[i];
     info.dtype = DType::BF16;
     shard_infos[i % 2].push_back(info);
     weight_map[info.name] = "model-0000" + std::to_string(i % 2 + 1) + "-of-00002.safetensors";
+    const auto* values = reinterpret_cast<const float*>(whole.data(info.name).data());
+    for (int64_t k = 0; k < info.shape.numel(); ++k) bf16_of[info.name].push_back(float_to_bf16(values[k]));
   }
   for (int s = 0; s < 2; ++s) {
     SafetensorsWriter writer(
         (sharded / ("model-0000" + std::to_string(s + 1) + "-of-00002.safetensors")).string(),
         shard_infos[s]);
-    for (const TensorInfo& info : shard_infos[s]) {
-      const auto* values = reinterpret_cast<const float*>(whole.data(info.name).data());
-      std::vector<uint16_t> bf16(static_cast<size_t>(info.shape.numel()));
-      for (size_t k = 0; k < bf16.size(); ++k) bf16[k] = float_to_bf16(values[k]);
-      writer.write_tensor(bf16.data(), bf16.size() * 2);
-    }
+    for (const TensorInfo& info : shard_infos[s])
+      writer.write_tensor(bf16_of[info.name].data(), bf16_of[info.name].size() * 2);
     writer.close();
   }
   std::ofstream(sharded / "model.safetensors.index.json")
@@ -193,11 +197,118 @@ TEST(HfImport, ReadsShardedBf16Weights) {
   const SafetensorsFile got(imported.checkpoint + "/model.safetensors");
   const SafetensorsFile want(original + "/model.safetensors");
   for (const TensorInfo& t : want.tensors()) {
-    const auto* a = reinterpret_cast<const float*>(got.data(t.name).data());
+    ASSERT_EQ(got.info(t.name).dtype, DType::BF16) << t.name;
+    const auto* a = reinterpret_cast<const uint16_t*>(got.data(t.name).data());
     const auto* b = reinterpret_cast<const float*>(want.data(t.name).data());
     for (int64_t k = 0; k < t.shape.numel(); ++k)
-      ASSERT_EQ(a[k], bf16_to_float(float_to_bf16(b[k]))) << t.name << "[" << k << "]";
+      ASSERT_EQ(a[k], float_to_bf16(b[k])) << t.name << "[" << k << "]";  // padding rows: 0 both ways
   }
+  // Exported again: BF16, the shards' bytes.
+  const HfExportSummary exported = export_hf(imported.checkpoint, (dir / "hf2").string());
+  EXPECT_EQ(exported.dtype, DType::BF16);
+  const SafetensorsFile again((dir / "hf2" / "model.safetensors").string());
+  for (const TensorInfo& t : again.tensors()) {
+    EXPECT_EQ(t.dtype, DType::BF16) << t.name;
+    const auto bytes = again.data(t.name);
+    ASSERT_EQ(bytes.size(), bf16_of.at(t.name).size() * 2) << t.name;
+    EXPECT_EQ(std::memcmp(bytes.data(), bf16_of.at(t.name).data(), bytes.size()), 0) << t.name;
+  }
+  // A run computing in F32 loads them widened, exactly.
+  auto ops = make_cpu_ops(1);
+  GptModel model(m, 1, *ops);
+  Checkpoint(imported.checkpoint).load_parameters(model, *ops);
+  const Parameter& qkv = model.parameters().find("layers.1.attn.qkv.weight");
+  const auto* loaded = qkv.value.as<float>();
+  const auto* saved = reinterpret_cast<const float*>(want.data("layers.1.attn.qkv.weight").data());
+  for (int64_t k = 0; k < qkv.value.numel(); ++k)
+    ASSERT_EQ(loaded[k], bf16_to_float(float_to_bf16(saved[k]))) << k;
+}
+
+// Past --max-shard-size the weights are cut as transformers cuts them, and import reads the
+// shards back to the same checkpoint.
+TEST(HfExport, ShardsTheWeightsAsTransformersDoes) {
+  const ModelConfig m = model_of("llama", false);
+  const fs::path dir = fresh("export_shards");
+  const std::string original = save_model(m, dir / "original");
+  const HfExportSummary single = export_hf(original, (dir / "single").string());
+  const int64_t max_bytes = 20'000;  // the embedding (300 x 32 x 4 bytes) alone is larger
+  const HfExportSummary exported = export_hf(original, (dir / "hf").string(), false, max_bytes);
+  const SafetensorsFile whole((dir / "single" / "model.safetensors").string());
+  const std::vector<HfShard> plan = plan_hf_shards(whole.tensors(), max_bytes);
+  ASSERT_GT(plan.size(), 2u);
+  std::vector<std::string> files = {"config.json"};
+  for (size_t s = 0; s < plan.size(); ++s)
+    files.push_back(fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, plan.size()));
+  files.push_back("model.safetensors.index.json");
+  EXPECT_EQ(exported.files, files);
+  EXPECT_EQ(exported.tensors, single.tensors);
+
+  nlohmann::json index;
+  std::ifstream(dir / "hf" / "model.safetensors.index.json") >> index;
+  int64_t total_size = 0;
+  std::set<std::string> files_named;
+  for (const TensorInfo& t : whole.tensors()) {
+    total_size += t.shape.numel() * 4;
+    files_named.insert(index["weight_map"].at(t.name).get<std::string>());
+    const SafetensorsFile shard((dir / "hf" / index["weight_map"].at(t.name).get<std::string>()).string());
+    EXPECT_EQ(shard.metadata().at("format"), "pt");
+    const auto a = shard.data(t.name), b = whole.data(t.name);
+    ASSERT_EQ(a.size(), b.size()) << t.name;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size()), 0) << t.name;
+  }
+  EXPECT_EQ(index["metadata"]["total_size"], total_size);
+  EXPECT_EQ(index["metadata"]["total_parameters"], single.parameters);
+  EXPECT_EQ(index["weight_map"].size(), whole.tensors().size());
+  EXPECT_EQ(files_named.size(), plan.size());
+  for (size_t s = 0; s < plan.size(); ++s) {  // none past the size but a tensor larger alone
+    const SafetensorsFile shard((dir / "hf" / plan[s].file).string());
+    int64_t bytes = 0;
+    for (const TensorInfo& t : shard.tensors()) bytes += t.shape.numel() * 4;
+    EXPECT_TRUE(bytes <= max_bytes || shard.tensors().size() == 1) << plan[s].file;
+  }
+
+  const HfImportSummary imported = import_hf({(dir / "hf").string(), (dir / "back").string(), 0});
+  EXPECT_EQ(tensors_of(imported.checkpoint + "/model.safetensors"), tensors_of(original + "/model.safetensors"));
+}
+
+// huggingface_hub's own example: [6, 6, 2, 6, 2, 2] GB under 10GB are [6], [6+2], [6+2+2]; a
+// tensor larger than the size has a file of its own, placed when it comes, while the one being
+// filled goes on.
+TEST(HfShards, PlanTheFilesAsHuggingFaceHubDoes) {
+  const auto tensors = [](const std::vector<int64_t>& gigabytes) {
+    std::vector<TensorInfo> out;
+    for (size_t i = 0; i < gigabytes.size(); ++i)
+      out.push_back({"t" + std::to_string(i), DType::E4M3, {gigabytes[i] * 1'000'000'000}});
+    return out;
+  };
+  const auto shards_of = [](const std::vector<HfShard>& plan) {
+    std::vector<std::vector<size_t>> out;
+    for (const HfShard& s : plan) out.push_back(s.tensors);
+    return out;
+  };
+  const std::vector<HfShard> plan = plan_hf_shards(tensors({6, 6, 2, 6, 2, 2}), 10'000'000'000);
+  EXPECT_EQ(shards_of(plan), (std::vector<std::vector<size_t>>{{0}, {1, 2}, {3, 4, 5}}));
+  EXPECT_EQ(plan[1].file, "model-00002-of-00003.safetensors");
+  EXPECT_EQ(shards_of(plan_hf_shards(tensors({1, 20, 1}), 10'000'000'000)),
+            (std::vector<std::vector<size_t>>{{1}, {0, 2}}));
+  const std::vector<HfShard> one = plan_hf_shards(tensors({1, 2}), kHfMaxShardBytes);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].file, "model.safetensors");
+}
+
+TEST(HfShards, ParseSizesAsTransformersDoes) {
+  EXPECT_EQ(parse_shard_size("5GB"), 5'000'000'000);
+  EXPECT_EQ(parse_shard_size("500MB"), 500'000'000);
+  EXPECT_EQ(parse_shard_size("2.5gb"), 2'500'000'000);
+  EXPECT_EQ(parse_shard_size("20KB"), 20'000);
+  EXPECT_EQ(parse_shard_size("1TB"), 1'000'000'000'000);
+  EXPECT_EQ(parse_shard_size(" 5 GB "), 5'000'000'000);
+  for (const char* bad : {"5", "5GiB", "GB", "-1GB", "0MB", "five GB", "1e3MB", "5XB"})
+    EXPECT_EQ(error_of([&] { parse_shard_size(bad); }),
+              std::string("export: --max-shard-size \"") + bad +
+                  "\" is not a size: a number above 0 and KB, MB, GB or TB (powers of 1000, as transformers' "
+                  "max_shard_size), e.g. 5GB")
+        << bad;
 }
 
 // Rewrites the exported model.safetensors with its tensors changed by `edit` (which may
