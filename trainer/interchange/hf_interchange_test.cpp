@@ -15,6 +15,7 @@
 #include <set>
 
 #include "kernels/half_convert.h"
+#include "tests/byte_level_tokenizer.h"
 #include "tests/error_of.h"
 #include "tests/model_checkpoint.h"
 #include "tests/small_model.h"
@@ -24,6 +25,7 @@
 #include "trainer/interchange/hf_import.h"
 #include "trainer/interchange/hf_shards.h"
 #include "trainer/interchange/hf_tensors.h"
+#include "trainer/interchange/hf_tokenizer.h"
 
 namespace kiln {
 namespace {
@@ -666,6 +668,29 @@ TEST(HfImport, TakesASlidingWindowOnlyAsLongAsTheContext) {
   EXPECT_EQ(back.family, "mistral");
   EXPECT_EQ(back.sliding_window, 8);
   EXPECT_EQ(back.seq_len, 8);
+}
+
+// An imported tokenizer's tokenizer_config.json (its special tokens, add_bos_token, chat
+// template, class) is what it was read with: export writes it back, the context the model's.
+TEST(HfExport, WritesAnImportedTokenizersConfigBackAsItCame) {
+  const fs::path dir = fresh("tokenizer_config");
+  fs::create_directories(dir / "tokenizer");
+  const nlohmann::json config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                                 {"bos_token", "<|begin_of_text|>"},
+                                 {"eos_token", "<|end_of_text|>"},
+                                 {"add_bos_token", true},
+                                 {"chat_template", "{{ messages[0]['content'] }}"},
+                                 {"model_max_length", 131072}};
+  test::write_byte_level_tokenizer((dir / "tokenizer").string(), {"<|begin_of_text|>", "<|end_of_text|>"}, config);
+  const std::string spec = (dir / "tokenizer").string();
+  fs::create_directories(dir / "out");
+  const std::vector<std::string> written = write_hf_tokenizer(spec, *load_tokenizer(spec), 16, (dir / "out").string());
+  EXPECT_EQ(written, (std::vector<std::string>{"tokenizer.json", "tokenizer_config.json"}));
+  nlohmann::json back;
+  std::ifstream(dir / "out" / "tokenizer_config.json") >> back;
+  nlohmann::json want = config;
+  want["model_max_length"] = 16;
+  EXPECT_EQ(back, want);
 }
 
 TEST(HfExport, RefusesASelectionBiasMixtralCannotHold) {
