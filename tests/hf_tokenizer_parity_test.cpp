@@ -97,6 +97,14 @@ class HfTokenizerParity : public testing::Test {
   static constexpr const char* kReasoning =
       "<think>\nThe user wants 2+2.</think>\n\n<tool_call>\n{\"name\": \"add\"}\n</tool_call>";
 
+  // What the reference writes: `output`, a JavaScript expression of the tokenizer t loaded
+  // from `tokenizer` and of fs (the file is process.argv[3]).
+  static CommandResult reference(const std::string& output, const std::string& tokenizer, const std::string& file) {
+    return run_command("node -e 'const {Tokenizer} = require(process.argv[1]); const fs = require(\"fs\");"
+                       " const t = new Tokenizer(JSON.parse(fs.readFileSync(process.argv[2], \"utf8\")), {});"
+                       " process.stdout.write(" + output + ")' " + kReference + " " + tokenizer + " " + file);
+  }
+
   // kiln's ids of a text, and the reference's (no special tokens added), as JSON arrays. The
   // reference matches every added token written in the text (the corpus writes <|endoftext|>),
   // as kiln does where special tokens are allowed; the ones that are not special kiln matches
@@ -104,12 +112,9 @@ class HfTokenizerParity : public testing::Test {
   std::pair<json, json> both_ids(const std::string& tokenizer, const std::string& text, bool allow_special = true) const {
     const CommandResult ours = run_command(kiln + " tokenize" + (allow_special ? " --allow-special" : "") +
                                            " --tokenizer " + tokenizer + " --input " + text);
-    const CommandResult theirs = run_command(
-        "node -e 'const {Tokenizer} = require(process.argv[1]); const fs = require(\"fs\");"
-        " const t = new Tokenizer(JSON.parse(fs.readFileSync(process.argv[2], \"utf8\")), {});"
-        " process.stdout.write(JSON.stringify(t.encode(fs.readFileSync(process.argv[3], \"utf8\"),"
-        " {add_special_tokens: false}).ids))' " +
-        kReference + " " + tokenizer + " " + text);
+    const CommandResult theirs = reference(
+        "JSON.stringify(t.encode(fs.readFileSync(process.argv[3], \"utf8\"), {add_special_tokens: false}).ids)",
+        tokenizer, text);
     EXPECT_EQ(ours.exit_code, 0) << ours.output;
     EXPECT_EQ(theirs.exit_code, 0) << theirs.output;
     return {json::parse(ours.output, nullptr, false), json::parse(theirs.output, nullptr, false)};
@@ -122,12 +127,10 @@ class HfTokenizerParity : public testing::Test {
     std::ofstream(ids_file) << ids.dump();
     const CommandResult ours =
         run_command(kiln + " tokenize --decode --skip-special-tokens --tokenizer " + tokenizer + " --input " + ids_file);
-    const CommandResult theirs = run_command(
-        "node -e 'const {Tokenizer} = require(process.argv[1]); const fs = require(\"fs\");"
-        " const t = new Tokenizer(JSON.parse(fs.readFileSync(process.argv[2], \"utf8\")), {});"
-        " process.stdout.write(t.decode(JSON.parse(fs.readFileSync(process.argv[3], \"utf8\")),"
-        " {skip_special_tokens: true, clean_up_tokenization_spaces: false}))' " +
-        kReference + " " + tokenizer + " " + ids_file);
+    const CommandResult theirs = reference(
+        "t.decode(JSON.parse(fs.readFileSync(process.argv[3], \"utf8\")),"
+        " {skip_special_tokens: true, clean_up_tokenization_spaces: false})",
+        tokenizer, ids_file);
     EXPECT_EQ(ours.exit_code, 0) << ours.output;
     EXPECT_EQ(theirs.exit_code, 0) << theirs.output;
     return {ours.output, theirs.output};

@@ -193,11 +193,10 @@ void refuse_windowed_layers(const Fields& f, const std::string& file) {
                        file, type.dump()));
 }
 
-// Qwen2 is Llama with biases on the query, key and value projections; Qwen2Config's defaults
-// are Qwen2-7B's.
-ModelConfig qwen2_from_hf(const Fields& f, const std::string& file) {
+// What Qwen2 and Qwen3 share: the Llama layer, the defaults Qwen2Config has (Qwen2-7B's, which
+// Qwen3Config keeps) and windows that must all be the whole sequence.
+ModelConfig qwen_from_hf(const Fields& f, const std::string& file) {
   ModelConfig m = llama_from_hf(f, file);
-  m.attention_bias = true;
   if (!f.present("vocab_size")) m.vocab_size = 151936;
   if (!f.present("intermediate_size")) m.d_ff = 22016;
   if (!f.present("max_position_embeddings")) m.seq_len = 32768;
@@ -205,18 +204,21 @@ ModelConfig qwen2_from_hf(const Fields& f, const std::string& file) {
   return m;
 }
 
+// Qwen2 is Llama with biases on the query, key and value projections.
+ModelConfig qwen2_from_hf(const Fields& f, const std::string& file) {
+  ModelConfig m = qwen_from_hf(f, file);
+  m.attention_bias = true;
+  return m;
+}
+
 // Qwen3 is Llama with each query and key head normalised (q_norm, k_norm) and a head_dim of
-// its own; Qwen3Config's defaults are Qwen3-8B's, its attention_bias (on o_proj too) refused
-// as Llama's.
+// its own (Qwen3Config's 128 where the file is silent); its attention_bias (on o_proj too) is
+// refused as Llama's.
 ModelConfig qwen3_from_hf(const Fields& f, const std::string& file) {
-  ModelConfig m = llama_from_hf(f, file);
+  ModelConfig m = qwen_from_hf(f, file);
   m.qk_norm = true;
-  if (!f.present("vocab_size")) m.vocab_size = 151936;
-  if (!f.present("intermediate_size")) m.d_ff = 22016;
-  if (!f.present("max_position_embeddings")) m.seq_len = 32768;
   if (!f.present("head_dim")) m.explicit_head_dim = 128;
   if (m.explicit_head_dim == m.d_model / std::max(m.n_head, 1)) m.explicit_head_dim = 0;
-  refuse_windowed_layers(f, file);
   return m;
 }
 
