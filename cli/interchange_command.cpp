@@ -16,6 +16,7 @@ namespace {
 struct ExportOptions {
   std::string checkpoint, format = "hf", output;
   bool adapter = false;  // a LoRA checkpoint's adapters as a PEFT folder
+  std::string max_shard_size = "5GB";
 };
 
 struct ImportOptions {
@@ -30,11 +31,12 @@ std::string join(const std::vector<std::string>& parts) {
 }
 
 void run_export(const ExportOptions& o) {
+  const int64_t max_shard_bytes = parse_shard_size(o.max_shard_size);
   const std::string checkpoint = checkpoint_argument(o.checkpoint);
-  const HfExportSummary s = export_hf(checkpoint, o.output, o.adapter);
+  const HfExportSummary s = export_hf(checkpoint, o.output, o.adapter, max_shard_bytes);
   fmt::print("kiln: exported {} ({}, {:.2f}M parameters, {}) to {}: {}\n", s.checkpoint, s.arch,
              static_cast<double>(s.parameters) / 1e6, dtype_name(s.dtype), o.output, join(s.files));
-  if (!o.adapter && s.files.size() == 2)
+  if (!o.adapter && !s.tokenizer)
     fmt::print(
         "kiln: note: the byte tokenizer has no Hugging Face equivalent; no tokenizer files "
         "were written\n");
@@ -61,6 +63,10 @@ void add_interchange_commands(CLI::App& app) {
       ->check(CLI::IsMember({"hf"}))
       ->capture_default_str();
   exp->add_option("-o,--output", e->output, "The folder to write (created)")->required();
+  exp->add_option("--max-shard-size", e->max_shard_size,
+                  "The largest weights file (KB, MB, GB, TB); past it the weights are sharded as transformers shards "
+                  "them, with model.safetensors.index.json")
+      ->capture_default_str();
   exp->add_flag("--adapter", e->adapter,
                 "A LoRA checkpoint's adapters as a PEFT folder (adapter_config.json + adapter_model.safetensors) "
                 "instead of the weights with them merged in");
@@ -69,7 +75,8 @@ void add_interchange_commands(CLI::App& app) {
   auto i = std::make_shared<ImportOptions>();
   CLI::App* imp = app.add_subcommand(
       "import", "Turn a Hugging Face model folder into a kiln checkpoint to fine-tune");
-  imp->add_option("--format", i->format, "hf: a GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM folder")
+  imp->add_option("--format", i->format, "hf: a GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM or "
+                  "MixtralForCausalLM folder")
       ->check(CLI::IsMember({"hf"}))
       ->capture_default_str();
   imp->add_option("-i,--input", i->hf.input, "The Hugging Face model folder")->required();

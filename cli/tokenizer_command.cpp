@@ -109,7 +109,8 @@ void tokenize(const TokenizeOptions& options, std::FILE* out) {
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(options.tokenizer);
   const std::string text = options.input.empty() ? options.text : read_input(options.input);
   if (options.decode) {
-    const std::string decoded = tokenizer->decode(parse_ids(text, tokenizer->vocab_size()));
+    const std::vector<int32_t> ids = parse_ids(text, tokenizer->vocab_size());
+    const std::string decoded = options.skip_special ? tokenizer->decode_skipping_special(ids) : tokenizer->decode(ids);
     std::fwrite(decoded.data(), 1, decoded.size(), out);
   } else {
     std::vector<int32_t> ids;
@@ -161,6 +162,9 @@ void add_tokenizer_commands(CLI::App& app) {
   cmd->add_flag("--decode", tokenize_options->decode, "Read ids and print their text");
   cmd->add_flag("--allow-special", tokenize_options->allow_special,
                 "Encode special tokens written in the text (<|endoftext|>) as their ids");
+  cmd->add_flag("--skip-special-tokens", tokenize_options->skip_special,
+                "With --decode: leave out the special tokens (Hugging Face's skip_special_tokens)")
+      ->needs(cmd->get_option("--decode"));
   cmd->callback([tokenize_options, text, input] {
     if (text->count() == 0 && input->count() == 0)
       fail("tokenize: give --text STR or --input FILE");

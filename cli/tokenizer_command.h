@@ -26,6 +26,7 @@ struct TokenizeOptions {
   std::string input;  // ... or, when set, the file holding it
   bool decode = false;
   bool allow_special = false;
+  bool skip_special = false;  // decode without the special tokens
 };
 
 // The handlers behind the subcommands. train writes progress and a summary to out;

@@ -30,7 +30,10 @@ const std::string kExportReference = std::string(KILN_SOURCE_DIR) + "/tests/pari
 constexpr int64_t kExportBatch = 3;
 constexpr double kTolerance = 1e-5;  // relative, loss and all logits
 
-// "mixtral": the Llama model with 4 experts of width 48, top 2, in both layers.
+// "mixtral": the Llama model with 4 experts of width 48, top 2, in both layers. "qwen3": the
+// Llama model with normalised query and key heads 24 wide (not 64 / 4) and the embedding tied,
+// as Qwen3's small models have it. "mistral": the Llama model written as MistralForCausalLM, its
+// sliding window the whole context of 16 (the reference masks by it: a shorter one would show).
 ModelConfig export_model(const std::string& name) {
   const bool mixtral = name == "mixtral", llama3 = name == "llama3_rope", qwen2 = name == "qwen2";
   ModelConfig m = test::small_model(name.starts_with("gpt2") ? "gpt2" : "llama", 64, 300, 16);  // 257 byte ids and more
@@ -47,6 +50,15 @@ ModelConfig export_model(const std::string& name) {
     m.moe.ffn_hidden = 48;
   }
   m.attention_bias = qwen2;
+  if (name == "mistral") {
+    m.family = "mistral";
+    m.sliding_window = 16;
+  }
+  if (name == "qwen3") {
+    m.qk_norm = true;
+    m.explicit_head_dim = 24;
+    m.tie_embeddings = true;
+  }
   if (llama3) {
     // Llama 3.1's scaling cut down to this model: with head dim 16 and an original context of
     // 32, the first frequency pair stays, the second is blended and the rest are divided.
@@ -144,7 +156,7 @@ TEST_P(HfExportParity, PyTorchReadsTheExportAndGivesKilnsLoss) {
               logits_error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, HfExportParity, testing::Values("gpt2", "llama", "mixtral", "llama3_rope", "qwen2", "gpt2_lora",
+INSTANTIATE_TEST_SUITE_P(Arch, HfExportParity, testing::Values("gpt2", "llama", "mixtral", "llama3_rope", "qwen2", "qwen3", "mistral", "gpt2_lora",
                                                            "llama_lora"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;

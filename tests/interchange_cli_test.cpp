@@ -90,6 +90,21 @@ TEST(InterchangeCli, ExportImportGenerateAndFineTune) {
             0);
   EXPECT_EQ(read_text(dir + "/hf2/model.safetensors"), read_text(dir + "/hf/model.safetensors"));
 
+  // Sharded: files of at most 20 kB (the embedding alone is larger) and transformers' index,
+  // which import reads back to the same model.
+  const CommandResult sharded = run_command(kiln + " export --checkpoint " + checkpoint +
+                                            " --max-shard-size 20KB --output " + dir + "/hf_sharded");
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
+  EXPECT_NE(sharded.output.find(" to " + dir + "/hf_sharded: config.json, model-00001-of-0000"), std::string::npos)
+      << sharded.output;
+  EXPECT_NE(sharded.output.find(".safetensors, model.safetensors.index.json, vocab.json"), std::string::npos)
+      << sharded.output;
+  EXPECT_FALSE(fs::exists(dir + "/hf_sharded/model.safetensors"));
+  ASSERT_EQ(run_command(kiln + " import --input " + dir + "/hf_sharded --output " + dir + "/from_shards").exit_code, 0);
+  const CommandResult c = run_command("(" + kiln + " generate --checkpoint " + dir + "/from_shards" + greedy +
+                                      " 2>/dev/null)");
+  EXPECT_EQ(c.output, a.output);
+
   // Fine-tune: the imported checkpoint resumes at step 0 with the user's data.
   const CommandResult tuned = run_command(
       kiln + " train --resume " + dir + "/tuned --store " + dir + "/runs.db" +
@@ -186,6 +201,11 @@ TEST(InterchangeCli, AFolderThatIsNotAModelIsRefusedInOneLine) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.output, "kiln: error: import: " + dir +
                           " has neither model.safetensors nor model.safetensors.index.json\n");
+  r = run_command(kiln + " export --checkpoint " + dir + " --max-shard-size 5GiB --output " + dir + "/x");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.output,
+            "kiln: error: export: --max-shard-size \"5GiB\" is not a size: a number above 0 and KB, MB, GB or TB "
+            "(powers of 1000, as transformers' max_shard_size), e.g. 5GB\n");
   r = run_command(kiln + " export --checkpoint " + dir + " --format onnx --output " + dir + "/x");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--format"), std::string::npos) << r.output;

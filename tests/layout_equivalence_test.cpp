@@ -33,6 +33,9 @@ void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
 const std::string kLlama =
     " --set model.arch=llama --set model.n_kv_head=2 --set model.d_ff=48";
 
+// Qwen3's normalised query and key heads, with a head width of their own (12, not 32 / 4).
+const std::string kQwen3 = kLlama + " --set model.qk_norm=true --set model.head_dim=12";
+
 // Llama with a mixture of experts in both layers, every balancing option on.
 const std::string kMoe = kLlama +
     " --set moe.num_experts=4 --set moe.top_k=2 --set moe.ffn_hidden=24 --set moe.z_loss_coeff=0.001"
@@ -122,6 +125,16 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"llama_tp2", 2, " --set parallel.tp=2", kLlama},
         // Qwen2's query, key and value biases, split over the ranks as their weight rows are.
         Layout{"qwen2_tp2", 2, " --set parallel.tp=2", kLlama + " --set model.attention_bias=true"},
+        // Qwen3's q_norm and k_norm are whole on every rank and see only its heads (and,
+        // with sequence parallelism, every token): their gradients are summed over the ranks.
+        Layout{"qwen3_tp2", 2, " --set parallel.tp=2", kQwen3},
+        Layout{"qwen3_tp2_sequence_parallel_recompute_full", 2,
+               " --set parallel.tp=2 --set parallel.sequence_parallel=true --set train.recompute=full", kQwen3},
+        Layout{"qwen3_cp2_tp2_sequence_parallel_recompute_selective", 4,
+               " --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true"
+               " --set train.recompute=selective",
+               kQwen3},
+        Layout{"qwen3_pp2", 2, " --set parallel.pp=2", kQwen3},
         Layout{"tp2_sequence_parallel", 2,
                " --set parallel.tp=2 --set parallel.sequence_parallel=true", ""},
         Layout{"llama_tp2_sequence_parallel_recompute_full", 2,
@@ -296,7 +309,9 @@ INSTANTIATE_TEST_SUITE_P(
                            " --set model.n_layer=2" + kMoeShared},
                     // The adapters and their moments, gathered from tensor-parallel pieces;
                     // the frozen base saved beside them.
-                    Layout{"llama_lora_tp2", 2, " --set parallel.tp=2", " --set model.n_layer=2" + kLoraLlama}),
+                    Layout{"llama_lora_tp2", 2, " --set parallel.tp=2", " --set model.n_layer=2" + kLoraLlama},
+                    // Qwen3's q_norm and k_norm, whole on every tensor rank, saved once.
+                    Layout{"qwen3_tp2", 2, " --set parallel.tp=2", " --set model.n_layer=2" + kQwen3}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 // After one step each layout holds the single rank's gradients, tensor by tensor: AdamW's
@@ -383,7 +398,15 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"llama_cp2_documents", 2, " --set parallel.cp=2", kLlama + kDocuments},
                     Layout{"cp2_tp2_sequence_parallel", 4,
                            " --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true", ""},
-                    Layout{"moe_shared_tp2_sequence_parallel_etp1_dp2", 4, kWholeExperts, kMoeShared}),
+                    Layout{"moe_shared_tp2_sequence_parallel_etp1_dp2", 4, kWholeExperts, kMoeShared},
+                    // q_norm and k_norm: whole on each tensor rank, which sees half the heads;
+                    // their gradients are the sums over the ranks (and over the context ranks'
+                    // tokens).
+                    Layout{"qwen3_tp2", 2, " --set parallel.tp=2", kQwen3},
+                    Layout{"qwen3_tp2_sequence_parallel", 2,
+                           " --set parallel.tp=2 --set parallel.sequence_parallel=true", kQwen3},
+                    Layout{"qwen3_cp2_tp2_sequence_parallel", 4,
+                           " --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true", kQwen3}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 }  // namespace

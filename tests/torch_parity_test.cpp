@@ -5,7 +5,8 @@
 // model (GQA, SwiGLU, RoPE, RMSNorm, untied head, no biases), and each again under LoRA
 // (finetune.lora: the base frozen, adapters on some or all of the linear layers, their B
 // factors moved off zero so every path carries a gradient), where the frozen weights must
-// also come out of the ten steps bit for bit as they went in.
+// also come out of the ten steps bit for bit as they went in; and one for Qwen3's layer (the
+// Llama one with each query and key head RMS-normalised before RoPE, heads of their own width).
 //
 // The test writes a manifest (manifest.json) and little-endian fp32/int32 files to a
 // temp dir, runs /usr/bin/python3 (Debian's python3-torch) on it, and reads back
@@ -79,10 +80,14 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
 
 double relative_error(double a, double b) { return std::abs(a - b) / std::abs(b); }
 
-// "gpt2", "llama", or either with "_lora".
+// "gpt2", "llama", or either with "_lora"; "qwen3": llama with each query and key head
+// RMS-normalised before RoPE, the heads 24 wide where d_model / n_head is 16.
 ModelConfig parity_model(const std::string& variant) {
-  const std::string arch = variant.substr(0, variant.find('_'));
+  const std::string family = variant.substr(0, variant.find('_'));
+  const std::string arch = family == "qwen3" ? "llama" : family;
   ModelConfig m;
+  m.qk_norm = family == "qwen3";
+  m.explicit_head_dim = m.qk_norm ? 24 : 0;
   if (variant.ends_with("_lora")) {
     m.lora.rank = 4;
     m.lora.alpha = 8;  // scale 2
@@ -231,6 +236,7 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
       {"rope_theta", mc.rope_theta},
       {"norm_eps", mc.norm_eps},
       {"tie_embeddings", mc.tie_embeddings},
+      {"qk_norm", mc.qk_norm},
       {"lora_scale", mc.lora.enabled() ? mc.lora.scale() : 0.0},
       {"batch", kBatch},
       {"params", params},
@@ -305,7 +311,7 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
   std::printf("parity %s\n", report.str().c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, TorchParity, testing::Values("gpt2", "llama", "gpt2_lora", "llama_lora"),
+INSTANTIATE_TEST_SUITE_P(Arch, TorchParity, testing::Values("gpt2", "llama", "gpt2_lora", "llama_lora", "qwen3"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -14,7 +14,8 @@ targets.bin (int32 [batch, seq_len]; a target < 0 is masked). It writes:
 
 Written from the model description (pre-norm blocks, LayerNorm/GELU-tanh/learned
 positions/tied head for GPT-2; RMSNorm/SwiGLU/RoPE/GQA/untied head for Llama; Mixtral's
-top-k softmax router over SwiGLU experts; LoRA as PEFT's LoraLayer computes it, each adapted
+top-k softmax router over SwiGLU experts; Qwen3's RMSNorm of each query and key head before
+RoPE (transformers' Qwen3Attention); LoRA as PEFT's LoraLayer computes it, each adapted
 projection's output plus scale * B(A(x))), not from kiln's code. torch 1.13 has neither F.scaled_dot_product_attention nor F.rms_norm, so
 attention and RMSNorm are spelled out.
 """
@@ -73,12 +74,15 @@ def apply_rope(x, cos, sin):
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
 
 
-def causal_attention(q, k, v):
-    """q [B, H, T, hd], k and v [B, H, T, hd]: softmax(q k^T / sqrt(hd)) v, causal."""
+def causal_attention(q, k, v, window=None):
+    """q [B, H, T, hd], k and v [B, H, T, hd]: softmax(q k^T / sqrt(hd)) v, causal; with a
+    sliding window (Mistral's), query i sees only the keys j with i - window < j."""
     T, hd = q.shape[2], q.shape[3]
     scores = q @ k.transpose(-1, -2) / math.sqrt(hd)
-    future = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
-    scores = scores.masked_fill(future, float("-inf"))
+    masked = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+    if window:
+        masked |= torch.ones(T, T, dtype=torch.bool).tril(diagonal=-window)
+    scores = scores.masked_fill(masked, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
 
 
@@ -144,12 +148,15 @@ def forward(cfg, P, tokens):
         q = q.view(B, T, H, hd).transpose(1, 2)
         k = k.view(B, T, KV, hd).transpose(1, 2)
         v = v.view(B, T, KV, hd).transpose(1, 2)
+        if cfg.get("qk_norm"):  # Qwen3: each query and key head RMS-normalised, before RoPE
+            q = rms_norm(q, P[pre + "attn.q_norm.weight"], eps)
+            k = rms_norm(k, P[pre + "attn.k_norm.weight"], eps)
         if llama:
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         # Grouped-query: query head h reads key/value head h // (H / KV).
         k = k.repeat_interleave(H // KV, dim=1)
         v = v.repeat_interleave(H // KV, dim=1)
-        attn = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * hd)
+        attn = causal_attention(q, k, v, cfg.get("sliding_window")).transpose(1, 2).reshape(B, T, H * hd)
         x = x + linear(attn, pre + "attn.proj", ("o",))
 
         # MLP: GELU (tanh) for GPT-2, SwiGLU with [gate | up] rows for Llama, Mixtral's
@@ -236,7 +243,8 @@ def main():
 
 def params_from_hf(model_dir):
     """cfg and P (this script's names) from a Hugging Face folder that `kiln export` wrote,
-    read the way transformers reads GPT2LMHeadModel, LlamaForCausalLM and MixtralForCausalLM:
+    read the way transformers reads GPT2LMHeadModel, LlamaForCausalLM (and Qwen2's, Qwen3's
+    and Mistral's classes, which share its names) and MixtralForCausalLM:
     GPT-2's Conv1D
     computes x @ W + b with W stored [in, out], so F.linear's weight is W^T, and c_attn's
     output is q, k, v of n_embd each; Llama's q/k/v_proj and gate/up_proj are separate
@@ -270,10 +278,11 @@ def params_from_hf(model_dir):
                 P[k + ours + ".bias"] = t(h + theirs + ".bias")
         P["final_norm.weight"], P["final_norm.bias"] = t("transformer.ln_f.weight"), t("transformer.ln_f.bias")
     else:
-        assert hf["model_type"] in ("llama", "mixtral", "qwen2") and hf["hidden_act"] == "silu"
+        assert hf["model_type"] in ("llama", "mistral", "mixtral", "qwen2", "qwen3") and hf["hidden_act"] == "silu"
         C, H = hf["hidden_size"], hf["num_attention_heads"]
         cfg = {"arch": "llama", "n_layer": hf["num_hidden_layers"], "n_head": H,
-               "n_kv_head": hf.get("num_key_value_heads", H), "head_dim": C // H, "d_model": C,
+               "n_kv_head": hf.get("num_key_value_heads", H), "head_dim": hf.get("head_dim") or C // H,
+               "d_model": C, "qk_norm": hf["model_type"] == "qwen3", "sliding_window": hf.get("sliding_window"),
                "d_ff": hf["intermediate_size"], "vocab_size": hf["vocab_size"],
                "seq_len": hf["max_position_embeddings"], "rope_theta": hf["rope_theta"],
                "rope_scaling": hf.get("rope_scaling"), "norm_eps": hf["rms_norm_eps"],
@@ -290,6 +299,9 @@ def params_from_hf(model_dir):
             if hf["model_type"] == "qwen2":  # Qwen2: biases on q, k and v (o_proj has none)
                 P[k + "attn.qkv.bias"] = torch.cat(
                     [t(attn + "q_proj.bias"), t(attn + "k_proj.bias"), t(attn + "v_proj.bias")])
+            if cfg["qk_norm"]:  # Qwen3: each head's RMSNorm weights, [head_dim]
+                P[k + "attn.q_norm.weight"] = t(attn + "q_norm.weight")
+                P[k + "attn.k_norm.weight"] = t(attn + "k_norm.weight")
             P[k + "attn.proj.weight"] = t(attn + "o_proj.weight")
             P[k + "norm2.weight"] = t(m + "post_attention_layernorm.weight")
             if hf["model_type"] == "mixtral":

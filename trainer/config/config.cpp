@@ -34,6 +34,7 @@ void for_each_field(C& c, F&& f) {
   f("model", "n_kv_head", c.model.n_kv_head);
   f("model", "d_model", c.model.d_model);
   f("model", "d_ff", c.model.d_ff);
+  f("model", "head_dim", c.model.explicit_head_dim);
   f("model", "vocab_size", c.model.vocab_size);
   f("model", "seq_len", c.model.seq_len);
   f("model", "rope_theta", c.model.rope_theta);
@@ -44,6 +45,9 @@ void for_each_field(C& c, F&& f) {
   f("model", "rope_original_seq_len", c.model.rope_original_seq_len);
   f("model", "tie_embeddings", c.model.tie_embeddings);
   f("model", "attention_bias", c.model.attention_bias);
+  f("model", "qk_norm", c.model.qk_norm);
+  f("model", "family", c.model.family);
+  f("model", "sliding_window", c.model.sliding_window);
   f("model", "make_vocab_size_divisible_by", c.model.make_vocab_size_divisible_by);
   f("model", "norm_eps", c.model.norm_eps);
   f("model", "init_std", c.model.init_std);
@@ -415,14 +419,28 @@ void validate_model(const ModelConfig& m) {
   at_least("model.d_ff", m.d_ff, 0);
   at_least("model.vocab_size", m.vocab_size, 1);
   at_least("model.seq_len", m.seq_len, 1);
-  divides("model.n_head", m.n_head, "model.d_model", m.d_model);
+  at_least("model.head_dim", m.explicit_head_dim, 0);
+  if (m.explicit_head_dim == 0) divides("model.n_head", m.n_head, "model.d_model", m.d_model);
   if (m.n_kv_head > 0) divides("model.n_kv_head", m.n_kv_head, "model.n_head", m.n_head);
   if (m.is_llama() && m.head_dim() % 2 != 0)
-    fail("config: model.d_model / model.n_head = " + show(m.head_dim()) +
-         " must be even for arch llama (rotary embeddings rotate pairs of dimensions)");
+    fail("config: the head dimension " + show(m.head_dim()) +
+         " (model.head_dim, or model.d_model / model.n_head) must be even for arch llama (rotary "
+         "embeddings rotate pairs of dimensions)");
   positive("model.rope_theta", m.rope_theta);
   if (m.attention_bias && !m.is_llama())
     fail("config: model.attention_bias is for arch llama (gpt2's layers have every bias already)");
+  if (m.qk_norm && !m.is_llama()) fail("config: model.qk_norm is for arch llama (gpt2 normalises no heads)");
+  if (!m.family.empty() && m.family != "mistral")
+    fail("config: model.family must be empty (the model is named by its layers) or mistral, got " + show(m.family));
+  if (m.family == "mistral" && (!m.is_llama() || m.attention_bias || m.qk_norm || m.moe.enabled()))
+    fail("config: model.family=mistral names a dense Llama layer without attention biases or normalised heads "
+         "(MistralForCausalLM's)");
+  at_least("model.sliding_window", m.sliding_window, 0);
+  if (m.sliding_window > 0 && !m.is_llama())
+    fail("config: model.sliding_window is for arch llama (Mistral's and Mixtral's window)");
+  if (m.sliding_window > 0 && m.sliding_window < m.seq_len)
+    fail("config: model.sliding_window=" + show(m.sliding_window) + " is below model.seq_len=" + show(m.seq_len) +
+         "; kiln's attention sees the whole sequence, which is the window's only up to its length");
   one_of("model.rope_scaling", m.rope_scaling, {"none", "llama3"});
   if (m.rope_scaling == "llama3") {
     if (!m.is_llama()) fail("config: model.rope_scaling=llama3 needs model.arch=llama (gpt2 has no rotary embeddings)");

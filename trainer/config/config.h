@@ -58,6 +58,7 @@ struct ModelConfig {
   int n_kv_head = 0;  // 0: same as n_head
   int d_model = 0;
   int d_ff = 0;  // 0: 4 * d_model
+  int explicit_head_dim = 0;  // the key head_dim: each attention head's width; 0: d_model / n_head
   int vocab_size = 0;
   int seq_len = 0;
   double rope_theta = 10000.0;
@@ -71,6 +72,14 @@ struct ModelConfig {
   bool tie_embeddings = true;
   // llama: biases on the query, key and value projections (Qwen2's); gpt2 has every bias.
   bool attention_bias = false;
+  // llama: RMSNorm of each query and key head after the projection, before RoPE (Qwen3's).
+  bool qk_norm = false;
+  // The Hugging Face family a llama model is exported as where its layers do not decide it:
+  // "mistral" (MistralForCausalLM); empty: named by its layers (hf_config.h).
+  std::string family;
+  // Mistral's attention window, kept to be written back: kiln attends over the whole sequence,
+  // which is the window's attention only while the window is at least seq_len. 0: none.
+  int sliding_window = 0;
   int make_vocab_size_divisible_by = 128;  // the output layer is padded to a multiple
   double norm_eps = 1e-5;
   double init_std = 0.02;
@@ -83,7 +92,7 @@ struct ModelConfig {
   bool has_qkv_bias() const { return !is_llama() || attention_bias; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int ffn_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }
-  int head_dim() const { return d_model / n_head; }
+  int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : d_model / n_head; }
   int expert_ffn_dim() const { return moe.ffn_hidden > 0 ? moe.ffn_hidden : ffn_dim(); }
   int64_t padded_vocab() const;
 };

@@ -147,7 +147,9 @@ TEST(Config, EveryValidationRuleNamesItsKey) {
       {{"model.d_ff=-1"}, "model.d_ff must be >= 0"},
       {{"model.n_head=5", "model.d_model=256"}, "config: model.n_head=5 does not divide model.d_model=256"},
       {{"model.n_kv_head=3"}, "model.n_kv_head=3 does not divide model.n_head=4"},
-      {{"model.arch=llama", "model.n_head=4", "model.d_model=60"}, "model.d_model / model.n_head = 15 must be even"},
+      {{"model.arch=llama", "model.n_head=4", "model.d_model=60"}, "the head dimension 15 (model.head_dim, or model.d_model / model.n_head) must be even"},
+      {{"model.arch=llama", "model.head_dim=15"}, "the head dimension 15 (model.head_dim, or model.d_model / model.n_head) must be even"},
+      {{"model.head_dim=-2"}, "model.head_dim must be >= 0"},
       {{"model.arch=gpt3"}, "model.arch must be one of gpt2, llama, got \"gpt3\""},
       {{"model.rope_theta=0"}, "model.rope_theta must be > 0"},
       {{"model.make_vocab_size_divisible_by=0"}, "model.make_vocab_size_divisible_by must be >= 1"},
@@ -338,6 +340,34 @@ TEST(Config, AttentionBiasIsForLlamaLayers) {
             "config: model.attention_bias is for arch llama (gpt2's layers have every bias already)");
 }
 
+TEST(Config, QkNormIsForLlamaLayers) {
+  EXPECT_EQ(error_of({"model.arch=llama", "model.qk_norm=true"}), "");
+  EXPECT_EQ(error_of({"model.qk_norm=true"}), "config: model.qk_norm is for arch llama (gpt2 normalises no heads)");
+}
+
+TEST(Config, TheMistralFamilyAndItsWindowAreCheckedInOneLine) {
+  EXPECT_EQ(error_of({"model.arch=llama", "model.family=mistral", "model.sliding_window=64"}), "");
+  EXPECT_EQ(error_of({"model.arch=llama", "model.family=qwen"}),
+            "config: model.family must be empty (the model is named by its layers) or mistral, got \"qwen\"");
+  EXPECT_EQ(error_of({"model.arch=llama", "model.family=mistral", "model.qk_norm=true"}),
+            "config: model.family=mistral names a dense Llama layer without attention biases or normalised heads "
+            "(MistralForCausalLM's)");
+  EXPECT_EQ(error_of({"model.family=mistral"}),
+            "config: model.family=mistral names a dense Llama layer without attention biases or normalised heads "
+            "(MistralForCausalLM's)");
+  EXPECT_EQ(error_of({"model.arch=llama", "model.sliding_window=16"}),
+            "config: model.sliding_window=16 is below model.seq_len=32; kiln's attention sees the whole sequence, "
+            "which is the window's only up to its length");
+  EXPECT_EQ(error_of({"model.sliding_window=64"}),
+            "config: model.sliding_window is for arch llama (Mistral's and Mixtral's window)");
+}
+
+TEST(Config, AnExplicitHeadDimNeedNotDivideTheModelWidth) {
+  const Config c = with({"model.arch=llama", "model.n_head=5", "model.d_model=64", "model.head_dim=24"});
+  EXPECT_EQ(c.model.head_dim(), 24);
+  EXPECT_EQ(error_of({"model.n_head=5", "model.d_model=64"}), "config: model.n_head=5 does not divide model.d_model=64");
+}
+
 TEST(Config, Llama3RopeScalingIsCheckedInOneLine) {
   EXPECT_EQ(error_of({"model.arch=llama", "model.rope_scaling=llama3"}), "");
   EXPECT_EQ(error_of({"model.rope_scaling=llama3"}),
@@ -352,7 +382,7 @@ TEST(Config, Llama3RopeScalingIsCheckedInOneLine) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 19}, {"moe", 14}, {"finetune", 1}, {"train", 26}, {"data", 8}, {"parallel", 13},
+      {"model", 23}, {"moe", 14}, {"finetune", 1}, {"train", 26}, {"data", 8}, {"parallel", 13},
       {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 14}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

@@ -136,8 +136,8 @@ BpeModel read_hf_tokenizer_json(const std::string& path) {
     refuse(path, "model.vocab must be an object");
   if (!m.contains("merges") || !m["merges"].is_array()) refuse(path, "model.merges must be a list");
 
-  // Added tokens are matched whole, never merged into; a vocab entry with the same id is
-  // the same token.
+  // Added tokens are matched whole, never merged into (the special ones when special tokens
+  // are allowed, the others always); a vocab entry with the same id is the same token.
   std::vector<bool> added;
   if (doc.contains("added_tokens") && doc["added_tokens"].is_array()) {
     for (const json& t : doc["added_tokens"]) {
@@ -146,7 +146,12 @@ BpeModel read_hf_tokenizer_json(const std::string& path) {
         refuse(path, "added_tokens entries need an integer id and a string content; got " +
                          t.dump().substr(0, 200));
       const auto id = t["id"].get<int32_t>();
-      model.specials.push_back({id, t["content"].get<std::string>()});
+      const std::string content = t["content"].get<std::string>();
+      // These move the spaces around a token, or refuse to match it inside a word.
+      for (const char* flag : {"lstrip", "rstrip", "single_word"})
+        if (t.contains(flag) && t[flag] == true)
+          refuse(path, fmt::format("added token \"{}\" has {} true, which kiln does not compute", content, flag));
+      model.specials.push_back({id, content, t.contains("special") && t["special"] == true});
       if (added.size() <= static_cast<size_t>(id)) added.resize(static_cast<size_t>(id) + 1);
       added[static_cast<size_t>(id)] = true;
     }
@@ -160,10 +165,6 @@ BpeModel read_hf_tokenizer_json(const std::string& path) {
     }
     if (model.eod >= 0) break;
   }
-  if (model.eod < 0)
-    refuse(path,
-           "no end-of-document token: none of <|endoftext|>, <|end_of_text|>, </s> is "
-           "among added_tokens");
 
   for (const auto& [token, id_json] : m["vocab"].items()) {
     if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0)

@@ -20,11 +20,14 @@ struct BpeToken {
   std::string bytes;
 };
 
-// A token that BPE never produces: it is matched whole in the text, and only when the
-// caller allows special tokens (GPT-2's <|endoftext|>).
+// A token that BPE never produces, matched whole in the text (Hugging Face's added tokens):
+// a special one (GPT-2's <|endoftext|>, Qwen's <|im_start|>) only when the caller allows
+// special tokens, another (Qwen3's <think>, Hugging Face's special: false) in any text, as
+// Hugging Face's tokenizers match it.
 struct SpecialToken {
   int32_t id = 0;
   std::string text;
+  bool special = true;  // and so dropped by Tokenizer::decode_skipping_special
 };
 
 // GPT-2's end-of-document token, which the tokenizers kiln trains end with too.
@@ -36,6 +39,10 @@ struct BpeModel {
   std::vector<std::pair<std::string, std::string>> merges;
   std::vector<SpecialToken> specials;
   int32_t eod = -1;  // the id of the end-of-document token, one of specials
+  // tokenizer_config.json's bos_token and pad_token (-1: none) and add_bos_token.
+  int32_t bos = -1;
+  int32_t pad = -1;
+  bool add_bos = false;
   std::string pattern = Pretokenizer::kGpt2Pattern;
   // Hugging Face's ignore_merges (Llama 3): a piece that is a token is that token.
   bool ignore_merges = false;

@@ -17,6 +17,9 @@ namespace kiln {
 BpeTokenizer::BpeTokenizer(const BpeModel& model, std::string name)
     : name_(std::move(name)),
       eod_(model.eod),
+      bos_(model.bos),
+      pad_(model.pad),
+      add_bos_(model.add_bos),
       ignore_merges_(model.ignore_merges),
       nfc_(model.nfc),
       specials_(model.specials),
@@ -27,6 +30,7 @@ BpeTokenizer::BpeTokenizer(const BpeModel& model, std::string name)
   for (const BpeToken& t : model.tokens) max_id = std::max(max_id, t.id);
   for (const SpecialToken& s : model.specials) max_id = std::max(max_id, s.id);
   id_bytes_.resize(static_cast<size_t>(max_id + 1));
+  special_id_.resize(id_bytes_.size());
   std::vector<bool> used(id_bytes_.size());
   std::unordered_map<std::string, int32_t> by_bytes;
   const auto claim = [&](int32_t id, const std::string& shown) {
@@ -43,6 +47,8 @@ BpeTokenizer::BpeTokenizer(const BpeModel& model, std::string name)
     if (s.text.empty()) bad(fmt::format("special token {} is empty", s.id));
     claim(s.id, s.text);
     id_bytes_[static_cast<size_t>(s.id)] = s.text;
+    special_id_[static_cast<size_t>(s.id)] = s.special;
+    plain_added_ = plain_added_ || !s.special;
     special_starts_[static_cast<unsigned char>(s.text[0])] = true;
   }
   if (eod_ < 0 || eod_ > max_id) bad("no end-of-document token");
@@ -80,21 +86,13 @@ BpeTokenizer::BpeTokenizer(const BpeModel& model, std::string name)
 void BpeTokenizer::encode_into(std::string_view text, std::vector<int32_t>& ids,
                                bool allow_special) const {
   check_utf8(text);
-  if (!allow_special || specials_.empty()) {
+  if (!allow_special && !plain_added_) {
     encode_ordinary(text, ids);
     return;
   }
   size_t start = 0;  // of the ordinary text not yet encoded
   for (size_t i = 0; i < text.size();) {
-    const SpecialToken* found = nullptr;
-    if (special_starts_[static_cast<unsigned char>(text[i])]) {
-      for (const SpecialToken& s : specials_) {
-        if (text.compare(i, s.text.size(), s.text) == 0) {
-          found = &s;
-          break;
-        }
-      }
-    }
+    const SpecialToken* found = added_at(text, i, allow_special);
     if (found == nullptr) {
       ++i;
       continue;
@@ -107,11 +105,33 @@ void BpeTokenizer::encode_into(std::string_view text, std::vector<int32_t>& ids,
   encode_ordinary(text.substr(start), ids);
 }
 
+const SpecialToken* BpeTokenizer::added_at(std::string_view text, size_t i, bool allow_special) const {
+  if (!special_starts_[static_cast<unsigned char>(text[i])]) return nullptr;
+  for (const SpecialToken& s : specials_)
+    if ((allow_special || !s.special) && text.compare(i, s.text.size(), s.text) == 0) return &s;
+  return nullptr;
+}
+
 size_t BpeTokenizer::stable_prefix(std::string_view text) const {
-  size_t cut = pretokenizer_.stable_prefix(text);
-  if (!nfc_) return cut;
-  while (cut > 0 && static_cast<unsigned char>(text[cut]) >= 0x80) --cut;
-  return cut;
+  // The text is cut at the added tokens matched in any text before it is pre-tokenised: the
+  // cut lies in the text after the last of them, or, where that has none yet, just before it.
+  size_t after = 0, last = 0;
+  if (plain_added_) {
+    for (size_t i = 0; i < text.size();) {
+      const SpecialToken* found = added_at(text, i, false);
+      if (found == nullptr) {
+        ++i;
+        continue;
+      }
+      last = i;
+      i += found->text.size();
+      after = i;
+    }
+  }
+  const std::string_view rest = text.substr(after);
+  size_t cut = pretokenizer_.stable_prefix(rest);
+  while (nfc_ && cut > 0 && static_cast<unsigned char>(rest[cut]) >= 0x80) --cut;
+  return cut > 0 ? after + cut : last;
 }
 
 std::string_view BpeTokenizer::normalized(std::string_view text, std::string& storage) const {
@@ -213,10 +233,10 @@ void BpeTokenizer::merge(std::string_view piece, std::vector<int32_t>& ids) cons
     ids.push_back(symbols[static_cast<size_t>(i)].id);
 }
 
-std::string BpeTokenizer::decode(std::span<const int32_t> ids) const {
+std::string BpeTokenizer::decode_ids(std::span<const int32_t> ids, bool skip_special) const {
   std::string text;
   for (const int32_t id : ids) {
-    if (id >= 0 && static_cast<size_t>(id) < id_bytes_.size())
+    if (id >= 0 && static_cast<size_t>(id) < id_bytes_.size() && !(skip_special && special_id_[static_cast<size_t>(id)]))
       text += id_bytes_[static_cast<size_t>(id)];
   }
   return text;

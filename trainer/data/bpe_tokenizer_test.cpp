@@ -14,6 +14,7 @@
 
 #include "base/check.h"
 #include "base/utf8.h"
+#include "tests/error_of.h"
 #include "tests/test_files.h"
 #include "trainer/data/bpe_byte_map.h"
 #include "trainer/data/bpe_gpt2_files.h"
@@ -236,6 +237,7 @@ TEST(BpeTokenizer, RefusesABrokenModel) {
   EXPECT_THROW(BpeTokenizer(twice, "x"), Error);
 }
 
+using test::error_of;
 using test::fresh_dir;
 
 TEST(BpeFiles, Gpt2FilesRoundTrip) {
@@ -362,6 +364,99 @@ TEST(BpeFiles, TheNfcNormalizerComposesBeforeSplitting) {
   const Ids rest = nfc.encode(text.substr(cut));
   parts.insert(parts.end(), rest.begin(), rest.end());
   EXPECT_EQ(parts, nfc.encode(text));
+}
+
+// Hugging Face's added tokens: one that is not special (Qwen3's <think>) is matched in any text,
+// a special one only where special tokens are allowed; decoding without the special tokens
+// drops those alone.
+TEST(BpeFiles, AddedTokensThatAreNotSpecialAreMatchedInAnyText) {
+  nlohmann::json doc = hf_json();
+  doc["added_tokens"].push_back({{"id", 258}, {"content", "<think>"}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", false}});
+  doc["added_tokens"].push_back({{"id", 259}, {"content", "<|im_end|>"}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", true}});
+  const BpeTokenizer t = from_json(doc, "hf_added");
+  const std::string text = "a<think>b<|im_end|>";
+  Ids ordinary = {'a', 258, 'b'};
+  for (const char c : std::string("<|im_end|>")) ordinary.push_back(static_cast<unsigned char>(c));
+  EXPECT_EQ(t.encode(text), ordinary);
+  std::vector<int32_t> allowed;
+  t.encode(text, allowed, true);
+  EXPECT_EQ(allowed, (Ids{'a', 258, 'b', 259}));
+  allowed.push_back(t.eod());
+  EXPECT_EQ(t.decode(allowed), text + "<|endoftext|>");
+  EXPECT_EQ(t.decode_skipping_special(allowed), "a<think>b");
+
+  // A long text cut where the tokenizer says is stable encodes as the whole, the non-special
+  // tokens in it matched as they are in the whole.
+  std::string long_text;
+  for (int i = 0; i < 300; ++i) long_text += i % 7 ? "ab <th" : "a<think>b ";
+  long_text += "<think>";
+  for (const size_t end : {long_text.size(), long_text.size() - 3}) {
+    const std::string_view whole = std::string_view(long_text).substr(0, end);
+    const size_t cut = t.stable_prefix(whole);
+    ASSERT_GT(cut, 0u);
+    Ids parts = t.encode(whole.substr(0, cut));
+    const Ids rest = t.encode(whole.substr(cut));
+    parts.insert(parts.end(), rest.begin(), rest.end());
+    EXPECT_EQ(parts, t.encode(whole)) << end;
+  }
+  // Only the tokens: the cut falls before the last of them.
+  std::string tokens;
+  for (int i = 0; i < 30; ++i) tokens += "<think>";
+  EXPECT_EQ(t.stable_prefix(tokens), tokens.size() - 7);
+
+  doc["added_tokens"][1]["lstrip"] = true;
+  try {
+    from_json(doc, "hf_lstrip");
+    ADD_FAILURE() << "lstrip was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("added token \"<think>\" has lstrip true, which kiln does not compute"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// tokenizer_config.json beside a tokenizer.json names its end of document (eos_token), its
+// begin (bos_token, added before every text with add_bos_token) and its padding.
+TEST(BpeFiles, TokenizerConfigNamesTheSpecialTokens) {
+  nlohmann::json doc = hf_json();
+  doc["added_tokens"].push_back({{"id", 258}, {"content", "<|begin_of_text|>"}, {"special", true}});
+  doc["added_tokens"].push_back({{"id", 259}, {"content", "<|eot_id|>"}, {"special", true}});
+  const std::string dir = fresh_dir("hf_token_config");
+  std::ofstream(dir + "/tokenizer.json") << doc.dump();
+  const auto load_with = [&](const nlohmann::json& config) {
+    std::ofstream(dir + "/tokenizer_config.json") << config.dump();
+    return load_tokenizer(dir);
+  };
+  std::unique_ptr<Tokenizer> t =
+      load_with({{"bos_token", "<|begin_of_text|>"},
+                 {"eos_token", {{"content", "<|eot_id|>"}, {"lstrip", false}, {"special", true}}},
+                 {"pad_token", nullptr},
+                 {"add_bos_token", true}});
+  EXPECT_EQ(t->eod(), 259);
+  EXPECT_EQ(t->bos(), 258);
+  EXPECT_TRUE(t->adds_bos());
+  EXPECT_EQ(t->pad(), 259);  // none named: the end of document
+  t = load_with({{"eos_token", "<|endoftext|>"}, {"pad_token", "<|eot_id|>"}});
+  EXPECT_EQ(t->eod(), 257);
+  EXPECT_EQ(t->pad(), 259);
+  EXPECT_EQ(t->bos(), -1);
+  EXPECT_FALSE(t->adds_bos());
+  const std::string config = dir + "/tokenizer_config.json";
+  EXPECT_EQ(error_of([&] { load_with({{"eos_token", "<|nope|>"}}); }),
+            "tokenizer: " + config + ": eos_token \"<|nope|>\" is not a token of " + dir);
+  EXPECT_EQ(error_of([&] { load_with({{"add_bos_token", true}}); }),
+            "tokenizer: " + config + ": add_bos_token is true, and no bos_token names the token to add");
+  // Without <|endoftext|> among its tokens, eos_token alone names the end of document.
+  doc["added_tokens"].erase(0);
+  doc["model"]["vocab"].erase("<|endoftext|>");
+  std::ofstream(dir + "/tokenizer.json") << doc.dump();
+  EXPECT_EQ(load_with({{"eos_token", "<|eot_id|>"}})->eod(), 259);
+  std::filesystem::remove(config);
+  EXPECT_EQ(error_of([&] { load_tokenizer(dir); }),
+            "tokenizer: " + dir + ": no end-of-document token: no eos_token in a tokenizer_config.json beside it, "
+            "and none of <|endoftext|>, <|end_of_text|>, </s> among its added tokens");
 }
 
 TEST(BpeFiles, RefusesWhatWouldChangeTheIds) {

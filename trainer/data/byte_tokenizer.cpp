@@ -12,7 +12,7 @@ void ByteTokenizer::encode_into(std::string_view text, std::vector<int32_t>& ids
   }
 }
 
-std::string ByteTokenizer::decode(std::span<const int32_t> ids) const {
+std::string ByteTokenizer::decode_ids(std::span<const int32_t> ids, bool /*skip_special*/) const {
   std::string text;
   text.reserve(ids.size());
   for (int32_t id : ids) {

@@ -22,10 +22,6 @@ class ByteTokenizer : public Tokenizer {
   int32_t vocab_size() const override { return kVocabSize; }
   int32_t eod() const override { return kEod; }
 
-  // The bytes of ids 0..255, in order. kEod and ids outside 0..255 produce nothing:
-  // a decoded sample reads as the text it came from, with document ends dropped.
-  std::string decode(std::span<const int32_t> ids) const override;
-
   // Stateless, so any cut is stable: encoding a text in chunks gives the ids of the whole.
   size_t stable_prefix(std::string_view text) const override { return text.size(); }
 
@@ -34,6 +30,9 @@ class ByteTokenizer : public Tokenizer {
   // text form, so there is nothing special to allow.
   void encode_into(std::string_view text, std::vector<int32_t>& ids,
                    bool allow_special) const override;
+  // The bytes of ids 0..255, in order. kEod and ids outside 0..255 produce nothing, special
+  // or not: a decoded sample reads as the text it came from, with document ends dropped.
+  std::string decode_ids(std::span<const int32_t> ids, bool skip_special) const override;
 };
 
 }  // namespace kiln

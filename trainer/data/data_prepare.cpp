@@ -117,7 +117,10 @@ DataPrepareSummary prepare_dataset(const DataPrepareOptions& options, std::FILE*
   std::unique_ptr<IndexedDatasetWriter> mask;
   if (conversations) mask = std::make_unique<IndexedDatasetWriter>(loss_mask_prefix(options.output), 2);
   // A conversation always ends with an EOD: packing resets attention and positions there.
-  DocumentWriter documents(writer, tokenizer->eod(), options.append_eod || conversations, mask.get());
+  // A conversation's template writes its own begin-of-text; a text starts with the tokenizer's
+  // when it adds one.
+  DocumentWriter documents(writer, tokenizer->eod(), options.append_eod || conversations, mask.get(),
+                           !conversations && tokenizer->adds_bos() ? tokenizer->bos() : -1);
   // Enough batches in flight to keep every worker busy while the oldest is written.
   OrderedPool<EncodedBatch> pool(options.workers, 2 * static_cast<size_t>(options.workers) + 2,
                                  [&](EncodedBatch& batch) { documents.write(batch); });

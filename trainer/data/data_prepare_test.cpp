@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/byte_level_tokenizer.h"
 #include "tests/error_of.h"
 #include "trainer/data/byte_tokenizer.h"
 #include "trainer/data/indexed_dataset.h"
@@ -145,6 +146,24 @@ TEST_F(DataPrepare, AnInputThatLooksLikeJsonlReadAsTextIsWarnedOf) {
                                          " looks like JSONL; without --json-key KEY its JSON syntax is "
                                          "tokenized as text\n");
   std::free(text);
+}
+
+// A tokenizer whose tokenizer_config.json sets add_bos_token starts every document with its
+// bos_token, as Hugging Face's tokenizer(text) does; its eos_token ends them.
+TEST_F(DataPrepare, AddBosTokenStartsEveryDocument) {
+  test::write_byte_level_tokenizer(dir_, {"<|begin_of_text|>", "<|end_of_text|>"},
+                                   {{"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|end_of_text|>"},
+                                    {"add_bos_token", true}});
+  DataPrepareOptions options = byte_options({write("a.txt", "one\n\ntwo\n")});
+  options.tokenizer = dir_;
+  options.document_boundary = "blank-line";
+  options.append_eod = true;
+  prepare_dataset(options, nullptr, {});
+  const IndexedDataset ds(options.output);
+  std::vector<int32_t> ids(static_cast<size_t>(ds.num_tokens()));
+  ds.read(0, ds.num_tokens(), ids.data());
+  EXPECT_EQ(ids, (std::vector<int32_t>{256, 'o', 'n', 'e', 257, 256, 't', 'w', 'o', 257}));
+  EXPECT_EQ(ds.num_documents(), 2);
 }
 
 TEST_F(DataPrepare, BadOptionsAndInputsAreOneLineAndWriteNothing) {

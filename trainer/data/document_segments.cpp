@@ -50,6 +50,7 @@ void DocumentWriter::write(const EncodedBatch& batch) {
   size_t at = 0;
   for (const EncodedSegment& s : batch.segments) {
     if (s.ids > 0) {
+      if (!has_tokens_ && bos_ >= 0) writer_.add_tokens(std::span<const int32_t>(&bos_, 1));
       writer_.add_tokens(std::span<const int32_t>(batch.ids.data() + at, s.ids));
       if (mask_) {
         const std::vector<int32_t> flags(batch.trained.begin() + static_cast<ptrdiff_t>(at),

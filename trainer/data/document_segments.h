@@ -54,8 +54,10 @@ EncodedBatch encode_batch(const std::vector<Segment>& batch, const Tokenizer& to
 // trained flag goes to it, document for document (the EOD is not trained).
 class DocumentWriter {
  public:
-  DocumentWriter(IndexedDatasetWriter& writer, int32_t eod, bool append_eod, IndexedDatasetWriter* mask = nullptr)
-      : writer_(writer), mask_(mask), eod_(eod), append_eod_(append_eod) {}
+  // bos >= 0: every document starts with it (a tokenizer's add_bos_token).
+  DocumentWriter(IndexedDatasetWriter& writer, int32_t eod, bool append_eod, IndexedDatasetWriter* mask = nullptr,
+                 int32_t bos = -1)
+      : writer_(writer), mask_(mask), eod_(eod), bos_(bos), append_eod_(append_eod) {}
 
   void write(const EncodedBatch& batch);
   int64_t empty_documents() const { return empty_; }
@@ -65,6 +67,7 @@ class DocumentWriter {
   IndexedDatasetWriter& writer_;
   IndexedDatasetWriter* mask_;
   int32_t eod_;
+  int32_t bos_;
   bool append_eod_;
   bool has_tokens_ = false;
   int64_t empty_ = 0;

@@ -14,7 +14,7 @@ using nlohmann::json;
 
 constexpr size_t kMaxConfigBytes = size_t{16} << 20;  // real configs are a few hundred KiB
 
-// bos_token and eos_token are a string, an AddedToken object ({"content": ...}) or null.
+// bos_token, eos_token and pad_token are a string, an AddedToken object ({"content": ...}) or null.
 std::string token_text(const json& config, const char* key, const std::string& where) {
   if (!config.contains(key) || config[key].is_null()) return "";
   const json& v = config[key];
@@ -38,20 +38,51 @@ std::string config_template(const json& config, const std::string& where) {
   fail(where + ": chat_template is neither a string nor a list of named templates");
 }
 
+fs::path folder_of(const std::string& tokenizer_spec) {
+  std::error_code ec;
+  return fs::is_directory(tokenizer_spec, ec) ? fs::path(tokenizer_spec) : fs::path(tokenizer_spec).parent_path();
+}
+
+// The folder's tokenizer_config.json, parsed; null where the spec has none.
+json read_config(const std::string& tokenizer_spec, const std::string& where) {
+  std::error_code ec;
+  if (tokenizer_spec == "byte" || !fs::exists(where, ec)) return nullptr;
+  const json config = json::parse(read_small_file(where, kMaxConfigBytes, true, "tokenizer config"), nullptr, false);
+  if (!config.is_object()) fail(where + ": not a JSON object");
+  return config;
+}
+
+SpecialTokenTexts texts_of(const json& config, const std::string& where) {
+  SpecialTokenTexts out;
+  out.where = where;
+  out.bos = token_text(config, "bos_token", where);
+  out.eos = token_text(config, "eos_token", where);
+  out.pad = token_text(config, "pad_token", where);
+  if (config.contains("add_bos_token") && !config["add_bos_token"].is_null()) {
+    if (!config["add_bos_token"].is_boolean()) fail(where + ": add_bos_token is neither true nor false");
+    out.add_bos = config["add_bos_token"].get<bool>();
+  }
+  return out;
+}
+
 }  // namespace
+
+SpecialTokenTexts read_special_token_texts(const std::string& tokenizer_spec) {
+  const std::string where = (folder_of(tokenizer_spec) / "tokenizer_config.json").string();
+  const json config = read_config(tokenizer_spec, where);
+  return config.is_null() ? SpecialTokenTexts{} : texts_of(config, where);
+}
 
 ChatTemplateSource read_chat_template(const std::string& tokenizer_spec, const std::string& override_file) {
   std::error_code ec;
-  const fs::path folder = fs::is_directory(tokenizer_spec, ec) ? fs::path(tokenizer_spec)
-                                                                : fs::path(tokenizer_spec).parent_path();
+  const fs::path folder = folder_of(tokenizer_spec);
   ChatTemplateSource out;
-  const fs::path config_path = folder / "tokenizer_config.json";
-  if (tokenizer_spec != "byte" && fs::exists(config_path, ec)) {
-    const std::string where = config_path.string();
-    const json config = json::parse(read_small_file(where, kMaxConfigBytes, true, "tokenizer config"), nullptr, false);
-    if (!config.is_object()) fail(where + ": not a JSON object");
-    out.bos_token = token_text(config, "bos_token", where);
-    out.eos_token = token_text(config, "eos_token", where);
+  const std::string where = (folder / "tokenizer_config.json").string();
+  const json config = read_config(tokenizer_spec, where);
+  if (!config.is_null()) {
+    const SpecialTokenTexts tokens = texts_of(config, where);
+    out.bos_token = tokens.bos;
+    out.eos_token = tokens.eos;
     out.text = config_template(config, where);
     out.where = where;
   }

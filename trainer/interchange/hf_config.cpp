@@ -1,5 +1,7 @@
 #include "trainer/interchange/hf_config.h"
 
+#include <algorithm>
+
 #include <fmt/core.h>
 
 #include "base/check.h"
@@ -39,12 +41,19 @@ class Fields {
     if (!ok) fail(fmt::format("import: {}: {} is {}, not a {}", file_, key, it->dump(), kind<T>()));
     return it->get<T>();
   }
+  // An array-valued field (present() first).
+  const json& array(const char* key) const {
+    const json& value = config_.at(key);
+    if (!value.is_array()) fail(fmt::format("import: {}: {} is {}, not an array", file_, key, value.dump()));
+    return value;
+  }
   // An object-valued field (present() first).
   const json& object(const char* key) const {
     const json& value = config_.at(key);
     if (!value.is_object()) fail(fmt::format("import: {}: {} is {}, not an object", file_, key, value.dump()));
     return value;
   }
+  const json& config() const { return config_; }
   bool present(const char* key) const {
     const auto it = config_.find(key);
     return it != config_.end() && !it->is_null();
@@ -99,12 +108,16 @@ ModelConfig gpt2_from_hf(const Fields& f, const std::string& file) {
   return m;
 }
 
-// Llama 3.1's rope_scaling (rope_type "llama3"); any other kind is refused, named.
-void rope_scaling_from_hf(const json& scaling, const std::string& file, ModelConfig& m) {
+// Llama 3.1's rope_scaling (rope_type "llama3"); any other kind is refused, named. `key` is
+// the field that holds it: rope_scaling, or transformers 5's rope_parameters, where the
+// unscaled kind is "default" and rope_theta lives too.
+void rope_scaling_from_hf(const json& scaling, const char* key, const std::string& file, ModelConfig& m) {
   const Fields f(scaling, file);
   const std::string type = f.get<std::string>("rope_type", f.get<std::string>("type", ""));
+  m.rope_theta = f.get<double>("rope_theta", m.rope_theta);
+  if (type == "default" && std::string(key) == "rope_parameters") return;
   if (type != "llama3")
-    fail(fmt::format("import: {}: rope_scaling's rope_type \"{}\" is not one kiln computes (llama3)", file, type));
+    fail(fmt::format("import: {}: {}'s rope_type \"{}\" is not one kiln computes (llama3)", file, key, type));
   m.rope_scaling = "llama3";
   m.rope_scaling_factor = f.get<double>("factor", m.rope_scaling_factor);
   m.rope_low_freq_factor = f.get<double>("low_freq_factor", m.rope_low_freq_factor);
@@ -128,33 +141,26 @@ ModelConfig llama_from_hf(const Fields& f, const std::string& file) {
   m.init_std = f.get<double>("initializer_range", 0.02);
   m.tie_embeddings = f.get<bool>("tie_word_embeddings", false);
   f.require<std::string>("hidden_act", "silu", "silu", "kiln's SwiGLU gates with silu");
-  if (f.present("rope_scaling")) rope_scaling_from_hf(f.object("rope_scaling"), file, m);
+  for (const char* key : {"rope_scaling", "rope_parameters"})
+    if (f.present(key)) rope_scaling_from_hf(f.object(key), key, file, m);
   f.require<bool>("attention_bias", false, false, "kiln's Llama layers have no biases");
   f.require<bool>("mlp_bias", false, false, "kiln's Llama layers have no biases");
+  // A head_dim other than hidden_size / num_attention_heads is kept; the same one is implied.
   if (m.n_head > 0 && f.get<int>("head_dim", m.d_model / m.n_head) != m.d_model / m.n_head)
-    fail(
-        fmt::format("import: {}: head_dim {} is not hidden_size / num_attention_heads = {}; kiln "
-                    "derives it",
-                    file, f.get<int>("head_dim", 0), m.d_model / m.n_head));
+    m.explicit_head_dim = f.get<int>("head_dim", 0);
   return m;
 }
 
-// A window shorter than the context changes what attention sees; kiln's sees the whole sequence.
-void refuse_sliding_window(const Fields& f, const std::string& file, int seq_len) {
-  if (f.present("sliding_window") && f.get<int>("sliding_window", 0) < seq_len)
-    fail(fmt::format("import: {}: sliding_window {} is below max_position_embeddings {}; kiln's "
-                     "attention sees the whole sequence",
-                     file, f.get<int>("sliding_window", 0), seq_len));
-}
-
-// Mistral is Llama with (optionally) a sliding window, which kiln does not compute; its
-// config's defaults are Mistral 7B's.
+// Mistral is Llama with (optionally) a sliding window, kept in model.sliding_window (the
+// import refuses one below the context it trains at); its config's defaults are Mistral 7B's,
+// whose window is 4096 when the file is silent (null: none).
 ModelConfig mistral_from_hf(const Fields& f, const std::string& file) {
   ModelConfig m = llama_from_hf(f, file);
+  m.family = "mistral";
   if (!f.present("intermediate_size")) m.d_ff = 14336;
   if (!f.present("num_key_value_heads")) m.n_kv_head = 8;
   if (!f.present("max_position_embeddings")) m.seq_len = 4096 * 32;
-  refuse_sliding_window(f, file, m.seq_len);
+  m.sliding_window = f.config().contains("sliding_window") ? f.get<int>("sliding_window", 0) : 4096;
   return m;
 }
 
@@ -162,6 +168,8 @@ ModelConfig mistral_from_hf(const Fields& f, const std::string& file) {
 // defaults are Mixtral 8x7B's (Mistral 7B's, but for these two).
 ModelConfig mixtral_from_hf(const Fields& f, const std::string& file) {
   ModelConfig m = mistral_from_hf(f, file);
+  m.family.clear();  // its experts name it
+  m.sliding_window = f.get<int>("sliding_window", 0);  // MixtralConfig's: none
   if (!f.present("rms_norm_eps")) m.norm_eps = 1e-5;
   if (!f.present("rope_theta")) m.rope_theta = 1e6;
   m.moe.num_experts = f.get<int>("num_local_experts", 8);
@@ -171,16 +179,46 @@ ModelConfig mixtral_from_hf(const Fields& f, const std::string& file) {
   return m;
 }
 
-// Qwen2 is Llama with biases on the query, key and value projections; Qwen2Config's defaults
-// are Qwen2-7B's.
-ModelConfig qwen2_from_hf(const Fields& f, const std::string& file) {
+// Qwen2's and Qwen3's window settings: none may leave a layer attending to less than the
+// whole sequence.
+void refuse_windowed_layers(const Fields& f, const std::string& file) {
+  if (f.get<bool>("use_sliding_window", false))
+    fail("import: " + file + ": use_sliding_window is true; kiln's attention sees the whole sequence");
+  if (!f.present("layer_types")) return;
+  const json& types = f.array("layer_types");
+  for (const json& type : types)
+    if (type != "full_attention")
+      fail(fmt::format("import: {}: layer_types has {}; kiln's layers all attend to the whole sequence "
+                       "(full_attention)",
+                       file, type.dump()));
+}
+
+// What Qwen2 and Qwen3 share: the Llama layer, the defaults Qwen2Config has (Qwen2-7B's, which
+// Qwen3Config keeps) and windows that must all be the whole sequence.
+ModelConfig qwen_from_hf(const Fields& f, const std::string& file) {
   ModelConfig m = llama_from_hf(f, file);
-  m.attention_bias = true;
   if (!f.present("vocab_size")) m.vocab_size = 151936;
   if (!f.present("intermediate_size")) m.d_ff = 22016;
   if (!f.present("max_position_embeddings")) m.seq_len = 32768;
-  if (f.get<bool>("use_sliding_window", false))
-    fail("import: " + file + ": use_sliding_window is true; kiln's attention sees the whole sequence");
+  refuse_windowed_layers(f, file);
+  return m;
+}
+
+// Qwen2 is Llama with biases on the query, key and value projections.
+ModelConfig qwen2_from_hf(const Fields& f, const std::string& file) {
+  ModelConfig m = qwen_from_hf(f, file);
+  m.attention_bias = true;
+  return m;
+}
+
+// Qwen3 is Llama with each query and key head normalised (q_norm, k_norm) and a head_dim of
+// its own (Qwen3Config's 128 where the file is silent); its attention_bias (on o_proj too) is
+// refused as Llama's.
+ModelConfig qwen3_from_hf(const Fields& f, const std::string& file) {
+  ModelConfig m = qwen_from_hf(f, file);
+  m.qk_norm = true;
+  if (!f.present("head_dim")) m.explicit_head_dim = 128;
+  if (m.explicit_head_dim == m.d_model / std::max(m.n_head, 1)) m.explicit_head_dim = 0;
   return m;
 }
 
@@ -197,9 +235,42 @@ void check_mixtral(const ModelConfig& m) {
   if (moe.shared_experts > 0)
     refuse(fmt::format("has no shared experts, and this model has moe.shared_experts={}", moe.shared_experts));
   if (m.attention_bias) refuse("has no attention biases, and this model has model.attention_bias=true");
+  if (m.qk_norm) refuse("normalises no heads, and this model has model.qk_norm=true");
   if (moe.score != "softmax") refuse("scores its router by softmax, and this model has moe.score=" + moe.score);
   if (!moe.normalize_top_k)
     refuse("divides the top-k gates by their sum, and this model has moe.normalize_top_k=false");
+}
+
+// Mistral's and Mixtral's sliding_window: null for none.
+json window_to_hf(const ModelConfig& m) { return m.sliding_window > 0 ? json(m.sliding_window) : json(nullptr); }
+
+// The class and fields of a dense Llama-style model: Qwen3's with normalised heads, Mistral's
+// when its family says so, Qwen2's with query, key and value biases, else Llama's.
+json dense_llama_family(const ModelConfig& m) {
+  if (m.qk_norm) {
+    if (m.attention_bias)
+      fail("export: Qwen3ForCausalLM's attention_bias puts a bias on o_proj too, and this model has "
+           "model.attention_bias=true with model.qk_norm=true (query, key and value biases only); "
+           "--format hf cannot express this model");
+    return {{"architectures", {"Qwen3ForCausalLM"}},
+            {"model_type", "qwen3"},
+            {"attention_bias", false},
+            {"use_sliding_window", false},
+            {"sliding_window", nullptr},
+            {"max_window_layers", m.n_layer}};
+  }
+  if (m.family == "mistral")
+    return {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"sliding_window", window_to_hf(m)}};
+  if (m.attention_bias)
+    return {{"architectures", {"Qwen2ForCausalLM"}},
+            {"model_type", "qwen2"},
+            {"use_sliding_window", false},
+            {"sliding_window", nullptr}};
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"model_type", "llama"},
+          {"attention_bias", false},
+          {"mlp_bias", false},
+          {"pretraining_tp", 1}};
 }
 
 json rope_scaling_to_hf(const ModelConfig& m) {
@@ -234,23 +305,19 @@ json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
     const json own = m.moe.enabled()
                          ? json{{"architectures", {"MixtralForCausalLM"}},
                                 {"model_type", "mixtral"},
-                                {"sliding_window", nullptr},
+                                {"sliding_window", window_to_hf(m)},
                                 {"num_local_experts", m.moe.num_experts},
                                 {"num_experts_per_tok", m.moe.top_k},
                                 {"router_aux_loss_coef", m.moe.aux_loss_coeff},
                                 {"router_jitter_noise", 0.0},
                                 {"output_router_logits", false}}
-                     : m.attention_bias ? json{{"architectures", {"Qwen2ForCausalLM"}},
-                                               {"model_type", "qwen2"},
-                                               {"use_sliding_window", false},
-                                               {"sliding_window", nullptr}}
-                                        : json{{"architectures", {"LlamaForCausalLM"}},
-                                               {"model_type", "llama"},
-                                               {"attention_bias", false},
-                                               {"mlp_bias", false},
-                                               {"pretraining_tp", 1}};
+                         : dense_llama_family(m);
     c.update(own);
   } else {
+    if (m.explicit_head_dim > 0 && m.explicit_head_dim * m.n_head != m.d_model)
+      fail(fmt::format("export: GPT2LMHeadModel's heads are n_embd / n_head wide, and this gpt2 model has "
+                       "model.head_dim={} for model.d_model={} and model.n_head={}",
+                       m.explicit_head_dim, m.d_model, m.n_head));
     if (m.kv_heads() != m.n_head)
       fail(
           fmt::format("export: GPT2LMHeadModel has no grouped-query attention, and this gpt2 model "
@@ -294,9 +361,10 @@ ModelConfig model_from_hf_config(const json& config, const std::string& file) {
   if (type == "llama") return llama_from_hf(fields, file);
   if (type == "mixtral") return mixtral_from_hf(fields, file);
   if (type == "qwen2") return qwen2_from_hf(fields, file);
+  if (type == "qwen3") return qwen3_from_hf(fields, file);
   if (type == "mistral") return mistral_from_hf(fields, file);
   fail("import: " + file + ": model_type \"" + type +
-       "\" is not one kiln imports (gpt2, llama, mistral, mixtral, qwen2)");
+       "\" is not one kiln imports (gpt2, llama, mistral, mixtral, qwen2, qwen3)");
 }
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // Hugging Face's config.json for the models kiln trains: GPT2Config (GPT2LMHeadModel) for
-// model.arch gpt2, LlamaConfig (LlamaForCausalLM) for llama, and MixtralConfig
+// model.arch gpt2, LlamaConfig (LlamaForCausalLM) for llama, Qwen2Config and Qwen3Config for a
+// llama with query, key and value biases or normalised heads, and MixtralConfig
 // (MixtralForCausalLM) for a llama with experts in every layer. `kiln export` writes it,
 // `kiln import` reads it back; docs/interchange.md lists the fields.
 #pragma once

@@ -16,7 +16,8 @@ namespace kiln {
 
 namespace fs = std::filesystem;
 
-HfExportSummary export_hf(const std::string& checkpoint_path, const std::string& output, bool adapter) {
+HfExportSummary export_hf(const std::string& checkpoint_path, const std::string& output, bool adapter,
+                          int64_t max_shard_bytes) {
   HfExportSummary summary;
   summary.checkpoint = checkpoint_path;
   const Checkpoint checkpoint(checkpoint_path);
@@ -42,6 +43,7 @@ HfExportSummary export_hf(const std::string& checkpoint_path, const std::string&
 
   const std::vector<HfTensor> map = hf_tensor_map(m);
   std::vector<TensorInfo> infos;
+  std::vector<std::pair<const HfTensor*, const HfPart*>> parts;  // of each entry of infos
   for (const HfTensor& t : map) {
     const TensorInfo& saved = weights.info(t.kiln_name);
     if (!(saved.shape == t.kiln_shape) || saved.dtype != summary.dtype)
@@ -50,30 +52,43 @@ HfExportSummary export_hf(const std::string& checkpoint_path, const std::string&
            dtype_name(summary.dtype));
     for (const HfPart& p : t.parts) {
       infos.push_back({p.name, summary.dtype, hf_shape(t, p)});
+      parts.emplace_back(&t, &p);
       summary.parameters += infos.back().shape.numel();
     }
   }
   summary.tensors = static_cast<int64_t>(infos.size());
-  // transformers refuses a safetensors file whose metadata does not say format "pt".
-  SafetensorsWriter writer((fs::path(output) / "model.safetensors").string(), infos,
-                           {{"format", "pt"}});
   const size_t element = dtype_size(summary.dtype);
+  const std::vector<HfShard> shards = plan_hf_shards(infos, max_shard_bytes);
   std::vector<std::byte> part, merged;
-  for (const HfTensor& t : map) {
-    // A LoRA checkpoint's adapters merge into the weights they adapt.
-    const std::byte* kiln = lora_merged_weight(weights, m, t.kiln_name, merged);
-    for (const HfPart& p : t.parts) {
-      part.resize(static_cast<size_t>(hf_shape(t, p).numel()) * element);
-      copy_part_out(kiln, t, p, element, part.data());
+  const HfTensor* merged_of = nullptr;  // the kiln tensor `merged` holds
+  const std::byte* kiln = nullptr;
+  for (const HfShard& shard : shards) {
+    std::vector<TensorInfo> shard_infos;
+    for (size_t i : shard.tensors) shard_infos.push_back(infos[i]);
+    // transformers refuses a safetensors file whose metadata does not say format "pt".
+    SafetensorsWriter writer((fs::path(output) / shard.file).string(), shard_infos, {{"format", "pt"}});
+    for (size_t i : shard.tensors) {
+      const auto [t, p] = parts[i];
+      // A LoRA checkpoint's adapters merge into the weights they adapt.
+      if (t != merged_of) kiln = lora_merged_weight(weights, m, t->kiln_name, merged);
+      merged_of = t;
+      part.resize(static_cast<size_t>(infos[i].shape.numel()) * element);
+      copy_part_out(kiln, *t, *p, element, part.data());
       writer.write_tensor(part.data(), part.size());
     }
+    writer.close();
+    summary.files.push_back(shard.file);
   }
-  writer.close();
-  summary.files.push_back("model.safetensors");
+  if (shards.size() > 1) {
+    write_file_atomically((fs::path(output) / "model.safetensors.index.json").string(), hf_shard_index(infos, shards));
+    summary.files.push_back("model.safetensors.index.json");
+  }
 
   for (const std::string& name :
-       write_hf_tokenizer(config.data.tokenizer, *tokenizer, m.seq_len, output))
+       write_hf_tokenizer(config.data.tokenizer, *tokenizer, m.seq_len, output)) {
     summary.files.push_back(name);
+    summary.tokenizer = true;
+  }
   return summary;
 }
 

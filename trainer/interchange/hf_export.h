@@ -3,7 +3,9 @@
 //   config.json          GPT2Config or LlamaConfig (hf_config.h)
 //   model.safetensors    every weight under its Hugging Face name and layout (hf_tensors.h),
 //                        in the checkpoint's dtype, vocabulary padding removed, a LoRA
-//                        checkpoint's adapters merged in (lora_export.h)
+//                        checkpoint's adapters merged in (lora_export.h); or, past the
+//                        largest shard size, model-0000i-of-0000N.safetensors and
+//                        model.safetensors.index.json (hf_shards.h)
 //   vocab.json, merges.txt or tokenizer.json, and tokenizer_config.json, when
 //                        data.tokenizer names files (hf_tokenizer.h)
 #pragma once
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "kernels/tensor.h"
+#include "trainer/interchange/hf_shards.h"
 
 namespace kiln {
 
@@ -20,13 +23,16 @@ struct HfExportSummary {
   std::string checkpoint;  // the checkpoint folder exported
   std::string arch;        // gpt2 | llama
   DType dtype = DType::F32;
-  int64_t tensors = 0;             // in model.safetensors
+  int64_t tensors = 0;             // in model.safetensors or its shards
   int64_t parameters = 0;          // values in them
   std::vector<std::string> files;  // written into the output directory
+  bool tokenizer = false;          // whether tokenizer files were among them
 };
 
-// Exports the checkpoint folder (checked against its manifest first) into output, creating it;
-// adapter: a LoRA checkpoint's adapters alone, as a PEFT folder (lora_export.h).
-HfExportSummary export_hf(const std::string& checkpoint_path, const std::string& output, bool adapter = false);
+// Exports the checkpoint folder (checked against its manifest first) into output, creating it,
+// its weights in files of at most max_shard_bytes (hf_shards.h); adapter: a LoRA checkpoint's
+// adapters alone, as a PEFT folder (lora_export.h).
+HfExportSummary export_hf(const std::string& checkpoint_path, const std::string& output, bool adapter = false,
+                          int64_t max_shard_bytes = kHfMaxShardBytes);
 
 }  // namespace kiln

@@ -160,24 +160,40 @@ void check_weights(const HfWeights& weights, const std::vector<HfTensor>& map, c
   }
 }
 
-// The kiln tensor, F32 with zero padding rows, filled from its parts.
-TensorSource model_source(const HfWeights& weights, const HfTensor& t) {
-  return {{t.kiln_name, DType::F32, t.kiln_shape}, [&weights, &t](void* host) {
+// The dtype the checkpoint keeps the weights in: the one all of them have, when it is one a
+// model computes in (F32, BF16, F16), so that bf16 weights stay bf16 and export writes them
+// back bit for bit; else F32, every value widened exactly (F64's rounded).
+DType kept_dtype(const HfWeights& weights, const std::vector<HfTensor>& map) {
+  std::set<DType> dtypes;
+  for (const HfTensor& t : map)
+    for (const HfPart& p : t.parts) {
+      const Located at = locate(weights, p.name);
+      dtypes.insert(at.file->info(at.name).dtype);
+    }
+  const DType only = *dtypes.begin();
+  return dtypes.size() == 1 && only != DType::F64 ? only : DType::F32;
+}
+
+// The kiln tensor in `dtype` with zero padding rows, filled from its parts: copied when they
+// have that dtype, else (dtype F32) widened.
+TensorSource model_source(const HfWeights& weights, const HfTensor& t, DType dtype) {
+  return {{t.kiln_name, dtype, t.kiln_shape}, [&weights, &t, dtype](void* host) {
             auto* kiln = static_cast<std::byte*>(host);
-            std::memset(kiln, 0, static_cast<size_t>(t.kiln_shape.numel()) * sizeof(float));
+            const size_t element = dtype_size(dtype);
+            std::memset(kiln, 0, static_cast<size_t>(t.kiln_shape.numel()) * element);
             std::vector<float> widened;
             for (const HfPart& p : t.parts) {
               const Located at = locate(weights, p.name);
-              const DType dtype = at.file->info(at.name).dtype;
+              const DType saved = at.file->info(at.name).dtype;
               // The leading values are the part: a position table may be longer than kiln keeps.
               const std::byte* part = at.file->data(at.name).data();
-              if (dtype != DType::F32) {
+              if (saved != dtype) {
                 const std::vector<double> values =
-                    doubles_from_bytes(part, dtype, hf_shape(t, p).numel());
+                    doubles_from_bytes(part, saved, hf_shape(t, p).numel());
                 widened.assign(values.begin(), values.end());
                 part = reinterpret_cast<const std::byte*>(widened.data());
               }
-              copy_part_in(part, t, p, sizeof(float), kiln);
+              copy_part_in(part, t, p, element, kiln);
             }
           }};
 }
@@ -220,6 +236,10 @@ HfImportSummary import_hf(const HfImportOptions& options) {
                        options.seq_len, hf_positions, config_file));
     model.seq_len = options.seq_len;
   }
+  if (model.sliding_window > 0 && model.sliding_window < model.seq_len)
+    fail(fmt::format("import: {}: sliding_window {} is below the context of {} tokens; kiln's attention sees the "
+                     "whole sequence, which is the window's only up to its length: import with --seq-len {} or less",
+                     config_file, model.sliding_window, model.seq_len, model.sliding_window));
   HfImportSummary summary;
   summary.arch = model.arch;
   // The folder's name, made fit to name a run (and its checkpoint folder) when resumed.
@@ -253,9 +273,11 @@ HfImportSummary import_hf(const HfImportOptions& options) {
       fs::copy_file(f.source, fs::path(summary.tokenizer) / f.name, fs::copy_options::overwrite_existing);
   }
 
+  // A LoRA import keeps F32, its adapters' dtype, in the weights they merge into on export.
+  const DType dtype = adapter ? DType::F32 : kept_dtype(weights, map);
   std::vector<TensorSource> params, moments;
   for (const HfTensor& t : map) {
-    params.push_back(model_source(weights, t));
+    params.push_back(model_source(weights, t, dtype));
     // Under LoRA the base is frozen: no optimizer state.
     if (!adapter) {
       moments.push_back(zeros("exp_avg." + t.kiln_name, t.kiln_shape));

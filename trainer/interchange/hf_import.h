@@ -2,7 +2,8 @@
 // model.safetensors, or model.safetensors.index.json and its shards) as a kiln checkpoint
 // at step 0 with zero optimizer moments, ready for `kiln train --resume OUTPUT --set ...`.
 //
-//   OUTPUT/step-00000000/   the checkpoint: F32 weights (any floating dtype is converted)
+//   OUTPUT/step-00000000/   the checkpoint: the weights in their dtype when all share one of
+//                           F32, BF16, F16 (else widened to F32; F32 under --adapter)
 //   OUTPUT/latest           naming it, so OUTPUT itself is what --resume takes
 //   OUTPUT/tokenizer/       the directory's vocab.json + merges.txt or tokenizer.json, which
 //                           data.tokenizer names (by absolute path); without them, byte

@@ -62,6 +62,10 @@ void llama_layer(std::vector<HfTensor>& out, const ModelConfig& m, int layer) {
   };
   out.push_back({k + "attn.qkv.weight", {Q + 2 * KV, C}, qkv_parts("weight")});
   if (m.has_qkv_bias()) out.push_back({k + "attn.qkv.bias", {Q + 2 * KV}, qkv_parts("bias")});
+  if (m.qk_norm) {
+    out.push_back(whole(k + "attn.q_norm.weight", {D}, h + "self_attn.q_norm.weight"));
+    out.push_back(whole(k + "attn.k_norm.weight", {D}, h + "self_attn.k_norm.weight"));
+  }
   out.push_back(whole(k + "attn.proj.weight", {C, Q}, h + "self_attn.o_proj.weight"));
   out.push_back(whole(k + "norm2.weight", {C}, h + "post_attention_layernorm.weight"));
   if (m.moe.is_moe_layer(layer)) {

@@ -1,5 +1,5 @@
-// Where kiln's parameters lie in Hugging Face's tensors (GPT2LMHeadModel, LlamaForCausalLM,
-// MixtralForCausalLM), for `kiln export` and `kiln import`; docs/interchange.md has the tables.
+// Where kiln's parameters lie in Hugging Face's tensors (GPT2LMHeadModel, LlamaForCausalLM and
+// the Qwen2, Qwen3 and Mistral classes that share its names, MixtralForCausalLM), for `kiln export` and `kiln import`; docs/interchange.md has the tables.
 //
 // A kiln tensor is one Hugging Face tensor or several stacked along its rows: Llama's fused
 // qkv is q_proj, k_proj and v_proj; its fused [gate | up] is gate_proj and up_proj; Mixtral's

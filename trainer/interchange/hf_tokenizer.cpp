@@ -54,8 +54,13 @@ std::vector<std::string> write_hf_tokenizer(const std::string& spec, const Token
       written.push_back(f.name);
       continue;
     }
+    // The tokenizer's own config (an import's) is what it was read with: its special tokens, its
+    // add_bos_token and chat template go back as they came; the context is the model's.
     const nlohmann::json source = nlohmann::json::parse(std::ifstream(f.source), nullptr, false);
-    if (source.is_object() && source.contains("chat_template")) config["chat_template"] = source["chat_template"];
+    if (source.is_object()) {
+      config = source;
+      config["model_max_length"] = max_length;
+    }
   }
   write_file_atomically((fs::path(dir) / "tokenizer_config.json").string(), config.dump(2) + "\n");
   written.push_back("tokenizer_config.json");

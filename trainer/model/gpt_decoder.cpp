@@ -26,6 +26,7 @@ GptDecoder::GptDecoder(const GptModel& model, int64_t batch, int64_t chunk)
   arena_.allocate(ops_);
   layout();
   arena_.check_complete();
+  if (m.qk_norm) qk_heads_.fill(ops_);
   bind_parameters();
   staging_.resize(static_cast<size_t>(batch_ * chunk_));
 }
@@ -48,6 +49,11 @@ void GptDecoder::layout() {
   if (m.lora.enabled()) {
     lora_rank_ = arena_.take({B, R, m.lora.rank}, dtype_);
     lora_part_ = arena_.take({B, R, std::max<int64_t>({C, heads_.qkv_width(), 2 * F})}, dtype_);
+  }
+  if (m.qk_norm) {
+    qk_heads_.take(arena_, arena_, B * R, heads_, dtype_);
+    head_inputs_ = qk_heads_.take_heads(arena_, dtype_);
+    head_rstd_ = qk_heads_.take_rstd(arena_, stat_dtype_);
   }
   const int64_t kv_width = static_cast<int64_t>(heads_.n_kv_head) * heads_.head_dim;
   for (Layer& l : layers_) {
@@ -78,6 +84,10 @@ void GptDecoder::bind_parameters() {
     l.qkv_bias = m.has_qkv_bias() ? weight(n + "attn.qkv.bias") : Tensor{};
     l.attn_proj_weight = weight(n + "attn.proj.weight");
     l.attn_proj_bias = bias_of(n + "attn.proj");
+    if (m.qk_norm) {
+      l.q_norm_weight = weight(n + "attn.q_norm.weight");
+      l.k_norm_weight = weight(n + "attn.k_norm.weight");
+    }
     l.norm2_weight = weight(n + "norm2.weight");
     l.norm2_bias = bias_of(n + "norm2");
     const int64_t q_width = int64_t{m.n_head} * m.head_dim(), kv_width = int64_t{m.kv_heads()} * m.head_dim();
@@ -147,7 +157,12 @@ void GptDecoder::forward_chunk(int64_t t) {
                          m.is_llama() ? Tensor{} : wpe_.slice(pos_, pos_ + t), Tensor{});
   for (const Layer& l : layers_) {
     norm(normed, x, l.norm1_weight, l.norm1_bias, t);
-    linear(qkv, normed, l.qkv_weight, l.qkv_bias, l.qkv_lora);
+    if (m.qk_norm) {
+      linear(qk_heads_.fused(chunk), normed, l.qkv_weight, l.qkv_bias, l.qkv_lora);
+      qk_heads_.forward(ops_, chunk, qkv, head_inputs_, head_rstd_, l.q_norm_weight, l.k_norm_weight, m.norm_eps);
+    } else {
+      linear(qkv, normed, l.qkv_weight, l.qkv_bias, l.qkv_lora);
+    }
     if (m.is_llama())
       ops_.rope_forward(qkv, model_.rope_table().slice(pos_, pos_ + t), heads_, Tensor{});
     ops_.attention_decode(attn, l.k_cache, l.v_cache, qkv, pos_, heads_);

@@ -49,6 +49,7 @@ class GptDecoder {
     Tensor norm1_weight, norm1_bias, qkv_weight, qkv_bias, attn_proj_weight, attn_proj_bias;
     Tensor norm2_weight, norm2_bias, fc_weight, fc_bias, mlp_proj_weight, mlp_proj_bias;
     std::vector<Adapter> qkv_lora, attn_proj_lora, fc_lora, mlp_proj_lora;
+    Tensor q_norm_weight, k_norm_weight;  // model.qk_norm's, else empty
     const MoeMlp* experts = nullptr;  // in an MoE layer, in place of the MLP
     Tensor k_cache, v_cache;  // [batch, seq_len, n_kv_head * head_dim]
   };
@@ -80,6 +81,8 @@ class GptDecoder {
   // [batch, chunk, width] activations, seen packed as [batch, t, width] for a chunk of t.
   Tensor tokens_, x_, normed_, mean_, rstd_, qkv_, attn_, branch_, fc_, hidden_;
   Tensor lora_rank_, lora_part_;  // [batch, chunk, r] and as wide as the widest adapted output
+  QkHeadRows qk_heads_;         // model.qk_norm: the heads' row moves for one chunk
+  Tensor head_inputs_, head_rstd_;  // and what its forward saves, unread here
   ExpertBuffers expert_buffers_;  // shared by the MoE layers, which run one at a time
   Tensor logits_;                 // [batch, padded vocab]: each sequence's last position
   std::vector<int32_t> staging_;  // the host side of one chunk of tokens

@@ -1,4 +1,5 @@
-// The decoder on the GPU against the decoder on the CPU, for both architectures, in fp32
+// The decoder on the GPU against the decoder on the CPU, for both architectures and Qwen3's
+// normalised heads, in fp32
 // and bf16: the same weights fed a prompt and then single tokens give the same logits at
 // each step, and again after a reset.
 #include <gtest/gtest.h>
@@ -14,8 +15,12 @@
 namespace kiln {
 namespace {
 
+// "qwen3": llama with normalised query and key heads 128 wide (Qwen3's), not 256 / 4.
 ModelConfig decoder_model(const std::string& arch) {
-  return test::small_model(arch, 256, 300, 64);  // head dim 64
+  ModelConfig m = test::small_model(arch == "qwen3" ? "llama" : arch, 256, 300, 64);  // head dim 64
+  m.qk_norm = arch == "qwen3";
+  m.explicit_head_dim = m.qk_norm ? 128 : 0;
+  return m;
 }
 
 // ||a - b|| / ||b||.
@@ -79,7 +84,9 @@ INSTANTIATE_TEST_SUITE_P(ArchDtype, GpuDecoder,
                          testing::Values(Case{"gpt2", DType::F32, 1e-5},
                                          Case{"llama", DType::F32, 1e-5},
                                          Case{"gpt2", DType::BF16, 5e-2},
-                                         Case{"llama", DType::BF16, 5e-2}),
+                                         Case{"llama", DType::BF16, 5e-2},
+                                         Case{"qwen3", DType::F32, 1e-5},
+                                         Case{"qwen3", DType::BF16, 5e-2}),
                          [](const auto& info) {
                            return info.param.arch + "_" + std::string(dtype_name(info.param.dtype));
                          });

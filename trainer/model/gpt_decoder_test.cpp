@@ -19,12 +19,15 @@ namespace kiln {
 namespace {
 
 // A model whose norm weights and biases sit off their ones and zeros, so every path counts.
-// "qwen2": a Llama layer with query, key and value biases; "_lora": LoRA adapters beside
+// "qwen2": a Llama layer with query, key and value biases; "qwen3": one with normalised query
+// and key heads, 24 wide (not 64 / 4); "_lora": LoRA adapters beside
 // some of the layers (a part of the fused qkv among them), their B factors off zero.
 ModelConfig decoder_model(const std::string& variant) {
   const std::string arch = variant.substr(0, variant.find('_'));
-  ModelConfig m = test::small_model(arch == "qwen2" ? "llama" : arch, 64, 50, 16);
+  ModelConfig m = test::small_model(arch.starts_with("qwen") ? "llama" : arch, 64, 50, 16);
   m.attention_bias = arch == "qwen2";
+  m.qk_norm = arch == "qwen3";
+  m.explicit_head_dim = m.qk_norm ? 24 : 0;
   if (variant.ends_with("_lora")) {
     m.lora.rank = 4;
     m.lora.alpha = 6;
@@ -157,7 +160,7 @@ TEST_P(Decoder, RefusesPositionsPastTheContext) {
             "token id 50 is outside model.vocab_size=50");
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, Decoder, testing::Values("gpt2", "llama", "qwen2", "gpt2_lora", "llama_lora"),
+INSTANTIATE_TEST_SUITE_P(Arch, Decoder, testing::Values("gpt2", "llama", "qwen2", "qwen3", "gpt2_lora", "llama_lora"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -57,6 +57,7 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DTy
                                    dtype_});
   if (config_.is_llama()) fill_rope_table();
   if (context_parallel()) context_.fill_indices(ops_);
+  if (config_.qk_norm) qk_heads_.fill(ops_);
   batch_.assign(static_cast<size_t>(slots_), Batch{});
   target_count_.assign(static_cast<size_t>(slots_), 0);
   has_targets_.assign(static_cast<size_t>(slots_), false);
@@ -89,10 +90,11 @@ void GptModel::layout() {
   // Under full recomputation a block keeps nothing of its own: what its backward reads is
   // laid out in the shared arena, the same memory for every block.
   const bool full = split_.recompute == Recompute::Full;
+  const QkHeadRows* qk_heads = config_.qk_norm ? &qk_heads_ : nullptr;
   const LayerBuild block_build{config_, micro_batch_, slots_, dtype_, wide_dtype(dtype_),
                                params_, full ? recomputed_ : activations_, scratch_, split_,
                                recomputed_, sequence, context, fp8_.get(),
-                               config_.lora.enabled() ? &lora_scratch_ : nullptr};
+                               config_.lora.enabled() ? &lora_scratch_ : nullptr, qk_heads};
   const int64_t C = config_.d_model, V = config_.vocab_size;
   // Positions are the whole sequence's; each rank holds T / cp tokens of it (Tl).
   const int64_t T = config_.seq_len, Tl = build.seq();
@@ -108,6 +110,9 @@ void GptModel::layout() {
   if (sequence) sequence_.bind(build);
   if (context) context_.bind(build);
   if (config_.lora.enabled()) lora_scratch_.bind(build);
+  if (qk_heads)
+    qk_heads_.take(activations_, scratch_, micro_batch_ * Tl,
+                   {config_.n_head / split_.tp(), config_.kv_heads() / split_.tp(), config_.head_dim()}, dtype_);
 
   // Parameters in the order backward produces their gradients: the chunks last to first.
   // The last pipeline stage of a model with tied embeddings holds its own copy of the

@@ -14,6 +14,7 @@
 
 #include "trainer/model/context_parallel.h"
 #include "trainer/model/model_split.h"
+#include "trainer/model/qk_norm.h"
 #include "trainer/model/scratch.h"
 #include "trainer/model/tensor_parallel_linear.h"
 #include "trainer/model/transformer_block.h"
@@ -193,6 +194,7 @@ class GptModel {
   SequenceParallel sequence_;     // bound only under sequence parallelism
   ContextParallel context_;       // bound only under context parallelism
   LoraScratch lora_scratch_;      // bound only under LoRA (finetune.lora)
+  QkHeadRows qk_heads_;           // laid out only under model.qk_norm
   // This rank's vocabulary slice: ids [vocab_start_, vocab_start_ + padded / tp), of which
   // local_vocab_ are real (below model.vocab_size).
   int64_t vocab_start_ = 0;

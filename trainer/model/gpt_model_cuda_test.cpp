@@ -1,6 +1,6 @@
 // The whole model on the GPU against the CPU: same weights and tokens give the same loss
-// and parameter gradients, for both architectures, in fp32 and in bf16, plain and with the
-// document resets of rows that pack several documents.
+// and parameter gradients, for both architectures and Qwen3's normalised heads, in fp32 and in
+// bf16, plain and with the document resets of rows that pack several documents.
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -14,8 +14,12 @@
 namespace kiln {
 namespace {
 
+// "qwen3": llama with normalised query and key heads 128 wide (Qwen3's), not 256 / 4.
 ModelConfig small_model(const std::string& arch) {
-  return test::small_model(arch, 256, 300, 64);  // head dim 64
+  ModelConfig m = test::small_model(arch == "qwen3" ? "llama" : arch, 256, 300, 64);  // head dim 64
+  m.qk_norm = arch == "qwen3";
+  m.explicit_head_dim = m.qk_norm ? 128 : 0;
+  return m;
 }
 
 struct Case {
@@ -83,7 +87,8 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{"gpt2", DType::BF16, 1e-2, 5e-2}, Case{"llama", DType::BF16, 1e-2, 5e-2},
                     Case{"gpt2", DType::F32, 1e-5, 1e-4, true},
                     Case{"llama", DType::F32, 1e-5, 1e-4, true},
-                    Case{"llama", DType::BF16, 1e-2, 5e-2, true}),
+                    Case{"llama", DType::BF16, 1e-2, 5e-2, true}, Case{"qwen3", DType::F32, 1e-5, 1e-4},
+                    Case{"qwen3", DType::BF16, 1e-2, 5e-2}, Case{"qwen3", DType::F32, 1e-5, 1e-4, true}),
     [](const auto& info) {
       return info.param.arch + "_" + std::string(dtype_name(info.param.dtype)) +
              (info.param.resets ? "_resets" : "");

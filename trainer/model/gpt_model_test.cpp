@@ -1,6 +1,6 @@
 // The whole model's gradients against central finite differences, in double precision,
-// for both architectures (plain, and with the document resets of rows that pack several
-// documents); the defining property of those resets; and a tiny fp32 model that must
+// for both architectures and Qwen3's normalised heads (plain, and with the document resets of
+// rows that pack several documents); the defining property of those resets; and a tiny fp32 model that must
 // overfit one batch.
 #include <gtest/gtest.h>
 
@@ -17,8 +17,13 @@
 namespace kiln {
 namespace {
 
+// "qwen3": llama with the query and key heads normalised and 6 wide, not 16 / 4.
 ModelConfig tiny_model(const std::string& arch) {
-  ModelConfig m = test::small_model(arch, 16, 11, 6);
+  ModelConfig m = test::small_model(arch == "qwen3" ? "llama" : arch, 16, 11, 6);
+  if (arch == "qwen3") {
+    m.qk_norm = true;
+    m.explicit_head_dim = 6;
+  }
   m.make_vocab_size_divisible_by = 8;  // 11 -> 16: padding columns take part in nothing
   m.init_std = 0.3;                    // large enough that every path carries gradient
   return m;
@@ -231,7 +236,7 @@ TEST_P(ModelGradients, TinyModelOverfitsOneBatch) {
   EXPECT_LT(test::train_on_its_batch(model, *ops, 150), 0.1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, ModelGradients, testing::Values("gpt2", "llama"));
+INSTANTIATE_TEST_SUITE_P(Arch, ModelGradients, testing::Values("gpt2", "llama", "qwen3"));
 
 }  // namespace
 }  // namespace kiln

@@ -11,6 +11,7 @@ namespace kiln {
 
 class ContextParallel;
 class Fp8Products;
+class QkHeadRows;
 class SequenceParallel;
 struct LoraScratch;
 
@@ -35,6 +36,8 @@ struct LayerBuild {
   Fp8Products* fp8 = nullptr;
   // The LoRA adapters' shared buffers (finetune.lora, lora_adapter.h); null without LoRA.
   const LoraScratch* lora = nullptr;
+  // The row moves of the normalised query and key heads (model.qk_norm); null otherwise.
+  const QkHeadRows* qk_heads = nullptr;
 
   // The tokens of a sequence this rank holds: seq_len, or its 1 / cp share.
   int64_t seq() const { return model.seq_len / split.cp(); }

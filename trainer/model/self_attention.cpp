@@ -12,6 +12,7 @@ void SelfAttention::bind(const LayerBuild& build, const std::string& name,
   const int tp = build.split.tp();
   shape_ = {m.n_head / tp, m.kv_heads() / tp, m.head_dim()};  // this rank's heads
   rope_ = m.is_llama();
+  qk_norm_on_ = m.qk_norm;
   rope_table_ = rope_table;
   recompute_core_ = build.split.recompute == Recompute::Selective;
   context_ = build.context;
@@ -25,6 +26,7 @@ void SelfAttention::bind(const LayerBuild& build, const std::string& name,
   qkv_.bind(build, name + ".qkv", m.d_model, {q_width, kv_width, kv_width}, m.has_qkv_bias(),
             m.init_std,
             {adapter_name(m, LoraTarget::Q), adapter_name(m, LoraTarget::K), adapter_name(m, LoraTarget::V)});
+  if (qk_norm_on_) qk_norm_.bind(build, name);
   qkv_out_.clear();
   attn_out_.clear();
   lse_.clear();
@@ -40,7 +42,12 @@ void SelfAttention::forward(Ops& ops, const Batch& batch, const Tensor& y, const
   const Tensor qkv = batch.of(qkv_out_[s]);
   const Tensor out = batch.of(attn_out_[s]);
   const Tensor lse = lse_[s].view({lse_[s].numel()}).slice(0, batch.b * shape_.n_head * batch.t);
-  qkv_.forward(ops, batch, qkv, x);
+  if (qk_norm_on_) {
+    qkv_.forward(ops, batch, qk_norm_.fused(batch), x);
+    qk_norm_.forward(ops, batch, qkv);
+  } else {
+    qkv_.forward(ops, batch, qkv, x);
+  }
   if (rope_) ops.rope_forward(qkv, rope_table_, shape_, batch.positions);
   attend(ops, batch, out, lse, qkv);
   proj_.forward(ops, batch, y, out);
@@ -54,11 +61,14 @@ void SelfAttention::backward(Ops& ops, const Batch& batch, const Tensor& dx, con
   const Tensor lse = lse_[s].view({lse_[s].numel()}).slice(0, batch.b * shape_.n_head * batch.t);
   const Tensor d_attn = batch.of(scratch.d_attn);
   const Tensor d_qkv = batch.of(scratch.d_qkv);
+  // The gradient of the normalised heads, which the norms' backward turns into d_qkv.
+  const Tensor d_attended = qk_norm_on_ ? qk_norm_.fused(batch) : d_qkv;
   if (recompute_core_) attend(ops, batch, out, lse, qkv);
   proj_.backward(ops, batch, d_attn, dy, out);
-  if (context_) context_->attention_backward(ops, batch, d_qkv, d_attn, qkv, out, lse, shape_);
-  else ops.attention_backward(d_qkv, d_attn, qkv, out, lse, shape_, batch.key_starts);
-  if (rope_) ops.rope_backward(d_qkv, rope_table_, shape_, batch.positions);
+  if (context_) context_->attention_backward(ops, batch, d_attended, d_attn, qkv, out, lse, shape_);
+  else ops.attention_backward(d_attended, d_attn, qkv, out, lse, shape_, batch.key_starts);
+  if (rope_) ops.rope_backward(d_attended, rope_table_, shape_, batch.positions);
+  if (qk_norm_on_) qk_norm_.backward(ops, batch, d_qkv);
   qkv_.backward(ops, batch, dx, d_qkv, x);
 }
 

@@ -1,5 +1,6 @@
 // Causal self-attention, its heads (query and key/value groups alike) split over the
-// tensor-parallel ranks: fused QKV projection, RoPE (Llama), attention with grouped-query
+// tensor-parallel ranks: fused QKV projection, the query and key heads' RMSNorm (Qwen3's
+// model.qk_norm, qk_norm.h), RoPE (Llama), attention with grouped-query
 // heads, output projection; the batch's document resets, when it has them, give RoPE its
 // positions and attention its key starts. Saves the rotated QKV, the attention output and its
 // log-sum-exp per slot; under selective recomputation the last two are shared by every
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/model/qk_norm.h"
 #include "trainer/model/tensor_parallel_linear.h"
 #include "trainer/model/scratch.h"
 #include "trainer/model/context_parallel.h"
@@ -31,10 +33,12 @@ class SelfAttention {
   AttentionShape shape_;
   const ContextParallel* context_ = nullptr;
   bool rope_ = false;
+  bool qk_norm_on_ = false;
   bool recompute_core_ = false;  // train.recompute=selective
   Tensor rope_table_;
   ColumnParallelLinear qkv_;  // heads split over the tensor group
   RowParallelLinear proj_;
+  QkNorm qk_norm_;  // bound only under model.qk_norm
   std::vector<Tensor> qkv_out_, attn_out_, lse_;  // per slot
 };
 

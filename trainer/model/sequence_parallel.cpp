@@ -25,11 +25,11 @@ Tensor SequenceParallel::gather_gradient(const Batch& batch, const Tensor& share
 }
 
 void ShareGradients::begin(Ops& ops, const Parameter& p) const {
-  if (sequence_ && sequence_->group().rank() != 0 && !p.grad.empty()) ops.fill(p.grad, 0.0);
+  if (group_ && group_->rank() != 0 && !p.grad.empty()) ops.fill(p.grad, 0.0);
 }
 
 void ShareGradients::end(const Parameter& p) const {
-  if (sequence_ && !p.grad.empty()) sequence_->group().all_reduce(p.grad, ReduceOp::Sum);
+  if (group_ && !p.grad.empty()) group_->all_reduce(p.grad, ReduceOp::Sum);
 }
 
 }  // namespace kiln

@@ -38,19 +38,23 @@ class SequenceParallel {
   Tensor gathered_, sums_;
 };
 
-// The gradient of a parameter that is whole on every rank but sees only the rank's share of
-// the tokens, summed over the group once per backward: begin() before the gradient
+// The gradient of a parameter that is whole on every rank of a group but sees only the rank's
+// share of the work (its tokens under sequence parallelism, its heads under tensor
+// parallelism), summed over the group once per backward: begin() before the gradient
 // accumulates, end() after. Gradients accumulate over micro-batches, so begin() zeroes the
 // parameter's gradient on every rank but the first: the sum then adds this micro-batch's
-// shares to what the earlier ones left, once. Without sequence parallelism both do nothing.
+// shares to what the earlier ones left, once. Without a group of several ranks both do nothing.
 class ShareGradients {
  public:
-  explicit ShareGradients(const SequenceParallel* sequence) : sequence_(sequence) {}
+  explicit ShareGradients(Communicator* group) : group_(group && group->size() > 1 ? group : nullptr) {}
+  // Sequence parallelism's tensor group; none when it is off.
+  explicit ShareGradients(const SequenceParallel* sequence)
+      : ShareGradients(sequence ? &sequence->group() : nullptr) {}
   void begin(Ops& ops, const Parameter& p) const;
   void end(const Parameter& p) const;
 
  private:
-  const SequenceParallel* sequence_;
+  Communicator* group_;
 };
 
 }  // namespace kiln

@@ -44,9 +44,12 @@ std::vector<int32_t> generate_ids(GptDecoder& decoder, std::span<const int32_t> 
 std::vector<int32_t> prompt_ids(const Tokenizer& tokenizer, const std::string& prompt) {
   // The prompt is the user's own (not data), so its special tokens are control tokens: a chat
   // prompt's <|im_start|> is the token the model was fine-tuned on.
+  // A tokenizer that adds its begin-of-document token starts the prompt with it, as Hugging
+  // Face's tokenizer(prompt) does; an empty prompt starts from that token, or the end of one.
   std::vector<int32_t> ids;
+  if (tokenizer.adds_bos()) ids.push_back(tokenizer.bos());
   tokenizer.encode(prompt, ids, /*allow_special=*/true);
-  if (ids.empty()) ids.push_back(tokenizer.eod());
+  if (ids.empty()) ids.push_back(tokenizer.bos() >= 0 ? tokenizer.bos() : tokenizer.eod());
   return ids;
 }
 

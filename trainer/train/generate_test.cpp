@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "tests/byte_level_tokenizer.h"
 #include "tests/small_model.h"
+#include "tests/test_files.h"
+#include "trainer/data/tokenizer.h"
 #include "trainer/util/random.h"
 
 namespace kiln {
@@ -105,6 +108,22 @@ TEST_P(Generate, SamplingIsRepeatableForASeed) {
   EXPECT_EQ(generate_ids(decoder, prompt, options), a);
   options.seed = 12;
   EXPECT_NE(generate_ids(decoder, prompt, options), a);
+}
+
+// A tokenizer that adds its begin-of-document token (add_bos_token) starts a prompt with it, as
+// Hugging Face's tokenizer(prompt) does; an empty prompt starts from it.
+TEST(PromptIds, StartWithTheBeginOfDocumentTheTokenizerAdds) {
+  const std::string dir = test::fresh_dir("prompt_bos");
+  test::write_byte_level_tokenizer(dir, {"<|endoftext|>", "<s>"},
+                                   {{"bos_token", "<s>"}, {"eos_token", "<|endoftext|>"}, {"add_bos_token", true}});
+  const std::unique_ptr<Tokenizer> adds = load_tokenizer(dir);
+  EXPECT_EQ(prompt_ids(*adds, "ab"), (std::vector<int32_t>{257, 'a', 'b'}));
+  EXPECT_EQ(prompt_ids(*adds, ""), (std::vector<int32_t>{257}));
+  test::write_byte_level_tokenizer(dir, {"<|endoftext|>", "<s>"}, {{"bos_token", "<s>"}, {"add_bos_token", false}});
+  const std::unique_ptr<Tokenizer> named = load_tokenizer(dir);
+  EXPECT_EQ(prompt_ids(*named, "ab"), (std::vector<int32_t>{'a', 'b'}));
+  EXPECT_EQ(prompt_ids(*named, ""), (std::vector<int32_t>{257}));
+  EXPECT_EQ(prompt_ids(*load_tokenizer("byte"), ""), (std::vector<int32_t>{256}));  // no bos: the end of document
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, Generate, testing::Values("gpt2", "llama"),

@@ -55,7 +55,7 @@ std::unique_ptr<SampleSource> TrainingData::open_data(const GptDatasetSpec& spec
   whole.seq_len = spec.seq_len;
   whole.seed = static_cast<uint32_t>(spec.seed % (uint64_t{1} << 32));
   whole.pack = d.samples == "packed";
-  whole.pad = tokenizer_->eod();
+  whole.pad = tokenizer_->pad();
   return std::make_unique<DocumentSamples>(whole);
 }
 
