@@ -60,7 +60,8 @@ void add_finetune_command(CLI::App& app, std::string command_line) {
   r.chat.format = "chat";
   cmd->add_option("--chat-template", r.chat.chat_template_file,
                   "A Jinja chat template file to use instead of the base's tokenizer_config.json");
-  cmd->add_option("--prompt", r.prompt, "A user message whose reply is sampled at each evaluation");
+  cmd->add_option("--prompt", r.prompts,
+                  "A user message whose reply is sampled at each evaluation; give it again for more (up to 16)");
   cmd->add_option("--set", r.overrides, "Override a config key: section.key=value, after the recipe")
       ->take_all()
       ->allow_extra_args(false);

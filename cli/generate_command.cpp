@@ -66,7 +66,7 @@ void run_generate(const GenerateCliOptions& o) {
   if (o.max_tokens < 0) fail(fmt::format("--max-tokens must be 0 or more, got {}", o.max_tokens));
   const InferenceModel m = load_inference_model(o.checkpoint, o.device, o.tokenizer, 1);
   // By default the prompt of the trainer's own sample: text the model has seen the like of.
-  const std::string& text = o.prompt_given ? o.prompt : m.config.train.sample_prompt;
+  const std::string& text = o.prompt_given ? o.prompt : m.config.train.sample_prompt.first();
   std::vector<int32_t> prompt;
   try {
     prompt = prompt_ids(*m.tokenizer, text);
@@ -197,7 +197,7 @@ void add_generate_commands(CLI::App& app) {
       "generate", "Continue a prompt with a trained model, streaming the text as it comes");
   add_checkpoint_option(gen, g->checkpoint);
   CLI::Option* prompt = gen->add_option(
-      "--prompt", g->prompt, "The text to continue (default: the run's train.sample_prompt; \"\": start a new document)");
+      "--prompt", g->prompt, "The text to continue (default: the run's train.sample_prompt, its first; \"\": start a new document)");
   gen->add_option("--max-tokens", g->max_tokens, "Tokens to generate at most")
       ->capture_default_str();
   gen->add_option("--temperature", g->sampling.temperature, "Softmax temperature; 0 is greedy")

@@ -12,7 +12,7 @@ struct FinishedRun {
   std::string store_flag;       // " --store PATH" when the store is not the one found by default
   bool recorded = false;        // the run is in a store
   std::string last_checkpoint;  // empty when the run wrote none
-  std::string prompt;           // train.sample_prompt: a prompt the model has seen
+  std::string prompt;           // train.sample_prompt's first: a prompt the model has seen
 };
 
 // The "next:" block, one command a line, each of which runs as printed; empty when nothing

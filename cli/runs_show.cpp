@@ -119,15 +119,19 @@ void print_latest(const store::RunDetails& d) {
   if (!d.latest_experts.empty()) fmt::print("experts: {}\n", experts_summary(d.latest_experts));
 }
 
-// The text the model wrote at its latest validation step, each line indented under the heading.
-void print_latest_sample(const std::optional<store::Sample>& sample) {
-  if (!sample) return;
-  fmt::print("\nlatest sample (step {}, temperature {:g}):\n", sample->step, sample->temperature);
-  const std::string text = terminal_block(sample->prompt + sample->text);
-  for (size_t start = 0; start <= text.size();) {
-    const size_t end = std::min(text.find('\n', start), text.size());
-    fmt::print("  {}\n", std::string_view(text).substr(start, end - start));
-    start = end + 1;
+// The texts the model wrote at its latest validation step, one per prompt, each line indented
+// under its heading.
+void print_latest_samples(const std::vector<store::Sample>& samples) {
+  for (const store::Sample& sample : samples) {
+    fmt::print("\nlatest sample{} (step {}, temperature {:g}):\n",
+               samples.size() > 1 ? fmt::format(" {} of {}", sample.slot + 1, samples.size()) : "", sample.step,
+               sample.temperature);
+    const std::string text = terminal_block(sample.prompt + sample.text);
+    for (size_t start = 0; start <= text.size();) {
+      const size_t end = std::min(text.find('\n', start), text.size());
+      fmt::print("  {}\n", std::string_view(text).substr(start, end - start));
+      start = end + 1;
+    }
   }
 }
 
@@ -184,7 +188,7 @@ void runs_show(const ShowOptions& options) {
   }
   print_record(d.run, d.lineage, store::unix_now());
   print_latest(d);
-  print_latest_sample(d.latest_sample);
+  print_latest_samples(d.latest_samples);
   print_events(d.events);
   print_checkpoints(d.checkpoints);
   print_commands(d.commands);

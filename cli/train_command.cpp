@@ -155,7 +155,7 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   }
   // The commands after it find the same store only if it is the one they find by default.
   const FinishedRun finished{summary.run_name, store_flag(record.store_path), !record.store_path.empty(),
-                             summary.last_checkpoint, config.train.sample_prompt};
+                             summary.last_checkpoint, config.train.sample_prompt.first()};
   // A run released or interrupted (Ctrl-C, SIGTERM) ends with how to go on from the
   // checkpoint it stopped with, the same line either way.
   if (first && (summary.released || summary.interrupted) && finished.recorded && !finished.last_checkpoint.empty())

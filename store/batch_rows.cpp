@@ -14,8 +14,15 @@ void write_item(Database& db, int64_t run, const WriteItem& item, BlockUpdate& b
     for (const auto& row : s->rows) insert_system(db, run, row);
   } else if (const auto* v = std::get_if<ValidRow>(&item)) {
     insert_valid(db, run, *v);
-  } else if (const auto* sample = std::get_if<Sample>(&item)) {
-    insert_sample(db, run, *sample);
+  } else if (const auto* batch = std::get_if<SampleBatch>(&item)) {
+    // A resumed run samples a step again, perhaps with fewer prompts: the step's rows are
+    // what it wrote last, none left over from before.
+    if (!batch->samples.empty()) {
+      Statement& clear = db.cached("DELETE FROM samples WHERE run_id = ? AND step = ?");
+      clear.bind_all(run, batch->samples.front().step);
+      clear.run();
+    }
+    for (const Sample& sample : batch->samples) insert_sample(db, run, sample);
   } else if (const auto* experts = std::get_if<ExpertBatch>(&item)) {
     for (const auto& load : experts->loads) insert_expert_load(db, run, load);
   } else if (const auto* e = std::get_if<Event>(&item)) {

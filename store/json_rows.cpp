@@ -111,6 +111,7 @@ json to_json(const SystemRow& row) {
 
 json to_json(const Sample& sample) {
   return {{"step", sample.step},
+          {"slot", sample.slot},
           {"time", json_number(sample.time)},
           {"prompt", sample.prompt},
           {"text", sample.text},
@@ -164,7 +165,7 @@ json to_json(const RunDetails& d) {
   };
   out["latest_metrics"] = rows(d.latest);
   out["latest_valid"] = d.latest_valid ? to_json(*d.latest_valid) : json();
-  out["latest_sample"] = d.latest_sample ? to_json(*d.latest_sample) : json();
+  out["latest_samples"] = rows(d.latest_samples);
   out["latest_experts"] = rows(d.latest_experts);
   out["events"] = rows(d.events);
   out["checkpoints"] = rows(d.checkpoints);

@@ -329,7 +329,29 @@ UPDATE sweeps SET status = 'ended' WHERE ended_at IS NOT NULL;
 // the one metric list (`since` 10), which migrate() adds with its blocks' aggregate.
 constexpr const char* kV10 = "";
 
-constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6}, {kV7}, {kV8}, {kV9}, {kV10}};
+// Version 10 -> 11: several prompts sampled at each validation step (train.sample_prompt as a
+// list), so a step holds one sample per prompt, told apart by its place in the list. SQLite
+// cannot change a primary key in place: the table is made again and the rows move over as
+// slot 0, the one prompt every run before this version had.
+constexpr const char* kV11 = R"sql(
+CREATE TABLE samples_v11 (
+  run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step        INTEGER NOT NULL,
+  slot        INTEGER NOT NULL DEFAULT 0,  -- the prompt's place in train.sample_prompt
+  time        REAL NOT NULL,
+  prompt      TEXT NOT NULL DEFAULT '',    -- that prompt
+  text        TEXT NOT NULL DEFAULT '',    -- what the model wrote after it
+  temperature REAL,
+  PRIMARY KEY (run_id, step, slot)
+) WITHOUT ROWID;
+INSERT INTO samples_v11 (run_id, step, slot, time, prompt, text, temperature)
+  SELECT run_id, step, 0, time, prompt, text, temperature FROM samples;
+DROP TABLE samples;
+ALTER TABLE samples_v11 RENAME TO samples;
+)sql";
+
+constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6},
+                                     {kV7}, {kV8}, {kV9}, {kV10}, {kV11}};
 
 }  // namespace
 

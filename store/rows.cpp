@@ -86,9 +86,9 @@ void insert_checkpoint(Database& db, int64_t run_id, const Checkpoint& c) {
 
 void insert_sample(Database& db, int64_t run_id, const Sample& s) {
   static const std::string sql = std::string("INSERT OR REPLACE INTO samples (run_id, ") +
-                                 kSampleColumns + ") VALUES (?,?,?,?,?,?)";
+                                 kSampleColumns + ") VALUES (?,?,?,?,?,?,?)";
   Statement& st = db.cached(sql);
-  st.bind_all(run_id, s.step, s.time, s.prompt, s.text, s.temperature);
+  st.bind_all(run_id, s.step, int64_t{s.slot}, s.time, s.prompt, s.text, s.temperature);
   st.run();
 }
 
@@ -171,10 +171,11 @@ Command read_command(const Statement& st, int i) {
 Sample read_sample(const Statement& st, int i) {
   Sample s;
   s.step = st.int64(i);
-  s.time = st.real(i + 1);
-  s.prompt = st.text(i + 2);
-  s.text = st.text(i + 3);
-  s.temperature = st.real(i + 4);
+  s.slot = static_cast<int>(st.int64(i + 1));
+  s.time = st.real(i + 2);
+  s.prompt = st.text(i + 3);
+  s.text = st.text(i + 4);
+  s.temperature = st.real(i + 5);
   return s;
 }
 

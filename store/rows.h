@@ -19,7 +19,7 @@ inline constexpr const char* kCommandColumns =
 inline constexpr const char* kSystemColumns =
     "rank, time, gpu_util, gpu_mem_used, gpu_power_w, gpu_temp_c, cpu_percent, rss_bytes, "
     "host_mem_used, host_mem_total";
-inline constexpr const char* kSampleColumns = "step, time, prompt, text, temperature";
+inline constexpr const char* kSampleColumns = "step, slot, time, prompt, text, temperature";
 inline constexpr const char* kExpertLoadColumns = "step, layer, tokens, dropped, aux_loss, router_entropy";
 
 // Inserts replace a row with the same key: a run resumed from a checkpoint logs its steps

@@ -29,7 +29,7 @@ RunDetails run_details(Database& db, int64_t run_id, size_t max_events, double s
     if (st.step()) d.latest_valid = ValidRow{st.int64(0), st.real(1), st.real(2)};
     st.reset();
   }
-  if (auto samples = list_samples(db, run_id, 1); !samples.empty()) d.latest_sample = std::move(samples[0]);
+  d.latest_samples = latest_samples(db, run_id);
   d.latest_experts = latest_expert_loads(db, run_id);
   {
     static const std::string sql = std::string("SELECT * FROM (SELECT ") + kEventColumns +

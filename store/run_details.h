@@ -18,7 +18,7 @@ struct RunDetails {
   RunRecord run;
   std::vector<MetricRow> latest;  // the latest logged step, one row per rank that logged it
   std::optional<ValidRow> latest_valid;
-  std::optional<Sample> latest_sample;  // the text generated at the latest validation step
+  std::vector<Sample> latest_samples;  // the texts generated at the latest validation step, by slot
   std::vector<ExpertLoad> latest_experts;  // each MoE layer's latest load, by layer
   std::vector<Event> events;      // the newest max_events, oldest first
   std::vector<Checkpoint> checkpoints;

@@ -223,9 +223,9 @@ RecoveryLoad load_recovery(const std::string& file, const std::string& store) {
       "SELECT 1 FROM valid_metrics WHERE run_id = ? AND step = ?",
       [](Statement& k, const ValidRow& r) { k.bind(2, r.step); }, insert_valid);
   load.other_rows += copy_new<Sample>(
-      from, to, id, select(kSampleColumns, "samples", "step"), read_sample,
-      "SELECT 1 FROM samples WHERE run_id = ? AND step = ?",
-      [](Statement& k, const Sample& s) { k.bind(2, s.step); }, insert_sample);
+      from, to, id, select(kSampleColumns, "samples", "step, slot"), read_sample,
+      "SELECT 1 FROM samples WHERE run_id = ? AND step = ? AND slot = ?",
+      [](Statement& k, const Sample& s) { k.bind(2, s.step).bind(3, int64_t{s.slot}); }, insert_sample);
   load.other_rows += copy_new<ExpertLoad>(
       from, to, id, select(kExpertLoadColumns, "expert_loads", "step, layer"), read_expert_load,
       "SELECT 1 FROM expert_loads WHERE run_id = ? AND layer = ? AND step = ?",

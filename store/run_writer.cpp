@@ -273,11 +273,21 @@ void RunWriter::log_valid(ValidRow row) {
   push(row);
 }
 
-void RunWriter::log_sample(Sample sample) {
-  if (!(sample.time > 0)) sample.time = unix_now();
-  sample.prompt = storable_text(sample.prompt, kMaxSampleBytes);
-  sample.text = storable_text(sample.text, kMaxSampleBytes);
-  push(std::move(sample));
+void RunWriter::log_samples(std::vector<Sample> samples) {
+  if (samples.empty()) return;
+  if (samples.size() > kMaxSamplesPerStep)
+    fail("store: " + std::to_string(samples.size()) + " samples at step " + std::to_string(samples.front().step) +
+         "; a step keeps at most " + std::to_string(kMaxSamplesPerStep));
+  const double now = unix_now();
+  for (Sample& sample : samples) {
+    if (sample.step != samples.front().step)
+      fail("store: samples of steps " + std::to_string(samples.front().step) + " and " +
+           std::to_string(sample.step) + " logged as one step's");
+    if (!(sample.time > 0)) sample.time = now;
+    sample.prompt = storable_text(sample.prompt, kMaxSampleBytes);
+    sample.text = storable_text(sample.text, kMaxSampleBytes);
+  }
+  push(SampleBatch{std::move(samples)});
 }
 
 void RunWriter::log_system(std::vector<SystemRow> rows) {

@@ -115,9 +115,11 @@ class RunWriter {
   // One log interval: every rank's row for the step(s). Rows with time 0 get now.
   void log_metrics(std::vector<MetricRow> rows);
   void log_valid(ValidRow row);
-  // A validation step's generated text, made storable (user_text.h's storable_text, up to
-  // kMaxSampleBytes) rather than refused: it is the model's, not the user's.
-  void log_sample(Sample sample);
+  // A validation step's generated texts, one per prompt, all of the same step; each made
+  // storable (user_text.h's storable_text, up to kMaxSampleBytes) rather than refused: it is
+  // the model's, not the user's. Past kMaxSamplesPerStep, or of several steps, it throws
+  // kiln::Error in one line.
+  void log_samples(std::vector<Sample> samples);
   void log_system(std::vector<SystemRow> rows);
   // One logged step's routing, one load per MoE layer. Refused at once, in one line, when
   // check_expert_loads (expert_load.h) would be: past kMaxExpertLayers loads or

@@ -16,4 +16,7 @@ namespace kiln::store {
 std::vector<Sample> list_samples(Database& db, int64_t run_id, size_t limit,
                                  int64_t after_step = std::numeric_limits<int64_t>::min());
 
+// Every sample of the latest step that has any (one per prompt), by slot; none: empty.
+std::vector<Sample> latest_samples(Database& db, int64_t run_id);
+
 }  // namespace kiln::store

@@ -15,6 +15,7 @@
 #include "store/run_details.h"
 #include "store/run_queries.h"
 #include "store/run_writer.h"
+#include "store/sample_queries.h"
 #include "store/test_util.h"
 
 namespace kiln::store {
@@ -55,14 +56,14 @@ std::unique_ptr<Database> migrated_from(const std::string& path, size_t version,
     db.exec(sql);
   }
   auto db = open_store(path, Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), schema_version());
   return db;
 }
 
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 10);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
+  EXPECT_EQ(schema_version(), 11);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), schema_version());
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(db->query_int("PRAGMA synchronous"), 1);  // NORMAL
@@ -76,13 +77,13 @@ TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   // Reopening a current store changes nothing.
   db.reset();
   db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), schema_version());
 }
 
 TEST_F(SchemaTest, MigratesAnEmptyFileFromVersionZero) {
   spit(path(), "");  // what `touch kiln-runs.db` leaves: a version-0 SQLite database
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), schema_version());
   EXPECT_EQ(db->query_int("SELECT count(*) FROM runs"), 0);
 }
 
@@ -95,7 +96,7 @@ TEST_F(SchemaTest, VersionTwoAddsThePidAndScrubsTokensFromRecordedCommandLines) 
             "('plain', 'kiln train --name plain', 1)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), schema_version());
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'leaky'"),
             "kiln train --serve 0.0.0.0:8080 --token *** --set hub.api_key=***");
   EXPECT_EQ(db->query_text("SELECT command_line FROM runs WHERE name = 'plain'"), "kiln train --name plain");
@@ -113,7 +114,7 @@ TEST_F(SchemaTest, VersionThreeAddsHostMemoryAndSamplesAndKeepsOlderReadings) {
   EXPECT_FALSE(system[0].host_mem_used.has_value()) << "not measured before version 3";
   EXPECT_FALSE(system[0].host_mem_total.has_value());
   EXPECT_EQ(db->query_int("SELECT count(*) FROM samples"), 0);
-  EXPECT_FALSE(run_details(*db, 1).latest_sample.has_value());
+  EXPECT_TRUE(run_details(*db, 1).latest_samples.empty());
 }
 
 TEST_F(SchemaTest, VersionFourAddsExpertLoadsAndKeepsOlderRows) {
@@ -125,11 +126,11 @@ TEST_F(SchemaTest, VersionFourAddsExpertLoadsAndKeepsOlderRows) {
             "INSERT INTO valid_metrics (run_id, step, time, loss) VALUES (1, 4, 5, 2.75)");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), schema_version());
   const RunDetails details = run_details(*db, 1);
   EXPECT_EQ(details.run.name, "dense");
-  ASSERT_TRUE(details.latest_sample.has_value());
-  EXPECT_EQ(details.latest_sample->text, " upon");
+  ASSERT_EQ(details.latest_samples.size(), 1u);
+  EXPECT_EQ(details.latest_samples[0].text, " upon");
   ASSERT_EQ(list_valid(*db, 1).size(), 1u);
   EXPECT_DOUBLE_EQ(list_valid(*db, 1)[0].loss, 2.75);
   EXPECT_TRUE(details.latest_experts.empty()) << "a run from before version 4 has no experts";
@@ -146,7 +147,7 @@ TEST_F(SchemaTest, VersionFiveAddsTheAllToAllTimeToRowsAndBlocks) {
             "INSERT INTO metric_blocks (run_id, rank, block, aggregates) VALUES (1, 0, 0, zeroblob(680))");
   }
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(db->query_int("PRAGMA user_version"), 10);
+  EXPECT_EQ(db->query_int("PRAGMA user_version"), schema_version());
   Statement& st = db->cached("SELECT aggregates FROM metric_blocks WHERE run_id = 1");
   ASSERT_TRUE(st.step());
   const std::span<const std::byte> blob = st.blob(0);
@@ -265,6 +266,25 @@ TEST_F(SchemaTest, VersionNineRecordsHowASweepEndedAndOlderEndedSweepsReadEnded)
   EXPECT_NE(error_of([&] { db->exec("UPDATE sweeps SET status = 'finished'"); }), "(no error)");
 }
 
+TEST_F(SchemaTest, VersionElevenKeysSamplesByPromptAndKeepsOlderOnesAsTheFirst) {
+  auto db = migrated_from(path(), 10,
+                          "INSERT INTO runs (name, created_at) VALUES ('old', 1);"
+                          "INSERT INTO samples (run_id, step, time, prompt, text, temperature) "
+                          "VALUES (1, 4, 5, 'Once', ' upon', 0.8), (1, 8, 9, 'Once', ' a time', 0.8)");
+  const std::vector<Sample> samples = list_samples(*db, 1, 10);
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[1].step, 8);
+  EXPECT_EQ(samples[1].slot, 0);
+  EXPECT_EQ(samples[1].text, " a time");
+  EXPECT_DOUBLE_EQ(samples[1].temperature, 0.8);
+  db->exec("INSERT INTO samples (run_id, step, slot, time, prompt, text) VALUES (1, 8, 1, 9, 'Twice', ' more')");
+  EXPECT_EQ(latest_samples(*db, 1).size(), 2u);
+  EXPECT_NE(error_of([&] { db->exec("INSERT INTO samples (run_id, step, slot, time) VALUES (1, 8, 1, 10)"); }),
+            "(no error)") << "one sample per prompt and step";
+  db->exec("DELETE FROM runs");
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM samples"), 0) << "removed with their run";
+}
+
 TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
   make_store(path());
   std::vector<Migration> next(migrations().begin(), migrations().end());
@@ -272,12 +292,12 @@ TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
                   "CREATE TABLE extras (run_id INTEGER, x TEXT);"});
   Database db(path(), Access::ReadWrite);
   migrate(db, next);
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 11);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), schema_version() + 1);
   EXPECT_EQ(db.query_int("SELECT priority FROM runs WHERE name = 'first'"), 3);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM extras"), 0);
   migrate(db, next);  // already there: nothing to do
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 11);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), schema_version() + 1);
 }
 
 TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
@@ -287,7 +307,7 @@ TEST_F(SchemaTest, AFailedMigrationLeavesTheOldVersionWhole) {
   Database db(path(), Access::ReadWrite);
   EXPECT_EQ(error_of([&] { migrate(db, next); }),
             "store: " + path() + ": no such table: no_such_table");
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 10);
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), schema_version());
   EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_schema WHERE name = 'extras'"), 0);
   EXPECT_EQ(db.query_int("SELECT count(*) FROM metrics"), 2);
 }
@@ -296,15 +316,15 @@ TEST_F(SchemaTest, RefusesAStoreFromANewerKiln) {
   make_store(path());
   {
     Database db(path(), Access::ReadWrite);
-    db.exec("PRAGMA user_version = 11");
+    db.exec("PRAGMA user_version = 12");
   }
   const std::string expected =
-      "store: " + path() + " has schema version 11, newer than this kiln's 10; upgrade kiln";
+      "store: " + path() + " has schema version 12, newer than this kiln's 11; upgrade kiln";
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadWrite); }), expected);
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadOnly); }), expected);
   EXPECT_EQ(error_of([&] { RunWriter writer(path()); }), expected);
   Database db(path(), Access::ReadOnly);
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 11);  // untouched
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), 12);  // untouched
 }
 
 TEST_F(SchemaTest, ReadOnlyAccessNeverMigrates) {

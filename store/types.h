@@ -152,8 +152,11 @@ struct SystemRow {
 // progress can be read as well as plotted. The writer keeps the prompt and the text up to
 // kMaxSampleBytes each, so a queue of them stays bounded whatever train.sample_tokens says.
 inline constexpr size_t kMaxSampleBytes = 16 * 1024;
+// The prompts sampled at one step (the config's list is bounded the same: SamplePrompts::kMax).
+inline constexpr size_t kMaxSamplesPerStep = 16;
 struct Sample {
   int64_t step = 0;
+  int slot = 0;  // the prompt's place in train.sample_prompt
   double time = 0;  // 0: stamped when queued
   std::string prompt;
   std::string text;  // what the model wrote after the prompt

@@ -10,7 +10,7 @@ namespace {
 template <typename T>
 constexpr size_t kind_of = WriteItem(T{}).index();
 
-constexpr std::array<size_t, 5> kRecordKinds = {kind_of<ValidRow>, kind_of<Sample>, kind_of<Event>,
+constexpr std::array<size_t, 5> kRecordKinds = {kind_of<ValidRow>, kind_of<SampleBatch>, kind_of<Event>,
                                                 kind_of<Checkpoint>, kind_of<StatusChange>};
 
 bool is_record(const WriteItem& item) {
@@ -49,8 +49,8 @@ Dropped dropped_of(const WriteItem& item) {
     d.system_rows = static_cast<int64_t>(s->rows.size());
   } else if (std::holds_alternative<ValidRow>(item)) {
     d.valid_rows = 1;
-  } else if (std::holds_alternative<Sample>(item)) {
-    d.samples = 1;
+  } else if (const auto* batch = std::get_if<SampleBatch>(&item)) {
+    d.samples = static_cast<int64_t>(batch->samples.size());
   } else if (std::holds_alternative<Event>(item)) {
     d.events = 1;
   } else if (std::holds_alternative<Checkpoint>(item)) {

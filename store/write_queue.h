@@ -31,6 +31,11 @@ struct MetricBatch {
 struct SystemBatch {
   std::vector<SystemRow> rows;
 };
+// One validation step's samples, one per prompt: committed together, so a reader following
+// the run by step (the live stream) sees a step's samples all or none.
+struct SampleBatch {
+  std::vector<Sample> samples;
+};
 // One logged step's expert loads, every MoE layer's (RunWriter::log_expert_loads).
 struct ExpertBatch {
   std::vector<ExpertLoad> loads;
@@ -42,7 +47,7 @@ struct StatusChange {
 };
 struct Heartbeat {};
 
-using WriteItem = std::variant<MetricBatch, SystemBatch, ValidRow, Sample, Event, Checkpoint,
+using WriteItem = std::variant<MetricBatch, SystemBatch, ValidRow, SampleBatch, Event, Checkpoint,
                                StatusChange, Heartbeat, ExpertBatch>;
 
 // What thinning removed since the last commit.

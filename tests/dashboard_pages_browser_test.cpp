@@ -20,9 +20,9 @@ TEST(DashboardPagesBrowser, ProgressPanelsSamplesColumnsGroupsAndCompareGrid) {
   const std::string dir = fresh_dir("dashboard_pages_browser");
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
   // Two finished runs that differ in their learning rate and tags; small_run validates, and
-  // samples, at steps 3 and 6.
+  // samples, at steps 3 and 6, here after two prompts.
   const CommandResult sampled = run_command(kiln + " train --store " + store + " --name sampled --tag baseline" +
-                                            small_run(prefix));
+                                            small_run(prefix) + " --set 'train.sample_prompt=[\"Doc\", \"In\"]'");
   ASSERT_EQ(sampled.exit_code, 0) << sampled.output;
   const CommandResult faster = run_command(kiln + " train --store " + store + " --name faster --tag sweep" +
                                            small_run(prefix) + " --set train.lr=0.01");

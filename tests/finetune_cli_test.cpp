@@ -90,7 +90,7 @@ TEST(FinetuneCli, AnExportedModelLearnsTheRepliesOfChatData) {
   const CommandResult tuned = run_command(
       kiln + " finetune --model " + dir + "/hf --data " + kChats + " --chat-template " + kChatml + " --recipe " +
       KILN_SOURCE_DIR + "/configs/finetune-full.json --name tuned --checkpoint-dir " + dir + "/ckpt --store " + store +
-      " --prompt 'What is 3 plus 4?' --set train.steps=40 --set train.lr=0.003 --set train.eval_interval=20"
+      " --prompt 'What is 3 plus 4?' --prompt 'What is 9 minus 5?' --set train.steps=40 --set train.lr=0.003 --set train.eval_interval=20"
       " --set train.sample_tokens=16");
   ASSERT_EQ(tuned.exit_code, 0) << tuned.output;
   EXPECT_NE(tuned.output.find("kiln finetune: base: " + dir + "/hf (imported at " + dir + "/ckpt/tuned-base)"),
@@ -112,8 +112,15 @@ TEST(FinetuneCli, AnExportedModelLearnsTheRepliesOfChatData) {
   // The measured curve goes from about 4.6 to under 1 by step 40 (docs/finetune.md); a half is
   // far inside that, and far outside what a run that did not learn would show.
   EXPECT_LT(rows.back().loss, 0.5 * rows.front().loss);
+  // The reply to each prompt at each evaluation, the prompts rendered as the template asks.
   const std::vector<store::Sample> samples = store::list_samples(*db, run, 10);
-  EXPECT_EQ(samples.size(), 2u);  // the reply at each evaluation
+  ASSERT_EQ(samples.size(), 4u);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    EXPECT_EQ(samples[i].step, i < 2 ? 20 : 40);
+    EXPECT_EQ(samples[i].slot, static_cast<int>(i % 2));
+    EXPECT_EQ(samples[i].prompt, std::string("<|im_start|>user\n") + (i % 2 ? "What is 9 minus 5?" : "What is 3 plus 4?") +
+                                     "<|im_end|>\n<|im_start|>assistant\n");
+  }
 
   // The LoRA recipe on the same import and data: adapters train, the base stays frozen.
   const CommandResult lora = run_command(

@@ -42,7 +42,7 @@ std::string edges_store_with_a_run(const std::string& dir) {
   sample.prompt = "In the";
   sample.text = " beginning\n" + kHostile;
   sample.temperature = 1;
-  writer.log_sample(sample);
+  writer.log_samples({sample});
   writer.flush();
   return path;
 }

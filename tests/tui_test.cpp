@@ -479,6 +479,55 @@ TEST(Tui, ControlCharactersInATagAreShownNotObeyed) {
   EXPECT_NE(tmux.pane("#{pane_title}"), "owned");
 }
 
+// The run screen's samples pane: Tab goes from the ranks to the events, whose title says the
+// samples are next, then to the latest validation step's samples, one per prompt, a prompt's
+// text before the model's; a long text wraps to the screen and a control character in it is
+// shown, not obeyed.
+TEST(Tui, TabShowsTheLatestSamplesOnePerPrompt) {
+  const std::string dir = fresh_dir("tui_samples");
+  const std::string path = dir + "/runs.db";
+  {
+    store::RunWriter writer(path);
+    store::RunInfo info;
+    info.name = "sampled";
+    writer.create_run(info);
+    const auto at = [](int64_t step, int slot, std::string prompt, std::string text) {
+      store::Sample s;
+      s.step = step;
+      s.slot = slot;
+      s.prompt = std::move(prompt);
+      s.text = std::move(text);
+      s.temperature = 0.8;
+      return s;
+    };
+    writer.log_samples({at(10, 0, "In the beginning", " old text")});
+    writer.log_samples({at(20, 0, "In the beginning", " was the word" + std::string(30, '!') + " and more words"),
+                        at(20, 1, "And God said", " let there be\x1b]2;owned\x07 light")});
+    writer.finish(store::RunStatus::Completed);
+    writer.flush();
+  }
+  Tmux tmux("samples", kiln + " tui --store " + path, 60, 30);
+  std::string screen = tmux.wait_for({"sampled"});
+  tmux.keys("Enter");
+  screen = tmux.wait_for({"run 1 · sampled", "events (newest last) · Tab: samples at step 20"});
+  ASSERT_TRUE(shows(screen, "Tab: samples at step 20")) << screen;
+  tmux.keys("Tab");
+  tmux.keys("Tab");
+  screen = tmux.wait_for({"samples at step 20 (2 prompts, temperature 0.8)", "And God said"});
+  ASSERT_TRUE(shows(screen, "samples at step 20 (2 prompts, temperature 0.8)")) << screen;
+  EXPECT_TRUE(shows(screen, "In the beginning\n")) << screen;
+  EXPECT_TRUE(shows(screen, " was the word" + std::string(30, '!') + " and more\n")) << "wrapped at 56 columns\n" << screen;
+  EXPECT_TRUE(shows(screen, "let there be\\x1b]2;owned\\x07 light")) << screen;
+  EXPECT_FALSE(shows(screen, "old text")) << "only the latest step's";
+  EXPECT_LT(row_of(screen, "In the beginning"), row_of(screen, "And God said")) << screen;
+  EXPECT_NE(tmux.pane("#{pane_title}"), "owned");
+  expect_fits(screen, 60);
+  // Tab once more: back to the ranks, the events in their place again.
+  tmux.keys("Tab");
+  screen = tmux.wait_for({"events (newest last)"});
+  EXPECT_FALSE(shows(screen, "And God said")) << screen;
+}
+
 // The runs table's columns are as wide as their content: at 160 columns a run's tags and its
 // device show whole beside a short name (the name no longer takes the row's spare width from
 // them); at 100 the least useful columns drop out or are cut with an ellipsis, and every line

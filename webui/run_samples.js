@@ -1,5 +1,6 @@
-// The run page's samples: the text the model wrote at its validation steps, newest first,
-// each under its step. When a run has none, the config says why, and how to get them.
+// The run page's samples: the text the model wrote at its validation steps, newest step first,
+// each under its step, a step's prompts in the config's order (their slot). When a run has
+// none, the config says why, and how to get them.
 import { el } from "/api.js";
 
 const shown = 20;  // samples kept on the page (the API's default)
@@ -12,9 +13,14 @@ function whyNone(config) {
   return "No samples yet: the model writes at each validation step.";
 }
 
+const key = (s) => `${s.step}/${s.slot ?? 0}`;
+const newestFirst = (a, b) => b.dataset.step - a.dataset.step || a.dataset.slot - b.dataset.slot;
+
 function article(s) {
-  return el("article", { class: "sample", "data-step": s.step },
-    el("div", { class: "sample-step muted" }, `step ${s.step}`, s.temperature != null ? ` · temperature ${s.temperature}` : ""),
+  const slot = s.slot ?? 0;
+  return el("article", { class: "sample", "data-step": s.step, "data-slot": slot },
+    el("div", { class: "sample-step muted" }, `step ${s.step}`, slot > 0 ? ` · prompt ${slot + 1}` : "",
+      s.temperature != null ? ` · temperature ${s.temperature}` : ""),
     el("p", {}, el("b", {}, s.prompt), s.text));
 }
 
@@ -23,11 +29,11 @@ export function samplesSection(config) {
   const note = el("p", { class: "muted", id: "samples-note" }, whyNone(config));
   return {
     element: el("div", {}, note, list),
-    // Rows from the history or the live stream, in any order; a step already shown is skipped.
+    // Rows from the history or the live stream, in any order; a sample already shown is skipped.
     add(rows) {
-      const have = new Set([...list.children].map((a) => Number(a.dataset.step)));
-      const fresh = rows.filter((s) => !have.has(s.step)).map(article);
-      const kept = [...list.children, ...fresh].sort((a, b) => b.dataset.step - a.dataset.step).slice(0, shown);
+      const have = new Set([...list.children].map((a) => `${a.dataset.step}/${a.dataset.slot}`));
+      const fresh = rows.filter((s) => !have.has(key(s))).map(article);
+      const kept = [...list.children, ...fresh].sort(newestFirst).slice(0, shown);
       list.replaceChildren(...kept);
       note.hidden = kept.length > 0;
     },

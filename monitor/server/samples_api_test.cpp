@@ -23,7 +23,7 @@ store::Sample sample_at(int64_t step) {
 
 // The next message of a type, skipping others.
 TEST_F(ServerTest, ServesTheNewestSamplesOldestFirst) {
-  for (int64_t step = 1; step <= 30; ++step) live_writer_->log_sample(sample_at(step));
+  for (int64_t step = 1; step <= 30; ++step) live_writer_->log_samples({sample_at(step)});
   live_writer_->flush();
 
   const HttpResult r = get(port_, "/api/runs/beta/samples", {kAuth});
@@ -39,9 +39,12 @@ TEST_F(ServerTest, ServesTheNewestSamplesOldestFirst) {
   const auto two = get(port_, "/api/runs/beta/samples?limit=2", {kAuth}).json();
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(two[0]["step"], 29);
-  EXPECT_EQ(get(port_, "/api/runs/beta", {kAuth}).json()["latest_sample"]["step"], 30);
+  const auto latest = get(port_, "/api/runs/beta", {kAuth}).json()["latest_samples"];
+  ASSERT_EQ(latest.size(), 1u);
+  EXPECT_EQ(latest[0]["step"], 30);
+  EXPECT_EQ(latest[0]["slot"], 0);
   EXPECT_TRUE(get(port_, "/api/runs/alpha/samples", {kAuth}).json().empty());
-  EXPECT_TRUE(get(port_, "/api/runs/alpha", {kAuth}).json()["latest_sample"].is_null());
+  EXPECT_TRUE(get(port_, "/api/runs/alpha", {kAuth}).json()["latest_samples"].empty());
 
   for (const char* bad : {"limit=0", "limit=101", "limit=x"}) {
     const HttpResult refused = get(port_, std::string("/api/runs/beta/samples?") + bad, {kAuth});
@@ -54,19 +57,25 @@ TEST_F(ServerTest, ServesTheNewestSamplesOldestFirst) {
 }
 
 TEST_F(ServerTest, LiveStreamPushesNewSamples) {
-  live_writer_->log_sample(sample_at(5));
+  live_writer_->log_samples({sample_at(5)});
   live_writer_->flush();
   LiveClient client(port_, "/api/runs/beta/live", {kAuth});
   const auto hello = client.next();
   EXPECT_EQ(hello["type"], "hello");
   EXPECT_EQ(hello["last_sample_step"], 5);
 
-  live_writer_->log_sample(sample_at(10));
+  // A step sampled after two prompts: both arrive, in one message, in their order.
+  store::Sample second = sample_at(10);
+  second.slot = 1;
+  second.prompt = "And God said";
+  live_writer_->log_samples({sample_at(10), second});
   live_writer_->flush();
   const auto message = next_of(client, "samples");
-  ASSERT_EQ(message["rows"].size(), 1u);
+  ASSERT_EQ(message["rows"].size(), 2u);
   EXPECT_EQ(message["rows"][0]["step"], 10);
   EXPECT_EQ(message["rows"][0]["text"], " was the word at step 10");
+  EXPECT_EQ(message["rows"][1]["slot"], 1);
+  EXPECT_EQ(message["rows"][1]["prompt"], "And God said");
 }
 
 TEST_F(ServerTest, ListsRunsWithTheirConfigsWhenAsked) {

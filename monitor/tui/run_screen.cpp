@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "base/check.h"
+#include "base/terminal_text.h"
 #include "monitor/format/config_text.h"
 #include "monitor/format/figures.h"
 #include "monitor/tui/draw.h"
@@ -38,7 +39,8 @@ namespace {
 constexpr size_t kEvents = 50;
 constexpr int kLogTailLines = 12;
 
-enum class Pane { Ranks, Events };
+// Tab goes round them; the samples take the events' place while shown.
+enum class Pane { Ranks, Events, Samples };
 
 std::string millis(double ms) { return std::isnan(ms) ? kAbsent : fmt::format("{:.1f}", ms); }
 
@@ -202,18 +204,26 @@ class RunScreen final : public Screen {
     draw_plot(layout.plots_top, half, layout.plot_height, COLS - half, "tokens/s", {rate_.series}, theme);
     draw_experts_block(layout.experts_top, COLS, details_->latest_experts, theme);
     if (strip_rows > 0) draw_ranks_block(layout.experts_top + expert_rows, COLS, heat_, places_, slowest_rank(), theme);
-    draw_events(layout.events_top, height - layout.events_top, theme);
+    if (pane_ == Pane::Samples) {
+      draw_samples(layout.events_top, height - layout.events_top, theme);
+    } else {
+      draw_events(layout.events_top, height - layout.events_top, theme);
+    }
   }
 
   Outcome key(int key, Session& session) override {
     if (prompt_) return prompt_key(key, session);
     if (key == '\t') {
-      pane_ = pane_ == Pane::Ranks ? Pane::Events : Pane::Ranks;
+      const bool samples = details_ && !details_->latest_samples.empty();
+      pane_ = pane_ == Pane::Ranks ? Pane::Events : pane_ == Pane::Events && samples ? Pane::Samples : Pane::Ranks;
       return Outcome::handled();
     }
     if (!details_) return Outcome::ignored();
-    const size_t count = pane_ == Pane::Ranks ? details_->latest.size() : details_->events.size();
-    size_t& selected = pane_ == Pane::Ranks ? rank_selected_ : event_selected_;
+    // In the samples, the selection is the first line shown.
+    const size_t count = pane_ == Pane::Ranks    ? details_->latest.size()
+                         : pane_ == Pane::Events ? details_->events.size()
+                                                 : sample_scroll_lines_;
+    size_t& selected = pane_ == Pane::Ranks ? rank_selected_ : pane_ == Pane::Events ? event_selected_ : sample_first_;
     if (move_selection(key, count, 5, selected)) return Outcome::handled();
     using A = store::CommandAction;
     switch (key) {
@@ -256,7 +266,7 @@ class RunScreen final : public Screen {
             {"s", "stop gracefully (asks first)"},
             {"R", "release: checkpoint, end and free the devices, to resume later (asks first)"},
             {"K", "kill the processes this UI launched (asks first)"},
-            {"Tab", "switch between the ranks and events panes (arrows scroll)"},
+            {"Tab", "switch the ranks, events and samples panes (arrows scroll)"},
             {"", "commands go through the store's queue; the run acts"},
             {"", "at its next step boundary and records an event"}};
   }
@@ -381,7 +391,11 @@ class RunScreen final : public Screen {
   void draw_events(int row, int height, const Theme& theme) {
     if (height < 2) return;
     const auto& events = details_->events;
-    put(row, 1, "events (newest last)", COLS - 2, pane_ == Pane::Events ? A_BOLD : theme.attr(Tone::Dim));
+    const auto& samples = details_->latest_samples;
+    put(row, 1,
+        samples.empty() ? std::string("events (newest last)")
+                        : fmt::format("events (newest last) · Tab: samples at step {}", samples.front().step),
+        COLS - 2, pane_ == Pane::Events ? A_BOLD : theme.attr(Tone::Dim));
     const size_t visible = static_cast<size_t>(height - 1);
     // Unless the user scrolls, the newest events show, as many as fit.
     if (pane_ != Pane::Events) {
@@ -401,6 +415,44 @@ class RunScreen final : public Screen {
       col += put(y, 2 + col, pad_left_aligned(e.kind, 10) + " ", COLS - 2 - col,
                  sel ? sel : theme.attr(event_tone(e.kind)));
       put(y, 2 + col, e.message, COLS - 2 - col, sel);
+    }
+  }
+
+  // What the model wrote at the latest validation step, after each prompt: the prompt's lines
+  // dim, the model's plain, wrapped to the screen; arrows scroll when they pass the rows.
+  void draw_samples(int row, int height, const Theme& theme) {
+    if (height < 2) return;
+    const auto& samples = details_->latest_samples;
+    if (samples.empty()) {
+      pane_ = Pane::Ranks;
+      return draw_events(row, height, theme);
+    }
+    put(row, 1,
+        fmt::format("samples at step {} ({} prompt{}, temperature {:g}) · Tab: ranks", samples.front().step,
+                    samples.size(), samples.size() == 1 ? "" : "s", samples.front().temperature),
+        COLS - 2, A_BOLD);
+    std::vector<std::pair<std::string, Tone>> lines;
+    const auto add = [&](const std::string& text, Tone tone) {
+      for (size_t start = 0; start <= text.size();) {
+        const size_t end = std::min(text.find('\n', start), text.size());
+        // Escaped before wrapping, so a line is as wide as it is drawn.
+        const auto wrapped = wrap(terminal_line(std::string_view(text).substr(start, end - start)), COLS - 4);
+        if (wrapped.empty()) lines.emplace_back("", tone);
+        for (const std::string& line : wrapped) lines.emplace_back(line, tone);
+        start = end + 1;
+      }
+    };
+    for (const store::Sample& s : samples) {
+      if (s.slot > 0) lines.emplace_back("", Tone::Plain);
+      add(s.prompt, Tone::Dim);
+      add(s.text, Tone::Plain);
+    }
+    const size_t visible = static_cast<size_t>(height - 1);
+    sample_scroll_lines_ = lines.size() > visible ? lines.size() - visible + 1 : 1;
+    sample_first_ = std::min(sample_first_, sample_scroll_lines_ - 1);
+    for (size_t k = 0; k < visible && sample_first_ + k < lines.size(); ++k) {
+      const auto& [text, tone] = lines[sample_first_ + k];
+      put(row + 1 + static_cast<int>(k), 2, text, COLS - 4, theme.attr(tone));
     }
   }
 
@@ -461,6 +513,7 @@ class RunScreen final : public Screen {
   Curve loss_, rate_;
   Pane pane_ = Pane::Ranks;
   size_t rank_selected_ = 0, rank_first_ = 0, event_selected_ = 0, event_first_ = 0;
+  size_t sample_first_ = 0, sample_scroll_lines_ = 1;  // the samples' first line shown, of how many firsts
   std::optional<Prompt> prompt_;
   Question question_ = Question::Stop;
 };

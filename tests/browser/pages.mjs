@@ -2,7 +2,7 @@
 // pages tell a new user, each figure checked against the API's:
 //   node pages.mjs URL LIVE_RUN SAMPLED_RUN OTHER_RUN SCREENSHOT_DIR
 // SAMPLED_RUN and OTHER_RUN are finished CPU runs (tags baseline and sweep, other learning
-// rates, samples at steps 3 and 6); LIVE_RUN trains until stopped, sampling every 50 steps.
+// rates; SAMPLED_RUN's samples after two prompts at steps 3 and 6); LIVE_RUN trains until stopped, sampling every 50 steps.
 // Runs table: a favicon, the table fits a 1400-px window, a column hides and a config key
 // becomes one (both remembered), rows filter by a config value and group by tag or config key.
 // Run page: planned steps, elapsed time and ETA; slower than planned marked only for a slowdown
@@ -123,11 +123,13 @@ try {
 
   const stored = await api(`api/runs/${sampled}/samples`);
   const shown = await page.locator("#samples article").evaluateAll((articles) =>
-    articles.map((a) => ({ step: Number(a.dataset.step), text: a.querySelector("p").textContent })));
-  expect(shown.map((s) => s.step).join() === "6,3", `samples shown at steps ${shown.map((s) => s.step)}`);
+    articles.map((a) => ({ step: Number(a.dataset.step), slot: Number(a.dataset.slot), text: a.querySelector("p").textContent })));
+  const order = shown.map((s) => `${s.step}/${s.slot}`).join();
+  expect(order === "6/0,6/1,3/0,3/1", `samples shown as step/prompt ${order}`);
+  expect(stored.length === 4, `${stored.length} samples stored instead of 4`);
   for (const s of stored) {
-    const on = shown.find((x) => x.step === s.step);
-    expect(on && on.text === s.prompt + s.text, `sample at step ${s.step}: ${on?.text} instead of ${s.prompt + s.text}`);
+    const on = shown.find((x) => x.step === s.step && x.slot === s.slot);
+    expect(on && on.text === s.prompt + s.text, `sample ${s.slot} at step ${s.step}: ${on?.text} instead of ${s.prompt + s.text}`);
   }
 
   // --- The live run: ETA, buttons that match the status, samples arriving ---

@@ -158,7 +158,7 @@ const std::vector<std::string> kRequired = {"n_layer", "n_head", "d_model", "voc
                                             "seq_len"};  // all in model
 constexpr int kByteVocab = 257;  // 256 byte values + end-of-document
 
-enum class Kind { Integer, Number, Bool, String, StringList };
+enum class Kind { Integer, Number, Bool, String, StringList, Prompts };
 
 template <class T>
 constexpr Kind kind_of() {
@@ -166,6 +166,7 @@ constexpr Kind kind_of() {
   else if constexpr (std::is_integral_v<T>) return Kind::Integer;
   else if constexpr (std::is_floating_point_v<T>) return Kind::Number;
   else if constexpr (std::is_same_v<T, std::string>) return Kind::String;
+  else if constexpr (std::is_same_v<T, SamplePrompts>) return Kind::Prompts;
   else {
     static_assert(std::is_same_v<T, std::vector<std::string>>);
     return Kind::StringList;
@@ -349,6 +350,21 @@ void read_value(const std::string& name, const json& v, T& out) {
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (!v.is_string()) type_error(name, "a string", v);
     out = v.get<std::string>();
+  } else if constexpr (std::is_same_v<T, SamplePrompts>) {
+    const auto bad = [&] { type_error(name, "a string or a non-empty array of strings", v); };
+    if (v.is_string()) {
+      out.texts = {v.get<std::string>()};
+      return;
+    }
+    if (!v.is_array() || v.empty()) bad();
+    if (v.size() > SamplePrompts::kMax)
+      fail("config: " + name + " lists " + std::to_string(v.size()) + " prompts; at most " +
+           std::to_string(SamplePrompts::kMax) + " are sampled");
+    out.texts.clear();
+    for (const json& text : v) {
+      if (!text.is_string()) bad();
+      out.texts.push_back(text.get<std::string>());
+    }
   } else {
     // A list, always: `--set data.paths=foo` is a slip for ["foo"] more often than a choice.
     if (!v.is_array()) type_error(name, "an array of strings, e.g. [\"data/kjv-bpe\"]", v);
@@ -699,6 +715,11 @@ json read_json_file(const std::string& path) {
 
 }  // namespace
 
+void to_json(json& j, const SamplePrompts& prompts) {
+  // One prompt is written as configs always wrote it.
+  j = prompts.texts.size() == 1 ? json(prompts.first()) : json(prompts.texts);
+}
+
 bool MoeConfig::is_moe_layer(int layer) const {
   if (!enabled()) return false;
   if (layers.empty()) return layer % layer_freq == 0;
@@ -780,7 +801,8 @@ void apply_override(json& j, const std::string& assignment) {
   if (value.is_discarded()) value = text;
   // A string key takes the text as written, so data.split=100 is "100", not the number 100.
   const Field* field = find_field(section, key);
-  const bool string_key = field && (field->kind == Kind::String || field->kind == Kind::StringList);
+  const bool string_key =
+      field && (field->kind == Kind::String || field->kind == Kind::StringList || field->kind == Kind::Prompts);
   if (string_key && !value.is_string() && !value.is_array()) value = text;
 
   if (j.is_null()) j = json::object();

@@ -97,6 +97,17 @@ struct ModelConfig {
   int64_t padded_vocab() const;
 };
 
+// train.sample_prompt: the prompts the model continues at each validation step, written as
+// one JSON string (the common case, and every config before several were allowed) or an
+// array of strings; "" is a new document. kiln generate's default is the first.
+struct SamplePrompts {
+  static constexpr size_t kMax = 16;  // each costs train.sample_tokens decode steps per validation
+  std::vector<std::string> texts{""};
+  const std::string& first() const { return texts.front(); }
+  bool operator==(const SamplePrompts&) const = default;
+};
+void to_json(nlohmann::json& j, const SamplePrompts& prompts);
+
 struct TrainConfig {
   int64_t steps = 1000;
   int global_batch = 8;  // sequences per optimizer step
@@ -126,7 +137,7 @@ struct TrainConfig {
   int checkpoint_keep = 0;              // keep the newest N checkpoints of a run; 0: all
   int checkpoint_failures = 3;          // the run fails when this many checkpoints in a row cannot be written
   int sample_tokens = 0;  // after training, generate this many tokens
-  std::string sample_prompt;
+  SamplePrompts sample_prompt;
   double sample_temperature = 0.8;
 };
 

@@ -269,13 +269,13 @@ TEST(Config, Overrides) {
   EXPECT_EQ(c.store.path, "runs.db");
   EXPECT_EQ(c.model.arch, "llama");
   EXPECT_EQ(c.model.n_layer, 6);
-  EXPECT_EQ(c.train.sample_prompt, "x=1, y=2");
+  EXPECT_EQ(c.train.sample_prompt.texts, (std::vector<std::string>{"x=1, y=2"}));
 }
 
 TEST(Config, StringKeysKeepTheTextAsWritten) {
   EXPECT_EQ(with({"data.split=100"}).data.split, "100");
-  EXPECT_EQ(with({"train.sample_prompt=42"}).train.sample_prompt, "42");
-  EXPECT_EQ(with({"train.sample_prompt=\"quoted\""}).train.sample_prompt, "quoted");
+  EXPECT_EQ(with({"train.sample_prompt=42"}).train.sample_prompt.first(), "42");
+  EXPECT_EQ(with({"train.sample_prompt=\"quoted\""}).train.sample_prompt.first(), "quoted");
   EXPECT_EQ(with({"store.path="}).store.path, "");
 }
 
@@ -319,12 +319,32 @@ TEST(Config, MalformedOverrides) {
   EXPECT_THROW(apply_override(j, "train.lr=1"), Error);
 }
 
+// One prompt or several: a string is one (as every config before lists were), an array is
+// several, each sampled at every validation; written back as it was given.
+TEST(Config, SamplePromptIsOneStringOrAListOfThem) {
+  EXPECT_EQ(with({}).train.sample_prompt.texts, (std::vector<std::string>{""})) << "a new document";
+  const Config two = with({"train.sample_prompt=[\"In the\", \"And\"]"});
+  EXPECT_EQ(two.train.sample_prompt.texts, (std::vector<std::string>{"In the", "And"}));
+  EXPECT_EQ(two.train.sample_prompt.first(), "In the");
+  EXPECT_EQ(config_to_json(two)["train"]["sample_prompt"], json::array({"In the", "And"}));
+  EXPECT_EQ(config_to_json(with({"train.sample_prompt=Doc"}))["train"]["sample_prompt"], "Doc");
+  EXPECT_EQ(error_of({"train.sample_prompt=[]"}),
+            "config: train.sample_prompt must be a string or a non-empty array of strings, got []");
+  EXPECT_EQ(error_of({"train.sample_prompt=[\"a\", 2]"}),
+            "config: train.sample_prompt must be a string or a non-empty array of strings, got [\"a\",2]");
+  json many = json::array();
+  for (size_t i = 0; i <= SamplePrompts::kMax; ++i) many.push_back("p" + std::to_string(i));
+  EXPECT_EQ(error_of({"train.sample_prompt=" + many.dump()}),
+            "config: train.sample_prompt lists 17 prompts; at most 16 are sampled");
+}
+
 TEST(Config, RoundTrips) {
   for (const std::vector<std::string>& overrides : std::vector<std::vector<std::string>>{
            {},
            {"model.arch=llama", "model.n_kv_head=2", "model.d_ff=100", "train.seed=18446744073709551615",
             "train.lr=1.2345678901234567e-4", "data.paths=[\"x\",\"y\"]", "parallel.distributed_optimizer=true",
-            "train.sample_prompt=\"hi\\nthere\""}}) {
+            "train.sample_prompt=\"hi\\nthere\""},
+           {"train.sample_prompt=[\"a\", \"b\\nc\"]"}}) {
     const Config c = with(overrides);
     const json j = config_to_json(c);
     EXPECT_EQ(config_to_json(config_from_json(j)), j);

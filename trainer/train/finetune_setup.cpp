@@ -113,11 +113,15 @@ FinetunePlan plan_finetune(const FinetuneRequest& request, std::FILE* progress) 
   const std::string prefix = data_prefix(request, base.data.tokenizer, progress, plan.lines);
   plan.overrides.push_back("data.paths=" + json::array({prefix}).dump());
   plan.overrides.push_back("train.checkpoint_dir=" + request.checkpoint_dir);
-  if (!request.prompt.empty()) {
+  if (!request.prompts.empty()) {
     const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(base.data.tokenizer);
     const ChatEncoder chat(request.chat, base.data.tokenizer, *tokenizer);
-    plan.overrides.push_back("train.sample_prompt=" + chat.reply_prompt(request.prompt));
-    plan.lines.push_back("sampled at each evaluation: the reply to " + json(request.prompt).dump());
+    json prompts = json::array();
+    for (const std::string& message : request.prompts) {
+      prompts.push_back(chat.reply_prompt(message));
+      plan.lines.push_back("sampled at each evaluation: the reply to " + json(message).dump());
+    }
+    plan.overrides.push_back("train.sample_prompt=" + prompts.dump());
   }
   for (const std::string& o : request.overrides) plan.overrides.push_back(o);
   if (!request.recipe.empty()) plan.lines.push_back("recipe: " + request.recipe);

@@ -20,7 +20,7 @@ struct FinetuneRequest {
   std::string name = "finetune";  // the run's; the import and the prepared data are named after it
   std::string checkpoint_dir = "checkpoints";
   ChatDataOptions chat;  // format chat or instruct, --chat-template, the keys
-  std::string prompt;  // a user message whose reply is sampled at each evaluation; "": none
+  std::vector<std::string> prompts;  // user messages whose replies are sampled at each evaluation
   std::vector<std::string> overrides;  // --set, last
 };
 

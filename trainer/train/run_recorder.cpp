@@ -83,7 +83,7 @@ void RunRecorder::log_valid(int64_t step, double loss) {
   writer_.log_valid(row);
 }
 
-void RunRecorder::log_sample(store::Sample sample) { writer_.log_sample(std::move(sample)); }
+void RunRecorder::log_samples(std::vector<store::Sample> samples) { writer_.log_samples(std::move(samples)); }
 
 void RunRecorder::log_expert_loads(std::vector<store::ExpertLoad> loads) {
   writer_.log_expert_loads(std::move(loads));

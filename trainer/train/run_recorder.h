@@ -64,7 +64,7 @@ class RunRecorder {
   // row, this process's system readings too.
   void log_step(const store::MetricRow& row);
   void log_valid(int64_t step, double loss);
-  void log_sample(store::Sample sample);
+  void log_samples(std::vector<store::Sample> samples);
   // Rank 0, once per logged step: one load per MoE layer, summed over the step's
   // micro-batches and the data-parallel ranks. Past the store's bounds (store/types.h:
   // kMaxExpertLayers, kMaxExpertsPerLayer) or with a negative count it throws kiln::Error

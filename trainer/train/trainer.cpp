@@ -214,12 +214,14 @@ TrainSummary Trainer::run() {
                    : "sample its checkpoint with kiln generate --checkpoint " + summary.last_checkpoint);
   } else if (sample && is_first_rank()) {
     const TrainConfig& t = config_.train;
-    const std::string text = generate(*model_, data_->tokenizer(), t.sample_prompt, t.sample_tokens,
-                                      t.sample_temperature, t.seed);
     // As kiln generate writes it: escaped for a terminal, unchanged into a log or a pipe.
     const bool terminal = ::isatty(::fileno(out_)) == 1;
-    fmt::print(out_, "--- sample (temperature {}) ---\n{}\n---\n", t.sample_temperature,
-               terminal ? terminal_block(text) : text);
+    for (const std::string& prompt : t.sample_prompt.texts) {
+      const std::string text =
+          generate(*model_, data_->tokenizer(), prompt, t.sample_tokens, t.sample_temperature, t.seed);
+      fmt::print(out_, "--- sample (temperature {}) ---\n{}\n---\n", t.sample_temperature,
+                 terminal ? terminal_block(text) : text);
+    }
   }
   std::fflush(out_);
   return summary;
@@ -329,7 +331,7 @@ void Trainer::train_loop(TrainSummary& summary) {
 void Trainer::validate(int64_t step, TrainSummary& summary) {
   const Clock::time_point eval_start = Clock::now();
   std::tie(summary.valid_loss, summary.valid_nats_per_byte) = steps_->evaluate();
-  if (sampler_) recorder_->log_sample(sampler_->sample(step));
+  if (sampler_) recorder_->log_samples(sampler_->samples(step));
   interval_.set_aside(seconds_since(eval_start));
   fmt::print(out_,
              "eval step {} | valid loss {:.4f} | {:.3f} bits per token | {:.4f} nats per "

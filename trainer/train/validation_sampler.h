@@ -1,6 +1,6 @@
 // Text generated at each validation step for the run store, so a run's page shows what the
-// model writes as it learns beside its loss: train.sample_tokens tokens after
-// train.sample_prompt at train.sample_temperature, as the end-of-run sample draws them.
+// model writes as it learns beside its loss: train.sample_tokens tokens after each of
+// train.sample_prompt's prompts at train.sample_temperature, as the end-of-run sample draws them.
 //
 // Every sample draws with the run's seed, so the text changes from one step to the next
 // because the model did, not the draw. The decoder (its key/value cache) is made with the
@@ -9,7 +9,7 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+#include <vector>
 
 #include "store/types.h"
 #include "trainer/config/config.h"
@@ -23,13 +23,13 @@ class ValidationSampler {
  public:
   ValidationSampler(const GptModel& model, const Tokenizer& tokenizer, const TrainConfig& train);
 
-  // What the model writes now, as the store keeps it for `step`.
-  store::Sample sample(int64_t step);
+  // What the model writes now after each prompt, as the store keeps them for `step`.
+  std::vector<store::Sample> samples(int64_t step);
 
  private:
   GptDecoder decoder_;
   const Tokenizer& tokenizer_;
-  std::string prompt_;
+  SamplePrompts prompts_;
   int tokens_;
   double temperature_;
   uint64_t seed_;
