@@ -43,14 +43,6 @@ fs::path folder_of(const std::string& tokenizer_spec) {
   return fs::is_directory(tokenizer_spec, ec) ? fs::path(tokenizer_spec) : fs::path(tokenizer_spec).parent_path();
 }
 
-// The folder's tokenizer_config.json, parsed; null where the spec has none.
-json read_config(const std::string& tokenizer_spec, const std::string& where) {
-  std::error_code ec;
-  if (tokenizer_spec == "byte" || !fs::exists(where, ec)) return nullptr;
-  const json config = json::parse(read_small_file(where, kMaxConfigBytes, true, "tokenizer config"), nullptr, false);
-  if (!config.is_object()) fail(where + ": not a JSON object");
-  return config;
-}
 
 SpecialTokenTexts texts_of(const json& config, const std::string& where) {
   SpecialTokenTexts out;
@@ -65,11 +57,24 @@ SpecialTokenTexts texts_of(const json& config, const std::string& where) {
   return out;
 }
 
+std::string config_path(const std::string& tokenizer_spec) {
+  return (folder_of(tokenizer_spec) / "tokenizer_config.json").string();
+}
+
 }  // namespace
 
+json read_tokenizer_config(const std::string& tokenizer_spec) {
+  std::error_code ec;
+  const std::string where = config_path(tokenizer_spec);
+  if (tokenizer_spec == "byte" || !fs::exists(where, ec)) return nullptr;
+  const json config = json::parse(read_small_file(where, kMaxConfigBytes, true, "tokenizer config"), nullptr, false);
+  if (!config.is_object()) fail(where + ": not a JSON object");
+  return config;
+}
+
 SpecialTokenTexts read_special_token_texts(const std::string& tokenizer_spec) {
-  const std::string where = (folder_of(tokenizer_spec) / "tokenizer_config.json").string();
-  const json config = read_config(tokenizer_spec, where);
+  const std::string where = config_path(tokenizer_spec);
+  const json config = read_tokenizer_config(tokenizer_spec);
   return config.is_null() ? SpecialTokenTexts{} : texts_of(config, where);
 }
 
@@ -77,8 +82,8 @@ ChatTemplateSource read_chat_template(const std::string& tokenizer_spec, const s
   std::error_code ec;
   const fs::path folder = folder_of(tokenizer_spec);
   ChatTemplateSource out;
-  const std::string where = (folder / "tokenizer_config.json").string();
-  const json config = read_config(tokenizer_spec, where);
+  const std::string where = config_path(tokenizer_spec);
+  const json config = read_tokenizer_config(tokenizer_spec);
   if (!config.is_null()) {
     const SpecialTokenTexts tokens = texts_of(config, where);
     out.bos_token = tokens.bos;

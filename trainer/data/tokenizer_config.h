@@ -5,9 +5,15 @@
 // --format chat` renders conversations with them (docs/finetune.md).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace kiln {
+
+// The tokenizer_config.json beside a tokenizer spec (a folder, or a tokenizer.json whose folder
+// is read), parsed (up to 16 MiB); null where there is none (and for the byte tokenizer); a
+// kiln::Error in one line naming the file when it is not a JSON object.
+nlohmann::json read_tokenizer_config(const std::string& tokenizer_spec);
 
 // The texts of bos_token, eos_token and pad_token (each a string, an AddedToken object or null:
 // "" for none) and add_bos_token.

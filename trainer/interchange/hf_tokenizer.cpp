@@ -1,10 +1,10 @@
 #include "trainer/interchange/hf_tokenizer.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "trainer/checkpoint/durable_file.h"
+#include "trainer/data/tokenizer_config.h"
 
 namespace kiln {
 
@@ -52,15 +52,13 @@ std::vector<std::string> write_hf_tokenizer(const std::string& spec, const Token
     if (f.name == "chat_template.jinja") {
       fs::copy_file(f.source, fs::path(dir) / f.name, fs::copy_options::overwrite_existing);
       written.push_back(f.name);
-      continue;
     }
-    // The tokenizer's own config (an import's) is what it was read with: its special tokens, its
-    // add_bos_token and chat template go back as they came; the context is the model's.
-    const nlohmann::json source = nlohmann::json::parse(std::ifstream(f.source), nullptr, false);
-    if (source.is_object()) {
-      config = source;
-      config["model_max_length"] = max_length;
-    }
+  }
+  // The tokenizer's own config (an import's) is what it was read with: its special tokens, its
+  // add_bos_token and chat template go back as they came; the context is the model's.
+  if (nlohmann::json source = read_tokenizer_config(spec); !source.is_null()) {
+    config = std::move(source);
+    config["model_max_length"] = max_length;
   }
   write_file_atomically((fs::path(dir) / "tokenizer_config.json").string(), config.dump(2) + "\n");
   written.push_back("tokenizer_config.json");
