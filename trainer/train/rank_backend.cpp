@@ -6,6 +6,7 @@
 
 #include "trainer/parallel/device_world.h"
 #include "trainer/parallel/group_communicator.h"
+#include "trainer/parallel/host_spans.h"
 #include "trainer/train/backend.h"
 
 namespace kiln {
@@ -78,7 +79,11 @@ void RankBackend::place_ranks() {
   if (device_world_) mine.bus_id = cuda_pci_bus_id(gpu_);
 #endif
   places_ = gather_rank_gpus(world_, mine);
-  if (world_.rank() != 0 || !device_world_) return;
+  if (world_.rank() != 0) return;
+  std::vector<std::string> hosts;
+  for (const RankGpu& p : places_) hosts.push_back(p.host);
+  for (const std::string& line : describe_host_spans(layout_, hosts)) fmt::print(out_, "kiln: {}\n", line);
+  if (!device_world_) return;
   for (const std::string& line : describe_rank_gpus(places_)) fmt::print(out_, "kiln: {}\n", line);
   const bool staged = resolve_device_comm(config_.parallel.device_comm) == "mpi";
   fmt::print(out_, "kiln: GPU tensors move between ranks {}\n",

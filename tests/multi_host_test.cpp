@@ -1,0 +1,84 @@
+// End-to-end over several hosts on one machine (tests/netns_hosts.h): kiln train launched by
+// mpirun across network namespaces of their own host names trains the one-process curve, says
+// which of its groups cross hosts, and records each rank's host in the store.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "store/rank_places.h"
+#include "store/run_queries.h"
+#include "store/schema.h"
+#include "tests/corpus_fixture.h"
+#include "tests/netns_hosts.h"
+#include "tests/run_command.h"
+
+namespace kiln::test {
+namespace {
+
+// A global batch of 8 over 10 steps, every step's loss printed.
+std::string args(const std::string& prefix) {
+  return small_run(prefix) + " --set train.global_batch=8 --set train.steps=10 --set train.log_interval=1";
+}
+
+void expect_same_curve(const std::string& single, const std::string& spread) {
+  const std::vector<double> want = printed_losses(single), got = printed_losses(spread);
+  ASSERT_EQ(want.size(), 14u) << single;  // 10 steps, validations at 3, 6, 9 and 10
+  ASSERT_EQ(got.size(), want.size()) << spread;
+  // fp32 sums in another order, as the layouts on one host (layout_equivalence_test.cpp).
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_LE(std::abs(got[i] - want[i]), 1e-4 * want[i] + 5e-5) << "loss " << i;
+}
+
+std::vector<std::string> recorded_hosts(const std::string& store_path, const std::string& run) {
+  auto db = store::open_store(store_path, store::Access::ReadOnly);
+  std::vector<std::string> hosts;
+  for (const store::RankPlace& p : store::list_rank_places(*db, store::resolve_run(*db, run))) hosts.push_back(p.host);
+  return hosts;
+}
+
+TEST(MultiHost, TensorAndDataParallelOnTwoHostsOfTwoRanks) {
+  NetnsHosts hosts('t', 2);
+  if (!hosts.up()) GTEST_SKIP() << hosts.why_not();
+  const std::string dir = fresh_dir("multi_host_tp");
+  const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
+  const CommandResult single = run_command(kiln + " train --no-store" + args(prefix));
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  // Two ranks a host: each tensor pair on one host, the data-parallel pairs across.
+  const CommandResult spread = run_command(hosts.mpirun() + "-np 4 --map-by ppr:2:node " + kiln + " train --store " +
+                                           store + " --name spread" + args(prefix) + " --set parallel.tp=2");
+  ASSERT_EQ(spread.exit_code, 0) << spread.output;
+  EXPECT_NE(spread.output.find("kiln: 2 hosts: " + hosts.host(0) + " ranks 0-1; " + hosts.host(1) + " ranks 2-3\n"
+                               "kiln: tensor groups within a host\n"
+                               "kiln: data-parallel groups cross hosts: their collectives go over the network\n"),
+            std::string::npos)
+      << spread.output;
+  expect_same_curve(single.output, spread.output);
+  EXPECT_EQ(recorded_hosts(store, "spread"),
+            (std::vector<std::string>{hosts.host(0), hosts.host(0), hosts.host(1), hosts.host(1)}));
+}
+
+TEST(MultiHost, PipelineAndDataParallelOnFourHostsOfOneRank) {
+  NetnsHosts hosts('p', 4);
+  if (!hosts.up()) GTEST_SKIP() << hosts.why_not();
+  const std::string dir = fresh_dir("multi_host_pp");
+  const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db";
+  const std::string model = " --set model.n_layer=2";
+  const CommandResult single = run_command(kiln + " train --no-store" + args(prefix) + model);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const CommandResult spread = run_command(hosts.mpirun() + "-np 4 --map-by ppr:1:node " + kiln + " train --store " +
+                                           store + " --name staged" + args(prefix) + model + " --set parallel.pp=2");
+  ASSERT_EQ(spread.exit_code, 0) << spread.output;
+  EXPECT_NE(spread.output.find("kiln: 4 hosts: " + hosts.host(0) + " rank 0; " + hosts.host(1) + " rank 1; " +
+                               hosts.host(2) + " rank 2; " + hosts.host(3) + " rank 3\n"
+                               "kiln: data-parallel and pipeline groups cross hosts: their collectives go over the "
+                               "network\n"),
+            std::string::npos)
+      << spread.output;
+  expect_same_curve(single.output, spread.output);
+  EXPECT_EQ(recorded_hosts(store, "staged"),
+            (std::vector<std::string>{hosts.host(0), hosts.host(1), hosts.host(2), hosts.host(3)}));
+}
+
+}  // namespace
+}  // namespace kiln::test
