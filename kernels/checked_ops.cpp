@@ -61,6 +61,16 @@ void CheckedOps::take_columns(const Tensor& out, const Tensor& x, int64_t first,
   backend_->take_columns(out, x, first, factor);
 }
 
+void CheckedOps::dropout(const Tensor& out, const Tensor& x, const DropoutMask& mask, bool accumulate) {
+  KILN_CHECK(out.dtype == x.dtype && out.shape.rows() == x.shape.rows() && out.shape.cols() == x.shape.cols(),
+             "dropout: " + x.shape.str() + " -> " + out.shape.str());
+  KILN_CHECK(mask.p >= 0 && mask.p < 1, "dropout: p=" + std::to_string(mask.p) + " outside [0, 1)");
+  KILN_CHECK(mask.tokens > 0 && x.shape.rows() % mask.tokens == 0 && mask.run > 0 && mask.tokens <= 2 * mask.run &&
+                 mask.first_feature >= 0 && mask.first_feature + x.shape.cols() <= mask.features,
+             "dropout: the mask does not name x's " + x.shape.str() + " elements");
+  backend_->dropout(out, x, mask, accumulate);
+}
+
 void CheckedOps::bias_backward(const Tensor& dbias, const Tensor& dout) {
   KILN_CHECK(dout.shape.cols() == dbias.numel(), "bias_backward: width mismatch");
   backend_->bias_backward(dbias, dout);

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "kernels/counter_random.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/optimizer_scalars.h"
 #include "kernels/tensor.h"
 
@@ -152,6 +153,10 @@ class Ops {
   virtual void add_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) = 0;
   // out[N, c] = factor * columns [first, first + c) of x[N, C] (overwrites).
   virtual void take_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) = 0;
+  // out[N, C] = x[N, C] with the elements the mask drops zeroed and the rest multiplied by
+  // mask.factor() (+ out when accumulate): a LoRA adapter's dropout of its input, and the same
+  // of the input's gradient in backward (kernels/dropout_mask.h).
+  virtual void dropout(const Tensor& out, const Tensor& x, const DropoutMask& mask, bool accumulate) = 0;
   // sum[0] += the sum of squares of x (F32 or F64), accumulated in double: the square of the
   // gradient norm. sum is an F64 view of one value in the backend's memory (one of the
   // optimizer's scalars); nothing waits for the device.

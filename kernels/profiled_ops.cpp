@@ -135,6 +135,10 @@ void ProfiledOps::take_columns(const Tensor& out, const Tensor& x, int64_t first
   timed("take_columns", label(x), 0, 2 * bytes(out), [&] { inner_.take_columns(out, x, first, factor); });
 }
 
+void ProfiledOps::dropout(const Tensor& out, const Tensor& x, const DropoutMask& mask, bool accumulate) {
+  timed("dropout", label(x), 0, (accumulate ? 3 : 2) * bytes(out), [&] { inner_.dropout(out, x, mask, accumulate); });
+}
+
 void ProfiledOps::bias_backward(const Tensor& dbias, const Tensor& dout) {
   timed("bias_backward", label(dout), 0, bytes(dout) + 2 * bytes(dbias),
         [&] { inner_.bias_backward(dbias, dout); });

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <ostream>
 #include <string>
@@ -58,6 +59,10 @@ const std::string kLoraLlama = kLlama +
     " --set finetune.lora.rank=4 --set finetune.lora.alpha=8 --set finetune.lora.targets=q,k,v,o,gate,up,down";
 const std::string kLoraGpt2 =
     " --set finetune.lora.rank=4 --set finetune.lora.alpha=8 --set finetune.lora.targets=q,v,o,fc,down";
+// LoRA's dropout, a large one: each layout must draw the single rank's masks (by sample
+// number, place in the sequence and global feature), and a mask drawn apart moves the curve
+// (LoraDropoutCurve below).
+const std::string kLoraDropout = " --set finetune.lora.dropout=0.3";
 // Whole experts (parallel.etp=1) under tensor and sequence parallelism.
 const std::string kWholeExperts =
     " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.etp=1";
@@ -218,8 +223,41 @@ INSTANTIATE_TEST_SUITE_P(
                kLoraGpt2},
         // The tied embedding's copy on the last stage is frozen as the first's is.
         Layout{"lora_pp2", 2, " --set parallel.pp=2", kLoraGpt2},
-        Layout{"llama_lora_dp2_distributed_optimizer", 2, " --set parallel.distributed_optimizer=true", kLoraLlama}),
+        Layout{"llama_lora_dp2_distributed_optimizer", 2, " --set parallel.distributed_optimizer=true", kLoraLlama},
+        // Dropout: the column-parallel layers' ranks draw one mask, the row-parallel ones their
+        // features' part of it; the context ranks their chunks'; the replicas and the pipeline's
+        // micro-batches their samples'; full recomputation draws forward's again.
+        Layout{"llama_lora_dropout_tp2_sequence_parallel_recompute_full", 2,
+               " --set parallel.tp=2 --set parallel.sequence_parallel=true --set train.recompute=full",
+               kLoraLlama + kLoraDropout},
+        Layout{"llama_lora_dropout_cp2", 2, " --set parallel.cp=2", kLoraLlama + kLoraDropout},
+        Layout{"llama_lora_dropout_dp2_distributed_optimizer", 2, " --set parallel.distributed_optimizer=true",
+               kLoraLlama + kLoraDropout},
+        Layout{"lora_dropout_pp2", 2, " --set parallel.pp=2", kLoraGpt2 + kLoraDropout}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
+
+// The dropout cases above prove something only if the masks move the curve: the single
+// rank's curve with dropout leaves the one without by far more than the suite's tolerance
+// (from step 2: B starts at zero, so the first step's loss has no adapter in it), while the
+// validations, which drop nothing, differ only through the trained adapters.
+TEST(LoraDropoutCurve, LeavesTheCurveWithoutDropout) {
+  const std::string dir = fresh_dir("lora_dropout_curve");
+  const std::string prefix = prepare_corpus(dir);
+  const CommandResult plain = run_command(kiln + equivalence_run(prefix) + kLoraLlama);
+  const CommandResult dropped = run_command(kiln + equivalence_run(prefix) + kLoraLlama + kLoraDropout);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(dropped.exit_code, 0) << dropped.output;
+  const std::vector<double> a = printed_losses(plain.output), b = printed_losses(dropped.output);
+  ASSERT_EQ(a.size(), 22u);
+  ASSERT_EQ(b.size(), 22u);
+  EXPECT_EQ(a[0], b[0]);
+  double widest = 0;
+  for (size_t i = 1; i < a.size(); ++i) widest = std::max(widest, std::abs(a[i] - b[i]) / a[i]);
+  // Ten times the suite's tolerance (1e-4 relative): a layout whose masks went astray would
+  // show as plainly.
+  EXPECT_GT(widest, 1e-3) << "dropout moved the curve by " << widest << " at most";
+  std::printf("lora dropout curve: %.3e from the curve without dropout, at most\n", widest);
+}
 
 class LayoutCheckpoints : public testing::TestWithParam<Layout> {};
 

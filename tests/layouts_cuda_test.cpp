@@ -96,6 +96,12 @@ std::string gpu_run(const std::string& prefix, const std::string& dtype) {
 const std::string kMoe =
     " --set model.arch=llama --set model.n_kv_head=2 --set model.d_ff=48 --set moe.num_experts=4"
     " --set moe.top_k=2 --set moe.ffn_hidden=24";
+// LoRA beside every Llama projection with a large dropout: the CUDA masks must be the one
+// GPU's on every rank, the column-parallel ranks' the same, the row-parallel ones' their
+// features' (kernels/dropout_mask.h).
+const std::string kLoraDropout =
+    " --set model.arch=llama --set model.n_kv_head=2 --set model.d_ff=48 --set finetune.lora.rank=4"
+    " --set finetune.lora.alpha=8 --set finetune.lora.targets=q,k,v,o,gate,up,down --set finetune.lora.dropout=0.3";
 
 // How far a curve runs from a reference: |got[i] - want[offset + i]| / want[offset + i], on
 // average over the losses and at the worst one.
@@ -284,6 +290,9 @@ std::vector<GpuLayout> layouts() {
       {"moe_tp2_sequence_parallel_etp1_ep2", 2,
        " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.etp=1 --set parallel.ep=2", "",
        kMoe},
+      {"lora_dropout_tp2_sequence_parallel", 2, " --set parallel.tp=2 --set parallel.sequence_parallel=true", "",
+       kLoraDropout},
+      {"lora_dropout_cp2", 2, " --set parallel.cp=2", "", kLoraDropout},
   };
   std::vector<GpuLayout> all;
   for (const char* dtype : {"fp32", "bf16"})

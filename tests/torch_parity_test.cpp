@@ -7,6 +7,10 @@
 // factors moved off zero so every path carries a gradient), where the frozen weights must
 // also come out of the ten steps bit for bit as they went in; and one for Qwen3's layer (the
 // Llama one with each query and key head RMS-normalised before RoPE, heads of their own width).
+// The LoRA cases run again with finetune.lora.dropout: kiln drops each adapter's input as a
+// training batch does, and the reference drops the same elements (tests/parity/lora_dropout.py
+// computes kiln's counter-based masks from their definition), so the comparisons hold as
+// tightly as without dropout.
 //
 // The test writes a manifest (manifest.json) and little-endian fp32/int32 files to a
 // temp dir, runs /usr/bin/python3 (Debian's python3-torch) on it, and reads back
@@ -48,6 +52,10 @@ constexpr double kLogitsTol = 1e-5;   // relative, all logits as one tensor
 constexpr double kGradTol = 1e-4;     // relative, each gradient tensor
 constexpr double kTrainTol = 1e-5;    // relative, each of the losses along 10 AdamW steps
 constexpr double kNormTol = 1e-4;     // relative, the gradient norm before each step
+// The draw of LoRA's dropout masks: a seed above 2^32 and a sample far into a run, so both
+// words of the counter's key and index take part.
+constexpr uint64_t kDropoutSeed = 0x1234'5678'9ABCull;
+constexpr int64_t kFirstSample = 3'000'000;
 
 template <typename T>
 void write_binary(const fs::path& path, const std::vector<T>& data) {
@@ -80,17 +88,20 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
 
 double relative_error(double a, double b) { return std::abs(a - b) / std::abs(b); }
 
-// "gpt2", "llama", or either with "_lora"; "qwen3": llama with each query and key head
-// RMS-normalised before RoPE, the heads 24 wide where d_model / n_head is 16.
+// "gpt2", "llama", or either with "_lora" or "_lora_dropout"; "qwen3": llama with each query
+// and key head RMS-normalised before RoPE, the heads 24 wide where d_model / n_head is 16.
 ModelConfig parity_model(const std::string& variant) {
   const std::string family = variant.substr(0, variant.find('_'));
   const std::string arch = family == "qwen3" ? "llama" : family;
   ModelConfig m;
   m.qk_norm = family == "qwen3";
   m.explicit_head_dim = m.qk_norm ? 24 : 0;
-  if (variant.ends_with("_lora")) {
+  if (variant.find("_lora") != std::string::npos) {
     m.lora.rank = 4;
     m.lora.alpha = 8;  // scale 2
+    // A quarter dropped: a mask drawn apart from kiln's would differ from it in 2 p (1 - p),
+    // 3/8, of each adapter's inputs, far outside every tolerance below.
+    m.lora.dropout = variant.ends_with("_dropout") ? 0.25 : 0.0;
     // GPT-2 adapts a part of its fused qkv and leaves the rest: columns within the layer.
     m.lora.targets = arch == "llama" ? "q,k,v,o,gate,up,down" : "q,v,o,fc,down";
   }
@@ -176,8 +187,9 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
     params.push_back({{"name", p.name}, {"shape", real_shape(p)}, {"decay", p.decay}, {"trains", !p.frozen}});
   }
 
-  // kiln: logits, loss, gradients.
-  model.set_batch(tokens.data(), targets.data(), kBatch, T);
+  // kiln: logits, loss, gradients, of a training batch (which LoRA's dropout drops in).
+  const DropoutDraw draw{kDropoutSeed, kFirstSample};
+  model.set_batch(tokens.data(), targets.data(), kBatch, T, 0, {}, draw);
   ASSERT_EQ(model.target_count(), N - 1);
   model.zero_grad();
   const double loss = model.forward();
@@ -238,6 +250,9 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
       {"tie_embeddings", mc.tie_embeddings},
       {"qk_norm", mc.qk_norm},
       {"lora_scale", mc.lora.enabled() ? mc.lora.scale() : 0.0},
+      {"lora_dropout", mc.lora.dropout > 0 ? json{{"p", mc.lora.dropout}, {"seed", draw.seed},
+                                                  {"first_sample", draw.first_sample}}
+                                            : json()},
       {"batch", kBatch},
       {"params", params},
       {"steps", kSteps},
@@ -311,7 +326,8 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
   std::printf("parity %s\n", report.str().c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, TorchParity, testing::Values("gpt2", "llama", "gpt2_lora", "llama_lora", "qwen3"),
+INSTANTIATE_TEST_SUITE_P(Arch, TorchParity, testing::Values("gpt2", "llama", "gpt2_lora", "llama_lora", "gpt2_lora_dropout",
+                                                       "llama_lora_dropout", "qwen3"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -154,6 +154,12 @@ class CpuOps final : public Ops {
                         static_cast<T>(factor));
     });
   }
+  void dropout(const Tensor& out, const Tensor& x, const DropoutMask& mask, bool accumulate) override {
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cpu::dropout(out.as<T>(), x.as<T>(), x.shape.rows(), x.shape.cols(), mask, accumulate);
+    });
+  }
   void bias_backward(const Tensor& dbias, const Tensor& dout) override {
     dispatch(dout, [&](auto t) {
       using T = decltype(t);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/counter_random.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/tensor.h"
 #include "kernels/optimizer_scalars.h"
 
@@ -31,6 +32,8 @@ template <typename T> void add_bias(T* out, const T* bias, int64_t N, int64_t C)
 template <typename T> void add_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, T factor);
 template <typename T> void take_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, T factor);
 template <typename T> void bias_backward(T* dbias, const T* dout, int64_t N, int64_t C);
+// Ops::dropout on out[N, C] and x[N, C] (kernels/cpu/dropout.cpp).
+template <typename T> void dropout(T* out, const T* x, int64_t N, int64_t C, const DropoutMask& mask, bool accumulate);
 
 // The position of token n = b * seq + t: positions[n] (Ops' optional per-token positions),
 // or t when there are none.

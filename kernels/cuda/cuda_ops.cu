@@ -243,6 +243,12 @@ class CudaOps final : public Ops {
                          static_cast<float>(factor), stream_);
     });
   }
+  void dropout(const Tensor& out, const Tensor& x, const DropoutMask& mask, bool accumulate) override {
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cuda::dropout(ptr<T>(out), ptr<T>(x), x.shape.rows(), x.shape.cols(), mask, accumulate, stream_);
+    });
+  }
   void bias_backward(const Tensor& dbias, const Tensor& dout) override {
     expect_f32(dbias, "bias_backward: dbias");
     dispatch(dout, [&](auto t) {

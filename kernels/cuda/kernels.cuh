@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "kernels/counter_random.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/optimizer_scalars.h"
 
 namespace kiln::cuda {
@@ -55,6 +56,9 @@ void add_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t fi
 template <typename T>
 void take_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, float factor,
                   cudaStream_t stream);
+// Ops::dropout on out[N, C] and x[N, C] (kernels/cuda/dropout.cu).
+template <typename T>
+void dropout(T* out, const T* x, int64_t N, int64_t C, const DropoutMask& mask, bool accumulate, cudaStream_t stream);
 
 // ---- embedding (kernels/cuda/embedding.cu) --------------------------------------------
 // positions (here and below): null, or the position of each of the B * seq tokens.

@@ -4,7 +4,7 @@
 Run by tests/torch_parity_test.cpp as `/usr/bin/python3 torch_reference.py DIR`, and by
 tests/hf_export_parity_test.cpp as `torch_reference.py --hf MODEL_DIR DIR` (see hf_main).
 DIR holds manifest.json (config, parameter names and shapes, which of them train, the LoRA
-scale, optimizer settings),
+scale and dropout, optimizer settings),
 params/NAME.bin (fp32 little-endian, vocabulary padding left out), tokens.bin and
 targets.bin (int32 [batch, seq_len]; a target < 0 is masked). It writes:
   logits.bin        fp32 [batch * seq_len, vocab_size] of the first forward
@@ -16,7 +16,8 @@ Written from the model description (pre-norm blocks, LayerNorm/GELU-tanh/learned
 positions/tied head for GPT-2; RMSNorm/SwiGLU/RoPE/GQA/untied head for Llama; Mixtral's
 top-k softmax router over SwiGLU experts; Qwen3's RMSNorm of each query and key head before
 RoPE (transformers' Qwen3Attention); LoRA as PEFT's LoraLayer computes it, each adapted
-projection's output plus scale * B(A(x))), not from kiln's code. torch 1.13 has neither F.scaled_dot_product_attention nor F.rms_norm, so
+projection's output plus scale * B(A(dropout(x))), the manifest's lora_dropout naming the
+masks kiln draws), not from kiln's code. torch 1.13 has neither F.scaled_dot_product_attention nor F.rms_norm, so
 attention and RMSNorm are spelled out.
 """
 import json
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lora_dropout import keep_mask
 from safetensors_io import read_safetensors
 
 
@@ -121,16 +123,29 @@ def forward(cfg, P, tokens):
             return rms_norm(x, P[prefix + ".weight"], eps)
         return F.layer_norm(x, (C,), P[prefix + ".weight"], P[prefix + ".bias"], eps)
 
+    drop = cfg.get("lora_dropout")
+
+    def lora_input(x, adapter):
+        """x as PEFT's lora_dropout hands it to the adapter in training: torch.nn.Dropout's
+        inverted dropout (the mask scaled by 1 / (1 - p), then multiplied in), with the mask
+        kiln draws (lora_dropout.py)."""
+        if not drop:
+            return x
+        keep = keep_mask(adapter, drop["p"], drop["seed"], drop["first_sample"], B, T, x.shape[-1])
+        return x * (torch.from_numpy(keep).to(x.dtype) / (1 - drop["p"]))
+
     def linear(x, prefix, parts=(None,)):
         """A (possibly fused) projection; parts: the LoRA target of each equal-or-listed
-        output segment, whose adapter prefix.TARGET.lora_a / lora_b adds scale * B(A(x))."""
+        output segment, whose adapter prefix.TARGET.lora_a / lora_b adds
+        scale * B(A(dropout(x)))."""
         y = F.linear(x, P[prefix + ".weight"], P.get(prefix + ".bias"))
         widths = [y.shape[-1]] if len(parts) == 1 else parts_widths[prefix.split(".", 2)[2]]
         segments = list(y.split(widths, dim=-1))
         for i, target in enumerate(parts):
             name = "%s.%s.lora_" % (prefix, target)
             if name + "a" in P:
-                segments[i] = segments[i] + cfg["lora_scale"] * F.linear(F.linear(x, P[name + "a"]), P[name + "b"])
+                a = F.linear(lora_input(x, "%s.%s" % (prefix, target)), P[name + "a"])
+                segments[i] = segments[i] + cfg["lora_scale"] * F.linear(a, P[name + "b"])
         return torch.cat(segments, dim=-1)
 
     parts_widths = {"attn.qkv": [H * hd, KV * hd, KV * hd], "mlp.fc": [cfg["d_ff"]] * 2}

@@ -522,9 +522,9 @@ void validate_lora(const Config& c) {
   at_least("finetune.lora.rank", l.rank, 0);
   if (!l.enabled()) return;
   positive("finetune.lora.alpha", l.alpha);
-  if (l.dropout != 0)
-    fail("config: finetune.lora.dropout=" + show(l.dropout) + " is not supported yet: kiln's adapters read their "
-         "input whole (set finetune.lora.dropout=0)");
+  if (!(l.dropout >= 0 && l.dropout < 1))
+    fail("config: finetune.lora.dropout must be in [0, 1) (the fraction of each adapter's input dropped), got " +
+         show(l.dropout));
   parse_lora_targets(l.targets, c.model);
   if (c.model.moe.enabled())
     fail("config: finetune.lora with MoE layers is not supported: the experts have no adapters "

@@ -44,7 +44,7 @@ struct MoeConfig {
 struct LoraConfig {
   int rank = 0;           // r; 0: full fine-tuning, every parameter trains
   double alpha = 8;       // the adapters' output is scaled by alpha / rank (PEFT's lora_alpha)
-  double dropout = 0;     // PEFT's lora_dropout on each adapter's input: only 0 so far
+  double dropout = 0;     // PEFT's lora_dropout on each adapter's input in training, in [0, 1)
   std::string targets = "q,v";  // the adapted layers, comma-separated (lora_targets.h)
 
   bool enabled() const { return rank > 0; }

@@ -448,7 +448,10 @@ TEST(Config, LoraIsCheckedInOneLine) {
             "config: finetune.lora.targets names \"q\" twice");
   EXPECT_EQ(error_of({"finetune.lora.rank=8", "finetune.lora.targets= "}),
             "config: finetune.lora.targets is empty; arch gpt2 has q,k,v,o,down,fc");
-  EXPECT_HAS(error_of({"finetune.lora.rank=8", "finetune.lora.dropout=0.1"}), "finetune.lora.dropout=0.1 is not supported");
+  EXPECT_EQ(error_of({"finetune.lora.rank=8", "finetune.lora.dropout=-0.1"}),
+            "config: finetune.lora.dropout must be in [0, 1) (the fraction of each adapter's input dropped), got -0.1");
+  EXPECT_HAS(error_of({"finetune.lora.rank=8", "finetune.lora.dropout=1"}), "finetune.lora.dropout must be in [0, 1)");
+  EXPECT_EQ(error_of({"finetune.lora.rank=8", "finetune.lora.dropout=0.05"}), "");
   EXPECT_HAS(error_of({"finetune.lora.rank=8", "moe.num_experts=4"}), "finetune.lora with MoE layers");
   EXPECT_HAS(error_of({"finetune.lora.rank=8", "precision.dtype=fp8"}), "finetune.lora with precision.dtype=fp8");
   // Unknown keys within the nested object, and an object where a value belongs.

@@ -251,7 +251,7 @@ HfImportSummary import_hf(const HfImportOptions& options) {
     const fs::path adapter_config = fs::path(options.adapter) / "adapter_config.json";
     if (!fs::exists(adapter_config))
       fail("import: " + options.adapter + " has no adapter_config.json (a PEFT adapter folder has one)");
-    config.model.lora = read_peft_config(read_hf_json(adapter_config), adapter_config.string(), model, summary.notes);
+    config.model.lora = read_peft_config(read_hf_json(adapter_config), adapter_config.string(), model);
   }
   set_fine_tune_defaults(config);
   summary.tokenizer = config.data.tokenizer = tokenizer_spec(input, output, summary.notes);

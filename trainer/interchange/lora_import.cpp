@@ -31,8 +31,7 @@ std::string adapter_file(const std::string& dir) { return (fs::path(dir) / "adap
 
 }  // namespace
 
-LoraConfig read_peft_config(const json& j, const std::string& path, const ModelConfig& model,
-                            std::vector<std::string>& notes) {
+LoraConfig read_peft_config(const json& j, const std::string& path, const ModelConfig& model) {
   const std::string where = "import: " + path;
   if (!j.is_object()) fail(where + " is not a JSON object");
   if (j.value("peft_type", json()) != "LORA")
@@ -53,10 +52,11 @@ LoraConfig read_peft_config(const json& j, const std::string& path, const ModelC
   if (!alpha.is_number() || !(alpha.get<double>() > 0))
     fail(where + ": lora_alpha must be a number above 0, got " + alpha.dump());
   lora.alpha = alpha.get<double>();
-  const json dropout_value = j.value("lora_dropout", json(0.0));
-  const double dropout = dropout_value.is_number() ? dropout_value.get<double>() : 0.0;
-  if (dropout != 0)
-    notes.push_back(fmt::format("the adapter trained with lora_dropout {}; kiln trains it on without dropout", dropout));
+  // Training goes on with the adapter's own dropout, as PEFT's would.
+  const json dropout = j.value("lora_dropout", json(0.0));
+  if (!dropout.is_number() || !(dropout.get<double>() >= 0 && dropout.get<double>() < 1))
+    fail(where + ": lora_dropout must be a number in [0, 1), got " + dropout.dump());
+  lora.dropout = dropout.get<double>();
   const json modules = j.value("target_modules", json());
   lora.targets.clear();
   if (!modules.is_array() || modules.empty())

@@ -15,9 +15,8 @@ namespace kiln {
 
 // finetune.lora from an adapter_config.json (read from `path`) for `model`; refuses in one line
 // what kiln does not compute (another peft_type, rslora, DoRA, fan_in_fan_out, a bias,
-// per-layer ranks or layers, a module it has no target for). notes: what the user should know.
-LoraConfig read_peft_config(const nlohmann::json& j, const std::string& path, const ModelConfig& model,
-                            std::vector<std::string>& notes);
+// per-layer ranks or layers, a module it has no target for, a lora_dropout outside [0, 1)).
+LoraConfig read_peft_config(const nlohmann::json& j, const std::string& path, const ModelConfig& model);
 
 // The adapters of DIR/adapter_model.safetensors as F32 kiln tensors for `model` (whose lora
 // is read_peft_config's), each checked present and of its shape, none left over.

@@ -39,6 +39,7 @@ ModelConfig lora_model(int rank = 4) {
     m.lora.rank = rank;
     m.lora.alpha = 12;
     m.lora.targets = "q,v,down";
+    m.lora.dropout = 0.05;
   }
   return m;
 }
@@ -103,7 +104,7 @@ TEST(LoraInterchange, AdapterExportIsAPeftFolder) {
   EXPECT_EQ(config["task_type"], "CAUSAL_LM");
   EXPECT_EQ(config["r"], 4);
   EXPECT_EQ(config["lora_alpha"], 12.0);
-  EXPECT_EQ(config["lora_dropout"], 0.0);
+  EXPECT_EQ(config["lora_dropout"], 0.05);
   EXPECT_EQ(config["target_modules"], json({"q_proj", "v_proj", "down_proj"}));
   EXPECT_EQ(config["bias"], "none");
   EXPECT_EQ(config["fan_in_fan_out"], false);
@@ -136,6 +137,7 @@ TEST(LoraInterchange, ImportReadsAPeftAdapterOntoItsBase) {
   EXPECT_EQ(m.lora.rank, 4);
   EXPECT_EQ(m.lora.alpha, 12.0);
   EXPECT_EQ(m.lora.targets, "q,v,down");
+  EXPECT_EQ(m.lora.dropout, 0.05);  // training goes on with the adapter's dropout
   const SafetensorsFile got(s.checkpoint + "/model.safetensors"), want(tuned + "/model.safetensors");
   for (const TensorInfo& t : want.tensors()) {
     ASSERT_TRUE(got.contains(t.name)) << t.name;
@@ -169,6 +171,7 @@ TEST(LoraInterchange, WhatKilnDoesNotComputeIsRefusedInOneLine) {
   expect_lora_error(import_with("use_dora", true), "use_dora is true");
   expect_lora_error(import_with("peft_type", "IA3"), "peft_type is \"IA3\", not \"LORA\"");
   expect_lora_error(import_with("target_modules", json({"q_proj", "lm_head"})), "target_modules names lm_head");
+  expect_lora_error(import_with("lora_dropout", 1.0), "lora_dropout must be a number in [0, 1), got 1.0");
   expect_lora_error(import_with("r", 8), "is [4, 32] in");
   expect_lora_error(import_with("target_modules", json({"q_proj"})), "which the adapter_config.json's target_modules do not name");
   ModelConfig gpt2 = test::small_model("gpt2", 32, 300, 16);

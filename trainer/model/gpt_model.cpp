@@ -249,7 +249,7 @@ int64_t GptModel::check_batch(const int32_t* tokens, const int32_t* targets, int
 }
 
 void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
-                         int slot, const DocumentResets& resets) {
+                         int slot, const DocumentResets& resets, DropoutDraw dropout) {
   const size_t s = static_cast<size_t>(slot);
   target_count_[s] = check_batch(tokens, targets, b, t, resets);
   has_targets_[s] = targets != nullptr;
@@ -269,9 +269,10 @@ void GptModel::set_batch(const int32_t* tokens, const int32_t* targets, int64_t 
     keep_context_chunks(mine.key_starts, resets.attention_starts, b);
     load_batch(mine.tokens.data(), targets ? mine.targets.data() : nullptr, b, t / split_.cp(), slot,
                {mine.positions.data(), resets.attention_starts ? mine.key_starts.data() : nullptr}, false);
-    return;
+  } else {
+    load_batch(tokens, targets, b, t, slot, resets, false);
   }
-  load_batch(tokens, targets, b, t, slot, resets, false);
+  batch_[s].dropout = dropout;
 }
 
 void GptModel::queue_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,

@@ -58,9 +58,10 @@ class GptModel {
   // Copies b sequences of t tokens into slot `slot`; targets may be null (no loss), and a
   // target < 0 is masked out of the loss. resets: the position ids and attention starts of
   // rows that pack several documents (checked here: positions below model.seq_len, starts
-  // within [0, column]); without them the step does no extra work.
+  // within [0, column]); without them the step does no extra work. dropout: a training
+  // batch's draw of LoRA's dropout masks (layer_build.h); none by default.
   void set_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
-                 int slot = 0, const DocumentResets& resets = {});
+                 int slot = 0, const DocumentResets& resets = {}, DropoutDraw dropout = {});
   // set_batch's checks of a batch, alone; returns its count of unmasked targets.
   int64_t check_batch(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
                       const DocumentResets& resets = {}) const;

@@ -55,6 +55,16 @@ struct LayerBuild {
   }
 };
 
+// What LoRA's dropout draws its masks from for a micro-batch (kernels/dropout_mask.h): a
+// training batch's seed and the run's number of its first sample. Without a sample
+// (validation, generation, a forward alone) nothing is dropped.
+struct DropoutDraw {
+  uint64_t seed = 0;
+  int64_t first_sample = -1;
+
+  bool on() const { return first_sample >= 0; }
+};
+
 // The micro-batch in flight: b sequences of t tokens (at most the sizes laid out for),
 // stored in activation slot `slot`.
 struct Batch {
@@ -66,6 +76,7 @@ struct Batch {
   // Its document resets (gpt_model.h), [b, t] I32, as the ops take them: empty when absent.
   Tensor positions{};
   Tensor key_starts{};
+  DropoutDraw dropout{};
 
   // The leading [b, t, ...] part of a [micro_batch, seq, ...] buffer.
   Tensor of(const Tensor& full) const {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "trainer/model/context_parallel.h"
 #include "trainer/model/sequence_parallel.h"
+#include "trainer/util/random.h"
 
 namespace kiln {
 
@@ -18,7 +20,11 @@ void LoraScratch::bind(const LayerBuild& build) {
   rank_a = build.take(build.scratch, m.lora.rank);
   rank_b = build.take(build.scratch, m.lora.rank);
   // The widest part of a fused layer on this rank: a query or a SwiGLU half.
-  part = build.take(build.scratch, std::max<int64_t>(int64_t{m.n_head} * m.head_dim(), m.ffn_dim()) / build.split.tp());
+  const int64_t widest_part = std::max<int64_t>(int64_t{m.n_head} * m.head_dim(), m.ffn_dim()) / build.split.tp();
+  part = build.take(build.scratch, widest_part);
+  // A column-parallel layer's whole input (d_model), or a row-parallel one's columns here,
+  // which are the widest part's.
+  if (m.lora.dropout > 0) dropped = build.take(build.scratch, std::max<int64_t>(m.d_model, widest_part));
 }
 
 void LoraAdapter::bind_column(const LayerBuild& build, const std::string& name, int64_t in, int64_t whole_width,
@@ -29,7 +35,9 @@ void LoraAdapter::bind_column(const LayerBuild& build, const std::string& name, 
   b_ = build.params.add_adapter(name + ".lora_b", {whole_width / build.split.tp(), r}, Init::Zeros, 0,
                                 build.split.split(0, {whole_width}));
   a_ = build.params.add_adapter(name + ".lora_a", {r, in}, Init::Normal, 1.0 / r);
-  bind_buffers(build);
+  dropout_.first_feature = 0;
+  dropout_.features = in;
+  bind_buffers(build, name);
 }
 
 void LoraAdapter::bind_row(const LayerBuild& build, const std::string& name, int64_t in, int64_t out) {
@@ -39,11 +47,24 @@ void LoraAdapter::bind_row(const LayerBuild& build, const std::string& name, int
   b_ = build.params.add_adapter(name + ".lora_b", {out, r}, Init::Zeros, 0);
   a_ = build.params.add_adapter(name + ".lora_a", {r, in / build.split.tp()}, Init::Normal, 1.0 / r,
                                 build.split.split(1, {in}));
-  bind_buffers(build);
+  dropout_.first_feature = in / build.split.tp() * build.split.tp_rank();
+  dropout_.features = in;
+  bind_buffers(build, name);
 }
 
-void LoraAdapter::bind_buffers(const LayerBuild& build) {
+void LoraAdapter::bind_buffers(const LayerBuild& build, const std::string& name) {
   scale_ = build.model.lora.scale();
+  dropout_.p = build.model.lora.dropout;
+  dropout_.stream = stable_hash(name + ".lora_dropout");
+  dropout_.seq_len = build.model.seq_len;
+  // Under context parallelism a sequence's tokens here are two runs of the whole sequence's.
+  context_runs_ = build.context != nullptr;
+  if (build.context) {
+    const std::vector<int32_t>& mine = build.context->tokens();
+    dropout_.run = static_cast<int64_t>(mine.size()) / 2;
+    dropout_.starts[0] = mine.front();
+    dropout_.starts[1] = mine[static_cast<size_t>(dropout_.run)];
+  }
   group_ = build.split.tensor;
   sequence_ = build.sequence;
   scratch_ = build.lora;
@@ -51,10 +72,27 @@ void LoraAdapter::bind_buffers(const LayerBuild& build) {
   for (int s = 0; s < build.slots; ++s) u_.push_back(build.take(build.activations, build.model.lora.rank));
 }
 
+DropoutMask LoraAdapter::mask(const Batch& batch) const {
+  DropoutMask m = dropout_;
+  m.seed = batch.dropout.seed;
+  m.first_sample = batch.dropout.first_sample;
+  m.tokens = batch.t;
+  if (!context_runs_) m.run = batch.t;  // one run: the batch's whole sequences
+  return m;
+}
+
+Tensor LoraAdapter::input(Ops& ops, const Batch& batch, const Tensor& x) const {
+  const Tensor whole = as_matrix(x);
+  if (!drops(batch)) return whole;
+  const Tensor dropped = lora_leading(scratch_->dropped, whole.shape.rows(), whole.shape.cols());
+  ops.dropout(dropped, whole, mask(batch), false);
+  return dropped;
+}
+
 void LoraAdapter::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const {
   const Tensor u = as_matrix(batch.of(u_[static_cast<size_t>(batch.slot)]));
   const Tensor t = as_matrix(batch.of(scratch_->rank_a));
-  ops.matmul(t, as_matrix(x), false, a_.value, true, false);
+  ops.matmul(t, input(ops, batch, x), false, a_.value, true, false);
   // Beside a row-parallel layer each rank's product sums its own input columns.
   if (!column_ && group_ && group_->size() > 1) group_->all_reduce(t, ReduceOp::Sum);
   ops.take_columns(u, t, 0, scale_);
@@ -86,9 +124,16 @@ void LoraAdapter::backward(Ops& ops, const Batch& batch, const Tensor& dx, const
   const Tensor du = as_matrix(batch.of(scratch_->rank_b));
   ops.matmul(t, g, false, b_.value, false, false);
   ops.take_columns(du, t, 0, scale_);  // du = scale dy B, the gradient of x A^T
-  if (!dx.empty()) ops.matmul(as_matrix(dx), du, false, a_.value, false, true);
+  if (!dx.empty() && drops(batch)) {
+    // The gradient of dropout(x) is du A, masked as forward's x was.
+    const Tensor dropped = lora_leading(scratch_->dropped, n, a_.value.shape[1]);
+    ops.matmul(dropped, du, false, a_.value, false, false);
+    ops.dropout(as_matrix(dx), dropped, mask(batch), true);
+  } else if (!dx.empty()) {
+    ops.matmul(as_matrix(dx), du, false, a_.value, false, true);
+  }
   if (column_ && group_ && group_->size() > 1) group_->all_reduce(du, ReduceOp::Sum);
-  ops.matmul(a_.grad, du, true, as_matrix(x), false, true);
+  ops.matmul(a_.grad, du, true, input(ops, batch, x), false, true);
 }
 
 }  // namespace kiln

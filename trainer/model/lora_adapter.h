@@ -15,6 +15,13 @@
 //    partial sums of u = x A^T are all-reduced in forward ([N, r]), after which u, and so
 //    B's gradient dy^T u, is the same on every rank (under sequence parallelism the rank
 //    adds the rows of its token share to its output). Backward needs no communication.
+//
+// With finetune.lora.dropout = p > 0, a training batch's adapters read dropout(x) (PEFT's
+// lora_dropout, inverted: kept elements times 1 / (1 - p)) where the layer reads x:
+// u = dropout(x) A^T, dA += du^T dropout(x), dx += dropout(du A) (the same mask). The mask is
+// counter-based (kernels/dropout_mask.h): backward draws forward's again into the scratch
+// instead of keeping it, and every rank that holds a token's features draws the same keeps
+// for them.
 #pragma once
 
 #include <string>
@@ -25,9 +32,11 @@
 namespace kiln {
 
 // The buffers every adapter uses in turn and nobody keeps, bound once per model: two
-// [B, T, r] and one as wide as the widest adapted part of a fused layer on this rank.
+// [B, T, r], one as wide as the widest adapted part of a fused layer on this rank and, under
+// dropout, one as wide as the widest adapter input on this rank (dropout(x), and dropout's
+// input gradient before its mask).
 struct LoraScratch {
-  Tensor rank_a, rank_b, part;
+  Tensor rank_a, rank_b, part, dropped;
 
   void bind(const LayerBuild& build);
 };
@@ -52,8 +61,15 @@ class LoraAdapter {
   void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x) const;
 
  private:
-  // The scale, the groups, the shared buffers and a u per slot.
-  void bind_buffers(const LayerBuild& build);
+  // The scale, the dropout, the groups, the shared buffers and a u per slot. name: the
+  // adapter's, whose hash is its dropout's stream.
+  void bind_buffers(const LayerBuild& build, const std::string& name);
+  // Whether the batch's adapters drop: training under finetune.lora.dropout > 0.
+  bool drops(const Batch& batch) const { return dropout_.p > 0 && batch.dropout.on(); }
+  // The batch's mask over x's rows and columns.
+  DropoutMask mask(const Batch& batch) const;
+  // x as a matrix as the adapter reads it: dropped out into the scratch where drops(batch).
+  Tensor input(Ops& ops, const Batch& batch, const Tensor& x) const;
 
   bool column_ = true;
   double scale_ = 1;
@@ -63,6 +79,9 @@ class LoraAdapter {
   const SequenceParallel* sequence_ = nullptr;
   const LoraScratch* scratch_ = nullptr;
   std::vector<Tensor> u_;  // per slot: scale · x A^T, [B, T, r]
+  // The mask's fixed part: p, the stream, the sequence's places and x's features.
+  DropoutMask dropout_;
+  bool context_runs_ = false;  // its runs are context parallelism's chunks
 };
 
 // The adapters of one tensor-parallel layer's parts.

@@ -96,6 +96,10 @@ std::vector<MemoryCase> cases() {
   lora.insert(lora.end(), {"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.pp=2",
                            "parallel.distributed_optimizer=true"});
   all.push_back({"lora_tp2_sequence_parallel_pp2_dp2_distributed_optimizer", 8, lora});
+  // LoRA's dropout: its scratch copy of an adapter's input, as wide as a rank's widest.
+  std::vector<std::string> dropout = kLora;
+  dropout.insert(dropout.end(), {"finetune.lora.dropout=0.1", "parallel.tp=2", "parallel.cp=2"});
+  all.push_back({"lora_dropout_tp2_cp2", 4, dropout});
   return all;
 }
 
@@ -127,6 +131,24 @@ TEST(RankMemory, LoraHoldsTheBaseWithoutGradientsOrOptimizerState) {
   EXPECT_GE(with.bytes("optimizer"), 2 * adapters);
   EXPECT_LT(with.bytes("optimizer"), 2 * adapters + 4096);
   EXPECT_GT(without.bytes("optimizer"), 2 * without.bytes("parameters"));
+}
+
+TEST(RankMemory, LoraDropoutAddsOneScratchCopyOfTheWidestInput) {
+  std::vector<std::string> settings = {"train.global_batch=16", "train.micro_batch=2", "data.paths=[\"unused\"]"};
+  settings.insert(settings.end(), kLora.begin(), kLora.end());
+  const Config plain = load_config("", settings);
+  settings.push_back("finetune.lora.dropout=0.1");
+  const Config dropout = load_config("", settings);
+  const auto ops = make_cpu_ops(1);
+  const auto plan = [&](const Config& config) {
+    return plan_rank_memory(config, ParallelLayout(config.parallel, 1), 0, Device::Cpu, *ops, 0);
+  };
+  // [micro_batch, seq_len, 192]: down's input (d_ff) is the widest, above d_model's 128;
+  // nothing else grows, and backward draws the mask again instead of keeping it.
+  const RankMemory with = plan(dropout), without = plan(plain);
+  EXPECT_EQ(with.bytes("scratch") - without.bytes("scratch"), size_t{2} * plain.model.seq_len * 192 * sizeof(float));
+  EXPECT_EQ(with.bytes("activations"), without.bytes("activations"));
+  EXPECT_EQ(with.bytes("parameters"), without.bytes("parameters"));
 }
 
 }  // namespace

@@ -21,6 +21,10 @@ CudaGraphChoice choose_cuda_graphs(const Config& config, const ParallelLayout& l
   if (config.model.moe.enabled())
     return no(fmt::format("the MoE layers (moe.num_experts={}) route their tokens on the host",
                           config.model.moe.num_experts));
+  if (config.model.lora.enabled() && config.model.lora.dropout > 0)
+    return no(fmt::format("LoRA's dropout (finetune.lora.dropout={}) draws each micro-batch's masks by its sample "
+                          "numbers, which a replayed step would hold fixed",
+                          config.model.lora.dropout));
   return {true, ""};
 }
 

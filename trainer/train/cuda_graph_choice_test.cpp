@@ -73,6 +73,16 @@ TEST(CudaGraphChoice, MixtureOfExperts) {
   EXPECT_EQ(choose(c).why_not, "the MoE layers (moe.num_experts=4) route their tokens on the host");
 }
 
+TEST(CudaGraphChoice, LoraDropout) {
+  Config c = one_gpu();
+  c.model.lora.rank = 4;
+  EXPECT_TRUE(choose(c).use);  // adapters without dropout replay as any step does
+  c.model.lora.dropout = 0.1;
+  EXPECT_EQ(choose(c).why_not,
+            "LoRA's dropout (finetune.lora.dropout=0.1) draws each micro-batch's masks by its sample numbers, "
+            "which a replayed step would hold fixed");
+}
+
 TEST(CudaGraphChoice, TheFirstReasonWins) {
   Config c = one_gpu();
   c.train.cuda_graphs = false;

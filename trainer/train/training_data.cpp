@@ -66,8 +66,10 @@ const TokenBatch& TrainingData::read(const SampleSource& data, int64_t first_sam
 
 void TrainingData::fill(GptModel& model, const SampleSource& data, int64_t first_sample, int slot) {
   const TokenBatch& batch = read(data, first_sample);
+  // Training samples draw LoRA's dropout masks by their number; validation's draw none.
+  const DropoutDraw dropout = &data == train_data_.get() ? DropoutDraw{config_.train.seed, first_sample} : DropoutDraw{};
   model.set_batch(batch.tokens(), batch.targets(), config_.train.micro_batch, config_.model.seq_len, slot,
-                  {batch.positions(), batch.attention_starts()});
+                  {batch.positions(), batch.attention_starts()}, dropout);
 }
 
 }  // namespace kiln

@@ -29,7 +29,8 @@ class TrainingData {
 
   // One micro-batch of `data` from `first_sample` on, read into the batch.
   const TokenBatch& read(const SampleSource& data, int64_t first_sample);
-  // The same, handed to the model's activation slot `slot`.
+  // The same, handed to the model's activation slot `slot`: from train(), with the draw of
+  // LoRA's dropout masks for those samples.
   void fill(GptModel& model, const SampleSource& data, int64_t first_sample, int slot = 0);
   // The last batch's targets that are trained (not masked).
   int64_t trained_targets() const { return batch_->trained_targets(); }
