@@ -1,9 +1,13 @@
 // End-to-end over several hosts on one machine (tests/netns_hosts.h): kiln train launched by
 // mpirun across network namespaces of their own host names trains the one-process curve, says
-// which of its groups cross hosts, and records each rank's host in the store.
+// which of its groups cross hosts, and records each rank's host in the store; a rank frozen
+// on one host, or a host cut off, fails the run with a line naming the ranks and their host.
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -13,6 +17,7 @@
 #include "tests/corpus_fixture.h"
 #include "tests/netns_hosts.h"
 #include "tests/run_command.h"
+#include "tests/run_progress.h"
 
 namespace kiln::test {
 namespace {
@@ -78,6 +83,72 @@ TEST(MultiHost, PipelineAndDataParallelOnFourHostsOfOneRank) {
   expect_same_curve(single.output, spread.output);
   EXPECT_EQ(recorded_hosts(store, "staged"),
             (std::vector<std::string>{hosts.host(0), hosts.host(1), hosts.host(2), hosts.host(3)}));
+}
+
+// A run of 2 hosts x 2 ranks that trains until something stops it, each rank writing its pid
+// to dir/pid.RANK before it becomes kiln.
+class MultiHostFault : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!hosts_.up()) GTEST_SKIP() << hosts_.why_not();
+    dir_ = fresh_dir("multi_host_fault");
+    prefix_ = prepare_corpus(dir_);
+    store_ = dir_ + "/runs.db";
+  }
+
+  int start(const std::string& name) {
+    const std::string writing_pids = "sh -c 'echo $$ > " + dir_ + "/pid.$OMPI_COMM_WORLD_RANK; exec \"$0\" \"$@\"' ";
+    log_ = dir_ + "/" + name + ".log";
+    return start_background(hosts_.mpirun() + "-np 4 --map-by ppr:2:node " + writing_pids + kiln + " train --store " +
+                                store_ + " --name " + name + small_run(prefix_) +
+                                " --set train.steps=1000000 --set train.log_interval=1 --set train.eval_interval=0"
+                                " --set train.micro_batch=1 --set parallel.timeout_s=3",
+                            log_);
+  }
+
+  // The run's error once the store reads it failed (within `seconds`), else "".
+  std::string failure(const std::string& name, double seconds) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto db = store::open_store(store_, store::Access::ReadOnly);
+      const store::RunRecord r = store::get_run(*db, store::resolve_run(*db, name));
+      if (r.status == store::RunStatus::Failed) return r.error;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return "";
+  }
+
+  int pid_of_rank(int rank) const { return std::stoi(read_text(dir_ + "/pid." + std::to_string(rank))); }
+
+  NetnsHosts hosts_{'f', 2};
+  std::string dir_, prefix_, store_, log_;
+};
+
+TEST_F(MultiHostFault, AFrozenRankIsNamedWithItsHost) {
+  const int mpirun = start("frozen");
+  ASSERT_TRUE(wait_for_step_after(store_, "frozen", 2)) << read_text(log_);
+  const int frozen = pid_of_rank(3);
+  ASSERT_EQ(kill(frozen, SIGSTOP), 0);
+  // The timeout (3 s), the roll call (2 s), and the record.
+  const std::string error = failure("frozen", 15);
+  kill(frozen, SIGKILL);
+  EXPECT_NE(wait_exit(mpirun), 0);
+  EXPECT_NE(error.find("no answer in 3 s at "), std::string::npos) << error << read_text(log_);
+  EXPECT_NE(error.find(": rank 3 on " + hosts_.host(1) + " did not answer a roll call (dead, frozen or cut off)"),
+            std::string::npos)
+      << error;
+}
+
+TEST_F(MultiHostFault, ACutHostIsNamedWithItsRanks) {
+  const int mpirun = start("cut");
+  ASSERT_TRUE(wait_for_step_after(store_, "cut", 2)) << read_text(log_);
+  ASSERT_EQ(run_command(source_dir() + "/scripts/netns-hosts cut " + hosts_.name() + " " + hosts_.host(1)).exit_code, 0);
+  const std::string error = failure("cut", 15);
+  EXPECT_NE(error.find(": ranks 2-3 on " + hosts_.host(1) + " did not answer a roll call"), std::string::npos)
+      << error << read_text(log_);
+  // What was cut off cannot hear of the end: the hosts go, and the launch with them.
+  run_command(source_dir() + "/scripts/netns-hosts down " + hosts_.name());
+  wait_exit(mpirun);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // says which rank or which wait, and its run reads as failed in the store.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -95,6 +96,12 @@ TEST_F(RankFailure, AHungRankTimesTheOthersOut) {
   EXPECT_EQ(r.status, store::RunStatus::Failed);
   EXPECT_NE(r.error.find("no answer in 3 s at "), std::string::npos) << r.error;
   EXPECT_NE(r.error.find(" over ranks 0-3 (parallel.timeout_s)"), std::string::npos) << r.error;
+  // The roll call names the rank that hangs, and its host.
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  EXPECT_NE(r.error.find(std::string(": rank 2 on ") + host + " did not answer a roll call"), std::string::npos)
+      << r.error;
+  EXPECT_NE(log.find(r.error), std::string::npos) << log;
 }
 
 TEST_F(RankFailure, ARankFailingAloneEndsTheRunAtOnce) {

@@ -77,4 +77,20 @@ std::vector<std::string> describe_host_spans(const ParallelLayout& layout,
   return lines;
 }
 
+std::string describe_ranks_by_host(const std::vector<int>& ranks, const std::vector<std::string>& host_of_rank) {
+  const auto host_of = [&](int r) {
+    return static_cast<size_t>(r) < host_of_rank.size() ? host_of_rank[static_cast<size_t>(r)] : std::string("?");
+  };
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < ranks.size();) {
+    // A run of consecutive ranks on one host.
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1 && host_of(ranks[j + 1]) == host_of(ranks[i])) ++j;
+    parts.push_back(j == i ? fmt::format("rank {} on {}", ranks[i], host_of(ranks[i]))
+                           : fmt::format("ranks {}-{} on {}", ranks[i], ranks[j], host_of(ranks[i])));
+    i = j + 1;
+  }
+  return joined(parts);
+}
+
 }  // namespace kiln

@@ -18,4 +18,8 @@ namespace kiln {
 std::vector<std::string> describe_host_spans(const ParallelLayout& layout,
                                              const std::vector<std::string>& host_of_rank);
 
+// Ranks (sorted) by their hosts (`host_of_rank`, every rank's; "?" past its end): "rank 2 on
+// node-1", "ranks 2-3 on node-1", "rank 1 on a and rank 3 on b".
+std::string describe_ranks_by_host(const std::vector<int>& ranks, const std::vector<std::string>& host_of_rank);
+
 }  // namespace kiln

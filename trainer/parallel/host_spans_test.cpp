@@ -39,6 +39,14 @@ TEST(HostSpans, APipelineOverFourHostsOfOneRank) {
                                       "network"}));
 }
 
+TEST(HostSpans, RanksByHost) {
+  const std::vector<std::string> hosts = {"a", "a", "b", "b"};
+  EXPECT_EQ(describe_ranks_by_host({2}, hosts), "rank 2 on b");
+  EXPECT_EQ(describe_ranks_by_host({2, 3}, hosts), "ranks 2-3 on b");
+  EXPECT_EQ(describe_ranks_by_host({1, 2, 3}, hosts), "rank 1 on a and ranks 2-3 on b");
+  EXPECT_EQ(describe_ranks_by_host({0, 2, 5}, hosts), "rank 0 on a, rank 2 on b and rank 5 on ?");
+}
+
 TEST(HostSpans, ANameForEveryRank) {
   EXPECT_THROW(describe_host_spans(layout_of(2, 1, 4), {"a", "b"}), Error);
 }

@@ -14,6 +14,7 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
+#include "trainer/parallel/mpi_roll_call.h"
 #include "trainer/parallel/wait_limits.h"
 
 namespace kiln {
@@ -124,6 +125,7 @@ class FailureNotices {
     while (std::chrono::steady_clock::now() < deadline) {
       const std::optional<Notice> notice = received();
       if (notice && notice->from == 0) return true;
+      answer_roll_call();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     return false;
@@ -402,11 +404,18 @@ MpiSession::MpiSession() {
   int provided = 0;
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "Init_thread");
   notices.open();
-  set_peer_failure_check([] { notices.check_in(); });
+  open_roll_call();
+  set_peer_failure_check([] {
+    notices.check_in();
+    answer_roll_call();
+  });
+  set_roll_call(call_roll);
 }
 
 MpiSession::~MpiSession() {
+  set_roll_call(nullptr);
   set_peer_failure_check(nullptr);
+  close_roll_call();
   notices.close();
   MPI_Finalize();
 }

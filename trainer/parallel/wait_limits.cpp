@@ -10,6 +10,19 @@ namespace {
 WaitLimits limits;
 std::atomic<int> unlimited{0};
 void (*peer_failure_check)() = nullptr;
+std::string (*roll_call)(double) = nullptr;
+
+// The roll's window: long enough for every live rank to reach a poll (each polls within a
+// fraction of a millisecond while it waits, within a step while it computes), short beside
+// the timeout it follows; after a stop signal, within mpirun's second before its kill.
+constexpr double kRollAfterTimeout = 2.0;
+constexpr double kRollAfterStop = 0.3;
+
+// Who is missing, by the roll call where there is one; else what can be said without it.
+std::string whom(double seconds, const char* otherwise) {
+  std::string named = roll_call != nullptr ? roll_call(seconds) : std::string();
+  return named.empty() ? otherwise : named;
+}
 
 double seconds_between(std::chrono::steady_clock::time_point from,
                        std::chrono::steady_clock::time_point to) {
@@ -29,21 +42,22 @@ WaitClock::WaitClock(std::string what) : what_(std::move(what)), start_(Clock::n
 
 void set_peer_failure_check(void (*check)()) { peer_failure_check = check; }
 
+void set_roll_call(std::string (*call)(double seconds)) { roll_call = call; }
+
 void WaitClock::check() {
   if (peer_failure_check != nullptr) peer_failure_check();
   if (unlimited > 0) return;
   const Clock::time_point now = Clock::now();
   const double waited = seconds_between(start_, now);
   if (limits.timeout_s > 0 && waited > limits.timeout_s)
-    throw WaitGaveUp(fmt::format("no answer in {:g} s at {} (parallel.timeout_s): a rank there died or "
-                     "hangs",
-                     limits.timeout_s, what_));
+    throw WaitGaveUp(fmt::format("no answer in {:g} s at {} (parallel.timeout_s): {}", limits.timeout_s, what_,
+                                 whom(kRollAfterTimeout, "a rank there died or hangs")));
   if (limits.stop_requested == nullptr || !limits.stop_requested()) return;
   if (stop_seen_ == Clock::time_point{}) stop_seen_ = now;
   if (seconds_between(stop_seen_, now) > kStopGrace)
-    throw WaitGaveUp(fmt::format("stopped by a signal after waiting {:.1f} s at {}: a rank there died "
-                     "(mpirun stops every rank when one dies) or was stopped mid-step",
-                     waited, what_));
+    throw WaitGaveUp(fmt::format("stopped by a signal after waiting {:.1f} s at {}: {}", waited, what_,
+                                 whom(kRollAfterStop, "a rank there died (mpirun stops every rank when one "
+                                                      "dies) or was stopped mid-step")));
 }
 
 std::string over_ranks(const std::string& call, const std::vector<int>& ranks) {

@@ -53,12 +53,17 @@ struct PeerFailed : Error {
 // once, as a wait on MPI does. Null: no check.
 void set_peer_failure_check(void (*check)());
 
+// Set while an MPI session is open: on rank 0, calls the roll for up to `seconds` and says
+// who did not answer (trainer/parallel/mpi_roll_call.h), "" elsewhere. A wait that gives up
+// puts it in its message. Null: no roll call.
+void set_roll_call(std::string (*call)(double seconds));
+
 // One wait: `what` names the call and the ranks it waits for ("all_reduce over ranks 0-3").
 class WaitClock {
  public:
   explicit WaitClock(std::string what);
   // Throws PeerFailed when another rank told of its failure, and WaitGaveUp once the wait
-  // is past its limits.
+  // is past its limits (on rank 0 naming, by the roll call, the ranks that did not answer).
   void check();
 
  private:
