@@ -47,15 +47,12 @@ cpu::HeadLayout head_layout(const Tensor& qkv, AttentionShape s) {
 
 class CpuOps final : public Ops {
  public:
-  explicit CpuOps(int threads) : threads_(threads) {
-    omp_set_num_threads(threads_);
-    openblas_set_num_threads(threads_);
-  }
+  // OpenBLAS runs each product on one thread; kiln's own threads split the rows
+  // (kernels/cpu/blas.cpp), so the bits do not depend on the thread count.
+  explicit CpuOps(int threads) : threads_(threads) { omp_set_num_threads(threads_); }
   void limit_threads(int threads) override {
     // The scratch holds threads_ slices, so the team only ever shrinks from there.
-    const int team = std::clamp(threads, 1, threads_);
-    omp_set_num_threads(team);
-    openblas_set_num_threads(team);
+    omp_set_num_threads(std::clamp(threads, 1, threads_));
   }
   ~CpuOps() override { std::free(scratch_); }
 
