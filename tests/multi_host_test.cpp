@@ -1,7 +1,8 @@
 // End-to-end over several hosts on one machine (tests/netns_hosts.h): kiln train launched by
 // mpirun across network namespaces of their own host names trains the one-process curve, says
 // which of its groups cross hosts, and records each rank's host in the store; a rank frozen
-// on one host, or a host cut off, fails the run with a line naming the ranks and their host.
+// on one host or a host cut off fails the run with a line naming the ranks and their host, and
+// a host whose ranks are killed is named by the launcher.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -137,6 +138,22 @@ TEST_F(MultiHostFault, AFrozenRankIsNamedWithItsHost) {
   EXPECT_NE(error.find(": rank 3 on " + hosts_.host(1) + " did not answer a roll call (dead, frozen or cut off)"),
             std::string::npos)
       << error;
+}
+
+TEST_F(MultiHostFault, AKilledHostIsNamedByTheLauncher) {
+  const int mpirun = start("killed");
+  ASSERT_TRUE(wait_for_step_after(store_, "killed", 2)) << read_text(log_);
+  // Both ranks of host 1 at once, as a machine that loses its power.
+  ASSERT_EQ(kill(pid_of_rank(2), SIGKILL), 0);
+  ASSERT_EQ(kill(pid_of_rank(3), SIGKILL), 0);
+  EXPECT_NE(wait_exit(mpirun), 0);
+  // mpirun names a dead rank and its host, and stops the others. (Rank 0 records the failure
+  // before mpirun's kill in most runs here but not all: docs/resilience.md, not yet.)
+  const std::string log = read_text(log_);
+  EXPECT_TRUE(log.find("process rank 2 with PID") != std::string::npos ||
+              log.find("process rank 3 with PID") != std::string::npos)
+      << log;
+  EXPECT_NE(log.find(" on node " + hosts_.host(1) + " exited on signal 9"), std::string::npos) << log;
 }
 
 TEST_F(MultiHostFault, ACutHostIsNamedWithItsRanks) {

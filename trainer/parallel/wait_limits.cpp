@@ -14,9 +14,10 @@ std::string (*roll_call)(double) = nullptr;
 
 // The roll's window: long enough for every live rank to reach a poll (each polls within a
 // fraction of a millisecond while it waits, within a step while it computes), short beside
-// the timeout it follows; after a stop signal, within mpirun's second before its kill.
+// the timeout it follows. After mpirun's stop signal there is no roll call: mpirun names the
+// rank that died and its host itself, and kills every rank a second later, which a roll call
+// that opens connections to the dead ranks' host could outlast before the store hears.
 constexpr double kRollAfterTimeout = 2.0;
-constexpr double kRollAfterStop = 0.3;
 
 // Who is missing, by the roll call where there is one; else what can be said without it.
 std::string whom(double seconds, const char* otherwise) {
@@ -55,9 +56,9 @@ void WaitClock::check() {
   if (limits.stop_requested == nullptr || !limits.stop_requested()) return;
   if (stop_seen_ == Clock::time_point{}) stop_seen_ = now;
   if (seconds_between(stop_seen_, now) > kStopGrace)
-    throw WaitGaveUp(fmt::format("stopped by a signal after waiting {:.1f} s at {}: {}", waited, what_,
-                                 whom(kRollAfterStop, "a rank there died (mpirun stops every rank when one "
-                                                      "dies) or was stopped mid-step")));
+    throw WaitGaveUp(fmt::format("stopped by a signal after waiting {:.1f} s at {}: a rank there died "
+                                 "(mpirun stops every rank when one dies, naming it) or was stopped mid-step",
+                                 waited, what_));
 }
 
 std::string over_ranks(const std::string& call, const std::vector<int>& ranks) {
