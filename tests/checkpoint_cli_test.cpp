@@ -19,6 +19,7 @@
 #include "store/schema.h"
 #include "tests/corpus_fixture.h"
 #include "tests/run_command.h"
+#include "tests/run_progress.h"
 
 namespace kiln::test {
 namespace {
@@ -127,7 +128,8 @@ TEST(CheckpointCli, StopAndCheckpointCommandsWriteCheckpoints) {
   const int pid = start_background(kiln + " train --name live --store " + store +
                                        eight_steps(prefix, dir) + " --set train.steps=1000000",
                                    log);
-  for (int i = 0; i < 300 && !fs::exists(store); ++i) std::this_thread::sleep_for(100ms);
+  // The run is in the store once it has logged a step (the store file comes a moment before).
+  ASSERT_TRUE(wait_for_step_after(store, "live", 0)) << read_text(log);
   const CommandResult checkpoint =
       run_command(kiln + " runs checkpoint live --store " + store + " --wait 30");
   ASSERT_EQ(checkpoint.exit_code, 0) << checkpoint.output << read_text(log);
