@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/peft_folder.h"
 #include "tests/run_command.h"
 #include "tests/small_model.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -130,14 +131,7 @@ TEST(PeftAdapterParity, PeftsRulesLoadTheFolderOntoTheBaseAndGiveKilnsLogits) {
 
   // What PEFT would refuse or load otherwise, refused by the check.
   const auto check_with = [&](const std::string& key, const json& value) {
-    json config;
-    std::ifstream(dir / "adapter" / "adapter_config.json") >> config;
-    config[key] = value;
-    const fs::path changed = dir / ("adapter_" + key);
-    fs::create_directories(changed);
-    fs::copy_file(dir / "adapter" / "adapter_model.safetensors", changed / "adapter_model.safetensors",
-                  fs::copy_options::overwrite_existing);
-    std::ofstream(changed / "adapter_config.json") << config.dump();
+    const fs::path changed = test::peft_folder_with(dir / "adapter", key, value);
     return test::run_command(kCheck + folders + changed.string() + " " + dir.string());
   };
   const test::CommandResult narrower = check_with("target_modules", json{"q_proj", "v_proj"});

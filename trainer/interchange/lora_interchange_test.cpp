@@ -12,6 +12,7 @@
 
 #include "tests/error_of.h"
 #include "tests/model_checkpoint.h"
+#include "tests/peft_folder.h"
 #include "tests/small_model.h"
 #include "trainer/interchange/hf_export.h"
 #include "trainer/interchange/hf_import.h"
@@ -155,14 +156,7 @@ TEST(LoraInterchange, WhatKilnDoesNotComputeIsRefusedInOneLine) {
   export_hf(save_lora_model(lora_model(0), dir / "base_run"), (dir / "base").string());
   export_hf(tuned, (dir / "peft").string(), true);
   const auto import_with = [&](const std::string& key, const json& value) {
-    json config;
-    std::ifstream(dir / "peft" / "adapter_config.json") >> config;
-    config[key] = value;
-    const fs::path changed = dir / ("peft_" + key);
-    fs::create_directories(changed);
-    fs::copy_file(dir / "peft" / "adapter_model.safetensors", changed / "adapter_model.safetensors",
-                  fs::copy_options::overwrite_existing);
-    std::ofstream(changed / "adapter_config.json") << config.dump();
+    const fs::path changed = test::peft_folder_with(dir / "peft", key, value);
     HfImportOptions options{(dir / "base").string(), (dir / ("back_" + key)).string(), 0};
     options.adapter = changed.string();
     return error_of([&] { import_hf(options); });

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
+#include <utility>
 
 #include "base/check.h"
 
@@ -23,6 +25,30 @@ std::string rank_ranges(const std::vector<int>& ranks) {
   return out;
 }
 
+// "rank 3", "ranks 0-1": ranks and their word.
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  text += rank_ranges(ranks);
+  return text;
+}
+
+// `ranks` grouped by host, the hosts in the order of their first rank; a rank past the end of
+// host_of_rank is on "?".
+std::vector<std::pair<std::string, std::vector<int>>> by_host(const std::vector<int>& ranks,
+                                                              const std::vector<std::string>& host_of_rank) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (const int r : ranks) {
+    const std::string host = static_cast<size_t>(r) < host_of_rank.size() ? host_of_rank[static_cast<size_t>(r)] : "?";
+    const auto at = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == host; });
+    if (at == groups.end()) {
+      groups.push_back({host, {r}});
+    } else {
+      at->second.push_back(r);
+    }
+  }
+  return groups;
+}
+
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -38,21 +64,15 @@ std::vector<std::string> describe_host_spans(const ParallelLayout& layout,
                                              const std::vector<std::string>& host_of_rank) {
   KILN_CHECK(static_cast<int>(host_of_rank.size()) == layout.world(),
              fmt::format("host spans: {} host names for a world of {}", host_of_rank.size(), layout.world()));
-  std::vector<std::string> hosts;
-  std::vector<std::vector<int>> ranks_on;
-  for (int r = 0; r < layout.world(); ++r) {
-    const size_t h = static_cast<size_t>(std::find(hosts.begin(), hosts.end(), host_of_rank[r]) - hosts.begin());
-    if (h == hosts.size()) {
-      hosts.push_back(host_of_rank[r]);
-      ranks_on.emplace_back();
-    }
-    ranks_on[h].push_back(r);
-  }
+  std::vector<int> all(static_cast<size_t>(layout.world()));
+  std::iota(all.begin(), all.end(), 0);
+  const auto hosts = by_host(all, host_of_rank);
   if (hosts.size() < 2) return {};
   std::string placed;
-  for (size_t h = 0; h < hosts.size(); ++h)
-    placed += fmt::format("{}{} rank{} {}", h == 0 ? "" : "; ", hosts[h], ranks_on[h].size() == 1 ? "" : "s",
-                          rank_ranges(ranks_on[h]));
+  for (const auto& [host, ranks] : hosts) {
+    if (!placed.empty()) placed += "; ";
+    placed += host + " " + ranks_text(ranks);
+  }
   std::vector<std::string> lines = {fmt::format("{} hosts: {}", hosts.size(), placed)};
 
   using Members = std::function<std::vector<int>(int)>;
@@ -78,18 +98,8 @@ std::vector<std::string> describe_host_spans(const ParallelLayout& layout,
 }
 
 std::string describe_ranks_by_host(const std::vector<int>& ranks, const std::vector<std::string>& host_of_rank) {
-  const auto host_of = [&](int r) {
-    return static_cast<size_t>(r) < host_of_rank.size() ? host_of_rank[static_cast<size_t>(r)] : std::string("?");
-  };
   std::vector<std::string> parts;
-  for (size_t i = 0; i < ranks.size();) {
-    // A run of consecutive ranks on one host.
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1 && host_of(ranks[j + 1]) == host_of(ranks[i])) ++j;
-    parts.push_back(j == i ? fmt::format("rank {} on {}", ranks[i], host_of(ranks[i]))
-                           : fmt::format("ranks {}-{} on {}", ranks[i], ranks[j], host_of(ranks[i])));
-    i = j + 1;
-  }
+  for (const auto& [host, on_host] : by_host(ranks, host_of_rank)) parts.push_back(ranks_text(on_host) + " on " + host);
   return joined(parts);
 }
 

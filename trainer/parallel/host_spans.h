@@ -18,8 +18,9 @@ namespace kiln {
 std::vector<std::string> describe_host_spans(const ParallelLayout& layout,
                                              const std::vector<std::string>& host_of_rank);
 
-// Ranks (sorted) by their hosts (`host_of_rank`, every rank's; "?" past its end): "rank 2 on
-// node-1", "ranks 2-3 on node-1", "rank 1 on a and rank 3 on b".
+// Ranks (sorted) by their hosts (`host_of_rank`, every rank's; "?" past its end), the hosts in
+// the order of their first rank: "rank 2 on node-1", "ranks 2-3 on node-1", "ranks 1,3 on b",
+// "rank 1 on a and rank 3 on b".
 std::string describe_ranks_by_host(const std::vector<int>& ranks, const std::vector<std::string>& host_of_rank);
 
 }  // namespace kiln

@@ -45,6 +45,7 @@ TEST(HostSpans, RanksByHost) {
   EXPECT_EQ(describe_ranks_by_host({2, 3}, hosts), "ranks 2-3 on b");
   EXPECT_EQ(describe_ranks_by_host({1, 2, 3}, hosts), "rank 1 on a and ranks 2-3 on b");
   EXPECT_EQ(describe_ranks_by_host({0, 2, 5}, hosts), "rank 0 on a, rank 2 on b and rank 5 on ?");
+  EXPECT_EQ(describe_ranks_by_host({1, 3}, {"a", "b", "a", "b"}), "ranks 1,3 on b");
 }
 
 TEST(HostSpans, ANameForEveryRank) {
