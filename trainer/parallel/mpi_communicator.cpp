@@ -405,15 +405,12 @@ MpiSession::MpiSession() {
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "Init_thread");
   notices.open();
   open_roll_call();
-  set_peer_failure_check([] {
-    notices.check_in();
-    answer_roll_call();
-  });
-  set_roll_call(call_roll);
+  set_peer_failure_check([] { notices.check_in(); });
+  set_roll_call({call_roll, answer_roll_call});
 }
 
 MpiSession::~MpiSession() {
-  set_roll_call(nullptr);
+  set_roll_call({});
   set_peer_failure_check(nullptr);
   close_roll_call();
   notices.close();

@@ -2,7 +2,7 @@
 // of its group, not which of them is missing: every live rank of a run that lost one ends up
 // waiting somewhere. So rank 0, as its wait gives up, calls the roll over a communicator of
 // its own: every rank that is still running answers at once from wherever it waits (every
-// wait polls for the call, and so does a rank that already gave up and waits for rank 0's
+// wait past its first 10 ms polls for the call, and so does a rank that already gave up and waits for rank 0's
 // word), and the ranks that do not answer within a short window are the ones that died, froze
 // or were cut off. Rank 0 names them, with their hosts, in the line it prints and records.
 // One roll call per process, opened and closed by MpiSession.

@@ -10,7 +10,7 @@ namespace {
 WaitLimits limits;
 std::atomic<int> unlimited{0};
 void (*peer_failure_check)() = nullptr;
-std::string (*roll_call)(double) = nullptr;
+RollCall roll;
 
 // The roll's window: long enough for every live rank to reach a poll (each polls within a
 // fraction of a millisecond while it waits, within a step while it computes), short beside
@@ -19,9 +19,14 @@ std::string (*roll_call)(double) = nullptr;
 // that opens connections to the dead ranks' host could outlast before the store hears.
 constexpr double kRollAfterTimeout = 2.0;
 
+// A wait answers roll calls once it has lasted this long. Rank 0 calls the roll only after a
+// wait of parallel.timeout_s, when every live rank is held in a long wait, so the polls of a
+// collective on its way stay as cheap as they were.
+constexpr double kAnswerAfter = 0.01;
+
 // Who is missing, by the roll call where there is one; else what can be said without it.
 std::string whom(double seconds, const char* otherwise) {
-  std::string named = roll_call != nullptr ? roll_call(seconds) : std::string();
+  std::string named = roll.call != nullptr ? roll.call(seconds) : std::string();
   return named.empty() ? otherwise : named;
 }
 
@@ -43,13 +48,14 @@ WaitClock::WaitClock(std::string what) : what_(std::move(what)), start_(Clock::n
 
 void set_peer_failure_check(void (*check)()) { peer_failure_check = check; }
 
-void set_roll_call(std::string (*call)(double seconds)) { roll_call = call; }
+void set_roll_call(const RollCall& r) { roll = r; }
 
 void WaitClock::check() {
   if (peer_failure_check != nullptr) peer_failure_check();
-  if (unlimited > 0) return;
   const Clock::time_point now = Clock::now();
   const double waited = seconds_between(start_, now);
+  if (roll.answer != nullptr && waited > kAnswerAfter) roll.answer();
+  if (unlimited > 0) return;
   if (limits.timeout_s > 0 && waited > limits.timeout_s)
     throw WaitGaveUp(fmt::format("no answer in {:g} s at {} (parallel.timeout_s): {}", limits.timeout_s, what_,
                                  whom(kRollAfterTimeout, "a rank there died or hangs")));

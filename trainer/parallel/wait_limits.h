@@ -53,10 +53,15 @@ struct PeerFailed : Error {
 // once, as a wait on MPI does. Null: no check.
 void set_peer_failure_check(void (*check)());
 
-// Set while an MPI session is open: on rank 0, calls the roll for up to `seconds` and says
-// who did not answer (trainer/parallel/mpi_roll_call.h), "" elsewhere. A wait that gives up
-// puts it in its message. Null: no roll call.
-void set_roll_call(std::string (*call)(double seconds));
+// Set while an MPI session is open (trainer/parallel/mpi_roll_call.h). `call`: on rank 0,
+// calls the roll for up to `seconds` and says who did not answer ("" elsewhere); a wait that
+// gives up puts it in its message. `answer`: answers rank 0's roll call if it made one; a wait
+// that has lasted a while polls it. Null: no roll call.
+struct RollCall {
+  std::string (*call)(double seconds) = nullptr;
+  void (*answer)() = nullptr;
+};
+void set_roll_call(const RollCall& roll);
 
 // One wait: `what` names the call and the ranks it waits for ("all_reduce over ranks 0-3").
 class WaitClock {
