@@ -56,6 +56,8 @@ pid_t start_child(const ChildCommand& command) {
     posix_spawn_file_actions_adddup2(&setup.files, setup.log, STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&setup.files, setup.log, STDERR_FILENO);
   }
+  if (command.stdout_fd >= 0) posix_spawn_file_actions_adddup2(&setup.files, command.stdout_fd, STDOUT_FILENO);
+  if (command.stderr_fd >= 0) posix_spawn_file_actions_adddup2(&setup.files, command.stderr_fd, STDERR_FILENO);
   posix_spawn_file_actions_addclosefrom_np(&setup.files, STDERR_FILENO + 1);
 
   sigset_t all, none;

@@ -27,8 +27,13 @@ struct ChildCommand {
   // A session of its own (setsid): no controlling terminal, so the terminal's hang-up and
   // Ctrl-C leave it running after kiln exits. Otherwise a process group of its own.
   bool detached = false;
-  // The file stdout and stderr append to; empty: kiln's own stdout and stderr.
+  // The file stdout and stderr append to; empty: kiln's own stdout and stderr, or the
+  // descriptors below.
   std::string log_path;
+  // The descriptors the child writes as stdout and stderr (kiln keeps its own copies; a pipe
+  // kiln reads, say); -1: as log_path says.
+  int stdout_fd = -1;
+  int stderr_fd = -1;
   // The descriptor the child reads as stdin (kiln keeps its own copy); -1: /dev/null.
   int stdin_fd = -1;
 };

@@ -13,6 +13,9 @@
 #include "cli/next_steps.h"
 #include "cli/runs_format.h"
 #include "base/human_format.h"
+#include "cli/runs_store.h"
+#include "store/run_queries.h"
+#include "trainer/plan/checkpoint_interval.h"
 #include "trainer/plan/planner.h"
 
 namespace kiln {
@@ -29,7 +32,40 @@ struct PlanOptions {
   bool json = false;
   bool wide = false;
   bool this_layout = false;
+  // The checkpoint interval's inputs (docs/resilience.md#how-often-to-checkpoint): the failure
+  // rate, and a checkpoint's cost given or measured from a run in the store.
+  double mtbf_hours = 0;
+  double checkpoint_s = 0;
+  std::string checkpoint_of;
+  std::string store;
 };
+
+// The median stall of the run's recorded checkpoints, in seconds: the cost --checkpoint-of
+// measures. A run with none measured is an error saying so.
+double measured_checkpoint_s(const PlanOptions& o) {
+  auto db = open_store_for_reading(o.store);
+  const int64_t id = store::resolve_run(*db, o.checkpoint_of);
+  std::vector<double> seconds;
+  for (const store::Checkpoint& c : store::list_checkpoints(*db, id))
+    if (c.seconds) seconds.push_back(*c.seconds);
+  if (seconds.empty())
+    fail(fmt::format("--checkpoint-of {}: the run has no checkpoint whose cost was measured (kiln records it since "
+                     "store schema 12); give --checkpoint-s SECONDS",
+                     o.checkpoint_of));
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+// The Young/Daly interval for the first layout's step, as the plan says it.
+void print_checkpoint_interval(const PlanOptions& o, const PlannedLayout& first, double checkpoint_s) {
+  const CheckpointInterval c = checkpoint_interval(checkpoint_s, o.mtbf_hours * 3600, first.time.step_s);
+  const std::string measured = o.checkpoint_of.empty() ? std::string() : " (measured on " + o.checkpoint_of + ")";
+  fmt::print("\ncheckpoints: every {} steps ({}) by the Young/Daly rule, for a checkpoint of {:.1f} s{} and a failure "
+             "every {:g} h:\n  expected goodput {:.1f}% ({:.1f}% writing checkpoints, {:.1f}% lost to failures; "
+             "restarts' start-up not counted)\n  --set train.checkpoint_interval={}\n",
+             c.steps, human_duration(c.interval_s), checkpoint_s, measured, o.mtbf_hours, c.goodput * 100,
+             c.checkpoint_share * 100, c.lost_share * 100, c.steps);
+}
 
 nlohmann::json to_json(const PlannedLayout& l) {
   const StepPrediction& t = l.time;
@@ -128,6 +164,8 @@ std::string first_layout_command(const PlanOptions& o, const Plan& plan, const C
 }
 
 void run_plan(const PlanOptions& o) {
+  if (o.mtbf_hours > 0 && o.checkpoint_s <= 0 && o.checkpoint_of.empty())
+    fail("--mtbf-hours needs a checkpoint's cost: --checkpoint-s SECONDS, or --checkpoint-of RUN to measure it");
   PlanRequest request;
   request.config = load_config(o.config_path, o.overrides);
   request.devices = o.gpus;
@@ -176,6 +214,8 @@ void run_plan(const PlanOptions& o) {
     fail(fmt::format("plan: no layout fits {} x {}: the smallest needs more than its {}", o.gpus, request.device.name,
                      human_bytes(static_cast<size_t>(request.device.memory_bytes))));
   fmt::print("\nrun the first:\n  {}\n", first_layout_command(o, plan, request.config, plan.fitting[0]));
+  if (o.mtbf_hours > 0)
+    print_checkpoint_interval(o, plan.fitting[0], o.checkpoint_of.empty() ? o.checkpoint_s : measured_checkpoint_s(o));
 }
 
 }  // namespace
@@ -200,7 +240,20 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--top", o->top, "Fitting layouts to show (0: size and show every one)")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
-  cmd->add_flag("--json", o->json, "Print the plan as JSON");
+  CLI::Option* mtbf = cmd->add_option("--mtbf-hours", o->mtbf_hours,
+                                      "Hours between failures of the whole job: suggest a checkpoint interval for it "
+                                      "(Young/Daly; docs/resilience.md)")
+                          ->check(CLI::PositiveNumber);
+  CLI::Option* cost = cmd->add_option("--checkpoint-s", o->checkpoint_s, "With --mtbf-hours: a checkpoint's cost, seconds")
+                          ->check(CLI::PositiveNumber)
+                          ->needs(mtbf);
+  CLI::Option* of = cmd->add_option("--checkpoint-of", o->checkpoint_of,
+                                    "With --mtbf-hours: measure a checkpoint's cost on this run of the store")
+                        ->needs(mtbf)
+                        ->excludes(cost);
+  cmd->add_option("--store", o->store, "Run store file for --checkpoint-of (default: $KILN_STORE, else ./kiln-runs.db)")
+      ->needs(of);
+  cmd->add_flag("--json", o->json, "Print the plan as JSON")->excludes(mtbf);
   cmd->add_flag("--wide", o->wide, "Show each rank's memory by arena and the step's time by part");
   cmd->add_flag("--this-layout", o->this_layout,
                 "Predict the config's own layout (its parallel section, micro-batch and recompute) instead of searching");

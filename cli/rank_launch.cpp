@@ -40,9 +40,10 @@ std::string find_on_path(const std::string& program) {
   return "";
 }
 
-// This process's arguments after the program, as it was started (NUL-separated in
-// /proc/self/cmdline), less every --ranks N and --ranks=N.
-std::vector<std::string> arguments_but_ranks() {
+}  // namespace
+
+std::vector<std::string> own_arguments_less(std::initializer_list<std::string_view> options,
+                                            std::initializer_list<std::string_view> flags) {
   std::ifstream file("/proc/self/cmdline", std::ios::binary);
   const std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
   std::vector<std::string> words;
@@ -55,13 +56,17 @@ std::vector<std::string> arguments_but_ranks() {
   KILN_CHECK(!words.empty(), "cannot read this process's arguments from /proc/self/cmdline");
   std::vector<std::string> kept;
   for (size_t i = 1; i < words.size(); ++i) {
-    if (words[i] == "--ranks") ++i;  // and its value
-    else if (words[i].rfind("--ranks=", 0) != 0) kept.push_back(words[i]);
+    const std::string_view word = words[i];
+    const auto given = [&](std::string_view option) {
+      return word == option || (word.size() > option.size() && word.substr(0, option.size()) == option &&
+                                word[option.size()] == '=');
+    };
+    if (std::any_of(flags.begin(), flags.end(), given)) continue;
+    if (std::none_of(options.begin(), options.end(), given)) kept.push_back(words[i]);
+    else if (word.find('=') == std::string_view::npos) ++i;  // and its value
   }
   return kept;
 }
-
-}  // namespace
 
 void start_ranks(int ranks) {
   if (ranks < 1) fail(fmt::format("--ranks {}: expected a number of processes of 1 or more", ranks));
@@ -80,7 +85,7 @@ void start_ranks(int ranks) {
   std::fflush(stdout);
   words.argv.front() = mpirun;
   words.argv.push_back(fs::read_symlink("/proc/self/exe").string());
-  for (std::string& word : arguments_but_ranks()) words.argv.push_back(std::move(word));
+  for (std::string& word : own_arguments_less({"--ranks"})) words.argv.push_back(std::move(word));
 
   std::vector<char*> argv;
   for (std::string& word : words.argv) argv.push_back(word.data());

@@ -3,7 +3,17 @@
 // mpirun's options. kiln sweep --ranks passes it to each point's training.
 #pragma once
 
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
 namespace kiln {
+
+// This process's arguments after the program, as it was started (/proc/self/cmdline), less
+// each of `options` with its value (`--x V` or `--x=V`) and each of `flags`.
+std::vector<std::string> own_arguments_less(std::initializer_list<std::string_view> options,
+                                            std::initializer_list<std::string_view> flags = {});
 
 // Does nothing for 1 rank (the command trains in this process). For more, replaces this
 // process with `mpirun -np N ... KILN ARGS`: this binary (/proc/self/exe) with this process's

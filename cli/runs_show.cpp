@@ -66,6 +66,14 @@ std::string times_text(const store::RunRecord& run, double now) {
   return text;
 }
 
+// "91.2%: 1h02m of steps that count in 1h08m", "" when the run has no goodput.
+std::string goodput_text(const store::RunRecord& run, double now) {
+  const std::optional<double> goodput = store::goodput(run, now);
+  if (!goodput) return "";
+  return fmt::format("{:.1f}%: {} of steps that count in {}", *goodput * 100, duration_or_absent(*run.step_seconds),
+                     duration_or_absent(*run.step_seconds / *goodput));
+}
+
 // "baseline (run 3) at step 4000", for the parents and forks lines.
 std::string links_text(const std::vector<store::LineageLink>& links) {
   std::vector<std::string> texts;
@@ -83,6 +91,7 @@ void print_record(const store::RunRecord& run, const store::Lineage& lineage, do
   if (!lineage.ancestors.empty()) field("parent", links_text({lineage.ancestors.front()}));
   field("forks", links_text(lineage.forks));
   field("times", times_text(run, now));
+  field("goodput", goodput_text(run, now));
   field("tags", join(run.tags, ", "));
   field("notes", run.notes);
   field("config", config_summary(run.config_json));

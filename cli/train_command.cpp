@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,9 +19,14 @@
 #include "cli/serve_command.h"
 #include "cli/server_token.h"
 #include "cli/store_path.h"
+#include "launch/hostfile.h"
+#include "launch/supervised_run.h"
+#include "launch/train_command.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
+#include "trainer/parallel/launch.h"
 #include "trainer/parallel/wait_limits.h"
+#include "trainer/plan/rank_build.h"
 #include "trainer/parallel/world.h"
 #include "trainer/plan/planner.h"
 #include "trainer/train/backend.h"
@@ -102,9 +108,70 @@ void say_dropped_hook(std::FILE* out, const std::string& hook) {
   std::fflush(out);
 }
 
+// kiln train --max-restarts K / --hostfile F: this process starts the ranks and supervises
+// them (launch/supervised_run.h); its exit status is the last attempt's.
+int supervise_training(const TrainOptions& options) {
+  const int ranks = options.ranks.value_or(1);
+  if (launched_by_mpi())
+    fail(fmt::format("--max-restarts and --hostfile start the ranks themselves, and this process is already one of {} "
+                     "an MPI launcher started; drop them, or drop the launcher",
+                     launched_world_size()));
+  if (ranks < 1) fail(fmt::format("--ranks {}: expected a number of processes of 1 or more", ranks));
+  if (!options.hostfile.empty() && !options.ranks) fail("--hostfile needs --ranks N: how many ranks to spread over its hosts");
+  launch::SupervisedRun run;
+  run.ranks = ranks;
+  run.max_restarts = options.max_restarts.value_or(0);
+  run.exclude_failed = options.exclude_failed;
+  if (!options.hostfile.empty()) {
+    run.hosts = launch::read_hostfile(options.hostfile);
+    launch::ranks_per_host(ranks, run.hosts);
+  }
+  std::string resume, dropped_hook;
+  const Config config = resolve_config(options, resume, dropped_hook);
+  run.run_name = !options.name.empty() ? options.name
+                 : !resume.empty()     ? Checkpoint(resume).state().run_name
+                                       : default_run_name(options.config_path);
+  kiln::check_run_name(run.run_name);
+  if (!options.no_store) run.store_path = resolve_store_path(options.store, config.store.path);
+  run.kiln = launch::this_kiln();
+  // The first attempt is the command as typed; a restart resumes the run's checkpoint, whose
+  // config is the one that ran (--layout auto's choice included).
+  const std::vector<std::string> name = {"--name=" + run.run_name};
+  run.first_args = own_arguments_less({"--ranks", "--max-restarts", "--hostfile", "--name"}, {"--exclude-failed"});
+  run.restart_args = own_arguments_less(
+      {"--ranks", "--max-restarts", "--hostfile", "--name", "--resume", "--config", "-c", "--layout", "--plan-device"},
+      {"--exclude-failed", "--force"});
+  run.first_args.insert(run.first_args.end(), name.begin(), name.end());
+  run.restart_args.insert(run.restart_args.end(), name.begin(), name.end());
+  const std::string root = run_checkpoint_root(config.train.checkpoint_dir, run.run_name);
+  run.newest_checkpoint = [root, dir = config.train.checkpoint_dir]() -> std::optional<launch::RestartPoint> {
+    if (!std::filesystem::exists(root)) return std::nullopt;
+    try {
+      const std::string path = find_checkpoint_to_resume(root, dir);
+      return launch::RestartPoint{path, Checkpoint(path).state().step};
+    } catch (const Error& e) {
+      fmt::print(stderr, "kiln: warning: no checkpoint to restart from: {}\n", e.what());
+      return std::nullopt;
+    }
+  };
+  run.layout_refusal = [config](int left) -> std::string {
+    try {
+      parallel_layout(config, left);
+      return {};
+    } catch (const Error& e) {
+      return e.what();
+    }
+  };
+  return launch::supervise_run(run);
+}
+
 }  // namespace
 
 void run_train(const TrainOptions& options, const std::string& command_line) {
+  if (options.max_restarts || !options.hostfile.empty()) {
+    if (const int status = supervise_training(options); status != 0) throw CLI::RuntimeError(status);
+    return;
+  }
   if (options.ranks) start_ranks(*options.ranks);
   // The name becomes a folder under train.checkpoint_dir: refused before anything starts.
   if (!options.name.empty()) kiln::check_run_name(options.name);
@@ -121,6 +188,7 @@ void run_train(const TrainOptions& options, const std::string& command_line) {
   record.command_line = command_line;
   record.tags = options.tags;
   record.force_resume = options.force;
+  record.restart = options.restart;
   if (!options.sweep_point.empty()) std::tie(record.sweep_id, record.sweep_point) = parse_sweep_point(options.sweep_point);
   World world;
   set_wait_limits({config.parallel.timeout_s, interrupt_requested});
@@ -212,14 +280,34 @@ void add_train_command(CLI::App& app, std::string command_line) {
                   "The device --layout auto plans for: h100, h200, a100, a100-40gb or cpu (default: cpu, or h100 on a GPU)")
       ->needs(layout);
   layout->excludes(resume);
+  cmd->add_option("--restart", options->restart,
+                  "N: this training is the run's Nth restart after a failure (kiln train --max-restarts passes it)")
+      ->check(CLI::PositiveNumber)
+      ->needs(resume)
+      ->group("");
   cmd->add_option("--sweep-point", options->sweep_point,
                   "SWEEP_ID:POINT: record the run as this point of a sweep (kiln sweep passes it; docs/sweeps.md)");
   CLI::Option* ranks = cmd->add_option(
       "--ranks", options->ranks,
       "Train as N processes: starts mpirun -np N itself, as this machine needs it (docs/parallelism.md)");
+  CLI::Option* restarts = cmd->add_option(
+      "--max-restarts", options->max_restarts,
+      "Start the run again from its newest checkpoint when it fails, up to K times (docs/resilience.md)")
+      ->check(CLI::NonNegativeNumber);
+  CLI::Option* hostfile = cmd->add_option(
+      "--hostfile", options->hostfile,
+      "Spread the --ranks over the machines of this Open MPI hostfile, the same number on each (docs/resilience.md)")
+      ->needs(ranks);
+  cmd->add_flag("--exclude-failed", options->exclude_failed,
+                "With --max-restarts and --hostfile: restart without the hosts that failed, with fewer data-parallel "
+                "ranks where the layout allows")
+      ->needs(restarts)
+      ->needs(hostfile);
   cmd->add_flag("--print-config", options->print_config,
                 "Print the resolved config as JSON and exit")
-      ->excludes(ranks);
+      ->excludes(ranks)
+      ->excludes(restarts)
+      ->excludes(hostfile);
   cmd->callback([options, command_line] { run_train(*options, command_line); });
 }
 

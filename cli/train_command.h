@@ -25,6 +25,12 @@ struct TrainOptions {
   std::string layout;       // "auto": the planner's fastest layout for the launched ranks
   std::string plan_device;  // the device --layout auto plans for (default: cpu, or h100 on a GPU)
   std::optional<int> ranks;  // --ranks N: start N ranks under mpirun (cli/rank_launch.h)
+  int restart = 0;           // --restart N, which kiln train --max-restarts passes to its Nth restart
+  // --max-restarts K, --hostfile F, --exclude-failed: the command stays and supervises its
+  // ranks (launch/supervised_run.h).
+  std::optional<int> max_restarts;
+  std::string hostfile;
+  bool exclude_failed = false;
 };
 
 // Trains as `kiln train` with these options; command_line is recorded in the store.

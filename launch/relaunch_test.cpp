@@ -30,7 +30,7 @@ class RelaunchTest : public store::testing_util::StoreTest {
     info.workdir = dir_.string();
     info.world_size = 2;
     writer.create_run(info);
-    for (const int64_t step : {3, 6}) writer.log_checkpoint({step, "ckpt/src/step" + std::to_string(step), {}, "", 0});
+    for (const int64_t step : {3, 6}) writer.log_checkpoint({step, "ckpt/src/step" + std::to_string(step), {}, "", 0, std::nullopt});
     fs::create_directories(dir_ / "ckpt/src/step3");
     std::ofstream(dir_ / "ckpt/src/step3/manifest.json") << "{}";
     if (status != store::RunStatus::Running) writer.finish(status);

@@ -10,6 +10,11 @@ void write_item(Database& db, int64_t run, const WriteItem& item, BlockUpdate& b
   if (const auto* m = std::get_if<MetricBatch>(&item)) {
     for (const auto& row : m->rows) insert_metric(db, run, row);
     blocks.add(m->rows);
+    if (m->step_seconds) {
+      Statement& st = db.cached("UPDATE runs SET step_seconds = ? WHERE id = ?");
+      st.bind_all(*m->step_seconds, run);
+      st.run();
+    }
   } else if (const auto* s = std::get_if<SystemBatch>(&item)) {
     for (const auto& row : s->rows) insert_system(db, run, row);
   } else if (const auto* v = std::get_if<ValidRow>(&item)) {

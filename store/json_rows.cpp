@@ -7,6 +7,7 @@
 #include "base/overloaded.h"
 #include "store/expert_load.h"
 #include "store/metric_fields.h"
+#include "store/run_figures.h"
 #include "store/user_text.h"
 
 namespace kiln::store {
@@ -50,7 +51,9 @@ json to_json(const RunRecord& run) {
           {"sweep_id", json_number(run.sweep_id)},
           {"sweep_point", json_number(run.sweep_point)},
           {"parent_id", json_number(run.parent_id)},
-          {"parent_step", json_number(run.parent_step)}};
+          {"parent_step", json_number(run.parent_step)},
+          {"step_seconds", json_number(run.step_seconds)},
+          {"goodput", json_number(goodput(run, unix_now()))}};
 }
 
 json metric_json(const MetricRow& row, const MetricField& field) {
@@ -141,7 +144,8 @@ json to_json(const Checkpoint& checkpoint) {
           {"path", checkpoint.path},
           {"bytes", json_number(checkpoint.bytes)},
           {"layout", checkpoint.layout},
-          {"time", json_number(checkpoint.time)}};
+          {"time", json_number(checkpoint.time)},
+          {"seconds", json_number(checkpoint.seconds)}};
 }
 
 json to_json(const Command& command) {

@@ -350,8 +350,21 @@ DROP TABLE samples;
 ALTER TABLE samples_v11 RENAME TO samples;
 )sql";
 
+// Version 11 -> 12: goodput (docs/resilience.md#goodput), the share of a run's wall-clock time
+// spent on steps that survive. The seconds of those steps go on with the checkpoint a run
+// resumes from, so steps a failure lost stop counting; the wall clock is each process's
+// (attempt's) own, summed over the run's attempts, with the time between a failure and its
+// automatic restart counted too. A checkpoint records how long the step stalled for it, which
+// kiln plan --mtbf-hours weighs against the failure rate.
+constexpr const char* kV12 = R"sql(
+ALTER TABLE runs ADD COLUMN step_seconds REAL;
+ALTER TABLE runs ADD COLUMN counted_seconds REAL NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN attempt_started_at REAL;
+ALTER TABLE checkpoints ADD COLUMN seconds REAL;
+)sql";
+
 constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6},
-                                     {kV7}, {kV8}, {kV9}, {kV10}, {kV11}};
+                                     {kV7}, {kV8}, {kV9}, {kV10}, {kV11}, {kV12}};
 
 }  // namespace
 

@@ -78,9 +78,9 @@ int64_t insert_event(Database& db, int64_t run_id, const Event& e) {
 
 void insert_checkpoint(Database& db, int64_t run_id, const Checkpoint& c) {
   Statement& st = db.cached(
-      "INSERT OR REPLACE INTO checkpoints (run_id, step, path, bytes, layout, time) "
-      "VALUES (?,?,?,?,?,?)");
-  st.bind_all(run_id, c.step, c.path, c.bytes, c.layout, c.time);
+      "INSERT OR REPLACE INTO checkpoints (run_id, step, path, bytes, layout, time, seconds) "
+      "VALUES (?,?,?,?,?,?,?)");
+  st.bind_all(run_id, c.step, c.path, c.bytes, c.layout, c.time, c.seconds);
   st.run();
 }
 
@@ -151,6 +151,7 @@ Checkpoint read_checkpoint(const Statement& st, int i) {
   c.bytes = st.opt_int64(i + 2);
   c.layout = st.text(i + 3);
   c.time = st.real(i + 4);
+  c.seconds = st.opt_real(i + 5);
   return c;
 }
 

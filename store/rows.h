@@ -13,7 +13,7 @@
 namespace kiln::store {
 
 inline constexpr const char* kEventColumns = "id, time, step, kind, message";
-inline constexpr const char* kCheckpointColumns = "step, path, bytes, layout, time";
+inline constexpr const char* kCheckpointColumns = "step, path, bytes, layout, time, seconds";
 inline constexpr const char* kCommandColumns =
     "id, run_id, created_at, action, argument, status, applied_step, applied_at, reason";
 inline constexpr const char* kSystemColumns =

@@ -15,6 +15,16 @@ double run_duration_s(const RunRecord& run, double now_s) {
   return now_s - *run.started_at;
 }
 
+std::optional<double> goodput(const RunRecord& run, double now_s) {
+  if (!run.step_seconds || !run.attempt_started_at) return std::nullopt;
+  double end = now_s;
+  if (run.ended_at) end = *run.ended_at;
+  else if (run.status == RunStatus::Lost) end = run.heartbeat_at.value_or(*run.attempt_started_at);
+  const double counted = run.counted_seconds + std::max(0.0, end - *run.attempt_started_at);
+  if (!(counted > 0)) return std::nullopt;
+  return *run.step_seconds / counted;
+}
+
 double mean_over_ranks(const std::vector<MetricRow>& rows, double MetricRow::*field) {
   double sum = 0;
   int count = 0;

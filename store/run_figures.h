@@ -18,6 +18,13 @@ bool is_live(RunStatus status);
 // is live. NaN for a run that never started.
 double run_duration_s(const RunRecord& run, double now_s);
 
+// Goodput: the share of the run's wall clock spent in steps that survive (docs/resilience.md#goodput),
+// step_seconds over the seconds that count: the earlier attempts' and this one's, to its end,
+// its last heartbeat when it was lost, now while it is live. nullopt before the run's first
+// logged step, and for a run recorded before schema 12 or resumed from a checkpoint that did
+// not measure its steps.
+std::optional<double> goodput(const RunRecord& run, double now_s);
+
 // The mean of one metric over the ranks that measured it; NaN when none did (a pipeline
 // stage without the loss logs none).
 double mean_over_ranks(const std::vector<MetricRow>& rows, double MetricRow::*field);

@@ -22,7 +22,8 @@ constexpr const char* kRunSelect = R"sql(
          started_at, ended_at, heartbeat_at, tags, notes, coalesce(error, ''),
          (SELECT max(step) FROM metrics WHERE metrics.run_id = runs.id), pid,
          planned_step_s, planned_memory_bytes, workdir, world_size, sweep_id, sweep_point,
-         parent_id, parent_step, coalesce(launch, '')
+         parent_id, parent_step, coalesce(launch, ''), step_seconds, counted_seconds,
+         attempt_started_at
   FROM runs)sql";
 
 std::vector<std::string> parse_tags(const std::string& text) {
@@ -64,6 +65,9 @@ RunRecord read_run(const Statement& st) {
   r.parent_id = st.opt_int64(25);
   r.parent_step = st.opt_int64(26);
   r.launch_json = st.text(27);
+  r.step_seconds = st.opt_real(28);
+  r.counted_seconds = st.real(29);
+  r.attempt_started_at = st.opt_real(30);
   return r;
 }
 

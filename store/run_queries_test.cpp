@@ -148,7 +148,7 @@ TEST_F(RunQueriesTest, FindsARunByItsExactNameOnly) {
 TEST_F(RunQueriesTest, DetailsHoldTheLatestRowsEventsAndCommands) {
   insert_command(*db_, ids_[3], CommandAction::Checkpoint);
   live_->log_metrics(interval(7, 2));
-  live_->log_checkpoint({7, "/ck/7", std::nullopt, "tp1.pp1.dp1", 0});
+  live_->log_checkpoint({7, "/ck/7", std::nullopt, "tp1.pp1.dp1", 0, std::nullopt});
   live_->flush();
   const RunDetails d = run_details(*db_, ids_[3], 1);  // the newest event only
   EXPECT_EQ(d.run.name, "llama-8b");

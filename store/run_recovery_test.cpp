@@ -35,7 +35,7 @@ class RunRecoveryTest : public StoreTest {
     RunWriter writer(path(), options);
     run_id_ = writer.create_run(run_info(name));
     for (int64_t step = 1; step <= 300; ++step) writer.log_metrics(interval(step, 4));
-    writer.log_checkpoint({300, "/ckpt/" + name + "/step-00000300", 4096, "tp1.pp1.dp4", 0});
+    writer.log_checkpoint({300, "/ckpt/" + name + "/step-00000300", 4096, "tp1.pp1.dp4", 0, 2.5});
     writer.finish(RunStatus::Completed);
     return writer.close();
   }

@@ -100,6 +100,16 @@ std::string another_training(Database& db, const RunRecord& run, const ResumeReq
   return {};
 }
 
+// The wall seconds goodput counts for the run once this attempt starts at `now`: those of its
+// earlier attempts, plus the one that ended, to its end (or its last heartbeat when it was
+// lost); for an automatic restart also the time since, which the failure cost. A run a user
+// stopped and resumes later was not meant to train in between.
+double counted_seconds(const RunRecord& run, const ResumeRequest& request, double now) {
+  if (!run.attempt_started_at) return run.counted_seconds;  // recorded before schema 12
+  const double ended = request.restart ? now : run.ended_at.value_or(run.heartbeat_at.value_or(now));
+  return run.counted_seconds + std::max(0.0, ended - *run.attempt_started_at);
+}
+
 }  // namespace
 
 RunWriter::RunWriter(const std::string& path, WriterOptions options)
@@ -149,14 +159,14 @@ int64_t RunWriter::create_run(const RunInfo& typed) {
   Statement& insert = db.cached(
       "INSERT INTO runs (name, status, config_json, layout, backend, device, host, command_line, "
       "pid, created_at, started_at, heartbeat_at, tags, notes, planned_step_s, planned_memory_bytes, "
-      "workdir, world_size, sweep_id, sweep_point, parent_id, parent_step, launch) "
-      "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "workdir, world_size, sweep_id, sweep_point, parent_id, parent_step, launch, attempt_started_at) "
+      "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   insert.bind_all(info.name, info.config_json.empty() ? std::string("{}") : info.config_json,
                   info.layout, info.backend, info.device, info.host, info.command_line,
                   stored_pid(info.pid), now, now, now, nlohmann::json(info.tags).dump(), info.notes,
                   info.planned_step_s, info.planned_memory_bytes, info.workdir, info.world_size,
                   info.sweep_id, info.sweep_point, parent_id,
-                  parent_id ? info.parent_step : std::nullopt, stored_launch(info.launch));
+                  parent_id ? info.parent_step : std::nullopt, stored_launch(info.launch), now);
   insert.run();
   const int64_t id = db.last_insert_rowid();
   std::string message = parent_id ? "forked from " + info.parent_name + " at step " +
@@ -217,11 +227,13 @@ ResumeOutcome RunWriter::resume_run(const RunInfo& typed, const ResumeRequest& r
   Statement& update = db.cached(
       "UPDATE runs SET status = 'running', ended_at = NULL, error = NULL, heartbeat_at = ?, "
       "config_json = ?, layout = ?, backend = ?, device = ?, host = ?, command_line = ?, pid = ?, "
-      "planned_step_s = ?, planned_memory_bytes = ?, workdir = ?, world_size = ?, launch = ? WHERE id = ?");
+      "planned_step_s = ?, planned_memory_bytes = ?, workdir = ?, world_size = ?, launch = ?, "
+      "step_seconds = ?, counted_seconds = ?, attempt_started_at = ? WHERE id = ?");
   update.bind_all(now, info.config_json.empty() ? std::string("{}") : info.config_json,
                   info.layout, info.backend, info.device, info.host, info.command_line,
                   stored_pid(info.pid), info.planned_step_s, info.planned_memory_bytes, info.workdir,
-                  info.world_size, stored_launch(info.launch), id);
+                  info.world_size, stored_launch(info.launch), request.step_seconds,
+                  counted_seconds(run, request, now), now, id);
   update.run();
   insert_event(db, id, Event{0, now, std::nullopt, std::string(event_kind::kStart), message});
   tx.commit();
@@ -261,11 +273,11 @@ void RunWriter::push(WriteItem item) {
   wake_.notify_one();
 }
 
-void RunWriter::log_metrics(std::vector<MetricRow> rows) {
+void RunWriter::log_metrics(std::vector<MetricRow> rows, std::optional<double> step_seconds) {
   const double now = unix_now();
   for (auto& r : rows)
     if (!(r.time > 0)) r.time = now;
-  push(MetricBatch{std::move(rows)});
+  push(MetricBatch{std::move(rows), step_seconds});
 }
 
 void RunWriter::log_valid(ValidRow row) {

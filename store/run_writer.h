@@ -78,6 +78,12 @@ struct ResumeRequest {
   bool named = false;
   bool unchanged = false;
   bool force = false;  // continue a run that still looks live: its process is gone
+  // kiln train --max-restarts started this after the run failed: the time since the failure
+  // counts against goodput (a run a user resumes was not meant to train in between).
+  bool restart = false;
+  // The seconds of the steps up to the checkpoint that survive (its TrainingState's);
+  // nullopt: a checkpoint written before kiln measured them.
+  std::optional<double> step_seconds;
 };
 
 struct ResumeOutcome {
@@ -102,7 +108,8 @@ class RunWriter {
   // stored redacted (user_text.h). One run per writer.
   int64_t create_run(const RunInfo& info);
   // Continues the run named info.name, which a checkpoint of it is resuming: the status
-  // goes back to `running`, the end and error are cleared, the record takes info's command
+  // goes back to `running`, the end and error are cleared, goodput's clock adds the attempt
+  // that ended (ResumeRequest::restart) and takes the checkpoint's step seconds, the record takes info's command
   // line, launch, host, pid and device, and a `start` event says where it resumed from. A run
   // that is still live (running or paused, heartbeat fresh) is refused, since two processes
   // must not record one run, unless its recording process is known to be gone (same host, no
@@ -113,7 +120,8 @@ class RunWriter {
   int64_t run_id() const;
 
   // One log interval: every rank's row for the step(s). Rows with time 0 get now.
-  void log_metrics(std::vector<MetricRow> rows);
+  // step_seconds: the seconds the run has spent in steps that survive, as of these rows.
+  void log_metrics(std::vector<MetricRow> rows, std::optional<double> step_seconds = std::nullopt);
   void log_valid(ValidRow row);
   // A validation step's generated texts, one per prompt, all of the same step; each made
   // storable (user_text.h's storable_text, up to kMaxSampleBytes) rather than refused: it is

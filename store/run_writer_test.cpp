@@ -60,7 +60,7 @@ TEST_F(RunWriterTest, RecordsARunFromStartToEnd) {
     sys.rss_bytes = 123456789;
     writer.log_system({sys});
     writer.log_event(event_kind::kNan, "loss is NaN on rank 2", 20);
-    writer.log_checkpoint({30, "/ckpt/step-30", 4096, "tp1.pp1.dp4", 0});
+    writer.log_checkpoint({30, "/ckpt/step-30", 4096, "tp1.pp1.dp4", 0, 1.5});
     writer.finish(RunStatus::Completed);
     writer.flush();
     EXPECT_EQ(writer.stats().committed_metric_rows, 12);
@@ -113,6 +113,7 @@ TEST_F(RunWriterTest, RecordsARunFromStartToEnd) {
   EXPECT_EQ(checkpoints[0].path, "/ckpt/step-30");
   EXPECT_EQ(checkpoints[0].bytes, 4096);
   EXPECT_EQ(checkpoints[0].layout, "tp1.pp1.dp4");
+  EXPECT_EQ(checkpoints[0].seconds, 1.5);
 
   const auto events = list_events(*db, id);
   ASSERT_EQ(events.size(), 4u);
@@ -165,6 +166,51 @@ TEST_F(RunWriterTest, AResumedRunContinuesTheSameRecord) {
   RunWriter writer(path());
   EXPECT_FALSE(writer.resume_run(run_info("never-recorded"), named_resume("x")).run_id.has_value());
   EXPECT_EQ(writer.run_id(), 0);
+}
+
+// Goodput's clock: an automatic restart counts the time since the failure, a resume by a user
+// only the attempt that ended; the step seconds go back to the checkpoint's.
+TEST_F(RunWriterTest, AResumeCarriesGoodputsClockOn) {
+  int64_t id = 0;
+  const auto attempt_ended = [&](RunWriter& writer) {
+    writer.finish(RunStatus::Failed, "rank 1 did not answer");
+    writer.flush();
+    // An attempt of 10 s that ended 4 s ago.
+    auto db = open_store(path(), Access::ReadWrite);
+    Statement set(*db, "UPDATE runs SET attempt_started_at = ?, ended_at = ? WHERE id = ?");
+    set.bind_all(unix_now() - 14, unix_now() - 4, id).run();
+  };
+  const auto run = [&] {
+    auto db = open_store(path(), Access::ReadOnly);
+    return get_run(*db, id);
+  };
+  {
+    RunWriter writer(path());
+    id = writer.create_run(run_info("goodput"));
+    writer.log_metrics(interval(10, 2), 8.5);
+    writer.flush();
+    EXPECT_EQ(run().step_seconds, 8.5);
+    EXPECT_EQ(run().counted_seconds, 0);
+    EXPECT_NEAR(*run().attempt_started_at, unix_now(), 5);
+    attempt_ended(writer);
+  }
+  {
+    RunWriter writer(path());
+    ResumeRequest restart = named_resume("/ckpt/step-00000005");
+    restart.restart = true;
+    restart.step_seconds = 4.25;  // steps 6-10 are lost
+    writer.resume_run(run_info("goodput"), restart);
+    EXPECT_EQ(run().step_seconds, 4.25);
+    EXPECT_NEAR(run().counted_seconds, 14, 1);  // the attempt and the 4 s since its failure
+    EXPECT_NEAR(*run().attempt_started_at, unix_now(), 5);
+    attempt_ended(writer);
+  }
+  const double before = run().counted_seconds;
+  RunWriter writer(path());
+  ResumeRequest resume = named_resume("/ckpt/step-00000005");
+  resume.step_seconds = 4.25;
+  writer.resume_run(run_info("goodput"), resume);
+  EXPECT_NEAR(run().counted_seconds, before + 10, 1e-6);  // the attempt alone
 }
 
 TEST_F(RunWriterTest, RecordsHowARunWasLaunchedAndTakesTheResumesLaunch) {
@@ -252,8 +298,8 @@ TEST_F(RunWriterTest, AnotherTrainingFromAnEndedRunsCheckpointIsNotAppendedToIt)
   {
     RunWriter writer(path());
     id = writer.create_run(run_info("tuned"));
-    writer.log_checkpoint({10, "/ckpt/tuned/step-00000010", 100, "tp1.pp1.dp1"});
-    writer.log_checkpoint({20, "/ckpt/tuned/step-00000020", 100, "tp1.pp1.dp1"});
+    writer.log_checkpoint({10, "/ckpt/tuned/step-00000010", 100, "tp1.pp1.dp1", 0, std::nullopt});
+    writer.log_checkpoint({20, "/ckpt/tuned/step-00000020", 100, "tp1.pp1.dp1", 0, std::nullopt});
     writer.finish(RunStatus::Completed);
     writer.flush();
   }

@@ -62,7 +62,7 @@ std::unique_ptr<Database> migrated_from(const std::string& path, size_t version,
 
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 11);
+  EXPECT_EQ(schema_version(), 12);
   EXPECT_EQ(db->query_int("PRAGMA user_version"), schema_version());
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
@@ -316,15 +316,15 @@ TEST_F(SchemaTest, RefusesAStoreFromANewerKiln) {
   make_store(path());
   {
     Database db(path(), Access::ReadWrite);
-    db.exec("PRAGMA user_version = 12");
+    db.exec("PRAGMA user_version = " + std::to_string(schema_version() + 1));
   }
-  const std::string expected =
-      "store: " + path() + " has schema version 12, newer than this kiln's 11; upgrade kiln";
+  const std::string expected = "store: " + path() + " has schema version " + std::to_string(schema_version() + 1) +
+                               ", newer than this kiln's " + std::to_string(schema_version()) + "; upgrade kiln";
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadWrite); }), expected);
   EXPECT_EQ(error_of([&] { open_store(path(), Access::ReadOnly); }), expected);
   EXPECT_EQ(error_of([&] { RunWriter writer(path()); }), expected);
   Database db(path(), Access::ReadOnly);
-  EXPECT_EQ(db.query_int("PRAGMA user_version"), 12);  // untouched
+  EXPECT_EQ(db.query_int("PRAGMA user_version"), schema_version() + 1);  // untouched
 }
 
 TEST_F(SchemaTest, ReadOnlyAccessNeverMigrates) {

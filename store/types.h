@@ -191,6 +191,8 @@ inline constexpr std::string_view kError = "error";
 inline constexpr std::string_view kDropped = "dropped";
 inline constexpr std::string_view kStatus = "status";
 inline constexpr std::string_view kAlert = "alert";
+// kiln train --max-restarts started the run again after a failure (launch/supervised_run.h).
+inline constexpr std::string_view kRestart = "restart";
 // Rows a recovery file brought in after the run ended (run_recovery.h, kiln runs recover).
 inline constexpr std::string_view kRecovered = "recovered";
 }  // namespace event_kind
@@ -209,6 +211,7 @@ struct Checkpoint {
   std::optional<int64_t> bytes;
   std::string layout;  // the layout it was written under
   double time = 0;     // 0: stamped when queued
+  std::optional<double> seconds;  // how long training stood still for it; nullopt: not measured
 };
 
 struct Command {
@@ -270,6 +273,12 @@ struct RunRecord {
   // RunInfo's launch as the store holds it, JSON text (store/run_launch.h reads it, strictly);
   // empty: not recorded (a run recorded before schema 8).
   std::string launch_json;
+  // Goodput's parts (store/run_figures.h goodput): the seconds spent in steps that survive, as
+  // of the newest logged step (nullopt: none logged, or recorded before schema 12); the wall
+  // seconds of the run's earlier attempts that count; when this attempt started.
+  std::optional<double> step_seconds;
+  double counted_seconds = 0;
+  std::optional<double> attempt_started_at;
 };
 
 }  // namespace kiln::store

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -27,6 +28,9 @@ namespace kiln::store {
 
 struct MetricBatch {
   std::vector<MetricRow> rows;
+  // The seconds the run has spent in steps that survive, as of these rows (runs.step_seconds,
+  // for goodput); nullopt: not measured by this writer.
+  std::optional<double> step_seconds;
 };
 struct SystemBatch {
   std::vector<SystemRow> rows;

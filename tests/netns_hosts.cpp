@@ -23,6 +23,8 @@ std::string NetnsHosts::script() const { return source_dir() + "/scripts/netns-h
 
 std::string NetnsHosts::mpirun() const { return script() + " mpirun " + name_ + " "; }
 
+std::string NetnsHosts::launch() const { return script() + " launch " + name_ + " "; }
+
 std::string NetnsHosts::on(int i) const { return script() + " exec " + name_ + " " + host(i) + " "; }
 
 }  // namespace kiln::test

@@ -27,6 +27,11 @@ class NetnsHosts {
   std::string mpirun() const;
   // The start of a command line that runs a command on host i.
   std::string on(int i) const;
+  // The start of a command line that runs, on host 0, a command that starts mpirun itself
+  // (kiln train --hostfile), with the settings that reach the hosts in its environment.
+  std::string launch() const;
+  // The hosts' hostfile, every host with 64 slots.
+  std::string hostfile() const { return "/run/kiln-hosts/" + name_ + "/hostfile"; }
 
  private:
   std::string script() const;

@@ -142,7 +142,7 @@ void write_finished_runs(const std::string& path) {
     writer.log_metrics({metric(20, 0, t + 120, 2.5, 1000, 10, 0.4),
                         metric(20, 1, t + 120, 2.7, 1000, 20, 0.2)});
     writer.log_valid({20, t + 121, 2.9});
-    writer.log_checkpoint({20, "/ckpt/baseline-20", int64_t{1} << 20, "tp1.pp1.dp2", t + 125});
+    writer.log_checkpoint({20, "/ckpt/baseline-20", int64_t{1} << 20, "tp1.pp1.dp2", t + 125, 3.5});
     writer.log_event(store::event_kind::kStatus, "a note from the trainer", 20);
     writer.finish(RunStatus::Completed);
     writer.flush();

@@ -241,6 +241,8 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     facts.replaceChildren(el("span", {}, "status ", status), progress, elapsed, eta, plan,
       el("span", {}, `layout ${r.layout || "—"}`), el("span", {}, `${r.backend} · ${r.device || "—"}`),
       el("span", {}, `started ${format.time(r.started_at)}`),
+      ...(r.goodput == null ? [] : [el("span", { title: "share of the run's wall clock spent in steps that survive (restarts, lost steps, start-up and checkpoints count against it)" },
+        `goodput ${(r.goodput * 100).toFixed(1)}%`)]),
       el("a", { href: `/api/runs/${r.id}/export.csv` }, "export CSV"));
     showProgress();
     // Pause only a running run and resume only a paused one; the rest while it is live.

@@ -11,6 +11,7 @@
 #include "store/alert_rows.h"
 #include "store/metric_fields.h"
 #include "store/run_details.h"
+#include "store/run_figures.h"
 #include "store/run_queries.h"
 
 namespace kiln::monitor {
@@ -80,6 +81,12 @@ Reply get_prometheus(ApiCall& call) {
   for (const auto& d : live)
     sample(out, "kiln_run_paused", fmt::format("run=\"{}\"", label(d.run.name)),
            d.run.status == store::RunStatus::Paused ? 1 : 0);
+  header(out, {"kiln_run_goodput",
+               "Share of the run's wall clock spent in steps that survive, 0..1 (docs/resilience.md#goodput).", "gauge"});
+  const double now = store::unix_now();
+  for (const auto& d : live)
+    if (const auto goodput = store::goodput(d.run, now))
+      sample(out, "kiln_run_goodput", fmt::format("run=\"{}\"", label(d.run.name)), *goodput);
   header(out, {"kiln_alerts_total", "Alerts the run's rules fired, by rule (docs/alerts.md).", "counter"});
   for (const auto& d : live)
     for (const auto& [rule, count] : store::alert_counts_by_rule(*db, d.run.id))

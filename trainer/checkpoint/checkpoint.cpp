@@ -106,7 +106,7 @@ std::map<int, std::vector<double>> expert_bias_from_json(const json& j, const st
 }
 
 json state_to_json(const TrainingState& s) {
-  return {{"format", kFormat},
+  json j = {{"format", kFormat},
           {"version", kVersion},
           {"step", s.step},
           {"optimizer_steps", s.optimizer_steps},
@@ -121,6 +121,8 @@ json state_to_json(const TrainingState& s) {
           {"layout", s.layout},
           {"config", s.config},
           {"expert_bias", expert_bias_to_json(s.expert_bias)}};
+  if (s.step_seconds) j["step_seconds"] = *s.step_seconds;
+  return j;
 }
 
 // "step-" and at least 8 digits, as checkpoints are named.
@@ -142,6 +144,8 @@ void check_state(const TrainingState& s, const std::string& file) {
     bad("lr_scale " + fmt::format("{:g}", s.lr_scale) + " is not a number " + problem);
   if (!std::isfinite(s.loss_scaler.scale) || s.loss_scaler.scale <= 0)
     bad("the loss scale " + fmt::format("{:g}", s.loss_scaler.scale) + " is not a positive number");
+  if (s.step_seconds && !(std::isfinite(*s.step_seconds) && *s.step_seconds >= 0))
+    bad("step_seconds " + fmt::format("{:g}", *s.step_seconds) + " is not a number of seconds");
 }
 
 TrainingState state_from_json(const json& j, const std::string& file) {
@@ -163,6 +167,8 @@ TrainingState state_from_json(const json& j, const std::string& file) {
     s.config = j.at("config");
     // Written since MoE layers came; older checkpoints have no selection bias.
     if (j.contains("expert_bias")) s.expert_bias = expert_bias_from_json(j.at("expert_bias"), file);
+    // Written since goodput came.
+    if (j.contains("step_seconds")) s.step_seconds = j.at("step_seconds").get<double>();
     check_state(s, file);
     return s;
   } catch (const json::exception& e) {

@@ -24,6 +24,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,9 @@ struct TrainingState {
   // Aux-loss-free balancing's selection bias of each MoE layer (docs/moe.md): empty when
   // moe.bias_update_rate is 0.
   std::map<int, std::vector<double>> expert_bias;
+  // The seconds the run had spent in its steps up to this one (goodput's, docs/resilience.md);
+  // nullopt in a checkpoint written before kiln measured them.
+  std::optional<double> step_seconds;
 };
 
 struct WrittenCheckpoint {

@@ -1,5 +1,8 @@
 #include "trainer/plan/rank_build.h"
 
+#include <fmt/core.h>
+
+#include "base/check.h"
 #include "trainer/config/pipeline_layers.h"
 #include "trainer/parallel/pipeline_schedule.h"
 
@@ -15,6 +18,16 @@ DType compute_dtype(const PrecisionConfig& precision, Device device) {
 std::optional<Fp8Recipe> fp8_recipe(const PrecisionConfig& precision) {
   if (precision.dtype != "fp8") return std::nullopt;
   return Fp8Recipe{precision.fp8_scaling, precision.fp8_amax_history, "max", precision.fp8_margin};
+}
+
+ParallelLayout parallel_layout(const Config& c, int world_size) {
+  const ParallelLayout layout(c.parallel, world_size);
+  const int64_t per_step = int64_t{c.train.micro_batch} * layout.dp();
+  if (c.train.global_batch % per_step != 0)
+    fail(fmt::format("train.global_batch={} is not a multiple of train.micro_batch={} x {} "
+                     "data-parallel ranks = {}",
+                     c.train.global_batch, c.train.micro_batch, layout.dp(), per_step));
+  return layout;
 }
 
 int micro_batches_per_step(const Config& config, const ParallelLayout& layout) {

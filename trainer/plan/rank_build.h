@@ -33,6 +33,11 @@ DType compute_dtype(const PrecisionConfig& precision, Device device);
 std::optional<Fp8Recipe> fp8_recipe(const PrecisionConfig& precision);
 // Micro-batches each data-parallel rank runs a step: global batch / (micro-batch x dp).
 int micro_batches_per_step(const Config& config, const ParallelLayout& layout);
+
+// Tensor (with sequence), pipeline and data parallelism over `world_size` processes, as the
+// trainer runs them. A world the parallel section does not divide, or a global batch the
+// data-parallel ranks' micro-batches do not divide, is a kiln::Error saying so.
+ParallelLayout parallel_layout(const Config& config, int world_size);
 // The model's pp x vpp virtual stages in model order (one stage, the whole model, at pp 1).
 std::vector<PipelineChunk> virtual_stages(const Config& config, const ParallelLayout& layout);
 // The virtual stages pipeline stage `stage` holds (empty at pp 1: the whole model).

@@ -87,6 +87,7 @@ TrainingState resume_training(const std::string& resume, const Config& config, G
   if (state.step > 0) warn_of_schedule_changes(config, state, resume, out);
   recording.resumed_from = resume;
   recording.resumed_step = state.step;
+  recording.resumed_step_seconds = state.step_seconds;
   recording.resumed_unchanged = same_training_config(config_to_json(config), state.config);
   return state;
 }

@@ -79,7 +79,7 @@ std::string RunCheckpoints::save_checkpoint_at(int64_t step, TrainingState state
   fmt::print(out_, "kiln: saved checkpoint {} ({}) in {:.1f} s\n", written.path,
              human_bytes(static_cast<uint64_t>(written.bytes)), seconds);
   std::fflush(out_);
-  if (recorder_) recorder_->log_checkpoint(step, written.path, written.bytes, state.layout);
+  if (recorder_) recorder_->log_checkpoint(step, written.path, written.bytes, state.layout, seconds);
   last_checkpoint_ = written.path;
   return written.path;
 }

@@ -53,6 +53,8 @@ RunRecorder::RunRecorder(const RecordOptions& options, store::RunInfo info, Syst
     request.named = options.name_given;
     request.unchanged = options.resumed_unchanged;
     request.force = options.force_resume;
+    request.restart = options.restart > 0;
+    request.step_seconds = options.resumed_step_seconds;
     resumed = writer_.resume_run(info, request);
   }
   another_training_ = resumed.another_training;
@@ -61,14 +63,15 @@ RunRecorder::RunRecorder(const RecordOptions& options, store::RunInfo info, Syst
     info.parent_name = options.name;
     info.parent_step = options.resumed_step;
   }
+  continued_ = resumed.run_id.has_value();
   run_id_ = resumed.run_id ? *resumed.run_id
                            : create_run(writer_, options.name, !options.name_given || !another_training_.empty(), info);
   name_ = info.name;
   next_system_sample_ = std::chrono::steady_clock::now();
 }
 
-void RunRecorder::log_step(const store::MetricRow& row) {
-  writer_.log_metrics({row});
+void RunRecorder::log_step(const store::MetricRow& row, std::optional<double> step_seconds) {
+  writer_.log_metrics({row}, step_seconds);
   const auto now = std::chrono::steady_clock::now();
   if (row.rank == 0 && now >= next_system_sample_) {
     writer_.log_system({probe_.sample(0)});
@@ -101,8 +104,8 @@ void RunRecorder::record(const SteeringDecision& decision, int64_t step) {
 }
 
 void RunRecorder::log_checkpoint(int64_t step, const std::string& path, int64_t bytes,
-                                 const std::string& layout) {
-  writer_.log_checkpoint({step, path, bytes, layout, 0});
+                                 const std::string& layout, double seconds) {
+  writer_.log_checkpoint({step, path, bytes, layout, 0, seconds});
 }
 
 void RunRecorder::set_paused(bool paused) {

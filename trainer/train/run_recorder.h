@@ -37,6 +37,11 @@ struct RecordOptions {
   int64_t resumed_step = 0;
   // This training runs the checkpoint's config unchanged (its alert hook aside).
   bool resumed_unchanged = false;
+  // The checkpoint's step seconds (TrainingState::step_seconds), which goodput goes on from.
+  std::optional<double> resumed_step_seconds;
+  // kiln train --max-restarts started this training again after the run failed: its Nth
+  // restart (0: not a restart). The time since the failure counts against goodput.
+  int restart = 0;
   // Continue that run even while the store shows it live (the user knows its process is gone).
   bool force_resume = false;
   // A fork: resumed from another run's checkpoint under a new name, that run and its step.
@@ -57,12 +62,15 @@ class RunRecorder {
   // Why a resumed checkpoint's run, which has ended, was not continued and this training
   // became a new run: "" when it was not so.
   const std::string& another_training() const { return another_training_; }
+  // Whether this training continues a run the store holds (a resume), not a new one.
+  bool continued() const { return continued_; }
   int64_t run_id() const { return run_id_; }
   const std::string& path() const { return path_; }
 
   // One logged step of one rank (rank 0 records every rank's). Now and then, with rank 0's
-  // row, this process's system readings too.
-  void log_step(const store::MetricRow& row);
+  // row, this process's system readings too. step_seconds: the seconds the run has spent in
+  // steps that survive, as of this step (with rank 0's row).
+  void log_step(const store::MetricRow& row, std::optional<double> step_seconds = std::nullopt);
   void log_valid(int64_t step, double loss);
   void log_samples(std::vector<store::Sample> samples);
   // Rank 0, once per logged step: one load per MoE layer, summed over the step's
@@ -76,7 +84,9 @@ class RunRecorder {
   // Marks each command of the decision applied or rejected at `step`.
   void record(const SteeringDecision& decision, int64_t step);
   void set_paused(bool paused);
-  void log_checkpoint(int64_t step, const std::string& path, int64_t bytes, const std::string& layout);
+  // seconds: how long training stood still for it.
+  void log_checkpoint(int64_t step, const std::string& path, int64_t bytes, const std::string& layout,
+                      double seconds);
   void record_ranks(const std::vector<store::RankPlace>& places) { writer_.record_ranks(places); }
   int64_t log_alert(store::Alert alert) { return writer_.log_alert(std::move(alert)); }
 
@@ -92,6 +102,7 @@ class RunRecorder {
   std::string path_;
   std::string name_;
   std::string another_training_;
+  bool continued_ = false;
   int64_t run_id_ = 0;
   std::chrono::steady_clock::time_point next_system_sample_;
 };

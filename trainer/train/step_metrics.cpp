@@ -20,12 +20,12 @@ StepMetrics::StepMetrics(const Config& config, Communicator& world, const Parall
       model_flops_per_token_(model_flops_per_token(config.model)),
       peak_flops_(peak_bf16_flops(device_name)) {}
 
-void StepMetrics::record_step(store::MetricRow row) {
+void StepMetrics::record_step(store::MetricRow row, std::optional<double> step_seconds) {
   const MemoryReading memory = probe_->memory();
   row.mem_used = memory.used;
   row.mem_peak = memory.peak;
   if (world_.size() == 1) {
-    recorder_->log_step(row);
+    recorder_->log_step(row, step_seconds);
     alerts_.check_alerts({row});
     return;
   }
@@ -46,7 +46,7 @@ void StepMetrics::record_step(store::MetricRow row) {
     const double* v = all.data() + r * fields;
     row.rank = r;
     for (size_t k = 0; k < per_rank.size(); ++k) store::set_metric_value(row, *per_rank[k], v[k]);
-    recorder_->log_step(row);
+    recorder_->log_step(row, r == 0 ? step_seconds : std::nullopt);
     rows.push_back(row);
   }
   alerts_.check_alerts(rows);

@@ -29,8 +29,8 @@ class StepMetrics {
   store::MetricRow metric_row(int64_t step, double loss, double lr, double grad_norm,
                               double seconds_per_step, const StepTimes& times, double opt_ms) const;
   // Every rank's row of a logged step, gathered to rank 0, which hands them to the store.
-  // Collective over the world.
-  void record_step(store::MetricRow row);
+  // Collective over the world. step_seconds: goes with rank 0's row (RunRecorder::log_step).
+  void record_step(store::MetricRow row, std::optional<double> step_seconds);
 
  private:
   const Config& config_;

@@ -30,18 +30,6 @@ namespace kiln {
 
 namespace {
 
-// Tensor (with sequence), pipeline and data parallelism over the launched processes.
-ParallelLayout parallel_layout(const Config& c, int world_size) {
-  const ParallelConfig& p = c.parallel;
-  const ParallelLayout layout(p, world_size);
-  const int64_t per_step = int64_t{c.train.micro_batch} * layout.dp();
-  if (c.train.global_batch % per_step != 0)
-    fail(fmt::format("train.global_batch={} is not a multiple of train.micro_batch={} x {} "
-                     "data-parallel ranks = {}",
-                     c.train.global_batch, c.train.micro_batch, layout.dp(), per_step));
-  return layout;
-}
-
 // A FILE* whose text is kept in memory until asked for.
 class NoteBuffer {
  public:
@@ -109,7 +97,9 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
     resumed = resume_training(resume, config_, *model_, *optimizer_, ops, recording, out_);
     first_step_ = resumed.step + 1;
     steps_->resume_at(resumed.consumed_samples, resumed.loss_scaler);
+    step_seconds_ = resumed.step_seconds;
   }
+  restart_ = record.restart;
   run_name_ = recording.name;
 
   if (is_first_rank())
@@ -117,6 +107,8 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
                              backend_->threads());
   print_start(data_notes.text());
   if (!record.store_path.empty()) start_recording(recording);
+  // A new run (a fork, another training from an ended run) counts only its own steps.
+  if (recorder_ && !recorder_->continued()) step_seconds_ = 0.0;
   // A link or another user's folder where the checkpoints go stops the run before its first
   // step, not at its first checkpoint.
   if (is_first_rank()) check_run_folder(run_checkpoint_root(config_.train.checkpoint_dir, run_name_));
@@ -181,6 +173,7 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   state.lr_scale = steering_->lr_scale();
   state.loss_scaler = steps_->loss_scaler().state();
   state.expert_bias = experts_->bias();
+  state.step_seconds = step_seconds_;
   return checkpoints_->save_checkpoint_at(step, std::move(state));
 }
 
@@ -236,6 +229,9 @@ void Trainer::train_loop(TrainSummary& summary) {
   interval_.open(start);
 
   for (int64_t step = first_step_; step <= t.steps; ++step) {
+    // The step's seconds, for goodput: its work from here to the optimizer's update; what the
+    // boundary does after it (checkpoints, validation, logging) is not a step's.
+    const Clock::time_point step_start = Clock::now();
     backend_->share_machine(step);
     alerts_->before_step(step);
     const bool timed = step % t.log_interval == 0 || step == t.steps;
@@ -245,9 +241,12 @@ void Trainer::train_loop(TrainSummary& summary) {
     const bool first = step == first_step_;
     if (first && config_.backend.tune_products) ops.tune_products(true);
     StepOutcome outcome = steps_->run(step, timed, lr, out_);
+    if (step_seconds_) *step_seconds_ += seconds_since(step_start);
     if (first) {
       ops.tune_products(false);
       print_product_tuning();
+      // kiln train --max-restarts reads this line as the restart's end (launch/supervised_run.h).
+      if (restart_ > 0) fmt::print(out_, "kiln: restart {}: training again at step {}\n", restart_, step);
     }
     StepTimes& times = outcome.times;
     const OptimizerStep update = outcome.update;
@@ -294,7 +293,8 @@ void Trainer::train_loop(TrainSummary& summary) {
                  human_duration(per_step * static_cast<double>(t.steps - step)));
       std::fflush(out_);
       if (recorder_ || world_.size() > 1)
-        metrics_->record_step(metrics_->metric_row(step, summary.train_loss, lr, norm, per_step, times, opt_ms));
+        metrics_->record_step(metrics_->metric_row(step, summary.train_loss, lr, norm, per_step, times, opt_ms),
+                              step_seconds_);
     }
     if (has_valid && t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) validate(step, summary);
     // Every run keeps its last step, whatever the interval: a fine-tune is not lost for want of one.

@@ -102,6 +102,11 @@ class Trainer {
   std::optional<OwnPlan> own_plan_;             // the first rank's, when the planner knows the device
   std::string run_name_;                        // names the run's checkpoint folder
   int64_t first_step_ = 1;                      // > 1 when resuming
+  // The seconds the run has spent in its steps so far, those of the checkpoint it resumed
+  // included: goodput's numerator (docs/resilience.md#goodput). nullopt: it resumed a
+  // checkpoint that did not measure them.
+  std::optional<double> step_seconds_ = 0.0;
+  int restart_ = 0;                             // RecordOptions::restart
   LogInterval interval_;
   std::unique_ptr<ExpertBalance> experts_;
   std::unique_ptr<StepAlerts> alerts_;
