@@ -156,9 +156,10 @@ json to_json(const Command& command) {
 }
 
 json to_json(const Rewind& rewind) {
-  json steps = json::array(), losses = json::array();
+  json steps = json::array(), times = json::array(), losses = json::array();
   for (const RewoundLoss& point : rewind.losses) {
     steps.push_back(point.step);
+    times.push_back(json_number(point.time));
     losses.push_back(json_number(point.loss));
   }
   return {{"id", rewind.id},
@@ -171,7 +172,7 @@ json to_json(const Rewind& rewind) {
           {"first_skipped_batch", rewind.first_skipped_batch},
           {"skipped_batches", rewind.skipped_batches},
           {"message", rewind.message},
-          {"losses", {{"step", steps}, {"loss", losses}}}};
+          {"losses", {{"step", steps}, {"time", times}, {"loss", losses}}}};
 }
 
 json to_json(const RunDetails& d) {

@@ -374,6 +374,7 @@ CREATE INDEX rewinds_by_run ON rewinds (run_id, id);
 CREATE TABLE rewound_losses (
   rewind_id INTEGER NOT NULL REFERENCES rewinds(id) ON DELETE CASCADE,
   step      INTEGER NOT NULL,
+  time      REAL NOT NULL,  -- when it was logged
   loss      REAL,
   PRIMARY KEY (rewind_id, step)
 ) WITHOUT ROWID;

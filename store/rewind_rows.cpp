@@ -27,8 +27,8 @@ int64_t insert_rewind(Database& db, int64_t run_id, const Rewind& rewind) {
   row.run();
   const int64_t id = db.last_insert_rowid();
   Statement& keep = db.cached(
-      "INSERT INTO rewound_losses (rewind_id, step, loss) "
-      "SELECT ?1, step, loss FROM metrics WHERE run_id = ?2 AND rank = 0 AND step > ?3");
+      "INSERT INTO rewound_losses (rewind_id, step, time, loss) "
+      "SELECT ?1, step, time, loss FROM metrics WHERE run_id = ?2 AND rank = 0 AND step > ?3");
   keep.bind_all(id, run_id, rewind.to_step);
   keep.run();
   for (const char* table : kStepTables) {
@@ -61,10 +61,10 @@ std::vector<Rewind> list_rewinds(Database& db, int64_t run_id) {
     r.message = st.text(9);
     rewinds.push_back(std::move(r));
   }
-  Statement& losses = db.cached("SELECT step, loss FROM rewound_losses WHERE rewind_id = ? ORDER BY step");
+  Statement& losses = db.cached("SELECT step, time, loss FROM rewound_losses WHERE rewind_id = ? ORDER BY step");
   for (Rewind& r : rewinds) {
     losses.bind_all(r.id);
-    while (losses.step()) r.losses.push_back({losses.int64(0), losses.real(1)});
+    while (losses.step()) r.losses.push_back({losses.int64(0), losses.real(1), losses.real(2)});
     losses.reset();
   }
   return rewinds;

@@ -79,6 +79,7 @@ TEST_F(RewindRowsTest, ARewindKeepsRankZerosAbandonedLossesAndForgetsTheirSteps)
   ASSERT_EQ(r.losses.size(), 30u);  // steps 101..130, rank 0's
   EXPECT_EQ(r.losses.front().step, 101);
   EXPECT_DOUBLE_EQ(r.losses.front().loss, loss_of(101, 0));
+  EXPECT_DOUBLE_EQ(r.losses.front().time, 1.7e9 + 101);
   EXPECT_EQ(r.losses[19].step, 120);
   EXPECT_DOUBLE_EQ(r.losses[19].loss, 50);
   EXPECT_EQ(r.losses.back().step, 130);

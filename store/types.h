@@ -107,6 +107,7 @@ struct Alert {
 // steps trained again in its place).
 struct RewoundLoss {
   int64_t step = 0;
+  double time = 0;  // when it was logged
   double loss = kNoValue;
 };
 
