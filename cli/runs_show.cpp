@@ -1,5 +1,5 @@
 // kiln runs show: one run's record, config, latest metrics (and, for a mixture-of-experts
-// model, the latest routing in one line), events, checkpoints, commands.
+// model, the latest routing in one line), events, checkpoints, rewinds past loss spikes, commands.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -168,6 +168,24 @@ void print_checkpoints(const std::vector<store::Checkpoint>& checkpoints) {
   table.print(stdout, 2);
 }
 
+// Each rewind past a loss spike: where from and to, the data it skipped, the losses it left.
+void print_rewinds(const std::vector<store::Rewind>& rewinds) {
+  if (rewinds.empty()) return;
+  fmt::print("\nrewinds:\n");
+  using A = Table::Align;
+  Table table({{"#", A::Right}, {"TIME"}, {"SPIKE", A::Right}, {"FROM", A::Right}, {"TO", A::Right},
+               {"SKIPPED BATCHES"}, {"ABANDONED LOSSES", A::Right}, {"CHECKPOINT"}});
+  for (const auto& r : rewinds) {
+    std::string skipped = kAbsent;
+    if (r.skipped_batches > 0)
+      skipped = fmt::format("{}-{}", r.first_skipped_batch, r.first_skipped_batch + r.skipped_batches - 1);
+    table.add({std::to_string(r.number), local_second(r.time), std::to_string(r.spike_step),
+               std::to_string(r.from_step), std::to_string(r.to_step), skipped, std::to_string(r.losses.size()),
+               r.checkpoint});
+  }
+  table.print(stdout, 2);
+}
+
 void print_commands(const std::vector<store::Command>& commands) {
   if (commands.empty()) return;
   fmt::print("\ncommands:\n");
@@ -200,6 +218,7 @@ void runs_show(const ShowOptions& options) {
   print_latest_samples(d.latest_samples);
   print_events(d.events);
   print_checkpoints(d.checkpoints);
+  print_rewinds(d.rewinds);
   print_commands(d.commands);
 }
 

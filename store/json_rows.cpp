@@ -159,6 +159,26 @@ json to_json(const Command& command) {
           {"reason", command.reason}};
 }
 
+json to_json(const Rewind& rewind) {
+  json steps = json::array(), times = json::array(), losses = json::array();
+  for (const RewoundLoss& point : rewind.losses) {
+    steps.push_back(point.step);
+    times.push_back(json_number(point.time));
+    losses.push_back(json_number(point.loss));
+  }
+  return {{"id", rewind.id},
+          {"time", json_number(rewind.time)},
+          {"number", rewind.number},
+          {"spike_step", rewind.spike_step},
+          {"from_step", rewind.from_step},
+          {"to_step", rewind.to_step},
+          {"checkpoint", rewind.checkpoint},
+          {"first_skipped_batch", rewind.first_skipped_batch},
+          {"skipped_batches", rewind.skipped_batches},
+          {"message", rewind.message},
+          {"losses", {{"step", steps}, {"time", times}, {"loss", losses}}}};
+}
+
 json to_json(const RunDetails& d) {
   json out = to_json(d.run);
   out["config"] = config_json(d.run);
@@ -174,6 +194,7 @@ json to_json(const RunDetails& d) {
   out["events"] = rows(d.events);
   out["checkpoints"] = rows(d.checkpoints);
   out["commands"] = rows(d.commands);
+  out["rewinds"] = rows(d.rewinds);
   const auto links = [](const std::vector<LineageLink>& items) {
     json array = json::array();
     for (const LineageLink& l : items)

@@ -46,8 +46,11 @@ nlohmann::json to_json(const ExpertLoad& load);
 nlohmann::json to_json(const Event& event);
 nlohmann::json to_json(const Checkpoint& checkpoint);
 nlohmann::json to_json(const Command& command);
+// Its fields, with "losses": {"step": [...], "time": [...], "loss": [...]}, rank 0's at the
+// steps it abandoned, as columns.
+nlohmann::json to_json(const Rewind& rewind);
 // The run with its config, latest_metrics, latest_valid, latest_sample, latest_experts (each
-// MoE layer's latest load; [] for a dense model), events, checkpoints and commands.
+// MoE layer's latest load; [] for a dense model), events, checkpoints, commands and rewinds.
 nlohmann::json to_json(const RunDetails& details);
 
 }  // namespace kiln::store

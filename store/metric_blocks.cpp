@@ -203,6 +203,15 @@ void BlockUpdate::write(Database& db, int64_t run_id) {
   pending_.clear();
 }
 
+void trim_blocks_after(Database& db, int64_t run_id, int64_t last_step) {
+  const int64_t block = block_of(last_step);
+  Statement& past = db.cached("DELETE FROM metric_blocks WHERE run_id = ? AND block >= ?");
+  past.bind_all(run_id, block);
+  past.run();
+  const auto fresh = aggregate_rows(db, run_id, first_step_of(block), last_step);
+  for (const auto& [rank, keys] : fresh) store_block(db, run_id, rank, block, keys, false);
+}
+
 std::vector<int> block_ranks(Database& db, int64_t run_id) {
   // One seek per rank down the primary key (run_id, rank, block), not a walk of every block.
   Statement& st = db.cached(

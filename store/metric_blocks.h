@@ -92,6 +92,11 @@ class BlockUpdate {
   std::map<std::pair<int, int64_t>, Pending> pending_;  // by (rank, block)
 };
 
+// After the caller deleted the run's metric rows past `last_step` (a rewind, rewind_rows.h):
+// the blocks past it go, and the block holding it is recomputed from the rows it has left
+// (or goes, for a rank with none left there), so no min or max remembers a deleted row.
+void trim_blocks_after(Database& db, int64_t run_id, int64_t last_step);
+
 // The ranks with blocks in the run, ascending.
 std::vector<int> block_ranks(Database& db, int64_t run_id);
 

@@ -363,8 +363,38 @@ ALTER TABLE runs ADD COLUMN attempt_started_at REAL;
 ALTER TABLE checkpoints ADD COLUMN seconds REAL;
 )sql";
 
+// Version 12 -> 13: rewinds past a loss spike (docs/resilience.md#rewinding-past-a-loss-spike).
+// A rewind replaces the steps it abandons: their rows go (metrics, validation, samples, expert
+// loads, checkpoints) as the run trains those steps again, and rank 0's logged losses of them
+// are kept here, one list per rewind, for the charts to draw dimmed.
+constexpr const char* kV13 = R"sql(
+CREATE TABLE rewinds (
+  id                  INTEGER PRIMARY KEY,
+  run_id              INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  time                REAL NOT NULL,
+  number              INTEGER NOT NULL,  -- 1 for the run's first rewind, 2 for its second, ...
+  spike_step          INTEGER NOT NULL,  -- the step whose loss spiked
+  from_step           INTEGER NOT NULL,  -- the last step trained before going back
+  to_step             INTEGER NOT NULL,  -- the checkpoint's step it went back to
+  checkpoint          TEXT NOT NULL DEFAULT '',  -- that checkpoint's folder
+  first_skipped_batch INTEGER NOT NULL,  -- the first global batch of the data skipped (from 1)
+  skipped_batches     INTEGER NOT NULL,  -- how many (alerts.rewind_skip)
+  message             TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX rewinds_by_run ON rewinds (run_id, id);
+
+-- Rank 0's logged loss at each step a rewind abandoned.
+CREATE TABLE rewound_losses (
+  rewind_id INTEGER NOT NULL REFERENCES rewinds(id) ON DELETE CASCADE,
+  step      INTEGER NOT NULL,
+  time      REAL NOT NULL,  -- when it was logged
+  loss      REAL,
+  PRIMARY KEY (rewind_id, step)
+) WITHOUT ROWID;
+)sql";
+
 constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6},
-                                     {kV7}, {kV8}, {kV9}, {kV10}, {kV11}, {kV12}};
+                                     {kV7}, {kV8}, {kV9}, {kV10}, {kV11}, {kV12}, {kV13}};
 
 }  // namespace
 

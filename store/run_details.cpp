@@ -6,6 +6,7 @@
 #include "store/commands.h"
 #include "store/expert_queries.h"
 #include "store/lineage.h"
+#include "store/rewind_rows.h"
 #include "store/rows.h"
 #include "store/sample_queries.h"
 
@@ -41,6 +42,7 @@ RunDetails run_details(Database& db, int64_t run_id, size_t max_events, double s
   }
   d.checkpoints = list_checkpoints(db, run_id);
   d.commands = list_commands(db, run_id);
+  d.rewinds = list_rewinds(db, run_id);
   d.lineage = run_lineage(db, run_id, stale_after_s);
   return d;
 }

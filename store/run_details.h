@@ -1,5 +1,5 @@
 // One run's page, everything `kiln runs show`, the dashboard and the terminal UI show of it at
-// once: its record, latest rows, events, checkpoints, commands and lineage. It gathers from the
+// once: its record, latest rows, events, checkpoints, commands, rewinds and lineage. It gathers from the
 // other readers (run_queries, commands, lineage, samples, experts), which never include it.
 #pragma once
 
@@ -23,6 +23,7 @@ struct RunDetails {
   std::vector<Event> events;      // the newest max_events, oldest first
   std::vector<Checkpoint> checkpoints;
   std::vector<Command> commands;
+  std::vector<Rewind> rewinds;  // oldest first, each with its abandoned losses (rewind_rows.h)
   Lineage lineage;  // its parents and forks (store/lineage.h)
 };
 RunDetails run_details(Database& db, int64_t run_id, size_t max_events = 100,

@@ -19,6 +19,7 @@
 #include "store/error.h"
 #include "store/expert_load.h"
 #include "store/rank_places.h"
+#include "store/rewind_rows.h"
 #include "store/rows.h"
 #include "store/run_figures.h"
 #include "store/run_launch.h"
@@ -417,6 +418,24 @@ int64_t RunWriter::log_alert(Alert alert) {
   const int64_t id = insert_alert(*sync_db_, run, alert);
   tx.commit();
   return id;
+}
+
+int64_t RunWriter::log_rewind(Rewind rewind) {
+  flush();
+  std::lock_guard sync(sync_mutex_);
+  const int64_t run = run_id();
+  if (run == 0) fail("store: log before create_run: the writer has no run yet");
+  Transaction tx(*sync_db_);
+  const int64_t id = insert_rewind(*sync_db_, run, rewind);
+  tx.commit();
+  return id;
+}
+
+int64_t RunWriter::rewind_count() {
+  std::lock_guard sync(sync_mutex_);
+  const int64_t run = run_id();
+  if (run == 0) fail("store: read before create_run: the writer has no run yet");
+  return store::rewind_count(*sync_db_, run);
 }
 
 void RunWriter::record_ranks(const std::vector<RankPlace>& places) {

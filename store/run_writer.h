@@ -140,6 +140,12 @@ class RunWriter {
   // An alert and its `alert` event, written before it returns (alerts are rare and a hook
   // or an action may follow at once); returns the alert's id.
   int64_t log_alert(Alert alert);
+  // A rewind past a loss spike (rewind_rows.h), written before it returns, after everything
+  // queued before it: the rows of the steps it abandons must be in to be kept and forgotten.
+  // Returns its id.
+  int64_t log_rewind(Rewind rewind);
+  // How many rewinds the run has made (a resumed run goes on counting).
+  int64_t rewind_count();
   // Where each rank runs, written before it returns (once, when the run starts).
   void record_ranks(const std::vector<RankPlace>& places);
   void heartbeat();

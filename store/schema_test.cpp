@@ -14,6 +14,7 @@
 #include "store/metric_queries.h"
 #include "store/run_details.h"
 #include "store/run_queries.h"
+#include "store/rewind_rows.h"
 #include "store/run_writer.h"
 #include "store/sample_queries.h"
 #include "store/test_util.h"
@@ -62,7 +63,7 @@ std::unique_ptr<Database> migrated_from(const std::string& path, size_t version,
 
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 12);
+  EXPECT_EQ(schema_version(), 13);
   EXPECT_EQ(db->query_int("PRAGMA user_version"), schema_version());
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
@@ -72,7 +73,8 @@ TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   Statement st(*db, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name");
   while (st.step()) tables.push_back(st.text(0));
   EXPECT_EQ(tables, (std::vector<std::string>{"alerts", "checkpoints", "commands", "events", "expert_loads",
-                                              "metric_blocks", "metrics", "run_ranks", "runs", "samples",
+                                              "metric_blocks", "metrics", "rewinds", "rewound_losses",
+                                              "run_ranks", "runs", "samples",
                                               "sweep_points", "sweeps", "system_metrics", "valid_metrics"}));
   // Reopening a current store changes nothing.
   db.reset();
@@ -283,6 +285,31 @@ TEST_F(SchemaTest, VersionElevenKeysSamplesByPromptAndKeepsOlderOnesAsTheFirst) 
             "(no error)") << "one sample per prompt and step";
   db->exec("DELETE FROM runs");
   EXPECT_EQ(db->query_int("SELECT count(*) FROM samples"), 0) << "removed with their run";
+}
+
+TEST_F(SchemaTest, VersionTwelveAddsRewindsAndOlderRunsHaveNone) {
+  auto db = migrated_from(path(), 11,
+                          "INSERT INTO runs (name, created_at) VALUES ('old', 1);"
+                          "INSERT INTO metrics (run_id, step, rank, time, loss) VALUES (1, 7, 0, 8, 2.5)");
+  EXPECT_TRUE(list_rewinds(*db, 1).empty());
+  Rewind back;
+  back.number = 1;
+  back.spike_step = 7;
+  back.from_step = 7;
+  back.to_step = 5;
+  back.first_skipped_batch = 6;
+  back.skipped_batches = 10;
+  {
+    Transaction tx(*db);
+    insert_rewind(*db, 1, back);
+    tx.commit();
+  }
+  const std::vector<Rewind> rewinds = list_rewinds(*db, 1);
+  ASSERT_EQ(rewinds.size(), 1u);
+  ASSERT_EQ(rewinds[0].losses.size(), 1u);
+  EXPECT_EQ(rewinds[0].losses[0].step, 7);
+  EXPECT_DOUBLE_EQ(rewinds[0].losses[0].loss, 2.5);
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM metrics"), 0);
 }
 
 TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {

@@ -100,7 +100,33 @@ struct Alert {
   double value = kNoValue;          // what was measured
   double threshold = kNoValue;      // the limit it crossed
   std::string message;              // one line
-  std::string action;               // pause, checkpoint, stop, or empty
+  std::string action;               // pause, checkpoint, stop, rewind, or empty
+};
+
+// One loss value of rank 0 at a step a rewind abandoned (the metrics table then holds the
+// steps trained again in its place).
+struct RewoundLoss {
+  int64_t step = 0;
+  double time = 0;  // when it was logged
+  double loss = kNoValue;
+};
+
+// A rewind past a loss spike (alerts.actions loss_spike=rewind, docs/resilience.md): the run
+// went back to the newest checkpoint before the spike and skipped the next batches of its
+// data. Batches are global batches, numbered from 1 as a run that never skipped trains them
+// (its step N trains batch N).
+struct Rewind {
+  int64_t id = 0;     // set by the store
+  double time = 0;    // 0: stamped when written
+  int number = 0;     // 1 for the run's first rewind, 2 for its second, ...
+  int64_t spike_step = 0;  // the step whose loss spiked
+  int64_t from_step = 0;   // the last step trained before going back
+  int64_t to_step = 0;     // the checkpoint's step the run went back to; it goes on at to_step + 1
+  std::string checkpoint;  // that checkpoint's folder
+  int64_t first_skipped_batch = 0;  // the first batch of the data skipped
+  int64_t skipped_batches = 0;      // how many (alerts.rewind_skip); 0: none
+  std::string message;              // one line, as the `rewind` event says it
+  std::vector<RewoundLoss> losses;  // rank 0's logged losses of steps to_step + 1..from_step
 };
 
 // One rank's measurements for one logged step. Times are milliseconds, memory is bytes.
@@ -195,6 +221,8 @@ inline constexpr std::string_view kAlert = "alert";
 inline constexpr std::string_view kRestart = "restart";
 // Rows a recovery file brought in after the run ended (run_recovery.h, kiln runs recover).
 inline constexpr std::string_view kRecovered = "recovered";
+// A rewind past a loss spike (store/rewind_rows.h); its step is the step the run went back to.
+inline constexpr std::string_view kRewind = "rewind";
 }  // namespace event_kind
 
 struct Event {

@@ -627,5 +627,45 @@ TEST(Tui, TheStragglerStripMarksTheRankTheRanksTableHighlights) {
   EXPECT_EQ(strip_lines, 4) << tmux.styled_screen();
 }
 
+TEST(Tui, ARewoundRunSaysSoAndListsItsRewinds) {
+  const std::string dir = fresh_dir("tui_rewind");
+  const std::string path = dir + "/runs.db";
+  {
+    store::RunWriter writer(path);
+    store::RunInfo info;
+    info.name = "spiky";
+    info.config_json = R"({"train": {"steps": 20}})";
+    info.backend = "cpu";
+    writer.create_run(info);
+    const auto log = [&](int64_t step, double loss) {
+      store::MetricRow row;
+      row.step = step;
+      row.loss = loss;
+      row.tokens_per_s = 1000;
+      writer.log_metrics({row});
+    };
+    for (int64_t step = 1; step <= 13; ++step) log(step, step == 12 ? 40 : 5.0 / static_cast<double>(step));
+    store::Rewind back;
+    back.number = 1;
+    back.spike_step = 12;
+    back.from_step = 13;
+    back.to_step = 10;
+    back.first_skipped_batch = 11;
+    back.skipped_batches = 3;
+    back.message = "from step 13 back to step 10 past the loss spike at step 12, skipping batches 11-13 of the data; "
+                   "rewind 1 of 3";
+    writer.log_rewind(back);
+    for (int64_t step = 11; step <= 20; ++step) log(step, 4.0 / static_cast<double>(step));
+    writer.finish(store::RunStatus::Completed);
+    writer.flush();
+  }
+  Tmux tmux("rewind", kiln + " tui --store " + path, 140, 40);
+  ASSERT_TRUE(shows(tmux.wait_for({"spiky", "completed"}), "spiky"));
+  tmux.keys("Enter");
+  const std::string screen = tmux.wait_for({"run 1 · spiky", "rewound 1x", "from step 13 back to step 10"});
+  EXPECT_TRUE(shows(screen, "rewound 1x")) << screen;
+  EXPECT_TRUE(shows(screen, "from step 13 back to step 10 past the loss spike at step 12")) << screen;
+}
+
 }  // namespace
 }  // namespace kiln::test

@@ -71,7 +71,8 @@ function toData(lines, logY) {
   return data;
 }
 
-const eventColours = { checkpoint: "--ok", command: "--accent", nan: "--bad", error: "--bad", dropped: "--warn", alert: "--bad", restart: "--warn" };
+const eventColours = { checkpoint: "--ok", command: "--accent", nan: "--bad", error: "--bad", dropped: "--warn", alert: "--bad",
+  rewind: "--warn", restart: "--warn" };
 
 // A uPlot plugin: a dashed vertical line per event at its x (drawn on the canvas in the
 // draw hook) and a small flag at its top whose tooltip says what happened. marks() is asked

@@ -37,6 +37,7 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
   const valid = { steps: [], times: [], ys: [] };
   const system = [];  // rank 0's system rows
   const eventRows = [];  // oldest first, marked on the charts
+  let rewinds = [];  // the run's rewinds past loss spikes, each with rank 0's abandoned losses
   let record = null;  // the run as last heard of
   let plannedSteps = null;  // train.steps of its config
   let startTime = 0;  // the system panels' zero
@@ -136,6 +137,10 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
       lines.push({ label: "valid", width: 2.5, ...shown(valid) });
       // A fork's curve continues its parents': theirs up to the steps it branched at.
       for (const s of lineage.segments()) lines.push({ label: `${s.name} (parent)`, width: 1.5, dash: [6, 4], ...shown(s) });
+      // What a rewind past a loss spike abandoned: rank 0's colour, dimmed.
+      for (const r of rewinds)
+        lines.push({ label: `abandoned (rewind ${r.number})`, width: 1.5, stroke: palette[0] + "59",
+          ...shown({ steps: r.losses.step, times: r.losses.time, ys: r.losses.loss }) });
     }
     return lines;
   }
@@ -287,6 +292,7 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     startTime = details.started_at ?? details.created_at;
     showRun(details);
     details.events.forEach(showEvent);
+    rewinds = details.rewinds || [];
     // The parents' curves are drawn with the fork's; loaded before the charts are built.
     await lineage.load(details.lineage).catch(() => {});
     if (c.train?.global_batch && c.model?.seq_len) tokensPerStep = c.train.global_batch * c.model.seq_len;
@@ -346,20 +352,29 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
         redraw();
       } else if (msg.type === "status") {
         showRun(msg.run);
+      } else if (msg.type === "rewind") {
+        // The run went back past a loss spike: its steps are read again from the store, the
+        // abandoned ones among the rewinds.
+        socket.onclose = null;
+        socket.close();
+        reload();
       }
     };
     // A lost connection reloads the page in place, with the same settings.
     socket.onclose = () => {
       if (!closed) setTimeout(() => {
-        if (closed) return;
-        clearInterval(ticker);
-        view.replaceChildren();
-        reloaded = renderRun(view, run, settings);
+        if (!closed) reload();
       }, 2000);
     };
   }
 
   let reloaded = null;  // the page that replaced this one, left with it
+  function reload() {
+    clearInterval(ticker);
+    ranks.close();
+    view.replaceChildren();
+    reloaded = renderRun(view, run, settings);
+  }
   start().catch((e) => view.append(el("p", { class: "error" }, e.message)));
   return () => {
     closed = true;

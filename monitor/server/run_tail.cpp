@@ -7,6 +7,7 @@
 #include "store/expert_queries.h"
 #include "store/json_rows.h"
 #include "store/metric_queries.h"
+#include "store/rewind_rows.h"
 #include "store/run_queries.h"
 #include "store/sample_queries.h"
 
@@ -37,6 +38,12 @@ RunTail::RunTail(store::Database& db, int64_t run_id) : run_id_(run_id) {
     last_system_time_ = std::max(last_system_time_, row.time);
   const auto events = store::list_events(db, run_id);
   if (!events.empty()) last_event_id_ = events.back().id;
+  rewinds_ = store::rewind_count(db, run_id);
+}
+
+void RunTail::back_to(int64_t step) {
+  for (std::optional<int64_t>* last : {&last_step_, &last_valid_step_, &last_sample_step_, &last_expert_step_})
+    if (*last && **last > step) *last = step;
 }
 
 std::string RunTail::hello() const {
@@ -54,6 +61,16 @@ std::vector<std::string> RunTail::poll(store::Database& db) {
   std::vector<std::string> messages;
   store::ReadSnapshot snapshot(db);
   const store::RunRecord run = store::get_run(db, run_id_);
+
+  // First the rewinds: the rows read below, past each one's step, were trained after it.
+  if (store::rewind_count(db, run_id_) > rewinds_) {
+    const std::vector<store::Rewind> rewinds = store::list_rewinds(db, run_id_);
+    for (size_t i = static_cast<size_t>(rewinds_); i < rewinds.size(); ++i) {
+      messages.push_back(dump_json({{"type", "rewind"}, {"rewind", store::to_json(rewinds[i])}}));
+      back_to(rewinds[i].to_step);
+    }
+    rewinds_ = static_cast<int64_t>(rewinds.size());
+  }
 
   if (run.last_step && (!last_step_ || *run.last_step > *last_step_)) {
     json rows = json::array();

@@ -7,6 +7,9 @@
 //   {"type": "system", "rows": [...]}    new system readings
 //   {"type": "events", "events": [...]}  new events
 //   {"type": "status", "run": {...}}     the run's status changed (paused, completed, lost...)
+//   {"type": "rewind", "rewind": {...}}  the run went back past a loss spike: the rows after
+//                                        its step were forgotten, and those that follow this
+//                                        message were trained again in their place
 // Every read is a prepared statement of the store's queries, inside one snapshot.
 #pragma once
 
@@ -33,6 +36,9 @@ class RunTail {
   std::string hello() const;
 
  private:
+  // A rewind forgot the run's rows past `step`: what comes after is new to the stream.
+  void back_to(int64_t step);
+
   int64_t run_id_;
   nlohmann::json run_;  // the record as last sent
   std::optional<int64_t> last_step_;
@@ -41,6 +47,7 @@ class RunTail {
   std::optional<int64_t> last_expert_step_;
   double last_system_time_ = 0;
   int64_t last_event_id_ = 0;
+  int64_t rewinds_ = 0;  // the run's rewinds, all sent or there before the stream began
 };
 
 }  // namespace kiln::monitor

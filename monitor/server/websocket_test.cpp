@@ -71,6 +71,57 @@ TEST_F(ServerTest, ReconnectingClientGetsEveryStepAfterItsHello) {
   EXPECT_EQ(steps, expected);
 }
 
+// A rewind past a loss spike forgets the steps after its checkpoint: the stream says so first,
+// then carries those steps again as the run trains them anew.
+TEST_F(ServerTest, ARewindComesFirstAndTheStepsTrainedAgainFollowIt) {
+  LiveClient client(port_, "/api/runs/beta/live", {kAuth});
+  EXPECT_EQ(client.next()["last_step"], 5);
+  for (int64_t step = 6; step <= 9; ++step) live_writer_->log_metrics(interval(step, 2));
+  live_writer_->flush();
+  for (int64_t last = 0; last < 9;) {
+    const auto message = next_of(client, "metrics");
+    ASSERT_FALSE(message.is_null());
+    last = message["rows"].back()["step"].get<int64_t>();
+  }
+  store::Rewind back;
+  back.number = 1;
+  back.spike_step = 8;
+  back.from_step = 9;
+  back.to_step = 6;
+  back.first_skipped_batch = 7;
+  back.skipped_batches = 20;
+  back.message = "from step 9 back to step 6 past the loss spike at step 8, skipping batches 7-26 of the data; rewind 1 of 3";
+  live_writer_->log_rewind(back);
+  for (int64_t step : {7, 8}) {
+    std::vector<store::MetricRow> rows = interval(step, 2);
+    for (store::MetricRow& row : rows) row.loss = 0.5;
+    live_writer_->log_metrics(rows);
+  }
+  live_writer_->flush();
+  const auto rewind = next_of(client, "rewind");
+  ASSERT_FALSE(rewind.is_null());
+  EXPECT_EQ(rewind["rewind"]["to_step"], 6);
+  EXPECT_EQ(rewind["rewind"]["message"], back.message);
+  EXPECT_EQ(rewind["rewind"]["losses"]["step"], nlohmann::json::parse("[7, 8, 9]"));
+  EXPECT_DOUBLE_EQ(rewind["rewind"]["losses"]["loss"][2].get<double>(), loss_of(9, 0));
+  std::vector<int64_t> steps;
+  while (steps.size() < 4) {
+    const auto message = next_of(client, "metrics");
+    if (message.is_null()) break;
+    for (const auto& row : message["rows"]) {
+      steps.push_back(row["step"].get<int64_t>());
+      EXPECT_DOUBLE_EQ(row["loss"].get<double>(), 0.5);
+    }
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{7, 7, 8, 8}));
+  // The run's page reads the rewind, with its abandoned losses, from the run's details.
+  const nlohmann::json details = get(port_, "/api/runs/beta", {kAuth}).json();
+  ASSERT_EQ(details["rewinds"].size(), 1u);
+  EXPECT_EQ(details["rewinds"][0]["spike_step"], 8);
+  EXPECT_EQ(details["rewinds"][0]["losses"]["step"].size(), 3u);
+  EXPECT_EQ(details["last_step"], 8);
+}
+
 TEST_F(ServerTest, ManyClientsEachGetEveryRow) {
   std::vector<std::unique_ptr<LiveClient>> clients;
   for (int i = 0; i < 8; ++i) {

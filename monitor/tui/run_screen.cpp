@@ -78,6 +78,7 @@ std::vector<TableColumn> rank_columns(const std::vector<const store::MetricField
 
 Tone event_tone(const std::string& kind) {
   if (kind == "error" || kind == "nan" || kind == "dropped" || kind == "alert") return Tone::Bad;
+  if (kind == "rewind") return Tone::Warn;
   if (kind == "command") return Tone::Accent;
   if (kind == "checkpoint") return Tone::Info;
   if (kind == "start" || kind == "end") return Tone::Good;
@@ -179,7 +180,11 @@ class RunScreen final : public Screen {
                                    run.backend, run.device, run.host),
                COLS - col, theme.attr(Tone::Title));
     if (alerts_ > 0)
-      put(0, col, fmt::format(" · {} alert{} ", alerts_, alerts_ == 1 ? "" : "s"), COLS - col, theme.attr(Tone::Bad) | A_BOLD);
+      col += put(0, col, fmt::format(" · {} alert{} ", alerts_, alerts_ == 1 ? "" : "s"), COLS - col,
+                 theme.attr(Tone::Bad) | A_BOLD);
+    if (const size_t rewinds = details_->rewinds.size(); rewinds > 0)
+      put(0, col, fmt::format("{}· rewound {}x ", alerts_ > 0 ? "" : " ", rewinds), COLS - col,
+          theme.attr(Tone::Warn) | A_BOLD);
     std::string summary = config_summary(run.config_json);
     if (!details_->lineage.ancestors.empty())
       summary += fmt::format(" · forked from {} at step {}", details_->lineage.ancestors.front().name,
@@ -200,7 +205,7 @@ class RunScreen final : public Screen {
     }
     draw_ranks(layout.ranks_top + 1, layout.ranks_rows + 1, theme, now);
     const int half = COLS / 2;
-    draw_plot(layout.plots_top, 0, layout.plot_height, half - 1, "loss", {loss_.series}, theme);
+    draw_plot(layout.plots_top, 0, layout.plot_height, half - 1, "loss", loss_lines(), theme);
     draw_plot(layout.plots_top, half, layout.plot_height, COLS - half, "tokens/s", {rate_.series}, theme);
     draw_experts_block(layout.experts_top, COLS, details_->latest_experts, theme);
     if (strip_rows > 0) draw_ranks_block(layout.experts_top + expert_rows, COLS, heat_, places_, slowest_rank(), theme);
@@ -209,6 +214,25 @@ class RunScreen final : public Screen {
     } else {
       draw_events(layout.events_top, height - layout.events_top, theme);
     }
+  }
+
+  // The loss, after the losses rewinds abandoned, dimmed beneath it. Those held a spike: they
+  // are drawn within the loss's own range (a spike at its top), which it would otherwise flatten.
+  std::vector<PlotSeries> loss_lines() const {
+    std::vector<PlotSeries> lines;
+    const std::vector<double>& live = loss_.series.y;
+    const double top = live.empty() ? 0 : *std::max_element(live.begin(), live.end());
+    for (const store::Rewind& r : details_->rewinds) {
+      PlotSeries abandoned;
+      abandoned.tone = Tone::Dim;
+      for (const store::RewoundLoss& point : r.losses) {
+        abandoned.x.push_back(static_cast<double>(point.step));
+        abandoned.y.push_back(live.empty() ? point.loss : std::min(point.loss, top));
+      }
+      lines.push_back(std::move(abandoned));
+    }
+    lines.push_back(loss_.series);
+    return lines;
   }
 
   Outcome key(int key, Session& session) override {

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/core.h>
 
@@ -129,6 +131,15 @@ json state_to_json(const TrainingState& s) {
 bool is_step_folder_name(const std::string& name) {
   return name.size() >= 13 && name.size() <= 24 && name.rfind("step-", 0) == 0 &&
          std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The step a step folder's name holds; nullopt for another name, or a number past int64.
+std::optional<int64_t> step_of_folder(const std::string& name) {
+  int64_t step = 0;
+  if (!is_step_folder_name(name)) return std::nullopt;
+  const auto [end, ec] = std::from_chars(name.data() + 5, name.data() + name.size(), step);
+  if (ec != std::errc() || end != name.data() + name.size()) return std::nullopt;
+  return step;
 }
 
 // A state whose numbers no run could have written is damaged, whatever its checksums say:
@@ -308,6 +319,28 @@ WrittenCheckpoint write_checkpoint(const std::string& root, const TrainingState&
   int64_t bytes = 0;
   for (const auto& [file, entry] : files.items()) bytes += entry["bytes"].get<int64_t>();
   return {final_path.string(), bytes};
+}
+
+std::vector<int64_t> complete_checkpoint_steps(const std::string& root) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::optional<int64_t> step = step_of_folder(entry.path().filename().string());
+    if (step && present(entry.path() / kManifestFile)) steps.push_back(*step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+void drop_checkpoints_after(const std::string& root, int64_t step) {
+  check_run_folder(root);
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const std::optional<int64_t> folder_step = step_of_folder(entry.path().filename().string());
+    if (folder_step && *folder_step > step) fs::remove_all(entry.path());
+  }
+  write_file_atomically((fs::path(root) / kLatestFile).string(), fmt::format("step-{:08d}\n", step),
+                        FileAccess::OwnerOnly);
+  sync_directory(root);
 }
 
 Checkpoint::Checkpoint(std::string path) : path_(std::move(path)) {

@@ -128,6 +128,15 @@ std::string find_checkpoint_to_resume(const std::string& spec, const std::string
 // its name would send the checkpoints elsewhere. A run checks its folder before its first step.
 void check_run_folder(const std::string& root);
 
+// The steps of the complete checkpoints (step folders with their manifest) under a run's
+// folder, ascending; none when the folder is not there.
+std::vector<int64_t> complete_checkpoint_steps(const std::string& root);
+
+// A rewind past a loss spike went back to the checkpoint of `step` under root: the step
+// folders past it, of the training it abandoned, are removed and `latest` names it again, so a
+// run resumed later continues the training that went on, not the one that spiked.
+void drop_checkpoints_after(const std::string& root, int64_t step);
+
 // The folder of one run's checkpoints: checkpoint_dir/run_name, for a run name that
 // kiln::check_run_name accepts (so the folder is always directly under checkpoint_dir);
 // anything else is a kiln::Error.

@@ -168,6 +168,23 @@ TEST_F(CheckpointTest, KeepsTheNewestAndACrashedWriteLeavesTheLastWhole) {
   EXPECT_EQ(Checkpoint(find_checkpoint(root_, "unused")).state().step, 40);
 }
 
+TEST_F(CheckpointTest, ARewindDropsTheCheckpointsPastItsStepAndLatestNamesItAgain) {
+  Trained a(1);
+  EXPECT_TRUE(complete_checkpoint_steps(root_).empty()) << "no run folder yet";
+  for (int64_t step : {10, 20, 30, 40}) save_checkpoint(root_, a.state(step), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0);
+  // A write that died half-way, and a folder without its manifest, are no checkpoints.
+  fs::create_directories(root_ + "/.tmp-step-00000050-99999");
+  fs::remove(root_ + "/step-00000040/manifest.json");
+  EXPECT_EQ(complete_checkpoint_steps(root_), (std::vector<int64_t>{10, 20, 30}));
+  drop_checkpoints_after(root_, 20);
+  EXPECT_EQ(complete_checkpoint_steps(root_), (std::vector<int64_t>{10, 20}));
+  EXPECT_FALSE(fs::exists(root_ + "/step-00000040"));
+  EXPECT_EQ(find_checkpoint(root_, "unused"), root_ + "/step-00000020");
+  // The training goes on from step 20 and writes step 30 again.
+  save_checkpoint(root_, a.state(30), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0);
+  EXPECT_EQ(Checkpoint(find_checkpoint(root_, "unused")).state().step, 30);
+}
+
 TEST_F(CheckpointTest, LatestIsTheNewestOfAnyRun) {
   Trained a(1);
   save_checkpoint(root_ + "/first", a.state(5), a.model, a.optimizer.state_for_checkpoint(), *a.ops, 0);

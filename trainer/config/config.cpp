@@ -150,6 +150,8 @@ void for_each_field(C& c, F&& f) {
   f("alerts", "command", c.alerts.command);
   f("alerts", "command_timeout_s", c.alerts.command_timeout_s);
   f("alerts", "actions", c.alerts.actions);
+  f("alerts", "rewind_skip", c.alerts.rewind_skip);
+  f("alerts", "max_rewinds", c.alerts.max_rewinds);
 }
 
 const std::vector<std::string> kSections = {"model",    "moe",       "finetune", "train", "data",
@@ -669,6 +671,8 @@ void validate_alerts(const AlertsConfig& a) {
   if (!(a.memory_fraction >= 0 && a.memory_fraction <= 1))
     fail("config: alerts.memory_fraction must be in [0, 1], got " + show(a.memory_fraction));
   positive("alerts.command_timeout_s", a.command_timeout_s);
+  at_least("alerts.rewind_skip", a.rewind_skip, 0);
+  at_least("alerts.max_rewinds", a.max_rewinds, 1);
   a.action_map();
 }
 
@@ -744,13 +748,29 @@ std::map<std::string, std::string> AlertsConfig::action_map() const {
     // A NaN loss ends the run as failed at once: its weights are no longer numbers, and a
     // checkpoint of them would only push good ones out.
     if (rule == "nan") fail("config: alerts.actions cannot act on nan: a run whose loss is not a number ends failed");
-    one_of("alerts.actions' action for " + rule, action, {"pause", "checkpoint", "stop"});
+    // Going back past the data that spiked is the loss's own remedy: another rule's cause
+    // (a slow rank, a full device) is still there after a rewind.
+    if (rule == "loss_spike")
+      one_of("alerts.actions' action for loss_spike", action, {"pause", "checkpoint", "stop", "rewind"});
+    else if (action == "rewind")
+      fail("config: alerts.actions: rewind is the loss_spike rule's action alone (it goes back to the checkpoint "
+           "before the spike); " + rule + " can pause, checkpoint or stop");
+    else
+      one_of("alerts.actions' action for " + rule, action, {"pause", "checkpoint", "stop"});
     if (!map.emplace(rule, action).second) fail("config: alerts.actions names " + rule + " twice");
     if (comma == rest.npos) break;
     rest.remove_prefix(comma + 1);
   }
   return map;
 }
+
+bool AlertsConfig::rewinds() const {
+  const std::map<std::string, std::string> map = action_map();
+  const auto spike = map.find("loss_spike");
+  return enabled && loss_zscore > 0 && spike != map.end() && spike->second == "rewind";
+}
+
+int64_t AlertsConfig::rewind_reserve() const { return rewinds() ? int64_t{max_rewinds} * rewind_skip : 0; }
 
 int64_t ModelConfig::padded_vocab() const {
   const int64_t multiple = std::max(make_vocab_size_divisible_by, 1);

@@ -235,10 +235,18 @@ struct AlertsConfig {
   double memory_fraction = 0.95;     // memory: a rank's peak above this fraction of its device's
   std::string command;               // run by /bin/sh -c with the alert as JSON on stdin
   double command_timeout_s = 30;
-  std::string actions;  // "rule=action,...": pause | checkpoint | stop at the next step boundary
+  std::string actions;  // "rule=action,...": pause | checkpoint | stop (| rewind, loss_spike alone)
+                        // at the next step boundary
+  int rewind_skip = 200;  // rewind: the global batches of data skipped after the checkpoint
+  int max_rewinds = 3;    // rewind: at most this many in a run; later spikes only alert
 
   // actions parsed and checked, by rule.
   std::map<std::string, std::string> action_map() const;
+  // Whether a loss spike rewinds the run (docs/resilience.md#rewinding-past-a-loss-spike).
+  bool rewinds() const;
+  // The global batches of data a run may skip over all its rewinds: its data is drawn for
+  // that many more steps than it trains.
+  int64_t rewind_reserve() const;
 };
 
 // Every alert rule's name, as the store, the hook's JSON and alerts.actions spell it.

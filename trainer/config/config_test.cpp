@@ -403,7 +403,7 @@ TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
       {"model", 23}, {"moe", 14}, {"finetune", 1}, {"train", 26}, {"data", 8}, {"parallel", 13},
-      {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 14}};
+      {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 16}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
   EXPECT_EQ(j["train"]["adam_eps"], 1e-8);
@@ -700,6 +700,30 @@ TEST(Config, AlertsAreOnByDefaultAndTheirKeysAreChecked) {
             "config: alerts.actions cannot act on nan: a run whose loss is not a number ends failed");
   EXPECT_EQ(error_of({"alerts.actions=memory=stop,memory=pause"}), "config: alerts.actions names memory twice");
   EXPECT_EQ(error_of({"alerts.stall=5"}), "config: unknown key alerts.stall (did you mean alerts.stall_s?)");
+}
+
+TEST(Config, RewindIsTheLossSpikesActionAloneAndReservesItsSkippedData) {
+  const AlertsConfig plain = with({}).alerts;
+  EXPECT_EQ(plain.rewind_skip, 200);
+  EXPECT_EQ(plain.max_rewinds, 3);
+  EXPECT_FALSE(plain.rewinds());
+  EXPECT_EQ(plain.rewind_reserve(), 0);
+  const AlertsConfig a = with({"alerts.actions=loss_spike=rewind", "alerts.rewind_skip=50", "alerts.max_rewinds=4"}).alerts;
+  EXPECT_TRUE(a.rewinds());
+  EXPECT_EQ(a.rewind_reserve(), 200);
+  // Off when the rule that would ask for it is.
+  EXPECT_FALSE(with({"alerts.actions=loss_spike=rewind", "alerts.loss_zscore=0"}).alerts.rewinds());
+  EXPECT_FALSE(with({"alerts.actions=loss_spike=rewind", "alerts.enabled=false"}).alerts.rewinds());
+  EXPECT_EQ(with({"alerts.actions=loss_spike=rewind", "alerts.rewind_skip=0"}).alerts.rewind_reserve(), 0);
+  EXPECT_EQ(error_of({"alerts.actions=grad_spike=rewind"}),
+            "config: alerts.actions: rewind is the loss_spike rule's action alone (it goes back to the checkpoint "
+            "before the spike); grad_spike can pause, checkpoint or stop");
+  EXPECT_EQ(error_of({"alerts.actions=nan=rewind"}),
+            "config: alerts.actions cannot act on nan: a run whose loss is not a number ends failed");
+  EXPECT_EQ(error_of({"alerts.actions=loss_spike=undo"}),
+            "config: alerts.actions' action for loss_spike must be one of pause, checkpoint, stop, rewind, got \"undo\"");
+  EXPECT_EQ(error_of({"alerts.rewind_skip=-1"}), "config: alerts.rewind_skip must be >= 0, got -1");
+  EXPECT_EQ(error_of({"alerts.max_rewinds=0"}), "config: alerts.max_rewinds must be >= 1, got 0");
 }
 
 }  // namespace

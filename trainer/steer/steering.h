@@ -27,6 +27,9 @@ struct SteeringDecision {
   bool stop = false;    // end the run after this step, as `stopped` (writing a checkpoint)
   bool checkpoint = false;  // write a checkpoint after this step
   bool release = false;     // with stop: end as `released`, to be resumed (kiln runs release)
+  // An alert's action (loss_spike=rewind): the step of the loss spike to go back past, to the
+  // newest checkpoint before it (run_rewinds.h); 0: none.
+  int64_t rewind_past = 0;
   std::vector<Setting> settings;        // in the order the commands came
   std::vector<size_t> setting_outcome;  // settings[i]'s index in outcomes
   std::vector<CommandOutcome> outcomes;

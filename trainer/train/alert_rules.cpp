@@ -17,7 +17,8 @@ constexpr double kLeastRelativeSpread = 0.01;
 // scheduler's jitter alone is a large fraction of the work.
 constexpr double kLeastStragglerMs = 1.0;
 
-void remember(std::deque<double>& history, double value, int window) {
+template <class T>
+void remember(std::deque<T>& history, T value, int window) {
   history.push_back(value);
   while (history.size() > static_cast<size_t>(window)) history.pop_front();
 }
@@ -80,21 +81,28 @@ std::optional<FiredAlert> AlertRules::check_stall(int64_t last_step, double seco
   return a;
 }
 
+void AlertRules::rewound_to(int64_t step) {
+  for (std::deque<StepValue>* history : {&losses_, &grad_norms_})
+    while (!history->empty() && history->back().step > step) history->pop_back();
+  active_.erase("loss_spike");
+  active_.erase("grad_spike");
+}
+
 std::optional<FiredAlert> AlertRules::spike(const char* rule, const char* what, double zscore,
-                                            std::deque<double>& history, const LoggedStep& s, double value) {
+                                            std::deque<StepValue>& history, const LoggedStep& s, double value) {
   if (zscore <= 0 || !std::isfinite(value)) return std::nullopt;
   bool holds = false;
   double mean = 0, spread = 0;
   if (history.size() >= static_cast<size_t>(config_.min_samples)) {
-    for (double v : history) mean += v;
+    for (const StepValue& v : history) mean += v.value;
     mean /= static_cast<double>(history.size());
     double squares = 0;
-    for (double v : history) squares += (v - mean) * (v - mean);
+    for (const StepValue& v : history) squares += (v.value - mean) * (v.value - mean);
     spread = std::max(std::sqrt(squares / static_cast<double>(history.size())), kLeastRelativeSpread * std::abs(mean));
     holds = spread > 0 && (value - mean) / spread > zscore;
   }
   // A spike stays out of the history, so the next step is judged against the run as it was.
-  if (!holds) remember(history, value, config_.window);
+  if (!holds) remember(history, StepValue{s.step, value}, config_.window);
   if (!starts(rule, holds)) return std::nullopt;
   FiredAlert a;
   a.rule = rule;

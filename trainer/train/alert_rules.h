@@ -65,12 +65,21 @@ class AlertRules {
   std::optional<FiredAlert> check_stall(int64_t last_step, double seconds);
   // A step finished: a stall is over.
   void step_finished() { active_.erase("stall"); }
+  // The run went back to `step` (a rewind past a loss spike): the spike rules judge the steps
+  // it trains again against its values up to there, as if the steps it abandoned never were,
+  // and a spike there may fire again.
+  void rewound_to(int64_t step);
 
  private:
   // Whether the condition `key` (a rule, or a rule and rank) now starts to hold: true once
   // per episode.
   bool starts(const std::string& key, bool holds);
-  std::optional<FiredAlert> spike(const char* rule, const char* what, double zscore, std::deque<double>& history,
+  // A logged step's value, as the spike rules keep it.
+  struct StepValue {
+    int64_t step = 0;
+    double value = 0;
+  };
+  std::optional<FiredAlert> spike(const char* rule, const char* what, double zscore, std::deque<StepValue>& history,
                                   const LoggedStep& s, double value);
   std::optional<FiredAlert> slow_throughput(const LoggedStep& s);
   void stragglers(const LoggedStep& s, std::vector<FiredAlert>& fired);
@@ -80,7 +89,8 @@ class AlertRules {
   std::vector<RankLimits> ranks_;
   std::set<std::string> active_;  // the episodes under way
   // The previous logged steps' values that were not themselves alerts, newest last.
-  std::deque<double> losses_, grad_norms_, throughputs_;
+  std::deque<StepValue> losses_, grad_norms_;
+  std::deque<double> throughputs_;
   std::vector<int> slow_streak_;  // per rank: logged steps in a row above the median rank
   // Logged steps in a row below the throughput limit, and, once it fired, above it again.
   int slow_steps_ = 0, recovered_steps_ = 0;

@@ -67,6 +67,33 @@ TEST(AlertRules, ALossSpikeFiresOncePerEpisode) {
   EXPECT_EQ(fired, (std::vector<std::string>{"loss_spike@30", "loss_spike@33"}));
 }
 
+TEST(AlertRules, ARewindForgetsTheAbandonedStepsAndTheSpikeMayFireAgain) {
+  AlertRules rules(settings(), two_ranks());
+  LoggedStep s;
+  s.grad_norm = 1;
+  s.tokens_per_s = 100;
+  const auto loss_at = [&](int64_t step, double loss) {
+    s.step = step;
+    s.loss = loss;
+    return rules_of(rules.observe(s));
+  };
+  // Flat at 4 to step 10, then a slow climb to 5 at step 20 that never stands out by itself.
+  for (int64_t step = 1; step <= 20; ++step)
+    EXPECT_TRUE(loss_at(step, step <= 10 ? 4.0 : 4.0 + 0.1 * static_cast<double>(step - 10)).empty()) << step;
+  AlertRules climbed = rules;
+  // After the climb 5.5 is 3.6 deviations above the window's mean: no spike.
+  s.step = 21;
+  s.loss = 5.5;
+  EXPECT_TRUE(climbed.observe(s).empty());
+  // Gone back to step 10, it is judged against the flat loss alone.
+  rules.rewound_to(10);
+  EXPECT_EQ(loss_at(11, 5.5), std::vector<std::string>{"loss_spike"});
+  EXPECT_TRUE(loss_at(12, 5.5).empty()) << "one episode";
+  // The same spike again after another rewind: a new episode.
+  rules.rewound_to(10);
+  EXPECT_EQ(loss_at(11, 5.5), std::vector<std::string>{"loss_spike"});
+}
+
 TEST(AlertRules, SpikesWaitForTheirSamplesAndAFlatLossNeedsARealJump) {
   AlertRules rules(settings(), two_ranks());
   LoggedStep s;

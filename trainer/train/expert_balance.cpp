@@ -13,9 +13,14 @@ namespace {
 int64_t layer_width(int64_t experts) { return 2 * experts + 3; }
 }  // namespace
 
-ExpertBalance::ExpertBalance(const Config& config, GptModel& model, Communicator& world, RunRecorder* recorder,
-                             std::map<int, std::vector<double>> bias)
-    : config_(config), model_(model), world_(world), recorder_(recorder), expert_bias_(std::move(bias)) {
+ExpertBalance::ExpertBalance(const Config& config, GptModel& model, Communicator& world, RunRecorder* recorder)
+    : config_(config), model_(model), world_(world), recorder_(recorder) {}
+
+void ExpertBalance::restore_bias(std::map<int, std::vector<double>> bias) {
+  expert_bias_ = std::move(bias);
+  const std::vector<double> none(static_cast<size_t>(config_.model.moe.num_experts), 0.0);
+  for (int l = 0; l < config_.model.n_layer; ++l)
+    if (MoeMlp* experts = model_.experts(l); experts && !expert_bias_.count(l)) experts->set_bias(none);
   apply_expert_bias();
 }
 

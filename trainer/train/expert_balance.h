@@ -17,10 +17,8 @@ namespace kiln {
 
 class ExpertBalance {
  public:
-  // bias: every MoE layer's selection bias to start from (a resumed checkpoint's; empty: none
-  // yet), handed to this rank's MoE layers. recorder: the first rank's, when the run is recorded.
-  ExpertBalance(const Config& config, GptModel& model, Communicator& world, RunRecorder* recorder,
-                std::map<int, std::vector<double>> bias);
+  // recorder: the first rank's, when the run is recorded.
+  ExpertBalance(const Config& config, GptModel& model, Communicator& world, RunRecorder* recorder);
 
   // After each step of a model with MoE layers: their routing over the step, summed over
   // every rank, moves the selection bias and, on a logged step, goes to the store. Collective
@@ -30,6 +28,9 @@ class ExpertBalance {
   // Every MoE layer's selection bias (this rank's layers and the others'), by layer: the
   // same on every rank, moved by the world's counts, so rank 0 checkpoints all of it.
   const std::map<int, std::vector<double>>& bias() const { return expert_bias_; }
+  // A checkpoint's selection bias (a resume's, a rewind's), handed to this rank's MoE layers;
+  // a layer it holds none for starts from none.
+  void restore_bias(std::map<int, std::vector<double>> bias);
 
  private:
   // Hands expert_bias_ to this rank's MoE layers.

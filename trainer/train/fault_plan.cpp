@@ -101,11 +101,14 @@ std::string FaultPlan::describe() const {
   return out;
 }
 
-double FaultPlan::loss_at(int64_t step, double loss) const {
-  for (const Fault& f : faults_) {
+double FaultPlan::loss_at(int64_t step, double loss) {
+  for (Fault& f : faults_) {
     if (f.step != step) continue;
     if (f.kind == Fault::Kind::Nan) loss = std::numeric_limits<double>::quiet_NaN();
-    if (f.kind == Fault::Kind::Spike) loss *= f.amount;
+    if (f.kind == Fault::Kind::Spike && !f.planted) {
+      loss *= f.amount;
+      f.planted = true;
+    }
   }
   return loss;
 }

@@ -2,7 +2,9 @@
 // rule, and the hook behind it, can be seen to fire before a real fault does. Items,
 // separated by commas:
 //   nan@STEP              the loss of STEP is NaN on every rank (the real NaN path follows)
-//   spike@STEP[xFACTOR]   the loss reported at STEP is FACTOR (10) times what it was
+//   spike@STEP[xFACTOR]   the loss reported at STEP is FACTOR (10) times what it was, the first
+//                         time the process trains STEP: a rewind past the spike (which trains
+//                         STEP again on other data) leaves it behind, as it would a real one
 //   slow@RANK:MS          that rank works MS ms longer every step: a straggler the others wait for
 //   stall@STEP:SECONDS    every rank stops that long in STEP
 //   throughput@STEP:MS    every rank works MS ms longer every step from STEP on
@@ -21,6 +23,7 @@ struct Fault {
   int64_t step = 0;  // nan, spike, stall: the step; throughput: the first step
   int rank = 0;      // slow
   double amount = 0; // spike: the factor; slow, throughput: ms; stall: seconds
+  bool planted = false;  // spike: reported once
 };
 
 class FaultPlan {
@@ -34,8 +37,8 @@ class FaultPlan {
   bool empty() const { return faults_.empty(); }
   // "a NaN loss at step 5, rank 1 working 40 ms longer every step"
   std::string describe() const;
-  // The loss as `step` reports it.
-  double loss_at(int64_t step, double loss) const;
+  // The loss as `step` reports it (a spike's step once).
+  double loss_at(int64_t step, double loss);
   // Milliseconds `rank` spends idle in its work at `step`.
   double delay_ms(int64_t step, int rank) const;
 

@@ -19,7 +19,7 @@ std::string fault_error_of(std::string_view text) {
 }
 
 TEST(FaultPlan, EveryKindOfFault) {
-  const FaultPlan plan = FaultPlan::parse("nan@9, spike@4x20,spike@5, slow@1:40, stall@6:2.5, throughput@7:50");
+  FaultPlan plan = FaultPlan::parse("nan@9, spike@4x20,spike@5, slow@1:40, stall@6:2.5, throughput@7:50");
   EXPECT_EQ(plan.describe(),
             "a NaN loss at step 9, the loss 20 times over at step 4, the loss 10 times over at step 5, rank 1 working "
             "40 ms longer every step, a stop of 2.5 s in step 6, every rank 50 ms slower a step from step 7");
@@ -27,6 +27,9 @@ TEST(FaultPlan, EveryKindOfFault) {
   EXPECT_DOUBLE_EQ(plan.loss_at(4, 3.0), 60);
   EXPECT_DOUBLE_EQ(plan.loss_at(5, 3.0), 30);
   EXPECT_DOUBLE_EQ(plan.loss_at(3, 3.0), 3);
+  // A rewind trains step 4 again, on other data: the spike was the first training's.
+  EXPECT_DOUBLE_EQ(plan.loss_at(4, 3.0), 3);
+  EXPECT_TRUE(std::isnan(plan.loss_at(9, 3.0)));
   EXPECT_DOUBLE_EQ(plan.delay_ms(1, 0), 0);
   EXPECT_DOUBLE_EQ(plan.delay_ms(1, 1), 40);
   EXPECT_DOUBLE_EQ(plan.delay_ms(6, 0), 2500);
@@ -36,7 +39,8 @@ TEST(FaultPlan, EveryKindOfFault) {
 TEST(FaultPlan, NoneIsEmpty) {
   EXPECT_TRUE(FaultPlan::parse("").empty());
   EXPECT_TRUE(FaultPlan::parse(" ").empty());
-  EXPECT_DOUBLE_EQ(FaultPlan().loss_at(1, 2.0), 2.0);
+  FaultPlan none;
+  EXPECT_DOUBLE_EQ(none.loss_at(1, 2.0), 2.0);
 }
 
 TEST(FaultPlan, BadItemsAreNamedInOneLine) {

@@ -18,7 +18,7 @@ struct IntervalMeans {
 
 class LogInterval {
  public:
-  // Starts the first interval at `start`.
+  // Starts an interval at `start`: the first, or one after a rewind abandoned the steps so far.
   void open(Clock::time_point start);
   void add_step(double loss, double exchange_ms);
   // Time in this interval that was not training.

@@ -46,9 +46,9 @@ void warn_of_schedule_changes(const Config& config, const TrainingState& state, 
 
 }  // namespace
 
-TrainingState resume_training(const std::string& resume, const Config& config, GptModel& model, AdamW& optimizer,
-                              Ops& ops, RecordOptions& recording, std::FILE* out) {
-  const Checkpoint checkpoint(resume);
+TrainingState restore_checkpoint(const Checkpoint& checkpoint, const Config& config, GptModel& model,
+                                 AdamW& optimizer, Ops& ops) {
+  const std::string& path = checkpoint.path();
   checkpoint.check_model(config_to_json(config)["model"]);
   const TrainingState& state = checkpoint.state();
   // A checkpoint's adapters go on only under the LoRA settings they were trained with; a
@@ -57,17 +57,24 @@ TrainingState resume_training(const std::string& resume, const Config& config, G
   if (saved_lora.value("rank", 0) > 0 && saved_lora != config_to_json(config)["finetune"]["lora"])
     fail(fmt::format("checkpoint {} holds LoRA adapters trained with finetune.lora {}; resume it with the same "
                      "settings (or export it, merged, and import that)",
-                     resume, saved_lora.dump()));
-  if (state.step >= config.train.steps)
-    fail(fmt::format("checkpoint {} is at step {}, and train.steps={} leaves nothing to train; "
-                     "raise train.steps",
-                     resume, state.step, config.train.steps));
+                     path, saved_lora.dump()));
   checkpoint.restore(model, optimizer, ops);
   for (const auto& [layer, bias] : state.expert_bias)
     if (!config.model.moe.is_moe_layer(layer) ||
         bias.size() != static_cast<size_t>(config.model.moe.num_experts))
       fail(fmt::format("checkpoint {} holds a selection bias for layer {} of {} experts, which "
-                       "this model's moe section does not have", resume, layer, bias.size()));
+                       "this model's moe section does not have", path, layer, bias.size()));
+  return state;
+}
+
+TrainingState resume_training(const std::string& resume, const Config& config, GptModel& model, AdamW& optimizer,
+                              Ops& ops, RecordOptions& recording, std::FILE* out) {
+  const Checkpoint checkpoint(resume);
+  if (checkpoint.state().step >= config.train.steps)
+    fail(fmt::format("checkpoint {} is at step {}, and train.steps={} leaves nothing to train; "
+                     "raise train.steps",
+                     resume, checkpoint.state().step, config.train.steps));
+  const TrainingState state = restore_checkpoint(checkpoint, config, model, optimizer, ops);
   // The run goes on under its own name (and in its own checkpoint folder) unless the user
   // names a new one: a fork of the run.
   if (!recording.name_given) {

@@ -14,6 +14,14 @@
 
 namespace kiln {
 
+// Restores the model and optimizer from `checkpoint`, refusing one of another model, with
+// LoRA adapters trained under other settings, or holding a selection bias this model has no
+// layer for. Returns the checkpoint's training state, which the caller hands to whoever holds
+// each part of it (Trainer::restore_training_state). A resume and a rewind past a loss spike
+// (run_rewinds.h) both restore through here.
+TrainingState restore_checkpoint(const Checkpoint& checkpoint, const Config& config, GptModel& model,
+                                 AdamW& optimizer, Ops& ops);
+
 // Restores the model and optimizer from the checkpoint at `resume`, refusing one that leaves
 // no step to train or holds a selection bias this model has no layer for; names the run in
 // `recording` (the checkpoint's name unless the user gave one) and fills its resume fields.

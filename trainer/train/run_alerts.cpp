@@ -57,6 +57,11 @@ void RunAlerts::step_started(int64_t step) {
   step_start_ = Clock::now();
 }
 
+void RunAlerts::rewound_to(int64_t step) {
+  std::lock_guard lock(mutex_);
+  rules_.rewound_to(step);
+}
+
 void RunAlerts::step_finished() {
   std::lock_guard lock(mutex_);
   running_step_.reset();
@@ -71,6 +76,8 @@ SteeringDecision RunAlerts::act(SteeringDecision decision) {
     std::swap(due, due_);
     std::swap(rules, due_rules_);
   }
+  // A rewind says its own line once it knows where it goes (run_rewinds.h).
+  decision.rewind_past = due.rewind_past;
   if (rules.empty()) return decision;
   std::string names;
   for (const std::string& r : rules) names += (names.empty() ? "" : ", ") + r;
@@ -102,7 +109,8 @@ void RunAlerts::fire(const FiredAlert& alert) {
     due_.stop = due_.stop || row.action == "stop";
     due_.pause = due_.pause || row.action == "pause";
     due_.checkpoint = due_.checkpoint || row.action == "checkpoint";
-    if (std::find(due_rules_.begin(), due_rules_.end(), alert.rule) == due_rules_.end())
+    if (row.action == "rewind" && alert.step && due_.rewind_past == 0) due_.rewind_past = *alert.step;
+    if (row.action != "rewind" && std::find(due_rules_.begin(), due_rules_.end(), alert.rule) == due_rules_.end())
       due_rules_.push_back(alert.rule);
   }
   fmt::print(out_, "kiln: alert: {}: {}{}\n", alert.rule, alert.message,

@@ -43,6 +43,8 @@ class RunAlerts {
   void step_finished();
   // `decision` with the actions of the alerts fired since the last call added.
   SteeringDecision act(SteeringDecision decision);
+  // The run went back to the checkpoint of `step` (a rewind): the rules forget what came after.
+  void rewound_to(int64_t step);
 
  private:
   void fire(const FiredAlert& alert);
@@ -59,7 +61,7 @@ class RunAlerts {
   std::optional<int64_t> running_step_;
   Clock::time_point step_start_;
   SteeringDecision due_;
-  std::vector<std::string> due_rules_;
+  std::vector<std::string> due_rules_;  // whose actions pause, checkpoint or stop
   std::condition_variable wake_;
   bool stopping_ = false;
   std::thread watchdog_;

@@ -32,8 +32,7 @@ RunCheckpoints::RunCheckpoints(const Config& config, const ParallelLayout& layou
 std::string RunCheckpoints::save_checkpoint_at(int64_t step, TrainingState state) {
   const std::string root = run_checkpoint_root(config_.train.checkpoint_dir, run_name_);
   if (saved_step_ == step)
-    return checkpoint_failures_.last_failed() ? std::string()
-                                              : (std::filesystem::path(root) / fmt::format("step-{:08d}", step)).string();
+    return checkpoint_failures_.last_failed() ? std::string() : folder_of(step);
   const Clock::time_point start = Clock::now();
   // The replicas hold the same model; the optimizer state, when sharded, is gathered to the
   // first rank, which writes it all.
@@ -82,6 +81,30 @@ std::string RunCheckpoints::save_checkpoint_at(int64_t step, TrainingState state
   if (recorder_) recorder_->log_checkpoint(step, written.path, written.bytes, state.layout, seconds);
   last_checkpoint_ = written.path;
   return written.path;
+}
+
+std::vector<int64_t> RunCheckpoints::complete_steps() const {
+  return complete_checkpoint_steps(run_checkpoint_root(config_.train.checkpoint_dir, run_name_));
+}
+
+std::string RunCheckpoints::folder_of(int64_t step) const {
+  return (std::filesystem::path(run_checkpoint_root(config_.train.checkpoint_dir, run_name_)) /
+          fmt::format("step-{:08d}", step))
+      .string();
+}
+
+void RunCheckpoints::rewound_to(int64_t step, const std::string& folder) {
+  saved_step_ = step;
+  if (!is_first_rank()) return;
+  last_checkpoint_ = folder;
+  // The training goes on either way: what is left is said, for a resume to be pointed past it.
+  try {
+    drop_checkpoints_after(run_checkpoint_root(config_.train.checkpoint_dir, run_name_), step);
+  } catch (const std::exception& e) {
+    fmt::print(out_, "kiln: warning: the checkpoints past step {} could not all be removed ({}); resume from {}\n",
+               step, e.what(), folder);
+    std::fflush(out_);
+  }
 }
 
 std::string RunCheckpoints::checkpoint_not_written(int64_t step, const std::string& why) {

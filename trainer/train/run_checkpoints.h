@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
@@ -37,6 +38,14 @@ class RunCheckpoints {
   std::string save_checkpoint_at(int64_t step, TrainingState state);
   // The newest checkpoint this run wrote, on the first rank; empty if none.
   const std::string& last_checkpoint() const { return last_checkpoint_; }
+  // The first rank: the steps of the run's complete checkpoints on disk, ascending, and the
+  // folder of one.
+  std::vector<int64_t> complete_steps() const;
+  std::string folder_of(int64_t step) const;
+  // Every rank, once a rewind restored the checkpoint of `step` at `folder`: the steps after it
+  // are written again; the first rank removes the checkpoints past it, of the training the
+  // rewind abandoned (drop_checkpoints_after).
+  void rewound_to(int64_t step, const std::string& folder);
 
  private:
   // The first rank, when the checkpoint of `step` could not be written: warns, records an

@@ -89,6 +89,10 @@ class RunRecorder {
                       double seconds);
   void record_ranks(const std::vector<store::RankPlace>& places) { writer_.record_ranks(places); }
   int64_t log_alert(store::Alert alert) { return writer_.log_alert(std::move(alert)); }
+  // A rewind past a loss spike, after the rows queued before it (store::RunWriter::log_rewind).
+  void log_rewind(store::Rewind rewind) { writer_.log_rewind(std::move(rewind)); }
+  // How many rewinds the run has made, a resumed run's before this process included.
+  int64_t rewind_count() { return writer_.rewind_count(); }
 
   // Ends the run and waits for the disk, a bounded time (RunWriter::close): what the store
   // could not take by then goes to a recovery file. Returns the store's failure, if any, as

@@ -19,14 +19,8 @@ constexpr auto kPausePoll = std::chrono::milliseconds(200);
 }  // namespace
 
 RunSteering::RunSteering(TrainConfig& train, Communicator& world, RunRecorder* recorder, StepAlerts& alerts,
-                         double lr_scale, LogInterval& interval, std::FILE* out)
-    : train_(train),
-      world_(world),
-      recorder_(recorder),
-      alerts_(alerts),
-      interval_(interval),
-      out_(out),
-      lr_scale_(lr_scale) {}
+                         LogInterval& interval, std::FILE* out)
+    : train_(train), world_(world), recorder_(recorder), alerts_(alerts), interval_(interval), out_(out) {}
 
 std::string RunSteering::apply_setting(const Setting& setting) {
   TrainConfig& t = train_;
@@ -113,7 +107,8 @@ SteeringDecision RunSteering::send_to_every_rank(SteeringDecision decision, bool
                       static_cast<double>(interrupted),
                       static_cast<double>(t.log_interval),
                       static_cast<double>(t.eval_interval),
-                      lr_scale_};
+                      lr_scale_,
+                      static_cast<double>(decision.rewind_past)};
   world_.broadcast(Tensor{control, DType::F64, {std::size(control)}}, 0);
   decision.pause = control[0] != 0;
   decision.resume = control[1] != 0;
@@ -124,6 +119,7 @@ SteeringDecision RunSteering::send_to_every_rank(SteeringDecision decision, bool
   t.log_interval = static_cast<int>(control[6]);
   t.eval_interval = static_cast<int>(control[7]);
   lr_scale_ = control[8];
+  decision.rewind_past = static_cast<int64_t>(control[9]);
   return decision;
 }
 

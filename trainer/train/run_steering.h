@@ -23,14 +23,16 @@ namespace kiln {
 
 class RunSteering {
  public:
-  // train: the run's settings, which the commands change in place. lr_scale: the schedule's
-  // scale to start from (a resumed checkpoint's). recorder: the first rank's, when the run is
-  // recorded. The time a pause holds the run is set aside from the log interval's throughput.
-  RunSteering(TrainConfig& train, Communicator& world, RunRecorder* recorder, StepAlerts& alerts, double lr_scale,
+  // train: the run's settings, which the commands change in place. recorder: the first
+  // rank's, when the run is recorded. The time a pause holds the run is set aside from the log
+  // interval's throughput.
+  RunSteering(TrainConfig& train, Communicator& world, RunRecorder* recorder, StepAlerts& alerts,
               LogInterval& interval, std::FILE* out);
 
   // `kiln runs set`: the schedule times this.
   double lr_scale() const { return lr_scale_; }
+  // A checkpoint's scale, which a resume or a rewind goes on with.
+  void restore_lr_scale(double lr_scale) { lr_scale_ = lr_scale; }
   // A release command was applied: the run ends as `released`.
   bool releasing() const { return releasing_; }
 

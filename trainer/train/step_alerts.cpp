@@ -72,6 +72,10 @@ void StepAlerts::check_alerts(const std::vector<store::MetricRow>& rows) {
   interval_.set_aside(seconds_since(start));
 }
 
+void StepAlerts::rewound_to(int64_t step) {
+  if (alerts_) alerts_->rewound_to(step);
+}
+
 SteeringDecision StepAlerts::with_alert_actions(SteeringDecision decision) {
   return alerts_ ? alerts_->act(std::move(decision)) : decision;
 }

@@ -40,6 +40,8 @@ class StepAlerts {
   void check_alerts(const std::vector<store::MetricRow>& rows);
   // Rank 0: `decision` with the actions of the alerts fired since the last step boundary.
   SteeringDecision with_alert_actions(SteeringDecision decision);
+  // The run went back to the checkpoint of `step` (a rewind past a loss spike).
+  void rewound_to(int64_t step);
 
  private:
   Communicator& world_;

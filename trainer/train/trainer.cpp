@@ -96,8 +96,6 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   if (!resume.empty()) {
     resumed = resume_training(resume, config_, *model_, *optimizer_, ops, recording, out_);
     first_step_ = resumed.step + 1;
-    steps_->resume_at(resumed.consumed_samples, resumed.loss_scaler);
-    step_seconds_ = resumed.step_seconds;
   }
   restart_ = record.restart;
   run_name_ = recording.name;
@@ -107,22 +105,24 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
                              backend_->threads());
   print_start(data_notes.text());
   if (!record.store_path.empty()) start_recording(recording);
-  // A new run (a fork, another training from an ended run) counts only its own steps.
-  if (recorder_ && !recorder_->continued()) step_seconds_ = 0.0;
   // A link or another user's folder where the checkpoints go stops the run before its first
   // step, not at its first checkpoint.
   if (is_first_rank()) check_run_folder(run_checkpoint_root(config_.train.checkpoint_dir, run_name_));
   RunRecorder* recorder = recorder_.get();
-  experts_ = std::make_unique<ExpertBalance>(config_, *model_, world_, recorder, resumed.expert_bias);
+  experts_ = std::make_unique<ExpertBalance>(config_, *model_, world_, recorder);
   alerts_ = std::make_unique<StepAlerts>(config_, world_, ops, *probe_, backend_->places(), recorder, interval_, out_);
   metrics_ = std::make_unique<StepMetrics>(config_, world_, layout_, *probe_, steps_->loss_scaler(), ops.name(),
                                            recorder, *alerts_);
   checkpoints_ = std::make_unique<RunCheckpoints>(config_, layout_, world_, *backend_, *model_, *optimizer_,
                                                   run_name_, resumed.step, recorder, interval_, out_);
-  steering_ = std::make_unique<RunSteering>(config_.train, world_, recorder, *alerts_, resumed.lr_scale, interval_,
-                                            out_);
-  if (!resume.empty())
+  steering_ = std::make_unique<RunSteering>(config_.train, world_, recorder, *alerts_, interval_, out_);
+  rewinds_ = std::make_unique<RunRewinds>(config_, world_, *checkpoints_, recorder, out_);
+  if (!resume.empty()) {
+    restore_training_state(resumed);
     fmt::print(out_, "kiln: resumed from {} at step {}\n", resume, first_step_ - 1);
+  }
+  // A new run (a fork, another training from an ended run) counts only its own steps.
+  if (recorder_ && !recorder_->continued()) step_seconds_ = 0.0;
   std::fflush(out_);
 }
 
@@ -175,6 +175,28 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   state.expert_bias = experts_->bias();
   state.step_seconds = step_seconds_;
   return checkpoints_->save_checkpoint_at(step, std::move(state));
+}
+
+void Trainer::restore_training_state(const TrainingState& state) {
+  steps_->resume_at(state.consumed_samples, state.loss_scaler);
+  steering_->restore_lr_scale(state.lr_scale);
+  experts_->restore_bias(state.expert_bias);
+  // A rewind's abandoned steps, like a restart's lost ones, leave goodput's count.
+  step_seconds_ = state.step_seconds;
+}
+
+int64_t Trainer::rewind(const std::string& folder, int64_t spike_step, int64_t step) {
+  const Checkpoint checkpoint(folder);
+  TrainingState state = restore_checkpoint(checkpoint, config_, *model_, *optimizer_, backend_->ops());
+  const SkippedData skipped = skip_after(state.consumed_samples, config_.train.global_batch, config_.alerts.rewind_skip);
+  state.consumed_samples = skipped.data_position;
+  restore_training_state(state);
+  checkpoints_->rewound_to(state.step, folder);
+  alerts_->rewound_to(state.step);
+  rewinds_->record(spike_step, step, state.step, folder, skipped);
+  // The interval's steps were abandoned, and the time it took to come back is no step's.
+  interval_.open(Clock::now());
+  return state.step;
 }
 
 TrainSummary Trainer::run() {
@@ -238,7 +260,7 @@ void Trainer::train_loop(TrainSummary& summary) {
     const double lr = scheduled_lr(step);
     // The products of this process's first step are the run's: their algorithms are chosen
     // by timing there, once (Ops::tune_products), and the banner's last line says how.
-    const bool first = step == first_step_;
+    const bool first = summary.steps == 0;
     if (first && config_.backend.tune_products) ops.tune_products(true);
     StepOutcome outcome = steps_->run(step, timed, lr, out_);
     if (step_seconds_) *step_seconds_ += seconds_since(step_start);
@@ -265,12 +287,16 @@ void Trainer::train_loop(TrainSummary& summary) {
       if (recorder_) recorder_->log_event(store::event_kind::kNan, message, step);
       fail(message);
     }
-    summary.steps = step - first_step_ + 1;
+    ++summary.steps;  // by this process, those a rewind abandoned included
 
     // The step boundary: commands first, so a step the run stops or pauses after is logged.
     bool interrupted = interrupt_requested();
     const SteeringDecision decision = steering_->share_decision(
         recorder_ && step < t.steps ? steering_->steer(false) : SteeringDecision{}, interrupted);
+    // A loss spike's rewind: where to (every rank learns it), or "" when the run trains on.
+    const std::string rewind_to =
+        decision.rewind_past > 0 && !decision.stop && !interrupted ? rewinds_->choose(decision.rewind_past, step)
+                                                                   : std::string();
     const std::string written =
         decision.checkpoint || decision.stop ? save_checkpoint_at(step) : std::string();
     if (recorder_) steering_->record_steering(step, written);
@@ -296,9 +322,13 @@ void Trainer::train_loop(TrainSummary& summary) {
         metrics_->record_step(metrics_->metric_row(step, summary.train_loss, lr, norm, per_step, times, opt_ms),
                               step_seconds_);
     }
-    if (has_valid && t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps)) validate(step, summary);
+    // A step the run goes back from is neither validated nor kept.
+    const bool abandoned = !rewind_to.empty();
+    if (!abandoned && has_valid && t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps))
+      validate(step, summary);
     // Every run keeps its last step, whatever the interval: a fine-tune is not lost for want of one.
-    if (step == t.steps || (t.checkpoint_interval > 0 && step % t.checkpoint_interval == 0)) save_checkpoint_at(step);
+    if (!abandoned && (step == t.steps || (t.checkpoint_interval > 0 && step % t.checkpoint_interval == 0)))
+      save_checkpoint_at(step);
 
     bool stop = decision.stop;
     if (decision.pause && !stop && !interrupted)
@@ -323,6 +353,7 @@ void Trainer::train_loop(TrainSummary& summary) {
       fmt::print(out_, "kiln: stopped by command after step {}\n", step);
       break;
     }
+    if (abandoned) step = rewind(rewind_to, decision.rewind_past, step);
   }
   fmt::print(out_, "kiln: trained {} steps in {}\n", summary.steps,
              human_duration(seconds_since(start)));

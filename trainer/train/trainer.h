@@ -8,7 +8,8 @@
 // together in its loop: where the rank trains and with whom (rank_backend.h), its data
 // (training_data.h), the step (step_runner.h), the experts' balance (expert_balance.h), the
 // alerts (step_alerts.h), the metrics rows (step_metrics.h), the checkpoints
-// (run_checkpoints.h, resume.h) and the steering (run_steering.h).
+// (run_checkpoints.h, resume.h), the steering (run_steering.h) and the rewinds past a loss
+// spike (run_rewinds.h).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include "trainer/train/rank_backend.h"
 #include "trainer/train/run_checkpoints.h"
 #include "trainer/train/run_recorder.h"
+#include "trainer/train/run_rewinds.h"
 #include "trainer/train/run_steering.h"
 #include "trainer/train/step_alerts.h"
 #include "trainer/train/step_metrics.h"
@@ -84,6 +86,13 @@ class Trainer {
   double scheduled_lr(int64_t step) const;
   // The step's checkpoint, with what the collaborators hold of the training's state.
   std::string save_checkpoint_at(int64_t step);
+  // A checkpoint's training state (a resume's, a rewind's) handed to the collaborators that
+  // hold each part of it: the one way back, so what save_checkpoint_at writes comes back whole.
+  void restore_training_state(const TrainingState& state);
+  // Every rank, at the boundary after `step`: back to the checkpoint in `folder`, before the
+  // loss spike at spike_step, and past alerts.rewind_skip batches of data. Returns the
+  // checkpoint's step, which the loop goes on after.
+  int64_t rewind(const std::string& folder, int64_t spike_step, int64_t step);
   bool is_first_rank() const { return world_.rank() == 0; }
 
   Config config_;  // steering changes its train section as the run goes
@@ -113,6 +122,7 @@ class Trainer {
   std::unique_ptr<StepMetrics> metrics_;
   std::unique_ptr<RunCheckpoints> checkpoints_;
   std::unique_ptr<RunSteering> steering_;
+  std::unique_ptr<RunRewinds> rewinds_;
 };
 
 }  // namespace kiln

@@ -27,7 +27,8 @@ TrainingData::TrainingData(const Config& config, std::FILE* notes) : config_(con
   spec.seq_len = m.seq_len;
   spec.seed = tc.seed;
   spec.cache_dir = config_.data.cache_dir;
-  spec.num_samples = static_cast<int64_t>(tc.steps) * tc.global_batch;
+  // A run that may rewind past a loss spike skips batches of data each time: they are drawn too.
+  spec.num_samples = (static_cast<int64_t>(tc.steps) + config_.alerts.rewind_reserve()) * tc.global_batch;
   train_data_ = open_data(spec, notes);
   if (config_.data.split_fractions()[1] > 0 && tc.eval_iters > 0) {
     spec.which = Split::Valid;
