@@ -63,6 +63,7 @@ TEST(Config, DefaultsFillWhatTheJsonLeavesOut) {
   EXPECT_EQ(c.train.decay, "cosine");
   EXPECT_DOUBLE_EQ(c.train.beta2, 0.95);
   EXPECT_EQ(c.train.seed, 1234u);
+  EXPECT_FALSE(c.train.async_checkpoint);
   EXPECT_TRUE(c.data.paths.empty());
   EXPECT_EQ(c.data.split, "969,30,1");
   EXPECT_EQ(c.data.tokenizer, "byte");
@@ -89,6 +90,12 @@ TEST(Config, TieEmbeddingsDefaultsByArch) {
   EXPECT_FALSE(with({"model.arch=llama"}).model.tie_embeddings);
   EXPECT_TRUE(with({"model.arch=llama", "model.tie_embeddings=true"}).model.tie_embeddings);
   EXPECT_FALSE(with({"model.tie_embeddings=false"}).model.tie_embeddings);
+}
+
+TEST(Config, AsyncCheckpointIsABool) {
+  EXPECT_TRUE(with({"train.async_checkpoint=true"}).train.async_checkpoint);
+  EXPECT_FALSE(with({"train.async_checkpoint=false"}).train.async_checkpoint);
+  EXPECT_HAS(error_of({"train.async_checkpoint=sometimes"}), "train.async_checkpoint");
 }
 
 TEST(Config, UnknownSectionsAndKeys) {

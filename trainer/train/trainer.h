@@ -82,7 +82,9 @@ class Trainer {
   // sample the model writes.
   void validate(int64_t step, TrainSummary& summary);
   double scheduled_lr(int64_t step) const;
-  // The step's checkpoint, with what the collaborators hold of the training's state.
+  // What the collaborators hold of the training's state, for a checkpoint.
+  TrainingState training_state() const;
+  // The step's checkpoint, written when it returns.
   std::string save_checkpoint_at(int64_t step);
   bool is_first_rank() const { return world_.rank() == 0; }
 
