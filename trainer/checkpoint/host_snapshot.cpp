@@ -24,18 +24,21 @@ HostSnapshot::~HostSnapshot() {
   if (memory_) ops_.release_host(memory_);
 }
 
-void HostSnapshot::take(const CheckpointSources& sources) {
+void HostSnapshot::reserve(const CheckpointSources& sources) {
   size_t total = 0;
   for (const auto* list : {&sources.model, &sources.optimizer})
     for (const TensorSource& source : *list) total += snapshot_slot_bytes(source_bytes(source));
   // A run's tensors keep their shapes: the memory is allocated once.
-  if (total > capacity_) {
-    if (memory_) ops_.release_host(memory_);
-    memory_ = nullptr;
-    capacity_ = 0;
-    memory_ = static_cast<std::byte*>(ops_.allocate_host(total));
-    capacity_ = total;
-  }
+  if (total <= capacity_) return;
+  if (memory_) ops_.release_host(memory_);
+  memory_ = nullptr;
+  capacity_ = 0;
+  memory_ = static_cast<std::byte*>(ops_.allocate_host(total));
+  capacity_ = total;
+}
+
+void HostSnapshot::take(const CheckpointSources& sources) {
+  reserve(sources);
   copies_ = {};
   size_t offset = 0;
   for (const auto& [list, copies] : {std::pair{&sources.model, &copies_.model},

@@ -19,6 +19,10 @@ class HostSnapshot {
   HostSnapshot(const HostSnapshot&) = delete;
   HostSnapshot& operator=(const HostSnapshot&) = delete;
 
+  // Allocates (and touches) the host memory that copies of `sources` take, before a run's
+  // first step as its other memory is, so that the first take pays for the copy alone. Reads
+  // nothing.
+  void reserve(const CheckpointSources& sources);
   // Reads every source into the host memory, replacing what the last take copied; returns
   // once every copy is there. Nothing may be reading the last take's copies.
   void take(const CheckpointSources& sources);

@@ -32,7 +32,17 @@ RunCheckpoints::RunCheckpoints(const Config& config, const ParallelLayout& layou
       out_(out),
       faults_(FaultPlan::from_environment()),
       saved_step_(saved_step),
-      snapshot_(backend.ops()) {}
+      snapshot_(backend.ops()) {
+  // The host copy an unsplit model's interval checkpoints are written from is allocated
+  // before step 1, as the run's other memory is, and said (an interval a command sets later
+  // allocates it at its first checkpoint).
+  if (config_.train.async_checkpoint && config_.train.checkpoint_interval > 0 && is_first_rank() &&
+      !layout_.splits_model()) {
+    snapshot_.reserve(checkpoint_sources(model_, optimizer_.state_to_restore(), backend_.ops()));
+    fmt::print(out_, "kiln: asynchronous checkpoints copy the state into {} of host memory, held for the run\n",
+               human_bytes(snapshot_.bytes()));
+  }
+}
 
 std::string RunCheckpoints::save_checkpoint_at(int64_t step, TrainingState state) {
   if (is_first_rank()) wait_for_write(step);
@@ -42,7 +52,10 @@ std::string RunCheckpoints::save_checkpoint_at(int64_t step, TrainingState state
                                               : (std::filesystem::path(root) / fmt::format("step-{:08d}", step)).string();
   }
   const Clock::time_point start = Clock::now();
-  CheckpointSources sources = sources_at(step, false);
+  // The replicas hold the same model; the optimizer state, when sharded, is gathered to the
+  // first rank, which writes it all (from memory this holds until the write ends).
+  const OptimizerState optimizer = optimizer_.state_for_checkpoint();
+  CheckpointSources sources = sources_at(step, optimizer, false);
   if (!is_first_rank()) return {};
   CheckpointOutcome outcome = write_outcome(step, write_of(step, std::move(state), std::move(sources)));
   // All the time the training was held, the gathering too.
@@ -59,7 +72,8 @@ void RunCheckpoints::start_checkpoint_at(int64_t step, TrainingState state) {
   if (saved_step_ == step) return;
   if (is_first_rank()) wait_for_write(step);
   const Clock::time_point start = Clock::now();
-  CheckpointSources sources = sources_at(step, true);
+  const OptimizerState optimizer = optimizer_.state_for_checkpoint();
+  CheckpointSources sources = sources_at(step, optimizer, true);
   if (!is_first_rank()) return;
   writer_.start(step, write_of(step, std::move(state), std::move(sources)));
   // The training was held for the copy alone: the write goes on beside the next steps.
@@ -77,10 +91,7 @@ void RunCheckpoints::finish_writing() {
   if (const std::optional<CheckpointOutcome> outcome = writer_.wait()) record(*outcome, true);
 }
 
-CheckpointSources RunCheckpoints::sources_at(int64_t step, bool to_host) {
-  // The replicas hold the same model; the optimizer state, when sharded, is gathered to the
-  // first rank, which writes it all.
-  const OptimizerState optimizer = optimizer_.state_for_checkpoint();
+CheckpointSources RunCheckpoints::sources_at(int64_t step, const OptimizerState& optimizer, bool to_host) {
   saved_step_ = step;
   if (layout_.splits_model()) {
     // A model split over a tensor group, pipeline stages or an expert group is written whole:

@@ -55,9 +55,11 @@ class RunCheckpoints {
   const std::string& last_checkpoint() const { return last_checkpoint_; }
 
  private:
-  // Every rank, at `step`: what the first rank writes from, gathered whole from a split model
-  // (empty elsewhere); copied into the snapshot when `to_host`, else read as it is written.
-  CheckpointSources sources_at(int64_t step, bool to_host);
+  // Every rank, at `step`: what the first rank writes from (empty elsewhere), the model's
+  // tensors and `optimizer` (AdamW::state_for_checkpoint's, whose memory the caller holds),
+  // gathered whole from a split model; copied into the snapshot when `to_host`, else read
+  // as they are written.
+  CheckpointSources sources_at(int64_t step, const OptimizerState& optimizer, bool to_host);
   // The checkpoint's write, for the first rank: the run's state filled in.
   std::function<WrittenCheckpoint()> write_of(int64_t step, TrainingState state, CheckpointSources sources) const;
   // The first rank: waits for a write in the background before the checkpoint of `step`,
