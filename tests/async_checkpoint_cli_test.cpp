@@ -1,8 +1,9 @@
 // End-to-end, through the real binary: train.async_checkpoint writes an interval's checkpoint
 // from a host copy on a thread of its own while the training goes on, into the same files a
-// synchronous save writes (on one rank and on a model split over two), one at a time (the next
-// waits and says so), recorded once it is in place; a run killed mid-write keeps its previous
-// checkpoint whole and resumes from it, and a run interrupted mid-write finishes it first.
+// synchronous save writes (on one rank, on a model split over two, from a sharded optimizer),
+// one at a time (the next waits and says so), recorded once it is in place; a run killed
+// mid-write keeps its previous checkpoint whole and resumes from it, and a run interrupted
+// mid-write finishes it first.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <regex>
 #include <set>
 #include <string>
@@ -37,7 +39,7 @@ std::string checkpointed_run(const std::string& prefix, const std::string& check
          " --set train.async_checkpoint=" + (async ? "true" : "false");
 }
 
-std::set<std::string> names_in(const std::string& dir) {
+std::set<std::string> folder_entries(const std::string& dir) {
   std::set<std::string> names;
   for (const auto& entry : fs::directory_iterator(dir)) names.insert(entry.path().filename().string());
   return names;
@@ -48,7 +50,7 @@ std::set<std::string> names_in(const std::string& dir) {
 void expect_same_checkpoint(const std::string& sync, const std::string& async) {
   ASSERT_TRUE(fs::exists(sync + "/manifest.json")) << sync;
   ASSERT_TRUE(fs::exists(async + "/manifest.json")) << async;
-  EXPECT_EQ(names_in(sync), names_in(async));
+  EXPECT_EQ(folder_entries(sync), folder_entries(async));
   for (const char* file : {"model.safetensors", "optimizer.safetensors"})
     EXPECT_TRUE(read_text(sync + "/" + file) == read_text(async + "/" + file)) << async << "/" << file;
   nlohmann::json a = nlohmann::json::parse(read_text(sync + "/state.json"));
@@ -73,7 +75,7 @@ bool wait_for_text(const std::string& log, const std::string& text, int seconds)
 // The temporary folders of writes that did not end, under a run's checkpoint folder.
 std::vector<std::string> unfinished_writes(const std::string& run_folder) {
   std::vector<std::string> found;
-  for (const std::string& name : names_in(run_folder))
+  for (const std::string& name : folder_entries(run_folder))
     if (name.rfind(".tmp-", 0) == 0) found.push_back(name);
   return found;
 }
@@ -140,34 +142,47 @@ TEST(AsyncCheckpointCli, WritesTheFilesASynchronousSaveWritesAndResumesOnTheCurv
         << file;
 }
 
-// A model split over two ranks is gathered whole at the step and written from the gathered
-// copy: the same files again.
-class AsyncCheckpointSplit : public testing::TestWithParam<std::string> {};
+// Two ranks: a model split over them is gathered whole at the step, and the gathered copy is
+// what the thread writes; a sharded optimizer's state is gathered to rank 0 and copied from
+// there. The same files again.
+struct TwoRanks {
+  std::string name;
+  std::string settings;
+};
 
-TEST_P(AsyncCheckpointSplit, WritesTheFilesASynchronousSaveWrites) {
+void PrintTo(const TwoRanks& layout, std::ostream* os) { *os << layout.name; }
+
+class AsyncCheckpointLayouts : public testing::TestWithParam<TwoRanks> {};
+
+TEST_P(AsyncCheckpointLayouts, WriteTheFilesASynchronousSaveWrites) {
 #ifndef KILN_HAVE_MPI
   GTEST_SKIP() << "skipped: built without MPI";
 #endif
-  const std::string dir = fresh_dir("async_checkpoint_" + GetParam());
+  const std::string dir = fresh_dir("async_checkpoint_" + GetParam().name);
   const std::string prefix = prepare_corpus(dir);
-  const std::string split = " --set model.n_layer=2 --set model.n_head=4 --set parallel." + GetParam() + "=2";
-  const CommandResult sync = run_command(mpirun_command(2) + kiln + " train --no-store --name split" +
-                                         checkpointed_run(prefix, dir + "/sync", 6, false) + split);
+  const std::string layout = " --set model.n_layer=2 --set model.n_head=4" + GetParam().settings;
+  const CommandResult sync = run_command(mpirun_command(2) + kiln + " train --no-store --name two" +
+                                         checkpointed_run(prefix, dir + "/sync", 6, false) + layout);
   ASSERT_EQ(sync.exit_code, 0) << sync.output;
-  const CommandResult async = run_command(mpirun_command(2) + kiln + " train --no-store --name split" +
-                                          checkpointed_run(prefix, dir + "/async", 6, true) + split);
+  const CommandResult async = run_command(mpirun_command(2) + kiln + " train --no-store --name two" +
+                                          checkpointed_run(prefix, dir + "/async", 6, true) + layout);
   ASSERT_EQ(async.exit_code, 0) << async.output;
+  EXPECT_EQ(step_losses(async.output), step_losses(sync.output));
   EXPECT_NE(async.output.find("kiln: checkpoint step 2 snapshot in "), std::string::npos) << async.output;
   EXPECT_NE(async.output.find("kiln: checkpoint step 4 snapshot in "), std::string::npos) << async.output;
   for (const char* step : {"2", "4", "6"}) {
     SCOPED_TRACE(step);
-    expect_same_checkpoint(dir + "/sync/split/step-0000000" + std::string(step),
-                           dir + "/async/split/step-0000000" + std::string(step));
+    expect_same_checkpoint(dir + "/sync/two/step-0000000" + std::string(step),
+                           dir + "/async/two/step-0000000" + std::string(step));
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, AsyncCheckpointSplit, testing::Values("tp", "pp"),
-                         [](const testing::TestParamInfo<std::string>& layout) { return layout.param + "2"; });
+INSTANTIATE_TEST_SUITE_P(Layouts, AsyncCheckpointLayouts,
+                         testing::Values(TwoRanks{"tp2", " --set parallel.tp=2"},
+                                         TwoRanks{"pp2", " --set parallel.pp=2"},
+                                         TwoRanks{"dp2_distributed_optimizer",
+                                                  " --set parallel.distributed_optimizer=true"}),
+                         [](const testing::TestParamInfo<TwoRanks>& info) { return info.param.name; });
 
 TEST(AsyncCheckpointCli, ACheckpointWaitsForTheOneBeingWrittenAndSaysHowLong) {
   const std::string dir = fresh_dir("async_checkpoint_waits");
