@@ -122,9 +122,21 @@ TEST_F(CheckpointTest, ASnapshotWritesItsStepsFilesAfterTheModelHasMovedOn) {
   const OptimizerState optimizer = a.optimizer.state_for_checkpoint();
   const std::string direct = save_checkpoint(root_ + "/direct", a.state(2), a.model, optimizer, *a.ops, 0).path;
   HostSnapshot snapshot(*a.ops);
-  snapshot.take(checkpoint_sources(a.model, optimizer, *a.ops));
+  // Reserved before the first step: the copies take that memory and no more, each tensor's
+  // bytes on cache lines of its own.
+  const CheckpointSources sources = checkpoint_sources(a.model, optimizer, *a.ops);
+  snapshot.reserve(sources);
   const size_t held = snapshot.bytes();
-  EXPECT_GT(held, 0u);
+  size_t tensor_bytes = 0, tensors = 0;
+  for (const auto* list : {&sources.model, &sources.optimizer})
+    for (const TensorSource& source : *list) {
+      tensor_bytes += static_cast<size_t>(source.info.shape.numel()) * dtype_size(source.info.dtype);
+      ++tensors;
+    }
+  EXPECT_GE(held, tensor_bytes);
+  EXPECT_LT(held, tensor_bytes + 64 * tensors);
+  snapshot.take(checkpoint_sources(a.model, optimizer, *a.ops));
+  EXPECT_EQ(snapshot.bytes(), held);
   for (const Parameter& p : a.model.parameters().all()) a.ops->fill(p.value, 0.5);
   a.ops->fill(optimizer.exp_avg, 0.25);
   const CheckpointSources& copies = snapshot.copies();
