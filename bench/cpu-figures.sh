@@ -7,7 +7,7 @@
 #   bench/cpu-figures.sh [NAME ...]     # default: all, in the order below
 #
 # Names: step ops store store-overhead tokenizer dashboard planner shared-cores
-# context-parallel. Needs `make build` first (and data/kjv-bpe from scripts/prepare-kjv.sh
+# context-parallel checkpoint-stall. Needs `make build` first (and data/kjv-bpe from scripts/prepare-kjv.sh
 # for the ones that train on it). Figures are only worth keeping from a quiet machine: each
 # file records the load average before and after its run.
 set -euo pipefail
@@ -23,8 +23,9 @@ declare -A commands=(
   [planner]="/usr/bin/python3 bench/planner_calibration.py"
   [shared-cores]="/usr/bin/python3 bench/shared_cores.py --steps 60"
   [context-parallel]="/usr/bin/python3 bench/context_parallel.py --steps 8"
+  [checkpoint-stall]="/usr/bin/python3 bench/checkpoint_stall.py"
 )
-order=(step ops store store-overhead tokenizer dashboard planner shared-cores context-parallel)
+order=(step ops store store-overhead tokenizer dashboard planner shared-cores context-parallel checkpoint-stall)
 
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${order[@]}")

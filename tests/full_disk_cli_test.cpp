@@ -1,8 +1,9 @@
 // End-to-end, through the real binary, on small tmpfs mounts that fill up: a checkpoint that
-// cannot be written is a warning and an event, and the run trains on (failing only after
-// train.checkpoint_failures in a row, leaving no half-written folder); a store that fills
-// up loses nothing: what it could not take when the run ended is in a recovery file, which
-// `kiln runs recover` loads into the store once it has room.
+// cannot be written (synchronously or in the background) is a warning and an event, and the
+// run trains on (failing only after train.checkpoint_failures in a row, leaving no
+// half-written folder); a store that fills up loses nothing: what it could not take when the
+// run ended is in a recovery file, which `kiln runs recover` loads into the store once it has
+// room.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -97,6 +98,43 @@ class FullDiskCli : public ::testing::Test {
     return kib_of(dir_ + "/probe/probe") * 3 / 2;
   }
 
+  // The run `name` of 6 steps wrote its checkpoint of step 2 under `checkpoints`, and those of
+  // steps 4 and 6 found the disk full: two failures, under the default three in a row, each
+  // a warning and an `error` event; the run completed.
+  void expect_steps_4_and_6_unwritten(const CommandResult& r, const std::string& name,
+                                      const std::string& checkpoints) {
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const char* step : {"4", "6"}) {
+      const std::string warning = std::string("kiln: warning: the checkpoint of step ") + step + " was not written (";
+      const size_t at = r.output.find(warning);
+      ASSERT_NE(at, std::string::npos) << r.output;
+      const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+      EXPECT_NE(line.find("No space left on device"), std::string::npos) << line;
+      EXPECT_NE(line.find("training goes on and tries again at the next checkpoint"), std::string::npos) << line;
+    }
+    EXPECT_NE(r.output.find("step 6/6"), std::string::npos) << r.output;
+    // No half-written folder is left taking the space: step 2's checkpoint and `latest` only.
+    EXPECT_EQ(names_in(checkpoints + "/" + name), (std::set<std::string>{"latest", "step-00000002"}));
+    EXPECT_EQ(read_text(checkpoints + "/" + name + "/latest"), "step-00000002\n");
+
+    auto db = store::open_store(store_, store::Access::ReadOnly);
+    const int64_t id = store::resolve_run(*db, name);
+    const store::RunRecord record = store::get_run(*db, id);
+    EXPECT_EQ(record.status, store::RunStatus::Completed);
+    EXPECT_EQ(record.last_step, 6);
+    store::Statement events(*db, "SELECT step, message FROM events WHERE run_id = ? AND kind = 'error' ORDER BY id");
+    events.bind(1, id);
+    std::vector<int64_t> failed_steps;
+    while (events.step()) {
+      failed_steps.push_back(events.int64(0));
+      EXPECT_EQ(events.text(1).rfind("the checkpoint of step " + std::to_string(events.int64(0)) + " was not written (", 0),
+                0u)
+          << events.text(1);
+    }
+    EXPECT_EQ(failed_steps, (std::vector<int64_t>{4, 6}));
+    EXPECT_EQ(db->query_int("SELECT count(*) FROM checkpoints WHERE run_id = " + std::to_string(id)), 1);
+  }
+
   std::string dir_, prefix_, store_;
 };
 
@@ -104,39 +142,18 @@ TEST_F(FullDiskCli, CheckpointsThatHitAFullDiskWarnAndTheRunCompletes) {
   const std::string checkpoints = dir_ + "/checkpoints";
   const Tmpfs disk(checkpoints, room_for_one_checkpoint());
   ASSERT_TRUE(disk.mounted()) << disk.error();
-  // Step 2's checkpoint fits; steps 4 and 6 find the disk full: two failures, under the
-  // default three in a row.
-  const CommandResult r = run_command(run("squeezed", 6, checkpoints));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* step : {"4", "6"}) {
-    const std::string warning = std::string("kiln: warning: the checkpoint of step ") + step + " was not written (";
-    const size_t at = r.output.find(warning);
-    ASSERT_NE(at, std::string::npos) << r.output;
-    const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
-    EXPECT_NE(line.find("No space left on device"), std::string::npos) << line;
-    EXPECT_NE(line.find("training goes on and tries again at the next checkpoint"), std::string::npos) << line;
-  }
-  EXPECT_NE(r.output.find("step 6/6"), std::string::npos) << r.output;
-  // No half-written folder is left taking the space: step 2's checkpoint and `latest` only.
-  EXPECT_EQ(names_in(checkpoints + "/squeezed"), (std::set<std::string>{"latest", "step-00000002"}));
-  EXPECT_EQ(read_text(checkpoints + "/squeezed/latest"), "step-00000002\n");
+  expect_steps_4_and_6_unwritten(run_command(run("squeezed", 6, checkpoints)), "squeezed", checkpoints);
+}
 
-  auto db = store::open_store(store_, store::Access::ReadOnly);
-  const int64_t id = store::resolve_run(*db, "squeezed");
-  const store::RunRecord record = store::get_run(*db, id);
-  EXPECT_EQ(record.status, store::RunStatus::Completed);
-  EXPECT_EQ(record.last_step, 6);
-  store::Statement events(*db, "SELECT step, message FROM events WHERE run_id = ? AND kind = 'error' ORDER BY id");
-  events.bind(1, id);
-  std::vector<int64_t> failed_steps;
-  while (events.step()) {
-    failed_steps.push_back(events.int64(0));
-    EXPECT_EQ(events.text(1).rfind("the checkpoint of step " + std::to_string(events.int64(0)) + " was not written (", 0),
-              0u)
-        << events.text(1);
-  }
-  EXPECT_EQ(failed_steps, (std::vector<int64_t>{4, 6}));
-  EXPECT_EQ(db->query_int("SELECT count(*) FROM checkpoints WHERE run_id = " + std::to_string(id)), 1);
+// Written in the background, step 4's failure is found at a later step boundary, and counted
+// and recorded as a synchronous one is.
+TEST_F(FullDiskCli, CheckpointsWrittenInTheBackgroundThatHitAFullDiskWarnTheSame) {
+  const std::string checkpoints = dir_ + "/checkpoints";
+  const Tmpfs disk(checkpoints, room_for_one_checkpoint());
+  ASSERT_TRUE(disk.mounted()) << disk.error();
+  const CommandResult r = run_command(run("squeezed", 6, checkpoints) + " --set train.async_checkpoint=true");
+  EXPECT_NE(r.output.find("kiln: checkpoint step 4 snapshot in "), std::string::npos) << r.output;
+  expect_steps_4_and_6_unwritten(r, "squeezed", checkpoints);
 }
 
 TEST_F(FullDiskCli, CheckpointsFailingInARowFailTheRun) {

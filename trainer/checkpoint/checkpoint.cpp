@@ -268,13 +268,17 @@ void load_piece(Ops& ops, const Tensor& dst, const Parameter& p, const Safetenso
 
 }  // namespace
 
+CheckpointSources checkpoint_sources(const GptModel& model, const OptimizerState& optimizer, Ops& ops) {
+  std::vector<std::pair<std::string, Tensor>> params;
+  for (const Parameter& p : model.parameters().all()) params.push_back({p.name, p.value});
+  return {device_sources(params, ops), device_sources(optimizer_tensors(model, optimizer), ops)};
+}
+
 WrittenCheckpoint save_checkpoint(const std::string& root, const TrainingState& state,
                                   const GptModel& model, const OptimizerState& optimizer,
                                   Ops& ops, int keep) {
-  std::vector<std::pair<std::string, Tensor>> params;
-  for (const Parameter& p : model.parameters().all()) params.push_back({p.name, p.value});
-  return write_checkpoint(root, state, device_sources(params, ops),
-                          device_sources(optimizer_tensors(model, optimizer), ops), keep);
+  const CheckpointSources sources = checkpoint_sources(model, optimizer, ops);
+  return write_checkpoint(root, state, sources.model, sources.optimizer, keep);
 }
 
 WrittenCheckpoint write_checkpoint(const std::string& root, const TrainingState& state,

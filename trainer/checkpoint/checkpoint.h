@@ -76,8 +76,16 @@ struct TensorSource {
   std::function<void(void* host)> read;  // fills info's bytes
 };
 
-// Writes a checkpoint from tensor sources rather than a live model (what `kiln import`
-// does), with save_checkpoint's layout and crash safety.
+// The tensors of a checkpoint of `model`, each copied from the device when its turn comes:
+// the parameters (model.safetensors) and the optimizer state (optimizer.safetensors) by name.
+struct CheckpointSources {
+  std::vector<TensorSource> model;
+  std::vector<TensorSource> optimizer;
+};
+CheckpointSources checkpoint_sources(const GptModel& model, const OptimizerState& optimizer, Ops& ops);
+
+// Writes a checkpoint from tensor sources rather than a live model (what `kiln import` and a
+// checkpoint written in the background do), with save_checkpoint's layout and crash safety.
 WrittenCheckpoint write_checkpoint(const std::string& root, const TrainingState& state,
                                    const std::vector<TensorSource>& model,
                                    const std::vector<TensorSource>& optimizer, int keep);

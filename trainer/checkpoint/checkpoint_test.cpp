@@ -1,4 +1,5 @@
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/host_snapshot.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -111,6 +112,47 @@ TEST_F(CheckpointTest, RestoresEveryTensorAndTheState) {
   EXPECT_EQ(s.loss_scaler.clean_steps, 3);
   EXPECT_EQ(s.run_name, "unit");
   EXPECT_EQ(s.config["model"]["n_layer"], 2);
+}
+
+// What train.async_checkpoint writes: a host snapshot taken at a step and written after the
+// training has changed every parameter is the checkpoint a write at that step makes, byte for
+// byte.
+TEST_F(CheckpointTest, ASnapshotWritesItsStepsFilesAfterTheModelHasMovedOn) {
+  Trained a(1);
+  const OptimizerState optimizer = a.optimizer.state_for_checkpoint();
+  const std::string direct = save_checkpoint(root_ + "/direct", a.state(2), a.model, optimizer, *a.ops, 0).path;
+  HostSnapshot snapshot(*a.ops);
+  // Reserved before the first step: the copies take that memory and no more, each tensor's
+  // bytes on cache lines of its own.
+  const CheckpointSources sources = checkpoint_sources(a.model, optimizer, *a.ops);
+  snapshot.reserve(sources);
+  const size_t held = snapshot.bytes();
+  size_t tensor_bytes = 0, tensors = 0;
+  for (const auto* list : {&sources.model, &sources.optimizer})
+    for (const TensorSource& source : *list) {
+      tensor_bytes += static_cast<size_t>(source.info.shape.numel()) * dtype_size(source.info.dtype);
+      ++tensors;
+    }
+  EXPECT_GE(held, tensor_bytes);
+  EXPECT_LT(held, tensor_bytes + 64 * tensors);
+  snapshot.take(checkpoint_sources(a.model, optimizer, *a.ops));
+  EXPECT_EQ(snapshot.bytes(), held);
+  for (const Parameter& p : a.model.parameters().all()) a.ops->fill(p.value, 0.5);
+  a.ops->fill(optimizer.exp_avg, 0.25);
+  const CheckpointSources& copies = snapshot.copies();
+  const std::string copied = write_checkpoint(root_ + "/copied", a.state(2), copies.model, copies.optimizer, 0).path;
+  for (const char* file : {"model.safetensors", "optimizer.safetensors", "state.json", "manifest.json"})
+    EXPECT_EQ(test::text_of(copied + "/" + file), test::text_of(direct + "/" + file)) << file;
+
+  // The next snapshot takes the model as it is now, in the same memory.
+  snapshot.take(checkpoint_sources(a.model, optimizer, *a.ops));
+  EXPECT_EQ(snapshot.bytes(), held);
+  const std::string later = write_checkpoint(root_ + "/later", a.state(2), copies.model, copies.optimizer, 0).path;
+  EXPECT_NE(test::text_of(later + "/model.safetensors"), test::text_of(direct + "/model.safetensors"));
+  Trained b(2);
+  Checkpoint(later).restore(b.model, b.optimizer, *b.ops);
+  for (const Parameter& p : b.model.parameters().all())
+    EXPECT_EQ(values(*b.ops, p.value), std::vector<double>(static_cast<size_t>(p.value.numel()), 0.5)) << p.name;
 }
 
 TEST_F(CheckpointTest, DamagedOrIncompleteCheckpointsAreRefusedNamingTheFile) {

@@ -97,6 +97,7 @@ void for_each_field(C& c, F&& f) {
   f("train", "checkpoint_dir", c.train.checkpoint_dir);
   f("train", "checkpoint_keep", c.train.checkpoint_keep);
   f("train", "checkpoint_failures", c.train.checkpoint_failures);
+  f("train", "async_checkpoint", c.train.async_checkpoint);
   f("train", "sample_tokens", c.train.sample_tokens);
   f("train", "sample_prompt", c.train.sample_prompt);
   f("train", "sample_temperature", c.train.sample_temperature);

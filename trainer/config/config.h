@@ -136,6 +136,9 @@ struct TrainConfig {
   std::string checkpoint_dir = "checkpoints";  // each run saves under <dir>/<run name>/
   int checkpoint_keep = 0;              // keep the newest N checkpoints of a run; 0: all
   int checkpoint_failures = 3;          // the run fails when this many checkpoints in a row cannot be written
+  // Interval checkpoints copied to host memory at the step boundary and written by a thread of
+  // their own while training goes on, at most one at a time (docs/resilience.md).
+  bool async_checkpoint = false;
   int sample_tokens = 0;  // after training, generate this many tokens
   SamplePrompts sample_prompt;
   double sample_temperature = 0.8;

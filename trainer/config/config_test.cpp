@@ -63,6 +63,7 @@ TEST(Config, DefaultsFillWhatTheJsonLeavesOut) {
   EXPECT_EQ(c.train.decay, "cosine");
   EXPECT_DOUBLE_EQ(c.train.beta2, 0.95);
   EXPECT_EQ(c.train.seed, 1234u);
+  EXPECT_FALSE(c.train.async_checkpoint);
   EXPECT_TRUE(c.data.paths.empty());
   EXPECT_EQ(c.data.split, "969,30,1");
   EXPECT_EQ(c.data.tokenizer, "byte");
@@ -89,6 +90,13 @@ TEST(Config, TieEmbeddingsDefaultsByArch) {
   EXPECT_FALSE(with({"model.arch=llama"}).model.tie_embeddings);
   EXPECT_TRUE(with({"model.arch=llama", "model.tie_embeddings=true"}).model.tie_embeddings);
   EXPECT_FALSE(with({"model.tie_embeddings=false"}).model.tie_embeddings);
+}
+
+TEST(Config, AsyncCheckpointIsABool) {
+  EXPECT_TRUE(with({"train.async_checkpoint=true"}).train.async_checkpoint);
+  EXPECT_FALSE(with({"train.async_checkpoint=false"}).train.async_checkpoint);
+  EXPECT_EQ(error_of({"train.async_checkpoint=sometimes"}),
+            "config: train.async_checkpoint must be true or false, got \"sometimes\"");
 }
 
 TEST(Config, UnknownSectionsAndKeys) {
@@ -402,7 +410,7 @@ TEST(Config, Llama3RopeScalingIsCheckedInOneLine) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 23}, {"moe", 14}, {"finetune", 1}, {"train", 26}, {"data", 8}, {"parallel", 13},
+      {"model", 23}, {"moe", 14}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 13},
       {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 16}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

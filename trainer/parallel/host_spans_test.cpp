@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/check.h"
+
 namespace kiln {
 namespace {
 

@@ -49,19 +49,23 @@ Fault read_item(std::string_view item) {
   } else if (kind == "throughput") {
     f.kind = Fault::Kind::Throughput;
     ok = ok && read_pair(args, f.step, f.amount, int64_t{1}, 0.0);
+  } else if (kind == "checkpoint") {
+    f.kind = Fault::Kind::Checkpoint;
+    ok = ok && read_pair(args, f.step, f.amount, int64_t{1}, 0.0);
   } else {
     fail(fmt::format("KILN_FAULTS: unknown fault \"{}\" (nan@STEP, spike@STEP[xFACTOR], slow@RANK:MS, "
-                     "stall@STEP:SECONDS, throughput@STEP:MS)",
+                     "stall@STEP:SECONDS, throughput@STEP:MS, checkpoint@STEP:SECONDS)",
                      item));
   }
   // An hour of delay is a typo, not a rehearsal.
-  const double most = f.kind == Fault::Kind::Stall ? 3600 : 3.6e6;
+  const double most = f.kind == Fault::Kind::Stall || f.kind == Fault::Kind::Checkpoint ? 3600 : 3.6e6;
   if (!ok || !(f.amount <= most))
     fail(fmt::format("KILN_FAULTS: cannot read \"{}\"; write {}", item,
                      f.kind == Fault::Kind::Nan     ? "nan@STEP, e.g. nan@5"
                      : f.kind == Fault::Kind::Spike ? "spike@STEP[xFACTOR], e.g. spike@8x20"
                      : f.kind == Fault::Kind::Slow  ? "slow@RANK:MS, e.g. slow@1:40"
                      : f.kind == Fault::Kind::Stall ? "stall@STEP:SECONDS, e.g. stall@6:3"
+                     : f.kind == Fault::Kind::Checkpoint ? "checkpoint@STEP:SECONDS, e.g. checkpoint@4:30"
                                                     : "throughput@STEP:MS, e.g. throughput@10:50"));
   return f;
 }
@@ -96,6 +100,9 @@ std::string FaultPlan::describe() const {
       case Fault::Kind::Throughput:
         out += fmt::format("every rank {:g} ms slower a step from step {}", f.amount, f.step);
         break;
+      case Fault::Kind::Checkpoint:
+        out += fmt::format("a stop of {:g} s in writing the checkpoint of step {}", f.amount, f.step);
+        break;
     }
   }
   return out;
@@ -121,6 +128,13 @@ double FaultPlan::delay_ms(int64_t step, int rank) const {
     if (f.kind == Fault::Kind::Throughput && step >= f.step) ms += f.amount;
   }
   return ms;
+}
+
+double FaultPlan::checkpoint_pause_s(int64_t step) const {
+  double seconds = 0;
+  for (const Fault& f : faults_)
+    if (f.kind == Fault::Kind::Checkpoint && f.step == step) seconds += f.amount;
+  return seconds;
 }
 
 }  // namespace kiln

@@ -8,6 +8,8 @@
 //   slow@RANK:MS          that rank works MS ms longer every step: a straggler the others wait for
 //   stall@STEP:SECONDS    every rank stops that long in STEP
 //   throughput@STEP:MS    every rank works MS ms longer every step from STEP on
+//   checkpoint@STEP:SECONDS  the checkpoint of STEP stops that long mid-write, after its first
+//                         tensor: a window in which to kill the run while it writes
 #pragma once
 
 #include <cstdint>
@@ -18,11 +20,11 @@
 namespace kiln {
 
 struct Fault {
-  enum class Kind { Nan, Spike, Slow, Stall, Throughput };
+  enum class Kind { Nan, Spike, Slow, Stall, Throughput, Checkpoint };
   Kind kind = Kind::Nan;
-  int64_t step = 0;  // nan, spike, stall: the step; throughput: the first step
+  int64_t step = 0;  // nan, spike, stall, checkpoint: the step; throughput: the first step
   int rank = 0;      // slow
-  double amount = 0; // spike: the factor; slow, throughput: ms; stall: seconds
+  double amount = 0; // spike: the factor; slow, throughput: ms; stall, checkpoint: seconds
   bool planted = false;  // spike: reported once
 };
 
@@ -41,6 +43,8 @@ class FaultPlan {
   double loss_at(int64_t step, double loss);
   // Milliseconds `rank` spends idle in its work at `step`.
   double delay_ms(int64_t step, int rank) const;
+  // Seconds the checkpoint of `step` stops mid-write.
+  double checkpoint_pause_s(int64_t step) const;
 
  private:
   std::vector<Fault> faults_;

@@ -1,6 +1,9 @@
 #include "trainer/train/run_checkpoints.h"
 
+#include <chrono>
 #include <filesystem>
+#include <optional>
+#include <thread>
 #include <utility>
 
 #include <fmt/core.h>
@@ -27,58 +30,140 @@ RunCheckpoints::RunCheckpoints(const Config& config, const ParallelLayout& layou
       recorder_(recorder),
       interval_(interval),
       out_(out),
-      saved_step_(saved_step) {}
+      faults_(FaultPlan::from_environment()),
+      saved_step_(saved_step),
+      snapshot_(backend.ops()) {
+  // The host copy an unsplit model's interval checkpoints are written from is allocated
+  // before step 1, as the run's other memory is, and said (an interval a command sets later
+  // allocates it at its first checkpoint).
+  if (config_.train.async_checkpoint && config_.train.checkpoint_interval > 0 && is_first_rank() &&
+      !layout_.splits_model()) {
+    snapshot_.reserve(checkpoint_sources(model_, optimizer_.state_to_restore(), backend_.ops()));
+    fmt::print(out_, "kiln: asynchronous checkpoints copy the state into {} of host memory, held for the run\n",
+               human_bytes(snapshot_.bytes()));
+  }
+}
 
 std::string RunCheckpoints::save_checkpoint_at(int64_t step, TrainingState state) {
-  const std::string root = run_checkpoint_root(config_.train.checkpoint_dir, run_name_);
-  if (saved_step_ == step)
-    return checkpoint_failures_.last_failed() ? std::string() : folder_of(step);
+  if (is_first_rank()) wait_for_write(step);
+  if (saved_step_ == step) return checkpoint_failures_.last_failed() ? std::string() : folder_of(step);
   const Clock::time_point start = Clock::now();
   // The replicas hold the same model; the optimizer state, when sharded, is gathered to the
-  // first rank, which writes it all.
+  // first rank, which writes it all (from memory this holds until the write ends).
   const OptimizerState optimizer = optimizer_.state_for_checkpoint();
+  CheckpointSources sources = sources_at(step, optimizer, false);
+  if (!is_first_rank()) return {};
+  CheckpointOutcome outcome = write_outcome(step, write_of(step, std::move(state), std::move(sources)));
+  // All the time the training was held, the gathering too.
+  outcome.seconds = seconds_since(start);
+  if (outcome.error.empty()) interval_.set_aside(outcome.seconds);
+  return record(outcome, false);
+}
+
+void RunCheckpoints::start_checkpoint_at(int64_t step, TrainingState state) {
+  if (!config_.train.async_checkpoint) {
+    save_checkpoint_at(step, std::move(state));
+    return;
+  }
+  if (saved_step_ == step) return;
+  if (is_first_rank()) wait_for_write(step);
+  const Clock::time_point start = Clock::now();
+  const OptimizerState optimizer = optimizer_.state_for_checkpoint();
+  CheckpointSources sources = sources_at(step, optimizer, true);
+  if (!is_first_rank()) return;
+  writer_.start(step, write_of(step, std::move(state), std::move(sources)));
+  // The training was held for the copy alone: the write goes on beside the next steps.
+  const double seconds = seconds_since(start);
+  background_stall_s_ = seconds;
+  interval_.set_aside(seconds);
+  fmt::print(out_, "kiln: checkpoint step {} snapshot in {:.2f} s, writing in the background\n", step, seconds);
+  std::fflush(out_);
+}
+
+void RunCheckpoints::note_finished_write() {
+  if (const std::optional<CheckpointOutcome> outcome = writer_.finished()) record(*outcome, true);
+}
+
+void RunCheckpoints::finish_writing() {
+  if (const std::optional<CheckpointOutcome> outcome = writer_.wait()) record(*outcome, true);
+}
+
+CheckpointSources RunCheckpoints::sources_at(int64_t step, const OptimizerState& optimizer, bool to_host) {
   saved_step_ = step;
-  // A model split over a tensor group, pipeline stages or an expert group is written whole:
-  // the first replica's tensor groups gather their pieces, and its stages send theirs to
-  // the first.
-  const bool split = layout_.splits_model();
-  // The experts come from the first replica of each expert group, where the optimizer
-  // state holds them whole.
-  WholeTensors whole;
-  const bool first_replica = coordinates_.dp == 0 && coordinates_.cp == 0;
-  const bool first_expert_replica = layout_.expert_coordinates(world_.rank()).edp == 0;
-  if (split && (first_replica || first_expert_replica)) {
-    GatherScope scope;
-    scope.dense = first_replica;
-    scope.expert_group = first_expert_replica ? backend_.expert_group() : nullptr;
-    scope.whole_experts = layout_.whole_experts();
-    whole = gather_whole_tensors(model_, optimizer, backend_.ops(), backend_.tensor_group(), scope);
-    if (layout_.pp() > 1 && first_replica && backend_.tensor_group().rank() == 0)
-      gather_pipeline_stages(whole, backend_.pipeline_group());
+  if (layout_.splits_model()) {
+    // A model split over a tensor group, pipeline stages or an expert group is written whole:
+    // the first replica's tensor groups gather their pieces, and its stages send theirs to
+    // the first. The experts come from the first replica of each expert group, where the
+    // optimizer state holds them whole. The gathered tensors are a host copy already.
+    WholeTensors whole;
+    const bool first_replica = coordinates_.dp == 0 && coordinates_.cp == 0;
+    const bool first_expert_replica = layout_.expert_coordinates(world_.rank()).edp == 0;
+    if (first_replica || first_expert_replica) {
+      GatherScope scope;
+      scope.dense = first_replica;
+      scope.expert_group = first_expert_replica ? backend_.expert_group() : nullptr;
+      scope.whole_experts = layout_.whole_experts();
+      whole = gather_whole_tensors(model_, optimizer, backend_.ops(), backend_.tensor_group(), scope);
+      if (layout_.pp() > 1 && first_replica && backend_.tensor_group().rank() == 0)
+        gather_pipeline_stages(whole, backend_.pipeline_group());
+    }
+    if (!is_first_rank()) return {};
+    return {whole.model_sources(), whole.optimizer_sources()};
   }
   if (!is_first_rank()) return {};
+  CheckpointSources sources = checkpoint_sources(model_, optimizer, backend_.ops());
+  if (!to_host) return sources;
+  snapshot_.take(sources);
+  return snapshot_.copies();
+}
+
+std::function<WrittenCheckpoint()> RunCheckpoints::write_of(int64_t step, TrainingState state,
+                                                            CheckpointSources sources) const {
   state.step = step;
   state.seed = config_.train.seed;
   state.run_name = run_name_;
   state.layout = layout_.name();
   state.config = config_to_json(config_);
-  const int keep = config_.train.checkpoint_keep;
-  WrittenCheckpoint written;
-  try {
-    written = split ? write_checkpoint(root, state, whole.model_sources(), whole.optimizer_sources(), keep)
-                    : save_checkpoint(root, state, model_, optimizer, backend_.ops(), keep);
-  } catch (const Error& e) {
-    return checkpoint_not_written(step, e.what());
-  } catch (const std::filesystem::filesystem_error& e) {
-    return checkpoint_not_written(step, e.what());
+  // KILN_FAULTS' checkpoint@STEP:SECONDS: the write stops after its first tensor, its
+  // temporary folder half written.
+  if (const double pause = faults_.checkpoint_pause_s(step); pause > 0 && !sources.model.empty()) {
+    TensorSource& first = sources.model.front();
+    first.read = [read = std::move(first.read), pause](void* host) {
+      read(host);
+      std::this_thread::sleep_for(std::chrono::duration<double>(pause));
+    };
   }
+  return [root = run_checkpoint_root(config_.train.checkpoint_dir, run_name_), state = std::move(state),
+          sources = std::move(sources), keep = config_.train.checkpoint_keep] {
+    return write_checkpoint(root, state, sources.model, sources.optimizer, keep);
+  };
+}
+
+void RunCheckpoints::wait_for_write(int64_t step) {
+  note_finished_write();
+  if (!writer_.in_flight()) return;
+  const Clock::time_point start = Clock::now();
+  const std::optional<CheckpointOutcome> outcome = writer_.wait();
+  const double waited = seconds_since(start);
+  interval_.set_aside(waited);
+  fmt::print(out_, "kiln: checkpoint step {} waited {:.1f} s for the checkpoint of step {} to be written (one is "
+                   "written at a time)\n",
+             step, waited, outcome->step);
+  record(*outcome, true);
+}
+
+std::string RunCheckpoints::record(const CheckpointOutcome& outcome, bool in_background) {
+  if (!outcome.error.empty()) return checkpoint_not_written(outcome.step, outcome.error);
   checkpoint_failures_.written();
-  const double seconds = seconds_since(start);
-  interval_.set_aside(seconds);
-  fmt::print(out_, "kiln: saved checkpoint {} ({}) in {:.1f} s\n", written.path,
-             human_bytes(static_cast<uint64_t>(written.bytes)), seconds);
+  const WrittenCheckpoint& written = outcome.written;
+  fmt::print(out_, "kiln: saved checkpoint {} ({}) in {:.1f} s{}\n", written.path,
+             human_bytes(static_cast<uint64_t>(written.bytes)), outcome.seconds,
+             in_background ? " in the background" : "");
   std::fflush(out_);
-  if (recorder_) recorder_->log_checkpoint(step, written.path, written.bytes, state.layout, seconds);
+  // The store keeps how long training stood still for it: a background write's snapshot.
+  if (recorder_)
+    recorder_->log_checkpoint(outcome.step, written.path, written.bytes, layout_.name(),
+                              in_background ? background_stall_s_ : outcome.seconds);
   last_checkpoint_ = written.path;
   return written.path;
 }
@@ -96,6 +181,8 @@ std::string RunCheckpoints::folder_of(int64_t step) const {
 void RunCheckpoints::rewound_to(int64_t step, const std::string& folder) {
   saved_step_ = step;
   if (!is_first_rank()) return;
+  // A write in flight ends first, so that no checkpoint past the rewind is published after it.
+  finish_writing();
   last_checkpoint_ = folder;
   // The training goes on either way: what is left is said, for a resume to be pointed past it.
   try {

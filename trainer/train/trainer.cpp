@@ -166,7 +166,7 @@ double Trainer::scheduled_lr(int64_t step) const {
   return learning_rate(config_.train, step) * steering_->lr_scale();
 }
 
-std::string Trainer::save_checkpoint_at(int64_t step) {
+TrainingState Trainer::training_state() const {
   TrainingState state;
   state.optimizer_steps = optimizer_->steps_taken();
   state.consumed_samples = steps_->consumed_samples();
@@ -174,7 +174,11 @@ std::string Trainer::save_checkpoint_at(int64_t step) {
   state.loss_scaler = steps_->loss_scaler().state();
   state.expert_bias = experts_->bias();
   state.step_seconds = step_seconds_;
-  return checkpoints_->save_checkpoint_at(step, std::move(state));
+  return state;
+}
+
+std::string Trainer::save_checkpoint_at(int64_t step) {
+  return checkpoints_->save_checkpoint_at(step, training_state());
 }
 
 void Trainer::restore_training_state(const TrainingState& state) {
@@ -205,6 +209,13 @@ TrainSummary Trainer::run() {
   try {
     train_loop(summary);
   } catch (const std::exception& e) {
+    // A checkpoint still being written in the background is finished first, and recorded: it
+    // may be the one the run resumes from.
+    try {
+      checkpoints_->finish_writing();
+    } catch (const std::exception& unwritten) {
+      fmt::print(out_, "kiln: warning: {}\n", unwritten.what());
+    }
     if (recorder_) {
       const std::string store_error = recorder_->finish(store::RunStatus::Failed, e.what());
       if (!store_error.empty()) fmt::print(stderr, "kiln: warning: {}\n", store_error);
@@ -289,7 +300,9 @@ void Trainer::train_loop(TrainSummary& summary) {
     }
     ++summary.steps;  // by this process, those a rewind abandoned included
 
-    // The step boundary: commands first, so a step the run stops or pauses after is logged.
+    // The step boundary: a checkpoint written in the background since the last is recorded;
+    // then commands, so a step the run stops or pauses after is logged.
+    checkpoints_->note_finished_write();
     bool interrupted = interrupt_requested();
     const SteeringDecision decision = steering_->share_decision(
         recorder_ && step < t.steps ? steering_->steer(false) : SteeringDecision{}, interrupted);
@@ -326,13 +339,19 @@ void Trainer::train_loop(TrainSummary& summary) {
     const bool abandoned = !rewind_to.empty();
     if (!abandoned && has_valid && t.eval_interval > 0 && (step % t.eval_interval == 0 || step == t.steps))
       validate(step, summary);
-    // Every run keeps its last step, whatever the interval: a fine-tune is not lost for want of one.
-    if (!abandoned && (step == t.steps || (t.checkpoint_interval > 0 && step % t.checkpoint_interval == 0)))
+    // Every run keeps its last step, whatever the interval: a fine-tune is not lost for want of
+    // one. An interval's checkpoint may be written in the background (train.async_checkpoint).
+    if (!abandoned && step == t.steps)
       save_checkpoint_at(step);
+    else if (!abandoned && t.checkpoint_interval > 0 && step % t.checkpoint_interval == 0)
+      checkpoints_->start_checkpoint_at(step, training_state());
 
     bool stop = decision.stop;
-    if (decision.pause && !stop && !interrupted)
+    if (decision.pause && !stop && !interrupted) {
+      // A pause may be long: a checkpoint being written is recorded before it.
+      checkpoints_->finish_writing();
       stop = steering_->hold_paused(step, interrupted, [this, step] { return save_checkpoint_at(step); });
+    }
     if (interrupted) {
       summary.interrupted = true;
       fmt::print(out_, "kiln: interrupted; stopped cleanly after step {}\n", step);
@@ -355,6 +374,8 @@ void Trainer::train_loop(TrainSummary& summary) {
     }
     if (abandoned) step = rewind(rewind_to, decision.rewind_past, step);
   }
+  // Whatever ended the loop, no checkpoint is left half written behind it.
+  checkpoints_->finish_writing();
   fmt::print(out_, "kiln: trained {} steps in {}\n", summary.steps,
              human_duration(seconds_since(start)));
 }

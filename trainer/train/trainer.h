@@ -84,7 +84,9 @@ class Trainer {
   // sample the model writes.
   void validate(int64_t step, TrainSummary& summary);
   double scheduled_lr(int64_t step) const;
-  // The step's checkpoint, with what the collaborators hold of the training's state.
+  // What the collaborators hold of the training's state, for a checkpoint.
+  TrainingState training_state() const;
+  // The step's checkpoint, written when it returns.
   std::string save_checkpoint_at(int64_t step);
   // A checkpoint's training state (a resume's, a rewind's) handed to the collaborators that
   // hold each part of it: the one way back, so what save_checkpoint_at writes comes back whole.
