@@ -24,6 +24,7 @@
 #include "store/run_figures.h"
 #include "store/run_queries.h"
 #include "store/schema.h"
+#include "store/types.h"
 
 namespace kiln::launch {
 namespace {
@@ -73,10 +74,6 @@ class SignalForwarding {
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
 };
-
-double unix_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 void write_all(int fd, const char* data, size_t size) {
   while (size > 0) {
@@ -171,9 +168,9 @@ Attempt run_attempt(const std::vector<std::string>& argv) {
   const auto on_line = [&](const std::string& line) {
     if (const auto step = step_of_line(line)) {
       attempt.last_step = std::max(attempt.last_step.value_or(0), *step);
-      if (!attempt.training_again && line.rfind("kiln: restart ", 0) == 0) attempt.training_again = unix_seconds();
+      if (!attempt.training_again && line.rfind("kiln: restart ", 0) == 0) attempt.training_again = store::unix_now();
     }
-    if (!attempt.failed_at && line.find("kiln: error: ") != std::string::npos) attempt.failed_at = unix_seconds();
+    if (!attempt.failed_at && line.find("kiln: error: ") != std::string::npos) attempt.failed_at = store::unix_now();
     attempt.tail.push_back(line);
     if (attempt.tail.size() > kTailLines) attempt.tail.pop_front();
   };
@@ -287,7 +284,7 @@ void record_restart(const std::string& store_path, const std::string& run_name, 
     store::Transaction tx(*db);
     const int64_t id = store::resolve_run(*db, run_name);
     store::insert_event(*db, id,
-                        store::Event{0, training_again.value_or(unix_seconds()), restart.from_step,
+                        store::Event{0, training_again.value_or(store::unix_now()), restart.from_step,
                                      std::string(store::event_kind::kRestart), message});
     tx.commit();
   } catch (const std::exception& e) {
@@ -301,7 +298,7 @@ void say_goodput(const std::string& store_path, const std::string& run_name, int
   try {
     auto db = store::open_store(store_path, store::Access::ReadOnly);
     const store::RunRecord record = store::get_run(*db, store::resolve_run(*db, run_name));
-    if (const auto g = store::goodput(record, unix_seconds()))
+    if (const auto g = store::goodput(record, store::unix_now()))
       fmt::print("kiln: goodput {:.1f}%: {:.1f} s of steps that count, {} restart{}\n", *g * 100,
                  record.step_seconds.value_or(0), restarts, restarts == 1 ? "" : "s");
   } catch (const std::exception& e) {
@@ -376,7 +373,7 @@ int supervise_run(const SupervisedRun& run) {
       ranks = left_ranks;
     }
     restart = Restart{number + 1,         run.max_restarts, cause, point->step, attempt.last_step,
-                      attempt.failed_at.value_or(unix_seconds()), {}};
+                      attempt.failed_at.value_or(store::unix_now()), {}};
     resume = point->checkpoint;
     fmt::print(stderr, "kiln: the run failed ({}); restarting it in {} s\n", cause.cause,
                std::chrono::seconds(kRestartPause).count());
