@@ -57,9 +57,12 @@ FailureCause failure_cause(const std::vector<std::string>& lines, const std::vec
   for (const std::string& line : lines) {
     const size_t error = line.find(kKilnError);
     if (error != std::string::npos && first_error.empty()) first_error = trimmed(line.substr(error + kKilnError.size()));
-    if (line.find("did not answer a roll call") != std::string::npos)
+    if (const size_t roll = line.find("did not answer a roll call"); roll != std::string::npos) {
+      // The hosts of the clause that names who did not answer, not of the rank that called.
+      const size_t clause = line.rfind(": ", roll);
       return {error != std::string::npos ? trimmed(line.substr(error + kKilnError.size())) : trimmed(line),
-              hosts_in(line, hosts)};
+              hosts_in(std::string_view(line).substr(clause == std::string::npos ? 0 : clause), hosts)};
+    }
   }
   for (const std::string& line : lines) {
     if (line.find("noticed that process rank ") != std::string::npos && line.find(" exited on signal ") != std::string::npos)

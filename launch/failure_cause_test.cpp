@@ -16,6 +16,12 @@ TEST(FailureCause, TheRollCallNamesTheHosts) {
   EXPECT_EQ(c.cause, "rank 0: no answer in 3 s at all-reduce: ranks 2-3 on f-1 did not answer a roll call (dead, "
                      "frozen or cut off)");
   EXPECT_EQ(c.hosts, std::vector<std::string>{"f-1"});
+  // Rank 0 names its own host over several: the missing ranks' hosts are the failed ones.
+  const FailureCause over_hosts = failure_cause(
+      {"kiln: error: rank 0 on f-0: no answer in 3 s at all-reduce: rank 3 on f-10 did not answer a roll call (dead, "
+       "frozen or cut off)"},
+      kHosts, 1);
+  EXPECT_EQ(over_hosts.hosts, std::vector<std::string>{"f-10"});
 }
 
 TEST(FailureCause, MpirunNamesADeadRanksHost) {

@@ -2,14 +2,18 @@
 // mpirun across network namespaces of their own host names trains the one-process curve, says
 // which of its groups cross hosts, and records each rank's host in the store; a rank frozen
 // on one host or a host cut off fails the run with a line naming the ranks and their host, and
-// a host whose ranks are killed is named by the launcher.
+// a host whose ranks are killed is named by the launcher; a rank that fails with an error in a
+// checkpoint ends every rank at once and loses nothing written before it.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <thread>
+#include <filesystem>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "store/rank_places.h"
@@ -19,6 +23,7 @@
 #include "tests/netns_hosts.h"
 #include "tests/run_command.h"
 #include "tests/run_progress.h"
+#include "trainer/checkpoint/checkpoint.h"
 
 namespace kiln::test {
 namespace {
@@ -97,23 +102,33 @@ class MultiHostFault : public testing::Test {
     store_ = dir_ + "/runs.db";
   }
 
-  int start(const std::string& name) {
+  // `more`: settings after the fixture's; `mapping`: mpirun's placement of the ranks; `faults`:
+  // KILN_FAULTS.
+  int start(const std::string& name, const std::string& more = "", const std::string& mapping = "ppr:2:node",
+            const std::string& faults = "") {
     const std::string writing_pids = "sh -c 'echo $$ > " + dir_ + "/pid.$OMPI_COMM_WORLD_RANK; exec \"$0\" \"$@\"' ";
     log_ = dir_ + "/" + name + ".log";
-    return start_background(hosts_.mpirun() + "-np 4 --map-by ppr:2:node " + writing_pids + kiln + " train --store " +
-                                store_ + " --name " + name + small_run(prefix_) +
+    return start_background((faults.empty() ? "" : "env KILN_FAULTS=" + faults + " ") + hosts_.mpirun() +
+                                "-np 4 --map-by " + mapping + " " + (faults.empty() ? "" : "-x KILN_FAULTS ") +
+                                writing_pids + kiln + " train --store " + store_ + " --name " + name +
+                                small_run(prefix_) +
                                 " --set train.steps=1000000 --set train.log_interval=1 --set train.eval_interval=0"
-                                " --set train.micro_batch=1 --set parallel.timeout_s=3",
+                                " --set train.micro_batch=1 --set parallel.timeout_s=3" + more,
                             log_);
   }
 
-  // The run's error once the store reads it failed (within `seconds`), else "".
+  // The run's error once the store reads it failed (within `seconds`), else "". The store and
+  // the run may not be there yet.
   std::string failure(const std::string& name, double seconds) const {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     while (std::chrono::steady_clock::now() < deadline) {
-      auto db = store::open_store(store_, store::Access::ReadOnly);
-      const store::RunRecord r = store::get_run(*db, store::resolve_run(*db, name));
-      if (r.status == store::RunStatus::Failed) return r.error;
+      try {
+        auto db = store::open_store(store_, store::Access::ReadOnly);
+        const store::RunRecord r = store::get_run(*db, store::resolve_run(*db, name));
+        if (r.status == store::RunStatus::Failed) return r.error;
+      } catch (const std::exception&) {
+        // not yet made
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return "";
@@ -166,6 +181,90 @@ TEST_F(MultiHostFault, ACutHostIsNamedWithItsRanks) {
   // What was cut off cannot hear of the end: the hosts go, and the launch with them.
   run_command(source_dir() + "/scripts/netns-hosts down " + hosts_.name());
   wait_exit(mpirun);
+}
+
+// A rank that fails with an error in a checkpoint: every rank hears of it at once, one line
+// names the rank and its host, and the checkpoint before it stays whole and the newest.
+class MultiHostCheckpointFault : public MultiHostFault {
+ protected:
+  // Checkpoints at steps 2, 4, ...; a write that fails ends the run (train.checkpoint_failures=1);
+  // a timeout far past what the end takes, so that an end within it is not a timeout's.
+  static constexpr double kTimeoutS = 30;
+  int start_failing(const std::string& name, const std::string& mapping, const std::string& faults,
+                    const std::string& more = "") {
+    return start(name,
+                 " --set train.checkpoint_interval=2 --set train.checkpoint_failures=1 --set parallel.timeout_s=30" +
+                     more,
+                 mapping, faults);
+  }
+
+  // Waits for the run to read failed and for mpirun to end, which must come within the timeout;
+  // returns the run's error.
+  std::string ended(const std::string& name, int mpirun) {
+    const std::string error = failure(name, 120);
+    if (error.empty()) {
+      kill(mpirun, SIGKILL);
+      ADD_FAILURE() << "the run never read failed: " << read_text(log_);
+      return "";
+    }
+    const auto failed = std::chrono::steady_clock::now();
+    EXPECT_NE(wait_exit(mpirun), 0);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - failed).count(), kTimeoutS);
+    return error;
+  }
+
+  // The lines of the launch's output that kiln printed as errors.
+  std::vector<std::string> error_lines() const {
+    std::vector<std::string> lines;
+    std::istringstream log(read_text(log_));
+    for (std::string line; std::getline(log, line);)
+      if (line.find("kiln: error: ") != std::string::npos) lines.push_back(line);
+    return lines;
+  }
+
+  // The run's checkpoints hold step 2 alone, whole and named by `latest`, and nothing half
+  // written is left beside it.
+  void expect_step_two_kept(const std::string& name) const {
+    const std::string root = dir_ + "/checkpoints/" + name;
+    EXPECT_EQ(complete_checkpoint_steps(root), std::vector<int64_t>{2});
+    for (const auto& entry : std::filesystem::directory_iterator(root))
+      EXPECT_NE(entry.path().filename().string().rfind(".tmp-", 0), 0u) << entry.path();
+    const std::string latest = find_checkpoint(root, dir_ + "/checkpoints");
+    EXPECT_EQ(std::filesystem::path(latest).filename(), "step-00000002");
+    EXPECT_EQ(Checkpoint(latest).state().step, 2);  // every file as its manifest says
+  }
+};
+
+TEST_F(MultiHostCheckpointFault, TheWriterFailingMidWriteEndsEveryRankAndKeepsTheCheckpointBefore) {
+  // Rank 0, the one that writes, on host 0; its write of step 4 fails after it has begun.
+  const int mpirun = start_failing("writer", "ppr:2:node", "checkpoint-error@4:0");
+  const std::string error = ended("writer", mpirun);
+  EXPECT_EQ(error.rfind("the checkpoint of step 4 was not written (KILN_FAULTS: rank 0's write fails mid-checkpoint "
+                        "at step 4): 1 checkpoint in a row could not be written",
+                        0),
+            0u)
+      << error << read_text(log_);
+  // One line, from the rank that failed: the others heard of it and ended without one.
+  EXPECT_EQ(error_lines(), std::vector<std::string>{"kiln: error: rank 0 on " + hosts_.host(0) + ": " + error})
+      << read_text(log_);
+  expect_step_two_kept("writer");
+}
+
+TEST_F(MultiHostCheckpointFault, ARankOnAnotherHostFailingInTheGatherIsNamedWithItsHost) {
+  // Ranks dealt to the hosts in turn: the first tensor group, ranks 0 and 1, spans both, and
+  // the checkpoint of step 4 begins with its gather to rank 0, which rank 1 on host 1 fails.
+  const int mpirun = start_failing("gather", "node", "checkpoint-error@4:1", " --set parallel.tp=2");
+  const std::string error = ended("gather", mpirun);
+  const std::string rank_one = "rank 1 on " + hosts_.host(1);
+  EXPECT_EQ(error, rank_one + " failed: KILN_FAULTS: rank 1 fails in the checkpoint of step 4") << read_text(log_);
+  // Rank 1 says it, and rank 0 what it recorded; no rank waited out the timeout.
+  std::vector<std::string> lines = error_lines();
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"kiln: error: " + error,
+                                             "kiln: error: " + rank_one +
+                                                 ": KILN_FAULTS: rank 1 fails in the checkpoint of step 4"}))
+      << read_text(log_);
+  expect_step_two_kept("gather");
 }
 
 }  // namespace

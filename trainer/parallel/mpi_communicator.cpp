@@ -91,7 +91,7 @@ class FailureNotices {
   // Throws PeerFailed when another rank has told of its failure.
   void check_in() {
     if (const std::optional<Notice> notice = received())
-      throw PeerFailed(fmt::format("rank {} failed: {}", notice->from, notice->text));
+      throw PeerFailed(fmt::format("{} failed: {}", rank_on_host(notice->from), notice->text));
   }
 
   // Tells every other rank, giving the notices a moment to leave before the process ends.

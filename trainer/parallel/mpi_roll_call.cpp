@@ -17,6 +17,8 @@ constexpr int kRollAsk = 1, kRollAnswer = 2;
 MPI_Comm roll_comm = MPI_COMM_NULL;
 int roll_rank = 0, roll_size = 1;
 std::vector<std::string> roll_hosts;  // on rank 0, each rank's
+std::string own_host;                 // this process's
+bool several_hosts = false;           // whether the ranks are on more than one host
 
 }  // namespace
 
@@ -29,16 +31,28 @@ void open_roll_call() {
   int length = 0;
   MPI_Get_processor_name(name, &length);
   std::vector<char> all(roll_rank == 0 ? static_cast<size_t>(roll_size) * MPI_MAX_PROCESSOR_NAME : 0);
+  own_host.assign(name, strnlen(name, MPI_MAX_PROCESSOR_NAME));
   MPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, roll_comm);
-  if (roll_rank != 0) return;
-  for (int r = 0; r < roll_size; ++r) {
+  int several = 0;
+  for (int r = 0; roll_rank == 0 && r < roll_size; ++r) {
     const char* at = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
     roll_hosts.emplace_back(at, strnlen(at, MPI_MAX_PROCESSOR_NAME));
+    several = several || roll_hosts.back() != roll_hosts.front();
   }
+  // One int, not every name on every rank: a rank needs only its own host to name itself.
+  MPI_Bcast(&several, 1, MPI_INT, 0, roll_comm);
+  several_hosts = several != 0;
 }
 
 void close_roll_call() {
   if (roll_comm != MPI_COMM_NULL) MPI_Comm_free(&roll_comm);
+}
+
+std::string rank_on_host(int rank) {
+  if (!several_hosts) return "rank " + std::to_string(rank);
+  if (rank == roll_rank) return "rank " + std::to_string(rank) + " on " + own_host;
+  if (roll_rank == 0) return describe_ranks_by_host({rank}, roll_hosts);
+  return "rank " + std::to_string(rank);
 }
 
 void answer_roll_call() {

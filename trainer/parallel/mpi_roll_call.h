@@ -17,6 +17,11 @@ namespace kiln {
 void open_roll_call();
 void close_roll_call();
 
+// "rank 2 on node-1" where the run's ranks are on more than one host, else "rank 2": the host
+// as far as this process knows it (rank 0 knows every rank's, every rank its own; another
+// rank's elsewhere is left out). For the lines that name a rank which failed on its own.
+std::string rank_on_host(int rank);
+
 // On a rank other than 0: answers a roll call rank 0 has made, if it has.
 void answer_roll_call();
 

@@ -7,6 +7,7 @@
 #include "trainer/parallel/launch.h"
 #ifdef KILN_HAVE_MPI
 #include "trainer/parallel/mpi_communicator.h"
+#include "trainer/parallel/mpi_roll_call.h"
 #include "trainer/parallel/wait_limits.h"
 #endif
 
@@ -30,7 +31,7 @@ void World::end_after_error(const std::exception& error) {
   // wait that gave up happens on every rank that waited, so none tells the others of it.
   const bool heard = dynamic_cast<const PeerFailed*>(&error) != nullptr;
   const bool gave_up = dynamic_cast<const WaitGaveUp*>(&error) != nullptr;
-  if (!heard) std::fprintf(stderr, "kiln: error: rank %d: %s\n", rank, error.what());
+  if (!heard) std::fprintf(stderr, "kiln: error: %s: %s\n", rank_on_host(rank).c_str(), error.what());
   else if (rank == 0) std::fprintf(stderr, "kiln: error: %s\n", error.what());
   std::fflush(stderr);
   MpiSession::end_run(error.what(), rank == 0 || (!heard && !gave_up), rank != 0 && !heard);

@@ -52,9 +52,13 @@ Fault read_item(std::string_view item) {
   } else if (kind == "checkpoint") {
     f.kind = Fault::Kind::Checkpoint;
     ok = ok && read_pair(args, f.step, f.amount, int64_t{1}, 0.0);
+  } else if (kind == "checkpoint-error") {
+    f.kind = Fault::Kind::CheckpointError;
+    ok = ok && read_pair(args, f.step, f.rank, int64_t{1}, 0);
   } else {
     fail(fmt::format("KILN_FAULTS: unknown fault \"{}\" (nan@STEP, spike@STEP[xFACTOR], slow@RANK:MS, "
-                     "stall@STEP:SECONDS, throughput@STEP:MS, checkpoint@STEP:SECONDS)",
+                     "stall@STEP:SECONDS, throughput@STEP:MS, checkpoint@STEP:SECONDS, "
+                     "checkpoint-error@STEP:RANK)",
                      item));
   }
   // An hour of delay is a typo, not a rehearsal.
@@ -66,6 +70,7 @@ Fault read_item(std::string_view item) {
                      : f.kind == Fault::Kind::Slow  ? "slow@RANK:MS, e.g. slow@1:40"
                      : f.kind == Fault::Kind::Stall ? "stall@STEP:SECONDS, e.g. stall@6:3"
                      : f.kind == Fault::Kind::Checkpoint ? "checkpoint@STEP:SECONDS, e.g. checkpoint@4:30"
+                     : f.kind == Fault::Kind::CheckpointError ? "checkpoint-error@STEP:RANK, e.g. checkpoint-error@4:1"
                                                     : "throughput@STEP:MS, e.g. throughput@10:50"));
   return f;
 }
@@ -103,6 +108,9 @@ std::string FaultPlan::describe() const {
       case Fault::Kind::Checkpoint:
         out += fmt::format("a stop of {:g} s in writing the checkpoint of step {}", f.amount, f.step);
         break;
+      case Fault::Kind::CheckpointError:
+        out += fmt::format("rank {} failing with an error in the checkpoint of step {}", f.rank, f.step);
+        break;
     }
   }
   return out;
@@ -135,6 +143,12 @@ double FaultPlan::checkpoint_pause_s(int64_t step) const {
   for (const Fault& f : faults_)
     if (f.kind == Fault::Kind::Checkpoint && f.step == step) seconds += f.amount;
   return seconds;
+}
+
+bool FaultPlan::fails_in_checkpoint(int64_t step, int rank) const {
+  for (const Fault& f : faults_)
+    if (f.kind == Fault::Kind::CheckpointError && f.step == step && f.rank == rank) return true;
+  return false;
 }
 
 }  // namespace kiln

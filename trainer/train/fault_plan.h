@@ -10,6 +10,9 @@
 //   throughput@STEP:MS    every rank works MS ms longer every step from STEP on
 //   checkpoint@STEP:SECONDS  the checkpoint of STEP stops that long mid-write, after its first
 //                         tensor: a window in which to kill the run while it writes
+//   checkpoint-error@STEP:RANK  that rank fails with an error in the checkpoint of STEP: the
+//                         writing rank mid-write, its temporary folder begun (a write error,
+//                         which train.checkpoint_failures weighs), any other as its part begins
 #pragma once
 
 #include <cstdint>
@@ -20,10 +23,10 @@
 namespace kiln {
 
 struct Fault {
-  enum class Kind { Nan, Spike, Slow, Stall, Throughput, Checkpoint };
+  enum class Kind { Nan, Spike, Slow, Stall, Throughput, Checkpoint, CheckpointError };
   Kind kind = Kind::Nan;
   int64_t step = 0;  // nan, spike, stall, checkpoint: the step; throughput: the first step
-  int rank = 0;      // slow
+  int rank = 0;      // slow, checkpoint-error
   double amount = 0; // spike: the factor; slow, throughput: ms; stall, checkpoint: seconds
   bool planted = false;  // spike: reported once
 };
@@ -45,6 +48,8 @@ class FaultPlan {
   double delay_ms(int64_t step, int rank) const;
   // Seconds the checkpoint of `step` stops mid-write.
   double checkpoint_pause_s(int64_t step) const;
+  // Whether `rank` fails with an error in the checkpoint of `step`.
+  bool fails_in_checkpoint(int64_t step, int rank) const;
 
  private:
   std::vector<Fault> faults_;

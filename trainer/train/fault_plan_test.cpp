@@ -20,11 +20,12 @@ std::string fault_error_of(std::string_view text) {
 
 TEST(FaultPlan, EveryKindOfFault) {
   FaultPlan plan =
-      FaultPlan::parse("nan@9, spike@4x20,spike@5, slow@1:40, stall@6:2.5, throughput@7:50, checkpoint@4:30");
+      FaultPlan::parse("nan@9, spike@4x20,spike@5, slow@1:40, stall@6:2.5, throughput@7:50, checkpoint@4:30, "
+                       "checkpoint-error@6:1");
   EXPECT_EQ(plan.describe(),
             "a NaN loss at step 9, the loss 20 times over at step 4, the loss 10 times over at step 5, rank 1 working "
             "40 ms longer every step, a stop of 2.5 s in step 6, every rank 50 ms slower a step from step 7, a stop "
-            "of 30 s in writing the checkpoint of step 4");
+            "of 30 s in writing the checkpoint of step 4, rank 1 failing with an error in the checkpoint of step 6");
   EXPECT_TRUE(std::isnan(plan.loss_at(9, 3.0)));
   EXPECT_DOUBLE_EQ(plan.loss_at(4, 3.0), 60);
   EXPECT_DOUBLE_EQ(plan.loss_at(5, 3.0), 30);
@@ -39,6 +40,10 @@ TEST(FaultPlan, EveryKindOfFault) {
   EXPECT_DOUBLE_EQ(plan.delay_ms(4, 0), 0);  // the checkpoint's stop is not the step's
   EXPECT_DOUBLE_EQ(plan.checkpoint_pause_s(4), 30);
   EXPECT_DOUBLE_EQ(plan.checkpoint_pause_s(6), 0);
+  EXPECT_TRUE(plan.fails_in_checkpoint(6, 1));
+  EXPECT_FALSE(plan.fails_in_checkpoint(6, 0));
+  EXPECT_FALSE(plan.fails_in_checkpoint(4, 1));
+  EXPECT_DOUBLE_EQ(plan.delay_ms(6, 1), 2540);  // a failure, not a delay
 }
 
 TEST(FaultPlan, NoneIsEmpty) {
@@ -57,9 +62,12 @@ TEST(FaultPlan, BadItemsAreNamedInOneLine) {
             "KILN_FAULTS: cannot read \"stall@2:99999\"; write stall@STEP:SECONDS, e.g. stall@6:3");
   EXPECT_EQ(fault_error_of("checkpoint@4"),
             "KILN_FAULTS: cannot read \"checkpoint@4\"; write checkpoint@STEP:SECONDS, e.g. checkpoint@4:30");
+  EXPECT_EQ(fault_error_of("checkpoint-error@4:-1"),
+            "KILN_FAULTS: cannot read \"checkpoint-error@4:-1\"; write checkpoint-error@STEP:RANK, e.g. "
+            "checkpoint-error@4:1");
   EXPECT_EQ(fault_error_of("nan@2,oom@3"),
             "KILN_FAULTS: unknown fault \"oom@3\" (nan@STEP, spike@STEP[xFACTOR], slow@RANK:MS, stall@STEP:SECONDS, "
-            "throughput@STEP:MS, checkpoint@STEP:SECONDS)");
+            "throughput@STEP:MS, checkpoint@STEP:SECONDS, checkpoint-error@STEP:RANK)");
 }
 
 }  // namespace

@@ -15,6 +15,19 @@
 #include "trainer/util/step_clock.h"
 
 namespace kiln {
+namespace {
+
+// Runs `then` once the write has read its first tensor: mid-write, its temporary folder begun.
+void after_first_tensor(CheckpointSources& sources, std::function<void()> then) {
+  if (sources.model.empty()) return;
+  TensorSource& first = sources.model.front();
+  first.read = [read = std::move(first.read), then = std::move(then)](void* host) {
+    read(host);
+    then();
+  };
+}
+
+}  // namespace
 
 RunCheckpoints::RunCheckpoints(const Config& config, const ParallelLayout& layout, Communicator& world,
                                RankBackend& backend, GptModel& model, AdamW& optimizer, std::string run_name,
@@ -90,6 +103,10 @@ void RunCheckpoints::finish_writing() {
 
 CheckpointSources RunCheckpoints::sources_at(int64_t step, const OptimizerState& optimizer, bool to_host) {
   saved_step_ = step;
+  // KILN_FAULTS' checkpoint-error@STEP:RANK on a rank that does not write: it fails as its
+  // part begins, while the others gather or write.
+  if (!is_first_rank() && faults_.fails_in_checkpoint(step, world_.rank()))
+    fail(fmt::format("KILN_FAULTS: rank {} fails in the checkpoint of step {}", world_.rank(), step));
   if (layout_.splits_model()) {
     // A model split over a tensor group, pipeline stages or an expert group is written whole:
     // the first replica's tensor groups gather their pieces, and its stages send theirs to
@@ -125,14 +142,14 @@ std::function<WrittenCheckpoint()> RunCheckpoints::write_of(int64_t step, Traini
   state.layout = layout_.name();
   state.config = config_to_json(config_);
   // KILN_FAULTS' checkpoint@STEP:SECONDS: the write stops after its first tensor, its
-  // temporary folder half written.
-  if (const double pause = faults_.checkpoint_pause_s(step); pause > 0 && !sources.model.empty()) {
-    TensorSource& first = sources.model.front();
-    first.read = [read = std::move(first.read), pause](void* host) {
-      read(host);
-      std::this_thread::sleep_for(std::chrono::duration<double>(pause));
-    };
-  }
+  // temporary folder half written; checkpoint-error@STEP:RANK on the writing rank: the write
+  // fails there, as a disk that fails mid-write would.
+  if (const double pause = faults_.checkpoint_pause_s(step); pause > 0)
+    after_first_tensor(sources, [pause] { std::this_thread::sleep_for(std::chrono::duration<double>(pause)); });
+  if (faults_.fails_in_checkpoint(step, world_.rank()))
+    after_first_tensor(sources, [step] {
+      fail(fmt::format("KILN_FAULTS: rank 0's write fails mid-checkpoint at step {}", step));
+    });
   return [root = run_checkpoint_root(config_.train.checkpoint_dir, run_name_), state = std::move(state),
           sources = std::move(sources), keep = config_.train.checkpoint_keep] {
     return write_checkpoint(root, state, sources.model, sources.optimizer, keep);
