@@ -21,6 +21,7 @@
 #include "launch/failure_cause.h"
 #include "store/name_lookup.h"
 #include "store/rows.h"
+#include "store/run_end.h"
 #include "store/run_figures.h"
 #include "store/run_queries.h"
 #include "store/schema.h"
@@ -41,6 +42,9 @@ constexpr auto kKillAfterTerm = std::chrono::seconds(5);
 // Once the launcher has exited, how long a rank it could not end (frozen, on a host cut off)
 // may hold its output open.
 constexpr auto kOutputAfterExit = std::chrono::seconds(1);
+// A run record whose attempt began more than this before ours began is not ours to end: rank 0
+// stamps it by its own host's clock, and clocks kept by NTP differ by far less.
+constexpr auto kClockSlack = std::chrono::duration<double>(60);
 constexpr size_t kTailLines = 200;
 constexpr size_t kMostLineBytes = 2048;
 
@@ -87,6 +91,7 @@ void write_all(int fd, const char* data, size_t size) {
 
 struct Attempt {
   int exit_code = 0;
+  double started_at = 0;                  // unix s
   std::deque<std::string> tail;           // its last lines, both streams
   std::optional<int64_t> last_step;       // the newest step it logged
   std::optional<double> training_again;   // a restart's: when its first step was done (unix s)
@@ -165,6 +170,7 @@ Attempt run_attempt(const std::vector<std::string>& argv) {
   if (g_signal != 0) ::kill(pid, g_signal);  // a signal that came as it started
 
   Attempt attempt;
+  attempt.started_at = store::unix_now();
   const auto on_line = [&](const std::string& line) {
     if (const auto step = step_of_line(line)) {
       attempt.last_step = std::max(attempt.last_step.value_or(0), *step);
@@ -292,6 +298,22 @@ void record_restart(const std::string& store_path, const std::string& run_name, 
   }
 }
 
+// The attempt's failure in the run's record, where its rank 0 was killed before it recorded one
+// (store/run_end.h); a run that never reached the store, or a store that cannot take it, is
+// left as it is, the latter said in one line.
+void record_failure(const std::string& store_path, const std::string& run_name, const Attempt& attempt,
+                    const std::string& cause) {
+  if (store_path.empty()) return;
+  try {
+    auto db = store::open_store(store_path, store::Access::ReadWrite);
+    if (const std::optional<int64_t> id = store::find_run_named(*db, run_name))
+      store::fail_live_run(*db, *id, attempt.started_at - kClockSlack.count(), cause,
+                           attempt.failed_at.value_or(store::unix_now()));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "kiln: warning: the run store could not record the failure: {}\n", e.what());
+  }
+}
+
 // The run's goodput as its record reads at the end, when it has one.
 void say_goodput(const std::string& store_path, const std::string& run_name, int restarts) {
   if (store_path.empty()) return;
@@ -347,6 +369,7 @@ int supervise_run(const SupervisedRun& run) {
     }
     FailureCause cause = failure_cause({attempt.tail.begin(), attempt.tail.end()},
                                        hosts.empty() ? std::vector<std::string>{} : host_names(hosts), attempt.exit_code);
+    record_failure(run.store_path, run.run_name, attempt, cause.cause);
     const auto stop = [&](const std::string& why) {
       fmt::print(stderr, "kiln: the run failed ({}); {}\n", cause.cause, why);
       say_goodput(run.store_path, run.run_name, number);

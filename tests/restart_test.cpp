@@ -1,7 +1,8 @@
 // End-to-end: kiln train --max-restarts supervises its ranks. A rank killed mid-run ends the
 // attempt; the run starts again from its newest checkpoint as the same run, records the
 // restart, reaches the same weights as a run that never failed, and says its goodput. A run
-// that fails before its first step is not started again (docs/resilience.md).
+// whose rank 0 was killed before it could record the failure is recorded failed by the
+// launcher. A run that fails before its first step is not started again (docs/resilience.md).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -32,23 +33,35 @@ std::string final_weights(const std::string& dir, const std::string& run) {
   return run_command("cat " + dir + "/checkpoints/" + run + "/step-00000120/*.safetensors | sha256sum").output;
 }
 
+// Starts `kiln train --ranks 2 OPTIONS` as run `name`, supervised, and kills `rank` with
+// SIGKILL once the run has logged a step past `step`. Returns the launcher's pid; 0 (a test
+// failure said) when the run never got there.
+int start_and_kill(const std::string& store, const std::string& name, const std::string& options,
+                   const std::string& log, int64_t step, size_t rank) {
+  // Rank 0 working 40 ms longer every step paces the run, so the kill lands mid-run.
+  const int launcher = start_background("env KILN_FAULTS=slow@0:40 " + kiln + " train --ranks 2 --store " + store +
+                                            " --name " + name + " " + options,
+                                        log);
+  int64_t victim = 0;
+  if (wait_for_step_after(store, name, step)) {
+    auto db = store::open_store(store, store::Access::ReadOnly);
+    victim = store::list_rank_places(*db, store::resolve_run(*db, name)).at(rank).pid.value_or(0);
+  }
+  if (victim <= 0 || kill(static_cast<pid_t>(victim), SIGKILL) != 0) {
+    ADD_FAILURE() << "no rank " << rank << " to kill past step " << step << ": " << read_text(log);
+    kill(launcher, SIGKILL);
+    return 0;
+  }
+  return launcher;
+}
+
 TEST(Restart, AKilledRankRestartsTheRunFromItsCheckpointToTheSameWeights) {
   const std::string dir = fresh_dir("restart");
   const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db", log = dir + "/r.log";
   const CommandResult whole = run_command(kiln + " train --ranks 2 --no-store --name whole" + args(prefix));
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  // Rank 0 working 40 ms longer every step paces the run, so the kill lands mid-run.
-  const int launcher = start_background("env KILN_FAULTS=slow@0:40 " + kiln + " train --ranks 2 --max-restarts 2 --store " +
-                                            store + " --name r" + args(prefix),
-                                        log);
-  ASSERT_TRUE(wait_for_step_after(store, "r", 25)) << read_text(log);
-  int64_t victim = 0;
-  {
-    auto db = store::open_store(store, store::Access::ReadOnly);
-    victim = store::list_rank_places(*db, store::resolve_run(*db, "r")).at(1).pid.value_or(0);
-  }
-  ASSERT_GT(victim, 0);
-  ASSERT_EQ(kill(static_cast<pid_t>(victim), SIGKILL), 0);
+  const int launcher = start_and_kill(store, "r", "--max-restarts 2" + args(prefix), log, 25, 1);
+  ASSERT_GT(launcher, 0);
   ASSERT_EQ(wait_exit(launcher), 0) << read_text(log);
 
   const std::string out = read_text(log);
@@ -78,6 +91,23 @@ TEST(Restart, AKilledRankRestartsTheRunFromItsCheckpointToTheSameWeights) {
   ASSERT_TRUE(goodput.has_value());
   EXPECT_GT(*goodput, 0.05);
   EXPECT_LT(*goodput, 0.95);
+}
+
+TEST(Restart, ARankZeroKilledBeforeItCouldRecordTheFailureIsRecordedByTheLauncher) {
+  const std::string dir = fresh_dir("restart_rank_zero");
+  const std::string prefix = prepare_corpus(dir), store = dir + "/runs.db", log = dir + "/k.log";
+  // The rank that records the run, gone without a word.
+  const int launcher = start_and_kill(store, "k", "--max-restarts 0" + args(prefix), log, 3, 0);
+  ASSERT_GT(launcher, 0);
+  EXPECT_NE(wait_exit(launcher), 0);
+  const std::string out = read_text(log);
+  EXPECT_NE(out.find("kiln: the run failed (rank 0 on node "), std::string::npos) << out;
+  EXPECT_NE(out.find("; not restarting it (--max-restarts 0)\n"), std::string::npos) << out;
+  auto db = store::open_store(store, store::Access::ReadOnly);
+  const store::RunRecord run = store::get_run(*db, store::resolve_run(*db, "k"));
+  EXPECT_EQ(run.status, store::RunStatus::Failed) << out;
+  EXPECT_EQ(run.error.rfind("rank 0 on node ", 0), 0u) << run.error;
+  EXPECT_NE(run.error.find(" exited on signal 9 (Killed)"), std::string::npos) << run.error;
 }
 
 TEST(Restart, ARunThatFailsBeforeItsFirstStepIsNotStartedAgain) {
