@@ -7,8 +7,8 @@
 #   bench/cpu-figures.sh [NAME ...]     # default: all, in the order below
 #
 # Names: step ops store store-overhead tokenizer dashboard planner shared-cores
-# context-parallel checkpoint-stall. Needs `make build` first (and data/kjv-bpe from scripts/prepare-kjv.sh
-# for the ones that train on it). Figures are only worth keeping from a quiet machine: each
+# context-parallel checkpoint-stall chaos-soak. Needs `make build` first (and data/kjv-bpe from
+# scripts/prepare-kjv.sh for the ones that train on it; root for chaos-soak's stand-in hosts). Figures are only worth keeping from a quiet machine: each
 # file records the load average before and after its run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,8 +24,9 @@ declare -A commands=(
   [shared-cores]="/usr/bin/python3 bench/shared_cores.py --steps 60"
   [context-parallel]="/usr/bin/python3 bench/context_parallel.py --steps 8"
   [checkpoint-stall]="/usr/bin/python3 bench/checkpoint_stall.py"
+  [chaos-soak]="/usr/bin/python3 bench/chaos_soak.py --seed 20261128"
 )
-order=(step ops store store-overhead tokenizer dashboard planner shared-cores context-parallel checkpoint-stall)
+order=(step ops store store-overhead tokenizer dashboard planner shared-cores context-parallel checkpoint-stall chaos-soak)
 
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${order[@]}")
