@@ -302,6 +302,29 @@ void CheckedOps::combine_rows(const Tensor& out, const Tensor& x, const Tensor& 
   backend_->combine_rows(out, x, rows, weights, accumulate);
 }
 
+void CheckedOps::expert_matmul(const Tensor& out, const Tensor& x, const Tensor& w, bool transpose_w,
+                               const std::vector<int64_t>& offsets) {
+  check_expert_groups(offsets, x, w, "expert_matmul");
+  const int64_t W = w.shape.rows() / static_cast<int64_t>(offsets.size() - 1), D = w.shape.cols();
+  KILN_CHECK(out.shape.rows() == x.shape.rows() && x.shape.cols() == (transpose_w ? D : W) &&
+                 out.shape.cols() == (transpose_w ? W : D),
+             "expert_matmul: " + x.shape.str() + " x experts' " + std::to_string(W) + "x" + std::to_string(D) +
+                 (transpose_w ? "^T" : "") + " -> " + out.shape.str());
+  expect_dtype({&out, &w}, x.dtype, "expert_matmul");
+  backend_->expert_matmul(out, x, w, transpose_w, offsets);
+}
+
+void CheckedOps::expert_weight_grad(const Tensor& dw, const Tensor& dy, const Tensor& x,
+                                    const std::vector<int64_t>& offsets) {
+  check_expert_groups(offsets, x, dw, "expert_weight_grad");
+  const int64_t W = dw.shape.rows() / static_cast<int64_t>(offsets.size() - 1);
+  KILN_CHECK(dy.shape.rows() == x.shape.rows() && dy.shape.cols() == W && x.shape.cols() == dw.shape.cols() &&
+                 dy.dtype == x.dtype && (dw.dtype == x.dtype || dw.dtype == wide(x.dtype)),
+             "expert_weight_grad: " + dy.shape.str() + "^T x " + x.shape.str() + " -> experts' " + std::to_string(W) +
+                 "x" + std::to_string(dw.shape.cols()) + " of " + dw.shape.str());
+  backend_->expert_weight_grad(dw, dy, x, offsets);
+}
+
 void CheckedOps::row_dots(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& rows) {
   // a's rows meet b's as gather's output meets its input; out has one value per index.
   check_row_moves(a, b, rows, out, wide(a.dtype), indices_per_row(rows, a), "row_dots");

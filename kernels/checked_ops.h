@@ -110,6 +110,10 @@ class CheckedOps final : public Ops {
   void combine_rows(const Tensor& out, const Tensor& x, const Tensor& rows, const Tensor& weights,
                     bool accumulate) override;
   void row_dots(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& rows) override;
+  void expert_matmul(const Tensor& out, const Tensor& x, const Tensor& w, bool transpose_w,
+                     const std::vector<int64_t>& offsets) override;
+  void expert_weight_grad(const Tensor& dw, const Tensor& dy, const Tensor& x,
+                          const std::vector<int64_t>& offsets) override;
   void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,
                              const Tensor& targets, int64_t vocab_size) override;
   void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,

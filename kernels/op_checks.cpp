@@ -1,5 +1,6 @@
 #include "kernels/op_checks.h"
 
+#include <algorithm>
 #include <string>
 
 #include "base/check.h"
@@ -94,6 +95,18 @@ void check_row_moves(const Tensor& out, const Tensor& x, const Tensor& rows,
              std::string(op) + ": weights must be " + std::to_string(rows.numel()) + " " +
                  dtype_name(weight_dtype) + " values, got " + weights.shape.str() + " " +
                  dtype_name(weights.dtype));
+}
+
+void check_expert_groups(const std::vector<int64_t>& offsets, const Tensor& grouped, const Tensor& stacked,
+                         const char* op) {
+  const int64_t experts = static_cast<int64_t>(offsets.size()) - 1;
+  KILN_CHECK(experts >= 1 && offsets.front() == 0 && offsets.back() == grouped.shape.rows() &&
+                 std::is_sorted(offsets.begin(), offsets.end()),
+             std::string(op) + ": the experts' row offsets must ascend from 0 to the " +
+                 std::to_string(grouped.shape.rows()) + " rows of " + grouped.shape.str());
+  KILN_CHECK(stacked.shape.rows() % experts == 0,
+             std::string(op) + ": a weight of " + std::to_string(stacked.shape.rows()) + " rows does not stack " +
+                 std::to_string(experts) + " experts evenly");
 }
 
 void check_random_runs(const Tensor& x, const RandomRuns& r, const char* op) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <vector>
 
 #include "kernels/ops.h"
 
@@ -46,6 +47,12 @@ void check_kv_of(const Tensor& kv, const Tensor& qkv, AttentionShape shape, cons
 // indices per output row (1 for gather_rows).
 void check_row_moves(const Tensor& out, const Tensor& x, const Tensor& rows,
                      const Tensor& weights, DType weight_dtype, int64_t k, const char* op);
+
+// Ops::expert_matmul and expert_weight_grad (ops.h): `offsets` E + 1 row boundaries ascending
+// from 0 to the rows of `grouped` (every operand grouped by rows has them), and the stacked
+// weight [E * W, D] cut evenly into E. The widths and dtypes of each op are its own to check.
+void check_expert_groups(const std::vector<int64_t>& offsets, const Tensor& grouped, const Tensor& stacked,
+                         const char* op);
 
 // Ops::fill_normal's x is a floating tensor and its runs lie inside it, neither overlapping
 // nor drawing an index of the stream twice.

@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/counter_random.h"
 #include "kernels/dropout_mask.h"
@@ -323,6 +324,21 @@ class Ops {
   // rows [N, k]: the gradient of each token's expert weights.
   virtual void row_dots(const Tensor& out, const Tensor& a, const Tensor& b,
                         const Tensor& rows) = 0;
+
+  // ---- mixture of experts: every expert's products in one call -------------------
+  // Expert e owns rows [offsets[e], offsets[e + 1]) of the operands grouped by rows (offsets:
+  // the E + 1 row boundaries on the host, ascending from 0 to their rows) and rows
+  // [e * W, (e + 1) * W) of a weight stacked over the E experts, w [E * W, D]:
+  //   out_e = x_e w_e^T when transpose_w (out [R, W], x [R, D]): a layer's forward;
+  //   out_e = x_e w_e otherwise          (out [R, D], x [R, W]): its input gradient.
+  // What one matmul per expert computes (kernels/expert_products.h); the GPU's is one grouped
+  // GEMM. out may be of x's type only.
+  virtual void expert_matmul(const Tensor& out, const Tensor& x, const Tensor& w, bool transpose_w,
+                             const std::vector<int64_t>& offsets) = 0;
+  // The stacked weight's gradient: dw_e [W, D] += dy_e^T x_e for every expert, dy [R, W] and
+  // x [R, D] grouped by rows (dw of their type, or F32 for 16-bit ones, as matmul's out).
+  virtual void expert_weight_grad(const Tensor& dw, const Tensor& dy, const Tensor& x,
+                                  const std::vector<int64_t>& offsets) = 0;
 
   // ---- loss ---------------------------------------------------------------------
   // Softmax cross-entropy over the first vocab_size columns of logits[N, Vp] (the rest

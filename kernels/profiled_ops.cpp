@@ -298,6 +298,23 @@ void ProfiledOps::row_dots(const Tensor& out, const Tensor& a, const Tensor& b,
         [&] { inner_.row_dots(out, a, b, rows); });
 }
 
+// The experts' products are labelled by their operands and the number of experts; their FLOPs
+// are those of the products, whichever experts the rows went to.
+void ProfiledOps::expert_matmul(const Tensor& out, const Tensor& x, const Tensor& w, bool transpose_w,
+                                const std::vector<int64_t>& offsets) {
+  timed("expert_matmul",
+        label(x) + " x " + std::to_string(offsets.size() - 1) + " experts " + (transpose_w ? "nt" : "nn"),
+        matmul_flops(x.shape.rows(), out.shape.cols(), x.shape.cols()), bytes(x) + bytes(w) + bytes(out),
+        [&] { inner_.expert_matmul(out, x, w, transpose_w, offsets); });
+}
+
+void ProfiledOps::expert_weight_grad(const Tensor& dw, const Tensor& dy, const Tensor& x,
+                                     const std::vector<int64_t>& offsets) {
+  timed("expert_weight_grad", label(x) + " x " + std::to_string(offsets.size() - 1) + " experts tn +=",
+        matmul_flops(dy.shape.cols(), x.shape.cols(), x.shape.rows()), bytes(dy) + bytes(x) + 2 * bytes(dw),
+        [&] { inner_.expert_weight_grad(dw, dy, x, offsets); });
+}
+
 void ProfiledOps::swiglu_forward(const Tensor& out, const Tensor& x) {
   timed("swiglu_forward", label(x), 0, bytes(x) + bytes(out),
         [&] { inner_.swiglu_forward(out, x); });

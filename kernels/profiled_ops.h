@@ -104,6 +104,10 @@ class ProfiledOps final : public Ops {
   void combine_rows(const Tensor& out, const Tensor& x, const Tensor& rows, const Tensor& weights,
                     bool accumulate) override;
   void row_dots(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& rows) override;
+  void expert_matmul(const Tensor& out, const Tensor& x, const Tensor& w, bool transpose_w,
+                     const std::vector<int64_t>& offsets) override;
+  void expert_weight_grad(const Tensor& dw, const Tensor& dy, const Tensor& x,
+                          const std::vector<int64_t>& offsets) override;
   void swiglu_forward(const Tensor& out, const Tensor& x) override;
   void swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override;
   void rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape shape,

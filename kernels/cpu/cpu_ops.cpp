@@ -14,6 +14,7 @@
 
 #include "base/check.h"
 #include "kernels/checked_ops.h"
+#include "kernels/expert_products.h"
 #include "kernels/fused_matmul.h"
 #include "kernels/cpu/fp8.h"
 #include "kernels/cpu/kernels.h"
@@ -318,6 +319,14 @@ class CpuOps final : public Ops {
       cpu::row_dots(out.as<T>(), a.as<T>(), b.as<T>(), rows.as<int32_t>(), a.shape.rows(), k,
                     a.shape.cols());
     });
+  }
+  void expert_matmul(const Tensor& out, const Tensor& x, const Tensor& w, bool transpose_w,
+                     const std::vector<int64_t>& offsets) override {
+    expert_matmul_by_expert(*this, out, x, w, transpose_w, offsets);
+  }
+  void expert_weight_grad(const Tensor& dw, const Tensor& dy, const Tensor& x,
+                          const std::vector<int64_t>& offsets) override {
+    expert_weight_grad_by_expert(*this, dw, dy, x, offsets);
   }
   void swiglu_forward(const Tensor& out, const Tensor& x) override {
     dispatch(x, [&](auto t) {

@@ -16,6 +16,7 @@
 #include "base/check.h"
 #include "kernels/checked_ops.h"
 #include "kernels/cudnn_attention_support.h"
+#include "kernels/expert_products.h"
 #include "kernels/fp8_meta.h"
 #include "kernels/fused_matmul.h"
 #include "kernels/cuda/cuda_check.h"
@@ -23,6 +24,7 @@
 #include "kernels/cuda/fp8.h"
 #include "kernels/cuda/fp8_matmul.h"
 #include "kernels/cuda/fused_matmul.h"
+#include "kernels/cuda/grouped_gemm.h"
 #include "kernels/cuda/kernels.cuh"
 #include "kernels/cuda/matmul.h"
 #include "kernels/ops.h"
@@ -103,6 +105,7 @@ class CudaOps final : public Ops {
     compute_capability_ = prop.major * 10 + prop.minor;
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     matmul_ = std::make_unique<cuda::Matmul>();
+    grouped_ = std::make_unique<cuda::GroupedGemm>();
     KILN_CUDA_CHECK(cudaMalloc(&sum_partials_, cuda::kSumSquaresPartials * sizeof(double)));
     if (attention_ != AttentionChoice::Kiln) {
       std::string why;
@@ -118,6 +121,7 @@ class CudaOps final : public Ops {
     cudnn_.reset();  // its handle runs on stream_
     cudaFree(sum_partials_);
     cudaFree(workspace_);
+    grouped_.reset();  // its handle works on stream_ with matmul_'s workspace
     matmul_.reset();
     fp8_matmul_.reset();
     cudaStreamDestroy(stream_);
@@ -442,6 +446,35 @@ class CudaOps final : public Ops {
                      a.shape.cols(), stream_);
     });
   }
+  // One grouped GEMM, an expert's rows a product (kernels/cuda/grouped_gemm.h); the products
+  // one by one where it does not apply.
+  void expert_matmul(const Tensor& out, const Tensor& x, const Tensor& w, bool transpose_w,
+                     const std::vector<int64_t>& offsets) override {
+    const int64_t W = w.shape.rows() / static_cast<int64_t>(offsets.size() - 1), D = w.shape.cols();
+    std::vector<cuda::GroupedProduct> products;
+    for (size_t e = 0; e + 1 < offsets.size(); ++e)
+      if (offsets[e] < offsets[e + 1])
+        products.push_back({x.slice(offsets[e], offsets[e + 1]).data,
+                            w.slice(static_cast<int64_t>(e) * W, static_cast<int64_t>(e + 1) * W).data,
+                            out.slice(offsets[e], offsets[e + 1]).data, offsets[e + 1] - offsets[e], out.shape.cols(),
+                            x.shape.cols(), x.shape.cols(), D, out.shape.cols()});
+    if (!grouped_->run(cuda_type(x.dtype), cuda_type(out.dtype), false, transpose_w, products, false, stream_,
+                       matmul_->product_workspace(), matmul_->product_workspace_bytes()))
+      expert_matmul_by_expert(*this, out, x, w, transpose_w, offsets);
+  }
+  void expert_weight_grad(const Tensor& dw, const Tensor& dy, const Tensor& x,
+                          const std::vector<int64_t>& offsets) override {
+    const int64_t W = dw.shape.rows() / static_cast<int64_t>(offsets.size() - 1), D = dw.shape.cols();
+    std::vector<cuda::GroupedProduct> products;
+    for (size_t e = 0; e + 1 < offsets.size(); ++e)
+      if (offsets[e] < offsets[e + 1])
+        products.push_back({dy.slice(offsets[e], offsets[e + 1]).data, x.slice(offsets[e], offsets[e + 1]).data,
+                            dw.slice(static_cast<int64_t>(e) * W, static_cast<int64_t>(e + 1) * W).data, W, D,
+                            offsets[e + 1] - offsets[e], W, D, D});
+    if (!grouped_->run(cuda_type(x.dtype), cuda_type(dw.dtype), true, false, products, true, stream_,
+                       matmul_->product_workspace(), matmul_->product_workspace_bytes()))
+      expert_weight_grad_by_expert(*this, dw, dy, x, offsets);
+  }
   void swiglu_forward(const Tensor& out, const Tensor& x) override {
     dispatch(x, [&](auto t) {
       using T = decltype(t);
@@ -686,6 +719,7 @@ class CudaOps final : public Ops {
   std::string attention_text_ = "kiln's kernels";
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Matmul> matmul_;
+  std::unique_ptr<cuda::GroupedGemm> grouped_;  // the experts' products
   std::unique_ptr<cuda::Fp8Matmul> fp8_matmul_;  // made at the first FP8 product
   void* sum_partials_ = nullptr;  // sum_squares' (calls on stream_ take turns)
   bool fuse_products_ = true;  // Ops::fuse_products

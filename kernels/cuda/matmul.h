@@ -81,6 +81,10 @@ class Matmul {
   const ProductTuner& tuner() const { return tuner_; }
 
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // cuBLASLt's part of the workspace, which another library's products queued on the same
+  // stream may use too (kernels/cuda/grouped_gemm.h): the stream runs them one at a time.
+  void* product_workspace() const { return workspace_; }
+  size_t product_workspace_bytes() const { return lt_workspace_bytes(); }
   // Number of distinct products planned so far (for tests and logs).
   size_t cached_plans() const { return plans_.size(); }
 

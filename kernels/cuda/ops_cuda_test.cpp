@@ -374,6 +374,30 @@ TEST_P(CudaOps, ExpertRowMoves) {
   expect_close(dots, "row_dots");
 }
 
+TEST_P(CudaOps, ExpertProducts) {
+  // Four experts of uneven rows, the third without any (the grouped GEMM's products skip it).
+  const std::vector<int64_t> offsets = {0, 37, 120, 120, 141};
+  const int64_t R = offsets.back(), E = 4, W = 72, D = 40;
+  const Pair x = random({R, D}, dtype()), hidden = random({R, W}, dtype());
+  const Pair w = random({E * W, D}, dtype());
+  const Pair forward = output({R, W}, dtype());
+  cpu_->expert_matmul(forward.cpu, x.cpu, w.cpu, true, offsets);
+  gpu_->expert_matmul(forward.gpu, x.gpu, w.gpu, true, offsets);
+  expect_close(forward, "expert_matmul x w^T");
+  const Pair input_grad = output({R, D}, dtype());
+  cpu_->expert_matmul(input_grad.cpu, hidden.cpu, w.cpu, false, offsets);
+  gpu_->expert_matmul(input_grad.gpu, hidden.gpu, w.gpu, false, offsets);
+  expect_close(input_grad, "expert_matmul dy w");
+  // Into float gradients (16-bit inputs go expert by expert) and into gradients of the inputs'
+  // type (one grouped call).
+  for (const DType grad_type : {DType::F32, dtype()}) {
+    const Pair dw = accumulator({E * W, D}, grad_type);
+    cpu_->expert_weight_grad(dw.cpu, hidden.cpu, x.cpu, offsets);
+    gpu_->expert_weight_grad(dw.gpu, hidden.gpu, x.gpu, offsets);
+    expect_close(dw, std::string("expert_weight_grad into ") + dtype_name(grad_type));
+  }
+}
+
 // RoPE and attention with grouped-query heads, at head dims 64 and 128, over [B, seq] rows;
 // positions and key_starts empty (a default Pair) for plain causal attention.
 void CudaOps::rope_and_attention(int64_t seq, const Pair& positions, const Pair& key_starts) {

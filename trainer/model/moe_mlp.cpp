@@ -332,19 +332,16 @@ void MoeMlp::experts_forward(Ops& ops, const ExpertBuffers& b, const std::vector
   const int64_t R = offsets.back();
   const Tensor in = b.expert_in.slice(0, R), fc_out = b.fc_out.slice(0, R);
   const Tensor hidden = b.hidden.slice(0, R), out = b.expert_out.slice(0, R);
-  for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
-    ops.matmul(fc_out.slice(begin, end), in.slice(begin, end), false,
-               expert_rows(fc_weight_.value, e, fc_width_), true, false);
-    if (bias_terms_) ops.add_bias(fc_out.slice(begin, end), expert_rows(fc_bias_.value, e, fc_width_));
-  });
+  ops.expert_matmul(fc_out, in, fc_weight_.value, true, offsets);
+  if (bias_terms_)
+    for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
+      ops.add_bias(fc_out.slice(begin, end), expert_rows(fc_bias_.value, e, fc_width_));
+    });
   if (R > 0) {
     if (swiglu_) ops.swiglu_forward(hidden, fc_out);
     else ops.gelu_forward(hidden, fc_out);
   }
-  for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
-    ops.matmul(out.slice(begin, end), hidden.slice(begin, end), false,
-               expert_rows(proj_weight_.value, e, C_), true, false);
-  });
+  ops.expert_matmul(out, hidden, proj_weight_.value, true, offsets);
   // Split over a tensor group, each rank computed its share of the hidden units: the outputs
   // are sums over the group, which then take their biases once.
   if (etp() > 1) tensor_group_->all_reduce(out, ReduceOp::Sum);
@@ -360,24 +357,22 @@ void MoeMlp::experts_backward(Ops& ops, const ExpertBuffers& b, const ExpertGrad
   const Tensor d_out = g.d_expert_out.slice(0, R), d_hidden = g.d_hidden.slice(0, R);
   const Tensor d_fc = g.d_fc.slice(0, R), d_in = g.d_expert_in.slice(0, R);
   const Tensor in = b.expert_in.slice(0, R), hidden = b.hidden.slice(0, R);
-  for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
-    const Tensor d_out_e = d_out.slice(begin, end);
-    if (bias_terms_) ops.bias_backward(expert_rows(proj_bias_.grad, e, C_), d_out_e);
-    ops.matmul(expert_rows(proj_weight_.grad, e, C_), d_out_e, true, hidden.slice(begin, end), false, true);
-    ops.matmul(d_hidden.slice(begin, end), d_out_e, false, expert_rows(proj_weight_.value, e, C_), false,
-               false);
-  });
+  if (bias_terms_)
+    for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
+      ops.bias_backward(expert_rows(proj_bias_.grad, e, C_), d_out.slice(begin, end));
+    });
+  ops.expert_weight_grad(proj_weight_.grad, d_out, hidden, offsets);
+  ops.expert_matmul(d_hidden, d_out, proj_weight_.value, false, offsets);
   if (R > 0) {
     if (swiglu_) ops.swiglu_backward(d_fc, b.fc_out.slice(0, R), d_hidden);
     else ops.gelu_backward(d_fc, b.fc_out.slice(0, R), d_hidden);
   }
-  for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
-    const Tensor d_fc_e = d_fc.slice(begin, end);
-    if (bias_terms_) ops.bias_backward(expert_rows(fc_bias_.grad, e, fc_width_), d_fc_e);
-    ops.matmul(expert_rows(fc_weight_.grad, e, fc_width_), d_fc_e, true, in.slice(begin, end), false, true);
-    ops.matmul(d_in.slice(begin, end), d_fc_e, false, expert_rows(fc_weight_.value, e, fc_width_), false,
-               false);
-  });
+  if (bias_terms_)
+    for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
+      ops.bias_backward(expert_rows(fc_bias_.grad, e, fc_width_), d_fc.slice(begin, end));
+    });
+  ops.expert_weight_grad(fc_weight_.grad, d_fc, in, offsets);
+  ops.expert_matmul(d_in, d_fc, fc_weight_.value, false, offsets);
 }
 
 void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const Tensor& dy_in,

@@ -90,9 +90,9 @@ DeviceSpec with_profile(DeviceSpec device, const std::string& path) {
   for (const nlohmann::json& op : j["ops"]) {
     const std::string name = op.value("op", "");
     const double s = op.value("ms_per_step", 0.0) / 1e3;
-    // Every product is a product, fused with its bias, GELU or bias gradient or not: a
-    // profile lists the fused ones under their own names (kernels/profiled_ops.h).
-    if (name.rfind("matmul", 0) == 0) {
+    // Every product is a product, fused with its bias, GELU or bias gradient or not, and the
+    // experts' products too: a profile lists them under their own names (kernels/profiled_ops.h).
+    if (name.rfind("matmul", 0) == 0 || name.rfind("expert_", 0) == 0) {
       gemm_flops += op.value("flops_per_step", 0.0);
       gemm_s += s;
     } else if (name.rfind("attention", 0) == 0) {
