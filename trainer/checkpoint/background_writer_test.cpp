@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <memory>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -18,12 +19,15 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A write that stays in flight until it is let go.
+// A write that stays in flight until it is let go, and says when it has begun.
 struct HeldWrite {
   std::promise<void> go;
   std::shared_future<void> went = go.get_future().share();
+  std::shared_ptr<std::promise<void>> begin = std::make_shared<std::promise<void>>();
+  std::future<void> begun = begin->get_future();
   std::function<WrittenCheckpoint()> write(const std::string& path, int64_t bytes) {
-    return [went = went, path, bytes] {
+    return [went = went, begin = begin, path, bytes] {
+      begin->set_value();
       went.wait();
       return WrittenCheckpoint{path, bytes};
     };
@@ -48,6 +52,8 @@ TEST(BackgroundWriter, OneWriteIsInFlightUntilItsOutcomeIsTaken) {
   HeldWrite held;
   writer.start(4, held.write("checkpoints/r/step-00000004", 1234));
   EXPECT_TRUE(writer.in_flight());
+  // Held 20 ms from when the write began, which its seconds count from or before.
+  held.begun.wait();
   std::this_thread::sleep_for(20ms);
   EXPECT_FALSE(writer.finished());  // still writing
   EXPECT_TRUE(writer.in_flight());
