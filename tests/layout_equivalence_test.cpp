@@ -41,6 +41,12 @@ const std::string kQwen3 = kLlama + " --set model.qk_norm=true --set model.head_
 const std::string kMoe = kLlama +
     " --set moe.num_experts=4 --set moe.top_k=2 --set moe.ffn_hidden=24 --set moe.z_loss_coeff=0.001"
     " --set moe.bias_update_rate=0.001";
+// DeepSeek-V3's routing on Llama: layer 0 dense, layer 1 of eight sigmoid-scored experts in
+// two groups, each token's two from its better group, a shared expert.
+const std::string kMoeDeepSeek = kLlama +
+    " --set model.n_layer=2 --set moe.dense_layers=1 --set moe.num_experts=8 --set moe.top_k=2"
+    " --set moe.ffn_hidden=24 --set moe.score=sigmoid --set moe.route_groups=2 --set moe.route_groups_topk=1"
+    " --set moe.shared_experts=1 --set moe.bias_update_rate=0.001";
 // GPT-2 experts (layer 0 only) with a capacity that drops choices, and a shared expert.
 const std::string kMoeCapacity =
     " --set moe.num_experts=4 --set moe.top_k=2 --set moe.layer_freq=2 --set moe.shared_experts=1"
@@ -162,6 +168,9 @@ INSTANTIATE_TEST_SUITE_P(
                kMoe},
         Layout{"moe_capacity_ep2_recompute_full", 2,
                " --set parallel.ep=2 --set train.recompute=full", kMoeCapacity},
+        // Device-limited routing: with a group an expert-parallel rank's experts, each token's
+        // rows all go to one rank.
+        Layout{"moe_deepseek_routing_ep2", 2, " --set parallel.ep=2", kMoeDeepSeek},
         // Tensor parallelism: every expert's hidden units split as a dense MLP's.
         Layout{"moe_tp2", 2, " --set parallel.tp=2", kMoe},
         Layout{"moe_tp2_sequence_parallel_dp2", 4,

@@ -66,6 +66,9 @@ void for_each_field(C& c, F&& f) {
   f("moe", "capacity_factor", c.model.moe.capacity_factor);
   f("moe", "drop_policy", c.model.moe.drop_policy);
   f("moe", "pad_to_capacity", c.model.moe.pad_to_capacity);
+  f("moe", "route_groups", c.model.moe.route_groups);
+  f("moe", "route_groups_topk", c.model.moe.route_groups_topk);
+  f("moe", "dense_layers", c.model.moe.dense_layers);
 
   // A key with a dot names an object within its section: finetune.lora.rank is
   // {"finetune": {"lora": {"rank": ...}}}.
@@ -252,6 +255,9 @@ constexpr std::pair<std::string_view, std::string_view> kForeignNames[] = {
     {"moe_layer_freq", "moe.layer_freq"},      {"moe_aux_loss_coeff", "moe.aux_loss_coeff"},
     {"router_aux_loss_coef", "moe.aux_loss_coeff"}, {"moe_z_loss_coeff", "moe.z_loss_coeff"},
     {"moe_expert_capacity_factor", "moe.capacity_factor"},
+    {"n_group", "moe.route_groups"},           {"moe_router_num_groups", "moe.route_groups"},
+    {"topk_group", "moe.route_groups_topk"},   {"moe_router_group_topk", "moe.route_groups_topk"},
+    {"first_k_dense_replace", "moe.dense_layers"},
 };
 
 std::string unknown_key_hint(const std::string& section, const std::string& key) {
@@ -518,6 +524,27 @@ void validate_moe(const MoeConfig& e, const ModelConfig& m) {
   one_of("moe.drop_policy", e.drop_policy, {"probs", "position"});
   if (e.pad_to_capacity && e.capacity_factor == 0)
     fail("config: moe.pad_to_capacity needs moe.capacity_factor > 0 (dropless experts have no capacity)");
+  at_least("moe.route_groups", e.route_groups, 1);
+  if (e.num_experts % e.route_groups != 0)
+    fail("config: moe.route_groups=" + show(e.route_groups) + " does not divide moe.num_experts=" +
+         show(e.num_experts));
+  at_least("moe.route_groups_topk", e.route_groups_topk, 1);
+  if (e.route_groups_topk > e.route_groups)
+    fail("config: moe.route_groups_topk=" + show(e.route_groups_topk) + " is more than moe.route_groups=" +
+         show(e.route_groups));
+  if (e.route_groups > 1 && e.route_groups_topk > e.top_k)
+    fail("config: moe.route_groups_topk=" + show(e.route_groups_topk) + " is more than moe.top_k=" + show(e.top_k) +
+         ": each group is scored by its best top_k / route_groups_topk experts, at least one");
+  if (e.top_k > e.route_groups_topk * (e.num_experts / e.route_groups))
+    fail("config: moe.top_k=" + show(e.top_k) + " is more than the " +
+         show(e.route_groups_topk * (e.num_experts / e.route_groups)) + " experts of moe.route_groups_topk=" +
+         show(e.route_groups_topk) + " groups");
+  at_least("moe.dense_layers", e.dense_layers, 0);
+  if (e.dense_layers > 0 && !e.layers.empty())
+    fail("config: moe.dense_layers and moe.layers both choose the MoE layers; give one");
+  if (e.dense_layers >= m.n_layer)
+    fail("config: moe.dense_layers=" + show(e.dense_layers) + " leaves none of the model's " + show(m.n_layer) +
+         " layers an MoE layer");
 }
 
 void validate_lora(const Config& c) {
@@ -726,7 +753,7 @@ void to_json(json& j, const SamplePrompts& prompts) {
 }
 
 bool MoeConfig::is_moe_layer(int layer) const {
-  if (!enabled()) return false;
+  if (!enabled() || layer < dense_layers) return false;
   if (layers.empty()) return layer % layer_freq == 0;
   const std::vector<int> listed = parse_layer_list(layers, std::numeric_limits<int>::max());
   return std::find(listed.begin(), listed.end(), layer) != listed.end();

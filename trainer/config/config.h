@@ -33,6 +33,11 @@ struct MoeConfig {
                                       // ceil(capacity_factor * tokens * top_k / num_experts)
   std::string drop_policy = "probs";  // over capacity, drop the lowest scores | the latest tokens
   bool pad_to_capacity = false;       // every expert computes exactly its capacity of rows
+  // Group-limited routing (DeepSeek-V3): the experts cut into this many groups of consecutive
+  // experts, each token picks its top_k from its route_groups_topk best groups only.
+  int route_groups = 1;
+  int route_groups_topk = 1;
+  int dense_layers = 0;  // the first this many layers stay dense, whatever layer_freq says
 
   bool enabled() const { return num_experts > 0; }
   // Whether layer `layer` (0-based) of the model is an MoE layer.

@@ -410,7 +410,7 @@ TEST(Config, Llama3RopeScalingIsCheckedInOneLine) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 23}, {"moe", 14}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 13},
+      {"model", 23}, {"moe", 17}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 13},
       {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 16}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
@@ -655,6 +655,25 @@ TEST(Config, MixtureOfExpertsKeysAreChecked) {
             "separated by commas, got \"0,2\"");
   EXPECT_EQ(error_of({"moe.num_experts=4", "moe.score=relu"}),
             "config: moe.score must be one of softmax, sigmoid, got \"relu\"");
+  const Config deepseek = with({"model.n_layer=4", "moe.num_experts=8", "moe.top_k=4", "moe.route_groups=4",
+                                "moe.route_groups_topk=2", "moe.dense_layers=1"});
+  EXPECT_FALSE(deepseek.model.moe.is_moe_layer(0));
+  EXPECT_TRUE(deepseek.model.moe.is_moe_layer(1));
+  EXPECT_TRUE(deepseek.model.moe.is_moe_layer(3));
+  EXPECT_EQ(error_of({"moe.num_experts=8", "moe.route_groups=3"}),
+            "config: moe.route_groups=3 does not divide moe.num_experts=8");
+  EXPECT_EQ(error_of({"moe.num_experts=8", "moe.route_groups=2", "moe.route_groups_topk=3"}),
+            "config: moe.route_groups_topk=3 is more than moe.route_groups=2");
+  EXPECT_EQ(error_of({"moe.num_experts=8", "moe.top_k=1", "moe.route_groups=4", "moe.route_groups_topk=2"}),
+            "config: moe.route_groups_topk=2 is more than moe.top_k=1: each group is scored by its best top_k / "
+            "route_groups_topk experts, at least one");
+  EXPECT_EQ(error_of({"moe.num_experts=8", "moe.top_k=4", "moe.route_groups=4", "moe.route_groups_topk=1"}),
+            "config: moe.top_k=4 is more than the 2 experts of moe.route_groups_topk=1 groups");
+  EXPECT_EQ(error_of({"moe.num_experts=4", "moe.dense_layers=1", "moe.layers=1"}),
+            "config: moe.dense_layers and moe.layers both choose the MoE layers; give one");
+  EXPECT_EQ(error_of({"moe.num_experts=4", "moe.dense_layers=2"}),
+            "config: moe.dense_layers=2 leaves none of the model's 2 layers an MoE layer");
+  EXPECT_EQ(error_of({"moe.n_group=2"}), "config: unknown key moe.n_group (did you mean moe.route_groups?)");
   EXPECT_EQ(error_of({"moe.num_experts=4", "moe.pad_to_capacity=true"}),
             "config: moe.pad_to_capacity needs moe.capacity_factor > 0 (dropless experts have no "
             "capacity)");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 namespace kiln {
@@ -23,6 +24,37 @@ double probabilities(const MoeConfig& moe, const double* s, int64_t E, double* p
   const double sum = sigmoid_scores(moe) ? std::accumulate(s, s + E, 0.0) : 1.0;
   for (int64_t e = 0; e < E; ++e) p[e] = s[e] / sum;
   return sum;
+}
+
+// The experts token n may choose, into `candidates` (their count returned): every expert, or
+// under group-limited routing (moe.route_groups > 1, DeepSeek-V3's and Megatron's) those of its
+// route_groups_topk best groups of consecutive experts, each group scored by the sum of its
+// top_k / route_groups_topk best selection scores (ties to the lower group). `value` [E]: the
+// selection scores, s + bias.
+int64_t selectable_experts(const MoeConfig& moe, const std::vector<double>& value, std::vector<int32_t>& candidates) {
+  const int64_t E = moe.num_experts, G = moe.route_groups, per_group = E / G;
+  if (G == 1) {
+    std::iota(candidates.begin(), candidates.end(), 0);
+    return E;
+  }
+  const int64_t best = moe.top_k / moe.route_groups_topk;
+  std::vector<double> group_score(static_cast<size_t>(G)), mine(static_cast<size_t>(per_group));
+  for (int64_t g = 0; g < G; ++g) {
+    std::copy_n(value.begin() + g * per_group, per_group, mine.begin());
+    std::partial_sort(mine.begin(), mine.begin() + best, mine.end(), std::greater<double>());
+    group_score[static_cast<size_t>(g)] = std::accumulate(mine.begin(), mine.begin() + best, 0.0);
+  }
+  std::vector<int32_t> groups(static_cast<size_t>(G));
+  std::iota(groups.begin(), groups.end(), 0);
+  std::partial_sort(groups.begin(), groups.begin() + moe.route_groups_topk, groups.end(), [&](int32_t a, int32_t b) {
+    return group_score[a] != group_score[b] ? group_score[a] > group_score[b] : a < b;
+  });
+  std::sort(groups.begin(), groups.begin() + moe.route_groups_topk);
+  int64_t count = 0;
+  for (int64_t i = 0; i < moe.route_groups_topk; ++i)
+    for (int64_t e = groups[static_cast<size_t>(i)] * per_group; e < (groups[static_cast<size_t>(i)] + 1) * per_group; ++e)
+      candidates[static_cast<size_t>(count++)] = static_cast<int32_t>(e);
+  return count;
 }
 
 }  // namespace
@@ -61,7 +93,7 @@ ExpertRouting route_tokens(const MoeConfig& moe, const std::vector<double>& logi
   r.kept_sum.assign(static_cast<size_t>(N), 1.0);
   r.routed.assign(static_cast<size_t>(E), 0);
   r.dropped.assign(static_cast<size_t>(E), 0);
-  std::vector<double> probs_sum(static_cast<size_t>(E), 0.0), p(static_cast<size_t>(E));
+  std::vector<double> probs_sum(static_cast<size_t>(E), 0.0), p(static_cast<size_t>(E)), value(static_cast<size_t>(E));
   std::vector<int32_t> order(static_cast<size_t>(E));
   for (int64_t n = 0; n < N; ++n) {
     const double* z = logits.data() + n * E;
@@ -72,10 +104,10 @@ ExpertRouting route_tokens(const MoeConfig& moe, const std::vector<double>& logi
       const double lse = log_sum_exp(z, E);
       for (int64_t e = 0; e < E; ++e) s[e] = std::exp(z[e] - lse);
     }
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-      const double va = s[a] + bias[a], vb = s[b] + bias[b];
-      return va != vb ? va > vb : a < b;
+    for (int64_t e = 0; e < E; ++e) value[e] = s[e] + bias[e];
+    const int64_t candidates = selectable_experts(moe, value, order);
+    std::partial_sort(order.begin(), order.begin() + k, order.begin() + candidates, [&](int32_t a, int32_t b) {
+      return value[a] != value[b] ? value[a] > value[b] : a < b;
     });
     double kept = 0;
     for (int64_t j = 0; j < k; ++j) kept += s[order[j]];

@@ -98,6 +98,66 @@ TEST(ExpertRouting, TheSelectionBiasChoosesButNeverWeighs) {
   EXPECT_NEAR(r.gate[0], 1.0 / (1.0 + std::exp(1.0)), 1e-12);
 }
 
+// Four experts in two groups ({0, 1}, {2, 3}), each token's two experts from its best group,
+// a group scored by the sum of its top_k / route_groups_topk = 2 best selection scores.
+MoeConfig two_groups() {
+  MoeConfig moe = experts(4, 2);
+  moe.route_groups = 2;
+  moe.route_groups_topk = 1;
+  return moe;
+}
+
+TEST(ExpertRouting, GroupLimitedRoutingChoosesFromTheBestGroupsOnly) {
+  // Softmax scores 0.30, 0.01, 0.2, 0.2 (over their sum): the best two experts are 0 and 2,
+  // but group {2, 3} scores 0.4 against 0.31, so the token takes 2 and 3.
+  const std::vector<double> logits = {std::log(0.30), std::log(0.01), std::log(0.2), std::log(0.2)};
+  const std::vector<double> none(4, 0.0);
+  EXPECT_EQ(route_tokens(experts(4, 2), logits, 1, none).choice, (std::vector<int32_t>{0, 2}));
+  const ExpertRouting grouped = route_tokens(two_groups(), logits, 1, none);
+  EXPECT_EQ(grouped.choice, (std::vector<int32_t>{2, 3}));
+  EXPECT_NEAR(grouped.gate[0], 0.5, 1e-12);
+  EXPECT_EQ(grouped.offsets, (std::vector<int64_t>{0, 0, 0, 1, 2}));
+  // The selection bias scores the groups too, and still never weighs: +0.3 on expert 1 lifts
+  // group {0, 1} to 0.31 / 0.71 + 0.3 = 0.737 against 0.563.
+  const ExpertRouting biased = route_tokens(two_groups(), logits, 1, {0.0, 0.3, 0.0, 0.0});
+  EXPECT_EQ(biased.choice, (std::vector<int32_t>{0, 1}));
+  EXPECT_NEAR(biased.gate[0], 0.30 / 0.31, 1e-12);
+}
+
+TEST(ExpertRouting, GroupLimitedRoutingOverEveryGroupIsPlainTopK) {
+  // Eight sigmoid-scored experts in four groups of two, with a selection bias.
+  const auto grouped = [](int k, int groups_topk) {
+    MoeConfig moe = experts(8, k);
+    moe.score = "sigmoid";
+    moe.route_groups = 4;
+    moe.route_groups_topk = groups_topk;
+    return moe;
+  };
+  const auto plain = [&](int k) {
+    MoeConfig moe = grouped(k, 1);
+    moe.route_groups = 1;  // the same experts and scores, unlimited
+    return moe;
+  };
+  Random rng(11);
+  std::vector<double> logits(16 * 8), bias(8);
+  for (double& z : logits) z = rng.normal();
+  for (double& b : bias) b = 0.1 * rng.normal();
+  EXPECT_EQ(route_tokens(grouped(4, 4), logits, 16, bias).choice, route_tokens(plain(4), logits, 16, bias).choice)
+      << "every group: no limit";
+  // Two experts from two of four groups, a group scored by its best expert: the group of the
+  // token's best expert is always one of them.
+  const ExpertRouting limited = route_tokens(grouped(2, 2), logits, 16, bias);
+  const ExpertRouting free = route_tokens(plain(2), logits, 16, bias);
+  for (int64_t n = 0; n < 16; ++n) {
+    EXPECT_EQ(limited.choice[n * 2], free.choice[n * 2]) << "token " << n;
+  }
+  // One group, scored by the sum of its two: both choices from it.
+  const ExpertRouting one = route_tokens(grouped(2, 1), logits, 16, bias);
+  for (int64_t n = 0; n < 16; ++n) {
+    EXPECT_EQ(one.choice[n * 2] / 2, one.choice[n * 2 + 1] / 2) << "token " << n;
+  }
+}
+
 // sum over kept choices of w * gate, plus the losses at their coefficients times loss_weight.
 double objective(const MoeConfig& moe, const std::vector<double>& logits, int64_t N,
                  const std::vector<double>& w, double loss_weight) {
