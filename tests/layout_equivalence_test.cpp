@@ -42,11 +42,11 @@ const std::string kMoe = kLlama +
     " --set moe.num_experts=4 --set moe.top_k=2 --set moe.ffn_hidden=24 --set moe.z_loss_coeff=0.001"
     " --set moe.bias_update_rate=0.001";
 // DeepSeek-V3's routing on Llama: layer 0 dense, layer 1 of eight sigmoid-scored experts in
-// two groups, each token's two from its better group, a shared expert.
+// two groups, each token's two from its better group, gates scaled by 2.5, a shared expert.
 const std::string kMoeDeepSeek = kLlama +
     " --set model.n_layer=2 --set moe.dense_layers=1 --set moe.num_experts=8 --set moe.top_k=2"
     " --set moe.ffn_hidden=24 --set moe.score=sigmoid --set moe.route_groups=2 --set moe.route_groups_topk=1"
-    " --set moe.shared_experts=1 --set moe.bias_update_rate=0.001";
+    " --set moe.shared_experts=1 --set moe.bias_update_rate=0.001 --set moe.gate_scale=2.5";
 // GPT-2 experts (layer 0 only) with a capacity that drops choices, and a shared expert.
 const std::string kMoeCapacity =
     " --set moe.num_experts=4 --set moe.top_k=2 --set moe.layer_freq=2 --set moe.shared_experts=1"

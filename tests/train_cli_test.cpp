@@ -108,6 +108,20 @@ TEST(TrainCli, ASmokeRunShorterThanTheWarmUpTrains) {
   EXPECT_NE(r.output.find("step 6/6 | loss"), std::string::npos) << r.output;
 }
 
+TEST(TrainCli, DeepSeekRoutingIsSaidAtStart) {
+  const std::string dir = fresh_dir("train_deepseek_routing");
+  const CommandResult r = run_command(
+      kiln + " train --no-store" + small_run(prepare_corpus(dir)) +
+      " --set train.steps=2 --set model.arch=llama --set model.n_layer=2 --set moe.dense_layers=1"
+      " --set moe.num_experts=8 --set moe.ffn_hidden=24 --set moe.score=sigmoid --set moe.gate_scale=2.5"
+      " --set moe.route_groups=4 --set moe.route_groups_topk=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("kiln: mixture of experts in 1 of 2 layers: 8 experts of width 24, top 2 (sigmoid "
+                          "scores, normalised, gates x2.5, from 2 of 4 groups), dropless; "),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(TrainCli, BadConfigValueIsOneLineAndNonZero) {
   const CommandResult r = run_command(kiln + " train --set model.n_head=5");
   EXPECT_EQ(r.exit_code, 1);

@@ -60,6 +60,7 @@ void for_each_field(C& c, F&& f) {
   f("moe", "layers", c.model.moe.layers);
   f("moe", "score", c.model.moe.score);
   f("moe", "normalize_top_k", c.model.moe.normalize_top_k);
+  f("moe", "gate_scale", c.model.moe.gate_scale);
   f("moe", "aux_loss_coeff", c.model.moe.aux_loss_coeff);
   f("moe", "z_loss_coeff", c.model.moe.z_loss_coeff);
   f("moe", "bias_update_rate", c.model.moe.bias_update_rate);
@@ -258,6 +259,7 @@ constexpr std::pair<std::string_view, std::string_view> kForeignNames[] = {
     {"n_group", "moe.route_groups"},           {"moe_router_num_groups", "moe.route_groups"},
     {"topk_group", "moe.route_groups_topk"},   {"moe_router_group_topk", "moe.route_groups_topk"},
     {"first_k_dense_replace", "moe.dense_layers"},
+    {"routed_scaling_factor", "moe.gate_scale"}, {"moe_router_topk_scaling_factor", "moe.gate_scale"},
 };
 
 std::string unknown_key_hint(const std::string& section, const std::string& key) {
@@ -524,6 +526,7 @@ void validate_moe(const MoeConfig& e, const ModelConfig& m) {
   one_of("moe.drop_policy", e.drop_policy, {"probs", "position"});
   if (e.pad_to_capacity && e.capacity_factor == 0)
     fail("config: moe.pad_to_capacity needs moe.capacity_factor > 0 (dropless experts have no capacity)");
+  positive("moe.gate_scale", e.gate_scale);
   at_least("moe.route_groups", e.route_groups, 1);
   if (e.num_experts % e.route_groups != 0)
     fail("config: moe.route_groups=" + show(e.route_groups) + " does not divide moe.num_experts=" +

@@ -24,6 +24,7 @@ struct MoeConfig {
   std::string layers;      // ... unless this lists them, e.g. "1,3,5"
   std::string score = "softmax";  // the router's scores: softmax | sigmoid
   bool normalize_top_k = true;    // the kept scores of a token are rescaled to sum to 1
+  double gate_scale = 1.0;        // then every gate multiplied by this (DeepSeek-V3: 2.5)
   double aux_loss_coeff = 0.01;   // Switch/GShard load-balancing loss
   double z_loss_coeff = 0.0;      // router z-loss (ST-MoE)
   // Aux-loss-free balancing (DeepSeek-V3): after each step every expert's selection bias moves

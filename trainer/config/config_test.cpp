@@ -410,7 +410,7 @@ TEST(Config, Llama3RopeScalingIsCheckedInOneLine) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 23}, {"moe", 17}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 13},
+      {"model", 23}, {"moe", 18}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 13},
       {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 16}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;
@@ -674,6 +674,8 @@ TEST(Config, MixtureOfExpertsKeysAreChecked) {
   EXPECT_EQ(error_of({"moe.num_experts=4", "moe.dense_layers=2"}),
             "config: moe.dense_layers=2 leaves none of the model's 2 layers an MoE layer");
   EXPECT_EQ(error_of({"moe.n_group=2"}), "config: unknown key moe.n_group (did you mean moe.route_groups?)");
+  EXPECT_EQ(error_of({"moe.routed_scaling_factor=2.5"}),
+            "config: unknown key moe.routed_scaling_factor (did you mean moe.gate_scale?)");
   EXPECT_EQ(error_of({"moe.num_experts=4", "moe.pad_to_capacity=true"}),
             "config: moe.pad_to_capacity needs moe.capacity_factor > 0 (dropless experts have no "
             "capacity)");

@@ -239,6 +239,8 @@ void check_mixtral(const ModelConfig& m) {
   if (moe.score != "softmax") refuse("scores its router by softmax, and this model has moe.score=" + moe.score);
   if (!moe.normalize_top_k)
     refuse("divides the top-k gates by their sum, and this model has moe.normalize_top_k=false");
+  if (moe.gate_scale != 1.0)
+    refuse(fmt::format("does not scale its gates, and this model has moe.gate_scale={:g}", moe.gate_scale));
   if (moe.route_groups_topk < moe.route_groups)
     refuse(fmt::format("routes each token over every expert, and this model over {} of its moe.route_groups={}",
                        moe.route_groups_topk, moe.route_groups));

@@ -459,6 +459,9 @@ TEST(HfConfig, MixtralNamesItsExpertsAndRefusesWhatItCannotExpress) {
   EXPECT_EQ(refusal([](ModelConfig& c) { c.moe.shared_experts = 1; }),
             "export: MixtralForCausalLM has no shared experts, and this model has "
             "moe.shared_experts=1; --format hf cannot express this model");
+  EXPECT_EQ(refusal([](ModelConfig& c) { c.moe.gate_scale = 2.5; }),
+            "export: MixtralForCausalLM does not scale its gates, and this model has moe.gate_scale=2.5; "
+            "--format hf cannot express this model");
   EXPECT_EQ(refusal([](ModelConfig& c) { c.moe.route_groups = 2; }),
             "export: MixtralForCausalLM routes each token over every expert, and this model over 1 of its "
             "moe.route_groups=2; --format hf cannot express this model");

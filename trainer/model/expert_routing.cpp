@@ -115,7 +115,7 @@ ExpertRouting route_tokens(const MoeConfig& moe, const std::vector<double>& logi
     for (int64_t j = 0; j < k; ++j) {
       const int32_t e = order[j];
       r.choice[n * k + j] = e;
-      r.gate[n * k + j] = s[e] / r.kept_sum[n];
+      r.gate[n * k + j] = moe.gate_scale * s[e] / r.kept_sum[n];
       ++r.routed[e];
     }
     probabilities(moe, s, E, p.data());
@@ -193,13 +193,14 @@ std::vector<double> route_backward(const MoeConfig& moe, const ExpertRouting& r,
     const double* s = r.scores.data() + n * E;
     const double* dg = d_gate.data() + n * k;
     std::fill(d_s.begin(), d_s.end(), 0.0);
-    // The gates: g_j = s[e_j] / D, D the sum of the chosen scores when normalising.
+    // The gates: g_j = c s[e_j] / D, c moe.gate_scale, D the sum of the chosen scores when
+    // normalising.
     double through_sum = 0;
     if (moe.normalize_top_k)
       for (int64_t j = 0; j < k; ++j) through_sum += dg[j] * r.gate[n * k + j];
     const double D = r.kept_sum[n];
     for (int64_t j = 0; j < k; ++j)
-      d_s[r.choice[static_cast<size_t>(n * k + j)]] += (dg[j] - through_sum) / D;
+      d_s[r.choice[static_cast<size_t>(n * k + j)]] += (moe.gate_scale * dg[j] - through_sum) / D;
     // The balancing loss through the probabilities (sigmoid ones are normalised scores).
     const double sum = probabilities(moe, s, E, p.data());
     double through_probs = 0;

@@ -9,7 +9,7 @@
 //   (moe.route_groups > 1) only among the experts of the token's moe.route_groups_topk best
 //   groups of consecutive experts, a group scored by the sum of its top_k / route_groups_topk
 //   best s + bias (DeepSeek-V3's node-limited routing; Megatron's group-limited top-k);
-//   gates g_j = s[e_j], divided by their sum when moe.normalize_top_k;
+//   gates g_j = s[e_j], divided by their sum when moe.normalize_top_k, times moe.gate_scale;
 //   with a capacity (moe.capacity_factor), an expert that drew more choices than
 //   ceil(factor * N * top_k / E) keeps the ones with the highest gates (or the earliest tokens)
 //   and the rest are dropped: they add nothing to the token's output.

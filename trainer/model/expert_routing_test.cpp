@@ -116,6 +116,9 @@ TEST(ExpertRouting, GroupLimitedRoutingChoosesFromTheBestGroupsOnly) {
   const ExpertRouting grouped = route_tokens(two_groups(), logits, 1, none);
   EXPECT_EQ(grouped.choice, (std::vector<int32_t>{2, 3}));
   EXPECT_NEAR(grouped.gate[0], 0.5, 1e-12);
+  MoeConfig scaled = two_groups();
+  scaled.gate_scale = 2.5;  // DeepSeek-V3's routed_scaling_factor
+  EXPECT_NEAR(route_tokens(scaled, logits, 1, none).gate[1], 1.25, 1e-12);
   EXPECT_EQ(grouped.offsets, (std::vector<int64_t>{0, 0, 0, 1, 2}));
   // The selection bias scores the groups too, and still never weighs: +0.3 on expert 1 lifts
   // group {0, 1} to 0.31 / 0.71 + 0.3 = 0.737 against 0.563.
@@ -206,6 +209,17 @@ TEST(ExpertRouting, GradientMatchesFiniteDifferences) {
   dropping.capacity_factor = 0.5;
   SCOPED_TRACE("with drops");
   expect_gradient(dropping);
+  // DeepSeek-V3's: sigmoid scores, normalised, scaled by 2.5, chosen from the better of two groups.
+  MoeConfig deepseek = experts(6, 2);
+  deepseek.score = "sigmoid";
+  deepseek.gate_scale = 2.5;
+  deepseek.route_groups = 2;
+  deepseek.aux_loss_coeff = 0.3;
+  SCOPED_TRACE("scaled gates from groups");
+  expect_gradient(deepseek);
+  deepseek.normalize_top_k = false;
+  SCOPED_TRACE("scaled gates, not normalised");
+  expect_gradient(deepseek);
 }
 
 TEST(ExpertRouting, SharesOfAMicroBatchBalanceAsTheWhole) {

@@ -74,9 +74,13 @@ void Trainer::print_start(const std::string& data_notes) {
     for (int l = 0; l < m.n_layer; ++l) moe_layers += m.moe.is_moe_layer(l);
     const MoeConfig& e = m.moe;
     fmt::print(out_, "kiln: mixture of experts in {} of {} layers: {} experts of width {}, top {} "
-                     "({} scores{}){}, {}; {:.2f}M parameters active per token\n",
+                     "({} scores{}{}{}){}, {}; {:.2f}M parameters active per token\n",
                moe_layers, m.n_layer, e.num_experts, m.expert_ffn_dim(), e.top_k, e.score,
                e.normalize_top_k ? ", normalised" : "",
+               e.gate_scale != 1.0 ? fmt::format(", gates x{:g}", e.gate_scale) : "",
+               e.route_groups_topk < e.route_groups
+                   ? fmt::format(", from {} of {} groups", e.route_groups_topk, e.route_groups)
+                   : "",
                e.shared_experts > 0 ? fmt::format(", {} shared", e.shared_experts) : "",
                e.capacity_factor > 0 ? fmt::format("capacity factor {:g}, drops by {}{}", e.capacity_factor,
                                                    e.drop_policy, e.pad_to_capacity ? ", padded" : "")
