@@ -32,7 +32,8 @@ constexpr double kTolerance = 1e-5;  // relative, loss and all logits
 
 // "mixtral": the Llama model with 4 experts of width 48, top 2, in both layers. "qwen3": the
 // Llama model with normalised query and key heads 24 wide (not 64 / 4) and the embedding tied,
-// as Qwen3's small models have it. "mistral": the Llama model written as MistralForCausalLM, its
+// as Qwen3's small models have it; "qwen3_moe" the same with Qwen3-MoE's experts (layer 0
+// dense, the gates not normalised). "mistral": the Llama model written as MistralForCausalLM, its
 // sliding window the whole context of 16 (the reference masks by it: a shorter one would show).
 ModelConfig export_model(const std::string& name) {
   const bool mixtral = name == "mixtral", llama3 = name == "llama3_rope", qwen2 = name == "qwen2";
@@ -44,17 +45,21 @@ ModelConfig export_model(const std::string& name) {
   }
   m.make_vocab_size_divisible_by = 64;                                     // padded to 320
   m.init_std = 0.05;
-  if (mixtral) {
+  if (mixtral || name == "qwen3_moe") {
     m.moe.num_experts = 4;
     m.moe.top_k = 2;
     m.moe.ffn_hidden = 48;
+  }
+  if (name == "qwen3_moe") {  // layer 0 dense, the gates not normalised (norm_topk_prob false)
+    m.moe.dense_layers = 1;
+    m.moe.normalize_top_k = false;
   }
   m.attention_bias = qwen2;
   if (name == "mistral") {
     m.family = "mistral";
     m.sliding_window = 16;
   }
-  if (name == "qwen3") {
+  if (name.starts_with("qwen3")) {
     m.qk_norm = true;
     m.explicit_head_dim = 24;
     m.tie_embeddings = true;
@@ -156,7 +161,7 @@ TEST_P(HfExportParity, PyTorchReadsTheExportAndGivesKilnsLoss) {
               logits_error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, HfExportParity, testing::Values("gpt2", "llama", "mixtral", "llama3_rope", "qwen2", "qwen3", "mistral", "gpt2_lora",
+INSTANTIATE_TEST_SUITE_P(Arch, HfExportParity, testing::Values("gpt2", "llama", "mixtral", "llama3_rope", "qwen2", "qwen3", "qwen3_moe", "mistral", "gpt2_lora",
                                                            "llama_lora"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;

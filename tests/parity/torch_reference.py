@@ -89,15 +89,17 @@ def causal_attention(q, k, v, window=None):
 
 
 def sparse_moe(cfg, P, pre, x):
-    """Mixtral's sparse MLP over x [B, T, C]: softmax router scores, the top_k experts of each
-    token, their scores divided by their sum, each expert a SwiGLU, the outputs weighed by
-    the gates and summed. The experts are stacked as kiln stacks them: fc [E * 2F, C] with
+    """Mixtral's (and Qwen3-MoE's) sparse MLP over x [B, T, C]: softmax router scores, the
+    top_k experts of each token, their scores divided by their sum (unless normalize_top_k is
+    false, Qwen3-MoE's norm_topk_prob), each expert a SwiGLU, the outputs weighed by the gates
+    and summed. The experts are stacked as kiln stacks them: fc [E * 2F, C] with
     expert e's [gate | up] rows at [2eF, 2(e+1)F), proj [E * C, F] with its rows at [eC, (e+1)C)."""
     E, Fe, C = cfg["num_experts"], cfg["expert_ffn"], x.shape[-1]
     flat = x.reshape(-1, C)
     probs = torch.softmax(F.linear(flat, P[pre + "router.weight"]), dim=-1)
     gates, chosen = probs.topk(cfg["top_k"], dim=-1)
-    gates = gates / gates.sum(dim=-1, keepdim=True)
+    if cfg.get("normalize_top_k", True):
+        gates = gates / gates.sum(dim=-1, keepdim=True)
     fc = P[pre + "experts.fc.weight"].view(E, 2 * Fe, C)
     proj = P[pre + "experts.proj.weight"].view(E, C, Fe)
     out = torch.zeros_like(flat)
@@ -259,7 +261,7 @@ def main():
 def params_from_hf(model_dir):
     """cfg and P (this script's names) from a Hugging Face folder that `kiln export` wrote,
     read the way transformers reads GPT2LMHeadModel, LlamaForCausalLM (and Qwen2's, Qwen3's
-    and Mistral's classes, which share its names) and MixtralForCausalLM:
+    and Mistral's classes, which share its names), MixtralForCausalLM and Qwen3MoeForCausalLM:
     GPT-2's Conv1D
     computes x @ W + b with W stored [in, out], so F.linear's weight is W^T, and c_attn's
     output is q, k, v of n_embd each; Llama's q/k/v_proj and gate/up_proj are separate
@@ -293,17 +295,22 @@ def params_from_hf(model_dir):
                 P[k + ours + ".bias"] = t(h + theirs + ".bias")
         P["final_norm.weight"], P["final_norm.bias"] = t("transformer.ln_f.weight"), t("transformer.ln_f.bias")
     else:
-        assert hf["model_type"] in ("llama", "mistral", "mixtral", "qwen2", "qwen3") and hf["hidden_act"] == "silu"
+        assert hf["model_type"] in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe") \
+            and hf["hidden_act"] == "silu"
+        qwen3_moe = hf["model_type"] == "qwen3_moe"
         C, H = hf["hidden_size"], hf["num_attention_heads"]
         cfg = {"arch": "llama", "n_layer": hf["num_hidden_layers"], "n_head": H,
                "n_kv_head": hf.get("num_key_value_heads", H), "head_dim": hf.get("head_dim") or C // H,
-               "d_model": C, "qk_norm": hf["model_type"] == "qwen3", "sliding_window": hf.get("sliding_window"),
+               "d_model": C, "qk_norm": hf["model_type"] in ("qwen3", "qwen3_moe"),
+               "sliding_window": hf.get("sliding_window"),
                "d_ff": hf["intermediate_size"], "vocab_size": hf["vocab_size"],
                "seq_len": hf["max_position_embeddings"], "rope_theta": hf["rope_theta"],
                "rope_scaling": hf.get("rope_scaling"), "norm_eps": hf["rms_norm_eps"],
                "tie_embeddings": hf.get("tie_word_embeddings", False),
-               "num_experts": hf.get("num_local_experts"), "top_k": hf.get("num_experts_per_tok"),
-               "expert_ffn": hf["intermediate_size"]}
+               "num_experts": hf.get("num_experts" if qwen3_moe else "num_local_experts"),
+               "top_k": hf.get("num_experts_per_tok"),
+               "expert_ffn": hf["moe_intermediate_size" if qwen3_moe else "intermediate_size"],
+               "normalize_top_k": hf.get("norm_topk_prob", False) if qwen3_moe else True}
         P["wte"] = t("model.embed_tokens.weight")
         for layer in range(cfg["n_layer"]):
             m, k = "model.layers.%d." % layer, "layers.%d." % layer
@@ -319,13 +326,18 @@ def params_from_hf(model_dir):
                 P[k + "attn.k_norm.weight"] = t(attn + "k_norm.weight")
             P[k + "attn.proj.weight"] = t(attn + "o_proj.weight")
             P[k + "norm2.weight"] = t(m + "post_attention_layernorm.weight")
-            if hf["model_type"] == "mixtral":
-                moe = m + "block_sparse_moe."
+            # Qwen3-MoE's sparse layers: those not in mlp_only_layers, every decoder_sparse_step-th
+            # counting from 1; each expert's gate_proj, up_proj and down_proj under mlp.experts.
+            sparse = qwen3_moe and layer not in hf.get("mlp_only_layers", []) \
+                and (layer + 1) % hf.get("decoder_sparse_step", 1) == 0
+            if hf["model_type"] == "mixtral" or sparse:
+                moe = mlp if sparse else m + "block_sparse_moe."
+                names = ("gate_proj", "up_proj", "down_proj") if sparse else ("w1", "w3", "w2")
                 experts = [moe + "experts.%d." % e for e in range(cfg["num_experts"])]
                 P[k + "moe.router.weight"] = t(moe + "gate.weight")
                 P[k + "moe.experts.fc.weight"] = torch.cat(
-                    [torch.cat([t(w + "w1.weight"), t(w + "w3.weight")]) for w in experts])
-                P[k + "moe.experts.proj.weight"] = torch.cat([t(w + "w2.weight") for w in experts])
+                    [torch.cat([t(w + names[0] + ".weight"), t(w + names[1] + ".weight")]) for w in experts])
+                P[k + "moe.experts.proj.weight"] = torch.cat([t(w + names[2] + ".weight") for w in experts])
                 continue
             P[k + "mlp.fc.weight"] = torch.cat([t(mlp + "gate_proj.weight"), t(mlp + "up_proj.weight")])
             P[k + "mlp.proj.weight"] = t(mlp + "down_proj.weight")

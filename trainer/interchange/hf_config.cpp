@@ -222,22 +222,62 @@ ModelConfig qwen3_from_hf(const Fields& f, const std::string& file) {
   return m;
 }
 
-// Refuses, in one line, an MoE model MixtralForCausalLM computes differently.
-void check_mixtral(const ModelConfig& m) {
+// Qwen3-MoE is Qwen3 with a sparse mixture of SwiGLU experts in the layers decoder_sparse_step
+// and mlp_only_layers choose (HF: layer i when (i + 1) % step == 0 and i is not listed), its
+// router's softmax top-k divided by their sum only with norm_topk_prob; Qwen3MoeConfig's
+// defaults are Qwen3-30B-A3B's.
+ModelConfig qwen3_moe_from_hf(const Fields& f, const std::string& file) {
+  ModelConfig m = qwen3_from_hf(f, file);
+  if (!f.present("intermediate_size")) m.d_ff = 6144;
+  MoeConfig& moe = m.moe;
+  moe.num_experts = f.get<int>("num_experts", 128);
+  moe.top_k = f.get<int>("num_experts_per_tok", 8);
+  moe.ffn_hidden = f.get<int>("moe_intermediate_size", 768);
+  moe.normalize_top_k = f.get<bool>("norm_topk_prob", false);
+  moe.aux_loss_coeff = f.get<double>("router_aux_loss_coef", 0.001);
+  const int step = f.get<int>("decoder_sparse_step", 1);
+  if (step < 1) fail(fmt::format("import: {}: decoder_sparse_step is {}, not a step of layers", file, step));
+  std::vector<bool> sparse(static_cast<size_t>(m.n_layer));
+  for (int l = 0; l < m.n_layer; ++l) sparse[static_cast<size_t>(l)] = (l + 1) % step == 0;
+  if (f.present("mlp_only_layers"))
+    for (const json& layer : f.array("mlp_only_layers")) {
+      if (!layer.is_number_integer() || layer.get<int>() < 0 || layer.get<int>() >= m.n_layer)
+        fail(fmt::format("import: {}: mlp_only_layers has {}, not a layer of the {}", file, layer.dump(), m.n_layer));
+      sparse[layer.get<size_t>()] = false;
+    }
+  // The first dense layers as moe.dense_layers where that is all there is, else a list.
+  const auto first_sparse = std::find(sparse.begin(), sparse.end(), true);
+  if (first_sparse == sparse.end()) fail("import: " + file + ": no layer has experts (decoder_sparse_step, mlp_only_layers)");
+  if (std::find(first_sparse, sparse.end(), false) == sparse.end()) {
+    moe.dense_layers = static_cast<int>(first_sparse - sparse.begin());
+  } else {
+    for (int l = 0; l < m.n_layer; ++l)
+      if (sparse[static_cast<size_t>(l)]) moe.layers += (moe.layers.empty() ? "" : ",") + std::to_string(l);
+  }
+  return m;
+}
+
+// Refuses, in one line, an MoE model the class it exports as computes differently.
+void check_moe_export(const ModelConfig& m) {
   const MoeConfig& moe = m.moe;
-  const auto refuse = [](const std::string& why) {
-    fail("export: MixtralForCausalLM " + why + "; --format hf cannot express this model");
+  const bool qwen3 = exports_as_qwen3_moe(m);
+  const auto refuse = [qwen3](const std::string& why) {
+    fail(fmt::format("export: {} {}; --format hf cannot express this model",
+                     qwen3 ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM", why));
   };
   if (!m.is_llama()) refuse("has Llama-style layers with SwiGLU experts, and this model is model.arch=gpt2");
-  for (int l = 0; l < m.n_layer; ++l)
-    if (!moe.is_moe_layer(l))
-      refuse(fmt::format("has experts in every layer, and this model's layer {} is dense", l));
+  if (!qwen3)
+    for (int l = 0; l < m.n_layer; ++l)
+      if (!moe.is_moe_layer(l))
+        refuse(fmt::format("has experts in every layer, and this model's layer {} is dense", l));
   if (moe.shared_experts > 0)
     refuse(fmt::format("has no shared experts, and this model has moe.shared_experts={}", moe.shared_experts));
-  if (m.attention_bias) refuse("has no attention biases, and this model has model.attention_bias=true");
-  if (m.qk_norm) refuse("normalises no heads, and this model has model.qk_norm=true");
+  if (m.attention_bias)
+    refuse(qwen3 ? "puts its attention biases on o_proj too, and this model has model.attention_bias=true "
+                   "(query, key and value biases only)"
+                 : "has no attention biases, and this model has model.attention_bias=true");
   if (moe.score != "softmax") refuse("scores its router by softmax, and this model has moe.score=" + moe.score);
-  if (!moe.normalize_top_k)
+  if (!qwen3 && !moe.normalize_top_k)
     refuse("divides the top-k gates by their sum, and this model has moe.normalize_top_k=false");
   if (moe.gate_scale != 1.0)
     refuse(fmt::format("does not scale its gates, and this model has moe.gate_scale={:g}", moe.gate_scale));
@@ -278,6 +318,27 @@ json dense_llama_family(const ModelConfig& m) {
           {"pretraining_tp", 1}};
 }
 
+// Qwen3MoeConfig's own fields: the experts, and the dense layers as mlp_only_layers.
+json qwen3_moe_fields(const ModelConfig& m) {
+  json dense = json::array();
+  for (int l = 0; l < m.n_layer; ++l)
+    if (!m.moe.is_moe_layer(l)) dense.push_back(l);
+  return {{"architectures", {"Qwen3MoeForCausalLM"}},
+          {"model_type", "qwen3_moe"},
+          {"attention_bias", false},
+          {"use_sliding_window", false},
+          {"sliding_window", nullptr},
+          {"max_window_layers", m.n_layer},
+          {"num_experts", m.moe.num_experts},
+          {"num_experts_per_tok", m.moe.top_k},
+          {"moe_intermediate_size", m.expert_ffn_dim()},
+          {"norm_topk_prob", m.moe.normalize_top_k},
+          {"decoder_sparse_step", 1},
+          {"mlp_only_layers", dense},
+          {"router_aux_loss_coef", m.moe.aux_loss_coeff},
+          {"output_router_logits", false}};
+}
+
 json rope_scaling_to_hf(const ModelConfig& m) {
   if (m.rope_scaling != "llama3") return nullptr;
   return {{"rope_type", "llama3"},
@@ -289,14 +350,18 @@ json rope_scaling_to_hf(const ModelConfig& m) {
 
 }  // namespace
 
+bool exports_as_qwen3_moe(const ModelConfig& m) { return m.moe.enabled() && m.qk_norm; }
+
 json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
   json c;
-  if (m.moe.enabled()) check_mixtral(m);
+  if (m.moe.enabled()) check_moe_export(m);
   if (m.is_llama()) {
-    // LlamaConfig's fields, which MixtralConfig shares (its intermediate_size each expert's).
+    // LlamaConfig's fields, which MixtralConfig shares (its intermediate_size each expert's),
+    // and Qwen3MoeConfig (its intermediate_size the dense layers').
+    const bool mixtral = m.moe.enabled() && !exports_as_qwen3_moe(m);
     c = {{"vocab_size", m.vocab_size},
          {"hidden_size", m.d_model},
-         {"intermediate_size", m.moe.enabled() ? m.expert_ffn_dim() : m.ffn_dim()},
+         {"intermediate_size", mixtral ? m.expert_ffn_dim() : m.ffn_dim()},
          {"num_hidden_layers", m.n_layer},
          {"num_attention_heads", m.n_head},
          {"num_key_value_heads", m.kv_heads()},
@@ -307,16 +372,16 @@ json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
          {"rope_scaling", rope_scaling_to_hf(m)},
          {"hidden_act", "silu"},
          {"attention_dropout", 0.0}};
-    const json own = m.moe.enabled()
-                         ? json{{"architectures", {"MixtralForCausalLM"}},
+    const json own = !m.moe.enabled()      ? dense_llama_family(m)
+                     : !mixtral             ? qwen3_moe_fields(m)
+                                            : json{{"architectures", {"MixtralForCausalLM"}},
                                 {"model_type", "mixtral"},
                                 {"sliding_window", window_to_hf(m)},
                                 {"num_local_experts", m.moe.num_experts},
                                 {"num_experts_per_tok", m.moe.top_k},
                                 {"router_aux_loss_coef", m.moe.aux_loss_coeff},
                                 {"router_jitter_noise", 0.0},
-                                {"output_router_logits", false}}
-                         : dense_llama_family(m);
+                                {"output_router_logits", false}};
     c.update(own);
   } else {
     if (m.explicit_head_dim > 0 && m.explicit_head_dim * m.n_head != m.d_model)
@@ -367,9 +432,10 @@ ModelConfig model_from_hf_config(const json& config, const std::string& file) {
   if (type == "mixtral") return mixtral_from_hf(fields, file);
   if (type == "qwen2") return qwen2_from_hf(fields, file);
   if (type == "qwen3") return qwen3_from_hf(fields, file);
+  if (type == "qwen3_moe") return qwen3_moe_from_hf(fields, file);
   if (type == "mistral") return mistral_from_hf(fields, file);
   fail("import: " + file + ": model_type \"" + type +
-       "\" is not one kiln imports (gpt2, llama, mistral, mixtral, qwen2, qwen3)");
+       "\" is not one kiln imports (gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe)");
 }
 
 }  // namespace kiln

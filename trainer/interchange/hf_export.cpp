@@ -24,13 +24,15 @@ HfExportSummary export_hf(const std::string& checkpoint_path, const std::string&
   const Config config = config_from_json(checkpoint.state().config);
   const ModelConfig& m = config.model;
   if (adapter) return write_peft_adapter(checkpoint.model_file(), m, output, summary);
-  // Aux-loss-free balancing's selection bias chooses experts; Mixtral's router has none.
+  // Aux-loss-free balancing's selection bias chooses experts; Mixtral's and Qwen3-MoE's routers
+  // have none.
   for (const auto& [layer, bias] : checkpoint.state().expert_bias)
     for (double b : bias)
       if (b != 0)
         fail(fmt::format("export: {} chooses layer {}'s experts with a selection bias "
-                         "(moe.bias_update_rate), which MixtralForCausalLM's router cannot hold",
-                         checkpoint_path, layer));
+                         "(moe.bias_update_rate), which {}'s router cannot hold",
+                         checkpoint_path, layer,
+                         exports_as_qwen3_moe(m) ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM"));
   const SafetensorsFile& weights = checkpoint.model_file();
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.data.tokenizer);
   summary.arch = m.arch;

@@ -49,6 +49,10 @@ ModelConfig model_of(const std::string& arch, bool tied, bool experts = false) {
     m.moe.top_k = 2;
     m.moe.ffn_hidden = 24;
   }
+  if (experts && m.qk_norm) {  // Qwen3-MoE: layer 0 dense, the gates not normalised
+    m.moe.dense_layers = 1;
+    m.moe.normalize_top_k = false;
+  }
   return m;
 }
 
@@ -141,10 +145,12 @@ TEST_P(HfInterchange, ExportThenImportGivesBackEveryTensorExactly) {
   EXPECT_EQ(again.head_dim(), m.head_dim());
   EXPECT_EQ(again.n_layer, m.n_layer);
   EXPECT_EQ(again.kv_heads(), m.kv_heads());
-  // Mixtral has no dense MLP, so no dense width to carry.
-  if (!m.moe.enabled()) {
+  // Mixtral has no dense MLP, so no dense width to carry; Qwen3-MoE its dense layers'.
+  if (!m.moe.enabled() || exports_as_qwen3_moe(m)) {
     EXPECT_EQ(again.ffn_dim(), m.ffn_dim());
   }
+  for (int l = 0; l < m.n_layer; ++l) EXPECT_EQ(again.moe.is_moe_layer(l), m.moe.is_moe_layer(l)) << "layer " << l;
+  EXPECT_EQ(again.moe.normalize_top_k, m.moe.normalize_top_k);
   EXPECT_EQ(again.seq_len, m.seq_len);
   EXPECT_EQ(again.tie_embeddings, m.tie_embeddings);
   EXPECT_EQ(again.padded_vocab(), m.padded_vocab());
@@ -159,7 +165,8 @@ INSTANTIATE_TEST_SUITE_P(Models, HfInterchange,
                          testing::Values(InterchangeCase{"gpt2", true}, InterchangeCase{"gpt2", false},
                                          InterchangeCase{"llama", false}, InterchangeCase{"llama", true},
                                          InterchangeCase{"llama", false, true}, InterchangeCase{"qwen3", true},
-                                         InterchangeCase{"qwen3", false}, InterchangeCase{"mistral", false}),
+                                         InterchangeCase{"qwen3", false}, InterchangeCase{"qwen3", false, true},
+                                         InterchangeCase{"mistral", false}),
                          name_of);
 
 // The exported files re-written as two BF16 shards and an index, as large models come: the
@@ -393,7 +400,7 @@ TEST(HfImport, RefusesWhatItCannotPlaceInOneLine) {
   export_hf(original, hf.string());
   std::ofstream(hf / "config.json") << R"({"model_type": "gemma", "vocab_size": 300})";
   EXPECT_EQ(import_to("e"), "import: " + (hf / "config.json").string() +
-                                ": model_type \"gemma\" is not one kiln imports (gpt2, llama, mistral, mixtral, qwen2, qwen3)");
+                                ": model_type \"gemma\" is not one kiln imports (gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe)");
   std::ofstream(hf / "config.json") << R"({"model_type": "gpt2", "activation_function": "relu"})";
   EXPECT_EQ(import_to("f"), "import: " + (hf / "config.json").string() +
                                 ": activation_function \"relu\" is not the tanh GELU (gelu_new) "
@@ -459,6 +466,13 @@ TEST(HfConfig, MixtralNamesItsExpertsAndRefusesWhatItCannotExpress) {
   EXPECT_EQ(refusal([](ModelConfig& c) { c.moe.shared_experts = 1; }),
             "export: MixtralForCausalLM has no shared experts, and this model has "
             "moe.shared_experts=1; --format hf cannot express this model");
+  // With normalised heads it is Qwen3-MoE, which says so in its refusals.
+  EXPECT_EQ(refusal([](ModelConfig& c) {
+              c.qk_norm = true;
+              c.moe.shared_experts = 1;
+            }),
+            "export: Qwen3MoeForCausalLM has no shared experts, and this model has moe.shared_experts=1; --format hf "
+            "cannot express this model");
   EXPECT_EQ(refusal([](ModelConfig& c) { c.moe.gate_scale = 2.5; }),
             "export: MixtralForCausalLM does not scale its gates, and this model has moe.gate_scale=2.5; "
             "--format hf cannot express this model");
@@ -492,6 +506,36 @@ TEST(HfConfig, MixtralImportsWithItsDefaultsAndKeepsItsWindow) {
   nlohmann::json windowed = given;
   windowed["sliding_window"] = 16;  // kept; kiln import refuses it below the context it trains at
   EXPECT_EQ(model_from_hf_config(windowed, "config.json").sliding_window, 16);
+}
+
+TEST(HfConfig, Qwen3MoeImportsItsSparseLayersAndDefaults) {
+  nlohmann::json given = {{"model_type", "qwen3_moe"}, {"hidden_size", 64},  {"num_hidden_layers", 6},
+                          {"num_attention_heads", 4},   {"head_dim", 16},    {"vocab_size", 300},
+                          {"max_position_embeddings", 32}};
+  ModelConfig m = model_from_hf_config(given, "config.json");
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_EQ(m.moe.num_experts, 128);  // Qwen3-30B-A3B's
+  EXPECT_EQ(m.moe.top_k, 8);
+  EXPECT_EQ(m.expert_ffn_dim(), 768);
+  EXPECT_FALSE(m.moe.normalize_top_k);  // norm_topk_prob's default
+  for (int l = 0; l < 6; ++l) EXPECT_TRUE(m.moe.is_moe_layer(l));
+  // Every second layer from layer 1, less layer 3: a list.
+  given["decoder_sparse_step"] = 2;
+  given["mlp_only_layers"] = {3};
+  m = model_from_hf_config(given, "config.json");
+  EXPECT_EQ(m.moe.layers, "1,5");
+  // The first two dense, the rest sparse: moe.dense_layers.
+  given["decoder_sparse_step"] = 1;
+  given["mlp_only_layers"] = {0, 1};
+  m = model_from_hf_config(given, "config.json");
+  EXPECT_EQ(m.moe.dense_layers, 2);
+  EXPECT_EQ(m.moe.layers, "");
+  given["mlp_only_layers"] = {0, 1, 2, 3, 4, 5};
+  EXPECT_EQ(error_of([&] { model_from_hf_config(given, "config.json"); }),
+            "import: config.json: no layer has experts (decoder_sparse_step, mlp_only_layers)");
+  given["mlp_only_layers"] = {7};
+  EXPECT_EQ(error_of([&] { model_from_hf_config(given, "config.json"); }),
+            "import: config.json: mlp_only_layers has 7, not a layer of the 6");
 }
 
 TEST(HfConfig, Llama3RopeScalingGoesThereAndBack) {

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <utility>
 
+#include "trainer/interchange/hf_config.h"
+
 namespace kiln {
 namespace {
 
@@ -31,18 +33,23 @@ void gpt2_layer(std::vector<HfTensor>& out, const ModelConfig& m, int layer) {
   out.push_back(whole(k + "mlp.proj.bias", {C}, h + "mlp.c_proj.bias"));
 }
 
-// Mixtral's sparse MLP: the router is `gate`; expert e's w1 (gate) and w3 (up) are its rows
-// of kiln's stacked [gate | up] products, its w2 (down) its rows of the stacked projections.
-void mixtral_experts(std::vector<HfTensor>& out, const ModelConfig& m, const std::string& k,
-                     const std::string& h) {
+// A sparse MLP's experts: the router is `gate`; expert e's gate and up products are its rows
+// of kiln's stacked [gate | up] products, its down product its rows of the stacked
+// projections. Mixtral names them block_sparse_moe.experts.e.w1, w3 and w2; Qwen3-MoE
+// mlp.experts.e.gate_proj, up_proj and down_proj.
+void sparse_experts(std::vector<HfTensor>& out, const ModelConfig& m, const std::string& k,
+                    const std::string& layer) {
   const int64_t C = m.d_model, F = m.expert_ffn_dim(), E = m.moe.num_experts;
+  const bool qwen3 = exports_as_qwen3_moe(m);
+  const std::string h = layer + (qwen3 ? "mlp." : "block_sparse_moe.");
+  const std::string gate = qwen3 ? "gate_proj" : "w1", up = qwen3 ? "up_proj" : "w3", down = qwen3 ? "down_proj" : "w2";
   out.push_back(whole(k + "router.weight", {E, C}, h + "gate.weight"));
   HfTensor fc{k + "experts.fc.weight", {E * 2 * F, C}, {}}, proj{k + "experts.proj.weight", {E * C, F}, {}};
   for (int64_t e = 0; e < E; ++e) {
     const std::string expert = h + "experts." + std::to_string(e) + ".";
-    fc.parts.push_back({expert + "w1.weight", e * 2 * F, e * 2 * F + F});
-    fc.parts.push_back({expert + "w3.weight", e * 2 * F + F, (e + 1) * 2 * F});
-    proj.parts.push_back({expert + "w2.weight", e * C, (e + 1) * C});
+    fc.parts.push_back({expert + gate + ".weight", e * 2 * F, e * 2 * F + F});
+    fc.parts.push_back({expert + up + ".weight", e * 2 * F + F, (e + 1) * 2 * F});
+    proj.parts.push_back({expert + down + ".weight", e * C, (e + 1) * C});
   }
   out.push_back(std::move(fc));
   out.push_back(std::move(proj));
@@ -69,7 +76,7 @@ void llama_layer(std::vector<HfTensor>& out, const ModelConfig& m, int layer) {
   out.push_back(whole(k + "attn.proj.weight", {C, Q}, h + "self_attn.o_proj.weight"));
   out.push_back(whole(k + "norm2.weight", {C}, h + "post_attention_layernorm.weight"));
   if (m.moe.is_moe_layer(layer)) {
-    mixtral_experts(out, m, k + "moe.", h + "block_sparse_moe.");
+    sparse_experts(out, m, k + "moe.", h);
     return;
   }
   out.push_back({k + "mlp.fc.weight",
