@@ -18,10 +18,10 @@ TEST(TransformersCheck, RunsKilnsSideThenComparesOrSaysWhyNot) {
   const CommandResult r = run_command("/usr/bin/python3 " + std::string(KILN_SOURCE_DIR) +
                                       "/tests/parity/transformers_check.py --kiln " + KILN_BINARY + " --dir " + dir);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* arch : {"gpt2", "llama", "mixtral"})
+  for (const char* arch : {"gpt2", "llama", "mixtral", "qwen3_moe"})
     EXPECT_NE(r.output.find("transformers check: " + std::string(arch) + ": kiln eval loss "), std::string::npos)
         << r.output;
-  const bool compared = r.output.find("transformers check: passed (gpt2, llama, mixtral)") != std::string::npos;
+  const bool compared = r.output.find("transformers check: passed (gpt2, llama, mixtral, qwen3_moe)") != std::string::npos;
   const bool skipped = r.output.find("transformers check: skipped: ") != std::string::npos;
   EXPECT_TRUE(compared || skipped) << r.output;
 }

@@ -54,6 +54,9 @@ MODELS = {
     "gpt2": [],
     "llama": LLAMA,
     "mixtral": LLAMA + ["moe.num_experts=4", "moe.top_k=2", "moe.ffn_hidden=24"],
+    # Qwen3-MoE: normalised heads, layer 0 dense, the gates not normalised (norm_topk_prob).
+    "qwen3_moe": LLAMA + ["model.qk_norm=true", "moe.num_experts=4", "moe.top_k=2", "moe.ffn_hidden=24",
+                          "moe.dense_layers=1", "moe.normalize_top_k=false"],
 }
 
 
