@@ -452,12 +452,10 @@ class CudaOps final : public Ops {
                      const std::vector<int64_t>& offsets) override {
     const int64_t W = w.shape.rows() / static_cast<int64_t>(offsets.size() - 1), D = w.shape.cols();
     std::vector<cuda::GroupedProduct> products;
-    for (size_t e = 0; e + 1 < offsets.size(); ++e)
-      if (offsets[e] < offsets[e + 1])
-        products.push_back({x.slice(offsets[e], offsets[e + 1]).data,
-                            w.slice(static_cast<int64_t>(e) * W, static_cast<int64_t>(e + 1) * W).data,
-                            out.slice(offsets[e], offsets[e + 1]).data, offsets[e + 1] - offsets[e], out.shape.cols(),
-                            x.shape.cols(), x.shape.cols(), D, out.shape.cols()});
+    for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
+      products.push_back({x.slice(begin, end).data, expert_rows(w, e, W).data, out.slice(begin, end).data, end - begin,
+                          out.shape.cols(), x.shape.cols(), x.shape.cols(), D, out.shape.cols()});
+    });
     if (!grouped_->run(cuda_type(x.dtype), cuda_type(out.dtype), false, transpose_w, products, false, stream_,
                        matmul_->product_workspace(), matmul_->product_workspace_bytes()))
       expert_matmul_by_expert(*this, out, x, w, transpose_w, offsets);
@@ -466,11 +464,10 @@ class CudaOps final : public Ops {
                           const std::vector<int64_t>& offsets) override {
     const int64_t W = dw.shape.rows() / static_cast<int64_t>(offsets.size() - 1), D = dw.shape.cols();
     std::vector<cuda::GroupedProduct> products;
-    for (size_t e = 0; e + 1 < offsets.size(); ++e)
-      if (offsets[e] < offsets[e + 1])
-        products.push_back({dy.slice(offsets[e], offsets[e + 1]).data, x.slice(offsets[e], offsets[e + 1]).data,
-                            dw.slice(static_cast<int64_t>(e) * W, static_cast<int64_t>(e + 1) * W).data, W, D,
-                            offsets[e + 1] - offsets[e], W, D, D});
+    for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
+      products.push_back({dy.slice(begin, end).data, x.slice(begin, end).data, expert_rows(dw, e, W).data, W, D,
+                          end - begin, W, D, D});
+    });
     if (!grouped_->run(cuda_type(x.dtype), cuda_type(dw.dtype), true, false, products, true, stream_,
                        matmul_->product_workspace(), matmul_->product_workspace_bytes()))
       expert_weight_grad_by_expert(*this, dw, dy, x, offsets);

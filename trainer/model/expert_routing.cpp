@@ -26,25 +26,36 @@ double probabilities(const MoeConfig& moe, const double* s, int64_t E, double* p
   return sum;
 }
 
+// Group-limited routing's working space, kept between tokens so that a token allocates nothing.
+struct GroupScratch {
+  std::vector<double> score, mine;  // each group's score; one group's selection scores
+  std::vector<int32_t> order;       // the groups, best first
+};
+
 // The experts token n may choose, into `candidates` (their count returned): every expert, or
 // under group-limited routing (moe.route_groups > 1, DeepSeek-V3's and Megatron's) those of its
 // route_groups_topk best groups of consecutive experts, each group scored by the sum of its
 // top_k / route_groups_topk best selection scores (ties to the lower group). `value` [E]: the
 // selection scores, s + bias.
-int64_t selectable_experts(const MoeConfig& moe, const std::vector<double>& value, std::vector<int32_t>& candidates) {
+int64_t selectable_experts(const MoeConfig& moe, const std::vector<double>& value, std::vector<int32_t>& candidates,
+                           GroupScratch& scratch) {
   const int64_t E = moe.num_experts, G = moe.route_groups, per_group = E / G;
   if (G == 1) {
     std::iota(candidates.begin(), candidates.end(), 0);
     return E;
   }
   const int64_t best = moe.top_k / moe.route_groups_topk;
-  std::vector<double> group_score(static_cast<size_t>(G)), mine(static_cast<size_t>(per_group));
+  std::vector<double>& group_score = scratch.score;
+  std::vector<double>& mine = scratch.mine;
+  group_score.resize(static_cast<size_t>(G));
+  mine.resize(static_cast<size_t>(per_group));
   for (int64_t g = 0; g < G; ++g) {
     std::copy_n(value.begin() + g * per_group, per_group, mine.begin());
     std::partial_sort(mine.begin(), mine.begin() + best, mine.end(), std::greater<double>());
     group_score[static_cast<size_t>(g)] = std::accumulate(mine.begin(), mine.begin() + best, 0.0);
   }
-  std::vector<int32_t> groups(static_cast<size_t>(G));
+  std::vector<int32_t>& groups = scratch.order;
+  groups.resize(static_cast<size_t>(G));
   std::iota(groups.begin(), groups.end(), 0);
   std::partial_sort(groups.begin(), groups.begin() + moe.route_groups_topk, groups.end(), [&](int32_t a, int32_t b) {
     return group_score[a] != group_score[b] ? group_score[a] > group_score[b] : a < b;
@@ -95,6 +106,7 @@ ExpertRouting route_tokens(const MoeConfig& moe, const std::vector<double>& logi
   r.dropped.assign(static_cast<size_t>(E), 0);
   std::vector<double> probs_sum(static_cast<size_t>(E), 0.0), p(static_cast<size_t>(E)), value(static_cast<size_t>(E));
   std::vector<int32_t> order(static_cast<size_t>(E));
+  GroupScratch groups;
   for (int64_t n = 0; n < N; ++n) {
     const double* z = logits.data() + n * E;
     double* s = r.scores.data() + n * E;
@@ -105,7 +117,7 @@ ExpertRouting route_tokens(const MoeConfig& moe, const std::vector<double>& logi
       for (int64_t e = 0; e < E; ++e) s[e] = std::exp(z[e] - lse);
     }
     for (int64_t e = 0; e < E; ++e) value[e] = s[e] + bias[e];
-    const int64_t candidates = selectable_experts(moe, value, order);
+    const int64_t candidates = selectable_experts(moe, value, order, groups);
     std::partial_sort(order.begin(), order.begin() + k, order.begin() + candidates, [&](int32_t a, int32_t b) {
       return value[a] != value[b] ? value[a] > value[b] : a < b;
     });

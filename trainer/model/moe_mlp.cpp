@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "kernels/expert_products.h"
 #include "trainer/memory/host_copy.h"
 #include "trainer/util/step_clock.h"
 
@@ -24,19 +25,6 @@ Widths widths(const ModelConfig& m, int64_t tokens, int ep, int etp, int tp) {
   const int64_t gated = m.is_llama() ? 2 : 1, N = etp < tp ? tokens / tp : tokens;
   return {moe.num_experts, moe.top_k, m.d_model, F, gated * F, S, gated * S, N,
           max_expert_rows(moe, N), max_received_expert_rows(moe, N, ep)};
-}
-
-// Calls f(e, begin, end) for each expert e with rows [begin, end) at expert-major offsets
-// (E + 1 of them), skipping experts without rows.
-template <typename F>
-void for_each_expert(const std::vector<int64_t>& offsets, F f) {
-  for (size_t e = 0; e + 1 < offsets.size(); ++e)
-    if (offsets[e] < offsets[e + 1]) f(static_cast<int64_t>(e), offsets[e], offsets[e + 1]);
-}
-
-// The rows [begin, end) of expert e's part of a stacked [E * width, ...] parameter.
-Tensor expert_rows(const Tensor& stacked, int64_t e, int64_t width) {
-  return stacked.slice(e * width, (e + 1) * width);
 }
 
 }  // namespace
