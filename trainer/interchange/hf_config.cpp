@@ -318,25 +318,23 @@ json dense_llama_family(const ModelConfig& m) {
           {"pretraining_tp", 1}};
 }
 
-// Qwen3MoeConfig's own fields: the experts, and the dense layers as mlp_only_layers.
+// Qwen3MoeConfig's fields: Qwen3's, the experts, and the dense layers as mlp_only_layers.
 json qwen3_moe_fields(const ModelConfig& m) {
   json dense = json::array();
   for (int l = 0; l < m.n_layer; ++l)
     if (!m.moe.is_moe_layer(l)) dense.push_back(l);
-  return {{"architectures", {"Qwen3MoeForCausalLM"}},
-          {"model_type", "qwen3_moe"},
-          {"attention_bias", false},
-          {"use_sliding_window", false},
-          {"sliding_window", nullptr},
-          {"max_window_layers", m.n_layer},
-          {"num_experts", m.moe.num_experts},
-          {"num_experts_per_tok", m.moe.top_k},
-          {"moe_intermediate_size", m.expert_ffn_dim()},
-          {"norm_topk_prob", m.moe.normalize_top_k},
-          {"decoder_sparse_step", 1},
-          {"mlp_only_layers", dense},
-          {"router_aux_loss_coef", m.moe.aux_loss_coeff},
-          {"output_router_logits", false}};
+  json c = dense_llama_family(m);  // Qwen3's, the heads being normalised
+  c.update({{"architectures", {"Qwen3MoeForCausalLM"}},
+            {"model_type", "qwen3_moe"},
+            {"num_experts", m.moe.num_experts},
+            {"num_experts_per_tok", m.moe.top_k},
+            {"moe_intermediate_size", m.expert_ffn_dim()},
+            {"norm_topk_prob", m.moe.normalize_top_k},
+            {"decoder_sparse_step", 1},
+            {"mlp_only_layers", dense},
+            {"router_aux_loss_coef", m.moe.aux_loss_coeff},
+            {"output_router_logits", false}});
+  return c;
 }
 
 json rope_scaling_to_hf(const ModelConfig& m) {
