@@ -286,6 +286,49 @@ void CheckedOps::attention_decode(const Tensor& out, const Tensor& k_cache, cons
   backend_->attention_decode(out, k_cache, v_cache, qkv, pos, s);
 }
 
+void CheckedOps::route_tokens(const Tensor& choice, const Tensor& gate, const Tensor& stats, const Tensor& logits,
+                              const Tensor& bias, const ExpertRoute& route) {
+  check_route(route, &logits, logits.shape.rows(), choice, "route_tokens");
+  const DType stat = wide(logits.dtype);
+  check_route_values(gate, choice.numel(), stat, "route_tokens", "gates");
+  check_route_values(stats, route.experts + 2, stat, "route_tokens", "statistics");
+  check_route_values(bias, route.experts, stat, "route_tokens", "the selection bias");
+  backend_->route_tokens(choice, gate, stats, logits, bias, route);
+}
+
+void CheckedOps::route_rows(const Tensor& row, const Tensor& source, const Tensor& row_gate, const Tensor& offsets,
+                            const Tensor& counts, const Tensor& choice, const Tensor& gate, const ExpertRoute& route) {
+  const int64_t N = route.top_k > 0 ? choice.numel() / route.top_k : 0;
+  check_route(route, nullptr, N, choice, "route_rows");
+  KILN_CHECK(gate.dtype == DType::F32 || gate.dtype == DType::F64,
+             std::string("route_rows: gates must be fp32 or fp64, got ") + dtype_name(gate.dtype));
+  check_route_values(gate, choice.numel(), gate.dtype, "route_rows", "gates");
+  check_route_values(row, choice.numel(), DType::I32, "route_rows", "the choices' rows");
+  check_route_values(offsets, route.experts + 1, DType::I32, "route_rows", "offsets");
+  check_route_values(counts, 2 * route.experts, gate.dtype, "route_rows", "counts");
+  const int64_t M = route.most_rows(N);
+  KILN_CHECK(source.dtype == DType::I32 && source.numel() >= M && row_gate.dtype == gate.dtype &&
+                 row_gate.numel() >= M,
+             "route_rows: " + std::to_string(N) + " tokens' rows need " + std::to_string(M) +
+                 " sources and gates, got " + source.shape.str() + " and " + row_gate.shape.str());
+  backend_->route_rows(row, source, row_gate, offsets, counts, choice, gate, route);
+}
+
+void CheckedOps::route_backward(const Tensor& d_logits, const Tensor& tally, const Tensor& d_gate,
+                                const Tensor& logits, const Tensor& choice, const Tensor& stats, const Tensor& shares,
+                                const ExpertRoute& route, const RouteLoss& loss) {
+  check_route(route, &logits, logits.shape.rows(), choice, "route_backward");
+  check_same_shape(d_logits, logits, "route_backward");
+  const DType stat = wide(logits.dtype);
+  check_route_values(d_gate, choice.numel(), stat, "route_backward", "the gates' gradients");
+  check_route_values(stats, route.experts + 2, stat, "route_backward", "statistics");
+  check_route_values(shares, route.experts, stat, "route_backward", "shares");
+  if (!tally.empty()) check_route_values(tally, 2, stat, "route_backward", "the tally");
+  KILN_CHECK(logits.shape.rows() == 0 || loss.tokens >= 1,
+             "route_backward: the balancing loss covers " + std::to_string(loss.tokens) + " tokens");
+  backend_->route_backward(d_logits, tally, d_gate, logits, choice, stats, shares, route, loss);
+}
+
 // A matrix's row indices per output row: k of combine_rows and row_dots (1 for gather_rows).
 static int64_t indices_per_row(const Tensor& rows, const Tensor& out) {
   return out.shape.rows() > 0 ? rows.numel() / out.shape.rows() : 1;

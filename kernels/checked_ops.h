@@ -105,6 +105,13 @@ class CheckedOps final : public Ops {
   void add_kv_gradient(const Tensor& dqkv, const Tensor& dkv, AttentionShape shape) override;
   void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
                         const Tensor& qkv, int64_t pos, AttentionShape shape) override;
+  void route_tokens(const Tensor& choice, const Tensor& gate, const Tensor& stats, const Tensor& logits,
+                    const Tensor& bias, const ExpertRoute& route) override;
+  void route_rows(const Tensor& row, const Tensor& source, const Tensor& row_gate, const Tensor& offsets,
+                  const Tensor& counts, const Tensor& choice, const Tensor& gate, const ExpertRoute& route) override;
+  void route_backward(const Tensor& d_logits, const Tensor& tally, const Tensor& d_gate, const Tensor& logits,
+                      const Tensor& choice, const Tensor& stats, const Tensor& shares, const ExpertRoute& route,
+                      const RouteLoss& loss) override;
   void gather_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
                    const Tensor& weights) override;
   void combine_rows(const Tensor& out, const Tensor& x, const Tensor& rows, const Tensor& weights,

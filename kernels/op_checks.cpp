@@ -84,6 +84,25 @@ void check_attention_decode(const Tensor& out, const Tensor& k_cache, const Tens
                  qkv.shape.str());
 }
 
+void check_route(const ExpertRoute& r, const Tensor* logits, int64_t tokens, const Tensor& choice, const char* op) {
+  const bool grouped = r.groups >= 1 && r.experts % r.groups == 0 && r.groups_topk >= 1 && r.groups_topk <= r.groups &&
+                       (r.groups == 1 || (r.top_k % r.groups_topk == 0 && r.top_k <= r.groups_topk * r.group_size()));
+  KILN_CHECK(r.experts >= 1 && r.top_k >= 1 && r.top_k <= r.experts && grouped && r.capacity >= 0,
+             std::string(op) + ": no top-" + std::to_string(r.top_k) + " choice of " + std::to_string(r.experts) +
+                 " experts from " + std::to_string(r.groups_topk) + " of " + std::to_string(r.groups) + " groups");
+  KILN_CHECK(!logits || (logits->shape.rows() == tokens && logits->shape.cols() == r.experts),
+             std::string(op) + ": logits " + logits->shape.str() + " for " + std::to_string(r.experts) + " experts");
+  KILN_CHECK(choice.dtype == DType::I32 && choice.numel() == tokens * r.top_k,
+             std::string(op) + ": choices must be " + std::to_string(tokens * r.top_k) +
+                 " int32 values, got " + choice.shape.str() + " " + dtype_name(choice.dtype));
+}
+
+void check_route_values(const Tensor& values, int64_t count, DType stat, const char* op, const char* name) {
+  KILN_CHECK(values.dtype == stat && values.numel() == count,
+             std::string(op) + ": " + name + " must be " + std::to_string(count) + " " + dtype_name(stat) +
+                 " values, got " + values.shape.str() + " " + dtype_name(values.dtype));
+}
+
 void check_row_moves(const Tensor& out, const Tensor& x, const Tensor& rows,
                      const Tensor& weights, DType weight_dtype, int64_t k, const char* op) {
   KILN_CHECK(out.shape.cols() == x.shape.cols() && out.dtype == x.dtype,

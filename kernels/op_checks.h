@@ -42,6 +42,14 @@ void check_ring_block(const Tensor& qkv, const Tensor& kv, const Tensor& q_index
 // kv holds the key and value heads of qkv's tokens: [B, T, 2 * n_kv_head * head_dim].
 void check_kv_of(const Tensor& kv, const Tensor& qkv, AttentionShape shape, const char* op);
 
+// Ops::route_tokens, route_rows and route_backward (ops.h): a rule that can choose (top_k of
+// its experts; groups that split the experts evenly, groups_topk of them holding top_k and
+// each giving top_k / groups_topk), the choices I32 [N, k] of logits [N, E] (given, or
+// `tokens` rows), and each statistic of its dtype and size (named by ops.h).
+void check_route(const ExpertRoute& route, const Tensor* logits, int64_t tokens, const Tensor& choice,
+                 const char* op);
+void check_route_values(const Tensor& values, int64_t count, DType stat, const char* op, const char* name);
+
 // Ops::gather_rows, combine_rows and row_dots (ops.h): matrices of one width and dtype, row
 // indices I32 and weights (when given) in the expected dtype, one per index. `k` is the
 // indices per output row (1 for gather_rows).

@@ -28,6 +28,7 @@
 
 #include "kernels/counter_random.h"
 #include "kernels/dropout_mask.h"
+#include "kernels/expert_route.h"
 #include "kernels/optimizer_scalars.h"
 #include "kernels/tensor.h"
 
@@ -308,6 +309,30 @@ class Ops {
   // out[B, T, n_head * head_dim]. Rows past pos + T are neither read nor written.
   virtual void attention_decode(const Tensor& out, const Tensor& k_cache, const Tensor& v_cache,
                                 const Tensor& qkv, int64_t pos, AttentionShape shape) = 0;
+
+  // ---- mixture of experts: routing (kernels/expert_route.h: the rule and the losses) ----
+  // Routing's statistics (gate, stats, counts, shares, bias, tally) are F32 (F64 when
+  // computing in F64); choices, rows and offsets I32.
+  // From the router's logits [N, E] and the selection bias [E]: choice [N, k], each token's
+  // experts best first; gate [N, k], their gates; stats [E + 2], each expert's routing
+  // probabilities summed over the N tokens (P_e), then the tokens' mean entropy and mean
+  // squared log-sum-exp (the z-loss's value).
+  virtual void route_tokens(const Tensor& choice, const Tensor& gate, const Tensor& stats, const Tensor& logits,
+                            const Tensor& bias, const ExpertRoute& route) = 0;
+  // The experts' rows of route_tokens' choices: row [N, k], each choice's row (-1 when the
+  // capacity drops it); offsets [E + 1], each expert's first row, up to the M rows in all;
+  // source and row_gate [at least M], each row's token and gate (-1 and 0 on padding rows);
+  // counts [2, E], each expert's choices, then those of them dropped.
+  virtual void route_rows(const Tensor& row, const Tensor& source, const Tensor& row_gate, const Tensor& offsets,
+                          const Tensor& counts, const Tensor& choice, const Tensor& gate,
+                          const ExpertRoute& route) = 0;
+  // d_logits [N, E] = the router logits' gradient: through the gates from d_gate [N, k], and at
+  // loss's weights through the balancing loss, whose choices c_e are shares [E] (of loss.tokens
+  // tokens), and the z-loss. When tally [2] is given, tally[0] += the balancing loss's value
+  // (P_e from route_tokens' stats) and tally[1] += 1: a step's sums, counted on the device.
+  virtual void route_backward(const Tensor& d_logits, const Tensor& tally, const Tensor& d_gate,
+                              const Tensor& logits, const Tensor& choice, const Tensor& stats,
+                              const Tensor& shares, const ExpertRoute& route, const RouteLoss& loss) = 0;
 
   // ---- mixture of experts: moving token rows to their experts and back -----------
   // Row indices are I32; an index < 0 names no row. Weights are F32 (F64 when computing

@@ -275,6 +275,29 @@ void ProfiledOps::gelu_backward(const Tensor& dx, const Tensor& x, const Tensor&
         [&] { inner_.gelu_backward(dx, x, dout); });
 }
 
+void ProfiledOps::route_tokens(const Tensor& choice, const Tensor& gate, const Tensor& stats, const Tensor& logits,
+                               const Tensor& bias, const ExpertRoute& route) {
+  timed("route_tokens", label(logits), 0, bytes(logits) + bytes(choice) + bytes(gate) + bytes(stats) + bytes(bias),
+        [&] { inner_.route_tokens(choice, gate, stats, logits, bias, route); });
+}
+
+void ProfiledOps::route_rows(const Tensor& row, const Tensor& source, const Tensor& row_gate, const Tensor& offsets,
+                             const Tensor& counts, const Tensor& choice, const Tensor& gate, const ExpertRoute& route) {
+  // Each expert reads every choice; the rows written are at most the choices.
+  timed("route_rows", label(choice), 0,
+        static_cast<double>(route.experts) * bytes(choice) + 2 * bytes(gate) + 2 * bytes(row) + bytes(offsets) +
+            bytes(counts),
+        [&] { inner_.route_rows(row, source, row_gate, offsets, counts, choice, gate, route); });
+}
+
+void ProfiledOps::route_backward(const Tensor& d_logits, const Tensor& tally, const Tensor& d_gate,
+                                 const Tensor& logits, const Tensor& choice, const Tensor& stats, const Tensor& shares,
+                                 const ExpertRoute& route, const RouteLoss& loss) {
+  timed("route_backward", label(logits), 0,
+        bytes(logits) + bytes(d_logits) + bytes(d_gate) + bytes(choice) + bytes(stats) + bytes(shares),
+        [&] { inner_.route_backward(d_logits, tally, d_gate, logits, choice, stats, shares, route, loss); });
+}
+
 void ProfiledOps::gather_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
                               const Tensor& weights) {
   // Each output row reads one row of x (the rows it names, at most out's size).

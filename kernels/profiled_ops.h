@@ -99,6 +99,13 @@ class ProfiledOps final : public Ops {
                         const Tensor& x, const Tensor& weight, const Tensor& rstd) override;
   void gelu_forward(const Tensor& out, const Tensor& x) override;
   void gelu_backward(const Tensor& dx, const Tensor& x, const Tensor& dout) override;
+  void route_tokens(const Tensor& choice, const Tensor& gate, const Tensor& stats, const Tensor& logits,
+                    const Tensor& bias, const ExpertRoute& route) override;
+  void route_rows(const Tensor& row, const Tensor& source, const Tensor& row_gate, const Tensor& offsets,
+                  const Tensor& counts, const Tensor& choice, const Tensor& gate, const ExpertRoute& route) override;
+  void route_backward(const Tensor& d_logits, const Tensor& tally, const Tensor& d_gate, const Tensor& logits,
+                      const Tensor& choice, const Tensor& stats, const Tensor& shares, const ExpertRoute& route,
+                      const RouteLoss& loss) override;
   void gather_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
                    const Tensor& weights) override;
   void combine_rows(const Tensor& out, const Tensor& x, const Tensor& rows, const Tensor& weights,

@@ -2,7 +2,8 @@
 // trains the same bits as the same run op by op. Two kiln train runs of each tiny model on the
 // GPU, train.cuda_graphs=true and false, recorded in stores: every step's loss and gradient
 // norm are equal as doubles, and so are the checkpoints' weights and optimizer state after the
-// last step. The replayed run must say so at start-up and never fall back.
+// last step. The replayed run must say so at start-up and never fall back. An MoE model's
+// per-expert loads, counted on the device, must match too.
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "store/expert_queries.h"
 #include "store/metric_queries.h"
 #include "store/run_queries.h"
 #include "store/schema.h"
@@ -38,6 +40,7 @@ std::string settings(const std::string& prefix, const std::string& dir) {
 
 struct Run {
   std::vector<store::MetricRow> rows;
+  std::vector<store::ExpertLoad> loads;  // MoE layers only
   std::string checkpoint;  // the last step's folder
 };
 
@@ -56,6 +59,8 @@ Run train(const std::string& dir, const std::string& prefix, const std::string& 
   auto db = store::open_store(path, store::Access::ReadOnly);
   store::for_each_metric(*db, store::resolve_run(*db, name),
                          [&](const store::MetricRow& row) { run.rows.push_back(row); });
+  store::for_each_expert_load(*db, store::resolve_run(*db, name),
+                              [&](const store::ExpertLoad& load) { run.loads.push_back(load); });
   run.checkpoint = dir + "/checkpoints/" + name + fmt::format("/step-{:08d}", kSteps);
   return run;
 }
@@ -78,6 +83,12 @@ void expect_same_training(const std::string& label, const std::string& model) {
     EXPECT_EQ(replayed.rows[i].grad_norm, eager.rows[i].grad_norm) << label << " step " << i + 1;
     EXPECT_EQ(replayed.rows[i].skipped_steps, eager.rows[i].skipped_steps) << label << " step " << i + 1;
   }
+  ASSERT_EQ(replayed.loads.size(), eager.loads.size()) << label;
+  for (size_t i = 0; i < eager.loads.size(); ++i) {
+    EXPECT_EQ(replayed.loads[i].tokens, eager.loads[i].tokens) << label << " load row " << i;
+    EXPECT_EQ(replayed.loads[i].dropped, eager.loads[i].dropped) << label << " load row " << i;
+    EXPECT_EQ(replayed.loads[i].aux_loss, eager.loads[i].aux_loss) << label << " load row " << i;
+  }
   for (const char* file : {"model.safetensors", "optimizer.safetensors"})
     EXPECT_TRUE(file_bytes(replayed.checkpoint + "/" + file) == file_bytes(eager.checkpoint + "/" + file))
         << label << ": " << file << " differs after " << kSteps << " steps";
@@ -92,6 +103,18 @@ TEST(CudaGraphs, LlamaTinyTrainsTheSameBitsReplayed) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no GPU";
   expect_same_training("llama-tiny",
                        " --set precision.dtype=bf16 --set model.arch=llama --set model.n_kv_head=1 --set model.d_ff=256");
+}
+
+// Routed on the device into rows of fixed sizes (the capacity's, padded), with aux-loss-free
+// balancing's bias moved between steps: the replays route, count the loads and read the bias
+// as the eager steps do.
+TEST(CudaGraphs, MoeLlamaTinyTrainsTheSameBitsReplayed) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no GPU";
+  expect_same_training("moe-llama-tiny",
+                       " --set precision.dtype=bf16 --set model.arch=llama --set model.n_kv_head=1 --set model.d_ff=256"
+                       " --set moe.num_experts=4 --set moe.top_k=2 --set moe.ffn_hidden=128"
+                       " --set moe.capacity_factor=1.25 --set moe.pad_to_capacity=true"
+                       " --set moe.aux_loss_coeff=0.01 --set moe.bias_update_rate=0.001");
 }
 
 // fp8's scales live in device memory the replays read, rewritten by the host between steps

@@ -293,6 +293,32 @@ class CpuOps final : public Ops {
       cpu::gelu_backward(dx.as<T>(), x.as<T>(), dout.as<T>(), x.numel());
     });
   }
+  void route_tokens(const Tensor& choice, const Tensor& gate, const Tensor& stats, const Tensor& logits,
+                    const Tensor& bias, const ExpertRoute& route) override {
+    dispatch(logits, [&](auto t) {
+      using T = decltype(t);
+      cpu::route_tokens(choice.as<int32_t>(), gate.as<T>(), stats.as<T>(), logits.as<T>(), bias.as<T>(),
+                        logits.shape.rows(), route);
+    });
+  }
+  void route_rows(const Tensor& row, const Tensor& source, const Tensor& row_gate, const Tensor& offsets,
+                  const Tensor& counts, const Tensor& choice, const Tensor& gate, const ExpertRoute& route) override {
+    dispatch(gate, [&](auto t) {
+      using T = decltype(t);
+      cpu::route_rows(row.as<int32_t>(), source.as<int32_t>(), row_gate.as<T>(), offsets.as<int32_t>(),
+                      counts.as<T>(), choice.as<int32_t>(), gate.as<T>(), choice.shape.rows(), route);
+    });
+  }
+  void route_backward(const Tensor& d_logits, const Tensor& tally, const Tensor& d_gate, const Tensor& logits,
+                      const Tensor& choice, const Tensor& stats, const Tensor& shares, const ExpertRoute& route,
+                      const RouteLoss& loss) override {
+    dispatch(logits, [&](auto t) {
+      using T = decltype(t);
+      cpu::route_backward(d_logits.as<T>(), tally.empty() ? nullptr : tally.as<T>(), d_gate.as<T>(),
+                          logits.as<T>(), choice.as<int32_t>(), stats.as<T>(), shares.as<T>(),
+                          logits.shape.rows(), route, loss);
+    });
+  }
   void gather_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
                    const Tensor& weights) override {
     dispatch(x, [&](auto t) {

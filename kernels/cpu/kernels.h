@@ -10,6 +10,7 @@
 
 #include "kernels/counter_random.h"
 #include "kernels/dropout_mask.h"
+#include "kernels/expert_route.h"
 #include "kernels/tensor.h"
 #include "kernels/optimizer_scalars.h"
 
@@ -75,6 +76,18 @@ void combine_rows(T* out, const T* x, const int32_t* rows, const T* weights, int
                   int64_t k, int64_t C, bool accumulate);
 template <typename T>
 void row_dots(T* out, const T* a, const T* b, const int32_t* rows, int64_t N, int64_t k, int64_t C);
+
+// The router (expert_routing.cpp): ops.h's route_tokens, route_rows and route_backward over N
+// tokens; tally null when not wanted.
+template <typename T>
+void route_tokens(int32_t* choice, T* gate, T* stats, const T* logits, const T* bias, int64_t N,
+                  const ExpertRoute& route);
+template <typename T>
+void route_rows(int32_t* row, int32_t* source, T* row_gate, int32_t* offsets, T* counts, const int32_t* choice,
+                const T* gate, int64_t N, const ExpertRoute& route);
+template <typename T>
+void route_backward(T* d_logits, T* tally, const T* d_gate, const T* logits, const int32_t* choice, const T* stats,
+                    const T* shares, int64_t N, const ExpertRoute& route, const RouteLoss& loss);
 
 struct HeadLayout {
   int64_t batch = 0;

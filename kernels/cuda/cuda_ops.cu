@@ -107,6 +107,7 @@ class CudaOps final : public Ops {
     matmul_ = std::make_unique<cuda::Matmul>();
     grouped_ = std::make_unique<cuda::GroupedGemm>();
     KILN_CUDA_CHECK(cudaMalloc(&sum_partials_, cuda::kSumSquaresPartials * sizeof(double)));
+    KILN_CUDA_CHECK(cudaMalloc(&route_scratch_, cuda::route_scratch_bytes()));
     if (attention_ != AttentionChoice::Kiln) {
       std::string why;
       cudnn_ = cuda::CudnnAttention::open(stream_, why);
@@ -120,6 +121,7 @@ class CudaOps final : public Ops {
   ~CudaOps() override {
     cudnn_.reset();  // its handle runs on stream_
     cudaFree(sum_partials_);
+    cudaFree(route_scratch_);
     cudaFree(workspace_);
     grouped_.reset();  // its handle works on stream_ with matmul_'s workspace
     matmul_.reset();
@@ -419,6 +421,33 @@ class CudaOps final : public Ops {
       cuda::gelu_backward(ptr<T>(dx), ptr<T>(x), ptr<T>(dout), x.numel(), stream_);
     });
   }
+  void route_tokens(const Tensor& choice, const Tensor& gate, const Tensor& stats, const Tensor& logits,
+                    const Tensor& bias, const ExpertRoute& route) override {
+    check_routed_experts(route, "route_tokens");
+    dispatch(logits, [&](auto t) {
+      using T = decltype(t);
+      cuda::route_tokens(ptr<int32_t>(choice), ptr<float>(gate), ptr<float>(stats), ptr<T>(logits), ptr<float>(bias),
+                         logits.shape.rows(), route, route_scratch_, stream_);
+    });
+  }
+  void route_rows(const Tensor& row, const Tensor& source, const Tensor& row_gate, const Tensor& offsets,
+                  const Tensor& counts, const Tensor& choice, const Tensor& gate, const ExpertRoute& route) override {
+    check_routed_experts(route, "route_rows");
+    cuda::route_rows(ptr<int32_t>(row), ptr<int32_t>(source), ptr<float>(row_gate), ptr<int32_t>(offsets),
+                     ptr<float>(counts), ptr<int32_t>(choice), ptr<float>(gate), choice.numel() / route.top_k, route,
+                     route_scratch_, stream_);
+  }
+  void route_backward(const Tensor& d_logits, const Tensor& tally, const Tensor& d_gate, const Tensor& logits,
+                      const Tensor& choice, const Tensor& stats, const Tensor& shares, const ExpertRoute& route,
+                      const RouteLoss& loss) override {
+    check_routed_experts(route, "route_backward");
+    dispatch(logits, [&](auto t) {
+      using T = decltype(t);
+      cuda::route_backward(ptr<T>(d_logits), tally.empty() ? nullptr : ptr<float>(tally), ptr<float>(d_gate),
+                           ptr<T>(logits), ptr<int32_t>(choice), ptr<float>(stats), ptr<float>(shares),
+                           logits.shape.rows(), route, loss, stream_);
+    });
+  }
   void gather_rows(const Tensor& out, const Tensor& x, const Tensor& rows,
                    const Tensor& weights) override {
     dispatch(x, [&](auto t) {
@@ -649,6 +678,11 @@ class CudaOps final : public Ops {
   }
 
  private:
+  static void check_routed_experts(const ExpertRoute& route, const char* op) {
+    KILN_CHECK(route.experts <= cuda::kMostRoutedExperts,
+               std::string(op) + ": the CUDA router takes at most " + std::to_string(cuda::kMostRoutedExperts) +
+                   " experts, not " + std::to_string(route.experts));
+  }
   void rope(const Tensor& qkv, const Tensor& table, AttentionShape s, const Tensor& positions,
             bool inverse) {
     dispatch(qkv, [&](auto t) {
@@ -719,6 +753,7 @@ class CudaOps final : public Ops {
   std::unique_ptr<cuda::GroupedGemm> grouped_;  // the experts' products
   std::unique_ptr<cuda::Fp8Matmul> fp8_matmul_;  // made at the first FP8 product
   void* sum_partials_ = nullptr;  // sum_squares' (calls on stream_ take turns)
+  void* route_scratch_ = nullptr;  // the routing ops' (calls on stream_ take turns)
   bool fuse_products_ = true;  // Ops::fuse_products
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

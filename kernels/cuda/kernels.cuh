@@ -16,6 +16,7 @@
 
 #include "kernels/counter_random.h"
 #include "kernels/dropout_mask.h"
+#include "kernels/expert_route.h"
 #include "kernels/optimizer_scalars.h"
 
 namespace kiln::cuda {
@@ -154,6 +155,24 @@ void combine_rows(T* out, const T* x, const int32_t* rows, const float* weights,
 template <typename T>
 void row_dots(float* out, const T* a, const T* b, const int32_t* rows, int64_t N, int64_t k,
               int64_t C, cudaStream_t stream);
+
+// ---- mixture of experts: routing (kernels/cuda/expert_routing.cu) ----------------------
+// ops.h's route_tokens, route_rows and route_backward over N tokens, for at most
+// kMostRoutedExperts experts, through `scratch` (route_scratch_bytes() of device memory the
+// caller owns: calls on one stream take turns with it); tally null when not wanted.
+constexpr int kMostRoutedExperts = 512;
+constexpr int kRouteBlocks = 64;
+size_t route_scratch_bytes();
+template <typename T>
+void route_tokens(int32_t* choice, float* gate, float* stats, const T* logits, const float* bias, int64_t N,
+                  const ExpertRoute& route, void* scratch, cudaStream_t stream);
+void route_rows(int32_t* row, int32_t* source, float* row_gate, int32_t* offsets, float* counts,
+                const int32_t* choice, const float* gate, int64_t N, const ExpertRoute& route, void* scratch,
+                cudaStream_t stream);
+template <typename T>
+void route_backward(T* d_logits, float* tally, const float* d_gate, const T* logits, const int32_t* choice,
+                    const float* stats, const float* shares, int64_t N, const ExpertRoute& route,
+                    const RouteLoss& loss, cudaStream_t stream);
 
 // ---- loss (kernels/cuda/cross_entropy.cu) -----------------------------------------------
 template <typename T>

@@ -398,6 +398,94 @@ TEST_P(CudaOps, ExpertProducts) {
   }
 }
 
+// The router on both sides, from the same logits (as the GPU rounded them) and selection bias.
+// Each token's logits are a shuffle of values 0.5 apart plus a little noise, so that no two of
+// its experts (nor groups) score close enough for float and double to order them apart:
+// choices and rows must agree exactly, gates and statistics to float's rounding, the logits'
+// gradient to the dtype's tolerance.
+TEST_P(CudaOps, ExpertRouting) {
+  const int64_t N = B * T, E = 16;
+  std::vector<double> values;
+  for (int64_t n = 0; n < N; ++n) {
+    std::vector<int> order(E);
+    for (int e = 0; e < E; ++e) order[e] = e;
+    for (int e = E - 1; e > 0; --e) std::swap(order[e], order[rng_.below(e + 1)]);
+    for (int e = 0; e < E; ++e) values.push_back(0.5 * order[e] - 4 + 0.3 * rng_.uniform());
+  }
+  const Pair logits = random({N, E}, dtype());
+  copy_from_doubles(*gpu_, logits.gpu, values);
+  copy_from_doubles(*cpu_, logits.cpu, copy_to_doubles(*gpu_, logits.gpu));
+  const Pair bias = random({E}, DType::F32, 0.05);
+  const auto same_integers = [&](const Pair& p, const std::string& what) {
+    std::vector<int32_t> want(static_cast<size_t>(p.cpu.numel())), got(want.size());
+    cpu_->copy_to_host(want.data(), p.cpu);
+    gpu_->copy_to_host(got.data(), p.gpu);
+    EXPECT_EQ(got, want) << what;
+  };
+  const auto unset = [&](Shape shape) {
+    return integers(shape, std::vector<int32_t>(static_cast<size_t>(shape.numel()), -7));
+  };
+
+  const auto with = [&](int64_t k, auto edit) {
+    ExpertRoute r;
+    r.experts = E;
+    r.top_k = k;
+    r.normalize = true;
+    edit(r);
+    return r;
+  };
+  const int64_t capacity = (N * 2 / E + 1) / 2;  // half an even share: most experts drop
+  const std::vector<std::pair<std::string, ExpertRoute>> cases = {
+      {"softmax top-2", with(2, [](ExpertRoute&) {})},
+      {"sigmoid top-4 of 2 groups of 4, scaled", with(4, [](ExpertRoute& r) {
+         r.sigmoid = true;
+         r.groups = 4;
+         r.groups_topk = 2;
+         r.gate_scale = 2.5;
+       })},
+      {"over capacity, by gate", with(2, [&](ExpertRoute& r) { r.capacity = capacity; })},
+      {"over capacity, by position, padded", with(2, [&](ExpertRoute& r) {
+         r.capacity = capacity;
+         r.drop_by_gate = false;
+         r.pad = true;
+         r.normalize = false;
+       })},
+  };
+  for (const auto& [name, route] : cases) {
+    SCOPED_TRACE(name);
+    const int64_t k = route.top_k, M = route.most_rows(N);
+    const Pair choice = unset({N, k}), gate = output({N, k}, DType::F32), stats = output({E + 2}, DType::F32);
+    cpu_->route_tokens(choice.cpu, gate.cpu, stats.cpu, logits.cpu, bias.cpu, route);
+    gpu_->route_tokens(choice.gpu, gate.gpu, stats.gpu, logits.gpu, bias.gpu, route);
+    same_integers(choice, "route_tokens' choices");
+    expect_close(gate, "route_tokens' gates", 1e-5);
+    expect_close(stats, "route_tokens' statistics", 1e-5);
+
+    // The rows of the GPU's choices and gates, on both sides.
+    copy_from_doubles(*cpu_, gate.cpu, copy_to_doubles(*gpu_, gate.gpu));
+    const Pair row = unset({N, k}), source = unset({M}), offsets = unset({E + 1});
+    const Pair row_gate = accumulator({M}, DType::F32), counts = output({2 * E}, DType::F32);
+    cpu_->route_rows(row.cpu, source.cpu, row_gate.cpu, offsets.cpu, counts.cpu, choice.cpu, gate.cpu, route);
+    gpu_->route_rows(row.gpu, source.gpu, row_gate.gpu, offsets.gpu, counts.gpu, choice.gpu, gate.gpu, route);
+    same_integers(row, "route_rows' rows");
+    same_integers(source, "route_rows' sources");
+    same_integers(offsets, "route_rows' offsets");
+    expect_close(counts, "route_rows' counts", 1e-12);
+    expect_close(row_gate, "route_rows' gates", 1e-12);
+
+    const Pair d_gate = random({N, k}, DType::F32), d_logits = output({N, E}, dtype());
+    const Pair tally = accumulator({2}, DType::F32);
+    const RouteLoss loss{N, 0.3, 0.2};
+    const Tensor shares_cpu = counts.cpu.slice(0, E), shares_gpu = counts.gpu.slice(0, E);
+    cpu_->route_backward(d_logits.cpu, tally.cpu, d_gate.cpu, logits.cpu, choice.cpu, stats.cpu, shares_cpu,
+                         route, loss);
+    gpu_->route_backward(d_logits.gpu, tally.gpu, d_gate.gpu, logits.gpu, choice.gpu, stats.gpu, shares_gpu,
+                         route, loss);
+    expect_close(d_logits, "route_backward");
+    expect_close(tally, "route_backward's tally", 1e-5);
+  }
+}
+
 // RoPE and attention with grouped-query heads, at head dims 64 and 128, over [B, seq] rows;
 // positions and key_starts empty (a default Pair) for plain causal attention.
 void CudaOps::rope_and_attention(int64_t seq, const Pair& positions, const Pair& key_starts) {

@@ -428,7 +428,7 @@ void Checkpoint::load_parameters(GptModel& model, Ops& ops) const {
   }
   // The selection bias picks the experts a token takes, at inference as in training.
   for (const auto& [layer, bias] : state_.expert_bias)
-    if (MoeMlp* experts = model.experts(layer)) experts->set_bias(bias);
+    if (MoeMlp* experts = model.experts(layer)) experts->set_bias(ops, bias);
 }
 
 namespace {

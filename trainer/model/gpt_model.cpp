@@ -58,6 +58,8 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DTy
   if (config_.is_llama()) fill_rope_table();
   if (context_parallel()) context_.fill_indices(ops_);
   if (config_.qk_norm) qk_heads_.fill(ops_);
+  for (int l = 0; l < config_.n_layer; ++l)
+    if (MoeMlp* moe = experts(l)) moe->start(ops_);
   batch_.assign(static_cast<size_t>(slots_), Batch{});
   target_count_.assign(static_cast<size_t>(slots_), 0);
   has_targets_.assign(static_cast<size_t>(slots_), false);

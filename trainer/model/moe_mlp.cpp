@@ -34,10 +34,17 @@ ExpertBuffers ExpertBuffers::take(Arena& arena, const ModelConfig& model, int64_
   const Widths w = widths(model, tokens, ep, etp, tp);
   ExpertBuffers b;
   b.logits = arena.take({w.N, w.E}, dtype);
-  b.source = arena.take({w.rows}, DType::I32);
-  b.row_gate = arena.take({w.rows}, stat_dtype);
+  b.choice = arena.take({w.N, w.k}, DType::I32);
   b.choice_row = arena.take({w.N, w.k}, DType::I32);
   b.gate = arena.take({w.N, w.k}, stat_dtype);
+  b.stats = arena.take({w.E + 2}, stat_dtype);
+  b.counts = arena.take({2 * w.E}, stat_dtype);
+  // With whole experts (etp < tp) the balancing loss weighs the whole micro-batch's choices,
+  // summed over the tensor group; else this rank's own.
+  b.shares = etp < tp ? arena.take({w.E}, stat_dtype) : b.counts.slice(0, w.E);
+  b.offsets = arena.take({w.E + 1}, DType::I32);
+  b.source = arena.take({w.rows}, DType::I32);
+  b.row_gate = arena.take({w.rows}, stat_dtype);
   b.rows_in = arena.take({w.rows, w.C}, dtype);
   b.rows_out = arena.take({w.rows, w.C}, dtype);
   b.expert_in = ep > 1 ? arena.take({w.received, w.C}, dtype) : b.rows_in;
@@ -137,12 +144,18 @@ void MoeMlp::bind(const LayerBuild& build, const std::string& name) {
   for (int s = 0; s < build.slots; ++s)
     slots_.push_back(
         ExpertBuffers::take(build.activations, m, tokens, build.dtype, build.stat_dtype, ep, etp, tp));
-  routing_.assign(static_cast<size_t>(build.slots), ExpertRouting{});
-  logits_.assign(static_cast<size_t>(build.slots), {});
+  device_bias_ = build.activations.take({w.E}, build.stat_dtype);
+  device_load_ = build.activations.take({2 * w.E + 3}, build.stat_dtype);
+  rows_.assign(static_cast<size_t>(build.slots), ExpertRows{});
   exchange_.assign(static_cast<size_t>(build.slots), ExpertExchange{});
   forward_exchange_ms_.assign(static_cast<size_t>(build.slots), 0.0);
-  load_ = ExpertLoadSum{std::vector<int64_t>(w.E, 0), std::vector<int64_t>(w.E, 0)};
+  exchange_ms_ = 0;
   if (bias_.size() != static_cast<size_t>(w.E)) bias_.assign(static_cast<size_t>(w.E), 0.0);
+}
+
+void MoeMlp::start(Ops& ops) {
+  set_bias(ops, bias_);
+  ops.fill(device_load_, 0.0);
 }
 
 void MoeMlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x,
@@ -153,8 +166,7 @@ void MoeMlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor
     // Each tensor rank routes its own tokens; the shared experts, split over the group, take
     // the whole micro-batch gathered and reduce-scatter their partial sums.
     const Tensor mine = as_matrix(x), out = as_matrix(y);
-    forward_exchange_ms_[s] = route_and_compute(ops, mine, b, routing_[s], logits_[s], exchange_[s],
-                                                scratch.exchanged);
+    forward_exchange_ms_[s] = route_and_compute(ops, mine, b, rows_[s], exchange_[s], scratch.exchanged);
     if (shared_) {
       const Tensor whole_x = as_matrix(sequence_->gather(batch, x));
       const Tensor whole_y = scratch.whole.slice(0, whole_x.shape.rows());
@@ -162,15 +174,14 @@ void MoeMlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor
       if (shared_bias_once_ && tensor_group_->rank() == 0) ops.add_bias(whole_y, shared_proj_bias_.value);
       sequence_->scatter(out, whole_y);
     }
-    combine(ops, out, b, routing_[s]);
+    combine(ops, out, b, rows_[s]);
     return;
   }
   // Under sequence parallelism every rank routes the whole micro-batch, gathered, and keeps
   // its share of the output.
   const Tensor whole_x = sequence_ ? as_matrix(sequence_->gather(batch, x)) : as_matrix(x);
   const Tensor whole_y = sequence_ ? scratch.whole.slice(0, whole_x.shape.rows()) : as_matrix(y);
-  forward_exchange_ms_[s] = run_forward(ops, whole_y, whole_x, b, routing_[s], logits_[s],
-                                        exchange_[s], scratch.exchanged);
+  forward_exchange_ms_[s] = run_forward(ops, whole_y, whole_x, b, rows_[s], exchange_[s], scratch.exchanged);
   const bool partial = shared_ && tp() > 1;
   if (sequence_ && partial) {
     sequence_->scatter(as_matrix(y), whole_y);
@@ -183,13 +194,12 @@ void MoeMlp::forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor
 
 void MoeMlp::infer(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers) const {
   KILN_CHECK(ep() == 1, "moe: inference runs on one rank that holds every expert (parallel.ep=1)");
-  ExpertRouting routing;
-  std::vector<double> logits;
+  ExpertRows rows;
   ExpertExchange exchange;
-  run_forward(ops, as_matrix(y), as_matrix(x), buffers, routing, logits, exchange, Tensor{});
+  run_forward(ops, as_matrix(y), as_matrix(x), buffers, rows, exchange, Tensor{});
 }
 
-ExpertExchange MoeMlp::plan_exchange(Ops& ops, const ExpertRouting& routing, const ExpertBuffers& b) const {
+ExpertExchange MoeMlp::plan_exchange(Ops& ops, const ExpertRows& routing, const ExpertBuffers& b) const {
   const int ep = this->ep(), me = expert_group_->rank();
   const int64_t E = experts(), El = local_experts();
   // Every rank's rows per expert: counts[q * E + e] rows of rank q go to expert e.
@@ -235,37 +245,54 @@ ExpertExchange MoeMlp::plan_exchange(Ops& ops, const ExpertRouting& routing, con
   return x;
 }
 
-double MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& b,
-                           ExpertRouting& routing, std::vector<double>& host_logits,
+double MoeMlp::run_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& b, ExpertRows& rows,
                            ExpertExchange& exchange, const Tensor& exchanged) const {
-  const double exchange_ms = route_and_compute(ops, x, b, routing, host_logits, exchange, exchanged);
+  const double exchange_ms = route_and_compute(ops, x, b, rows, exchange, exchanged);
   if (shared_) shared_forward(ops, y, x, b);
   // Split over a tensor group, the shared experts' output is a partial sum the caller sums
   // over the group: the routed output and the bias go in on its first rank only.
   if (!shared_ || tp() == 1 || tensor_group_->rank() == 0) {
     if (shared_bias_once_) ops.add_bias(y, shared_proj_bias_.value);
-    combine(ops, y, b, routing);
+    combine(ops, y, b, rows);
   }
   return exchange_ms;
 }
 
-double MoeMlp::route_and_compute(Ops& ops, const Tensor& x, const ExpertBuffers& b, ExpertRouting& routing,
-                                 std::vector<double>& host_logits, ExpertExchange& exchange,
-                                 const Tensor& exchanged) const {
-  const int64_t N = x.shape.rows();
+void MoeMlp::route(Ops& ops, const Tensor& x, const ExpertBuffers& b, ExpertRows& rows) const {
+  const int64_t N = x.shape.rows(), E = experts();
   KILN_CHECK(N <= b.logits.shape[0], "moe: " + std::to_string(N) + " tokens exceed the layer's layout");
-  double exchange_ms = 0;
-  const Tensor logits = b.logits.slice(0, N);
+  rows.tokens = N;
+  rows.balance_tokens = N;
+  rows.rule = route_rule(moe_, N);
+  const Tensor logits = b.logits.slice(0, N), choice = b.choice.slice(0, N), gate = b.gate.slice(0, N);
   ops.matmul(logits, x, false, router_.value, true, false);
-  host_logits = copy_to_doubles(ops, logits);
-  routing = route_tokens(moe_, host_logits, N, bias_);
-  if (whole_experts_) balance_over_micro_batch(routing);
-  const int64_t M = routing.rows();
-  ops.copy_from_host(b.source.slice(0, M), routing.source.data());
-  copy_from_doubles(ops, b.row_gate.slice(0, M), routing.row_gate);
-  ops.copy_from_host(b.choice_row.slice(0, N), routing.row.data());
-  copy_from_doubles(ops, b.gate.slice(0, N), routing.gate);
+  ops.route_tokens(choice, gate, b.stats, logits, device_bias_, rows.rule);
+  ops.route_rows(b.choice_row.slice(0, N), b.source, b.row_gate, b.offsets, b.counts, choice, gate, rows.rule);
+  if (whole_experts_) {
+    // Each tensor rank routed its own share of the micro-batch: the balancing loss weighs the
+    // probabilities by the whole micro-batch's choices, so the shares' losses and gradients
+    // add up to the whole's (the shares are equal: sequence parallelism splits evenly).
+    ops.cast(b.shares, b.counts.slice(0, E));
+    tensor_group_->all_reduce(b.shares, ReduceOp::Sum);
+    rows.balance_tokens = N * tp();
+  }
+  // The products and the exchange are sized on the host: by the capacity when every expert's
+  // rows are padded to it, else by the offsets read back.
+  rows.offsets.assign(static_cast<size_t>(E + 1), 0);
+  if (rows.rule.pad) {
+    for (int64_t e = 0; e <= E; ++e) rows.offsets[static_cast<size_t>(e)] = e * rows.rule.capacity;
+    return;
+  }
+  std::vector<int32_t> offsets(static_cast<size_t>(E + 1));
+  ops.copy_to_host(offsets.data(), b.offsets);
+  std::copy(offsets.begin(), offsets.end(), rows.offsets.begin());
+}
 
+double MoeMlp::route_and_compute(Ops& ops, const Tensor& x, const ExpertBuffers& b, ExpertRows& routing,
+                                 ExpertExchange& exchange, const Tensor& exchanged) const {
+  double exchange_ms = 0;
+  route(ops, x, b, routing);
+  const int64_t M = routing.rows();
   const Tensor rows_in = b.rows_in.slice(0, M), rows_out = b.rows_out.slice(0, M);
   ops.gather_rows(rows_in, x, b.source.slice(0, M), Tensor{});
   if (ep() == 1) {
@@ -288,19 +315,6 @@ double MoeMlp::route_and_compute(Ops& ops, const Tensor& x, const ExpertBuffers&
   return exchange_ms + ms_since(start);
 }
 
-void MoeMlp::balance_over_micro_batch(ExpertRouting& routing) const {
-  // Each tensor rank routed a share of the micro-batch: the balancing loss weighs the
-  // probabilities by the whole micro-batch's choices, so the shares' losses and gradients
-  // add up to the whole's.
-  std::vector<double> counts(routing.routed.begin(), routing.routed.end());
-  counts.push_back(static_cast<double>(routing.tokens));
-  tensor_group_->all_reduce(Tensor{counts.data(), DType::F64, {static_cast<int64_t>(counts.size())}},
-                            ReduceOp::Sum);
-  const int64_t tokens = static_cast<int64_t>(counts.back());
-  counts.pop_back();
-  balance_by_choices(routing, counts, tokens);
-}
-
 void MoeMlp::shared_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& b) const {
   const int64_t N = x.shape.rows();
   const Tensor shared_fc = b.shared_fc.slice(0, N), shared_hidden = b.shared_hidden.slice(0, N);
@@ -310,7 +324,7 @@ void MoeMlp::shared_forward(Ops& ops, const Tensor& y, const Tensor& x, const Ex
   shared_proj_.forward(ops, y, shared_hidden);
 }
 
-void MoeMlp::combine(Ops& ops, const Tensor& y, const ExpertBuffers& b, const ExpertRouting& routing) const {
+void MoeMlp::combine(Ops& ops, const Tensor& y, const ExpertBuffers& b, const ExpertRows& routing) const {
   const int64_t N = routing.tokens;
   ops.combine_rows(y, b.rows_out.slice(0, routing.rows()), b.choice_row.slice(0, N), b.gate.slice(0, N),
                    shared_);
@@ -409,7 +423,7 @@ void MoeMlp::routed_backward(Ops& ops, int slot, const Tensor& dx, const Tensor&
                              const ExpertGradients& g, double dloss, bool counts_tokens) const {
   const size_t s = static_cast<size_t>(slot);
   const ExpertBuffers& b = slots_[s];
-  const ExpertRouting& routing = routing_[s];
+  const ExpertRows& routing = rows_[s];
   const ExpertExchange& exchange = exchange_[s];
   const int64_t N = x.shape.rows(), M = routing.rows(), E = experts();
   const Tensor choice_row = b.choice_row.slice(0, N);
@@ -427,39 +441,36 @@ void MoeMlp::routed_backward(Ops& ops, int slot, const Tensor& dx, const Tensor&
     const Tensor staged = g.exchanged.slice(0, R);
     Clock::time_point start = Clock::now();
     expert_group_->all_to_all(staged, exchange.recv_rows, d_rows_out, exchange.send_rows);
-    load_.exchange_ms += ms_since(start);
+    exchange_ms_ += ms_since(start);
     if (R > 0) ops.gather_rows(g.d_expert_out.slice(0, R), staged, b.to_expert.slice(0, R), Tensor{});
     experts_backward(ops, b, g, exchange.offsets);
     if (R > 0) ops.gather_rows(staged, g.d_expert_in.slice(0, R), b.to_rank.slice(0, R), Tensor{});
     start = Clock::now();
     expert_group_->all_to_all(d_rows_in, exchange.send_rows, staged, exchange.recv_rows);
-    load_.exchange_ms += ms_since(start) + forward_exchange_ms_[s];
+    exchange_ms_ += ms_since(start) + forward_exchange_ms_[s];
   }
   ops.combine_rows(dx, d_rows_in, choice_row, Tensor{}, shared_);
 
-  // The router, through the host: each token's loss weight times the micro-batch's tokens is
-  // the weight of its balancing and z losses (each a mean over those tokens). With whole
-  // experts each tensor rank saw its own tokens: the router's gradient is summed over the group.
-  const std::vector<double> d_logits =
-      route_backward(moe_, routing, logits_[s], copy_to_doubles(ops, d_gate), dloss * static_cast<double>(N));
+  // The router: each token's loss weight times the micro-batch's tokens is the weight of its
+  // balancing and z losses (each a mean over those tokens). The step's loads are counted once:
+  // on each tensor rank with whole experts (each routed its own tokens), else on the first
+  // (every rank routed the same). With whole experts each tensor rank saw its own tokens: the
+  // router's gradient is summed over the group.
+  const double weight = dloss * static_cast<double>(N);
+  const RouteLoss loss{routing.balance_tokens, weight * moe_.aux_loss_coeff, weight * moe_.z_loss_coeff};
   const Tensor d_logits_t = g.d_logits.slice(0, N);
-  copy_from_doubles(ops, d_logits_t, d_logits);
+  ops.route_backward(d_logits_t, counts_tokens ? device_load_.slice(2 * E, 2 * E + 2) : Tensor{}, d_gate,
+                     b.logits.slice(0, N), b.choice.slice(0, N), b.stats, b.shares, routing.rule, loss);
   const ShareGradients router_shares(whole_experts_ ? sequence_ : nullptr);
   router_shares.begin(ops, router_);
   ops.matmul(router_.grad, d_logits_t, true, x, false, true);
   router_shares.end(router_);
   if (counts_tokens) ops.matmul(dx, d_logits_t, false, router_.value, false, true);
 
-  // The step's loads, counted once: on each tensor rank with whole experts (each routed its
-  // own tokens), else on the first (every rank routed the same).
   if (!counts_tokens) return;
-  for (int64_t e = 0; e < E; ++e) {
-    load_.routed[static_cast<size_t>(e)] += routing.routed[static_cast<size_t>(e)];
-    load_.dropped[static_cast<size_t>(e)] += routing.dropped[static_cast<size_t>(e)];
-  }
-  load_.balance += routing.balance;
-  load_.entropy += routing.entropy;
-  ++load_.micro_batches;
+  const Tensor counted = device_load_.slice(0, 2 * E), entropy = device_load_.slice(2 * E + 2, 2 * E + 3);
+  ops.add(counted, counted, b.counts);
+  ops.add(entropy, entropy, b.stats.slice(E, E + 1));
 }
 
 Tensor MoeMlp::share_rows(const Tensor& whole) const {
@@ -467,16 +478,40 @@ Tensor MoeMlp::share_rows(const Tensor& whole) const {
   return whole.slice(r * n, (r + 1) * n);
 }
 
-ExpertLoadSum MoeMlp::take_load() {
-  ExpertLoadSum taken = load_;
-  load_ = ExpertLoadSum{std::vector<int64_t>(bias_.size(), 0), std::vector<int64_t>(bias_.size(), 0)};
+RouterLosses MoeMlp::router_losses(Ops& ops, int slot) const {
+  const ExpertBuffers& b = slots_[static_cast<size_t>(slot)];
+  const ExpertRows& rows = rows_[static_cast<size_t>(slot)];
+  const int64_t E = experts();
+  const std::vector<double> stats = copy_to_doubles(ops, b.stats), shares = copy_to_doubles(ops, b.shares);
+  RouterLosses losses{0, stats[static_cast<size_t>(E + 1)], stats[static_cast<size_t>(E)]};
+  const double N = static_cast<double>(rows.tokens), choices = static_cast<double>(rows.balance_tokens * moe_.top_k);
+  for (int64_t e = 0; e < E; ++e)
+    losses.balance += static_cast<double>(E) * (stats[static_cast<size_t>(e)] / N) * shares[static_cast<size_t>(e)] / choices;
+  return losses;
+}
+
+ExpertLoadSum MoeMlp::take_load(Ops& ops) {
+  const int64_t E = experts();
+  const std::vector<double> load = copy_to_doubles(ops, device_load_);
+  ops.fill(device_load_, 0.0);
+  ExpertLoadSum taken;
+  for (int64_t e = 0; e < E; ++e) {
+    taken.routed.push_back(std::llround(load[static_cast<size_t>(e)]));
+    taken.dropped.push_back(std::llround(load[static_cast<size_t>(E + e)]));
+  }
+  taken.balance = load[static_cast<size_t>(2 * E)];
+  taken.micro_batches = static_cast<int>(std::llround(load[static_cast<size_t>(2 * E + 1)]));
+  taken.entropy = load[static_cast<size_t>(2 * E + 2)];
+  taken.exchange_ms = exchange_ms_;
+  exchange_ms_ = 0;
   return taken;
 }
 
-void MoeMlp::set_bias(const std::vector<double>& bias) {
+void MoeMlp::set_bias(Ops& ops, const std::vector<double>& bias) {
   KILN_CHECK(bias.size() == bias_.size(), "moe: a selection bias of " + std::to_string(bias.size()) +
                                               " experts for a layer of " + std::to_string(bias_.size()));
   bias_ = bias;
+  copy_from_doubles(ops, device_bias_, bias_);
 }
 
 }  // namespace kiln

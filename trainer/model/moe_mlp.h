@@ -1,12 +1,15 @@
 // The mixture-of-experts branch (docs/moe.md), in place of the MLP of the layers moe.* names:
 //   logits = x Wr^T                         router, [N, E]
-//   routing = route_tokens(logits)          on the host (expert_routing.h)
-//   rows = gather_rows(x, routing.source)   each token copied to the rows of its experts
-//   rows_e = MLP_e(rows_e) for each expert  the products over the expert's rows alone
-//   y = combine_rows(rows, gates)           each token's experts weighed by their gates
+//   choices, gates = route_tokens(logits)   each token's experts (expert_routing.h's rule)
+//   rows = route_rows(choices)              the experts' rows, expert by expert
+//   rows_in = gather_rows(x, rows.source)   each token copied to the rows of its experts
+//   rows_e = MLP_e(rows_e) for each expert  one grouped product per weight
+//   y = combine_rows(rows_out, gates)       each token's experts weighed by their gates
 //     (+ the shared experts' MLP of x, which every token takes)
 // Backward runs the same steps in reverse: the gates' gradients are the dot products of dy
-// with the experts' outputs (row_dots), the router's come back from the host.
+// with the experts' outputs (row_dots), the router's from route_backward. Routing runs on the
+// device; the host reads back only the experts' row offsets, which size the products and the
+// exchange (not even those when moe.pad_to_capacity fixes them), and the step's loads.
 //
 // Experts' weights are stacked: fc [E * fc_width, C] and proj [E * C, F], expert e owning
 // rows [e * width, (e + 1) * width), as one parameter each, so an expert-parallel rank holds
@@ -27,8 +30,8 @@
 // expert group folded over the tensor and data-parallel ranks (layout.h), the shared experts
 // still split over the tensor group.
 //
-// The selection bias of aux-loss-free balancing is host state that the
-// trainer moves after each step (move_selection_bias) and checkpoints save.
+// The selection bias of aux-loss-free balancing is host state that the trainer moves after
+// each step (move_selection_bias) and checkpoints save; the next forward takes it to the device.
 #pragma once
 
 #include <string>
@@ -46,8 +49,12 @@ namespace kiln {
 // receive (R = M and the expert rows are the local ones when ep is 1).
 struct ExpertBuffers {
   Tensor logits;                      // [N, E]
+  Tensor choice, choice_row, gate;    // [N, k] the expert, row and gate of each choice
+  Tensor stats;                       // [E + 2] route_tokens' statistics
+  Tensor counts;                      // [2, E] each expert's choices, then drops
+  Tensor shares;                      // [E] the choices the balancing loss weighs (ops.h)
+  Tensor offsets;                     // I32 [E + 1] each expert's first row
   Tensor source, row_gate;            // [M] the token and gate of each expert row
-  Tensor choice_row, gate;            // [N, k] the row and gate of each choice
   Tensor rows_in, rows_out;           // [M, C] this rank's tokens' rows
   Tensor expert_in, fc_out, hidden;   // [R, C], [R, fc width], [R, F]
   Tensor expert_out;                  // [R, C]
@@ -76,11 +83,25 @@ struct ExpertGradients {
                               DType stat_dtype, int ep = 1, int etp = 1, int tp = 1);
 };
 
+// The host's view of one micro-batch's routing: what sizes its products and slices.
+struct ExpertRows {
+  int64_t tokens = 0;          // N, routed here
+  int64_t balance_tokens = 0;  // the tokens the balancing loss covers (ops.h's RouteLoss)
+  ExpertRoute rule;            // for those N tokens
+  std::vector<int64_t> offsets;  // [E + 1] each expert's first row
+  int64_t rows() const { return offsets.back(); }
+};
+
 // How one micro-batch's rows travel between the ranks of an expert group.
 struct ExpertExchange {
   std::vector<int64_t> send_rows, recv_rows;  // per rank of the group
   std::vector<int64_t> offsets;               // [local experts + 1] their first received rows
   int64_t received() const { return offsets.back(); }
+};
+
+// The router's losses of one micro-batch's forward, as expert_route.h defines them.
+struct RouterLosses {
+  double balance = 0, z = 0, entropy = 0;
 };
 
 // The routing of the micro-batches whose backward ran since it was last taken.
@@ -108,28 +129,30 @@ class MoeMlp {
   // Inference over x [N, C] with buffers of the caller's (the decoder's); every expert here.
   void infer(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers) const;
 
-  // The routing of the slot's last forward.
-  const ExpertRouting& routing(int slot) const { return routing_[static_cast<size_t>(slot)]; }
-  ExpertLoadSum take_load();
-  // Aux-loss-free balancing's selection bias (expert_routing.h), which the trainer moves.
+  // The router's losses of the slot's last forward (read back from the device).
+  RouterLosses router_losses(Ops& ops, int slot) const;
+  ExpertLoadSum take_load(Ops& ops);
+  // Puts the selection bias (as last set) and an empty step's load on the device: the model
+  // calls it once its memory is laid out.
+  void start(Ops& ops);
+  // Aux-loss-free balancing's selection bias (expert_routing.h), which the trainer moves
+  // between steps; set, it goes to the device at once (a captured step reads it there).
   const std::vector<double>& bias() const { return bias_; }
-  void set_bias(const std::vector<double>& bias);
+  void set_bias(Ops& ops, const std::vector<double>& bias);
 
  private:
-  // Writes the routing, the router's logits and the exchange on the host as well; returns
-  // the milliseconds spent in the expert group's exchanges.
+  // Writes the rows' sizes and the exchange on the host; returns the milliseconds spent in
+  // the expert group's exchanges.
   double run_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers,
-                     ExpertRouting& routing, std::vector<double>& host_logits,
-                     ExpertExchange& exchange, const Tensor& exchanged) const;
+                     ExpertRows& rows, ExpertExchange& exchange, const Tensor& exchanged) const;
   // Its steps: the router and the routed experts' rows (in buffers.rows_out), the shared
   // experts' output into y, then the routed rows added to y with their gates.
-  double route_and_compute(Ops& ops, const Tensor& x, const ExpertBuffers& buffers, ExpertRouting& routing,
-                           std::vector<double>& host_logits, ExpertExchange& exchange,
-                           const Tensor& exchanged) const;
+  double route_and_compute(Ops& ops, const Tensor& x, const ExpertBuffers& buffers, ExpertRows& rows,
+                           ExpertExchange& exchange, const Tensor& exchanged) const;
+  // The router on the device, and the rows' offsets on the host.
+  void route(Ops& ops, const Tensor& x, const ExpertBuffers& buffers, ExpertRows& rows) const;
   void shared_forward(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers) const;
-  void combine(Ops& ops, const Tensor& y, const ExpertBuffers& buffers, const ExpertRouting& routing) const;
-  // Whole experts: the balancing loss of the whole micro-batch from this rank's share.
-  void balance_over_micro_batch(ExpertRouting& routing) const;
+  void combine(Ops& ops, const Tensor& y, const ExpertBuffers& buffers, const ExpertRows& rows) const;
   // Backward's: the shared experts' input gradient into dx (overwriting), then the routed
   // experts' added to it and the router's (by the rank that counts the tokens: each with whole
   // experts, else the first of the tensor group, which also counts the loads).
@@ -145,7 +168,7 @@ class MoeMlp {
   Tensor share_rows(const Tensor& whole) const;
   // Trades the per-expert counts over the expert group and lays out the received rows' order
   // in b.to_expert and b.to_rank.
-  ExpertExchange plan_exchange(Ops& ops, const ExpertRouting& routing, const ExpertBuffers& b) const;
+  ExpertExchange plan_exchange(Ops& ops, const ExpertRows& rows, const ExpertBuffers& b) const;
   int64_t experts() const { return moe_.num_experts; }
   int64_t local_experts() const { return moe_.num_experts / ep(); }
   int ep() const { return expert_group_ ? expert_group_->size() : 1; }
@@ -166,13 +189,16 @@ class MoeMlp {
   bool shared_bias_once_ = false;
   Parameter shared_proj_bias_;
   std::vector<ExpertBuffers> slots_;
-  // Host state per slot: forward's routing, which backward reads (written through a const
-  // forward as the device buffers are).
-  mutable std::vector<ExpertRouting> routing_;
-  mutable std::vector<std::vector<double>> logits_;
+  // The selection bias [E] and the step's load [2E + 3] (routed, dropped, then the balancing
+  // loss, the micro-batches and the entropy summed over micro-batches), on the device, so that
+  // a captured step counts its loads as one run op by op does.
+  Tensor device_bias_, device_load_;
+  // Host state per slot: forward's rows and exchange, which backward reads (written through a
+  // const forward as the device buffers are).
+  mutable std::vector<ExpertRows> rows_;
   mutable std::vector<ExpertExchange> exchange_;
   mutable std::vector<double> forward_exchange_ms_;  // per slot, until its backward
-  mutable ExpertLoadSum load_;
+  mutable double exchange_ms_ = 0;  // the step's, ExpertLoadSum's
   std::vector<double> bias_;
 };
 

@@ -41,7 +41,7 @@ double objective(GptModel& model) {
   double extra = 0;
   for (int l = 0; l < m.n_layer; ++l)
     if (const MoeMlp* experts = model.experts(l)) {
-      const ExpertRouting& r = experts->routing(0);
+      const RouterLosses r = experts->router_losses(model.ops(), 0);
       extra += m.moe.aux_loss_coeff * r.balance + m.moe.z_loss_coeff * r.z;
     }
   return lm + weight * extra;
@@ -95,13 +95,13 @@ TEST_P(MoeModel, OverfitsOneBatchAndCountsItsChoices) {
   model.init_parameters(1);
   model.set_batch(kTokens.data(), kTargets.data(), 2, 6);
   EXPECT_LT(test::train_on_its_batch(model, *ops, 150), 0.1);
-  const ExpertLoadSum load = model.experts(0)->take_load();
+  const ExpertLoadSum load = model.experts(0)->take_load(*ops);
   EXPECT_EQ(load.micro_batches, 150);
   int64_t routed = 0;
   for (int64_t c : load.routed) routed += c;
   EXPECT_EQ(routed, 150 * 12 * 2);
   EXPECT_GT(load.entropy / load.micro_batches, 0.0);
-  EXPECT_EQ(model.experts(0)->take_load().micro_batches, 0);
+  EXPECT_EQ(model.experts(0)->take_load(*ops).micro_batches, 0);
 }
 
 TEST_P(MoeModel, TheDecoderGivesTheFullForwardsLogits) {

@@ -18,9 +18,11 @@ CudaGraphChoice choose_cuda_graphs(const Config& config, const ParallelLayout& l
   if (layout.world() > 1)
     return no(fmt::format("the {} ranks sum the step's loss and gradient norm through MPI on the host",
                           layout.world()));
-  if (config.model.moe.enabled())
-    return no(fmt::format("the MoE layers (moe.num_experts={}) route their tokens on the host",
-                          config.model.moe.num_experts));
+  // The routing runs on the device; what the host still reads is each expert's rows, which size
+  // the experts' products, unless every expert computes its capacity's.
+  if (config.model.moe.enabled() && !config.model.moe.pad_to_capacity)
+    return no("the MoE layers' products are sized by each micro-batch's routing, which the host reads "
+              "(moe.pad_to_capacity=true fixes them)");
   if (config.model.lora.enabled() && config.model.lora.dropout > 0)
     return no(fmt::format("LoRA's dropout (finetune.lora.dropout={}) draws each micro-batch's masks by its sample "
                           "numbers, which a replayed step would hold fixed",

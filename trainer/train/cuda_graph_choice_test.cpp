@@ -67,10 +67,17 @@ TEST(CudaGraphChoice, SeveralRanksOverNccl) {
   EXPECT_EQ(choose(c, {4}).why_not, "the 4 ranks sum the step's loss and gradient norm through MPI on the host");
 }
 
-TEST(CudaGraphChoice, MixtureOfExperts) {
+TEST(CudaGraphChoice, MixtureOfExpertsOfFixedRows) {
   Config c = one_gpu();
   c.model.moe.num_experts = 4;
-  EXPECT_EQ(choose(c).why_not, "the MoE layers (moe.num_experts=4) route their tokens on the host");
+  EXPECT_EQ(choose(c).why_not,
+            "the MoE layers' products are sized by each micro-batch's routing, which the host reads "
+            "(moe.pad_to_capacity=true fixes them)");
+  c.model.moe.capacity_factor = 1.25;
+  c.model.moe.pad_to_capacity = true;
+  EXPECT_TRUE(choose(c).use);  // routed on the device into rows of the capacity's sizes
+  c.model.moe.bias_update_rate = 1e-3;
+  EXPECT_TRUE(choose(c).use);  // the selection bias moves between steps, on the device before the next
 }
 
 TEST(CudaGraphChoice, LoraDropout) {

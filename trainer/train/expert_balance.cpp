@@ -13,14 +13,15 @@ namespace {
 int64_t layer_width(int64_t experts) { return 2 * experts + 3; }
 }  // namespace
 
-ExpertBalance::ExpertBalance(const Config& config, GptModel& model, Communicator& world, RunRecorder* recorder)
-    : config_(config), model_(model), world_(world), recorder_(recorder) {}
+ExpertBalance::ExpertBalance(const Config& config, GptModel& model, Ops& ops, Communicator& world,
+                             RunRecorder* recorder)
+    : config_(config), model_(model), ops_(ops), world_(world), recorder_(recorder) {}
 
 void ExpertBalance::restore_bias(std::map<int, std::vector<double>> bias) {
   expert_bias_ = std::move(bias);
   const std::vector<double> none(static_cast<size_t>(config_.model.moe.num_experts), 0.0);
   for (int l = 0; l < config_.model.n_layer; ++l)
-    if (MoeMlp* experts = model_.experts(l); experts && !expert_bias_.count(l)) experts->set_bias(none);
+    if (MoeMlp* experts = model_.experts(l); experts && !expert_bias_.count(l)) experts->set_bias(ops_, none);
   apply_expert_bias();
 }
 
@@ -34,7 +35,7 @@ double ExpertBalance::finish_expert_step(int64_t step, bool logged) {
     MoeMlp* experts = model_.experts(l);
     if (!experts) continue;
     // Taken every step, so each step's counts are its own.
-    const ExpertLoadSum load = experts->take_load();
+    const ExpertLoadSum load = experts->take_load(ops_);
     exchange_ms += load.exchange_ms;
     double* row = sums.data() + l * width;
     for (int64_t e = 0; e < E; ++e) {
@@ -76,7 +77,7 @@ double ExpertBalance::finish_expert_step(int64_t step, bool logged) {
 
 void ExpertBalance::apply_expert_bias() {
   for (const auto& [layer, bias] : expert_bias_)
-    if (MoeMlp* experts = model_.experts(layer)) experts->set_bias(bias);
+    if (MoeMlp* experts = model_.experts(layer)) experts->set_bias(ops_, bias);
 }
 
 }  // namespace kiln

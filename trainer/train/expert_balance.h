@@ -17,8 +17,9 @@ namespace kiln {
 
 class ExpertBalance {
  public:
-  // recorder: the first rank's, when the run is recorded.
-  ExpertBalance(const Config& config, GptModel& model, Communicator& world, RunRecorder* recorder);
+  // recorder: the first rank's, when the run is recorded; ops: the model's, which hold the
+  // layers' loads.
+  ExpertBalance(const Config& config, GptModel& model, Ops& ops, Communicator& world, RunRecorder* recorder);
 
   // After each step of a model with MoE layers: their routing over the step, summed over
   // every rank, moves the selection bias and, on a logged step, goes to the store. Collective
@@ -38,6 +39,7 @@ class ExpertBalance {
 
   const Config& config_;
   GptModel& model_;
+  Ops& ops_;
   Communicator& world_;
   RunRecorder* recorder_;
   std::map<int, std::vector<double>> expert_bias_;

@@ -109,7 +109,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   // step, not at its first checkpoint.
   if (is_first_rank()) check_run_folder(run_checkpoint_root(config_.train.checkpoint_dir, run_name_));
   RunRecorder* recorder = recorder_.get();
-  experts_ = std::make_unique<ExpertBalance>(config_, *model_, world_, recorder);
+  experts_ = std::make_unique<ExpertBalance>(config_, *model_, ops, world_, recorder);
   alerts_ = std::make_unique<StepAlerts>(config_, world_, ops, *probe_, backend_->places(), recorder, interval_, out_);
   metrics_ = std::make_unique<StepMetrics>(config_, world_, layout_, *probe_, steps_->loss_scaler(), ops.name(),
                                            recorder, *alerts_);
