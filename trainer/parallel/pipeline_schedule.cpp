@@ -9,7 +9,6 @@
 
 namespace kiln {
 
-
 PipelineSchedule pipeline_schedule(int pp, int vpp, int stage, int micro_batches) {
   check_pipeline_sizes(pp, vpp, micro_batches);
   KILN_CHECK(stage >= 0 && stage < pp,
@@ -33,7 +32,8 @@ PipelineSchedule pipeline_schedule(int pp, int vpp, int stage, int micro_batches
   const auto unit = [&](int k, bool forward) {
     const int in_group = k % (pp * vpp);
     const int chunk = in_group / pp;
-    return PipelineStep{forward, k / (pp * vpp) * pp + k % pp, forward ? chunk : vpp - 1 - chunk};
+    return PipelineStep{forward ? PipelinePass::Forward : PipelinePass::Backward, k / (pp * vpp) * pp + k % pp,
+                        forward ? chunk : vpp - 1 - chunk};
   };
   int forwards = 0, backwards = 0;
   for (; forwards < schedule.warmup; ++forwards) schedule.steps.push_back(unit(forwards, true));
@@ -66,14 +66,9 @@ PipelineSchedule pipeline_forwards(int vpp, int micro_batches) {
   check_pipeline_sizes(1, vpp, micro_batches);
   PipelineSchedule schedule;
   for (int m = 0; m < micro_batches; ++m)
-    for (int c = 0; c < vpp; ++c) schedule.steps.push_back({true, m, c});
+    for (int c = 0; c < vpp; ++c) schedule.steps.push_back({PipelinePass::Forward, m, c});
   schedule.warmup = static_cast<int>(schedule.steps.size());
   return schedule;
-}
-
-double pipeline_bubble(int pp, int vpp, int micro_batches) {
-  check_pipeline_sizes(pp, vpp, micro_batches);
-  return static_cast<double>(pp - 1) / (static_cast<double>(vpp) * micro_batches + pp - 1);
 }
 
 }  // namespace kiln

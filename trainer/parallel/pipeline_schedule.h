@@ -17,11 +17,34 @@
 
 namespace kiln {
 
+// What a step runs of its (micro-batch, chunk): the forward, or the backward whole (the input's
+// gradient and the weights') or split in two as the zero-bubble schedules run it
+// (zero_bubble_schedule.h): the input's gradient, which the stage before waits for, and the
+// weights' gradient, which can wait.
+enum class PipelinePass { Forward, Backward, InputGradient, WeightGradient };
+
 struct PipelineStep {
-  bool forward = true;
+  PipelinePass pass = PipelinePass::Forward;
   int micro_batch = 0;
   int chunk = 0;  // the rank's model chunk (0 without interleaving)
+  bool forward() const { return pass == PipelinePass::Forward; }
   bool operator==(const PipelineStep&) const = default;
+};
+
+// Where each virtual stage of a pipeline sits: pp ranks hold `chunks` chunks each, dealt round
+// the ranks (interleaved: chunk c of rank s is virtual stage c * pp + s), or for two chunks in
+// a V (the zero-bubble V schedules): rank s holds virtual stages s and 2 pp - 1 - s, so the
+// first rank holds the first and the last.
+struct PipelinePlacement {
+  int pp = 1;
+  int chunks = 1;
+  bool v_shape = false;
+  int stages() const { return pp * chunks; }
+  int stage_of(int rank, int chunk) const {
+    return v_shape && chunk == 1 ? 2 * pp - 1 - rank : chunk * pp + rank;
+  }
+  int rank_of(int stage) const { return v_shape && stage >= pp ? 2 * pp - 1 - stage : stage % pp; }
+  int chunk_of(int stage) const { return stage / pp; }
 };
 
 struct PipelineSchedule {
@@ -41,8 +64,5 @@ int pipeline_slots(const PipelineSchedule& schedule);
 // Forwards alone, micro-batch by micro-batch and chunk by chunk (validation).
 PipelineSchedule pipeline_forwards(int vpp, int micro_batches);
 
-// The fraction of a step each stage idles in the pipeline's fill and drain:
-// (pp - 1) / (vpp m + pp - 1) (Megatron's bubble, (pp - 1) / (vpp m), of the ideal time).
-double pipeline_bubble(int pp, int vpp, int micro_batches);
 
 }  // namespace kiln

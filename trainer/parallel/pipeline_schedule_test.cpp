@@ -1,9 +1,8 @@
 #include "trainer/parallel/pipeline_schedule.h"
+#include "trainer/parallel/pipeline_timeline.h"
 
 #include <gtest/gtest.h>
 
-#include <set>
-#include <tuple>
 
 #include "tests/error_of.h"
 
@@ -11,6 +10,8 @@ namespace kiln {
 namespace {
 
 using test::error_of;
+
+constexpr PipelinePass F = PipelinePass::Forward, B = PipelinePass::Backward;
 
 TEST(PipelineSchedule, OneForwardOneBackwardHasMegatronsWarmUp) {
   // pp 4, 8 micro-batches: stage s runs 3 - s forwards first and holds at most 4 - s.
@@ -21,16 +22,16 @@ TEST(PipelineSchedule, OneForwardOneBackwardHasMegatronsWarmUp) {
     int in_flight = 0, most = 0, next_forward = 0, next_backward = 0;
     for (const PipelineStep& step : s.steps) {
       // Forwards and backwards each take the micro-batches in order.
-      EXPECT_EQ(step.micro_batch, step.forward ? next_forward++ : next_backward++);
-      in_flight += step.forward ? 1 : -1;
+      EXPECT_EQ(step.micro_batch, step.forward() ? next_forward++ : next_backward++);
+      in_flight += step.forward() ? 1 : -1;
       most = std::max(most, in_flight);
     }
     EXPECT_EQ(most, 4 - stage);
   }
   // The last stage alternates from the start.
   const PipelineSchedule last = pipeline_schedule(4, 1, 3, 2);
-  EXPECT_EQ(last.steps, (std::vector<PipelineStep>{{true, 0, 0}, {false, 0, 0}, {true, 1, 0},
-                                                   {false, 1, 0}}));
+  EXPECT_EQ(last.steps, (std::vector<PipelineStep>{{F, 0, 0}, {B, 0, 0}, {F, 1, 0},
+                                                   {B, 1, 0}}));
   // Fewer micro-batches than the warm-up: all forwards, then all backwards.
   EXPECT_EQ(pipeline_schedule(4, 1, 0, 2).warmup, 2);
 }
@@ -40,51 +41,29 @@ TEST(PipelineSchedule, InterleavedGoesRoundTheChunksInGroupsOfPp) {
   const PipelineSchedule s = pipeline_schedule(2, 2, 1, 4);
   EXPECT_EQ(s.warmup, 2);
   const std::vector<PipelineStep> want{
-      {true, 0, 0},  {true, 1, 0},                                  // warm-up
-      {true, 0, 1},  {false, 0, 1}, {true, 1, 1},  {false, 1, 1},  // steady
-      {true, 2, 0},  {false, 0, 0}, {true, 3, 0},  {false, 1, 0},
-      {true, 2, 1},  {false, 2, 1}, {true, 3, 1},  {false, 3, 1},
-      {false, 2, 0}, {false, 3, 0}};                                // cool-down
+      {F, 0, 0},  {F, 1, 0},                                  // warm-up
+      {F, 0, 1},  {B, 0, 1}, {F, 1, 1},  {B, 1, 1},  // steady
+      {F, 2, 0},  {B, 0, 0}, {F, 3, 0},  {B, 1, 0},
+      {F, 2, 1},  {B, 2, 1}, {F, 3, 1},  {B, 3, 1},
+      {B, 2, 0}, {B, 3, 0}};                                // cool-down
   EXPECT_EQ(s.steps, want);
   EXPECT_EQ(pipeline_schedule(2, 2, 0, 4).warmup, 4);
   // As many micro-batches as stages: every forward first.
   EXPECT_EQ(pipeline_schedule(4, 2, 3, 4).warmup, 8);
 }
 
-// Runs every stage's schedule against the others': a forward of (micro-batch, virtual stage
-// v) needs that micro-batch's forward on v - 1, a backward needs its backward on v + 1 (the
-// last virtual stage, its own forward). Every stage must finish, each unit exactly once.
+// Every stage's schedule runs against the others' to the end, each link in one order at both
+// ends (pipeline_timeline.h's check).
 void expect_runs_to_the_end(int pp, int vpp, int micro_batches) {
-  const int virtual_stages = pp * vpp;
-  std::vector<PipelineSchedule> schedules;
-  for (int s = 0; s < pp; ++s) schedules.push_back(pipeline_schedule(pp, vpp, s, micro_batches));
-  std::set<std::tuple<bool, int, int>> done;  // (forward, micro-batch, virtual stage)
-  std::vector<size_t> next(static_cast<size_t>(pp), 0);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int s = 0; s < pp; ++s) {
-      size_t& at = next[static_cast<size_t>(s)];
-      const std::vector<PipelineStep>& steps = schedules[static_cast<size_t>(s)].steps;
-      if (at == steps.size()) continue;
-      const PipelineStep& step = steps[at];
-      const int v = step.chunk * pp + s;
-      const bool ready =
-          step.forward ? v == 0 || done.count({true, step.micro_batch, v - 1})
-                       : done.count({true, step.micro_batch, v}) &&
-                             (v == virtual_stages - 1 || done.count({false, step.micro_batch, v + 1}));
-      if (!ready) continue;
-      EXPECT_TRUE(done.insert({step.forward, step.micro_batch, v}).second);
-      ++at;
-      progress = true;
-    }
-  }
-  EXPECT_EQ(done.size(), static_cast<size_t>(2 * micro_batches * virtual_stages))
+  std::vector<PipelineSchedule> ranks;
+  for (int s = 0; s < pp; ++s) ranks.push_back(pipeline_schedule(pp, vpp, s, micro_batches));
+  EXPECT_EQ(error_of([&] { check_pipeline_schedules(ranks, {pp, vpp, false}, micro_batches); }), "(no error)")
       << "pp " << pp << ", vpp " << vpp << ", " << micro_batches << " micro-batches";
 }
 
 TEST(PipelineSchedule, EveryStageRunsToTheEnd) {
-  for (int pp : {1, 2, 3, 4}) {
-    for (int m : {1, 2, 4, 8, 12}) expect_runs_to_the_end(pp, 1, m);
+  for (int pp = 1; pp <= 8; ++pp) {
+    for (int m = 1; m <= 16; ++m) expect_runs_to_the_end(pp, 1, m);
     for (int vpp : {2, 3})
       for (int groups : {1, 2, 3}) expect_runs_to_the_end(pp, vpp, pp * groups);
   }
@@ -120,21 +99,15 @@ TEST(PipelineSlots, CoverTheMicroBatchesInFlight) {
         std::vector<int> holder(static_cast<size_t>(slots), -1), backwards(2 * pp, 0);
         for (const PipelineStep& step : s.steps) {
           int& held = holder[static_cast<size_t>(step.micro_batch % slots)];
-          if (step.forward && step.chunk == 0) {
+          if (step.forward() && step.chunk == 0) {
             EXPECT_EQ(held, -1) << pp << "x" << vpp << " stage " << stage;
             held = step.micro_batch;
           }
           EXPECT_EQ(held, step.micro_batch);
-          if (!step.forward && ++backwards[static_cast<size_t>(step.micro_batch)] == vpp)
+          if (!step.forward() && ++backwards[static_cast<size_t>(step.micro_batch)] == vpp)
             held = -1;
         }
       }
-}
-
-TEST(PipelineBubble, IsTheFillAndDrainOverTheStep) {
-  EXPECT_DOUBLE_EQ(pipeline_bubble(1, 1, 8), 0.0);
-  EXPECT_DOUBLE_EQ(pipeline_bubble(4, 1, 8), 3.0 / 11.0);
-  EXPECT_DOUBLE_EQ(pipeline_bubble(4, 2, 8), 3.0 / 19.0);
 }
 
 }  // namespace

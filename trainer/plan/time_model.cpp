@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "trainer/config/lora_targets.h"
-#include "trainer/parallel/pipeline_schedule.h"
 #include "trainer/model/flops.h"
+#include "trainer/parallel/pipeline_timeline.h"
 #include "trainer/plan/rank_build.h"
 
 namespace kiln {

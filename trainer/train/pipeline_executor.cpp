@@ -1,8 +1,10 @@
 #include "trainer/train/pipeline_executor.h"
-#include "trainer/util/step_clock.h"
 
 #include <algorithm>
 #include <chrono>
+
+#include "base/check.h"
+#include "trainer/util/step_clock.h"
 
 namespace kiln {
 
@@ -50,7 +52,9 @@ PipelineTimes PipelineExecutor::run(const PipelineSchedule& schedule, double dlo
   for (const PipelineStep& step : schedule.steps) {
     const int micro = step.micro_batch, slot = micro % model_.slots();
     const PipelineChunk& chunk = model_.chunk(step.chunk);
-    if (step.forward) {
+    KILN_CHECK(step.pass == PipelinePass::Forward || step.pass == PipelinePass::Backward,
+               "pipeline: a schedule that splits the backward does not run yet");
+    if (step.forward()) {
       if (step.chunk == 0) {
         const Clock::time_point start = Clock::now();
         load(micro, slot);

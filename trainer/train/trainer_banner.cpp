@@ -6,7 +6,7 @@
 
 #include "base/human_format.h"
 #include "trainer/model/flops.h"
-#include "trainer/parallel/pipeline_schedule.h"
+#include "trainer/parallel/pipeline_timeline.h"
 #include "trainer/plan/rank_build.h"
 #include "trainer/train/trainer.h"
 

@@ -1,0 +1,91 @@
+#include "trainer/parallel/zero_bubble_schedule.h"
+
+#include <fmt/core.h>
+
+#include "base/check.h"
+#include "trainer/config/pipeline_layers.h"
+
+namespace kiln {
+
+namespace {
+
+// The slot each pass of (virtual stage, micro-batch) ran in; -1 until it ran.
+struct Slots {
+  Slots(int stages, int micro_batches) : micro_batches(micro_batches) {
+    const size_t n = static_cast<size_t>(stages * micro_batches);
+    forward.assign(n, -1);
+    input.assign(n, -1);
+    weight.assign(n, -1);
+  }
+  size_t at(int stage, int micro) const { return static_cast<size_t>(stage * micro_batches + micro); }
+  int micro_batches;
+  std::vector<int> forward, input, weight;
+};
+
+}  // namespace
+
+PipelinePlacement zero_bubble_placement(ZeroBubble kind, int pp) {
+  return kind == ZeroBubble::H1 ? PipelinePlacement{pp, 1, false} : PipelinePlacement{pp, 2, true};
+}
+
+std::vector<PipelineSchedule> zero_bubble_schedules(ZeroBubble kind, int pp, int micro_batches) {
+  const PipelinePlacement at = zero_bubble_placement(kind, pp);
+  check_pipeline_sizes(pp, at.chunks, micro_batches);
+  const int V = at.stages(), last = V - 1;
+  Slots done(V, micro_batches);
+  std::vector<PipelineSchedule> ranks(static_cast<size_t>(pp));
+  std::vector<int> held(static_cast<size_t>(pp), 0);
+  const auto limit = [&](int rank) { return kind == ZeroBubble::H1 ? pp - rank : 2 * pp; };
+  // A pass that finished in an earlier slot (-1: not yet) is an input of this slot's.
+  const auto before = [](int slot, int now) { return slot >= 0 && slot < now; };
+  const int passes = 3 * V * micro_batches;
+  int ran = 0;
+  for (int now = 0; ran < passes; ++now) {
+    KILN_CHECK(now <= passes, fmt::format("pipeline: no zero-bubble schedule for pp={}, {} micro-batches", pp,
+                                          micro_batches));
+    for (int r = 0; r < pp; ++r) {
+      // The best pass of each kind this rank may run now: (stage, micro-batch), or none.
+      int b_stage = -1, b_micro = 0, f_stage = -1, f_micro = 0, w_stage = -1, w_micro = 0;
+      for (int c = at.chunks - 1; c >= 0; --c) {
+        const int v = at.stage_of(r, c);
+        for (int m = 0; m < micro_batches; ++m) {
+          const size_t k = done.at(v, m);
+          const bool b_ready = done.input[k] < 0 && before(done.forward[k], now) &&
+                               (v == last || before(done.input[done.at(v + 1, m)], now));
+          const bool f_ready = done.forward[k] < 0 && (v == 0 || before(done.forward[done.at(v - 1, m)], now));
+          const bool w_ready = done.weight[k] < 0 && before(done.input[k], now);
+          const auto deeper_or_earlier = [&](int stage, int micro) {
+            return stage < 0 || v > stage || (v == stage && m < micro);
+          };
+          if (b_ready && deeper_or_earlier(b_stage, b_micro)) b_stage = v, b_micro = m;
+          if (f_ready && deeper_or_earlier(f_stage, f_micro)) f_stage = v, f_micro = m;
+          if (w_ready && deeper_or_earlier(w_stage, w_micro)) w_stage = v, w_micro = m;
+        }
+      }
+      int& mine = held[static_cast<size_t>(r)];
+      std::vector<PipelineStep>& steps = ranks[static_cast<size_t>(r)].steps;
+      if (b_stage >= 0) {
+        done.input[done.at(b_stage, b_micro)] = now;
+        steps.push_back({PipelinePass::InputGradient, b_micro, at.chunk_of(b_stage)});
+      } else if (f_stage >= 0 && mine < limit(r)) {
+        done.forward[done.at(f_stage, f_micro)] = now;
+        ++mine;
+        steps.push_back({PipelinePass::Forward, f_micro, at.chunk_of(f_stage)});
+      } else if (w_stage >= 0) {
+        done.weight[done.at(w_stage, w_micro)] = now;
+        --mine;
+        steps.push_back({PipelinePass::WeightGradient, w_micro, at.chunk_of(w_stage)});
+      } else {
+        continue;
+      }
+      ++ran;
+    }
+  }
+  for (PipelineSchedule& s : ranks) {
+    while (s.warmup < static_cast<int>(s.steps.size()) && s.steps[static_cast<size_t>(s.warmup)].forward())
+      ++s.warmup;
+  }
+  return ranks;
+}
+
+}  // namespace kiln
