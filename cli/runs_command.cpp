@@ -10,6 +10,7 @@ void add_runs_command(CLI::App& app) {
   add_runs_show_command(*runs);
   add_runs_compare_command(*runs);
   add_runs_export_command(*runs);
+  add_runs_import_command(*runs);
   add_runs_edit_commands(*runs);
   add_runs_steer_commands(*runs);
   add_runs_recover_command(*runs);

@@ -5,6 +5,7 @@
 namespace kiln {
 
 // kiln runs list | show | compare | export     read run history (docs/runs.md)
+// kiln runs import                             bring in a run another tool logged
 // kiln runs tag | note | rm                     edit a run's record
 // kiln runs pause | resume | stop | checkpoint | set   steer a live run
 // kiln runs recover                             load what a run's store could not take
@@ -15,6 +16,7 @@ void add_runs_list_command(CLI::App& runs);
 void add_runs_show_command(CLI::App& runs);
 void add_runs_compare_command(CLI::App& runs);
 void add_runs_export_command(CLI::App& runs);
+void add_runs_import_command(CLI::App& runs);
 void add_runs_edit_commands(CLI::App& runs);
 void add_runs_steer_commands(CLI::App& runs);
 void add_runs_recover_command(CLI::App& runs);

@@ -1,5 +1,5 @@
-// kiln runs export: every raw row of a run, as CSV (metrics, or the expert loads) or JSON
-// (everything).
+// kiln runs export: every raw row of a run, as CSV (metrics, or the expert loads), JSON lines
+// (metrics and validation losses) or JSON (everything).
 #include <fmt/core.h>
 
 #include <cerrno>
@@ -34,8 +34,9 @@ using Writer = std::function<void(store::Database&, int64_t, std::ostream&)>;
 Writer writer_for(const std::string& format) {
   if (format == "csv") return store::write_metrics_csv;
   if (format == "json") return store::write_run_json;
+  if (format == "jsonl") return store::write_metrics_jsonl;
   if (format == "experts-csv") return store::write_experts_csv;
-  fail("export: unknown --format '" + format + "' (csv, json or experts-csv)");
+  fail("export: unknown --format '" + format + "' (csv, jsonl, json or experts-csv)");
 }
 
 // Writes FILE.tmp and renames it over FILE only once it is complete, so a failure (a full
@@ -77,10 +78,11 @@ void add_runs_export_command(CLI::App& runs) {
   auto options = std::make_shared<RunsExportOptions>();
   CLI::App* cmd = runs.add_subcommand(
       "export",
-      "Export a run's raw rows: csv (every metric row), json (the whole run) or experts-csv (every expert load)");
+      "Export a run's raw rows: csv (every metric row), jsonl (a metric row or validation loss a line), json (the "
+      "whole run) or experts-csv (every expert load)");
   cmd->add_option("run", options->run, "Run id, name, or unambiguous name prefix")->required();
   add_store_option(cmd, options->store);
-  cmd->add_option("-f,--format", options->format, "csv, json or experts-csv")->capture_default_str();
+  cmd->add_option("-f,--format", options->format, "csv, jsonl, json or experts-csv")->capture_default_str();
   cmd->add_option("-o,--output", options->output, "Write to this file instead of stdout");
   cmd->callback([options] { runs_export(*options); });
 }

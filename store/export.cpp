@@ -84,6 +84,12 @@ void write_metrics_csv(Database& db, int64_t run_id, std::ostream& out) {
   });
 }
 
+void write_metrics_jsonl(Database& db, int64_t run_id, std::ostream& out) {
+  for_each_metric(db, run_id, [&](const MetricRow& r) { out << dump_json(to_json(r)) << '\n'; });
+  for (const ValidRow& v : list_valid(db, run_id))
+    out << dump_json({{"step", v.step}, {"time", json_number(v.time)}, {"valid_loss", json_number(v.loss)}}) << '\n';
+}
+
 MetricsCsvPages::MetricsCsvPages(Database& db, int64_t run_id) : run_id_(run_id), run_(get_run(db, run_id).name) {}
 
 std::string MetricsCsvPages::next(Database& db, size_t rows) {

@@ -51,6 +51,11 @@ inline constexpr const char* kExpertsCsvHeader =
 // Every expert load as CSV, in step, layer and expert order; dropped is 0 when none were.
 void write_experts_csv(Database& db, int64_t run_id, std::ostream& out);
 
+// Every metric row as a JSON object a line (the metric fields' names as keys, an absent
+// value null), then each validation loss as {"step", "time", "valid_loss"}: the shape W&B's
+// history takes, which `kiln runs import --format jsonl` reads back.
+void write_metrics_jsonl(Database& db, int64_t run_id, std::ostream& out);
+
 // The whole run as one JSON object: {"run": {...}, "metrics": [...], "valid": [...],
 // "samples": [...], "experts": [...], "system": [...], "events": [...], "checkpoints": [...],
 // "commands": [...]}. Rows stream out one at a time; an absent or non-finite number is null.

@@ -663,7 +663,7 @@ TEST_F(RunsCli, ExportRefusesBadFormatsAndPathsWithoutLeavingFiles) {
   const std::string file = dir_ + "/out.xml";
   const CommandResult format = kiln_runs(store_, "export", "baseline --format xml -o " + file);
   EXPECT_EQ(format.exit_code, 1);
-  EXPECT_EQ(format.output, "kiln: error: export: unknown --format 'xml' (csv, json or experts-csv)\n");
+  EXPECT_EQ(format.output, "kiln: error: export: unknown --format 'xml' (csv, jsonl, json or experts-csv)\n");
   EXPECT_FALSE(fs::exists(file));
 
   const std::string nowhere = dir_ + "/no/such/folder/out.csv";
