@@ -19,6 +19,7 @@ packages=(
   bible-kjv                # the demo corpus
   python3-torch python3-numpy   # the PyTorch reference for parity tests and benchmarks
   python3-jinja2           # the reference renderer for the chat template parity test
+  prometheus               # the real scraper of the test that reads a live run's /metrics
 )
 
 missing=()
