@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -64,10 +65,12 @@ MetricRow full_row(int64_t step, int rank) {
 
 // The trainer's path: RunWriter::log_metrics with one log interval (every rank's row for
 // one step) per call, committed by the writer thread; flush() at the end of each iteration
-// so the figure is rows on disk per second, not rows queued.
+// so the figure is rows on disk per second, not rows queued. About 16,000 rows an iteration
+// (2000 intervals of 8 ranks, 4 of 4096); `bytes_per_row`: the store's size on disk when the
+// writer has closed, over the rows in it.
 void BM_WriterInsert(benchmark::State& state) {
   const int ranks = static_cast<int>(state.range(0));
-  constexpr int kIntervals = 2000;
+  const int intervals = std::max(4, 16000 / ranks);
   const std::string path = temp_path("insert.db");
   remove_store(path);
   {
@@ -79,7 +82,7 @@ void BM_WriterInsert(benchmark::State& state) {
     writer.create_run(info);
     int64_t step = 0;
     for (auto _ : state) {
-      for (int i = 0; i < kIntervals; ++i, ++step) {
+      for (int i = 0; i < intervals; ++i, ++step) {
         std::vector<MetricRow> rows;
         rows.reserve(static_cast<size_t>(ranks));
         for (int r = 0; r < ranks; ++r) rows.push_back(full_row(step, r));
@@ -91,10 +94,15 @@ void BM_WriterInsert(benchmark::State& state) {
     state.counters["transactions"] = static_cast<double>(stats.committed_transactions);
     state.counters["dropped"] = static_cast<double>(stats.dropped_rows);
   }
-  state.SetItemsProcessed(state.iterations() * kIntervals * ranks);
+  const int64_t rows = state.iterations() * intervals * ranks;
+  uintmax_t bytes = 0;
+  for (const char* suffix : {"", "-wal"})
+    if (fs::exists(path + suffix)) bytes += fs::file_size(path + suffix);
+  state.counters["bytes_per_row"] = static_cast<double>(bytes) / static_cast<double>(rows);
+  state.SetItemsProcessed(rows);
   remove_store(path);
 }
-BENCHMARK(BM_WriterInsert)->Arg(8)->Arg(64)->ArgName("ranks")->Unit(benchmark::kMillisecond)
+BENCHMARK(BM_WriterInsert)->Arg(8)->Arg(64)->Arg(1024)->Arg(4096)->ArgName("ranks")->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
 // SQLite's own ceiling for our rows: one transaction of 10,000 inserts, no thread.
