@@ -3,16 +3,14 @@
 // whose synthetic loads (tests/expert_loads_fixture.h) this test keeps logging while the
 // browser looks. A screenshot of the panel lands in build/screenshots/experts/.
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/wait.h>
 
-#include <chrono>
 #include <filesystem>
 #include <string>
-#include <thread>
 
 #include "store/run_writer.h"
 #include "store/test_util.h"
+#include "tests/browser_check.h"
 #include "tests/expert_loads_fixture.h"
 #include "tests/run_command.h"
 
@@ -48,28 +46,13 @@ TEST(ExpertsBrowser, PanelShowsTheApisValuesAndGrowsLive) {
   const std::string shots = (std::filesystem::path(KILN_BINARY).parent_path() / "screenshots" / "experts").string();
   std::filesystem::create_directories(shots);
   const std::string browser_log = dir + "/browser.log";
-  const int browser = start_background("node " KILN_SOURCE_DIR "/tests/browser/experts.mjs " + url + " moe dense " + shots,
-                                       browser_log);
-  // A step every 300 ms while the browser looks, for at most two minutes.
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (::waitpid(browser, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(browser, SIGKILL);
-      ::waitpid(browser, &status, 0);
-      ADD_FAILURE() << "the browser check took over two minutes";
-      break;
-    }
-    log_expert_step(writer, ++step, 4);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }
+  // A step every 300 ms while the browser looks.
+  const int status = watch_browser("node " KILN_SOURCE_DIR "/tests/browser/experts.mjs " + url + " moe dense " + shots,
+                                   browser_log, [&] { log_expert_step(writer, ++step, 4); });
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(browser_log);
   EXPECT_TRUE(std::filesystem::exists(shots + "/experts.png"));
 
-  writer.finish(store::RunStatus::Completed);
-  writer.flush();
-  ::kill(server, SIGINT);
-  EXPECT_EQ(wait_exit(server), 0) << read_text(serve_log);
+  finish_run_and_stop_server(writer, server, serve_log);
 }
 
 }  // namespace

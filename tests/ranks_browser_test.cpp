@@ -83,10 +83,7 @@ TEST(RanksBrowser, StragglerViewAndAlertsShowTheApisValues) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(browser_log);
   EXPECT_TRUE(std::filesystem::exists(shots + "/straggler-view.png"));
 
-  writer.finish(store::RunStatus::Completed);
-  writer.flush();
-  ::kill(server, SIGINT);
-  EXPECT_EQ(wait_exit(server), 0) << read_text(serve_log);
+  finish_run_and_stop_server(writer, server, serve_log);
 }
 
 }  // namespace

@@ -67,10 +67,7 @@ TEST(RewindBrowser, ARewindReloadsTheLossChartWithTheAbandonedStepsDimmed) {
   EXPECT_TRUE(rewound) << read_text(browser_log);
   EXPECT_TRUE(std::filesystem::exists(shots + "/rewind.png"));
 
-  writer.finish(store::RunStatus::Completed);
-  writer.flush();
-  ::kill(server, SIGINT);
-  EXPECT_EQ(wait_exit(server), 0) << read_text(serve_log);
+  finish_run_and_stop_server(writer, server, serve_log);
 }
 
 }  // namespace

@@ -96,10 +96,7 @@ TEST(SweepBrowser, PageTablesAndPlotsTheSweepsPointsAndFollowsItLive) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(browser_log);
   EXPECT_TRUE(std::filesystem::exists(shots + "/sweep.png"));
 
-  live->finish(store::RunStatus::Completed);
-  live->flush();
-  ::kill(server, SIGINT);
-  EXPECT_EQ(wait_exit(server), 0) << read_text(serve_log);
+  finish_run_and_stop_server(*live, server, serve_log);
 }
 
 }  // namespace
