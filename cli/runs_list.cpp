@@ -28,6 +28,7 @@ struct ListOptions {
   std::string name;
   std::string since;
   std::string sweep;
+  std::vector<std::string> where;  // KEY=VALUE of the config
   int limit = 0;
   bool json = false;
 };
@@ -40,6 +41,7 @@ store::RunFilter make_filter(store::Database& db, const ListOptions& options, do
   filter.name_contains = options.name;
   if (!options.since.empty()) filter.since = parse_since(options.since, now);
   if (!options.sweep.empty()) filter.sweep_id = store::resolve_sweep(db, options.sweep);
+  for (const std::string& match : options.where) filter.config.push_back(store::parse_config_match(match));
   filter.limit = options.limit;
   return filter;
 }
@@ -126,6 +128,8 @@ void add_runs_list_command(CLI::App& runs) {
   cmd->add_option("--since", options->since,
                   "Only runs created since: 2026-11-20, 2026-11-20T14:00, or an age: 30m, 2h, 3d");
   cmd->add_option("--sweep", options->sweep, "Only the runs of this sweep (its id or name), with their points");
+  cmd->add_option("--where", options->where,
+                  "Only runs whose config holds this value: KEY=VALUE, e.g. train.lr=0.001 (repeatable: all hold)");
   cmd->add_option("--limit", options->limit, "At most this many runs (0: all)");
   cmd->add_flag("--json", options->json, "Print a JSON array instead of a table");
   cmd->callback([options] { runs_list(*options); });

@@ -1,7 +1,12 @@
 #include "store/run_queries.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+
+#include "base/check.h"
 
 #include "store/error.h"
 #include "store/name_lookup.h"
@@ -81,6 +86,33 @@ void write_tags(Database& db, int64_t run_id, const std::vector<std::string>& ta
 
 }  // namespace
 
+ConfigMatch parse_config_match(std::string_view text) {
+  const size_t eq = text.find('=');
+  const std::string_view key = text.substr(0, eq == std::string_view::npos ? 0 : eq);
+  bool words = !key.empty() && key.front() != '.' && key.back() != '.' && key.find("..") == std::string_view::npos;
+  for (const char c : key) words = words && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.');
+  if (!words)
+    fail("runs: '" + std::string(text) + "' is not KEY=VALUE with a dotted config key (e.g. train.lr=0.001)");
+  return {std::string(key), std::string(text.substr(eq + 1))};
+}
+
+namespace {
+
+// Binds a ConfigMatch's value as what json_extract gives back for it: a number, a boolean's
+// 1 or 0, or text.
+void bind_config_value(Statement& st, int index, const std::string& value) {
+  if (value == "true" || value == "false") {
+    st.bind(index, int64_t{value == "true"});
+    return;
+  }
+  char* end = nullptr;
+  const double number = std::strtod(value.c_str(), &end);
+  if (!value.empty() && end == value.c_str() + value.size() && std::isfinite(number)) st.bind(index, number);
+  else st.bind(index, value);
+}
+
+}  // namespace
+
 std::vector<RunRecord> list_runs(Database& db, const RunFilter& filter, double stale_after_s) {
   std::string sql = std::string("SELECT * FROM (") + kRunSelect + ") AS r WHERE 1";
   int index = 1;
@@ -92,6 +124,8 @@ std::vector<RunRecord> list_runs(Database& db, const RunFilter& filter, double s
     sql += " AND instr(lower(name), lower(?" + std::to_string(++index) + ")) > 0";
   if (filter.since) sql += " AND created_at >= ?" + std::to_string(++index);
   if (filter.sweep_id) sql += " AND sweep_id = ?" + std::to_string(++index);
+  for (size_t i = 0; i < filter.config.size(); ++i, index += 2)
+    sql += " AND json_extract(r.config_json, ?" + std::to_string(index + 1) + ") = ?" + std::to_string(index + 2);
   sql += " ORDER BY created_at DESC, id DESC";
   if (filter.limit > 0) sql += " LIMIT " + std::to_string(filter.limit);
 
@@ -103,6 +137,10 @@ std::vector<RunRecord> list_runs(Database& db, const RunFilter& filter, double s
   if (!filter.name_contains.empty()) st.bind(++index, filter.name_contains);
   if (filter.since) st.bind(++index, *filter.since);
   if (filter.sweep_id) st.bind(++index, *filter.sweep_id);
+  for (const ConfigMatch& m : filter.config) {
+    st.bind(++index, "$." + m.key);
+    bind_config_value(st, ++index, m.value);
+  }
   std::vector<RunRecord> runs;
   while (st.step()) runs.push_back(read_run(st));
   return runs;

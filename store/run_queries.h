@@ -18,12 +18,22 @@ namespace kiln::store {
 // A running or paused run whose heartbeat is older than this reads as lost.
 inline constexpr double kDefaultStaleAfterS = 30;
 
+// A run whose config holds `value` at the dotted `key` (train.lr=0.001, model.arch=llama,
+// train.cuda_graphs=true): numbers compare as numbers (3 matches 3.0), true and false as
+// booleans, anything else as text.
+struct ConfigMatch {
+  std::string key, value;
+};
+// "KEY=VALUE"; a key that is not dotted words (letters, digits, _) is an error naming the form.
+ConfigMatch parse_config_match(std::string_view text);
+
 struct RunFilter {
   std::optional<RunStatus> status;  // the effective status: Lost finds dead runs
   std::string tag;                  // has this tag
   std::string name_contains;
   std::optional<double> since;      // created at or after, Unix seconds
   std::optional<int64_t> sweep_id;  // launched by this sweep (kiln sweep)
+  std::vector<ConfigMatch> config;  // every one holds
   int limit = 0;                    // 0: no limit
 };
 

@@ -117,6 +117,33 @@ TEST_F(RunQueriesTest, ARunningRunWithAStaleHeartbeatReadsAsLost) {
             "store: run 'llama-8b' is lost; commands only reach a running or paused run");
 }
 
+TEST_F(RunQueriesTest, FiltersByConfigValues) {
+  // Configs as kiln train records them: nested sections, numbers, booleans and text.
+  const std::vector<std::string> configs = {
+      R"({"model":{"arch":"gpt2","n_layer":12},"train":{"lr":0.0003,"cuda_graphs":true}})",
+      R"({"model":{"arch":"gpt2","n_layer":12},"train":{"lr":0.001,"cuda_graphs":false}})",
+      R"({"model":{"arch":"llama","n_layer":16},"train":{"lr":0.0003}})",
+      R"({})",
+  };
+  for (size_t i = 0; i < ids_.size(); ++i)
+    db_->exec("UPDATE runs SET config_json = '" + configs[i] + "' WHERE id = " + std::to_string(ids_[i]));
+  const auto where = [&](std::vector<std::string> matches) {
+    RunFilter filter;
+    for (const std::string& m : matches) filter.config.push_back(parse_config_match(m));
+    return names(list_runs(*db_, filter));
+  };
+  EXPECT_EQ(where({"train.lr=3e-4"}), (std::vector<std::string>{"llama-1b", "gpt2-small-a"}));
+  EXPECT_EQ(where({"model.n_layer=12.0"}), (std::vector<std::string>{"gpt2-small-b", "gpt2-small-a"}));
+  EXPECT_EQ(where({"model.arch=llama"}), (std::vector<std::string>{"llama-1b"}));
+  EXPECT_EQ(where({"train.cuda_graphs=false"}), (std::vector<std::string>{"gpt2-small-b"}));
+  EXPECT_EQ(where({"train.lr=0.0003", "model.arch=gpt2"}), (std::vector<std::string>{"gpt2-small-a"}));
+  EXPECT_TRUE(where({"train.steps=10"}).empty());  // no run sets it
+  EXPECT_EQ(parse_config_match("data.paths=a=b").value, "a=b");
+  for (const char* bad : {"train.lr", "=1", ".lr=1", "train..lr=1", "train.l r=1", "$.x=1"})
+    EXPECT_EQ(error_of([&] { parse_config_match(bad); }),
+              std::string("runs: '") + bad + "' is not KEY=VALUE with a dotted config key (e.g. train.lr=0.001)");
+}
+
 TEST_F(RunQueriesTest, ResolvesIdsNamesAndUniquePrefixes) {
   EXPECT_EQ(resolve_run(*db_, std::to_string(ids_[2])), ids_[2]);
   EXPECT_EQ(resolve_run(*db_, "llama-1b"), ids_[2]);

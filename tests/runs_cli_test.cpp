@@ -307,6 +307,8 @@ TEST_F(RunsCli, ListFiltersByStatusTagNameSinceAndLimit) {
   EXPECT_EQ(listed_names(store_, "--since 3h"), (Names{"live", "dead"}));
   EXPECT_EQ(listed_names(store_, "--limit 2"), (Names{"live", "dead"}));
   EXPECT_EQ(listed_names(store_, "--status completed --tag nope"), Names{});
+  EXPECT_EQ(listed_names(store_, "--where train.lr=3e-3"), Names{"lr-high"});
+  EXPECT_EQ(listed_names(store_, "--where model.arch=gpt2 --where train.lr=0.001"), (Names{"live", "baseline"}));
 
   const CommandResult none = kiln_runs(store_, "list", "--tag nope");
   EXPECT_EQ(none.exit_code, 0);
@@ -327,6 +329,10 @@ TEST_F(RunsCli, ListRefusesBadFiltersInOneLine) {
   EXPECT_TRUE(is_one_line(status.output)) << status.output;
   EXPECT_NE(status.output.find("unknown run status 'finished'"), std::string::npos)
       << status.output;
+  const CommandResult where = kiln_runs(store_, "list", "--where train.lr");
+  EXPECT_EQ(where.exit_code, 1);
+  EXPECT_EQ(where.output,
+            "kiln: error: runs: 'train.lr' is not KEY=VALUE with a dotted config key (e.g. train.lr=0.001)\n");
   const CommandResult limit = kiln_runs(store_, "list", "--limit -1");
   EXPECT_EQ(limit.exit_code, 1);
   EXPECT_EQ(limit.output, "kiln: error: --limit must be 0 (all) or more, got -1\n");

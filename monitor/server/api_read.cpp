@@ -119,6 +119,8 @@ Reply get_runs(ApiCall& call) {
   filter.tag = call.target.text("tag").value_or("");
   filter.name_contains = call.target.text("name").value_or("");
   filter.since = call.target.number("since");
+  // where=train.lr=0.001,model.arch=llama: each a config value the runs hold.
+  for (const std::string& match : call.target.list("where")) filter.config.push_back(store::parse_config_match(match));
   const int64_t limit = call.target.integer("limit").value_or(0);
   if (limit < 0 || limit > std::numeric_limits<int>::max())
     throw ApiError(http::status::bad_request, "limit must be 0 (all) or a positive count");

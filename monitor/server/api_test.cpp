@@ -38,6 +38,14 @@ TEST_F(ServerTest, ListsRunsNewestFirstWithFilters) {
   EXPECT_EQ(get(port_, "/api/runs?tag=baseline", {kAuth}).json()[0]["name"], "alpha");
   EXPECT_EQ(get(port_, "/api/runs?name=et", {kAuth}).json()[0]["name"], "beta");
   EXPECT_EQ(get(port_, "/api/runs?limit=1", {kAuth}).json().size(), 1u);
+  // Config values, comma-separated, all holding (beta's config sets train.lr 0.001, n_layer 2).
+  const auto where = get(port_, "/api/runs?where=train.lr=1e-3,model.n_layer=2", {kAuth});
+  ASSERT_EQ(where.json().size(), 1u) << where.body;
+  EXPECT_EQ(where.json()[0]["name"], "beta");
+  EXPECT_TRUE(get(port_, "/api/runs?where=train.lr=0.002", {kAuth}).json().empty());
+  const auto bad = get(port_, "/api/runs?where=train.lr", {kAuth});
+  EXPECT_EQ(bad.status, 400u);
+  EXPECT_NE(bad.body.find("is not KEY=VALUE with a dotted config key"), std::string::npos) << bad.body;
 }
 
 TEST_F(ServerTest, ShowsOneRunByIdOrName) {
