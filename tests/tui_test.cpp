@@ -213,6 +213,18 @@ TEST(Tui, ShowsFinishedRunsOpensComparesAndFitsEightyByTwentyFour) {
   screen = tmux.wait_for({"filter /^alp/", "(1 shown)"});
   EXPECT_TRUE(shows(screen, "(1 shown)") && shows(screen, "alpha")) << screen;
   EXPECT_FALSE(shows(screen, "beta")) << screen;
+  // A KEY=VALUE word matches a config value, through the store; a regex may come with it.
+  tmux.keys("/ C-u");
+  tmux.type("train.lr=2e-3");
+  tmux.keys("Enter");
+  screen = tmux.wait_for({"filter /train.lr=2e-3/", "beta"});
+  EXPECT_TRUE(shows(screen, "kiln · 1 runs")) << screen;
+  EXPECT_FALSE(shows(screen, "alpha")) << screen;
+  tmux.keys("/ C-u");
+  tmux.type("^alp train.lr=0.002");
+  tmux.keys("Enter");
+  screen = tmux.wait_for({"No run matches"});
+  EXPECT_TRUE(shows(screen, "No run matches /^alp train.lr=0.002/")) << screen;
 
   // Ctrl-C ends the UI and gives the terminal back: the alternate screen is off again.
   ASSERT_EQ(tmux.pane("#{alternate_on}"), "1");

@@ -8,7 +8,11 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <sstream>
+#include <string>
+#include <vector>
 
+#include "base/check.h"
 #include "monitor/format/figures.h"
 #include "monitor/tui/compare_screen.h"
 #include "monitor/tui/draw.h"
@@ -86,7 +90,9 @@ class RunsScreen final : public Screen {
     store::Database& db = session.reader();
     const double now = store::unix_now();
     lines_.clear();
-    for (auto& run : store::list_runs(db)) lines_.push_back(store::run_overview(db, std::move(run), now));
+    store::RunFilter filter;
+    filter.config = where_;  // the store answers config matches; the regex is matched here
+    for (auto& run : store::list_runs(db, filter)) lines_.push_back(store::run_overview(db, std::move(run), now));
     arrange();
   }
 
@@ -138,7 +144,8 @@ class RunsScreen final : public Screen {
         remember_selection();
         return Outcome::handled();
       case '/':
-        prompt_.emplace(Prompt::Kind::Text, "filter (regex on name, tags, status, device):", filter_);
+        prompt_.emplace(Prompt::Kind::Text, "filter (regex on name, tags, status, device; KEY=VALUE words: config):",
+                        filter_);
         return Outcome::handled();
       case '<': case KEY_LEFT: sort_ = (sort_ + kDuration) % (kDuration + 1); arrange(); return Outcome::handled();
       case '>': case KEY_RIGHT: sort_ = (sort_ + 1) % (kDuration + 1); arrange(); return Outcome::handled();
@@ -178,7 +185,7 @@ class RunsScreen final : public Screen {
             {"c", "compare the marked runs"},
             {"S", "open the sweep the selected run is a point of"},
             {"n", "launch a new run (the launch form)"},
-            {"/", "filter by a regex (empty clears it)"},
+            {"/", "filter by a regex and config KEY=VALUE words (empty clears it)"},
             {"< > Left Right", "sort by the previous / next column"},
             {"r", "reverse the sort"}};
   }
@@ -190,11 +197,29 @@ class RunsScreen final : public Screen {
   Outcome prompt_key(int key, Session& session) {
     const Prompt::Result result = prompt_->key(key);
     if (result == Prompt::Result::Accepted) {
+      // Words KEY=VALUE with a config key (train.lr=3e-4) go to the store; the rest is the regex.
+      std::vector<store::ConfigMatch> where;
+      std::string regex;
+      std::istringstream words(prompt_->text());
+      for (std::string word; words >> word;) {
+        if (word.find('=') != std::string::npos) {
+          try {
+            where.push_back(store::parse_config_match(word));
+            continue;
+          } catch (const Error&) {
+            // not a config key: part of the regex
+          }
+        }
+        regex += (regex.empty() ? "" : " ") + word;
+      }
       try {
-        pattern_ = std::regex(prompt_->text(), std::regex::ECMAScript | std::regex::icase);
+        pattern_ = std::regex(regex, std::regex::ECMAScript | std::regex::icase);
+        regex_ = regex;
         filter_ = prompt_->text();
+        where_ = std::move(where);
+        load(session);
       } catch (const std::regex_error& e) {
-        session.flash("not a regex: /" + prompt_->text() + "/: " + e.what(), Tone::Bad);
+        session.flash("not a regex: /" + regex + "/: " + e.what(), Tone::Bad);
       }
       arrange();
     }
@@ -203,7 +228,7 @@ class RunsScreen final : public Screen {
   }
 
   bool matches(const store::RunOverview& l) const {
-    if (filter_.empty()) return true;
+    if (regex_.empty()) return true;
     const std::string haystack = l.run.name + " " + join(l.run.tags, ",") + " " +
                                  std::string(store::to_string(l.run.status)) + " " + l.run.device;
     return std::regex_search(haystack, pattern_);
@@ -234,7 +259,9 @@ class RunsScreen final : public Screen {
   size_t selected_ = 0, first_ = 0, visible_ = 1;
   int64_t selected_id_ = 0;  // follows the run, not the row, as the table re-sorts
   std::set<int64_t> marked_;
-  std::string filter_;
+  std::string filter_;                  // as typed
+  std::string regex_;                   // its words that are not config matches
+  std::vector<store::ConfigMatch> where_;  // its KEY=VALUE words
   std::regex pattern_;
   int sort_ = kStarted;
   bool descending_ = true;
