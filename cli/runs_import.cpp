@@ -13,6 +13,7 @@
 #include "cli/runs_command.h"
 #include "cli/runs_store.h"
 #include "cli/store_path.h"
+#include "monitor/format/figures.h"
 #include "store/run_import.h"
 #include "store/run_writer.h"
 
@@ -29,12 +30,6 @@ struct RunsImportOptions {
   std::string metric;  // a TensorBoard scalar CSV's metric
   std::vector<std::string> tags;
 };
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 void runs_import(const RunsImportOptions& o) {
   const std::string format = !o.format.empty() ? o.format : fs::path(o.file).extension() == ".jsonl" ? "jsonl" : "csv";
@@ -66,8 +61,8 @@ void runs_import(const RunsImportOptions& o) {
   const store::WriterClose closed = writer.close();
   if (closed.items_left > 0) fail(fmt::format("import: the store did not take {} of the rows", closed.items_left));
   fmt::print("imported {} as run '{}': {} metric rows ({}), {} validation losses\n", o.file, info.name,
-             rows.metrics.size(), joined(rows.metric_names), rows.valid.size());
-  if (!rows.skipped.empty()) fmt::print("not imported (no kiln metric): {}\n", joined(rows.skipped));
+             rows.metrics.size(), join(rows.metric_names, ", "), rows.valid.size());
+  if (!rows.skipped.empty()) fmt::print("not imported (no kiln metric): {}\n", join(rows.skipped, ", "));
 }
 
 }  // namespace

@@ -165,9 +165,9 @@ bool read_record(std::istream& in, std::vector<std::string>& fields, int64_t& li
   return true;
 }
 
-int find_column(const std::vector<std::string>& header, std::initializer_list<std::string_view> names) {
+int find_column(const std::vector<std::string>& header, std::initializer_list<std::string_view> candidates) {
   for (size_t i = 0; i < header.size(); ++i)
-    for (std::string_view n : names)
+    for (std::string_view n : candidates)
       if (header[i] == n) return static_cast<int>(i);
   return -1;
 }
@@ -182,9 +182,17 @@ std::optional<double> value_at(const std::vector<std::string>& fields, int colum
   return v;
 }
 
+// The column goes to kiln's `field`.
+bool names(const Target& t, std::string_view field) { return t.kind == Target::Metric && t.field->name == field; }
+
 // Columns a step's row is keyed by rather than values of it.
-bool is_key(const Target& t) {
-  return t.kind == Target::Metric && (t.field->name == "step" || t.field->name == "rank" || t.field->name == "time");
+bool is_key(const Target& t) { return names(t, "step") || names(t, "rank") || names(t, "time"); }
+
+// The first column whose values go to kiln's `field` (by its name or an alias), or -1.
+int column_of(const std::vector<Target>& targets, std::string_view field) {
+  for (size_t i = 0; i < targets.size(); ++i)
+    if (names(targets[i], field)) return static_cast<int>(i);
+  return -1;
 }
 
 }  // namespace
@@ -193,9 +201,9 @@ ImportedRows read_import_csv(std::istream& in, const std::string& tensorboard_me
   std::vector<std::string> header, fields;
   int64_t line = 0;
   KILN_CHECK(read_record(in, header, line), "import: the file is empty");
-  const int step = find_column(header, {"step", "_step", "Step", "global_step", "trainer/global_step", "iteration"});
-  const int rank = find_column(header, {"rank"});
-  const int time = find_column(header, {"time", "_timestamp", "timestamp", "Wall time", "wall_time"});
+  std::vector<Target> targets;
+  for (const std::string& name : header) targets.push_back(target_of(name));
+  const int step = column_of(targets, "step"), rank = column_of(targets, "rank"), time = column_of(targets, "time");
   KILN_CHECK(step >= 0, "import: no step column (step, _step, Step, global_step, ...) in the header");
   const int key = find_column(header, {"key", "metric", "tag", "name"}), value = find_column(header, {"value", "Value"});
   const bool tensorboard = key < 0 && value >= 0 && header.size() <= 3;
@@ -208,8 +216,6 @@ ImportedRows read_import_csv(std::istream& in, const std::string& tensorboard_me
   const auto skip = [&](const std::string& name) {
     if (std::find(skipped.begin(), skipped.end(), name) == skipped.end()) skipped.push_back(name);
   };
-  std::vector<Target> targets;
-  for (const std::string& name : header) targets.push_back(target_of(name));
   if (key < 0 && !tensorboard)
     for (size_t c = 0; c < header.size(); ++c)
       if (targets[c].kind == Target::None) skip(header[c]);
@@ -232,13 +238,15 @@ ImportedRows read_import_csv(std::istream& in, const std::string& tensorboard_me
     } else {
       for (size_t c = 0; c < header.size(); ++c) {
         const Target& t = targets[c];
-        if (t.kind == Target::Run) runs.insert(fields[c]);
+        if (t.kind == Target::Run) {
+          runs.insert(fields[c]);
+          KILN_CHECK(runs.size() <= 1, fmt::format("import: line {} starts a second run ('{}'): import one run at a time",
+                                                   line, fields[c]));
+        }
         if (t.kind == Target::None || t.kind == Target::Run || is_key(t)) continue;
         if (const std::optional<double> v = at(static_cast<int>(c))) values.push_back({t, *v});
       }
     }
-    KILN_CHECK(runs.size() <= 1, fmt::format("import: line {} starts a second run ('{}'): import one run at a time",
-                                             line, fields[static_cast<size_t>(find_column(header, {"run"}))]));
     rows.put(line, at(step), at(rank), at(time), values);
   }
   return rows.take(std::move(skipped));
@@ -264,9 +272,9 @@ ImportedRows read_import_jsonl(std::istream& in) {
         continue;
       }
       const double v = value.get<double>();
-      if (t.kind == Target::Metric && t.field->name == "step") step = v;
-      else if (t.kind == Target::Metric && t.field->name == "rank") rank = v;
-      else if (t.kind == Target::Metric && t.field->name == "time") time = v;
+      if (names(t, "step")) step = v;
+      else if (names(t, "rank")) rank = v;
+      else if (names(t, "time")) time = v;
       else if (std::isfinite(v)) values.push_back({t, v});
     }
     rows.put(line, step, rank, time, values);

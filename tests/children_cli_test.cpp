@@ -30,8 +30,6 @@ std::string children_alert_run(const std::string& prefix, int steps) {
          " --set alerts.min_samples=5 --set alerts.window=20 --set alerts.throughput_fraction=0";
 }
 
-uint16_t children_port_of(const std::string& url) { return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1))); }
-
 std::string write_token(const std::string& dir, const std::string& token) {
   const std::string path = dir + "/token";
   std::ofstream(path) << token << "\n";
@@ -109,7 +107,7 @@ TEST(ChildrenCli, WithATokenReadsAndTheLiveFeedNeedIt) {
                                       log);
   const std::string url = wait_for_url(log);
   ASSERT_FALSE(url.empty()) << read_text(log);
-  const uint16_t port = children_port_of(url);
+  const uint16_t port = port_of(url);
   const monitor::test::Headers auth = {{"Authorization", "Bearer t0ken"}};
 
   EXPECT_EQ(monitor::test::get(port, "/api/runs").status, 401u);
@@ -161,7 +159,7 @@ TEST(ChildrenCli, ConfigsAreShownWithoutTheirSecrets) {
   const std::string url = wait_for_url(log);
   ASSERT_FALSE(url.empty()) << read_text(log);
   for (const char* target : {"/api/runs/hooked", "/api/runs?config=1"}) {
-    const monitor::test::HttpResult served = monitor::test::get(children_port_of(url), target);
+    const monitor::test::HttpResult served = monitor::test::get(port_of(url), target);
     EXPECT_EQ(served.status, 200u) << target;
     hidden(served.body, target);
   }

@@ -23,8 +23,6 @@ namespace {
 
 using nlohmann::json;
 
-uint16_t port_in(const std::string& url) { return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1))); }
-
 // A port nothing listens on now (the kernel's pick for a socket bound to port 0).
 uint16_t free_port() {
   monitor::test::net::io_context io;
@@ -73,7 +71,7 @@ TEST(PrometheusScrape, ALiveRunsMetricsArriveWithTheirLabels) {
                                             "scrape_configs:\n"
                                             "  - job_name: kiln\n"
                                             "    static_configs: [{targets: [\"127.0.0.1:"
-                                         << port_in(url) << "\"]}]\n";
+                                         << port_of(url) << "\"]}]\n";
   const int prometheus = start_background("prometheus --config.file=" + dir + "/prometheus.yml --storage.tsdb.path=" +
                                               dir + "/tsdb --web.listen-address=127.0.0.1:" + std::to_string(port) +
                                               " --log.level=warn",

@@ -51,15 +51,11 @@ std::string checkpoint_of(const std::string& dir, const std::string& run, int st
   return fmt::format("{}/checkpoints/{}/step-{:08d}", dir, run, step);
 }
 
-uint16_t relaunch_port_of(const std::string& url) {
-  return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
-}
-
 // A POST that changes the run (stops it), with the token or without.
 unsigned stop_status(const std::string& url, const std::string& run, const std::string& token) {
   std::vector<std::pair<std::string, std::string>> headers = {{"Content-Type", "application/json"}};
   if (!token.empty()) headers.push_back({"Authorization", "Bearer " + token});
-  return monitor::test::request(relaunch_port_of(url), monitor::test::http::verb::post, "/api/runs/" + run + "/commands",
+  return monitor::test::request(port_of(url), monitor::test::http::verb::post, "/api/runs/" + run + "/commands",
                                 R"({"action":"stop"})", headers)
       .status;
 }

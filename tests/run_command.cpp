@@ -62,6 +62,8 @@ std::string wait_for_url(const std::string& log_path) {
   return "";
 }
 
+uint16_t port_of(const std::string& url) { return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1))); }
+
 std::string mpirun_command(int ranks) {
   return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
          std::to_string(ranks) + " ";

@@ -1,6 +1,7 @@
 // Runs a shell command for the end-to-end tests and captures what it printed.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "tests/test_files.h"
@@ -23,6 +24,8 @@ std::string read_text(const std::string& path);
 // The first http:// URL a server (`kiln serve`, `kiln train --serve`) printed to its log,
 // once it has; "" after 30 s.
 std::string wait_for_url(const std::string& log_path);
+// The port of such a URL (http://HOST:PORT).
+uint16_t port_of(const std::string& url);
 
 // The start of a command line that launches what follows as `ranks` MPI processes on this
 // machine (more ranks than cores allowed; as root too, which mpirun refuses unless told).

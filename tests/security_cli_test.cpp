@@ -29,10 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-uint16_t port_of(const std::string& url) {
-  return static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
-}
-
 // A store holding one live-looking run "steered" with train.lr 0.001 over 100 steps.
 std::string store_with_a_run(const std::string& dir) {
   const std::string path = dir + "/runs.db";

@@ -59,7 +59,7 @@ TEST(ServeCli, AnswersTheHostsItIsGivenAndNoMoreConnectionsThanItIsTold) {
     const int pid = start_background(kiln + " serve --store " + dir + "/runs.db --listen 127.0.0.1:0" + options, log);
     const std::string url = wait_for_url(log);
     EXPECT_FALSE(url.empty()) << read_text(log);
-    return std::pair{pid, static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)))};
+    return std::pair{pid, port_of(url)};
   };
   using monitor::test::get;
   const auto [hosts, hosts_port] = serve("hosts", " --allow-host dash.example --allow-host tunnel.example");

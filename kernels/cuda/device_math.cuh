@@ -110,6 +110,12 @@ __device__ __forceinline__ V warp_sum(V v) {
   return v;
 }
 
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
 // Sum over the block, in a fixed order (lanes by xor shuffle, then warps by index).
 template <typename V>
 __device__ V block_sum(V v) {

@@ -45,12 +45,6 @@ __device__ Best warp_best(const float* values, int n, Skip skip) {
   return b;
 }
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-  return v;
-}
-
 // The token's scores s [E] from its logits z into shared memory; returns logsumexp(z).
 template <typename T>
 __device__ float token_scores(const ExpertRoute& r, const T* z, float* s) {
