@@ -74,7 +74,7 @@ nlohmann::json to_json(const PlannedLayout& l) {
       {"parallel", {{"tp", l.config.parallel.tp}, {"cp", l.config.parallel.cp}, {"pp", l.config.parallel.pp},
                     {"vpp", l.config.parallel.vpp}, {"ep", l.config.parallel.ep},
                     {"sequence_parallel", l.config.parallel.sequence_parallel},
-                    {"distributed_optimizer", l.config.parallel.distributed_optimizer}}},
+                    {"shard", shard_name(shard_level(l.config.parallel))}}},
       {"micro_batch", l.config.train.micro_batch},
       {"recompute", l.config.train.recompute},
       {"step_s", t.step_s},

@@ -102,6 +102,8 @@ inline constexpr MetricField kMetricFields[] = {
      "", "Of fwd_ms and bwd_ms, expert parallelism's token all-to-alls."},
     {"trained_tokens", &MetricRow::trained_tokens, "tokens", RankSpread::SameOnEveryRank, 18, 10, kInCompareChoice, 0,
      "", "kiln_trained_tokens", "Tokens of the step's global batch that the loss trained on (not masked)."},
+    {"shard_ms", &MetricRow::shard_ms, "ms", RankSpread::PerRank, 19, 14, kInTimeWithin | kInCompareChoice | kInRanks, 2,
+     "", "", "Of fwd_ms and bwd_ms, waiting for sharded data parallelism's gathers and reductions."},
 };
 
 // The field named `name`, or nullptr.

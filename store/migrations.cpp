@@ -393,8 +393,13 @@ CREATE TABLE rewound_losses (
 ) WITHOUT ROWID;
 )sql";
 
-constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6},
-                                     {kV7}, {kV8}, {kV9}, {kV10}, {kV11}, {kV12}, {kV13}};
+// Version 13 -> 14: sharded data parallelism's exposed gathers and reductions in each metric
+// row (metrics.shard_ms, parallel.shard=gradients|parameters): a metric column from the one
+// metric list (`since` 14), which migrate() adds with its blocks' aggregate.
+constexpr const char* kV14 = "";
+
+constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6},  {kV7},
+                                     {kV8}, {kV9}, {kV10}, {kV11}, {kV12}, {kV13}, {kV14}};
 
 }  // namespace
 

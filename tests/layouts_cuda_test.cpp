@@ -270,6 +270,12 @@ std::vector<GpuLayout> layouts() {
   const std::vector<GpuLayout> shapes = {
       {"dp2", 2, "", "", ""},
       {"distributed_optimizer_dp2", 2, " --set parallel.distributed_optimizer=true", "", ""},
+      // Sharded data parallelism: blocks gathered into windows and reduced from them on the
+      // communicator's stream, ordered by its events.
+      {"shard_gradients_dp2", 2, " --set parallel.shard=gradients", "", ""},
+      {"shard_parameters_dp2", 2, " --set parallel.shard=parameters", "", ""},
+      {"tp2_sequence_parallel_dp2_shard_parameters", 4,
+       " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.shard=parameters", "", ""},
       {"tp2", 2, " --set parallel.tp=2", "", ""},
       {"tp2_sequence_parallel", 2, " --set parallel.tp=2 --set parallel.sequence_parallel=true", "", ""},
       {"pp2", 2, " --set parallel.pp=2", "", ""},
@@ -349,7 +355,7 @@ TEST_P(GpuLayoutsOverNccl, TrainTheOneGpuCurveAsSeparateHosts) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OneGpu, GpuLayoutsOverNccl, testing::ValuesIn(fp32_layouts([](const std::string& name) {
-                           return name == "dp2" || name == "tp2" || name == "pp2";
+                           return name == "dp2" || name == "tp2" || name == "pp2" || name == "shard_parameters_dp2";
                          })),
                          layout_name);
 

@@ -206,6 +206,34 @@ TEST(TrainStore, AnMoeRunRecordsEveryLayersExpertLoadsFromEveryStage) {
   }
 }
 
+TEST(TrainStore, AFullyShardedRunSaysSoAndRecordsItsExposedGathers) {
+  // Two ranks sharding the weights: the banner says what is sharded, each rank's rows hold
+  // the time its gathers and reductions were waited for (within forward and backward), and
+  // the end of the run samples nothing, the weights being whole a block at a time.
+  const std::string dir = fresh_dir("train_store_sharded");
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
+  const CommandResult r = run_command(mpirun_command(2) + kiln + " train --store " + path + " --name zero3" +
+                                      small_run(prefix) + " --set model.n_layer=2 --set parallel.shard=parameters");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("kiln: sharded data parallelism (parallel.shard=parameters): each of 2 ranks keeps 1/2 of "
+                          "the parameters, gradients and the optimizer state, in 4 units; each block gathered "
+                          "before its forward and its backward (the next one's started meanwhile), its gradients "
+                          "reduced as its backward ends; the embeddings and the head are kept whole for the step\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("kiln: no sample: each rank holds 1/2 of the weights (parallel.shard=parameters);"),
+            std::string::npos)
+      << r.output;
+  auto db = store::open_store(path, Access::ReadOnly);
+  const std::vector<store::MetricRow> latest = store::run_details(*db, store::resolve_run(*db, "zero3")).latest;
+  ASSERT_EQ(latest.size(), 2u);
+  for (const store::MetricRow& row : latest) {
+    EXPECT_GE(row.shard_ms, 0.0) << "rank " << row.rank;
+    EXPECT_LT(row.shard_ms, row.fwd_ms + row.bwd_ms) << "rank " << row.rank;
+    EXPECT_TRUE(std::isnan(row.a2a_ms)) << "rank " << row.rank;
+  }
+}
+
 TEST(TrainStore, AnExpertParallelRunStatesItsGroupsAndRecordsEveryRanksTokens) {
   // Two ranks, each holding 2 of the 4 experts: the banner and the run's layout say so, and
   // each logged step's loads count both ranks' tokens.

@@ -124,6 +124,9 @@ void for_each_field(C& c, F&& f) {
   f("parallel", "cp", c.parallel.cp);
   f("parallel", "ep", c.parallel.ep);
   f("parallel", "etp", c.parallel.etp);
+  f("parallel", "shard", c.parallel.shard);
+  f("parallel", "shard_prefetch", c.parallel.shard_prefetch);
+  f("parallel", "shard_per_step", c.parallel.shard_per_step);
   f("parallel", "distributed_optimizer", c.parallel.distributed_optimizer);
   f("parallel", "ddp_bucket_size", c.parallel.ddp_bucket_size);
   f("parallel", "timeout_s", c.parallel.timeout_s);
@@ -559,6 +562,9 @@ void validate_lora(const Config& c) {
     fail("config: finetune.lora.dropout must be in [0, 1) (the fraction of each adapter's input dropped), got " +
          show(l.dropout));
   parse_lora_targets(l.targets, c.model);
+  if (shard_level(c.parallel) >= ShardLevel::Gradients)
+    fail("config: finetune.lora with parallel.shard=" + c.parallel.shard + " is not supported: the adapters are "
+         "small and the frozen base is not sharded (set parallel.shard=optimizer or none)");
   if (c.model.moe.enabled())
     fail("config: finetune.lora with MoE layers is not supported: the experts have no adapters "
          "(set finetune.lora.rank=0 or moe.num_experts=0)");
@@ -616,6 +622,31 @@ void validate_data(const DataConfig& d, const ModelConfig& m) {
          show(kByteVocab) + " tokens of data.tokenizer=\"byte\"");
 }
 
+}  // namespace
+
+const char* shard_name(ShardLevel level) {
+  switch (level) {
+    case ShardLevel::None:
+      return "none";
+    case ShardLevel::Optimizer:
+      return "optimizer";
+    case ShardLevel::Gradients:
+      return "gradients";
+    case ShardLevel::Parameters:
+      return "parameters";
+  }
+  return "none";
+}
+
+ShardLevel shard_level(const ParallelConfig& parallel) {
+  if (parallel.shard == "parameters") return ShardLevel::Parameters;
+  if (parallel.shard == "gradients") return ShardLevel::Gradients;
+  if (parallel.shard == "optimizer" || parallel.distributed_optimizer) return ShardLevel::Optimizer;
+  return ShardLevel::None;
+}
+
+namespace {
+
 // Layout rules that hold for any number of processes (Megatron checks the same at startup);
 // whether this process can run the layout is the trainer's call.
 void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
@@ -627,6 +658,7 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
   at_least("parallel.ddp_bucket_size", p.ddp_bucket_size, int64_t{1});
   positive("parallel.timeout_s", p.timeout_s);
   one_of("parallel.device_comm", p.device_comm, {"auto", "nccl", "mpi"});
+  one_of("parallel.shard", p.shard, {"none", "optimizer", "gradients", "parameters"});
   divides("parallel.tp", p.tp, "model.n_head", m.n_head);
   // With those unset, n_head | d_model and tp | n_head already imply the rest.
   if (m.n_kv_head > 0) divides("parallel.tp", p.tp, "model.n_kv_head", m.n_kv_head);
@@ -653,6 +685,9 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
     fail("config: parallel.ep=" + show(p.ep) + " splits the experts of MoE layers, and this model has "
          "none; set moe.num_experts or parallel.ep=1");
   if (p.ep > 1) divides("parallel.ep", p.ep, "moe.num_experts", m.moe.num_experts);
+  if (shard_level(p) >= ShardLevel::Gradients && p.ep > 1)
+    fail("config: parallel.shard=" + p.shard + " with parallel.ep=" + show(p.ep) + " is not supported yet: "
+         "the experts' region is sharded by the distributed optimizer alone (set parallel.shard=optimizer)");
   at_least("parallel.first_stage_layers", p.first_stage_layers, 0);
   at_least("parallel.last_stage_layers", p.last_stage_layers, 0);
   if (p.vpp > 1 && p.pp == 1) fail("config: parallel.vpp=" + show(p.vpp) + " needs parallel.pp > 1");

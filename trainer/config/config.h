@@ -187,6 +187,16 @@ struct ParallelConfig {
   // expert whole, the expert-parallel groups folded over the tensor and data-parallel ranks
   // together, each tensor rank routing its own share of the tokens (sequence parallelism).
   int etp = 0;
+  // What the data-parallel ranks shard (docs/parallelism.md#sharded-data-parallelism):
+  // none | optimizer (ZeRO-1, Megatron's distributed optimizer) | gradients (ZeRO-2) |
+  // parameters (ZeRO-3, fully sharded). distributed_optimizer=true is shard=optimizer.
+  std::string shard = "none";
+  // Sharded gradients or parameters: each block's weights gathered before each forward and
+  // backward pass, the next block's started meanwhile (false: when needed, for measuring
+  // what prefetch hides), and its gradients reduced every micro-batch; or, per step, every
+  // unit gathered and reduced once a step and kept whole for it.
+  bool shard_prefetch = true;
+  bool shard_per_step = false;
   bool distributed_optimizer = false;
   // Elements per data-parallel gradient bucket (Megatron's --ddp-bucket-size): each bucket's
   // all-reduce starts as soon as backward has finished its gradients.
@@ -198,6 +208,12 @@ struct ParallelConfig {
   // without NCCL, and several ranks sharing one GPU); auto: nccl where the build has it.
   std::string device_comm = "auto";
 };
+
+// parallel.shard as a level; each shards what the one before it does and more.
+enum class ShardLevel { None, Optimizer, Gradients, Parameters };
+ShardLevel shard_level(const ParallelConfig& parallel);
+// The level as parallel.shard names it.
+const char* shard_name(ShardLevel level);
 
 struct PrecisionConfig {
   // fp32 | bf16 | fp16 | fp8 (bf16 with the blocks' linear products in FP8 on a GPU of compute

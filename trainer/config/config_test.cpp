@@ -407,10 +407,32 @@ TEST(Config, Llama3RopeScalingIsCheckedInOneLine) {
             "config: model.rope_high_freq_factor (1.0) must be above model.rope_low_freq_factor (1.0)");
 }
 
+TEST(Config, ShardLevelsAndTheirAlias) {
+  const auto level = [](const std::vector<std::string>& overrides) {
+    json j = minimal();
+    for (const std::string& o : overrides) apply_override(j, o);
+    return shard_level(config_from_json(j).parallel);
+  };
+  EXPECT_EQ(level({}), ShardLevel::None);
+  EXPECT_EQ(level({"parallel.distributed_optimizer=true"}), ShardLevel::Optimizer);
+  EXPECT_EQ(level({"parallel.shard=optimizer"}), ShardLevel::Optimizer);
+  EXPECT_EQ(level({"parallel.shard=gradients"}), ShardLevel::Gradients);
+  // The alias names the lowest level; a higher one shards the optimizer too.
+  EXPECT_EQ(level({"parallel.shard=parameters", "parallel.distributed_optimizer=true"}), ShardLevel::Parameters);
+  EXPECT_STREQ(shard_name(ShardLevel::Gradients), "gradients");
+  EXPECT_HAS(error_of({"parallel.shard=zero3"}), "parallel.shard");
+  EXPECT_EQ(error_of({"parallel.shard=parameters", "parallel.ep=2", "moe.num_experts=4"}),
+            "config: parallel.shard=parameters with parallel.ep=2 is not supported yet: the experts' region is "
+            "sharded by the distributed optimizer alone (set parallel.shard=optimizer)");
+  EXPECT_HAS(error_of({"parallel.shard=gradients", "model.arch=llama", "finetune.lora.rank=4"}),
+             "finetune.lora with parallel.shard=gradients is not supported");
+  EXPECT_EQ(error_of({"parallel.shard=parameters", "parallel.ep=2", "moe.num_experts=4", "parallel.shard=optimizer"}), "");
+}
+
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 23}, {"moe", 18}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 13},
+      {"model", 23}, {"moe", 18}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 16},
       {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 16}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

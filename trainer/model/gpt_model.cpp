@@ -24,6 +24,7 @@ GptModel::GptModel(LayoutOnly, const ModelConfig& config, int64_t micro_batch, O
   chunks_ = split_.chunks;
   if (chunks_.empty()) chunks_ = {{0, config_.n_layer, true, true}};
   if (split_.fp8) fp8_ = std::make_unique<Fp8Products>(*split_.fp8);
+  if (split_.shard_units) params_.shard_units(split_.flat_shards, split_.flat_shard_rank, split_.shard_values);
   layout();
 }
 
@@ -126,11 +127,15 @@ void GptModel::layout() {
   size_t local_layers = 0;
   for (const PipelineChunk& c : chunks_) local_layers += static_cast<size_t>(c.layers());
   blocks_.assign(local_layers, TransformerBlock{});
+  block_unit_.assign(local_layers, -1);
+  int unit = 0;  // the units in layout order: the head, the blocks last to first, the embeddings
   for (size_t c = chunks_.size(); c-- > 0;) {
     const PipelineChunk& chunk = chunks_[c];
     local_layers -= static_cast<size_t>(chunk.layers());
     first_block_[c] = local_layers;
     if (chunk.head) {
+      params_.begin_unit(true);
+      ++unit;
       if (!config_.tie_embeddings)
         head = params_.add("lm_head.weight", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
       else if (head_copy)
@@ -139,6 +144,8 @@ void GptModel::layout() {
       ready_after_[c].push_back(params_.dense_laid_out());
     }
     for (int l = chunk.layers() - 1; l >= 0; --l) {
+      params_.begin_unit(split_.shard_per_step);
+      block_unit_[first_block_[c] + static_cast<size_t>(l)] = unit++;
       recomputed_.rewind();
       blocks_[first_block_[c] + static_cast<size_t>(l)].bind(block_build, chunk.first_layer + l,
                                                              rope_table_);
@@ -146,6 +153,7 @@ void GptModel::layout() {
     }
   }
   if (has_embedding()) {
+    params_.begin_unit(true);
     if (!config_.is_llama()) wpe_ = params_.add("wpe", {T, C}, Init::Normal, config_.init_std);
     wte_ = params_.add("wte", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
   }
@@ -197,7 +205,14 @@ void GptModel::fill_rope_table() {
 }
 
 void GptModel::init_parameters(uint64_t seed) {
-  for (const Parameter& p : params_.all()) init_parameter(p, seed);
+  // Sharded values are drawn a unit at a time in its window, of which the rank keeps its shard.
+  const size_t units = params_.values_sharded() ? params_.units().size() : 0;
+  size_t unit = 0;
+  for (const Parameter& p : params_.all()) {
+    for (; unit < units && p.offset >= params_.units()[unit].last; ++unit) params_.keep_shard(ops_, unit);
+    init_parameter(p, seed);
+  }
+  for (; unit < units; ++unit) params_.keep_shard(ops_, unit);
   zero_grad();
 }
 
@@ -343,10 +358,12 @@ bool GptModel::forward_to_logits(int slot, int chunk) {
       split_.tensor->all_reduce(embedded, ReduceOp::Sum);
     }
   }
-  const size_t first = first_block_[static_cast<size_t>(chunk)];
-  for (size_t l = 0; l < static_cast<size_t>(c.layers()); ++l)
+  const size_t first = first_block_[static_cast<size_t>(chunk)], layers = static_cast<size_t>(c.layers());
+  for (size_t l = 0; l < layers; ++l) {
+    if (hooks_) hooks_->before_forward(block_unit_[first + l], l + 1 < layers ? block_unit_[first + l + 1] : -1);
     blocks_[first + l].forward(ops_, batch, batch.share_of(residual[l + 1]),
                                batch.share_of(residual[l]), block_scratch_);
+  }
   if (!c.head) return false;
   const Tensor final_out = batch.share_of(a.final_norm_out);
   final_norm_.forward(ops_, batch, final_out, batch.share_of(residual.back()));
@@ -434,11 +451,13 @@ void GptModel::backward(double dloss, int slot,
   }
   const size_t first = first_block_[static_cast<size_t>(chunk)];
   for (size_t l = static_cast<size_t>(c.layers()); l-- > 0;) {
+    if (hooks_) hooks_->before_backward(block_unit_[first + l], l > 0 ? block_unit_[first + l - 1] : -1);
     if (split_.recompute == Recompute::Full)
       blocks_[first + l].forward(ops_, batch, batch.share_of(residual[l + 1]),
                                  batch.share_of(residual[l]), block_scratch_);
     blocks_[first + l].backward(ops_, batch, d_residual, batch.share_of(residual[l]),
                                 block_scratch_, dloss);
+    if (hooks_) hooks_->after_backward(block_unit_[first + l]);
     ready(done++);
   }
   if (!c.embedding || wte_.frozen) return;
@@ -464,7 +483,11 @@ Tensor GptModel::residual_gradient(int slot) const {
   return batch_[static_cast<size_t>(slot)].share_of(d_residual_);
 }
 
-void GptModel::zero_grad() { ops_.fill(params_.flat_grads(), 0.0); }
+void GptModel::zero_grad() {
+  if (params_.units().empty()) return ops_.fill(params_.flat_grads(), 0.0);
+  for (size_t u = 0; u < params_.units().size(); ++u)
+    if (params_.units()[u].whole_step) ops_.fill(params_.unit_grads(u), 0.0);
+}
 
 void GptModel::logits_row(int64_t row, std::vector<float>& out, int slot) const {
   KILN_CHECK(!tp_split(), "logits_row: this model holds one tensor-parallel slice of the "
@@ -509,6 +532,7 @@ std::vector<ArenaSize> GptModel::arenas() const {
                                 {"gradients", params_.grad_bytes()},
                                 {"activations", activations_.bytes()},
                                 {"scratch", scratch_.bytes()}};
+  if (!params_.units().empty()) arenas.push_back({"unit windows", params_.window_bytes()});
   if (split_.recompute != Recompute::None) arenas.push_back({"recomputed", recomputed_.bytes()});
   if (fp8_) arenas.push_back({"fp8", fp8_->bytes()});
   if (params_.freezes_base()) arenas.push_back({"frozen parameters", params_.frozen_bytes()});

@@ -18,6 +18,7 @@
 #include "trainer/model/scratch.h"
 #include "trainer/model/tensor_parallel_linear.h"
 #include "trainer/model/transformer_block.h"
+#include "trainer/model/unit_hooks.h"
 #include "trainer/precision/fp8_products.h"
 
 namespace kiln {
@@ -94,7 +95,11 @@ class GptModel {
   // gradient of its input there.
   void backward(double dloss, int slot = 0,
                 const std::function<void(int64_t)>& gradients_ready = {}, int chunk = 0);
+  // Zeroes the gradients (sharded in units, the whole-step units' windows: the blocks'
+  // are zeroed as each backward starts).
   void zero_grad();
+  // Sharded in units: who hears of each block's forward and backward (null: nobody).
+  void set_unit_hooks(UnitHooks* hooks) { hooks_ = hooks; }
   // After each step under precision.dtype=fp8: the FP8 scales for the next step
   // (Fp8Products::update).
   void update_fp8_scales() {
@@ -127,9 +132,9 @@ class GptModel {
   int slots() const { return slots_; }
   // Every arena and the op workspace, as allocated.
   std::vector<ArenaSize> memory() const;
-  // The arenas (parameters, gradients, activations, scratch, recomputed when the split
-  // recomputes, fp8's scales and codes under FP8, and the frozen parameters under LoRA),
-  // the op workspace left out.
+  // The arenas (parameters, gradients, activations, scratch, the windows of parameters
+  // sharded in units, recomputed when the split recomputes, fp8's scales and codes under
+  // FP8, and the frozen parameters under LoRA), the op workspace left out.
   std::vector<ArenaSize> arenas() const;
   // The mixture of experts of layer `layer` (0-based, of the whole model) when it is an MoE
   // layer held by this rank; null otherwise.
@@ -189,6 +194,8 @@ class GptModel {
   // embeddings come last (the whole buffer).
   std::vector<std::vector<int64_t>> ready_after_;
   std::vector<TransformerBlock> blocks_;  // this rank's layers, chunk by chunk
+  std::vector<int> block_unit_;           // each one's unit when sharded in units
+  UnitHooks* hooks_ = nullptr;
   std::vector<size_t> first_block_;       // of each chunk in blocks_
   Norm final_norm_;
   ColumnParallelLinear lm_head_;  // the vocabulary split over the tensor group

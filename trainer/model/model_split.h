@@ -44,6 +44,14 @@ struct ModelSplit {
   // expert_shards (its expert-data-parallel ranks).
   int flat_shards = 1;
   int expert_shards = 1;
+  // parallel.shard=gradients or parameters: the flat buffers laid out in units over
+  // flat_shards ranks (ParameterSet::shard_units), of which this one holds shard
+  // flat_shard_rank, the values sharded too with shard_values.
+  bool shard_units = false;
+  int flat_shard_rank = 0;
+  bool shard_values = false;
+  // parallel.shard_per_step: the blocks kept whole for the step as the embeddings are.
+  bool shard_per_step = false;
   // parallel.sequence_parallel: between the tensor-parallel layers each rank of the tensor
   // group holds 1/tp of the tokens (sequence_parallel.h).
   bool sequence_parallel = false;

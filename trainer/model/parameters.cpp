@@ -17,13 +17,27 @@ ParameterSet::~ParameterSet() {
     owner_->release(values_);
     owner_->release(grads_);
     if (frozen_values_) owner_->release(frozen_values_);
+    if (value_shards_) owner_->release(value_shards_);
   }
+}
+
+void ParameterSet::shard_units(int shards, int rank, bool shard_values) {
+  KILN_CHECK(params_.empty() && !sized_, "shard_units comes before the layout");
+  KILN_CHECK(shards >= 1 && rank >= 0 && rank < shards, "shard_units: rank out of range");
+  unit_rank_ = rank;
+  KILN_CHECK(!freeze_base_, "a frozen base is not sharded in units");
+  unit_shards_ = shards;
+  shard_values_ = shard_values;
 }
 
 void ParameterSet::begin_pass() {
   params_.clear();
-  if (!sized_) size_ = dense_size_ = frozen_size_ = 0;
+  if (!sized_) {
+    size_ = dense_size_ = frozen_size_ = 0;
+    units_.clear();
+  }
   next_ = expert_next_ = frozen_next_ = 0;
+  current_unit_ = -1;
 }
 
 namespace {
@@ -33,6 +47,119 @@ int64_t aligned_elements(int64_t n, int parts = 1) {
   return (n + multiple - 1) / multiple * multiple;
 }
 }  // namespace
+
+void ParameterSet::begin_unit(bool whole_step) {
+  if (unit_shards_ == 0) return;
+  // Each unit starts where a whole number of shards of the units before it ends.
+  next_ = aligned_elements(next_, unit_shards_);
+  ++current_unit_;
+  if (sized_) {
+    KILN_CHECK(static_cast<size_t>(current_unit_) < units_.size() &&
+                   units_[static_cast<size_t>(current_unit_)].first == next_,
+               "parameter units changed between layout passes");
+    return;
+  }
+  if (!units_.empty()) units_.back().last = next_;
+  ParameterUnit unit;
+  unit.first = next_;
+  unit.whole_step = whole_step;
+  units_.push_back(unit);
+}
+
+void ParameterSet::place_units() {
+  if (units_.empty()) return;
+  units_.back().last = dense_size_;
+  // The whole-step units each have a window; the blocks take two in turn, so that the next
+  // block's values are gathered (and the last one's gradients reduced) while one computes.
+  int64_t block_window = 0, at = 0, shard_at = 0;
+  for (const ParameterUnit& u : units_)
+    if (!u.whole_step) block_window = std::max(block_window, u.last - u.first);
+  for (ParameterUnit& u : units_) {
+    if (!u.whole_step) continue;
+    u.window = at;
+    at += u.last - u.first;
+  }
+  int64_t blocks = 0;
+  for (ParameterUnit& u : units_) {
+    u.shard_at = shard_at;
+    shard_at += u.shard_size(unit_shards_);
+    if (!u.whole_step) u.window = at + (blocks++ % 2) * block_window;
+  }
+  window_size_ = at + std::min<int64_t>(blocks, 2) * block_window;
+}
+
+void* ParameterSet::place_in(void* buffer, DType dtype, int64_t offset, bool windowed) const {
+  if (!buffer) return nullptr;
+  if (windowed) {
+    const ParameterUnit& u = units_[static_cast<size_t>(current_unit_)];
+    offset = u.window + offset - u.first;
+  }
+  return static_cast<char*>(buffer) + offset * static_cast<int64_t>(dtype_size(dtype));
+}
+
+Tensor ParameterSet::flat_values() const {
+  KILN_CHECK(!shard_values_, "the values are sharded in units: no flat buffer holds them whole");
+  return {values_, value_dtype_, {size_}, device_};
+}
+
+Tensor ParameterSet::flat_grads() const {
+  KILN_CHECK(unit_shards_ == 0, "the gradients are sharded in units: no flat buffer holds them whole");
+  return {grads_, grad_dtype_, {size_}, device_};
+}
+
+Tensor ParameterSet::unit_values(size_t unit) const {
+  const ParameterUnit& u = units_.at(unit);
+  const int64_t at = shard_values_ ? u.window : u.first;
+  return Tensor{values_, value_dtype_, {shard_values_ ? window_size_ : size_}, device_}.slice(at, at + u.last - u.first);
+}
+
+Tensor ParameterSet::unit_grads(size_t unit) const {
+  const ParameterUnit& u = units_.at(unit);
+  return Tensor{grads_, grad_dtype_, {window_size_}, device_}.slice(u.window, u.window + u.last - u.first);
+}
+
+Tensor ParameterSet::value_shards() const {
+  KILN_CHECK(shard_values_, "the values are not sharded");
+  return {value_shards_, value_dtype_, {dense_size_ / unit_shards_}, device_};
+}
+
+Tensor ParameterSet::value_shard(size_t unit) const {
+  const ParameterUnit& u = units_.at(unit);
+  return value_shards().slice(u.shard_at, u.shard_at + u.shard_size(unit_shards_));
+}
+
+void ParameterSet::keep_shard(Ops& ops, size_t unit) const {
+  const int64_t n = units_.at(unit).shard_size(unit_shards_);
+  ops.cast(value_shard(unit), unit_values(unit).slice(unit_rank_ * n, (unit_rank_ + 1) * n));
+}
+
+void ParameterSet::view_values_in(const Tensor& whole) {
+  KILN_CHECK(shard_values_, "view_values_in needs sharded values");
+  KILN_CHECK(!whole.data || whole.numel() == size_, "view_values_in: the whole values are laid out otherwise");
+  for (Parameter& p : params_) {
+    if (whole.data) {
+      p.value.data = static_cast<char*>(whole.data) + p.offset * static_cast<int64_t>(dtype_size(value_dtype_));
+      continue;
+    }
+    const auto unit = std::find_if(units_.begin(), units_.end(), [&](const ParameterUnit& u) { return p.offset < u.last; });
+    KILN_CHECK(unit != units_.end(), p.name + " lies in no unit");
+    p.value.data = static_cast<char*>(values_) + (unit->window + p.offset - unit->first) *
+                                                     static_cast<int64_t>(dtype_size(value_dtype_));
+  }
+}
+
+size_t ParameterSet::value_bytes() const {
+  return static_cast<size_t>(shard_values_ ? dense_size_ / unit_shards_ : size_) * dtype_size(value_dtype_);
+}
+
+size_t ParameterSet::grad_bytes() const {
+  return static_cast<size_t>(unit_shards_ > 0 ? 0 : size_) * dtype_size(grad_dtype_);
+}
+
+size_t ParameterSet::window_bytes() const {
+  if (unit_shards_ == 0) return 0;
+  return static_cast<size_t>(window_size_) * (dtype_size(grad_dtype_) + (shard_values_ ? dtype_size(value_dtype_) : 0));
+}
 
 Parameter ParameterSet::place(const std::string& name, Shape shape, int64_t offset, Init init,
                               double std, const TensorSplit& split, bool frozen) {
@@ -48,11 +175,11 @@ Parameter ParameterSet::place(const std::string& name, Shape shape, int64_t offs
   }
   KILN_CHECK(!sized_ || offset + shape.numel() <= (frozen ? frozen_size_ : size_),
              "parameter layout grew after it was sized");
-  void* values = frozen ? frozen_values_ : values_;
-  p.value = {values ? static_cast<char*>(values) + p.offset * dtype_size(value_dtype_) : nullptr,
+  p.value = {frozen ? place_in(frozen_values_, value_dtype_, offset, false)
+                    : place_in(values_, value_dtype_, offset, shard_values_),
              value_dtype_, shape, device_};
-  p.grad = {grads_ && !frozen ? static_cast<char*>(grads_) + p.offset * dtype_size(grad_dtype_) : nullptr,
-            grad_dtype_, shape, device_};
+  p.grad = {frozen ? nullptr : place_in(grads_, grad_dtype_, offset, unit_shards_ > 0), grad_dtype_, shape,
+            device_};
   p.init = init;
   p.std = std;
   p.decay = shape.rank >= 2;
@@ -76,6 +203,7 @@ Parameter ParameterSet::add_adapter(const std::string& name, Shape shape, Init i
 
 Parameter ParameterSet::add_trainable(const std::string& name, Shape shape, Init init, double std,
                                       int64_t real_rows, const TensorSplit& split, bool copy) {
+  KILN_CHECK(unit_shards_ == 0 || current_unit_ >= 0, name + " is laid out in no unit");
   const int64_t offset = aligned_elements(next_);
   next_ = offset + shape.numel();
   Parameter p = place(name, shape, offset, init, std, split, false);
@@ -100,6 +228,7 @@ Parameter ParameterSet::add_frozen(const std::string& name, Shape shape, Init in
 Parameter ParameterSet::add_expert(const std::string& name, Shape shape, Init init, double std,
                                    const TensorSplit& split) {
   KILN_CHECK(!freeze_base_, "a frozen base has no experts' region");
+  KILN_CHECK(unit_shards_ == 0, "the experts' region is not sharded in units");
   const int64_t at = aligned_elements(expert_next_);
   expert_next_ = at + shape.numel();
   Parameter p = place(name, shape, dense_size_ + at, init, std, split, false);
@@ -113,8 +242,10 @@ void ParameterSet::allocate(Ops& ops, int shards, int expert_shards) {
   size_regions(shards, expert_shards);
   owner_ = &ops;
   device_ = ops.device();
-  values_ = ops.allocate(value_bytes());
-  grads_ = ops.allocate(grad_bytes());
+  // Sharded in units, the values' and the gradients' buffers are their windows.
+  values_ = ops.allocate(shard_values_ ? static_cast<size_t>(window_size_) * dtype_size(value_dtype_) : value_bytes());
+  if (shard_values_) value_shards_ = ops.allocate(value_bytes());
+  grads_ = ops.allocate(unit_shards_ > 0 ? static_cast<size_t>(window_size_) * dtype_size(grad_dtype_) : grad_bytes());
   if (frozen_size_ > 0) frozen_values_ = ops.allocate(frozen_bytes());
 }
 
@@ -124,6 +255,11 @@ void ParameterSet::size_regions(int shards, int expert_shards) {
   size_ = dense_size_ + aligned_elements(expert_next_, expert_shards);
   frozen_size_ = aligned_elements(frozen_next_);
   sized_ = true;
+  if (unit_shards_ > 0) {
+    KILN_CHECK(shards == unit_shards_, "units sharded over " + std::to_string(unit_shards_) +
+                                           " ranks, the buffers over " + std::to_string(shards));
+    place_units();
+  }
 }
 
 const Parameter& ParameterSet::find(const std::string& name) const {

@@ -86,6 +86,19 @@ struct Parameter {
   std::vector<double> whole_from(const std::vector<double>& pieces) const;
 };
 
+// A unit of sharded data parallelism (trainer/parallel/sharded_units.h): parameters whose
+// values are gathered whole and whose gradients are reduce-scattered together. A block is
+// one; the head (final norm and output layer) and the embeddings are units of their own,
+// gathered once a step and kept whole until its end (the tied output layer reads the
+// embedding's values and adds to its gradient at the far ends of the step).
+struct ParameterUnit {
+  int64_t first = 0, last = 0;  // in the flat buffers, a multiple of the shards long
+  bool whole_step = false;
+  int64_t window = 0;    // where it lies whole in the window memory
+  int64_t shard_at = 0;  // where each rank's shard of it starts in the rank's value shards
+  int64_t shard_size(int shards) const { return (last - first) / shards; }
+};
+
 class ParameterSet {
  public:
   // freeze_base: every parameter add() lays out is frozen; only add_adapter's train.
@@ -106,6 +119,13 @@ class ParameterSet {
   // An expert-parallel piece, in the expert region; split is over the expert group.
   Parameter add_expert(const std::string& name, Shape shape, Init init, double std,
                        const TensorSplit& split);
+  // Lays the flat buffers out in units, each padded to a multiple of `shards`, before the
+  // first pass: the gradients (and with shard_values the values too) then live whole only in
+  // windows, the whole-step units' own and two that the blocks take in turn, and the values
+  // otherwise as this rank's shard of every unit, in the value shards.
+  void shard_units(int shards, int rank, bool shard_values);
+  // The parameters laid out from here to the next unit (or the end) are one unit.
+  void begin_unit(bool whole_step);
   // Starts a layout pass (the set is laid out twice, as arenas are: sizes, then memory).
   void begin_pass();
   // Allocates both buffers, each region's length padded to a multiple of its shards (the
@@ -117,9 +137,31 @@ class ParameterSet {
 
   const std::vector<Parameter>& all() const { return params_; }
   const Parameter& find(const std::string& name) const;
-  // The whole flat buffers, alignment gaps included (they are zero and stay zero).
-  Tensor flat_values() const { return {values_, value_dtype_, {size_}, device_}; }
-  Tensor flat_grads() const { return {grads_, grad_dtype_, {size_}, device_}; }
+  // The whole flat buffers, alignment gaps included (they are zero and stay zero); not
+  // there when sharded in units.
+  Tensor flat_values() const;
+  Tensor flat_grads() const;
+  // Sharded in units: the units in layout order, the shard count, and whether the values
+  // are sharded too (else they are whole in the flat values).
+  const std::vector<ParameterUnit>& units() const { return units_; }
+  int unit_shards() const { return unit_shards_; }
+  bool values_sharded() const { return shard_values_; }
+  // A unit's values and gradients where it lies whole: its window (its place in the flat
+  // values when they are not sharded).
+  Tensor unit_values(size_t unit) const;
+  Tensor unit_grads(size_t unit) const;
+  // The rank's shard of every unit's values, unit after unit, and one unit's part of it.
+  Tensor value_shards() const;
+  Tensor value_shard(size_t unit) const;
+  // This rank's shard of a unit whole in its window, kept in the value shards (after the
+  // unit's values were written whole: initialised, or loaded from a checkpoint).
+  void keep_shard(Ops& ops, size_t unit) const;
+  // Sharded values: every parameter's value (as all() lists it; the layers keep theirs)
+  // viewed in `whole`, a buffer laid out like the flat values, for a checkpoint to read or
+  // write them whole; a tensor without data views them in their windows again.
+  void view_values_in(const Tensor& whole);
+  // Elements of window memory (for the values, and for the gradients).
+  int64_t window_size() const { return window_size_; }
   int64_t size() const { return size_; }
   // The region before the experts' (all of it without expert parallelism), and how far the
   // parameters laid out so far in this pass reach into it.
@@ -133,8 +175,12 @@ class ParameterSet {
   bool freezes_base() const { return freeze_base_; }
   DType value_dtype() const { return value_dtype_; }
   DType grad_dtype() const { return grad_dtype_; }
-  size_t value_bytes() const { return static_cast<size_t>(size_) * dtype_size(value_dtype_); }
-  size_t grad_bytes() const { return static_cast<size_t>(size_) * dtype_size(grad_dtype_); }
+  // The memory the values and the gradients take outside the windows: the whole flat
+  // buffers, or the value shards (and no gradients: their shards are the optimizer's).
+  size_t value_bytes() const;
+  size_t grad_bytes() const;
+  // The windows' memory, for the gradients and the sharded values (0 without units).
+  size_t window_bytes() const;
   // The frozen parameters' buffer (0 unless the base is frozen).
   size_t frozen_bytes() const { return static_cast<size_t>(frozen_size_) * dtype_size(value_dtype_); }
 
@@ -154,6 +200,20 @@ class ParameterSet {
   int64_t frozen_next_ = 0;  // the same in the frozen buffer
   int64_t frozen_size_ = 0;
   std::vector<Parameter> params_;
+  // Sharded in units (shard_units): 0 shards when not.
+  int unit_shards_ = 0;
+  int unit_rank_ = 0;
+  bool shard_values_ = false;
+  std::vector<ParameterUnit> units_;
+  int current_unit_ = -1;     // of this pass
+  int64_t window_size_ = 0;   // elements of window memory
+  void* value_shards_ = nullptr;
+
+  // Where the parameter at `offset` lies in the memory that holds it: the flat buffer, or its
+  // unit's window when that buffer is held in windows.
+  void* place_in(void* buffer, DType dtype, int64_t offset, bool windowed) const;
+  // The units' windows and shard places, once the last unit's end is known.
+  void place_units();
 
   Parameter place(const std::string& name, Shape shape, int64_t offset, Init init, double std,
                   const TensorSplit& split, bool frozen);

@@ -49,7 +49,15 @@ AdamW::StateLayout AdamW::lay_out(const ParameterSet& params, const OptimizerGro
     r.last = last;
     return r;
   };
-  if (!counts_as_one(groups.shard)) {
+  if (!params.units().empty()) {
+    // Sharded in units (parallel.shard=gradients or parameters): each unit is a region, so
+    // a rank's state is its shard of each unit, reduced and gathered unit by unit.
+    KILN_CHECK(groups.shard && groups.shard->size() == params.unit_shards(),
+               "parameter units sharded over " + std::to_string(params.unit_shards()) +
+                   " ranks need a shard group of as many");
+    KILN_CHECK(n == dense, "the experts' region is not sharded in units");
+    for (const ParameterUnit& u : params.units()) layout.regions.push_back(region(groups.shard, u.first, u.last));
+  } else if (!counts_as_one(groups.shard)) {
     layout.regions.push_back(region(groups.shard, 0, dense));
     KILN_CHECK(n == dense || groups.expert_shard, "a sharded experts' region needs its group");
     if (n > dense) layout.regions.push_back(region(groups.expert_shard, dense, n));
@@ -134,18 +142,31 @@ AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const Opt
   norm_all_ = layout.norm_all;
   const std::vector<std::vector<int64_t>>& tables = layout.tables;
   state_.check_complete();
-  const Tensor values = params_.flat_values();
   if (mixed_) {
-    for (const Region& r : regions_) ops_.cast(r.state(master_), values.slice(r.begin, r.end));
+    for (size_t i = 0; i < regions_.size(); ++i) ops_.cast(regions_[i].state(master_), region_values(i));
   } else {
-    master_ = values;  // the parameters are the master weights
+    // The parameters are the master weights.
+    master_ = params_.values_sharded() ? params_.value_shards() : params_.flat_values();
   }
   if (!sharded()) grad_shard_ = params_.flat_grads();
   for (size_t i = 0; i < regions_.size(); ++i) ops_.copy_from_host(regions_[i].segments, tables[i].data());
 }
 
+Tensor AdamW::region_values(size_t i) const {
+  if (params_.values_sharded()) return params_.value_shard(i);
+  return params_.flat_values().slice(regions_[i].begin, regions_[i].end);
+}
+
+Tensor AdamW::unit_gradient_shard(size_t unit) const {
+  KILN_CHECK(!params_.units().empty(), "the parameters are not sharded in units");
+  return regions_.at(unit).state(grad_shard_);
+}
+
+void AdamW::zero_gradient_shards() { ops_.fill(grad_shard_, 0.0); }
+
 void AdamW::reduce_scatter_gradients() {
   KILN_CHECK(sharded(), "reduce_scatter_gradients needs a sharded optimizer");
+  KILN_CHECK(params_.units().empty(), "gradients sharded in units are reduced unit by unit");
   const Tensor grads = params_.flat_grads();
   for (const Region& r : regions_)
     r.group->reduce_scatter(r.state(grad_shard_), grads.slice(r.first, r.last));
@@ -216,14 +237,14 @@ void AdamW::queue_update() {
   s.beta2 = train_.beta2;
   s.eps = train_.adam_eps;
   s.scalars = scalars_;
-  const Tensor values = params_.flat_values();
-  for (const Region& r : regions_) {
-    const Tensor shard = values.slice(r.begin, r.end);
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    const Region& r = regions_[i];
+    const Tensor shard = region_values(i);
     ops_.adamw(mixed_ ? r.state(master_) : shard, r.state(grads), r.state(m_),
                r.state(v_), mixed_ ? shard : Tensor{}, r.segments, s);
     // Every rank takes the others' updated shards (unchanged when the step was skipped); its
-    // own is already in place.
-    if (sharded()) r.group->all_gather(values.slice(r.first, r.last), shard);
+    // own is already in place. Sharded values are gathered unit by unit when used.
+    if (sharded() && !params_.values_sharded()) r.group->all_gather(params_.flat_values().slice(r.first, r.last), shard);
   }
 }
 
@@ -246,7 +267,8 @@ OptimizerState AdamW::whole_buffers() const {
     whole.exp_avg = whole.memory->take(flat, params_.grad_dtype());
     whole.exp_avg_sq = whole.memory->take(flat, params_.grad_dtype());
   }
-  if (!mixed_) whole.master = params_.flat_values();
+  // Unmixed, the parameters are the master weights: a checkpoint takes them from the model.
+  if (!mixed_ && !params_.values_sharded()) whole.master = params_.flat_values();
   return whole;
 }
 

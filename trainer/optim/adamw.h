@@ -79,6 +79,11 @@ class AdamW {
   bool sharded() const { return sharded_; }
   // Sharded: this rank's shard of the flat gradients becomes the sum over the group's ranks.
   void reduce_scatter_gradients();
+  // With the parameters sharded in units (ParameterSet::shard_units), where this rank's
+  // shard of a unit's summed gradients is added up over the step's micro-batches
+  // (trainer/train/sharded_units.h), and the start of a step that zeroes them all.
+  Tensor unit_gradient_shard(size_t unit) const;
+  void zero_gradient_shards();
 
   // The gradients hold loss_scale times the true gradients. Unscales, clips to
   // train.clip_grad, and updates every parameter with learning rate lr, unless the
@@ -144,6 +149,8 @@ class AdamW {
   static StateTensors take_state(Arena& state, StateLayout& layout, bool mixed, bool sharded, DType dtype);
 
   OptimizerState whole_buffers() const;
+  // The values region i updates: its shard of the flat values, or of the value shards.
+  Tensor region_values(size_t i) const;
   // The scalar `which` (OptimizerScalar) of scalars_, as a one-value tensor.
   Tensor scalar(int64_t which) const { return scalars_.slice(which, which + 1); }
   // The squared norm's parts summed over the ranks that hold the rest of the gradients, through

@@ -37,9 +37,14 @@ class Communicator {
   // x = root's x.
   virtual void broadcast(const Tensor& x, int root) = 0;
   // out[size * n] = every rank's in[n], in rank order.
-  virtual void all_gather(const Tensor& out, const Tensor& in) = 0;
+  void all_gather(const Tensor& out, const Tensor& in) { start_all_gather(out, in)->wait(); }
+  // all_gather, started: the caller must not read out nor write in until wait() (fully
+  // sharded data parallelism gathers the next layer's weights while this one computes).
+  virtual std::unique_ptr<PendingCollective> start_all_gather(const Tensor& out, const Tensor& in) = 0;
   // out[n] = the sum over ranks of slice `rank` of in[size * n].
-  virtual void reduce_scatter(const Tensor& out, const Tensor& in) = 0;
+  void reduce_scatter(const Tensor& out, const Tensor& in) { start_reduce_scatter(out, in)->wait(); }
+  // reduce_scatter, started, on the same terms.
+  virtual std::unique_ptr<PendingCollective> start_reduce_scatter(const Tensor& out, const Tensor& in) = 0;
   // On root, out[size * n] = every rank's in[n] in rank order; out is not touched elsewhere.
   virtual void gather(const Tensor& out, const Tensor& in, int root) = 0;
   // Point to point, matched by peer and tag: blocks until the peer's matching call.

@@ -24,8 +24,12 @@ class GroupCommunicator final : public Communicator {
     return on(x).start_all_reduce(x, op);
   }
   void broadcast(const Tensor& x, int root) override { on(x).broadcast(x, root); }
-  void all_gather(const Tensor& out, const Tensor& in) override { on(in).all_gather(out, in); }
-  void reduce_scatter(const Tensor& out, const Tensor& in) override { on(in).reduce_scatter(out, in); }
+  std::unique_ptr<PendingCollective> start_all_gather(const Tensor& out, const Tensor& in) override {
+    return on(in).start_all_gather(out, in);
+  }
+  std::unique_ptr<PendingCollective> start_reduce_scatter(const Tensor& out, const Tensor& in) override {
+    return on(in).start_reduce_scatter(out, in);
+  }
   void gather(const Tensor& out, const Tensor& in, int root) override { on(in).gather(out, in, root); }
   void all_to_all(const Tensor& out, const std::vector<int64_t>& recv_rows, const Tensor& in,
                   const std::vector<int64_t>& send_rows) override {

@@ -10,6 +10,10 @@
 namespace kiln {
 namespace {
 
+struct NothingPending final : PendingCollective {
+  void wait() override {}
+};
+
 // A world of one that writes down each call it gets, as "<name>.<call>".
 class Recording final : public Communicator {
  public:
@@ -24,8 +28,14 @@ class Recording final : public Communicator {
     return nullptr;
   }
   void broadcast(const Tensor&, int) override { note("broadcast"); }
-  void all_gather(const Tensor&, const Tensor&) override { note("all_gather"); }
-  void reduce_scatter(const Tensor&, const Tensor&) override { note("reduce_scatter"); }
+  std::unique_ptr<PendingCollective> start_all_gather(const Tensor&, const Tensor&) override {
+    note("all_gather");
+    return std::make_unique<NothingPending>();
+  }
+  std::unique_ptr<PendingCollective> start_reduce_scatter(const Tensor&, const Tensor&) override {
+    note("reduce_scatter");
+    return std::make_unique<NothingPending>();
+  }
   void gather(const Tensor&, const Tensor&, int) override { note("gather"); }
   void all_to_all(const Tensor&, const std::vector<int64_t>&, const Tensor&,
                   const std::vector<int64_t>&) override {

@@ -104,19 +104,24 @@ class HostCopy {
 
 // A started all-reduce of a device tensor: MPI works on the host copy, which goes back to the
 // device when the caller waits.
+// A gather or a reduce-scatter also keeps the host copy of its input (`source`) until then.
 class StagedPending final : public PendingCollective {
  public:
-  StagedPending(std::unique_ptr<PendingCollective> transfer, std::unique_ptr<HostCopy> copy, Ops& ops)
-      : copy_(std::move(copy)), transfer_(std::move(transfer)), ops_(ops) {}
+  StagedPending(std::unique_ptr<PendingCollective> transfer, std::unique_ptr<HostCopy> copy, Ops& ops,
+                std::unique_ptr<HostCopy> source = nullptr)
+      : copy_(std::move(copy)), source_(std::move(source)), transfer_(std::move(transfer)), ops_(ops) {}
   void wait() override {
     if (!copy_) return;
     transfer_->wait();
     copy_->store(ops_);
     copy_.reset();
+    source_.reset();
   }
 
  private:
-  std::unique_ptr<HostCopy> copy_;  // declared first: outlives the transfer that reads it
+  // Declared first: they outlive the transfer that reads them.
+  std::unique_ptr<HostCopy> copy_;
+  std::unique_ptr<HostCopy> source_;
   std::unique_ptr<PendingCollective> transfer_;
   Ops& ops_;
 };
@@ -154,22 +159,24 @@ class HostStagedCommunicator final : public Communicator {
     copy.store(ops_);
   }
 
-  void all_gather(const Tensor& out, const Tensor& in) override {
-    if (on_host(in) && on_host(out)) return host_->all_gather(out, in);
+  std::unique_ptr<PendingCollective> start_all_gather(const Tensor& out, const Tensor& in) override {
+    if (on_host(in) && on_host(out)) return host_->start_all_gather(out, in);
     same_device(out, in, "all_gather");
-    HostCopy share(pool_, in, false), whole(pool_, out, false);
-    share.load(ops_);
-    host_->all_gather(whole.host(), share.host());
-    whole.store(ops_);
+    auto share = std::make_unique<HostCopy>(pool_, in, false);
+    auto whole = std::make_unique<HostCopy>(pool_, out, false);
+    share->load(ops_);
+    auto transfer = host_->start_all_gather(whole->host(), share->host());
+    return std::make_unique<StagedPending>(std::move(transfer), std::move(whole), ops_, std::move(share));
   }
 
-  void reduce_scatter(const Tensor& out, const Tensor& in) override {
-    if (on_host(in) && on_host(out)) return host_->reduce_scatter(out, in);
+  std::unique_ptr<PendingCollective> start_reduce_scatter(const Tensor& out, const Tensor& in) override {
+    if (on_host(in) && on_host(out)) return host_->start_reduce_scatter(out, in);
     same_device(out, in, "reduce_scatter");
-    HostCopy whole(pool_, in, true), share(pool_, out, true);
-    whole.load(ops_);
-    host_->reduce_scatter(share.host(), whole.host());
-    share.store(ops_);
+    auto whole = std::make_unique<HostCopy>(pool_, in, true);
+    auto share = std::make_unique<HostCopy>(pool_, out, true);
+    whole->load(ops_);
+    auto transfer = host_->start_reduce_scatter(share->host(), whole->host());
+    return std::make_unique<StagedPending>(std::move(transfer), std::move(share), ops_, std::move(whole));
   }
 
   void gather(const Tensor& out, const Tensor& in, int root) override {

@@ -268,25 +268,29 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  void all_gather(const Tensor& out, const Tensor& in) override {
+  std::unique_ptr<PendingCollective> start_all_gather(const Tensor& out, const Tensor& in) override {
     check_host(in, "all_gather");
     check_gather_shapes(out, in, size_, "all_gather");
     const int n = int_count(in.numel(), "all_gather");
+    auto pending = std::make_unique<MpiPending>(over("all_gather"));
     MPI_Request request;
     check(MPI_Iallgather(in.data, n, mpi_type(in.dtype), out.data, n, mpi_type(in.dtype), comm_,
                          &request),
           "Iallgather");
-    wait_idle(request, over("all_gather"));
+    pending->add(request);
+    return pending;
   }
 
-  void reduce_scatter(const Tensor& out, const Tensor& in) override {
+  std::unique_ptr<PendingCollective> start_reduce_scatter(const Tensor& out, const Tensor& in) override {
     check_reducible(in, "reduce_scatter");
     check_gather_shapes(in, out, size_, "reduce_scatter");
+    auto pending = std::make_unique<MpiPending>(over("reduce_scatter"));
     MPI_Request request;
     check(MPI_Ireduce_scatter_block(in.data, out.data, int_count(out.numel(), "reduce_scatter"),
                                     mpi_type(in.dtype), MPI_SUM, comm_, &request),
           "Ireduce_scatter_block");
-    wait_idle(request, over("reduce_scatter"));
+    pending->add(request);
+    return pending;
   }
 
   void gather(const Tensor& out, const Tensor& in, int root) override {

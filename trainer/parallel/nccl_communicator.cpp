@@ -115,24 +115,24 @@ class NcclCommunicator final : public Communicator {
     queued(fmt::format("broadcast from rank {} {}", world_rank(root), over("")))->wait();
   }
 
-  void all_gather(const Tensor& out, const Tensor& in) override {
+  std::unique_ptr<PendingCollective> start_all_gather(const Tensor& out, const Tensor& in) override {
     check_device(in, "all_gather");
     check_gather_shapes(out, in, size_, "all_gather");
     follow_compute();
     check_nccl(ncclAllGather(in.data, out.data, static_cast<size_t>(in.numel()),
                              nccl_type(in.dtype), comm_, stream_),
                "AllGather");
-    queued(over("all_gather"))->wait();
+    return queued(over("all_gather"));
   }
 
-  void reduce_scatter(const Tensor& out, const Tensor& in) override {
+  std::unique_ptr<PendingCollective> start_reduce_scatter(const Tensor& out, const Tensor& in) override {
     check_device(in, "reduce_scatter");
     check_gather_shapes(in, out, size_, "reduce_scatter");
     follow_compute();
     check_nccl(ncclReduceScatter(in.data, out.data, static_cast<size_t>(out.numel()),
                                  nccl_type(in.dtype), ncclSum, comm_, stream_),
                "ReduceScatter");
-    queued(over("reduce_scatter"))->wait();
+    return queued(over("reduce_scatter"));
   }
 
   void gather(const Tensor& out, const Tensor& in, int root) override {

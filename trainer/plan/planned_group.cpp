@@ -16,8 +16,12 @@ class PlannedGroup final : public Communicator {
   void all_reduce(const Tensor&, ReduceOp) override { refuse("all_reduce"); }
   std::unique_ptr<PendingCollective> start_all_reduce(const Tensor&, ReduceOp) override { refuse("all_reduce"); }
   void broadcast(const Tensor&, int) override { refuse("broadcast"); }
-  void all_gather(const Tensor&, const Tensor&) override { refuse("all_gather"); }
-  void reduce_scatter(const Tensor&, const Tensor&) override { refuse("reduce_scatter"); }
+  std::unique_ptr<PendingCollective> start_all_gather(const Tensor&, const Tensor&) override {
+    refuse("all_gather");
+  }
+  std::unique_ptr<PendingCollective> start_reduce_scatter(const Tensor&, const Tensor&) override {
+    refuse("reduce_scatter");
+  }
   void gather(const Tensor&, const Tensor&, int) override { refuse("gather"); }
   void send(const Tensor&, int, int) override { refuse("send"); }
   void recv(const Tensor&, int, int) override { refuse("recv"); }

@@ -51,7 +51,10 @@ std::string candidate_name(const Config& c, const ParallelLayout& layout) {
   std::string name = layout.name() + (layout.vpp() > 1 ? fmt::format(" vpp{}", layout.vpp()) : "") +
                      fmt::format(" mb{}", c.train.micro_batch);
   if (c.train.recompute != "none") name += " " + c.train.recompute;
-  if (c.parallel.distributed_optimizer) name += " dist-opt";
+  const ShardLevel shard = shard_level(c.parallel);
+  if (shard == ShardLevel::Optimizer) name += " dist-opt";
+  if (shard == ShardLevel::Gradients) name += " shard-grads";
+  if (shard == ShardLevel::Parameters) name += " shard-params";
   return name;
 }
 
@@ -78,8 +81,11 @@ std::vector<Config> enumerate(const Config& base, int devices, int per_node) {
           for (int ep : eps)
             for (int micro : micro_batches)
               for (const char* recompute : {"none", "selective", "full"})
-                for (bool distributed : {false, true}) {
-                  if (distributed && dp * cp == 1) continue;
+                for (const char* shard : {"none", "optimizer", "gradients", "parameters"}) {
+                  const std::string level = shard;
+                  if (level != "none" && dp * cp == 1) continue;
+                  // Units shard neither the experts' region nor a frozen base (config.cpp).
+                  if ((level == "gradients" || level == "parameters") && (ep > 1 || m.lora.enabled())) continue;
                   Config c = base;
                   c.parallel.tp = tp;
                   c.parallel.cp = cp;
@@ -89,7 +95,8 @@ std::vector<Config> enumerate(const Config& base, int devices, int per_node) {
                   c.parallel.etp = 0;
                   c.parallel.first_stage_layers = c.parallel.last_stage_layers = 0;
                   c.parallel.sequence_parallel = tp > 1;
-                  c.parallel.distributed_optimizer = distributed;
+                  c.parallel.shard = shard;
+                  c.parallel.distributed_optimizer = false;
                   c.train.micro_batch = micro;
                   c.train.recompute = recompute;
                   out.push_back(std::move(c));

@@ -67,13 +67,19 @@ int activation_slots(const Config& config, const ParallelLayout& layout, int sta
 
 ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, const RankGroups& groups, int stage) {
   // The distributed optimizer keeps 1/(dp cp) of the state on each rank, 1/edp of the
-  // experts'.
-  const bool distributed = config.parallel.distributed_optimizer;
+  // experts'; sharded further, the gradients and values are laid out in units over the
+  // same ranks.
+  const ShardLevel shard = shard_level(config.parallel);
+  const bool distributed = shard >= ShardLevel::Optimizer;
   ModelSplit split;
   split.recompute = parse_recompute(config.train.recompute);
   split.tensor = groups.tensor;
   split.flat_shards = distributed && groups.gradient ? groups.gradient->size() : 1;
   split.expert_shards = distributed ? layout.edp() : 1;
+  split.shard_units = shard >= ShardLevel::Gradients && split.flat_shards > 1;
+  split.flat_shard_rank = split.shard_units ? groups.gradient->rank() : 0;
+  split.shard_values = split.shard_units && shard == ShardLevel::Parameters;
+  split.shard_per_step = config.parallel.shard_per_step;
   split.sequence_parallel = config.parallel.sequence_parallel;
   split.chunks = stage_chunks(config, layout, stage);
   split.expert = groups.expert;
@@ -85,7 +91,8 @@ ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, 
 
 OptimizerGroups rank_optimizer_groups(const Config& config, const ParallelLayout& layout, const RankGroups& groups) {
   OptimizerGroups optimizer;
-  const bool sharded = config.parallel.distributed_optimizer && groups.gradient && groups.gradient->size() > 1;
+  const bool sharded =
+      shard_level(config.parallel) >= ShardLevel::Optimizer && groups.gradient && groups.gradient->size() > 1;
   optimizer.shard = sharded ? groups.gradient : nullptr;
   optimizer.expert_shard = groups.expert_data;
   optimizer.tensor = groups.tensor;

@@ -84,6 +84,11 @@ std::vector<MemoryCase> cases() {
       {"recompute_selective", 1, {"train.recompute=selective"}},
       {"pp2_recompute_full", 2, {"parallel.pp=2", "train.recompute=full"}},
       {"cp2_dp2_distributed_optimizer", 4, {"parallel.cp=2", "parallel.distributed_optimizer=true"}},
+      {"dp2_shard_gradients", 2, {"parallel.shard=gradients"}},
+      {"dp4_shard_parameters", 4, {"parallel.shard=parameters"}},
+      {"tp2_pp2_dp2_shard_parameters", 8, {"parallel.tp=2", "parallel.pp=2", "parallel.shard=parameters"}},
+      {"cp2_dp2_shard_parameters_per_step", 4,
+       {"parallel.cp=2", "parallel.shard=parameters", "parallel.shard_per_step=true"}},
       {"fp8_tp2_pp2_recompute_full", 4,
        {"precision.dtype=fp8", "parallel.tp=2", "parallel.pp=2", "train.recompute=full"}},
   };
@@ -131,6 +136,45 @@ TEST(RankMemory, LoraHoldsTheBaseWithoutGradientsOrOptimizerState) {
   EXPECT_GE(with.bytes("optimizer"), 2 * adapters);
   EXPECT_LT(with.bytes("optimizer"), 2 * adapters + 4096);
   EXPECT_GT(without.bytes("optimizer"), 2 * without.bytes("parameters"));
+}
+
+// Under parallel.shard=parameters a rank's parameters, gradients and optimizer state are its
+// 1/dp shard of each unit (padded to 32 elements a shard), and the windows the same at every
+// dp but for that padding: the embeddings' and the head's, and two blocks'.
+TEST(RankMemory, ShardedParametersFallAsOneOverDataParallelRanks) {
+  const std::vector<std::string> settings = {"model.n_layer=8", "train.global_batch=16", "train.micro_batch=2",
+                                             "data.paths=[\"unused\"]", "parallel.shard=parameters"};
+  const auto ops = make_cpu_ops(1);
+  const Config config = load_config("", settings);
+  const auto plan = [&](int dp) { return plan_rank_memory(config, ParallelLayout(config.parallel, dp), 0, Device::Cpu, *ops, 0); };
+  const RankMemory one = plan(1);
+  EXPECT_EQ(one.bytes("unit windows"), 0u);
+  // At dp 1 nothing is sharded: whole F32 values and gradients, and AdamW's two moments.
+  const size_t whole = one.bytes("parameters");
+  EXPECT_EQ(one.bytes("gradients"), whole);
+  const size_t sharded_one = one.bytes("parameters") + one.bytes("gradients") + one.bytes("optimizer");
+  size_t windows = 0;
+  for (int dp : {2, 4, 8}) {
+    const RankMemory m = plan(dp);
+    // 10 units (the head, 8 blocks, the embeddings), each padded by at most 32 x dp elements.
+    const size_t padding = size_t{10} * 32 * dp * sizeof(float);
+    EXPECT_GE(m.bytes("parameters") * dp, whole) << "dp " << dp;
+    EXPECT_LE(m.bytes("parameters") * dp, whole + padding) << "dp " << dp;
+    EXPECT_EQ(m.bytes("gradients"), 0u) << "dp " << dp;
+    // The optimizer's moments and summed-gradient shard: three shards of F32.
+    const size_t state = m.bytes("optimizer");
+    EXPECT_GE(state, 3 * m.bytes("parameters")) << "dp " << dp;
+    EXPECT_LT(state, 3 * m.bytes("parameters") + 4096) << "dp " << dp;
+    const size_t sharded = m.bytes("parameters") + m.bytes("gradients") + state;
+    EXPECT_LT(sharded * dp, sharded_one * 5 / 4 + 4096 * dp) << "dp " << dp;
+    // A window holds F32 values and gradients.
+    if (windows == 0) windows = m.bytes("unit windows");
+    EXPECT_LE(m.bytes("unit windows"), windows + 2 * padding) << "dp " << dp;
+    EXPECT_GE(m.bytes("unit windows") + 2 * padding, windows) << "dp " << dp;
+    std::printf("dp %d: parameters %zu, optimizer %zu, windows %zu bytes\n", dp, m.bytes("parameters"), state,
+                m.bytes("unit windows"));
+  }
+  EXPECT_LT(windows, whole);
 }
 
 TEST(RankMemory, LoraDropoutAddsOneScratchCopyOfTheWidestInput) {

@@ -106,6 +106,7 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
   // Per micro-batch, the busiest stage.
   StepPrediction per_micro;
   double stage_params = 0, stage_expert_params = 0, busiest = -1;
+  double stage_block_params = 0, stage_layers = 1;  // of the busiest stage
   for (int stage = 0; stage < pp; ++stage) {
     std::vector<PipelineChunk> chunks = stage_chunks(config, layout, stage);
     if (chunks.empty()) chunks = {{0, m.n_layer, true, true}};
@@ -154,6 +155,8 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
       // factors it holds whole, at most a layer's whole adapters).
       if (m.lora.enabled()) stage_params = layers * static_cast<double>(lora_layer_parameters(m));
       stage_expert_params = experts / (ep * layout.etp());
+      stage_block_params = dense / tp;
+      stage_layers = std::max(1.0, layers);
     }
   }
 
@@ -170,12 +173,34 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
   // updated parameters, else the replicas all-reduce them (kiln starts its buckets during
   // backward, but on the compute stream: nothing overlaps yet).
   const int gradient_ranks = cp * dp, expert_ranks = layout.edp();
-  const bool sharded = config.parallel.distributed_optimizer && gradient_ranks > 1;
+  const bool sharded = shard_level(config.parallel) >= ShardLevel::Optimizer && gradient_ranks > 1;
   const auto reduce = [&](double params, int n) {
     return sharded ? ring_gather_s(4 * params, n, gradient_link) + ring_gather_s(b * params, n, gradient_link)
                    : ring_all_reduce_s(4 * params, n, gradient_link);
   };
   p.data_s = reduce(stage_params, gradient_ranks) + reduce(stage_expert_params, expert_ranks);
+  const ParallelConfig& par = config.parallel;
+  const ShardLevel level = shard_level(par);
+  if (level >= ShardLevel::Gradients && gradient_ranks > 1 && !par.shard_per_step) {
+    // Sharded in units (trainer/train/sharded_units.h): every micro-batch each block's
+    // gradients are reduce-scattered as its backward ends and, with sharded values, its
+    // weights gathered before its forward and its backward. What the blocks' compute hides
+    // is hidden but for the first transfer of a pass (nothing, without prefetch). The
+    // embeddings and the head are reduced once a step, and gathered once with sharded values,
+    // else the updated values are all-gathered as the distributed optimizer's are.
+    const double outer = stage_params - stage_block_params;
+    const double reduce_s = ring_gather_s(4 * stage_block_params, gradient_ranks, gradient_link);
+    const double gather_s = level == ShardLevel::Parameters ? ring_gather_s(b * stage_block_params, gradient_ranks, gradient_link) : 0;
+    const double forward_s = per_micro.compute_s / 3, backward_s = per_micro.compute_s - forward_s;
+    const auto exposed = [&](double comm_s, double compute_s) {
+      if (!par.shard_prefetch) return comm_s;
+      return comm_s / stage_layers + std::max(0.0, comm_s * (stage_layers - 1) / stage_layers - compute_s);
+    };
+    p.data_s = micro_batches * (exposed(gather_s, forward_s) + exposed(gather_s + reduce_s, backward_s)) +
+               ring_gather_s(4 * outer, gradient_ranks, gradient_link) +
+               ring_gather_s(b * (level == ShardLevel::Parameters ? outer : stage_params), gradient_ranks, gradient_link) +
+               reduce(stage_expert_params, expert_ranks);
+  }
   const double params = stage_params + stage_expert_params;
   const double shard = sharded ? stage_params / gradient_ranks + stage_expert_params / std::max(1, expert_ranks) : params;
   p.optimizer_s = (params * kGradientPassBytes + shard * kAdamWBytes) / bandwidth;

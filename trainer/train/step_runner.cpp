@@ -33,6 +33,8 @@ StepRunner::StepRunner(const Config& config, const ParallelLayout& layout, RankC
   if (gradient_group().size() > 1 && !optimizer_.sharded())
     buckets_ = std::make_unique<GradientBuckets>(
         gradient_group(), params.flat_grads().slice(0, params.dense_size()), config_.parallel.ddp_bucket_size);
+  if (!params.units().empty())
+    units_ = std::make_unique<ShardedUnits>(model_, optimizer_, gradient_group(), config_.parallel.shard_prefetch);
   // The device communicator matters to the choice only between GPU ranks.
   const bool gpu_ranks = ops.device() == Device::Cuda && layout_.world() > 1;
   const CudaGraphChoice graphs = choose_cuda_graphs(
@@ -119,7 +121,13 @@ StepTimes StepRunner::train_step(bool timed) {
   };
   StepTimes times;
   model_.zero_grad();
+  if (units_) {
+    const Clock::time_point start = Clock::now();
+    units_->begin_step();
+    times.comm_ms += ms_since(start);
+  }
   pipeline_step(first, phase_end, times);
+  if (units_) times.shard_ms = units_->take_waited_ms();
   // The tied embedding's copies are summed over the first and last stages once each has
   // its replicas' sum (Megatron's order): the buckets write the sums in place, the
   // distributed optimizer into shards of its own, so it takes the copies summed first.
@@ -192,7 +200,9 @@ void StepRunner::reduce_gradients(StepTimes& times) {
   // Each rank's backward weighted its tokens by 1 / (the global batch's tokens), so the sum
   // over ranks is the global batch's gradient, as one process computes it. What is left of
   // the reduction after backward is the exposed communication.
-  if (optimizer_.sharded()) {
+  if (units_) {
+    units_->end_step();
+  } else if (optimizer_.sharded()) {
     optimizer_.reduce_scatter_gradients();
   } else {
     buckets_->finish();
@@ -211,6 +221,7 @@ std::pair<double, double> StepRunner::evaluate() {
   double nats = 0;
   int64_t bytes = 0, targets = 0;
   const int iters = config_.train.eval_iters;
+  if (units_) units_->gather_whole_step();
   pipeline_.run(
       pipeline_forwards(layout_.vpp(), iters), 0.0,
       [&](int micro, int slot) {

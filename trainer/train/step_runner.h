@@ -24,6 +24,7 @@
 #include "trainer/train/device_step.h"
 #include "trainer/train/pipeline_executor.h"
 #include "trainer/train/rank_backend.h"
+#include "trainer/train/sharded_units.h"
 #include "trainer/train/step_times.h"
 #include "trainer/train/training_data.h"
 
@@ -40,7 +41,8 @@ class StepRunner {
  public:
   // schedule: this stage's (pipeline_schedule.h; at pp 1 each micro-batch's forward and
   // backward in turn). Opens the pipeline's channels (collective over the pipeline group)
-  // and, without the distributed optimizer and with several replicas, the gradient buckets.
+  // and, without the distributed optimizer and with several replicas, the gradient buckets;
+  // with the parameters sharded in units, their gathers and reductions (sharded_units.h).
   StepRunner(const Config& config, const ParallelLayout& layout, RankCoordinates coordinates, RankBackend& backend,
              TrainingData& data, GptModel& model, AdamW& optimizer, PipelineSchedule schedule);
 
@@ -96,6 +98,7 @@ class StepRunner {
   PipelineSchedule schedule_;  // this stage's
   PipelineExecutor pipeline_;
   std::unique_ptr<GradientBuckets> buckets_;  // with several data-parallel ranks
+  std::unique_ptr<ShardedUnits> units_;       // parallel.shard=gradients or parameters
   std::unique_ptr<DeviceStep> device_step_;
   std::string graphs_why_not_;
   int64_t steps_run_ = 0;  // by this process: the warm-up before a capture

@@ -16,6 +16,9 @@ struct StepTimes {
   double bwd_ms = 0;
   double comm_ms = 0;  // summing the gradients over the data-parallel ranks
   double a2a_ms = 0;   // of fwd_ms and bwd_ms, the expert group's token exchanges
+  // Of fwd_ms and bwd_ms, waiting for sharded units' gathers and reductions that the
+  // computation did not hide (parallel.shard=gradients or parameters).
+  double shard_ms = 0;
 };
 
 }  // namespace kiln

@@ -23,6 +23,7 @@
 #include "trainer/train/generate.h"
 #include "trainer/train/interrupt.h"
 #include "trainer/train/resume.h"
+#include "trainer/train/sharded_units.h"
 #include "trainer/plan/rank_build.h"
 #include "trainer/util/step_clock.h"
 
@@ -94,7 +95,10 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   RecordOptions recording = record;
   TrainingState resumed;
   if (!resume.empty()) {
+    // Sharded values are restored whole; each rank keeps its shards of them.
+    WholeValues values(model_->parameters(), backend_->gradient_group(), ops);
     resumed = resume_training(resume, config_, *model_, *optimizer_, ops, recording, out_);
+    values.keep();
     first_step_ = resumed.step + 1;
   }
   restart_ = record.restart;
@@ -156,7 +160,8 @@ void Trainer::start_recording(const RecordOptions& recording) {
   recorder_->record_ranks(places);
   fmt::print(out_, "kiln: recording run {} '{}' in {}\n", recorder_->run_id(),
              recorder_->name(), recorder_->path());
-  if (data_->valid() && config_.train.sample_tokens > 0 && !layout_.splits_model())
+  if (data_->valid() && config_.train.sample_tokens > 0 && !layout_.splits_model() &&
+      !model_->parameters().values_sharded())
     sampler_ = std::make_unique<ValidationSampler>(*model_, data_->tokenizer(), config_.train);
 }
 
@@ -233,8 +238,13 @@ TrainSummary Trainer::run() {
   summary.last_checkpoint = checkpoints_->last_checkpoint();
   const bool sample =
       config_.train.sample_tokens > 0 && !summary.interrupted && !summary.stopped && !summary.released;
-  if (sample && layout_.splits_model()) {
-    fmt::print(out_, "kiln: no sample: each rank holds {}; {}\n", layout_.model_share(),
+  // Sharded values are whole only a block at a time, in windows.
+  const ParameterSet& params = model_->parameters();
+  if (sample && (layout_.splits_model() || params.values_sharded())) {
+    const std::string share = layout_.splits_model()
+                                  ? layout_.model_share()
+                                  : fmt::format("1/{} of the weights (parallel.shard=parameters)", params.unit_shards());
+    fmt::print(out_, "kiln: no sample: each rank holds {}; {}\n", share,
                summary.last_checkpoint.empty()
                    ? std::string("its last checkpoint could not be written, so there is none to sample from")
                    : "sample its checkpoint with kiln generate --checkpoint " + summary.last_checkpoint);

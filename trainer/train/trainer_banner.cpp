@@ -157,11 +157,27 @@ void Trainer::print_start(const std::string& data_notes) {
   fmt::print(out_, "{} optimizer {} | total {}\n", memory, human_bytes(optimizer_->bytes()),
              human_bytes(total));
   if (own_plan_) print_plan(out_, *own_plan_, world_.rank());
-  if (optimizer_->sharded())
+  const ParameterSet& params = model_->parameters();
+  if (!params.units().empty()) {
+    const ParallelConfig& p = config_.parallel;
+    const int n = params.unit_shards();
+    const std::string blocks =
+        p.shard_per_step ? "every unit gathered and reduced once a step, kept whole for it"
+        : params.values_sharded()
+            ? fmt::format("each block gathered before its forward and its backward ({}), its gradients "
+                          "reduced as its backward ends",
+                          p.shard_prefetch ? "the next one's started meanwhile" : "without prefetch")
+            : "each block's gradients reduced as its backward ends";
+    fmt::print(out_, "kiln: sharded data parallelism (parallel.shard={}): each of {} ranks keeps 1/{} of the "
+                     "{}gradients and the optimizer state, in {} units; {}; the embeddings and the head are "
+                     "kept whole for the step\n",
+               p.shard, n, n, params.values_sharded() ? "parameters, " : "", params.units().size(), blocks);
+  } else if (optimizer_->sharded()) {
     fmt::print(out_, "kiln: distributed optimizer: each of {} data-parallel ranks keeps 1/{} of "
                      "the optimizer state{}\n",
                layout_.dp(), layout_.dp(),
                layout_.ep() > 1 ? fmt::format(" (of its experts' state 1/{})", layout_.edp()) : "");
+  }
   if (config_.train.recompute != "none")
     fmt::print(out_, "kiln: recomputing {} in backward (train.recompute={})\n",
                config_.train.recompute == "full" ? "each block from its input"

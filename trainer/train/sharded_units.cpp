@@ -1,0 +1,162 @@
+#include "trainer/train/sharded_units.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "base/check.h"
+#include "trainer/util/step_clock.h"
+
+namespace kiln {
+
+ShardedUnits::ShardedUnits(GptModel& model, AdamW& optimizer, Communicator& group, bool prefetch)
+    : model_(model),
+      optimizer_(optimizer),
+      group_(group),
+      ops_(model.ops()),
+      params_(model.parameters()),
+      prefetch_(prefetch) {
+  KILN_CHECK(!params_.units().empty(), "sharded units need a parameter set laid out in units");
+  KILN_CHECK(group_.size() == params_.unit_shards(), "the units are sharded over " +
+                                                         std::to_string(params_.unit_shards()) + " ranks, the group has " +
+                                                         std::to_string(group_.size()));
+  for (const ParameterUnit& u : params_.units()) {
+    const bool known = std::any_of(windows_.begin(), windows_.end(), [&](const Window& w) { return w.at == u.window; });
+    if (known) continue;
+    windows_.emplace_back();
+    windows_.back().at = u.window;
+  }
+  model_.set_unit_hooks(this);
+}
+
+ShardedUnits::~ShardedUnits() { model_.set_unit_hooks(nullptr); }
+
+size_t ShardedUnits::window_of(int unit) const {
+  const int64_t at = params_.units().at(static_cast<size_t>(unit)).window;
+  for (size_t w = 0; w < windows_.size(); ++w)
+    if (windows_[w].at == at) return w;
+  fail("sharded units: unit " + std::to_string(unit) + " has no window");
+}
+
+void ShardedUnits::begin_step() {
+  optimizer_.zero_gradient_shards();
+  gather_whole_step();
+  // What the step waits for from here on is within its forwards and backwards.
+  waited_ms_ = 0;
+}
+
+void ShardedUnits::gather_whole_step() {
+  // The shards changed since the windows were filled (an update, a restore): every unit is
+  // gathered again before it is used.
+  for (Window& w : windows_) {
+    if (w.gather) w.gather->wait();
+    w.gather.reset();
+    w.values_of = -1;
+  }
+  if (!params_.values_sharded()) return;
+  const std::vector<ParameterUnit>& units = params_.units();
+  for (size_t u = 0; u < units.size(); ++u)
+    if (units[u].whole_step) start_gather(static_cast<int>(u));
+  for (size_t u = 0; u < units.size(); ++u)
+    if (units[u].whole_step) wait_gathered(static_cast<int>(u));
+}
+
+void ShardedUnits::end_step() {
+  for (size_t w = 0; w < windows_.size(); ++w) finish_reduction(w);
+  const std::vector<ParameterUnit>& units = params_.units();
+  for (size_t u = 0; u < units.size(); ++u)
+    if (units[u].whole_step) start_reduction(static_cast<int>(u));
+  for (size_t w = 0; w < windows_.size(); ++w) finish_reduction(w);
+}
+
+double ShardedUnits::take_waited_ms() { return std::exchange(waited_ms_, 0.0); }
+
+void ShardedUnits::before_forward(int unit, int next) {
+  if (!params_.values_sharded()) return;
+  wait_gathered(unit);
+  if (prefetch_ && next >= 0) start_gather(next);
+}
+
+bool ShardedUnits::whole_step(int unit) const { return params_.units().at(static_cast<size_t>(unit)).whole_step; }
+
+void ShardedUnits::before_backward(int unit, int next) {
+  // A block's gradients start from zero each micro-batch, once the window's last ones are in
+  // the shards; a unit kept whole for the step adds them up in place.
+  if (!whole_step(unit)) {
+    finish_reduction(window_of(unit));
+    ops_.fill(params_.unit_grads(static_cast<size_t>(unit)), 0.0);
+  }
+  before_forward(unit, next);
+}
+
+void ShardedUnits::after_backward(int unit) {
+  if (!whole_step(unit)) start_reduction(unit);
+}
+
+void ShardedUnits::start_gather(int unit) {
+  Window& w = windows_[window_of(unit)];
+  if (w.values_of == unit) return;
+  KILN_CHECK(!w.gather, "sharded units: a window is gathered into twice at once");
+  const size_t u = static_cast<size_t>(unit);
+  w.gather = group_.start_all_gather(params_.unit_values(u), params_.value_shard(u));
+  w.values_of = unit;
+}
+
+void ShardedUnits::wait_gathered(int unit) {
+  start_gather(unit);
+  Window& w = windows_[window_of(unit)];
+  if (!w.gather) return;
+  const Clock::time_point start = Clock::now();
+  w.gather->wait();
+  w.gather.reset();
+  waited_ms_ += ms_since(start);
+}
+
+void ShardedUnits::start_reduction(int unit) {
+  Window& w = windows_[window_of(unit)];
+  finish_reduction(window_of(unit));
+  const size_t u = static_cast<size_t>(unit);
+  const Tensor grads = params_.unit_grads(u), shard = optimizer_.unit_gradient_shard(u);
+  // The rank's running sum joins its own slice, so the reduce-scatter leaves the total.
+  const int64_t n = shard.numel(), r = group_.rank();
+  const Tensor mine = grads.slice(r * n, (r + 1) * n);
+  ops_.add(mine, mine, shard);
+  w.reduction = group_.start_reduce_scatter(shard, grads);
+}
+
+void ShardedUnits::finish_reduction(size_t window) {
+  Window& w = windows_[window];
+  if (!w.reduction) return;
+  const Clock::time_point start = Clock::now();
+  w.reduction->wait();
+  w.reduction.reset();
+  waited_ms_ += ms_since(start);
+}
+
+WholeValues::WholeValues(ParameterSet& params, Communicator& group, Ops& ops)
+    : params_(params), group_(group), ops_(ops) {
+  if (!params_.values_sharded()) return;
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) memory_.allocate(ops_);
+    whole_ = memory_.take({params_.size()}, params_.value_dtype());
+  }
+  const std::vector<ParameterUnit>& units = params_.units();
+  for (size_t u = 0; u < units.size(); ++u)
+    group_.all_gather(whole_.slice(units[u].first, units[u].last), params_.value_shard(u));
+  params_.view_values_in(whole_);
+}
+
+WholeValues::~WholeValues() {
+  if (params_.values_sharded()) params_.view_values_in(Tensor{});
+}
+
+void WholeValues::keep() {
+  if (!params_.values_sharded()) return;
+  const std::vector<ParameterUnit>& units = params_.units();
+  for (size_t u = 0; u < units.size(); ++u) {
+    const int64_t n = units[u].shard_size(group_.size()), at = units[u].first + group_.rank() * n;
+    ops_.cast(params_.value_shard(u), whole_.slice(at, at + n));
+  }
+}
+
+}  // namespace kiln

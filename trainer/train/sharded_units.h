@@ -1,0 +1,107 @@
+// Sharded data parallelism at the gradients' and the parameters' levels (parallel.shard =
+// gradients | parameters: ZeRO-2 and ZeRO-3; docs/parallelism.md#sharded-data-parallelism).
+// The parameter set is laid out in units (ParameterSet::shard_units): each block, the head,
+// the embeddings. The optimizer holds each rank's shard of every unit's state and summed
+// gradients (AdamW::unit_gradient_shard); the gradients exist whole only in windows:
+//   - a block's gradients are reduce-scattered into the shards as soon as its backward ends,
+//     every micro-batch, while the block before it computes; its window is then free;
+//   - the head's and the embeddings' stay whole for the step (the tied output layer adds to
+//     the embedding's gradient at the other end of the step) and are reduce-scattered once,
+//     after the pipeline's and the tied copies' sums.
+// With the values sharded too, a block is all-gathered into its window just before its
+// forward and again before its backward, the next block's gather started meanwhile
+// (prefetch); the head and the embeddings are gathered at the start of the step and kept.
+// Each reduction adds the rank's running sum into its own slice of the window first, so the
+// reduce-scatter leaves the sum over ranks and micro-batches in the shard with no buffer of
+// its own.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "trainer/memory/arena.h"
+#include "trainer/model/gpt_model.h"
+#include "trainer/model/unit_hooks.h"
+#include "trainer/optim/adamw.h"
+#include "trainer/parallel/communicator.h"
+
+namespace kiln {
+
+class ShardedUnits final : public UnitHooks {
+ public:
+  // group: the ranks the units are sharded over (the optimizer's shard group). Tells the
+  // model to report its blocks here.
+  // prefetch: gather the next block while one computes (else only when it is needed).
+  ShardedUnits(GptModel& model, AdamW& optimizer, Communicator& group, bool prefetch);
+  ~ShardedUnits() override;
+  ShardedUnits(const ShardedUnits&) = delete;
+  ShardedUnits& operator=(const ShardedUnits&) = delete;
+
+  // A training step starts: the gradient shards zeroed, the whole-step units gathered (the
+  // caller times it: take_waited_ms() counts from its end).
+  void begin_step();
+  // Forwards alone follow (validation): the whole-step units gathered.
+  void gather_whole_step();
+  // The step's backward is over: every block's reduction finished, then the whole-step
+  // units' gradients reduce-scattered.
+  void end_step();
+  // Milliseconds waited for gathers and reductions the computation did not hide, since the
+  // last call or begin_step().
+  double take_waited_ms();
+
+  void before_forward(int unit, int next) override;
+  void before_backward(int unit, int next) override;
+  void after_backward(int unit) override;
+
+ private:
+  // Unit `unit`'s values whole in its window once this returns; started ahead by prefetch.
+  void start_gather(int unit);
+  void wait_gathered(int unit);
+  // The unit's gradients added into the shards: started, and waited for.
+  void start_reduction(int unit);
+  void finish_reduction(size_t window);
+  bool whole_step(int unit) const;
+  // Which window (by its place in the window memory) a unit takes.
+  size_t window_of(int unit) const;
+
+  GptModel& model_;
+  AdamW& optimizer_;
+  Communicator& group_;
+  Ops& ops_;
+  const ParameterSet& params_;
+  bool prefetch_;
+  // Per window: the unit whose values it holds (-1: none yet) and that unit's gather while
+  // in flight; the reduction of the gradients it holds while in flight.
+  struct Window {
+    int64_t at = 0;
+    int values_of = -1;
+    std::unique_ptr<PendingCollective> gather;
+    std::unique_ptr<PendingCollective> reduction;
+  };
+  std::vector<Window> windows_;
+  double waited_ms_ = 0;
+};
+
+// With the values sharded, a checkpoint reads and writes them whole: for as long as this
+// lives, every unit is gathered into a buffer laid out like the flat values, where the
+// parameter set's values point (ParameterSet::view_values_in); keep() takes the rank's shards
+// back from what was written there. Without sharded values it does nothing.
+class WholeValues {
+ public:
+  // group: the ranks the values are sharded over (a collective over them).
+  WholeValues(ParameterSet& params, Communicator& group, Ops& ops);
+  ~WholeValues();
+  WholeValues(const WholeValues&) = delete;
+  WholeValues& operator=(const WholeValues&) = delete;
+
+  void keep();
+
+ private:
+  ParameterSet& params_;
+  Communicator& group_;
+  Ops& ops_;
+  Arena memory_{"whole values"};
+  Tensor whole_;
+};
+
+}  // namespace kiln
