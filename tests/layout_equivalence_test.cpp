@@ -134,6 +134,12 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"shard_gradients_dp4", 4, " --set parallel.shard=gradients", ""},
         Layout{"shard_parameters_dp4", 4, " --set parallel.shard=parameters", ""},
         Layout{"shard_gradients_dp2", 2, " --set parallel.shard=gradients", ""},
+        // HSDP: two shard groups of two, each a copy, their shards summed across.
+        Layout{"shard_parameters_dp4_shard_group2", 4, " --set parallel.shard=parameters --set parallel.shard_group=2",
+               ""},
+        Layout{"shard_optimizer_dp4_shard_group2", 4, " --set parallel.shard=optimizer --set parallel.shard_group=2", ""},
+        Layout{"llama_cp2_dp2_shard_gradients_shard_group2", 4,
+               " --set parallel.cp=2 --set parallel.shard=gradients --set parallel.shard_group=2", kLlama},
         Layout{"shard_parameters_dp2_recompute_full", 2, " --set parallel.shard=parameters --set train.recompute=full",
                ""},
         Layout{"llama_tp2_sequence_parallel_dp2_shard_parameters", 4,
@@ -313,7 +319,7 @@ TEST_P(LayoutCheckpoints, MoveBetweenOneRankAndMany) {
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const CommandResult one =
       run_command(kiln + run + " --set parallel.tp=1 --set parallel.pp=1 --set parallel.vpp=1"
-                  " --set parallel.ep=1 --set parallel.cp=1 --name one --resume " + dir +
+                  " --set parallel.ep=1 --set parallel.cp=1 --set parallel.shard_group=0 --name one --resume " + dir +
                   "/checkpoints/two/step-00000004");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const CommandResult back =
@@ -343,6 +349,8 @@ INSTANTIATE_TEST_SUITE_P(
                     // The values gathered whole from their shards for the write, and each
                     // rank's shards taken from the whole on resume.
                     Layout{"shard_parameters_dp4", 4, " --set parallel.shard=parameters", " --set model.n_layer=2"},
+                    Layout{"shard_parameters_dp4_shard_group2", 4,
+                           " --set parallel.shard=parameters --set parallel.shard_group=2", " --set model.n_layer=2"},
                     Layout{"llama_tp2_pp2_dp2_shard_parameters", 8,
                            " --set parallel.tp=2 --set parallel.pp=2 --set parallel.shard=parameters",
                            " --set model.n_layer=2" + kLlama},
@@ -442,6 +450,8 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"tp2", 2, " --set parallel.tp=2", ""},
                     Layout{"shard_gradients_dp4", 4, " --set parallel.shard=gradients", ""},
                     Layout{"shard_parameters_dp4", 4, " --set parallel.shard=parameters", ""},
+                    Layout{"shard_gradients_dp4_shard_group2", 4,
+                           " --set parallel.shard=gradients --set parallel.shard_group=2", ""},
                     Layout{"tp2_sequence_parallel", 2,
                            " --set parallel.tp=2 --set parallel.sequence_parallel=true", ""},
                     Layout{"llama_tp2_dp2_distributed_optimizer", 4,

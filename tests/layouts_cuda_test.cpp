@@ -274,6 +274,7 @@ std::vector<GpuLayout> layouts() {
       // communicator's stream, ordered by its events.
       {"shard_gradients_dp2", 2, " --set parallel.shard=gradients", "", ""},
       {"shard_parameters_dp2", 2, " --set parallel.shard=parameters", "", ""},
+      {"shard_parameters_dp4_shard_group2", 4, " --set parallel.shard=parameters --set parallel.shard_group=2", "", ""},
       {"tp2_sequence_parallel_dp2_shard_parameters", 4,
        " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.shard=parameters", "", ""},
       {"tp2", 2, " --set parallel.tp=2", "", ""},

@@ -127,6 +127,7 @@ void for_each_field(C& c, F&& f) {
   f("parallel", "shard", c.parallel.shard);
   f("parallel", "shard_prefetch", c.parallel.shard_prefetch);
   f("parallel", "shard_per_step", c.parallel.shard_per_step);
+  f("parallel", "shard_group", c.parallel.shard_group);
   f("parallel", "distributed_optimizer", c.parallel.distributed_optimizer);
   f("parallel", "ddp_bucket_size", c.parallel.ddp_bucket_size);
   f("parallel", "timeout_s", c.parallel.timeout_s);
@@ -659,6 +660,10 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
   positive("parallel.timeout_s", p.timeout_s);
   one_of("parallel.device_comm", p.device_comm, {"auto", "nccl", "mpi"});
   one_of("parallel.shard", p.shard, {"none", "optimizer", "gradients", "parameters"});
+  at_least("parallel.shard_group", p.shard_group, 0);
+  if (p.shard_group > 0 && shard_level(p) == ShardLevel::None)
+    fail("config: parallel.shard_group=" + show(p.shard_group) + " needs parallel.shard (optimizer, gradients "
+         "or parameters): it says over how many ranks the state is sharded");
   divides("parallel.tp", p.tp, "model.n_head", m.n_head);
   // With those unset, n_head | d_model and tp | n_head already imply the rest.
   if (m.n_kv_head > 0) divides("parallel.tp", p.tp, "model.n_kv_head", m.n_kv_head);

@@ -197,6 +197,10 @@ struct ParallelConfig {
   // unit gathered and reduced once a step and kept whole for it.
   bool shard_prefetch = true;
   bool shard_per_step = false;
+  // Ranks a shard group holds (HSDP: shard within a node, replicate across): the gradient
+  // ranks in consecutive groups of this many, each holding a whole copy of the sharded
+  // state, the copies' gradients summed across the groups. 0: one group of them all.
+  int shard_group = 0;
   bool distributed_optimizer = false;
   // Elements per data-parallel gradient bucket (Megatron's --ddp-bucket-size): each bucket's
   // all-reduce starts as soon as backward has finished its gradients.

@@ -420,6 +420,8 @@ TEST(Config, ShardLevelsAndTheirAlias) {
   // The alias names the lowest level; a higher one shards the optimizer too.
   EXPECT_EQ(level({"parallel.shard=parameters", "parallel.distributed_optimizer=true"}), ShardLevel::Parameters);
   EXPECT_STREQ(shard_name(ShardLevel::Gradients), "gradients");
+  EXPECT_HAS(error_of({"parallel.shard_group=2"}), "parallel.shard_group=2 needs parallel.shard");
+  EXPECT_HAS(error_of({"parallel.shard=optimizer", "parallel.shard_group=-1"}), "parallel.shard_group");
   EXPECT_HAS(error_of({"parallel.shard=zero3"}), "parallel.shard");
   EXPECT_EQ(error_of({"parallel.shard=parameters", "parallel.ep=2", "moe.num_experts=4"}),
             "config: parallel.shard=parameters with parallel.ep=2 is not supported yet: the experts' region is "
@@ -432,7 +434,7 @@ TEST(Config, ShardLevelsAndTheirAlias) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 23}, {"moe", 18}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 16},
+      {"model", 23}, {"moe", 18}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 17},
       {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 16}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

@@ -170,6 +170,9 @@ void AdamW::reduce_scatter_gradients() {
   const Tensor grads = params_.flat_grads();
   for (const Region& r : regions_)
     r.group->reduce_scatter(r.state(grad_shard_), grads.slice(r.first, r.last));
+  // The shard groups' sums, summed over the groups (the experts' region has its own ranks).
+  if (groups_.shard_replicas)
+    groups_.shard_replicas->all_reduce(regions_.front().state(grad_shard_), ReduceOp::Sum);
 }
 
 AdamW::~AdamW() { ops_.release_host(host_scalars_); }

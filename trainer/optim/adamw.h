@@ -47,6 +47,9 @@ struct OptimizerGroups {
   // The data-parallel ranks that share the state (null or one rank: no sharding); the
   // parameter buffers must be allocated with that many shards.
   Communicator* shard = nullptr;
+  // parallel.shard_group: the ranks at this one's place in the other shard groups, which
+  // hold the same shards and sum their gradients with it (null: none).
+  Communicator* shard_replicas = nullptr;
   // Sharded, the ranks that share the state of the experts' region: the expert-data-parallel
   // group (its region allocated with that many shards).
   Communicator* expert_shard = nullptr;

@@ -1,5 +1,7 @@
 #include "trainer/parallel/layout.h"
 
+#include <algorithm>
+
 #include <fmt/core.h>
 
 #include "base/check.h"
@@ -29,6 +31,11 @@ ParallelLayout::ParallelLayout(const ParallelConfig& config, int world_size)
     fail(fmt::format("parallel: parallel.ep={} does not divide the {} ranks of a pipeline stage (world {} / "
                      "pp {}): with parallel.etp=1 expert parallelism splits a stage's tensor and "
                      "data-parallel ranks together", ep_, tp_ * dp_, world_size, pp_));
+  shard_group_ = config.shard_group > 0 ? config.shard_group : cp_ * dp_;
+  if ((cp_ * dp_) % shard_group_ != 0)
+    fail(fmt::format("parallel: parallel.shard_group={} does not divide the {} ranks that sum each gradient "
+                     "(dp {} x cp {})",
+                     config.shard_group, cp_ * dp_, dp_, cp_));
 }
 
 RankCoordinates ParallelLayout::coordinates(int rank) const {
@@ -75,6 +82,22 @@ std::vector<int> ParallelLayout::gradient_group(int rank) const {
   std::vector<int> group;
   for (c.dp = 0; c.dp < dp_; ++c.dp)
     for (c.cp = 0; c.cp < cp_; ++c.cp) group.push_back(rank_of(c));
+  return group;
+}
+
+std::vector<int> ParallelLayout::shard_group(int rank) const {
+  const std::vector<int> all = gradient_group(rank);
+  const auto at = std::find(all.begin(), all.end(), rank) - all.begin();
+  const auto first = at / shard_group_ * shard_group_;
+  return {all.begin() + first, all.begin() + first + shard_group_};
+}
+
+std::vector<int> ParallelLayout::shard_replica_group(int rank) const {
+  const std::vector<int> all = gradient_group(rank);
+  const auto at = std::find(all.begin(), all.end(), rank) - all.begin();
+  std::vector<int> group;
+  for (auto i = at % shard_group_; i < static_cast<int64_t>(all.size()); i += shard_group_)
+    group.push_back(all[static_cast<size_t>(i)]);
   return group;
 }
 

@@ -72,6 +72,12 @@ class ParallelLayout {
   // The ranks that sum the gradients of the parameters rank holds: same tp and pp (the data
   // group when cp is 1).
   std::vector<int> gradient_group(int rank) const;
+  // parallel.shard_group: the ranks of rank's gradient group that share its sharded state
+  // (consecutive members of the gradient group), and the ranks at its place in the others
+  // (its replicas, which sum its shards). Whether the gradient group is so split.
+  std::vector<int> shard_group(int rank) const;
+  std::vector<int> shard_replica_group(int rank) const;
+  bool replicates_shards() const { return shard_group_ < cp_ * dp_; }
   std::vector<int> expert_group(int rank) const;       // same pp, etp and edp
   std::vector<int> expert_data_group(int rank) const;  // same pp, etp and ep
 
@@ -91,6 +97,7 @@ class ParallelLayout {
   std::vector<int> expert_units(int rank, const std::vector<ExpertCoordinates>& units) const;
 
   int world_, tp_, pp_, vpp_, dp_, ep_, etp_, cp_;
+  int shard_group_;  // ranks a shard group holds
 };
 
 }  // namespace kiln

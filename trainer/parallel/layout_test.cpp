@@ -44,6 +44,24 @@ TEST(ParallelLayout, AWorldThatDoesNotFitIsRefusedWithTheArithmetic) {
             "must be a multiple of 2 (data-parallel size = world / 2)");
 }
 
+TEST(ParallelLayout, ShardGroupsAreConsecutiveGradientRanksAndTheirCopiesTheRest) {
+  // 16 ranks, tp 2, dp 8, shard groups of 4: rank 11 (tp 1, dp 5) shares its state with the
+  // tensor rank 1 of dp 4..7, and its copy in the other group is dp 1.
+  ParallelConfig c = config(2, 1);
+  c.shard_group = 4;
+  const ParallelLayout layout(c, 16);
+  EXPECT_TRUE(layout.replicates_shards());
+  EXPECT_EQ(layout.gradient_group(11), (std::vector<int>{1, 3, 5, 7, 9, 11, 13, 15}));
+  EXPECT_EQ(layout.shard_group(11), (std::vector<int>{9, 11, 13, 15}));
+  EXPECT_EQ(layout.shard_replica_group(11), (std::vector<int>{3, 11}));
+  c.shard_group = 0;
+  EXPECT_FALSE(ParallelLayout(c, 16).replicates_shards());
+  EXPECT_EQ(ParallelLayout(c, 16).shard_group(11), layout.gradient_group(11));
+  c.shard_group = 3;
+  EXPECT_EQ(test::error_of([&] { ParallelLayout refused(c, 16); }),
+            "parallel: parallel.shard_group=3 does not divide the 8 ranks that sum each gradient (dp 8 x cp 1)");
+}
+
 TEST(ParallelLayout, ContextGroupsSitBetweenTensorAndDataRanks) {
   // 16 ranks, tp 2, cp 2, pp 2 -> dp 2: rank = tp + 2 (cp + 2 (dp + 2 pp)).
   ParallelConfig c = config(2, 2);

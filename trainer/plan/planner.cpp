@@ -37,6 +37,8 @@ std::string does_not_divide(const Config& c, int devices) {
     return fmt::format("cp {} needs a sequence of a multiple of {} tokens, not {}", p.cp, 2 * p.cp, m.seq_len);
   if (p.sequence_parallel && (m.seq_len / p.cp) % p.tp != 0)
     return fmt::format("sequence parallelism over tp {} does not divide a rank's {} tokens", p.tp, m.seq_len / p.cp);
+  if (p.shard_group > 0 && (dp * p.cp) % p.shard_group != 0)
+    return fmt::format("shard groups of {} do not divide the {} gradient ranks", p.shard_group, dp * p.cp);
   const int64_t per_step = int64_t{c.train.micro_batch} * dp;
   if (c.train.global_batch % per_step != 0)
     return fmt::format("the global batch of {} is not a multiple of micro-batch {} x dp {}", c.train.global_batch,
@@ -84,6 +86,7 @@ std::vector<Config> enumerate(const Config& base, int devices, int per_node) {
                 for (const char* shard : {"none", "optimizer", "gradients", "parameters"}) {
                   const std::string level = shard;
                   if (level != "none" && dp * cp == 1) continue;
+                  if (level == "none" && base.parallel.shard_group > 0) continue;
                   // Units shard neither the experts' region nor a frozen base (config.cpp).
                   if ((level == "gradients" || level == "parameters") && (ep > 1 || m.lora.enabled())) continue;
                   Config c = base;

@@ -74,10 +74,10 @@ ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, 
   ModelSplit split;
   split.recompute = parse_recompute(config.train.recompute);
   split.tensor = groups.tensor;
-  split.flat_shards = distributed && groups.gradient ? groups.gradient->size() : 1;
+  split.flat_shards = distributed && groups.gradient ? groups.sharded_over()->size() : 1;
   split.expert_shards = distributed ? layout.edp() : 1;
   split.shard_units = shard >= ShardLevel::Gradients && split.flat_shards > 1;
-  split.flat_shard_rank = split.shard_units ? groups.gradient->rank() : 0;
+  split.flat_shard_rank = split.shard_units ? groups.sharded_over()->rank() : 0;
   split.shard_values = split.shard_units && shard == ShardLevel::Parameters;
   split.shard_per_step = config.parallel.shard_per_step;
   split.sequence_parallel = config.parallel.sequence_parallel;
@@ -92,8 +92,9 @@ ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, 
 OptimizerGroups rank_optimizer_groups(const Config& config, const ParallelLayout& layout, const RankGroups& groups) {
   OptimizerGroups optimizer;
   const bool sharded =
-      shard_level(config.parallel) >= ShardLevel::Optimizer && groups.gradient && groups.gradient->size() > 1;
-  optimizer.shard = sharded ? groups.gradient : nullptr;
+      shard_level(config.parallel) >= ShardLevel::Optimizer && groups.gradient && groups.sharded_over()->size() > 1;
+  optimizer.shard = sharded ? groups.sharded_over() : nullptr;
+  optimizer.shard_replicas = sharded ? groups.shard_replicas : nullptr;
   optimizer.expert_shard = groups.expert_data;
   optimizer.tensor = groups.tensor;
   optimizer.pipeline = layout.pp() > 1 ? groups.pipeline : nullptr;

@@ -24,6 +24,12 @@ struct RankGroups {
   Communicator* context = nullptr;      // cp > 1
   Communicator* expert = nullptr;       // the experts' layout (ParallelLayout::expert_layout)
   Communicator* expert_data = nullptr;  // likewise
+  // parallel.shard_group below the gradient ranks: the ranks that share the sharded state,
+  // and this rank's replicas in the other shard groups (ParallelLayout::shard_group).
+  Communicator* shard = nullptr;
+  Communicator* shard_replicas = nullptr;
+  // The ranks the state is sharded over: the shard group, else the gradient group.
+  Communicator* sharded_over() const { return shard ? shard : gradient; }
 };
 
 // precision.dtype as the model computes on `device`: F32, BF16 or F16; fp8 computes in BF16

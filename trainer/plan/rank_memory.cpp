@@ -43,6 +43,10 @@ RankGroups planned_rank_groups(const ParallelLayout& layout, int rank,
     groups.expert = group(layout.expert_group(rank));
     groups.expert_data = group(layout.expert_data_group(rank));
   }
+  if (layout.replicates_shards()) {
+    groups.shard = group(layout.shard_group(rank));
+    groups.shard_replicas = group(layout.shard_replica_group(rank));
+  }
   return groups;
 }
 

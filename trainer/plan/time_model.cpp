@@ -171,17 +171,29 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
   p.pipeline_s = micro_batches * per_micro.pipeline_s + micro_batches * busiest * bubble / (1 - bubble);
   // Gradients are float; the distributed optimizer reduce-scatters them and all-gathers the
   // updated parameters, else the replicas all-reduce them (kiln starts its buckets during
-  // backward, but on the compute stream: nothing overlaps yet).
-  const int gradient_ranks = cp * dp, expert_ranks = layout.edp();
-  const bool sharded = shard_level(config.parallel) >= ShardLevel::Optimizer && gradient_ranks > 1;
-  const auto reduce = [&](double params, int n) {
-    return sharded ? ring_gather_s(4 * params, n, gradient_link) + ring_gather_s(b * params, n, gradient_link)
-                   : ring_all_reduce_s(4 * params, n, gradient_link);
-  };
-  p.data_s = reduce(stage_params, gradient_ranks) + reduce(stage_expert_params, expert_ranks);
+  // backward, but on the compute stream: nothing overlaps yet). With shard groups
+  // (parallel.shard_group) the reduce-scatters and gathers stay within a group and each
+  // reduced shard is all-reduced over its copies in the other groups.
   const ParallelConfig& par = config.parallel;
   const ShardLevel level = shard_level(par);
-  if (level >= ShardLevel::Gradients && gradient_ranks > 1 && !par.shard_per_step) {
+  const int gradient_ranks = cp * dp, expert_ranks = layout.edp();
+  const int shard_ranks = par.shard_group > 0 ? par.shard_group : gradient_ranks, copies = gradient_ranks / shard_ranks;
+  const LinkSpec& shard_link = link(device, tp, shard_ranks, ranks_per_node);
+  const LinkSpec& copies_link = link(device, tp * shard_ranks, copies, ranks_per_node);
+  const bool sharded = level >= ShardLevel::Optimizer && shard_ranks > 1;
+  // A float shard's reduce-scatter, and its sum over the copies.
+  const auto reduce_scatter_s = [&](double params) {
+    return ring_gather_s(4 * params, shard_ranks, shard_link) +
+           ring_all_reduce_s(4 * params / shard_ranks, copies, copies_link);
+  };
+  const auto gather_values_s = [&](double params) { return ring_gather_s(b * params, shard_ranks, shard_link); };
+  const double experts_s = sharded ? ring_gather_s(4 * stage_expert_params, expert_ranks, gradient_link) +
+                                         ring_gather_s(b * stage_expert_params, expert_ranks, gradient_link)
+                                   : ring_all_reduce_s(4 * stage_expert_params, expert_ranks, gradient_link);
+  const double dense_s = sharded ? reduce_scatter_s(stage_params) + gather_values_s(stage_params)
+                                 : ring_all_reduce_s(4 * stage_params, gradient_ranks, gradient_link);
+  p.data_s = dense_s + experts_s;
+  if (level >= ShardLevel::Gradients && shard_ranks > 1 && !par.shard_per_step) {
     // Sharded in units (trainer/train/sharded_units.h): every micro-batch each block's
     // gradients are reduce-scattered as its backward ends and, with sharded values, its
     // weights gathered before its forward and its backward. What the blocks' compute hides
@@ -189,20 +201,19 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
     // embeddings and the head are reduced once a step, and gathered once with sharded values,
     // else the updated values are all-gathered as the distributed optimizer's are.
     const double outer = stage_params - stage_block_params;
-    const double reduce_s = ring_gather_s(4 * stage_block_params, gradient_ranks, gradient_link);
-    const double gather_s = level == ShardLevel::Parameters ? ring_gather_s(b * stage_block_params, gradient_ranks, gradient_link) : 0;
+    const double reduce_s = reduce_scatter_s(stage_block_params);
+    const double gather_s = level == ShardLevel::Parameters ? gather_values_s(stage_block_params) : 0;
     const double forward_s = per_micro.compute_s / 3, backward_s = per_micro.compute_s - forward_s;
     const auto exposed = [&](double comm_s, double compute_s) {
       if (!par.shard_prefetch) return comm_s;
       return comm_s / stage_layers + std::max(0.0, comm_s * (stage_layers - 1) / stage_layers - compute_s);
     };
     p.data_s = micro_batches * (exposed(gather_s, forward_s) + exposed(gather_s + reduce_s, backward_s)) +
-               ring_gather_s(4 * outer, gradient_ranks, gradient_link) +
-               ring_gather_s(b * (level == ShardLevel::Parameters ? outer : stage_params), gradient_ranks, gradient_link) +
-               reduce(stage_expert_params, expert_ranks);
+               reduce_scatter_s(outer) + gather_values_s(level == ShardLevel::Parameters ? outer : stage_params) +
+               experts_s;
   }
   const double params = stage_params + stage_expert_params;
-  const double shard = sharded ? stage_params / gradient_ranks + stage_expert_params / std::max(1, expert_ranks) : params;
+  const double shard = sharded ? stage_params / shard_ranks + stage_expert_params / std::max(1, expert_ranks) : params;
   p.optimizer_s = (params * kGradientPassBytes + shard * kAdamWBytes) / bandwidth;
   p.step_s = p.compute_s + p.tensor_s + p.context_s + p.expert_s + p.pipeline_s + p.data_s + p.optimizer_s;
   p.tokens_per_s = static_cast<double>(config.train.global_batch) * T / p.step_s;

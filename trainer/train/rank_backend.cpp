@@ -36,6 +36,10 @@ RankBackend::RankBackend(const Config& config, const ParallelLayout& layout, Com
     expert_group_ = join_group(layout_.expert_group(rank));
     expert_data_group_ = join_group(layout_.expert_data_group(rank));
   }
+  if (layout_.replicates_shards()) {
+    shard_group_ = join_group(layout_.shard_group(rank));
+    shard_replica_group_ = join_group(layout_.shard_replica_group(rank));
+  }
   const int pp = layout_.pp();
   if (pp > 1 && config_.model.tie_embeddings) {
     // The first and last stages of each pipeline keep their two copies of the embedding
@@ -66,6 +70,8 @@ RankGroups RankBackend::groups() const {
   RankGroups groups;
   groups.tensor = layout_.tp() > 1 ? tensor_group_.get() : nullptr;
   groups.gradient = &gradient_group();
+  groups.shard = shard_group_.get();
+  groups.shard_replicas = shard_replica_group_.get();
   groups.pipeline = pipeline_group_.get();
   groups.context = context_group_.get();
   groups.expert = expert_group_.get();

@@ -38,6 +38,10 @@ class RankBackend {
   // Null where the layout has no such group (layout.h).
   Communicator* expert_group() const { return expert_group_.get(); }
   Communicator* expert_data_group() const { return expert_data_group_.get(); }
+  // The ranks the sharded state is sharded over (parallel.shard_group, else the gradient
+  // group), and this rank's replicas in the other shard groups (null without).
+  Communicator& shard_group() const { return shard_group_ ? *shard_group_ : gradient_group(); }
+  Communicator* shard_replica_group() const { return shard_replica_group_.get(); }
   // The first and last stages of a pipeline whose output layer is tied to the embedding;
   // null elsewhere.
   Communicator* embedding_group() const { return embedding_group_.get(); }
@@ -78,6 +82,8 @@ class RankBackend {
   std::unique_ptr<Communicator> context_group_;
   std::unique_ptr<Communicator> data_context_group_;
   std::unique_ptr<Communicator> expert_group_;  // null when the layout has no expert split
+  std::unique_ptr<Communicator> shard_group_;          // parallel.shard_group below the gradient ranks
+  std::unique_ptr<Communicator> shard_replica_group_;  // likewise
   std::unique_ptr<Communicator> expert_data_group_;
   std::unique_ptr<Communicator> embedding_group_;
   std::unique_ptr<CoreShare> core_share_;  // a CPU run's share of the machine; null on a device

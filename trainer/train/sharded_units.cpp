@@ -9,10 +9,12 @@
 
 namespace kiln {
 
-ShardedUnits::ShardedUnits(GptModel& model, AdamW& optimizer, Communicator& group, bool prefetch)
+ShardedUnits::ShardedUnits(GptModel& model, AdamW& optimizer, Communicator& group, Communicator* replicas,
+                           bool prefetch)
     : model_(model),
       optimizer_(optimizer),
       group_(group),
+      replicas_(replicas && replicas->size() > 1 ? replicas : nullptr),
       ops_(model.ops()),
       params_(model.parameters()),
       prefetch_(prefetch) {
@@ -117,11 +119,13 @@ void ShardedUnits::start_reduction(int unit) {
   finish_reduction(window_of(unit));
   const size_t u = static_cast<size_t>(unit);
   const Tensor grads = params_.unit_grads(u), shard = optimizer_.unit_gradient_shard(u);
-  // The rank's running sum joins its own slice, so the reduce-scatter leaves the total.
+  // The rank's running sum joins its own slice, so the reduce-scatter leaves the total; the
+  // first replica's alone when the replicas sum the shards after.
   const int64_t n = shard.numel(), r = group_.rank();
   const Tensor mine = grads.slice(r * n, (r + 1) * n);
-  ops_.add(mine, mine, shard);
+  if (!replicas_ || replicas_->rank() == 0) ops_.add(mine, mine, shard);
   w.reduction = group_.start_reduce_scatter(shard, grads);
+  w.reduced = shard;
 }
 
 void ShardedUnits::finish_reduction(size_t window) {
@@ -130,6 +134,7 @@ void ShardedUnits::finish_reduction(size_t window) {
   const Clock::time_point start = Clock::now();
   w.reduction->wait();
   w.reduction.reset();
+  if (replicas_) replicas_->all_reduce(w.reduced, ReduceOp::Sum);
   waited_ms_ += ms_since(start);
 }
 

@@ -13,7 +13,9 @@
 // (prefetch); the head and the embeddings are gathered at the start of the step and kept.
 // Each reduction adds the rank's running sum into its own slice of the window first, so the
 // reduce-scatter leaves the sum over ranks and micro-batches in the shard with no buffer of
-// its own.
+// its own. With shard groups smaller than the gradient ranks (parallel.shard_group, HSDP)
+// the shard is then all-reduced over the rank's replicas in the other groups, the running
+// sum added by the first replica alone (the replicas' sums are equal).
 #pragma once
 
 #include <memory>
@@ -29,10 +31,11 @@ namespace kiln {
 
 class ShardedUnits final : public UnitHooks {
  public:
-  // group: the ranks the units are sharded over (the optimizer's shard group). Tells the
-  // model to report its blocks here.
-  // prefetch: gather the next block while one computes (else only when it is needed).
-  ShardedUnits(GptModel& model, AdamW& optimizer, Communicator& group, bool prefetch);
+  // group: the ranks the units are sharded over (the optimizer's shard group); replicas: this
+  // rank's place in the other shard groups (parallel.shard_group; null: none), over which
+  // each reduced shard is summed. prefetch: gather the next block while one computes (else
+  // only when it is needed). Tells the model to report its blocks here.
+  ShardedUnits(GptModel& model, AdamW& optimizer, Communicator& group, Communicator* replicas, bool prefetch);
   ~ShardedUnits() override;
   ShardedUnits(const ShardedUnits&) = delete;
   ShardedUnits& operator=(const ShardedUnits&) = delete;
@@ -67,16 +70,19 @@ class ShardedUnits final : public UnitHooks {
   GptModel& model_;
   AdamW& optimizer_;
   Communicator& group_;
+  Communicator* replicas_;
   Ops& ops_;
   const ParameterSet& params_;
   bool prefetch_;
   // Per window: the unit whose values it holds (-1: none yet) and that unit's gather while
-  // in flight; the reduction of the gradients it holds while in flight.
+  // in flight; the reduction of the gradients it holds while in flight, and the shard it
+  // reduces into.
   struct Window {
     int64_t at = 0;
     int values_of = -1;
     std::unique_ptr<PendingCollective> gather;
     std::unique_ptr<PendingCollective> reduction;
+    Tensor reduced;
   };
   std::vector<Window> windows_;
   double waited_ms_ = 0;

@@ -96,7 +96,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   TrainingState resumed;
   if (!resume.empty()) {
     // Sharded values are restored whole; each rank keeps its shards of them.
-    WholeValues values(model_->parameters(), backend_->gradient_group(), ops);
+    WholeValues values(model_->parameters(), backend_->shard_group(), ops);
     resumed = resume_training(resume, config_, *model_, *optimizer_, ops, recording, out_);
     values.keep();
     first_step_ = resumed.step + 1;

@@ -158,6 +158,13 @@ void Trainer::print_start(const std::string& data_notes) {
              human_bytes(total));
   if (own_plan_) print_plan(out_, *own_plan_, world_.rank());
   const ParameterSet& params = model_->parameters();
+  const int gradient_ranks = layout_.cp() * layout_.dp(), shard_ranks = backend_->shard_group().size();
+  // HSDP: the shard groups and their copies.
+  const std::string replicas =
+      layout_.replicates_shards()
+          ? fmt::format(" (shard groups of {} of the {} ranks, {} copies summing their gradients)", shard_ranks,
+                        gradient_ranks, gradient_ranks / shard_ranks)
+          : "";
   if (!params.units().empty()) {
     const ParallelConfig& p = config_.parallel;
     const int n = params.unit_shards();
@@ -169,13 +176,14 @@ void Trainer::print_start(const std::string& data_notes) {
                           p.shard_prefetch ? "the next one's started meanwhile" : "without prefetch")
             : "each block's gradients reduced as its backward ends";
     fmt::print(out_, "kiln: sharded data parallelism (parallel.shard={}): each of {} ranks keeps 1/{} of the "
-                     "{}gradients and the optimizer state, in {} units; {}; the embeddings and the head are "
+                     "{}gradients and the optimizer state{}, in {} units; {}; the embeddings and the head are "
                      "kept whole for the step\n",
-               p.shard, n, n, params.values_sharded() ? "parameters, " : "", params.units().size(), blocks);
+               p.shard, n, n, params.values_sharded() ? "parameters, " : "", replicas, params.units().size(),
+               blocks);
   } else if (optimizer_->sharded()) {
     fmt::print(out_, "kiln: distributed optimizer: each of {} data-parallel ranks keeps 1/{} of "
-                     "the optimizer state{}\n",
-               layout_.dp(), layout_.dp(),
+                     "the optimizer state{}{}\n",
+               shard_ranks, shard_ranks, replicas,
                layout_.ep() > 1 ? fmt::format(" (of its experts' state 1/{})", layout_.edp()) : "");
   }
   if (config_.train.recompute != "none")
