@@ -152,6 +152,11 @@ INSTANTIATE_TEST_SUITE_P(
                ""},
         Layout{"llama_cp2_dp2_shard_parameters", 4, " --set parallel.cp=2 --set parallel.shard=parameters", kLlama},
         Layout{"moe_dp2_shard_parameters", 2, " --set parallel.shard=parameters", kMoe},
+        // The dense region in units, the experts' whole on each rank and their state sharded
+        // over the expert-data ranks.
+        Layout{"moe_ep2_dp4_shard_parameters", 4, " --set parallel.ep=2 --set parallel.shard=parameters", kMoe},
+        Layout{"moe_tp2_ep2_shard_gradients", 4, " --set parallel.tp=2 --set parallel.ep=2 --set parallel.shard=gradients",
+               kMoe},
         Layout{"recompute_full", 1, " --set train.recompute=full", ""},
         Layout{"recompute_selective_dp2", 2, " --set train.recompute=selective", ""},
         Layout{"tp2", 2, " --set parallel.tp=2", ""},
@@ -351,6 +356,8 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"shard_parameters_dp4", 4, " --set parallel.shard=parameters", " --set model.n_layer=2"},
                     Layout{"shard_parameters_dp4_shard_group2", 4,
                            " --set parallel.shard=parameters --set parallel.shard_group=2", " --set model.n_layer=2"},
+                    Layout{"moe_ep2_dp4_shard_parameters", 4, " --set parallel.ep=2 --set parallel.shard=parameters",
+                           " --set model.n_layer=2" + kMoe + " --set moe.bias_update_rate=0.01"},
                     Layout{"llama_tp2_pp2_dp2_shard_parameters", 8,
                            " --set parallel.tp=2 --set parallel.pp=2 --set parallel.shard=parameters",
                            " --set model.n_layer=2" + kLlama},

@@ -291,6 +291,7 @@ std::vector<GpuLayout> layouts() {
       // Mixture of experts (Llama, 4 experts, top 2): expert rows moved by the CUDA ops and
       // traded by all-to-all, the experts split over the ranks, their hidden units too.
       {"moe_ep2", 2, " --set parallel.ep=2", "", kMoe},
+      {"moe_ep2_dp4_shard_parameters", 4, " --set parallel.ep=2 --set parallel.shard=parameters", "", kMoe},
       {"moe_tp2_ep2_distributed_optimizer", 4,
        " --set parallel.tp=2 --set parallel.ep=2 --set parallel.distributed_optimizer=true", "", kMoe},
       // Whole experts: the expert group spans the two tensor ranks.

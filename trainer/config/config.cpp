@@ -690,9 +690,6 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
     fail("config: parallel.ep=" + show(p.ep) + " splits the experts of MoE layers, and this model has "
          "none; set moe.num_experts or parallel.ep=1");
   if (p.ep > 1) divides("parallel.ep", p.ep, "moe.num_experts", m.moe.num_experts);
-  if (shard_level(p) >= ShardLevel::Gradients && p.ep > 1)
-    fail("config: parallel.shard=" + p.shard + " with parallel.ep=" + show(p.ep) + " is not supported yet: "
-         "the experts' region is sharded by the distributed optimizer alone (set parallel.shard=optimizer)");
   at_least("parallel.first_stage_layers", p.first_stage_layers, 0);
   at_least("parallel.last_stage_layers", p.last_stage_layers, 0);
   if (p.vpp > 1 && p.pp == 1) fail("config: parallel.vpp=" + show(p.vpp) + " needs parallel.pp > 1");

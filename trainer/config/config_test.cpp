@@ -423,12 +423,9 @@ TEST(Config, ShardLevelsAndTheirAlias) {
   EXPECT_HAS(error_of({"parallel.shard_group=2"}), "parallel.shard_group=2 needs parallel.shard");
   EXPECT_HAS(error_of({"parallel.shard=optimizer", "parallel.shard_group=-1"}), "parallel.shard_group");
   EXPECT_HAS(error_of({"parallel.shard=zero3"}), "parallel.shard");
-  EXPECT_EQ(error_of({"parallel.shard=parameters", "parallel.ep=2", "moe.num_experts=4"}),
-            "config: parallel.shard=parameters with parallel.ep=2 is not supported yet: the experts' region is "
-            "sharded by the distributed optimizer alone (set parallel.shard=optimizer)");
   EXPECT_HAS(error_of({"parallel.shard=gradients", "model.arch=llama", "finetune.lora.rank=4"}),
              "finetune.lora with parallel.shard=gradients is not supported");
-  EXPECT_EQ(error_of({"parallel.shard=parameters", "parallel.ep=2", "moe.num_experts=4", "parallel.shard=optimizer"}), "");
+  EXPECT_EQ(error_of({"parallel.shard=parameters", "parallel.ep=2", "moe.num_experts=4"}), "");
 }
 
 TEST(Config, ToJsonWritesEveryKey) {

@@ -205,11 +205,12 @@ void GptModel::fill_rope_table() {
 }
 
 void GptModel::init_parameters(uint64_t seed) {
-  // Sharded values are drawn a unit at a time in its window, of which the rank keeps its shard.
+  // Sharded values are drawn a unit at a time in its window, of which the rank keeps its shard
+  // (the experts' region, apart, whole).
   const size_t units = params_.values_sharded() ? params_.units().size() : 0;
   size_t unit = 0;
   for (const Parameter& p : params_.all()) {
-    for (; unit < units && p.offset >= params_.units()[unit].last; ++unit) params_.keep_shard(ops_, unit);
+    for (; !p.expert && unit < units && p.offset >= params_.units()[unit].last; ++unit) params_.keep_shard(ops_, unit);
     init_parameter(p, seed);
   }
   for (; unit < units; ++unit) params_.keep_shard(ops_, unit);
@@ -487,6 +488,7 @@ void GptModel::zero_grad() {
   if (params_.units().empty()) return ops_.fill(params_.flat_grads(), 0.0);
   for (size_t u = 0; u < params_.units().size(); ++u)
     if (params_.units()[u].whole_step) ops_.fill(params_.unit_grads(u), 0.0);
+  if (params_.expert_grads().numel() > 0) ops_.fill(params_.expert_grads(), 0.0);
 }
 
 void GptModel::logits_row(int64_t row, std::vector<float>& out, int slot) const {

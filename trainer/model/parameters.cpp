@@ -18,6 +18,8 @@ ParameterSet::~ParameterSet() {
     owner_->release(grads_);
     if (frozen_values_) owner_->release(frozen_values_);
     if (value_shards_) owner_->release(value_shards_);
+    if (expert_values_) owner_->release(expert_values_);
+    if (expert_grads_) owner_->release(expert_grads_);
   }
 }
 
@@ -137,6 +139,11 @@ void ParameterSet::view_values_in(const Tensor& whole) {
   KILN_CHECK(shard_values_, "view_values_in needs sharded values");
   KILN_CHECK(!whole.data || whole.numel() == size_, "view_values_in: the whole values are laid out otherwise");
   for (Parameter& p : params_) {
+    if (p.expert && !whole.data) {
+      p.value.data = static_cast<char*>(expert_values_) +
+                     (p.offset - dense_size_) * static_cast<int64_t>(dtype_size(value_dtype_));
+      continue;
+    }
     if (whole.data) {
       p.value.data = static_cast<char*>(whole.data) + p.offset * static_cast<int64_t>(dtype_size(value_dtype_));
       continue;
@@ -149,11 +156,24 @@ void ParameterSet::view_values_in(const Tensor& whole) {
 }
 
 size_t ParameterSet::value_bytes() const {
-  return static_cast<size_t>(shard_values_ ? dense_size_ / unit_shards_ : size_) * dtype_size(value_dtype_);
+  const int64_t n = shard_values_ ? dense_size_ / unit_shards_ + (size_ - dense_size_) : size_;
+  return static_cast<size_t>(n) * dtype_size(value_dtype_);
 }
 
 size_t ParameterSet::grad_bytes() const {
-  return static_cast<size_t>(unit_shards_ > 0 ? 0 : size_) * dtype_size(grad_dtype_);
+  return static_cast<size_t>(unit_shards_ > 0 ? size_ - dense_size_ : size_) * dtype_size(grad_dtype_);
+}
+
+Tensor ParameterSet::expert_values() const {
+  const Shape shape{size_ - dense_size_};
+  if (shard_values_) return {expert_values_, value_dtype_, shape, device_};
+  return Tensor{values_, value_dtype_, {size_}, device_}.slice(dense_size_, size_);
+}
+
+Tensor ParameterSet::expert_grads() const {
+  const Shape shape{size_ - dense_size_};
+  if (unit_shards_ > 0) return {expert_grads_, grad_dtype_, shape, device_};
+  return Tensor{grads_, grad_dtype_, {size_}, device_}.slice(dense_size_, size_);
 }
 
 size_t ParameterSet::window_bytes() const {
@@ -162,7 +182,7 @@ size_t ParameterSet::window_bytes() const {
 }
 
 Parameter ParameterSet::place(const std::string& name, Shape shape, int64_t offset, Init init,
-                              double std, const TensorSplit& split, bool frozen) {
+                              double std, const TensorSplit& split, bool frozen, bool expert) {
   Parameter p;
   p.name = name;
   p.offset = offset;
@@ -175,11 +195,16 @@ Parameter ParameterSet::place(const std::string& name, Shape shape, int64_t offs
   }
   KILN_CHECK(!sized_ || offset + shape.numel() <= (frozen ? frozen_size_ : size_),
              "parameter layout grew after it was sized");
-  p.value = {frozen ? place_in(frozen_values_, value_dtype_, offset, false)
-                    : place_in(values_, value_dtype_, offset, shard_values_),
-             value_dtype_, shape, device_};
-  p.grad = {frozen ? nullptr : place_in(grads_, grad_dtype_, offset, unit_shards_ > 0), grad_dtype_, shape,
-            device_};
+  // Sharded in units, the experts' region lies apart from the windows, whole.
+  const bool units = unit_shards_ > 0;
+  void* value = frozen                    ? place_in(frozen_values_, value_dtype_, offset, false)
+                : expert && shard_values_ ? place_in(expert_values_, value_dtype_, offset - dense_size_, false)
+                                          : place_in(values_, value_dtype_, offset, shard_values_ && !expert);
+  void* grad = frozen            ? nullptr
+               : expert && units ? place_in(expert_grads_, grad_dtype_, offset - dense_size_, false)
+                                 : place_in(grads_, grad_dtype_, offset, units && !expert);
+  p.value = {value, value_dtype_, shape, device_};
+  p.grad = {grad, grad_dtype_, shape, device_};
   p.init = init;
   p.std = std;
   p.decay = shape.rank >= 2;
@@ -228,10 +253,9 @@ Parameter ParameterSet::add_frozen(const std::string& name, Shape shape, Init in
 Parameter ParameterSet::add_expert(const std::string& name, Shape shape, Init init, double std,
                                    const TensorSplit& split) {
   KILN_CHECK(!freeze_base_, "a frozen base has no experts' region");
-  KILN_CHECK(unit_shards_ == 0, "the experts' region is not sharded in units");
   const int64_t at = aligned_elements(expert_next_);
   expert_next_ = at + shape.numel();
-  Parameter p = place(name, shape, dense_size_ + at, init, std, split, false);
+  Parameter p = place(name, shape, dense_size_ + at, init, std, split, false, true);
   p.expert = true;
   params_.push_back(p);
   return p;
@@ -243,9 +267,15 @@ void ParameterSet::allocate(Ops& ops, int shards, int expert_shards) {
   owner_ = &ops;
   device_ = ops.device();
   // Sharded in units, the values' and the gradients' buffers are their windows.
-  values_ = ops.allocate(shard_values_ ? static_cast<size_t>(window_size_) * dtype_size(value_dtype_) : value_bytes());
-  if (shard_values_) value_shards_ = ops.allocate(value_bytes());
-  grads_ = ops.allocate(unit_shards_ > 0 ? static_cast<size_t>(window_size_) * dtype_size(grad_dtype_) : grad_bytes());
+  const size_t value_size = dtype_size(value_dtype_), grad_size = dtype_size(grad_dtype_);
+  const auto experts = static_cast<size_t>(size_ - dense_size_);
+  values_ = ops.allocate(shard_values_ ? static_cast<size_t>(window_size_) * value_size : value_bytes());
+  if (shard_values_) {
+    value_shards_ = ops.allocate(static_cast<size_t>(dense_size_ / unit_shards_) * value_size);
+    if (experts > 0) expert_values_ = ops.allocate(experts * value_size);
+  }
+  grads_ = ops.allocate(unit_shards_ > 0 ? static_cast<size_t>(window_size_) * grad_size : grad_bytes());
+  if (unit_shards_ > 0 && experts > 0) expert_grads_ = ops.allocate(experts * grad_size);
   if (frozen_size_ > 0) frozen_values_ = ops.allocate(frozen_bytes());
 }
 

@@ -160,6 +160,10 @@ class ParameterSet {
   // viewed in `whole`, a buffer laid out like the flat values, for a checkpoint to read or
   // write them whole; a tensor without data views them in their windows again.
   void view_values_in(const Tensor& whole);
+  // The experts' region of the values and of the gradients, wherever it lies (whole in
+  // every layout: units shard the dense region alone).
+  Tensor expert_values() const;
+  Tensor expert_grads() const;
   // Elements of window memory (for the values, and for the gradients).
   int64_t window_size() const { return window_size_; }
   int64_t size() const { return size_; }
@@ -176,7 +180,8 @@ class ParameterSet {
   DType value_dtype() const { return value_dtype_; }
   DType grad_dtype() const { return grad_dtype_; }
   // The memory the values and the gradients take outside the windows: the whole flat
-  // buffers, or the value shards (and no gradients: their shards are the optimizer's).
+  // buffers, or the value shards and the experts' region (and of the gradients only the
+  // experts': the others' shards are the optimizer's).
   size_t value_bytes() const;
   size_t grad_bytes() const;
   // The windows' memory, for the gradients and the sharded values (0 without units).
@@ -208,6 +213,10 @@ class ParameterSet {
   int current_unit_ = -1;     // of this pass
   int64_t window_size_ = 0;   // elements of window memory
   void* value_shards_ = nullptr;
+  // Sharded in units, the experts' region apart (whole, as the distributed optimizer holds
+  // it): its gradients, and with sharded values its values.
+  void* expert_values_ = nullptr;
+  void* expert_grads_ = nullptr;
 
   // Where the parameter at `offset` lies in the memory that holds it: the flat buffer, or its
   // unit's window when that buffer is held in windows.
@@ -216,7 +225,7 @@ class ParameterSet {
   void place_units();
 
   Parameter place(const std::string& name, Shape shape, int64_t offset, Init init, double std,
-                  const TensorSplit& split, bool frozen);
+                  const TensorSplit& split, bool frozen, bool expert = false);
   Parameter add_trainable(const std::string& name, Shape shape, Init init, double std, int64_t real_rows,
                           const TensorSplit& split, bool copy);
   Parameter add_frozen(const std::string& name, Shape shape, Init init, double std, int64_t real_rows,

@@ -51,12 +51,14 @@ AdamW::StateLayout AdamW::lay_out(const ParameterSet& params, const OptimizerGro
   };
   if (!params.units().empty()) {
     // Sharded in units (parallel.shard=gradients or parameters): each unit is a region, so
-    // a rank's state is its shard of each unit, reduced and gathered unit by unit.
+    // a rank's state is its shard of each unit, reduced and gathered unit by unit; the
+    // experts' region follows, as the distributed optimizer shards it.
     KILN_CHECK(groups.shard && groups.shard->size() == params.unit_shards(),
                "parameter units sharded over " + std::to_string(params.unit_shards()) +
                    " ranks need a shard group of as many");
-    KILN_CHECK(n == dense, "the experts' region is not sharded in units");
     for (const ParameterUnit& u : params.units()) layout.regions.push_back(region(groups.shard, u.first, u.last));
+    KILN_CHECK(n == dense || groups.expert_shard, "a sharded experts' region needs its group");
+    if (n > dense) layout.regions.push_back(region(groups.expert_shard, dense, n));
   } else if (!counts_as_one(groups.shard)) {
     layout.regions.push_back(region(groups.shard, 0, dense));
     KILN_CHECK(n == dense || groups.expert_shard, "a sharded experts' region needs its group");
@@ -145,16 +147,28 @@ AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const Opt
   if (mixed_) {
     for (size_t i = 0; i < regions_.size(); ++i) ops_.cast(regions_[i].state(master_), region_values(i));
   } else {
-    // The parameters are the master weights.
-    master_ = params_.values_sharded() ? params_.value_shards() : params_.flat_values();
+    // The parameters are the master weights; sharded values are each region's own
+    // (region_values), no one tensor.
+    master_ = params_.values_sharded() ? Tensor{} : params_.flat_values();
   }
   if (!sharded()) grad_shard_ = params_.flat_grads();
   for (size_t i = 0; i < regions_.size(); ++i) ops_.copy_from_host(regions_[i].segments, tables[i].data());
 }
 
+bool AdamW::unit_region(size_t i) const { return i < params_.units().size(); }
+
+Tensor AdamW::region_whole_values(size_t i) const {
+  const Region& r = regions_[i];
+  if (!params_.values_sharded()) return params_.flat_values().slice(r.first, r.last);
+  KILN_CHECK(!unit_region(i), "a unit's values are whole only in its window");
+  const int64_t dense = params_.dense_size();
+  return params_.expert_values().slice(r.first - dense, r.last - dense);
+}
+
 Tensor AdamW::region_values(size_t i) const {
-  if (params_.values_sharded()) return params_.value_shard(i);
-  return params_.flat_values().slice(regions_[i].begin, regions_[i].end);
+  if (params_.values_sharded() && unit_region(i)) return params_.value_shard(i);
+  const Region& r = regions_[i];
+  return region_whole_values(i).slice(r.begin - r.first, r.end - r.first);
 }
 
 Tensor AdamW::unit_gradient_shard(size_t unit) const {
@@ -166,12 +180,17 @@ void AdamW::zero_gradient_shards() { ops_.fill(grad_shard_, 0.0); }
 
 void AdamW::reduce_scatter_gradients() {
   KILN_CHECK(sharded(), "reduce_scatter_gradients needs a sharded optimizer");
-  KILN_CHECK(params_.units().empty(), "gradients sharded in units are reduced unit by unit");
-  const Tensor grads = params_.flat_grads();
-  for (const Region& r : regions_)
-    r.group->reduce_scatter(r.state(grad_shard_), grads.slice(r.first, r.last));
+  const bool units = !params_.units().empty();
+  const int64_t dense = params_.dense_size();
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    if (unit_region(i)) continue;  // reduced unit by unit (trainer/train/sharded_units.h)
+    const Region& r = regions_[i];
+    const Tensor grads = r.first >= dense && units ? params_.expert_grads().slice(r.first - dense, r.last - dense)
+                                                  : params_.flat_grads().slice(r.first, r.last);
+    r.group->reduce_scatter(r.state(grad_shard_), grads);
+  }
   // The shard groups' sums, summed over the groups (the experts' region has its own ranks).
-  if (groups_.shard_replicas)
+  if (groups_.shard_replicas && !units)
     groups_.shard_replicas->all_reduce(regions_.front().state(grad_shard_), ReduceOp::Sum);
 }
 
@@ -247,7 +266,7 @@ void AdamW::queue_update() {
                r.state(v_), mixed_ ? shard : Tensor{}, r.segments, s);
     // Every rank takes the others' updated shards (unchanged when the step was skipped); its
     // own is already in place. Sharded values are gathered unit by unit when used.
-    if (sharded() && !params_.values_sharded()) r.group->all_gather(params_.flat_values().slice(r.first, r.last), shard);
+    if (sharded() && !(params_.values_sharded() && unit_region(i))) r.group->all_gather(region_whole_values(i), shard);
   }
 }
 

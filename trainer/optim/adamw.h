@@ -152,8 +152,12 @@ class AdamW {
   static StateTensors take_state(Arena& state, StateLayout& layout, bool mixed, bool sharded, DType dtype);
 
   OptimizerState whole_buffers() const;
-  // The values region i updates: its shard of the flat values, or of the value shards.
+  // Whether region i is a unit's (ParameterSet::units(), which come first).
+  bool unit_region(size_t i) const;
+  // The values region i updates: its shard of the flat values, or of the value shards; and
+  // the region whole, where it is whole (not a unit's under sharded values).
   Tensor region_values(size_t i) const;
+  Tensor region_whole_values(size_t i) const;
   // The scalar `which` (OptimizerScalar) of scalars_, as a one-value tensor.
   Tensor scalar(int64_t which) const { return scalars_.slice(which, which + 1); }
   // The squared norm's parts summed over the ranks that hold the rest of the gradients, through

@@ -87,8 +87,8 @@ std::vector<Config> enumerate(const Config& base, int devices, int per_node) {
                   const std::string level = shard;
                   if (level != "none" && dp * cp == 1) continue;
                   if (level == "none" && base.parallel.shard_group > 0) continue;
-                  // Units shard neither the experts' region nor a frozen base (config.cpp).
-                  if ((level == "gradients" || level == "parameters") && (ep > 1 || m.lora.enabled())) continue;
+                  // Units do not shard a frozen base (config.cpp).
+                  if ((level == "gradients" || level == "parameters") && m.lora.enabled()) continue;
                   Config c = base;
                   c.parallel.tp = tp;
                   c.parallel.cp = cp;

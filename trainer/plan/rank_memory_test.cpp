@@ -98,6 +98,9 @@ std::vector<MemoryCase> cases() {
   ep2.insert(ep2.end(), {"parallel.ep=2", "parallel.distributed_optimizer=true"});
   etp1.insert(etp1.end(), {"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.etp=1", "parallel.ep=2"});
   all.push_back({"moe_ep2_dp4_distributed_optimizer", 4, ep2});
+  std::vector<std::string> ep2_sharded = kMoe;
+  ep2_sharded.insert(ep2_sharded.end(), {"parallel.ep=2", "parallel.shard=parameters"});
+  all.push_back({"moe_ep2_dp4_shard_parameters", 4, ep2_sharded});
   all.push_back({"moe_tp2_sequence_parallel_etp1_ep2", 2, etp1});
   std::vector<std::string> lora = kLora;
   lora.insert(lora.end(), {"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.pp=2",

@@ -69,6 +69,8 @@ void ShardedUnits::end_step() {
   for (size_t u = 0; u < units.size(); ++u)
     if (units[u].whole_step) start_reduction(static_cast<int>(u));
   for (size_t w = 0; w < windows_.size(); ++w) finish_reduction(w);
+  // The experts' region, whole for the step, as the distributed optimizer reduces it.
+  optimizer_.reduce_scatter_gradients();
 }
 
 double ShardedUnits::take_waited_ms() { return std::exchange(waited_ms_, 0.0); }
@@ -148,6 +150,7 @@ WholeValues::WholeValues(ParameterSet& params, Communicator& group, Ops& ops)
   const std::vector<ParameterUnit>& units = params_.units();
   for (size_t u = 0; u < units.size(); ++u)
     group_.all_gather(whole_.slice(units[u].first, units[u].last), params_.value_shard(u));
+  ops_.cast(whole_.slice(params_.dense_size(), params_.size()), params_.expert_values());
   params_.view_values_in(whole_);
 }
 
@@ -162,6 +165,7 @@ void WholeValues::keep() {
     const int64_t n = units[u].shard_size(group_.size()), at = units[u].first + group_.rank() * n;
     ops_.cast(params_.value_shard(u), whole_.slice(at, at + n));
   }
+  ops_.cast(params_.expert_values(), whole_.slice(params_.dense_size(), params_.size()));
 }
 
 }  // namespace kiln

@@ -8,6 +8,9 @@
 //   - the head's and the embeddings' stay whole for the step (the tied output layer adds to
 //     the embedding's gradient at the other end of the step) and are reduce-scattered once,
 //     after the pipeline's and the tied copies' sums.
+// Under expert parallelism the units are the dense region's; the experts' region stays whole
+// on its rank and is reduce-scattered once a step into the optimizer's shards, as the
+// distributed optimizer does it (end_step).
 // With the values sharded too, a block is all-gathered into its window just before its
 // forward and again before its backward, the next block's gather started meanwhile
 // (prefetch); the head and the embeddings are gathered at the start of the step and kept.
