@@ -165,9 +165,12 @@ TEST_F(Rewind, TwoRanksGoBackTogether) {
   const CommandResult one = train("one", "spike@12x50", run);
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const Recorded a = recorded(store_, "one");
-  // Two data-parallel replicas, and a model split over a tensor pair (each rank restoring its
-  // half of every split tensor), train the one-rank curve, rewind and all.
-  for (const auto& [name, layout] : {std::pair<std::string, std::string>{"dp2", ""}, {"tp2", " --set parallel.tp=2"}}) {
+  // Two data-parallel replicas, a model split over a tensor pair (each rank restoring its
+  // half of every split tensor), and two ranks sharding the weights (each keeping its shards of
+  // what it restored whole) train the one-rank curve, rewind and all.
+  for (const auto& [name, layout] : {std::pair<std::string, std::string>{"dp2", ""},
+                                     {"tp2", " --set parallel.tp=2"},
+                                     {"dp2_shard_parameters", " --set parallel.shard=parameters"}}) {
     const CommandResult two = train(name, "spike@12x50", run + layout, 2);
     ASSERT_EQ(two.exit_code, 0) << two.output;
     const std::string line = "kiln: alert action: rewind to step 10 (checkpoint " + checkpoint(name, 10) +

@@ -196,7 +196,10 @@ void Trainer::restore_training_state(const TrainingState& state) {
 
 int64_t Trainer::rewind(const std::string& folder, int64_t spike_step, int64_t step) {
   const Checkpoint checkpoint(folder);
+  // Sharded values are restored whole; each rank keeps its shards of them.
+  WholeValues values(model_->parameters(), backend_->shard_group(), backend_->ops());
   TrainingState state = restore_checkpoint(checkpoint, config_, *model_, *optimizer_, backend_->ops());
+  values.keep();
   const SkippedData skipped = skip_after(state.consumed_samples, config_.train.global_batch, config_.alerts.rewind_skip);
   state.consumed_samples = skipped.data_position;
   restore_training_state(state);
