@@ -128,14 +128,12 @@ void GptModel::layout() {
   for (const PipelineChunk& c : chunks_) local_layers += static_cast<size_t>(c.layers());
   blocks_.assign(local_layers, TransformerBlock{});
   block_unit_.assign(local_layers, -1);
-  int unit = 0;  // the units in layout order: the head, the blocks last to first, the embeddings
   for (size_t c = chunks_.size(); c-- > 0;) {
     const PipelineChunk& chunk = chunks_[c];
     local_layers -= static_cast<size_t>(chunk.layers());
     first_block_[c] = local_layers;
     if (chunk.head) {
       params_.begin_unit(true);
-      ++unit;
       if (!config_.tie_embeddings)
         head = params_.add("lm_head.weight", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
       else if (head_copy)
@@ -144,8 +142,7 @@ void GptModel::layout() {
       ready_after_[c].push_back(params_.dense_laid_out());
     }
     for (int l = chunk.layers() - 1; l >= 0; --l) {
-      params_.begin_unit(split_.shard_per_step);
-      block_unit_[first_block_[c] + static_cast<size_t>(l)] = unit++;
+      block_unit_[first_block_[c] + static_cast<size_t>(l)] = params_.begin_unit(split_.shard_per_step);
       recomputed_.rewind();
       blocks_[first_block_[c] + static_cast<size_t>(l)].bind(block_build, chunk.first_layer + l,
                                                              rope_table_);
@@ -210,10 +207,10 @@ void GptModel::init_parameters(uint64_t seed) {
   const size_t units = params_.values_sharded() ? params_.units().size() : 0;
   size_t unit = 0;
   for (const Parameter& p : params_.all()) {
-    for (; !p.expert && unit < units && p.offset >= params_.units()[unit].last; ++unit) params_.keep_shard(ops_, unit);
+    for (; !p.expert && unit < units && p.offset >= params_.units()[unit].last; ++unit) params_.keep_shard(ops_, unit, params_.unit_values(unit));
     init_parameter(p, seed);
   }
-  for (; unit < units; ++unit) params_.keep_shard(ops_, unit);
+  for (; unit < units; ++unit) params_.keep_shard(ops_, unit, params_.unit_values(unit));
   zero_grad();
 }
 

@@ -50,8 +50,8 @@ int64_t aligned_elements(int64_t n, int parts = 1) {
 }
 }  // namespace
 
-void ParameterSet::begin_unit(bool whole_step) {
-  if (unit_shards_ == 0) return;
+int ParameterSet::begin_unit(bool whole_step) {
+  if (unit_shards_ == 0) return -1;
   // Each unit starts where a whole number of shards of the units before it ends.
   next_ = aligned_elements(next_, unit_shards_);
   ++current_unit_;
@@ -59,13 +59,14 @@ void ParameterSet::begin_unit(bool whole_step) {
     KILN_CHECK(static_cast<size_t>(current_unit_) < units_.size() &&
                    units_[static_cast<size_t>(current_unit_)].first == next_,
                "parameter units changed between layout passes");
-    return;
+    return current_unit_;
   }
   if (!units_.empty()) units_.back().last = next_;
   ParameterUnit unit;
   unit.first = next_;
   unit.whole_step = whole_step;
   units_.push_back(unit);
+  return current_unit_;
 }
 
 void ParameterSet::place_units() {
@@ -130,9 +131,9 @@ Tensor ParameterSet::value_shard(size_t unit) const {
   return value_shards().slice(u.shard_at, u.shard_at + u.shard_size(unit_shards_));
 }
 
-void ParameterSet::keep_shard(Ops& ops, size_t unit) const {
+void ParameterSet::keep_shard(Ops& ops, size_t unit, const Tensor& whole) const {
   const int64_t n = units_.at(unit).shard_size(unit_shards_);
-  ops.cast(value_shard(unit), unit_values(unit).slice(unit_rank_ * n, (unit_rank_ + 1) * n));
+  ops.cast(value_shard(unit), whole.slice(unit_rank_ * n, (unit_rank_ + 1) * n));
 }
 
 void ParameterSet::view_values_in(const Tensor& whole) {

@@ -86,7 +86,7 @@ struct Parameter {
   std::vector<double> whole_from(const std::vector<double>& pieces) const;
 };
 
-// A unit of sharded data parallelism (trainer/parallel/sharded_units.h): parameters whose
+// A unit of sharded data parallelism (trainer/train/sharded_units.h): parameters whose
 // values are gathered whole and whose gradients are reduce-scattered together. A block is
 // one; the head (final norm and output layer) and the embeddings are units of their own,
 // gathered once a step and kept whole until its end (the tied output layer reads the
@@ -124,8 +124,9 @@ class ParameterSet {
   // windows, the whole-step units' own and two that the blocks take in turn, and the values
   // otherwise as this rank's shard of every unit, in the value shards.
   void shard_units(int shards, int rank, bool shard_values);
-  // The parameters laid out from here to the next unit (or the end) are one unit.
-  void begin_unit(bool whole_step);
+  // The parameters laid out from here to the next unit (or the end) are one unit; returns
+  // its number in units() (-1 when not sharded in units).
+  int begin_unit(bool whole_step);
   // Starts a layout pass (the set is laid out twice, as arenas are: sizes, then memory).
   void begin_pass();
   // Allocates both buffers, each region's length padded to a multiple of its shards (the
@@ -153,9 +154,9 @@ class ParameterSet {
   // The rank's shard of every unit's values, unit after unit, and one unit's part of it.
   Tensor value_shards() const;
   Tensor value_shard(size_t unit) const;
-  // This rank's shard of a unit whole in its window, kept in the value shards (after the
-  // unit's values were written whole: initialised, or loaded from a checkpoint).
-  void keep_shard(Ops& ops, size_t unit) const;
+  // This rank's shard of a unit's values, kept in the value shards from `whole`, the unit's
+  // values written whole (initialised in its window, or loaded from a checkpoint).
+  void keep_shard(Ops& ops, size_t unit, const Tensor& whole) const;
   // Sharded values: every parameter's value (as all() lists it; the layers keep theirs)
   // viewed in `whole`, a buffer laid out like the flat values, for a checkpoint to read or
   // write them whole; a tensor without data views them in their windows again.
@@ -164,8 +165,6 @@ class ParameterSet {
   // every layout: units shard the dense region alone).
   Tensor expert_values() const;
   Tensor expert_grads() const;
-  // Elements of window memory (for the values, and for the gradients).
-  int64_t window_size() const { return window_size_; }
   int64_t size() const { return size_; }
   // The region before the experts' (all of it without expert parallelism), and how far the
   // parameters laid out so far in this pass reach into it.

@@ -117,8 +117,9 @@ void ShardedUnits::wait_gathered(int unit) {
 }
 
 void ShardedUnits::start_reduction(int unit) {
-  Window& w = windows_[window_of(unit)];
-  finish_reduction(window_of(unit));
+  const size_t window = window_of(unit);
+  finish_reduction(window);
+  Window& w = windows_[window];
   const size_t u = static_cast<size_t>(unit);
   const Tensor grads = params_.unit_grads(u), shard = optimizer_.unit_gradient_shard(u);
   // The rank's running sum joins its own slice, so the reduce-scatter leaves the total; the
@@ -161,10 +162,7 @@ WholeValues::~WholeValues() {
 void WholeValues::keep() {
   if (!params_.values_sharded()) return;
   const std::vector<ParameterUnit>& units = params_.units();
-  for (size_t u = 0; u < units.size(); ++u) {
-    const int64_t n = units[u].shard_size(group_.size()), at = units[u].first + group_.rank() * n;
-    ops_.cast(params_.value_shard(u), whole_.slice(at, at + n));
-  }
+  for (size_t u = 0; u < units.size(); ++u) params_.keep_shard(ops_, u, whole_.slice(units[u].first, units[u].last));
   ops_.cast(params_.expert_values(), whole_.slice(params_.dense_size(), params_.size()));
 }
 

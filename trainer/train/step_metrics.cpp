@@ -72,8 +72,7 @@ store::MetricRow StepMetrics::metric_row(int64_t step, double loss, double lr, d
   row.comm_ms = times.comm_ms;
   row.data_ms = times.data_ms;
   if (layout_.ep() > 1) row.a2a_ms = times.a2a_ms;
-  if (shard_level(config_.parallel) >= ShardLevel::Gradients && layout_.dp() * layout_.cp() > 1)
-    row.shard_ms = times.shard_ms;
+  if (times.shard_ms) row.shard_ms = *times.shard_ms;
   if (config_.precision.dtype == "fp16") row.loss_scale = loss_scaler_.scale();
   row.skipped_steps = loss_scaler_.skipped_steps();
   row.trained_tokens = times.trained_tokens;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 namespace kiln {
 
@@ -17,8 +18,8 @@ struct StepTimes {
   double comm_ms = 0;  // summing the gradients over the data-parallel ranks
   double a2a_ms = 0;   // of fwd_ms and bwd_ms, the expert group's token exchanges
   // Of fwd_ms and bwd_ms, waiting for sharded units' gathers and reductions that the
-  // computation did not hide (parallel.shard=gradients or parameters).
-  double shard_ms = 0;
+  // computation did not hide; only where the parameters are sharded in units.
+  std::optional<double> shard_ms;
 };
 
 }  // namespace kiln
