@@ -151,6 +151,10 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"shard_parameters_dp4_no_prefetch", 4, " --set parallel.shard=parameters --set parallel.shard_prefetch=false",
                ""},
         Layout{"llama_cp2_dp2_shard_parameters", 4, " --set parallel.cp=2 --set parallel.shard=parameters", kLlama},
+        // Llama's untied head and its embeddings each gathered where it is read and reduced as
+        // its backward ends, taking one window in turn (on one stage) or each its own stage's.
+        Layout{"llama_shard_gradients_dp4", 4, " --set parallel.shard=gradients", kLlama},
+        Layout{"llama_pp2_dp2_shard_parameters", 4, " --set parallel.pp=2 --set parallel.shard=parameters", kLlama},
         Layout{"moe_dp2_shard_parameters", 2, " --set parallel.shard=parameters", kMoe},
         // The dense region in units, the experts' whole on each rank and their state sharded
         // over the expert-data ranks.
@@ -457,6 +461,7 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"tp2", 2, " --set parallel.tp=2", ""},
                     Layout{"shard_gradients_dp4", 4, " --set parallel.shard=gradients", ""},
                     Layout{"shard_parameters_dp4", 4, " --set parallel.shard=parameters", ""},
+                    Layout{"llama_shard_parameters_dp4", 4, " --set parallel.shard=parameters", kLlama},
                     Layout{"shard_gradients_dp4_shard_group2", 4,
                            " --set parallel.shard=gradients --set parallel.shard_group=2", ""},
                     Layout{"tp2_sequence_parallel", 2,

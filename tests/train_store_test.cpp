@@ -218,7 +218,7 @@ TEST(TrainStore, AFullyShardedRunSaysSoAndRecordsItsExposedGathers) {
   EXPECT_NE(r.output.find("kiln: sharded data parallelism (parallel.shard=parameters): each of 2 ranks keeps 1/2 of "
                           "the parameters, gradients and the optimizer state, in 4 units; each block gathered "
                           "before its forward and its backward (the next one's started meanwhile), its gradients "
-                          "reduced as its backward ends; the embeddings and the head are kept whole for the step\n"),
+                          "reduced as its backward ends; the embeddings and the tied head kept whole for the step\n"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("kiln: no sample: each rank holds 1/2 of the weights (parallel.shard=parameters);"),

@@ -121,6 +121,9 @@ void GptModel::layout() {
   // The last pipeline stage of a model with tied embeddings holds its own copy of the
   // embedding as the output layer, kept equal to the first stage's (Megatron's).
   const bool head_copy = config_.tie_embeddings && has_head() && !has_embedding();
+  // Sharded in units: a tied output layer reads the embedding at the far ends of the step, so
+  // the head and the embeddings are kept whole for it; untied, each is gathered where it is read.
+  const UnitHold ends = config_.tie_embeddings || split_.shard_per_step ? UnitHold::Step : UnitHold::Ends;
   Parameter head;
   ready_after_.assign(chunks_.size(), {});
   first_block_.assign(chunks_.size(), 0);
@@ -133,7 +136,7 @@ void GptModel::layout() {
     local_layers -= static_cast<size_t>(chunk.layers());
     first_block_[c] = local_layers;
     if (chunk.head) {
-      params_.begin_unit(true);
+      head_unit_ = params_.begin_unit(ends);
       if (!config_.tie_embeddings)
         head = params_.add("lm_head.weight", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
       else if (head_copy)
@@ -142,7 +145,7 @@ void GptModel::layout() {
       ready_after_[c].push_back(params_.dense_laid_out());
     }
     for (int l = chunk.layers() - 1; l >= 0; --l) {
-      block_unit_[first_block_[c] + static_cast<size_t>(l)] = params_.begin_unit(split_.shard_per_step);
+      block_unit_[first_block_[c] + static_cast<size_t>(l)] = params_.begin_unit(split_.shard_per_step ? UnitHold::Step : UnitHold::Turn);
       recomputed_.rewind();
       blocks_[first_block_[c] + static_cast<size_t>(l)].bind(block_build, chunk.first_layer + l,
                                                              rope_table_);
@@ -150,7 +153,7 @@ void GptModel::layout() {
     }
   }
   if (has_embedding()) {
-    params_.begin_unit(true);
+    embedding_unit_ = params_.begin_unit(ends);
     if (!config_.is_llama()) wpe_ = params_.add("wpe", {T, C}, Init::Normal, config_.init_std);
     wte_ = params_.add("wte", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
   }
@@ -334,6 +337,12 @@ void GptModel::load_batch(const int32_t* tokens, const int32_t* targets, int64_t
   }
 }
 
+int GptModel::unit_after(int chunk, size_t block) const {
+  const PipelineChunk& c = chunks_[static_cast<size_t>(chunk)];
+  if (block < static_cast<size_t>(c.layers())) return block_unit_[first_block_[static_cast<size_t>(chunk)] + block];
+  return c.head ? head_unit_ : -1;
+}
+
 bool GptModel::forward_to_logits(int slot, int chunk) {
   const size_t s = static_cast<size_t>(slot);
   const Batch& batch = batch_[s];
@@ -348,6 +357,7 @@ bool GptModel::forward_to_logits(int slot, int chunk) {
     const bool positions_here = !config_.is_llama() && split_.tp_rank() == 0;
     const Tensor embedded = batch.share_of(residual[0]);
     const Tensor whole = sequence_parallel() ? sequence_.whole(batch) : embedded;
+    if (hooks_) hooks_->before_reading(embedding_unit_, unit_after(chunk, 0));
     ops_.embedding_forward(whole, batch.of(a.local_tokens), wte_.value,
                            positions_here ? wpe_.value : Tensor{}, batch.positions);
     if (sequence_parallel()) {
@@ -358,11 +368,12 @@ bool GptModel::forward_to_logits(int slot, int chunk) {
   }
   const size_t first = first_block_[static_cast<size_t>(chunk)], layers = static_cast<size_t>(c.layers());
   for (size_t l = 0; l < layers; ++l) {
-    if (hooks_) hooks_->before_forward(block_unit_[first + l], l + 1 < layers ? block_unit_[first + l + 1] : -1);
+    if (hooks_) hooks_->before_reading(block_unit_[first + l], unit_after(chunk, l + 1));
     blocks_[first + l].forward(ops_, batch, batch.share_of(residual[l + 1]),
                                batch.share_of(residual[l]), block_scratch_);
   }
   if (!c.head) return false;
+  if (hooks_) hooks_->before_reading(head_unit_, -1);
   const Tensor final_out = batch.share_of(a.final_norm_out);
   final_norm_.forward(ops_, batch, final_out, batch.share_of(residual.back()));
   lm_head_.forward(ops_, batch, batch.of(a.logits), final_out);
@@ -435,8 +446,14 @@ void GptModel::backward(double dloss, int slot,
   const std::vector<Tensor>& residual = a.residual[static_cast<size_t>(chunk)];
   const Tensor d_residual = batch.share_of(d_residual_);
   size_t done = 0;
+  const size_t first = first_block_[static_cast<size_t>(chunk)];
+  const auto block_before = [&](size_t l) { return l > 0 ? block_unit_[first + l - 1] : -1; };
   if (c.head) {
     KILN_CHECK(has_targets_[s], "backward needs a batch with targets");
+    if (hooks_) {
+      hooks_->before_gradients(head_unit_);
+      hooks_->before_reading(head_unit_, block_before(static_cast<size_t>(c.layers())));
+    }
     const Tensor logits = batch.of(a.logits);
     const Tensor flat_logits = logits.view({batch.b * batch.t, logits.shape.cols()});
     ops_.cross_entropy_backward(flat_logits, flat_logits, batch.of(a.lse),
@@ -445,26 +462,29 @@ void GptModel::backward(double dloss, int slot,
     lm_head_.backward(ops_, batch, d_final, logits, batch.share_of(a.final_norm_out));
     ops_.fill(d_residual, 0.0);
     final_norm_.backward(ops_, batch, d_residual, d_final, batch.share_of(residual.back()));
+    if (hooks_) hooks_->after_gradients(head_unit_);
     ready(done++);
   }
-  const size_t first = first_block_[static_cast<size_t>(chunk)];
   for (size_t l = static_cast<size_t>(c.layers()); l-- > 0;) {
-    if (hooks_) hooks_->before_backward(block_unit_[first + l], l > 0 ? block_unit_[first + l - 1] : -1);
+    if (hooks_) {
+      hooks_->before_gradients(block_unit_[first + l]);
+      hooks_->before_reading(block_unit_[first + l], block_before(l));
+    }
     if (split_.recompute == Recompute::Full)
       blocks_[first + l].forward(ops_, batch, batch.share_of(residual[l + 1]),
                                  batch.share_of(residual[l]), block_scratch_);
     blocks_[first + l].backward(ops_, batch, d_residual, batch.share_of(residual[l]),
                                 block_scratch_, dloss);
-    if (hooks_) hooks_->after_backward(block_unit_[first + l]);
+    if (hooks_) hooks_->after_gradients(block_unit_[first + l]);
     ready(done++);
   }
   if (!c.embedding || wte_.frozen) return;
   // The embedding's rows take gradients from every token: gathered whole.
+  const Tensor d_embedded = sequence_parallel() ? sequence_.gather_gradient(batch, d_residual) : d_residual;
+  if (hooks_) hooks_->before_gradients(embedding_unit_);
   ops_.embedding_backward(wte_.grad, config_.is_llama() ? Tensor{} : wpe_.grad,
-                          batch.of(a.local_tokens),
-                          sequence_parallel() ? sequence_.gather_gradient(batch, d_residual)
-                                                   : d_residual,
-                          batch.positions);
+                          batch.of(a.local_tokens), d_embedded, batch.positions);
+  if (hooks_) hooks_->after_gradients(embedding_unit_);
 }
 
 Tensor GptModel::chunk_input(int slot, int chunk) const {
@@ -484,7 +504,7 @@ Tensor GptModel::residual_gradient(int slot) const {
 void GptModel::zero_grad() {
   if (params_.units().empty()) return ops_.fill(params_.flat_grads(), 0.0);
   for (size_t u = 0; u < params_.units().size(); ++u)
-    if (params_.units()[u].whole_step) ops_.fill(params_.unit_grads(u), 0.0);
+    if (params_.units()[u].whole_step()) ops_.fill(params_.unit_grads(u), 0.0);
   if (params_.expert_grads().numel() > 0) ops_.fill(params_.expert_grads(), 0.0);
 }
 

@@ -168,6 +168,9 @@ class GptModel {
   // forward up to the logits; true when the cross-entropy follows (the chunk has the head
   // and the batch has targets).
   bool forward_to_logits(int slot, int chunk);
+  // Sharded in units: the unit a chunk's forward reads at its block `block`, the head just
+  // past its last block (-1: none there).
+  int unit_after(int chunk, size_t block) const;
   // The slot's per-token losses from its logits, queued.
   void queue_cross_entropy(int slot);
   // The slot's ids as this rank's vocabulary slice numbers them.
@@ -195,6 +198,7 @@ class GptModel {
   std::vector<std::vector<int64_t>> ready_after_;
   std::vector<TransformerBlock> blocks_;  // this rank's layers, chunk by chunk
   std::vector<int> block_unit_;           // each one's unit when sharded in units
+  int head_unit_ = -1, embedding_unit_ = -1;
   UnitHooks* hooks_ = nullptr;
   std::vector<size_t> first_block_;       // of each chunk in blocks_
   Norm final_norm_;

@@ -50,7 +50,8 @@ struct ModelSplit {
   bool shard_units = false;
   int flat_shard_rank = 0;
   bool shard_values = false;
-  // parallel.shard_per_step: the blocks kept whole for the step as the embeddings are.
+  // parallel.shard_per_step: every unit kept whole for the step (the head and the embeddings
+  // of a tied model always are).
   bool shard_per_step = false;
   // parallel.sequence_parallel: between the tensor-parallel layers each rank of the tensor
   // group holds 1/tp of the tokens (sequence_parallel.h).

@@ -50,7 +50,7 @@ int64_t aligned_elements(int64_t n, int parts = 1) {
 }
 }  // namespace
 
-int ParameterSet::begin_unit(bool whole_step) {
+int ParameterSet::begin_unit(UnitHold hold) {
   if (unit_shards_ == 0) return -1;
   // Each unit starts where a whole number of shards of the units before it ends.
   next_ = aligned_elements(next_, unit_shards_);
@@ -64,7 +64,7 @@ int ParameterSet::begin_unit(bool whole_step) {
   if (!units_.empty()) units_.back().last = next_;
   ParameterUnit unit;
   unit.first = next_;
-  unit.whole_step = whole_step;
+  unit.hold = hold;
   units_.push_back(unit);
   return current_unit_;
 }
@@ -72,21 +72,26 @@ int ParameterSet::begin_unit(bool whole_step) {
 void ParameterSet::place_units() {
   if (units_.empty()) return;
   units_.back().last = dense_size_;
-  // The whole-step units each have a window; the blocks take two in turn, so that the next
-  // block's values are gathered (and the last one's gradients reduced) while one computes.
-  int64_t block_window = 0, at = 0, shard_at = 0;
-  for (const ParameterUnit& u : units_)
-    if (!u.whole_step) block_window = std::max(block_window, u.last - u.first);
+  // The whole-step units each have a window; then the ends' one, as long as the longer of
+  // them; then the blocks' two, each as long as the longest block.
+  int64_t ends_window = 0, block_window = 0, at = 0, shard_at = 0;
+  for (const ParameterUnit& u : units_) {
+    if (u.hold == UnitHold::Ends) ends_window = std::max(ends_window, u.last - u.first);
+    if (u.hold == UnitHold::Turn) block_window = std::max(block_window, u.last - u.first);
+  }
   for (ParameterUnit& u : units_) {
-    if (!u.whole_step) continue;
+    if (!u.whole_step()) continue;
     u.window = at;
     at += u.last - u.first;
   }
+  const int64_t ends_at = at;
+  at += ends_window;
   int64_t blocks = 0;
   for (ParameterUnit& u : units_) {
     u.shard_at = shard_at;
     shard_at += u.shard_size(unit_shards_);
-    if (!u.whole_step) u.window = at + (blocks++ % 2) * block_window;
+    if (u.hold == UnitHold::Ends) u.window = ends_at;
+    if (u.hold == UnitHold::Turn) u.window = at + (blocks++ % 2) * block_window;
   }
   window_size_ = at + std::min<int64_t>(blocks, 2) * block_window;
 }

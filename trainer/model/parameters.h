@@ -86,17 +86,27 @@ struct Parameter {
   std::vector<double> whole_from(const std::vector<double>& pieces) const;
 };
 
-// A unit of sharded data parallelism (trainer/train/sharded_units.h): parameters whose
-// values are gathered whole and whose gradients are reduce-scattered together. A block is
-// one; the head (final norm and output layer) and the embeddings are units of their own,
-// gathered once a step and kept whole until its end (the tied output layer reads the
-// embedding's values and adds to its gradient at the far ends of the step).
+// How a unit of sharded data parallelism (trainer/train/sharded_units.h) is held whole:
+//   Step: gathered once a step into a window of its own and kept, its gradients added up
+//     there and reduced once at the step's end (the embeddings and the head of a model whose
+//     output layer is tied to the embedding, which reads the embedding's values and adds to
+//     its gradient at the far ends of every backward; every unit with shard_per_step);
+//   Turn: a block, taking one of two windows in turn, so that the next block is gathered (and
+//     the last one's gradients reduced) while one computes;
+//   Ends: the embeddings and an untied head, taking one window between them: each is gathered
+//     where it is read and its gradients reduced as its backward ends, as a block is.
+enum class UnitHold { Step, Turn, Ends };
+
+// A unit of sharded data parallelism: parameters whose values are gathered whole and whose
+// gradients are reduce-scattered together. A block is one; the head (final norm and output
+// layer) and the embeddings are units of their own.
 struct ParameterUnit {
   int64_t first = 0, last = 0;  // in the flat buffers, a multiple of the shards long
-  bool whole_step = false;
+  UnitHold hold = UnitHold::Turn;
   int64_t window = 0;    // where it lies whole in the window memory
   int64_t shard_at = 0;  // where each rank's shard of it starts in the rank's value shards
   int64_t shard_size(int shards) const { return (last - first) / shards; }
+  bool whole_step() const { return hold == UnitHold::Step; }
 };
 
 class ParameterSet {
@@ -121,12 +131,12 @@ class ParameterSet {
                        const TensorSplit& split);
   // Lays the flat buffers out in units, each padded to a multiple of `shards`, before the
   // first pass: the gradients (and with shard_values the values too) then live whole only in
-  // windows, the whole-step units' own and two that the blocks take in turn, and the values
+  // windows (UnitHold says whose), and the values
   // otherwise as this rank's shard of every unit, in the value shards.
   void shard_units(int shards, int rank, bool shard_values);
-  // The parameters laid out from here to the next unit (or the end) are one unit; returns
-  // its number in units() (-1 when not sharded in units).
-  int begin_unit(bool whole_step);
+  // The parameters laid out from here to the next unit (or the end) are one unit, held as
+  // `hold` says; returns its number in units() (-1 when not sharded in units).
+  int begin_unit(UnitHold hold);
   // Starts a layout pass (the set is laid out twice, as arenas are: sizes, then memory).
   void begin_pass();
   // Allocates both buffers, each region's length padded to a multiple of its shards (the

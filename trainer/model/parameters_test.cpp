@@ -1,11 +1,14 @@
 // How a parameter's piece is cut from the whole and the whole put back from every rank's
 // piece: a tensor-parallel split of several parts, and the experts' two-level split (blocks of
-// experts over an expert group, then each block's parts over a tensor group), by hand.
+// experts over an expert group, then each block's parts over a tensor group), by hand. And
+// where sharded data parallelism's units lie whole: the windows each kind of unit takes.
 #include "trainer/model/parameters.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
+#include <string>
 #include <vector>
 
 namespace kiln {
@@ -62,6 +65,57 @@ TEST(ParameterSplit, ExpertBlocksAloneAreWholeOnEveryTensorRank) {
   EXPECT_EQ(p.whole_shape(), (Shape{6}));
   EXPECT_EQ(p.piece_of(counting(6)), (std::vector<double>{3, 4, 5}));
   EXPECT_EQ(p.whole_from({0, 1, 2, 3, 4, 5}), counting(6));
+}
+
+// A model's units in the order it lays them out (head, the blocks last to first, embeddings),
+// sharded over 2 ranks with their values, the head and the embeddings held as `ends`. Sizes
+// only: no memory is allocated.
+std::vector<ParameterUnit> units_of(ParameterSet& set, UnitHold ends) {
+  set.shard_units(2, 0, true);
+  set.begin_pass();
+  set.begin_unit(ends);
+  set.add("lm_head.weight", {40, 8}, Init::Zeros);
+  for (int64_t rows : {10, 12, 10}) {
+    set.begin_unit(UnitHold::Turn);
+    set.add("block" + std::to_string(rows), {rows, 8}, Init::Zeros);
+  }
+  set.begin_unit(ends);
+  set.add("wte", {64, 8}, Init::Zeros);
+  set.size_regions(2);
+  return set.units();
+}
+
+TEST(ParameterUnits, TheEndsShareOneWindowAndTheBlocksTakeTwoInTurn) {
+  ParameterSet set(DType::F32, DType::F32);
+  const std::vector<ParameterUnit> u = units_of(set, UnitHold::Ends);
+  ASSERT_EQ(u.size(), 5u);
+  const auto length = [&](size_t i) { return u[i].last - u[i].first; };
+  // The head and the embeddings take turns in one window, as long as the longer of them.
+  EXPECT_EQ(u[0].window, 0);
+  EXPECT_EQ(u[4].window, 0);
+  const int64_t ends = std::max(length(0), length(4));
+  EXPECT_GE(length(4), 64 * 8);
+  // The blocks alternate between two windows after it, each as long as the longest block.
+  const int64_t block = std::max({length(1), length(2), length(3)});
+  EXPECT_EQ(u[1].window, ends);
+  EXPECT_EQ(u[2].window, ends + block);
+  EXPECT_EQ(u[3].window, ends);
+  EXPECT_EQ(set.window_bytes(), static_cast<size_t>(ends + 2 * block) * 2 * sizeof(float));
+  // Each rank's shards follow one another, unit by unit.
+  for (size_t i = 1; i < u.size(); ++i) EXPECT_EQ(u[i].shard_at, u[i - 1].shard_at + length(i - 1) / 2);
+}
+
+TEST(ParameterUnits, WholeStepUnitsEachHaveAWindowOfTheirOwn) {
+  ParameterSet set(DType::F32, DType::F32);
+  const std::vector<ParameterUnit> u = units_of(set, UnitHold::Step);
+  const auto length = [&](size_t i) { return u[i].last - u[i].first; };
+  EXPECT_EQ(u[0].window, 0);
+  EXPECT_EQ(u[4].window, length(0));
+  const int64_t ends = length(0) + length(4);
+  const int64_t block = std::max({length(1), length(2), length(3)});
+  EXPECT_EQ(u[1].window, ends);
+  EXPECT_EQ(u[2].window, ends + block);
+  EXPECT_EQ(set.window_bytes(), static_cast<size_t>(ends + 2 * block) * 2 * sizeof(float));
 }
 
 }  // namespace

@@ -86,6 +86,8 @@ std::vector<MemoryCase> cases() {
       {"cp2_dp2_distributed_optimizer", 4, {"parallel.cp=2", "parallel.distributed_optimizer=true"}},
       {"dp2_shard_gradients", 2, {"parallel.shard=gradients"}},
       {"dp4_shard_parameters", 4, {"parallel.shard=parameters"}},
+      {"llama_dp4_shard_parameters", 4,
+       {"model.arch=llama", "model.n_kv_head=2", "model.d_ff=192", "parallel.shard=parameters"}},
       {"dp8_shard_parameters_shard_group4", 8, {"parallel.shard=parameters", "parallel.shard_group=4"}},
       {"cp2_dp2_shard_optimizer_shard_group2", 4, {"parallel.cp=2", "parallel.shard=optimizer", "parallel.shard_group=2"}},
       {"tp2_pp2_dp2_shard_parameters", 8, {"parallel.tp=2", "parallel.pp=2", "parallel.shard=parameters"}},

@@ -197,20 +197,27 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
     // Sharded in units (trainer/train/sharded_units.h): every micro-batch each block's
     // gradients are reduce-scattered as its backward ends and, with sharded values, its
     // weights gathered before its forward and its backward. What the blocks' compute hides
-    // is hidden but for the first transfer of a pass (nothing, without prefetch). The
-    // embeddings and the head are reduced once a step, and gathered once with sharded values,
-    // else the updated values are all-gathered as the distributed optimizer's are.
+    // is hidden but for the first transfer of a pass (nothing, without prefetch). A tied
+    // model's embeddings and head are reduced once a step, and gathered once with sharded
+    // values. Untied, they are reduced every micro-batch beside the blocks and gathered where
+    // they are read: every micro-batch when one stage holds both (they share a window), else
+    // once a step (the window keeps the one it holds). Without sharded values the updated
+    // values are all-gathered once a step, as the distributed optimizer's are.
     const double outer = stage_params - stage_block_params;
-    const double reduce_s = reduce_scatter_s(stage_block_params);
+    const bool ends_per_use = !m.tie_embeddings;
+    const double reduce_s = reduce_scatter_s(stage_block_params) + (ends_per_use ? reduce_scatter_s(outer) : 0);
     const double gather_s = level == ShardLevel::Parameters ? gather_values_s(stage_block_params) : 0;
+    const double outer_gather_s = level == ShardLevel::Parameters ? gather_values_s(outer) : 0;
     const double forward_s = per_micro.compute_s / 3, backward_s = per_micro.compute_s - forward_s;
     const auto exposed = [&](double comm_s, double compute_s) {
       if (!par.shard_prefetch) return comm_s;
       return comm_s / stage_layers + std::max(0.0, comm_s * (stage_layers - 1) / stage_layers - compute_s);
     };
-    p.data_s = micro_batches * (exposed(gather_s, forward_s) + exposed(gather_s + reduce_s, backward_s)) +
-               reduce_scatter_s(outer) + gather_values_s(level == ShardLevel::Parameters ? outer : stage_params) +
-               experts_s;
+    const bool outer_each_micro_batch = ends_per_use && pp == 1;
+    p.data_s = micro_batches * (exposed(gather_s + (outer_each_micro_batch ? outer_gather_s : 0), forward_s) +
+                                exposed(gather_s + reduce_s, backward_s)) +
+               (ends_per_use ? 0 : reduce_scatter_s(outer)) + (outer_each_micro_batch ? 0 : outer_gather_s) +
+               (level == ShardLevel::Parameters ? 0 : gather_values_s(stage_params)) + experts_s;
   }
   const double params = stage_params + stage_expert_params;
   const double shard = sharded ? stage_params / shard_ranks + stage_expert_params / std::max(1, expert_ranks) : params;

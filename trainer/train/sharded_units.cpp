@@ -58,16 +58,16 @@ void ShardedUnits::gather_whole_step() {
   if (!params_.values_sharded()) return;
   const std::vector<ParameterUnit>& units = params_.units();
   for (size_t u = 0; u < units.size(); ++u)
-    if (units[u].whole_step) start_gather(static_cast<int>(u));
+    if (units[u].whole_step()) start_gather(static_cast<int>(u));
   for (size_t u = 0; u < units.size(); ++u)
-    if (units[u].whole_step) wait_gathered(static_cast<int>(u));
+    if (units[u].whole_step()) wait_gathered(static_cast<int>(u));
 }
 
 void ShardedUnits::end_step() {
   for (size_t w = 0; w < windows_.size(); ++w) finish_reduction(w);
   const std::vector<ParameterUnit>& units = params_.units();
   for (size_t u = 0; u < units.size(); ++u)
-    if (units[u].whole_step) start_reduction(static_cast<int>(u));
+    if (units[u].whole_step()) start_reduction(static_cast<int>(u));
   for (size_t w = 0; w < windows_.size(); ++w) finish_reduction(w);
   // The experts' region, whole for the step, as the distributed optimizer reduces it.
   optimizer_.reduce_scatter_gradients();
@@ -75,26 +75,23 @@ void ShardedUnits::end_step() {
 
 double ShardedUnits::take_waited_ms() { return std::exchange(waited_ms_, 0.0); }
 
-void ShardedUnits::before_forward(int unit, int next) {
+void ShardedUnits::before_reading(int unit, int next) {
   if (!params_.values_sharded()) return;
   wait_gathered(unit);
   if (prefetch_ && next >= 0) start_gather(next);
 }
 
-bool ShardedUnits::whole_step(int unit) const { return params_.units().at(static_cast<size_t>(unit)).whole_step; }
-
-void ShardedUnits::before_backward(int unit, int next) {
-  // A block's gradients start from zero each micro-batch, once the window's last ones are in
+void ShardedUnits::before_gradients(int unit) {
+  // A unit's gradients start from zero each micro-batch, once the window's last ones are in
   // the shards; a unit kept whole for the step adds them up in place.
-  if (!whole_step(unit)) {
-    finish_reduction(window_of(unit));
-    ops_.fill(params_.unit_grads(static_cast<size_t>(unit)), 0.0);
-  }
-  before_forward(unit, next);
+  const size_t u = static_cast<size_t>(unit);
+  if (params_.units().at(u).whole_step()) return;
+  finish_reduction(window_of(unit));
+  ops_.fill(params_.unit_grads(u), 0.0);
 }
 
-void ShardedUnits::after_backward(int unit) {
-  if (!whole_step(unit)) start_reduction(unit);
+void ShardedUnits::after_gradients(int unit) {
+  if (!params_.units().at(static_cast<size_t>(unit)).whole_step()) start_reduction(unit);
 }
 
 void ShardedUnits::start_gather(int unit) {

@@ -2,18 +2,21 @@
 // gradients | parameters: ZeRO-2 and ZeRO-3; docs/parallelism.md#sharded-data-parallelism).
 // The parameter set is laid out in units (ParameterSet::shard_units): each block, the head,
 // the embeddings. The optimizer holds each rank's shard of every unit's state and summed
-// gradients (AdamW::unit_gradient_shard); the gradients exist whole only in windows:
-//   - a block's gradients are reduce-scattered into the shards as soon as its backward ends,
-//     every micro-batch, while the block before it computes; its window is then free;
-//   - the head's and the embeddings' stay whole for the step (the tied output layer adds to
-//     the embedding's gradient at the other end of the step) and are reduce-scattered once,
-//     after the pipeline's and the tied copies' sums.
+// gradients (AdamW::unit_gradient_shard); the gradients exist whole only in windows, held as
+// the unit's UnitHold says:
+//   - a block's, and an untied head's and the embeddings', are reduce-scattered into the
+//     shards as soon as its backward ends, every micro-batch, while the unit before it
+//     computes; its window is then free;
+//   - a whole-step unit's (a tied model's head and embeddings: the tied output layer adds to
+//     the embedding's gradient at the other end of the step) are reduce-scattered once, after
+//     the pipeline's and the tied copies' sums.
 // Under expert parallelism the units are the dense region's; the experts' region stays whole
 // on its rank and is reduce-scattered once a step into the optimizer's shards, as the
 // distributed optimizer does it (end_step).
-// With the values sharded too, a block is all-gathered into its window just before its
-// forward and again before its backward, the next block's gather started meanwhile
-// (prefetch); the head and the embeddings are gathered at the start of the step and kept.
+// With the values sharded too, a unit is all-gathered into its window just before its
+// forward and again before its backward (the embeddings' backward reads no values), the next
+// unit's gather started meanwhile (prefetch); the whole-step units are gathered at the start
+// of the step and kept.
 // Each reduction adds the rank's running sum into its own slice of the window first, so the
 // reduce-scatter leaves the sum over ranks and micro-batches in the shard with no buffer of
 // its own. With shard groups smaller than the gradient ranks (parallel.shard_group, HSDP)
@@ -55,9 +58,9 @@ class ShardedUnits final : public UnitHooks {
   // last call or begin_step().
   double take_waited_ms();
 
-  void before_forward(int unit, int next) override;
-  void before_backward(int unit, int next) override;
-  void after_backward(int unit) override;
+  void before_reading(int unit, int next) override;
+  void before_gradients(int unit) override;
+  void after_gradients(int unit) override;
 
  private:
   // Unit `unit`'s values whole in its window once this returns; started ahead by prefetch.
@@ -66,7 +69,6 @@ class ShardedUnits final : public UnitHooks {
   // The unit's gradients added into the shards: started, and waited for.
   void start_reduction(int unit);
   void finish_reduction(size_t window);
-  bool whole_step(int unit) const;
   // Which window (by its place in the window memory) a unit takes.
   size_t window_of(int unit) const;
 

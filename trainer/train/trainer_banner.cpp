@@ -4,6 +4,8 @@
 // were chosen.
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include "base/human_format.h"
 #include "trainer/model/flops.h"
 #include "trainer/parallel/pipeline_timeline.h"
@@ -175,11 +177,21 @@ void Trainer::print_start(const std::string& data_notes) {
                           "reduced as its backward ends",
                           p.shard_prefetch ? "the next one's started meanwhile" : "without prefetch")
             : "each block's gradients reduced as its backward ends";
+    const auto held = [&](UnitHold hold) {
+      return std::any_of(params.units().begin(), params.units().end(),
+                         [&](const ParameterUnit& u) { return u.hold == hold; });
+    };
+    const std::string ends =
+        held(UnitHold::Ends)
+            ? params.values_sharded()
+                  ? "; the embeddings and the head likewise, in one window between them"
+                  : "; the embeddings' and the head's likewise, in one window between them"
+        : held(UnitHold::Step) && !p.shard_per_step ? "; the embeddings and the tied head kept whole for the step"
+                                                    : "";
     fmt::print(out_, "kiln: sharded data parallelism (parallel.shard={}): each of {} ranks keeps 1/{} of the "
-                     "{}gradients and the optimizer state{}, in {} units; {}; the embeddings and the head are "
-                     "kept whole for the step\n",
+                     "{}gradients and the optimizer state{}, in {} units; {}{}\n",
                p.shard, n, n, params.values_sharded() ? "parameters, " : "", replicas, params.units().size(),
-               blocks);
+               blocks, ends);
   } else if (optimizer_->sharded()) {
     fmt::print(out_, "kiln: distributed optimizer: each of {} data-parallel ranks keeps 1/{} of "
                      "the optimizer state{}{}\n",
