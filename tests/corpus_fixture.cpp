@@ -54,13 +54,24 @@ std::string small_run(const std::string& prefix) {
          " --set train.checkpoint_dir=" + std::filesystem::path(prefix).parent_path().string() + "/checkpoints";
 }
 
-std::vector<double> printed_losses(const std::string& output) {
-  static const std::regex loss("loss ([0-9.]+)");
+namespace {
+// Every number `pattern`'s first group matches in the output, in order.
+std::vector<double> printed_numbers(const std::string& output, const std::regex& pattern) {
   std::vector<double> out;
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), loss);
-       it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), pattern); it != std::sregex_iterator(); ++it)
     out.push_back(std::stod((*it)[1]));
   return out;
+}
+}  // namespace
+
+std::vector<double> printed_losses(const std::string& output) {
+  static const std::regex loss("loss ([0-9.]+)");
+  return printed_numbers(output, loss);
+}
+
+std::vector<double> printed_grad_norms(const std::string& output) {
+  static const std::regex norm("grad norm ([0-9.]+)");
+  return printed_numbers(output, norm);
 }
 
 std::vector<double> step_losses(const std::string& output) {

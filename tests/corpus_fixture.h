@@ -27,4 +27,7 @@ std::vector<double> step_losses(const std::string& output);
 // Every "loss X" a training run printed (training and validation), in order.
 std::vector<double> printed_losses(const std::string& output);
 
+// Every "grad norm X" a training run printed (one a logged step), in order.
+std::vector<double> printed_grad_norms(const std::string& output);
+
 }  // namespace kiln::test

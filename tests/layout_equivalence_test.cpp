@@ -88,14 +88,19 @@ class LayoutEquivalence : public testing::TestWithParam<Layout> {
     dir_ = fresh_dir("layout_equivalence");
     prefix_ = prepare_corpus(dir_);
   }
-  // The single-rank curve of a model, trained once for all the layouts that share it.
-  static const std::vector<double>& single_rank(const std::string& model) {
+  // The single-rank curve of a model (its losses and its gradient norms), trained once for
+  // all the layouts that share it.
+  struct Curve {
+    std::vector<double> losses, grad_norms;
+  };
+  static const Curve& single_rank(const std::string& model) {
     auto [it, fresh] = single_.try_emplace(model);
     if (fresh) {
       const CommandResult single = run_command(kiln + equivalence_run(prefix_) + model);
       EXPECT_EQ(single.exit_code, 0) << single.output;
-      it->second = printed_losses(single.output);
-      EXPECT_EQ(it->second.size(), 22u) << single.output;  // 20 steps, 2 validations
+      it->second = {printed_losses(single.output), printed_grad_norms(single.output)};
+      EXPECT_EQ(it->second.losses.size(), 22u) << single.output;  // 20 steps, 2 validations
+      EXPECT_EQ(it->second.grad_norms.size(), 20u) << single.output;
     }
     return it->second;
   }
@@ -110,20 +115,27 @@ class LayoutEquivalence : public testing::TestWithParam<Layout> {
   }
 
   static inline std::string dir_, prefix_;
-  static inline std::map<std::string, std::vector<double>> single_;
+  static inline std::map<std::string, Curve> single_;
 };
 
 TEST_P(LayoutEquivalence, TrainsTheSingleRankCurve) {
   const Layout& layout = GetParam();
-  const std::vector<double>& want = single_rank(layout.model);
-  ASSERT_EQ(want.size(), 22u);
+  const Curve& want = single_rank(layout.model);
+  ASSERT_EQ(want.losses.size(), 22u);
   const CommandResult r = run_command(launch(layout.ranks) + equivalence_run(prefix_) +
                                       layout.model + layout.settings);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<double> got = printed_losses(r.output);
-  ASSERT_EQ(got.size(), want.size()) << r.output;
+  ASSERT_EQ(got.size(), want.losses.size()) << r.output;
   for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_TRUE(near(got[i], want[i])) << "loss " << i << ": " << got[i] << " vs " << want[i];
+    EXPECT_TRUE(near(got[i], want.losses[i])) << "loss " << i << ": " << got[i] << " vs " << want.losses[i];
+  // The gradient norm (which clipping reads) summed over the right ranks: printed to three
+  // places, so within one in the last place, beyond the losses' relative tolerance.
+  const std::vector<double> norms = printed_grad_norms(r.output);
+  ASSERT_EQ(norms.size(), want.grad_norms.size()) << r.output;
+  for (size_t i = 0; i < norms.size(); ++i)
+    EXPECT_LE(std::abs(norms[i] - want.grad_norms[i]), 1e-3 + 1e-4 * want.grad_norms[i])
+        << "grad norm at step " << i + 1 << ": " << norms[i] << " vs " << want.grad_norms[i];
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -156,9 +168,15 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"llama_shard_gradients_dp4", 4, " --set parallel.shard=gradients", kLlama},
         Layout{"llama_pp2_dp2_shard_parameters", 4, " --set parallel.pp=2 --set parallel.shard=parameters", kLlama},
         Layout{"moe_dp2_shard_parameters", 2, " --set parallel.shard=parameters", kMoe},
-        // The dense region in units, the experts' whole on each rank and their state sharded
-        // over the expert-data ranks.
+        // Each block's experts a part of its unit, sharded over the 2 ranks that hold them.
         Layout{"moe_ep2_dp4_shard_parameters", 4, " --set parallel.ep=2 --set parallel.shard=parameters", kMoe},
+        // HSDP under ep2: the copies hold the same dense shards but different experts'.
+        Layout{"moe_ep2_dp4_shard_parameters_shard_group2", 4,
+               " --set parallel.ep=2 --set parallel.shard=parameters --set parallel.shard_group=2", kMoe},
+        Layout{"moe_ep2_dp4_shard_optimizer_shard_group2", 4,
+               " --set parallel.ep=2 --set parallel.shard=optimizer --set parallel.shard_group=2", kMoe},
+        // ep2 over 2 ranks: each expert on one rank alone, its part of the unit a shard of one.
+        Layout{"moe_ep2_shard_gradients", 2, " --set parallel.ep=2 --set parallel.shard=gradients", kMoe},
         Layout{"moe_tp2_ep2_shard_gradients", 4, " --set parallel.tp=2 --set parallel.ep=2 --set parallel.shard=gradients",
                kMoe},
         Layout{"recompute_full", 1, " --set train.recompute=full", ""},
@@ -462,6 +480,9 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"shard_gradients_dp4", 4, " --set parallel.shard=gradients", ""},
                     Layout{"shard_parameters_dp4", 4, " --set parallel.shard=parameters", ""},
                     Layout{"llama_shard_parameters_dp4", 4, " --set parallel.shard=parameters", kLlama},
+                    // The experts' gradients reduce-scattered over the 2 ranks that hold them.
+                    Layout{"moe_ep2_dp4_shard_parameters", 4, " --set parallel.ep=2 --set parallel.shard=parameters",
+                           kMoe},
                     Layout{"shard_gradients_dp4_shard_group2", 4,
                            " --set parallel.shard=gradients --set parallel.shard_group=2", ""},
                     Layout{"tp2_sequence_parallel", 2,

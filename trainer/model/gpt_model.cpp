@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "base/check.h"
 #include "base/human_format.h"
@@ -24,7 +25,9 @@ GptModel::GptModel(LayoutOnly, const ModelConfig& config, int64_t micro_batch, O
   chunks_ = split_.chunks;
   if (chunks_.empty()) chunks_ = {{0, config_.n_layer, true, true}};
   if (split_.fp8) fp8_ = std::make_unique<Fp8Products>(*split_.fp8);
-  if (split_.shard_units) params_.shard_units(split_.flat_shards, split_.flat_shard_rank, split_.shard_values);
+  if (split_.shard_units)
+    params_.shard_units(split_.flat_shards, split_.flat_shard_rank, split_.shard_values, split_.expert_shards,
+                        split_.expert_shard_rank);
   layout();
 }
 
@@ -205,15 +208,19 @@ void GptModel::fill_rope_table() {
 }
 
 void GptModel::init_parameters(uint64_t seed) {
-  // Sharded values are drawn a unit at a time in its window, of which the rank keeps its shard
-  // (the experts' region, apart, whole).
-  const size_t units = params_.values_sharded() ? params_.units().size() : 0;
-  size_t unit = 0;
+  // Sharded values are drawn a unit at a time in its windows (the units' parameters come one
+  // unit after another), of which the rank keeps its shards before the next unit takes them.
+  const auto keep = [&](int unit) {
+    if (!params_.values_sharded() || unit < 0) return;
+    for (const UnitPart part : kUnitParts)
+      params_.keep_shard(ops_, static_cast<size_t>(unit), part, params_.unit_values(static_cast<size_t>(unit), part));
+  };
+  int unit = -1;
   for (const Parameter& p : params_.all()) {
-    for (; !p.expert && unit < units && p.offset >= params_.units()[unit].last; ++unit) params_.keep_shard(ops_, unit, params_.unit_values(unit));
+    if (p.unit != unit) keep(std::exchange(unit, p.unit));
     init_parameter(p, seed);
   }
-  for (; unit < units; ++unit) params_.keep_shard(ops_, unit, params_.unit_values(unit));
+  keep(unit);
   zero_grad();
 }
 
@@ -504,8 +511,8 @@ Tensor GptModel::residual_gradient(int slot) const {
 void GptModel::zero_grad() {
   if (params_.units().empty()) return ops_.fill(params_.flat_grads(), 0.0);
   for (size_t u = 0; u < params_.units().size(); ++u)
-    if (params_.units()[u].whole_step()) ops_.fill(params_.unit_grads(u), 0.0);
-  if (params_.expert_grads().numel() > 0) ops_.fill(params_.expert_grads(), 0.0);
+    for (const UnitPart part : kUnitParts)
+      if (params_.units()[u].whole_step() && params_.units()[u].has(part)) ops_.fill(params_.unit_grads(u, part), 0.0);
 }
 
 void GptModel::logits_row(int64_t row, std::vector<float>& out, int slot) const {

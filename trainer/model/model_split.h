@@ -46,9 +46,11 @@ struct ModelSplit {
   int expert_shards = 1;
   // parallel.shard=gradients or parameters: the flat buffers laid out in units over
   // flat_shards ranks (ParameterSet::shard_units), of which this one holds shard
-  // flat_shard_rank, the values sharded too with shard_values.
+  // flat_shard_rank, the values sharded too with shard_values; the experts' parts over
+  // expert_shards, of which this one holds expert_shard_rank.
   bool shard_units = false;
   int flat_shard_rank = 0;
+  int expert_shard_rank = 0;
   bool shard_values = false;
   // parallel.shard_per_step: every unit kept whole for the step (the head and the embeddings
   // of a tied model always are).

@@ -13,22 +13,22 @@ constexpr int64_t kAlignElements = 32;
 }  // namespace
 
 ParameterSet::~ParameterSet() {
-  if (owner_) {
-    owner_->release(values_);
-    owner_->release(grads_);
-    if (frozen_values_) owner_->release(frozen_values_);
-    if (value_shards_) owner_->release(value_shards_);
-    if (expert_values_) owner_->release(expert_values_);
-    if (expert_grads_) owner_->release(expert_grads_);
-  }
+  if (!owner_) return;
+  for (void* memory : {values_, grads_, frozen_values_, parts_[0].value_shards, parts_[1].window_values,
+                       parts_[1].window_grads, parts_[1].value_shards})
+    if (memory) owner_->release(memory);
 }
 
-void ParameterSet::shard_units(int shards, int rank, bool shard_values) {
+void ParameterSet::shard_units(int shards, int rank, bool shard_values, int expert_shards, int expert_rank) {
   KILN_CHECK(params_.empty() && !sized_, "shard_units comes before the layout");
-  KILN_CHECK(shards >= 1 && rank >= 0 && rank < shards, "shard_units: rank out of range");
-  unit_rank_ = rank;
+  KILN_CHECK(shards >= 1 && rank >= 0 && rank < shards && expert_shards >= 1 && expert_rank >= 0 &&
+                 expert_rank < expert_shards,
+             "shard_units: rank out of range");
   KILN_CHECK(!freeze_base_, "a frozen base is not sharded in units");
-  unit_shards_ = shards;
+  parts_[index(UnitPart::Dense)].shards = shards;
+  parts_[index(UnitPart::Dense)].rank = rank;
+  parts_[index(UnitPart::Experts)].shards = expert_shards;
+  parts_[index(UnitPart::Experts)].rank = expert_rank;
   shard_values_ = shard_values;
 }
 
@@ -51,19 +51,28 @@ int64_t aligned_elements(int64_t n, int parts = 1) {
 }  // namespace
 
 int ParameterSet::begin_unit(UnitHold hold) {
-  if (unit_shards_ == 0) return -1;
-  // Each unit starts where a whole number of shards of the units before it ends.
-  next_ = aligned_elements(next_, unit_shards_);
+  if (!in_units()) return -1;
+  // Each unit starts where a whole number of shards of the units before it ends, in the
+  // dense region and in the experts'.
+  next_ = aligned_elements(next_, parts_[index(UnitPart::Dense)].shards);
+  expert_next_ = aligned_elements(expert_next_, parts_[index(UnitPart::Experts)].shards);
   ++current_unit_;
   if (sized_) {
-    KILN_CHECK(static_cast<size_t>(current_unit_) < units_.size() &&
-                   units_[static_cast<size_t>(current_unit_)].first == next_,
-               "parameter units changed between layout passes");
+    const bool same = static_cast<size_t>(current_unit_) < units_.size() &&
+                      units_[static_cast<size_t>(current_unit_)].dense.first == next_ &&
+                      units_[static_cast<size_t>(current_unit_)].experts.first == dense_size_ + expert_next_;
+    KILN_CHECK(same, "parameter units changed between layout passes");
     return current_unit_;
   }
-  if (!units_.empty()) units_.back().last = next_;
+  // Until the dense region's length is known, the experts' part is counted from its region's
+  // start (place_units moves it).
+  if (!units_.empty()) {
+    units_.back().dense.last = next_;
+    units_.back().experts.last = expert_next_;
+  }
   ParameterUnit unit;
-  unit.first = next_;
+  unit.dense.first = next_;
+  unit.experts.first = expert_next_;
   unit.hold = hold;
   units_.push_back(unit);
   return current_unit_;
@@ -71,38 +80,50 @@ int ParameterSet::begin_unit(UnitHold hold) {
 
 void ParameterSet::place_units() {
   if (units_.empty()) return;
-  units_.back().last = dense_size_;
-  // The whole-step units each have a window; then the ends' one, as long as the longer of
-  // them; then the blocks' two, each as long as the longest block.
-  int64_t ends_window = 0, block_window = 0, at = 0, shard_at = 0;
-  for (const ParameterUnit& u : units_) {
-    if (u.hold == UnitHold::Ends) ends_window = std::max(ends_window, u.last - u.first);
-    if (u.hold == UnitHold::Turn) block_window = std::max(block_window, u.last - u.first);
-  }
+  units_.back().dense.last = dense_size_;
+  units_.back().experts.last = size_ - dense_size_;
   for (ParameterUnit& u : units_) {
-    if (!u.whole_step()) continue;
-    u.window = at;
-    at += u.last - u.first;
+    u.experts.first += dense_size_;
+    u.experts.last += dense_size_;
   }
-  const int64_t ends_at = at;
-  at += ends_window;
-  int64_t blocks = 0;
-  for (ParameterUnit& u : units_) {
-    u.shard_at = shard_at;
-    shard_at += u.shard_size(unit_shards_);
-    if (u.hold == UnitHold::Ends) u.window = ends_at;
-    if (u.hold == UnitHold::Turn) u.window = at + (blocks++ % 2) * block_window;
+  // In each part: the whole-step units each have a window; then the ends' one, as long as
+  // the longer of them; then the blocks' two, each as long as the longest block.
+  for (const UnitPart part : kUnitParts) {
+    PartMemory& memory = parts_[index(part)];
+    int64_t ends_window = 0, block_window = 0, at = 0, shard_at = 0;
+    for (const ParameterUnit& u : units_) {
+      if (u.hold == UnitHold::Ends) ends_window = std::max(ends_window, u.part(part).size());
+      if (u.hold == UnitHold::Turn) block_window = std::max(block_window, u.part(part).size());
+    }
+    for (ParameterUnit& u : units_) {
+      if (!u.whole_step()) continue;
+      u.part(part).window = at;
+      at += u.part(part).size();
+    }
+    const int64_t ends_at = at;
+    at += ends_window;
+    int64_t blocks = 0;
+    for (ParameterUnit& u : units_) {
+      UnitSpan& span = u.part(part);
+      span.shard_at = shard_at;
+      shard_at += span.size() / memory.shards;
+      if (u.hold == UnitHold::Ends) span.window = ends_at;
+      if (u.hold == UnitHold::Turn) span.window = at + (blocks++ % 2) * block_window;
+    }
+    memory.window_size = at + std::min<int64_t>(blocks, 2) * block_window;
+    memory.region_size = part == UnitPart::Dense ? dense_size_ : size_ - dense_size_;
   }
-  window_size_ = at + std::min<int64_t>(blocks, 2) * block_window;
 }
 
-void* ParameterSet::place_in(void* buffer, DType dtype, int64_t offset, bool windowed) const {
+void* ParameterSet::place_in(void* buffer, DType dtype, int64_t offset) const {
   if (!buffer) return nullptr;
-  if (windowed) {
-    const ParameterUnit& u = units_[static_cast<size_t>(current_unit_)];
-    offset = u.window + offset - u.first;
-  }
   return static_cast<char*>(buffer) + offset * static_cast<int64_t>(dtype_size(dtype));
+}
+
+void* ParameterSet::place_in_window(void* windows, DType dtype, int64_t offset, size_t unit, UnitPart part) const {
+  if (!windows) return nullptr;
+  const UnitSpan& span = units_.at(unit).part(part);
+  return place_in(windows, dtype, span.window + offset - span.first);
 }
 
 Tensor ParameterSet::flat_values() const {
@@ -111,80 +132,63 @@ Tensor ParameterSet::flat_values() const {
 }
 
 Tensor ParameterSet::flat_grads() const {
-  KILN_CHECK(unit_shards_ == 0, "the gradients are sharded in units: no flat buffer holds them whole");
+  KILN_CHECK(!in_units(), "the gradients are sharded in units: no flat buffer holds them whole");
   return {grads_, grad_dtype_, {size_}, device_};
 }
 
-Tensor ParameterSet::unit_values(size_t unit) const {
-  const ParameterUnit& u = units_.at(unit);
-  const int64_t at = shard_values_ ? u.window : u.first;
-  return Tensor{values_, value_dtype_, {shard_values_ ? window_size_ : size_}, device_}.slice(at, at + u.last - u.first);
+Tensor ParameterSet::unit_values(size_t unit, UnitPart part) const {
+  const UnitSpan& span = units_.at(unit).part(part);
+  if (!shard_values_) return flat_values().slice(span.first, span.last);
+  const PartMemory& memory = parts_[index(part)];
+  return Tensor{memory.window_values, value_dtype_, {memory.window_size}, device_}.slice(span.window,
+                                                                                        span.window + span.size());
 }
 
-Tensor ParameterSet::unit_grads(size_t unit) const {
-  const ParameterUnit& u = units_.at(unit);
-  return Tensor{grads_, grad_dtype_, {window_size_}, device_}.slice(u.window, u.window + u.last - u.first);
+Tensor ParameterSet::unit_grads(size_t unit, UnitPart part) const {
+  const UnitSpan& span = units_.at(unit).part(part);
+  const PartMemory& memory = parts_[index(part)];
+  return Tensor{memory.window_grads, grad_dtype_, {memory.window_size}, device_}.slice(span.window,
+                                                                                      span.window + span.size());
 }
 
-Tensor ParameterSet::value_shards() const {
+Tensor ParameterSet::value_shard(size_t unit, UnitPart part) const {
   KILN_CHECK(shard_values_, "the values are not sharded");
-  return {value_shards_, value_dtype_, {dense_size_ / unit_shards_}, device_};
+  const UnitSpan& span = units_.at(unit).part(part);
+  const PartMemory& memory = parts_[index(part)];
+  const Tensor shards{memory.value_shards, value_dtype_, {memory.region_size / memory.shards}, device_};
+  return shards.slice(span.shard_at, span.shard_at + span.size() / memory.shards);
 }
 
-Tensor ParameterSet::value_shard(size_t unit) const {
-  const ParameterUnit& u = units_.at(unit);
-  return value_shards().slice(u.shard_at, u.shard_at + u.shard_size(unit_shards_));
-}
-
-void ParameterSet::keep_shard(Ops& ops, size_t unit, const Tensor& whole) const {
-  const int64_t n = units_.at(unit).shard_size(unit_shards_);
-  ops.cast(value_shard(unit), whole.slice(unit_rank_ * n, (unit_rank_ + 1) * n));
+void ParameterSet::keep_shard(Ops& ops, size_t unit, UnitPart part, const Tensor& whole) const {
+  if (!units_.at(unit).has(part)) return;
+  const int64_t n = units_[unit].part(part).size() / parts_[index(part)].shards, rank = parts_[index(part)].rank;
+  ops.cast(value_shard(unit, part), whole.slice(rank * n, (rank + 1) * n));
 }
 
 void ParameterSet::view_values_in(const Tensor& whole) {
   KILN_CHECK(shard_values_, "view_values_in needs sharded values");
   KILN_CHECK(!whole.data || whole.numel() == size_, "view_values_in: the whole values are laid out otherwise");
   for (Parameter& p : params_) {
-    if (p.expert && !whole.data) {
-      p.value.data = static_cast<char*>(expert_values_) +
-                     (p.offset - dense_size_) * static_cast<int64_t>(dtype_size(value_dtype_));
-      continue;
-    }
-    if (whole.data) {
-      p.value.data = static_cast<char*>(whole.data) + p.offset * static_cast<int64_t>(dtype_size(value_dtype_));
-      continue;
-    }
-    const auto unit = std::find_if(units_.begin(), units_.end(), [&](const ParameterUnit& u) { return p.offset < u.last; });
-    KILN_CHECK(unit != units_.end(), p.name + " lies in no unit");
-    p.value.data = static_cast<char*>(values_) + (unit->window + p.offset - unit->first) *
-                                                     static_cast<int64_t>(dtype_size(value_dtype_));
+    const UnitPart part = p.expert ? UnitPart::Experts : UnitPart::Dense;
+    p.value.data = whole.data ? place_in(whole.data, value_dtype_, p.offset)
+                              : place_in_window(parts_[index(part)].window_values, value_dtype_, p.offset,
+                                                static_cast<size_t>(p.unit), part);
   }
 }
 
 size_t ParameterSet::value_bytes() const {
-  const int64_t n = shard_values_ ? dense_size_ / unit_shards_ + (size_ - dense_size_) : size_;
+  const PartMemory &dense = parts_[index(UnitPart::Dense)], &experts = parts_[index(UnitPart::Experts)];
+  const int64_t n = shard_values_ ? dense.region_size / dense.shards + experts.region_size / experts.shards : size_;
   return static_cast<size_t>(n) * dtype_size(value_dtype_);
 }
 
 size_t ParameterSet::grad_bytes() const {
-  return static_cast<size_t>(unit_shards_ > 0 ? size_ - dense_size_ : size_) * dtype_size(grad_dtype_);
-}
-
-Tensor ParameterSet::expert_values() const {
-  const Shape shape{size_ - dense_size_};
-  if (shard_values_) return {expert_values_, value_dtype_, shape, device_};
-  return Tensor{values_, value_dtype_, {size_}, device_}.slice(dense_size_, size_);
-}
-
-Tensor ParameterSet::expert_grads() const {
-  const Shape shape{size_ - dense_size_};
-  if (unit_shards_ > 0) return {expert_grads_, grad_dtype_, shape, device_};
-  return Tensor{grads_, grad_dtype_, {size_}, device_}.slice(dense_size_, size_);
+  return in_units() ? 0 : static_cast<size_t>(size_) * dtype_size(grad_dtype_);
 }
 
 size_t ParameterSet::window_bytes() const {
-  if (unit_shards_ == 0) return 0;
-  return static_cast<size_t>(window_size_) * (dtype_size(grad_dtype_) + (shard_values_ ? dtype_size(value_dtype_) : 0));
+  const int64_t windows = parts_[index(UnitPart::Dense)].window_size + parts_[index(UnitPart::Experts)].window_size;
+  return static_cast<size_t>(windows) * (dtype_size(grad_dtype_) + (shard_values_ ? dtype_size(value_dtype_) : 0));
 }
 
 Parameter ParameterSet::place(const std::string& name, Shape shape, int64_t offset, Init init,
@@ -201,14 +205,19 @@ Parameter ParameterSet::place(const std::string& name, Shape shape, int64_t offs
   }
   KILN_CHECK(!sized_ || offset + shape.numel() <= (frozen ? frozen_size_ : size_),
              "parameter layout grew after it was sized");
-  // Sharded in units, the experts' region lies apart from the windows, whole.
-  const bool units = unit_shards_ > 0;
-  void* value = frozen                    ? place_in(frozen_values_, value_dtype_, offset, false)
-                : expert && shard_values_ ? place_in(expert_values_, value_dtype_, offset - dense_size_, false)
-                                          : place_in(values_, value_dtype_, offset, shard_values_ && !expert);
-  void* grad = frozen            ? nullptr
-               : expert && units ? place_in(expert_grads_, grad_dtype_, offset - dense_size_, false)
-                                 : place_in(grads_, grad_dtype_, offset, units && !expert);
+  // Sharded in units, the values (when sharded) and the gradients are whole only in their
+  // unit's window of their part.
+  const bool units = in_units();
+  const UnitPart part = expert ? UnitPart::Experts : UnitPart::Dense;
+  const PartMemory& memory = parts_[index(part)];
+  const size_t unit = static_cast<size_t>(current_unit_);
+  void* value = frozen                  ? place_in(frozen_values_, value_dtype_, offset)
+                : units && shard_values_ ? place_in_window(memory.window_values, value_dtype_, offset, unit, part)
+                                         : place_in(values_, value_dtype_, offset);
+  void* grad = frozen  ? nullptr
+               : units ? place_in_window(memory.window_grads, grad_dtype_, offset, unit, part)
+                       : place_in(grads_, grad_dtype_, offset);
+  p.unit = units ? current_unit_ : -1;
   p.value = {value, value_dtype_, shape, device_};
   p.grad = {grad, grad_dtype_, shape, device_};
   p.init = init;
@@ -234,7 +243,7 @@ Parameter ParameterSet::add_adapter(const std::string& name, Shape shape, Init i
 
 Parameter ParameterSet::add_trainable(const std::string& name, Shape shape, Init init, double std,
                                       int64_t real_rows, const TensorSplit& split, bool copy) {
-  KILN_CHECK(unit_shards_ == 0 || current_unit_ >= 0, name + " is laid out in no unit");
+  KILN_CHECK(!in_units() || current_unit_ >= 0, name + " is laid out in no unit");
   const int64_t offset = aligned_elements(next_);
   next_ = offset + shape.numel();
   Parameter p = place(name, shape, offset, init, std, split, false);
@@ -259,6 +268,7 @@ Parameter ParameterSet::add_frozen(const std::string& name, Shape shape, Init in
 Parameter ParameterSet::add_expert(const std::string& name, Shape shape, Init init, double std,
                                    const TensorSplit& split) {
   KILN_CHECK(!freeze_base_, "a frozen base has no experts' region");
+  KILN_CHECK(!in_units() || current_unit_ >= 0, name + " is laid out in no unit");
   const int64_t at = aligned_elements(expert_next_);
   expert_next_ = at + shape.numel();
   Parameter p = place(name, shape, dense_size_ + at, init, std, split, false, true);
@@ -272,17 +282,28 @@ void ParameterSet::allocate(Ops& ops, int shards, int expert_shards) {
   size_regions(shards, expert_shards);
   owner_ = &ops;
   device_ = ops.device();
-  // Sharded in units, the values' and the gradients' buffers are their windows.
-  const size_t value_size = dtype_size(value_dtype_), grad_size = dtype_size(grad_dtype_);
-  const auto experts = static_cast<size_t>(size_ - dense_size_);
-  values_ = ops.allocate(shard_values_ ? static_cast<size_t>(window_size_) * value_size : value_bytes());
-  if (shard_values_) {
-    value_shards_ = ops.allocate(static_cast<size_t>(dense_size_ / unit_shards_) * value_size);
-    if (experts > 0) expert_values_ = ops.allocate(experts * value_size);
-  }
-  grads_ = ops.allocate(unit_shards_ > 0 ? static_cast<size_t>(window_size_) * grad_size : grad_bytes());
-  if (unit_shards_ > 0 && experts > 0) expert_grads_ = ops.allocate(experts * grad_size);
   if (frozen_size_ > 0) frozen_values_ = ops.allocate(frozen_bytes());
+  if (!in_units()) {
+    values_ = ops.allocate(value_bytes());
+    grads_ = ops.allocate(grad_bytes());
+    return;
+  }
+  // Sharded in units, each part's gradients are its windows, and so are its values when
+  // sharded (beside the rank's shards); unsharded values stay whole in the flat values.
+  const size_t value_size = dtype_size(value_dtype_), grad_size = dtype_size(grad_dtype_);
+  const auto elements = [](int64_t n) { return static_cast<size_t>(n); };
+  if (!shard_values_) values_ = ops.allocate(elements(size_) * value_size);
+  for (const UnitPart part : kUnitParts) {
+    PartMemory& memory = parts_[index(part)];
+    if (memory.region_size == 0) continue;
+    memory.window_grads = ops.allocate(elements(memory.window_size) * grad_size);
+    if (!shard_values_) continue;
+    memory.window_values = ops.allocate(elements(memory.window_size) * value_size);
+    memory.value_shards = ops.allocate(elements(memory.region_size / memory.shards) * value_size);
+  }
+  // The dense part's windows are the buffers the flat ones would be.
+  grads_ = parts_[index(UnitPart::Dense)].window_grads;
+  if (shard_values_) values_ = parts_[index(UnitPart::Dense)].window_values;
 }
 
 void ParameterSet::size_regions(int shards, int expert_shards) {
@@ -291,9 +312,11 @@ void ParameterSet::size_regions(int shards, int expert_shards) {
   size_ = dense_size_ + aligned_elements(expert_next_, expert_shards);
   frozen_size_ = aligned_elements(frozen_next_);
   sized_ = true;
-  if (unit_shards_ > 0) {
-    KILN_CHECK(shards == unit_shards_, "units sharded over " + std::to_string(unit_shards_) +
-                                           " ranks, the buffers over " + std::to_string(shards));
+  if (in_units()) {
+    KILN_CHECK(shards == unit_shards(UnitPart::Dense) && expert_shards == unit_shards(UnitPart::Experts),
+               "units sharded over " + std::to_string(unit_shards(UnitPart::Dense)) + " ranks (experts " +
+                   std::to_string(unit_shards(UnitPart::Experts)) + "), the buffers over " + std::to_string(shards) +
+                   " (" + std::to_string(expert_shards) + ")");
     place_units();
   }
 }

@@ -70,6 +70,8 @@ struct Parameter {
   bool frozen = false;
   // A LoRA adapter's factor (add_adapter).
   bool adapter = false;
+  // Sharded in units: the unit it lies in (ParameterSet::units()); -1 when not.
+  int unit = -1;
 
   Shape whole_shape() const;
   // The part of a flat buffer laid out like the parameters (values, gradients, moments,
@@ -97,15 +99,30 @@ struct Parameter {
 //     where it is read and its gradients reduced as its backward ends, as a block is.
 enum class UnitHold { Step, Turn, Ends };
 
+// A unit's two parts: its dense parameters, sharded over the data-parallel ranks (with the
+// context-parallel ones), and its experts' pieces, in the experts' region, sharded over the
+// expert-data-parallel ranks (the ones that hold the same experts). Each part has its own
+// windows and value shards.
+enum class UnitPart { Dense, Experts };
+inline constexpr UnitPart kUnitParts[] = {UnitPart::Dense, UnitPart::Experts};
+
+struct UnitSpan {
+  int64_t first = 0, last = 0;  // in the flat buffers, a multiple of the part's shards long
+  int64_t window = 0;    // where it lies whole in the part's window memory
+  int64_t shard_at = 0;  // where this rank's shard of it starts in the part's value shards
+  int64_t size() const { return last - first; }
+};
+
 // A unit of sharded data parallelism: parameters whose values are gathered whole and whose
-// gradients are reduce-scattered together. A block is one; the head (final norm and output
-// layer) and the embeddings are units of their own.
+// gradients are reduce-scattered together. A block is one (its experts, if it has any, a
+// part of it); the head (final norm and output layer) and the embeddings are units of their
+// own.
 struct ParameterUnit {
-  int64_t first = 0, last = 0;  // in the flat buffers, a multiple of the shards long
+  UnitSpan dense, experts;
   UnitHold hold = UnitHold::Turn;
-  int64_t window = 0;    // where it lies whole in the window memory
-  int64_t shard_at = 0;  // where each rank's shard of it starts in the rank's value shards
-  int64_t shard_size(int shards) const { return (last - first) / shards; }
+  const UnitSpan& part(UnitPart which) const { return which == UnitPart::Dense ? dense : experts; }
+  UnitSpan& part(UnitPart which) { return which == UnitPart::Dense ? dense : experts; }
+  bool has(UnitPart which) const { return part(which).size() > 0; }
   bool whole_step() const { return hold == UnitHold::Step; }
 };
 
@@ -129,11 +146,12 @@ class ParameterSet {
   // An expert-parallel piece, in the expert region; split is over the expert group.
   Parameter add_expert(const std::string& name, Shape shape, Init init, double std,
                        const TensorSplit& split);
-  // Lays the flat buffers out in units, each padded to a multiple of `shards`, before the
-  // first pass: the gradients (and with shard_values the values too) then live whole only in
-  // windows (UnitHold says whose), and the values
+  // Lays the flat buffers out in units before the first pass, each unit's dense part padded
+  // to a multiple of `shards` (this rank's is shard `rank`), its experts' part to a multiple
+  // of `expert_shards` (shard `expert_rank`): the gradients (and with shard_values the
+  // values too) then live whole only in windows (UnitHold says whose), and the values
   // otherwise as this rank's shard of every unit, in the value shards.
-  void shard_units(int shards, int rank, bool shard_values);
+  void shard_units(int shards, int rank, bool shard_values, int expert_shards, int expert_rank);
   // The parameters laid out from here to the next unit (or the end) are one unit, held as
   // `hold` says; returns its number in units() (-1 when not sharded in units).
   int begin_unit(UnitHold hold);
@@ -152,29 +170,24 @@ class ParameterSet {
   // there when sharded in units.
   Tensor flat_values() const;
   Tensor flat_grads() const;
-  // Sharded in units: the units in layout order, the shard count, and whether the values
-  // are sharded too (else they are whole in the flat values).
+  // Sharded in units: the units in layout order, each part's shard count, and whether the
+  // values are sharded too (else they are whole in the flat values).
   const std::vector<ParameterUnit>& units() const { return units_; }
-  int unit_shards() const { return unit_shards_; }
+  int unit_shards(UnitPart part = UnitPart::Dense) const { return parts_[index(part)].shards; }
   bool values_sharded() const { return shard_values_; }
-  // A unit's values and gradients where it lies whole: its window (its place in the flat
-  // values when they are not sharded).
-  Tensor unit_values(size_t unit) const;
-  Tensor unit_grads(size_t unit) const;
-  // The rank's shard of every unit's values, unit after unit, and one unit's part of it.
-  Tensor value_shards() const;
-  Tensor value_shard(size_t unit) const;
-  // This rank's shard of a unit's values, kept in the value shards from `whole`, the unit's
-  // values written whole (initialised in its window, or loaded from a checkpoint).
-  void keep_shard(Ops& ops, size_t unit, const Tensor& whole) const;
+  // A part of a unit's values and gradients where it lies whole: its window (its place in
+  // the flat values when they are not sharded).
+  Tensor unit_values(size_t unit, UnitPart part = UnitPart::Dense) const;
+  Tensor unit_grads(size_t unit, UnitPart part = UnitPart::Dense) const;
+  // The rank's shard of a part of a unit's values.
+  Tensor value_shard(size_t unit, UnitPart part = UnitPart::Dense) const;
+  // This rank's shard of a part of a unit's values, kept in the value shards from `whole`,
+  // the part's values written whole (initialised in its window, or loaded from a checkpoint).
+  void keep_shard(Ops& ops, size_t unit, UnitPart part, const Tensor& whole) const;
   // Sharded values: every parameter's value (as all() lists it; the layers keep theirs)
   // viewed in `whole`, a buffer laid out like the flat values, for a checkpoint to read or
   // write them whole; a tensor without data views them in their windows again.
   void view_values_in(const Tensor& whole);
-  // The experts' region of the values and of the gradients, wherever it lies (whole in
-  // every layout: units shard the dense region alone).
-  Tensor expert_values() const;
-  Tensor expert_grads() const;
   int64_t size() const { return size_; }
   // The region before the experts' (all of it without expert parallelism), and how far the
   // parameters laid out so far in this pass reach into it.
@@ -189,8 +202,8 @@ class ParameterSet {
   DType value_dtype() const { return value_dtype_; }
   DType grad_dtype() const { return grad_dtype_; }
   // The memory the values and the gradients take outside the windows: the whole flat
-  // buffers, or the value shards and the experts' region (and of the gradients only the
-  // experts': the others' shards are the optimizer's).
+  // buffers, or the value shards (and of the gradients none: their shards are the
+  // optimizer's).
   size_t value_bytes() const;
   size_t grad_bytes() const;
   // The windows' memory, for the gradients and the sharded values (0 without units).
@@ -214,22 +227,28 @@ class ParameterSet {
   int64_t frozen_next_ = 0;  // the same in the frozen buffer
   int64_t frozen_size_ = 0;
   std::vector<Parameter> params_;
-  // Sharded in units (shard_units): 0 shards when not.
-  int unit_shards_ = 0;
-  int unit_rank_ = 0;
+  // Sharded in units (shard_units): per part, its shards (0 when not sharded in units), this
+  // rank's, and its windows' and value shards' memory.
+  struct PartMemory {
+    int shards = 0;
+    int rank = 0;
+    int64_t window_size = 0;  // elements of window memory
+    void* window_values = nullptr;  // with sharded values
+    void* window_grads = nullptr;
+    void* value_shards = nullptr;   // with sharded values
+    int64_t region_size = 0;        // elements of the part's region of the flat buffers
+  };
   bool shard_values_ = false;
+  PartMemory parts_[2];
   std::vector<ParameterUnit> units_;
   int current_unit_ = -1;     // of this pass
-  int64_t window_size_ = 0;   // elements of window memory
-  void* value_shards_ = nullptr;
-  // Sharded in units, the experts' region apart (whole, as the distributed optimizer holds
-  // it): its gradients, and with sharded values its values.
-  void* expert_values_ = nullptr;
-  void* expert_grads_ = nullptr;
 
+  static size_t index(UnitPart part) { return part == UnitPart::Dense ? 0 : 1; }
+  bool in_units() const { return parts_[0].shards > 0; }
   // Where the parameter at `offset` lies in the memory that holds it: the flat buffer, or its
-  // unit's window when that buffer is held in windows.
-  void* place_in(void* buffer, DType dtype, int64_t offset, bool windowed) const;
+  // unit's window of its part when the part is held in windows.
+  void* place_in(void* buffer, DType dtype, int64_t offset) const;
+  void* place_in_window(void* windows, DType dtype, int64_t offset, size_t unit, UnitPart part) const;
   // The units' windows and shard places, once the last unit's end is known.
   void place_units();
 

@@ -68,20 +68,21 @@ TEST(ParameterSplit, ExpertBlocksAloneAreWholeOnEveryTensorRank) {
 }
 
 // A model's units in the order it lays them out (head, the blocks last to first, embeddings),
-// sharded over 2 ranks with their values, the head and the embeddings held as `ends`. Sizes
-// only: no memory is allocated.
+// the dense parts sharded over 2 ranks and the blocks' experts over 4, with their values, the
+// head and the embeddings held as `ends`. Sizes only: no memory is allocated.
 std::vector<ParameterUnit> units_of(ParameterSet& set, UnitHold ends) {
-  set.shard_units(2, 0, true);
+  set.shard_units(2, 0, true, 4, 1);
   set.begin_pass();
   set.begin_unit(ends);
   set.add("lm_head.weight", {40, 8}, Init::Zeros);
   for (int64_t rows : {10, 12, 10}) {
     set.begin_unit(UnitHold::Turn);
     set.add("block" + std::to_string(rows), {rows, 8}, Init::Zeros);
+    set.add_expert("experts" + std::to_string(rows), {3 * rows, 8}, Init::Zeros, 0, {});
   }
   set.begin_unit(ends);
   set.add("wte", {64, 8}, Init::Zeros);
-  set.size_regions(2);
+  set.size_regions(2, 4);
   return set.units();
 }
 
@@ -89,33 +90,54 @@ TEST(ParameterUnits, TheEndsShareOneWindowAndTheBlocksTakeTwoInTurn) {
   ParameterSet set(DType::F32, DType::F32);
   const std::vector<ParameterUnit> u = units_of(set, UnitHold::Ends);
   ASSERT_EQ(u.size(), 5u);
-  const auto length = [&](size_t i) { return u[i].last - u[i].first; };
+  const auto length = [&](size_t i) { return u[i].dense.size(); };
   // The head and the embeddings take turns in one window, as long as the longer of them.
-  EXPECT_EQ(u[0].window, 0);
-  EXPECT_EQ(u[4].window, 0);
+  EXPECT_EQ(u[0].dense.window, 0);
+  EXPECT_EQ(u[4].dense.window, 0);
   const int64_t ends = std::max(length(0), length(4));
   EXPECT_GE(length(4), 64 * 8);
   // The blocks alternate between two windows after it, each as long as the longest block.
   const int64_t block = std::max({length(1), length(2), length(3)});
-  EXPECT_EQ(u[1].window, ends);
-  EXPECT_EQ(u[2].window, ends + block);
-  EXPECT_EQ(u[3].window, ends);
-  EXPECT_EQ(set.window_bytes(), static_cast<size_t>(ends + 2 * block) * 2 * sizeof(float));
+  EXPECT_EQ(u[1].dense.window, ends);
+  EXPECT_EQ(u[2].dense.window, ends + block);
+  EXPECT_EQ(u[3].dense.window, ends);
   // Each rank's shards follow one another, unit by unit.
-  for (size_t i = 1; i < u.size(); ++i) EXPECT_EQ(u[i].shard_at, u[i - 1].shard_at + length(i - 1) / 2);
+  for (size_t i = 1; i < u.size(); ++i) EXPECT_EQ(u[i].dense.shard_at, u[i - 1].dense.shard_at + length(i - 1) / 2);
+  // The blocks' experts lie in the experts' region, each a multiple of its 4 shards long, and
+  // take two windows of their own in the same turns; the ends have none.
+  EXPECT_FALSE(u[0].has(UnitPart::Experts));
+  EXPECT_FALSE(u[4].has(UnitPart::Experts));
+  EXPECT_EQ(u[1].experts.first, set.dense_size());
+  int64_t expert_block = 0;
+  const int64_t rows[] = {0, 10, 12, 10};
+  for (size_t i = 1; i <= 3; ++i) {
+    EXPECT_GE(u[i].experts.size(), 3 * rows[i] * 8) << i;
+    EXPECT_EQ(u[i].experts.size() % (4 * 32), 0) << i;
+    expert_block = std::max(expert_block, u[i].experts.size());
+  }
+  EXPECT_EQ(u[2].experts.first, u[1].experts.last);
+  EXPECT_EQ(u[3].experts.last, set.size());
+  EXPECT_EQ(u[1].experts.window, 0);
+  EXPECT_EQ(u[2].experts.window, expert_block);
+  EXPECT_EQ(u[3].experts.window, 0);
+  EXPECT_EQ(u[2].experts.shard_at, u[1].experts.size() / 4);
+  EXPECT_EQ(set.window_bytes(), static_cast<size_t>(ends + 2 * block + 2 * expert_block) * 2 * sizeof(float));
+  // The rank keeps 1/2 of the dense values and 1/4 of the experts'.
+  EXPECT_EQ(set.value_bytes(), static_cast<size_t>(set.dense_size() / 2 + (set.size() - set.dense_size()) / 4) *
+                                   sizeof(float));
+  EXPECT_EQ(set.grad_bytes(), 0u);
 }
 
 TEST(ParameterUnits, WholeStepUnitsEachHaveAWindowOfTheirOwn) {
   ParameterSet set(DType::F32, DType::F32);
   const std::vector<ParameterUnit> u = units_of(set, UnitHold::Step);
-  const auto length = [&](size_t i) { return u[i].last - u[i].first; };
-  EXPECT_EQ(u[0].window, 0);
-  EXPECT_EQ(u[4].window, length(0));
+  const auto length = [&](size_t i) { return u[i].dense.size(); };
+  EXPECT_EQ(u[0].dense.window, 0);
+  EXPECT_EQ(u[4].dense.window, length(0));
   const int64_t ends = length(0) + length(4);
   const int64_t block = std::max({length(1), length(2), length(3)});
-  EXPECT_EQ(u[1].window, ends);
-  EXPECT_EQ(u[2].window, ends + block);
-  EXPECT_EQ(set.window_bytes(), static_cast<size_t>(ends + 2 * block) * 2 * sizeof(float));
+  EXPECT_EQ(u[1].dense.window, ends);
+  EXPECT_EQ(u[2].dense.window, ends + block);
 }
 
 }  // namespace

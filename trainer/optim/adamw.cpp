@@ -50,15 +50,26 @@ AdamW::StateLayout AdamW::lay_out(const ParameterSet& params, const OptimizerGro
     return r;
   };
   if (!params.units().empty()) {
-    // Sharded in units (parallel.shard=gradients or parameters): each unit is a region, so
-    // a rank's state is its shard of each unit, reduced and gathered unit by unit; the
-    // experts' region follows, as the distributed optimizer shards it.
-    KILN_CHECK(groups.shard && groups.shard->size() == params.unit_shards(),
-               "parameter units sharded over " + std::to_string(params.unit_shards()) +
+    // Sharded in units (parallel.shard=gradients or parameters): each part of a unit is a
+    // region, so a rank's state is its shard of each, reduced and gathered unit by unit. The
+    // dense parts come first, region i being unit i's; then the experts', over the ranks
+    // that hold the same experts.
+    KILN_CHECK(groups.shard && groups.shard->size() == params.unit_shards(UnitPart::Dense),
+               "parameter units sharded over " + std::to_string(params.unit_shards(UnitPart::Dense)) +
                    " ranks need a shard group of as many");
-    for (const ParameterUnit& u : params.units()) layout.regions.push_back(region(groups.shard, u.first, u.last));
-    KILN_CHECK(n == dense || groups.expert_shard, "a sharded experts' region needs its group");
-    if (n > dense) layout.regions.push_back(region(groups.expert_shard, dense, n));
+    KILN_CHECK(n == dense || (groups.expert_shard && groups.expert_shard->size() == params.unit_shards(UnitPart::Experts)),
+               "the units' experts sharded over " + std::to_string(params.unit_shards(UnitPart::Experts)) +
+                   " ranks need an expert-data group of as many");
+    for (const UnitPart part : kUnitParts) {
+      const std::vector<ParameterUnit>& units = params.units();
+      for (size_t u = 0; u < units.size(); ++u) {
+        if (part == UnitPart::Experts && !units[u].has(part)) continue;
+        const UnitSpan& span = units[u].part(part);
+        layout.regions.push_back(region(part == UnitPart::Dense ? groups.shard : groups.expert_shard, span.first, span.last));
+        layout.regions.back().unit = static_cast<int>(u);
+        layout.regions.back().part = part;
+      }
+    }
   } else if (!counts_as_one(groups.shard)) {
     layout.regions.push_back(region(groups.shard, 0, dense));
     KILN_CHECK(n == dense || groups.expert_shard, "a sharded experts' region needs its group");
@@ -155,42 +166,33 @@ AdamW::AdamW(const TrainConfig& train, ParameterSet& params, Ops& ops, const Opt
   for (size_t i = 0; i < regions_.size(); ++i) ops_.copy_from_host(regions_[i].segments, tables[i].data());
 }
 
-bool AdamW::unit_region(size_t i) const { return i < params_.units().size(); }
-
 Tensor AdamW::region_whole_values(size_t i) const {
-  const Region& r = regions_[i];
-  if (!params_.values_sharded()) return params_.flat_values().slice(r.first, r.last);
-  KILN_CHECK(!unit_region(i), "a unit's values are whole only in its window");
-  const int64_t dense = params_.dense_size();
-  return params_.expert_values().slice(r.first - dense, r.last - dense);
+  KILN_CHECK(!params_.values_sharded(), "a unit's values are whole only in its window");
+  return params_.flat_values().slice(regions_[i].first, regions_[i].last);
 }
 
 Tensor AdamW::region_values(size_t i) const {
-  if (params_.values_sharded() && unit_region(i)) return params_.value_shard(i);
   const Region& r = regions_[i];
+  if (params_.values_sharded()) return params_.value_shard(static_cast<size_t>(r.unit), r.part);
   return region_whole_values(i).slice(r.begin - r.first, r.end - r.first);
 }
 
-Tensor AdamW::unit_gradient_shard(size_t unit) const {
-  KILN_CHECK(!params_.units().empty(), "the parameters are not sharded in units");
-  return regions_.at(unit).state(grad_shard_);
+Tensor AdamW::unit_gradient_shard(size_t unit, UnitPart part) const {
+  const auto region = std::find_if(regions_.begin(), regions_.end(), [&](const Region& r) {
+    return r.unit == static_cast<int>(unit) && r.part == part;
+  });
+  KILN_CHECK(region != regions_.end(), "no region holds unit " + std::to_string(unit) + "'s part");
+  return region->state(grad_shard_);
 }
 
 void AdamW::zero_gradient_shards() { ops_.fill(grad_shard_, 0.0); }
 
 void AdamW::reduce_scatter_gradients() {
   KILN_CHECK(sharded(), "reduce_scatter_gradients needs a sharded optimizer");
-  const bool units = !params_.units().empty();
-  const int64_t dense = params_.dense_size();
-  for (size_t i = 0; i < regions_.size(); ++i) {
-    if (unit_region(i)) continue;  // reduced unit by unit (trainer/train/sharded_units.h)
-    const Region& r = regions_[i];
-    const Tensor grads = r.first >= dense && units ? params_.expert_grads().slice(r.first - dense, r.last - dense)
-                                                  : params_.flat_grads().slice(r.first, r.last);
-    r.group->reduce_scatter(r.state(grad_shard_), grads);
-  }
+  KILN_CHECK(params_.units().empty(), "units are reduced unit by unit (trainer/train/sharded_units.h)");
+  for (const Region& r : regions_) r.group->reduce_scatter(r.state(grad_shard_), params_.flat_grads().slice(r.first, r.last));
   // The shard groups' sums, summed over the groups (the experts' region has its own ranks).
-  if (groups_.shard_replicas && !units)
+  if (groups_.shard_replicas)
     groups_.shard_replicas->all_reduce(regions_.front().state(grad_shard_), ReduceOp::Sum);
 }
 
@@ -213,9 +215,20 @@ void AdamW::sum_norm_over_ranks() {
   // Whole experts: each tensor rank now holds every expert's sum (an expert group spans the
   // tensor ranks, or each holds them all), which the tensor group's sum below counts once.
   if (!sharded() && groups_.whole_experts && groups_.tensor && groups_.tensor->rank() != 0) expert = 0;
+  if (sharded()) {
+    // Each rank of the shard group holds a different shard of the dense region, and of its
+    // experts' region. Under shard groups (HSDP) the copies in the other groups hold the same
+    // dense shards but other experts' (the experts are sharded over all the ranks that hold
+    // them), so the experts' part is summed over the copies too.
+    double both[] = {dense, expert};
+    groups_.shard->all_reduce(Tensor{both, DType::F64, {2}}, ReduceOp::Sum);
+    if (!counts_as_one(groups_.shard_replicas))
+      groups_.shard_replicas->all_reduce(Tensor{&both[1], DType::F64, {1}}, ReduceOp::Sum);
+    dense = both[0];
+    expert = both[1];
+  }
   double sum = dense + expert;
   const Tensor total{&sum, DType::F64, {1}};
-  if (sharded()) groups_.shard->all_reduce(total, ReduceOp::Sum);
   if (!counts_as_one(groups_.tensor)) groups_.tensor->all_reduce(total, ReduceOp::Sum);
   if (!counts_as_one(groups_.pipeline)) groups_.pipeline->all_reduce(total, ReduceOp::Sum);
   // The whole sum in the dense part: clip_rule adds the two.

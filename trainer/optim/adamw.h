@@ -83,9 +83,9 @@ class AdamW {
   // Sharded: this rank's shard of the flat gradients becomes the sum over the group's ranks.
   void reduce_scatter_gradients();
   // With the parameters sharded in units (ParameterSet::shard_units), where this rank's
-  // shard of a unit's summed gradients is added up over the step's micro-batches
+  // shard of a part of a unit's summed gradients is added up over the step's micro-batches
   // (trainer/train/sharded_units.h), and the start of a step that zeroes them all.
-  Tensor unit_gradient_shard(size_t unit) const;
+  Tensor unit_gradient_shard(size_t unit, UnitPart part = UnitPart::Dense) const;
   void zero_gradient_shards();
 
   // The gradients hold loss_scale times the true gradients. Unscales, clips to
@@ -120,9 +120,12 @@ class AdamW {
 
  private:
   // A part of the flat buffers sharded over one group: the whole buffer, or its dense and
-  // experts' regions under the distributed optimizer.
+  // experts' regions under the distributed optimizer, or a part of a unit when sharded in
+  // units.
   struct Region {
     Communicator* group = nullptr;  // the ranks that share it (null: this rank's alone)
+    int unit = -1;                  // sharded in units: the unit, and which part of it
+    UnitPart part = UnitPart::Dense;
     int64_t first = 0, last = 0;    // the region in the flat buffers
     int64_t begin = 0, end = 0;     // this rank's shard of it
     int64_t state_at = 0;           // where the shard starts in the state tensors
@@ -152,8 +155,8 @@ class AdamW {
   static StateTensors take_state(Arena& state, StateLayout& layout, bool mixed, bool sharded, DType dtype);
 
   OptimizerState whole_buffers() const;
-  // Whether region i is a unit's (ParameterSet::units(), which come first).
-  bool unit_region(size_t i) const;
+  // Whether region i is a part of a unit's (ParameterSet::units()).
+  bool unit_region(size_t i) const { return regions_[i].unit >= 0; }
   // The values region i updates: its shard of the flat values, or of the value shards; and
   // the region whole, where it is whole (not a unit's under sharded values).
   Tensor region_values(size_t i) const;

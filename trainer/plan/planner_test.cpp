@@ -20,6 +20,9 @@ Config tiny(const std::vector<std::string>& settings = {}) {
 TEST(RingCollectives, TakeTheRingsShareOfTheBytesAndItsSteps) {
   const LinkSpec link{1e9, 1e-6};
   EXPECT_EQ(ring_all_reduce_s(1e9, 1, link), 0);
+  // Nothing to move is no collective: no latency either (a model without experts).
+  EXPECT_EQ(ring_all_reduce_s(0, 4, link), 0);
+  EXPECT_EQ(ring_gather_s(0, 4, link), 0);
   // 2 (n - 1) / n of the bytes, 2 (n - 1) steps.
   EXPECT_NEAR(ring_all_reduce_s(1e9, 4, link), 1.5 + 6e-6, 1e-12);
   EXPECT_NEAR(ring_gather_s(1e9, 4, link), 0.75 + 3e-6, 1e-12);

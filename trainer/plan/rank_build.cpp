@@ -78,6 +78,7 @@ ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, 
   split.expert_shards = distributed ? layout.edp() : 1;
   split.shard_units = shard >= ShardLevel::Gradients && split.flat_shards > 1;
   split.flat_shard_rank = split.shard_units ? groups.sharded_over()->rank() : 0;
+  split.expert_shard_rank = split.shard_units && groups.expert_data ? groups.expert_data->rank() : 0;
   split.shard_values = split.shard_units && shard == ShardLevel::Parameters;
   split.shard_per_step = config.parallel.shard_per_step;
   split.sequence_parallel = config.parallel.sequence_parallel;

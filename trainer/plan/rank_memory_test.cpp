@@ -184,6 +184,29 @@ TEST(RankMemory, ShardedParametersFallAsOneOverDataParallelRanks) {
   EXPECT_LT(windows, whole);
 }
 
+// The experts are sharded too: over the ranks that hold the same experts (ep 2, so 2 of them
+// at 4 ranks and 4 at 8), as the dense parts over the data-parallel ranks (4 and 8). Both
+// halve from 4 ranks to 8, and at 4 a rank keeps at most half of what it holds whole under
+// shard=optimizer (1/4 of the dense values and 1/2 of its experts').
+TEST(RankMemory, ShardedExpertsFallAsOneOverTheirDataParallelRanks) {
+  std::vector<std::string> settings = {"model.n_layer=2", "train.global_batch=16", "train.micro_batch=2",
+                                       "data.paths=[\"unused\"]", "parallel.ep=2"};
+  settings.insert(settings.end(), kMoe.begin(), kMoe.end());
+  const auto ops = make_cpu_ops(1);
+  const auto parameters = [&](const std::string& shard, int world) {
+    std::vector<std::string> with = settings;
+    with.push_back("parallel.shard=" + shard);
+    const Config config = load_config("", with);
+    return plan_rank_memory(config, ParallelLayout(config.parallel, world), 0, Device::Cpu, *ops, 0).bytes("parameters");
+  };
+  const size_t whole = parameters("optimizer", 4), four = parameters("parameters", 4), eight = parameters("parameters", 8);
+  // 4 units, each part padded by at most 32 elements a shard, of 8 shards.
+  const size_t padding = size_t{4} * 2 * 32 * 8 * sizeof(float);
+  EXPECT_LE(2 * four, whole + padding);
+  EXPECT_LE(2 * eight, four + padding);
+  EXPECT_GE(2 * eight + padding, four);
+}
+
 TEST(RankMemory, LoraDropoutAddsOneScratchCopyOfTheWidestInput) {
   std::vector<std::string> settings = {"train.global_batch=16", "train.micro_batch=2", "data.paths=[\"unused\"]"};
   settings.insert(settings.end(), kLora.begin(), kLora.end());

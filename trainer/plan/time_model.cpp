@@ -68,12 +68,12 @@ double transfer_s(double bytes, const LinkSpec& l) { return bytes / l.bytes_per_
 }  // namespace
 
 double ring_all_reduce_s(double bytes, int n, const LinkSpec& l) {
-  if (n <= 1) return 0;
+  if (n <= 1 || bytes <= 0) return 0;  // nothing to move: no collective
   return 2.0 * (n - 1) / n * bytes / l.bytes_per_s + 2.0 * (n - 1) * l.latency_s;
 }
 
 double ring_gather_s(double bytes, int n, const LinkSpec& l) {
-  if (n <= 1) return 0;
+  if (n <= 1 || bytes <= 0) return 0;  // nothing to move: no collective
   return 1.0 * (n - 1) / n * bytes / l.bytes_per_s + (n - 1) * l.latency_s;
 }
 
@@ -201,12 +201,16 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
     // model's embeddings and head are reduced once a step, and gathered once with sharded
     // values. Untied, they are reduced every micro-batch beside the blocks and gathered where
     // they are read: every micro-batch when one stage holds both (they share a window), else
-    // once a step (the window keeps the one it holds). Without sharded values the updated
-    // values are all-gathered once a step, as the distributed optimizer's are.
+    // once a step (the window keeps the one it holds). A block's experts move with it, over
+    // the expert-data ranks. Without sharded values the updated values are all-gathered once
+    // a step, as the distributed optimizer's are.
     const double outer = stage_params - stage_block_params;
     const bool ends_per_use = !m.tie_embeddings;
-    const double reduce_s = reduce_scatter_s(stage_block_params) + (ends_per_use ? reduce_scatter_s(outer) : 0);
-    const double gather_s = level == ShardLevel::Parameters ? gather_values_s(stage_block_params) : 0;
+    const double expert_gather_s = ring_gather_s(b * stage_expert_params, expert_ranks, gradient_link);
+    const double reduce_s = reduce_scatter_s(stage_block_params) + (ends_per_use ? reduce_scatter_s(outer) : 0) +
+                            ring_gather_s(4 * stage_expert_params, expert_ranks, gradient_link);
+    const double gather_s =
+        level == ShardLevel::Parameters ? gather_values_s(stage_block_params) + expert_gather_s : 0;
     const double outer_gather_s = level == ShardLevel::Parameters ? gather_values_s(outer) : 0;
     const double forward_s = per_micro.compute_s / 3, backward_s = per_micro.compute_s - forward_s;
     const auto exposed = [&](double comm_s, double compute_s) {
@@ -217,7 +221,7 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
     p.data_s = micro_batches * (exposed(gather_s + (outer_each_micro_batch ? outer_gather_s : 0), forward_s) +
                                 exposed(gather_s + reduce_s, backward_s)) +
                (ends_per_use ? 0 : reduce_scatter_s(outer)) + (outer_each_micro_batch ? 0 : outer_gather_s) +
-               (level == ShardLevel::Parameters ? 0 : gather_values_s(stage_params)) + experts_s;
+               (level == ShardLevel::Parameters ? 0 : gather_values_s(stage_params) + expert_gather_s);
   }
   const double params = stage_params + stage_expert_params;
   const double shard = sharded ? stage_params / shard_ranks + stage_expert_params / std::max(1, expert_ranks) : params;

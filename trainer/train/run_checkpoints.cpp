@@ -65,7 +65,7 @@ std::string RunCheckpoints::save_checkpoint_at(int64_t step, TrainingState state
   // The replicas hold the same model (sharded values gathered whole for the write); the
   // optimizer state, when sharded, is gathered to the first rank, which writes it all (from
   // memory this holds until the write ends).
-  const WholeValues values(model_.parameters(), backend_.shard_group(), backend_.ops());
+  const WholeValues values(model_.parameters(), backend_.shard_group(), backend_.expert_data_group(), backend_.ops());
   const OptimizerState optimizer = optimizer_.state_for_checkpoint();
   CheckpointSources sources = sources_at(step, optimizer, false);
   if (!is_first_rank()) return {};
@@ -84,7 +84,7 @@ void RunCheckpoints::start_checkpoint_at(int64_t step, TrainingState state) {
   if (saved_step_ == step) return;
   if (is_first_rank()) wait_for_write(step);
   const Clock::time_point start = Clock::now();
-  const WholeValues values(model_.parameters(), backend_.shard_group(), backend_.ops());
+  const WholeValues values(model_.parameters(), backend_.shard_group(), backend_.expert_data_group(), backend_.ops());
   const OptimizerState optimizer = optimizer_.state_for_checkpoint();
   CheckpointSources sources = sources_at(step, optimizer, true);
   if (!is_first_rank()) return;

@@ -10,31 +10,41 @@
 namespace kiln {
 
 ShardedUnits::ShardedUnits(GptModel& model, AdamW& optimizer, Communicator& group, Communicator* replicas,
-                           bool prefetch)
+                           Communicator* experts, bool prefetch)
     : model_(model),
       optimizer_(optimizer),
       group_(group),
       replicas_(replicas && replicas->size() > 1 ? replicas : nullptr),
+      experts_(experts),
       ops_(model.ops()),
       params_(model.parameters()),
       prefetch_(prefetch) {
   KILN_CHECK(!params_.units().empty(), "sharded units need a parameter set laid out in units");
-  KILN_CHECK(group_.size() == params_.unit_shards(), "the units are sharded over " +
-                                                         std::to_string(params_.unit_shards()) + " ranks, the group has " +
-                                                         std::to_string(group_.size()));
+  for (const UnitPart part : kUnitParts) {
+    const bool used = std::any_of(params_.units().begin(), params_.units().end(),
+                                  [&](const ParameterUnit& u) { return u.has(part); });
+    if (!used) continue;
+    KILN_CHECK(part == UnitPart::Dense || experts_, "sharded units: the experts' parts need their group");
+    KILN_CHECK(group_of(part).size() == params_.unit_shards(part),
+               "the units are sharded over " + std::to_string(params_.unit_shards(part)) + " ranks, the group has " +
+                   std::to_string(group_of(part).size()));
+  }
   for (const ParameterUnit& u : params_.units()) {
-    const bool known = std::any_of(windows_.begin(), windows_.end(), [&](const Window& w) { return w.at == u.window; });
+    const bool known =
+        std::any_of(windows_.begin(), windows_.end(), [&](const Window& w) { return w.at == u.dense.window; });
     if (known) continue;
     windows_.emplace_back();
-    windows_.back().at = u.window;
+    windows_.back().at = u.dense.window;
   }
   model_.set_unit_hooks(this);
 }
 
 ShardedUnits::~ShardedUnits() { model_.set_unit_hooks(nullptr); }
 
+Communicator& ShardedUnits::group_of(UnitPart part) const { return part == UnitPart::Dense ? group_ : *experts_; }
+
 size_t ShardedUnits::window_of(int unit) const {
-  const int64_t at = params_.units().at(static_cast<size_t>(unit)).window;
+  const int64_t at = params_.units().at(static_cast<size_t>(unit)).dense.window;
   for (size_t w = 0; w < windows_.size(); ++w)
     if (windows_[w].at == at) return w;
   fail("sharded units: unit " + std::to_string(unit) + " has no window");
@@ -51,8 +61,10 @@ void ShardedUnits::gather_whole_step() {
   // The shards changed since the windows were filled (an update, a restore): every unit is
   // gathered again before it is used.
   for (Window& w : windows_) {
-    if (w.gather) w.gather->wait();
-    w.gather.reset();
+    for (Transfers& t : w.parts) {
+      if (t.gather) t.gather->wait();
+      t.gather.reset();
+    }
     w.values_of = -1;
   }
   if (!params_.values_sharded()) return;
@@ -69,8 +81,6 @@ void ShardedUnits::end_step() {
   for (size_t u = 0; u < units.size(); ++u)
     if (units[u].whole_step()) start_reduction(static_cast<int>(u));
   for (size_t w = 0; w < windows_.size(); ++w) finish_reduction(w);
-  // The experts' region, whole for the step, as the distributed optimizer reduces it.
-  optimizer_.reduce_scatter_gradients();
 }
 
 double ShardedUnits::take_waited_ms() { return std::exchange(waited_ms_, 0.0); }
@@ -87,7 +97,8 @@ void ShardedUnits::before_gradients(int unit) {
   const size_t u = static_cast<size_t>(unit);
   if (params_.units().at(u).whole_step()) return;
   finish_reduction(window_of(unit));
-  ops_.fill(params_.unit_grads(u), 0.0);
+  for (const UnitPart part : kUnitParts)
+    if (params_.units()[u].has(part)) ops_.fill(params_.unit_grads(u, part), 0.0);
 }
 
 void ShardedUnits::after_gradients(int unit) {
@@ -97,19 +108,23 @@ void ShardedUnits::after_gradients(int unit) {
 void ShardedUnits::start_gather(int unit) {
   Window& w = windows_[window_of(unit)];
   if (w.values_of == unit) return;
-  KILN_CHECK(!w.gather, "sharded units: a window is gathered into twice at once");
   const size_t u = static_cast<size_t>(unit);
-  w.gather = group_.start_all_gather(params_.unit_values(u), params_.value_shard(u));
+  for (const UnitPart part : kUnitParts) {
+    if (!params_.units()[u].has(part)) continue;
+    Transfers& t = w.parts[static_cast<size_t>(part)];
+    KILN_CHECK(!t.gather, "sharded units: a window is gathered into twice at once");
+    t.gather = group_of(part).start_all_gather(params_.unit_values(u, part), params_.value_shard(u, part));
+  }
   w.values_of = unit;
 }
 
 void ShardedUnits::wait_gathered(int unit) {
   start_gather(unit);
-  Window& w = windows_[window_of(unit)];
-  if (!w.gather) return;
   const Clock::time_point start = Clock::now();
-  w.gather->wait();
-  w.gather.reset();
+  for (Transfers& t : windows_[window_of(unit)].parts) {
+    if (t.gather) t.gather->wait();
+    t.gather.reset();
+  }
   waited_ms_ += ms_since(start);
 }
 
@@ -118,28 +133,36 @@ void ShardedUnits::start_reduction(int unit) {
   finish_reduction(window);
   Window& w = windows_[window];
   const size_t u = static_cast<size_t>(unit);
-  const Tensor grads = params_.unit_grads(u), shard = optimizer_.unit_gradient_shard(u);
-  // The rank's running sum joins its own slice, so the reduce-scatter leaves the total; the
-  // first replica's alone when the replicas sum the shards after.
-  const int64_t n = shard.numel(), r = group_.rank();
-  const Tensor mine = grads.slice(r * n, (r + 1) * n);
-  if (!replicas_ || replicas_->rank() == 0) ops_.add(mine, mine, shard);
-  w.reduction = group_.start_reduce_scatter(shard, grads);
-  w.reduced = shard;
+  for (const UnitPart part : kUnitParts) {
+    if (!params_.units()[u].has(part)) continue;
+    Communicator& group = group_of(part);
+    const Tensor grads = params_.unit_grads(u, part), shard = optimizer_.unit_gradient_shard(u, part);
+    // The rank's running sum joins its own slice, so the reduce-scatter leaves the total; the
+    // first replica's alone when the replicas sum the dense shards after.
+    const int64_t n = shard.numel(), r = group.rank();
+    const Tensor mine = grads.slice(r * n, (r + 1) * n);
+    if (part == UnitPart::Experts || !replicas_ || replicas_->rank() == 0) ops_.add(mine, mine, shard);
+    w.parts[static_cast<size_t>(part)].reduction = group.start_reduce_scatter(shard, grads);
+  }
+  w.reducing = unit;
 }
 
 void ShardedUnits::finish_reduction(size_t window) {
   Window& w = windows_[window];
-  if (!w.reduction) return;
+  if (w.reducing < 0) return;
   const Clock::time_point start = Clock::now();
-  w.reduction->wait();
-  w.reduction.reset();
-  if (replicas_) replicas_->all_reduce(w.reduced, ReduceOp::Sum);
+  for (Transfers& t : w.parts) {
+    if (t.reduction) t.reduction->wait();
+    t.reduction.reset();
+  }
+  if (replicas_)
+    replicas_->all_reduce(optimizer_.unit_gradient_shard(static_cast<size_t>(w.reducing), UnitPart::Dense), ReduceOp::Sum);
+  w.reducing = -1;
   waited_ms_ += ms_since(start);
 }
 
-WholeValues::WholeValues(ParameterSet& params, Communicator& group, Ops& ops)
-    : params_(params), group_(group), ops_(ops) {
+WholeValues::WholeValues(ParameterSet& params, Communicator& group, Communicator* experts, Ops& ops)
+    : params_(params), group_(group), experts_(experts), ops_(ops) {
   if (!params_.values_sharded()) return;
   for (int pass = 0; pass < 2; ++pass) {
     if (pass == 1) memory_.allocate(ops_);
@@ -147,8 +170,12 @@ WholeValues::WholeValues(ParameterSet& params, Communicator& group, Ops& ops)
   }
   const std::vector<ParameterUnit>& units = params_.units();
   for (size_t u = 0; u < units.size(); ++u)
-    group_.all_gather(whole_.slice(units[u].first, units[u].last), params_.value_shard(u));
-  ops_.cast(whole_.slice(params_.dense_size(), params_.size()), params_.expert_values());
+    for (const UnitPart part : kUnitParts) {
+      if (!units[u].has(part)) continue;
+      KILN_CHECK(part == UnitPart::Dense || experts_, "whole values: the experts' parts need their group");
+      Communicator& group = part == UnitPart::Dense ? group_ : *experts_;
+      group.all_gather(whole_.slice(units[u].part(part).first, units[u].part(part).last), params_.value_shard(u, part));
+    }
   params_.view_values_in(whole_);
 }
 
@@ -159,8 +186,9 @@ WholeValues::~WholeValues() {
 void WholeValues::keep() {
   if (!params_.values_sharded()) return;
   const std::vector<ParameterUnit>& units = params_.units();
-  for (size_t u = 0; u < units.size(); ++u) params_.keep_shard(ops_, u, whole_.slice(units[u].first, units[u].last));
-  ops_.cast(params_.expert_values(), whole_.slice(params_.dense_size(), params_.size()));
+  for (size_t u = 0; u < units.size(); ++u)
+    for (const UnitPart part : kUnitParts)
+      params_.keep_shard(ops_, u, part, whole_.slice(units[u].part(part).first, units[u].part(part).last));
 }
 
 }  // namespace kiln

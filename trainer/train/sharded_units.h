@@ -10,9 +10,9 @@
 //   - a whole-step unit's (a tied model's head and embeddings: the tied output layer adds to
 //     the embedding's gradient at the other end of the step) are reduce-scattered once, after
 //     the pipeline's and the tied copies' sums.
-// Under expert parallelism the units are the dense region's; the experts' region stays whole
-// on its rank and is reduce-scattered once a step into the optimizer's shards, as the
-// distributed optimizer does it (end_step).
+// A block's experts (each rank's pieces of them under expert parallelism) are a second part
+// of its unit, sharded over the ranks that hold the same experts (the expert-data-parallel
+// group) and moved beside the dense part, in windows of their own.
 // With the values sharded too, a unit is all-gathered into its window just before its
 // forward and again before its backward (the embeddings' backward reads no values), the next
 // unit's gather started meanwhile (prefetch); the whole-step units are gathered at the start
@@ -37,11 +37,13 @@ namespace kiln {
 
 class ShardedUnits final : public UnitHooks {
  public:
-  // group: the ranks the units are sharded over (the optimizer's shard group); replicas: this
-  // rank's place in the other shard groups (parallel.shard_group; null: none), over which
-  // each reduced shard is summed. prefetch: gather the next block while one computes (else
-  // only when it is needed). Tells the model to report its blocks here.
-  ShardedUnits(GptModel& model, AdamW& optimizer, Communicator& group, Communicator* replicas, bool prefetch);
+  // group: the ranks the units' dense parts are sharded over (the optimizer's shard group);
+  // replicas: this rank's place in the other shard groups (parallel.shard_group; null:
+  // none), over which each reduced dense shard is summed; experts: the ranks the experts'
+  // parts are sharded over (null without experts). prefetch: gather the next unit while one
+  // computes (else only when it is needed). Tells the model to report its units here.
+  ShardedUnits(GptModel& model, AdamW& optimizer, Communicator& group, Communicator* replicas, Communicator* experts,
+               bool prefetch);
   ~ShardedUnits() override;
   ShardedUnits(const ShardedUnits&) = delete;
   ShardedUnits& operator=(const ShardedUnits&) = delete;
@@ -69,6 +71,7 @@ class ShardedUnits final : public UnitHooks {
   // The unit's gradients added into the shards: started, and waited for.
   void start_reduction(int unit);
   void finish_reduction(size_t window);
+  Communicator& group_of(UnitPart part) const;
   // Which window (by its place in the window memory) a unit takes.
   size_t window_of(int unit) const;
 
@@ -76,18 +79,23 @@ class ShardedUnits final : public UnitHooks {
   AdamW& optimizer_;
   Communicator& group_;
   Communicator* replicas_;
+  Communicator* experts_;
   Ops& ops_;
   const ParameterSet& params_;
   bool prefetch_;
-  // Per window: the unit whose values it holds (-1: none yet) and that unit's gather while
-  // in flight; the reduction of the gradients it holds while in flight, and the shard it
-  // reduces into.
+  // Per window (its dense part's place in the window memory; the experts' part's windows
+  // are taken in the same turns): the unit whose values it holds (-1: none yet), the unit
+  // whose gradients it reduces while that is in flight (-1: none), and per part the
+  // collectives in flight.
+  struct Transfers {
+    std::unique_ptr<PendingCollective> gather;
+    std::unique_ptr<PendingCollective> reduction;
+  };
   struct Window {
     int64_t at = 0;
     int values_of = -1;
-    std::unique_ptr<PendingCollective> gather;
-    std::unique_ptr<PendingCollective> reduction;
-    Tensor reduced;
+    int reducing = -1;
+    Transfers parts[2];
   };
   std::vector<Window> windows_;
   double waited_ms_ = 0;
@@ -99,8 +107,9 @@ class ShardedUnits final : public UnitHooks {
 // back from what was written there. Without sharded values it does nothing.
 class WholeValues {
  public:
-  // group: the ranks the values are sharded over (a collective over them).
-  WholeValues(ParameterSet& params, Communicator& group, Ops& ops);
+  // group, experts: the ranks the units' dense and experts' parts are sharded over (a
+  // collective over each; experts null without experts).
+  WholeValues(ParameterSet& params, Communicator& group, Communicator* experts, Ops& ops);
   ~WholeValues();
   WholeValues(const WholeValues&) = delete;
   WholeValues& operator=(const WholeValues&) = delete;
@@ -110,6 +119,7 @@ class WholeValues {
  private:
   ParameterSet& params_;
   Communicator& group_;
+  Communicator* experts_;
   Ops& ops_;
   Arena memory_{"whole values"};
   Tensor whole_;

@@ -35,7 +35,7 @@ StepRunner::StepRunner(const Config& config, const ParallelLayout& layout, RankC
         gradient_group(), params.flat_grads().slice(0, params.dense_size()), config_.parallel.ddp_bucket_size);
   if (!params.units().empty())
     units_ = std::make_unique<ShardedUnits>(model_, optimizer_, backend_.shard_group(), backend_.shard_replica_group(),
-                                            config_.parallel.shard_prefetch);
+                                            backend_.expert_data_group(), config_.parallel.shard_prefetch);
   // The device communicator matters to the choice only between GPU ranks.
   const bool gpu_ranks = ops.device() == Device::Cuda && layout_.world() > 1;
   const CudaGraphChoice graphs = choose_cuda_graphs(

@@ -96,7 +96,7 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
   TrainingState resumed;
   if (!resume.empty()) {
     // Sharded values are restored whole; each rank keeps its shards of them.
-    WholeValues values(model_->parameters(), backend_->shard_group(), ops);
+    WholeValues values(model_->parameters(), backend_->shard_group(), backend_->expert_data_group(), ops);
     resumed = resume_training(resume, config_, *model_, *optimizer_, ops, recording, out_);
     values.keep();
     first_step_ = resumed.step + 1;
@@ -197,7 +197,7 @@ void Trainer::restore_training_state(const TrainingState& state) {
 int64_t Trainer::rewind(const std::string& folder, int64_t spike_step, int64_t step) {
   const Checkpoint checkpoint(folder);
   // Sharded values are restored whole; each rank keeps its shards of them.
-  WholeValues values(model_->parameters(), backend_->shard_group(), backend_->ops());
+  WholeValues values(model_->parameters(), backend_->shard_group(), backend_->expert_data_group(), backend_->ops());
   TrainingState state = restore_checkpoint(checkpoint, config_, *model_, *optimizer_, backend_->ops());
   values.keep();
   const SkippedData skipped = skip_after(state.consumed_samples, config_.train.global_batch, config_.alerts.rewind_skip);

@@ -188,10 +188,18 @@ void Trainer::print_start(const std::string& data_notes) {
                   : "; the embeddings' and the head's likewise, in one window between them"
         : held(UnitHold::Step) && !p.shard_per_step ? "; the embeddings and the tied head kept whole for the step"
                                                     : "";
+    const int expert_shards = params.unit_shards(UnitPart::Experts);
+    const bool experts = std::any_of(params.units().begin(), params.units().end(),
+                                     [](const ParameterUnit& u) { return u.has(UnitPart::Experts); });
+    const std::string expert_part =
+        experts ? fmt::format("; each block's experts with it, 1/{} of them on each of the {} ranks that hold the "
+                              "same experts",
+                              expert_shards, expert_shards)
+                : "";
     fmt::print(out_, "kiln: sharded data parallelism (parallel.shard={}): each of {} ranks keeps 1/{} of the "
-                     "{}gradients and the optimizer state{}, in {} units; {}{}\n",
+                     "{}gradients and the optimizer state{}, in {} units; {}{}{}\n",
                p.shard, n, n, params.values_sharded() ? "parameters, " : "", replicas, params.units().size(),
-               blocks, ends);
+               blocks, ends, expert_part);
   } else if (optimizer_->sharded()) {
     fmt::print(out_, "kiln: distributed optimizer: each of {} data-parallel ranks keeps 1/{} of "
                      "the optimizer state{}{}\n",
