@@ -245,8 +245,8 @@ class ParameterSet {
 
   static size_t index(UnitPart part) { return part == UnitPart::Dense ? 0 : 1; }
   bool in_units() const { return parts_[0].shards > 0; }
-  // Where the parameter at `offset` lies in the memory that holds it: the flat buffer, or its
-  // unit's window of its part when the part is held in windows.
+  // Where the parameter at `offset` lies in a flat buffer, and in its unit's window of its
+  // part (null: the buffer or the windows are not allocated yet).
   void* place_in(void* buffer, DType dtype, int64_t offset) const;
   void* place_in_window(void* windows, DType dtype, int64_t offset, size_t unit, UnitPart part) const;
   // The units' windows and shard places, once the last unit's end is known.
