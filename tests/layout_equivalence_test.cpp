@@ -259,6 +259,20 @@ INSTANTIATE_TEST_SUITE_P(
         // Round a ring of 4 stages: each transfer is matched on its channel by order alone.
         Layout{"pp4_vpp2_interleaved", 4, " --set parallel.pp=4 --set parallel.vpp=2",
                " --set model.n_layer=8"},
+        // ZB-H1: each backward split in the input's gradient and the weights', the latter
+        // run later from the copies the former kept.
+        Layout{"pp2_zb_h1", 2, " --set parallel.pp=2 --set parallel.schedule=zb-h1", ""},
+        Layout{"llama_pp4_uneven_zb_h1", 4,
+               " --set parallel.pp=4 --set parallel.schedule=zb-h1 --set parallel.first_stage_layers=2"
+               " --set parallel.last_stage_layers=1",
+               kLlama + " --set model.n_layer=7"},
+        Layout{"pp2_dp2_distributed_optimizer_zb_h1", 4,
+               " --set parallel.pp=2 --set parallel.schedule=zb-h1 --set parallel.distributed_optimizer=true", ""},
+        Layout{"llama_tp2_sequence_parallel_pp2_zb_h1_recompute_full", 4,
+               " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.pp=2"
+               " --set parallel.schedule=zb-h1 --set train.recompute=full",
+               kLlama},
+        Layout{"moe_ep2_pp2_zb_h1", 4, " --set parallel.ep=2 --set parallel.pp=2 --set parallel.schedule=zb-h1", kMoe},
         Layout{"llama_pp2_uneven_recompute_selective", 2,
                " --set parallel.pp=2 --set parallel.first_stage_layers=1"
                " --set parallel.last_stage_layers=2 --set train.recompute=selective",
@@ -327,7 +341,7 @@ TEST_P(LayoutCheckpoints, MoveBetweenOneRankAndMany) {
   // tensor-parallel model's pieces and the pipeline stages' layers gathered), so a run saved
   // on several ranks resumes on 1, and that one's checkpoint resumes on several again, each
   // on the curve of a run that never stopped. (A resumed run takes the checkpoint's config,
-  // its layout included, unless told otherwise.)
+  // its layout and pipeline schedule included, unless told otherwise.)
   const Layout& layout = GetParam();
   const std::string dir = fresh_dir("layout_checkpoints_" + layout.name);
   const std::string prefix = prepare_corpus(dir);
@@ -346,7 +360,8 @@ TEST_P(LayoutCheckpoints, MoveBetweenOneRankAndMany) {
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const CommandResult one =
       run_command(kiln + run + " --set parallel.tp=1 --set parallel.pp=1 --set parallel.vpp=1"
-                  " --set parallel.ep=1 --set parallel.cp=1 --set parallel.shard_group=0 --name one --resume " + dir +
+                  " --set parallel.ep=1 --set parallel.cp=1 --set parallel.shard_group=0 --set parallel.schedule=1f1b"
+                  " --name one --resume " + dir +
                   "/checkpoints/two/step-00000004");
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const CommandResult back =
@@ -385,6 +400,8 @@ INSTANTIATE_TEST_SUITE_P(
                            " --set model.n_layer=2" + kLlama},
                     Layout{"pp2_vpp2", 2, " --set parallel.pp=2 --set parallel.vpp=2",
                            " --set model.n_layer=4"},
+                    Layout{"pp2_zb_h1", 2, " --set parallel.pp=2 --set parallel.schedule=zb-h1",
+                           " --set model.n_layer=2"},
                     Layout{"tp2_pp2_dp2", 8, " --set parallel.tp=2 --set parallel.pp=2",
                            " --set model.n_layer=2"},
                     // The selection bias moves fast enough to change choices: the resumed
@@ -480,6 +497,7 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"shard_gradients_dp4", 4, " --set parallel.shard=gradients", ""},
                     Layout{"shard_parameters_dp4", 4, " --set parallel.shard=parameters", ""},
                     Layout{"llama_shard_parameters_dp4", 4, " --set parallel.shard=parameters", kLlama},
+                    Layout{"llama_pp2_zb_h1", 2, " --set parallel.pp=2 --set parallel.schedule=zb-h1", kLlama},
                     // The experts' gradients reduce-scattered over the 2 ranks that hold them.
                     Layout{"moe_ep2_dp4_shard_parameters", 4, " --set parallel.ep=2 --set parallel.shard=parameters",
                            kMoe},

@@ -175,6 +175,10 @@ struct ParallelConfig {
   // others' even share (Megatron's --decoder-first/last-pipeline-num-layers); 0: even.
   int first_stage_layers = 0;
   int last_stage_layers = 0;
+  // The pipeline's schedule (docs/parallelism.md#pipeline-schedules): 1f1b (Megatron's; its
+  // interleaved form when vpp > 1) | zb-h1 (the zero-bubble family's: each backward split in
+  // the input's gradient and the weights', the latter filling 1F1B's cool-down).
+  std::string schedule = "1f1b";
   bool sequence_parallel = false;
   // Context parallelism: each sequence split over cp ranks (2 cp chunks, rank r holding
   // chunks r and 2 cp - 1 - r), keys and values passed around the ring for attention.

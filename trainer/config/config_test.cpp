@@ -428,10 +428,23 @@ TEST(Config, ShardLevelsAndTheirAlias) {
   EXPECT_EQ(error_of({"parallel.shard=parameters", "parallel.ep=2", "moe.num_experts=4"}), "");
 }
 
+TEST(Config, TheZeroBubbleScheduleAndWhatItRefuses) {
+  EXPECT_EQ(error_of({"parallel.pp=2", "parallel.schedule=zb-h1"}), "");
+  EXPECT_HAS(error_of({"parallel.schedule=zbh1"}), "parallel.schedule");
+  EXPECT_EQ(error_of({"parallel.schedule=zb-h1"}),
+            "config: parallel.schedule=zb-h1 needs a pipeline of one chunk a stage (parallel.pp >= 2, "
+            "parallel.vpp=1), got pp=1, vpp=1");
+  EXPECT_HAS(error_of({"parallel.pp=2", "parallel.vpp=2", "parallel.schedule=zb-h1"}), "got pp=2, vpp=2");
+  EXPECT_HAS(error_of({"parallel.pp=2", "parallel.schedule=zb-h1", "parallel.shard=gradients"}),
+             "parallel.schedule=zb-h1 with parallel.shard=gradients is not supported yet");
+  EXPECT_HAS(error_of({"parallel.pp=2", "parallel.schedule=zb-h1", "precision.dtype=fp8"}),
+             "parallel.schedule=zb-h1 with precision.dtype=fp8 is not supported yet");
+}
+
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 23}, {"moe", 18}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 17},
+      {"model", 23}, {"moe", 18}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 18},
       {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 16}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

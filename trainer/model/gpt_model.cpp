@@ -35,7 +35,8 @@ std::unique_ptr<GptModel> GptModel::laid_out(const ModelConfig& config, int64_t 
                                              int slots, const ModelSplit& split) {
   std::unique_ptr<GptModel> model(new GptModel(LayoutOnly{}, config, micro_batch, ops, dtype, slots, split));
   model->params_.size_regions(split.flat_shards, split.expert_shards);
-  for (Arena* arena : {&model->activations_, &model->scratch_, &model->recomputed_}) arena->rewind();
+  for (Arena* arena : {&model->activations_, &model->scratch_, &model->recomputed_, &model->weight_inputs_})
+    arena->rewind();
   model->layout();
   return model;
 }
@@ -49,11 +50,13 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DTy
   activations_.allocate(ops_);
   scratch_.allocate(ops_);
   recomputed_.allocate(ops_);
+  weight_inputs_.allocate(ops_);
   if (fp8_) fp8_->allocate(ops_);
   layout();
   activations_.check_complete();
   scratch_.check_complete();
   recomputed_.check_complete();
+  weight_inputs_.check_complete();
   if (fp8_) fp8_->start(ops_);
   const int tp = split_.tp();
   workspace_bytes_ = ops_.reserve({micro_batch_, config_.seq_len / split_.cp(),
@@ -90,9 +93,10 @@ void GptModel::layout() {
   if (fp8_) fp8_->begin_pass();
   const SequenceParallel* sequence = sequence_parallel() ? &sequence_ : nullptr;
   const ContextParallel* context = context_parallel() ? &context_ : nullptr;
-  const LayerBuild build{config_,      micro_batch_, slots_, dtype_,      wide_dtype(dtype_),
-                         params_,      activations_, scratch_, split_,    recomputed_,
-                         sequence,     context};
+  Arena* weight_inputs = split_.split_backward ? &weight_inputs_ : nullptr;
+  const LayerBuild build{config_, micro_batch_, slots_,  dtype_,  wide_dtype(dtype_), params_,
+                         activations_, scratch_, split_, recomputed_, sequence, context,
+                         nullptr, nullptr, nullptr, weight_inputs};
   // Under full recomputation a block keeps nothing of its own: what its backward reads is
   // laid out in the shared arena, the same memory for every block.
   const bool full = split_.recompute == Recompute::Full;
@@ -100,7 +104,7 @@ void GptModel::layout() {
   const LayerBuild block_build{config_, micro_batch_, slots_, dtype_, wide_dtype(dtype_),
                                params_, full ? recomputed_ : activations_, scratch_, split_,
                                recomputed_, sequence, context, fp8_.get(),
-                               config_.lora.enabled() ? &lora_scratch_ : nullptr, qk_heads};
+                               config_.lora.enabled() ? &lora_scratch_ : nullptr, qk_heads, weight_inputs};
   const int64_t C = config_.d_model, V = config_.vocab_size;
   // Positions are the whole sequence's; each rank holds T / cp tokens of it (Tl).
   const int64_t T = config_.seq_len, Tl = build.seq();
@@ -160,7 +164,11 @@ void GptModel::layout() {
     if (!config_.is_llama()) wpe_ = params_.add("wpe", {T, C}, Init::Normal, config_.init_std);
     wte_ = params_.add("wte", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
   }
-  if (has_head()) lm_head_.bind_shared(config_.tie_embeddings && !head_copy ? wte_ : head,
+  // The embedding's gradient a split backward keeps for its weight pass: every token's.
+  kept_embedding_grad_.clear();
+  if (has_embedding() && weight_inputs)
+    for (int s = 0; s < slots_; ++s) kept_embedding_grad_.push_back(build.take(*weight_inputs, C));
+  if (has_head()) lm_head_.bind_shared(build, config_.tie_embeddings && !head_copy ? wte_ : head,
                                        split_.tensor, sequence);
 
   slot_.assign(static_cast<size_t>(slots_), Slot{});
@@ -442,12 +450,24 @@ double GptModel::mean_loss(double sum, int64_t target_count) {
 
 void GptModel::backward(double dloss, int slot,
                         const std::function<void(int64_t)>& gradients_ready, int chunk) {
+  backward_pass(dloss, slot, gradients_ready, chunk, false);
+}
+
+void GptModel::backward_input(double dloss, int slot, int chunk) {
+  KILN_CHECK(split_.split_backward, "backward_input: the model was laid out without ModelSplit::split_backward");
+  KILN_CHECK(!hooks_, "a split backward does not run under parallel.shard=gradients|parameters yet");
+  backward_pass(dloss, slot, {}, chunk, true);
+}
+
+void GptModel::backward_pass(double dloss, int slot, const std::function<void(int64_t)>& gradients_ready, int chunk,
+                             bool defer_weights) {
   const std::vector<int64_t>& ready_after = ready_after_[static_cast<size_t>(chunk)];
   const auto ready = [&](size_t stage) {
     if (gradients_ready) gradients_ready(ready_after[stage]);
   };
   const size_t s = static_cast<size_t>(slot);
-  const Batch& batch = batch_[s];
+  Batch batch = batch_[s];
+  batch.defer_weights = defer_weights;
   const Slot& a = slot_[s];
   const PipelineChunk& c = chunks_[static_cast<size_t>(chunk)];
   const std::vector<Tensor>& residual = a.residual[static_cast<size_t>(chunk)];
@@ -488,10 +508,31 @@ void GptModel::backward(double dloss, int slot,
   if (!c.embedding || wte_.frozen) return;
   // The embedding's rows take gradients from every token: gathered whole.
   const Tensor d_embedded = sequence_parallel() ? sequence_.gather_gradient(batch, d_residual) : d_residual;
+  if (defer_weights) {
+    ops_.cast(batch.of(kept_embedding_grad_[s]), d_embedded);
+    return;
+  }
   if (hooks_) hooks_->before_gradients(embedding_unit_);
-  ops_.embedding_backward(wte_.grad, config_.is_llama() ? Tensor{} : wpe_.grad,
-                          batch.of(a.local_tokens), d_embedded, batch.positions);
+  embedding_backward(batch, d_embedded);
   if (hooks_) hooks_->after_gradients(embedding_unit_);
+}
+
+void GptModel::embedding_backward(const Batch& batch, const Tensor& d_embedded) {
+  ops_.embedding_backward(wte_.grad, config_.is_llama() ? Tensor{} : wpe_.grad,
+                          batch.of(slot_[static_cast<size_t>(batch.slot)].local_tokens), d_embedded, batch.positions);
+}
+
+void GptModel::backward_weights(int slot, int chunk) {
+  KILN_CHECK(split_.split_backward, "backward_weights: the model was laid out without ModelSplit::split_backward");
+  const size_t s = static_cast<size_t>(slot);
+  const Batch& batch = batch_[s];
+  const PipelineChunk& c = chunks_[static_cast<size_t>(chunk)];
+  // In backward's order, so that each gradient adds up as it does there (the tied output
+  // layer's before the embedding's).
+  if (c.head) lm_head_.backward_weights(ops_, batch);
+  const size_t first = first_block_[static_cast<size_t>(chunk)];
+  for (size_t l = static_cast<size_t>(c.layers()); l-- > 0;) blocks_[first + l].backward_weights(ops_, batch);
+  if (c.embedding && !wte_.frozen) embedding_backward(batch, batch.of(kept_embedding_grad_[s]));
 }
 
 Tensor GptModel::chunk_input(int slot, int chunk) const {
@@ -560,6 +601,7 @@ std::vector<ArenaSize> GptModel::arenas() const {
                                 {"scratch", scratch_.bytes()}};
   if (!params_.units().empty()) arenas.push_back({"unit windows", params_.window_bytes()});
   if (split_.recompute != Recompute::None) arenas.push_back({"recomputed", recomputed_.bytes()});
+  if (split_.split_backward) arenas.push_back({"weight gradient inputs", weight_inputs_.bytes()});
   if (fp8_) arenas.push_back({"fp8", fp8_->bytes()});
   if (params_.freezes_base()) arenas.push_back({"frozen parameters", params_.frozen_bytes()});
   return arenas;

@@ -95,6 +95,13 @@ class GptModel {
   // gradient of its input there.
   void backward(double dloss, int slot = 0,
                 const std::function<void(int64_t)>& gradients_ready = {}, int chunk = 0);
+  // The same backward in two (ModelSplit::split_backward; the zero-bubble schedules): the
+  // input's gradient, leaving the gradient of the chunk's input as backward does, with the
+  // norms' and the experts' parameter gradients; then, later, the linear layers' weights' and
+  // the embedding's from the copies the first kept in the slot. Together they add what
+  // backward adds.
+  void backward_input(double dloss, int slot = 0, int chunk = 0);
+  void backward_weights(int slot = 0, int chunk = 0);
   // Zeroes the gradients (sharded in units, the whole-step units' windows: the blocks'
   // are zeroed as each backward starts).
   void zero_grad();
@@ -168,6 +175,11 @@ class GptModel {
   // forward up to the logits; true when the cross-entropy follows (the chunk has the head
   // and the batch has targets).
   bool forward_to_logits(int slot, int chunk);
+  // backward, or with defer_weights backward_input.
+  void backward_pass(double dloss, int slot, const std::function<void(int64_t)>& gradients_ready, int chunk,
+                     bool defer_weights);
+  // The embedding's gradients (the positions' too, GPT-2's) from the gradient of its output.
+  void embedding_backward(const Batch& batch, const Tensor& d_embedded);
   // Sharded in units: the unit a chunk's forward reads at its block `block`, the head just
   // past its last block (-1: none there).
   int unit_after(int chunk, size_t block) const;
@@ -186,6 +198,8 @@ class GptModel {
   Arena activations_{"activations"};
   Arena scratch_{"scratch"};
   Arena recomputed_{"recomputed"};
+  Arena weight_inputs_{"weight gradient inputs"};  // split_backward
+  std::vector<Tensor> kept_embedding_grad_;          // per slot, under split_backward
   size_t workspace_bytes_ = 0;
   std::unique_ptr<Fp8Products> fp8_;  // precision.dtype=fp8
 

@@ -14,6 +14,25 @@ void Linear::bind(const LayerBuild& build, const std::string& name, int64_t in, 
   weight_ = build.params.add(name + ".weight", {out, in}, Init::Normal, init_std, -1, split);
   fp8_ = build.fp8;
   if (fp8_) fp8_layer_ = fp8_->add(build.micro_batch * build.seq(), in, out);
+  keep_inputs(build);
+}
+
+void Linear::bind_shared(const LayerBuild& build, const Parameter& weight) {
+  weight_ = weight;
+  keep_inputs(build);
+}
+
+void Linear::keep_inputs(const LayerBuild& build) {
+  kept_x_.clear();
+  kept_dy_.clear();
+  if (!build.weight_inputs) return;
+  // Every token of the rank's sequence share: a column-parallel layer's input and a
+  // row-parallel one's output gradient are gathered whole under sequence parallelism.
+  const int64_t rows = build.micro_batch * build.seq(), out = weight_.value.shape[0], in = weight_.value.shape[1];
+  for (int s = 0; s < build.slots; ++s) {
+    kept_x_.push_back(build.weight_inputs->take({rows, in}, build.dtype));
+    kept_dy_.push_back(build.weight_inputs->take({rows, out}, build.dtype));
+  }
 }
 
 void Linear::forward(Ops& ops, const Tensor& y, const Tensor& x) const {
@@ -53,13 +72,38 @@ void Linear::backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor
     if (!dx.empty() && !gelu_pre.empty()) ops.gelu_backward(as_matrix(dx), as_matrix(gelu_pre), as_matrix(dx));
     return;
   }
-  if (!weight_.frozen) {  // a frozen base (LoRA) makes no gradients
-    if (has_bias_) ops.matmul_bias_grad(weight_.grad, bias_.grad, as_matrix(dy), as_matrix(x));
-    else ops.matmul(weight_.grad, as_matrix(dy), true, as_matrix(x), false, true);
-  }
+  if (!weight_.frozen) weight_gradients(ops, as_matrix(dy), as_matrix(x));  // a frozen base (LoRA) makes none
+  input_gradient(ops, dx, dy, gelu_pre);
+}
+
+void Linear::weight_gradients(Ops& ops, const Tensor& dy, const Tensor& x) const {
+  if (has_bias_) ops.matmul_bias_grad(weight_.grad, bias_.grad, dy, x);
+  else ops.matmul(weight_.grad, dy, true, x, false, true);
+}
+
+void Linear::input_gradient(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& gelu_pre) const {
   if (dx.empty()) return;
   if (gelu_pre.empty()) ops.matmul(as_matrix(dx), as_matrix(dy), false, weight_.value, false, false);
   else ops.matmul_dgelu(as_matrix(dx), as_matrix(dy), weight_.value, as_matrix(gelu_pre));
+}
+
+void Linear::backward_input(Ops& ops, int slot, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                            const Tensor& gelu_pre) const {
+  KILN_CHECK(!fp8_, "a split backward has no FP8 products yet: precision.dtype=fp8 runs 1f1b");
+  if (!weight_.frozen) {
+    KILN_CHECK(!kept_x_.empty(), "Linear::backward_input: bound without LayerBuild::weight_inputs");
+    const Tensor x_rows = as_matrix(x), dy_rows = as_matrix(dy);
+    const size_t s = static_cast<size_t>(slot);
+    ops.cast(kept_x_[s].slice(0, x_rows.shape[0]), x_rows);
+    ops.cast(kept_dy_[s].slice(0, dy_rows.shape[0]), dy_rows);
+  }
+  input_gradient(ops, dx, dy, gelu_pre);
+}
+
+void Linear::backward_weights(Ops& ops, int slot, int64_t rows) const {
+  if (weight_.frozen) return;
+  const size_t s = static_cast<size_t>(slot);
+  weight_gradients(ops, kept_dy_[s].slice(0, rows), kept_x_[s].slice(0, rows));
 }
 
 }  // namespace kiln

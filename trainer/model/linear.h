@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "trainer/model/layer_build.h"
 #include "trainer/precision/fp8_products.h"
@@ -22,7 +23,7 @@ class Linear {
   void bind(const LayerBuild& build, const std::string& name, int64_t in, int64_t out, bool bias,
             double init_std, const TensorSplit& split = {});
   // Shares an existing weight (tied embeddings): no parameter of its own.
-  void bind_shared(const Parameter& weight) { weight_ = weight; }
+  void bind_shared(const LayerBuild& build, const Parameter& weight);
 
   void forward(Ops& ops, const Tensor& y, const Tensor& x) const;
   // pre = x W^T + b, y = gelu(pre): GPT-2's first MLP layer, which has a bias.
@@ -37,14 +38,29 @@ class Linear {
   // gelu'(gelu_pre) * (dy W).
   void backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x,
                 const Tensor& gelu_pre = {}) const;
+  // The backward in two (the zero-bubble schedules): dx now, as backward computes it, with x
+  // and dy copied into the slot's copies (bound with LayerBuild::weight_inputs); then dW and
+  // db from those copies, the slot's `rows` rows of them.
+  void backward_input(Ops& ops, int slot, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                      const Tensor& gelu_pre = {}) const;
+  void backward_weights(Ops& ops, int slot, int64_t rows) const;
 
  private:
+  // Takes the slot copies of x and dy when the build splits backward.
+  void keep_inputs(const LayerBuild& build);
+  // dW += dy^T x, db += sum(dy).
+  void weight_gradients(Ops& ops, const Tensor& dy, const Tensor& x) const;
+  // dx = dy W, or with gelu_pre the gradient of gelu_pre.
+  void input_gradient(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& gelu_pre) const;
+
   Parameter weight_;
   Parameter bias_;
   bool has_bias_ = false;
   // Its products in FP8 (precision.dtype=fp8), as layer fp8_layer_ of fp8_; null otherwise.
   Fp8Products* fp8_ = nullptr;
   int fp8_layer_ = -1;
+  // Per slot, the copies of x [rows, in] and dy [rows, out] a split backward keeps.
+  std::vector<Tensor> kept_x_, kept_dy_;
 };
 
 }  // namespace kiln

@@ -57,4 +57,9 @@ void Mlp::backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor&
   fc_.backward(ops, batch, dx, d_fc, x);
 }
 
+void Mlp::backward_weights(Ops& ops, const Batch& batch) const {
+  proj_.backward_weights(ops, batch);
+  fc_.backward_weights(ops, batch);
+}
+
 }  // namespace kiln

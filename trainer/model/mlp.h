@@ -14,9 +14,11 @@ class Mlp {
  public:
   void bind(const LayerBuild& build, const std::string& name);
   void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const;
-  // dx = input gradient (overwrites); parameter gradients accumulate.
+  // dx = input gradient (overwrites); parameter gradients accumulate (the linear layers'
+  // weights' in backward_weights, when batch.defer_weights).
   void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
                 const BlockScratch& scratch) const;
+  void backward_weights(Ops& ops, const Batch& batch) const;
 
  private:
   bool swiglu_ = false;

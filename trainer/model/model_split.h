@@ -58,6 +58,10 @@ struct ModelSplit {
   // parallel.sequence_parallel: between the tensor-parallel layers each rank of the tensor
   // group holds 1/tp of the tokens (sequence_parallel.h).
   bool sequence_parallel = false;
+  // The backward split in two, as the zero-bubble schedules run it (backward_input, then
+  // backward_weights): the linear layers keep copies of their inputs and output gradients a
+  // slot, the "weight gradient inputs" arena.
+  bool split_backward = false;
   // Pipeline parallelism: this rank's virtual stages, in model order. Empty: the whole model.
   std::vector<PipelineChunk> chunks;
   // The expert group each MoE layer's experts are split over and its tokens traded in (null:

@@ -72,6 +72,11 @@ void SelfAttention::backward(Ops& ops, const Batch& batch, const Tensor& dx, con
   qkv_.backward(ops, batch, dx, d_qkv, x);
 }
 
+void SelfAttention::backward_weights(Ops& ops, const Batch& batch) const {
+  proj_.backward_weights(ops, batch);
+  qkv_.backward_weights(ops, batch);
+}
+
 void SelfAttention::attend(Ops& ops, const Batch& batch, const Tensor& out, const Tensor& lse,
                            const Tensor& qkv) const {
   if (context_) context_->attention_forward(ops, batch, out, lse, qkv, shape_);

@@ -38,7 +38,7 @@ class ColumnParallelLinear {
             const std::vector<int64_t>& parts, bool bias, double init_std,
             const std::vector<std::string>& lora = {});
   // Shares a weight already split by rows over the group (the tied vocabulary embedding).
-  void bind_shared(const Parameter& weight, Communicator* group,
+  void bind_shared(const LayerBuild& build, const Parameter& weight, Communicator* group,
                    const SequenceParallel* sequence);
 
   void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const;
@@ -46,9 +46,11 @@ class ColumnParallelLinear {
   void forward_gelu(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& pre,
                     const Tensor& x) const;
   // dx = dy W summed over the group (overwrites; skipped when empty); parameter gradients
-  // accumulate.
+  // accumulate (the weight's later, in backward_weights, when batch.defer_weights; a LoRA
+  // adapter's always here).
   void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy,
                 const Tensor& x) const;
+  void backward_weights(Ops& ops, const Batch& batch) const;
 
  private:
   // x whole: this rank's share gathered under sequence parallelism.
@@ -68,9 +70,11 @@ class RowParallelLinear {
             double init_std, const std::string& lora = {});
   void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const;
   // dx: this rank's slice of the input gradient (overwrites). With gelu_pre given, x was
-  // gelu(gelu_pre) and dx is the gradient of gelu_pre (Linear::backward).
+  // gelu(gelu_pre) and dx is the gradient of gelu_pre (Linear::backward). The weight's
+  // gradient waits for backward_weights when batch.defer_weights.
   void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy,
                 const Tensor& x, const Tensor& gelu_pre = {}) const;
+  void backward_weights(Ops& ops, const Batch& batch) const;
 
  private:
   Linear linear_;  // its bias whole on every rank

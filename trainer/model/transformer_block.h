@@ -22,6 +22,10 @@ class TransformerBlock {
   // d_residual holds d(out) on entry and d(x) on return. dloss: each token's loss weight.
   void backward(Ops& ops, const Batch& batch, const Tensor& d_residual, const Tensor& x,
                 const BlockScratch& scratch, double dloss) const;
+  // A split backward's weight pass, after backward ran with batch.defer_weights: the linear
+  // layers' weights' gradients. The norms' (fused with their input gradients, and small) and
+  // a mixture of experts' came with the input gradients.
+  void backward_weights(Ops& ops, const Batch& batch) const;
 
   int layer() const { return layer_; }
   // The block's mixture of experts; null in a dense layer.

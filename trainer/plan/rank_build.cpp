@@ -5,6 +5,8 @@
 #include "base/check.h"
 #include "trainer/config/pipeline_layers.h"
 #include "trainer/parallel/pipeline_schedule.h"
+#include "trainer/parallel/pipeline_timeline.h"
+#include "trainer/parallel/zero_bubble_schedule.h"
 
 namespace kiln {
 
@@ -60,9 +62,30 @@ std::vector<PipelineChunk> stage_chunks(const Config& config, const ParallelLayo
   return chunks;
 }
 
+namespace {
+bool zero_bubble(const Config& config, const ParallelLayout& layout) {
+  return config.parallel.schedule == "zb-h1" && layout.pp() > 1;
+}
+}  // namespace
+
+PipelineSchedule stage_schedule(const Config& config, const ParallelLayout& layout, int stage) {
+  const int pp = layout.pp(), m = micro_batches_per_step(config, layout);
+  if (!zero_bubble(config, layout)) return pipeline_schedule(pp, layout.vpp(), stage, m);
+  const std::vector<PipelineSchedule> ranks = zero_bubble_schedules(ZeroBubble::H1, pp, m);
+  check_pipeline_schedules(ranks, zero_bubble_placement(ZeroBubble::H1, pp), m);
+  return ranks[static_cast<size_t>(stage)];
+}
+
+double schedule_bubble(const Config& config, const ParallelLayout& layout) {
+  const int pp = layout.pp(), m = micro_batches_per_step(config, layout);
+  if (!zero_bubble(config, layout)) return pipeline_bubble(pp, layout.vpp(), m);
+  return play_pipeline(zero_bubble_schedules(ZeroBubble::H1, pp, m), zero_bubble_placement(ZeroBubble::H1, pp), m)
+      .bubble();
+}
+
 int activation_slots(const Config& config, const ParallelLayout& layout, int stage) {
   if (layout.pp() == 1) return 1;
-  return pipeline_slots(pipeline_schedule(layout.pp(), layout.vpp(), stage, micro_batches_per_step(config, layout)));
+  return pipeline_slots(stage_schedule(config, layout, stage));
 }
 
 ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, const RankGroups& groups, int stage) {
@@ -82,6 +105,7 @@ ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, 
   split.shard_values = split.shard_units && shard == ShardLevel::Parameters;
   split.shard_per_step = config.parallel.shard_per_step;
   split.sequence_parallel = config.parallel.sequence_parallel;
+  split.split_backward = zero_bubble(config, layout);
   split.chunks = stage_chunks(config, layout, stage);
   split.expert = groups.expert;
   split.context = groups.context;

@@ -13,6 +13,7 @@
 #include "trainer/model/model_split.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/parallel/layout.h"
+#include "trainer/parallel/pipeline_schedule.h"
 
 namespace kiln {
 
@@ -48,7 +49,16 @@ ParallelLayout parallel_layout(const Config& config, int world_size);
 std::vector<PipelineChunk> virtual_stages(const Config& config, const ParallelLayout& layout);
 // The virtual stages pipeline stage `stage` holds (empty at pp 1: the whole model).
 std::vector<PipelineChunk> stage_chunks(const Config& config, const ParallelLayout& layout, int stage);
-// The micro-batches whose activations the stage keeps at once: its schedule's widest span.
+// What pipeline stage `stage` runs in a step, by parallel.schedule: Megatron's 1F1B (or its
+// interleaved form), or ZB-H1 (trainer/parallel/zero_bubble_schedule.h), whose every rank's
+// schedule passes check_pipeline_schedules first. Interleaving refuses a step it cannot
+// schedule.
+PipelineSchedule stage_schedule(const Config& config, const ParallelLayout& layout, int stage);
+// The fraction of a step the pipeline's ranks idle under that schedule, from the schedules
+// played out (pipeline_timeline.h).
+double schedule_bubble(const Config& config, const ParallelLayout& layout);
+// The micro-batches whose activations the stage keeps at once: its schedule's widest span
+// (under ZB-H1 until a micro-batch's weights' gradient).
 int activation_slots(const Config& config, const ParallelLayout& layout, int stage);
 ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, const RankGroups& groups, int stage);
 OptimizerGroups rank_optimizer_groups(const Config& config, const ParallelLayout& layout, const RankGroups& groups);

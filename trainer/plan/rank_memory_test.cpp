@@ -76,6 +76,10 @@ std::vector<MemoryCase> cases() {
       {"tp2", 2, {"parallel.tp=2"}},
       {"tp2_sequence_parallel", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}},
       {"pp2_vpp2", 2, {"parallel.pp=2", "parallel.vpp=2"}},
+      // The weight passes' copies of the linear layers' inputs and output gradients.
+      {"pp2_zb_h1", 2, {"parallel.pp=2", "parallel.schedule=zb-h1"}},
+      {"tp2_sequence_parallel_pp2_zb_h1", 4,
+       {"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.pp=2", "parallel.schedule=zb-h1"}},
       {"pp4_uneven", 4, {"model.n_layer=6", "parallel.pp=4", "parallel.first_stage_layers=3",
                          "parallel.last_stage_layers=1"}},
       {"dp2_distributed_optimizer", 2, {"parallel.distributed_optimizer=true"}},

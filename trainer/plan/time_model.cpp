@@ -162,7 +162,7 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
 
   StepPrediction p;
   const int micro_batches = micro_batches_per_step(config, layout);
-  const double bubble = pipeline_bubble(pp, layout.vpp(), micro_batches);
+  const double bubble = schedule_bubble(config, layout);
   // The stage works m micro-batches; the bubble idles it (pp - 1) / vpp of them more.
   p.compute_s = micro_batches * per_micro.compute_s;
   p.tensor_s = micro_batches * per_micro.tensor_s;

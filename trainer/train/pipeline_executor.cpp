@@ -52,9 +52,14 @@ PipelineTimes PipelineExecutor::run(const PipelineSchedule& schedule, double dlo
   for (const PipelineStep& step : schedule.steps) {
     const int micro = step.micro_batch, slot = micro % model_.slots();
     const PipelineChunk& chunk = model_.chunk(step.chunk);
-    KILN_CHECK(step.pass == PipelinePass::Forward || step.pass == PipelinePass::Backward,
-               "pipeline: a schedule that splits the backward does not run yet");
-    if (step.forward()) {
+    if (step.pass == PipelinePass::WeightGradient) {
+      // The weights' gradients of a backward whose input gradient ran earlier: local, no
+      // transfer. The data-parallel buckets wait for the step's end (they have no order to
+      // follow when the weight passes come late).
+      const Clock::time_point start = Clock::now();
+      model_.backward_weights(slot, step.chunk);
+      end_phase(times.bwd_ms, start);
+    } else if (step.forward()) {
       if (step.chunk == 0) {
         const Clock::time_point start = Clock::now();
         load(micro, slot);
@@ -77,7 +82,8 @@ PipelineTimes PipelineExecutor::run(const PipelineSchedule& schedule, double dlo
         gradients_from_next_->recv(model_.residual_gradient(slot), peer(*gradients_from_next_), 0);
       // A chunk's backwards take the micro-batches in order, and the last micro-batch goes
       // through the chunks last to first, as the flat gradient buffer holds them.
-      model_.backward(dloss, slot, micro == last_micro ? gradients_ready : nullptr, step.chunk);
+      if (step.pass == PipelinePass::InputGradient) model_.backward_input(dloss, slot, step.chunk);
+      else model_.backward(dloss, slot, micro == last_micro ? gradients_ready : nullptr, step.chunk);
       if (!chunk.embedding)
         sends_.push_back(gradients_to_previous_->start_send(model_.residual_gradient(slot),
                                                             peer(*gradients_to_previous_), 0));

@@ -65,10 +65,9 @@ Trainer::Trainer(const Config& config, Communicator& world, const RecordOptions&
       layout_(parallel_layout(config_, world.size())),
       coordinates_(layout_.coordinates(world.rank())) {
   for (const std::string& warning : fit_to_steps(config_.train)) fmt::print(out_, "kiln: warning: {}\n", warning);
-  const int accum = micro_batches_per_step(config_, layout_);
   KILN_CHECK(!config_.data.paths.empty(), "data.paths is empty: name at least one dataset prefix");
   // Before anything is allocated or joined: interleaving refuses a step it cannot schedule.
-  PipelineSchedule schedule = pipeline_schedule(layout_.pp(), layout_.vpp(), coordinates_.pp, accum);
+  PipelineSchedule schedule = stage_schedule(config_, layout_, coordinates_.pp);
   backend_ = std::make_unique<RankBackend>(config_, layout_, world_, out_);
   Ops& ops = backend_->ops();
   probe_ = std::make_unique<SystemProbe>(ops, backend_->gpu());

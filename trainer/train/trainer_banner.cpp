@@ -41,8 +41,10 @@ void print_pipeline(std::FILE* out, const Config& config, const ParallelLayout& 
   fmt::print(out, "kiln: pipeline of {} stages{}, {} schedule over {} micro-batches: bubble "
                    "{:.1f}% of each step; {}{}\n",
              pp, vpp > 1 ? fmt::format(" x {} virtual", vpp) : std::string(),
-             vpp > 1 ? "interleaved 1F1B" : "1F1B", accum,
-             100.0 * pipeline_bubble(pp, vpp, accum), stages,
+             p.schedule == "zb-h1" ? "ZB-H1 (each backward split in the input's gradient and the weights')"
+             : vpp > 1             ? "interleaved 1F1B"
+                                   : "1F1B",
+             accum, 100.0 * schedule_bubble(config, layout), stages,
              vpp > 1 ? fmt::format(" (virtual stage v on stage v mod {})", pp) : std::string());
   if (p.first_stage_layers > 0 || p.last_stage_layers > 0)
     fmt::print(out, "kiln: uneven pipeline split: parallel.first_stage_layers={}, "
