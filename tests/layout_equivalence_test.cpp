@@ -266,6 +266,9 @@ INSTANTIATE_TEST_SUITE_P(
                " --set parallel.pp=4 --set parallel.schedule=zb-h1 --set parallel.first_stage_layers=2"
                " --set parallel.last_stage_layers=1",
                kLlama + " --set model.n_layer=7"},
+        // Small buckets: their reductions start one by one in the last micro-batch's weight pass.
+        Layout{"pp2_dp2_zb_h1", 4, " --set parallel.pp=2 --set parallel.schedule=zb-h1 --set parallel.ddp_bucket_size=5000",
+               ""},
         Layout{"pp2_dp2_distributed_optimizer_zb_h1", 4,
                " --set parallel.pp=2 --set parallel.schedule=zb-h1 --set parallel.distributed_optimizer=true", ""},
         Layout{"llama_tp2_sequence_parallel_pp2_zb_h1_recompute_full", 4,

@@ -522,16 +522,27 @@ void GptModel::embedding_backward(const Batch& batch, const Tensor& d_embedded) 
                           batch.of(slot_[static_cast<size_t>(batch.slot)].local_tokens), d_embedded, batch.positions);
 }
 
-void GptModel::backward_weights(int slot, int chunk) {
+void GptModel::backward_weights(int slot, int chunk, const std::function<void(int64_t)>& gradients_ready) {
   KILN_CHECK(split_.split_backward, "backward_weights: the model was laid out without ModelSplit::split_backward");
+  const std::vector<int64_t>& ready_after = ready_after_[static_cast<size_t>(chunk)];
+  size_t done = 0;
+  const auto ready = [&] {
+    if (gradients_ready) gradients_ready(ready_after[done++]);
+  };
   const size_t s = static_cast<size_t>(slot);
   const Batch& batch = batch_[s];
   const PipelineChunk& c = chunks_[static_cast<size_t>(chunk)];
   // In backward's order, so that each gradient adds up as it does there (the tied output
-  // layer's before the embedding's).
-  if (c.head) lm_head_.backward_weights(ops_, batch);
+  // layer's before the embedding's), and the flat buffer's leading part is final first.
+  if (c.head) {
+    lm_head_.backward_weights(ops_, batch);
+    ready();
+  }
   const size_t first = first_block_[static_cast<size_t>(chunk)];
-  for (size_t l = static_cast<size_t>(c.layers()); l-- > 0;) blocks_[first + l].backward_weights(ops_, batch);
+  for (size_t l = static_cast<size_t>(c.layers()); l-- > 0;) {
+    blocks_[first + l].backward_weights(ops_, batch);
+    ready();
+  }
   if (c.embedding && !wte_.frozen) embedding_backward(batch, batch.of(kept_embedding_grad_[s]));
 }
 

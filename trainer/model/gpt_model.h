@@ -98,10 +98,10 @@ class GptModel {
   // The same backward in two (ModelSplit::split_backward; the zero-bubble schedules): the
   // input's gradient, leaving the gradient of the chunk's input as backward does, with the
   // norms' and the experts' parameter gradients; then, later, the linear layers' weights' and
-  // the embedding's from the copies the first kept in the slot. Together they add what
-  // backward adds.
+  // the embedding's from the copies the first kept in the slot, telling gradients_ready as
+  // backward does. Together they add what backward adds.
   void backward_input(double dloss, int slot = 0, int chunk = 0);
-  void backward_weights(int slot = 0, int chunk = 0);
+  void backward_weights(int slot = 0, int chunk = 0, const std::function<void(int64_t)>& gradients_ready = {});
   // Zeroes the gradients (sharded in units, the whole-step units' windows: the blocks'
   // are zeroed as each backward starts).
   void zero_grad();

@@ -52,6 +52,16 @@ TEST(ZeroBubbleSchedule, TheWeightGradientsFillTheBubble) {
     }
 }
 
+// The executor hands the data-parallel buckets the last micro-batch's weight pass, which
+// finishes the step's gradients only if nothing comes after it.
+TEST(ZeroBubbleSchedule, EveryZbH1RankEndsWithTheLastMicroBatchsWeightGradient) {
+  for (int pp = 2; pp <= 8; ++pp)
+    for (int m = 1; m <= 16; ++m)
+      for (const PipelineSchedule& rank : zero_bubble_schedules(ZeroBubble::H1, pp, m))
+        EXPECT_EQ(rank.steps.back(), (PipelineStep{PipelinePass::WeightGradient, m - 1, 0}))
+            << "pp " << pp << ", " << m << " micro-batches";
+}
+
 TEST(ZeroBubbleSchedule, TheLastRankOfZbH1RunsForwardInputWeight) {
   // Holding one micro-batch at a time, the last rank frees each before the next.
   const PipelineSchedule last = zero_bubble_schedules(ZeroBubble::H1, 4, 3)[3];

@@ -54,10 +54,10 @@ PipelineTimes PipelineExecutor::run(const PipelineSchedule& schedule, double dlo
     const PipelineChunk& chunk = model_.chunk(step.chunk);
     if (step.pass == PipelinePass::WeightGradient) {
       // The weights' gradients of a backward whose input gradient ran earlier: local, no
-      // transfer. The data-parallel buckets wait for the step's end (they have no order to
-      // follow when the weight passes come late).
+      // transfer. The last micro-batch's finish the step's gradients (its input gradient
+      // finished the norms' and the experts' before), so the buckets follow it.
       const Clock::time_point start = Clock::now();
-      model_.backward_weights(slot, step.chunk);
+      model_.backward_weights(slot, step.chunk, micro == last_micro ? gradients_ready : nullptr);
       end_phase(times.bwd_ms, start);
     } else if (step.forward()) {
       if (step.chunk == 0) {
