@@ -104,6 +104,8 @@ inline constexpr MetricField kMetricFields[] = {
      "", "kiln_trained_tokens", "Tokens of the step's global batch that the loss trained on (not masked)."},
     {"shard_ms", &MetricRow::shard_ms, "ms", RankSpread::PerRank, 19, 14, kInTimeWithin | kInCompareChoice | kInRanks, 2,
      "", "", "Of fwd_ms and bwd_ms, waiting for sharded data parallelism's gathers and reductions."},
+    {"pipe_ms", &MetricRow::pipe_ms, "ms", RankSpread::PerRank, 20, 15, kInTimeWithin | kInCompareChoice | kInRanks, 2,
+     "", "", "Of fwd_ms and bwd_ms, a pipeline stage waiting for its neighbours' activations and gradients."},
 };
 
 // The field named `name`, or nullptr.

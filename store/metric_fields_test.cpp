@@ -80,10 +80,10 @@ TEST_F(MetricFieldsTest, JsonAndCsvCarryEveryFieldInTheListsOrder) {
   // The export's columns as users' scripts know them: the list's order is this order.
   EXPECT_EQ(metrics_csv_header(),
             "run,step,rank,time,tokens,loss,lr,grad_norm,tokens_per_s,tflops,mfu,mem_used,mem_peak,"
-            "fwd_ms,bwd_ms,opt_ms,comm_ms,data_ms,loss_scale,skipped_steps,a2a_ms,trained_tokens,shard_ms");
+            "fwd_ms,bwd_ms,opt_ms,comm_ms,data_ms,loss_scale,skipped_steps,a2a_ms,trained_tokens,shard_ms,pipe_ms");
   std::string line;
   append_metrics_csv_line(line, "r", row);
-  EXPECT_EQ(line, "r,1,2,3.5,4,5.5,6.5,7.5,8.5,9.5,10.5,11,12,13.5,14.5,15.5,16.5,17.5,18.5,19,20.5,21,22.5\n");
+  EXPECT_EQ(line, "r,1,2,3.5,4,5.5,6.5,7.5,8.5,9.5,10.5,11,12,13.5,14.5,15.5,16.5,17.5,18.5,19,20.5,21,22.5,23.5\n");
 }
 
 TEST_F(MetricFieldsTest, BlocksKeepTheirKeysInTheOrderOnDisk) {
@@ -91,7 +91,7 @@ TEST_F(MetricFieldsTest, BlocksKeepTheirKeysInTheOrderOnDisk) {
   const std::vector<std::string_view> on_disk = {
       "loss",   "lr",     "grad_norm", "tokens_per_s", "tflops",   "mfu",        "fwd_ms",        "bwd_ms", "opt_ms",
       "comm_ms", "data_ms", "mem_used", "mem_peak",     "loss_scale", "skipped_steps", "tokens", "time",   "a2a_ms", "trained_tokens",
-      "shard_ms"};
+      "shard_ms", "pipe_ms"};
   const auto keys = metric_keys();
   EXPECT_EQ(std::vector<std::string_view>(keys.begin(), keys.end()), on_disk);
   // Every field but the row's key (step, rank) is rolled up, with the value the store reads.
@@ -118,8 +118,9 @@ TEST_F(MetricFieldsTest, AVersionsNewColumnsComeFromTheList) {
   EXPECT_EQ(metric_columns_added_in(5), "ALTER TABLE metrics ADD COLUMN a2a_ms REAL;\n" + empty_aggregate);
   EXPECT_EQ(metric_columns_added_in(10), "ALTER TABLE metrics ADD COLUMN trained_tokens INTEGER;\n" + empty_aggregate);
   EXPECT_EQ(metric_columns_added_in(14), "ALTER TABLE metrics ADD COLUMN shard_ms REAL;\n" + empty_aggregate);
+  EXPECT_EQ(metric_columns_added_in(15), "ALTER TABLE metrics ADD COLUMN pipe_ms REAL;\n" + empty_aggregate);
   for (int version = 1; version <= schema_version(); ++version)
-    if (version != 5 && version != 10 && version != 14) {
+    if (version != 5 && version != 10 && version != 14 && version != 15) {
       EXPECT_EQ(metric_columns_added_in(version), "") << version;
     }
 }
@@ -137,7 +138,7 @@ TEST_F(MetricFieldsTest, TheServedListNamesEachFieldAndItsViews) {
   };
   EXPECT_EQ(in("run_chart"), (std::vector<std::string>{"loss", "lr", "grad_norm", "tokens_per_s", "mfu", "mem_used"}));
   EXPECT_EQ(in("time_split"), (std::vector<std::string>{"fwd_ms", "bwd_ms", "opt_ms", "comm_ms", "data_ms"}));
-  EXPECT_EQ(in("time_within"), (std::vector<std::string>{"a2a_ms", "shard_ms"}));
+  EXPECT_EQ(in("time_within"), (std::vector<std::string>{"a2a_ms", "shard_ms", "pipe_ms"}));
   for (const MetricField& f : kMetricFields)
     if (f.views & (kInRunChart | kInCompareGrid)) {
       EXPECT_FALSE(f.title.empty()) << f.name << " is charted without a title";

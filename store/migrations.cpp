@@ -398,8 +398,13 @@ CREATE TABLE rewound_losses (
 // metric list (`since` 14), which migrate() adds with its blocks' aggregate.
 constexpr const char* kV14 = "";
 
-constexpr Migration kMigrations[] = {{kV1}, {kV2}, {kV3}, {kV4}, {kV5}, {kV6},  {kV7},
-                                     {kV8}, {kV9}, {kV10}, {kV11}, {kV12}, {kV13}, {kV14}};
+// Version 14 -> 15: the time a pipeline stage waited for its neighbours in each metric row
+// (metrics.pipe_ms, parallel.pp > 1: the schedule's bubble as measured, with the transfers),
+// a metric column from the one metric list (`since` 15).
+constexpr const char* kV15 = "";
+
+constexpr Migration kMigrations[] = {{kV1}, {kV2},  {kV3},  {kV4},  {kV5},  {kV6},  {kV7}, {kV8},
+                                     {kV9}, {kV10}, {kV11}, {kV12}, {kV13}, {kV14}, {kV15}};
 
 }  // namespace
 

@@ -148,6 +148,7 @@ struct MetricRow {
   double data_ms = kNoValue;        // waiting for the next batch
   double a2a_ms = kNoValue;         // of fwd_ms and bwd_ms, expert parallelism's all-to-alls
   double shard_ms = kNoValue;       // of fwd_ms and bwd_ms, sharded units' gathers and reductions
+  double pipe_ms = kNoValue;        // of fwd_ms and bwd_ms, a pipeline stage waiting for its neighbours
   std::optional<int64_t> mem_used;  // device memory in use at the end of the step
   std::optional<int64_t> mem_peak;  // peak device memory so far
   double loss_scale = kNoValue;     // fp16 dynamic loss scale

@@ -206,14 +206,30 @@ TEST(TrainStore, AnMoeRunRecordsEveryLayersExpertLoadsFromEveryStage) {
   }
 }
 
+// A two-layer run of two ranks with `settings`, recorded in a fresh store as `name`: what it
+// printed and its latest metric rows, rank by rank.
+struct TwoRankRun {
+  CommandResult result;
+  std::vector<store::MetricRow> latest;
+};
+TwoRankRun two_rank_run(const std::string& name, const std::string& settings) {
+  const std::string dir = fresh_dir("train_store_" + name);
+  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
+  TwoRankRun run;
+  run.result = run_command(mpirun_command(2) + kiln + " train --store " + path + " --name " + name +
+                           small_run(prefix) + " --set model.n_layer=2" + settings);
+  if (run.result.exit_code != 0) return run;
+  auto db = store::open_store(path, Access::ReadOnly);
+  run.latest = store::run_details(*db, store::resolve_run(*db, name)).latest;
+  return run;
+}
+
 TEST(TrainStore, AFullyShardedRunSaysSoAndRecordsItsExposedGathers) {
   // Two ranks sharding the weights: the banner says what is sharded, each rank's rows hold
   // the time its gathers and reductions were waited for (within forward and backward), and
   // the end of the run samples nothing, the weights being whole a block at a time.
-  const std::string dir = fresh_dir("train_store_sharded");
-  const std::string prefix = prepare_corpus(dir), path = dir + "/runs.db";
-  const CommandResult r = run_command(mpirun_command(2) + kiln + " train --store " + path + " --name zero3" +
-                                      small_run(prefix) + " --set model.n_layer=2 --set parallel.shard=parameters");
+  const TwoRankRun run = two_rank_run("zero3", " --set parallel.shard=parameters");
+  const CommandResult& r = run.result;
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("kiln: sharded data parallelism (parallel.shard=parameters): each of 2 ranks keeps 1/2 of "
                           "the parameters, gradients and the optimizer state, in 4 units; each block gathered "
@@ -224,13 +240,29 @@ TEST(TrainStore, AFullyShardedRunSaysSoAndRecordsItsExposedGathers) {
   EXPECT_NE(r.output.find("kiln: no sample: each rank holds 1/2 of the weights (parallel.shard=parameters);"),
             std::string::npos)
       << r.output;
-  auto db = store::open_store(path, Access::ReadOnly);
-  const std::vector<store::MetricRow> latest = store::run_details(*db, store::resolve_run(*db, "zero3")).latest;
-  ASSERT_EQ(latest.size(), 2u);
-  for (const store::MetricRow& row : latest) {
+  ASSERT_EQ(run.latest.size(), 2u);
+  for (const store::MetricRow& row : run.latest) {
     EXPECT_GE(row.shard_ms, 0.0) << "rank " << row.rank;
     EXPECT_LT(row.shard_ms, row.fwd_ms + row.bwd_ms) << "rank " << row.rank;
     EXPECT_TRUE(std::isnan(row.a2a_ms)) << "rank " << row.rank;
+    EXPECT_TRUE(std::isnan(row.pipe_ms)) << "rank " << row.rank;  // no pipeline
+  }
+}
+
+TEST(TrainStore, APipelineRunRecordsEachStagesWaitForItsNeighbours) {
+  // Two stages under ZB-H1: each rank's rows hold the time it waited in receives from the other
+  // stage, within its forward and backward time; the last stage waits for activations at the
+  // start of every step, so its wait is above zero.
+  const TwoRankRun run = two_rank_run("zb", " --set parallel.pp=2 --set parallel.schedule=zb-h1");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  ASSERT_EQ(run.latest.size(), 2u);
+  for (const store::MetricRow& row : run.latest) {
+    EXPECT_GE(row.pipe_ms, 0.0) << "rank " << row.rank;
+    EXPECT_LT(row.pipe_ms, row.fwd_ms + row.bwd_ms) << "rank " << row.rank;
+    EXPECT_TRUE(std::isnan(row.shard_ms)) << "rank " << row.rank;
+    if (row.rank == 1) {
+      EXPECT_GT(row.pipe_ms, 0.0);
+    }
   }
 }
 

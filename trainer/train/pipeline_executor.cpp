@@ -66,8 +66,11 @@ PipelineTimes PipelineExecutor::run(const PipelineSchedule& schedule, double dlo
         end_phase(times.data_ms, start);
       }
       const Clock::time_point start = Clock::now();
-      if (!chunk.embedding)
+      if (!chunk.embedding) {
+        const Clock::time_point wait = Clock::now();
         activations_from_previous_->recv(model_.chunk_input(slot, step.chunk), peer(*activations_from_previous_), 0);
+        times.wait_ms += ms_since(wait);
+      }
       const double loss = model_.forward(slot, step.chunk);
       if (chunk.head) {
         on_loss(micro, slot, loss);
@@ -78,8 +81,11 @@ PipelineTimes PipelineExecutor::run(const PipelineSchedule& schedule, double dlo
       end_phase(times.fwd_ms, start);
     } else {
       const Clock::time_point start = Clock::now();
-      if (!chunk.head)
+      if (!chunk.head) {
+        const Clock::time_point wait = Clock::now();
         gradients_from_next_->recv(model_.residual_gradient(slot), peer(*gradients_from_next_), 0);
+        times.wait_ms += ms_since(wait);
+      }
       // A chunk's backwards take the micro-batches in order, and the last micro-batch goes
       // through the chunks last to first, as the flat gradient buffer holds them.
       if (step.pass == PipelinePass::InputGradient) model_.backward_input(dloss, slot, step.chunk);

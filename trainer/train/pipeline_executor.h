@@ -29,6 +29,7 @@ struct PipelineTimes {
   double data_ms = 0;
   double fwd_ms = 0;
   double bwd_ms = 0;
+  double wait_ms = 0;  // of fwd_ms and bwd_ms, in receives from the neighbouring stages
 };
 
 class PipelineExecutor {

@@ -73,6 +73,7 @@ store::MetricRow StepMetrics::metric_row(int64_t step, double loss, double lr, d
   row.data_ms = times.data_ms;
   if (layout_.ep() > 1) row.a2a_ms = times.a2a_ms;
   if (times.shard_ms) row.shard_ms = *times.shard_ms;
+  if (times.pipe_ms) row.pipe_ms = *times.pipe_ms;
   if (config_.precision.dtype == "fp16") row.loss_scale = loss_scaler_.scale();
   row.skipped_steps = loss_scaler_.skipped_steps();
   row.trained_tokens = times.trained_tokens;

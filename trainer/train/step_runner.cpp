@@ -178,6 +178,7 @@ void StepRunner::pipeline_step(int64_t first_sample, const std::function<void()>
   times.bwd_ms = pipeline.bwd_ms;
   Communicator& stages = backend_.pipeline_group();
   if (stages.size() > 1) {
+    times.pipe_ms = pipeline.wait_ms;
     const Clock::time_point start = Clock::now();
     // The losses are the last stage's; every stage reports them (each read the same batches).
     stages.all_reduce(Tensor{&nats, DType::F64, {1}}, ReduceOp::Sum);

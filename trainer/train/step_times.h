@@ -20,6 +20,9 @@ struct StepTimes {
   // Of fwd_ms and bwd_ms, waiting for sharded units' gathers and reductions that the
   // computation did not hide; only where the parameters are sharded in units.
   std::optional<double> shard_ms;
+  // Of fwd_ms and bwd_ms, a pipeline stage waiting to receive its neighbours' activations and
+  // gradients (the bubble, with the transfers); only under pipeline parallelism.
+  std::optional<double> pipe_ms;
 };
 
 }  // namespace kiln
