@@ -249,7 +249,7 @@ int run(int argc, char** argv) {
   // The micro-batches go through the trainer's pipeline executor on the one-stage schedule,
   // as one rank without pipelining trains (trainer/train/step_runner.h).
   const std::unique_ptr<kiln::Communicator> one_stage = kiln::make_single_process_communicator();
-  kiln::PipelineExecutor executor(model, *one_stage);
+  kiln::PipelineExecutor executor(model, *one_stage, kiln::PipelinePlacement{});
   const kiln::PipelineSchedule schedule = kiln::pipeline_schedule(1, 1, 0, accum);
   // One step; with `split`, a sync after each phase and its time added there (the batch's
   // loading counts as forward).

@@ -15,8 +15,10 @@
 #include "base/human_format.h"
 #include "cli/runs_store.h"
 #include "store/run_queries.h"
+#include "trainer/parallel/pipeline_picture.h"
 #include "trainer/plan/checkpoint_interval.h"
 #include "trainer/plan/planner.h"
+#include "trainer/plan/rank_build.h"
 
 namespace kiln {
 namespace {
@@ -32,6 +34,7 @@ struct PlanOptions {
   bool json = false;
   bool wide = false;
   bool this_layout = false;
+  bool timeline = false;
   // The checkpoint interval's inputs (docs/resilience.md#how-often-to-checkpoint): the failure
   // rate, and a checkpoint's cost given or measured from a run in the store.
   double mtbf_hours = 0;
@@ -72,7 +75,7 @@ nlohmann::json to_json(const PlannedLayout& l) {
   nlohmann::json j = {
       {"layout", l.name},
       {"parallel", {{"tp", l.config.parallel.tp}, {"cp", l.config.parallel.cp}, {"pp", l.config.parallel.pp},
-                    {"vpp", l.config.parallel.vpp}, {"ep", l.config.parallel.ep},
+                    {"vpp", l.config.parallel.vpp}, {"schedule", l.config.parallel.schedule}, {"ep", l.config.parallel.ep},
                     {"sequence_parallel", l.config.parallel.sequence_parallel},
                     {"shard", shard_name(shard_level(l.config.parallel))}}},
       {"micro_batch", l.config.train.micro_batch},
@@ -173,7 +176,7 @@ void run_plan(const PlanOptions& o) {
   if (!o.profile.empty()) request.device = with_profile(request.device, o.profile);
   request.nodes = o.nodes;
   request.top = o.top;
-  request.search = !o.this_layout;
+  request.search = !o.this_layout && !o.timeline;
   const Plan plan = make_plan(request);
   if (o.json) {
     nlohmann::json j = {{"device", request.device.description},
@@ -206,6 +209,13 @@ void run_plan(const PlanOptions& o) {
     if (plan.too_big.size() > 5) fmt::print("  and {} more\n", plan.too_big.size() - 5);
   }
   for (const std::string& why : plan.divide_reasons) fmt::print("does not divide, e.g.: {}\n", why);
+  if (o.timeline && plan.not_dividing == 0) {
+    const ParallelLayout layout = parallel_layout(request.config, o.gpus);
+    fmt::print("\n{} schedule over {} micro-batches:\n{}", request.config.parallel.schedule,
+               micro_batches_per_step(request.config, layout),
+               draw_pipeline(pipeline_schedules(request.config, layout), pipeline_placement(request.config, layout),
+                             micro_batches_per_step(request.config, layout)));
+  }
   if (plan.fitting.empty() && plan.too_big.empty())
     fail(fmt::format("plan: no layout divides {} devices: every candidate was refused by the split's arithmetic "
                      "(above); a larger train.global_batch or another --gpus may divide",
@@ -257,6 +267,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--wide", o->wide, "Show each rank's memory by arena and the step's time by part");
   cmd->add_flag("--this-layout", o->this_layout,
                 "Predict the config's own layout (its parallel section, micro-batch and recompute) instead of searching");
+  cmd->add_flag("--timeline", o->timeline,
+                "With the config's own layout (as --this-layout): draw its pipeline schedule's step, rank by rank")
+      ->excludes("--json");
   cmd->callback([o] { run_plan(*o); });
 }
 

@@ -69,6 +69,9 @@ const std::string kLoraGpt2 =
 // number, place in the sequence and global feature), and a mask drawn apart moves the curve
 // (LoraDropoutCurve below).
 const std::string kLoraDropout = " --set finetune.lora.dropout=0.3";
+// Micro-batches of one sample, for DualPipeV's 2 pp micro-batches a rank (the validation,
+// eval_iters micro-batches, shrinks with them: the reference runs them too).
+const std::string kOneSample = " --set train.micro_batch=1";
 // Whole experts (parallel.etp=1) under tensor and sequence parallelism.
 const std::string kWholeExperts =
     " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.etp=1";
@@ -276,6 +279,36 @@ INSTANTIATE_TEST_SUITE_P(
                " --set parallel.schedule=zb-h1 --set train.recompute=full",
                kLlama},
         Layout{"moe_ep2_pp2_zb_h1", 4, " --set parallel.ep=2 --set parallel.pp=2 --set parallel.schedule=zb-h1", kMoe},
+        // The V schedules: two chunks a stage, the last stage handing its first chunk's output
+        // to its second, and the second's input gradient back, in the slot.
+        Layout{"pp2_zbv", 2, " --set parallel.pp=2 --set parallel.schedule=zbv", " --set model.n_layer=4"},
+        Layout{"llama_pp4_uneven_zbv", 4,
+               " --set parallel.pp=4 --set parallel.schedule=zbv --set parallel.first_stage_layers=2"
+               " --set parallel.last_stage_layers=1",
+               kLlama + " --set model.n_layer=9"},
+        Layout{"pp2_dp2_zbv", 4, " --set parallel.pp=2 --set parallel.schedule=zbv --set parallel.ddp_bucket_size=5000",
+               " --set model.n_layer=4"},
+        Layout{"llama_tp2_sequence_parallel_pp2_zbv_recompute_full", 4,
+               " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.pp=2"
+               " --set parallel.schedule=zbv --set train.recompute=full",
+               kLlama + " --set model.n_layer=4"},
+        Layout{"moe_ep2_pp2_zbv", 4, " --set parallel.ep=2 --set parallel.pp=2 --set parallel.schedule=zbv",
+               kMoe + " --set model.n_layer=4"},
+        Layout{"pp2_dualpipev", 2, " --set parallel.pp=2 --set parallel.schedule=dualpipev", " --set model.n_layer=4"},
+        Layout{"llama_pp4_uneven_dualpipev", 4,
+               " --set parallel.pp=4 --set parallel.schedule=dualpipev --set parallel.first_stage_layers=2"
+               " --set parallel.last_stage_layers=1",
+               kLlama + " --set model.n_layer=9" + kOneSample},
+        Layout{"pp2_dp2_distributed_optimizer_dualpipev", 4,
+               " --set parallel.pp=2 --set parallel.schedule=dualpipev --set parallel.distributed_optimizer=true",
+               " --set model.n_layer=4" + kOneSample},
+        Layout{"llama_tp2_sequence_parallel_pp2_dualpipev", 4,
+               " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.pp=2"
+               " --set parallel.schedule=dualpipev",
+               kLlama + " --set model.n_layer=4"},
+        Layout{"moe_ep2_pp2_dualpipev", 4,
+               " --set parallel.ep=2 --set parallel.pp=2 --set parallel.schedule=dualpipev",
+               kMoe + " --set model.n_layer=4" + kOneSample},
         Layout{"llama_pp2_uneven_recompute_selective", 2,
                " --set parallel.pp=2 --set parallel.first_stage_layers=1"
                " --set parallel.last_stage_layers=2 --set train.recompute=selective",
@@ -405,6 +438,8 @@ INSTANTIATE_TEST_SUITE_P(
                            " --set model.n_layer=4"},
                     Layout{"pp2_zb_h1", 2, " --set parallel.pp=2 --set parallel.schedule=zb-h1",
                            " --set model.n_layer=2"},
+                    Layout{"pp2_zbv", 2, " --set parallel.pp=2 --set parallel.schedule=zbv",
+                           " --set model.n_layer=4"},
                     Layout{"tp2_pp2_dp2", 8, " --set parallel.tp=2 --set parallel.pp=2",
                            " --set model.n_layer=2"},
                     // The selection bias moves fast enough to change choices: the resumed
@@ -501,6 +536,11 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"shard_parameters_dp4", 4, " --set parallel.shard=parameters", ""},
                     Layout{"llama_shard_parameters_dp4", 4, " --set parallel.shard=parameters", kLlama},
                     Layout{"llama_pp2_zb_h1", 2, " --set parallel.pp=2 --set parallel.schedule=zb-h1", kLlama},
+                    Layout{"llama_pp2_zbv", 2, " --set parallel.pp=2 --set parallel.schedule=zbv",
+                           kLlama + " --set model.n_layer=4"},
+                    Layout{"llama_pp4_dualpipev", 4,
+                           " --set parallel.pp=4 --set parallel.schedule=dualpipev",
+                           kLlama + " --set model.n_layer=8" + kOneSample},
                     // The experts' gradients reduce-scattered over the 2 ranks that hold them.
                     Layout{"moe_ep2_dp4_shard_parameters", 4, " --set parallel.ep=2 --set parallel.shard=parameters",
                            kMoe},

@@ -283,6 +283,9 @@ std::vector<GpuLayout> layouts() {
       {"pp2_vpp2", 2, " --set parallel.pp=2 --set parallel.vpp=2", "", ""},
       // ZB-H1: the weight passes' products from the copies the input-gradient passes kept.
       {"pp2_zb_h1", 2, " --set parallel.pp=2 --set parallel.schedule=zb-h1", "", ""},
+      // The V schedules: two chunks a stage, the last stage's hand-over on the device.
+      {"pp2_zbv", 2, " --set parallel.pp=2 --set parallel.schedule=zbv", "", ""},
+      {"pp2_dualpipev", 2, " --set parallel.pp=2 --set parallel.schedule=dualpipev", "", ""},
       // Small buckets: their reductions start one by one during the pipeline's cool-down.
       {"tp2_pp2_dp2", 8, " --set parallel.tp=2 --set parallel.pp=2 --set parallel.ddp_bucket_size=5000", "", ""},
       // Context parallelism: ring attention's CUDA blocks, the key/value heads passed around

@@ -70,6 +70,24 @@ TEST(PlanCli, TrainLayoutAutoTakesTheFastestFittingLayout) {
       << run.output;
 }
 
+TEST(PlanCli, TimelineDrawsTheConfigsOwnScheduleRankByRank) {
+  const CommandResult r =
+      run_command(kiln + " plan --gpus 2 --gpu cpu --set parallel.pp=2 --set parallel.schedule=zbv --timeline");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The tiny config's global batch of 32 in micro-batches of 8. The first rank runs forwards
+  // until micro-batch 0 comes back down the V (rank 1's two chunks, units 1 and 2), then its
+  // last chunk's forward, input gradient and weight gradient.
+  EXPECT_NE(r.output.find("layouts considered: 1 fit"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\nzbv schedule over 4 micro-batches:\nrank 0 | F0 F1 F2 f0 i0 w0"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("\nrank 1 | "), std::string::npos) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("\nbubble [0-9.]+% of the step \\([0-9]+ units\\)\n")))
+      << r.output;
+  const CommandResult json = run_command(kiln + " plan --timeline --json");
+  EXPECT_NE(json.exit_code, 0);
+  EXPECT_NE(json.output.find("kiln: error: --json excludes --timeline"), std::string::npos) << json.output;
+}
+
 TEST(PlanCli, BadInputIsOneLineAndANonZeroExit) {
   const auto error = [](const std::string& args) {
     const CommandResult r = run_command(kiln + " plan" + args);

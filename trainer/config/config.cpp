@@ -647,6 +647,14 @@ ShardLevel shard_level(const ParallelConfig& parallel) {
   return ShardLevel::None;
 }
 
+bool splits_backward(const ParallelConfig& parallel) {
+  return parallel.schedule == "zb-h1" || v_shaped(parallel);
+}
+
+bool v_shaped(const ParallelConfig& parallel) { return parallel.schedule == "zbv" || parallel.schedule == "dualpipev"; }
+
+int stage_chunk_count(const ParallelConfig& parallel) { return v_shaped(parallel) ? 2 : parallel.vpp; }
+
 namespace {
 
 // Layout rules that hold for any number of processes (Megatron checks the same at startup);
@@ -661,13 +669,16 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
   positive("parallel.timeout_s", p.timeout_s);
   one_of("parallel.device_comm", p.device_comm, {"auto", "nccl", "mpi"});
   one_of("parallel.shard", p.shard, {"none", "optimizer", "gradients", "parameters"});
-  one_of("parallel.schedule", p.schedule, {"1f1b", "zb-h1"});
+  one_of("parallel.schedule", p.schedule, {"1f1b", "zb-h1", "zbv", "dualpipev"});
   if (p.schedule == "zb-h1" && (p.pp < 2 || p.vpp > 1))
     fail("config: parallel.schedule=zb-h1 needs a pipeline of one chunk a stage (parallel.pp >= 2, parallel.vpp=1), "
          "got pp=" + show(p.pp) + ", vpp=" + show(p.vpp));
-  if (p.schedule == "zb-h1" && shard_level(p) >= ShardLevel::Gradients)
-    fail("config: parallel.schedule=zb-h1 with parallel.shard=" + p.shard + " is not supported yet: its weight "
-         "passes come after the units' gradients are reduced (set parallel.shard=optimizer or none)");
+  if (v_shaped(p) && (p.pp < 2 || p.vpp > 1))
+    fail("config: parallel.schedule=" + p.schedule + " places two chunks a stage in a V itself: it needs "
+         "parallel.pp >= 2 and parallel.vpp=1, got pp=" + show(p.pp) + ", vpp=" + show(p.vpp));
+  if (splits_backward(p) && shard_level(p) >= ShardLevel::Gradients)
+    fail("config: parallel.schedule=" + p.schedule + " with parallel.shard=" + p.shard + " is not supported yet: "
+         "its weight passes come after the units' gradients are reduced (set parallel.shard=optimizer or none)");
   at_least("parallel.shard_group", p.shard_group, 0);
   if (p.shard_group > 0 && shard_level(p) == ShardLevel::None)
     fail("config: parallel.shard_group=" + show(p.shard_group) + " needs parallel.shard (optimizer, gradients "
@@ -703,11 +714,13 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
   if (p.vpp > 1 && p.pp == 1) fail("config: parallel.vpp=" + show(p.vpp) + " needs parallel.pp > 1");
   if (p.pp == 1 && (p.first_stage_layers > 0 || p.last_stage_layers > 0))
     fail("config: parallel.first_stage_layers and parallel.last_stage_layers need parallel.pp > 1");
+  const int chunks = stage_chunk_count(p);
   if (p.first_stage_layers == 0 && p.last_stage_layers == 0) {
-    divides("parallel.pp * parallel.vpp", int64_t{p.pp} * p.vpp, "model.n_layer", m.n_layer);
+    divides(v_shaped(p) ? "2 x parallel.pp (the V's stages)" : "parallel.pp * parallel.vpp", int64_t{p.pp} * chunks,
+            "model.n_layer", m.n_layer);
   } else {
     try {
-      pipeline_layers(m.n_layer, p.pp, p.vpp, p.first_stage_layers, p.last_stage_layers);
+      pipeline_layers(m.n_layer, p.pp, chunks, p.first_stage_layers, p.last_stage_layers);
     } catch (const Error& e) {
       fail(std::string("config: ") + e.what());
     }
@@ -760,9 +773,9 @@ void validate(const Config& c) {
   validate_data(c.data, c.model);
   validate_parallel(c.parallel, c.model);
   one_of("precision.dtype", c.precision.dtype, {"fp32", "bf16", "fp16", "fp8"});
-  if (c.parallel.schedule == "zb-h1" && c.precision.dtype == "fp8")
-    fail("config: parallel.schedule=zb-h1 with precision.dtype=fp8 is not supported yet: the FP8 products "
-         "compute the weights' gradient with the input's (set parallel.schedule=1f1b)");
+  if (splits_backward(c.parallel) && c.precision.dtype == "fp8")
+    fail("config: parallel.schedule=" + c.parallel.schedule + " with precision.dtype=fp8 is not supported yet: the "
+         "FP8 products compute the weights' gradient with the input's (set parallel.schedule=1f1b)");
   one_of("precision.fp8_scaling", c.precision.fp8_scaling, {"delayed", "current"});
   at_least("precision.fp8_amax_history", c.precision.fp8_amax_history, 1);
   if (c.precision.fp8_margin < 0 || c.precision.fp8_margin > 30)

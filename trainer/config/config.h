@@ -177,7 +177,8 @@ struct ParallelConfig {
   int last_stage_layers = 0;
   // The pipeline's schedule (docs/parallelism.md#pipeline-schedules): 1f1b (Megatron's; its
   // interleaved form when vpp > 1) | zb-h1 (the zero-bubble family's: each backward split in
-  // the input's gradient and the weights', the latter filling 1F1B's cool-down).
+  // the input's gradient and the weights', the latter filling 1F1B's cool-down) | zbv (the
+  // same over two chunks a stage in a V) | dualpipev (DeepSeek-V3's, in the same V).
   std::string schedule = "1f1b";
   bool sequence_parallel = false;
   // Context parallelism: each sequence split over cp ranks (2 cp chunks, rank r holding
@@ -222,6 +223,13 @@ enum class ShardLevel { None, Optimizer, Gradients, Parameters };
 ShardLevel shard_level(const ParallelConfig& parallel);
 // The level as parallel.shard names it.
 const char* shard_name(ShardLevel level);
+
+// What parallel.schedule asks of a pipeline: each backward split in the input's gradient and
+// the weights' (zb-h1, zbv, dualpipev), and two chunks a stage in a V (zbv, dualpipev).
+bool splits_backward(const ParallelConfig& parallel);
+bool v_shaped(const ParallelConfig& parallel);
+// The model chunks each pipeline stage holds: 2 in a V, else parallel.vpp.
+int stage_chunk_count(const ParallelConfig& parallel);
 
 struct PrecisionConfig {
   // fp32 | bf16 | fp16 | fp8 (bf16 with the blocks' linear products in FP8 on a GPU of compute

@@ -441,6 +441,37 @@ TEST(Config, TheZeroBubbleScheduleAndWhatItRefuses) {
              "parallel.schedule=zb-h1 with precision.dtype=fp8 is not supported yet");
 }
 
+TEST(Config, TheVShapedSchedulesHoldTwoChunksAStage) {
+  for (const std::string schedule : {"zbv", "dualpipev"}) {
+    const std::string set = "parallel.schedule=" + schedule;
+    EXPECT_EQ(error_of({"parallel.pp=2", set, "model.n_layer=4"}), "") << schedule;
+    EXPECT_EQ(error_of({"parallel.pp=2", set, "model.n_layer=6"}),
+              "config: 2 x parallel.pp (the V's stages)=4 does not divide model.n_layer=6");
+    EXPECT_EQ(error_of({"parallel.pp=2", set, "model.n_layer=7", "parallel.first_stage_layers=2",
+                        "parallel.last_stage_layers=1"}),
+              "")
+        << schedule;
+    EXPECT_EQ(error_of({set}), "config: parallel.schedule=" + schedule +
+                                   " places two chunks a stage in a V itself: it needs parallel.pp >= 2 and "
+                                   "parallel.vpp=1, got pp=1, vpp=1");
+    EXPECT_HAS(error_of({"parallel.pp=2", "parallel.vpp=2", set, "model.n_layer=8"}), "got pp=2, vpp=2");
+    EXPECT_HAS(error_of({"parallel.pp=2", set, "model.n_layer=4", "parallel.shard=parameters"}),
+               "parallel.schedule=" + schedule + " with parallel.shard=parameters is not supported yet");
+    EXPECT_HAS(error_of({"parallel.pp=2", set, "model.n_layer=4", "precision.dtype=fp8"}),
+               "parallel.schedule=" + schedule + " with precision.dtype=fp8 is not supported yet");
+  }
+  Config v;
+  v.parallel.schedule = "dualpipev";
+  EXPECT_TRUE(splits_backward(v.parallel) && v_shaped(v.parallel));
+  EXPECT_EQ(stage_chunk_count(v.parallel), 2);
+  v.parallel.schedule = "zb-h1";
+  EXPECT_TRUE(splits_backward(v.parallel) && !v_shaped(v.parallel));
+  v.parallel.schedule = "1f1b";
+  v.parallel.vpp = 3;
+  EXPECT_FALSE(splits_backward(v.parallel));
+  EXPECT_EQ(stage_chunk_count(v.parallel), 3);
+}
+
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {

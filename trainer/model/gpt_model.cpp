@@ -189,6 +189,8 @@ void GptModel::layout() {
       for (int l = 0; l <= chunk.layers(); ++l)
         s.residual.back().push_back(build.take_share(activations_, C));
     }
+    for (int c = 0; c < chunks(); ++c)
+      if (follows_own_chunk(c)) s.handed_gradient = build.take_share(activations_, C);
     if (has_head()) {
       s.final_norm_out = build.take_share(activations_, C);
       s.logits = build.take(activations_, Vl);
@@ -558,6 +560,14 @@ Tensor GptModel::chunk_output(int slot, int chunk) const {
 
 Tensor GptModel::residual_gradient(int slot) const {
   return batch_[static_cast<size_t>(slot)].share_of(d_residual_);
+}
+
+bool GptModel::follows_own_chunk(int chunk) const {
+  return chunk > 0 && chunks_[static_cast<size_t>(chunk - 1)].end_layer == chunks_[static_cast<size_t>(chunk)].first_layer;
+}
+
+Tensor GptModel::handed_gradient(int slot) const {
+  return batch_[static_cast<size_t>(slot)].share_of(slot_[static_cast<size_t>(slot)].handed_gradient);
 }
 
 void GptModel::zero_grad() {

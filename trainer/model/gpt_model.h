@@ -121,6 +121,12 @@ class GptModel {
   Tensor chunk_input(int slot, int chunk) const;
   Tensor chunk_output(int slot, int chunk) const;
   Tensor residual_gradient(int slot) const;
+  // The V's turn (parallel.schedule=zbv|dualpipev), where chunk `chunk` follows this rank's
+  // chunk before it in the model: its input is that chunk's output, and the gradient of its
+  // input, left in residual_gradient by its backward, waits in handed_gradient (one a slot)
+  // until the chunk before's backward takes it as its output's.
+  bool follows_own_chunk(int chunk) const;
+  Tensor handed_gradient(int slot) const;
 
   // The first vocab_size logits of row `row` (= sequence * t + position) of the last
   // forward, as float. Valid until backward, which turns the logits into their gradient.
@@ -238,6 +244,7 @@ class GptModel {
     // This rank's token share (sequence_parallel.h), [B, T / parts, C]:
     // per chunk, each block's input, then the last block's output
     std::vector<std::vector<Tensor>> residual;
+    Tensor handed_gradient;  // where a chunk follows its own (follows_own_chunk)
     // On the rank with the head:
     Tensor final_norm_out;
     Tensor logits;              // [B, T, padded vocab]; becomes its own gradient in backward

@@ -16,17 +16,6 @@ namespace {
 
 using test::error_of;
 
-// The most chunks' activations a rank holds at once: from a chunk's forward to its weights'
-// gradient (or its whole backward).
-int most_chunks_held(const PipelineSchedule& s) {
-  int held = 0, most = 0;
-  for (const PipelineStep& step : s.steps) {
-    if (step.pass == PipelinePass::Forward) most = std::max(most, ++held);
-    if (step.pass == PipelinePass::WeightGradient || step.pass == PipelinePass::Backward) --held;
-  }
-  return most;
-}
-
 TEST(DualPipeVSchedule, EveryProgramPassesTheCheckAndHoldsAtMostPpPlusOneMicroBatches) {
   for (int pp = 2; pp <= 8; ++pp)
     for (int m = 2 * pp; m <= std::max(16, 2 * pp); ++m) {

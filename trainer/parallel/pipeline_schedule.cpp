@@ -62,6 +62,29 @@ int pipeline_slots(const PipelineSchedule& schedule) {
   return widest;
 }
 
+int most_chunks_held(const PipelineSchedule& schedule) {
+  int held = 0, most = 0;
+  for (const PipelineStep& step : schedule.steps) {
+    if (step.pass == PipelinePass::Forward) most = std::max(most, ++held);
+    if (step.pass == PipelinePass::WeightGradient || step.pass == PipelinePass::Backward) --held;
+  }
+  return most;
+}
+
+std::vector<bool> gradient_finishing_steps(const PipelineSchedule& schedule, int chunks) {
+  const size_t none = schedule.steps.size();
+  std::vector<size_t> last(static_cast<size_t>(chunks), none);
+  for (size_t i = 0; i < schedule.steps.size(); ++i)
+    if (!schedule.steps[i].forward()) last[static_cast<size_t>(schedule.steps[i].chunk)] = i;
+  std::vector<bool> finishing(schedule.steps.size(), false);
+  for (size_t c = 0; c < last.size(); ++c) {
+    bool later_done = last[c] != none;
+    for (size_t later = c + 1; later < last.size(); ++later) later_done = later_done && last[later] < last[c];
+    if (later_done) finishing[last[c]] = true;
+  }
+  return finishing;
+}
+
 PipelineSchedule pipeline_forwards(int vpp, int micro_batches) {
   check_pipeline_sizes(1, vpp, micro_batches);
   PipelineSchedule schedule;

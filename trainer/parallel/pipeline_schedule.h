@@ -61,8 +61,16 @@ PipelineSchedule pipeline_schedule(int pp, int vpp, int stage, int micro_batches
 // micro-batches in flight at once (pp - stage under 1F1B).
 int pipeline_slots(const PipelineSchedule& schedule);
 
+// The most chunks' activations a stage's schedule holds at once: each from its forward to its
+// weights' gradient (or its whole backward).
+int most_chunks_held(const PipelineSchedule& schedule);
+
+// Per step: whether it is the last of the step to touch its chunk's gradients while every
+// later chunk of the model, which the flat gradient buffer holds before it, finished earlier;
+// from such a step data parallelism may reduce the chunk's gradients (pipeline_executor.h).
+std::vector<bool> gradient_finishing_steps(const PipelineSchedule& schedule, int chunks);
+
 // Forwards alone, micro-batch by micro-batch and chunk by chunk (validation).
 PipelineSchedule pipeline_forwards(int vpp, int micro_batches);
-
 
 }  // namespace kiln

@@ -3,8 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 
 #include "tests/error_of.h"
+#include "trainer/parallel/dualpipev_schedule.h"
+#include "trainer/parallel/zero_bubble_schedule.h"
 
 namespace kiln {
 namespace {
@@ -108,6 +112,41 @@ TEST(PipelineSlots, CoverTheMicroBatchesInFlight) {
             held = -1;
         }
       }
+}
+
+// The data-parallel buckets overlap a chunk's reductions with the rest of the step only from a
+// step that finishes its gradients after every later chunk's: every schedule kiln makes has
+// one for each chunk.
+TEST(PipelineSchedule, EveryScheduleFinishesEachChunksGradientsInTheBuffersOrder) {
+  const auto every_chunk_finishes = [](const std::vector<PipelineSchedule>& ranks, int chunks, const std::string& what) {
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const std::vector<bool> finishing = gradient_finishing_steps(ranks[r], chunks);
+      EXPECT_EQ(std::count(finishing.begin(), finishing.end(), true), chunks) << what << ", rank " << r;
+    }
+  };
+  for (int pp = 2; pp <= 8; ++pp)
+    for (int m = 1; m <= 16; ++m) {
+      const std::string what = "pp " + std::to_string(pp) + ", " + std::to_string(m) + " micro-batches";
+      for (int vpp : {1, 2}) {
+        if (vpp > 1 && m % pp != 0) continue;
+        std::vector<PipelineSchedule> ranks;
+        for (int r = 0; r < pp; ++r) ranks.push_back(pipeline_schedule(pp, vpp, r, m));
+        every_chunk_finishes(ranks, vpp, what + ", vpp " + std::to_string(vpp));
+      }
+      every_chunk_finishes(zero_bubble_schedules(ZeroBubble::H1, pp, m), 1, what + ", zb-h1");
+      every_chunk_finishes(zero_bubble_schedules(ZeroBubble::V, pp, m), 2, what + ", zbv");
+      if (m >= 2 * pp) every_chunk_finishes(dualpipev_schedules(pp, m), 2, what + ", dualpipev");
+    }
+}
+
+TEST(PipelineSchedule, AChunkThatFinishesBeforeALaterOneLeavesItsGradientsToTheStepsEnd) {
+  // Chunk 0's last backward runs before chunk 1's: chunk 1's finishing step reports, chunk 0's
+  // (whose buffer region follows chunk 1's) does not.
+  const PipelineSchedule s{0, {{F, 0, 0}, {F, 0, 1}, {B, 0, 0}, {B, 0, 1}}};
+  EXPECT_EQ(gradient_finishing_steps(s, 2), (std::vector<bool>{false, false, false, true}));
+  const PipelineSchedule in_order{0, {{F, 0, 0}, {F, 0, 1}, {B, 0, 1}, {B, 0, 0}}};
+  EXPECT_EQ(gradient_finishing_steps(in_order, 2), (std::vector<bool>{false, false, true, true}));
+  EXPECT_EQ(most_chunks_held(in_order), 2);
 }
 
 }  // namespace

@@ -109,6 +109,7 @@ PipelineTimeline play_pipeline(const std::vector<PipelineSchedule>& ranks, const
   std::vector<size_t> next(ranks.size(), 0);
   PipelineTimeline t;
   t.busy.assign(ranks.size(), 0.0);
+  t.starts.resize(ranks.size());
   std::vector<double> free_at(ranks.size(), 0.0);
   const double share = 1.0 / at.chunks;
   for (bool progress = true; progress;) {
@@ -133,6 +134,7 @@ PipelineTimeline play_pipeline(const std::vector<PipelineSchedule>& ranks, const
         if (ready < 0) break;  // waits for another rank
         const double start = std::max(ready, free_at[static_cast<size_t>(r)]), end = start + cost * share;
         free_at[static_cast<size_t>(r)] = end;
+        t.starts[static_cast<size_t>(r)].push_back(start);
         t.busy[static_cast<size_t>(r)] += cost * share;
         t.step = std::max(t.step, end);
         if (s.pass == PipelinePass::Forward) forward(v, m) = end;

@@ -30,6 +30,7 @@ struct PipelineCosts {
 struct PipelineTimeline {
   double step = 0;            // from the first start to the last finish
   std::vector<double> busy;   // per rank, the time it computes
+  std::vector<std::vector<double>> starts;  // per rank, when each of its steps starts
   // The fraction of the step the ranks idle, on average.
   double bubble() const;
 };

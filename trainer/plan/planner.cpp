@@ -52,6 +52,7 @@ std::string does_not_divide(const Config& c, int devices) {
 std::string candidate_name(const Config& c, const ParallelLayout& layout) {
   std::string name = layout.name() + (layout.vpp() > 1 ? fmt::format(" vpp{}", layout.vpp()) : "") +
                      fmt::format(" mb{}", c.train.micro_batch);
+  if (c.parallel.schedule != "1f1b") name += " " + c.parallel.schedule;
   if (c.train.recompute != "none") name += " " + c.train.recompute;
   const ShardLevel shard = shard_level(c.parallel);
   if (shard == ShardLevel::Optimizer) name += " dist-opt";
@@ -79,6 +80,18 @@ std::vector<Config> enumerate(const Config& base, int devices, int per_node) {
         std::vector<int> eps = {1};
         for (int e = 2; m.moe.enabled() && e <= m.moe.num_experts; e *= 2)
           if (m.moe.num_experts % e == 0 && (tp * dp) % (e * tp) == 0) eps.push_back(e);
+        // The zero-bubble schedules where they run: one chunk a stage (two in a V, which needs
+        // 2 pp micro-batches under DualPipeV), no FP8, the units unsharded.
+        const auto schedules = [&](int vpp, int micro, const std::string& shard) {
+          std::vector<std::string> names = {"1f1b"};
+          if (pp == 1 || vpp > 1 || base.precision.dtype == "fp8" || shard == "gradients" || shard == "parameters")
+            return names;
+          names.push_back("zb-h1");
+          if (m.n_layer % (2 * pp) != 0) return names;
+          names.push_back("zbv");
+          if (base.train.global_batch / (int64_t{micro} * dp) >= 2 * pp) names.push_back("dualpipev");
+          return names;
+        };
         for (int vpp : vpps)
           for (int ep : eps)
             for (int micro : micro_batches)
@@ -89,20 +102,23 @@ std::vector<Config> enumerate(const Config& base, int devices, int per_node) {
                   if (level == "none" && base.parallel.shard_group > 0) continue;
                   // Units do not shard a frozen base (config.cpp).
                   if ((level == "gradients" || level == "parameters") && m.lora.enabled()) continue;
-                  Config c = base;
-                  c.parallel.tp = tp;
-                  c.parallel.cp = cp;
-                  c.parallel.pp = pp;
-                  c.parallel.vpp = vpp;
-                  c.parallel.ep = ep;
-                  c.parallel.etp = 0;
-                  c.parallel.first_stage_layers = c.parallel.last_stage_layers = 0;
-                  c.parallel.sequence_parallel = tp > 1;
-                  c.parallel.shard = shard;
-                  c.parallel.distributed_optimizer = false;
-                  c.train.micro_batch = micro;
-                  c.train.recompute = recompute;
-                  out.push_back(std::move(c));
+                  for (const std::string& schedule : schedules(vpp, micro, level)) {
+                    Config c = base;
+                    c.parallel.schedule = schedule;
+                    c.parallel.tp = tp;
+                    c.parallel.cp = cp;
+                    c.parallel.pp = pp;
+                    c.parallel.vpp = vpp;
+                    c.parallel.ep = ep;
+                    c.parallel.etp = 0;
+                    c.parallel.first_stage_layers = c.parallel.last_stage_layers = 0;
+                    c.parallel.sequence_parallel = tp > 1;
+                    c.parallel.shard = shard;
+                    c.parallel.distributed_optimizer = false;
+                    c.train.micro_batch = micro;
+                    c.train.recompute = recompute;
+                    out.push_back(std::move(c));
+                  }
                 }
       }
     }

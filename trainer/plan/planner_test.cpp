@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "tests/error_of.h"
@@ -67,6 +68,45 @@ TEST(TimeModel, MoreDevicesOfTheSameLayoutTrainFasterAndPipelinesPayTheirBubble)
   const Config piped = tiny({"parallel.pp=2"});
   const StepPrediction pp2 = predict_step(piped, ParallelLayout(piped.parallel, 2), h100, 2);
   EXPECT_GT(pp2.pipeline_s, pp2.compute_s / 4 * 0.99);
+}
+
+TEST(TimeModel, ASplitBackwardPaysItsCopiesAndIdlesLess) {
+  const DeviceSpec h100 = device_spec("h100");
+  const auto predict = [&](const std::string& schedule) {
+    const Config c = tiny({"parallel.pp=2", "parallel.schedule=" + schedule});
+    return predict_step(c, ParallelLayout(c.parallel, 2), h100, 2);
+  };
+  const StepPrediction one_f_one_b = predict("1f1b"), zb = predict("zb-h1"), zbv = predict("zbv");
+  EXPECT_GT(zb.compute_s, one_f_one_b.compute_s);
+  EXPECT_EQ(zbv.compute_s, zb.compute_s);
+  // pp 2 over 4 micro-batches: the played-out bubble is 1F1B's 20%, ZB-H1's 14.3%.
+  EXPECT_LT(zb.pipeline_s, one_f_one_b.pipeline_s);
+}
+
+TEST(Planner, RanksTheZeroBubbleSchedulesWhereTheyRun) {
+  PlanRequest r;
+  r.config = tiny();
+  r.devices = 2;
+  r.device = device_spec("h100");
+  r.top = 0;
+  const Plan plan = make_plan(r);
+  std::map<std::string, int> seen;
+  for (const PlannedLayout& l : plan.fitting) {
+    const ParallelConfig& p = l.config.parallel;
+    ++seen[p.schedule];
+    if (p.schedule == "1f1b") continue;
+    EXPECT_NE(l.name.find(" " + p.schedule), std::string::npos) << l.name;
+    EXPECT_EQ(p.pp, 2) << l.name;
+    EXPECT_EQ(p.vpp, 1) << l.name;
+    EXPECT_LT(shard_level(p), ShardLevel::Gradients) << l.name;
+    // DualPipeV takes 2 pp micro-batches or more.
+    if (p.schedule == "dualpipev") {
+      EXPECT_GE(l.config.train.global_batch / l.config.train.micro_batch, 4) << l.name;
+    }
+  }
+  for (const char* schedule : {"1f1b", "zb-h1", "zbv", "dualpipev"}) EXPECT_GT(seen[schedule], 0) << schedule;
+  r.config = tiny({"precision.dtype=fp8"});
+  for (const PlannedLayout& l : make_plan(r).fitting) EXPECT_EQ(l.config.parallel.schedule, "1f1b") << l.name;
 }
 
 TEST(Planner, RanksFittingLayoutsFastestFirstAndSaysWhyOthersCannotRun) {

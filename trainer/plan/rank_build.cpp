@@ -6,6 +6,7 @@
 #include "trainer/config/pipeline_layers.h"
 #include "trainer/parallel/pipeline_schedule.h"
 #include "trainer/parallel/pipeline_timeline.h"
+#include "trainer/parallel/dualpipev_schedule.h"
 #include "trainer/parallel/zero_bubble_schedule.h"
 
 namespace kiln {
@@ -36,50 +37,63 @@ int micro_batches_per_step(const Config& config, const ParallelLayout& layout) {
   return static_cast<int>(config.train.global_batch / (int64_t{config.train.micro_batch} * layout.dp()));
 }
 
+PipelinePlacement pipeline_placement(const Config& config, const ParallelLayout& layout) {
+  return {layout.pp(), stage_chunk_count(config.parallel), v_shaped(config.parallel)};
+}
+
 std::vector<PipelineChunk> virtual_stages(const Config& config, const ParallelLayout& layout) {
-  const int pp = layout.pp(), vpp = layout.vpp(), stages = pp * vpp;
+  const int pp = layout.pp(), chunks = stage_chunk_count(config.parallel), stages = pp * chunks;
   const ParallelConfig& p = config.parallel;
   const std::vector<int> layers =
-      pipeline_layers(config.model.n_layer, pp, vpp, p.first_stage_layers, p.last_stage_layers);
-  std::vector<PipelineChunk> chunks;
+      pipeline_layers(config.model.n_layer, pp, chunks, p.first_stage_layers, p.last_stage_layers);
+  std::vector<PipelineChunk> virtual_stage;
   int first_layer = 0;
   for (int v = 0; v < stages; ++v) {
     const int n = layers[static_cast<size_t>(v)];
-    chunks.push_back({first_layer, first_layer + n, v == 0, v == stages - 1});
+    virtual_stage.push_back({first_layer, first_layer + n, v == 0, v == stages - 1});
     first_layer += n;
   }
-  return chunks;
+  return virtual_stage;
 }
 
 std::vector<PipelineChunk> stage_chunks(const Config& config, const ParallelLayout& layout, int stage) {
-  const int pp = layout.pp();
-  if (pp == 1) return {};
-  // Virtual stage v is chunk v / pp of stage v mod pp.
-  std::vector<PipelineChunk> chunks;
+  if (layout.pp() == 1) return {};
+  const PipelinePlacement at = pipeline_placement(config, layout);
   const std::vector<PipelineChunk> all = virtual_stages(config, layout);
-  for (size_t v = 0; v < all.size(); ++v)
-    if (static_cast<int>(v) % pp == stage) chunks.push_back(all[v]);
+  std::vector<PipelineChunk> chunks;
+  for (int c = 0; c < at.chunks; ++c) chunks.push_back(all[static_cast<size_t>(at.stage_of(stage, c))]);
   return chunks;
 }
 
 namespace {
 bool zero_bubble(const Config& config, const ParallelLayout& layout) {
-  return config.parallel.schedule == "zb-h1" && layout.pp() > 1;
+  return splits_backward(config.parallel) && layout.pp() > 1;
 }
 }  // namespace
 
-PipelineSchedule stage_schedule(const Config& config, const ParallelLayout& layout, int stage) {
+std::vector<PipelineSchedule> pipeline_schedules(const Config& config, const ParallelLayout& layout) {
   const int pp = layout.pp(), m = micro_batches_per_step(config, layout);
-  if (!zero_bubble(config, layout)) return pipeline_schedule(pp, layout.vpp(), stage, m);
-  const std::vector<PipelineSchedule> ranks = zero_bubble_schedules(ZeroBubble::H1, pp, m);
-  check_pipeline_schedules(ranks, zero_bubble_placement(ZeroBubble::H1, pp), m);
-  return ranks[static_cast<size_t>(stage)];
+  std::vector<PipelineSchedule> ranks;
+  if (!zero_bubble(config, layout)) {
+    for (int stage = 0; stage < pp; ++stage) ranks.push_back(pipeline_schedule(pp, layout.vpp(), stage, m));
+    return ranks;
+  }
+  ranks = config.parallel.schedule == "dualpipev"
+              ? dualpipev_schedules(pp, m)
+              : zero_bubble_schedules(v_shaped(config.parallel) ? ZeroBubble::V : ZeroBubble::H1, pp, m);
+  check_pipeline_schedules(ranks, pipeline_placement(config, layout), m);
+  return ranks;
+}
+
+PipelineSchedule stage_schedule(const Config& config, const ParallelLayout& layout, int stage) {
+  if (!zero_bubble(config, layout))
+    return pipeline_schedule(layout.pp(), layout.vpp(), stage, micro_batches_per_step(config, layout));
+  return pipeline_schedules(config, layout)[static_cast<size_t>(stage)];
 }
 
 double schedule_bubble(const Config& config, const ParallelLayout& layout) {
-  const int pp = layout.pp(), m = micro_batches_per_step(config, layout);
-  if (!zero_bubble(config, layout)) return pipeline_bubble(pp, layout.vpp(), m);
-  return play_pipeline(zero_bubble_schedules(ZeroBubble::H1, pp, m), zero_bubble_placement(ZeroBubble::H1, pp), m)
+  return play_pipeline(pipeline_schedules(config, layout), pipeline_placement(config, layout),
+                       micro_batches_per_step(config, layout))
       .bubble();
 }
 

@@ -45,20 +45,25 @@ int micro_batches_per_step(const Config& config, const ParallelLayout& layout);
 // trainer runs them. A world the parallel section does not divide, or a global batch the
 // data-parallel ranks' micro-batches do not divide, is a kiln::Error saying so.
 ParallelLayout parallel_layout(const Config& config, int world_size);
-// The model's pp x vpp virtual stages in model order (one stage, the whole model, at pp 1).
+// Where the virtual stages sit: dealt round the stages (vpp of them each), or two a stage in a
+// V under parallel.schedule=zbv|dualpipev.
+PipelinePlacement pipeline_placement(const Config& config, const ParallelLayout& layout);
+// The model's virtual stages in model order (one stage, the whole model, at pp 1).
 std::vector<PipelineChunk> virtual_stages(const Config& config, const ParallelLayout& layout);
 // The virtual stages pipeline stage `stage` holds (empty at pp 1: the whole model).
 std::vector<PipelineChunk> stage_chunks(const Config& config, const ParallelLayout& layout, int stage);
-// What pipeline stage `stage` runs in a step, by parallel.schedule: Megatron's 1F1B (or its
-// interleaved form), or ZB-H1 (trainer/parallel/zero_bubble_schedule.h), whose every rank's
-// schedule passes check_pipeline_schedules first. Interleaving refuses a step it cannot
-// schedule.
+// What each pipeline stage runs in a step, by parallel.schedule: Megatron's 1F1B (or its
+// interleaved form), ZB-H1 or ZBV (trainer/parallel/zero_bubble_schedule.h), or DualPipeV
+// (dualpipev_schedule.h), whose schedules pass check_pipeline_schedules first. Interleaving
+// and DualPipeV refuse a step they cannot schedule.
+std::vector<PipelineSchedule> pipeline_schedules(const Config& config, const ParallelLayout& layout);
+// Pipeline stage `stage`'s.
 PipelineSchedule stage_schedule(const Config& config, const ParallelLayout& layout, int stage);
 // The fraction of a step the pipeline's ranks idle under that schedule, from the schedules
 // played out (pipeline_timeline.h).
 double schedule_bubble(const Config& config, const ParallelLayout& layout);
 // The micro-batches whose activations the stage keeps at once: its schedule's widest span
-// (under ZB-H1 until a micro-batch's weights' gradient).
+// (under the zero-bubble schedules until a micro-batch's weights' gradient).
 int activation_slots(const Config& config, const ParallelLayout& layout, int stage);
 ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, const RankGroups& groups, int stage);
 OptimizerGroups rank_optimizer_groups(const Config& config, const ParallelLayout& layout, const RankGroups& groups);

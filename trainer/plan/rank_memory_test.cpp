@@ -80,6 +80,10 @@ std::vector<MemoryCase> cases() {
       {"pp2_zb_h1", 2, {"parallel.pp=2", "parallel.schedule=zb-h1"}},
       {"tp2_sequence_parallel_pp2_zb_h1", 4,
        {"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.pp=2", "parallel.schedule=zb-h1"}},
+      // The V's: two chunks a stage, and the last stage's gradient handed between them.
+      {"pp2_zbv", 2, {"parallel.pp=2", "parallel.schedule=zbv"}},
+      {"pp2_dualpipev_uneven", 2,
+       {"model.n_layer=5", "parallel.pp=2", "parallel.schedule=dualpipev", "parallel.first_stage_layers=2"}},
       {"pp4_uneven", 4, {"model.n_layer=6", "parallel.pp=4", "parallel.first_stage_layers=3",
                          "parallel.last_stage_layers=1"}},
       {"dp2_distributed_optimizer", 2, {"parallel.distributed_optimizer=true"}},

@@ -131,7 +131,11 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
     double attention_flops = 7 * T * m.n_head * m.head_dim() * tokens * layers / tp;
     if (recompute == "full") gemm_flops += 2 * tokens * active / tp;
     if (recompute != "none") attention_flops += 2 * T * m.n_head * m.head_dim() * tokens * layers / tp;
-    const double moved = tokens * layers * d * elementwise_per_token_width(m) * b / tp + (head ? tokens * Vp * kLossPerLogit * b : 0);
+    double moved = tokens * layers * d * elementwise_per_token_width(m) * b / tp + (head ? tokens * Vp * kLossPerLogit * b : 0);
+    // A split backward (the zero-bubble schedules) copies each linear layer's input and output
+    // gradient for its weight pass, written then read: the four products' about 6 d + 2 ffn
+    // values a token, split over the tensor ranks.
+    if (splits_backward(config.parallel) && pp > 1) moved += 2 * tokens * layers * (6.0 * d + 2.0 * m.ffn_dim()) * b / tp;
     const double attention_s = attention_flops / attention;
     StepPrediction s;
     s.compute_s = gemm_flops / gemm + attention_s + moved / bandwidth +

@@ -8,14 +8,22 @@
 //
 // Sends are started and left to finish while receives wait, so a stage never waits on a
 // neighbour that waits on it: every schedule that runs to the end against the other stages'
-// dependencies (pipeline_schedule_test.cpp) runs to the end here. Each kind of transfer goes
-// one way over a link between two stages on a channel of its own (a communicator of those two
-// stages), and both stages take a channel's transfers in the same order, so they match by
-// order alone: NCCL's rule, which has no tags, and one no transfer can block across channels.
+// dependencies (check_pipeline_schedules) runs to the end here. Each kind of transfer goes one
+// way between two stages on a channel of its own (a communicator of those two stages), and
+// both stages take a channel's transfers in the same order, so they match by order alone:
+// NCCL's rule, which has no tags, and one no transfer can block across channels. Where the
+// virtual stage before a chunk is the rank's own (the V's turn on the last stage), nothing
+// moves between ranks: the model hands the activations and the gradient over in its slot.
+//
+// The data-parallel buckets hear of a chunk's gradients from its last backward or weight
+// pass of the step, when every chunk before it in the flat gradient buffer (the later chunks)
+// has finished (gradient_finishing_steps): otherwise they wait for the step's end.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "trainer/model/gpt_model.h"
@@ -34,9 +42,9 @@ struct PipelineTimes {
 
 class PipelineExecutor {
  public:
-  // pipeline: the stages of this rank's pipeline, in stage order (ParallelLayout). Opens the
-  // channels: collective over the pipeline.
-  PipelineExecutor(GptModel& model, Communicator& pipeline);
+  // pipeline: the stages of this rank's pipeline, in stage order (ParallelLayout), holding
+  // their virtual stages as `placement` says. Opens the channels: collective over the pipeline.
+  PipelineExecutor(GptModel& model, Communicator& pipeline, const PipelinePlacement& placement);
 
   // Puts micro-batch `micro` into activation slot `slot`, before its first forward here.
   using Load = std::function<void(int micro, int slot)>;
@@ -45,19 +53,25 @@ class PipelineExecutor {
 
   // Runs the schedule's steps in order, backwards from per-token losses weighted by dloss;
   // phase_end (when given) runs after each phase, so the host clock can time the device.
-  // The backwards of the step's last micro-batch, which finish each chunk's gradients,
-  // report them to gradients_ready (GptModel::backward) when it is given. Returns when
-  // every send of the step has been received.
+  // The passes that finish each chunk's gradients report them to gradients_ready
+  // (GptModel::backward) when it is given, as above. Returns when every send of the step
+  // has been received.
   PipelineTimes run(const PipelineSchedule& schedule, double dloss, const Load& load,
                     const OnLoss& on_loss, const std::function<void()>& phase_end = {},
                     const std::function<void(int64_t)>& gradients_ready = {});
 
  private:
+  // A channel's key: the stages it joins, from and to, and whether it carries gradients
+  // (from a stage to the one before it in the model) rather than activations.
+  using Link = std::pair<std::pair<int, int>, bool>;
+  // The channel at `chunk`'s input (else its output) for its activations or its gradients;
+  // null where the virtual stage on that side is this rank's own or none.
+  Communicator* channel(int chunk, bool input, bool gradient) const;
+
   GptModel& model_;
-  // This stage's channels; null where no transfer goes (before the first stage and after the
-  // last, unless interleaving goes round the ring of virtual stages).
-  std::unique_ptr<Communicator> activations_to_next_, activations_from_previous_;
-  std::unique_ptr<Communicator> gradients_to_previous_, gradients_from_next_;
+  PipelinePlacement placement_;
+  int stage_ = 0;
+  std::map<Link, std::unique_ptr<Communicator>> channels_;  // this stage's own
   std::vector<std::unique_ptr<PendingCollective>> sends_;
 };
 

@@ -41,9 +41,10 @@ RankBackend::RankBackend(const Config& config, const ParallelLayout& layout, Com
     shard_replica_group_ = join_group(layout_.shard_replica_group(rank));
   }
   const int pp = layout_.pp();
-  if (pp > 1 && config_.model.tie_embeddings) {
+  if (pp > 1 && config_.model.tie_embeddings && !v_shaped(config_.parallel)) {
     // The first and last stages of each pipeline keep their two copies of the embedding
-    // equal; the stages between are groups of their own.
+    // equal; the stages between are groups of their own. In a V the first stage holds the
+    // head too, reading the one embedding.
     const RankCoordinates coordinates = layout_.coordinates(rank);
     const int stage = coordinates.pp;
     RankCoordinates first = coordinates, last = coordinates;

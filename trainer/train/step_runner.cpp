@@ -24,7 +24,7 @@ StepRunner::StepRunner(const Config& config, const ParallelLayout& layout, RankC
       optimizer_(optimizer),
       accum_(micro_batches_per_step(config, layout)),
       schedule_(std::move(schedule)),
-      pipeline_(model, backend.pipeline_group()),
+      pipeline_(model, backend.pipeline_group(), pipeline_placement(config, layout)),
       loss_scaler_(config.precision.dtype == "fp16" ? LossScaler::dynamic() : LossScaler::none()) {
   Ops& ops = backend_.ops();
   // Without the distributed optimizer the replicas sum the dense region in buckets during
@@ -225,7 +225,7 @@ std::pair<double, double> StepRunner::evaluate() {
   const int iters = config_.train.eval_iters;
   if (units_) units_->gather_whole_step();
   pipeline_.run(
-      pipeline_forwards(layout_.vpp(), iters), 0.0,
+      pipeline_forwards(model_.chunks(), iters), 0.0,
       [&](int micro, int slot) {
         data_.fill(model_, *data_.valid(), micro * B, slot);
         bytes += data_.target_text_bytes();

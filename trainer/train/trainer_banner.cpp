@@ -24,9 +24,17 @@ std::string precision_text(const PrecisionConfig& p, Device device) {
   return fmt::format("fp8 ({}{}{})", device == Device::Cpu ? "emulated, " : "", scaling,
                      p.fp8_margin > 0 ? fmt::format(", margin {}", p.fp8_margin) : std::string());
 }
+// The schedule's name as the banner prints it.
+std::string schedule_name(const ParallelConfig& p) {
+  if (p.schedule == "zb-h1") return "ZB-H1 (each backward split in the input's gradient and the weights')";
+  if (p.schedule == "zbv") return "ZBV (zero-bubble, two chunks a stage in a V, each backward split in two)";
+  if (p.schedule == "dualpipev") return "DualPipeV (DeepSeek-V3's, two chunks a stage in a V)";
+  return p.vpp > 1 ? "interleaved 1F1B" : "1F1B";
+}
+
 // How the layers are split over the stages and the schedule's bubble.
 void print_pipeline(std::FILE* out, const Config& config, const ParallelLayout& layout, int accum) {
-  const int pp = layout.pp(), vpp = layout.vpp();
+  const PipelinePlacement at = pipeline_placement(config, layout);
   const ParallelConfig& p = config.parallel;
   std::string stages;
   const std::vector<PipelineChunk> all = virtual_stages(config, layout);
@@ -35,17 +43,16 @@ void print_pipeline(std::FILE* out, const Config& config, const ParallelLayout& 
     const std::string held =
         c.layers() == 1 ? fmt::format("layer {}", c.first_layer)
                         : fmt::format("layers {}-{}", c.first_layer, c.end_layer - 1);
-    stages += fmt::format("{}{} {}: {}{}{}", v == 0 ? "" : ", ", vpp > 1 ? "virtual stage" : "stage",
+    stages += fmt::format("{}{} {}: {}{}{}", v == 0 ? "" : ", ", at.chunks > 1 ? "virtual stage" : "stage",
                           v, held, c.embedding ? " + embedding" : "", c.head ? " + head" : "");
   }
+  const std::string where = at.v_shape      ? fmt::format(" (stage s holds virtual stages s and {} - s)", 2 * at.pp - 1)
+                            : at.chunks > 1 ? fmt::format(" (virtual stage v on stage v mod {})", at.pp)
+                                            : std::string();
   fmt::print(out, "kiln: pipeline of {} stages{}, {} schedule over {} micro-batches: bubble "
                    "{:.1f}% of each step; {}{}\n",
-             pp, vpp > 1 ? fmt::format(" x {} virtual", vpp) : std::string(),
-             p.schedule == "zb-h1" ? "ZB-H1 (each backward split in the input's gradient and the weights')"
-             : vpp > 1             ? "interleaved 1F1B"
-                                   : "1F1B",
-             accum, 100.0 * schedule_bubble(config, layout), stages,
-             vpp > 1 ? fmt::format(" (virtual stage v on stage v mod {})", pp) : std::string());
+             at.pp, at.chunks > 1 ? fmt::format(" x {} virtual", at.chunks) : std::string(), schedule_name(p), accum,
+             100.0 * schedule_bubble(config, layout), stages, where);
   if (p.first_stage_layers > 0 || p.last_stage_layers > 0)
     fmt::print(out, "kiln: uneven pipeline split: parallel.first_stage_layers={}, "
                      "parallel.last_stage_layers={}\n",
