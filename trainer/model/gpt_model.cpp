@@ -68,6 +68,8 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DTy
   for (int l = 0; l < config_.n_layer; ++l)
     if (MoeMlp* moe = experts(l)) moe->start(ops_);
   batch_.assign(static_cast<size_t>(slots_), Batch{});
+  micro_of_slot_.assign(static_cast<size_t>(slots_), 0);
+  for (int s = 0; s < slots_; ++s) micro_of_slot_[static_cast<size_t>(s)] = s;
   target_count_.assign(static_cast<size_t>(slots_), 0);
   has_targets_.assign(static_cast<size_t>(slots_), false);
 }
@@ -142,19 +144,24 @@ void GptModel::layout() {
     const PipelineChunk& chunk = chunks_[c];
     local_layers -= static_cast<size_t>(chunk.layers());
     first_block_[c] = local_layers;
+    // The chunk's layers keep their activations in its own slots.
+    LayerBuild chunk_build = block_build;
+    chunk_build.slots = chunk_slots(static_cast<int>(c));
     if (chunk.head) {
       head_unit_ = params_.begin_unit(ends);
       if (!config_.tie_embeddings)
         head = params_.add("lm_head.weight", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
       else if (head_copy)
         head = params_.add("wte", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows, true);
-      final_norm_.bind(build, "final_norm");
+      LayerBuild head_build = build;
+      head_build.slots = chunk_build.slots;
+      final_norm_.bind(head_build, "final_norm");
       ready_after_[c].push_back(params_.dense_laid_out());
     }
     for (int l = chunk.layers() - 1; l >= 0; --l) {
       block_unit_[first_block_[c] + static_cast<size_t>(l)] = params_.begin_unit(split_.shard_per_step ? UnitHold::Step : UnitHold::Turn);
       recomputed_.rewind();
-      blocks_[first_block_[c] + static_cast<size_t>(l)].bind(block_build, chunk.first_layer + l,
+      blocks_[first_block_[c] + static_cast<size_t>(l)].bind(chunk_build, chunk.first_layer + l,
                                                              rope_table_);
       ready_after_[c].push_back(params_.dense_laid_out());
     }
@@ -164,12 +171,11 @@ void GptModel::layout() {
     if (!config_.is_llama()) wpe_ = params_.add("wpe", {T, C}, Init::Normal, config_.init_std);
     wte_ = params_.add("wte", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
   }
-  // The embedding's gradient a split backward keeps for its weight pass: every token's.
-  kept_embedding_grad_.clear();
-  if (has_embedding() && weight_inputs)
-    for (int s = 0; s < slots_; ++s) kept_embedding_grad_.push_back(build.take(*weight_inputs, C));
-  if (has_head()) lm_head_.bind_shared(build, config_.tie_embeddings && !head_copy ? wte_ : head,
-                                       split_.tensor, sequence);
+  if (has_head()) {
+    LayerBuild head_build = build;
+    head_build.slots = chunk_slots(head_chunk());
+    lm_head_.bind_shared(head_build, config_.tie_embeddings && !head_copy ? wte_ : head, split_.tensor, sequence);
+  }
 
   slot_.assign(static_cast<size_t>(slots_), Slot{});
   for (Slot& s : slot_) {
@@ -184,18 +190,23 @@ void GptModel::layout() {
     }
     s.positions = activations_.take({micro_batch_, Tl}, DType::I32);
     s.key_starts = activations_.take({micro_batch_, Tl}, DType::I32);
-    for (const PipelineChunk& chunk : chunks_) {
-      s.residual.emplace_back();
-      for (int l = 0; l <= chunk.layers(); ++l)
-        s.residual.back().push_back(build.take_share(activations_, C));
-    }
     for (int c = 0; c < chunks(); ++c)
       if (follows_own_chunk(c)) s.handed_gradient = build.take_share(activations_, C);
-    if (has_head()) {
-      s.final_norm_out = build.take_share(activations_, C);
-      s.logits = build.take(activations_, Vl);
-      s.losses = build.take_stats(activations_);
-      s.lse = build.take_stats(activations_);
+  }
+  chunk_slot_.assign(chunks_.size(), {});
+  for (int c = 0; c < chunks(); ++c) {
+    const PipelineChunk& chunk = chunks_[static_cast<size_t>(c)];
+    chunk_slot_[static_cast<size_t>(c)].assign(static_cast<size_t>(chunk_slots(c)), ChunkSlot{});
+    for (ChunkSlot& a : chunk_slot_[static_cast<size_t>(c)]) {
+      for (int l = 0; l <= chunk.layers(); ++l) a.residual.push_back(build.take_share(activations_, C));
+      if (chunk.head) {
+        a.final_norm_out = build.take_share(activations_, C);
+        a.logits = build.take(activations_, Vl);
+        a.losses = build.take_stats(activations_);
+        a.lse = build.take_stats(activations_);
+      }
+      // The embedding's gradient a split backward keeps for its weight pass: every token's.
+      if (chunk.embedding && weight_inputs) a.embedding_grad = build.take(*weight_inputs, C);
     }
   }
   block_scratch_.bind(build);
@@ -362,10 +373,10 @@ int GptModel::unit_after(int chunk, size_t block) const {
 
 bool GptModel::forward_to_logits(int slot, int chunk) {
   const size_t s = static_cast<size_t>(slot);
-  const Batch& batch = batch_[s];
-  const Slot& a = slot_[s];
+  const Batch batch = chunk_batch(slot, chunk);
+  const ChunkSlot& a = chunk_slot(slot, chunk);
   const PipelineChunk& c = chunks_[static_cast<size_t>(chunk)];
-  const std::vector<Tensor>& residual = a.residual[static_cast<size_t>(chunk)];
+  const std::vector<Tensor>& residual = a.residual;
   if (c.embedding) {
     // Each tensor-parallel rank embeds the tokens of its vocabulary slice (zero rows for the
     // rest) and the sum over the group is the whole embedding; the first rank adds the
@@ -375,7 +386,7 @@ bool GptModel::forward_to_logits(int slot, int chunk) {
     const Tensor embedded = batch.share_of(residual[0]);
     const Tensor whole = sequence_parallel() ? sequence_.whole(batch) : embedded;
     if (hooks_) hooks_->before_reading(embedding_unit_, unit_after(chunk, 0));
-    ops_.embedding_forward(whole, batch.of(a.local_tokens), wte_.value,
+    ops_.embedding_forward(whole, batch.of(slot_[s].local_tokens), wte_.value,
                            positions_here ? wpe_.value : Tensor{}, batch.positions);
     if (sequence_parallel()) {
       sequence_.scatter(embedded, whole);
@@ -401,13 +412,13 @@ double GptModel::forward(int slot, int chunk) {
   if (!forward_to_logits(slot, chunk)) return 0.0;
   const size_t s = static_cast<size_t>(slot);
   const Batch& batch = batch_[s];
-  const Slot& a = slot_[s];
+  const ChunkSlot& a = chunk_slot(slot, chunk);
   double sum = 0;
   if (tp_split()) {
     const Tensor logits = batch.of(a.logits);
     sum = vocab_parallel_cross_entropy(ops_, *split_.tensor, batch.of(a.losses), batch.of(a.lse),
                                        logits.view({batch.b * batch.t, logits.shape.cols()}),
-                                       batch.of(a.local_targets), a.local_targets_host, local_vocab_);
+                                       batch.of(slot_[s].local_targets), slot_[s].local_targets_host, local_vocab_);
   } else {
     queue_cross_entropy(slot);
     sum = loss_sum(copy_to_doubles(ops_, token_losses(slot)));
@@ -421,10 +432,10 @@ double GptModel::forward(int slot, int chunk) {
 void GptModel::queue_cross_entropy(int slot) {
   const size_t s = static_cast<size_t>(slot);
   const Batch& batch = batch_[s];
-  const Slot& a = slot_[s];
+  const ChunkSlot& a = chunk_slot(slot, head_chunk());
   const Tensor logits = batch.of(a.logits);
   ops_.cross_entropy_forward(batch.of(a.losses), batch.of(a.lse),
-                             logits.view({batch.b * batch.t, logits.shape.cols()}), batch.of(a.targets),
+                             logits.view({batch.b * batch.t, logits.shape.cols()}), batch.of(slot_[s].targets),
                              config_.vocab_size);
 }
 
@@ -437,7 +448,7 @@ void GptModel::queue_forward() {
 
 Tensor GptModel::token_losses(int slot) const {
   const size_t s = static_cast<size_t>(slot);
-  return batch_[s].of(slot_[s].losses);
+  return batch_[s].of(chunk_slot(slot, head_chunk()).losses);
 }
 
 double GptModel::loss_sum(std::span<const double> losses) {
@@ -468,11 +479,11 @@ void GptModel::backward_pass(double dloss, int slot, const std::function<void(in
     if (gradients_ready) gradients_ready(ready_after[stage]);
   };
   const size_t s = static_cast<size_t>(slot);
-  Batch batch = batch_[s];
+  Batch batch = chunk_batch(slot, chunk);
   batch.defer_weights = defer_weights;
-  const Slot& a = slot_[s];
+  const ChunkSlot& a = chunk_slot(slot, chunk);
   const PipelineChunk& c = chunks_[static_cast<size_t>(chunk)];
-  const std::vector<Tensor>& residual = a.residual[static_cast<size_t>(chunk)];
+  const std::vector<Tensor>& residual = a.residual;
   const Tensor d_residual = batch.share_of(d_residual_);
   size_t done = 0;
   const size_t first = first_block_[static_cast<size_t>(chunk)];
@@ -486,7 +497,7 @@ void GptModel::backward_pass(double dloss, int slot, const std::function<void(in
     const Tensor logits = batch.of(a.logits);
     const Tensor flat_logits = logits.view({batch.b * batch.t, logits.shape.cols()});
     ops_.cross_entropy_backward(flat_logits, flat_logits, batch.of(a.lse),
-                                batch.of(a.local_targets), local_vocab_, dloss);
+                                batch.of(slot_[s].local_targets), local_vocab_, dloss);
     const Tensor d_final = batch.share_of(block_scratch_.d_norm_out);
     lm_head_.backward(ops_, batch, d_final, logits, batch.share_of(a.final_norm_out));
     ops_.fill(d_residual, 0.0);
@@ -511,17 +522,17 @@ void GptModel::backward_pass(double dloss, int slot, const std::function<void(in
   // The embedding's rows take gradients from every token: gathered whole.
   const Tensor d_embedded = sequence_parallel() ? sequence_.gather_gradient(batch, d_residual) : d_residual;
   if (defer_weights) {
-    ops_.cast(batch.of(kept_embedding_grad_[s]), d_embedded);
+    ops_.cast(batch.of(a.embedding_grad), d_embedded);
     return;
   }
   if (hooks_) hooks_->before_gradients(embedding_unit_);
-  embedding_backward(batch, d_embedded);
+  embedding_backward(slot, batch, d_embedded);
   if (hooks_) hooks_->after_gradients(embedding_unit_);
 }
 
-void GptModel::embedding_backward(const Batch& batch, const Tensor& d_embedded) {
+void GptModel::embedding_backward(int slot, const Batch& batch, const Tensor& d_embedded) {
   ops_.embedding_backward(wte_.grad, config_.is_llama() ? Tensor{} : wpe_.grad,
-                          batch.of(slot_[static_cast<size_t>(batch.slot)].local_tokens), d_embedded, batch.positions);
+                          batch.of(slot_[static_cast<size_t>(slot)].local_tokens), d_embedded, batch.positions);
 }
 
 void GptModel::backward_weights(int slot, int chunk, const std::function<void(int64_t)>& gradients_ready) {
@@ -531,8 +542,7 @@ void GptModel::backward_weights(int slot, int chunk, const std::function<void(in
   const auto ready = [&] {
     if (gradients_ready) gradients_ready(ready_after[done++]);
   };
-  const size_t s = static_cast<size_t>(slot);
-  const Batch& batch = batch_[s];
+  const Batch batch = chunk_batch(slot, chunk);
   const PipelineChunk& c = chunks_[static_cast<size_t>(chunk)];
   // In backward's order, so that each gradient adds up as it does there (the tied output
   // layer's before the embedding's), and the flat buffer's leading part is final first.
@@ -545,17 +555,34 @@ void GptModel::backward_weights(int slot, int chunk, const std::function<void(in
     blocks_[first + l].backward_weights(ops_, batch);
     ready();
   }
-  if (c.embedding && !wte_.frozen) embedding_backward(batch, batch.of(kept_embedding_grad_[s]));
+  if (c.embedding && !wte_.frozen) embedding_backward(slot, batch, batch.of(chunk_slot(slot, chunk).embedding_grad));
 }
 
 Tensor GptModel::chunk_input(int slot, int chunk) const {
-  return batch_[static_cast<size_t>(slot)].share_of(
-      slot_[static_cast<size_t>(slot)].residual[static_cast<size_t>(chunk)].front());
+  return batch_[static_cast<size_t>(slot)].share_of(chunk_slot(slot, chunk).residual.front());
 }
 
 Tensor GptModel::chunk_output(int slot, int chunk) const {
-  return batch_[static_cast<size_t>(slot)].share_of(
-      slot_[static_cast<size_t>(slot)].residual[static_cast<size_t>(chunk)].back());
+  return batch_[static_cast<size_t>(slot)].share_of(chunk_slot(slot, chunk).residual.back());
+}
+
+void GptModel::begin_micro_batch(int slot, int micro) {
+  KILN_CHECK(micro >= 0, "begin_micro_batch: a micro-batch's number is >= 0");
+  micro_of_slot_[static_cast<size_t>(slot)] = micro;
+}
+
+int GptModel::chunk_slots(int chunk) const {
+  return split_.chunk_slots.empty() ? slots_ : split_.chunk_slots[static_cast<size_t>(chunk)];
+}
+
+Batch GptModel::chunk_batch(int slot, int chunk) const {
+  Batch batch = batch_[static_cast<size_t>(slot)];
+  batch.slot = micro_of_slot_[static_cast<size_t>(slot)] % chunk_slots(chunk);
+  return batch;
+}
+
+const GptModel::ChunkSlot& GptModel::chunk_slot(int slot, int chunk) const {
+  return chunk_slot_[static_cast<size_t>(chunk)][static_cast<size_t>(chunk_batch(slot, chunk).slot)];
 }
 
 Tensor GptModel::residual_gradient(int slot) const {
@@ -582,8 +609,7 @@ void GptModel::logits_row(int64_t row, std::vector<float>& out, int slot) const 
                           "vocabulary");
   KILN_CHECK(has_embedding() && has_head(), "logits_row: this model holds one pipeline stage");
   const Batch& batch = batch_[static_cast<size_t>(slot)];
-  const Tensor logits =
-      batch.of(slot_[static_cast<size_t>(slot)].logits).view({batch.b * batch.t, config_.padded_vocab()});
+  const Tensor logits = batch.of(chunk_slot(slot, head_chunk()).logits).view({batch.b * batch.t, config_.padded_vocab()});
   const std::vector<double> full = copy_to_doubles(ops_, logits.slice(row, row + 1));
   out.assign(full.begin(), full.begin() + config_.vocab_size);
 }

@@ -97,9 +97,9 @@ class GptModel {
                 const std::function<void(int64_t)>& gradients_ready = {}, int chunk = 0);
   // The same backward in two (ModelSplit::split_backward; the zero-bubble schedules): the
   // input's gradient, leaving the gradient of the chunk's input as backward does, with the
-  // norms' and the experts' parameter gradients; then, later, the linear layers' weights' and
-  // the embedding's from the copies the first kept in the slot, telling gradients_ready as
-  // backward does. Together they add what backward adds.
+  // norms' and the routers' parameter gradients; then, later, the linear layers', the
+  // experts' and the embedding's from the copies the first kept in the slot, telling
+  // gradients_ready as backward does. Together they add what backward adds.
   void backward_input(double dloss, int slot = 0, int chunk = 0);
   void backward_weights(int slot = 0, int chunk = 0, const std::function<void(int64_t)>& gradients_ready = {});
   // Zeroes the gradients (sharded in units, the whole-step units' windows: the blocks'
@@ -121,6 +121,10 @@ class GptModel {
   Tensor chunk_input(int slot, int chunk) const;
   Tensor chunk_output(int slot, int chunk) const;
   Tensor residual_gradient(int slot) const;
+  // Pipeline stages: the micro-batch in slot `slot` is the step's `micro`-th. Each chunk keeps
+  // its activations in its own slot, micro mod its count (ModelSplit::chunk_slots); until this
+  // is called, slot s holds micro-batch s.
+  void begin_micro_batch(int slot, int micro);
   // The V's turn (parallel.schedule=zbv|dualpipev), where chunk `chunk` follows this rank's
   // chunk before it in the model: its input is that chunk's output, and the gradient of its
   // input, left in residual_gradient by its backward, waits in handed_gradient (one a slot)
@@ -185,7 +189,15 @@ class GptModel {
   void backward_pass(double dloss, int slot, const std::function<void(int64_t)>& gradients_ready, int chunk,
                      bool defer_weights);
   // The embedding's gradients (the positions' too, GPT-2's) from the gradient of its output.
-  void embedding_backward(const Batch& batch, const Tensor& d_embedded);
+  void embedding_backward(int slot, const Batch& batch, const Tensor& d_embedded);
+  // Chunk `chunk`'s count of activation slots, and the slot's batch as that chunk runs it: in
+  // its own slot of the micro-batch (begin_micro_batch).
+  int chunk_slots(int chunk) const;
+  Batch chunk_batch(int slot, int chunk) const;
+  // The chunk's activations of the slot's micro-batch.
+  struct ChunkSlot;
+  const ChunkSlot& chunk_slot(int slot, int chunk) const;
+  int head_chunk() const { return chunks() - 1; }
   // Sharded in units: the unit a chunk's forward reads at its block `block`, the head just
   // past its last block (-1: none there).
   int unit_after(int chunk, size_t block) const;
@@ -205,7 +217,6 @@ class GptModel {
   Arena scratch_{"scratch"};
   Arena recomputed_{"recomputed"};
   Arena weight_inputs_{"weight gradient inputs"};  // split_backward
-  std::vector<Tensor> kept_embedding_grad_;          // per slot, under split_backward
   size_t workspace_bytes_ = 0;
   std::unique_ptr<Fp8Products> fp8_;  // precision.dtype=fp8
 
@@ -234,6 +245,7 @@ class GptModel {
   BlockScratch block_scratch_;
   Tensor rope_table_;
   Tensor d_residual_;
+  // A micro-batch's own buffers, one set a slot.
   struct Slot {
     Tensor tokens, targets;     // [B, T] int32
     // Split over a tensor group: the ids as this rank's vocabulary slice numbers them (tokens
@@ -241,16 +253,24 @@ class GptModel {
     Tensor local_tokens, local_targets;
     std::vector<int32_t> local_targets_host;
     Tensor positions, key_starts;  // [B, T] int32: DocumentResets, when the batch has them
-    // This rank's token share (sequence_parallel.h), [B, T / parts, C]:
-    // per chunk, each block's input, then the last block's output
-    std::vector<std::vector<Tensor>> residual;
-    Tensor handed_gradient;  // where a chunk follows its own (follows_own_chunk)
-    // On the rank with the head:
+    Tensor handed_gradient;        // where a chunk follows its own (follows_own_chunk)
+  };
+  // A chunk's activations of a micro-batch, one set a chunk slot.
+  struct ChunkSlot {
+    // This rank's token share (sequence_parallel.h), [B, T / parts, C]: each block's input,
+    // then the last block's output
+    std::vector<Tensor> residual;
+    // The chunk with the head:
     Tensor final_norm_out;
     Tensor logits;              // [B, T, padded vocab]; becomes its own gradient in backward
     Tensor losses, lse;         // [B, T]
+    // The embedding's chunk, under split_backward: the gradient of its output, kept for the
+    // weight pass.
+    Tensor embedding_grad;
   };
   std::vector<Slot> slot_;
+  std::vector<std::vector<ChunkSlot>> chunk_slot_;  // [chunk][its slot]
+  std::vector<int> micro_of_slot_;                  // begin_micro_batch
   // Context parallelism: the last batch's chunks this rank keeps, on the host.
   struct ContextChunks {
     std::vector<int32_t> tokens, targets, positions, key_starts;

@@ -64,6 +64,10 @@ struct ModelSplit {
   bool split_backward = false;
   // Pipeline parallelism: this rank's virtual stages, in model order. Empty: the whole model.
   std::vector<PipelineChunk> chunks;
+  // Per chunk, the activation slots its own micro-batches take at once (pipeline_slots of its
+  // steps), which may be fewer than the model's: a chunk of a V holds its activations from its
+  // forward to its last backward pass only. Empty: the model's slots for every chunk.
+  std::vector<int> chunk_slots;
   // The expert group each MoE layer's experts are split over and its tokens traded in (null:
   // the experts have no layout of their own, ep = 1 and etp = tp). Their parameters then sit
   // in the flat buffers' expert region, summed over the expert-data-parallel ranks.

@@ -45,17 +45,20 @@ PipelineSchedule pipeline_schedule(int pp, int vpp, int stage, int micro_batches
   return schedule;
 }
 
-int pipeline_slots(const PipelineSchedule& schedule) {
+int pipeline_slots(const PipelineSchedule& schedule, int chunk) {
   // A micro-batch is in flight from its first step until its last.
+  std::vector<PipelineStep> steps;
+  for (const PipelineStep& step : schedule.steps)
+    if (chunk < 0 || step.chunk == chunk) steps.push_back(step);
   std::vector<size_t> last;
-  for (size_t i = 0; i < schedule.steps.size(); ++i) {
-    const auto micro = static_cast<size_t>(schedule.steps[i].micro_batch);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto micro = static_cast<size_t>(steps[i].micro_batch);
     if (last.size() <= micro) last.resize(micro + 1, 0);
     last[micro] = i;
   }
   int oldest = 0, newest = -1, widest = 1;
-  for (size_t i = 0; i < schedule.steps.size(); ++i) {
-    newest = std::max(newest, schedule.steps[i].micro_batch);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    newest = std::max(newest, steps[i].micro_batch);
     widest = std::max(widest, newest - oldest + 1);
     while (oldest <= newest && last[static_cast<size_t>(oldest)] <= i) ++oldest;
   }

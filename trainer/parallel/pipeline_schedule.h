@@ -58,8 +58,9 @@ PipelineSchedule pipeline_schedule(int pp, int vpp, int stage, int micro_batches
 
 // Activation slots a stage's schedule needs: a micro-batch holds its slot from its first
 // step to its last, and micro-batch i takes slot i % slots; this is the widest span of
-// micro-batches in flight at once (pp - stage under 1F1B).
-int pipeline_slots(const PipelineSchedule& schedule);
+// micro-batches in flight at once (pp - stage under 1F1B). With `chunk` >= 0, of that chunk's
+// steps alone: the slots its activations need, each chunk taking its micro-batches in order.
+int pipeline_slots(const PipelineSchedule& schedule, int chunk = -1);
 
 // The most chunks' activations a stage's schedule holds at once: each from its forward to its
 // weights' gradient (or its whole backward).

@@ -139,6 +139,49 @@ TEST(PipelineSchedule, EveryScheduleFinishesEachChunksGradientsInTheBuffersOrder
     }
 }
 
+// Each chunk keeps its micro-batches' activations in slots of its own, micro-batch i in slot
+// i mod the chunk's count: no two of them in flight at once share one.
+TEST(PipelineSchedule, EachChunksSlotsHoldItsMicroBatchesInFlight) {
+  const auto check = [](const std::vector<PipelineSchedule>& ranks, int chunks, const std::string& what) {
+    for (size_t r = 0; r < ranks.size(); ++r)
+      for (int c = 0; c < chunks; ++c) {
+        const int slots = pipeline_slots(ranks[r], c);
+        EXPECT_LE(slots, pipeline_slots(ranks[r])) << what;
+        std::vector<int> holder(static_cast<size_t>(slots), -1), last_step(64, -1);
+        const std::vector<PipelineStep>& steps = ranks[r].steps;
+        for (size_t i = 0; i < steps.size(); ++i)
+          if (steps[i].chunk == c) last_step[static_cast<size_t>(steps[i].micro_batch)] = static_cast<int>(i);
+        for (size_t i = 0; i < steps.size(); ++i) {
+          if (steps[i].chunk != c) continue;
+          int& held = holder[static_cast<size_t>(steps[i].micro_batch % slots)];
+          if (steps[i].forward()) {
+            EXPECT_EQ(held, -1) << what << ", rank " << r << ", chunk " << c << ", step " << i;
+            held = steps[i].micro_batch;
+          }
+          EXPECT_EQ(held, steps[i].micro_batch) << what << ", rank " << r << ", chunk " << c;
+          if (last_step[static_cast<size_t>(steps[i].micro_batch)] == static_cast<int>(i)) held = -1;
+        }
+      }
+  };
+  for (int pp = 2; pp <= 8; ++pp)
+    for (int m = 2 * pp; m <= 16; ++m) {
+      const std::string what = "pp " + std::to_string(pp) + ", " + std::to_string(m) + " micro-batches";
+      if (m % pp == 0) {
+        std::vector<PipelineSchedule> ranks;
+        for (int r = 0; r < pp; ++r) ranks.push_back(pipeline_schedule(pp, 2, r, m));
+        check(ranks, 2, what + ", vpp 2");
+      }
+      check(zero_bubble_schedules(ZeroBubble::V, pp, m), 2, what + ", zbv");
+      check(dualpipev_schedules(pp, m), 2, what + ", dualpipev");
+    }
+  // ZBV's first rank at pp 4 over 8 micro-batches has all 8 in flight (its F7 before its W0),
+  // but its last chunk turns each round within a few (f, i, w in a row).
+  const PipelineSchedule first = zero_bubble_schedules(ZeroBubble::V, 4, 8)[0];
+  EXPECT_EQ(pipeline_slots(first), 8);
+  EXPECT_EQ(pipeline_slots(first, 0), 8);
+  EXPECT_LT(pipeline_slots(first, 1), 4);
+}
+
 TEST(PipelineSchedule, AChunkThatFinishesBeforeALaterOneLeavesItsGradientsToTheStepsEnd) {
   // Chunk 0's last backward runs before chunk 1's: chunk 1's finishing step reports, chunk 0's
   // (whose buffer region follows chunk 1's) does not.

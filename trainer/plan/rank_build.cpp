@@ -121,6 +121,11 @@ ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, 
   split.sequence_parallel = config.parallel.sequence_parallel;
   split.split_backward = zero_bubble(config, layout);
   split.chunks = stage_chunks(config, layout, stage);
+  if (layout.pp() > 1) {
+    const PipelineSchedule schedule = stage_schedule(config, layout, stage);
+    for (int c = 0; c < static_cast<int>(split.chunks.size()); ++c)
+      split.chunk_slots.push_back(pipeline_slots(schedule, c));
+  }
   split.expert = groups.expert;
   split.context = groups.context;
   split.whole_experts = layout.whole_experts();

@@ -62,8 +62,9 @@ PipelineSchedule stage_schedule(const Config& config, const ParallelLayout& layo
 // The fraction of a step the pipeline's ranks idle under that schedule, from the schedules
 // played out (pipeline_timeline.h).
 double schedule_bubble(const Config& config, const ParallelLayout& layout);
-// The micro-batches whose activations the stage keeps at once: its schedule's widest span
-// (under the zero-bubble schedules until a micro-batch's weights' gradient).
+// The micro-batches the stage keeps in flight at once: its schedule's widest span (under the
+// zero-bubble schedules until a micro-batch's weights' gradient); each of its chunks keeps
+// its activations in slots of its own (ModelSplit::chunk_slots, from rank_model_split).
 int activation_slots(const Config& config, const ParallelLayout& layout, int stage);
 ModelSplit rank_model_split(const Config& config, const ParallelLayout& layout, const RankGroups& groups, int stage);
 OptimizerGroups rank_optimizer_groups(const Config& config, const ParallelLayout& layout, const RankGroups& groups);

@@ -82,6 +82,9 @@ std::vector<MemoryCase> cases() {
        {"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.pp=2", "parallel.schedule=zb-h1"}},
       // The V's: two chunks a stage, and the last stage's gradient handed between them.
       {"pp2_zbv", 2, {"parallel.pp=2", "parallel.schedule=zbv"}},
+      // Each chunk's activations in slots of its own.
+      {"pp4_zbv", 4, {"model.n_layer=8", "parallel.pp=4", "parallel.schedule=zbv"}},
+      {"pp4_vpp2", 4, {"model.n_layer=8", "parallel.pp=4", "parallel.vpp=2"}},
       {"pp2_dualpipev_uneven", 2,
        {"model.n_layer=5", "parallel.pp=2", "parallel.schedule=dualpipev", "parallel.first_stage_layers=2"}},
       {"pp4_uneven", 4, {"model.n_layer=6", "parallel.pp=4", "parallel.first_stage_layers=3",

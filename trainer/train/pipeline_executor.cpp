@@ -77,6 +77,7 @@ PipelineTimes PipelineExecutor::run(const PipelineSchedule& schedule, double dlo
       if (c == 0) {
         const Clock::time_point start = Clock::now();
         load(micro, slot);
+        model_.begin_micro_batch(slot, micro);
         end_phase(times.data_ms, start);
       }
       const Clock::time_point start = Clock::now();
