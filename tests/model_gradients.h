@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "trainer/model/gpt_model.h"
 #include "trainer/optim/adamw.h"
@@ -61,6 +62,47 @@ inline double train_on_its_batch(GptModel& model, Ops& ops, int steps) {
     optimizer.step(1e-2);
   }
   return loss;
+}
+
+// The backward split in two, as the zero-bubble schedules run it: a model of `config` with
+// two slots, which `load` fills, runs both micro-batches' forwards and input gradients, then
+// their weight passes. Their losses and every gradient must equal two whole backwards' bit for
+// bit (each gradient adds up in the same order), with full recomputation too (the weight pass
+// reads the copies it kept, not the recomputed arena); the copies are an arena of their own.
+inline void expect_split_backward_adds_what_the_whole_one_adds(const ModelConfig& config,
+                                                                const std::function<void(GptModel&)>& load) {
+  auto ops = make_cpu_ops(2);
+  const auto step = [&](bool split_backward, Recompute recompute, size_t& kept_bytes) {
+    ModelSplit split;
+    split.split_backward = split_backward;
+    split.recompute = recompute;
+    GptModel model(config, 2, *ops, DType::F32, 0, 2, split);
+    model.init_parameters(7);
+    model.zero_grad();
+    load(model);
+    std::vector<float> out;
+    for (int slot : {0, 1}) {
+      out.push_back(static_cast<float>(model.forward(slot)));
+      const double dloss = 1.0 / static_cast<double>(model.target_count(slot));
+      if (split_backward) model.backward_input(dloss, slot);
+      else model.backward(dloss, slot);
+    }
+    if (split_backward)
+      for (int slot : {0, 1}) model.backward_weights(slot);
+    kept_bytes = 0;
+    for (const ArenaSize& a : model.memory())
+      if (a.name == "weight gradient inputs") kept_bytes = a.bytes;
+    const Tensor grads = model.parameters().flat_grads();
+    out.insert(out.end(), grads.as<float>(), grads.as<float>() + grads.numel());
+    return out;
+  };
+  size_t none = 0, kept = 0, kept_recomputing = 0;
+  const std::vector<float> want = step(false, Recompute::None, none);
+  EXPECT_EQ(none, 0u);
+  EXPECT_EQ(step(true, Recompute::None, kept), want);
+  EXPECT_EQ(step(true, Recompute::Full, kept_recomputing), want);
+  EXPECT_GT(kept, 0u);
+  EXPECT_EQ(kept_recomputing, kept);
 }
 
 }  // namespace kiln::test

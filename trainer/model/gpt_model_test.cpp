@@ -187,48 +187,15 @@ TEST_P(ModelGradients, RecomputationChangesNothingButMemory) {
   EXPECT_LT(full, selective);
 }
 
-// The backward split in two, as the zero-bubble schedules run it: two micro-batches' input
-// gradients in two slots, then their weights' gradients, add what two whole backwards add,
-// bit for bit (each gradient adds up in the same order), with full recomputation too (the
-// weight pass reads the copies it kept, not the recomputed arena); and the copies are an
-// arena of their own.
+// The backward split in two (tests/model_gradients.h), the first micro-batch packing documents.
 TEST_P(ModelGradients, ASplitBackwardAddsWhatTheWholeOneAdds) {
-  auto ops = make_cpu_ops(2);
   const Batch2x6 first;
   Batch2x6 second;
   std::reverse(second.tokens.begin(), second.tokens.end());
-  const auto step = [&](bool split_backward, Recompute recompute, size_t& kept_bytes) {
-    ModelSplit split;
-    split.split_backward = split_backward;
-    split.recompute = recompute;
-    GptModel model(tiny_model(GetParam()), 2, *ops, DType::F32, 0, 2, split);
-    model.init_parameters(7);
-    model.zero_grad();
+  test::expect_split_backward_adds_what_the_whole_one_adds(tiny_model(GetParam()), [&](GptModel& model) {
     model.set_batch(first.tokens.data(), first.targets.data(), 2, 6, 0, {first.positions.data(), first.starts.data()});
     model.set_batch(second.tokens.data(), second.targets.data(), 2, 6, 1);
-    std::vector<float> out;
-    for (int slot : {0, 1}) {
-      out.push_back(static_cast<float>(model.forward(slot)));
-      const double dloss = 1.0 / static_cast<double>(model.target_count(slot));
-      if (split_backward) model.backward_input(dloss, slot);
-      else model.backward(dloss, slot);
-    }
-    if (split_backward)
-      for (int slot : {0, 1}) model.backward_weights(slot);
-    kept_bytes = 0;
-    for (const ArenaSize& a : model.memory())
-      if (a.name == "weight gradient inputs") kept_bytes = a.bytes;
-    const Tensor grads = model.parameters().flat_grads();
-    out.insert(out.end(), grads.as<float>(), grads.as<float>() + grads.numel());
-    return out;
-  };
-  size_t none = 0, kept = 0, kept_recomputing = 0;
-  const std::vector<float> want = step(false, Recompute::None, none);
-  EXPECT_EQ(none, 0u);
-  EXPECT_EQ(step(true, Recompute::None, kept), want);
-  EXPECT_EQ(step(true, Recompute::Full, kept_recomputing), want);
-  EXPECT_GT(kept, 0u);
-  EXPECT_EQ(kept_recomputing, kept);
+  });
 }
 
 TEST_P(ModelGradients, BadResetsAreRefused) {

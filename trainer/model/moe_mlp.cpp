@@ -146,6 +146,13 @@ void MoeMlp::bind(const LayerBuild& build, const std::string& name) {
         ExpertBuffers::take(build.activations, m, tokens, build.dtype, build.stat_dtype, ep, etp, tp));
   device_bias_ = build.activations.take({w.E}, build.stat_dtype);
   device_load_ = build.activations.take({2 * w.E + 3}, build.stat_dtype);
+  kept_.clear();
+  if (build.weight_inputs) {
+    const int64_t R = std::max(w.rows, w.received);
+    for (int s = 0; s < build.slots; ++s)
+      kept_.push_back({build.weight_inputs->take({R, w.C}, build.dtype), build.weight_inputs->take({R, w.F}, build.dtype),
+                       build.weight_inputs->take({R, w.C}, build.dtype), build.weight_inputs->take({R, w.fc}, build.dtype)});
+  }
   rows_.assign(static_cast<size_t>(build.slots), ExpertRows{});
   exchange_.assign(static_cast<size_t>(build.slots), ExpertExchange{});
   forward_exchange_ms_.assign(static_cast<size_t>(build.slots), 0.0);
@@ -354,27 +361,51 @@ void MoeMlp::experts_forward(Ops& ops, const ExpertBuffers& b, const std::vector
 }
 
 void MoeMlp::experts_backward(Ops& ops, const ExpertBuffers& b, const ExpertGradients& g,
-                              const std::vector<int64_t>& offsets) const {
+                              const std::vector<int64_t>& offsets, const KeptRows* defer) const {
   const int64_t R = offsets.back();
   const Tensor d_out = g.d_expert_out.slice(0, R), d_hidden = g.d_hidden.slice(0, R);
   const Tensor d_fc = g.d_fc.slice(0, R), d_in = g.d_expert_in.slice(0, R);
   const Tensor in = b.expert_in.slice(0, R), hidden = b.hidden.slice(0, R);
-  if (bias_terms_)
-    for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
-      ops.bias_backward(expert_rows(proj_bias_.grad, e, C_), d_out.slice(begin, end));
-    });
-  ops.expert_weight_grad(proj_weight_.grad, d_out, hidden, offsets);
   ops.expert_matmul(d_hidden, d_out, proj_weight_.value, false, offsets);
   if (R > 0) {
     if (swiglu_) ops.swiglu_backward(d_fc, b.fc_out.slice(0, R), d_hidden);
     else ops.gelu_backward(d_fc, b.fc_out.slice(0, R), d_hidden);
   }
+  ops.expert_matmul(d_in, d_fc, fc_weight_.value, false, offsets);
+  if (!defer) return experts_weight_gradients(ops, d_out, hidden, d_fc, in, offsets);
+  if (R == 0) return;
+  ops.cast(defer->in.slice(0, R), in);
+  ops.cast(defer->hidden.slice(0, R), hidden);
+  ops.cast(defer->d_out.slice(0, R), d_out);
+  ops.cast(defer->d_fc.slice(0, R), d_fc);
+}
+
+void MoeMlp::experts_weight_gradients(Ops& ops, const Tensor& d_out, const Tensor& hidden, const Tensor& d_fc,
+                                      const Tensor& in, const std::vector<int64_t>& offsets) const {
+  if (bias_terms_)
+    for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
+      ops.bias_backward(expert_rows(proj_bias_.grad, e, C_), d_out.slice(begin, end));
+    });
+  ops.expert_weight_grad(proj_weight_.grad, d_out, hidden, offsets);
   if (bias_terms_)
     for_each_expert(offsets, [&](int64_t e, int64_t begin, int64_t end) {
       ops.bias_backward(expert_rows(fc_bias_.grad, e, fc_width_), d_fc.slice(begin, end));
     });
   ops.expert_weight_grad(fc_weight_.grad, d_fc, in, offsets);
-  ops.expert_matmul(d_in, d_fc, fc_weight_.value, false, offsets);
+}
+
+void MoeMlp::backward_weights(Ops& ops, const Batch& batch) const {
+  const size_t s = static_cast<size_t>(batch.slot);
+  const std::vector<int64_t>& offsets = exchange_[s].offsets;
+  const int64_t R = offsets.back();
+  const KeptRows& k = kept_[s];
+  experts_weight_gradients(ops, k.d_out.slice(0, R), k.hidden.slice(0, R), k.d_fc.slice(0, R), k.in.slice(0, R),
+                           offsets);
+  if (!shared_) return;
+  // The shared experts ran over the whole micro-batch's rows (gathered under sequence
+  // parallelism), in backward's order.
+  shared_proj_.backward_weights(ops, batch.slot, batch.b * batch.t);
+  shared_fc_.backward_weights(ops, batch.slot, batch.b * batch.t);
 }
 
 void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const Tensor& dy_in,
@@ -387,10 +418,10 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
       const Tensor whole_x = as_matrix(sequence_->gather(batch, x_in));
       const Tensor whole_dy = as_matrix(sequence_->gather_gradient(batch, dy_in));
       const Tensor whole_dx = g.whole.slice(0, whole_x.shape.rows());
-      shared_backward(ops, whole_dx, whole_dy, whole_x, g, slots_[static_cast<size_t>(batch.slot)]);
+      shared_backward(ops, batch, whole_dx, whole_dy, whole_x, g, slots_[static_cast<size_t>(batch.slot)]);
       sequence_->scatter(dx, whole_dx);
     }
-    routed_backward(ops, batch.slot, dx, as_matrix(dy_in), as_matrix(x_in), g, dloss, true);
+    routed_backward(ops, batch, dx, as_matrix(dy_in), as_matrix(x_in), g, dloss, true);
     return;
   }
   // Under tensor parallelism every rank computes over the whole micro-batch (gathered under
@@ -399,8 +430,8 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
   const Tensor x = sequence_ ? as_matrix(sequence_->gather(batch, x_in)) : as_matrix(x_in);
   const Tensor dy = sequence_ ? as_matrix(sequence_->gather_gradient(batch, dy_in)) : as_matrix(dy_in);
   const Tensor dx = sequence_ ? g.whole.slice(0, x.shape.rows()) : as_matrix(dx_in);
-  if (shared_) shared_backward(ops, dx, dy, x, g, slots_[static_cast<size_t>(batch.slot)]);
-  routed_backward(ops, batch.slot, dx, dy, x, g, dloss, tp() == 1 || tensor_group_->rank() == 0);
+  if (shared_) shared_backward(ops, batch, dx, dy, x, g, slots_[static_cast<size_t>(batch.slot)]);
+  routed_backward(ops, batch, dx, dy, x, g, dloss, tp() == 1 || tensor_group_->rank() == 0);
   if (sequence_) {
     sequence_->scatter(as_matrix(dx_in), dx);
   } else if (tp() > 1) {
@@ -408,20 +439,24 @@ void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const T
   }
 }
 
-void MoeMlp::shared_backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x,
+void MoeMlp::shared_backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
                              const ExpertGradients& g, const ExpertBuffers& b) const {
   const int64_t N = x.shape.rows();
   const Tensor d_hid = g.d_shared_hidden.slice(0, N), d_sfc = g.d_shared_fc.slice(0, N);
+  const auto linear_backward = [&](const Linear& linear, const Tensor& d_in, const Tensor& d_out, const Tensor& in) {
+    if (batch.defer_weights) linear.backward_input(ops, batch.slot, d_in, d_out, in);
+    else linear.backward(ops, d_in, d_out, in);
+  };
   if (shared_bias_once_) ops.bias_backward(shared_proj_bias_.grad, dy);
-  shared_proj_.backward(ops, d_hid, dy, b.shared_hidden.slice(0, N));
+  linear_backward(shared_proj_, d_hid, dy, b.shared_hidden.slice(0, N));
   if (swiglu_) ops.swiglu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
   else ops.gelu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
-  shared_fc_.backward(ops, dx, d_sfc, x);
+  linear_backward(shared_fc_, dx, d_sfc, x);
 }
 
-void MoeMlp::routed_backward(Ops& ops, int slot, const Tensor& dx, const Tensor& dy, const Tensor& x,
+void MoeMlp::routed_backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
                              const ExpertGradients& g, double dloss, bool counts_tokens) const {
-  const size_t s = static_cast<size_t>(slot);
+  const size_t s = static_cast<size_t>(batch.slot);
   const ExpertBuffers& b = slots_[s];
   const ExpertRows& routing = rows_[s];
   const ExpertExchange& exchange = exchange_[s];
@@ -434,7 +469,7 @@ void MoeMlp::routed_backward(Ops& ops, int slot, const Tensor& dx, const Tensor&
   const Tensor d_rows_out = g.d_rows_out.slice(0, M), d_rows_in = g.d_rows_in.slice(0, M);
   ops.gather_rows(d_rows_out, dy, b.source.slice(0, M), b.row_gate.slice(0, M));
   if (ep() == 1) {
-    experts_backward(ops, b, g, exchange.offsets);
+    experts_backward(ops, b, g, exchange.offsets, batch.defer_weights ? &kept_[s] : nullptr);
   } else {
     // The output gradients go where their rows were computed, the input gradients back.
     const int64_t R = exchange.received();
@@ -443,7 +478,7 @@ void MoeMlp::routed_backward(Ops& ops, int slot, const Tensor& dx, const Tensor&
     expert_group_->all_to_all(staged, exchange.recv_rows, d_rows_out, exchange.send_rows);
     exchange_ms_ += ms_since(start);
     if (R > 0) ops.gather_rows(g.d_expert_out.slice(0, R), staged, b.to_expert.slice(0, R), Tensor{});
-    experts_backward(ops, b, g, exchange.offsets);
+    experts_backward(ops, b, g, exchange.offsets, batch.defer_weights ? &kept_[s] : nullptr);
     if (R > 0) ops.gather_rows(staged, g.d_expert_in.slice(0, R), b.to_rank.slice(0, R), Tensor{});
     start = Clock::now();
     expert_group_->all_to_all(d_rows_in, exchange.send_rows, staged, exchange.recv_rows);

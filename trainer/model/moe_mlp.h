@@ -124,8 +124,12 @@ class MoeMlp {
                const ExpertGradients& scratch) const;
   // dx = input gradient (overwrites); parameter gradients accumulate. dloss: each token's
   // loss weight (the balancing and z losses weigh this micro-batch's tokens the same).
+  // With batch.defer_weights (a split backward's input-gradient pass) the experts' and the
+  // shared experts' weight and bias gradients wait for backward_weights, from copies kept in
+  // the slot; the router's (and a shared output bias added once) are computed here.
   void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
                 const ExpertGradients& grads, double dloss) const;
+  void backward_weights(Ops& ops, const Batch& batch) const;
   // Inference over x [N, C] with buffers of the caller's (the decoder's); every expert here.
   void infer(Ops& ops, const Tensor& y, const Tensor& x, const ExpertBuffers& buffers) const;
 
@@ -156,14 +160,20 @@ class MoeMlp {
   // Backward's: the shared experts' input gradient into dx (overwriting), then the routed
   // experts' added to it and the router's (by the rank that counts the tokens: each with whole
   // experts, else the first of the tensor group, which also counts the loads).
-  void shared_backward(Ops& ops, const Tensor& dx, const Tensor& dy, const Tensor& x,
+  void shared_backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
                        const ExpertGradients& grads, const ExpertBuffers& buffers) const;
-  void routed_backward(Ops& ops, int slot, const Tensor& dx, const Tensor& dy, const Tensor& x,
+  void routed_backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
                        const ExpertGradients& grads, double dloss, bool counts_tokens) const;
   // This rank's experts over their rows (expert-major, at offsets), and back.
   void experts_forward(Ops& ops, const ExpertBuffers& b, const std::vector<int64_t>& offsets) const;
+  // defer: the slot's copies to keep what the weight gradients need in (null: computed now).
+  struct KeptRows;
   void experts_backward(Ops& ops, const ExpertBuffers& b, const ExpertGradients& g,
-                        const std::vector<int64_t>& offsets) const;
+                        const std::vector<int64_t>& offsets, const KeptRows* defer) const;
+  // The experts' weight and bias gradients from their rows' output gradients (d_out, d_fc)
+  // and inputs (hidden, in).
+  void experts_weight_gradients(Ops& ops, const Tensor& d_out, const Tensor& hidden, const Tensor& d_fc,
+                                const Tensor& in, const std::vector<int64_t>& offsets) const;
   // This rank's share of a whole micro-batch's [N, C] rows under sequence parallelism.
   Tensor share_rows(const Tensor& whole) const;
   // Trades the per-expert counts over the expert group and lays out the received rows' order
@@ -189,6 +199,13 @@ class MoeMlp {
   bool shared_bias_once_ = false;
   Parameter shared_proj_bias_;
   std::vector<ExpertBuffers> slots_;
+  // A split backward's copies, per slot (LayerBuild::weight_inputs): its rows' inputs and
+  // hidden activations and both products' output gradients, kept from the input-gradient
+  // pass to the weight pass (the slot's buffers may be recomputed for other layers between).
+  struct KeptRows {
+    Tensor in, hidden, d_out, d_fc;  // [R, C], [R, F], [R, C], [R, fc width]
+  };
+  std::vector<KeptRows> kept_;
   // The selection bias [E] and the step's load [2E + 3] (routed, dropped, then the balancing
   // loss, the micro-batches and the entropy summed over micro-batches), on the device, so that
   // a captured step counts its loads as one run op by op does.

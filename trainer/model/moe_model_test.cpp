@@ -5,6 +5,7 @@
 // to the full forward's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -74,6 +75,19 @@ TEST_P(MoeModel, ACapacityThatDropsChoicesWithPadding) {
   m.moe.capacity_factor = 0.75;  // 12 tokens x 2 / 4 x 0.75: 5 rows an expert
   m.moe.pad_to_capacity = true;
   expect_gradients_match(m);
+}
+
+// The experts' grouped products and the shared experts' wait for the weight pass
+// (tests/model_gradients.h); the routers' gradients come with the input gradients.
+TEST_P(MoeModel, ASplitBackwardAddsWhatTheWholeOneAdds) {
+  ModelConfig m = moe_model(GetParam());
+  m.moe.shared_experts = 1;
+  std::vector<int32_t> reversed = kTokens;
+  std::reverse(reversed.begin(), reversed.end());
+  test::expect_split_backward_adds_what_the_whole_one_adds(m, [&](GptModel& model) {
+    model.set_batch(kTokens.data(), kTargets.data(), 2, 6, 0);
+    model.set_batch(reversed.data(), kTargets.data(), 2, 6, 1);
+  });
 }
 
 TEST_P(MoeModel, OnlyTheListedLayersHaveExperts) {

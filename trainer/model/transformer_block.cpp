@@ -7,15 +7,8 @@ void TransformerBlock::bind(const LayerBuild& build, int index, const Tensor& ro
   layer_ = index;
   moe_ = build.model.moe.is_moe_layer(index);
   // Parameters in the order backward reaches them.
-  if (moe_) {
-    // A mixture of experts computes its weights' gradients with its input gradient: it keeps
-    // no copies for a weight pass.
-    LayerBuild experts_build = build;
-    experts_build.weight_inputs = nullptr;
-    experts_.bind(experts_build, name + ".moe");
-  } else {
-    mlp_.bind(build, name + ".mlp");
-  }
+  if (moe_) experts_.bind(build, name + ".moe");
+  else mlp_.bind(build, name + ".mlp");
   norm2_.bind(build, name + ".norm2");
   attention_.bind(build, name + ".attn", rope_table);
   norm1_.bind(build, name + ".norm1");
@@ -57,7 +50,8 @@ void TransformerBlock::backward(Ops& ops, const Batch& batch, const Tensor& d_re
 }
 
 void TransformerBlock::backward_weights(Ops& ops, const Batch& batch) const {
-  if (!moe_) mlp_.backward_weights(ops, batch);
+  if (moe_) experts_.backward_weights(ops, batch);
+  else mlp_.backward_weights(ops, batch);
   attention_.backward_weights(ops, batch);
 }
 

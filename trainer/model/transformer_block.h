@@ -23,8 +23,8 @@ class TransformerBlock {
   void backward(Ops& ops, const Batch& batch, const Tensor& d_residual, const Tensor& x,
                 const BlockScratch& scratch, double dloss) const;
   // A split backward's weight pass, after backward ran with batch.defer_weights: the linear
-  // layers' weights' gradients. The norms' (fused with their input gradients, and small) and
-  // a mixture of experts' came with the input gradients.
+  // layers' and the experts' weights' gradients. The norms' (fused with their input
+  // gradients, and small) and the router's came with the input gradients.
   void backward_weights(Ops& ops, const Batch& batch) const;
 
   int layer() const { return layer_; }

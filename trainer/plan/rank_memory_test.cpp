@@ -115,6 +115,10 @@ std::vector<MemoryCase> cases() {
   ep2_sharded.insert(ep2_sharded.end(), {"parallel.ep=2", "parallel.shard=parameters"});
   all.push_back({"moe_ep2_dp4_shard_parameters", 4, ep2_sharded});
   all.push_back({"moe_tp2_sequence_parallel_etp1_ep2", 2, etp1});
+  // The experts' rows and gradients the split backward keeps for its weight pass.
+  std::vector<std::string> ep2_zbv = kMoe;
+  ep2_zbv.insert(ep2_zbv.end(), {"parallel.ep=2", "parallel.pp=2", "parallel.schedule=zbv", "moe.shared_experts=1"});
+  all.push_back({"moe_ep2_pp2_zbv", 4, ep2_zbv});
   std::vector<std::string> lora = kLora;
   lora.insert(lora.end(), {"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.pp=2",
                            "parallel.distributed_optimizer=true"});
