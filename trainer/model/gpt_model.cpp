@@ -474,10 +474,7 @@ void GptModel::backward_input(double dloss, int slot, int chunk) {
 
 void GptModel::backward_pass(double dloss, int slot, const std::function<void(int64_t)>& gradients_ready, int chunk,
                              bool defer_weights) {
-  const std::vector<int64_t>& ready_after = ready_after_[static_cast<size_t>(chunk)];
-  const auto ready = [&](size_t stage) {
-    if (gradients_ready) gradients_ready(ready_after[stage]);
-  };
+  std::function<void()> ready = report_ready(chunk, gradients_ready);
   const size_t s = static_cast<size_t>(slot);
   Batch batch = chunk_batch(slot, chunk);
   batch.defer_weights = defer_weights;
@@ -485,7 +482,6 @@ void GptModel::backward_pass(double dloss, int slot, const std::function<void(in
   const PipelineChunk& c = chunks_[static_cast<size_t>(chunk)];
   const std::vector<Tensor>& residual = a.residual;
   const Tensor d_residual = batch.share_of(d_residual_);
-  size_t done = 0;
   const size_t first = first_block_[static_cast<size_t>(chunk)];
   const auto block_before = [&](size_t l) { return l > 0 ? block_unit_[first + l - 1] : -1; };
   if (c.head) {
@@ -503,7 +499,7 @@ void GptModel::backward_pass(double dloss, int slot, const std::function<void(in
     ops_.fill(d_residual, 0.0);
     final_norm_.backward(ops_, batch, d_residual, d_final, batch.share_of(residual.back()));
     if (hooks_) hooks_->after_gradients(head_unit_);
-    ready(done++);
+    ready();
   }
   for (size_t l = static_cast<size_t>(c.layers()); l-- > 0;) {
     if (hooks_) {
@@ -516,7 +512,7 @@ void GptModel::backward_pass(double dloss, int slot, const std::function<void(in
     blocks_[first + l].backward(ops_, batch, d_residual, batch.share_of(residual[l]),
                                 block_scratch_, dloss);
     if (hooks_) hooks_->after_gradients(block_unit_[first + l]);
-    ready(done++);
+    ready();
   }
   if (!c.embedding || wte_.frozen) return;
   // The embedding's rows take gradients from every token: gathered whole.
@@ -530,6 +526,13 @@ void GptModel::backward_pass(double dloss, int slot, const std::function<void(in
   if (hooks_) hooks_->after_gradients(embedding_unit_);
 }
 
+std::function<void()> GptModel::report_ready(int chunk, const std::function<void(int64_t)>& gradients_ready) const {
+  if (!gradients_ready) return [] {};
+  return [&after = ready_after_[static_cast<size_t>(chunk)], gradients_ready, done = size_t{0}]() mutable {
+    gradients_ready(after[done++]);
+  };
+}
+
 void GptModel::embedding_backward(int slot, const Batch& batch, const Tensor& d_embedded) {
   ops_.embedding_backward(wte_.grad, config_.is_llama() ? Tensor{} : wpe_.grad,
                           batch.of(slot_[static_cast<size_t>(slot)].local_tokens), d_embedded, batch.positions);
@@ -537,11 +540,7 @@ void GptModel::embedding_backward(int slot, const Batch& batch, const Tensor& d_
 
 void GptModel::backward_weights(int slot, int chunk, const std::function<void(int64_t)>& gradients_ready) {
   KILN_CHECK(split_.split_backward, "backward_weights: the model was laid out without ModelSplit::split_backward");
-  const std::vector<int64_t>& ready_after = ready_after_[static_cast<size_t>(chunk)];
-  size_t done = 0;
-  const auto ready = [&] {
-    if (gradients_ready) gradients_ready(ready_after[done++]);
-  };
+  std::function<void()> ready = report_ready(chunk, gradients_ready);
   const Batch batch = chunk_batch(slot, chunk);
   const PipelineChunk& c = chunks_[static_cast<size_t>(chunk)];
   // In backward's order, so that each gradient adds up as it does there (the tied output

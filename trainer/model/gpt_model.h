@@ -188,6 +188,9 @@ class GptModel {
   // backward, or with defer_weights backward_input.
   void backward_pass(double dloss, int slot, const std::function<void(int64_t)>& gradients_ready, int chunk,
                      bool defer_weights);
+  // Each call tells gradients_ready (when given) how much of the flat gradient buffer the
+  // chunk's backward has finished, one ready_after_ count after another.
+  std::function<void()> report_ready(int chunk, const std::function<void(int64_t)>& gradients_ready) const;
   // The embedding's gradients (the positions' too, GPT-2's) from the gradient of its output.
   void embedding_backward(int slot, const Batch& batch, const Tensor& d_embedded);
   // Chunk `chunk`'s count of activation slots, and the slot's batch as that chunk runs it: in

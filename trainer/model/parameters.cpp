@@ -25,10 +25,10 @@ void ParameterSet::shard_units(int shards, int rank, bool shard_values, int expe
                  expert_rank < expert_shards,
              "shard_units: rank out of range");
   KILN_CHECK(!freeze_base_, "a frozen base is not sharded in units");
-  parts_[index(UnitPart::Dense)].shards = shards;
-  parts_[index(UnitPart::Dense)].rank = rank;
-  parts_[index(UnitPart::Experts)].shards = expert_shards;
-  parts_[index(UnitPart::Experts)].rank = expert_rank;
+  parts_[unit_part_index(UnitPart::Dense)].shards = shards;
+  parts_[unit_part_index(UnitPart::Dense)].rank = rank;
+  parts_[unit_part_index(UnitPart::Experts)].shards = expert_shards;
+  parts_[unit_part_index(UnitPart::Experts)].rank = expert_rank;
   shard_values_ = shard_values;
 }
 
@@ -54,8 +54,8 @@ int ParameterSet::begin_unit(UnitHold hold) {
   if (!in_units()) return -1;
   // Each unit starts where a whole number of shards of the units before it ends, in the
   // dense region and in the experts'.
-  next_ = aligned_elements(next_, parts_[index(UnitPart::Dense)].shards);
-  expert_next_ = aligned_elements(expert_next_, parts_[index(UnitPart::Experts)].shards);
+  next_ = aligned_elements(next_, parts_[unit_part_index(UnitPart::Dense)].shards);
+  expert_next_ = aligned_elements(expert_next_, parts_[unit_part_index(UnitPart::Experts)].shards);
   ++current_unit_;
   if (sized_) {
     const bool same = static_cast<size_t>(current_unit_) < units_.size() &&
@@ -89,7 +89,7 @@ void ParameterSet::place_units() {
   // In each part: the whole-step units each have a window; then the ends' one, as long as
   // the longer of them; then the blocks' two, each as long as the longest block.
   for (const UnitPart part : kUnitParts) {
-    PartMemory& memory = parts_[index(part)];
+    PartMemory& memory = parts_[unit_part_index(part)];
     int64_t ends_window = 0, block_window = 0, at = 0, shard_at = 0;
     for (const ParameterUnit& u : units_) {
       if (u.hold == UnitHold::Ends) ends_window = std::max(ends_window, u.part(part).size());
@@ -139,14 +139,14 @@ Tensor ParameterSet::flat_grads() const {
 Tensor ParameterSet::unit_values(size_t unit, UnitPart part) const {
   const UnitSpan& span = units_.at(unit).part(part);
   if (!shard_values_) return flat_values().slice(span.first, span.last);
-  const PartMemory& memory = parts_[index(part)];
+  const PartMemory& memory = parts_[unit_part_index(part)];
   return Tensor{memory.window_values, value_dtype_, {memory.window_size}, device_}.slice(span.window,
                                                                                         span.window + span.size());
 }
 
 Tensor ParameterSet::unit_grads(size_t unit, UnitPart part) const {
   const UnitSpan& span = units_.at(unit).part(part);
-  const PartMemory& memory = parts_[index(part)];
+  const PartMemory& memory = parts_[unit_part_index(part)];
   return Tensor{memory.window_grads, grad_dtype_, {memory.window_size}, device_}.slice(span.window,
                                                                                       span.window + span.size());
 }
@@ -154,14 +154,14 @@ Tensor ParameterSet::unit_grads(size_t unit, UnitPart part) const {
 Tensor ParameterSet::value_shard(size_t unit, UnitPart part) const {
   KILN_CHECK(shard_values_, "the values are not sharded");
   const UnitSpan& span = units_.at(unit).part(part);
-  const PartMemory& memory = parts_[index(part)];
+  const PartMemory& memory = parts_[unit_part_index(part)];
   const Tensor shards{memory.value_shards, value_dtype_, {memory.region_size / memory.shards}, device_};
   return shards.slice(span.shard_at, span.shard_at + span.size() / memory.shards);
 }
 
 void ParameterSet::keep_shard(Ops& ops, size_t unit, UnitPart part, const Tensor& whole) const {
   if (!units_.at(unit).has(part)) return;
-  const int64_t n = units_[unit].part(part).size() / parts_[index(part)].shards, rank = parts_[index(part)].rank;
+  const int64_t n = units_[unit].part(part).size() / parts_[unit_part_index(part)].shards, rank = parts_[unit_part_index(part)].rank;
   ops.cast(value_shard(unit, part), whole.slice(rank * n, (rank + 1) * n));
 }
 
@@ -171,13 +171,13 @@ void ParameterSet::view_values_in(const Tensor& whole) {
   for (Parameter& p : params_) {
     const UnitPart part = p.expert ? UnitPart::Experts : UnitPart::Dense;
     p.value.data = whole.data ? place_in(whole.data, value_dtype_, p.offset)
-                              : place_in_window(parts_[index(part)].window_values, value_dtype_, p.offset,
+                              : place_in_window(parts_[unit_part_index(part)].window_values, value_dtype_, p.offset,
                                                 static_cast<size_t>(p.unit), part);
   }
 }
 
 size_t ParameterSet::value_bytes() const {
-  const PartMemory &dense = parts_[index(UnitPart::Dense)], &experts = parts_[index(UnitPart::Experts)];
+  const PartMemory &dense = parts_[unit_part_index(UnitPart::Dense)], &experts = parts_[unit_part_index(UnitPart::Experts)];
   const int64_t n = shard_values_ ? dense.region_size / dense.shards + experts.region_size / experts.shards : size_;
   return static_cast<size_t>(n) * dtype_size(value_dtype_);
 }
@@ -187,7 +187,7 @@ size_t ParameterSet::grad_bytes() const {
 }
 
 size_t ParameterSet::window_bytes() const {
-  const int64_t windows = parts_[index(UnitPart::Dense)].window_size + parts_[index(UnitPart::Experts)].window_size;
+  const int64_t windows = parts_[unit_part_index(UnitPart::Dense)].window_size + parts_[unit_part_index(UnitPart::Experts)].window_size;
   return static_cast<size_t>(windows) * (dtype_size(grad_dtype_) + (shard_values_ ? dtype_size(value_dtype_) : 0));
 }
 
@@ -209,7 +209,7 @@ Parameter ParameterSet::place(const std::string& name, Shape shape, int64_t offs
   // unit's window of their part.
   const bool units = in_units();
   const UnitPart part = expert ? UnitPart::Experts : UnitPart::Dense;
-  const PartMemory& memory = parts_[index(part)];
+  const PartMemory& memory = parts_[unit_part_index(part)];
   const size_t unit = static_cast<size_t>(current_unit_);
   void* value = frozen                  ? place_in(frozen_values_, value_dtype_, offset)
                 : units && shard_values_ ? place_in_window(memory.window_values, value_dtype_, offset, unit, part)
@@ -294,7 +294,7 @@ void ParameterSet::allocate(Ops& ops, int shards, int expert_shards) {
   const auto elements = [](int64_t n) { return static_cast<size_t>(n); };
   if (!shard_values_) values_ = ops.allocate(elements(size_) * value_size);
   for (const UnitPart part : kUnitParts) {
-    PartMemory& memory = parts_[index(part)];
+    PartMemory& memory = parts_[unit_part_index(part)];
     if (memory.region_size == 0) continue;
     memory.window_grads = ops.allocate(elements(memory.window_size) * grad_size);
     if (!shard_values_) continue;
@@ -302,8 +302,8 @@ void ParameterSet::allocate(Ops& ops, int shards, int expert_shards) {
     memory.value_shards = ops.allocate(elements(memory.region_size / memory.shards) * value_size);
   }
   // The dense part's windows are the buffers the flat ones would be.
-  grads_ = parts_[index(UnitPart::Dense)].window_grads;
-  if (shard_values_) values_ = parts_[index(UnitPart::Dense)].window_values;
+  grads_ = parts_[unit_part_index(UnitPart::Dense)].window_grads;
+  if (shard_values_) values_ = parts_[unit_part_index(UnitPart::Dense)].window_values;
 }
 
 void ParameterSet::size_regions(int shards, int expert_shards) {

@@ -11,6 +11,7 @@
 // adapters (add_adapter) train.
 #pragma once
 
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,8 @@ enum class UnitHold { Step, Turn, Ends };
 // windows and value shards.
 enum class UnitPart { Dense, Experts };
 inline constexpr UnitPart kUnitParts[] = {UnitPart::Dense, UnitPart::Experts};
+// A part's place in arrays kept per part, as kUnitParts lists them.
+inline constexpr size_t unit_part_index(UnitPart part) { return part == UnitPart::Dense ? 0 : 1; }
 
 struct UnitSpan {
   int64_t first = 0, last = 0;  // in the flat buffers, a multiple of the part's shards long
@@ -173,7 +176,7 @@ class ParameterSet {
   // Sharded in units: the units in layout order, each part's shard count, and whether the
   // values are sharded too (else they are whole in the flat values).
   const std::vector<ParameterUnit>& units() const { return units_; }
-  int unit_shards(UnitPart part = UnitPart::Dense) const { return parts_[index(part)].shards; }
+  int unit_shards(UnitPart part = UnitPart::Dense) const { return parts_[unit_part_index(part)].shards; }
   bool values_sharded() const { return shard_values_; }
   // A part of a unit's values and gradients where it lies whole: its window (its place in
   // the flat values when they are not sharded).
@@ -239,11 +242,10 @@ class ParameterSet {
     int64_t region_size = 0;        // elements of the part's region of the flat buffers
   };
   bool shard_values_ = false;
-  PartMemory parts_[2];
+  PartMemory parts_[std::size(kUnitParts)];
   std::vector<ParameterUnit> units_;
   int current_unit_ = -1;     // of this pass
 
-  static size_t index(UnitPart part) { return part == UnitPart::Dense ? 0 : 1; }
   bool in_units() const { return parts_[0].shards > 0; }
   // Where the parameter at `offset` lies in a flat buffer, and in its unit's window of its
   // part (null: the buffer or the windows are not allocated yet).

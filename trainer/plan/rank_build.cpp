@@ -2,6 +2,11 @@
 
 #include <fmt/core.h>
 
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
 #include "base/check.h"
 #include "trainer/config/pipeline_layers.h"
 #include "trainer/parallel/pipeline_schedule.h"
@@ -92,9 +97,23 @@ PipelineSchedule stage_schedule(const Config& config, const ParallelLayout& layo
 }
 
 double schedule_bubble(const Config& config, const ParallelLayout& layout) {
-  return play_pipeline(pipeline_schedules(config, layout), pipeline_placement(config, layout),
-                       micro_batches_per_step(config, layout))
-      .bubble();
+  // The planner asks for the bubbles of thousands of layouts that share a few schedules (the
+  // kind, pp, vpp and micro-batches fix one): each is played out once and kept, at most
+  // kMaxPlayed of them (then all are dropped and played again as asked).
+  constexpr size_t kMaxPlayed = 1024;
+  static std::mutex mutex;
+  static std::map<std::tuple<std::string, int, int, int>, double> played;
+  const int m = micro_batches_per_step(config, layout);
+  const auto key = std::make_tuple(config.parallel.schedule, layout.pp(), layout.vpp(), m);
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = played.find(key); it != played.end()) return it->second;
+  }
+  const double bubble = play_pipeline(pipeline_schedules(config, layout), pipeline_placement(config, layout), m).bubble();
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (played.size() >= kMaxPlayed) played.clear();
+  played[key] = bubble;
+  return bubble;
 }
 
 int activation_slots(const Config& config, const ParallelLayout& layout, int stage) {

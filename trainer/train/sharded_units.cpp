@@ -111,7 +111,7 @@ void ShardedUnits::start_gather(int unit) {
   const size_t u = static_cast<size_t>(unit);
   for (const UnitPart part : kUnitParts) {
     if (!params_.units()[u].has(part)) continue;
-    Transfers& t = w.parts[static_cast<size_t>(part)];
+    Transfers& t = w.parts[unit_part_index(part)];
     KILN_CHECK(!t.gather, "sharded units: a window is gathered into twice at once");
     t.gather = group_of(part).start_all_gather(params_.unit_values(u, part), params_.value_shard(u, part));
   }
@@ -142,7 +142,7 @@ void ShardedUnits::start_reduction(int unit) {
     const int64_t n = shard.numel(), r = group.rank();
     const Tensor mine = grads.slice(r * n, (r + 1) * n);
     if (part == UnitPart::Experts || !replicas_ || replicas_->rank() == 0) ops_.add(mine, mine, shard);
-    w.parts[static_cast<size_t>(part)].reduction = group.start_reduce_scatter(shard, grads);
+    w.parts[unit_part_index(part)].reduction = group.start_reduce_scatter(shard, grads);
   }
   w.reducing = unit;
 }

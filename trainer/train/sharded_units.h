@@ -95,7 +95,7 @@ class ShardedUnits final : public UnitHooks {
     int64_t at = 0;
     int values_of = -1;
     int reducing = -1;
-    Transfers parts[2];
+    Transfers parts[std::size(kUnitParts)];
   };
   std::vector<Window> windows_;
   double waited_ms_ = 0;
