@@ -294,7 +294,11 @@ INSTANTIATE_TEST_SUITE_P(
                kLlama + " --set model.n_layer=4"},
         Layout{"moe_ep2_pp2_zbv", 4, " --set parallel.ep=2 --set parallel.pp=2 --set parallel.schedule=zbv",
                kMoe + " --set model.n_layer=4"},
+        Layout{"llama_cp2_pp2_zbv", 4, " --set parallel.cp=2 --set parallel.pp=2 --set parallel.schedule=zbv",
+               kLlama + " --set model.n_layer=4"},
         Layout{"pp2_dualpipev", 2, " --set parallel.pp=2 --set parallel.schedule=dualpipev", " --set model.n_layer=4"},
+        Layout{"llama_cp2_pp2_dualpipev", 4, " --set parallel.cp=2 --set parallel.pp=2 --set parallel.schedule=dualpipev",
+               kLlama + " --set model.n_layer=4"},
         Layout{"llama_pp4_uneven_dualpipev", 4,
                " --set parallel.pp=4 --set parallel.schedule=dualpipev --set parallel.first_stage_layers=2"
                " --set parallel.last_stage_layers=1",
