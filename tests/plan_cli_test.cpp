@@ -97,6 +97,12 @@ TEST(PlanCli, BadInputIsOneLineAndANonZeroExit) {
   EXPECT_EQ(error(" --gpu tpu"), "kiln: error: plan: no device named 'tpu'; known: h100, h200, a100, a100-40gb, cpu\n");
   EXPECT_NE(error(" --gpus 3").find("kiln: error: plan: no layout divides 3 devices"), std::string::npos);
   EXPECT_EQ(error(" --gpus 16 --nodes 3"), "kiln: error: plan: 16 devices do not spread evenly over 3 nodes\n");
+  // More model ranks than devices: refused, not divided by zero data-parallel ranks.
+  const std::string too_many = error(" --gpus 8 --this-layout --set model.n_layer=8 --set parallel.tp=2 --set parallel.pp=8");
+  EXPECT_NE(too_many.find("does not divide, e.g.: tp 2 x cp 1 x pp 8 = 16 ranks do not divide 8 devices\n"),
+            std::string::npos)
+      << too_many;
+  EXPECT_NE(too_many.find("kiln: error: plan: no layout divides 8 devices"), std::string::npos) << too_many;
   EXPECT_NE(error(" --set model.n_layer=2 --set model.d_model=16384 --set model.n_head=128 --gpu a100-40gb")
                 .find("kiln: error: plan: no layout fits 1 x a100-40gb"),
             std::string::npos);

@@ -29,7 +29,12 @@ std::vector<int> divisors(int n) {
 std::string does_not_divide(const Config& c, int devices) {
   const ModelConfig& m = c.model;
   const ParallelConfig& p = c.parallel;
-  const int dp = devices / (p.tp * p.cp * p.pp);
+  const int model_ranks = p.tp * p.cp * p.pp;
+  // The config's own layout (--this-layout) may ask for more ranks than there are devices.
+  if (devices % model_ranks != 0)
+    return fmt::format("tp {} x cp {} x pp {} = {} ranks do not divide {} devices", p.tp, p.cp, p.pp, model_ranks,
+                       devices);
+  const int dp = devices / model_ranks;
   if (m.n_head % p.tp != 0 || m.kv_heads() % p.tp != 0)
     return fmt::format("tp {} does not divide the {} heads and {} key/value heads", p.tp, m.n_head, m.kv_heads());
   if (m.ffn_dim() % p.tp != 0) return fmt::format("tp {} does not divide the MLP's {} units", p.tp, m.ffn_dim());
