@@ -100,6 +100,12 @@ void Linear::backward_input(Ops& ops, int slot, const Tensor& dx, const Tensor& 
   input_gradient(ops, dx, dy, gelu_pre);
 }
 
+void Linear::backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
+                      const Tensor& gelu_pre) const {
+  if (batch.defer_weights) backward_input(ops, batch.slot, dx, dy, x, gelu_pre);
+  else backward(ops, dx, dy, x, gelu_pre);
+}
+
 void Linear::backward_weights(Ops& ops, int slot, int64_t rows) const {
   if (weight_.frozen) return;
   const size_t s = static_cast<size_t>(slot);

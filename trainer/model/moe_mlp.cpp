@@ -443,15 +443,11 @@ void MoeMlp::shared_backward(Ops& ops, const Batch& batch, const Tensor& dx, con
                              const ExpertGradients& g, const ExpertBuffers& b) const {
   const int64_t N = x.shape.rows();
   const Tensor d_hid = g.d_shared_hidden.slice(0, N), d_sfc = g.d_shared_fc.slice(0, N);
-  const auto linear_backward = [&](const Linear& linear, const Tensor& d_in, const Tensor& d_out, const Tensor& in) {
-    if (batch.defer_weights) linear.backward_input(ops, batch.slot, d_in, d_out, in);
-    else linear.backward(ops, d_in, d_out, in);
-  };
   if (shared_bias_once_) ops.bias_backward(shared_proj_bias_.grad, dy);
-  linear_backward(shared_proj_, d_hid, dy, b.shared_hidden.slice(0, N));
+  shared_proj_.backward(ops, batch, d_hid, dy, b.shared_hidden.slice(0, N));
   if (swiglu_) ops.swiglu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
   else ops.gelu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
-  linear_backward(shared_fc_, dx, d_sfc, x);
+  shared_fc_.backward(ops, batch, dx, d_sfc, x);
 }
 
 void MoeMlp::routed_backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,

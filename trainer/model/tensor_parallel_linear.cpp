@@ -6,14 +6,6 @@ namespace kiln {
 
 namespace {
 bool communicates(const Communicator* group) { return group && group->size() > 1; }
-
-// The linear layer's backward whole, or its input-gradient half when the batch defers the
-// weights' (a split backward's first pass).
-void linear_backward(Ops& ops, const Linear& linear, const Batch& batch, const Tensor& dx, const Tensor& dy,
-                     const Tensor& x, const Tensor& gelu_pre = {}) {
-  if (batch.defer_weights) linear.backward_input(ops, batch.slot, dx, dy, x, gelu_pre);
-  else linear.backward(ops, dx, dy, x, gelu_pre);
-}
 }  // namespace
 
 void ColumnParallelLinear::bind(const LayerBuild& build, const std::string& name, int64_t in,
@@ -68,7 +60,7 @@ void ColumnParallelLinear::forward_gelu(Ops& ops, const Batch& batch, const Tens
 void ColumnParallelLinear::backward(Ops& ops, const Batch& batch, const Tensor& dx,
                                     const Tensor& dy, const Tensor& x) const {
   if (!sequence_) {
-    linear_backward(ops, linear_, batch, dx, dy, x);
+    linear_.backward(ops, batch, dx, dy, x);
     for (const LoraAdapter& adapter : adapters_) adapter.backward(ops, batch, dx, dy, x);
     if (!dx.empty() && communicates(group_)) group_->all_reduce(dx, ReduceOp::Sum);
     return;
@@ -77,7 +69,7 @@ void ColumnParallelLinear::backward(Ops& ops, const Batch& batch, const Tensor& 
   // keeping only the share).
   const Tensor whole_dx = dx.empty() ? Tensor{} : sequence_->whole(batch);
   const Tensor whole = whole_input(batch, x);
-  linear_backward(ops, linear_, batch, whole_dx, dy, whole);
+  linear_.backward(ops, batch, whole_dx, dy, whole);
   for (const LoraAdapter& adapter : adapters_) adapter.backward(ops, batch, whole_dx, dy, whole);
   if (!dx.empty()) sequence_->scatter(dx, whole_dx);
 }
@@ -121,11 +113,11 @@ void RowParallelLinear::backward(Ops& ops, const Batch& batch, const Tensor& dx,
   // Every rank sums the bias gradient over the whole dy: the same whole gradient everywhere.
   const Tensor whole_dy = sequence_ ? sequence_->gather_gradient(batch, dy) : dy;
   if (adapters_.empty()) {
-    linear_backward(ops, linear_, batch, dx, whole_dy, x, gelu_pre);
+    linear_.backward(ops, batch, dx, whole_dy, x, gelu_pre);
     return;
   }
   // The adapter's input gradient joins the product's before the GELU's backward.
-  linear_backward(ops, linear_, batch, dx, whole_dy, x);
+  linear_.backward(ops, batch, dx, whole_dy, x);
   for (const LoraAdapter& adapter : adapters_) adapter.backward(ops, batch, dx, whole_dy, x);
   if (!gelu_pre.empty()) ops.gelu_backward(dx, gelu_pre, dx);
 }

@@ -39,7 +39,9 @@ std::string draw_pipeline(const std::vector<PipelineSchedule>& ranks, const Pipe
   // A chunk's pass takes 1 / chunks of the whole stage's: that is the unit.
   const double unit = 1.0 / placement.chunks;
   const auto units = [&](double time) { return static_cast<size_t>(std::lround(time / unit)); };
-  const size_t width = std::to_string(micro_batches - 1).size() + 1 + (placement.chunks > 2 ? 2 : 0);
+  // The letter, the micro-batch and (beyond two chunks) ":" and the chunk, at their widest.
+  const size_t width = 1 + std::to_string(micro_batches - 1).size() +
+                       (placement.chunks > 2 ? 1 + std::to_string(placement.chunks - 1).size() : 0);
   const std::string idle(width, '.');
   std::string out;
   for (size_t r = 0; r < ranks.size(); ++r) {

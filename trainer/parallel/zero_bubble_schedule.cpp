@@ -9,17 +9,17 @@ namespace kiln {
 
 namespace {
 
-// The slot each pass of (virtual stage, micro-batch) ran in; -1 until it ran.
+// The slot the forward and the input gradient of each (virtual stage, micro-batch) ran in
+// (what other passes wait for); -1 until it ran.
 struct Slots {
   Slots(int stages, int micro_batches) : micro_batches(micro_batches) {
     const size_t n = static_cast<size_t>(stages * micro_batches);
     forward.assign(n, -1);
     input.assign(n, -1);
-    weight.assign(n, -1);
   }
   size_t at(int stage, int micro) const { return static_cast<size_t>(stage * micro_batches + micro); }
   int micro_batches;
-  std::vector<int> forward, input, weight;
+  std::vector<int> forward, input;
 };
 
 }  // namespace
@@ -78,7 +78,6 @@ std::vector<PipelineSchedule> zero_bubble_schedules(ZeroBubble kind, int pp, int
         ++mine;
         steps.push_back({PipelinePass::Forward, f_micro, at.chunk_of(f_stage)});
       } else if (w_stage >= 0) {
-        done.weight[done.at(w_stage, w_micro)] = now;
         ++next.weight[static_cast<size_t>(w_stage)];
         --mine;
         steps.push_back({PipelinePass::WeightGradient, w_micro, at.chunk_of(w_stage)});
