@@ -40,17 +40,19 @@ RankBackend::RankBackend(const Config& config, const ParallelLayout& layout, Com
     shard_group_ = join_group(layout_.shard_group(rank));
     shard_replica_group_ = join_group(layout_.shard_replica_group(rank));
   }
-  const int pp = layout_.pp();
-  if (pp > 1 && config_.model.tie_embeddings && !v_shaped(config_.parallel)) {
-    // The first and last stages of each pipeline keep their two copies of the embedding
-    // equal; the stages between are groups of their own. In a V the first stage holds the
-    // head too, reading the one embedding.
+  // The stages that hold the embedding and the head (the first and the last virtual stage's):
+  // the same one in a V, which reads the one embedding at both ends.
+  const PipelinePlacement at = pipeline_placement(config_, layout_);
+  const int embedding_stage = at.rank_of(0), head_stage = at.rank_of(at.stages() - 1);
+  if (config_.model.tie_embeddings && embedding_stage != head_stage) {
+    // The two stages of each pipeline keep their two copies of the embedding equal; the
+    // stages between are groups of their own.
     const RankCoordinates coordinates = layout_.coordinates(rank);
     const int stage = coordinates.pp;
     RankCoordinates first = coordinates, last = coordinates;
-    first.pp = 0;
-    last.pp = pp - 1;
-    auto group = join_group(stage == 0 || stage == pp - 1
+    first.pp = embedding_stage;
+    last.pp = head_stage;
+    auto group = join_group(stage == embedding_stage || stage == head_stage
                                 ? std::vector<int>{layout_.rank_of(first), layout_.rank_of(last)}
                                 : std::vector<int>{rank});
     if (group->size() > 1) embedding_group_ = std::move(group);
