@@ -248,6 +248,8 @@ INSTANTIATE_TEST_SUITE_P(
         // tensor rank holds every expert and the whole stage sums their gradients.
         Layout{"moe_tp2_sequence_parallel_etp1_ep2", 2, kWholeExperts + " --set parallel.ep=2", kMoe},
         Layout{"moe_tp2_sequence_parallel_etp1_dp2", 4, kWholeExperts, kMoe},
+        // No data parallelism, yet the two tensor ranks' experts are replicas to sum.
+        Layout{"moe_tp2_sequence_parallel_etp1", 2, kWholeExperts, kMoe},
         Layout{"moe_shared_tp2_sequence_parallel_etp1_ep4_distributed_optimizer", 4,
                kWholeExperts + " --set parallel.ep=4 --set parallel.distributed_optimizer=true", kMoeShared},
         Layout{"moe_capacity_tp2_sequence_parallel_ep2_distributed_optimizer", 4,
@@ -296,6 +298,12 @@ INSTANTIATE_TEST_SUITE_P(
                kMoe + " --set model.n_layer=4"},
         Layout{"llama_cp2_pp2_zbv", 4, " --set parallel.cp=2 --set parallel.pp=2 --set parallel.schedule=zbv",
                kLlama + " --set model.n_layer=4"},
+        // The weight pass sums what tensor ranks share: the head norms' weights, the router's
+        // under sequence parallelism, the shared expert's bias added once.
+        Layout{"qwen3_tp2_pp2_zb_h1", 4, " --set parallel.tp=2 --set parallel.pp=2 --set parallel.schedule=zb-h1",
+               kQwen3},
+        Layout{"moe_shared_tp2_sequence_parallel_etp1_pp2_zbv", 4,
+               kWholeExperts + " --set parallel.pp=2 --set parallel.schedule=zbv", kMoeShared + " --set model.n_layer=4"},
         Layout{"pp2_dualpipev", 2, " --set parallel.pp=2 --set parallel.schedule=dualpipev", " --set model.n_layer=4"},
         Layout{"llama_cp2_pp2_dualpipev", 4, " --set parallel.cp=2 --set parallel.pp=2 --set parallel.schedule=dualpipev",
                kLlama + " --set model.n_layer=4"},

@@ -134,7 +134,7 @@ StepTimes StepRunner::train_step(bool timed) {
   // distributed optimizer into shards of its own, so it takes the copies summed first.
   const bool sharded = optimizer_.sharded();
   if (sharded) sum_tied_embedding(times);
-  if (gradient_group().size() > 1) reduce_gradients(times);
+  if (has_replicas()) reduce_gradients(times);
   if (!sharded) sum_tied_embedding(times);
   return times;
 }
@@ -207,7 +207,7 @@ void StepRunner::reduce_gradients(StepTimes& times) {
   } else if (optimizer_.sharded()) {
     optimizer_.reduce_scatter_gradients();
   } else {
-    buckets_->finish();
+    if (buckets_) buckets_->finish();
     // The experts' gradients are summed over the replicas that hold the same experts.
     const ParameterSet& params = model_.parameters();
     Communicator* expert_data_group = backend_.expert_data_group();
@@ -216,6 +216,11 @@ void StepRunner::reduce_gradients(StepTimes& times) {
                                     ReduceOp::Sum);
   }
   times.comm_ms += ms_since(start);
+}
+
+bool StepRunner::has_replicas() const {
+  const Communicator* expert_data_group = backend_.expert_data_group();
+  return gradient_group().size() > 1 || (expert_data_group && expert_data_group->size() > 1);
 }
 
 std::pair<double, double> StepRunner::evaluate() {

@@ -77,8 +77,12 @@ class StepRunner {
   // With tied embeddings over several stages: the gradients of the first stage's embedding
   // and of the last stage's copy, summed over the two.
   void sum_tied_embedding(StepTimes& times);
-  // Sums the replicas' gradients over the data-parallel ranks.
+  // Sums the replicas' gradients over the data-parallel ranks, and the experts' over the
+  // ranks that hold the same experts.
   void reduce_gradients(StepTimes& times);
+  // Whether any gradient has replicas to sum: data-parallel ones, or whole experts' tensor
+  // ranks (each routed its own tokens) with no data parallelism at all.
+  bool has_replicas() const;
   // The step's loss: the replicas' summed losses over their trained tokens, and those tokens.
   void sum_losses(StepTimes& times, double nats);
   // What the optimizer divides the gradients by: backward weighted every token by
