@@ -240,14 +240,15 @@ class Ops {
                                  const Tensor& x, const Tensor& weight, const Tensor& bias,
                                  double eps) = 0;
   // dx += ..., dweight += ..., dbias += ...; dweight and dbias empty: a frozen norm's, dx
-  // alone.
+  // alone; dx empty: the weight gradients alone (a split backward's weight pass).
   virtual void layernorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                                   const Tensor& dout, const Tensor& x, const Tensor& weight,
                                   const Tensor& mean, const Tensor& rstd) = 0;
   // out = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps); saves rstd[N].
   virtual void rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& x,
                                const Tensor& weight, double eps) = 0;
-  // dx += ..., dweight += ... (empty: a frozen norm's, dx alone)
+  // dx += ..., dweight += ... (dweight empty: a frozen norm's, dx alone; dx empty: dweight
+  // alone)
   virtual void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dout,
                                 const Tensor& x, const Tensor& weight, const Tensor& rstd) = 0;
 

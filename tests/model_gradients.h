@@ -69,6 +69,8 @@ inline double train_on_its_batch(GptModel& model, Ops& ops, int steps) {
 // their weight passes. Their losses and every gradient must equal two whole backwards' bit for
 // bit (each gradient adds up in the same order), with full recomputation too (the weight pass
 // reads the copies it kept, not the recomputed arena); the copies are an arena of their own.
+// The input-gradient passes leave every gradient to the weight passes: each is still zero
+// between them.
 inline void expect_split_backward_adds_what_the_whole_one_adds(const ModelConfig& config,
                                                                 const std::function<void(GptModel&)>& load) {
   auto ops = make_cpu_ops(2);
@@ -87,8 +89,13 @@ inline void expect_split_backward_adds_what_the_whole_one_adds(const ModelConfig
       if (split_backward) model.backward_input(dloss, slot);
       else model.backward(dloss, slot);
     }
-    if (split_backward)
+    if (split_backward) {
+      const Tensor grads = model.parameters().flat_grads();
+      const std::vector<float> untouched(static_cast<size_t>(grads.numel()), 0.0f);
+      EXPECT_EQ(std::vector<float>(grads.as<float>(), grads.as<float>() + grads.numel()), untouched)
+          << "a weight gradient came with the input gradients";
       for (int slot : {0, 1}) model.backward_weights(slot);
+    }
     kept_bytes = 0;
     for (const ArenaSize& a : model.memory())
       if (a.name == "weight gradient inputs") kept_bytes = a.bytes;

@@ -1,6 +1,7 @@
 // LayerNorm and RMSNorm. Backward runs in two passes: the input gradient row by row,
 // then the weight (and bias) gradients column block by column block, so no two
-// threads add into the same value.
+// threads add into the same value. Either pass alone is a split backward's half (dx, or
+// the weights' when dx is null), and the same sums in the same order as both.
 #include <algorithm>
 #include <cmath>
 
@@ -37,24 +38,26 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* weight, co
 template <typename T>
 void layernorm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x,
                         const T* weight, const T* mean, const T* rstd, int64_t N, int64_t C) {
+  if (dx) {  // else the weight gradients alone
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) {
-    const T* xr = x + n * C;
-    const T* d = dout + n * C;
-    const T m = mean[n], s = rstd[n];
-    T mean_dnorm = 0, mean_dnorm_xhat = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T* xr = x + n * C;
+      const T* d = dout + n * C;
+      const T m = mean[n], s = rstd[n];
+      T mean_dnorm = 0, mean_dnorm_xhat = 0;
 #pragma omp simd reduction(+ : mean_dnorm, mean_dnorm_xhat)
-    for (int64_t c = 0; c < C; ++c) {
-      const T dnorm = d[c] * weight[c];
-      mean_dnorm += dnorm;
-      mean_dnorm_xhat += dnorm * (xr[c] - m) * s;
-    }
-    mean_dnorm /= static_cast<T>(C);
-    mean_dnorm_xhat /= static_cast<T>(C);
-    T* dxr = dx + n * C;
-    for (int64_t c = 0; c < C; ++c) {
-      const T xhat = (xr[c] - m) * s;
-      dxr[c] += s * (d[c] * weight[c] - mean_dnorm - xhat * mean_dnorm_xhat);
+      for (int64_t c = 0; c < C; ++c) {
+        const T dnorm = d[c] * weight[c];
+        mean_dnorm += dnorm;
+        mean_dnorm_xhat += dnorm * (xr[c] - m) * s;
+      }
+      mean_dnorm /= static_cast<T>(C);
+      mean_dnorm_xhat /= static_cast<T>(C);
+      T* dxr = dx + n * C;
+      for (int64_t c = 0; c < C; ++c) {
+        const T xhat = (xr[c] - m) * s;
+        dxr[c] += s * (d[c] * weight[c] - mean_dnorm - xhat * mean_dnorm_xhat);
+      }
     }
   }
   if (!dweight) return;  // frozen
@@ -98,18 +101,20 @@ void rmsnorm_forward(T* out, T* rstd, const T* x, const T* weight, int64_t N, in
 template <typename T>
 void rmsnorm_backward(T* dx, T* dweight, const T* dout, const T* x, const T* weight,
                       const T* rstd, int64_t N, int64_t C) {
+  if (dx) {  // else the weight gradients alone
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) {
-    const T* xr = x + n * C;
-    const T* d = dout + n * C;
-    const T s = rstd[n];
-    T mean_dnorm_xhat = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T* xr = x + n * C;
+      const T* d = dout + n * C;
+      const T s = rstd[n];
+      T mean_dnorm_xhat = 0;
 #pragma omp simd reduction(+ : mean_dnorm_xhat)
-    for (int64_t c = 0; c < C; ++c) mean_dnorm_xhat += d[c] * weight[c] * xr[c] * s;
-    mean_dnorm_xhat /= static_cast<T>(C);
-    T* dxr = dx + n * C;
-    for (int64_t c = 0; c < C; ++c)
-      dxr[c] += s * (d[c] * weight[c] - xr[c] * s * mean_dnorm_xhat);
+      for (int64_t c = 0; c < C; ++c) mean_dnorm_xhat += d[c] * weight[c] * xr[c] * s;
+      mean_dnorm_xhat /= static_cast<T>(C);
+      T* dxr = dx + n * C;
+      for (int64_t c = 0; c < C; ++c)
+        dxr[c] += s * (d[c] * weight[c] - xr[c] * s * mean_dnorm_xhat);
+    }
   }
   if (!dweight) return;  // frozen
   const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;

@@ -106,6 +106,37 @@ TEST_F(OpGradients, RmsNorm) {
   expect_gradient(w, dw, loss, "dweight");
 }
 
+// A split backward runs a norm's backward in two halves, the input gradient (weights empty)
+// and then the weights' (dx empty): together they give what one call gives, bit for bit.
+TEST_F(OpGradients, NormBackwardHalvesAddUpToTheWhole) {
+  const int64_t N = 6, C = 10;
+  std::vector<double> x, w, bias, r, out(N * C), mean(N), rstd(N);
+  const Tensor tx = make(x, {N, C}), tw = make(w, {C}), tb = make(bias, {C}), tr = make(r, {N, C});
+  const Tensor tout{out.data(), DType::F64, {N, C}, Device::Cpu};
+  const Tensor tmean{mean.data(), DType::F64, {N}, Device::Cpu};
+  const Tensor trstd{rstd.data(), DType::F64, {N}, Device::Cpu};
+  const auto tensor = [](std::vector<double>& v, Shape shape) { return Tensor{v.data(), DType::F64, shape, Device::Cpu}; };
+  for (const bool rms : {false, true}) {
+    if (rms) ops->rmsnorm_forward(tout, trstd, tx, tw, 1e-5);
+    else ops->layernorm_forward(tout, tmean, trstd, tx, tw, tb, 1e-5);
+    const auto backward = [&](const Tensor& dx, const Tensor& dw, const Tensor& db) {
+      if (rms) ops->rmsnorm_backward(dx, dw, tr, tx, tw, trstd);
+      else ops->layernorm_backward(dx, dw, db, tr, tx, tw, tmean, trstd);
+    };
+    std::vector<double> dx(x.size(), 0.5), dw(C, 0.25), db(C, 0.125);
+    std::vector<double> dx_half = dx, dw_half = dw, db_half = db;
+    backward(tensor(dx, {N, C}), tensor(dw, {C}), tensor(db, {C}));
+    backward(tensor(dx_half, {N, C}), Tensor{}, Tensor{});
+    EXPECT_NE(dw_half, dw) << "the input gradient's half leaves the weights' alone";
+    backward(Tensor{}, tensor(dw_half, {C}), tensor(db_half, {C}));
+    EXPECT_EQ(dx_half, dx) << (rms ? "rmsnorm" : "layernorm");
+    EXPECT_EQ(dw_half, dw) << (rms ? "rmsnorm" : "layernorm");
+    if (!rms) {
+      EXPECT_EQ(db_half, db);
+    }
+  }
+}
+
 TEST_F(OpGradients, GeluAndSwiglu) {
   std::vector<double> x, r, out(40);
   const Tensor tx = make(x, {4, 10}, 2.0), tr = make(r, {4, 10});

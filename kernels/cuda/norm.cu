@@ -4,8 +4,8 @@
 // Forward: one warp per row (8 rows per 256-thread block), lanes stride the row in packs of
 //   P; the mean and the variance are two passes over the row (as the CPU does; the second
 //   and third reads of a row normally hit L1/L2), reduced with xor shuffles.
-// Backward: the input gradient row by row (one warp per row, dx += ..., as the CPU), then the
-//   weight and bias gradients with column_sums_kernel (one block per 16 columns walking
+// Backward: the input gradient row by row (one warp per row, dx += ..., as the CPU; skipped
+//   when dx is null, a split backward's weight pass), then the weight and bias gradients with column_sums_kernel (one block per 16 columns walking
 //   every row, folded in a fixed order): deterministic, no atomics, no scratch memory.
 #include <cmath>
 
@@ -232,9 +232,11 @@ void layernorm_backward(T* dx, float* dweight, float* dbias, const T* dout, cons
   if (N <= 0 || C <= 0) return;
   with_pack<T>(can_pack<kPack<T>>(C, dx, dout, x, weight), [&](auto p) {
     constexpr int P = decltype(p)::value;
-    layernorm_backward_dx_kernel<T, P>
-        <<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, mean, rstd, N, C, inv(C));
-    KILN_CUDA_CHECK_LAUNCH("layernorm_backward_dx_kernel");
+    if (dx) {  // else the weight gradients alone
+      layernorm_backward_dx_kernel<T, P>
+          <<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, mean, rstd, N, C, inv(C));
+      KILN_CUDA_CHECK_LAUNCH("layernorm_backward_dx_kernel");
+    }
     if (!dweight) return;  // frozen
     const LayerNormParamGrad<T> term{dout, x, mean, rstd, C};
     if (dbias) {
@@ -262,9 +264,11 @@ void rmsnorm_backward(T* dx, float* dweight, const T* dout, const T* x, const T*
   if (N <= 0 || C <= 0) return;
   with_pack<T>(can_pack<kPack<T>>(C, dx, dout, x, weight), [&](auto p) {
     constexpr int P = decltype(p)::value;
-    rmsnorm_backward_dx_kernel<T, P>
-        <<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, rstd, N, C, inv(C));
-    KILN_CUDA_CHECK_LAUNCH("rmsnorm_backward_dx_kernel");
+    if (dx) {  // else the weight gradients alone
+      rmsnorm_backward_dx_kernel<T, P>
+          <<<row_blocks(N), kRowThreads, 0, stream>>>(dx, dout, x, weight, rstd, N, C, inv(C));
+      KILN_CUDA_CHECK_LAUNCH("rmsnorm_backward_dx_kernel");
+    }
     if (dweight)  // else frozen
       launch_column_sums<P, 1>(dweight, nullptr, N, C, RmsNormWeightGrad<T>{dout, x, rstd, C},
                                stream);

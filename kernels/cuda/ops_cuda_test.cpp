@@ -327,6 +327,14 @@ TEST_P(CudaOps, Norms) {
                            x.cpu, w.cpu, mean.cpu, rstd.cpu);
   gpu_->layernorm_backward(dx.gpu, none, none, dout.gpu, x.gpu, w.gpu, mean.gpu, rstd.gpu);
   expect_close(dx, "layernorm_backward dx of a frozen norm");
+  // A split backward's weight pass: the weights' gradients alone.
+  cpu_->layernorm_backward(Tensor{}, dw.cpu, db.cpu, dout.cpu, x.cpu, w.cpu, mean.cpu, rstd.cpu);
+  gpu_->layernorm_backward(Tensor{}, dw.gpu, db.gpu, dout.gpu, x.gpu, w.gpu, mean.gpu, rstd.gpu);
+  expect_close(dw, "layernorm_backward dweight alone");
+  expect_close(db, "layernorm_backward dbias alone");
+  cpu_->rmsnorm_backward(Tensor{}, dw.cpu, dout.cpu, x.cpu, w.cpu, rstd.cpu);
+  gpu_->rmsnorm_backward(Tensor{}, dw.gpu, dout.gpu, x.gpu, w.gpu, rstd.gpu);
+  expect_close(dw, "rmsnorm_backward dweight alone");
 }
 
 TEST_P(CudaOps, Activations) {

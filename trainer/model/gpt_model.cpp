@@ -547,6 +547,7 @@ void GptModel::backward_weights(int slot, int chunk, const std::function<void(in
   // layer's before the embedding's), and the flat buffer's leading part is final first.
   if (c.head) {
     lm_head_.backward_weights(ops_, batch);
+    final_norm_.backward_weights(ops_, batch);
     ready();
   }
   const size_t first = first_block_[static_cast<size_t>(chunk)];

@@ -38,9 +38,9 @@ struct LayerBuild {
   const LoraScratch* lora = nullptr;
   // The row moves of the normalised query and key heads (model.qk_norm); null otherwise.
   const QkHeadRows* qk_heads = nullptr;
-  // With the backward split in two (ModelSplit::split_backward): what the linear layers'
-  // weight gradients are computed from later, their inputs and output gradients, one copy per
-  // slot; null otherwise.
+  // With the backward split in two (ModelSplit::split_backward): what the layers' weight
+  // gradients are computed from later (inputs, output gradients, a norm's statistics), one
+  // copy per slot; null otherwise.
   Arena* weight_inputs = nullptr;
 
   // The tokens of a sequence this rank holds: seq_len, or its 1 / cp share.
@@ -81,8 +81,8 @@ struct Batch {
   Tensor positions{};
   Tensor key_starts{};
   DropoutDraw dropout{};
-  // A split backward's input-gradient pass: the linear layers keep what their weights'
-  // gradients need in the slot's copies and leave them to the weight pass (backward_weights).
+  // A split backward's input-gradient pass: the layers keep what their weights' gradients
+  // need in the slot's copies and leave them to the weight pass (backward_weights).
   bool defer_weights = false;
 
   // The leading [b, t, ...] part of a [micro_batch, seq, ...] buffer.

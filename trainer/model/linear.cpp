@@ -25,7 +25,7 @@ void Linear::bind_shared(const LayerBuild& build, const Parameter& weight) {
 void Linear::keep_inputs(const LayerBuild& build) {
   kept_x_.clear();
   kept_dy_.clear();
-  if (!build.weight_inputs) return;
+  if (!build.weight_inputs || weight_.frozen) return;
   // Every token of the rank's sequence share: a column-parallel layer's input and a
   // row-parallel one's output gradient are gathered whole under sequence parallelism.
   const int64_t rows = build.micro_batch * build.seq(), out = weight_.value.shape[0], in = weight_.value.shape[1];
@@ -110,6 +110,10 @@ void Linear::backward_weights(Ops& ops, int slot, int64_t rows) const {
   if (weight_.frozen) return;
   const size_t s = static_cast<size_t>(slot);
   weight_gradients(ops, kept_dy_[s].slice(0, rows), kept_x_[s].slice(0, rows));
+}
+
+Tensor Linear::kept_output_gradient(int slot, int64_t rows) const {
+  return kept_dy_[static_cast<size_t>(slot)].slice(0, rows);
 }
 
 }  // namespace kiln

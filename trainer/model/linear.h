@@ -44,6 +44,9 @@ class Linear {
   void backward_input(Ops& ops, int slot, const Tensor& dx, const Tensor& dy, const Tensor& x,
                       const Tensor& gelu_pre = {}) const;
   void backward_weights(Ops& ops, int slot, int64_t rows) const;
+  // The leading rows of the slot's copy of dy: the gradient of a bias added apart from the
+  // layer (a shared expert's, added once under tensor parallelism) comes from it.
+  Tensor kept_output_gradient(int slot, int64_t rows) const;
   // backward whole, or backward_input into the batch's slot when the batch defers the weights'
   // gradients (a split backward's first pass).
   void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,

@@ -59,8 +59,9 @@ struct ModelSplit {
   // group holds 1/tp of the tokens (sequence_parallel.h).
   bool sequence_parallel = false;
   // The backward split in two, as the zero-bubble schedules run it (backward_input, then
-  // backward_weights): the linear layers keep copies of their inputs and output gradients a
-  // slot, the "weight gradient inputs" arena.
+  // backward_weights): every layer with weights keeps copies of what its weights' gradients
+  // are computed from (inputs and output gradients, a norm's statistics) a slot, the "weight
+  // gradient inputs" arena.
   bool split_backward = false;
   // Pipeline parallelism: this rank's virtual stages, in model order. Empty: the whole model.
   std::vector<PipelineChunk> chunks;

@@ -148,10 +148,12 @@ void MoeMlp::bind(const LayerBuild& build, const std::string& name) {
   device_load_ = build.activations.take({2 * w.E + 3}, build.stat_dtype);
   kept_.clear();
   if (build.weight_inputs) {
-    const int64_t R = std::max(w.rows, w.received);
+    const int64_t R = std::max(w.rows, w.received), N = build.micro_batch * build.seq();
+    Arena& kept = *build.weight_inputs;
     for (int s = 0; s < build.slots; ++s)
-      kept_.push_back({build.weight_inputs->take({R, w.C}, build.dtype), build.weight_inputs->take({R, w.F}, build.dtype),
-                       build.weight_inputs->take({R, w.C}, build.dtype), build.weight_inputs->take({R, w.fc}, build.dtype)});
+      kept_.push_back({kept.take({R, w.C}, build.dtype), kept.take({R, w.F}, build.dtype), kept.take({R, w.C}, build.dtype),
+                       kept.take({R, w.fc}, build.dtype), kept.take({N, w.C}, build.dtype),
+                       kept.take({N, w.E}, build.dtype)});
   }
   rows_.assign(static_cast<size_t>(build.slots), ExpertRows{});
   exchange_.assign(static_cast<size_t>(build.slots), ExpertExchange{});
@@ -401,11 +403,16 @@ void MoeMlp::backward_weights(Ops& ops, const Batch& batch) const {
   const KeptRows& k = kept_[s];
   experts_weight_gradients(ops, k.d_out.slice(0, R), k.hidden.slice(0, R), k.d_fc.slice(0, R), k.in.slice(0, R),
                            offsets);
+  const int64_t N = rows_[s].tokens;
+  router_weight_gradient(ops, k.d_logits.slice(0, N), k.router_in.slice(0, N));
   if (!shared_) return;
   // The shared experts ran over the whole micro-batch's rows (gathered under sequence
   // parallelism), in backward's order.
-  shared_proj_.backward_weights(ops, batch.slot, batch.b * batch.t);
-  shared_fc_.backward_weights(ops, batch.slot, batch.b * batch.t);
+  const int64_t whole = batch.b * batch.t;
+  if (shared_bias_once_)
+    ops.bias_backward(shared_proj_bias_.grad, shared_proj_.kept_output_gradient(batch.slot, whole));
+  shared_proj_.backward_weights(ops, batch.slot, whole);
+  shared_fc_.backward_weights(ops, batch.slot, whole);
 }
 
 void MoeMlp::backward(Ops& ops, const Batch& batch, const Tensor& dx_in, const Tensor& dy_in,
@@ -443,7 +450,7 @@ void MoeMlp::shared_backward(Ops& ops, const Batch& batch, const Tensor& dx, con
                              const ExpertGradients& g, const ExpertBuffers& b) const {
   const int64_t N = x.shape.rows();
   const Tensor d_hid = g.d_shared_hidden.slice(0, N), d_sfc = g.d_shared_fc.slice(0, N);
-  if (shared_bias_once_) ops.bias_backward(shared_proj_bias_.grad, dy);
+  if (shared_bias_once_ && !batch.defer_weights) ops.bias_backward(shared_proj_bias_.grad, dy);
   shared_proj_.backward(ops, batch, d_hid, dy, b.shared_hidden.slice(0, N));
   if (swiglu_) ops.swiglu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
   else ops.gelu_backward(d_sfc, b.shared_fc.slice(0, N), d_hid);
@@ -492,16 +499,26 @@ void MoeMlp::routed_backward(Ops& ops, const Batch& batch, const Tensor& dx, con
   const Tensor d_logits_t = g.d_logits.slice(0, N);
   ops.route_backward(d_logits_t, counts_tokens ? device_load_.slice(2 * E, 2 * E + 2) : Tensor{}, d_gate,
                      b.logits.slice(0, N), b.choice.slice(0, N), b.stats, b.shares, routing.rule, loss);
-  const ShareGradients router_shares(whole_experts_ ? sequence_ : nullptr);
-  router_shares.begin(ops, router_);
-  ops.matmul(router_.grad, d_logits_t, true, x, false, true);
-  router_shares.end(router_);
+  if (!batch.defer_weights) {
+    router_weight_gradient(ops, d_logits_t, x);
+  } else if (!router_.frozen) {
+    ops.cast(kept_[s].d_logits.slice(0, N), d_logits_t);
+    ops.cast(kept_[s].router_in.slice(0, N), x);
+  }
   if (counts_tokens) ops.matmul(dx, d_logits_t, false, router_.value, false, true);
 
   if (!counts_tokens) return;
   const Tensor counted = device_load_.slice(0, 2 * E), entropy = device_load_.slice(2 * E + 2, 2 * E + 3);
   ops.add(counted, counted, b.counts);
   ops.add(entropy, entropy, b.stats.slice(E, E + 1));
+}
+
+void MoeMlp::router_weight_gradient(Ops& ops, const Tensor& d_logits, const Tensor& x) const {
+  if (router_.frozen) return;
+  const ShareGradients router_shares(whole_experts_ ? sequence_ : nullptr);
+  router_shares.begin(ops, router_);
+  ops.matmul(router_.grad, d_logits, true, x, false, true);
+  router_shares.end(router_);
 }
 
 Tensor MoeMlp::share_rows(const Tensor& whole) const {

@@ -124,9 +124,9 @@ class MoeMlp {
                const ExpertGradients& scratch) const;
   // dx = input gradient (overwrites); parameter gradients accumulate. dloss: each token's
   // loss weight (the balancing and z losses weigh this micro-batch's tokens the same).
-  // With batch.defer_weights (a split backward's input-gradient pass) the experts' and the
-  // shared experts' weight and bias gradients wait for backward_weights, from copies kept in
-  // the slot; the router's (and a shared output bias added once) are computed here.
+  // With batch.defer_weights (a split backward's input-gradient pass) every weight and bias
+  // gradient (the experts', the shared experts', the router's) waits for backward_weights,
+  // from copies kept in the slot.
   void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
                 const ExpertGradients& grads, double dloss) const;
   void backward_weights(Ops& ops, const Batch& batch) const;
@@ -174,6 +174,9 @@ class MoeMlp {
   // and inputs (hidden, in).
   void experts_weight_gradients(Ops& ops, const Tensor& d_out, const Tensor& hidden, const Tensor& d_fc,
                                 const Tensor& in, const std::vector<int64_t>& offsets) const;
+  // The router's weight gradient from its logits' gradient and its input ([N, E], [N, C]),
+  // summed over the tensor group when each rank routed its own tokens.
+  void router_weight_gradient(Ops& ops, const Tensor& d_logits, const Tensor& x) const;
   // This rank's share of a whole micro-batch's [N, C] rows under sequence parallelism.
   Tensor share_rows(const Tensor& whole) const;
   // Trades the per-expert counts over the expert group and lays out the received rows' order
@@ -204,6 +207,7 @@ class MoeMlp {
   // pass to the weight pass (the slot's buffers may be recomputed for other layers between).
   struct KeptRows {
     Tensor in, hidden, d_out, d_fc;  // [R, C], [R, F], [R, C], [R, fc width]
+    Tensor router_in, d_logits;      // the router's input and logits' gradient: [N, C], [N, E]
   };
   std::vector<KeptRows> kept_;
   // The selection bias [E] and the step's load [2E + 3] (routed, dropped, then the balancing

@@ -78,7 +78,7 @@ TEST_P(MoeModel, ACapacityThatDropsChoicesWithPadding) {
 }
 
 // The experts' grouped products and the shared experts' wait for the weight pass
-// (tests/model_gradients.h); the routers' gradients come with the input gradients.
+// (tests/model_gradients.h), and so do the routers'.
 TEST_P(MoeModel, ASplitBackwardAddsWhatTheWholeOneAdds) {
   ModelConfig m = moe_model(GetParam());
   m.moe.shared_experts = 1;

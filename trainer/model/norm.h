@@ -13,11 +13,23 @@ class Norm {
  public:
   void bind(const LayerBuild& build, const std::string& name);
   void forward(Ops& ops, const Batch& batch, const Tensor& out, const Tensor& x) const;
-  // dx += the input gradient; weight (and bias) gradients accumulate.
+  // dx += the input gradient; weight (and bias) gradients accumulate, or with
+  // batch.defer_weights wait for backward_weights, from copies of dout, x and the statistics
+  // kept in the slot (the slot's own may be recomputed for other blocks in between).
   void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dout,
                 const Tensor& x) const;
+  void backward_weights(Ops& ops, const Batch& batch) const;
 
  private:
+  // The op: dx += the input gradient unless dx is empty, the weights' gradients unless
+  // dweight is empty (a frozen norm's, or an input-gradient pass').
+  void run_backward(Ops& ops, const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                    const Tensor& x, const Tensor& mean, const Tensor& rstd) const;
+  // The op with the weights' gradients (none when frozen), summed over the
+  // sequence-parallel group.
+  void gradients(Ops& ops, const Tensor& dx, const Tensor& dout, const Tensor& x, const Tensor& mean,
+                 const Tensor& rstd) const;
+
   bool rms_ = false;
   double eps_ = 1e-5;
   Parameter weight_;
@@ -25,6 +37,11 @@ class Norm {
   const SequenceParallel* sequence_ = nullptr;  // its weights see this rank's tokens only
   std::vector<Tensor> mean_;  // per slot, [micro_batch, seq_len] (LayerNorm only)
   std::vector<Tensor> rstd_;  // per slot
+  // A split backward's copies, per slot (LayerBuild::weight_inputs): mean empty for RMSNorm.
+  struct Kept {
+    Tensor x, dout, mean, rstd;
+  };
+  std::vector<Kept> kept_;
 };
 
 }  // namespace kiln

@@ -61,13 +61,14 @@ void QkHeadRows::forward(Ops& ops, const Batch& batch, const Tensor& qkv, const 
 
 void QkHeadRows::backward(Ops& ops, const Batch& batch, const Tensor& d_fused, const Tensor& heads,
                           const Tensor& rstd, const Tensor& q_weight, const Tensor& k_weight,
-                          const Tensor& dq_weight, const Tensor& dk_weight) const {
+                          const Tensor& dq_weight, const Tensor& dk_weight, const Tensor& kept_gradients) const {
   const int64_t n = batch.b * batch.t, q = n * heads_.n_head, kv = n * heads_.n_kv_head;
   // The norms' input gradients take the normalised heads' place, so the same gather that
   // assembled forward's output assembles the projection's gradient.
   const Tensor d_heads = staging_.slice(tokens_ * (heads_.n_head + 2 * heads_.n_kv_head), staging_.shape[0]);
   ops.gather_rows(query_block(gradients_, n), staging_, query_rows_.slice(0, q), Tensor{});
   ops.gather_rows(key_block(gradients_, n), staging_, key_rows_.slice(0, kv), Tensor{});
+  if (!kept_gradients.empty()) ops.cast(kept_gradients, gradients_);
   ops.fill(query_block(d_heads, n), 0.0);
   ops.fill(key_block(d_heads, n), 0.0);
   ops.rmsnorm_backward(query_block(d_heads, n), dq_weight, query_block(gradients_, n), query_block(heads, n),
@@ -76,6 +77,16 @@ void QkHeadRows::backward(Ops& ops, const Batch& batch, const Tensor& d_fused, c
                        key_block(rstd, n));
   ops.gather_rows(as_matrix(d_fused).view({q + 2 * kv, heads_.head_dim}), staging_,
                   fused_rows_.slice(0, q + 2 * kv), Tensor{});
+}
+
+void QkHeadRows::weight_gradients(Ops& ops, const Batch& batch, const Tensor& heads, const Tensor& rstd,
+                                  const Tensor& gradients, const Tensor& q_weight, const Tensor& k_weight,
+                                  const Tensor& dq_weight, const Tensor& dk_weight) const {
+  const int64_t n = batch.b * batch.t;
+  ops.rmsnorm_backward(Tensor{}, dq_weight, query_block(gradients, n), query_block(heads, n), q_weight,
+                       query_block(rstd, n));
+  ops.rmsnorm_backward(Tensor{}, dk_weight, key_block(gradients, n), key_block(heads, n), k_weight,
+                       key_block(rstd, n));
 }
 
 void QkNorm::bind(const LayerBuild& build, const std::string& name) {
@@ -87,9 +98,14 @@ void QkNorm::bind(const LayerBuild& build, const std::string& name) {
   tensor_group_ = build.split.tensor;
   heads_.clear();
   rstd_.clear();
+  kept_.clear();
   for (int s = 0; s < build.slots; ++s) {
     heads_.push_back(rows_->take_heads(build.activations, build.dtype));
     rstd_.push_back(rows_->take_rstd(build.activations, build.stat_dtype));
+    if (!build.weight_inputs || q_weight_.frozen) continue;
+    Arena& kept = *build.weight_inputs;
+    kept_.push_back({rows_->take_heads(kept, build.dtype), rows_->take_rstd(kept, build.stat_dtype),
+                     rows_->take_heads(kept, build.dtype)});
   }
 }
 
@@ -100,11 +116,31 @@ void QkNorm::forward(Ops& ops, const Batch& batch, const Tensor& qkv) const {
 
 void QkNorm::backward(Ops& ops, const Batch& batch, const Tensor& d_fused) const {
   const size_t s = static_cast<size_t>(batch.slot);
+  if (batch.defer_weights && !q_weight_.frozen) {
+    const Kept& k = kept_[s];
+    ops.cast(k.heads, heads_[s]);
+    ops.cast(k.rstd, rstd_[s]);
+    rows_->backward(ops, batch, d_fused, heads_[s], rstd_[s], q_weight_.value, k_weight_.value, Tensor{}, Tensor{},
+                    k.gradients);
+    return;
+  }
   const ShareGradients shared(tensor_group_);
   shared.begin(ops, q_weight_);
   shared.begin(ops, k_weight_);
   rows_->backward(ops, batch, d_fused, heads_[s], rstd_[s], q_weight_.value, k_weight_.value, q_weight_.grad,
                   k_weight_.grad);
+  shared.end(q_weight_);
+  shared.end(k_weight_);
+}
+
+void QkNorm::backward_weights(Ops& ops, const Batch& batch) const {
+  if (q_weight_.frozen) return;
+  const Kept& k = kept_[static_cast<size_t>(batch.slot)];
+  const ShareGradients shared(tensor_group_);
+  shared.begin(ops, q_weight_);
+  shared.begin(ops, k_weight_);
+  rows_->weight_gradients(ops, batch, k.heads, k.rstd, k.gradients, q_weight_.value, k_weight_.value, q_weight_.grad,
+                          k_weight_.grad);
   shared.end(q_weight_);
   shared.end(k_weight_);
 }

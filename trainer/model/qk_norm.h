@@ -47,10 +47,17 @@ class QkHeadRows {
   void forward(Ops& ops, const Batch& batch, const Tensor& qkv, const Tensor& heads, const Tensor& rstd,
                const Tensor& q_weight, const Tensor& k_weight, double eps) const;
   // d_fused (overwritten) = the gradient of the projection's output, from the gradient of
-  // the normalised qkv in fused(batch) (which it overwrites); the weights' gradients accumulate.
+  // the normalised qkv in fused(batch) (which it overwrites); the weights' gradients
+  // accumulate unless they are empty (frozen, or a split backward's input-gradient pass,
+  // which copies the norms' output gradients into kept_gradients, laid out as take_heads').
   void backward(Ops& ops, const Batch& batch, const Tensor& d_fused, const Tensor& heads, const Tensor& rstd,
-                const Tensor& q_weight, const Tensor& k_weight, const Tensor& dq_weight,
-                const Tensor& dk_weight) const;
+                const Tensor& q_weight, const Tensor& k_weight, const Tensor& dq_weight, const Tensor& dk_weight,
+                const Tensor& kept_gradients = {}) const;
+  // A split backward's weight pass: the weights' gradients alone, from copies of the heads
+  // before the norm, of their statistics and of the norms' output gradients.
+  void weight_gradients(Ops& ops, const Batch& batch, const Tensor& heads, const Tensor& rstd,
+                        const Tensor& gradients, const Tensor& q_weight, const Tensor& k_weight,
+                        const Tensor& dq_weight, const Tensor& dk_weight) const;
 
  private:
   // Rows [begin, begin + count) of a [rows, ...] tensor.
@@ -77,8 +84,10 @@ class QkNorm {
   // The projection writes here; forward normalises it into qkv.
   Tensor fused(const Batch& batch) const { return rows_->fused(batch); }
   void forward(Ops& ops, const Batch& batch, const Tensor& qkv) const;
-  // d_fused (overwritten) from the gradient in fused(batch); weight gradients accumulate.
+  // d_fused (overwritten) from the gradient in fused(batch); weight gradients accumulate, or
+  // with batch.defer_weights wait for backward_weights, from copies kept in the slot.
   void backward(Ops& ops, const Batch& batch, const Tensor& d_fused) const;
+  void backward_weights(Ops& ops, const Batch& batch) const;
 
  private:
   const QkHeadRows* rows_ = nullptr;
@@ -86,6 +95,12 @@ class QkNorm {
   double eps_ = 1e-6;
   Parameter q_weight_, k_weight_;
   std::vector<Tensor> heads_, rstd_;  // per slot
+  // A split backward's copies, per slot (LayerBuild::weight_inputs): the heads, their
+  // statistics and the norms' output gradients.
+  struct Kept {
+    Tensor heads, rstd, gradients;
+  };
+  std::vector<Kept> kept_;
 };
 
 }  // namespace kiln

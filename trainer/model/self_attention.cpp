@@ -74,6 +74,7 @@ void SelfAttention::backward(Ops& ops, const Batch& batch, const Tensor& dx, con
 
 void SelfAttention::backward_weights(Ops& ops, const Batch& batch) const {
   proj_.backward_weights(ops, batch);
+  if (qk_norm_on_) qk_norm_.backward_weights(ops, batch);
   qkv_.backward_weights(ops, batch);
 }
 

@@ -22,8 +22,8 @@ class SelfAttention {
  public:
   void bind(const LayerBuild& build, const std::string& name, const Tensor& rope_table);
   void forward(Ops& ops, const Batch& batch, const Tensor& y, const Tensor& x) const;
-  // dx = input gradient (overwrites); parameter gradients accumulate (the linear layers'
-  // weights' in backward_weights, when batch.defer_weights).
+  // dx = input gradient (overwrites); parameter gradients accumulate (the projections' and
+  // the head norms' in backward_weights, when batch.defer_weights).
   void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
                 const BlockScratch& scratch) const;
   void backward_weights(Ops& ops, const Batch& batch) const;

@@ -52,7 +52,9 @@ void TransformerBlock::backward(Ops& ops, const Batch& batch, const Tensor& d_re
 void TransformerBlock::backward_weights(Ops& ops, const Batch& batch) const {
   if (moe_) experts_.backward_weights(ops, batch);
   else mlp_.backward_weights(ops, batch);
+  norm2_.backward_weights(ops, batch);
   attention_.backward_weights(ops, batch);
+  norm1_.backward_weights(ops, batch);
 }
 
 }  // namespace kiln

@@ -22,9 +22,9 @@ class TransformerBlock {
   // d_residual holds d(out) on entry and d(x) on return. dloss: each token's loss weight.
   void backward(Ops& ops, const Batch& batch, const Tensor& d_residual, const Tensor& x,
                 const BlockScratch& scratch, double dloss) const;
-  // A split backward's weight pass, after backward ran with batch.defer_weights: the linear
-  // layers' and the experts' weights' gradients. The norms' (fused with their input
-  // gradients, and small) and the router's came with the input gradients.
+  // A split backward's weight pass, after backward ran with batch.defer_weights: every weight
+  // gradient of the block (the linear layers', the experts' and the router's, the norms'), in
+  // backward's order. Only LoRA adapters' come with the input gradients (lora_adapter.h).
   void backward_weights(Ops& ops, const Batch& batch) const;
 
   int layer() const { return layer_; }

@@ -134,8 +134,12 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
     double moved = tokens * layers * d * elementwise_per_token_width(m) * b / tp + (head ? tokens * Vp * kLossPerLogit * b : 0);
     // A split backward (the zero-bubble schedules) copies each linear layer's input and output
     // gradient for its weight pass, written then read: the four products' about 6 d + 2 ffn
-    // values a token, split over the tensor ranks.
-    if (splits_backward(config.parallel) && pp > 1) moved += 2 * tokens * layers * (6.0 * d + 2.0 * m.ffn_dim()) * b / tp;
+    // values a token, split over the tensor ranks; and each of the two norms' input and output
+    // gradient, 4 d values a token, split only under sequence parallelism.
+    if (splits_backward(config.parallel) && pp > 1) {
+      const int sp = config.parallel.sequence_parallel ? tp : 1;
+      moved += 2 * tokens * layers * ((6.0 * d + 2.0 * m.ffn_dim()) / tp + 4.0 * d / sp) * b;
+    }
     const double attention_s = attention_flops / attention;
     StepPrediction s;
     s.compute_s = gemm_flops / gemm + attention_s + moved / bandwidth +
