@@ -56,6 +56,20 @@ void CheckedOps::add_columns(const Tensor& out, const Tensor& x, int64_t first, 
   backend_->add_columns(out, x, first, factor);
 }
 
+void CheckedOps::copy_head_columns(const Tensor& out, const Tensor& x, const HeadColumns& k) {
+  // The last head's block ends within its row (the first's, with stride 0).
+  const auto fits = [&](const Tensor& t, int64_t first, int64_t stride) {
+    return first >= 0 && stride >= 0 && first + (k.heads - 1) * stride + k.width <= t.shape.cols();
+  };
+  KILN_CHECK(out.data != x.data && out.shape.rows() == x.shape.rows() && out.dtype == x.dtype && k.heads >= 1 &&
+                 k.width >= 0 && fits(out, k.out_first, k.out_stride) && fits(x, k.x_first, k.x_stride) &&
+                 (k.out_stride == 0 || k.out_stride >= k.width),
+             "copy_head_columns: " + std::to_string(k.heads) + " blocks of " + std::to_string(k.width) + " from " +
+                 x.shape.str() + " at " + std::to_string(k.x_first) + " + h " + std::to_string(k.x_stride) + " to " +
+                 out.shape.str() + " at " + std::to_string(k.out_first) + " + h " + std::to_string(k.out_stride));
+  backend_->copy_head_columns(out, x, k);
+}
+
 void CheckedOps::take_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) {
   check_columns(x, out, first, "take_columns");
   backend_->take_columns(out, x, first, factor);
@@ -202,8 +216,9 @@ void CheckedOps::swiglu_backward(const Tensor& dx, const Tensor& x, const Tensor
 void CheckedOps::check_rope(const Tensor& qkv, const Tensor& table, AttentionShape s,
                             const Tensor& positions) const {
   check_heads(qkv, s);
-  KILN_CHECK(s.head_dim % 2 == 0 && table.shape.rank == 3 && table.shape[0] >= qkv.shape[1] &&
-                 table.shape[1] == s.head_dim / 2 && table.dtype == wide(qkv.dtype),
+  KILN_CHECK(s.rotated_dim() % 2 == 0 && s.rotated_dim() <= s.head_dim && table.shape.rank == 3 &&
+                 table.shape[0] >= qkv.shape[1] && table.shape[1] == s.rotated_dim() / 2 &&
+                 table.dtype == wide(qkv.dtype),
              "rope: table " + table.shape.str() + " does not match the heads");
   check_per_token(positions, qkv.shape[0], qkv.shape[1], "rope", "positions");
 }

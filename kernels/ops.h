@@ -29,6 +29,7 @@
 #include "kernels/counter_random.h"
 #include "kernels/dropout_mask.h"
 #include "kernels/expert_route.h"
+#include "kernels/head_columns.h"
 #include "kernels/optimizer_scalars.h"
 #include "kernels/tensor.h"
 
@@ -40,7 +41,11 @@ struct AttentionShape {
   int n_head = 0;
   int n_kv_head = 0;
   int head_dim = 0;
+  // The trailing dims of each query and key head RoPE turns (0: all head_dim), as DeepSeek's
+  // latent attention turns only the part of a head its keys share.
+  int rope_dim = 0;
   int qkv_width() const { return (n_head + 2 * n_kv_head) * head_dim; }
+  int rotated_dim() const { return rope_dim > 0 ? rope_dim : head_dim; }
 };
 
 // The optimizer's segment table: a [n, 3] I64 tensor of (begin, end, decay) rows over the
@@ -155,6 +160,11 @@ class Ops {
   virtual void add_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) = 0;
   // out[N, c] = factor * columns [first, first + c) of x[N, C] (overwrites).
   virtual void take_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) = 0;
+  // Head blocks moved between two [N, *] matrices (overwrites): for each row, out's block h =
+  // x's block h, as `columns` places them; with out_stride 0, out's one block = the sum of
+  // x's blocks in head order (the gradient of a block every head reads). Latent attention
+  // assembles its heads with it (trainer/model/latent_attention.h).
+  virtual void copy_head_columns(const Tensor& out, const Tensor& x, const HeadColumns& columns) = 0;
   // out[N, C] = x[N, C] with the elements the mask drops zeroed and the rest multiplied by
   // mask.factor() (+ out when accumulate): a LoRA adapter's dropout of its input, and the same
   // of the input's gradient in backward (kernels/dropout_mask.h).
@@ -264,9 +274,9 @@ class Ops {
 
   // ---- attention ----------------------------------------------------------------
   // Rotary embedding of the query and key heads of qkv[B, T, qkv_width], in place, with
-  // the rotate-half pairing (i, i + head_dim/2). table[P, head_dim/2, 2] holds cos, sin by
-  // position; token (b, t) turns by row positions[b, t] of it (row t when positions is
-  // empty), which must be below P.
+  // the rotate-half pairing (i, i + r/2) over each head's last r = shape.rotated_dim() dims.
+  // table[P, r/2, 2] holds cos, sin by position; token (b, t) turns by row positions[b, t]
+  // of it (row t when positions is empty), which must be below P.
   virtual void rope_forward(const Tensor& qkv, const Tensor& table, AttentionShape shape,
                             const Tensor& positions) = 0;
   // The inverse rotation of the query and key gradients in dqkv, in place.

@@ -131,6 +131,11 @@ void ProfiledOps::add_columns(const Tensor& out, const Tensor& x, int64_t first,
   timed("add_columns", label(out), 0, 3 * bytes(x), [&] { inner_.add_columns(out, x, first, factor); });
 }
 
+void ProfiledOps::copy_head_columns(const Tensor& out, const Tensor& x, const HeadColumns& columns) {
+  const double moved = 2.0 * static_cast<double>(x.shape.rows() * columns.heads * columns.width) * dtype_size(x.dtype);
+  timed("copy_head_columns", label(x), 0, moved, [&] { inner_.copy_head_columns(out, x, columns); });
+}
+
 void ProfiledOps::take_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) {
   timed("take_columns", label(x), 0, 2 * bytes(out), [&] { inner_.take_columns(out, x, first, factor); });
 }

@@ -64,6 +64,7 @@ class ProfiledOps final : public Ops {
   void add_bias(const Tensor& out, const Tensor& bias) override;
   void add_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) override;
   void take_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) override;
+  void copy_head_columns(const Tensor& out, const Tensor& x, const HeadColumns& columns) override;
   void dropout(const Tensor& out, const Tensor& x, const DropoutMask& mask, bool accumulate) override;
   void bias_backward(const Tensor& dbias, const Tensor& dout) override;
   void add(const Tensor& out, const Tensor& a, const Tensor& b) override;

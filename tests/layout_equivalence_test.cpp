@@ -37,6 +37,12 @@ const std::string kLlama =
 // Qwen3's normalised query and key heads, with a head width of their own (12, not 32 / 4).
 const std::string kQwen3 = kLlama + " --set model.qk_norm=true --set model.head_dim=12";
 
+// DeepSeek's latent attention on Llama: 4 heads of 6 + 2 turned by RoPE, values of 5, latents
+// of 12 and 8.
+const std::string kLatent = " --set model.arch=llama --set model.d_ff=48 --set model.attention=mla"
+                            " --set model.q_lora_rank=12 --set model.kv_lora_rank=8 --set model.qk_nope_head_dim=6"
+                            " --set model.qk_rope_head_dim=2 --set model.v_head_dim=5";
+
 // Llama with a mixture of experts in both layers, every balancing option on.
 const std::string kMoe = kLlama +
     " --set moe.num_experts=4 --set moe.top_k=2 --set moe.ffn_hidden=24 --set moe.z_loss_coeff=0.001"
@@ -198,6 +204,13 @@ INSTANTIATE_TEST_SUITE_P(
                " --set train.recompute=selective",
                kQwen3},
         Layout{"qwen3_pp2", 2, " --set parallel.pp=2", kQwen3},
+        // Latent attention: each tensor rank's heads, the latents whole on both, their
+        // weights' and the input's gradients summed over the ranks.
+        Layout{"latent_tp2_sequence_parallel_dp2", 4, " --set parallel.tp=2 --set parallel.sequence_parallel=true",
+               kLatent},
+        Layout{"latent_tp2_pp2_zbv_recompute_full", 4,
+               " --set parallel.tp=2 --set parallel.pp=2 --set parallel.schedule=zbv --set train.recompute=full",
+               kLatent + " --set model.n_layer=4"},
         Layout{"tp2_sequence_parallel", 2,
                " --set parallel.tp=2 --set parallel.sequence_parallel=true", ""},
         Layout{"llama_tp2_sequence_parallel_recompute_full", 2,
@@ -484,7 +497,10 @@ INSTANTIATE_TEST_SUITE_P(
                     // the frozen base saved beside them.
                     Layout{"llama_lora_tp2", 2, " --set parallel.tp=2", " --set model.n_layer=2" + kLoraLlama},
                     // Qwen3's q_norm and k_norm, whole on every tensor rank, saved once.
-                    Layout{"qwen3_tp2", 2, " --set parallel.tp=2", " --set model.n_layer=2" + kQwen3}),
+                    Layout{"qwen3_tp2", 2, " --set parallel.tp=2", " --set model.n_layer=2" + kQwen3},
+                    // Latent attention's up-projections by heads, its down-projection whole.
+                    Layout{"latent_tp2_pp2", 4, " --set parallel.tp=2 --set parallel.pp=2",
+                           " --set model.n_layer=2" + kLatent}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 // After one step each layout holds the single rank's gradients, tensor by tensor: AdamW's
@@ -593,7 +609,11 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"qwen3_tp2_sequence_parallel", 2,
                            " --set parallel.tp=2 --set parallel.sequence_parallel=true", kQwen3},
                     Layout{"qwen3_cp2_tp2_sequence_parallel", 4,
-                           " --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true", kQwen3}),
+                           " --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true", kQwen3},
+                    // Latent attention: the down-projection and the latents' norms whole on
+                    // both ranks, their gradients summed over the ranks' heads.
+                    Layout{"latent_tp2_sequence_parallel", 2,
+                           " --set parallel.tp=2 --set parallel.sequence_parallel=true", kLatent}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 }  // namespace

@@ -96,6 +96,12 @@ std::string gpu_run(const std::string& prefix, const std::string& dtype) {
 const std::string kMoe =
     " --set model.arch=llama --set model.n_kv_head=2 --set model.d_ff=48 --set moe.num_experts=4"
     " --set moe.top_k=2 --set moe.ffn_hidden=24";
+// DeepSeek's latent attention: 4 heads of 24 + 8 turned by RoPE, values of 24 (padded to 32
+// in the core), latents of 48 and 32.
+const std::string kLatent =
+    " --set model.arch=llama --set model.d_ff=48 --set model.attention=mla --set model.q_lora_rank=48"
+    " --set model.kv_lora_rank=32 --set model.qk_nope_head_dim=24 --set model.qk_rope_head_dim=8"
+    " --set model.v_head_dim=24";
 // LoRA beside every Llama projection with a large dropout: the CUDA masks must be the one
 // GPU's on every rank, the column-parallel ranks' the same, the row-parallel ones' their
 // features' (kernels/dropout_mask.h).
@@ -306,6 +312,9 @@ std::vector<GpuLayout> layouts() {
       {"lora_dropout_tp2_sequence_parallel", 2, " --set parallel.tp=2 --set parallel.sequence_parallel=true", "",
        kLoraDropout},
       {"lora_dropout_cp2", 2, " --set parallel.cp=2", "", kLoraDropout},
+      // Latent attention: its heads assembled for the core and RoPE over their tails on the
+      // device, the latents' gradients summed over the tensor ranks.
+      {"latent_tp2_sequence_parallel", 2, " --set parallel.tp=2 --set parallel.sequence_parallel=true", "", kLatent},
   };
   std::vector<GpuLayout> all;
   for (const char* dtype : {"fp32", "bf16"})

@@ -26,4 +26,17 @@ inline ModelConfig small_model(const std::string& arch, int d_model, int vocab_s
   return m;
 }
 
+// DeepSeek's latent attention on a Llama model: query and key heads of nope + rope dims, value
+// heads of `value`, latents of q_rank (0: the query projected straight from the input) and
+// kv_rank; a key and value head for every query head.
+inline void use_latent_attention(ModelConfig& m, int q_rank, int kv_rank, int nope, int rope, int value) {
+  m.attention = "mla";
+  m.n_kv_head = 0;
+  m.q_lora_rank = q_rank;
+  m.kv_lora_rank = kv_rank;
+  m.qk_nope_head_dim = nope;
+  m.qk_rope_head_dim = rope;
+  m.v_head_dim = value;
+}
+
 }  // namespace kiln::test

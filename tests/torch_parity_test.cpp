@@ -6,7 +6,9 @@
 // (finetune.lora: the base frozen, adapters on some or all of the linear layers, their B
 // factors moved off zero so every path carries a gradient), where the frozen weights must
 // also come out of the ten steps bit for bit as they went in; and one for Qwen3's layer (the
-// Llama one with each query and key head RMS-normalised before RoPE, heads of their own width).
+// Llama one with each query and key head RMS-normalised before RoPE, heads of their own width);
+// and two for DeepSeek-V3's latent attention in a Llama layer (with and without the query's
+// latent).
 // The LoRA cases run again with finetune.lora.dropout: kiln drops each adapter's input as a
 // training batch does, and the reference drops the same elements (tests/parity/lora_dropout.py
 // computes kiln's counter-based masks from their definition), so the comparisons hold as
@@ -33,6 +35,7 @@
 #include "trainer/optim/adamw.h"
 #include "trainer/util/random.h"
 #include "tests/run_command.h"
+#include "tests/small_model.h"
 
 namespace kiln {
 namespace {
@@ -89,10 +92,12 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
 double relative_error(double a, double b) { return std::abs(a - b) / std::abs(b); }
 
 // "gpt2", "llama", or either with "_lora" or "_lora_dropout"; "qwen3": llama with each query
-// and key head RMS-normalised before RoPE, the heads 24 wide where d_model / n_head is 16.
+// and key head RMS-normalised before RoPE, the heads 24 wide where d_model / n_head is 16;
+// "mla": llama with DeepSeek's latent attention (query heads of 12 + 8 turned by RoPE, value
+// heads of 10, latents of 24 and 16), "mla_direct_q" without the query's latent.
 ModelConfig parity_model(const std::string& variant) {
   const std::string family = variant.substr(0, variant.find('_'));
-  const std::string arch = family == "qwen3" ? "llama" : family;
+  const std::string arch = family == "qwen3" || family == "mla" ? "llama" : family;
   ModelConfig m;
   m.qk_norm = family == "qwen3";
   m.explicit_head_dim = m.qk_norm ? 24 : 0;
@@ -110,6 +115,7 @@ ModelConfig parity_model(const std::string& variant) {
   m.d_model = 64;
   m.n_head = 4;
   m.n_kv_head = arch == "llama" ? 2 : 0;
+  if (family == "mla") test::use_latent_attention(m, variant == "mla" ? 24 : 0, 16, 12, 8, 10);
   m.d_ff = arch == "llama" ? 96 : 0;  // gpt2: 4 * d_model
   m.vocab_size = 50;
   m.make_vocab_size_divisible_by = 16;  // 50 -> 64 rows: padding exists
@@ -249,6 +255,12 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
       {"norm_eps", mc.norm_eps},
       {"tie_embeddings", mc.tie_embeddings},
       {"qk_norm", mc.qk_norm},
+      {"attention", mc.attention},
+      {"q_lora_rank", mc.q_lora_rank},
+      {"kv_lora_rank", mc.kv_lora_rank},
+      {"qk_nope_head_dim", mc.qk_nope_head_dim},
+      {"qk_rope_head_dim", mc.qk_rope_head_dim},
+      {"v_head_dim", mc.v_head_dim},
       {"lora_scale", mc.lora.enabled() ? mc.lora.scale() : 0.0},
       {"lora_dropout", mc.lora.dropout > 0 ? json{{"p", mc.lora.dropout}, {"seed", draw.seed},
                                                   {"first_sample", draw.first_sample}}
@@ -327,7 +339,7 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, TorchParity, testing::Values("gpt2", "llama", "gpt2_lora", "llama_lora", "gpt2_lora_dropout",
-                                                       "llama_lora_dropout", "qwen3"),
+                                                       "llama_lora_dropout", "qwen3", "mla", "mla_direct_q"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -30,14 +30,14 @@ namespace kiln::cpu {
 template <typename T>
 void rope(T* qkv, const T* table, const int32_t* positions, const HeadLayout& L, bool inverse) {
   const int64_t width = L.qkv_width();
-  const int64_t half = L.head_dim / 2;
+  const int64_t half = L.rope_dim / 2, first = L.head_dim - L.rope_dim;  // the turned tail
   const int64_t rotated_heads = L.n_head + L.n_kv_head;  // queries and keys; values stay
   const T sign = inverse ? T(-1) : T(1);
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < L.batch * L.seq; ++n) {
     const T* angles = table + position_of(positions, n, L.seq) * half * 2;
     for (int64_t h = 0; h < rotated_heads; ++h) {
-      T* x = qkv + n * width + h * L.head_dim;
+      T* x = qkv + n * width + h * L.head_dim + first;
       for (int64_t i = 0; i < half; ++i) {
         const T c = angles[2 * i], s = sign * angles[2 * i + 1];
         const T x1 = x[i], x2 = x[i + half];

@@ -43,7 +43,7 @@ void dispatch(const Tensor& x, Fn&& fn) {
 }
 
 cpu::HeadLayout head_layout(const Tensor& qkv, AttentionShape s) {
-  return {qkv.shape[0], qkv.shape[1], s.n_head, s.n_kv_head, s.head_dim};
+  return {qkv.shape[0], qkv.shape[1], s.n_head, s.n_kv_head, s.head_dim, s.rotated_dim()};
 }
 
 class CpuOps final : public Ops {
@@ -150,6 +150,12 @@ class CpuOps final : public Ops {
       using T = decltype(t);
       cpu::take_columns(out.as<T>(), x.as<T>(), x.shape.rows(), x.shape.cols(), out.shape.cols(), first,
                         static_cast<T>(factor));
+    });
+  }
+  void copy_head_columns(const Tensor& out, const Tensor& x, const HeadColumns& columns) override {
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cpu::copy_head_columns(out.as<T>(), x.as<T>(), x.shape.rows(), out.shape.cols(), x.shape.cols(), columns);
     });
   }
   void dropout(const Tensor& out, const Tensor& x, const DropoutMask& mask, bool accumulate) override {

@@ -66,6 +66,23 @@ void take_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t f
     for (int64_t j = 0; j < c; ++j) out[n * c + j] = factor * x[n * C + first + j];
 }
 
+template <typename T>
+void copy_head_columns(T* out, const T* x, int64_t N, int64_t out_cols, int64_t x_cols, const HeadColumns& k) {
+  const bool sums = k.out_stride == 0 && k.heads > 1;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    T* o = out + n * out_cols;
+    const T* r = x + n * x_cols;
+    if (sums) std::fill(o + k.out_first, o + k.out_first + k.width, T(0));
+    for (int64_t h = 0; h < k.heads; ++h)
+      for (int64_t c = 0; c < k.width; ++c) {
+        const T v = r[k.x_first + h * k.x_stride + c];
+        T& dst = o[k.out_first + h * k.out_stride + c];
+        dst = sums ? dst + v : v;
+      }
+  }
+}
+
 // Each thread owns a block of columns and walks every row: deterministic, and rows are
 // read in contiguous pieces.
 template <typename T>
@@ -92,6 +109,7 @@ void bias_backward(T* dbias, const T* dout, int64_t N, int64_t C) {
   template void add_bias<T>(T*, const T*, int64_t, int64_t);             \
   template void add_columns<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, T); \
   template void take_columns<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, T); \
+  template void copy_head_columns<T>(T*, const T*, int64_t, int64_t, int64_t, const HeadColumns&); \
   template void bias_backward<T>(T*, const T*, int64_t, int64_t);
 KILN_INSTANTIATE(float)
 KILN_INSTANTIATE(double)

@@ -11,6 +11,7 @@
 #include "kernels/counter_random.h"
 #include "kernels/dropout_mask.h"
 #include "kernels/expert_route.h"
+#include "kernels/head_columns.h"
 #include "kernels/tensor.h"
 #include "kernels/optimizer_scalars.h"
 
@@ -32,6 +33,9 @@ template <typename T> void add_bias(T* out, const T* bias, int64_t N, int64_t C)
 // Columns [first, first + c) of out[N, C] += factor * x[N, c]; out[N, c] = factor * those of x.
 template <typename T> void add_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, T factor);
 template <typename T> void take_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, T factor);
+// Ops::copy_head_columns over rows of out_cols and x_cols values.
+template <typename T>
+void copy_head_columns(T* out, const T* x, int64_t N, int64_t out_cols, int64_t x_cols, const HeadColumns& columns);
 template <typename T> void bias_backward(T* dbias, const T* dout, int64_t N, int64_t C);
 // Ops::dropout on out[N, C] and x[N, C] (kernels/cpu/dropout.cpp).
 template <typename T> void dropout(T* out, const T* x, int64_t N, int64_t C, const DropoutMask& mask, bool accumulate);
@@ -95,6 +99,7 @@ struct HeadLayout {
   int64_t n_head = 0;
   int64_t n_kv_head = 0;
   int64_t head_dim = 0;
+  int64_t rope_dim = 0;  // the trailing dims of a head RoPE turns (AttentionShape::rotated_dim)
   int64_t qkv_width() const { return (n_head + 2 * n_kv_head) * head_dim; }
 };
 

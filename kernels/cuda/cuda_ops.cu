@@ -65,7 +65,7 @@ T* ptr(const Tensor& t) {
 }
 
 cuda::HeadLayout head_layout(const Tensor& qkv, AttentionShape s) {
-  return {qkv.shape[0], qkv.shape[1], s.n_head, s.n_kv_head, s.head_dim};
+  return {qkv.shape[0], qkv.shape[1], s.n_head, s.n_kv_head, s.head_dim, s.rotated_dim()};
 }
 
 // The ring's kernels keep up to 8 values of a row per lane.
@@ -240,6 +240,13 @@ class CudaOps final : public Ops {
       using T = decltype(t);
       cuda::add_columns(ptr<T>(out), ptr<T>(x), out.shape.rows(), out.shape.cols(), x.shape.cols(), first,
                         static_cast<float>(factor), stream_);
+    });
+  }
+  void copy_head_columns(const Tensor& out, const Tensor& x, const HeadColumns& columns) override {
+    dispatch(out, [&](auto t) {
+      using T = decltype(t);
+      cuda::copy_head_columns(ptr<T>(out), ptr<T>(x), x.shape.rows(), out.shape.cols(), x.shape.cols(), columns,
+                              stream_);
     });
   }
   void take_columns(const Tensor& out, const Tensor& x, int64_t first, double factor) override {

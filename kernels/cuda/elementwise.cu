@@ -138,6 +138,29 @@ struct ColumnsOp {
   }
 };
 
+// One thread per value of out's blocks (one block's values when the heads sum into it, each
+// summing its column over the heads in order).
+template <typename T>
+struct HeadColumnsOp {
+  T* out;
+  const T* x;
+  int64_t out_cols, x_cols;
+  HeadColumns k;
+  int64_t out_heads;  // the blocks of out: 1 when they sum
+  template <int W>
+  __device__ void apply(int64_t i) const {
+    const int64_t per_row = out_heads * k.width, n = i / per_row, h = i % per_row / k.width, c = i % k.width;
+    const T* row = x + n * x_cols + k.x_first + c;
+    float v = 0;
+    if (out_heads == 1 && k.heads > 1 && k.out_stride == 0) {
+      for (int64_t j = 0; j < k.heads; ++j) v += to_float(row[j * k.x_stride]);
+    } else {
+      v = to_float(row[h * k.x_stride]);
+    }
+    out[n * out_cols + k.out_first + h * k.out_stride + c] = from_float<T>(v);
+  }
+};
+
 template <typename T>
 struct BiasGrad {
   const T* dout;
@@ -218,6 +241,13 @@ void take_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t f
 }
 
 template <typename T>
+void copy_head_columns(T* out, const T* x, int64_t N, int64_t out_cols, int64_t x_cols, const HeadColumns& columns,
+                       cudaStream_t stream) {
+  const int64_t out_heads = columns.out_stride == 0 ? 1 : columns.heads;
+  launch_map<1>(N * out_heads * columns.width, HeadColumnsOp<T>{out, x, out_cols, x_cols, columns, out_heads}, stream);
+}
+
+template <typename T>
 void bias_backward(float* dbias, const T* dout, int64_t N, int64_t C, cudaStream_t stream) {
   with_pack<T>(can_pack<kPack<T>>(C, dout), [&](auto p) {
     launch_column_sums<decltype(p)::value, 1>(dbias, nullptr, N, C, BiasGrad<T>{dout, C}, stream);
@@ -230,6 +260,7 @@ void bias_backward(float* dbias, const T* dout, int64_t N, int64_t C, cudaStream
   template void add_bias<T>(T*, const T*, int64_t, int64_t, cudaStream_t);               \
   template void add_columns<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, float, cudaStream_t); \
   template void take_columns<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, float, cudaStream_t); \
+  template void copy_head_columns<T>(T*, const T*, int64_t, int64_t, int64_t, const HeadColumns&, cudaStream_t); \
   template void bias_backward<T>(float*, const T*, int64_t, int64_t, cudaStream_t);      \
   template void cast<T, float>(T*, const float*, int64_t, cudaStream_t);                 \
   template void cast<T, __nv_bfloat16>(T*, const __nv_bfloat16*, int64_t, cudaStream_t); \

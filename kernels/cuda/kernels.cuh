@@ -17,6 +17,7 @@
 #include "kernels/counter_random.h"
 #include "kernels/dropout_mask.h"
 #include "kernels/expert_route.h"
+#include "kernels/head_columns.h"
 #include "kernels/optimizer_scalars.h"
 
 namespace kiln::cuda {
@@ -27,6 +28,7 @@ struct HeadLayout {
   int64_t n_head = 0;
   int64_t n_kv_head = 0;
   int64_t head_dim = 0;
+  int64_t rope_dim = 0;  // the trailing dims of a head RoPE turns (AttentionShape::rotated_dim)
   int64_t qkv_width() const { return (n_head + 2 * n_kv_head) * head_dim; }
 };
 
@@ -54,6 +56,10 @@ void bias_backward(float* dbias, const T* dout, int64_t N, int64_t C, cudaStream
 template <typename T>
 void add_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, float factor,
                  cudaStream_t stream);
+// Ops::copy_head_columns over rows of out_cols and x_cols values.
+template <typename T>
+void copy_head_columns(T* out, const T* x, int64_t N, int64_t out_cols, int64_t x_cols, const HeadColumns& columns,
+                       cudaStream_t stream);
 template <typename T>
 void take_columns(T* out, const T* x, int64_t N, int64_t C, int64_t c, int64_t first, float factor,
                   cudaStream_t stream);

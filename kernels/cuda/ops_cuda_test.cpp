@@ -165,6 +165,19 @@ TEST_P(CudaOps, ElementwiseAndBias) {
   cpu_->take_columns(taken.cpu, whole.cpu, 16, -2.0);
   gpu_->take_columns(taken.gpu, whole.gpu, 16, -2.0);
   expect_close(taken, "take_columns");
+  // Latent attention's head blocks: 4 heads of 10 into blocks of 6 (at 2 of each 8-wide head),
+  // one block into every head, and the heads summed into one.
+  const Pair heads = random({B * T, 40}, dtype()), blocks = output({B * T, 32}, dtype());
+  const Pair one = output({B * T, 6}, dtype());
+  cpu_->copy_head_columns(blocks.cpu, heads.cpu, {4, 6, 2, 8, 3, 10});
+  gpu_->copy_head_columns(blocks.gpu, heads.gpu, {4, 6, 2, 8, 3, 10});
+  expect_close(blocks, "copy_head_columns");
+  cpu_->copy_head_columns(one.cpu, heads.cpu, {4, 6, 0, 0, 3, 10});
+  gpu_->copy_head_columns(one.gpu, heads.gpu, {4, 6, 0, 0, 3, 10});
+  expect_close(one, "copy_head_columns summing the heads");
+  cpu_->copy_head_columns(blocks.cpu, one.cpu, {4, 6, 1, 8, 0, 0});
+  gpu_->copy_head_columns(blocks.gpu, one.gpu, {4, 6, 1, 8, 0, 0});
+  expect_close(blocks, "copy_head_columns into every head");
 
   const Pair dbias = accumulator({C}, DType::F32);
   cpu_->bias_backward(dbias.cpu, b.cpu);
@@ -539,6 +552,28 @@ void CudaOps::rope_and_attention(int64_t seq, const Pair& positions, const Pair&
 }
 
 TEST_P(CudaOps, RopeAndAttention) { rope_and_attention(T, Pair{}, Pair{}); }
+
+// RoPE over the last 64 of each 192-wide head (DeepSeek-V3's latent attention), forward and back.
+TEST_P(CudaOps, RopeOverTheTrailingDims) {
+  const AttentionShape s{4, 4, 192, 64};
+  std::vector<double> angles(static_cast<size_t>(T * 64));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < 32; ++i) {
+      const double a = static_cast<double>(t) * std::pow(10000.0, -2.0 * i / 64);
+      angles[static_cast<size_t>((t * 32 + i) * 2)] = std::cos(a);
+      angles[static_cast<size_t>((t * 32 + i) * 2 + 1)] = std::sin(a);
+    }
+  const Pair table = output({T, 32, 2}, DType::F32);
+  copy_from_doubles(*cpu_, table.cpu, angles);
+  copy_from_doubles(*gpu_, table.gpu, angles);
+  const Pair qkv = random({B, T, s.qkv_width()}, dtype());
+  cpu_->rope_forward(qkv.cpu, table.cpu, s, Tensor{});
+  gpu_->rope_forward(qkv.gpu, table.gpu, s, Tensor{});
+  expect_close(qkv, "rope_forward over the trailing dims");
+  cpu_->rope_backward(qkv.cpu, table.cpu, s, Tensor{});
+  gpu_->rope_backward(qkv.gpu, table.gpu, s, Tensor{});
+  expect_close(qkv, "rope_backward over the trailing dims");
+}
 
 // Rows of 200 tokens that pack documents of 1 to 129 tokens, so whole K/V tiles of earlier
 // documents are skipped and tiles that hold a boundary are masked element by element.

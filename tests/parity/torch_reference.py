@@ -15,7 +15,8 @@ targets.bin (int32 [batch, seq_len]; a target < 0 is masked). It writes:
 Written from the model description (pre-norm blocks, LayerNorm/GELU-tanh/learned
 positions/tied head for GPT-2; RMSNorm/SwiGLU/RoPE/GQA/untied head for Llama; Mixtral's
 top-k softmax router over SwiGLU experts; Qwen3's RMSNorm of each query and key head before
-RoPE (transformers' Qwen3Attention); LoRA as PEFT's LoraLayer computes it, each adapted
+RoPE (transformers' Qwen3Attention); DeepSeek-V3's multi-head latent attention
+(transformers' DeepseekV3Attention, latent_attention below); LoRA as PEFT's LoraLayer computes it, each adapted
 projection's output plus scale * B(A(dropout(x))), the manifest's lora_dropout naming the
 masks kiln draws), not from kiln's code. torch 1.13 has neither F.scaled_dot_product_attention nor F.rms_norm, so
 attention and RMSNorm are spelled out.
@@ -50,8 +51,9 @@ def gelu_tanh(x):
 
 
 def rope_tables(cfg):
-    """cos and sin [seq_len, head_dim / 2]; angle = pos * theta^(-2i / head_dim)."""
-    hd, T = cfg["head_dim"], cfg["seq_len"]
+    """cos and sin [seq_len, d / 2]; angle = pos * theta^(-2i / d), d the dims RoPE turns:
+    head_dim, or latent attention's qk_rope_head_dim."""
+    hd, T = cfg.get("qk_rope_head_dim") or cfg["head_dim"], cfg["seq_len"]
     i = torch.arange(hd // 2, dtype=torch.float64)
     inv_freq = cfg["rope_theta"] ** (-2.0 * i / hd)
     scaling = cfg.get("rope_scaling")
@@ -86,6 +88,35 @@ def causal_attention(q, k, v, window=None):
         masked |= torch.ones(T, T, dtype=torch.bool).tril(diagonal=-window)
     scores = scores.masked_fill(masked, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
+
+
+def latent_attention(cfg, P, pre, x, cos, sin):
+    """DeepSeek-V3's multi-head latent attention over x [B, T, C] (transformers'
+    DeepseekV3Attention, with the rotate-half RoPE pairing): the query from its latent
+    (q_lora_rank > 0) or from x, the keys' unturned part and the values from the key/value
+    latent, one RoPE key for every head; heads of qk_nope + qk_rope, softmax scaled by
+    1 / sqrt(qk_nope + qk_rope), values v_head_dim wide. kiln's layout: one down-projection
+    whose rows are [query latent | key/value latent | RoPE key]; each up-projection's rows head
+    by head, [nope | rope] for the query, [key nope | value] for the keys and values."""
+    B, T, _ = x.shape
+    H, rq, rkv = cfg["n_head"], cfg["q_lora_rank"], cfg["kv_lora_rank"]
+    dn, dr, dv, eps = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"], cfg["norm_eps"]
+    down = F.linear(x, P[pre + "down.weight"])
+    q_latent, kv_latent, k_rope = down.split([rq, rkv, dr], dim=-1)
+    if rq > 0:
+        q = F.linear(rms_norm(q_latent, P[pre + "q_norm.weight"], eps), P[pre + "q_up.weight"])
+    else:
+        q = F.linear(x, P[pre + "q.weight"])
+    kv = F.linear(rms_norm(kv_latent, P[pre + "kv_norm.weight"], eps), P[pre + "kv_up.weight"])
+    q = q.view(B, T, H, dn + dr).transpose(1, 2)
+    kv = kv.view(B, T, H, dn + dv).transpose(1, 2)
+    q_nope, q_rope = q.split([dn, dr], dim=-1)
+    k_nope, v = kv.split([dn, dv], dim=-1)
+    k_rope = apply_rope(k_rope.view(B, 1, T, dr), cos, sin).expand(B, H, T, dr)
+    q = torch.cat([q_nope, apply_rope(q_rope, cos, sin)], dim=-1)
+    k = torch.cat([k_nope, k_rope], dim=-1)
+    out = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * dv)
+    return F.linear(out, P[pre + "proj.weight"])
 
 
 def sparse_moe(cfg, P, pre, x):
@@ -151,15 +182,9 @@ def forward(cfg, P, tokens):
         return torch.cat(segments, dim=-1)
 
     parts_widths = {"attn.qkv": [H * hd, KV * hd, KV * hd], "mlp.fc": [cfg["d_ff"]] * 2}
-    x = P["wte"][tokens]
-    if not llama:
-        x = x + P["wpe"][:T][None]
-    if llama:
-        cos, sin = rope_tables(cfg)
 
-    for layer in range(cfg["n_layer"]):
-        pre = "layers.%d." % layer
-        # Attention: fused projection, rows = query heads, key heads, value heads.
+    def self_attention(x, pre):
+        """Fused projection, rows = query heads, key heads, value heads."""
         qkv = linear(norm(x, pre + "norm1"), pre + "attn.qkv", ("q", "k", "v"))
         q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
         q = q.view(B, T, H, hd).transpose(1, 2)
@@ -174,8 +199,19 @@ def forward(cfg, P, tokens):
         k = k.repeat_interleave(H // KV, dim=1)
         v = v.repeat_interleave(H // KV, dim=1)
         attn = causal_attention(q, k, v, cfg.get("sliding_window")).transpose(1, 2).reshape(B, T, H * hd)
-        x = x + linear(attn, pre + "attn.proj", ("o",))
+        return linear(attn, pre + "attn.proj", ("o",))
 
+    x = P["wte"][tokens]
+    if not llama:
+        x = x + P["wpe"][:T][None]
+    cos, sin = rope_tables(cfg) if llama else (None, None)
+
+    for layer in range(cfg["n_layer"]):
+        pre = "layers.%d." % layer
+        if cfg.get("attention") == "mla":
+            x = x + latent_attention(cfg, P, pre + "attn.", norm(x, pre + "norm1"), cos, sin)
+        else:
+            x = x + self_attention(x, pre)
         # MLP: GELU (tanh) for GPT-2, SwiGLU with [gate | up] rows for Llama, Mixtral's
         # experts where the layer has them.
         if pre + "moe.router.weight" in P:

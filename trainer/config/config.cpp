@@ -46,6 +46,12 @@ void for_each_field(C& c, F&& f) {
   f("model", "tie_embeddings", c.model.tie_embeddings);
   f("model", "attention_bias", c.model.attention_bias);
   f("model", "qk_norm", c.model.qk_norm);
+  f("model", "attention", c.model.attention);
+  f("model", "q_lora_rank", c.model.q_lora_rank);
+  f("model", "kv_lora_rank", c.model.kv_lora_rank);
+  f("model", "qk_nope_head_dim", c.model.qk_nope_head_dim);
+  f("model", "qk_rope_head_dim", c.model.qk_rope_head_dim);
+  f("model", "v_head_dim", c.model.v_head_dim);
   f("model", "family", c.model.family);
   f("model", "sliding_window", c.model.sliding_window);
   f("model", "make_vocab_size_divisible_by", c.model.make_vocab_size_divisible_by);
@@ -442,6 +448,26 @@ std::optional<std::array<double, 3>> parse_split(std::string_view text) {
   return weights;
 }
 
+// DeepSeek's latent attention: its widths, and what it does not combine with.
+void validate_latent_attention(const ModelConfig& m) {
+  if (!m.is_llama()) fail("config: model.attention=mla needs model.arch=llama (RMSNorm and rotary embeddings)");
+  at_least("model.q_lora_rank", m.q_lora_rank, 0);
+  at_least("model.kv_lora_rank", m.kv_lora_rank, 1);
+  at_least("model.qk_nope_head_dim", m.qk_nope_head_dim, 1);
+  at_least("model.qk_rope_head_dim", m.qk_rope_head_dim, 2);
+  at_least("model.v_head_dim", m.v_head_dim, 1);
+  if (m.qk_rope_head_dim % 2 != 0)
+    fail("config: model.qk_rope_head_dim=" + show(m.qk_rope_head_dim) + " must be even (rotary embeddings turn pairs)");
+  // The attention core reads every value head padded to a query head's width.
+  if (m.v_head_dim > m.head_dim())
+    fail("config: model.v_head_dim=" + show(m.v_head_dim) + " must be at most model.qk_nope_head_dim + "
+         "model.qk_rope_head_dim = " + show(m.head_dim()));
+  if ((m.n_kv_head > 0 && m.n_kv_head != m.n_head) || m.explicit_head_dim > 0 || m.qk_norm || m.attention_bias)
+    fail("config: model.attention=mla sets its heads' widths itself (model.qk_nope_head_dim, qk_rope_head_dim, "
+         "v_head_dim; a key and value head for every query head), without model.n_kv_head, model.head_dim, "
+         "model.qk_norm or model.attention_bias");
+}
+
 void validate_model(const ModelConfig& m) {
   one_of("model.arch", m.arch, {"gpt2", "llama"});
   at_least("model.n_layer", m.n_layer, 1);
@@ -452,9 +478,11 @@ void validate_model(const ModelConfig& m) {
   at_least("model.vocab_size", m.vocab_size, 1);
   at_least("model.seq_len", m.seq_len, 1);
   at_least("model.head_dim", m.explicit_head_dim, 0);
-  if (m.explicit_head_dim == 0) divides("model.n_head", m.n_head, "model.d_model", m.d_model);
+  one_of("model.attention", m.attention, {"mha", "mla"});
+  if (m.latent_attention()) validate_latent_attention(m);
+  else if (m.explicit_head_dim == 0) divides("model.n_head", m.n_head, "model.d_model", m.d_model);
   if (m.n_kv_head > 0) divides("model.n_kv_head", m.n_kv_head, "model.n_head", m.n_head);
-  if (m.is_llama() && m.head_dim() % 2 != 0)
+  if (m.is_llama() && !m.latent_attention() && m.head_dim() % 2 != 0)
     fail("config: the head dimension " + show(m.head_dim()) +
          " (model.head_dim, or model.d_model / model.n_head) must be even for arch llama (rotary "
          "embeddings rotate pairs of dimensions)");
@@ -567,6 +595,8 @@ void validate_lora(const Config& c) {
   if (shard_level(c.parallel) >= ShardLevel::Gradients)
     fail("config: finetune.lora with parallel.shard=" + c.parallel.shard + " is not supported: the adapters are "
          "small and the frozen base is not sharded (set parallel.shard=optimizer or none)");
+  if (c.model.latent_attention())
+    fail("config: finetune.lora with model.attention=mla is not supported yet: its projections have no adapters");
   if (c.model.moe.enabled())
     fail("config: finetune.lora with MoE layers is not supported: the experts have no adapters "
          "(set finetune.lora.rank=0 or moe.num_experts=0)");
@@ -696,6 +726,8 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
   if (p.cp > 1 && m.moe.enabled())
     fail("config: parallel.cp=" + show(p.cp) + " with MoE layers is not supported yet: context parallelism "
          "trains dense models (set parallel.cp=1 or moe.num_experts=0)");
+  if (p.cp > 1 && m.latent_attention())
+    fail("config: parallel.cp=" + show(p.cp) + " with model.attention=mla is not supported yet (set parallel.cp=1)");
   if (p.etp != 0 && p.etp != 1 && p.etp != p.tp)
     fail("config: parallel.etp=" + show(p.etp) + " must be 1 (whole experts) or parallel.tp=" + show(p.tp) +
          " (0 says the same)");

@@ -80,6 +80,18 @@ struct ModelConfig {
   bool attention_bias = false;
   // llama: RMSNorm of each query and key head after the projection, before RoPE (Qwen3's).
   bool qk_norm = false;
+  // mha (multi-head attention, grouped-query with n_kv_head), or mla: DeepSeek's multi-head
+  // latent attention (trainer/model/latent_attention.h), the keys and values projected up from
+  // a latent of kv_lora_rank values a token, the queries from one of q_lora_rank (0: projected
+  // straight from the input), each query and key head qk_nope_head_dim values without RoPE and
+  // qk_rope_head_dim turned by it (the keys' turned part one for every head), each value head
+  // v_head_dim.
+  std::string attention = "mha";
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
   // The Hugging Face family a llama model is exported as where its layers do not decide it:
   // "mistral" (MistralForCausalLM); empty: named by its layers (hf_config.h).
   std::string family;
@@ -98,7 +110,16 @@ struct ModelConfig {
   bool has_qkv_bias() const { return !is_llama() || attention_bias; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int ffn_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }
-  int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : d_model / n_head; }
+  bool latent_attention() const { return attention == "mla"; }
+  // A query and key head's width: under latent attention its part without RoPE and its part with.
+  int head_dim() const {
+    if (latent_attention()) return qk_nope_head_dim + qk_rope_head_dim;
+    return explicit_head_dim > 0 ? explicit_head_dim : d_model / n_head;
+  }
+  // The dims of each query and key head RoPE turns (the trailing ones).
+  int rope_dim() const { return latent_attention() ? qk_rope_head_dim : head_dim(); }
+  // A value head's width.
+  int value_head_dim() const { return latent_attention() ? v_head_dim : head_dim(); }
   int expert_ffn_dim() const { return moe.ffn_hidden > 0 ? moe.ffn_hidden : ffn_dim(); }
   int64_t padded_vocab() const;
 };

@@ -373,6 +373,41 @@ TEST(Config, QkNormIsForLlamaLayers) {
   EXPECT_EQ(error_of({"model.qk_norm=true"}), "config: model.qk_norm is for arch llama (gpt2 normalises no heads)");
 }
 
+TEST(Config, LatentAttentionIsCheckedInOneLine) {
+  const std::vector<std::string> mla = {"model.arch=llama", "model.attention=mla", "model.kv_lora_rank=16",
+                                        "model.qk_nope_head_dim=12", "model.qk_rope_head_dim=8", "model.v_head_dim=10"};
+  const auto with_mla = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), mla.begin(), mla.end());
+    return error_of(more);
+  };
+  EXPECT_EQ(with_mla({}), "");
+  EXPECT_EQ(with_mla({"model.q_lora_rank=24", "parallel.tp=2", "parallel.sequence_parallel=true"}), "");
+  const Config c = with({"model.arch=llama", "model.attention=mla", "model.kv_lora_rank=16", "model.qk_nope_head_dim=12",
+                         "model.qk_rope_head_dim=8", "model.v_head_dim=10"});
+  EXPECT_EQ(c.model.head_dim(), 20);
+  EXPECT_EQ(c.model.rope_dim(), 8);
+  EXPECT_EQ(c.model.value_head_dim(), 10);
+  EXPECT_EQ(error_of({"model.attention=mla"}),
+            "config: model.attention=mla needs model.arch=llama (RMSNorm and rotary embeddings)");
+  EXPECT_EQ(error_of({"model.arch=llama", "model.attention=gqa"}),
+            "config: model.attention must be one of mha, mla, got \"gqa\"");
+  EXPECT_EQ(with_mla({"model.qk_rope_head_dim=7"}),
+            "config: model.qk_rope_head_dim=7 must be even (rotary embeddings turn pairs)");
+  EXPECT_EQ(with_mla({"model.v_head_dim=24"}),
+            "config: model.v_head_dim=24 must be at most model.qk_nope_head_dim + model.qk_rope_head_dim = 20");
+  EXPECT_EQ(with_mla({"model.kv_lora_rank=0"}), "config: model.kv_lora_rank must be >= 1, got 0");
+  const std::string own_heads =
+      "config: model.attention=mla sets its heads' widths itself (model.qk_nope_head_dim, qk_rope_head_dim, "
+      "v_head_dim; a key and value head for every query head), without model.n_kv_head, model.head_dim, "
+      "model.qk_norm or model.attention_bias";
+  EXPECT_EQ(with_mla({"model.n_kv_head=2"}), own_heads);
+  EXPECT_EQ(with_mla({"model.qk_norm=true"}), own_heads);
+  EXPECT_EQ(with_mla({"parallel.cp=2"}),
+            "config: parallel.cp=2 with model.attention=mla is not supported yet (set parallel.cp=1)");
+  EXPECT_EQ(with_mla({"finetune.lora.rank=4"}),
+            "config: finetune.lora with model.attention=mla is not supported yet: its projections have no adapters");
+}
+
 TEST(Config, TheMistralFamilyAndItsWindowAreCheckedInOneLine) {
   EXPECT_EQ(error_of({"model.arch=llama", "model.family=mistral", "model.sliding_window=64"}), "");
   EXPECT_EQ(error_of({"model.arch=llama", "model.family=qwen"}),
@@ -475,7 +510,7 @@ TEST(Config, TheVShapedSchedulesHoldTwoChunksAStage) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 23}, {"moe", 18}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 18},
+      {"model", 29}, {"moe", 18}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 18},
       {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 16}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

@@ -11,7 +11,15 @@ int64_t flops_parameter_count(const ModelConfig& m) {
   // [out] on GPT-2).
   const int64_t norm = llama ? d : 2 * d;
   const auto linear = [&](int64_t in, int64_t out) { return in * out + (llama ? 0 : out); };
-  const int64_t attention = norm + linear(d, qkv) + linear(width, d) + norm;
+  int64_t attention = norm + linear(d, qkv) + linear(width, d) + norm;
+  if (m.latent_attention()) {
+    // Latent attention: the down-projection, the latents' norms, the up-projections (the
+    // query's from x when q_lora_rank = 0), the output projection; no biases.
+    const int64_t H = m.n_head, rq = m.q_lora_rank, rkv = m.kv_lora_rank;
+    const int64_t q = rq > 0 ? rq * d + rq + int64_t{H} * m.head_dim() * rq : int64_t{H} * m.head_dim() * d;
+    attention = norm + (rkv + m.qk_rope_head_dim) * d + q + rkv + H * (m.qk_nope_head_dim + m.v_head_dim) * rkv +
+                H * m.v_head_dim * d;
+  }
   const int64_t dense_mlp = linear(d, fc) + linear(f, d);
   // An MoE layer's active parameters (Megatron's convention for MoE MFU): the router, the
   // top_k experts a token takes and the shared experts.
@@ -27,8 +35,9 @@ int64_t flops_parameter_count(const ModelConfig& m) {
 }
 
 int64_t model_flops_per_token(const ModelConfig& m) {
-  const int64_t width = int64_t{m.n_head} * m.head_dim();
-  return 6 * flops_parameter_count(m) + 12 * int64_t{m.n_layer} * width * m.seq_len;
+  // Q K^T over the query and key heads' width, P V over the value heads'.
+  const int64_t scores = int64_t{m.n_head} * m.head_dim(), values = int64_t{m.n_head} * m.value_head_dim();
+  return 6 * flops_parameter_count(m) + 6 * int64_t{m.n_layer} * (scores + values) * m.seq_len;
 }
 
 int64_t recomputed_flops_per_token(const ModelConfig& m) {

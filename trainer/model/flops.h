@@ -8,7 +8,10 @@
 // done either way); the vocabulary padding is not counted. L layers, d the attention width
 // (n_head x head_dim), s the sequence length. 6 N is the forward (2 N) and backward (4 N) of
 // every weight's product; 12 L d s is the attention scores Q K^T and their use P V, forward
-// and backward, without halving for the causal mask.
+// and backward, without halving for the causal mask. Under latent attention (model.attention=
+// mla) N counts its own projections and norms, and the attention term is 6 L s (dq + dv),
+// dq = n_head (qk_nope_head_dim + qk_rope_head_dim) for Q K^T and dv = n_head v_head_dim for
+// P V: the model's FLOPs, not the zero padding kiln's core multiplies its value heads by.
 //
 // MFU = tokens/s x model FLOPs per token / the device's dense BF16 peak. HFU adds the work
 // done again: a flash-style attention backward rebuilds the scores Q K^T from the saved

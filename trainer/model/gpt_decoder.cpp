@@ -19,7 +19,7 @@ GptDecoder::GptDecoder(const GptModel& model, int64_t batch, int64_t chunk)
       stat_dtype_(dtype_ == DType::F64 ? DType::F64 : DType::F32) {
   KILN_CHECK(batch_ >= 1, "decoder: batch must be at least 1");
   const ModelConfig& m = model_.config();
-  heads_ = {m.n_head, m.kv_heads(), m.head_dim()};
+  heads_ = m.latent_attention() ? LatentDecode::heads(m) : AttentionShape{m.n_head, m.kv_heads(), m.head_dim()};
   layers_.assign(static_cast<size_t>(m.n_layer), Layer{});
   // First pass learns the size, second hands out memory.
   layout();
@@ -40,12 +40,13 @@ void GptDecoder::layout() {
   mean_ = arena_.take({B, R}, stat_dtype_);
   rstd_ = arena_.take({B, R}, stat_dtype_);
   qkv_ = arena_.take({B, R, heads_.qkv_width()}, dtype_);
-  attn_ = arena_.take({B, R, static_cast<int64_t>(m.n_head) * m.head_dim()}, dtype_);
+  attn_ = arena_.take({B, R, int64_t{heads_.n_head} * heads_.head_dim}, dtype_);
   branch_ = arena_.take({B, R, C}, dtype_);
   fc_ = arena_.take({B, R, m.is_llama() ? 2 * F : F}, dtype_);
   hidden_ = arena_.take({B, R, F}, dtype_);
   logits_ = arena_.take({B, m.padded_vocab()}, dtype_);
   if (m.moe.enabled()) expert_buffers_ = ExpertBuffers::take(arena_, m, B * R, dtype_, stat_dtype_);
+  if (m.latent_attention()) latent_.take(arena_, m, B, R, dtype_, stat_dtype_);
   if (m.lora.enabled()) {
     lora_rank_ = arena_.take({B, R, m.lora.rank}, dtype_);
     lora_part_ = arena_.take({B, R, std::max<int64_t>({C, heads_.qkv_width(), 2 * F})}, dtype_);
@@ -80,21 +81,20 @@ void GptDecoder::bind_parameters() {
     Layer& l = layers_[i];
     l.norm1_weight = weight(n + "norm1.weight");
     l.norm1_bias = bias_of(n + "norm1");
-    l.qkv_weight = weight(n + "attn.qkv.weight");
-    l.qkv_bias = m.has_qkv_bias() ? weight(n + "attn.qkv.bias") : Tensor{};
-    l.attn_proj_weight = weight(n + "attn.proj.weight");
-    l.attn_proj_bias = bias_of(n + "attn.proj");
-    if (m.qk_norm) {
-      l.q_norm_weight = weight(n + "attn.q_norm.weight");
-      l.k_norm_weight = weight(n + "attn.k_norm.weight");
-    }
     l.norm2_weight = weight(n + "norm2.weight");
     l.norm2_bias = bias_of(n + "norm2");
-    const int64_t q_width = int64_t{m.n_head} * m.head_dim(), kv_width = int64_t{m.kv_heads()} * m.head_dim();
-    l.qkv_lora = adapters_of(n + "attn.qkv", {static_cast<int>(LoraTarget::Q), static_cast<int>(LoraTarget::K),
-                                              static_cast<int>(LoraTarget::V)},
-                             {q_width, kv_width, kv_width});
-    l.attn_proj_lora = adapters_of(n + "attn.proj", {static_cast<int>(LoraTarget::O)}, {m.d_model});
+    if (m.latent_attention()) {
+      const bool q_latent = m.q_lora_rank > 0;
+      l.latent = {weight(n + "attn.down.weight"),
+                  q_latent ? weight(n + "attn.q_norm.weight") : Tensor{},
+                  q_latent ? weight(n + "attn.q_up.weight") : Tensor{},
+                  q_latent ? Tensor{} : weight(n + "attn.q.weight"),
+                  weight(n + "attn.kv_norm.weight"),
+                  weight(n + "attn.kv_up.weight"),
+                  weight(n + "attn.proj.weight")};
+    } else {
+      bind_attention(l, n);
+    }
     l.experts = model_.experts(static_cast<int>(i));
     if (l.experts) continue;
     l.fc_weight = weight(n + "mlp.fc.weight");
@@ -107,6 +107,25 @@ void GptDecoder::bind_parameters() {
                              : adapters_of(n + "mlp.fc", {static_cast<int>(LoraTarget::Fc)}, {F});
     l.mlp_proj_lora = adapters_of(n + "mlp.proj", {static_cast<int>(LoraTarget::Down)}, {m.d_model});
   }
+}
+
+void GptDecoder::bind_attention(Layer& l, const std::string& n) const {
+  const ModelConfig& m = model_.config();
+  const ParameterSet& p = model_.parameters();
+  const auto weight = [&](const std::string& name) { return p.find(name).value; };
+  l.qkv_weight = weight(n + "attn.qkv.weight");
+  l.qkv_bias = m.has_qkv_bias() ? weight(n + "attn.qkv.bias") : Tensor{};
+  l.attn_proj_weight = weight(n + "attn.proj.weight");
+  l.attn_proj_bias = m.is_llama() ? Tensor{} : weight(n + "attn.proj.bias");
+  if (m.qk_norm) {
+    l.q_norm_weight = weight(n + "attn.q_norm.weight");
+    l.k_norm_weight = weight(n + "attn.k_norm.weight");
+  }
+  const int64_t q_width = int64_t{m.n_head} * m.head_dim(), kv_width = int64_t{m.kv_heads()} * m.head_dim();
+  l.qkv_lora = adapters_of(n + "attn.qkv", {static_cast<int>(LoraTarget::Q), static_cast<int>(LoraTarget::K),
+                                            static_cast<int>(LoraTarget::V)},
+                           {q_width, kv_width, kv_width});
+  l.attn_proj_lora = adapters_of(n + "attn.proj", {static_cast<int>(LoraTarget::O)}, {m.d_model});
 }
 
 std::vector<GptDecoder::Adapter> GptDecoder::adapters_of(const std::string& layer, const std::vector<int>& targets,
@@ -157,16 +176,20 @@ void GptDecoder::forward_chunk(int64_t t) {
                          m.is_llama() ? Tensor{} : wpe_.slice(pos_, pos_ + t), Tensor{});
   for (const Layer& l : layers_) {
     norm(normed, x, l.norm1_weight, l.norm1_bias, t);
-    if (m.qk_norm) {
-      linear(qk_heads_.fused(chunk), normed, l.qkv_weight, l.qkv_bias, l.qkv_lora);
-      qk_heads_.forward(ops_, chunk, qkv, head_inputs_, head_rstd_, l.q_norm_weight, l.k_norm_weight, m.norm_eps);
+    const Tensor rope = m.is_llama() ? model_.rope_table().slice(pos_, pos_ + t) : Tensor{};
+    if (m.latent_attention()) {
+      latent_.forward(ops_, l.latent, branch, normed, qkv, attn, rope, l.k_cache, l.v_cache, pos_);
     } else {
-      linear(qkv, normed, l.qkv_weight, l.qkv_bias, l.qkv_lora);
+      if (m.qk_norm) {
+        linear(qk_heads_.fused(chunk), normed, l.qkv_weight, l.qkv_bias, l.qkv_lora);
+        qk_heads_.forward(ops_, chunk, qkv, head_inputs_, head_rstd_, l.q_norm_weight, l.k_norm_weight, m.norm_eps);
+      } else {
+        linear(qkv, normed, l.qkv_weight, l.qkv_bias, l.qkv_lora);
+      }
+      if (m.is_llama()) ops_.rope_forward(qkv, rope, heads_, Tensor{});
+      ops_.attention_decode(attn, l.k_cache, l.v_cache, qkv, pos_, heads_);
+      linear(branch, attn, l.attn_proj_weight, l.attn_proj_bias, l.attn_proj_lora);
     }
-    if (m.is_llama())
-      ops_.rope_forward(qkv, model_.rope_table().slice(pos_, pos_ + t), heads_, Tensor{});
-    ops_.attention_decode(attn, l.k_cache, l.v_cache, qkv, pos_, heads_);
-    linear(branch, attn, l.attn_proj_weight, l.attn_proj_bias, l.attn_proj_lora);
     ops_.add(x, x, branch);
     norm(normed, x, l.norm2_weight, l.norm2_bias, t);
     if (l.experts) {

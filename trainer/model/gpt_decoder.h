@@ -18,6 +18,7 @@
 
 #include "trainer/memory/arena.h"
 #include "trainer/model/gpt_model.h"
+#include "trainer/model/latent_decode.h"
 
 namespace kiln {
 
@@ -50,8 +51,9 @@ class GptDecoder {
     Tensor norm2_weight, norm2_bias, fc_weight, fc_bias, mlp_proj_weight, mlp_proj_bias;
     std::vector<Adapter> qkv_lora, attn_proj_lora, fc_lora, mlp_proj_lora;
     Tensor q_norm_weight, k_norm_weight;  // model.qk_norm's, else empty
+    LatentDecodeWeights latent;           // model.attention=mla's, in place of the qkv and proj
     const MoeMlp* experts = nullptr;  // in an MoE layer, in place of the MLP
-    Tensor k_cache, v_cache;  // [batch, seq_len, n_kv_head * head_dim]
+    Tensor k_cache, v_cache;  // [batch, seq_len, n_kv_head * head_dim] (latent_decode.h's row under mla)
   };
 
   void layout();
@@ -62,6 +64,8 @@ class GptDecoder {
             int64_t t) const;
   void linear(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
               const std::vector<Adapter>& adapters = {}) const;
+  // A multi-head attention layer's weights and adapters, under prefix n ("layers.0.").
+  void bind_attention(Layer& l, const std::string& n) const;
   // The adapters of layer prefix `layer` (e.g. "layers.0.attn.qkv"), one per adapted part:
   // targets names each part's LoRA target, widths their output widths.
   std::vector<Adapter> adapters_of(const std::string& layer, const std::vector<int>& targets,
@@ -84,6 +88,7 @@ class GptDecoder {
   QkHeadRows qk_heads_;         // model.qk_norm: the heads' row moves for one chunk
   Tensor head_inputs_, head_rstd_;  // and what its forward saves, unread here
   ExpertBuffers expert_buffers_;  // shared by the MoE layers, which run one at a time
+  LatentDecode latent_;           // model.attention=mla: its buffers, shared by the layers
   Tensor logits_;                 // [batch, padded vocab]: each sequence's last position
   std::vector<int32_t> staging_;  // the host side of one chunk of tokens
 };

@@ -21,10 +21,13 @@ namespace {
 // A model whose norm weights and biases sit off their ones and zeros, so every path counts.
 // "qwen2": a Llama layer with query, key and value biases; "qwen3": one with normalised query
 // and key heads, 24 wide (not 64 / 4); "_lora": LoRA adapters beside
-// some of the layers (a part of the fused qkv among them), their B factors off zero.
+// some of the layers (a part of the fused qkv among them), their B factors off zero; "mla":
+// DeepSeek's latent attention, its cache the latent (heads of 12 + 8 turned by RoPE, values of
+// 10, latents of 24 and 16), "mla_direct_q" without the query's latent.
 ModelConfig decoder_model(const std::string& variant) {
   const std::string arch = variant.substr(0, variant.find('_'));
-  ModelConfig m = test::small_model(arch.starts_with("qwen") ? "llama" : arch, 64, 50, 16);
+  ModelConfig m = test::small_model(arch.starts_with("qwen") || arch == "mla" ? "llama" : arch, 64, 50, 16);
+  if (arch == "mla") test::use_latent_attention(m, variant == "mla" ? 24 : 0, 16, 12, 8, 10);
   m.attention_bias = arch == "qwen2";
   m.qk_norm = arch == "qwen3";
   m.explicit_head_dim = m.qk_norm ? 24 : 0;
@@ -160,7 +163,8 @@ TEST_P(Decoder, RefusesPositionsPastTheContext) {
             "token id 50 is outside model.vocab_size=50");
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, Decoder, testing::Values("gpt2", "llama", "qwen2", "qwen3", "gpt2_lora", "llama_lora"),
+INSTANTIATE_TEST_SUITE_P(Arch, Decoder, testing::Values("gpt2", "llama", "qwen2", "qwen3", "gpt2_lora", "llama_lora", "mla",
+                                                     "mla_direct_q"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

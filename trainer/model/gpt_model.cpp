@@ -118,7 +118,7 @@ void GptModel::layout() {
   const TensorSplit vocab_rows = split_.split(0, {Vp});
 
   if (config_.is_llama())
-    rope_table_ = activations_.take({T, config_.head_dim() / 2, 2}, build.stat_dtype);
+    rope_table_ = activations_.take({T, config_.rope_dim() / 2, 2}, build.stat_dtype);
   if (sequence) sequence_.bind(build);
   if (context) context_.bind(build);
   if (config_.lora.enabled()) lora_scratch_.bind(build);
@@ -215,7 +215,7 @@ void GptModel::layout() {
 }
 
 void GptModel::fill_rope_table() {
-  const int64_t T = config_.seq_len, half = config_.head_dim() / 2;
+  const int64_t T = config_.seq_len, half = config_.rope_dim() / 2;
   const std::vector<double> inv_freq = rope_inverse_frequencies(config_);
   std::vector<double> table(static_cast<size_t>(T * half * 2));
   for (int64_t t = 0; t < T; ++t) {

@@ -18,13 +18,17 @@
 namespace kiln {
 namespace {
 
-// "qwen3": llama with the query and key heads normalised and 6 wide, not 16 / 4.
+// "qwen3": llama with the query and key heads normalised and 6 wide, not 16 / 4. "mla":
+// llama with DeepSeek's latent attention (query heads of 3 + 4 turned by RoPE, value heads of
+// 3); "mla_direct_q" without the query's latent (DeepSeek-V2-Lite's).
 ModelConfig tiny_model(const std::string& arch) {
-  ModelConfig m = test::small_model(arch == "qwen3" ? "llama" : arch, 16, 11, 6);
+  const bool mla = arch.starts_with("mla");
+  ModelConfig m = test::small_model(arch == "qwen3" || mla ? "llama" : arch, 16, 11, 6);
   if (arch == "qwen3") {
     m.qk_norm = true;
     m.explicit_head_dim = 6;
   }
+  if (mla) test::use_latent_attention(m, arch == "mla" ? 6 : 0, 5, 3, 4, 3);
   m.make_vocab_size_divisible_by = 8;  // 11 -> 16: padding columns take part in nothing
   m.init_std = 0.3;                    // large enough that every path carries gradient
   return m;
@@ -248,7 +252,7 @@ TEST_P(ModelGradients, TinyModelOverfitsOneBatch) {
   EXPECT_LT(test::train_on_its_batch(model, *ops, 150), 0.1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, ModelGradients, testing::Values("gpt2", "llama", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Arch, ModelGradients, testing::Values("gpt2", "llama", "qwen3", "mla", "mla_direct_q"));
 
 }  // namespace
 }  // namespace kiln

@@ -52,6 +52,8 @@ class Linear {
   void backward(Ops& ops, const Batch& batch, const Tensor& dx, const Tensor& dy, const Tensor& x,
                 const Tensor& gelu_pre = {}) const;
 
+  const Parameter& weight() const { return weight_; }
+
  private:
   // Takes the slot copies of x and dy when the build splits backward.
   void keep_inputs(const LayerBuild& build);

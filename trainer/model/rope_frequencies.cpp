@@ -6,7 +6,7 @@
 namespace kiln {
 
 std::vector<double> rope_inverse_frequencies(const ModelConfig& m) {
-  const int d = m.head_dim();
+  const int d = m.rope_dim();
   std::vector<double> inv_freq(static_cast<size_t>(d / 2));
   for (size_t i = 0; i < inv_freq.size(); ++i)
     inv_freq[i] = std::pow(m.rope_theta, -2.0 * static_cast<double>(i) / d);

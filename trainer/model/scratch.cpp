@@ -15,6 +15,7 @@ void BlockScratch::bind(const LayerBuild& build) {
   d_qkv = build.take(build.scratch, qkv_width);
   d_hidden = build.take(build.scratch, ffn);
   d_fc = build.take(build.scratch, fc_width);
+  if (m.latent_attention()) latent.bind(build);
   if (m.moe.enabled())
     experts = ExpertGradients::take(build.scratch, m, build.micro_batch * m.seq_len, build.dtype,
                                     build.stat_dtype, build.split.ep(), build.split.etp(),

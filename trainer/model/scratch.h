@@ -3,6 +3,7 @@
 #pragma once
 
 #include "trainer/model/layer_build.h"
+#include "trainer/model/latent_attention.h"
 #include "trainer/model/moe_mlp.h"
 
 namespace kiln {
@@ -16,6 +17,7 @@ struct BlockScratch {
   Tensor d_hidden;    // [B, T, d_ff] gradient of the MLP's activation output
   Tensor d_fc;        // [B, T, d_ff or 2 d_ff] gradient of the first MLP product
   ExpertGradients experts;  // in a model with MoE layers
+  LatentScratch latent;     // under latent attention (model.attention=mla)
 
   void bind(const LayerBuild& build);
 };

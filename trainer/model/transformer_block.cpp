@@ -10,7 +10,9 @@ void TransformerBlock::bind(const LayerBuild& build, int index, const Tensor& ro
   if (moe_) experts_.bind(build, name + ".moe");
   else mlp_.bind(build, name + ".mlp");
   norm2_.bind(build, name + ".norm2");
-  attention_.bind(build, name + ".attn", rope_table);
+  latent_on_ = build.model.latent_attention();
+  if (latent_on_) latent_.bind(build, name + ".attn", rope_table);
+  else attention_.bind(build, name + ".attn", rope_table);
   norm1_.bind(build, name + ".norm1");
   norm1_out_.clear();
   mid_.clear();
@@ -28,7 +30,8 @@ void TransformerBlock::forward(Ops& ops, const Batch& batch, const Tensor& out, 
   const Tensor n1 = batch.share_of(norm1_out_[s]), mid = batch.share_of(mid_[s]);
   const Tensor n2 = batch.share_of(norm2_out_[s]), branch = batch.share_of(scratch.branch_out);
   norm1_.forward(ops, batch, n1, x);
-  attention_.forward(ops, batch, branch, n1);
+  if (latent_on_) latent_.forward(ops, batch, branch, n1, scratch.latent);
+  else attention_.forward(ops, batch, branch, n1);
   ops.add(mid, x, branch);
   norm2_.forward(ops, batch, n2, mid);
   if (moe_) experts_.forward(ops, batch, branch, n2, scratch.experts);
@@ -45,7 +48,11 @@ void TransformerBlock::backward(Ops& ops, const Batch& batch, const Tensor& d_re
   if (moe_) experts_.backward(ops, batch, d_norm, d_residual, n2, scratch.experts, dloss);
   else mlp_.backward(ops, batch, d_norm, d_residual, n2, scratch);
   norm2_.backward(ops, batch, d_residual, d_norm, mid);
-  attention_.backward(ops, batch, d_norm, d_residual, n1, scratch);
+  if (latent_on_) {
+    latent_.backward(ops, batch, d_norm, d_residual, n1, batch.of(scratch.d_attn), batch.of(scratch.d_qkv), scratch.latent);
+  } else {
+    attention_.backward(ops, batch, d_norm, d_residual, n1, scratch);
+  }
   norm1_.backward(ops, batch, d_residual, d_norm, x);
 }
 
@@ -53,7 +60,8 @@ void TransformerBlock::backward_weights(Ops& ops, const Batch& batch) const {
   if (moe_) experts_.backward_weights(ops, batch);
   else mlp_.backward_weights(ops, batch);
   norm2_.backward_weights(ops, batch);
-  attention_.backward_weights(ops, batch);
+  if (latent_on_) latent_.backward_weights(ops, batch);
+  else attention_.backward_weights(ops, batch);
   norm1_.backward_weights(ops, batch);
 }
 

@@ -1,12 +1,14 @@
 // One pre-norm transformer block:
 //   mid = x + attention(norm1(x));  out = mid + mlp(norm2(mid)),
-// the MLP a mixture of experts in the layers moe.* names (moe_mlp.h).
+// the attention latent under model.attention=mla (latent_attention.h), the MLP a mixture of
+// experts in the layers moe.* names (moe_mlp.h).
 // Backward turns the gradient of `out` into the gradient of `x` in the same buffer.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "trainer/model/latent_attention.h"
 #include "trainer/model/mlp.h"
 #include "trainer/model/moe_mlp.h"
 #include "trainer/model/norm.h"
@@ -35,6 +37,8 @@ class TransformerBlock {
  private:
   Norm norm1_, norm2_;
   SelfAttention attention_;
+  LatentAttention latent_;
+  bool latent_on_ = false;
   Mlp mlp_;
   MoeMlp experts_;
   bool moe_ = false;

@@ -67,6 +67,13 @@ TEST_P(RankMemoryEqualsAllocation, ArenaByArenaOnEveryRank) {
 const std::vector<std::string> kLora = {"model.arch=llama", "model.n_kv_head=2", "model.d_ff=192",
                                         "finetune.lora.rank=8", "finetune.lora.targets=q,k,v,o,gate,up,down"};
 
+// DeepSeek's latent attention in a small Llama: 4 heads of 24 + 8 (values 24), latents of 48
+// and 32.
+const std::vector<std::string> kLatent = {"model.arch=llama", "model.d_ff=192", "model.attention=mla",
+                                          "model.q_lora_rank=48", "model.kv_lora_rank=32",
+                                          "model.qk_nope_head_dim=24", "model.qk_rope_head_dim=8",
+                                          "model.v_head_dim=24", "train.sample_tokens=0"};
+
 const std::vector<std::string> kMoe = {"model.arch=llama", "model.n_kv_head=2", "model.d_ff=192",
                                        "moe.num_experts=4", "moe.top_k=2"};
 
@@ -127,6 +134,12 @@ std::vector<MemoryCase> cases() {
   std::vector<std::string> dropout = kLora;
   dropout.insert(dropout.end(), {"finetune.lora.dropout=0.1", "parallel.tp=2", "parallel.cp=2"});
   all.push_back({"lora_dropout_tp2_cp2", 4, dropout});
+  // Latent attention: its latents and padded core per slot, and the weight passes' copies.
+  std::vector<std::string> latent = kLatent, latent_zbv = kLatent;
+  latent.insert(latent.end(), {"parallel.tp=2", "parallel.sequence_parallel=true", "train.recompute=selective"});
+  all.push_back({"latent_tp2_sequence_parallel_recompute_selective", 2, latent});
+  latent_zbv.insert(latent_zbv.end(), {"parallel.pp=2", "parallel.schedule=zbv", "model.q_lora_rank=0"});
+  all.push_back({"latent_without_query_latent_pp2_zbv", 2, latent_zbv});
   return all;
 }
 

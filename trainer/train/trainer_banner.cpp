@@ -76,6 +76,12 @@ void Trainer::print_start(const std::string& data_notes) {
                    "vocab {} (padded {}), seq_len {}\n",
              m.arch, m.n_layer, m.d_model, m.n_head, m.kv_heads(), parameters / 1e6, m.vocab_size,
              m.padded_vocab(), m.seq_len);
+  if (m.latent_attention())
+    fmt::print(out_, "kiln: multi-head latent attention: keys and values from a latent of {}, queries from {}; "
+                     "query and key heads {} + {} turned by RoPE (the keys' turned part one for every head), "
+                     "value heads {}\n",
+               m.kv_lora_rank, m.q_lora_rank > 0 ? fmt::format("a latent of {}", m.q_lora_rank) : "the input",
+               m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim);
   if (m.lora.enabled())
     fmt::print(out_, "kiln: LoRA rank {} (alpha {:g}, scale {:g}) beside {}: {:.2f}M parameters train ({:.2f}% of the "
                      "model), the base frozen\n",
