@@ -208,6 +208,9 @@ INSTANTIATE_TEST_SUITE_P(
         // weights' and the input's gradients summed over the ranks.
         Layout{"latent_tp2_sequence_parallel_dp2", 4, " --set parallel.tp=2 --set parallel.sequence_parallel=true",
                kLatent},
+        // Ring attention over the padded heads, RoPE at each chunk's places in the sequence.
+        Layout{"latent_cp2_tp2_sequence_parallel", 4,
+               " --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true", kLatent + kDocuments},
         Layout{"latent_tp2_pp2_zbv_recompute_full", 4,
                " --set parallel.tp=2 --set parallel.pp=2 --set parallel.schedule=zbv --set train.recompute=full",
                kLatent + " --set model.n_layer=4"},

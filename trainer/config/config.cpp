@@ -726,8 +726,6 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
   if (p.cp > 1 && m.moe.enabled())
     fail("config: parallel.cp=" + show(p.cp) + " with MoE layers is not supported yet: context parallelism "
          "trains dense models (set parallel.cp=1 or moe.num_experts=0)");
-  if (p.cp > 1 && m.latent_attention())
-    fail("config: parallel.cp=" + show(p.cp) + " with model.attention=mla is not supported yet (set parallel.cp=1)");
   if (p.etp != 0 && p.etp != 1 && p.etp != p.tp)
     fail("config: parallel.etp=" + show(p.etp) + " must be 1 (whole experts) or parallel.tp=" + show(p.tp) +
          " (0 says the same)");

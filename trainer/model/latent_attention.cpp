@@ -36,6 +36,7 @@ void LatentAttention::bind(const LayerBuild& build, const std::string& name, con
   recompute_core_ = build.split.recompute == Recompute::Selective;
   group_ = tp > 1 ? build.split.tensor : nullptr;
   sequence_ = build.sequence;
+  context_ = build.context;
   const LatentShape& s = shape_;
   const int64_t H = m.n_head, C = m.d_model;
   // Parameters in the order backward reaches them.
@@ -132,7 +133,8 @@ void LatentAttention::disassemble(Ops& ops, const Batch& batch, const LatentScra
 void LatentAttention::attend(Ops& ops, const Batch& batch, const Tensor& out_padded, const Tensor& lse,
                              const Tensor& qkv, const Tensor& out) const {
   const LatentShape& s = shape_;
-  ops.attention_forward(out_padded, lse, qkv, s.core(), batch.key_starts);
+  if (context_) context_->attention_forward(ops, batch, out_padded, lse, qkv, s.core());
+  else ops.attention_forward(out_padded, lse, qkv, s.core(), batch.key_starts);
   ops.copy_head_columns(as_matrix(out), as_matrix(out_padded), {s.heads, s.value, 0, s.value, 0, s.qk()});
 }
 
@@ -149,7 +151,8 @@ void LatentAttention::backward(Ops& ops, const Batch& batch, const Tensor& dx, c
   const Tensor d_padded = batch.of(d_attn), dqkv = batch.of(d_qkv);
   ops.fill(d_padded, 0.0);
   ops.copy_head_columns(as_matrix(d_padded), as_matrix(d_out), {s.heads, s.value, 0, s.qk(), 0, s.value});
-  ops.attention_backward(dqkv, d_padded, qkv, out_padded, lse, s.core(), batch.key_starts);
+  if (context_) context_->attention_backward(ops, batch, dqkv, d_padded, qkv, out_padded, lse, s.core());
+  else ops.attention_backward(dqkv, d_padded, qkv, out_padded, lse, s.core(), batch.key_starts);
   ops.rope_backward(dqkv, rope_table_, s.core(), batch.positions);
   disassemble(ops, batch, scratch, dqkv);
 

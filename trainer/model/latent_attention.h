@@ -13,6 +13,8 @@
 // width, whose padding comes out of attention as zeros and is dropped. copy_head_columns
 // moves the heads between the projections' layouts and the core's fused [q | k | v] one.
 //
+// Under context parallelism the core is ring attention over the padded heads (context_parallel.h).
+//
 // Under tensor parallelism each rank holds H / tp heads: the up-projections' rows and the
 // output projection's columns (Megatron's). The down-projections, their norms and the RoPE key
 // projection are whole on every rank, which computes them alike from the whole input
@@ -26,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/model/context_parallel.h"
 #include "trainer/model/norm.h"
 #include "trainer/model/tensor_parallel_linear.h"
 
@@ -91,6 +94,7 @@ class LatentAttention {
   bool recompute_core_ = false;  // train.recompute=selective
   Communicator* group_ = nullptr;  // the tensor group (null: tp = 1)
   const SequenceParallel* sequence_ = nullptr;
+  const ContextParallel* context_ = nullptr;  // ring attention as the core under parallel.cp
   Linear down_;        // whole on every rank: [rq + rkv + dr, C]
   Linear q_up_, q_;    // this rank's heads: from the query latent, or (q_lora_rank = 0) from x
   Linear kv_up_;       // this rank's heads
