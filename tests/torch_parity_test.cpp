@@ -94,7 +94,8 @@ double relative_error(double a, double b) { return std::abs(a - b) / std::abs(b)
 // "gpt2", "llama", or either with "_lora" or "_lora_dropout"; "qwen3": llama with each query
 // and key head RMS-normalised before RoPE, the heads 24 wide where d_model / n_head is 16;
 // "mla": llama with DeepSeek's latent attention (query heads of 12 + 8 turned by RoPE, value
-// heads of 10, latents of 24 and 16), "mla_direct_q" without the query's latent.
+// heads of 10, latents of 24 and 16), "mla_direct_q" without the query's latent, "mla_yarn"
+// with YaRN's frequencies, table factor and softmax scale.
 ModelConfig parity_model(const std::string& variant) {
   const std::string family = variant.substr(0, variant.find('_'));
   const std::string arch = family == "qwen3" || family == "mla" ? "llama" : family;
@@ -115,7 +116,18 @@ ModelConfig parity_model(const std::string& variant) {
   m.d_model = 64;
   m.n_head = 4;
   m.n_kv_head = arch == "llama" ? 2 : 0;
-  if (family == "mla") test::use_latent_attention(m, variant == "mla" ? 24 : 0, 16, 12, 8, 10);
+  if (family == "mla") test::use_latent_attention(m, variant == "mla_direct_q" ? 0 : 24, 16, 12, 8, 10);
+  if (variant == "mla_yarn") {
+    // Stretched 4x from a context of 4 (the sequence runs to 16), the mscales apart so that
+    // the table's factor and the softmax's both take part.
+    m.rope_scaling = "yarn";
+    m.rope_scaling_factor = 4;
+    m.rope_original_seq_len = 4;
+    m.rope_beta_fast = 4;
+    m.rope_beta_slow = 0.5;
+    m.rope_mscale = 1.0;
+    m.rope_mscale_all_dim = 0.7;
+  }
   m.d_ff = arch == "llama" ? 96 : 0;  // gpt2: 4 * d_model
   m.vocab_size = 50;
   m.make_vocab_size_divisible_by = 16;  // 50 -> 64 rows: padding exists
@@ -261,6 +273,13 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
       {"qk_nope_head_dim", mc.qk_nope_head_dim},
       {"qk_rope_head_dim", mc.qk_rope_head_dim},
       {"v_head_dim", mc.v_head_dim},
+      {"yarn", mc.rope_scaling == "yarn" ? json{{"factor", mc.rope_scaling_factor},
+                                               {"original_max_position_embeddings", mc.rope_original_seq_len},
+                                               {"beta_fast", mc.rope_beta_fast},
+                                               {"beta_slow", mc.rope_beta_slow},
+                                               {"mscale", mc.rope_mscale},
+                                               {"mscale_all_dim", mc.rope_mscale_all_dim}}
+                                        : json()},
       {"lora_scale", mc.lora.enabled() ? mc.lora.scale() : 0.0},
       {"lora_dropout", mc.lora.dropout > 0 ? json{{"p", mc.lora.dropout}, {"seed", draw.seed},
                                                   {"first_sample", draw.first_sample}}
@@ -339,7 +358,7 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, TorchParity, testing::Values("gpt2", "llama", "gpt2_lora", "llama_lora", "gpt2_lora_dropout",
-                                                       "llama_lora_dropout", "qwen3", "mla", "mla_direct_q"),
+                                                       "llama_lora_dropout", "qwen3", "mla", "mla_direct_q", "mla_yarn"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -66,8 +66,27 @@ def rope_tables(cfg):
         smoothed = (1 - smooth) * scaled / factor + smooth * scaled
         medium = ~(wavelen < original / high) & ~(wavelen > original / low)
         inv_freq = torch.where(medium, smoothed, scaled)
+    factor = 1.0
+    yarn = cfg.get("yarn")
+    if yarn:  # Hugging Face's rope_type "yarn" (YaRN; DeepSeek-V3's long context)
+        s, original = yarn["factor"], yarn["original_max_position_embeddings"]
+
+        def correction_dim(rotations):
+            return hd * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(cfg["rope_theta"]))
+
+        low = max(math.floor(correction_dim(yarn["beta_fast"])), 0)
+        high = min(math.ceil(correction_dim(yarn["beta_slow"])), hd - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((torch.arange(hd // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        inv_freq = inv_freq / s * ramp + inv_freq * (1 - ramp)
+        factor = yarn_mscale(s, yarn["mscale"]) / yarn_mscale(s, yarn["mscale_all_dim"])
     angle = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    return torch.cos(angle).float(), torch.sin(angle).float()
+    return (factor * torch.cos(angle)).float(), (factor * torch.sin(angle)).float()
+
+
+def yarn_mscale(scale, mscale):
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
 def apply_rope(x, cos, sin):
@@ -115,6 +134,9 @@ def latent_attention(cfg, P, pre, x, cos, sin):
     k_rope = apply_rope(k_rope.view(B, 1, T, dr), cos, sin).expand(B, H, T, dr)
     q = torch.cat([q_nope, apply_rope(q_rope, cos, sin)], dim=-1)
     k = torch.cat([k_nope, k_rope], dim=-1)
+    yarn = cfg.get("yarn")
+    if yarn and yarn["mscale_all_dim"]:  # DeepSeek's softmax scale times mscale^2, on the queries
+        q = q * yarn_mscale(yarn["factor"], yarn["mscale_all_dim"]) ** 2
     out = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * dv)
     return F.linear(out, P[pre + "proj.weight"])
 

@@ -68,13 +68,18 @@ struct ModelConfig {
   int vocab_size = 0;
   int seq_len = 0;
   double rope_theta = 10000.0;
-  // none, or llama3: Llama 3.1's long-context frequencies (trainer/model/rope_frequencies.h),
-  // by the four numbers below (Llama 3.1's own as defaults).
+  // none; llama3: Llama 3.1's long-context frequencies, by the factor, the two band edges and
+  // the original context (Llama 3.1's own as defaults); or yarn: YaRN's, by the factor, the
+  // original context, the two betas and the two mscales (trainer/model/rope_frequencies.h).
   std::string rope_scaling = "none";
   double rope_scaling_factor = 8.0;
   double rope_low_freq_factor = 1.0;
   double rope_high_freq_factor = 4.0;
   int rope_original_seq_len = 8192;
+  double rope_beta_fast = 32.0;
+  double rope_beta_slow = 1.0;
+  double rope_mscale = 1.0;
+  double rope_mscale_all_dim = 0.0;
   bool tie_embeddings = true;
   // llama: biases on the query, key and value projections (Qwen2's); gpt2 has every bias.
   bool attention_bias = false;

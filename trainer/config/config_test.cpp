@@ -430,11 +430,16 @@ TEST(Config, AnExplicitHeadDimNeedNotDivideTheModelWidth) {
   EXPECT_EQ(error_of({"model.n_head=5", "model.d_model=64"}), "config: model.n_head=5 does not divide model.d_model=64");
 }
 
-TEST(Config, Llama3RopeScalingIsCheckedInOneLine) {
+TEST(Config, RopeScalingIsCheckedInOneLine) {
   EXPECT_EQ(error_of({"model.arch=llama", "model.rope_scaling=llama3"}), "");
   EXPECT_EQ(error_of({"model.rope_scaling=llama3"}),
             "config: model.rope_scaling=llama3 needs model.arch=llama (gpt2 has no rotary embeddings)");
-  EXPECT_HAS(error_of({"model.arch=llama", "model.rope_scaling=yarn"}), "model.rope_scaling");
+  EXPECT_EQ(error_of({"model.arch=llama", "model.rope_scaling=yarn"}), "");
+  EXPECT_HAS(error_of({"model.arch=llama", "model.rope_scaling=ntk"}), "model.rope_scaling");
+  EXPECT_EQ(error_of({"model.arch=llama", "model.rope_scaling=yarn", "model.rope_beta_fast=0.5"}),
+            "config: model.rope_beta_fast (0.5) must be above model.rope_beta_slow (1.0)");
+  EXPECT_EQ(error_of({"model.rope_scaling=yarn"}),
+            "config: model.rope_scaling=yarn needs model.arch=llama (gpt2 has no rotary embeddings)");
   EXPECT_EQ(error_of({"model.arch=llama", "model.rope_scaling=llama3", "model.rope_scaling_factor=0.5"}),
             "config: model.rope_scaling_factor must be >= 1 (got 0.5)");
   EXPECT_EQ(error_of({"model.arch=llama", "model.rope_scaling=llama3", "model.rope_high_freq_factor=1"}),
@@ -509,7 +514,7 @@ TEST(Config, TheVShapedSchedulesHoldTwoChunksAStage) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 29}, {"moe", 18}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 18},
+      {"model", 33}, {"moe", 18}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 18},
       {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 16}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

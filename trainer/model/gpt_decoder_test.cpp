@@ -23,11 +23,18 @@ namespace {
 // and key heads, 24 wide (not 64 / 4); "_lora": LoRA adapters beside
 // some of the layers (a part of the fused qkv among them), their B factors off zero; "mla":
 // DeepSeek's latent attention, its cache the latent (heads of 12 + 8 turned by RoPE, values of
-// 10, latents of 24 and 16), "mla_direct_q" without the query's latent.
+// 10, latents of 24 and 16), "mla_direct_q" without the query's latent, "mla_yarn" with YaRN's
+// RoPE and softmax scale.
 ModelConfig decoder_model(const std::string& variant) {
   const std::string arch = variant.substr(0, variant.find('_'));
   ModelConfig m = test::small_model(arch.starts_with("qwen") || arch == "mla" ? "llama" : arch, 64, 50, 16);
-  if (arch == "mla") test::use_latent_attention(m, variant == "mla" ? 24 : 0, 16, 12, 8, 10);
+  if (arch == "mla") test::use_latent_attention(m, variant == "mla_direct_q" ? 0 : 24, 16, 12, 8, 10);
+  if (variant == "mla_yarn") {
+    m.rope_scaling = "yarn";
+    m.rope_scaling_factor = 4;
+    m.rope_original_seq_len = 4;
+    m.rope_mscale_all_dim = 0.7;
+  }
   m.attention_bias = arch == "qwen2";
   m.qk_norm = arch == "qwen3";
   m.explicit_head_dim = m.qk_norm ? 24 : 0;
@@ -164,7 +171,7 @@ TEST_P(Decoder, RefusesPositionsPastTheContext) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, Decoder, testing::Values("gpt2", "llama", "qwen2", "qwen3", "gpt2_lora", "llama_lora", "mla",
-                                                     "mla_direct_q"),
+                                                     "mla_direct_q", "mla_yarn"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

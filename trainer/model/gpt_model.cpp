@@ -217,12 +217,13 @@ void GptModel::layout() {
 void GptModel::fill_rope_table() {
   const int64_t T = config_.seq_len, half = config_.rope_dim() / 2;
   const std::vector<double> inv_freq = rope_inverse_frequencies(config_);
+  const double factor = rope_attention_factor(config_);
   std::vector<double> table(static_cast<size_t>(T * half * 2));
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t i = 0; i < half; ++i) {
       const double angle = static_cast<double>(t) * inv_freq[static_cast<size_t>(i)];
-      table[static_cast<size_t>((t * half + i) * 2)] = std::cos(angle);
-      table[static_cast<size_t>((t * half + i) * 2 + 1)] = std::sin(angle);
+      table[static_cast<size_t>((t * half + i) * 2)] = factor * std::cos(angle);
+      table[static_cast<size_t>((t * half + i) * 2 + 1)] = factor * std::sin(angle);
     }
   }
   copy_from_doubles(ops_, rope_table_, table);

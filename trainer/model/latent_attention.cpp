@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "trainer/model/rope_frequencies.h"
+
 namespace kiln {
 
 namespace {
@@ -34,6 +36,7 @@ void LatentAttention::bind(const LayerBuild& build, const std::string& name, con
   shape_ = latent_shape(m, tp);
   rope_table_ = rope_table;
   recompute_core_ = build.split.recompute == Recompute::Selective;
+  q_scale_ = latent_softmax_factor(m);
   group_ = tp > 1 ? build.split.tensor : nullptr;
   sequence_ = build.sequence;
   context_ = build.context;
@@ -97,6 +100,7 @@ void LatentAttention::forward(Ops& ops, const Batch& batch, const Tensor& y, con
   } else {
     q_.forward(ops, batch.of(scratch.q), whole);
   }
+  if (q_scale_ != 1) ops.scale(batch.of(scratch.q), q_scale_);
   const Tensor qkv = batch.of(qkv_[slot]);
   assemble(ops, batch, qkv, scratch);
   ops.rope_forward(qkv, rope_table_, s.core(), batch.positions);
@@ -155,6 +159,7 @@ void LatentAttention::backward(Ops& ops, const Batch& batch, const Tensor& dx, c
   else ops.attention_backward(dqkv, d_padded, qkv, out_padded, lse, s.core(), batch.key_starts);
   ops.rope_backward(dqkv, rope_table_, s.core(), batch.positions);
   disassemble(ops, batch, scratch, dqkv);
+  if (q_scale_ != 1) ops.scale(batch.of(scratch.q), q_scale_);
 
   // This rank's heads' part of the latents' gradients, into the down-projection's output
   // gradient beside the RoPE key's.

@@ -8,7 +8,8 @@
 //   kv     = rmsnorm(x Wkv_down^T) Wkv_up^T        [N, H (dn + dv)], each head [k nope | v]
 //   k_rope = x Wk_rope^T                           [N, dr], one for every head
 //   key head h = [k nope_h | k_rope]; RoPE turns the last dr dims of each query and key head;
-//   attention over heads of dn + dr, scaled by 1 / sqrt(dn + dr); out [N, H dv] Wproj^T.
+//   attention over heads of dn + dr, scaled by 1 / sqrt(dn + dr) (times YaRN's mscale^2 under
+//   model.rope_scaling=yarn, rope_frequencies.h, folded into the queries); out [N, H dv] Wproj^T.
 // The attention core is kiln's own: the value heads are padded with zeros to the query heads'
 // width, whose padding comes out of attention as zeros and is dropped. copy_head_columns
 // moves the heads between the projections' layouts and the core's fused [q | k | v] one.
@@ -92,6 +93,8 @@ class LatentAttention {
   LatentShape shape_;
   Tensor rope_table_;
   bool recompute_core_ = false;  // train.recompute=selective
+  // The queries' factor: the softmax scale's beyond the core's 1 / sqrt(qk) (YaRN's mscale^2).
+  double q_scale_ = 1;
   Communicator* group_ = nullptr;  // the tensor group (null: tp = 1)
   const SequenceParallel* sequence_ = nullptr;
   const ContextParallel* context_ = nullptr;  // ring attention as the core under parallel.cp

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainer/model/rope_frequencies.h"
+
 namespace kiln {
 
 AttentionShape LatentDecode::heads(const ModelConfig& m) {
@@ -19,6 +21,8 @@ void LatentDecode::take(Arena& arena, const ModelConfig& m, int64_t batch, int64
   q_rank_ = m.q_lora_rank;
   kv_rank_ = m.kv_lora_rank;
   eps_ = m.norm_eps;
+  const double L = kv_rank_ + rope_, D = nope_ + rope_;
+  q_scale_ = std::sqrt(L / D) * latent_softmax_factor(m);
   const int64_t B = batch, R = chunk;
   down_ = arena.take({B, R, q_rank_ + kv_rank_ + rope_}, dtype);
   q_ = arena.take({B, R, H_ * (nope_ + rope_)}, dtype);
@@ -47,8 +51,7 @@ void LatentDecode::forward(Ops& ops, const LatentDecodeWeights& w, const Tensor&
   } else {
     ops.matmul(q, in, false, w.q, true, false);
   }
-  // The kernel's scale is 1 / sqrt(L); the model's 1 / sqrt(D).
-  ops.scale(q, std::sqrt(static_cast<double>(L) / static_cast<double>(D)));
+  ops.scale(q, q_scale_);
   const Tensor latent = rows(latent_, n), normed = rows(normed_latent_, n);
   ops.take_columns(latent, down, q_rank_, 1.0);
   ops.rmsnorm_forward(normed, stats, latent, w.kv_norm, eps_);

@@ -13,7 +13,7 @@
 // and layer, against 2 n_head (qk_nope + qk_rope) for whole keys and values.
 //
 // The kernel scales scores by 1 / sqrt(kv_lora_rank + qk_rope_head_dim); the queries are
-// scaled to give the model's 1 / sqrt(qk_nope + qk_rope). The per-head products run one head
+// scaled to give the model's 1 / sqrt(qk_nope + qk_rope) (with YaRN's mscale^2). The per-head products run one head
 // at a time (2 n_head small products a layer and chunk).
 #pragma once
 
@@ -53,6 +53,7 @@ class LatentDecode {
 
   int64_t H_ = 0, nope_ = 0, rope_ = 0, value_ = 0, q_rank_ = 0, kv_rank_ = 0;
   double eps_ = 1e-6;
+  double q_scale_ = 1;  // the queries' factor, the kernel's scale to the model's
   Tensor down_, q_, q_latent_, q_normed_, latent_, normed_latent_, rstd_, out_;
   Tensor head_in_, head_out_;  // one head's [rows, max(qk_nope, kv_rank)] and [rows, max(kv_rank, v)]
 };
