@@ -2,24 +2,31 @@
 
 namespace kiln {
 
+int64_t attention_parameter_count(const ModelConfig& m) {
+  const bool llama = m.is_llama();
+  const int64_t d = m.d_model, H = m.n_head;
+  const auto linear = [&](int64_t in, int64_t out, bool bias) { return in * out + (bias ? out : 0); };
+  if (!m.latent_attention()) {
+    const int64_t width = H * m.head_dim(), qkv = (H + 2 * m.kv_heads()) * int64_t{m.head_dim()};
+    return linear(d, qkv, m.has_qkv_bias()) + linear(width, d, !llama) + (m.qk_norm ? 2 * int64_t{m.head_dim()} : 0);
+  }
+  // Latent attention: the down-projection, the latents' norms, the up-projections (the
+  // query's from x when q_lora_rank = 0), the output projection; no biases.
+  const int64_t rq = m.q_lora_rank, rkv = m.kv_lora_rank, qk = H * m.head_dim();
+  const int64_t q = rq > 0 ? rq + rq * qk : d * qk;
+  return d * (rq + rkv + m.qk_rope_head_dim) + q + rkv + rkv * H * (m.qk_nope_head_dim + m.v_head_dim) +
+         H * m.v_head_dim * d;
+}
+
 int64_t flops_parameter_count(const ModelConfig& m) {
   const bool llama = m.is_llama();
-  const int64_t d = m.d_model, f = m.ffn_dim(), width = int64_t{m.n_head} * m.head_dim();
-  const int64_t qkv = int64_t{m.n_head + 2 * m.kv_heads()} * m.head_dim();
+  const int64_t d = m.d_model, f = m.ffn_dim();
   const int64_t fc = llama ? 2 * f : f;  // SwiGLU's fc holds the gate and up halves
   // Each norm has a weight (and a bias on GPT-2); each linear a weight [out, in] (and a bias
   // [out] on GPT-2).
   const int64_t norm = llama ? d : 2 * d;
   const auto linear = [&](int64_t in, int64_t out) { return in * out + (llama ? 0 : out); };
-  int64_t attention = norm + linear(d, qkv) + linear(width, d) + norm;
-  if (m.latent_attention()) {
-    // Latent attention: the down-projection, the latents' norms, the up-projections (the
-    // query's from x when q_lora_rank = 0), the output projection; no biases.
-    const int64_t H = m.n_head, rq = m.q_lora_rank, rkv = m.kv_lora_rank;
-    const int64_t q = rq > 0 ? rq * d + rq + int64_t{H} * m.head_dim() * rq : int64_t{H} * m.head_dim() * d;
-    attention = norm + (rkv + m.qk_rope_head_dim) * d + q + rkv + H * (m.qk_nope_head_dim + m.v_head_dim) * rkv +
-                H * m.v_head_dim * d;
-  }
+  const int64_t attention = norm + attention_parameter_count(m) + norm;
   const int64_t dense_mlp = linear(d, fc) + linear(f, d);
   // An MoE layer's active parameters (Megatron's convention for MoE MFU): the router, the
   // top_k experts a token takes and the shared experts.

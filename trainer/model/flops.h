@@ -26,6 +26,9 @@
 
 namespace kiln {
 
+// The parameters of one layer's attention, norms aside (its projections, their biases, the
+// head norms or the latents' norms): multi-head or latent, as model.attention says.
+int64_t attention_parameter_count(const ModelConfig& m);
 // N above: the parameters whose products every token pays for.
 int64_t flops_parameter_count(const ModelConfig& m);
 // 6 N + 12 L d s.

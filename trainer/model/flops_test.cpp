@@ -60,9 +60,11 @@ TEST(Flops, Llama1bWithGroupedQueriesAndSwiGLU) {
 // N is what kiln lays out, less the embeddings (vocabulary padding excluded), plus the head
 // when it is tied: a new parameter in the model must show up here too.
 TEST(Flops, CountMatchesTheModelsParameters) {
-  for (const bool llama : {false, true}) {
+  for (const std::string variant : {"gpt2", "llama", "qwen3", "mla", "mla_direct_q"}) {
+    const bool llama = variant != "gpt2";
     ModelConfig m;
     m.arch = llama ? "llama" : "gpt2";
+    m.qk_norm = variant == "qwen3";
     m.n_layer = 2;
     m.n_head = 4;
     m.n_kv_head = llama ? 2 : 0;
@@ -72,15 +74,51 @@ TEST(Flops, CountMatchesTheModelsParameters) {
     m.seq_len = 16;
     m.tie_embeddings = !llama;
     m.make_vocab_size_divisible_by = 8;
+    if (variant.starts_with("mla")) {
+      m.attention = "mla";
+      m.n_kv_head = 0;
+      m.q_lora_rank = variant == "mla" ? 12 : 0;
+      m.kv_lora_rank = 10;
+      m.qk_nope_head_dim = 6;
+      m.qk_rope_head_dim = 4;
+      m.v_head_dim = 5;
+    }
     auto ops = make_cpu_ops(1);
     GptModel model(m, 1, *ops);
     int64_t expected = model.parameters().count();
     expected -= int64_t{m.vocab_size} * m.d_model;                // wte
     if (!llama) expected -= int64_t{m.seq_len} * m.d_model;       // wpe
     if (m.tie_embeddings) expected += int64_t{m.vocab_size} * m.d_model;  // the head
-    EXPECT_EQ(flops_parameter_count(m), expected) << m.arch;
+    EXPECT_EQ(flops_parameter_count(m), expected) << variant;
   }
 }
+
+// DeepSeek-V3's latent attention by hand, per layer: q_a 7168 x 1536, its norm, q_b 1536 x
+// 128 (128 + 64), kv_a 7168 x (512 + 64), its norm, kv_b 512 x 128 (128 + 128), o 128 x 128 x
+// 7168; and its attention FLOPs, 6 s H (192 + 128) a layer.
+TEST(Flops, LatentAttentionByHand) {
+  ModelConfig m;
+  m.arch = "llama";
+  m.n_layer = 1;
+  m.n_head = 128;
+  m.d_model = 7168;
+  m.seq_len = 4096;
+  m.attention = "mla";
+  m.q_lora_rank = 1536;
+  m.kv_lora_rank = 512;
+  m.qk_nope_head_dim = 128;
+  m.qk_rope_head_dim = 64;
+  m.v_head_dim = 128;
+  const int64_t by_hand =
+      int64_t{7168} * 1536 + 1536 + int64_t{1536} * 128 * 192 + int64_t{7168} * 576 + 512 + int64_t{512} * 128 * 256 +
+      int64_t{128} * 128 * 7168;
+  EXPECT_EQ(attention_parameter_count(m), by_hand);
+  EXPECT_EQ(by_hand, 187'107'328);
+  m.d_ff = 1;
+  m.vocab_size = 1;
+  EXPECT_EQ(model_flops_per_token(m) - 6 * flops_parameter_count(m), int64_t{6} * 4096 * 128 * (192 + 128));
+}
+
 
 TEST(Flops, AnMoeLayerCountsTheExpertsATokenTakes) {
   for (const bool llama : {false, true}) {

@@ -39,11 +39,10 @@ struct LayerParams {
 
 LayerParams layer_params(const ModelConfig& m, int layer) {
   const bool llama = m.is_llama();
-  const double d = m.d_model, f = m.ffn_dim(), hd = m.head_dim();
-  const double qkv = (m.n_head + 2.0 * m.kv_heads()) * hd, width = m.n_head * hd;
+  const double d = m.d_model, f = m.ffn_dim();
   const double norms = llama ? 2 * d : 4 * d;
   LayerParams p;
-  p.dense = norms + d * qkv + width * d;
+  p.dense = norms + static_cast<double>(attention_parameter_count(m));
   if (m.moe.is_moe_layer(layer)) {
     const double ef = m.expert_ffn_dim(), gated = llama ? 2 : 1;
     const double expert = d * gated * ef + ef * d, shared = m.moe.shared_experts * expert;
