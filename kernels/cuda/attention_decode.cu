@@ -7,7 +7,8 @@
 // the 32 lanes share the dot product (lane l holds dims l, l + 32, ...), and each warp keeps
 // its own online softmax (running max, sum and a float accumulator per dim). The warps'
 // partial results are then merged in warp order through shared memory, so the bits do not
-// depend on timing. All arithmetic is in float; head dims up to 32 * kMaxPerLane.
+// depend on timing. All arithmetic is in float; each lane holds PerLane dims: 8 (heads up to
+// 256 wide) or 24 (up to 768: latent attention's cache rows, DeepSeek-V3's 576).
 //
 // This is the plain version: one query per block reads its keys once per head of a group.
 // Sharing a kv head's loads across its query heads (and splitting long caches over several
@@ -24,7 +25,8 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kMaxPerLane = 8;  // head_dim <= 256
+constexpr int kNarrowPerLane = 8;  // head_dim <= 256
+constexpr int kWidePerLane = 24;   // head_dim <= 768
 constexpr int kAppendThreads = 256;
 
 struct DecodeDims {
@@ -54,11 +56,11 @@ __global__ void __launch_bounds__(kAppendThreads)
   }
 }
 
-template <typename T>
+template <typename T, int PerLane>
 __global__ void __launch_bounds__(kThreads)
     decode_kernel(T* out, const T* k_cache, const T* v_cache, const T* qkv, DecodeDims d) {
   __shared__ float warp_max[kWarps], warp_total[kWarps];
-  __shared__ float warp_acc[kWarps][32 * kMaxPerLane];
+  __shared__ float warp_acc[kWarps][32 * PerLane];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int h = static_cast<int>(blockIdx.x % d.n_head);
   const int64_t n = blockIdx.x / d.n_head;  // the query's token row: b * seq + t
@@ -67,9 +69,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t head =
       (n / d.seq) * d.capacity * d.kv_width + static_cast<int64_t>(h / d.group) * d.head_dim;
 
-  float qr[kMaxPerLane], acc[kMaxPerLane];
+  float qr[PerLane], acc[PerLane];
 #pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i) {
+  for (int i = 0; i < PerLane; ++i) {
     const int dim = lane + 32 * i;
     qr[i] = dim < d.head_dim ? to_float(q[dim]) : 0.0f;
     acc[i] = 0.0f;
@@ -80,7 +82,7 @@ __global__ void __launch_bounds__(kThreads)
     const T* v = v_cache + head + j * d.kv_width;
     float s = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) {
+    for (int i = 0; i < PerLane; ++i) {
       const int dim = lane + 32 * i;
       if (dim < d.head_dim) s += qr[i] * to_float(k[dim]);
     }
@@ -90,7 +92,7 @@ __global__ void __launch_bounds__(kThreads)
     const float p = expf(s - new_max);
     total = total * shrink + p;
 #pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) {
+    for (int i = 0; i < PerLane; ++i) {
       const int dim = lane + 32 * i;
       if (dim < d.head_dim) acc[i] = acc[i] * shrink + p * to_float(v[dim]);
     }
@@ -102,7 +104,7 @@ __global__ void __launch_bounds__(kThreads)
     warp_total[warp] = total;
   }
 #pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i) warp_acc[warp][lane + 32 * i] = acc[i];
+  for (int i = 0; i < PerLane; ++i) warp_acc[warp][lane + 32 * i] = acc[i];
   __syncthreads();
   // Warp 0 always saw row 0, so the max is finite; a warp that saw no row weighs 0.
   float m = -INFINITY;
@@ -122,9 +124,9 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 void attention_decode(T* out, T* k_cache, T* v_cache, const T* qkv, const HeadLayout& layout,
                       int64_t capacity, int64_t pos, cudaStream_t stream) {
-  KILN_CHECK(layout.head_dim >= 1 && layout.head_dim <= 32 * kMaxPerLane,
+  KILN_CHECK(layout.head_dim >= 1 && layout.head_dim <= 32 * kWidePerLane,
              "attention_decode: head dim " + std::to_string(layout.head_dim) +
-                 " is above the CUDA kernel's " + std::to_string(32 * kMaxPerLane));
+                 " is above the CUDA kernel's " + std::to_string(32 * kWidePerLane));
   const int64_t rows = layout.batch * layout.seq;
   if (rows <= 0) return;
   DecodeDims d;
@@ -140,8 +142,11 @@ void attention_decode(T* out, T* k_cache, T* v_cache, const T* qkv, const HeadLa
   append_kv_kernel<<<blocks_for(rows * d.kv_width, kAppendThreads, 1 << 16), kAppendThreads, 0,
                      stream>>>(k_cache, v_cache, qkv, rows, d);
   KILN_CUDA_CHECK_LAUNCH("append_kv_kernel");
-  decode_kernel<<<static_cast<unsigned>(rows * layout.n_head), kThreads, 0, stream>>>(
-      out, k_cache, v_cache, qkv, d);
+  const unsigned blocks = static_cast<unsigned>(rows * layout.n_head);
+  if (d.head_dim <= 32 * kNarrowPerLane)
+    decode_kernel<T, kNarrowPerLane><<<blocks, kThreads, 0, stream>>>(out, k_cache, v_cache, qkv, d);
+  else
+    decode_kernel<T, kWidePerLane><<<blocks, kThreads, 0, stream>>>(out, k_cache, v_cache, qkv, d);
   KILN_CUDA_CHECK_LAUNCH("decode_kernel");
 }
 

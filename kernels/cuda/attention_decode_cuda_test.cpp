@@ -59,7 +59,9 @@ class CudaAttentionDecode : public testing::TestWithParam<DType> {
 
 TEST_P(CudaAttentionDecode, MatchesTheCpuAtEveryPosition) {
   constexpr int64_t B = 2, capacity = 80;
-  for (const AttentionShape heads : {AttentionShape{8, 2, 64}, AttentionShape{4, 4, 128}}) {
+  // The last: latent attention's multi-query rows, DeepSeek-V3's 512 + 64 (the kernel's wide
+  // lanes).
+  for (const AttentionShape heads : {AttentionShape{8, 2, 64}, AttentionShape{4, 4, 128}, AttentionShape{4, 1, 576}}) {
     const int64_t W = heads.qkv_width(), O = heads.n_head * heads.head_dim;
     const int64_t KVW = heads.n_kv_head * heads.head_dim;
     const Tensor k_cpu = cpu({B, capacity, KVW}), v_cpu = cpu({B, capacity, KVW});

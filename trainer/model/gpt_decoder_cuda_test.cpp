@@ -16,13 +16,15 @@ namespace kiln {
 namespace {
 
 // "qwen3": llama with normalised query and key heads 128 wide (Qwen3's), not 256 / 4. "mla":
-// DeepSeek's latent attention, its cache rows 128 + 32 wide (heads of 48 + 32, values 48).
+// DeepSeek's latent attention, its cache rows 128 + 32 wide (heads of 48 + 32, values 48);
+// "mla_wide": rows of DeepSeek-V3's 512 + 64.
 ModelConfig decoder_model(const std::string& arch) {
-  const bool llama = arch == "qwen3" || arch == "mla";
+  const bool llama = arch == "qwen3" || arch.starts_with("mla");
   ModelConfig m = test::small_model(llama ? "llama" : arch, 256, 300, 64);  // head dim 64
   m.qk_norm = arch == "qwen3";
   m.explicit_head_dim = m.qk_norm ? 128 : 0;
   if (arch == "mla") test::use_latent_attention(m, 96, 128, 48, 32, 48);
+  if (arch == "mla_wide") test::use_latent_attention(m, 96, 512, 48, 64, 48);
   return m;
 }
 
@@ -91,7 +93,8 @@ INSTANTIATE_TEST_SUITE_P(ArchDtype, GpuDecoder,
                                          Case{"qwen3", DType::F32, 1e-5},
                                          Case{"qwen3", DType::BF16, 5e-2},
                                          Case{"mla", DType::F32, 1e-5},
-                                         Case{"mla", DType::BF16, 5e-2}),
+                                         Case{"mla", DType::BF16, 5e-2},
+                                         Case{"mla_wide", DType::F32, 1e-5}),
                          [](const auto& info) {
                            return info.param.arch + "_" + std::string(dtype_name(info.param.dtype));
                          });
