@@ -43,6 +43,14 @@ const std::string kLatent = " --set model.arch=llama --set model.d_ff=48 --set m
                             " --set model.q_lora_rank=12 --set model.kv_lora_rank=8 --set model.qk_nope_head_dim=6"
                             " --set model.qk_rope_head_dim=2 --set model.v_head_dim=5";
 
+// DeepSeek-V3's shape in small: latent attention, layer 0 dense, layer 1 of eight
+// sigmoid-scored experts in two groups (each token's two from its better group, gates scaled
+// by 2.5) and a shared expert.
+const std::string kDeepSeekV3 = kLatent +
+    " --set model.n_layer=2 --set moe.dense_layers=1 --set moe.num_experts=8 --set moe.top_k=2"
+    " --set moe.ffn_hidden=24 --set moe.score=sigmoid --set moe.route_groups=2 --set moe.route_groups_topk=1"
+    " --set moe.shared_experts=1 --set moe.bias_update_rate=0.001 --set moe.gate_scale=2.5";
+
 // Llama with a mixture of experts in both layers, every balancing option on.
 const std::string kMoe = kLlama +
     " --set moe.num_experts=4 --set moe.top_k=2 --set moe.ffn_hidden=24 --set moe.z_loss_coeff=0.001"
@@ -211,6 +219,9 @@ INSTANTIATE_TEST_SUITE_P(
         // Ring attention over the padded heads, RoPE at each chunk's places in the sequence.
         Layout{"latent_cp2_tp2_sequence_parallel", 4,
                " --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true", kLatent + kDocuments},
+        Layout{"deepseek_v3_ep2_dp2", 4, " --set parallel.ep=2", kDeepSeekV3},
+        Layout{"deepseek_v3_tp2_sequence_parallel_pp2", 4,
+               " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.pp=2", kDeepSeekV3},
         Layout{"latent_tp2_pp2_zbv_recompute_full", 4,
                " --set parallel.tp=2 --set parallel.pp=2 --set parallel.schedule=zbv --set train.recompute=full",
                kLatent + " --set model.n_layer=4"},
@@ -503,7 +514,9 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"qwen3_tp2", 2, " --set parallel.tp=2", " --set model.n_layer=2" + kQwen3},
                     // Latent attention's up-projections by heads, its down-projection whole.
                     Layout{"latent_tp2_pp2", 4, " --set parallel.tp=2 --set parallel.pp=2",
-                           " --set model.n_layer=2" + kLatent}),
+                           " --set model.n_layer=2" + kLatent},
+                    Layout{"deepseek_v3_ep2_dp2_distributed_optimizer", 4,
+                           " --set parallel.ep=2 --set parallel.distributed_optimizer=true", kDeepSeekV3}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 // After one step each layout holds the single rank's gradients, tensor by tensor: AdamW's
