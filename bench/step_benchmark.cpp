@@ -176,7 +176,14 @@ json describe(const kiln::Config& config, const kiln::GptModel& model, const kil
             // MoE layers: the reference runs Mixtral's (softmax, normalised top-k, dropless).
             {"num_experts", m.moe.num_experts},
             {"top_k", m.moe.top_k},
-            {"expert_ffn", m.moe.enabled() ? m.expert_ffn_dim() : 0}}},
+            {"expert_ffn", m.moe.enabled() ? m.expert_ffn_dim() : 0},
+            // Latent attention (model.attention=mla): the reference's latent_attention.
+            {"attention", m.attention},
+            {"q_lora_rank", m.q_lora_rank},
+            {"kv_lora_rank", m.kv_lora_rank},
+            {"qk_nope_head_dim", m.qk_nope_head_dim},
+            {"qk_rope_head_dim", m.qk_rope_head_dim},
+            {"v_head_dim", m.v_head_dim}}},
           {"device", ops.name()},
           {"threads", kiln::resolved_threads(config.backend)},
           {"grad_accum", config.grad_accum()},
