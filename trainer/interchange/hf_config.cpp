@@ -352,6 +352,11 @@ bool exports_as_qwen3_moe(const ModelConfig& m) { return m.moe.enabled() && m.qk
 
 json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
   json c;
+  if (m.latent_attention())
+    fail("export: model.attention=mla (DeepSeek's latent attention) is not exported yet: kiln writes no "
+         "DeepseekV3ForCausalLM");
+  if (m.rope_scaling == "yarn")
+    fail("export: model.rope_scaling=yarn is not written to a Hugging Face config yet (kiln writes llama3's)");
   if (m.moe.enabled()) check_moe_export(m);
   if (m.is_llama()) {
     // LlamaConfig's fields, which MixtralConfig shares (its intermediate_size each expert's),
