@@ -219,6 +219,7 @@ INSTANTIATE_TEST_SUITE_P(
         // Ring attention over the padded heads, RoPE at each chunk's places in the sequence.
         Layout{"latent_cp2_tp2_sequence_parallel", 4,
                " --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true", kLatent + kDocuments},
+        Layout{"deepseek_v3_tp2", 2, " --set parallel.tp=2", kDeepSeekV3},
         Layout{"deepseek_v3_ep2_dp2", 4, " --set parallel.ep=2", kDeepSeekV3},
         Layout{"deepseek_v3_tp2_sequence_parallel_pp2", 4,
                " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.pp=2", kDeepSeekV3},
