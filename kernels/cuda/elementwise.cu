@@ -152,7 +152,7 @@ struct HeadColumnsOp {
     const int64_t per_row = out_heads * k.width, n = i / per_row, h = i % per_row / k.width, c = i % k.width;
     const T* row = x + n * x_cols + k.x_first + c;
     float v = 0;
-    if (out_heads == 1 && k.heads > 1 && k.out_stride == 0) {
+    if (k.out_stride == 0) {
       for (int64_t j = 0; j < k.heads; ++j) v += to_float(row[j * k.x_stride]);
     } else {
       v = to_float(row[h * k.x_stride]);

@@ -506,26 +506,24 @@ void validate_model(const ModelConfig& m) {
     fail("config: model.sliding_window=" + show(m.sliding_window) + " is below model.seq_len=" + show(m.seq_len) +
          "; kiln's attention sees the whole sequence, which is the window's only up to its length");
   one_of("model.rope_scaling", m.rope_scaling, {"none", "llama3", "yarn"});
-  if (m.rope_scaling == "yarn") {
-    if (!m.is_llama()) fail("config: model.rope_scaling=yarn needs model.arch=llama (gpt2 has no rotary embeddings)");
+  if (m.rope_scaling != "none") {
+    if (!m.is_llama())
+      fail("config: model.rope_scaling=" + m.rope_scaling + " needs model.arch=llama (gpt2 has no rotary embeddings)");
     if (!(m.rope_scaling_factor >= 1.0))
       fail("config: model.rope_scaling_factor must be >= 1 (got " + show(m.rope_scaling_factor) + ")");
-    positive("model.rope_beta_slow", m.rope_beta_slow);
-    if (!(m.rope_beta_fast > m.rope_beta_slow))
-      fail("config: model.rope_beta_fast (" + show(m.rope_beta_fast) + ") must be above model.rope_beta_slow (" +
-           show(m.rope_beta_slow) + ")");
-    if (!(m.rope_mscale >= 0) || !(m.rope_mscale_all_dim >= 0))
-      fail("config: model.rope_mscale and model.rope_mscale_all_dim must be >= 0");
-    at_least("model.rope_original_seq_len", m.rope_original_seq_len, 1);
-  }
-  if (m.rope_scaling == "llama3") {
-    if (!m.is_llama()) fail("config: model.rope_scaling=llama3 needs model.arch=llama (gpt2 has no rotary embeddings)");
-    if (!(m.rope_scaling_factor >= 1.0))
-      fail("config: model.rope_scaling_factor must be >= 1 (got " + show(m.rope_scaling_factor) + ")");
-    positive("model.rope_low_freq_factor", m.rope_low_freq_factor);
-    if (!(m.rope_high_freq_factor > m.rope_low_freq_factor))
-      fail("config: model.rope_high_freq_factor (" + show(m.rope_high_freq_factor) +
-           ") must be above model.rope_low_freq_factor (" + show(m.rope_low_freq_factor) + ")");
+    if (m.rope_scaling == "llama3") {
+      positive("model.rope_low_freq_factor", m.rope_low_freq_factor);
+      if (!(m.rope_high_freq_factor > m.rope_low_freq_factor))
+        fail("config: model.rope_high_freq_factor (" + show(m.rope_high_freq_factor) +
+             ") must be above model.rope_low_freq_factor (" + show(m.rope_low_freq_factor) + ")");
+    } else {
+      positive("model.rope_beta_slow", m.rope_beta_slow);
+      if (!(m.rope_beta_fast > m.rope_beta_slow))
+        fail("config: model.rope_beta_fast (" + show(m.rope_beta_fast) + ") must be above model.rope_beta_slow (" +
+             show(m.rope_beta_slow) + ")");
+      if (!(m.rope_mscale >= 0) || !(m.rope_mscale_all_dim >= 0))
+        fail("config: model.rope_mscale and model.rope_mscale_all_dim must be >= 0");
+    }
     at_least("model.rope_original_seq_len", m.rope_original_seq_len, 1);
   }
   at_least("model.make_vocab_size_divisible_by", m.make_vocab_size_divisible_by, 1);
