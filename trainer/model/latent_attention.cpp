@@ -77,6 +77,11 @@ void LatentAttention::bind(const LayerBuild& build, const std::string& name, con
   }
 }
 
+Tensor LatentAttention::lse_of(const Batch& batch) const {
+  const Tensor& all = lse_[static_cast<size_t>(batch.slot)];
+  return all.view({all.numel()}).slice(0, batch.b * shape_.heads * batch.t);
+}
+
 Tensor LatentAttention::whole_input(const Batch& batch, const Tensor& x) const {
   return sequence_ ? sequence_->gather(batch, x) : x;
 }
@@ -104,8 +109,7 @@ void LatentAttention::forward(Ops& ops, const Batch& batch, const Tensor& y, con
   const Tensor qkv = batch.of(qkv_[slot]);
   assemble(ops, batch, qkv, scratch);
   ops.rope_forward(qkv, rope_table_, s.core(), batch.positions);
-  const Tensor lse = lse_[slot].view({lse_[slot].numel()}).slice(0, batch.b * s.heads * batch.t);
-  attend(ops, batch, batch.of(out_padded_[slot]), lse, qkv, batch.of(out_[slot]));
+  attend(ops, batch, batch.of(out_padded_[slot]), lse_of(batch), qkv, batch.of(out_[slot]));
   proj_.forward(ops, batch, y, batch.of(out_[slot]));
 }
 
@@ -147,7 +151,7 @@ void LatentAttention::backward(Ops& ops, const Batch& batch, const Tensor& dx, c
   const size_t slot = static_cast<size_t>(batch.slot);
   const LatentShape& s = shape_;
   const Tensor qkv = batch.of(qkv_[slot]), out_padded = batch.of(out_padded_[slot]), out = batch.of(out_[slot]);
-  const Tensor lse = lse_[slot].view({lse_[slot].numel()}).slice(0, batch.b * s.heads * batch.t);
+  const Tensor lse = lse_of(batch);
   if (recompute_core_) attend(ops, batch, out_padded, lse, qkv, out);
   const Tensor d_out = batch.of(scratch.d_out);
   proj_.backward(ops, batch, d_out, dy, out);
@@ -179,8 +183,10 @@ void LatentAttention::backward(Ops& ops, const Batch& batch, const Tensor& dx, c
   }
   // The input's gradient, this rank's part: summed over the tensor group at the end.
   const Tensor d_whole = sequence_ ? sequence_->whole(batch) : dx;
-  if (batch.defer_weights) down_.backward(ops, batch, d_whole, batch.of(scratch.down), whole);
-  else down_weight_gradient(ops, [&] { down_.backward(ops, batch, d_whole, batch.of(scratch.down), whole); });
+  // A deferred weight gradient is summed in backward_weights.
+  const auto down_backward = [&] { down_.backward(ops, batch, d_whole, batch.of(scratch.down), whole); };
+  if (batch.defer_weights) down_backward();
+  else ShareGradients(group_).sum(ops, {&down_.weight()}, down_backward);
   if (s.q_rank == 0) {
     const Tensor part = batch.of(scratch.d_input_part);
     q_.backward(ops, batch, part, batch.of(scratch.q), whole);
@@ -188,13 +194,6 @@ void LatentAttention::backward(Ops& ops, const Batch& batch, const Tensor& dx, c
   }
   if (sequence_) sequence_->scatter(dx, d_whole);
   else if (group_) group_->all_reduce(dx, ReduceOp::Sum);
-}
-
-void LatentAttention::down_weight_gradient(Ops& ops, const std::function<void()>& compute) const {
-  const ShareGradients shared(group_);
-  shared.begin(ops, down_.weight());
-  compute();
-  shared.end(down_.weight());
 }
 
 void LatentAttention::backward_weights(Ops& ops, const Batch& batch) const {
@@ -206,7 +205,7 @@ void LatentAttention::backward_weights(Ops& ops, const Batch& batch) const {
     q_up_.backward_weights(ops, batch.slot, rows);
     q_norm_.backward_weights(ops, batch);
   }
-  down_weight_gradient(ops, [&] { down_.backward_weights(ops, batch.slot, rows); });
+  ShareGradients(group_).sum(ops, {&down_.weight()}, [&] { down_.backward_weights(ops, batch.slot, rows); });
   if (shape_.q_rank == 0) q_.backward_weights(ops, batch.slot, rows);
 }
 

@@ -25,7 +25,6 @@
 // shares), once, at the end.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -85,10 +84,10 @@ class LatentAttention {
   // Attention, and the value part of its padded output.
   void attend(Ops& ops, const Batch& batch, const Tensor& out_padded, const Tensor& lse, const Tensor& qkv,
               const Tensor& out) const;
+  // The slot's log-sum-exps of the micro-batch's [b, heads, t] rows.
+  Tensor lse_of(const Batch& batch) const;
   // x whole: this rank's share gathered under sequence parallelism.
   Tensor whole_input(const Batch& batch, const Tensor& x) const;
-  // The down-projection's weight gradient, summed over the tensor group.
-  void down_weight_gradient(Ops& ops, const std::function<void()>& compute) const;
 
   LatentShape shape_;
   Tensor rope_table_;

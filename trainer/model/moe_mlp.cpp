@@ -515,10 +515,9 @@ void MoeMlp::routed_backward(Ops& ops, const Batch& batch, const Tensor& dx, con
 
 void MoeMlp::router_weight_gradient(Ops& ops, const Tensor& d_logits, const Tensor& x) const {
   if (router_.frozen) return;
-  const ShareGradients router_shares(whole_experts_ ? sequence_ : nullptr);
-  router_shares.begin(ops, router_);
-  ops.matmul(router_.grad, d_logits, true, x, false, true);
-  router_shares.end(router_);
+  ShareGradients(whole_experts_ ? sequence_ : nullptr).sum(ops, {&router_}, [&] {
+    ops.matmul(router_.grad, d_logits, true, x, false, true);
+  });
 }
 
 Tensor MoeMlp::share_rows(const Tensor& whole) const {

@@ -77,12 +77,9 @@ void Norm::run_backward(Ops& ops, const Tensor& dx, const Tensor& dweight, const
 
 void Norm::gradients(Ops& ops, const Tensor& dx, const Tensor& dout, const Tensor& x, const Tensor& mean,
                      const Tensor& rstd) const {
-  const ShareGradients shared(shared_over_);
-  shared.begin(ops, weight_);
-  shared.begin(ops, bias_);
-  run_backward(ops, dx, weight_.grad, bias_.grad, dout, x, mean, rstd);
-  shared.end(weight_);
-  shared.end(bias_);
+  ShareGradients(shared_over_).sum(ops, {&weight_, &bias_}, [&] {
+    run_backward(ops, dx, weight_.grad, bias_.grad, dout, x, mean, rstd);
+  });
 }
 
 }  // namespace kiln

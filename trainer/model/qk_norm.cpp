@@ -124,25 +124,19 @@ void QkNorm::backward(Ops& ops, const Batch& batch, const Tensor& d_fused) const
                     k.gradients);
     return;
   }
-  const ShareGradients shared(tensor_group_);
-  shared.begin(ops, q_weight_);
-  shared.begin(ops, k_weight_);
-  rows_->backward(ops, batch, d_fused, heads_[s], rstd_[s], q_weight_.value, k_weight_.value, q_weight_.grad,
-                  k_weight_.grad);
-  shared.end(q_weight_);
-  shared.end(k_weight_);
+  ShareGradients(tensor_group_).sum(ops, {&q_weight_, &k_weight_}, [&] {
+    rows_->backward(ops, batch, d_fused, heads_[s], rstd_[s], q_weight_.value, k_weight_.value, q_weight_.grad,
+                    k_weight_.grad);
+  });
 }
 
 void QkNorm::backward_weights(Ops& ops, const Batch& batch) const {
   if (q_weight_.frozen) return;
   const Kept& k = kept_[static_cast<size_t>(batch.slot)];
-  const ShareGradients shared(tensor_group_);
-  shared.begin(ops, q_weight_);
-  shared.begin(ops, k_weight_);
-  rows_->weight_gradients(ops, batch, k.heads, k.rstd, k.gradients, q_weight_.value, k_weight_.value, q_weight_.grad,
-                          k_weight_.grad);
-  shared.end(q_weight_);
-  shared.end(k_weight_);
+  ShareGradients(tensor_group_).sum(ops, {&q_weight_, &k_weight_}, [&] {
+    rows_->weight_gradients(ops, batch, k.heads, k.rstd, k.gradients, q_weight_.value, k_weight_.value,
+                            q_weight_.grad, k_weight_.grad);
+  });
 }
 
 }  // namespace kiln

@@ -24,12 +24,15 @@ Tensor SequenceParallel::gather_gradient(const Batch& batch, const Tensor& share
   return whole;
 }
 
-void ShareGradients::begin(Ops& ops, const Parameter& p) const {
-  if (group_ && group_->rank() != 0 && !p.grad.empty()) ops.fill(p.grad, 0.0);
-}
-
-void ShareGradients::end(const Parameter& p) const {
-  if (group_ && !p.grad.empty()) group_->all_reduce(p.grad, ReduceOp::Sum);
+void ShareGradients::sum(Ops& ops, std::initializer_list<const Parameter*> params,
+                         const std::function<void()>& accumulate) const {
+  if (group_ && group_->rank() != 0)
+    for (const Parameter* p : params)
+      if (!p->grad.empty()) ops.fill(p->grad, 0.0);
+  accumulate();
+  if (group_)
+    for (const Parameter* p : params)
+      if (!p->grad.empty()) group_->all_reduce(p->grad, ReduceOp::Sum);
 }
 
 }  // namespace kiln

@@ -13,6 +13,9 @@
 // (ShareGradients).
 #pragma once
 
+#include <functional>
+#include <initializer_list>
+
 #include "trainer/model/layer_build.h"
 
 namespace kiln {
@@ -40,18 +43,19 @@ class SequenceParallel {
 
 // The gradient of a parameter that is whole on every rank of a group but sees only the rank's
 // share of the work (its tokens under sequence parallelism, its heads under tensor
-// parallelism), summed over the group once per backward: begin() before the gradient
-// accumulates, end() after. Gradients accumulate over micro-batches, so begin() zeroes the
-// parameter's gradient on every rank but the first: the sum then adds this micro-batch's
-// shares to what the earlier ones left, once. Without a group of several ranks both do nothing.
+// parallelism), summed over the group once per backward. Gradients accumulate over
+// micro-batches, so the parameters' gradients are first zeroed on every rank but the first:
+// the sum then adds this micro-batch's shares to what the earlier ones left, once. Without a
+// group of several ranks it only computes.
 class ShareGradients {
  public:
   explicit ShareGradients(Communicator* group) : group_(group && group->size() > 1 ? group : nullptr) {}
   // Sequence parallelism's tensor group; none when it is off.
   explicit ShareGradients(const SequenceParallel* sequence)
       : ShareGradients(sequence ? &sequence->group() : nullptr) {}
-  void begin(Ops& ops, const Parameter& p) const;
-  void end(const Parameter& p) const;
+  // Runs `accumulate`, which adds this rank's share to the parameters' gradients, and sums
+  // them over the group (a frozen parameter, without a gradient, is left out).
+  void sum(Ops& ops, std::initializer_list<const Parameter*> params, const std::function<void()>& accumulate) const;
 
  private:
   Communicator* group_;
