@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/small_model.h"
 #include "trainer/model/gpt_model.h"
 
 namespace kiln {
@@ -74,15 +75,7 @@ TEST(Flops, CountMatchesTheModelsParameters) {
     m.seq_len = 16;
     m.tie_embeddings = !llama;
     m.make_vocab_size_divisible_by = 8;
-    if (variant.starts_with("mla")) {
-      m.attention = "mla";
-      m.n_kv_head = 0;
-      m.q_lora_rank = variant == "mla" ? 12 : 0;
-      m.kv_lora_rank = 10;
-      m.qk_nope_head_dim = 6;
-      m.qk_rope_head_dim = 4;
-      m.v_head_dim = 5;
-    }
+    if (variant.starts_with("mla")) test::use_latent_attention(m, variant == "mla" ? 12 : 0, 10, 6, 4, 5);
     auto ops = make_cpu_ops(1);
     GptModel model(m, 1, *ops);
     int64_t expected = model.parameters().count();
@@ -103,12 +96,7 @@ TEST(Flops, LatentAttentionByHand) {
   m.n_head = 128;
   m.d_model = 7168;
   m.seq_len = 4096;
-  m.attention = "mla";
-  m.q_lora_rank = 1536;
-  m.kv_lora_rank = 512;
-  m.qk_nope_head_dim = 128;
-  m.qk_rope_head_dim = 64;
-  m.v_head_dim = 128;
+  test::use_latent_attention(m, 1536, 512, 128, 64, 128);
   const int64_t by_hand =
       int64_t{7168} * 1536 + 1536 + int64_t{1536} * 128 * 192 + int64_t{7168} * 576 + 512 + int64_t{512} * 128 * 256 +
       int64_t{128} * 128 * 7168;
