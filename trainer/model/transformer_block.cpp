@@ -49,7 +49,7 @@ void TransformerBlock::backward(Ops& ops, const Batch& batch, const Tensor& d_re
   else mlp_.backward(ops, batch, d_norm, d_residual, n2, scratch);
   norm2_.backward(ops, batch, d_residual, d_norm, mid);
   if (latent_on_) {
-    latent_.backward(ops, batch, d_norm, d_residual, n1, batch.of(scratch.d_attn), batch.of(scratch.d_qkv), scratch.latent);
+    latent_.backward(ops, batch, d_norm, d_residual, n1, scratch.d_attn, scratch.d_qkv, scratch.latent);
   } else {
     attention_.backward(ops, batch, d_norm, d_residual, n1, scratch);
   }
