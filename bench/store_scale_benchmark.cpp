@@ -1,0 +1,404 @@
+// The workstation at cluster scale (bench/README.md, "Store and dashboard at scale"): writes
+// four stores through kiln's own writers, then measures what they cost on disk, how fast the
+// writer takes a many-rank run's rows, and how fast `kiln serve` answers the dashboard's API
+// calls over them.
+//
+//   build/kiln_bench_store_scale [--dir DIR] [--scale F] [--stores abcd] [--requests N]
+//
+//   a  10,000 runs as sweeps of 100 to 1,000 points, each with its config, tags, a start and
+//      an end event, 20 logged steps and, for one run in ten, an alert
+//   b  one run of 1,024 ranks x 100,000 logged steps
+//   c  one run of 4,096 ranks x 20,000 logged steps
+//   d  one run of a 64-expert MoE (4 MoE layers) logging its expert loads at 100,000 steps
+//
+// --scale multiplies the steps of b, c and d (the ranks, experts and runs stay), so that a
+// small machine can run the same shapes shorter; the output says the scale. Each store is
+// written to DIR (default $TMPDIR or /tmp) and removed afterwards.
+//
+// For each store it prints: bytes on disk (the store file after a WAL checkpoint) per
+// rank-step (per run for a); the writer's sustained rank-rows per second, rank 0 handing it
+// every rank's row of each step as the trainer's gather does and waiting only when the
+// writer's queue is past half full (so nothing is thinned: the count of dropped rows is
+// printed and must be 0); and for the API calls the dashboard's pages make, the p50 and p95
+// of --requests timed GETs against `kiln serve` (the binary beside this one), and the
+// server's peak resident memory.
+#include <fmt/core.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/database.h"
+#include "store/run_writer.h"
+#include "store/schema.h"
+#include "store/sweep_writer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using namespace kiln::store;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+struct Options {
+  std::string dir;
+  double scale = 1.0;
+  std::string stores = "abcd";
+  int requests = 20;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  const char* tmp = std::getenv("TMPDIR");
+  o.dir = tmp && *tmp ? tmp : "/tmp";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--dir") o.dir = value();
+    else if (arg == "--scale") o.scale = std::stod(value());
+    else if (arg == "--stores") o.stores = value();
+    else if (arg == "--requests") o.requests = std::stoi(value());
+    else throw std::runtime_error("unknown argument " + arg + " (see the comment atop bench/store_scale_benchmark.cpp)");
+  }
+  if (!(o.scale > 0 && o.scale <= 1)) throw std::runtime_error("--scale must be in (0, 1]");
+  if (o.requests < 2) throw std::runtime_error("--requests must be at least 2");
+  return o;
+}
+
+void remove_store(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path + suffix);
+}
+
+// The store file's size once its WAL is checkpointed into it.
+int64_t store_bytes(const std::string& path) {
+  open_store(path, Access::ReadWrite)->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  return static_cast<int64_t>(fs::file_size(path));
+}
+
+// A metric row as a trainer's rank logs it: loss and lr the same on every rank, the times
+// its own.
+MetricRow rank_row(int64_t step, int rank) {
+  MetricRow row;
+  row.step = step;
+  row.rank = rank;
+  row.tokens = step * 4096;
+  row.loss = 2.0 + 8.0 / static_cast<double>(step + 1);
+  row.lr = 3e-4;
+  row.grad_norm = 1.0 + 0.001 * static_cast<double>(step % 97);
+  row.tokens_per_s = 9000.0 + static_cast<double>((rank * 31 + step) % 500);
+  row.tflops = 400.0;
+  row.mfu = 0.4;
+  row.fwd_ms = 100.0 + static_cast<double>(rank % 7);
+  row.bwd_ms = 200.0 + static_cast<double>(rank % 11);
+  row.opt_ms = 10.0;
+  row.comm_ms = 5.0 + static_cast<double>((rank + step) % 3);
+  row.data_ms = 1.0;
+  row.mem_used = int64_t{60} << 30;
+  row.mem_peak = int64_t{70} << 30;
+  row.trained_tokens = 4096 * 1024;
+  return row;
+}
+
+RunInfo run_info(const std::string& name, int world_size) {
+  RunInfo info;
+  info.name = name;
+  info.config_json = nlohmann::json{{"model", {{"n_layer", 32}, {"d_model", 4096}}},
+                                    {"train", {{"lr", 3e-4}, {"global_batch", 1024}}}}
+                         .dump();
+  info.layout = "tp8.pp4.dp" + std::to_string(std::max(1, world_size / 32));
+  info.backend = "cuda";
+  info.device = "NVIDIA H100 80GB HBM3";
+  info.host = "node0";
+  info.world_size = world_size;
+  return info;
+}
+
+struct WriteFigures {
+  int64_t rank_steps = 0;
+  double seconds = 0;
+  int64_t dropped = 0;
+};
+
+// One run of `ranks` ranks logging every step, as rank 0's writer takes it.
+WriteFigures write_rank_run(const std::string& path, const std::string& name, int ranks, int64_t steps) {
+  WriterOptions options;
+  options.heartbeat_interval_s = 0;
+  RunWriter writer(path, options);
+  writer.create_run(run_info(name, ranks));
+  const Clock::time_point start = Clock::now();
+  for (int64_t step = 1; step <= steps; ++step) {
+    std::vector<MetricRow> rows;
+    rows.reserve(static_cast<size_t>(ranks));
+    for (int r = 0; r < ranks; ++r) rows.push_back(rank_row(step, r));
+    // Never let the queue thin: wait while it is past half of its rows.
+    while (writer.stats().queued_rows > options.max_queued_rows / 2)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    writer.log_metrics(std::move(rows));
+  }
+  writer.flush();
+  WriteFigures f{ranks * steps, seconds_since(start), writer.stats().dropped_rows};
+  writer.finish(RunStatus::Completed);
+  writer.close();
+  return f;
+}
+
+// 10,000 runs as sweeps of 100 to 1,000 points.
+WriteFigures write_many_runs(const std::string& path) {
+  const std::vector<int> sweep_sizes = {100, 200, 300, 400, 500, 600, 700, 800, 900, 1000,
+                                        1000, 900, 800, 700, 600, 500, 400, 300, 200, 100};
+  const Clock::time_point start = Clock::now();
+  int64_t runs = 0;
+  for (size_t s = 0; s < sweep_sizes.size(); ++s) {
+    NewSweep sweep;
+    sweep.name = fmt::format("sweep-{:02}", s);
+    sweep.spec_json = R"({"base":{},"grid":{"train.lr":[]}})";
+    sweep.host = "node0";
+    for (int p = 0; p < sweep_sizes[s]; ++p) sweep.points.push_back(fmt::format(R"({{"train.lr":{}}})", 1e-4 * (p + 1)));
+    const int64_t sweep_id = create_sweep(*open_store(path, Access::ReadWrite), sweep);
+    for (int p = 0; p < sweep_sizes[s]; ++p) {
+      const std::string name = fmt::format("{}-p{:04}", sweep.name, p);
+      WriterOptions options;
+      options.heartbeat_interval_s = 0;
+      RunWriter writer(path, options);
+      RunInfo info = run_info(name, 8);
+      info.sweep_id = sweep_id;
+      info.sweep_point = p;
+      info.tags = {"scale", p % 2 == 0 ? "even" : "odd"};
+      writer.create_run(info);
+      for (int64_t step = 1; step <= 20; ++step) writer.log_metrics({rank_row(step, 0)});
+      if (p % 10 == 0) {
+        Alert alert;
+        alert.step = 20;
+        alert.rule = "loss_spike";
+        alert.value = 9.0;
+        alert.threshold = 6.0;
+        alert.message = "loss 9.0 at step 20 is 6 sigma above the last 100 steps";
+        writer.log_alert(alert);
+      }
+      writer.finish(RunStatus::Completed);
+      writer.close();
+      set_point_run(*open_store(path, Access::ReadWrite), sweep_id, p, name);
+      ++runs;
+    }
+    end_sweep(*open_store(path, Access::ReadWrite), sweep_id, SweepStatus::Ended);
+  }
+  return {runs, seconds_since(start), 0};
+}
+
+// A 64-expert MoE run's expert loads, 4 MoE layers, at every step.
+WriteFigures write_expert_run(const std::string& path, int64_t steps) {
+  WriterOptions options;
+  options.heartbeat_interval_s = 0;
+  RunWriter writer(path, options);
+  writer.create_run(run_info("moe-64", 64));
+  const Clock::time_point start = Clock::now();
+  for (int64_t step = 1; step <= steps; ++step) {
+    std::vector<ExpertLoad> loads;
+    for (int layer = 1; layer <= 4; ++layer) {
+      ExpertLoad load;
+      load.step = step;
+      load.layer = layer;
+      for (int e = 0; e < 64; ++e) load.tokens.push_back(4096 + ((e * 37 + step * layer) % 512));
+      load.aux_loss = 0.01;
+      load.router_entropy = 4.1;
+      loads.push_back(std::move(load));
+    }
+    writer.log_metrics({rank_row(step, 0)});
+    while (writer.stats().queued_rows > options.max_queued_rows / 2)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    writer.log_expert_loads(std::move(loads));
+  }
+  writer.flush();
+  WriteFigures f{steps, seconds_since(start), writer.stats().dropped_rows};
+  writer.finish(RunStatus::Completed);
+  writer.close();
+  return f;
+}
+
+// `kiln serve` over a store, on a port of its own, until destroyed.
+class Served {
+ public:
+  Served(const std::string& kiln, const std::string& path, int port) : port_(port) {
+    std::fflush(stdout);  // or the child's copy of the buffer prints it again
+    pid_ = fork();
+    if (pid_ == 0) {
+      const std::string listen = "127.0.0.1:" + std::to_string(port);
+      std::freopen("/dev/null", "w", stdout);
+      execl(kiln.c_str(), kiln.c_str(), "serve", "--store", path.c_str(), "--listen", listen.c_str(), nullptr);
+      _exit(127);
+    }
+    for (int i = 0; i < 200; ++i) {  // up to 10 s for the listener
+      try {
+        get("/api/metric-fields");
+        return;
+      } catch (const std::exception&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    throw std::runtime_error("kiln serve did not answer on port " + std::to_string(port));
+  }
+  ~Served() {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+  }
+  // One GET; returns its body. A status other than 200 is an error.
+  std::string get(const std::string& target) const {
+    net::io_context io;
+    beast::tcp_stream stream(io);
+    stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port_)));
+    http::request<http::empty_body> request{http::verb::get, target, 11};
+    request.set(http::field::host, "127.0.0.1:" + std::to_string(port_));
+    http::write(stream, request);
+    beast::flat_buffer buffer;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(1ull << 30);
+    http::read(stream, buffer, parser);
+    const http::response<http::string_body>& response = parser.get();
+    if (response.result() != http::status::ok)
+      throw std::runtime_error(target + ": HTTP " + std::to_string(response.result_int()) + " " + response.body());
+    return response.body();
+  }
+  // The server's peak resident memory, bytes (VmHWM).
+  int64_t peak_rss() const {
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_;
+};
+
+struct Latency {
+  double p50_ms = 0, p95_ms = 0;
+  size_t bytes = 0;
+};
+
+Latency time_gets(const Served& served, const std::string& target, int requests) {
+  std::vector<double> ms;
+  size_t bytes = 0;
+  for (int i = 0; i < requests; ++i) {
+    const Clock::time_point start = Clock::now();
+    bytes = served.get(target).size();
+    ms.push_back(seconds_since(start) * 1e3);
+  }
+  std::sort(ms.begin(), ms.end());
+  const auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * static_cast<double>(ms.size())))]; };
+  return {at(0.5), at(0.95), bytes};
+}
+
+void report_api(const Served& served, const std::vector<std::pair<std::string, std::string>>& calls, int requests) {
+  fmt::print("  {:<34} {:>10} {:>10} {:>12}  {}\n", "API call (the page it serves)", "p50 ms", "p95 ms", "bytes", "target");
+  for (const auto& [page, target] : calls) {
+    const Latency l = time_gets(served, target, requests);
+    fmt::print("  {:<34} {:>10.1f} {:>10.1f} {:>12}  p95 < 500 ms {}\n", page, l.p50_ms, l.p95_ms, l.bytes,
+               l.p95_ms < 500 ? "pass" : "FAIL");
+    std::fflush(stdout);
+  }
+  fmt::print("  server peak resident memory: {:.1f} MiB\n", static_cast<double>(served.peak_rss()) / (1 << 20));
+}
+
+std::string kiln_binary(const char* self) {
+  const fs::path beside = fs::path(self).parent_path() / "kiln";
+  if (!fs::exists(beside)) throw std::runtime_error("no kiln binary beside " + std::string(self));
+  return beside.string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Options o = parse(argc, argv);
+    const std::string kiln = kiln_binary(argv[0]);
+    fmt::print("kiln_bench_store_scale: --scale {} --stores {} --requests {}, stores in {}\n", o.scale, o.stores,
+               o.requests, o.dir);
+    int port = 18000 + static_cast<int>(getpid() % 1000);
+    const auto steps = [&](int64_t full) { return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(full) * o.scale)); };
+    for (const char which : o.stores) {
+      const std::string path = fmt::format("{}/kiln_scale_{}_{}.db", o.dir, which, getpid());
+      remove_store(path);
+      WriteFigures f;
+      std::vector<std::pair<std::string, std::string>> calls;
+      if (which == 'a') {
+        fmt::print("\n(a) 10,000 runs as 20 sweeps of 100 to 1,000 points\n");
+        f = write_many_runs(path);
+        fmt::print("  written in {:.1f} s: {:.0f} runs/s\n", f.seconds, static_cast<double>(f.rank_steps) / f.seconds);
+        fmt::print("  on disk: {} bytes, {:.0f} bytes a run (20 logged steps each)\n", store_bytes(path),
+                   static_cast<double>(store_bytes(path)) / static_cast<double>(f.rank_steps));
+        calls = {{"runs table (/api/runs)", "/api/runs"},
+                 {"sweeps (/api/sweeps)", "/api/sweeps"},
+                 {"a sweep of 1,000 (/api/sweeps/sweep-09)", "/api/sweeps/sweep-09"},
+                 {"a run page (/api/runs/5000)", "/api/runs/5000"},
+                 {"compare 10 runs", "/api/compare?runs=1,2,3,4,5,6,7,8,9,10"}};
+      } else if (which == 'b' || which == 'c') {
+        const int ranks = which == 'b' ? 1024 : 4096;
+        const int64_t n = steps(which == 'b' ? 100000 : 20000);
+        fmt::print("\n({}) one run of {} ranks x {} logged steps\n", which, ranks, n);
+        f = write_rank_run(path, fmt::format("ranks-{}", ranks), ranks, n);
+        fmt::print("  written in {:.1f} s: {:.0f} rank-rows/s sustained, {} rows thinned\n", f.seconds,
+                   static_cast<double>(f.rank_steps) / f.seconds, f.dropped);
+        fmt::print("  rank 0 of a {}-rank run logging every step keeps up with steps of {:.1f} ms or longer\n", ranks,
+                   1e3 * ranks * f.seconds / static_cast<double>(f.rank_steps));
+        const int64_t bytes = store_bytes(path);
+        fmt::print("  on disk: {} bytes, {:.1f} bytes a rank-step\n", bytes,
+                   static_cast<double>(bytes) / static_cast<double>(f.rank_steps));
+        calls = {{"run page (/api/runs/1)", "/api/runs/1"},
+                 {"loss chart, rank 0, 1000 points", "/api/runs/1/metrics?keys=loss&ranks=0&points=1000"},
+                 {"step time chart, every rank", "/api/runs/1/metrics?keys=fwd_ms&points=1000"},
+                 {"ranks table (/ranks)", "/api/runs/1/ranks"},
+                 {"rank heat strip (/rank-heat)", "/api/runs/1/rank-heat"}};
+      } else if (which == 'd') {
+        const int64_t n = steps(100000);
+        fmt::print("\n(d) a 64-expert MoE run, 4 MoE layers, expert loads at {} steps\n", n);
+        f = write_expert_run(path, n);
+        fmt::print("  written in {:.1f} s: {:.0f} steps/s, {} rows thinned\n", f.seconds,
+                   static_cast<double>(f.rank_steps) / f.seconds, f.dropped);
+        const int64_t bytes = store_bytes(path);
+        fmt::print("  on disk: {} bytes, {:.1f} bytes a step (4 layers x 64 experts and a metric row)\n", bytes,
+                   static_cast<double>(bytes) / static_cast<double>(f.rank_steps));
+        calls = {{"experts heatmap (/experts)", "/api/runs/1/experts"}, {"run page (/api/runs/1)", "/api/runs/1"}};
+      } else {
+        throw std::runtime_error(std::string("--stores takes the letters a, b, c and d, got ") + which);
+      }
+      {
+        const Served served(kiln, path, port++);
+        report_api(served, calls, o.requests);
+      }
+      std::fflush(stdout);
+      remove_store(path);
+    }
+    fmt::print("\nnot measured here: the TUI's paint times and the browser page's memory (no terminal or browser on "
+               "the benchmark's machine)\n");
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "kiln_bench_store_scale: {}\n", e.what());
+    return 1;
+  }
+}
