@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/model_gradients.h"
+#include "tests/packed_documents.h"
 #include "tests/small_model.h"
 #include "trainer/model/gpt_model.h"
 
@@ -101,17 +102,9 @@ TEST(MultiTokenPrediction, APackedDocumentsDepthsMatchItAlone) {
   GptModel packed(m, 1, *ops, DType::F64), alone(m, 1, *ops, DType::F64);
   packed.init_parameters(5);
   alone.init_parameters(5);
-  const std::vector<int32_t> first = {3, 8, 8, 1, 6}, second = {2, 7, 4, 10, 0, 9, 5};
-  const std::vector<int32_t> second_targets = {7, 4, 10, 0, 9, 5, 1};
-  std::vector<int32_t> tokens = first, targets(first.size(), -1), positions, starts;
-  tokens.insert(tokens.end(), second.begin(), second.end());
-  targets.insert(targets.end(), second_targets.begin(), second_targets.end());
-  for (int32_t t = 0; t < 12; ++t) {
-    positions.push_back(t < 5 ? t : t - 5);
-    starts.push_back(t < 5 ? 0 : 5);
-  }
-  packed.set_batch(tokens.data(), targets.data(), 1, 12, 0, {positions.data(), starts.data()});
-  alone.set_batch(second.data(), second_targets.data(), 1, 7);
+  const test::PackedDocuments row;
+  packed.set_batch(row.tokens.data(), row.targets.data(), 1, 12, 0, {row.positions.data(), row.starts.data()});
+  alone.set_batch(row.second.data(), row.second_targets.data(), 1, 7);
   for (GptModel* model : {&packed, &alone}) {
     model->zero_grad();
     model->forward();
