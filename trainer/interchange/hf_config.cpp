@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
+#include "trainer/interchange/hf_deepseek.h"
 #include "trainer/interchange/hf_fields.h"
 
 namespace kiln {
@@ -297,13 +298,13 @@ bool exports_as_qwen3_moe(const ModelConfig& m) { return m.moe.enabled() && m.qk
 
 json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
   json c;
-  if (m.latent_attention())
-    fail("export: model.attention=mla (DeepSeek's latent attention) is not exported yet: kiln writes no "
-         "DeepseekV3ForCausalLM");
-  if (m.rope_scaling == "yarn")
-    fail("export: model.rope_scaling=yarn is not written to a Hugging Face config yet (kiln writes llama3's)");
-  if (m.moe.enabled()) check_moe_export(m);
-  if (m.is_llama()) {
+  if (m.rope_scaling == "yarn" && !exports_as_deepseek_v3(m))
+    fail("export: model.rope_scaling=yarn is written only for DeepseekV3ForCausalLM (model.attention=mla); kiln "
+         "writes llama3's for the other classes");
+  if (m.moe.enabled() && !exports_as_deepseek_v3(m)) check_moe_export(m);
+  if (exports_as_deepseek_v3(m)) {
+    c = deepseek_v3_config(m);
+  } else if (m.is_llama()) {
     // LlamaConfig's fields, which MixtralConfig shares (its intermediate_size each expert's),
     // and Qwen3MoeConfig (its intermediate_size the dense layers').
     const bool mixtral = m.moe.enabled() && !exports_as_qwen3_moe(m);
@@ -382,8 +383,9 @@ ModelConfig model_from_hf_config(const json& config, const std::string& file) {
   if (type == "qwen3") return qwen3_from_hf(fields, file);
   if (type == "qwen3_moe") return qwen3_moe_from_hf(fields, file);
   if (type == "mistral") return mistral_from_hf(fields, file);
+  if (type == "deepseek_v3") return deepseek_v3_from_hf(fields);
   fail("import: " + file + ": model_type \"" + type +
-       "\" is not one kiln imports (gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe)");
+       "\" is not one kiln imports (deepseek_v3, gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe)");
 }
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // A Hugging Face config.json read field by field, as `kiln import` reads every class's
-// (hf_config.cpp): a field absent or null takes the class's default, one of
+// (hf_config.cpp, hf_deepseek.cpp): a field absent or null takes the class's default, one of
 // the wrong kind is refused in one line naming it.
 #pragma once
 
