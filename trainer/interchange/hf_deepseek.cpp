@@ -152,8 +152,8 @@ json deepseek_v3_config(const ModelConfig& m) {
             {"rms_norm_eps", m.norm_eps},
             {"rope_theta", m.rope_theta},
             {"rope_scaling", yarn_to_hf(m)},
-            // The rotary rows are written interleaved, as DeepSeek's checkpoints have them
-            // (hf_tensors.h): every reader of the class takes them so.
+            // The rotary rows are written interleaved (hf_tensors.h), as DeepSeek's own
+            // checkpoints have them: a reader written for those takes ours alike.
             {"rope_interleave", true},
             {"hidden_act", "silu"},
             {"attention_bias", false},

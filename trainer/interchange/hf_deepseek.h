@@ -8,10 +8,13 @@
 //    rms_norm_eps says, kiln's take model.norm_eps: only a model.norm_eps of 1e-6 goes across;
 //  - the router scores a group of experts by its best 2 biased scores, kiln by its best
 //    moe.top_k / moe.route_groups_topk: with groups, only routers where that is 2;
-//  - YaRN's factor is rope_scaling's factor from transformers 5 on, but
-//    max_position_embeddings / original_max_position_embeddings before: export writes a
-//    max_position_embeddings of factor x original context, so both read the same, and import
-//    takes only files where they agree.
+//  - YaRN's factor is rope_scaling's factor in transformers 5, but
+//    max_position_embeddings / original_max_position_embeddings in transformers 4's code
+//    that reads the latter: export writes a max_position_embeddings of factor x original
+//    context, so both read the same, and import takes only files where they agree.
+// One difference no config shows stays: transformers counts the experts of the groups a token
+// drops as 0 where kiln leaves them out, alike while its best biased scores in the groups it
+// keeps are above 0 (docs/interchange.md#deepseek-v3).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -33,8 +36,8 @@ nlohmann::json deepseek_v3_config(const ModelConfig& model);
 ModelConfig deepseek_v3_from_hf(const HfFields& fields);
 
 // Whether the file keeps each rotary part's rows (q_b_proj's or q_proj's in every head,
-// kv_a_proj_with_mqa's key) as interleaved pairs: rope_interleave, true where absent, as
-// DeepSeek's checkpoints keep them and export writes them.
+// kv_a_proj_with_mqa's key) as interleaved pairs: rope_interleave, true where absent (its
+// default in transformers), as DeepSeek's checkpoints keep them and export writes them.
 bool deepseek_v3_rope_interleaved(const nlohmann::json& config);
 
 }  // namespace kiln
