@@ -39,10 +39,10 @@ CASES = [
     ("moe-tiny (4 layers, d 128, 8 experts top 2, vocab 2048, seq 128, batch 8)",
      "configs/moe-tiny.json", ["train.global_batch=8", "moe.aux_loss_coeff=0",
                                "moe.z_loss_coeff=0"], 1.0),
-    # DeepSeek-V3's latent attention without its experts; the peer runs the reference's
-    # latent_attention (its value heads unpadded).
+    # DeepSeek-V3's latent attention without its experts and its multi-token prediction; the
+    # peer runs the reference's latent_attention (its value heads unpadded).
     ("deepseek-v3-tiny dense (4 layers, d 128, 4 latent-attention heads of 32 + 16, vocab 2048, seq 128, batch 8)",
-     "configs/deepseek-v3-tiny.json", ["moe.num_experts=0", "train.global_batch=8"], 1.0),
+     "configs/deepseek-v3-tiny.json", ["moe.num_experts=0", "model.mtp_depth=0", "train.global_batch=8"], 1.0),
 ]
 
 

@@ -197,7 +197,7 @@ TEST(MetricBlocksMath, TheBlobIsLittleEndianAndRoundTrips) {
   EXPECT_EQ(back[16].last_step, -3);
   EXPECT_EQ(back[16].max, 42.0);
   EXPECT_EQ(error_of([&] { decode_key(std::span(blob).first(40), 0); }),
-            "store: a metric_blocks row holds 40 bytes, not 840 (21 keys); the store needs a "
+            "store: a metric_blocks row holds 40 bytes, not 1000 (25 keys); the store needs a "
             "migration that rebuilds its blocks");
 }
 

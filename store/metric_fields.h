@@ -106,6 +106,14 @@ inline constexpr MetricField kMetricFields[] = {
      "", "", "Of fwd_ms and bwd_ms, waiting for sharded data parallelism's gathers and reductions."},
     {"pipe_ms", &MetricRow::pipe_ms, "ms", RankSpread::PerRank, 20, 15, kInTimeWithin | kInCompareChoice | kInRanks, 2,
      "", "", "Of fwd_ms and bwd_ms, a pipeline stage waiting for its neighbours' activations and gradients."},
+    {"mtp1_loss", &MetricRow::mtp1_loss, "", RankSpread::SameOnEveryRank, 21, 16, kInCompareChoice, 0, "",
+     "kiln_mtp1_loss", "Multi-token prediction's loss at depth 1 (the token 2 places ahead), model.mtp_depth >= 1."},
+    {"mtp2_loss", &MetricRow::mtp2_loss, "", RankSpread::SameOnEveryRank, 22, 16, kInCompareChoice, 0, "",
+     "kiln_mtp2_loss", "Multi-token prediction's loss at depth 2 (3 places ahead), model.mtp_depth >= 2."},
+    {"mtp3_loss", &MetricRow::mtp3_loss, "", RankSpread::SameOnEveryRank, 23, 16, kInCompareChoice, 0, "",
+     "kiln_mtp3_loss", "Multi-token prediction's loss at depth 3 (4 places ahead), model.mtp_depth >= 3."},
+    {"mtp4_loss", &MetricRow::mtp4_loss, "", RankSpread::SameOnEveryRank, 24, 16, kInCompareChoice, 0, "",
+     "kiln_mtp4_loss", "Multi-token prediction's loss at depth 4 (5 places ahead), model.mtp_depth = 4."},
 };
 
 // The field named `name`, or nullptr.

@@ -80,10 +80,13 @@ TEST_F(MetricFieldsTest, JsonAndCsvCarryEveryFieldInTheListsOrder) {
   // The export's columns as users' scripts know them: the list's order is this order.
   EXPECT_EQ(metrics_csv_header(),
             "run,step,rank,time,tokens,loss,lr,grad_norm,tokens_per_s,tflops,mfu,mem_used,mem_peak,"
-            "fwd_ms,bwd_ms,opt_ms,comm_ms,data_ms,loss_scale,skipped_steps,a2a_ms,trained_tokens,shard_ms,pipe_ms");
+            "fwd_ms,bwd_ms,opt_ms,comm_ms,data_ms,loss_scale,skipped_steps,a2a_ms,trained_tokens,shard_ms,pipe_ms,"
+            "mtp1_loss,mtp2_loss,mtp3_loss,mtp4_loss");
   std::string line;
   append_metrics_csv_line(line, "r", row);
-  EXPECT_EQ(line, "r,1,2,3.5,4,5.5,6.5,7.5,8.5,9.5,10.5,11,12,13.5,14.5,15.5,16.5,17.5,18.5,19,20.5,21,22.5,23.5\n");
+  EXPECT_EQ(line,
+            "r,1,2,3.5,4,5.5,6.5,7.5,8.5,9.5,10.5,11,12,13.5,14.5,15.5,16.5,17.5,18.5,19,20.5,21,22.5,23.5,24.5,25.5,"
+            "26.5,27.5\n");
 }
 
 TEST_F(MetricFieldsTest, BlocksKeepTheirKeysInTheOrderOnDisk) {
@@ -91,7 +94,7 @@ TEST_F(MetricFieldsTest, BlocksKeepTheirKeysInTheOrderOnDisk) {
   const std::vector<std::string_view> on_disk = {
       "loss",   "lr",     "grad_norm", "tokens_per_s", "tflops",   "mfu",        "fwd_ms",        "bwd_ms", "opt_ms",
       "comm_ms", "data_ms", "mem_used", "mem_peak",     "loss_scale", "skipped_steps", "tokens", "time",   "a2a_ms", "trained_tokens",
-      "shard_ms", "pipe_ms"};
+      "shard_ms", "pipe_ms", "mtp1_loss", "mtp2_loss", "mtp3_loss", "mtp4_loss"};
   const auto keys = metric_keys();
   EXPECT_EQ(std::vector<std::string_view>(keys.begin(), keys.end()), on_disk);
   // Every field but the row's key (step, rank) is rolled up, with the value the store reads.
@@ -119,8 +122,12 @@ TEST_F(MetricFieldsTest, AVersionsNewColumnsComeFromTheList) {
   EXPECT_EQ(metric_columns_added_in(10), "ALTER TABLE metrics ADD COLUMN trained_tokens INTEGER;\n" + empty_aggregate);
   EXPECT_EQ(metric_columns_added_in(14), "ALTER TABLE metrics ADD COLUMN shard_ms REAL;\n" + empty_aggregate);
   EXPECT_EQ(metric_columns_added_in(15), "ALTER TABLE metrics ADD COLUMN pipe_ms REAL;\n" + empty_aggregate);
+  std::string depths;
+  for (int d = 1; d <= 4; ++d)
+    depths += "ALTER TABLE metrics ADD COLUMN mtp" + std::to_string(d) + "_loss REAL;\n" + empty_aggregate;
+  EXPECT_EQ(metric_columns_added_in(16), depths);
   for (int version = 1; version <= schema_version(); ++version)
-    if (version != 5 && version != 10 && version != 14 && version != 15) {
+    if (version != 5 && version != 10 && version != 14 && version != 15 && version != 16) {
       EXPECT_EQ(metric_columns_added_in(version), "") << version;
     }
 }

@@ -264,13 +264,13 @@ TEST_F(MetricQueriesTest, CsvExportHasEveryRowExactly) {
   EXPECT_EQ(line,
             "run,step,rank,time,tokens,loss,lr,grad_norm,tokens_per_s,tflops,mfu,mem_used,"
             "mem_peak,fwd_ms,bwd_ms,opt_ms,comm_ms,data_ms,loss_scale,skipped_steps,a2a_ms,trained_tokens,shard_ms,"
-            "pipe_ms");
+            "pipe_ms,mtp1_loss,mtp2_loss,mtp3_loss,mtp4_loss");
   std::getline(in, line);
-  EXPECT_EQ(line, "\"series, v2\",0,0,1000,0,5,,0,,,,,,,,,,,,0,,,,");
+  EXPECT_EQ(line, "\"series, v2\",0,0,1000,0,5,,0,,,,,,,,,,,,0,,,,,,,,");
   std::getline(in, line);
-  EXPECT_EQ(line, "\"series, v2\",0,1,1000,0,6,,0,,,,,,,,,,,,0,,,,");
+  EXPECT_EQ(line, "\"series, v2\",0,1,1000,0,6,,0,,,,,,,,,,,,0,,,,,,,,");
   std::getline(in, line);
-  EXPECT_EQ(line, "\"series, v2\",1,0,1001,100," + fmt::format("{}", value_at(1, 0)) + ",,,,,,,,,,,,,,0,,,,");
+  EXPECT_EQ(line, "\"series, v2\",1,0,1001,100," + fmt::format("{}", value_at(1, 0)) + ",,,,,,,,,,,,,,0,,,,,,,,");
   size_t rows = 3;
   while (std::getline(in, line)) ++rows;
   EXPECT_EQ(rows, 20000u);

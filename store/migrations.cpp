@@ -403,8 +403,13 @@ constexpr const char* kV14 = "";
 // a metric column from the one metric list (`since` 15).
 constexpr const char* kV15 = "";
 
-constexpr Migration kMigrations[] = {{kV1}, {kV2},  {kV3},  {kV4},  {kV5},  {kV6},  {kV7}, {kV8},
-                                     {kV9}, {kV10}, {kV11}, {kV12}, {kV13}, {kV14}, {kV15}};
+// Version 15 -> 16: multi-token prediction's loss at each depth in each metric row
+// (metrics.mtp1_loss ... mtp4_loss, model.mtp_depth): metric columns from the one metric list
+// (`since` 16).
+constexpr const char* kV16 = "";
+
+constexpr Migration kMigrations[] = {{kV1},  {kV2},  {kV3},  {kV4},  {kV5},  {kV6},  {kV7},  {kV8},
+                                     {kV9},  {kV10}, {kV11}, {kV12}, {kV13}, {kV14}, {kV15}, {kV16}};
 
 }  // namespace
 

@@ -154,7 +154,17 @@ struct MetricRow {
   double loss_scale = kNoValue;     // fp16 dynamic loss scale
   int64_t skipped_steps = 0;        // optimizer steps skipped (overflow) so far
   std::optional<int64_t> trained_tokens;  // the step's targets trained on (not masked)
+  // Multi-token prediction's loss at each depth (model.mtp_depth): the mean over the depth's
+  // own targets; absent past the run's depth.
+  double mtp1_loss = kNoValue;
+  double mtp2_loss = kNoValue;
+  double mtp3_loss = kNoValue;
+  double mtp4_loss = kNoValue;
 };
+
+// The depths' loss members in order: model.mtp_depth is at most their count.
+inline constexpr double MetricRow::* kMtpLossMembers[] = {&MetricRow::mtp1_loss, &MetricRow::mtp2_loss,
+                                                         &MetricRow::mtp3_loss, &MetricRow::mtp4_loss};
 
 struct ValidRow {
   int64_t step = 0;

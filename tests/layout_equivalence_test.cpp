@@ -51,6 +51,12 @@ const std::string kDeepSeekV3 = kLatent +
     " --set moe.ffn_hidden=24 --set moe.score=sigmoid --set moe.route_groups=2 --set moe.route_groups_topk=1"
     " --set moe.shared_experts=1 --set moe.bias_update_rate=0.001 --set moe.gate_scale=2.5";
 
+// ... with DeepSeek-V3's multi-token prediction: one module, whose block (layer 2 of the
+// placement) has the experts.
+const std::string kDeepSeekV3Mtp = kDeepSeekV3 + " --set model.mtp_depth=1 --set model.mtp_loss_weight=0.3";
+// Two modules on Llama with a tied embedding, the modules' input and head the same weight.
+const std::string kLlamaMtp2Tied = kLlama + " --set model.mtp_depth=2 --set model.tie_embeddings=true";
+
 // Llama with a mixture of experts in both layers, every balancing option on.
 const std::string kMoe = kLlama +
     " --set moe.num_experts=4 --set moe.top_k=2 --set moe.ffn_hidden=24 --set moe.z_loss_coeff=0.001"
@@ -223,6 +229,16 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"deepseek_v3_ep2_dp2", 4, " --set parallel.ep=2", kDeepSeekV3},
         Layout{"deepseek_v3_tp2_sequence_parallel_pp2", 4,
                " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.pp=2", kDeepSeekV3},
+        // Multi-token prediction: the module on the last stage with its copy of the embedding,
+        // its projections whole on each tensor rank (each projecting its own tokens under
+        // sequence parallelism), its experts split as the layers' are.
+        Layout{"deepseek_v3_mtp_tp2_sequence_parallel", 2, " --set parallel.tp=2 --set parallel.sequence_parallel=true",
+               kDeepSeekV3Mtp},
+        Layout{"deepseek_v3_mtp_ep2_dp2", 4, " --set parallel.ep=2", kDeepSeekV3Mtp},
+        Layout{"deepseek_v3_mtp_pp2", 2, " --set parallel.pp=2", kDeepSeekV3Mtp},
+        Layout{"llama_mtp2_tied_tp2_pp2_recompute_full", 4,
+               " --set parallel.tp=2 --set parallel.pp=2 --set train.recompute=full", kLlamaMtp2Tied},
+        Layout{"llama_mtp2_tied_dp2_shard_parameters", 2, " --set parallel.shard=parameters", kLlamaMtp2Tied},
         Layout{"latent_tp2_pp2_zbv_recompute_full", 4,
                " --set parallel.tp=2 --set parallel.pp=2 --set parallel.schedule=zbv --set train.recompute=full",
                kLatent + " --set model.n_layer=4"},
@@ -517,7 +533,13 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"latent_tp2_pp2", 4, " --set parallel.tp=2 --set parallel.pp=2",
                            " --set model.n_layer=2" + kLatent},
                     Layout{"deepseek_v3_ep2_dp2_distributed_optimizer", 4,
-                           " --set parallel.ep=2 --set parallel.distributed_optimizer=true", kDeepSeekV3}),
+                           " --set parallel.ep=2 --set parallel.distributed_optimizer=true", kDeepSeekV3},
+                    // The module's experts split over the expert group on the last stage, which
+                    // holds a copy of the embedding (saved by the first) and the module's
+                    // selection bias (layer 2).
+                    Layout{"deepseek_v3_mtp_ep2_pp2_distributed_optimizer", 4,
+                           " --set parallel.ep=2 --set parallel.pp=2 --set parallel.distributed_optimizer=true",
+                           kDeepSeekV3Mtp}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 // After one step each layout holds the single rank's gradients, tensor by tensor: AdamW's
@@ -630,7 +652,11 @@ INSTANTIATE_TEST_SUITE_P(
                     // Latent attention: the down-projection and the latents' norms whole on
                     // both ranks, their gradients summed over the ranks' heads.
                     Layout{"latent_tp2_sequence_parallel", 2,
-                           " --set parallel.tp=2 --set parallel.sequence_parallel=true", kLatent}),
+                           " --set parallel.tp=2 --set parallel.sequence_parallel=true", kLatent},
+                    // Multi-token prediction's projections: whole on both ranks, each projecting
+                    // its own tokens, their gradients summed over the ranks.
+                    Layout{"llama_mtp2_tied_tp2_sequence_parallel", 2,
+                           " --set parallel.tp=2 --set parallel.sequence_parallel=true", kLlamaMtp2Tied}),
     [](const testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 }  // namespace

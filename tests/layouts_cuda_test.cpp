@@ -315,6 +315,8 @@ std::vector<GpuLayout> layouts() {
       // Latent attention: its heads assembled for the core and RoPE over their tails on the
       // device, the latents' gradients summed over the tensor ranks.
       {"latent_tp2_sequence_parallel", 2, " --set parallel.tp=2 --set parallel.sequence_parallel=true", "", kLatent},
+      // Multi-token prediction on the last stage: its embedding copy, projections and head.
+      {"latent_mtp_pp2", 2, " --set parallel.pp=2", "", kLatent + " --set model.mtp_depth=1"},
   };
   std::vector<GpuLayout> all;
   for (const char* dtype : {"fp32", "bf16"})

@@ -95,10 +95,12 @@ double relative_error(double a, double b) { return std::abs(a - b) / std::abs(b)
 // and key head RMS-normalised before RoPE, the heads 24 wide where d_model / n_head is 16;
 // "mla": llama with DeepSeek's latent attention (query heads of 12 + 8 turned by RoPE, value
 // heads of 10, latents of 24 and 16), "mla_direct_q" without the query's latent, "mla_yarn"
-// with YaRN's frequencies, table factor and softmax scale.
+// with YaRN's frequencies, table factor and softmax scale. "mtp": llama with two multi-token
+// prediction modules (loss weight 0.3); "mla_mtp": "mla" with one, the embedding tied (the
+// modules read it as their input and their head).
 ModelConfig parity_model(const std::string& variant) {
   const std::string family = variant.substr(0, variant.find('_'));
-  const std::string arch = family == "qwen3" || family == "mla" ? "llama" : family;
+  const std::string arch = family == "qwen3" || family == "mla" || family == "mtp" ? "llama" : family;
   ModelConfig m;
   m.qk_norm = family == "qwen3";
   m.explicit_head_dim = m.qk_norm ? 24 : 0;
@@ -132,7 +134,11 @@ ModelConfig parity_model(const std::string& variant) {
   m.vocab_size = 50;
   m.make_vocab_size_divisible_by = 16;  // 50 -> 64 rows: padding exists
   m.seq_len = 16;
-  m.tie_embeddings = arch != "llama";
+  m.tie_embeddings = arch != "llama" || variant == "mla_mtp";
+  if (variant.ends_with("mtp")) {
+    m.mtp_depth = variant == "mtp" ? 2 : 1;
+    m.mtp_loss_weight = 0.3;
+  }
   m.rope_theta = 10000.0;
   m.norm_eps = 1e-5;
   m.init_std = 0.05;  // a little above GPT-2's 0.02 so attention and softmax are not flat
@@ -211,6 +217,10 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
   ASSERT_EQ(model.target_count(), N - 1);
   model.zero_grad();
   const double loss = model.forward();
+  std::vector<double> mtp_losses;
+  for (int k = 0; k < mc.mtp_depth; ++k)
+    mtp_losses.push_back(model.mtp_loss_sums()[static_cast<size_t>(k)] /
+                         static_cast<double>(model.mtp_target_counts()[static_cast<size_t>(k)]));
   std::vector<float> logits, row;  // read before backward turns them into their gradient
   for (int64_t r = 0; r < N; ++r) {
     model.logits_row(r, row);
@@ -273,6 +283,8 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
       {"qk_nope_head_dim", mc.qk_nope_head_dim},
       {"qk_rope_head_dim", mc.qk_rope_head_dim},
       {"v_head_dim", mc.v_head_dim},
+      {"mtp_depth", mc.mtp_depth},
+      {"mtp_loss_weight", mc.mtp_loss_weight},
       {"yarn", mc.rope_scaling == "yarn" ? json{{"factor", mc.rope_scaling_factor},
                                                {"original_max_position_embeddings", mc.rope_original_seq_len},
                                                {"beta_fast", mc.rope_beta_fast},
@@ -320,6 +332,13 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
       relative_error(logits, read_floats(dir / "logits.bin", static_cast<size_t>(N * V)));
   EXPECT_LT(logits_error, kLogitsTol) << "logits";
   report << " loss " << loss_error << ", logits " << logits_error;
+  const auto ref_mtp = result["mtp_losses"].get<std::vector<double>>();
+  ASSERT_EQ(ref_mtp.size(), mtp_losses.size());
+  for (size_t k = 0; k < mtp_losses.size(); ++k) {
+    const double e = relative_error(mtp_losses[k], ref_mtp[k]);
+    EXPECT_LT(e, kLossTol) << "depth " << k + 1 << "'s loss kiln " << mtp_losses[k] << " torch " << ref_mtp[k];
+    report << ", depth " << k + 1 << " loss " << e;
+  }
 
   // Every gradient tensor.
   double worst_grad = 0;
@@ -358,7 +377,8 @@ TEST_P(TorchParity, LogitsLossGradientsAndAdamWStepsMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, TorchParity, testing::Values("gpt2", "llama", "gpt2_lora", "llama_lora", "gpt2_lora_dropout",
-                                                       "llama_lora_dropout", "qwen3", "mla", "mla_direct_q", "mla_yarn"),
+                                                       "llama_lora_dropout", "qwen3", "mla", "mla_direct_q", "mla_yarn",
+                                                       "mtp", "mla_mtp"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

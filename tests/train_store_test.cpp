@@ -266,6 +266,32 @@ TEST(TrainStore, APipelineRunRecordsEachStagesWaitForItsNeighbours) {
   }
 }
 
+TEST(TrainStore, MultiTokenPredictionOnTheLastStageRecordsEachDepthsLoss) {
+  // Two stages, the two modules on the second: the banner says so, both ranks' rows hold each
+  // depth's loss (the first stage's summed from the last's), and the progress line prints the
+  // values the store keeps.
+  const TwoRankRun run =
+      two_rank_run("mtp", " --set model.arch=llama --set parallel.pp=2 --set model.mtp_depth=2 --set model.mtp_loss_weight=0.3");
+  const CommandResult& r = run.result;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("kiln: multi-token prediction: 2 modules after layer 1, predicting up to 3 tokens ahead, "
+                          "loss weight 0.3\n"),
+            std::string::npos)
+      << r.output;
+  ASSERT_EQ(run.latest.size(), 2u);
+  const store::MetricRow& first = run.latest[0];
+  EXPECT_GT(first.mtp1_loss, 0.0);
+  EXPECT_LT(first.mtp1_loss, std::log(257.0) + 1.0);  // near the byte vocabulary's uniform loss, at most
+  EXPECT_GT(first.mtp2_loss, 0.0);
+  EXPECT_TRUE(std::isnan(first.mtp3_loss));
+  EXPECT_TRUE(std::isnan(first.mtp4_loss));
+  EXPECT_EQ(run.latest[1].mtp1_loss, first.mtp1_loss);
+  EXPECT_EQ(run.latest[1].mtp2_loss, first.mtp2_loss);
+  EXPECT_NE(r.output.find(fmt::format("loss {:.4f} (mtp {:.4f} {:.4f}) |", first.loss, first.mtp1_loss, first.mtp2_loss)),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(TrainStore, AnExpertParallelRunStatesItsGroupsAndRecordsEveryRanksTokens) {
   // Two ranks, each holding 2 of the 4 experts: the banner and the run's layout say so, and
   // each logged step's loads count both ranks' tokens.

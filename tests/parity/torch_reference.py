@@ -9,14 +9,17 @@ params/NAME.bin (fp32 little-endian, vocabulary padding left out), tokens.bin an
 targets.bin (int32 [batch, seq_len]; a target < 0 is masked). It writes:
   logits.bin        fp32 [batch * seq_len, vocab_size] of the first forward
   grads/NAME.bin    fp32, the gradient of the mean loss for every parameter
-  result.json       {"loss", "losses": 10 training losses + the loss after the last
-                     step, "grad_norms": the norm before clipping at each step}
+  result.json       {"loss", "mtp_losses": each multi-token prediction depth's mean loss,
+                     "losses": 10 training losses + the loss after the last step (the
+                     next-token loss; the steps train on the objective with L_MTP),
+                     "grad_norms": the norm before clipping at each step}
 
 Written from the model description (pre-norm blocks, LayerNorm/GELU-tanh/learned
 positions/tied head for GPT-2; RMSNorm/SwiGLU/RoPE/GQA/untied head for Llama; Mixtral's
 top-k softmax router over SwiGLU experts; Qwen3's RMSNorm of each query and key head before
 RoPE (transformers' Qwen3Attention); DeepSeek-V3's multi-head latent attention
-(transformers' DeepseekV3Attention, latent_attention below); LoRA as PEFT's LoraLayer computes it, each adapted
+(transformers' DeepseekV3Attention, latent_attention below) and multi-token prediction (the
+DeepSeek-V3 report's modules, in forward); LoRA as PEFT's LoraLayer computes it, each adapted
 projection's output plus scale * B(A(dropout(x))), the manifest's lora_dropout naming the
 masks kiln draws), not from kiln's code. torch 1.13 has neither F.scaled_dot_product_attention nor F.rms_norm, so
 attention and RMSNorm are spelled out.
@@ -209,8 +212,9 @@ def sparse_moe(cfg, P, pre, x):
     return out.view_as(x)
 
 
-def forward(cfg, P, tokens):
-    """Logits [B, T, vocab_size] from parameters P (a dict of float32 tensors)."""
+def forward(cfg, P, tokens, mtp_logits=None):
+    """Logits [B, T, vocab_size] from parameters P (a dict of float32 tensors); with a list
+    mtp_logits, the multi-token prediction modules' logits appended to it, depth by depth."""
     llama = cfg["arch"] == "llama"
     B, T = tokens.shape
     H, KV, hd, C = cfg["n_head"], cfg["n_kv_head"], cfg["head_dim"], cfg["d_model"]
@@ -271,8 +275,7 @@ def forward(cfg, P, tokens):
         x = x + P["wpe"][:T][None]
     cos, sin = rope_tables(cfg) if llama else (None, None)
 
-    for layer in range(cfg["n_layer"]):
-        pre = "layers.%d." % layer
+    def block(x, pre):
         if cfg.get("attention") == "mla":
             x = x + latent_attention(cfg, P, pre + "attn.", norm(x, pre + "norm1"), cos, sin)
         else:
@@ -280,25 +283,66 @@ def forward(cfg, P, tokens):
         # MLP: GELU (tanh) for GPT-2, SwiGLU with [gate | up] rows for Llama, Mixtral's
         # experts where the layer has them.
         if pre + "moe.router.weight" in P:
-            x = x + sparse_moe(cfg, P, pre + "moe.", norm(x, pre + "norm2"))
-            continue
+            return x + sparse_moe(cfg, P, pre + "moe.", norm(x, pre + "norm2"))
         h = linear(norm(x, pre + "norm2"), pre + "mlp.fc", ("gate", "up") if llama else ("fc",))
         if llama:
             gate, up = h.split(cfg["d_ff"], dim=-1)
             h = F.silu(gate) * up
         else:
             h = gelu_tanh(h)
-        x = x + linear(h, pre + "mlp.proj", ("down",))
+        return x + linear(h, pre + "mlp.proj", ("down",))
 
-    x = norm(x, "final_norm")
+    for layer in range(cfg["n_layer"]):
+        x = block(x, "layers.%d." % layer)
+
+    h = norm(x, "final_norm")
     head = P["wte"] if cfg["tie_embeddings"] else P["lm_head.weight"]
-    return x @ head.t()
+    logits = h @ head.t()
+    # DeepSeek-V3's multi-token prediction (its report, section 2.2): module k reads at
+    # position i the last depth's h and the embedding of token i + k (past the row: token 0,
+    # whose target is masked), normalised apart and projected together, [e | h] in Megatron's
+    # order, then one block and its own final norm; the shared head gives token i + k + 1.
+    for k in range(1, cfg.get("mtp_depth", 0) + 1 if mtp_logits is not None else 1):
+        pre = "mtp.%d." % (k - 1)
+        ahead = torch.zeros_like(tokens)
+        ahead[:, :T - k] = tokens[:, k:]
+        e = rms_norm(P["wte"][ahead], P[pre + "enorm.weight"], eps)
+        x = F.linear(e, P[pre + "proj_embedding.weight"]) + \
+            F.linear(rms_norm(h, P[pre + "hnorm.weight"], eps), P[pre + "proj_hidden.weight"])
+        h = norm(block(x, pre), pre + "final_norm")
+        mtp_logits.append(h @ head.t())
+    return logits
 
 
 def mean_loss(logits, targets):
     V = logits.shape[-1]
     return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=-1,
                            reduction="mean")
+
+
+def mtp_targets(targets, k):
+    """Depth k's targets: position i's is target i + k, masked past the row."""
+    ahead = torch.full_like(targets, -1)
+    ahead[:, :targets.shape[1] - k] = targets[:, k:]
+    return ahead
+
+
+def training_loss(cfg, P, tokens, targets):
+    """The objective: the mean next-token loss plus DeepSeek's L_MTP, mtp_loss_weight / D times
+    the sum of every depth's summed losses over the main loss's count of targets. Also the
+    main loss and each depth's mean over its own targets."""
+    mtp = []
+    logits = forward(cfg, P, tokens, mtp)
+    main = mean_loss(logits, targets)
+    total, depth_means = main, []
+    count = (targets >= 0).sum()
+    for k, depth_logits in enumerate(mtp, start=1):
+        ahead = mtp_targets(targets, k)
+        summed = F.cross_entropy(depth_logits.reshape(-1, depth_logits.shape[-1]), ahead.reshape(-1),
+                                 ignore_index=-1, reduction="sum")
+        total = total + cfg["mtp_loss_weight"] / len(mtp) * summed / count
+        depth_means.append((summed / (ahead >= 0).sum()).item())
+    return logits, total, main, depth_means
 
 
 def main():
@@ -321,10 +365,9 @@ def main():
 
     # One forward and backward: logits, loss, gradients of the mean loss.
     P = fresh_params()
-    logits = forward(cfg, P, tokens)
+    logits, total, loss, mtp_losses = training_loss(cfg, P, tokens, targets)
     assert logits.dtype == torch.float32 and logits.shape[-1] == cfg["vocab_size"]
-    loss = mean_loss(logits, targets)
-    loss.backward()
+    total.backward()
     save(os.path.join(out_dir, "logits.bin"), logits.reshape(B * T, -1))
     os.makedirs(os.path.join(out_dir, "grads"), exist_ok=True)
     for name, w in P.items():
@@ -344,8 +387,8 @@ def main():
     losses, norms = [], []
     for step in range(cfg["steps"]):
         optimizer.zero_grad(set_to_none=True)
-        loss_t = mean_loss(forward(cfg, P, tokens), targets)
-        loss_t.backward()
+        _, total_t, loss_t, _ = training_loss(cfg, P, tokens, targets)
+        total_t.backward()
         norm = torch.nn.utils.clip_grad_norm_(decay + no_decay, cfg["clip_grad"])
         for group in optimizer.param_groups:
             group["lr"] = cfg["lr"][step]
@@ -356,7 +399,8 @@ def main():
         losses.append(mean_loss(forward(cfg, P, tokens), targets).item())
 
     with open(os.path.join(out_dir, "result.json"), "w") as f:
-        json.dump({"loss": loss.item(), "losses": losses, "grad_norms": norms}, f, indent=1)
+        json.dump({"loss": loss.item(), "mtp_losses": mtp_losses, "losses": losses, "grad_norms": norms}, f,
+                  indent=1)
 
 
 def interleaved_to_halves(w, block, rope):

@@ -18,6 +18,7 @@
 #include "trainer/config/embedded_config.h"
 #include "trainer/config/lora_targets.h"
 #include "trainer/config/pipeline_layers.h"
+#include "store/types.h"
 
 namespace kiln {
 namespace {
@@ -56,6 +57,8 @@ void for_each_field(C& c, F&& f) {
   f("model", "qk_nope_head_dim", c.model.qk_nope_head_dim);
   f("model", "qk_rope_head_dim", c.model.qk_rope_head_dim);
   f("model", "v_head_dim", c.model.v_head_dim);
+  f("model", "mtp_depth", c.model.mtp_depth);
+  f("model", "mtp_loss_weight", c.model.mtp_loss_weight);
   f("model", "family", c.model.family);
   f("model", "sliding_window", c.model.sliding_window);
   f("model", "make_vocab_size_divisible_by", c.model.make_vocab_size_divisible_by);
@@ -274,6 +277,8 @@ constexpr std::pair<std::string_view, std::string_view> kForeignNames[] = {
     {"n_group", "moe.route_groups"},           {"moe_router_num_groups", "moe.route_groups"},
     {"topk_group", "moe.route_groups_topk"},   {"moe_router_group_topk", "moe.route_groups_topk"},
     {"first_k_dense_replace", "moe.dense_layers"},
+    {"num_nextn_predict_layers", "model.mtp_depth"}, {"mtp_num_layers", "model.mtp_depth"},
+    {"mtp_loss_scaling_factor", "model.mtp_loss_weight"},
     {"routed_scaling_factor", "moe.gate_scale"}, {"moe_router_topk_scaling_factor", "moe.gate_scale"},
 };
 
@@ -771,6 +776,29 @@ void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
   }
 }
 
+// Multi-token prediction: the depths the run store keeps a loss column for, and what the
+// modules do not combine with yet.
+void validate_mtp(const Config& c) {
+  const ModelConfig& m = c.model;
+  const int most = static_cast<int>(std::size(store::kMtpLossMembers));
+  if (m.mtp_depth < 0 || m.mtp_depth > most)
+    fail("config: model.mtp_depth must be in [0, " + show(most) + "] (the run store keeps a loss per depth), got " +
+         show(m.mtp_depth));
+  if (!(m.mtp_loss_weight >= 0) || !std::isfinite(m.mtp_loss_weight))
+    fail("config: model.mtp_loss_weight must be a finite number >= 0, got " + show(m.mtp_loss_weight));
+  if (m.mtp_depth == 0) return;
+  if (!m.is_llama()) fail("config: model.mtp_depth needs model.arch=llama (DeepSeek's RMSNorm modules)");
+  // Each depth reads the tokens k places ahead: across a context-parallel rank's chunk edge.
+  if (c.parallel.cp > 1)
+    fail("config: model.mtp_depth with parallel.cp=" + show(c.parallel.cp) + " is not supported yet: each depth "
+         "reads tokens ahead of another rank's chunk (set parallel.cp=1)");
+  if (splits_backward(c.parallel))
+    fail("config: model.mtp_depth with parallel.schedule=" + c.parallel.schedule + " is not supported yet: the "
+         "modules' weight gradients are not split from their input's (set parallel.schedule=1f1b)");
+  if (m.lora.enabled())
+    fail("config: model.mtp_depth with finetune.lora is not supported: the modules have no adapters");
+}
+
 // What backend.attention=cudnn cannot do, known from the config alone; the shapes and the
 // GPU are checked when the CUDA backend starts (kernels/cudnn_attention_support.h).
 void validate_attention(const Config& c) {
@@ -816,6 +844,7 @@ void validate(const Config& c) {
   validate_train(c.train);
   validate_data(c.data, c.model);
   validate_parallel(c.parallel, c.model);
+  validate_mtp(c);
   one_of("precision.dtype", c.precision.dtype, {"fp32", "bf16", "fp16", "fp8"});
   if (splits_backward(c.parallel) && c.precision.dtype == "fp8")
     fail("config: parallel.schedule=" + c.parallel.schedule + " with precision.dtype=fp8 is not supported yet: the "

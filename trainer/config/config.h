@@ -97,6 +97,12 @@ struct ModelConfig {
   int qk_nope_head_dim = 0;
   int qk_rope_head_dim = 0;
   int v_head_dim = 0;
+  // DeepSeek-V3's multi-token prediction (trainer/model/multi_token_prediction.h): mtp_depth
+  // modules after the last block, the k-th predicting the token k + 1 places ahead, each
+  // depth's summed loss weighted by mtp_loss_weight / mtp_depth and divided by the step's
+  // count of next-token targets, as the main loss is (DeepSeek's L_MTP). 0: none.
+  int mtp_depth = 0;
+  double mtp_loss_weight = 0.1;
   // The Hugging Face family a llama model is exported as where its layers do not decide it:
   // "mistral" (MistralForCausalLM); empty: named by its layers (hf_config.h).
   std::string family;
@@ -116,6 +122,12 @@ struct ModelConfig {
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int ffn_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }
   bool latent_attention() const { return attention == "mla"; }
+  // The stage with the output layer reads the embedding: tied to it, or embedding the tokens
+  // the multi-token prediction modules take (a pipeline's last stage keeps a copy).
+  bool head_reads_embedding() const { return tie_embeddings || mtp_depth > 0; }
+  // The transformer blocks: n_layer, and one in each multi-token prediction module (block
+  // n_layer + k - 1 at depth k, which moe.* place as they would a further layer).
+  int block_count() const { return n_layer + mtp_depth; }
   // A query and key head's width: under latent attention its part without RoPE and its part with.
   int head_dim() const {
     if (latent_attention()) return qk_nope_head_dim + qk_rope_head_dim;

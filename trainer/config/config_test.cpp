@@ -407,6 +407,34 @@ TEST(Config, LatentAttentionIsCheckedInOneLine) {
             "config: finetune.lora with model.attention=mla is not supported yet: its projections have no adapters");
 }
 
+TEST(Config, MultiTokenPredictionIsCheckedInOneLine) {
+  const auto with_mtp = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), {"model.arch=llama", "model.mtp_depth=2"});
+    return error_of(more);
+  };
+  EXPECT_EQ(with_mtp({}), "");
+  EXPECT_EQ(with_mtp({"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.pp=2", "moe.num_experts=4"}), "");
+  const Config c = with({"model.arch=llama", "model.mtp_depth=3", "model.n_layer=4"});
+  EXPECT_EQ(c.model.block_count(), 7);
+  EXPECT_TRUE(c.model.head_reads_embedding());
+  EXPECT_DOUBLE_EQ(c.model.mtp_loss_weight, 0.1);  // Megatron's default
+  EXPECT_EQ(with_mtp({"model.mtp_depth=5"}),
+            "config: model.mtp_depth must be in [0, 4] (the run store keeps a loss per depth), got 5");
+  EXPECT_EQ(with_mtp({"model.mtp_loss_weight=-0.5"}), "config: model.mtp_loss_weight must be a finite number >= 0, got -0.5");
+  EXPECT_EQ(error_of({"model.mtp_depth=1"}), "config: model.mtp_depth needs model.arch=llama (DeepSeek's RMSNorm modules)");
+  EXPECT_EQ(with_mtp({"parallel.cp=2"}),
+            "config: model.mtp_depth with parallel.cp=2 is not supported yet: each depth reads tokens ahead of another "
+            "rank's chunk (set parallel.cp=1)");
+  EXPECT_EQ(with_mtp({"parallel.pp=2", "parallel.schedule=zbv", "model.n_layer=4"}),
+            "config: model.mtp_depth with parallel.schedule=zbv is not supported yet: the modules' weight gradients are "
+            "not split from their input's (set parallel.schedule=1f1b)");
+  EXPECT_EQ(with_mtp({"finetune.lora.rank=4"}),
+            "config: model.mtp_depth with finetune.lora is not supported: the modules have no adapters");
+  // Megatron's and DeepSeek's names for the keys.
+  EXPECT_EQ(error_of({"model.num_nextn_predict_layers=1"}),
+            "config: unknown key model.num_nextn_predict_layers (did you mean model.mtp_depth?)");
+}
+
 TEST(Config, TheMistralFamilyAndItsWindowAreCheckedInOneLine) {
   EXPECT_EQ(error_of({"model.arch=llama", "model.family=mistral", "model.sliding_window=64"}), "");
   EXPECT_EQ(error_of({"model.arch=llama", "model.family=qwen"}),
@@ -514,7 +542,7 @@ TEST(Config, TheVShapedSchedulesHoldTwoChunksAStage) {
 TEST(Config, ToJsonWritesEveryKey) {
   const json j = config_to_json(Config{});
   const std::vector<std::pair<std::string, size_t>> sections = {
-      {"model", 33}, {"moe", 18}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 18},
+      {"model", 35}, {"moe", 18}, {"finetune", 1}, {"train", 27}, {"data", 8}, {"parallel", 18},
       {"precision", 4}, {"backend", 4}, {"store", 1}, {"alerts", 16}};
   EXPECT_EQ(j.size(), sections.size());
   for (const auto& [name, keys] : sections) EXPECT_EQ(j.at(name).size(), keys) << name;

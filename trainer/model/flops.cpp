@@ -36,20 +36,23 @@ int64_t flops_parameter_count(const ModelConfig& m) {
   const int64_t moe_mlp = int64_t{m.moe.num_experts} * d + int64_t{m.moe.top_k} * expert +
                           (shared > 0 ? linear(d, gated * shared) + linear(shared, d) : 0);
   int64_t layers = 0;
-  for (int l = 0; l < m.n_layer; ++l) layers += attention + (m.moe.is_moe_layer(l) ? moe_mlp : dense_mlp);
+  for (int l = 0; l < m.block_count(); ++l) layers += attention + (m.moe.is_moe_layer(l) ? moe_mlp : dense_mlp);
   const int64_t head = int64_t{m.vocab_size} * d;
-  return layers + norm + head;
+  // Each multi-token prediction module besides its block (counted above): the projection of
+  // [e | h], three norms, and the output layer once more.
+  const int64_t modules = int64_t{m.mtp_depth} * (linear(2 * d, d) + 3 * norm + head);
+  return layers + norm + head + modules;
 }
 
 int64_t model_flops_per_token(const ModelConfig& m) {
   // Q K^T over the query and key heads' width, P V over the value heads'.
   const int64_t scores = int64_t{m.n_head} * m.head_dim(), values = int64_t{m.n_head} * m.value_head_dim();
-  return 6 * flops_parameter_count(m) + 6 * int64_t{m.n_layer} * (scores + values) * m.seq_len;
+  return 6 * flops_parameter_count(m) + 6 * int64_t{m.block_count()} * (scores + values) * m.seq_len;
 }
 
 int64_t recomputed_flops_per_token(const ModelConfig& m) {
   const int64_t width = int64_t{m.n_head} * m.head_dim();
-  return 2 * int64_t{m.n_layer} * width * m.seq_len;
+  return 2 * int64_t{m.block_count()} * width * m.seq_len;
 }
 
 double peak_bf16_flops(const std::string& device_name) {

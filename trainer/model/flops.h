@@ -12,6 +12,8 @@
 // mla) N counts its own projections and norms, and the attention term is 6 L s (dq + dv),
 // dq = n_head (qk_nope_head_dim + qk_rope_head_dim) for Q K^T and dv = n_head v_head_dim for
 // P V: the model's FLOPs, not the zero padding kiln's core multiplies its value heads by.
+// Multi-token prediction (model.mtp_depth = D) adds D layers to L and, per module, its
+// projection [d, 2 d], three norms and one more output head to N: a token's work at every depth.
 //
 // MFU = tokens/s x model FLOPs per token / the device's dense BF16 peak. HFU adds the work
 // done again: a flash-style attention backward rebuilds the scores Q K^T from the saved

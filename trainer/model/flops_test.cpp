@@ -59,9 +59,10 @@ TEST(Flops, Llama1bWithGroupedQueriesAndSwiGLU) {
 }
 
 // N is what kiln lays out, less the embeddings (vocabulary padding excluded), plus the head
-// when it is tied: a new parameter in the model must show up here too.
+// when it is tied and once more at each multi-token prediction depth: a new parameter in the
+// model must show up here too.
 TEST(Flops, CountMatchesTheModelsParameters) {
-  for (const std::string variant : {"gpt2", "llama", "qwen3", "mla", "mla_direct_q"}) {
+  for (const std::string variant : {"gpt2", "llama", "qwen3", "mla", "mla_direct_q", "llama_mtp", "mla_mtp"}) {
     const bool llama = variant != "gpt2";
     ModelConfig m;
     m.arch = llama ? "llama" : "gpt2";
@@ -75,13 +76,15 @@ TEST(Flops, CountMatchesTheModelsParameters) {
     m.seq_len = 16;
     m.tie_embeddings = !llama;
     m.make_vocab_size_divisible_by = 8;
-    if (variant.starts_with("mla")) test::use_latent_attention(m, variant == "mla" ? 12 : 0, 10, 6, 4, 5);
+    if (variant.starts_with("mla")) test::use_latent_attention(m, variant == "mla_direct_q" ? 0 : 12, 10, 6, 4, 5);
+    m.mtp_depth = variant.ends_with("_mtp") ? 2 : 0;
     auto ops = make_cpu_ops(1);
     GptModel model(m, 1, *ops);
     int64_t expected = model.parameters().count();
     expected -= int64_t{m.vocab_size} * m.d_model;                // wte
     if (!llama) expected -= int64_t{m.seq_len} * m.d_model;       // wpe
     if (m.tie_embeddings) expected += int64_t{m.vocab_size} * m.d_model;  // the head
+    expected += int64_t{m.mtp_depth} * m.vocab_size * m.d_model;  // the head again at each depth
     EXPECT_EQ(flops_parameter_count(m), expected) << variant;
   }
 }

@@ -24,6 +24,8 @@ GptModel::GptModel(LayoutOnly, const ModelConfig& config, int64_t micro_batch, O
       params_(dtype, wide_dtype(dtype), config.lora.enabled()) {
   chunks_ = split_.chunks;
   if (chunks_.empty()) chunks_ = {{0, config_.n_layer, true, true}};
+  KILN_CHECK(!split_.split_backward || config_.mtp_depth == 0,
+             "a split backward does not run multi-token prediction's modules yet");
   if (split_.fp8) fp8_ = std::make_unique<Fp8Products>(*split_.fp8);
   if (split_.shard_units)
     params_.shard_units(split_.flat_shards, split_.flat_shard_rank, split_.shard_values, split_.expert_shards,
@@ -65,12 +67,14 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Ops& ops, DTy
   if (config_.is_llama()) fill_rope_table();
   if (context_parallel()) context_.fill_indices(ops_);
   if (config_.qk_norm) qk_heads_.fill(ops_);
-  for (int l = 0; l < config_.n_layer; ++l)
+  for (int l = 0; l < config_.block_count(); ++l)
     if (MoeMlp* moe = experts(l)) moe->start(ops_);
   batch_.assign(static_cast<size_t>(slots_), Batch{});
   micro_of_slot_.assign(static_cast<size_t>(slots_), 0);
   for (int s = 0; s < slots_; ++s) micro_of_slot_[static_cast<size_t>(s)] = s;
   target_count_.assign(static_cast<size_t>(slots_), 0);
+  mtp_loss_sum_.assign(static_cast<size_t>(slots_), std::vector<double>(mtp_.size(), 0.0));
+  mtp_target_count_.assign(static_cast<size_t>(slots_), std::vector<int64_t>(mtp_.size(), 0));
   has_targets_.assign(static_cast<size_t>(slots_), false);
 }
 
@@ -127,13 +131,14 @@ void GptModel::layout() {
                    {config_.n_head / split_.tp(), config_.kv_heads() / split_.tp(), config_.head_dim()}, dtype_);
 
   // Parameters in the order backward produces their gradients: the chunks last to first.
-  // The last pipeline stage of a model with tied embeddings holds its own copy of the
-  // embedding as the output layer, kept equal to the first stage's (Megatron's).
-  const bool head_copy = config_.tie_embeddings && has_head() && !has_embedding();
-  // Sharded in units: a tied output layer reads the embedding at the far ends of the step, so
-  // the head and the embeddings are kept whole for it; untied, each is gathered where it is read.
-  const UnitHold ends = config_.tie_embeddings || split_.shard_per_step ? UnitHold::Step : UnitHold::Ends;
-  Parameter head;
+  // The last pipeline stage of a model whose head reads the embedding (tied to it, or
+  // embedding multi-token prediction's tokens) holds its own copy of the embedding, kept equal
+  // to the first stage's (Megatron's).
+  const bool head_copy = config_.head_reads_embedding() && has_head() && !has_embedding();
+  // Sharded in units: a head that reads the embedding does so at the far ends of the step, so
+  // the head and the embeddings are kept whole for it; otherwise each is gathered where it is read.
+  const UnitHold ends = config_.head_reads_embedding() || split_.shard_per_step ? UnitHold::Step : UnitHold::Ends;
+  Parameter head, embedding_copy;
   ready_after_.assign(chunks_.size(), {});
   first_block_.assign(chunks_.size(), 0);
   size_t local_layers = 0;
@@ -151,18 +156,26 @@ void GptModel::layout() {
       head_unit_ = params_.begin_unit(ends);
       if (!config_.tie_embeddings)
         head = params_.add("lm_head.weight", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows);
-      else if (head_copy)
-        head = params_.add("wte", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows, true);
+      if (head_copy) {
+        embedding_copy = params_.add("wte", {Vl, C}, Init::Normal, config_.init_std, V, vocab_rows, true);
+        if (config_.tie_embeddings) head = embedding_copy;
+      }
       LayerBuild head_build = build;
       head_build.slots = chunk_build.slots;
       final_norm_.bind(head_build, "final_norm");
+      mtp_.assign(static_cast<size_t>(config_.mtp_depth), MtpModule{});
+      for (int depth = config_.mtp_depth; depth >= 1; --depth) {
+        recomputed_.rewind();
+        mtp_[static_cast<size_t>(depth - 1)].bind(head_build, chunk_build, depth, rope_table_);
+      }
       ready_after_[c].push_back(params_.dense_laid_out());
     }
     for (int l = chunk.layers() - 1; l >= 0; --l) {
       block_unit_[first_block_[c] + static_cast<size_t>(l)] = params_.begin_unit(split_.shard_per_step ? UnitHold::Step : UnitHold::Turn);
       recomputed_.rewind();
-      blocks_[first_block_[c] + static_cast<size_t>(l)].bind(chunk_build, chunk.first_layer + l,
-                                                             rope_table_);
+      const int layer = chunk.first_layer + l;
+      blocks_[first_block_[c] + static_cast<size_t>(l)].bind(chunk_build, layer, rope_table_,
+                                                             "layers." + std::to_string(layer));
       ready_after_[c].push_back(params_.dense_laid_out());
     }
   }
@@ -175,6 +188,7 @@ void GptModel::layout() {
     LayerBuild head_build = build;
     head_build.slots = chunk_slots(head_chunk());
     lm_head_.bind_shared(head_build, config_.tie_embeddings && !head_copy ? wte_ : head, split_.tensor, sequence);
+    mtp_embedding_ = head_copy ? embedding_copy : wte_;
   }
 
   slot_.assign(static_cast<size_t>(slots_), Slot{});
@@ -192,6 +206,13 @@ void GptModel::layout() {
     s.key_starts = activations_.take({micro_batch_, Tl}, DType::I32);
     for (int c = 0; c < chunks(); ++c)
       if (follows_own_chunk(c)) s.handed_gradient = build.take_share(activations_, C);
+    s.mtp_tokens.clear();
+    s.mtp_targets.clear();
+    s.mtp_targets_host.assign(mtp_.size(), {});
+    for (size_t k = 0; k < mtp_.size(); ++k) {
+      s.mtp_tokens.push_back(activations_.take({micro_batch_, Tl}, DType::I32));
+      s.mtp_targets.push_back(activations_.take({micro_batch_, Tl}, DType::I32));
+    }
   }
   chunk_slot_.assign(chunks_.size(), {});
   for (int c = 0; c < chunks(); ++c) {
@@ -204,6 +225,10 @@ void GptModel::layout() {
         a.logits = build.take(activations_, Vl);
         a.losses = build.take_stats(activations_);
         a.lse = build.take_stats(activations_);
+        for (size_t k = 0; k < mtp_.size(); ++k)
+          a.mtp.push_back({build.take_share(activations_, C), build.take_share(activations_, C),
+                           build.take(activations_, Vl), build.take_stats(activations_),
+                           build.take_stats(activations_)});
       }
       // The embedding's gradient a split backward keeps for its weight pass: every token's.
       if (chunk.embedding && weight_inputs) a.embedding_grad = build.take(*weight_inputs, C);
@@ -211,6 +236,8 @@ void GptModel::layout() {
   }
   block_scratch_.bind(build);
   d_residual_ = build.take_share(scratch_, C);
+  if (!mtp_.empty())
+    for (Tensor* t : {&mtp_d_h_, &mtp_d_prev_, &mtp_d_e_, &mtp_d_head_}) *t = build.take_share(scratch_, C);
   if (fp8_) fp8_->end_pass();
 }
 
@@ -364,6 +391,10 @@ void GptModel::load_batch(const int32_t* tokens, const int32_t* targets, int64_t
     batch.key_starts = batch.of(slot_[s].key_starts);
     copy(batch.key_starts, resets.attention_starts);
   }
+  if (!mtp_.empty() && targets) {
+    KILN_CHECK(!queued, "queue_batch: multi-token prediction's targets are set from the host");
+    set_mtp_ids(tokens, targets, b, t, slot, resets);
+  }
 }
 
 int GptModel::unit_after(int chunk, size_t block) const {
@@ -384,16 +415,9 @@ bool GptModel::forward_to_logits(int slot, int chunk) {
     // positions, once.
     // Under sequence parallelism the sum is reduce-scattered: each rank keeps its tokens' share.
     const bool positions_here = !config_.is_llama() && split_.tp_rank() == 0;
-    const Tensor embedded = batch.share_of(residual[0]);
-    const Tensor whole = sequence_parallel() ? sequence_.whole(batch) : embedded;
     if (hooks_) hooks_->before_reading(embedding_unit_, unit_after(chunk, 0));
-    ops_.embedding_forward(whole, batch.of(slot_[s].local_tokens), wte_.value,
-                           positions_here ? wpe_.value : Tensor{}, batch.positions);
-    if (sequence_parallel()) {
-      sequence_.scatter(embedded, whole);
-    } else if (tp_split()) {
-      split_.tensor->all_reduce(embedded, ReduceOp::Sum);
-    }
+    embed(batch, batch.share_of(residual[0]), batch.of(slot_[s].local_tokens), wte_.value,
+          positions_here ? wpe_.value : Tensor{});
   }
   const size_t first = first_block_[static_cast<size_t>(chunk)], layers = static_cast<size_t>(c.layers());
   for (size_t l = 0; l < layers; ++l) {
@@ -409,25 +433,38 @@ bool GptModel::forward_to_logits(int slot, int chunk) {
   return has_targets_[s];
 }
 
+void GptModel::embed(const Batch& batch, const Tensor& embedded, const Tensor& ids, const Tensor& weight,
+                     const Tensor& positions) {
+  const Tensor whole = sequence_parallel() ? sequence_.whole(batch) : embedded;
+  ops_.embedding_forward(whole, ids, weight, positions, batch.positions);
+  if (sequence_parallel()) {
+    sequence_.scatter(embedded, whole);
+  } else if (tp_split()) {
+    split_.tensor->all_reduce(embedded, ReduceOp::Sum);
+  }
+}
+
 double GptModel::forward(int slot, int chunk) {
   if (!forward_to_logits(slot, chunk)) return 0.0;
   const size_t s = static_cast<size_t>(slot);
   const Batch& batch = batch_[s];
   const ChunkSlot& a = chunk_slot(slot, chunk);
-  double sum = 0;
-  if (tp_split()) {
-    const Tensor logits = batch.of(a.logits);
-    sum = vocab_parallel_cross_entropy(ops_, *split_.tensor, batch.of(a.losses), batch.of(a.lse),
-                                       logits.view({batch.b * batch.t, logits.shape.cols()}),
-                                       batch.of(slot_[s].local_targets), slot_[s].local_targets_host, local_vocab_);
-  } else {
-    queue_cross_entropy(slot);
-    sum = loss_sum(copy_to_doubles(ops_, token_losses(slot)));
-  }
+  const double sum = cross_entropy_sum(batch, batch.of(a.losses), batch.of(a.lse), batch.of(a.logits),
+                                       batch.of(slot_[s].local_targets), slot_[s].local_targets_host);
+  if (!mtp_.empty()) mtp_forward(slot, chunk);
   // Under context parallelism each rank holds part of the micro-batch's targets: the loss
   // sums over the group, over the whole micro-batch's count.
-  if (context_parallel()) split_.context->all_reduce(Tensor{&sum, DType::F64, {1}}, ReduceOp::Sum);
-  return mean_loss(sum, target_count_[s]);
+  double whole = sum;
+  if (context_parallel()) split_.context->all_reduce(Tensor{&whole, DType::F64, {1}}, ReduceOp::Sum);
+  return mean_loss(whole, target_count_[s]);
+}
+
+double GptModel::cross_entropy_sum(const Batch& batch, const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                                   const Tensor& targets, const std::vector<int32_t>& host) {
+  const Tensor flat = logits.view({batch.b * batch.t, logits.shape.cols()});
+  if (tp_split()) return vocab_parallel_cross_entropy(ops_, *split_.tensor, losses, lse, flat, targets, host, local_vocab_);
+  ops_.cross_entropy_forward(losses, lse, flat, targets, config_.vocab_size);
+  return loss_sum(copy_to_doubles(ops_, losses));
 }
 
 void GptModel::queue_cross_entropy(int slot) {
@@ -441,8 +478,9 @@ void GptModel::queue_cross_entropy(int slot) {
 }
 
 void GptModel::queue_forward() {
-  KILN_CHECK(!tp_split() && !context_parallel() && chunks_.size() == 1,
-             "queue_forward: only a model whole on one rank keeps its loss on the device");
+  KILN_CHECK(!tp_split() && !context_parallel() && chunks_.size() == 1 && mtp_.empty(),
+             "queue_forward: only a model whole on one rank, without multi-token prediction, keeps its loss on the "
+             "device");
   KILN_CHECK(forward_to_logits(0, 0), "queue_forward needs a batch with targets");
   queue_cross_entropy(0);
 }
@@ -491,12 +529,15 @@ void GptModel::backward_pass(double dloss, int slot, const std::function<void(in
       hooks_->before_gradients(head_unit_);
       hooks_->before_reading(head_unit_, block_before(static_cast<size_t>(c.layers())));
     }
+    // The modules' backward runs first: it uses the blocks' scratch, d_final's among it.
+    const Tensor d_mtp = mtp_.empty() ? Tensor{} : mtp_backward(slot, chunk, dloss);
     const Tensor logits = batch.of(a.logits);
     const Tensor flat_logits = logits.view({batch.b * batch.t, logits.shape.cols()});
     ops_.cross_entropy_backward(flat_logits, flat_logits, batch.of(a.lse),
                                 batch.of(slot_[s].local_targets), local_vocab_, dloss);
     const Tensor d_final = batch.share_of(block_scratch_.d_norm_out);
     lm_head_.backward(ops_, batch, d_final, logits, batch.share_of(a.final_norm_out));
+    if (!d_mtp.empty()) ops_.add(d_final, d_final, d_mtp);
     ops_.fill(d_residual, 0.0);
     final_norm_.backward(ops_, batch, d_residual, d_final, batch.share_of(residual.back()));
     if (hooks_) hooks_->after_gradients(head_unit_);
@@ -635,6 +676,8 @@ void GptModel::set_local_ids(const int32_t* tokens, const int32_t* targets, int6
 MoeMlp* GptModel::experts(int layer) {
   for (TransformerBlock& block : blocks_)
     if (block.layer() == layer) return block.experts();
+  for (MtpModule& module : mtp_)
+    if (module.block().layer() == layer) return module.block().experts();
   return nullptr;
 }
 

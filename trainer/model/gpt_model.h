@@ -14,6 +14,7 @@
 
 #include "trainer/model/context_parallel.h"
 #include "trainer/model/model_split.h"
+#include "trainer/model/multi_token_prediction.h"
 #include "trainer/model/qk_norm.h"
 #include "trainer/model/scratch.h"
 #include "trainer/model/tensor_parallel_linear.h"
@@ -159,6 +160,13 @@ class GptModel {
   const MoeMlp* experts(int layer) const;
   // Unmasked targets in the slot's batch.
   int64_t target_count(int slot = 0) const { return target_count_[static_cast<size_t>(slot)]; }
+  // Multi-token prediction (model.mtp_depth), on the chunk with the output layer: the slot's
+  // summed losses at each depth from its last forward with targets (this rank's tokens), and
+  // its batch's count of unmasked targets at each depth (the batch's rows, k places short).
+  const std::vector<double>& mtp_loss_sums(int slot = 0) const { return mtp_loss_sum_[static_cast<size_t>(slot)]; }
+  const std::vector<int64_t>& mtp_target_counts(int slot = 0) const {
+    return mtp_target_count_[static_cast<size_t>(slot)];
+  }
 
  private:
   struct LayoutOnly {};
@@ -208,6 +216,25 @@ class GptModel {
   void queue_cross_entropy(int slot);
   // The slot's ids as this rank's vocabulary slice numbers them.
   void set_local_ids(const int32_t* tokens, const int32_t* targets, int64_t n, int slot);
+  // The embedding of `ids` ([b, t], this rank's vocabulary slice's numbering) into `embedded`,
+  // this rank's token share: summed over the tensor group (reduce-scattered under sequence
+  // parallelism). positions: GPT-2's learned positions, added by one rank (else empty).
+  void embed(const Batch& batch, const Tensor& embedded, const Tensor& ids, const Tensor& weight,
+             const Tensor& positions);
+  // The summed per-token losses of [b, t, local vocab] logits against this rank's targets (as
+  // its vocabulary slice numbers them; host: the same on the host, under tensor parallelism).
+  double cross_entropy_sum(const Batch& batch, const Tensor& losses, const Tensor& lse, const Tensor& logits,
+                           const Tensor& targets, const std::vector<int32_t>& host);
+  // Multi-token prediction (gpt_model_mtp.cpp). The slot's tokens and targets k places ahead
+  // for each depth k, a target masked where its token lies past the row or in another
+  // document (resets' attention starts differ).
+  void set_mtp_ids(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t, int slot,
+                   const DocumentResets& resets);
+  // After the main forward of the chunk with the head: every depth's module, logits and loss.
+  void mtp_forward(int slot, int chunk);
+  // Before the main head's backward: every depth's, deepest first, leaving the gradient of the
+  // final norm's output (h[0]) in mtp_d_h_ (returned, the micro-batch's view).
+  Tensor mtp_backward(int slot, int chunk, double dloss);
 
   ModelConfig config_;
   int64_t micro_batch_;
@@ -237,6 +264,13 @@ class GptModel {
   std::vector<size_t> first_block_;       // of each chunk in blocks_
   Norm final_norm_;
   ColumnParallelLinear lm_head_;  // the vocabulary split over the tensor group
+  // Multi-token prediction's modules, one a depth, on the chunk with the head; the embedding
+  // they read (the first stage's, or the last stage's copy of it).
+  std::vector<MtpModule> mtp_;
+  Parameter mtp_embedding_;
+  // Scratch for their backward, this rank's token share: the gradient of the depth's h and of
+  // the one before, of its embedding, and the output layer's part of it.
+  Tensor mtp_d_h_, mtp_d_prev_, mtp_d_e_, mtp_d_head_;
   SequenceParallel sequence_;     // bound only under sequence parallelism
   ContextParallel context_;       // bound only under context parallelism
   LoraScratch lora_scratch_;      // bound only under LoRA (finetune.lora)
@@ -257,6 +291,16 @@ class GptModel {
     std::vector<int32_t> local_targets_host;
     Tensor positions, key_starts;  // [B, T] int32: DocumentResets, when the batch has them
     Tensor handed_gradient;        // where a chunk follows its own (follows_own_chunk)
+    // Multi-token prediction, per depth: the tokens it embeds and its targets ([B, T] int32,
+    // numbered as local_tokens and local_targets are), the targets on the host as well.
+    std::vector<Tensor> mtp_tokens, mtp_targets;
+    std::vector<std::vector<int32_t>> mtp_targets_host;
+  };
+  // A multi-token prediction depth's activations of a micro-batch.
+  struct MtpSlot {
+    Tensor embedded, out;  // this rank's token share: the embedding it reads, its h
+    Tensor logits;         // [B, T, local vocab]; becomes its own gradient in backward
+    Tensor losses, lse;    // [B, T]
   };
   // A chunk's activations of a micro-batch, one set a chunk slot.
   struct ChunkSlot {
@@ -270,6 +314,7 @@ class GptModel {
     // The embedding's chunk, under split_backward: the gradient of its output, kept for the
     // weight pass.
     Tensor embedding_grad;
+    std::vector<MtpSlot> mtp;  // the chunk with the head, one a depth
   };
   std::vector<Slot> slot_;
   std::vector<std::vector<ChunkSlot>> chunk_slot_;  // [chunk][its slot]
@@ -281,6 +326,8 @@ class GptModel {
   ContextChunks context_chunks_;
   std::vector<Batch> batch_;
   std::vector<int64_t> target_count_;
+  std::vector<std::vector<double>> mtp_loss_sum_;       // [slot][depth]
+  std::vector<std::vector<int64_t>> mtp_target_count_;  // [slot][depth]
   std::vector<bool> has_targets_;
 };
 

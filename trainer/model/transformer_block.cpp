@@ -2,8 +2,7 @@
 
 namespace kiln {
 
-void TransformerBlock::bind(const LayerBuild& build, int index, const Tensor& rope_table) {
-  const std::string name = "layers." + std::to_string(index);
+void TransformerBlock::bind(const LayerBuild& build, int index, const Tensor& rope_table, const std::string& name) {
   layer_ = index;
   moe_ = build.model.moe.is_moe_layer(index);
   // Parameters in the order backward reaches them.

@@ -18,7 +18,9 @@ namespace kiln {
 
 class TransformerBlock {
  public:
-  void bind(const LayerBuild& build, int index, const Tensor& rope_table);
+  // index: the layer's place in the model (which MoE placement reads); name: its parameters'
+  // prefix, "layers.<index>" (a multi-token prediction module's block is named after it).
+  void bind(const LayerBuild& build, int index, const Tensor& rope_table, const std::string& name);
   void forward(Ops& ops, const Batch& batch, const Tensor& out, const Tensor& x,
                const BlockScratch& scratch) const;
   // d_residual holds d(out) on entry and d(x) on return. dloss: each token's loss weight.

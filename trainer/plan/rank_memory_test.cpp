@@ -140,6 +140,12 @@ std::vector<MemoryCase> cases() {
   all.push_back({"latent_tp2_sequence_parallel_recompute_selective", 2, latent});
   latent_zbv.insert(latent_zbv.end(), {"parallel.pp=2", "parallel.schedule=zbv", "model.q_lora_rank=0"});
   all.push_back({"latent_without_query_latent_pp2_zbv", 2, latent_zbv});
+  // Multi-token prediction: the modules' parameters, activations and logits on the last
+  // stage, with its copy of the embedding; their blocks' experts.
+  std::vector<std::string> mtp = kMoe;
+  mtp.insert(mtp.end(), {"model.mtp_depth=2", "parallel.tp=2", "parallel.sequence_parallel=true", "parallel.pp=2",
+                         "train.recompute=full"});
+  all.push_back({"mtp2_moe_tp2_sequence_parallel_pp2_recompute_full", 4, mtp});
   return all;
 }
 

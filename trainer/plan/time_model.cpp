@@ -111,26 +111,33 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
     if (chunks.empty()) chunks = {{0, m.n_layer, true, true}};
     double active = 0, dense = 0, experts = 0, layers = 0, moe_layers = 0;
     bool head = false, embedding = false;
+    const auto add_layer = [&](int l, double more) {
+      const LayerParams p = layer_params(m, l);
+      active += p.active + more;
+      dense += p.dense + more;
+      experts += p.experts;
+      layers += 1;
+      moe_layers += p.moe ? 1 : 0;
+    };
     for (const PipelineChunk& c : chunks) {
       head = head || c.head;
       embedding = embedding || c.embedding;
-      for (int l = c.first_layer; l < c.end_layer; ++l) {
-        const LayerParams p = layer_params(m, l);
-        active += p.active;
-        dense += p.dense;
-        experts += p.experts;
-        layers += 1;
-        moe_layers += p.moe ? 1 : 0;
-      }
+      for (int l = c.first_layer; l < c.end_layer; ++l) add_layer(l, 0);
+      // The multi-token prediction modules sit with the head: each a block, its projection of
+      // [e | h] and three norms.
+      if (c.head)
+        for (int l = m.n_layer; l < m.block_count(); ++l) add_layer(l, 2 * d * d + 3 * d);
     }
+    // The output layer's products: once, and once more for each module.
+    const double heads = head ? 1 + m.mtp_depth : 0;
     // A frozen base (LoRA) makes no weight gradients: its products run twice, not three times
     // (the adapters' own are small enough to leave out).
     const double passes = m.lora.enabled() ? 4 : 6;
-    double gemm_flops = passes * tokens * active / tp + (head ? passes * tokens * d * Vp : 0);
+    double gemm_flops = passes * tokens * active / tp + heads * passes * tokens * d * Vp;
     double attention_flops = 7 * T * m.n_head * m.head_dim() * tokens * layers / tp;
     if (recompute == "full") gemm_flops += 2 * tokens * active / tp;
     if (recompute != "none") attention_flops += 2 * T * m.n_head * m.head_dim() * tokens * layers / tp;
-    double moved = tokens * layers * d * elementwise_per_token_width(m) * b / tp + (head ? tokens * Vp * kLossPerLogit * b : 0);
+    double moved = tokens * layers * d * elementwise_per_token_width(m) * b / tp + heads * tokens * Vp * kLossPerLogit * b;
     // A split backward (the zero-bubble schedules) copies each linear layer's input and output
     // gradient for its weight pass, written then read: the four products' about 6 d + 2 ffn
     // values a token, split over the tensor ranks; and each of the two norms' input and output
@@ -157,7 +164,10 @@ StepPrediction predict_step(const Config& config, const ParallelLayout& layout, 
     if (total > busiest) {
       busiest = total;
       per_micro = s;
-      stage_params = dense / tp + (embedding ? d * Vp : 0) + (head && !(m.tie_embeddings && pp == 1) ? d * Vp : 0);
+      // The head's stage also keeps an untied model's embedding copy for multi-token prediction.
+      const bool embedding_copy = head && !embedding && !m.tie_embeddings && m.mtp_depth > 0;
+      stage_params = dense / tp + (embedding || embedding_copy ? d * Vp : 0) +
+                     (head && !(m.tie_embeddings && pp == 1) ? d * Vp : 0);
       // Under LoRA only the adapters' gradients are reduced (each rank's pieces and the
       // factors it holds whole, at most a layer's whole adapters).
       if (m.lora.enabled()) stage_params = layers * static_cast<double>(lora_layer_parameters(m));

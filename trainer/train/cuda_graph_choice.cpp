@@ -27,6 +27,9 @@ CudaGraphChoice choose_cuda_graphs(const Config& config, const ParallelLayout& l
     return no(fmt::format("LoRA's dropout (finetune.lora.dropout={}) draws each micro-batch's masks by its sample "
                           "numbers, which a replayed step would hold fixed",
                           config.model.lora.dropout));
+  if (config.model.mtp_depth > 0)
+    return no(fmt::format("multi-token prediction (model.mtp_depth={}) reads each depth's loss back to the host",
+                          config.model.mtp_depth));
   return {true, ""};
 }
 

@@ -90,6 +90,12 @@ TEST(CudaGraphChoice, LoraDropout) {
             "which a replayed step would hold fixed");
 }
 
+TEST(CudaGraphChoice, MultiTokenPrediction) {
+  Config c = one_gpu();
+  c.model.mtp_depth = 2;
+  EXPECT_EQ(choose(c).why_not, "multi-token prediction (model.mtp_depth=2) reads each depth's loss back to the host");
+}
+
 TEST(CudaGraphChoice, TheFirstReasonWins) {
   Config c = one_gpu();
   c.train.cuda_graphs = false;

@@ -20,7 +20,7 @@ ExpertBalance::ExpertBalance(const Config& config, GptModel& model, Ops& ops, Co
 void ExpertBalance::restore_bias(std::map<int, std::vector<double>> bias) {
   expert_bias_ = std::move(bias);
   const std::vector<double> none(static_cast<size_t>(config_.model.moe.num_experts), 0.0);
-  for (int l = 0; l < config_.model.n_layer; ++l)
+  for (int l = 0; l < config_.model.block_count(); ++l)
     if (MoeMlp* experts = model_.experts(l); experts && !expert_bias_.count(l)) experts->set_bias(ops_, none);
   apply_expert_bias();
 }
@@ -30,8 +30,8 @@ double ExpertBalance::finish_expert_step(int64_t step, bool logged) {
   if (!moe.enabled()) return 0;
   double exchange_ms = 0;
   const int64_t E = moe.num_experts, width = layer_width(E);
-  std::vector<double> sums(static_cast<size_t>(config_.model.n_layer * width), 0.0);
-  for (int l = 0; l < config_.model.n_layer; ++l) {
+  std::vector<double> sums(static_cast<size_t>(config_.model.block_count() * width), 0.0);
+  for (int l = 0; l < config_.model.block_count(); ++l) {
     MoeMlp* experts = model_.experts(l);
     if (!experts) continue;
     // Taken every step, so each step's counts are its own.
@@ -52,7 +52,7 @@ double ExpertBalance::finish_expert_step(int64_t step, bool logged) {
     world_.all_reduce(Tensor{sums.data(), DType::F64, {static_cast<int64_t>(sums.size())}}, ReduceOp::Sum);
 
   std::vector<store::ExpertLoad> loads;
-  for (int l = 0; l < config_.model.n_layer; ++l) {
+  for (int l = 0; l < config_.model.block_count(); ++l) {
     if (!moe.is_moe_layer(l)) continue;
     const double* row = sums.data() + l * width;
     std::vector<int64_t> routed(static_cast<size_t>(E)), dropped(static_cast<size_t>(E));

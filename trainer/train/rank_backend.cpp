@@ -44,7 +44,7 @@ RankBackend::RankBackend(const Config& config, const ParallelLayout& layout, Com
   // the same one in a V, which reads the one embedding at both ends.
   const PipelinePlacement at = pipeline_placement(config_, layout_);
   const int embedding_stage = at.rank_of(0), head_stage = at.rank_of(at.stages() - 1);
-  if (config_.model.tie_embeddings && embedding_stage != head_stage) {
+  if (config_.model.head_reads_embedding() && embedding_stage != head_stage) {
     // The two stages of each pipeline keep their two copies of the embedding equal; the
     // stages between are groups of their own.
     const RankCoordinates coordinates = layout_.coordinates(rank);

@@ -60,7 +60,7 @@ TrainingState restore_checkpoint(const Checkpoint& checkpoint, const Config& con
                      path, saved_lora.dump()));
   checkpoint.restore(model, optimizer, ops);
   for (const auto& [layer, bias] : state.expert_bias)
-    if (!config.model.moe.is_moe_layer(layer) ||
+    if (layer >= config.model.block_count() || !config.model.moe.is_moe_layer(layer) ||
         bias.size() != static_cast<size_t>(config.model.moe.num_experts))
       fail(fmt::format("checkpoint {} holds a selection bias for layer {} of {} experts, which "
                        "this model's moe section does not have", path, layer, bias.size()));

@@ -77,6 +77,8 @@ store::MetricRow StepMetrics::metric_row(int64_t step, double loss, double lr, d
   if (config_.precision.dtype == "fp16") row.loss_scale = loss_scaler_.scale();
   row.skipped_steps = loss_scaler_.skipped_steps();
   row.trained_tokens = times.trained_tokens;
+  // The interval's means, as the loss is (the trainer puts them in times).
+  for (size_t k = 0; k < times.mtp_losses.size(); ++k) row.*store::kMtpLossMembers[k] = times.mtp_losses[k];
   return row;
 }
 

@@ -162,13 +162,25 @@ void StepRunner::pipeline_step(int64_t first_sample, const std::function<void()>
   const double tokens_per_step =
       static_cast<double>(config_.train.global_batch) * config_.model.seq_len;
   double nats = 0;  // the summed losses of this replica's trained tokens
+  // Multi-token prediction's, depth by depth: the summed losses, then the targets' counts.
+  const size_t depths = static_cast<size_t>(config_.model.mtp_depth);
+  std::vector<double> mtp(2 * depths, 0.0);
   const PipelineTimes pipeline = pipeline_.run(
       schedule_, loss_scaler_.scale() / tokens_per_step,
       [&](int micro, int slot) {
         data_.fill(model_, data_.train(), first_sample + micro * B, slot);
         times.trained_tokens += data_.trained_targets();
       },
-      [&](int, int slot, double loss) { nats += loss * static_cast<double>(model_.target_count(slot)); }, phase_end,
+      [&](int, int slot, double loss) {
+        nats += loss * static_cast<double>(model_.target_count(slot));
+        // Only the chunk with the head has the modules.
+        const std::vector<double>& sums = model_.mtp_loss_sums(slot);
+        for (size_t k = 0; k < sums.size(); ++k) {
+          mtp[k] += sums[k];
+          mtp[depths + k] += static_cast<double>(model_.mtp_target_counts(slot)[k]);
+        }
+      },
+      phase_end,
       // The data-parallel reduction of each bucket starts as the last micro-batch's
       // backward finishes it (during the pipeline's cool-down).
       buckets_ ? std::function<void(int64_t)>([this](int64_t ready) { buckets_->ready(ready); })
@@ -182,9 +194,25 @@ void StepRunner::pipeline_step(int64_t first_sample, const std::function<void()>
     const Clock::time_point start = Clock::now();
     // The losses are the last stage's; every stage reports them (each read the same batches).
     stages.all_reduce(Tensor{&nats, DType::F64, {1}}, ReduceOp::Sum);
+    if (depths > 0) stages.all_reduce(Tensor{mtp.data(), DType::F64, {static_cast<int64_t>(mtp.size())}}, ReduceOp::Sum);
     times.comm_ms += ms_since(start);
   }
   sum_losses(times, nats);
+  if (depths > 0) sum_mtp_losses(times, mtp);
+}
+
+void StepRunner::sum_mtp_losses(StepTimes& times, std::vector<double>& sums_and_counts) {
+  Communicator& replicas = backend_.data_group();
+  if (replicas.size() > 1) {
+    const Clock::time_point start = Clock::now();
+    replicas.all_reduce(Tensor{sums_and_counts.data(), DType::F64, {static_cast<int64_t>(sums_and_counts.size())}},
+                        ReduceOp::Sum);
+    times.comm_ms += ms_since(start);
+  }
+  const size_t depths = sums_and_counts.size() / 2;
+  times.mtp_losses.clear();
+  for (size_t k = 0; k < depths; ++k)
+    times.mtp_losses.push_back(sums_and_counts[k] / std::max(sums_and_counts[depths + k], 1.0));
 }
 
 void StepRunner::sum_tied_embedding(StepTimes& times) {

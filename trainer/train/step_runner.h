@@ -85,6 +85,9 @@ class StepRunner {
   bool has_replicas() const;
   // The step's loss: the replicas' summed losses over their trained tokens, and those tokens.
   void sum_losses(StepTimes& times, double nats);
+  // Multi-token prediction's: each depth's summed losses over its targets, summed over the
+  // replicas (sums_and_counts: the depths' sums, then their counts).
+  void sum_mtp_losses(StepTimes& times, std::vector<double>& sums_and_counts);
   // What the optimizer divides the gradients by: backward weighted every token by
   // loss scale / (global batch x seq_len), so this makes the gradient the mean over the trained
   // tokens (Megatron's per-token loss), the same as before wherever every token is trained.

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace kiln {
 
@@ -23,6 +24,8 @@ struct StepTimes {
   // Of fwd_ms and bwd_ms, a pipeline stage waiting to receive its neighbours' activations and
   // gradients (the bubble, with the transfers); only under pipeline parallelism.
   std::optional<double> pipe_ms;
+  // Multi-token prediction (model.mtp_depth): each depth's loss, the mean over its own targets.
+  std::vector<double> mtp_losses;
 };
 
 }  // namespace kiln

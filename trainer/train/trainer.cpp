@@ -327,7 +327,7 @@ void Trainer::train_loop(TrainSummary& summary) {
     if (recorder_) steering_->record_steering(step, written);
     const bool logged = timed || decision.stop || decision.pause || interrupted;
     times.a2a_ms = experts_->finish_expert_step(step, logged);
-    interval_.add_step(times.loss, times.a2a_ms);
+    interval_.add_step(times.loss, times.a2a_ms, times.mtp_losses);
     if (logged) {
       // The next interval starts now, so the cost of reporting this one (printing, handing
       // rows to the store) counts in it and not nowhere.
@@ -337,12 +337,18 @@ void Trainer::train_loop(TrainSummary& summary) {
       // Under expert parallelism the step's time includes the tokens' trips (all-to-all).
       const std::string exchange =
           layout_.ep() > 1 ? fmt::format(" ({:.1f} all-to-all)", means.exchange_ms) : std::string();
-      fmt::print(out_, "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s"
+      // Multi-token prediction's losses follow the main one, depth by depth.
+      std::string depths;
+      for (size_t k = 0; k < means.mtp_losses.size(); ++k)
+        depths += fmt::format("{}{:.4f}", k == 0 ? " (mtp " : " ", means.mtp_losses[k]);
+      if (!depths.empty()) depths += ")";
+      fmt::print(out_, "step {:>{}}/{} | loss {:.4f}{} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s"
                        " | {:.1f} ms/step{} | ETA {}\n",
-                 step, std::to_string(t.steps).size(), t.steps, summary.train_loss, lr, norm,
+                 step, std::to_string(t.steps).size(), t.steps, summary.train_loss, depths, lr, norm,
                  tokens_per_step / per_step, per_step * 1e3, exchange,
                  human_duration(per_step * static_cast<double>(t.steps - step)));
       std::fflush(out_);
+      times.mtp_losses = means.mtp_losses;
       if (recorder_ || world_.size() > 1)
         metrics_->record_step(metrics_->metric_row(step, summary.train_loss, lr, norm, per_step, times, opt_ms),
                               step_seconds_);

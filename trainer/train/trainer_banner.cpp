@@ -82,17 +82,22 @@ void Trainer::print_start(const std::string& data_notes) {
                      "value heads {}\n",
                m.kv_lora_rank, m.q_lora_rank > 0 ? fmt::format("a latent of {}", m.q_lora_rank) : "the input",
                m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim);
+  if (m.mtp_depth > 0)
+    fmt::print(out_, "kiln: multi-token prediction: {} module{} after layer {}, predicting up to {} tokens ahead, "
+                     "loss weight {:g}\n",
+               m.mtp_depth, m.mtp_depth > 1 ? "s" : "", m.n_layer - 1, m.mtp_depth + 1, m.mtp_loss_weight);
   if (m.lora.enabled())
     fmt::print(out_, "kiln: LoRA rank {} (alpha {:g}, scale {:g}) beside {}: {:.2f}M parameters train ({:.2f}% of the "
                      "model), the base frozen\n",
                m.lora.rank, m.lora.alpha, m.lora.scale(), m.lora.targets, trained / 1e6, 100.0 * trained / parameters);
   if (m.moe.enabled()) {
     int moe_layers = 0;
-    for (int l = 0; l < m.n_layer; ++l) moe_layers += m.moe.is_moe_layer(l);
+    for (int l = 0; l < m.block_count(); ++l) moe_layers += m.moe.is_moe_layer(l);
     const MoeConfig& e = m.moe;
-    fmt::print(out_, "kiln: mixture of experts in {} of {} layers: {} experts of width {}, top {} "
+    fmt::print(out_, "kiln: mixture of experts in {} of {} layers{}: {} experts of width {}, top {} "
                      "({} scores{}{}{}){}, {}; {:.2f}M parameters active per token\n",
-               moe_layers, m.n_layer, e.num_experts, m.expert_ffn_dim(), e.top_k, e.score,
+               moe_layers, m.block_count(), m.mtp_depth > 0 ? " (the multi-token prediction modules' blocks among them)" : "",
+               e.num_experts, m.expert_ffn_dim(), e.top_k, e.score,
                e.normalize_top_k ? ", normalised" : "",
                e.gate_scale != 1.0 ? fmt::format(", gates x{:g}", e.gate_scale) : "",
                e.route_groups_topk < e.route_groups
