@@ -156,10 +156,13 @@ def softmax_route(cfg, P, pre, flat):
 
 
 def selection_bias(cfg, pre, E):
-    """A layer's selection bias [E] (DeepSeek-V3's e_score_correction_bias): cfg's
-    "expert_bias", by layer number as a string (kiln's checkpoints key it so), zeros where none."""
-    layer = pre.split(".")[1]
-    bias = (cfg.get("expert_bias") or {}).get(layer)
+    """A block's selection bias [E] (DeepSeek-V3's e_score_correction_bias): cfg's
+    "expert_bias", by block number as a string, as kiln's checkpoints key it (layer L's "L";
+    multi-token prediction module k's block, pre "mtp.<k-1>.", n_layer + k - 1's), zeros where
+    none."""
+    kind, index = pre.split(".")[:2]
+    block = int(index) + (cfg["n_layer"] if kind == "mtp" else 0)
+    bias = (cfg.get("expert_bias") or {}).get(str(block))
     return torch.zeros(E) if bias is None else torch.as_tensor(bias, dtype=torch.float32)
 
 

@@ -1,7 +1,8 @@
 // DeepseekV3ForCausalLM both ways: its config's fields there and back, and each refusal in one
 // line; the rotary rows interleaved in the file and back in kiln's order (or left as they are
 // when the file says rope_interleave false); the selection bias as e_score_correction_bias;
-// the multi-token prediction layers a DeepSeek checkpoint carries skipped on import. The
+// a model's multi-token prediction modules left out on export, and those a DeepSeek checkpoint
+// carries skipped on import. The
 // map and the bit-for-bit round trip are hf_interchange_test.cpp's deepseek_v3 cases; the
 // export read by PyTorch is tests/hf_export_parity_test.cpp's.
 #include <gtest/gtest.h>
@@ -316,6 +317,37 @@ TEST(HfDeepseek, ExportInterleavesTheRotaryRowsAndWritesTheSelectionBias) {
   export_hf(imported.checkpoint, (dir / "hf2").string());
   const SafetensorsFile hf2((dir / "hf2" / "model.safetensors").string());
   EXPECT_TRUE(std::equal(hf2.data(name).begin(), hf2.data(name).end(), hf.data(name).begin()));
+}
+
+// A model's multi-token prediction modules (model.mtp_depth) have no place in the class:
+// export leaves them out and says so; the rest goes across as without them.
+TEST(HfDeepseek, ExportLeavesOutThePredictionModulesWithANote) {
+  ModelConfig m = deepseek_model(true, true);
+  m.mtp_depth = 1;
+  const fs::path dir = deepseek_dir("mtp_export");
+  const std::string original = test::save_test_model(m, dir / "original", {}, {{1, std::vector<double>(8, 0.01)},
+                                                                                {2, std::vector<double>(8, 0.02)}});
+  const HfExportSummary exported = export_hf(original, (dir / "hf").string());
+  EXPECT_EQ(exported.notes, (std::vector<std::string>{"left out the model.mtp_depth=1 multi-token prediction modules: "
+                                                      "a Hugging Face causal language model has none to hold them"}));
+  const SafetensorsFile hf((dir / "hf" / "model.safetensors").string());
+  for (const TensorInfo& t : hf.tensors()) EXPECT_EQ(t.name.find("layers.2."), std::string::npos) << t.name;
+  const HfImportSummary imported = import_hf({(dir / "hf").string(), (dir / "back").string(), 0});
+  const Checkpoint back(imported.checkpoint);
+  EXPECT_EQ(config_from_json(back.state().config).model.mtp_depth, 0);
+  EXPECT_EQ(back.state().expert_bias, (std::map<int, std::vector<double>>{{1, std::vector<double>(8, 0.01f)}}));
+  const SafetensorsFile kiln(original + "/model.safetensors"), read(imported.checkpoint + "/model.safetensors");
+  size_t mtp = 0;
+  for (const TensorInfo& t : kiln.tensors()) {
+    if (t.name.starts_with("mtp.")) {
+      ++mtp;
+      continue;
+    }
+    const auto a = read.data(t.name), b = kiln.data(t.name);
+    ASSERT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end())) << t.name;
+  }
+  EXPECT_GT(mtp, 0u);
+  EXPECT_EQ(read.tensors().size() + mtp, kiln.tensors().size());
 }
 
 // A DeepSeek checkpoint's multi-token prediction layer (model.layers.N.*, past num_hidden_layers)

@@ -38,6 +38,11 @@ HfExportSummary export_hf(const std::string& checkpoint_path, const std::string&
                            "(moe.bias_update_rate), which {}'s router cannot hold",
                            checkpoint_path, layer,
                            exports_as_qwen3_moe(m) ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM"));
+  // Generation reads the main head alone; transformers' classes have no modules to hold them.
+  if (m.mtp_depth > 0)
+    summary.notes.push_back(fmt::format("left out the model.mtp_depth={} multi-token prediction modules: a Hugging "
+                                        "Face causal language model has none to hold them",
+                                        m.mtp_depth));
   const SafetensorsFile& weights = checkpoint.model_file();
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.data.tokenizer);
   summary.arch = m.arch;

@@ -30,6 +30,7 @@ struct HfExportSummary {
   int64_t parameters = 0;          // values in them
   std::vector<std::string> files;  // written into the output directory
   bool tokenizer = false;          // whether tokenizer files were among them
+  std::vector<std::string> notes;  // what the user should know (what a Hugging Face model leaves out)
 };
 
 // Exports the checkpoint folder (checked against its manifest first) into output, creating it,
