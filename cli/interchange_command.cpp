@@ -36,6 +36,7 @@ void run_export(const ExportOptions& o) {
   const HfExportSummary s = export_hf(checkpoint, o.output, o.adapter, max_shard_bytes);
   fmt::print("kiln: exported {} ({}, {:.2f}M parameters, {}) to {}: {}\n", s.checkpoint, s.arch,
              static_cast<double>(s.parameters) / 1e6, dtype_name(s.dtype), o.output, join(s.files));
+  for (const std::string& note : s.notes) fmt::print("kiln: note: {}\n", note);
   if (!o.adapter && !s.tokenizer)
     fmt::print(
         "kiln: note: the byte tokenizer has no Hugging Face equivalent; no tokenizer files "

@@ -2,8 +2,10 @@
 // --hf loads the config.json and model.safetensors that `kiln export` wrote (parsing the
 // safetensors by hand, mapping Hugging Face's names and layouts itself) into its PyTorch
 // model, and must reproduce kiln's loss and logits on the same tokens, for a GPT-2 (tied,
-// biases, Conv1D layouts), a Llama-style model (GQA, split q/k/v and gate/up, untied) and a
-// Mixtral (its router and per-expert w1/w2/w3); and a LoRA model of each architecture, whose
+// biases, Conv1D layouts), a Llama-style model (GQA, split q/k/v and gate/up, untied), a
+// Mixtral (its router and per-expert w1/w2/w3), the Qwen and Mistral classes, DeepSeek-V3's
+// (latent attention with its rotary rows interleaved, sigmoid routing in groups with a
+// selection bias, shared experts, a dense layer; YaRN); and a LoRA model of each architecture, whose
 // export merges each adapter into its weight (W + scale B A): torch's base-model loss on the
 // merged weights is kiln's loss with the adapters beside them.
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -35,6 +38,13 @@ constexpr double kTolerance = 1e-5;  // relative, loss and all logits
 // as Qwen3's small models have it; "qwen3_moe" the same with Qwen3-MoE's experts (layer 0
 // dense, the gates not normalised). "mistral": the Llama model written as MistralForCausalLM, its
 // sliding window the whole context of 16 (the reference masks by it: a shorter one would show).
+// "deepseek_v3": the Llama model with DeepSeek's latent attention (query latent 24, key/value
+// latent 16, heads of 12 + 8 turned by RoPE, values 10) and its experts after a dense layer 0:
+// 16 sigmoid-scored experts of width 16 in 4 groups, a token's 4 from its 2 best groups (each
+// group scored by its best 2, as transformers and kiln both score them here), 2 shared
+// experts, the gates normalised and scaled by 2.5, and a selection bias (set in the test).
+// "deepseek_v3_direct_q": dense, the queries projected straight from the input;
+// "deepseek_v3_yarn": dense, YaRN stretching a context of 4 by 4 with both mscales set.
 ModelConfig export_model(const std::string& name) {
   const bool mixtral = name == "mixtral", llama3 = name == "llama3_rope", qwen2 = name == "qwen2";
   ModelConfig m = test::small_model(name.starts_with("gpt2") ? "gpt2" : "llama", 64, 300, 16);  // 257 byte ids and more
@@ -63,6 +73,31 @@ ModelConfig export_model(const std::string& name) {
     m.qk_norm = true;
     m.explicit_head_dim = 24;
     m.tie_embeddings = true;
+  }
+  if (name.starts_with("deepseek_v3")) {
+    test::use_latent_attention(m, name == "deepseek_v3_direct_q" ? 0 : 24, 16, 12, 8, 10);
+    m.norm_eps = 1e-6;  // DeepseekV3's latent norms' whatever rms_norm_eps says
+  }
+  if (name == "deepseek_v3") {
+    MoeConfig& moe = m.moe;
+    moe.num_experts = 16;
+    moe.top_k = 4;
+    moe.ffn_hidden = 16;
+    moe.shared_experts = 2;
+    moe.dense_layers = 1;
+    moe.score = "sigmoid";
+    moe.route_groups = 4;
+    moe.route_groups_topk = 2;
+    moe.gate_scale = 2.5;
+  }
+  if (name == "deepseek_v3_yarn") {
+    m.rope_scaling = "yarn";
+    m.rope_scaling_factor = 4;
+    m.rope_original_seq_len = 4;
+    m.rope_beta_fast = 4;
+    m.rope_beta_slow = 0.5;
+    m.rope_mscale = 1.0;
+    m.rope_mscale_all_dim = 0.7;
   }
   if (llama3) {
     // Llama 3.1's scaling cut down to this model: with head dim 16 and an original context of
@@ -110,6 +145,18 @@ TEST_P(HfExportParity, PyTorchReadsTheExportAndGivesKilnsLoss) {
   for (auto& t : targets) t = static_cast<int32_t>(pick.below(300));
   targets[7] = -1;
   model.set_batch(tokens.data(), targets.data(), kExportBatch, T);
+  // DeepSeek's selection bias (exported as e_score_correction_bias), the size of the scores'
+  // spread, so that it changes which experts tokens take; every s + bias stays positive
+  // (transformers counts the experts of dropped groups as 0, kiln leaves them out).
+  std::map<int, std::vector<double>> expert_bias;
+  for (int l = 0; l < mc.n_layer; ++l)
+    if (mc.moe.enabled() && mc.moe.score == "sigmoid" && mc.moe.is_moe_layer(l))
+      for (int e = 0; e < mc.moe.num_experts; ++e) expert_bias[l].push_back(0.1 * jitter.normal());
+  if (!expert_bias.empty()) {
+    const double unbiased = model.forward();
+    for (const auto& [layer, bias] : expert_bias) model.experts(layer)->set_bias(*ops, bias);
+    EXPECT_GT(std::abs(model.forward() - unbiased), 1e-4) << "the selection bias must change the loss";
+  }
   const double loss = model.forward();
   std::vector<float> logits, row;
   for (int64_t r = 0; r < N; ++r) {
@@ -125,6 +172,7 @@ TEST_P(HfExportParity, PyTorchReadsTheExportAndGivesKilnsLoss) {
   state.run_name = "parity";
   state.layout = "tp1.pp1.dp1";
   state.config = config_to_json(config);
+  state.expert_bias = expert_bias;
   const std::string checkpoint =
       save_checkpoint((dir / "checkpoints").string(), state, model, optimizer.state_for_checkpoint(), *ops, 0).path;
   export_hf(checkpoint, (dir / "hf").string());
@@ -162,7 +210,8 @@ TEST_P(HfExportParity, PyTorchReadsTheExportAndGivesKilnsLoss) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, HfExportParity, testing::Values("gpt2", "llama", "mixtral", "llama3_rope", "qwen2", "qwen3", "qwen3_moe", "mistral", "gpt2_lora",
-                                                           "llama_lora"),
+                                                           "llama_lora", "deepseek_v3", "deepseek_v3_direct_q",
+                                                           "deepseek_v3_yarn"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -144,18 +144,61 @@ def latent_attention(cfg, P, pre, x, cos, sin):
     return F.linear(out, P[pre + "proj.weight"])
 
 
-def sparse_moe(cfg, P, pre, x):
-    """Mixtral's (and Qwen3-MoE's) sparse MLP over x [B, T, C]: softmax router scores, the
-    top_k experts of each token, their scores divided by their sum (unless normalize_top_k is
-    false, Qwen3-MoE's norm_topk_prob), each expert a SwiGLU, the outputs weighed by the gates
-    and summed. The experts are stacked as kiln stacks them: fc [E * 2F, C] with
-    expert e's [gate | up] rows at [2eF, 2(e+1)F), proj [E * C, F] with its rows at [eC, (e+1)C)."""
-    E, Fe, C = cfg["num_experts"], cfg["expert_ffn"], x.shape[-1]
-    flat = x.reshape(-1, C)
+def softmax_route(cfg, P, pre, flat):
+    """Mixtral's and Qwen3-MoE's router over flat [N, C]: softmax scores, the top_k experts of
+    each token, their scores divided by their sum unless normalize_top_k is false (Qwen3-MoE's
+    norm_topk_prob). Returns gates and experts, [N, top_k] each."""
     probs = torch.softmax(F.linear(flat, P[pre + "router.weight"]), dim=-1)
     gates, chosen = probs.topk(cfg["top_k"], dim=-1)
     if cfg.get("normalize_top_k", True):
         gates = gates / gates.sum(dim=-1, keepdim=True)
+    return gates, chosen
+
+
+def selection_bias(cfg, pre, E):
+    """A block's selection bias [E] (DeepSeek-V3's e_score_correction_bias): cfg's
+    "expert_bias", by block number as a string, as kiln's checkpoints key it (layer L's "L";
+    multi-token prediction module k's block, pre "mtp.<k-1>.", n_layer + k - 1's), zeros where
+    none."""
+    kind, index = pre.split(".")[:2]
+    block = int(index) + (cfg["n_layer"] if kind == "mtp" else 0)
+    bias = (cfg.get("expert_bias") or {}).get(str(block))
+    return torch.zeros(E) if bias is None else torch.as_tensor(bias, dtype=torch.float32)
+
+
+def sigmoid_route(cfg, P, pre, flat):
+    """DeepSeek-V3's router (transformers' DeepseekV3TopkRouter) over flat [N, C]: sigmoid
+    scores s; the choice by s + bias (the selection bias weighs no output): the experts cut
+    into route_groups groups of consecutive experts, each group scored by the sum of its two
+    best s + bias, the route_groups_topk best groups kept, every expert of the others counted
+    as 0 (transformers' masked_fill), the top_k of all; the gates the chosen experts' s,
+    divided by their sum when normalize_top_k (plus transformers' 1e-20), times gate_scale
+    (routed_scaling_factor). Returns gates and experts, [N, top_k] each."""
+    E, G = cfg["num_experts"], cfg.get("route_groups", 1)
+    scores = torch.sigmoid(F.linear(flat, P[pre + "router.weight"]))
+    biased = scores + selection_bias(cfg, pre, E)[None, :]
+    group_scores = biased.view(-1, G, E // G).topk(2, dim=-1)[0].sum(dim=-1)
+    groups = group_scores.topk(cfg.get("route_groups_topk", 1), dim=-1)[1]
+    kept = torch.zeros_like(group_scores).scatter(1, groups, 1.0).bool()
+    kept = kept[:, :, None].expand(-1, G, E // G).reshape(-1, E)
+    chosen = biased.masked_fill(~kept, 0.0).topk(cfg["top_k"], dim=-1)[1]
+    gates = scores.gather(1, chosen)
+    if cfg.get("normalize_top_k", True):
+        gates = gates / (gates.sum(dim=-1, keepdim=True) + 1e-20)
+    return gates * cfg.get("gate_scale", 1.0), chosen
+
+
+def sparse_moe(cfg, P, pre, x):
+    """A sparse MLP over x [B, T, C]: the router's gates and experts (softmax_route, or
+    sigmoid_route when cfg's "score" is "sigmoid"), each expert a SwiGLU, the outputs weighed
+    by the gates and summed; with shared experts (DeepSeek's), one SwiGLU every token takes
+    added, as wide as all of them. The experts are stacked as kiln stacks them: fc [E * 2F, C]
+    with expert e's [gate | up] rows at [2eF, 2(e+1)F), proj [E * C, F] with its rows at
+    [eC, (e+1)C); the shared experts' shared.fc [2S, C] rows [gate | up], shared.proj [C, S]."""
+    E, Fe, C = cfg["num_experts"], cfg["expert_ffn"], x.shape[-1]
+    flat = x.reshape(-1, C)
+    route = sigmoid_route if cfg.get("score") == "sigmoid" else softmax_route
+    gates, chosen = route(cfg, P, pre, flat)
     fc = P[pre + "experts.fc.weight"].view(E, 2 * Fe, C)
     proj = P[pre + "experts.proj.weight"].view(E, C, Fe)
     out = torch.zeros_like(flat)
@@ -166,6 +209,9 @@ def sparse_moe(cfg, P, pre, x):
         gate, up = F.linear(flat[token], fc[e]).split(Fe, dim=-1)
         y = F.linear(F.silu(gate) * up, proj[e])
         out = out.index_add(0, token, y * gates[token, choice].unsqueeze(-1))
+    if pre + "shared.fc.weight" in P:
+        gate, up = F.linear(flat, P[pre + "shared.fc.weight"]).chunk(2, dim=-1)
+        out = out + F.linear(F.silu(gate) * up, P[pre + "shared.proj.weight"])
     return out.view_as(x)
 
 
@@ -360,10 +406,107 @@ def main():
                   indent=1)
 
 
+def interleaved_to_halves(w, block, rope):
+    """w's rows in blocks of `block`, the last `rope` rows of each turned by RoPE in
+    interleaved pairs (2i, 2i + 1), as transformers' DeepseekV3 turns them with rope_interleave
+    (apply_rotary_pos_emb_interleave: view(..., rope / 2, 2).transpose(-1, -2), then rotate-half);
+    reordered once, in the weights, to the rotate-half pairs (i, i + rope / 2) that
+    latent_attention turns: row i of a block's rotary part is the file's 2i, row rope / 2 + i its
+    2i + 1. The attention is the same: queries' and keys' rotary dims move alike."""
+    C = w.shape[-1]
+    v = w.reshape(-1, block, C)
+    nope, turned = v[:, : block - rope], v[:, block - rope:]
+    turned = turned.reshape(-1, rope // 2, 2, C).transpose(1, 2).reshape(-1, rope, C)
+    return torch.cat([nope, turned], dim=1).reshape(w.shape)
+
+
+def deepseek_v3_from_hf(hf, t, P):
+    """cfg of a DeepseekV3ForCausalLM folder, its weights into P under this script's names
+    (transformers' DeepseekV3 modeling): latent attention's q_a_proj (q_proj without a query
+    latent, q_lora_rank null), q_a_layernorm, q_b_proj (per head [nope | rope]),
+    kv_a_proj_with_mqa ([key/value latent | rotary key]), kv_a_layernorm, kv_b_proj (per head
+    [key nope | value]), o_proj; the first first_k_dense_replace layers a dense SwiGLU of
+    intermediate_size, the rest DeepseekV3MoE: gate.weight and gate.e_score_correction_bias
+    (sigmoid_route), n_routed_experts of moe_intermediate_size, shared_experts of
+    moe_intermediate_size * n_shared_experts. The latent norms take eps 1e-6 in transformers
+    whatever rms_norm_eps says, and latent_attention takes norm_eps: the file must say 1e-6."""
+    C, H, L = hf["hidden_size"], hf["num_attention_heads"], hf["num_hidden_layers"]
+    assert hf["hidden_act"] == "silu" and not hf.get("attention_bias", False)
+    assert hf["rms_norm_eps"] == 1e-6 and hf.get("num_key_value_heads", H) == H
+    rq, rkv = hf.get("q_lora_rank") or 0, hf["kv_lora_rank"]
+    dn, dr = hf["qk_nope_head_dim"], hf["qk_rope_head_dim"]
+    scaling = hf.get("rope_scaling") or {}
+    yarn = None
+    if scaling.get("rope_type", scaling.get("type")) == "yarn":
+        yarn = {"factor": scaling["factor"],
+                "original_max_position_embeddings": scaling["original_max_position_embeddings"],
+                "beta_fast": scaling.get("beta_fast") or 32, "beta_slow": scaling.get("beta_slow") or 1,
+                "mscale": scaling.get("mscale") or 0, "mscale_all_dim": scaling.get("mscale_all_dim") or 0}
+        # transformers before 5 take the factor as max_position_embeddings / original context.
+        assert yarn["factor"] * yarn["original_max_position_embeddings"] == hf["max_position_embeddings"]
+        # rope_tables takes the table's factor as mscale / mscale_all_dim, as transformers does
+        # when both are set; the other cases it does not follow.
+        assert yarn["mscale"] and yarn["mscale_all_dim"]
+    else:
+        assert not scaling
+    experts = hf.get("n_routed_experts")
+    first_sparse = hf["first_k_dense_replace"] if experts else L
+    cfg = {"arch": "llama", "attention": "mla", "n_layer": L, "n_head": H, "n_kv_head": H,
+           "head_dim": dn + dr, "d_model": C, "d_ff": hf["intermediate_size"],
+           "vocab_size": hf["vocab_size"], "seq_len": hf["max_position_embeddings"],
+           "rope_theta": hf["rope_theta"], "rope_scaling": None, "yarn": yarn,
+           "norm_eps": hf["rms_norm_eps"], "tie_embeddings": hf.get("tie_word_embeddings", False),
+           "q_lora_rank": rq, "kv_lora_rank": rkv, "qk_nope_head_dim": dn, "qk_rope_head_dim": dr,
+           "v_head_dim": hf["v_head_dim"],
+           "num_experts": experts, "top_k": hf.get("num_experts_per_tok"),
+           "expert_ffn": hf.get("moe_intermediate_size"), "score": "sigmoid",
+           "normalize_top_k": hf.get("norm_topk_prob"), "gate_scale": hf.get("routed_scaling_factor"),
+           "route_groups": hf.get("n_group"), "route_groups_topk": hf.get("topk_group"),
+           "expert_bias": {}}
+    interleaved = hf.get("rope_interleave", True)
+
+    def turned(w, block):
+        return interleaved_to_halves(w, block, dr) if interleaved else w
+
+    P["wte"] = t("model.embed_tokens.weight")
+    for layer in range(L):
+        m, k = "model.layers.%d." % layer, "layers.%d." % layer
+        attn, mlp = m + "self_attn.", m + "mlp."
+        P[k + "norm1.weight"] = t(m + "input_layernorm.weight")
+        kv_down = turned(t(attn + "kv_a_proj_with_mqa.weight"), rkv + dr)
+        if rq:
+            P[k + "attn.down.weight"] = torch.cat([t(attn + "q_a_proj.weight"), kv_down])
+            P[k + "attn.q_norm.weight"] = t(attn + "q_a_layernorm.weight")
+            P[k + "attn.q_up.weight"] = turned(t(attn + "q_b_proj.weight"), dn + dr)
+        else:
+            P[k + "attn.down.weight"] = kv_down
+            P[k + "attn.q.weight"] = turned(t(attn + "q_proj.weight"), dn + dr)
+        P[k + "attn.kv_norm.weight"] = t(attn + "kv_a_layernorm.weight")
+        P[k + "attn.kv_up.weight"] = t(attn + "kv_b_proj.weight")
+        P[k + "attn.proj.weight"] = t(attn + "o_proj.weight")
+        P[k + "norm2.weight"] = t(m + "post_attention_layernorm.weight")
+        if layer < first_sparse:
+            P[k + "mlp.fc.weight"] = torch.cat([t(mlp + "gate_proj.weight"), t(mlp + "up_proj.weight")])
+            P[k + "mlp.proj.weight"] = t(mlp + "down_proj.weight")
+            continue
+        names = [mlp + "experts.%d." % e for e in range(experts)]
+        P[k + "moe.router.weight"] = t(mlp + "gate.weight")
+        cfg["expert_bias"][str(layer)] = t(mlp + "gate.e_score_correction_bias").tolist()
+        P[k + "moe.experts.fc.weight"] = torch.cat(
+            [torch.cat([t(w + "gate_proj.weight"), t(w + "up_proj.weight")]) for w in names])
+        P[k + "moe.experts.proj.weight"] = torch.cat([t(w + "down_proj.weight") for w in names])
+        shared = mlp + "shared_experts."
+        P[k + "moe.shared.fc.weight"] = torch.cat([t(shared + "gate_proj.weight"), t(shared + "up_proj.weight")])
+        P[k + "moe.shared.proj.weight"] = t(shared + "down_proj.weight")
+    P["final_norm.weight"] = t("model.norm.weight")
+    return cfg
+
+
 def params_from_hf(model_dir):
     """cfg and P (this script's names) from a Hugging Face folder that `kiln export` wrote,
     read the way transformers reads GPT2LMHeadModel, LlamaForCausalLM (and Qwen2's, Qwen3's
-    and Mistral's classes, which share its names), MixtralForCausalLM and Qwen3MoeForCausalLM:
+    and Mistral's classes, which share its names), MixtralForCausalLM, Qwen3MoeForCausalLM and
+    DeepseekV3ForCausalLM (deepseek_v3_from_hf):
     GPT-2's Conv1D
     computes x @ W + b with W stored [in, out], so F.linear's weight is W^T, and c_attn's
     output is q, k, v of n_embd each; Llama's q/k/v_proj and gate/up_proj are separate
@@ -396,6 +539,8 @@ def params_from_hf(model_dir):
                 P[k + ours + ".weight"] = t(h + theirs + ".weight").t().contiguous()
                 P[k + ours + ".bias"] = t(h + theirs + ".bias")
         P["final_norm.weight"], P["final_norm.bias"] = t("transformer.ln_f.weight"), t("transformer.ln_f.bias")
+    elif hf["model_type"] == "deepseek_v3":
+        cfg = deepseek_v3_from_hf(hf, t, P)
     else:
         assert hf["model_type"] in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe") \
             and hf["hidden_act"] == "silu"

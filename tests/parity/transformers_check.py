@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """kiln's Hugging Face export, loaded by `transformers`, predicts what kiln predicts.
 
-For a GPT-2, a Llama-style model and a Mixtral, this trains a tiny model with `kiln train`
-(on the CPU, 300 steps of a generated corpus in a few seconds: enough to learn its sentence,
-so the continuation has something to agree on), exports it with `kiln export --format hf`,
-and then asks both sides the same two questions:
+For a GPT-2, a Llama-style model, a Mixtral, a Qwen3-MoE and a DeepseekV3, this trains a tiny
+model with `kiln train` (on the CPU, 300 steps of a generated corpus in a few seconds: enough
+to learn its sentence, so the continuation has something to agree on), exports it with
+`kiln export --format hf`, and then asks both sides the same two questions:
 
   loss        `kiln eval` over a probe dataset of one document (every target of its
               seq_len-long chunks); transformers' model over the same chunks, read from the
@@ -57,6 +57,16 @@ MODELS = {
     # Qwen3-MoE: normalised heads, layer 0 dense, the gates not normalised (norm_topk_prob).
     "qwen3_moe": LLAMA + ["model.qk_norm=true", "moe.num_experts=4", "moe.top_k=2", "moe.ffn_hidden=24",
                           "moe.dense_layers=1", "moe.normalize_top_k=false"],
+    # DeepseekV3: latent attention (its rotary rows interleaved in the export), layer 0 dense,
+    # sigmoid experts in 2 groups (each scored by its best 2 = top_k / topk_group, as both
+    # compute it), a shared expert, scaled gates, and a selection bias that aux-loss-free
+    # balancing moves a little (the export's e_score_correction_bias).
+    "deepseek_v3": ["model.arch=llama", "model.d_ff=48", "model.attention=mla", "model.q_lora_rank=16",
+                    "model.kv_lora_rank=16", "model.qk_nope_head_dim=16", "model.qk_rope_head_dim=8",
+                    "model.v_head_dim=16", "model.norm_eps=1e-6", "moe.num_experts=8", "moe.top_k=2",
+                    "moe.ffn_hidden=16", "moe.shared_experts=1", "moe.dense_layers=1", "moe.score=sigmoid",
+                    "moe.route_groups=2", "moe.route_groups_topk=1", "moe.gate_scale=2.5",
+                    "moe.bias_update_rate=0.0001"],
 }
 
 

@@ -5,6 +5,8 @@
 #include <fmt/core.h>
 
 #include "base/check.h"
+#include "trainer/interchange/hf_deepseek.h"
+#include "trainer/interchange/hf_fields.h"
 
 namespace kiln {
 namespace {
@@ -25,63 +27,7 @@ const char* torch_dtype(DType dtype) {
   fail(std::string("export: weights of dtype ") + dtype_name(dtype) + " are not a model's");
 }
 
-// A config.json field: Hugging Face's default when absent or null, else of the right kind.
-class Fields {
- public:
-  Fields(const json& config, const std::string& file) : config_(config), file_(file) {}
-
-  template <typename T>
-  T get(const char* key, T fallback) const {
-    const auto it = config_.find(key);
-    if (it == config_.end() || it->is_null()) return fallback;
-    const bool ok = std::is_same_v<T, bool>       ? it->is_boolean()
-                    : std::is_integral_v<T>       ? it->is_number_integer()
-                    : std::is_floating_point_v<T> ? it->is_number()
-                                                  : it->is_string();
-    if (!ok) fail(fmt::format("import: {}: {} is {}, not a {}", file_, key, it->dump(), kind<T>()));
-    return it->get<T>();
-  }
-  // An array-valued field (present() first).
-  const json& array(const char* key) const {
-    const json& value = config_.at(key);
-    if (!value.is_array()) fail(fmt::format("import: {}: {} is {}, not an array", file_, key, value.dump()));
-    return value;
-  }
-  // An object-valued field (present() first).
-  const json& object(const char* key) const {
-    const json& value = config_.at(key);
-    if (!value.is_object()) fail(fmt::format("import: {}: {} is {}, not an object", file_, key, value.dump()));
-    return value;
-  }
-  const json& config() const { return config_; }
-  bool present(const char* key) const {
-    const auto it = config_.find(key);
-    return it != config_.end() && !it->is_null();
-  }
-  // Refuses a setting kiln does not compute: the value must be the one it computes.
-  template <typename T>
-  void require(const char* key, T fallback, T wanted, const std::string& why) const {
-    if (get<T>(key, fallback) != wanted)
-      fail(fmt::format("import: {}: {} is {}; {}", file_, key, config_.at(key).dump(), why));
-  }
-
- private:
-  template <typename T>
-  static const char* kind() {
-    if constexpr (std::is_same_v<T, bool>)
-      return "boolean";
-    else if constexpr (std::is_integral_v<T>)
-      return "integer";
-    else if constexpr (std::is_floating_point_v<T>)
-      return "number";
-    else
-      return "string";
-  }
-  const json& config_;
-  const std::string& file_;
-};
-
-ModelConfig gpt2_from_hf(const Fields& f, const std::string& file) {
+ModelConfig gpt2_from_hf(const HfFields& f, const std::string& file) {
   ModelConfig m;
   m.arch = "gpt2";
   // GPT2Config's defaults are GPT-2 small's.
@@ -112,7 +58,7 @@ ModelConfig gpt2_from_hf(const Fields& f, const std::string& file) {
 // the field that holds it: rope_scaling, or transformers 5's rope_parameters, where the
 // unscaled kind is "default" and rope_theta lives too.
 void rope_scaling_from_hf(const json& scaling, const char* key, const std::string& file, ModelConfig& m) {
-  const Fields f(scaling, file);
+  const HfFields f(scaling, file);
   const std::string type = f.get<std::string>("rope_type", f.get<std::string>("type", ""));
   m.rope_theta = f.get<double>("rope_theta", m.rope_theta);
   if (type == "default" && std::string(key) == "rope_parameters") return;
@@ -125,7 +71,7 @@ void rope_scaling_from_hf(const json& scaling, const char* key, const std::strin
   m.rope_original_seq_len = f.get<int>("original_max_position_embeddings", m.rope_original_seq_len);
 }
 
-ModelConfig llama_from_hf(const Fields& f, const std::string& file) {
+ModelConfig llama_from_hf(const HfFields& f, const std::string& file) {
   ModelConfig m;
   m.arch = "llama";
   // LlamaConfig's defaults are Llama 2 7B's.
@@ -154,7 +100,7 @@ ModelConfig llama_from_hf(const Fields& f, const std::string& file) {
 // Mistral is Llama with (optionally) a sliding window, kept in model.sliding_window (the
 // import refuses one below the context it trains at); its config's defaults are Mistral 7B's,
 // whose window is 4096 when the file is silent (null: none).
-ModelConfig mistral_from_hf(const Fields& f, const std::string& file) {
+ModelConfig mistral_from_hf(const HfFields& f, const std::string& file) {
   ModelConfig m = llama_from_hf(f, file);
   m.family = "mistral";
   if (!f.present("intermediate_size")) m.d_ff = 14336;
@@ -166,7 +112,7 @@ ModelConfig mistral_from_hf(const Fields& f, const std::string& file) {
 
 // Mixtral is Mistral with every MLP a sparse mixture of SwiGLU experts; MixtralConfig's
 // defaults are Mixtral 8x7B's (Mistral 7B's, but for these two).
-ModelConfig mixtral_from_hf(const Fields& f, const std::string& file) {
+ModelConfig mixtral_from_hf(const HfFields& f, const std::string& file) {
   ModelConfig m = mistral_from_hf(f, file);
   m.family.clear();  // its experts name it
   m.sliding_window = f.get<int>("sliding_window", 0);  // MixtralConfig's: none
@@ -181,7 +127,7 @@ ModelConfig mixtral_from_hf(const Fields& f, const std::string& file) {
 
 // Qwen2's and Qwen3's window settings: none may leave a layer attending to less than the
 // whole sequence.
-void refuse_windowed_layers(const Fields& f, const std::string& file) {
+void refuse_windowed_layers(const HfFields& f, const std::string& file) {
   if (f.get<bool>("use_sliding_window", false))
     fail("import: " + file + ": use_sliding_window is true; kiln's attention sees the whole sequence");
   if (!f.present("layer_types")) return;
@@ -195,7 +141,7 @@ void refuse_windowed_layers(const Fields& f, const std::string& file) {
 
 // What Qwen2 and Qwen3 share: the Llama layer, the defaults Qwen2Config has (Qwen2-7B's, which
 // Qwen3Config keeps) and windows that must all be the whole sequence.
-ModelConfig qwen_from_hf(const Fields& f, const std::string& file) {
+ModelConfig qwen_from_hf(const HfFields& f, const std::string& file) {
   ModelConfig m = llama_from_hf(f, file);
   if (!f.present("vocab_size")) m.vocab_size = 151936;
   if (!f.present("intermediate_size")) m.d_ff = 22016;
@@ -205,7 +151,7 @@ ModelConfig qwen_from_hf(const Fields& f, const std::string& file) {
 }
 
 // Qwen2 is Llama with biases on the query, key and value projections.
-ModelConfig qwen2_from_hf(const Fields& f, const std::string& file) {
+ModelConfig qwen2_from_hf(const HfFields& f, const std::string& file) {
   ModelConfig m = qwen_from_hf(f, file);
   m.attention_bias = true;
   return m;
@@ -214,7 +160,7 @@ ModelConfig qwen2_from_hf(const Fields& f, const std::string& file) {
 // Qwen3 is Llama with each query and key head normalised (q_norm, k_norm) and a head_dim of
 // its own (Qwen3Config's 128 where the file is silent); its attention_bias (on o_proj too) is
 // refused as Llama's.
-ModelConfig qwen3_from_hf(const Fields& f, const std::string& file) {
+ModelConfig qwen3_from_hf(const HfFields& f, const std::string& file) {
   ModelConfig m = qwen_from_hf(f, file);
   m.qk_norm = true;
   if (!f.present("head_dim")) m.explicit_head_dim = 128;
@@ -226,7 +172,7 @@ ModelConfig qwen3_from_hf(const Fields& f, const std::string& file) {
 // and mlp_only_layers choose (HF: layer i when (i + 1) % step == 0 and i is not listed), its
 // router's softmax top-k divided by their sum only with norm_topk_prob; Qwen3MoeConfig's
 // defaults are Qwen3-30B-A3B's.
-ModelConfig qwen3_moe_from_hf(const Fields& f, const std::string& file) {
+ModelConfig qwen3_moe_from_hf(const HfFields& f, const std::string& file) {
   ModelConfig m = qwen3_from_hf(f, file);
   if (!f.present("intermediate_size")) m.d_ff = 6144;
   MoeConfig& moe = m.moe;
@@ -352,13 +298,13 @@ bool exports_as_qwen3_moe(const ModelConfig& m) { return m.moe.enabled() && m.qk
 
 json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
   json c;
-  if (m.latent_attention())
-    fail("export: model.attention=mla (DeepSeek's latent attention) is not exported yet: kiln writes no "
-         "DeepseekV3ForCausalLM");
-  if (m.rope_scaling == "yarn")
-    fail("export: model.rope_scaling=yarn is not written to a Hugging Face config yet (kiln writes llama3's)");
-  if (m.moe.enabled()) check_moe_export(m);
-  if (m.is_llama()) {
+  if (m.rope_scaling == "yarn" && !exports_as_deepseek_v3(m))
+    fail("export: model.rope_scaling=yarn is written only for DeepseekV3ForCausalLM (model.attention=mla); kiln "
+         "writes llama3's for the other classes");
+  if (m.moe.enabled() && !exports_as_deepseek_v3(m)) check_moe_export(m);
+  if (exports_as_deepseek_v3(m)) {
+    c = deepseek_v3_config(m);
+  } else if (m.is_llama()) {
     // LlamaConfig's fields, which MixtralConfig shares (its intermediate_size each expert's),
     // and Qwen3MoeConfig (its intermediate_size the dense layers').
     const bool mixtral = m.moe.enabled() && !exports_as_qwen3_moe(m);
@@ -427,7 +373,7 @@ json hf_config(const ModelConfig& m, DType dtype, int32_t eod) {
 
 ModelConfig model_from_hf_config(const json& config, const std::string& file) {
   if (!config.is_object()) fail("import: " + file + " is not a JSON object");
-  const Fields fields(config, file);
+  const HfFields fields(config, file);
   if (!fields.present("model_type")) fail("import: " + file + " has no model_type");
   const std::string type = fields.get<std::string>("model_type", "");
   if (type == "gpt2") return gpt2_from_hf(fields, file);
@@ -437,8 +383,9 @@ ModelConfig model_from_hf_config(const json& config, const std::string& file) {
   if (type == "qwen3") return qwen3_from_hf(fields, file);
   if (type == "qwen3_moe") return qwen3_moe_from_hf(fields, file);
   if (type == "mistral") return mistral_from_hf(fields, file);
+  if (type == "deepseek_v3") return deepseek_v3_from_hf(fields);
   fail("import: " + file + ": model_type \"" + type +
-       "\" is not one kiln imports (gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe)");
+       "\" is not one kiln imports (deepseek_v3, gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe)");
 }
 
 }  // namespace kiln

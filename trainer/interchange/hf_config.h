@@ -1,9 +1,10 @@
 // Hugging Face's config.json for the models kiln trains: GPT2Config (GPT2LMHeadModel) for
 // model.arch gpt2, LlamaConfig (LlamaForCausalLM) for llama, Qwen2Config and Qwen3Config for a
 // llama with query, key and value biases or normalised heads, MixtralConfig
-// (MixtralForCausalLM) for a llama with experts in every layer, and Qwen3MoeConfig
-// (Qwen3MoeForCausalLM) for one with normalised heads and experts. `kiln export` writes it,
-// `kiln import` reads it back; docs/interchange.md lists the fields.
+// (MixtralForCausalLM) for a llama with experts in every layer, Qwen3MoeConfig
+// (Qwen3MoeForCausalLM) for one with normalised heads and experts, and DeepseekV3Config
+// (DeepseekV3ForCausalLM, hf_deepseek.h) for one with latent attention. `kiln export` writes
+// it, `kiln import` reads it back; docs/interchange.md lists the fields.
 #pragma once
 
 #include <cstdint>

@@ -1,10 +1,13 @@
 // `kiln export --format hf`: a checkpoint as a Hugging Face model directory that
-// transformers' GPT2LMHeadModel or LlamaForCausalLM loads with from_pretrained:
-//   config.json          GPT2Config or LlamaConfig (hf_config.h)
+// transformers' class for it (GPT2LMHeadModel, LlamaForCausalLM, ..., DeepseekV3ForCausalLM)
+// loads with from_pretrained:
+//   config.json          its config class's fields (hf_config.h)
 //   model.safetensors    every weight under its Hugging Face name and layout (hf_tensors.h),
 //                        in the checkpoint's dtype, vocabulary padding removed, a LoRA
-//                        checkpoint's adapters merged in (lora_export.h); or, past the
-//                        largest shard size, model-0000i-of-0000N.safetensors and
+//                        checkpoint's adapters merged in (lora_export.h); DeepseekV3's
+//                        e_score_correction_bias, from the checkpoint's selection bias, in
+//                        F32; or, past the largest shard size,
+//                        model-0000i-of-0000N.safetensors and
 //                        model.safetensors.index.json (hf_shards.h)
 //   vocab.json, merges.txt or tokenizer.json, and tokenizer_config.json, when
 //                        data.tokenizer names files (hf_tokenizer.h)
@@ -27,6 +30,7 @@ struct HfExportSummary {
   int64_t parameters = 0;          // values in them
   std::vector<std::string> files;  // written into the output directory
   bool tokenizer = false;          // whether tokenizer files were among them
+  std::vector<std::string> notes;  // what the user should know (what a Hugging Face model leaves out)
 };
 
 // Exports the checkpoint folder (checked against its manifest first) into output, creating it,

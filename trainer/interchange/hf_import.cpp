@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "base/run_names.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/interchange/hf_config.h"
+#include "trainer/interchange/hf_deepseek.h"
 #include "trainer/interchange/hf_tensors.h"
 #include "trainer/interchange/hf_tokenizer.h"
 #include "trainer/interchange/lora_import.h"
@@ -116,8 +118,31 @@ bool is_floating(DType d) {
   return d == DType::F32 || d == DType::F64 || d == DType::BF16 || d == DType::F16;
 }
 
-// Every part present, of a floating dtype and the expected shape (GPT-2's position table
-// may have more rows than the kiln model keeps); nothing left over.
+// DeepSeek's checkpoints keep their multi-token prediction module as layers past
+// num_hidden_layers (DeepSeek-V3's model.layers.61.*), which transformers' DeepseekV3 does not
+// read; kiln's import skips them too.
+bool prediction_layer_tensor(const std::string& name, const ModelConfig& m) {
+  const std::string prefix = "model.layers.";
+  if (!m.latent_attention() || !name.starts_with(prefix)) return false;
+  int layer = 0;
+  const char* first = name.data() + prefix.size();
+  const auto [end, ec] = std::from_chars(first, name.data() + name.size(), layer);
+  return ec == std::errc() && end != first && *end == '.' && layer >= m.n_layer;
+}
+
+// The tensor `name`, present, of `shape` and a floating dtype.
+const SafetensorsFile& checked_tensor(const HfWeights& weights, const std::string& name, const Shape& shape) {
+  const Located at = locate(weights, name);
+  if (!at.file) fail("import: " + weights.where() + " has no tensor " + name);
+  const TensorInfo& info = at.file->info(at.name);
+  if (!(info.shape == shape))
+    fail("import: " + at.name + " is " + info.shape.str() + " in " + at.file->path() + "; the config.json says " +
+         shape.str());
+  if (!is_floating(info.dtype))
+    fail("import: " + at.name + " in " + at.file->path() + " is " + dtype_name(info.dtype) + ", not a floating dtype");
+  return *at.file;
+}
+
 // An imported model is fine-tuned, not pre-trained from scratch: the run config it carries
 // starts from what a fine-tune wants rather than kiln's pre-training defaults. The learning
 // rate is the usual full fine-tune's (Hugging Face's Trainer default, 5e-5), a tenth of it at
@@ -133,31 +158,47 @@ void set_fine_tune_defaults(Config& config) {
   config.data.split = "95,5,0";
 }
 
-void check_weights(const HfWeights& weights, const std::vector<HfTensor>& map, const ModelConfig& m,
-                   int64_t hf_positions) {
+// Every part present, of a floating dtype and the expected shape (GPT-2's position table
+// may have more rows than the kiln model keeps), and every selection bias; nothing left over
+// but what is skipped. Returns how many tensors of multi-token prediction layers it skips.
+int64_t check_weights(const HfWeights& weights, const std::vector<HfTensor>& map, const ModelConfig& m,
+                      int64_t hf_positions, const std::map<int, std::string>& selection_bias) {
   std::set<std::string> used;
   for (const HfTensor& t : map) {
     for (const HfPart& p : t.parts) {
-      const Located at = locate(weights, p.name);
-      if (!at.file) fail("import: " + weights.where() + " has no tensor " + p.name);
-      const TensorInfo& info = at.file->info(at.name);
       Shape want = hf_shape(t, p);
       if (t.kiln_name == "wpe") want = {hf_positions, m.d_model};
-      if (!(info.shape == want))
-        fail("import: " + at.name + " is " + info.shape.str() + " in " + at.file->path() +
-             "; the config.json says " + want.str());
-      if (!is_floating(info.dtype))
-        fail("import: " + at.name + " in " + at.file->path() + " is " + dtype_name(info.dtype) +
-             ", not a floating dtype");
-      used.insert(at.name);
+      checked_tensor(weights, p.name, want);
+      used.insert(locate(weights, p.name).name);
     }
   }
+  for (const auto& [layer, name] : selection_bias) {
+    checked_tensor(weights, name, {m.moe.num_experts});
+    used.insert(name);
+  }
+  int64_t skipped = 0;
   for (const auto& [name, file] : weights.all()) {
     if (used.count(name) || ignorable(name)) continue;
     if (m.tie_embeddings && name == "lm_head.weight") continue;  // a copy of the tied embedding
+    if (prediction_layer_tensor(name, m)) {
+      ++skipped;
+      continue;
+    }
     fail("import: " + file->path() + " holds " + name + ", which a kiln " + m.arch +
          " model has no place for");
   }
+  return skipped;
+}
+
+// DeepseekV3's e_score_correction_bias of each layer with experts: the checkpoint's selection bias.
+std::map<int, std::vector<double>> selection_bias_of(const HfWeights& weights, const std::map<int, std::string>& names,
+                                                     int64_t experts) {
+  std::map<int, std::vector<double>> bias;
+  for (const auto& [layer, name] : names) {
+    const SafetensorsFile& file = *weights.find(name);
+    bias[layer] = doubles_from_bytes(file.data(name).data(), file.info(name).dtype, experts);
+  }
+  return bias;
 }
 
 // The dtype the checkpoint keeps the weights in: the one all of them have, when it is one a
@@ -228,7 +269,8 @@ HfImportSummary import_hf(const HfImportOptions& options) {
     fail("import: " + options.output + " already exists; give a new folder");
 
   const std::string config_file = (input / "config.json").string();
-  ModelConfig model = model_from_hf_config(read_hf_json(config_file), config_file);
+  const json hf_config_json = read_hf_json(config_file);
+  ModelConfig model = model_from_hf_config(hf_config_json, config_file);
   const int64_t hf_positions = model.seq_len;
   if (options.seq_len > 0) {
     if (!model.is_llama() && options.seq_len > hf_positions)
@@ -259,8 +301,13 @@ HfImportSummary import_hf(const HfImportOptions& options) {
   config = config_from_json(config_to_json(config));
 
   const HfWeights weights(input);
-  const std::vector<HfTensor> map = hf_tensor_map(config.model);
-  check_weights(weights, map, config.model, hf_positions);
+  const std::vector<HfTensor> map = hf_tensor_map(config.model, deepseek_v3_rope_interleaved(hf_config_json));
+  const std::map<int, std::string> bias_names = hf_selection_bias_names(config.model);
+  const int64_t skipped = check_weights(weights, map, config.model, hf_positions, bias_names);
+  if (skipped > 0)
+    summary.notes.push_back(fmt::format("skipped the {} tensors of the multi-token prediction layers past layer {} "
+                                        "(model.layers.{}. on), which kiln does not import",
+                                        skipped, config.model.n_layer - 1, config.model.n_layer));
   std::unique_ptr<PeftAdapterTensors> adapter;
   if (!options.adapter.empty()) adapter = std::make_unique<PeftAdapterTensors>(options.adapter, config.model);
 
@@ -298,6 +345,7 @@ HfImportSummary import_hf(const HfImportOptions& options) {
   state.run_name = summary.run_name;
   state.layout = "tp1.pp1.dp1";
   state.config = config_to_json(config);
+  state.expert_bias = selection_bias_of(weights, bias_names, config.model.moe.num_experts);
   summary.checkpoint = write_checkpoint(output.string(), state, params, moments, 0).path;
 
   if (summary.tokenizer != "byte") {

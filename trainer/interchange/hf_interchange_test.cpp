@@ -34,7 +34,9 @@ namespace fs = std::filesystem;
 using test::error_of;
 
 // "qwen3": llama with normalised query and key heads 12 wide (not 32 / 4); "mistral": llama
-// named MistralForCausalLM, its window the whole context.
+// named MistralForCausalLM, its window the whole context; "deepseek_v3": llama with latent
+// attention (heads of 8 + 4 turned by RoPE, values 6, a key/value latent of 12, a query latent
+// of 16 when untied and none when tied), its latent norms' eps DeepseekV3's.
 ModelConfig model_of(const std::string& arch, bool tied, bool experts = false) {
   ModelConfig m = test::small_model(arch == "gpt2" ? arch : "llama", 32, 300, 16);  // padded to 384: padding rows exist
   m.tie_embeddings = tied;
@@ -44,10 +46,21 @@ ModelConfig model_of(const std::string& arch, bool tied, bool experts = false) {
     m.family = "mistral";
     m.sliding_window = 16;
   }
+  if (arch == "deepseek_v3") {
+    test::use_latent_attention(m, tied ? 0 : 16, 12, 8, 4, 6);
+    m.norm_eps = 1e-6;
+  }
   if (experts) {  // Mixtral: 4 experts of width 24 in every layer, top 2
     m.moe.num_experts = 4;
     m.moe.top_k = 2;
     m.moe.ffn_hidden = 24;
+  }
+  if (experts && arch == "deepseek_v3") {  // DeepSeek's: layer 0 dense, sigmoid scores in 2 groups, a shared expert
+    m.moe.dense_layers = 1;
+    m.moe.score = "sigmoid";
+    m.moe.route_groups = 2;
+    m.moe.shared_experts = 1;
+    m.moe.gate_scale = 2.5;
   }
   if (experts && m.qk_norm) {  // Qwen3-MoE: layer 0 dense, the gates not normalised
     m.moe.dense_layers = 1;
@@ -145,8 +158,8 @@ TEST_P(HfInterchange, ExportThenImportGivesBackEveryTensorExactly) {
   EXPECT_EQ(again.head_dim(), m.head_dim());
   EXPECT_EQ(again.n_layer, m.n_layer);
   EXPECT_EQ(again.kv_heads(), m.kv_heads());
-  // Mixtral has no dense MLP, so no dense width to carry; Qwen3-MoE its dense layers'.
-  if (!m.moe.enabled() || exports_as_qwen3_moe(m)) {
+  // Mixtral has no dense MLP, so no dense width to carry; Qwen3-MoE and DeepseekV3 their dense layers'.
+  if (!m.moe.enabled() || GetParam().arch != "llama") {
     EXPECT_EQ(again.ffn_dim(), m.ffn_dim());
   }
   for (int l = 0; l < m.n_layer; ++l) EXPECT_EQ(again.moe.is_moe_layer(l), m.moe.is_moe_layer(l)) << "layer " << l;
@@ -166,7 +179,8 @@ INSTANTIATE_TEST_SUITE_P(Models, HfInterchange,
                                          InterchangeCase{"llama", false}, InterchangeCase{"llama", true},
                                          InterchangeCase{"llama", false, true}, InterchangeCase{"qwen3", true},
                                          InterchangeCase{"qwen3", false}, InterchangeCase{"qwen3", false, true},
-                                         InterchangeCase{"mistral", false}),
+                                         InterchangeCase{"mistral", false}, InterchangeCase{"deepseek_v3", true},
+                                         InterchangeCase{"deepseek_v3", false, true}),
                          name_of);
 
 // The exported files re-written as two BF16 shards and an index, as large models come: the
@@ -400,7 +414,8 @@ TEST(HfImport, RefusesWhatItCannotPlaceInOneLine) {
   export_hf(original, hf.string());
   std::ofstream(hf / "config.json") << R"({"model_type": "gemma", "vocab_size": 300})";
   EXPECT_EQ(import_to("e"), "import: " + (hf / "config.json").string() +
-                                ": model_type \"gemma\" is not one kiln imports (gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe)");
+                                ": model_type \"gemma\" is not one kiln imports (deepseek_v3, gpt2, llama, mistral, mixtral, qwen2, "
+                                "qwen3, qwen3_moe)");
   std::ofstream(hf / "config.json") << R"({"model_type": "gpt2", "activation_function": "relu"})";
   EXPECT_EQ(import_to("f"), "import: " + (hf / "config.json").string() +
                                 ": activation_function \"relu\" is not the tanh GELU (gelu_new) "
@@ -438,17 +453,14 @@ TEST(HfConfig, RefusesGroupedQueryGpt2) {
             "model.n_kv_head=2 for model.n_head=4");
 }
 
-// What kiln trains but does not write yet is refused in one line, before a file is written.
-TEST(HfConfig, RefusesLatentAttentionAndYarnForNow) {
+// What kiln trains but does not write yet is refused in one line, before a file is written:
+// YaRN goes out with DeepseekV3ForCausalLM alone (hf_deepseek_test.cpp).
+TEST(HfConfig, RefusesYarnOutsideDeepseekV3) {
   ModelConfig m = model_of("llama", true);
-  m.attention = "mla";
-  EXPECT_EQ(error_of([&] { hf_config(m, DType::F32, 256); }),
-            "export: model.attention=mla (DeepSeek's latent attention) is not exported yet: kiln writes no "
-            "DeepseekV3ForCausalLM");
-  m.attention = "mha";
   m.rope_scaling = "yarn";
   EXPECT_EQ(error_of([&] { hf_config(m, DType::F32, 256); }),
-            "export: model.rope_scaling=yarn is not written to a Hugging Face config yet (kiln writes llama3's)");
+            "export: model.rope_scaling=yarn is written only for DeepseekV3ForCausalLM (model.attention=mla); kiln "
+            "writes llama3's for the other classes");
 }
 
 TEST(HfConfig, MixtralNamesItsExpertsAndRefusesWhatItCannotExpress) {
