@@ -640,8 +640,8 @@ TEST_F(RunsCli, ExportCsvToStdoutAndToAFile) {
   const auto lines = lines_of(r.output);
   ASSERT_EQ(lines.size(), 5u) << r.output;
   EXPECT_EQ(lines[0], store::metrics_csv_header());
-  EXPECT_EQ(lines[1], "baseline,10,0,1732111260,2560,3.1,0.001,0.5,900,10,0.35,1048576,2097152,,,,,,,0,,,,");
-  EXPECT_EQ(lines[4], "baseline,20,1,1732111320,5120,2.7,0.001,0.5,1000,20,0.2,1048576,2097152,,,,,,,0,,,,");
+  EXPECT_EQ(lines[1], "baseline,10,0,1732111260,2560,3.1,0.001,0.5,900,10,0.35,1048576,2097152,,,,,,,0,,,,,,,,");
+  EXPECT_EQ(lines[4], "baseline,20,1,1732111320,5120,2.7,0.001,0.5,1000,20,0.2,1048576,2097152,,,,,,,0,,,,,,,,");
 
   const std::string file = dir_ + "/baseline.csv";
   const CommandResult to_file = kiln_runs(store_, "export", "baseline --format csv -o " + file);

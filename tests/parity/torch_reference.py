@@ -310,8 +310,7 @@ def forward(cfg, P, tokens, mtp_logits=None):
         ahead = torch.zeros_like(tokens)
         ahead[:, :T - k] = tokens[:, k:]
         e = rms_norm(P["wte"][ahead], P[pre + "enorm.weight"], eps)
-        x = F.linear(e, P[pre + "proj_embedding.weight"]) + \
-            F.linear(rms_norm(h, P[pre + "hnorm.weight"], eps), P[pre + "proj_hidden.weight"])
+        x = F.linear(torch.cat([e, rms_norm(h, P[pre + "hnorm.weight"], eps)], dim=-1), P[pre + "eh_proj.weight"])
         h = norm(block(x, pre), pre + "final_norm")
         mtp_logits.append(h @ head.t())
     return logits

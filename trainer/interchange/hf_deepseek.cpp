@@ -157,7 +157,10 @@ json deepseek_v3_config(const ModelConfig& m) {
             {"rope_interleave", true},
             {"hidden_act", "silu"},
             {"attention_bias", false},
-            {"attention_dropout", 0.0}};
+            {"attention_dropout", 0.0},
+            // DeepSeek's config.json field (transformers' class reads none): its checkpoints'
+            // multi-token prediction layers past num_hidden_layers.
+            {"num_nextn_predict_layers", m.mtp_depth}};
   const MoeConfig& moe = m.moe;
   const int first = first_expert_layer(m);
   if (first == m.n_layer) {  // no layer has experts: the routed experts' fields are null
@@ -213,6 +216,7 @@ ModelConfig deepseek_v3_from_hf(const HfFields& f) {
   for (const char* key : {"rope_scaling", "rope_parameters"})
     if (f.present(key)) yarn_from_hf(f.object(key), key, file, m.seq_len, m);
   f.get<bool>("rope_interleave", true);  // of the right kind; the tensor map follows it
+  m.mtp_depth = f.get<int>("num_nextn_predict_layers", 0);
   deepseek_experts_from_hf(f, m);
   return m;
 }

@@ -1,7 +1,7 @@
 // DeepseekV3ForCausalLM both ways: its config's fields there and back, and each refusal in one
 // line; the rotary rows interleaved in the file and back in kiln's order (or left as they are
 // when the file says rope_interleave false); the selection bias as e_score_correction_bias;
-// a model's multi-token prediction modules left out on export, and those a DeepSeek checkpoint
+// a model's multi-token prediction modules out and back as DeepSeek's layers, and those a DeepSeek checkpoint
 // carries skipped on import. The
 // map and the bit-for-bit round trip are hf_interchange_test.cpp's deepseek_v3 cases; the
 // export read by PyTorch is tests/hf_export_parity_test.cpp's.
@@ -319,35 +319,62 @@ TEST(HfDeepseek, ExportInterleavesTheRotaryRowsAndWritesTheSelectionBias) {
   EXPECT_TRUE(std::equal(hf2.data(name).begin(), hf2.data(name).end(), hf.data(name).begin()));
 }
 
-// A model's multi-token prediction modules (model.mtp_depth) have no place in the class:
-// export leaves them out and says so; the rest goes across as without them.
-TEST(HfDeepseek, ExportLeavesOutThePredictionModulesWithANote) {
+// A model's multi-token prediction modules (model.mtp_depth) go out as DeepSeek's checkpoints
+// keep them, a layer past num_hidden_layers with copies of the embedding and the head, and
+// come back in: every tensor and selection bias bit for bit. A copy that differs is refused.
+TEST(HfDeepseek, PredictionModulesGoOutAsDeepSeeksLayersAndComeBack) {
   ModelConfig m = deepseek_model(true, true);
   m.mtp_depth = 1;
   const fs::path dir = deepseek_dir("mtp_export");
   const std::string original = test::save_test_model(m, dir / "original", {}, {{1, std::vector<double>(8, 0.01)},
                                                                                 {2, std::vector<double>(8, 0.02)}});
   const HfExportSummary exported = export_hf(original, (dir / "hf").string());
-  EXPECT_EQ(exported.notes, (std::vector<std::string>{"left out the model.mtp_depth=1 multi-token prediction modules: "
-                                                      "a Hugging Face causal language model has none to hold them"}));
+  EXPECT_TRUE(exported.notes.empty());
+  json config;
+  std::ifstream(dir / "hf" / "config.json") >> config;
+  EXPECT_EQ(config["num_nextn_predict_layers"], 1);
+  EXPECT_EQ(config["num_hidden_layers"], 2);
   const SafetensorsFile hf((dir / "hf" / "model.safetensors").string());
-  for (const TensorInfo& t : hf.tensors()) EXPECT_EQ(t.name.find("layers.2."), std::string::npos) << t.name;
+  const auto same = [&](const std::string& a, const std::string& b) {
+    return std::equal(hf.data(a).begin(), hf.data(a).end(), hf.data(b).begin(), hf.data(b).end());
+  };
+  EXPECT_TRUE(same("model.layers.2.embed_tokens.weight", "model.embed_tokens.weight"));
+  EXPECT_TRUE(same("model.layers.2.shared_head.head.weight", "lm_head.weight"));
+  EXPECT_EQ(hf.info("model.layers.2.eh_proj.weight").shape, (Shape{32, 64}));
+  for (const char* t : {"enorm.weight", "hnorm.weight", "shared_head.norm.weight", "self_attn.kv_b_proj.weight",
+                        "mlp.gate.e_score_correction_bias", "mlp.experts.7.down_proj.weight"})
+    EXPECT_NO_THROW(hf.info(std::string("model.layers.2.") + t)) << t;
+
   const HfImportSummary imported = import_hf({(dir / "hf").string(), (dir / "back").string(), 0});
   const Checkpoint back(imported.checkpoint);
-  EXPECT_EQ(config_from_json(back.state().config).model.mtp_depth, 0);
-  EXPECT_EQ(back.state().expert_bias, (std::map<int, std::vector<double>>{{1, std::vector<double>(8, 0.01f)}}));
+  EXPECT_EQ(config_from_json(back.state().config).model.mtp_depth, 1);
+  EXPECT_EQ(back.state().expert_bias, (std::map<int, std::vector<double>>{{1, std::vector<double>(8, 0.01f)},
+                                                                          {2, std::vector<double>(8, 0.02f)}}));
   const SafetensorsFile kiln(original + "/model.safetensors"), read(imported.checkpoint + "/model.safetensors");
-  size_t mtp = 0;
+  EXPECT_EQ(read.tensors().size(), kiln.tensors().size());
   for (const TensorInfo& t : kiln.tensors()) {
-    if (t.name.starts_with("mtp.")) {
-      ++mtp;
-      continue;
-    }
     const auto a = read.data(t.name), b = kiln.data(t.name);
     ASSERT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end())) << t.name;
   }
-  EXPECT_GT(mtp, 0u);
-  EXPECT_EQ(read.tensors().size() + mtp, kiln.tensors().size());
+
+  // The module's copy of the embedding changed: kiln keeps one embedding, so it is refused.
+  const fs::path file = dir / "hf" / "model.safetensors";
+  {
+    std::vector<TensorInfo> infos = hf.tensors();
+    SafetensorsWriter writer((dir / "changed.safetensors").string(), infos);
+    for (const TensorInfo& t : infos) {
+      std::vector<std::byte> bytes(hf.data(t.name).begin(), hf.data(t.name).end());
+      if (t.name == "model.layers.2.embed_tokens.weight") bytes[0] ^= std::byte{1};
+      writer.write_tensor(bytes.data(), bytes.size());
+    }
+    writer.close();
+  }
+  fs::rename(dir / "changed.safetensors", file);
+  EXPECT_EQ(error_of([&] { import_hf({(dir / "hf").string(), (dir / "refused").string(), 0}); }),
+            "import: model.layers.2.embed_tokens.weight differs from model.embed_tokens.weight; kiln's multi-token "
+            "prediction modules share the model's embedding and output layer, so the file's copies must hold the "
+            "same values");
+  EXPECT_FALSE(fs::exists(dir / "refused"));
 }
 
 // A DeepSeek checkpoint's multi-token prediction layer (model.layers.N.*, past num_hidden_layers)

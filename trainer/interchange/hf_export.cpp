@@ -39,7 +39,9 @@ HfExportSummary export_hf(const std::string& checkpoint_path, const std::string&
                            checkpoint_path, layer,
                            exports_as_qwen3_moe(m) ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM"));
   // Generation reads the main head alone; transformers' classes have no modules to hold them.
-  if (m.mtp_depth > 0)
+  // A DeepseekV3 file keeps them as DeepSeek's checkpoints do, in layers past its own, which
+  // transformers skips on loading.
+  if (m.mtp_depth > 0 && !exports_as_deepseek_v3(m))
     summary.notes.push_back(fmt::format("left out the model.mtp_depth={} multi-token prediction modules: a Hugging "
                                         "Face causal language model has none to hold them",
                                         m.mtp_depth));
@@ -68,7 +70,7 @@ HfExportSummary export_hf(const std::string& checkpoint_path, const std::string&
       infos.push_back({p.name, summary.dtype, hf_shape(t, p)});
       parts.emplace_back(&t, &p);
       bias_layer.push_back(-1);
-      summary.parameters += infos.back().shape.numel();
+      if (!t.copy) summary.parameters += infos.back().shape.numel();
     }
   }
   // F32 whatever the weights' dtype: the routers pick their experts by it in F32.

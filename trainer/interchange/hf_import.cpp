@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -118,16 +119,17 @@ bool is_floating(DType d) {
   return d == DType::F32 || d == DType::F64 || d == DType::BF16 || d == DType::F16;
 }
 
-// DeepSeek's checkpoints keep their multi-token prediction module as layers past
+// DeepSeek's checkpoints keep their multi-token prediction modules as layers past
 // num_hidden_layers (DeepSeek-V3's model.layers.61.*), which transformers' DeepseekV3 does not
-// read; kiln's import skips them too.
+// read. kiln imports those its config.json declares (num_nextn_predict_layers, the model's
+// mtp_depth) and skips any past them.
 bool prediction_layer_tensor(const std::string& name, const ModelConfig& m) {
   const std::string prefix = "model.layers.";
   if (!m.latent_attention() || !name.starts_with(prefix)) return false;
   int layer = 0;
   const char* first = name.data() + prefix.size();
   const auto [end, ec] = std::from_chars(first, name.data() + name.size(), layer);
-  return ec == std::errc() && end != first && *end == '.' && layer >= m.n_layer;
+  return ec == std::errc() && end != first && *end == '.' && layer >= m.block_count();
 }
 
 // The tensor `name`, present, of `shape` and a floating dtype.
@@ -158,6 +160,22 @@ void set_fine_tune_defaults(Config& config) {
   config.data.split = "95,5,0";
 }
 
+// A copy the file keeps of a tensor (HfTensor::copy) holds the same bytes as the tensor's own
+// place: kiln keeps the one tensor.
+void check_copy(const HfWeights& weights, const std::vector<HfTensor>& map, const HfTensor& copy) {
+  const auto own = std::find_if(map.begin(), map.end(), [&](const HfTensor& t) {
+    return !t.copy && t.kiln_name == copy.kiln_name;
+  });
+  KILN_CHECK(own != map.end() && own->parts.size() == 1 && copy.parts.size() == 1,
+             "interchange: " + copy.parts.front().name + " copies no tensor of its own");
+  const Located a = locate(weights, own->parts.front().name), b = locate(weights, copy.parts.front().name);
+  const std::span<const std::byte> x = a.file->data(a.name), y = b.file->data(b.name);
+  if (a.file->info(a.name).dtype != b.file->info(b.name).dtype || x.size() != y.size() ||
+      !std::equal(x.begin(), x.end(), y.begin()))
+    fail("import: " + b.name + " differs from " + a.name + "; kiln's multi-token prediction modules share the "
+         "model's embedding and output layer, so the file's copies must hold the same values");
+}
+
 // Every part present, of a floating dtype and the expected shape (GPT-2's position table
 // may have more rows than the kiln model keeps), and every selection bias; nothing left over
 // but what is skipped. Returns how many tensors of multi-token prediction layers it skips.
@@ -171,6 +189,7 @@ int64_t check_weights(const HfWeights& weights, const std::vector<HfTensor>& map
       checked_tensor(weights, p.name, want);
       used.insert(locate(weights, p.name).name);
     }
+    if (t.copy) check_copy(weights, map, t);
   }
   for (const auto& [layer, name] : selection_bias) {
     checked_tensor(weights, name, {m.moe.num_experts});
@@ -324,6 +343,7 @@ HfImportSummary import_hf(const HfImportOptions& options) {
   const DType dtype = adapter ? DType::F32 : kept_dtype(weights, map);
   std::vector<TensorSource> params, moments;
   for (const HfTensor& t : map) {
+    if (t.copy) continue;  // checked to equal the tensor it copies
     params.push_back(model_source(weights, t, dtype));
     // Under LoRA the base is frozen: no optimizer state.
     if (!adapter) {

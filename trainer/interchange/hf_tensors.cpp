@@ -105,9 +105,10 @@ void latent_attention_parts(std::vector<HfTensor>& out, const ModelConfig& m, co
   out.push_back(whole(k + "attn.proj.weight", {C, H * dv}, a + "o_proj.weight"));
 }
 
-void llama_layer(std::vector<HfTensor>& out, const ModelConfig& m, int layer, bool interleaved) {
-  const std::string k = "layers." + std::to_string(layer) + ".";
-  const std::string h = "model.layers." + std::to_string(layer) + ".";
+// Layer `layer` of the file (h: its prefix there) as kiln's block with prefix k: a layer's
+// block, or a multi-token prediction module's.
+void llama_layer(std::vector<HfTensor>& out, const ModelConfig& m, int layer, const std::string& k,
+                 const std::string& h, bool interleaved) {
   const int64_t C = m.d_model, D = m.head_dim();
   const int64_t Q = m.n_head * D, KV = m.kv_heads() * D;
   out.push_back(whole(k + "norm1.weight", {C}, h + "input_layernorm.weight"));
@@ -132,6 +133,28 @@ void llama_layer(std::vector<HfTensor>& out, const ModelConfig& m, int layer, bo
   llama_mlp(out, m, layer, k, h);
 }
 
+std::string file_layer(int layer) { return "model.layers." + std::to_string(layer) + "."; }
+
+// DeepSeek's multi-token prediction module k as its checkpoints keep it: layer n_layer + k,
+// its norms (enorm, hnorm, shared_head.norm), its eh_proj, its block, and copies of the
+// embedding and the output layer, which kiln's modules share with the model.
+void deepseek_prediction_layer(std::vector<HfTensor>& out, const ModelConfig& m, int k, bool interleaved) {
+  const int64_t V = m.vocab_size, Vp = m.padded_vocab(), C = m.d_model;
+  const int layer = m.n_layer + k;
+  const std::string kp = "mtp." + std::to_string(k) + ".", h = file_layer(layer);
+  HfTensor embedding = whole("wte", {Vp, C}, h + "embed_tokens.weight", V);
+  embedding.copy = true;
+  out.push_back(std::move(embedding));
+  out.push_back(whole(kp + "enorm.weight", {C}, h + "enorm.weight"));
+  out.push_back(whole(kp + "hnorm.weight", {C}, h + "hnorm.weight"));
+  out.push_back(whole(kp + "eh_proj.weight", {C, 2 * C}, h + "eh_proj.weight"));
+  llama_layer(out, m, layer, kp, h, interleaved);
+  out.push_back(whole(kp + "final_norm.weight", {C}, h + "shared_head.norm.weight"));
+  HfTensor head = whole(m.tie_embeddings ? "wte" : "lm_head.weight", {Vp, C}, h + "shared_head.head.weight", V);
+  head.copy = true;
+  out.push_back(std::move(head));
+}
+
 }  // namespace
 
 std::vector<HfTensor> hf_tensor_map(const ModelConfig& m, bool interleaved_rope) {
@@ -139,7 +162,7 @@ std::vector<HfTensor> hf_tensor_map(const ModelConfig& m, bool interleaved_rope)
   std::vector<HfTensor> out;
   if (m.is_llama()) {
     out.push_back(whole("wte", {Vp, C}, "model.embed_tokens.weight", V));
-    for (int l = 0; l < m.n_layer; ++l) llama_layer(out, m, l, interleaved_rope);
+    for (int l = 0; l < m.n_layer; ++l) llama_layer(out, m, l, "layers." + std::to_string(l) + ".", file_layer(l), interleaved_rope);
     out.push_back(whole("final_norm.weight", {C}, "model.norm.weight"));
   } else {
     out.push_back(whole("wte", {Vp, C}, "transformer.wte.weight", V));
@@ -149,14 +172,17 @@ std::vector<HfTensor> hf_tensor_map(const ModelConfig& m, bool interleaved_rope)
     out.push_back(whole("final_norm.bias", {C}, "transformer.ln_f.bias"));
   }
   if (!m.tie_embeddings) out.push_back(whole("lm_head.weight", {Vp, C}, "lm_head.weight", V));
+  if (exports_as_deepseek_v3(m))
+    for (int k = 0; k < m.mtp_depth; ++k) deepseek_prediction_layer(out, m, k, interleaved_rope);
   return out;
 }
 
 std::map<int, std::string> hf_selection_bias_names(const ModelConfig& m) {
   std::map<int, std::string> names;
   if (!exports_as_deepseek_v3(m)) return names;
-  for (int l = 0; l < m.n_layer; ++l)
-    if (m.moe.is_moe_layer(l)) names[l] = "model.layers." + std::to_string(l) + ".mlp.gate.e_score_correction_bias";
+  // The multi-token prediction modules' blocks too, as the file's layers past n_layer.
+  for (int l = 0; l < m.block_count(); ++l)
+    if (m.moe.is_moe_layer(l)) names[l] = file_layer(l) + "mlp.gate.e_score_correction_bias";
   return names;
 }
 

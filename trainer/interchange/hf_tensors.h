@@ -41,10 +41,15 @@ struct HfTensor {
   std::string kiln_name;
   Shape kiln_shape;  // with the vocabulary padding rows
   std::vector<HfPart> parts;
+  // A second place the file keeps a kiln tensor another entry maps (DeepSeek's multi-token
+  // prediction layers keep the embedding and the output layer again): written on export; on
+  // import checked to hold the same values, and not read.
+  bool copy = false;
 };
 
 // Every kiln parameter of the model, in Hugging Face's order (embeddings, layers, final
-// norm, output layer). The output layer is absent when tied to the embedding.
+// norm, output layer). The output layer is absent when tied to the embedding. A DeepseekV3
+// file's multi-token prediction modules follow, as DeepSeek's checkpoints keep them.
 // interleaved_rope: DeepseekV3's rotary rows in interleaved pairs in the file (its
 // rope_interleave, which export writes true), else in kiln's rotate-half order.
 std::vector<HfTensor> hf_tensor_map(const ModelConfig& model, bool interleaved_rope = true);

@@ -7,10 +7,11 @@
 // and the shared output layer turns h[k] into logits for token i + k + 1. The embedding, the
 // output layer and the cross-entropy are the model's (gpt_model.h); the module is the rest.
 //
-// W is kept as its two halves, proj_embedding and proj_hidden, each whole on every tensor rank:
-// under sequence parallelism each rank projects its own tokens and the halves' gradients are
-// summed over the group; without it every rank computes the same rows. The module lives on
-// the chunk with the output layer (a pipeline's last stage, as Megatron places it).
+// W is DeepSeek's eh_proj, [d_model, 2 d_model], the embedding's half first (Megatron's order),
+// whole on every tensor rank: under sequence parallelism each rank projects its own tokens and
+// W's gradient is summed over the group; without it every rank computes the same rows. The
+// module lives on the chunk with the output layer (a pipeline's last stage, as Megatron
+// places it).
 #pragma once
 
 #include <string>
@@ -41,15 +42,15 @@ class MtpModule {
 
  private:
   Norm enorm_, hnorm_, final_norm_;
-  Linear proj_embedding_, proj_hidden_;
+  Linear eh_proj_;
   TransformerBlock block_;
   const SequenceParallel* sequence_ = nullptr;
   bool recompute_block_ = false;  // full recomputation: the block's forward re-runs in backward
-  // Per slot, this rank's token share: the normalised inputs, the block's input and output.
-  std::vector<Tensor> en_, hn_, x_, y_;
-  // Scratch: the projected hidden half in forward; in backward the gradients of y (then x),
-  // of enorm's and of hnorm's outputs.
-  Tensor half_, d_y_, d_en_, d_hn_;
+  // Per slot, this rank's token share: [enorm(e) | hnorm(h)], the block's input and output.
+  std::vector<Tensor> joined_, x_, y_;
+  // Scratch: a norm's output on its way into joined_; in backward the gradients of y (then x),
+  // of joined_ and of a norm's output.
+  Tensor normed_, d_y_, d_joined_, d_normed_;
 };
 
 }  // namespace kiln

@@ -163,8 +163,8 @@ TEST(MultiTokenPrediction, GradientsReportedReadyNeverChangeAgain) {
     EXPECT_LT(reported[i], grads.numel());
     EXPECT_EQ(std::vector<float>(grads.as<float>(), grads.as<float>() + reported[i]), snapshots[i]) << "report " << i;
   }
-  EXPECT_GT(model.parameters().find("mtp.1.proj_hidden.weight").offset, 0);
-  EXPECT_LT(model.parameters().find("mtp.1.proj_hidden.weight").offset, reported[0]);
+  EXPECT_GT(model.parameters().find("mtp.1.eh_proj.weight").offset, 0);
+  EXPECT_LT(model.parameters().find("mtp.1.eh_proj.weight").offset, reported[0]);
 }
 
 }  // namespace
