@@ -2,17 +2,23 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
+#include "base/check.h"
 #include "cli/runs_store.h"
 #include "cli/store_path.h"
+#include "store/store_folder.h"
 #include "trainer/steer/setting.h"
 
 namespace kiln {
 namespace {
 
 struct ServeOptions {
-  std::string store;
+  std::vector<std::string> stores;  // --store, in order: the first served, the rest read-only
+  std::string folder;               // --stores DIR: every *.db in it, read-only after those
   std::string listen = monitor::kDefaultListen;
   DashboardOptions dashboard;
 };
@@ -23,11 +29,47 @@ std::string normalize_setting(const std::string& assignment, const std::string& 
   return checked_setting(assignment, run_config_json, force, "send \"force\": true to set it anyway");
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return a == b || (std::filesystem::equivalent(a, b, ec) && !ec);
+}
+
+// The stores in the order the server takes them: each --store, then --stores DIR's files
+// (those already given as --store left out); without either, the one store of
+// resolve_store_path. Bounded before any is opened.
+std::vector<std::string> store_paths(const ServeOptions& options) {
+  if (options.stores.empty() && options.folder.empty()) return {resolve_store_path("")};
+  std::vector<std::string> paths = options.stores;
+  if (!options.folder.empty())
+    for (const std::string& path : store::stores_in_folder(options.folder, monitor::limits::kMaxStores))
+      if (std::none_of(options.stores.begin(), options.stores.end(),
+                       [&](const std::string& given) { return same_file(given, path); }))
+        paths.push_back(path);
+  if (paths.size() > monitor::limits::kMaxStores)
+    fail(fmt::format("store: {} stores given; kiln serve shows at most {} at once", paths.size(),
+                     monitor::limits::kMaxStores));
+  return paths;
+}
+
+// "runs.db at URL", or with several stores "runs.db (runs), and read-only b.db (b), c.db (c)
+// at URL": the labels their runs go by.
+std::string serving_line(const monitor::Server& server, const std::vector<std::string>& paths) {
+  if (paths.size() == 1) return fmt::format("{} at {}", paths.front(), server.url());
+  const monitor::ServedStores& stores = server.stores();
+  std::string text = fmt::format("{} ({}), and read-only", stores[0].path, stores[0].label);
+  for (size_t i = 1; i < stores.size(); ++i)
+    text += fmt::format("{} {} ({})", i == 1 ? "" : ",", stores[i].path, stores[i].label);
+  return text + " at " + server.url();
+}
+
 void serve(const ServeOptions& options) {
-  open_store_for_reading(options.store);  // a missing or foreign file is refused up front
-  const auto server = make_dashboard_server(resolve_store_path(options.store), options.listen, options.dashboard, false);
+  const std::vector<std::string> paths = store_paths(options);
+  // A missing, foreign or newer file is refused up front, in one line, with nothing written.
+  for (const std::string& path : paths) open_store_for_reading(path);
+  const auto server = make_dashboard_server(paths.front(), options.listen, options.dashboard, false,
+                                            {paths.begin() + 1, paths.end()});
   server->run_until_signal([&] {
-    fmt::print("kiln: serving {} at {} (Ctrl-C stops)\n", resolve_store_path(options.store), server->url());
+    fmt::print("kiln: serving {} (Ctrl-C stops)\n", serving_line(*server, paths));
     std::fflush(stdout);
   });
 }
@@ -35,10 +77,12 @@ void serve(const ServeOptions& options) {
 }  // namespace
 
 std::unique_ptr<monitor::Server> make_dashboard_server(const std::string& store_path, const std::string& listen,
-                                                       const DashboardOptions& dashboard, bool beside_training) {
+                                                       const DashboardOptions& dashboard, bool beside_training,
+                                                       const std::vector<std::string>& read_only_stores) {
   monitor::ServerOptions options;
   options.beside_training = beside_training;
   options.store_path = store_path;
+  options.read_only_stores = read_only_stores;
   options.token = resolve_token(dashboard.token);
   options.allowed_hosts = dashboard.allowed_hosts;
   options.max_connections = dashboard.max_connections;
@@ -69,8 +113,19 @@ void add_dashboard_options(CLI::App* command, DashboardOptions& options, CLI::Op
 
 void add_serve_command(CLI::App& app) {
   auto options = std::make_shared<ServeOptions>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve the dashboard (web UI and JSON API) over a run store");
-  add_store_option(cmd, options->store);
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "Serve the dashboard (web UI and JSON API) over a run store, and read-only over any others beside it");
+  cmd->add_option("--store", options->stores,
+                  "Run store file (default: $KILN_STORE, else ./kiln-runs.db). Repeat it to show several "
+                  "stores as one list: the first is served as ever, its runs steered and edited; the others "
+                  "are read-only, their runs addressed as LABEL:RUN, LABEL each file's name without .db")
+      ->take_all()
+      ->allow_extra_args(false);
+  cmd->add_option("--stores", options->folder,
+                  "A folder of run stores: every *.db directly in it, by name, read-only after any --store "
+                  "(the first of them served, without --store); at most " +
+                      std::to_string(monitor::limits::kMaxStores) + " stores in all");
   cmd->add_option("--listen", options->listen, "HOST:PORT to listen on (default 127.0.0.1:8080)");
   add_dashboard_options(cmd, options->dashboard);
   cmd->callback([options] { serve(*options); });

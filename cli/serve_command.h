@@ -12,8 +12,9 @@
 
 namespace kiln {
 
-// kiln serve [--store PATH] [--listen HOST:PORT] [dashboard options]: the dashboard over a
-// run store, until Ctrl-C (docs/dashboard.md).
+// kiln serve [--store PATH]... [--stores DIR] [--listen HOST:PORT] [dashboard options]: the
+// dashboard over a run store, and read-only over any others beside it, until Ctrl-C
+// (docs/dashboard.md).
 void add_serve_command(CLI::App& app);
 
 // The options `kiln serve` and `kiln train --serve` share: who may change runs, which host
@@ -30,10 +31,11 @@ struct DashboardOptions {
 void add_dashboard_options(CLI::App* command, DashboardOptions& options, CLI::Option* needs = nullptr);
 
 // The dashboard server for a store: what `kiln serve` runs and `kiln train --serve` starts
-// beside the training loop (beside_training: its threads at the lowest CPU priority). The
-// token is resolved here (cli/server_token.h). It binds the address here, so a port in use
-// fails before anything else starts.
+// beside the training loop (beside_training: its threads at the lowest CPU priority), with
+// any stores shown beside it read-only. The token is resolved here (cli/server_token.h). It
+// binds the address here, so a port in use fails before anything else starts.
 std::unique_ptr<monitor::Server> make_dashboard_server(const std::string& store_path, const std::string& listen,
-                                                       const DashboardOptions& dashboard, bool beside_training);
+                                                       const DashboardOptions& dashboard, bool beside_training,
+                                                       const std::vector<std::string>& read_only_stores = {});
 
 }  // namespace kiln

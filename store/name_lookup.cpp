@@ -77,4 +77,28 @@ int64_t resolve_named(Database& db, std::string_view typed, const NamedRows& row
                    : " (it holds " + std::to_string(count) + " " + table + "; " + rows.list_hint + ")"));
 }
 
+std::optional<int64_t> row_named(Database& db, std::string_view name, const NamedRows& rows) {
+  Statement& st = db.cached("SELECT id FROM " + std::string(rows.table) + " WHERE name = ?");
+  st.bind(1, name);
+  return first_id(st);
+}
+
+std::vector<NamedRow> rows_named_from(Database& db, std::string_view prefix, const NamedRows& rows, size_t limit) {
+  Statement& st = db.cached("SELECT id, name FROM " + std::string(rows.table) +
+                            " WHERE substr(name, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2");
+  st.bind(1, std::string(prefix)).bind(2, static_cast<int64_t>(limit));
+  std::vector<NamedRow> found;
+  while (st.step()) found.push_back({st.int64(0), st.text(1)});
+  return found;
+}
+
+std::vector<NamedRow> rows_named_like(Database& db, std::string_view text, const NamedRows& rows, size_t limit) {
+  Statement& st = db.cached("SELECT id, name FROM " + std::string(rows.table) +
+                            " WHERE instr(lower(name), lower(?1)) > 0 ORDER BY id DESC LIMIT ?2");
+  st.bind(1, std::string(text)).bind(2, static_cast<int64_t>(limit));
+  std::vector<NamedRow> found;
+  while (st.step()) found.push_back({st.int64(0), st.text(1)});
+  return found;
+}
+
 }  // namespace kiln::store

@@ -14,30 +14,43 @@ namespace kiln::store {
 using nlohmann::json;
 
 std::vector<int64_t> resolve_distinct_runs(Database& db, const std::vector<std::string>& typed) {
-  if (typed.size() < 2) fail(fmt::format("compare needs at least two runs (got {})", typed.size()));
   std::vector<int64_t> ids;
-  for (size_t i = 0; i < typed.size(); ++i) {
-    const int64_t id = resolve_run(db, typed[i]);
-    for (size_t j = 0; j < ids.size(); ++j)
-      if (ids[j] == id)
-        fail(fmt::format("compare: '{}' and '{}' are the same run (id {}); give distinct runs",
-                         typed[j], typed[i], id));
-    ids.push_back(id);
+  std::vector<std::string> shown;
+  if (typed.size() < 2) check_distinct_runs(typed, shown);
+  for (const std::string& run : typed) {
+    ids.push_back(resolve_run(db, run));
+    shown.push_back(std::to_string(ids.back()));
   }
+  check_distinct_runs(typed, shown);
   return ids;
+}
+
+void check_distinct_runs(const std::vector<std::string>& typed, const std::vector<std::string>& ids) {
+  if (typed.size() < 2) fail(fmt::format("compare needs at least two runs (got {})", typed.size()));
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (ids[j] == ids[i])
+        fail(fmt::format("compare: '{}' and '{}' are the same run (id {}); give distinct runs", typed[j], typed[i],
+                         ids[i]));
 }
 
 RunComparison compare_runs(Database& db, const std::vector<int64_t>& ids,
                            std::optional<double> target_loss) {
+  std::vector<ComparedRun> runs;
+  for (const int64_t id : ids) runs.push_back({&db, id});
+  return compare_runs(runs, target_loss);
+}
+
+RunComparison compare_runs(std::span<const ComparedRun> runs, std::optional<double> target_loss) {
   if (target_loss && !std::isfinite(*target_loss))
     fail(fmt::format("compare: the target loss must be a finite number, got {}", *target_loss));
   RunComparison c;
   c.target_loss = target_loss;
   std::vector<std::string> configs;
-  for (const int64_t id : ids) {
-    c.runs.push_back(get_run(db, id));
+  for (const ComparedRun& run : runs) {
+    c.runs.push_back(get_run(*run.db, run.id));
     configs.push_back(redact_config_json(c.runs.back().config_json));
-    c.summaries.push_back(summarize_run(db, id, target_loss));
+    c.summaries.push_back(summarize_run(*run.db, run.id, target_loss));
   }
   c.diff = config_diff(configs);
   return c;

@@ -161,16 +161,11 @@ bool recorder_gone(const RunRecord& run, const std::string& this_host) {
 }
 
 std::optional<int64_t> find_run_named(Database& db, std::string_view name) {
-  Statement& st = db.cached("SELECT id FROM runs WHERE name = ?");
-  st.bind(1, name);
-  if (!st.step()) return std::nullopt;
-  const int64_t id = st.int64(0);
-  st.reset();
-  return id;
+  return row_named(db, name, kNamedRuns);
 }
 
 int64_t resolve_run(Database& db, std::string_view run) {
-  return resolve_named(db, run, {.table = "runs", .noun = "run", .list_hint = "`kiln runs list` shows them"});
+  return resolve_named(db, run, kNamedRuns);
 }
 
 std::vector<Event> list_events(Database& db, int64_t run_id, int64_t after_id) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "store/database.h"
+#include "store/name_lookup.h"
 #include "store/types.h"
 
 namespace kiln::store {
@@ -53,6 +54,8 @@ std::optional<int64_t> find_run_named(Database& db, std::string_view name);
 // What a user typed as RUN: an id, a name, or an unambiguous prefix of one name. An unknown
 // or ambiguous one is an error that lists the candidates.
 int64_t resolve_run(Database& db, std::string_view run);
+// The runs table as resolve_run reads it (store/name_lookup.h).
+inline constexpr NamedRows kNamedRuns{.table = "runs", .noun = "run", .list_hint = "`kiln runs list` shows them"};
 
 // Rows for views that follow a run: events after an id, validation rows after a step, system
 // rows at or after a time.

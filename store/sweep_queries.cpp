@@ -172,11 +172,7 @@ std::vector<SweepSummary> list_sweeps(Database& db, int64_t limit, double stale_
 }
 
 int64_t resolve_sweep(Database& db, std::string_view id_or_name) {
-  return resolve_named(db, id_or_name,
-                       {.table = "sweeps",
-                        .noun = "sweep",
-                        .list_hint = "`kiln runs list --sweep` takes one",
-                        .digits_may_name = true});
+  return resolve_named(db, id_or_name, kNamedSweeps);
 }
 
 SweepDetails sweep_details(Database& db, int64_t sweep_id, double stale_after_s) {

@@ -88,6 +88,11 @@ std::vector<SweepSummary> list_sweeps(Database& db, int64_t limit = 0,
 // What a user typed as SWEEP: an id, a name, or an unambiguous prefix of one name. An unknown
 // or ambiguous one is an error that lists the candidates.
 int64_t resolve_sweep(Database& db, std::string_view id_or_name);
+// The sweeps table as resolve_sweep reads it (store/name_lookup.h).
+inline constexpr NamedRows kNamedSweeps{.table = "sweeps",
+                                        .noun = "sweep",
+                                        .list_hint = "`kiln runs list --sweep` takes one",
+                                        .digits_may_name = true};
 
 // The sweep with this id and its points; an unknown id is an error.
 SweepDetails sweep_details(Database& db, int64_t sweep_id, double stale_after_s = kDefaultStaleAfterS);

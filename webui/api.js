@@ -72,6 +72,16 @@ export function liveSocket(run) {
   return new WebSocket(`${scheme}//${location.host}/api/runs/${encodeURIComponent(run)}/live`);
 }
 
+// Beside the store it serves, a server may show other stores read-only (docs/dashboard.md#several-stores):
+// their runs' and sweeps' ids are "LABEL:ID" strings, and the first store's plain numbers.
+// What a link names a run or a sweep by: its name, after "LABEL:" when it is another store's.
+export function storePrefix(id) {
+  return typeof id === "string" ? id.slice(0, id.indexOf(":") + 1) : "";
+}
+export function address(item) {
+  return storePrefix(item.id) + item.name;
+}
+
 export function el(tag, attributes = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attributes)) {

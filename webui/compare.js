@@ -2,8 +2,9 @@
 // learning rate, gradient norm, tokens/s, memory), rank 0's line of each run overlaid in the
 // run's colour, and a chart of any other metric; the run page's controls (x by step, tokens
 // or time since each run started, log scales, smoothing); then the config keys where the
-// runs differ and their summary figures, in columns that line up under each other.
-import { getJson, el, format } from "/api.js";
+// runs differ and their summary figures, in columns that line up under each other. Runs of
+// several stores compare alike, each named by its address (b:base) where names repeat.
+import { getJson, el, format, address } from "/api.js";
 import { lineChart, setLines, smooth, palette } from "/charts.js";
 import { xAxisSelect, smoothingControl, logToggle } from "/chart_controls.js";
 import { fieldsIn, namesIn } from "/metric_fields.js";
@@ -77,7 +78,7 @@ export function renderCompare(view, params, settings = { x: "step", smoothing: 0
       const [record, m, valid] = await Promise.all([getJson(`/api/runs/${id}?events=0`),
         getJson(`/api/runs/${id}/metrics?keys=${gridKeys.join(",")},tokens&ranks=0&points=2000`),
         getJson(`/api/runs/${id}/valid`)]);
-      const run = { id, name: record.name, start: record.started_at ?? record.created_at, tokensAt: new Map(), tokensPerStep: 1, series: {} };
+      const run = { id, name: address(record), start: record.started_at ?? record.created_at, tokensAt: new Map(), tokensPerStep: 1, series: {} };
       const tokens = m.series.tokens[0];
       if (tokens) tokens.step.forEach((step, i) => run.tokensAt.set(step, tokens.value[i]));
       if (tokens?.step.length) run.tokensPerStep = tokens.value.at(-1) / Math.max(1, tokens.step.at(-1));
@@ -101,7 +102,7 @@ export function renderCompare(view, params, settings = { x: "step", smoothing: 0
   }
 
   function drawTables(c) {
-    const runNames = c.runs.map((r) => r.name);
+    const runNames = c.runs.map(address);
     frame(diff, runNames, c.config_diff.length
       ? c.config_diff.map((d) => el("tr", {}, el("td", {}, d.key), ...d.values.map((v) => el("td", { class: "num" }, v == null ? "—" : JSON.stringify(v)))))
       : [el("tr", {}, el("td", { colspan: runNames.length + 1 }, "identical configs"))]);

@@ -2,7 +2,8 @@
 // buttons, charts that grow as the run trains (fed by the live WebSocket), the routing of its
 // mixture-of-experts layers when it has any, the text the model wrote at its validation
 // steps, events and config. The chart controls (a line per rank or
-// bands, the x axis, log scales, smoothing) hold across live updates and reconnects.
+// bands, the x axis, log scales, smoothing) hold across live updates and reconnects. A run of
+// a store the server shows read-only is read and followed alike; its buttons stay disabled.
 import { getJson, send, liveSocket, el, format } from "/api.js";
 import { lineChart, setLines, smooth, palette } from "/charts.js";
 import { xAxisSelect, smoothingControl, logToggle } from "/chart_controls.js";
@@ -246,15 +247,19 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     facts.replaceChildren(el("span", {}, "status ", status), progress, elapsed, eta, plan,
       el("span", {}, `layout ${r.layout || "—"}`), el("span", {}, `${r.backend} · ${r.device || "—"}`),
       el("span", {}, `started ${format.time(r.started_at)}`),
+      ...(r.writable === false ? [el("span", { id: "run-store", title: "this server shows the run's store read-only: it cannot be steered or changed here" },
+        `store ${r.store} (read-only)`)] : []),
       ...(r.goodput == null ? [] : [el("span", { title: "share of the run's wall clock spent in steps that survive (restarts, lost steps, start-up and checkpoints count against it)" },
         `goodput ${(r.goodput * 100).toFixed(1)}%`)]),
       el("a", { href: `/api/runs/${r.id}/export.csv` }, "export CSV"));
     showProgress();
-    // Pause only a running run and resume only a paused one; the rest while it is live.
-    const live = r.status === "running" || r.status === "paused";
+    // Pause only a running run and resume only a paused one; the rest while it is live; none
+    // for a run of a read-only store, which the server would refuse.
+    const live = (r.status === "running" || r.status === "paused") && r.writable !== false;
     for (const b of steer.querySelectorAll("button")) b.disabled = !live;
-    steer.querySelector("#steer-pause").disabled = r.status !== "running";
-    steer.querySelector("#steer-resume").disabled = r.status !== "paused";
+    steer.querySelector("#steer-pause").disabled = !live || r.status !== "running";
+    steer.querySelector("#steer-resume").disabled = !live || r.status !== "paused";
+    if (r.writable === false) message.textContent = `read-only: store ${r.store} is shown, not served, by this dashboard`;
   }
 
   function steerButton(label, action, ask) {

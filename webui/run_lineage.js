@@ -1,13 +1,14 @@
 // A fork's place among its runs (kiln runs fork): the line naming the run it was forked from
 // and the runs forked from it, and its ancestors' loss curves up to the steps it branched at,
 // which the run page draws before the fork's own so the curve reads as one that continues.
-import { getJson, el } from "/api.js";
+import { getJson, el, address } from "/api.js";
 
 // At most this many points of each ancestor's curve.
 const ancestorPoints = 1000;
 
+// A link's id is its address: "LABEL:ID" for a run of a store shown beside the served one.
 function runLink(link) {
-  return el("a", { href: `#/run/${encodeURIComponent(link.name)}` }, link.name);
+  return el("a", { href: `#/run/${encodeURIComponent(address(link))}` }, link.name);
 }
 
 export function lineageSection() {
@@ -46,7 +47,7 @@ export function lineageSection() {
     const ancestors = lineage?.ancestors || [];
     segments = await Promise.all(ancestors.map(async (a, i) => {
       const from = i + 1 < ancestors.length ? ancestors[i + 1].step + 1 : 0;
-      const rows = await getJson(`/api/runs/${a.id}/metrics?keys=loss&from=${from}&to=${a.step}&points=${ancestorPoints}`);
+      const rows = await getJson(`/api/runs/${encodeURIComponent(a.id)}/metrics?keys=loss&from=${from}&to=${a.step}&points=${ancestorPoints}`);
       const rank0 = rows.series.loss.find((r) => r.rank === 0) || { step: [], time: [], value: [] };
       return { name: a.name, steps: rank0.step, times: rank0.time, ys: rank0.value };
     }));

@@ -2,8 +2,9 @@
 // value, grouped by a tag or a config key, sorted by any column, with columns to hide and
 // config keys to add as columns (remembered in this browser), and a box per row to pick runs
 // to compare. It fits the window: names and tags wrap, and where that is not enough the
-// columns of lowest priority hide (runs_columns.js), named above the table.
-import { getJson, send, el } from "/api.js";
+// columns of lowest priority hide (runs_columns.js), named above the table. A server that
+// shows several stores adds a Store column, and the runs of its read-only stores take no tags.
+import { getJson, send, el, address } from "/api.js";
 import { builtinColumns, flatConfig, configText, configColumn, hidingOrder, loadChoices, saveChoices } from "/runs_columns.js";
 
 const noTags = "(no tags)";
@@ -11,7 +12,7 @@ const noTags = "(no tags)";
 // Returns what stops it following the window's width when the page is left.
 export function renderRuns(view, params) {
   const choices = loadChoices();
-  const state = { sort: "started_at", descending: true, runs: [], picked: new Set(), keys: [] };
+  const state = { sort: "started_at", descending: true, runs: [], picked: new Set(), keys: [], severalStores: false };
   const status = el("select", { id: "filter-status" }, ...["", "running", "paused", "completed", "stopped", "failed", "lost", "released"].map((s) => el("option", { value: s }, s || "any status")));
   const tag = el("input", { id: "filter-tag", placeholder: "tag" });
   const name = el("input", { id: "filter-name", placeholder: "name contains" });
@@ -36,8 +37,13 @@ export function renderRuns(view, params) {
     location.hash = "#/compare?runs=" + [...state.picked].join(",");
   });
 
+  // The built-in columns this server has: the store's only when it shows several.
+  function builtins() {
+    return builtinColumns.filter((c) => !c.storesOnly || state.severalStores);
+  }
+
   function columns() {
-    return [...builtinColumns.filter((c) => !choices.hidden.includes(c.key)), ...choices.config.map(configColumn)];
+    return [...builtins().filter((c) => !choices.hidden.includes(c.key)), ...choices.config.map(configColumn)];
   }
 
   function changed() {
@@ -79,7 +85,7 @@ export function renderRuns(view, params) {
     input.addEventListener("keydown", (e) => { if (e.key === "Enter") add(); });
     const wasOpen = columnsMenu.open;
     columnsMenu.replaceChildren(el("summary", {}, "Columns"), el("div", { class: "menu-body" },
-      ...builtinColumns.filter((c) => c.key !== "name").map(toggle), ...choices.config.map(added),
+      ...builtins().filter((c) => c.key !== "name").map(toggle), ...choices.config.map(added),
       el("div", {}, input, " ", el("button", { id: "add-column-button", onclick: add }, "Add column"))));
     columnsMenu.open = wasOpen;
   }
@@ -92,6 +98,7 @@ export function renderRuns(view, params) {
     try {
       state.runs = (await getJson("/api/runs?" + query)).map((r) => ({ ...r, flat: flatConfig(r.config) }));
       state.keys = [...new Set(state.runs.flatMap((r) => Object.keys(r.flat)))].sort();
+      state.severalStores = new Set(state.runs.map((r) => r.store)).size > 1 || state.runs.some((r) => r.writable === false);
       if (state.runs.some((r) => r.sweep_id != null)) sweepNames = new Map((await getJson("/api/sweeps")).map((sw) => [sw.id, sw.name]));
       message.textContent = state.runs.length ? "" : "No runs match. `kiln train` records one.";
       fillSelectors();
@@ -133,13 +140,15 @@ export function renderRuns(view, params) {
   // their tooltip, so the table fits the window.
   function cell(c, r) {
     if (c.key === "name")
-      return el("td", { class: "name-cell", "data-col": c.key }, el("a", { class: "clip wide", href: `#/run/${encodeURIComponent(r.name)}`, title: r.name }, r.name),
+      return el("td", { class: "name-cell", "data-col": c.key }, el("a", { class: "clip wide", href: `#/run/${encodeURIComponent(address(r))}`, title: address(r) }, r.name),
         r.alerts > 0 ? el("span", { class: "alert-badge", title: `${r.alerts} alert${r.alerts > 1 ? "s" : ""}; the latest: ${r.latest_alert}` }, String(r.alerts)) : null,
         r.sweep_id != null ? el("a", { class: "sweep-link", href: `#/sweep/${r.sweep_id}`, title: `point ${r.sweep_point} of sweep ${sweepNames.get(r.sweep_id) ?? r.sweep_id}` },
           `${sweepNames.get(r.sweep_id) ?? "sweep"} #${r.sweep_point}`) : null);
     if (c.key === "status") return el("td", { class: `status status-${r.status}`, "data-col": c.key }, r.status);
+    // A run of a read-only store keeps the tags it has: no button to add one.
     if (c.key === "tags") return el("td", { class: "tags-cell", "data-col": c.key, title: r.tags.join(", ") || null },
-      ...r.tags.map((t) => el("span", { class: "tag" }, t)), el("button", { title: "Add a tag", onclick: () => addTag(r) }, "+"));
+      ...r.tags.map((t) => el("span", { class: "tag" }, t)),
+      r.writable === false ? null : el("button", { title: "Add a tag", onclick: () => addTag(r) }, "+"));
     const text = String(c.text ? c.text(r) : r[c.key] || "—");
     const num = typeof c.num === "function" ? c.num(r) : c.num;
     return el("td", { class: num ? "num" : "", "data-col": c.key }, el("span", { class: "clip", title: text }, text));
@@ -157,9 +166,10 @@ export function renderRuns(view, params) {
     const head = el("tr", {}, el("th", {}, ""), ...shown.map((c) =>
       el("th", { class: c.num === true ? "num" : "", "data-col": c.key, onclick: () => { state.descending = state.sort === c.key ? !state.descending : false; state.sort = c.key; draw(); } },
         c.label + (state.sort === c.key ? (state.descending ? " ▾" : " ▴") : ""))));
-    const row = (r) => el("tr", { "data-run": r.name },
-      el("td", {}, el("input", { type: "checkbox", checked: state.picked.has(r.name) ? "" : null, onchange: (e) => {
-        e.target.checked ? state.picked.add(r.name) : state.picked.delete(r.name);
+    const row = (r) => el("tr", { "data-run": address(r), "data-store": r.store, class: r.writable === false ? "read-only" : null,
+      title: r.writable === false ? `read-only: a run of store ${r.store}, which this server shows but does not change` : null },
+      el("td", {}, el("input", { type: "checkbox", checked: state.picked.has(address(r)) ? "" : null, onchange: (e) => {
+        e.target.checked ? state.picked.add(address(r)) : state.picked.delete(address(r));
         compare.disabled = state.picked.size < 2;
       } })),
       ...shown.map((c) => cell(c, r)));

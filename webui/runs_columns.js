@@ -4,10 +4,12 @@
 import { format } from "/api.js";
 
 // When the window is too narrow for every column, the lowest priority hides first (the
-// rightmost of equals); the name never hides.
+// rightmost of equals); the name never hides. The store's column is there only when the
+// server shows several stores (storesOnly).
 export const builtinColumns = [
   { key: "status", label: "Status", priority: 10 },
   { key: "name", label: "Name" },
+  { key: "store", label: "Store", priority: 5, storesOnly: true, text: (r) => r.store + (r.writable === false ? " (read-only)" : "") },
   { key: "tags", label: "Tags", priority: 6, value: (r) => r.tags.join(",") },
   { key: "layout", label: "Layout", priority: 2 },
   { key: "device", label: "Device", priority: 1 },

@@ -4,7 +4,7 @@
 // best loss and validation loss, tokens/s) with the best point marked, parallel coordinates
 // of the points and a scatter of the loss against a chosen parameter. A live sweep's page
 // asks for new figures every few seconds, one request at a time, until it ends or is left.
-import { getJson, el, format } from "/api.js";
+import { getJson, el, format, address, storePrefix } from "/api.js";
 import { parallelPlot, scatterPlot, valueText, lossText } from "/sweep_plots.js";
 
 const refreshEvery = 5000;  // ms between a live sweep's reads
@@ -22,8 +22,8 @@ export function renderSweeps(view) {
   getJson("/api/sweeps").then((sweeps) => {
     message.textContent = sweeps.length ? "" : "No sweeps yet. `kiln sweep` runs one.";
     table.replaceChildren(el("thead", {}, el("tr", {}, ...["Name", "State", "Points", "Progress", "Created"].map((h) => el("th", {}, h)))),
-      el("tbody", {}, ...sweeps.map((s) => el("tr", { "data-sweep": s.name },
-        el("td", {}, el("a", { href: `#/sweep/${encodeURIComponent(s.name)}` }, s.name)),
+      el("tbody", {}, ...sweeps.map((s) => el("tr", { "data-sweep": address(s) },
+        el("td", {}, el("a", { href: `#/sweep/${encodeURIComponent(address(s))}` }, address(s))),
         el("td", { class: `status status-${s.status}` }, s.status), el("td", { class: "num" }, String(s.points)),
         el("td", {}, progressText(s)), el("td", {}, format.minute(s.created_at))))));
   }).catch((e) => { message.textContent = e.message; message.className = "error"; });
@@ -75,7 +75,7 @@ export function renderSweep(view, name) {
 
   function cell(c, p) {
     if (c.key === "run")
-      return el("td", {}, p.run_name ? el("a", { class: "clip wide", href: `#/run/${encodeURIComponent(p.run_name)}`, title: p.run_name }, p.run_name) : "—");
+      return el("td", {}, p.run_name ? el("a", { class: "clip wide", href: `#/run/${encodeURIComponent(storePrefix(state.body.sweep.id) + p.run_name)}`, title: p.run_name }, p.run_name) : "—");
     if (c.key === "status") return el("td", { class: `status status-${p.status}` }, p.status);
     return el("td", { class: c.num ? "num" : "", "data-key": c.key }, c.text(p));
   }

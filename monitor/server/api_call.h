@@ -9,6 +9,7 @@
 
 #include "monitor/server/api_reply.h"
 #include "monitor/server/request_target.h"
+#include "monitor/server/run_address.h"
 #include "monitor/server/shared_state.h"
 
 namespace kiln::monitor {
@@ -19,15 +20,22 @@ struct ApiCall {
   SharedState& state;
   const Request& request;
   const RequestTarget& target;
-  int64_t run_id = 0;  // resolved from {run} for the routes that have one
+  // For the routes with a {run}: the run (run_address.h resolves it) and its store.
+  int64_t run_id = 0;
+  ServedStore* store = nullptr;
 
   // The body as a JSON object; anything else is an ApiError (400).
   nlohmann::json json_body() const;
+  // A connection to the run's store. For writing, a store the server shows read-only is an
+  // ApiError 403 naming it, before anything is opened.
+  ConnectionPool::Lease reads() const;
+  ConnectionPool::Lease writes() const;
+  // The run's id as the API hands it out (run_address.h).
+  nlohmann::json run_address() const;
 };
 
-// A run as typed (an id, a name or an unambiguous prefix) as its id; an unknown run is an
-// ApiError 404 naming it.
-int64_t resolve_run_id(SharedState& state, const std::string& typed);
+// Why a change to a run of a read-only store is refused (403), in one line.
+[[noreturn]] void refuse_read_only(const ServedStore& store, int64_t run_id);
 
 // api_read.cpp
 Reply get_runs(ApiCall& call);

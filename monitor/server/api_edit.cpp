@@ -64,7 +64,7 @@ Reply post_command(ApiCall& call) {
   } else if (body.contains("setting") || force != body.end()) {
     throw ApiError(http::status::bad_request, "only \"set\" takes a \"setting\" and \"force\"");
   }
-  auto db = call.state.writes().borrow();
+  auto db = call.writes();
   require_live(*db, call.run_id);
   const auto& normalize = call.state.options().normalize_setting;
   if (action == store::CommandAction::Set && normalize)
@@ -79,7 +79,7 @@ Reply post_tags(ApiCall& call) {
   const json body = call.json_body();
   const auto add = strings_field(body, "add");
   const auto remove = strings_field(body, "remove");
-  auto db = call.state.writes().borrow();
+  auto db = call.writes();
   if (!add.empty()) store::add_tags(*db, call.run_id, add);
   if (!remove.empty()) store::remove_tags(*db, call.run_id, remove);
   return json_reply({{"tags", store::get_run(*db, call.run_id).tags}});
@@ -87,14 +87,14 @@ Reply post_tags(ApiCall& call) {
 
 Reply put_notes(ApiCall& call) {
   const std::string notes = string_field(call.json_body(), "notes", true);
-  auto db = call.state.writes().borrow();
+  auto db = call.writes();
   store::set_notes(*db, call.run_id, notes);
   return json_reply({{"notes", notes}});
 }
 
 Reply delete_run(ApiCall& call) {
   const bool force = call.target.text("force").value_or("") == "1";
-  auto db = call.state.writes().borrow();
+  auto db = call.writes();
   if (!force && store::is_live(store::get_run(*db, call.run_id).status))
     throw ApiError(http::status::conflict,
                    "run " + std::to_string(call.run_id) + " is live; add ?force=1 to remove it anyway");

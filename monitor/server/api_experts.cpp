@@ -62,7 +62,7 @@ Reply get_experts(ApiCall& call) {
   if (limit < 1 || limit > limits::kMaxExpertSteps)
     throw ApiError(http::status::bad_request, "limit must be from 1 to " + std::to_string(limits::kMaxExpertSteps));
 
-  auto db = call.state.reads().borrow();
+  auto db = call.reads();
   store::ReadSnapshot snapshot(*db);
   const std::vector<store::ExpertLoad> latest = store::latest_expert_loads(*db, call.run_id);
   std::vector<int> layers;
@@ -85,7 +85,7 @@ Reply get_experts(ApiCall& call) {
     series.push_back(series_json(std::span(loads).subspan(begin, end - begin)));
     begin = end;
   }
-  return json_reply({{"run", call.run_id},
+  return json_reply({{"run", call.run_address()},
                      {"layers", layers},
                      {"last_step", store::json_number(store::last_expert_step(*db, call.run_id))},
                      {"steps_per_layer", range.max_steps},

@@ -59,11 +59,11 @@ json matrix_json(const std::vector<std::vector<double>>& rows) {
 }  // namespace
 
 Reply get_ranks(ApiCall& call) {
-  auto db = call.state.reads().borrow();
+  auto db = call.reads();
   const store::RanksNow now = store::ranks_now(*db, call.run_id);
   json ranks = json::array();
   for (const auto& rank : now.ranks) ranks.push_back(rank_json(rank, now));
-  return json_reply({{"run", call.run_id},
+  return json_reply({{"run", call.run_address()},
                      {"step", store::json_number(now.step)},
                      {"slowest", now.slowest ? json(*now.slowest) : json()},
                      {"median_working_ms", store::json_number(now.median_working_ms)},
@@ -81,9 +81,9 @@ Reply get_rank_heat(ApiCall& call) {
       bounded(call, "columns", kDefaultHeatColumns, static_cast<int64_t>(store::kMaxHeatColumns)));
   query.max_rows = static_cast<size_t>(
       bounded(call, "rows", static_cast<int64_t>(store::kMaxHeatRows), static_cast<int64_t>(store::kMaxHeatRows)));
-  auto db = call.state.reads().borrow();
+  auto db = call.reads();
   const store::RankHeat heat = store::rank_heat(*db, call.run_id, query);
-  return json_reply({{"run", call.run_id},
+  return json_reply({{"run", call.run_address()},
                      {"steps", heat.steps},
                      {"group", heat.group},
                      {"ranks", heat.ranks},
@@ -93,7 +93,7 @@ Reply get_rank_heat(ApiCall& call) {
 
 Reply get_alerts(ApiCall& call) {
   const int64_t limit = bounded(call, "limit", kDefaultAlerts, kMaxAlerts);
-  auto db = call.state.reads().borrow();
+  auto db = call.reads();
   store::ReadSnapshot snapshot(*db);
   std::map<int, std::string> hosts;
   for (const auto& place : store::list_rank_places(*db, call.run_id)) hosts[place.rank] = place.host;

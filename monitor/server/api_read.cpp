@@ -2,6 +2,7 @@
 // of the store's queries; this file only maps parameters in and rows out.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <limits>
@@ -92,14 +93,14 @@ std::vector<int> ranks_param(const RequestTarget& target) {
 // alone: a client reading slowly holds neither a connection nor a snapshot.
 class CsvExportChunks : public BodyChunks {
  public:
-  CsvExportChunks(SharedState& state, int64_t run_id, store::Database& db) : state_(state), pages_(db, run_id) {}
+  CsvExportChunks(ConnectionPool& reads, int64_t run_id, store::Database& db) : reads_(reads), pages_(db, run_id) {}
   std::string next() override {
-    auto db = state_.reads().borrow();
+    auto db = reads_.borrow();
     return pages_.next(*db, limits::kCsvRowsPerChunk);
   }
 
  private:
-  SharedState& state_;
+  ConnectionPool& reads_;
   store::MetricsCsvPages pages_;
 };
 
@@ -127,28 +128,53 @@ Reply get_runs(ApiCall& call) {
   filter.limit = static_cast<int>(limit);
   // The runs table asks for the configs, to show, filter and group by their keys.
   const bool with_config = call.target.text("config").value_or("") == "1";
-  auto db = call.state.reads().borrow();
   const double now = store::unix_now();
-  const std::map<int64_t, int64_t> alerts = store::alert_counts(*db);
-  json runs = json::array();
-  for (auto& run : store::list_runs(*db, filter)) {
-    json item = store::to_json(store::run_overview(*db, run, now));
-    if (with_config) item["config"] = store::config_json(run);
-    // The runs table's badge: how many alerts fired, the newest in its hover.
-    const auto fired = alerts.find(run.id);
-    item["alerts"] = fired == alerts.end() ? 0 : fired->second;
-    if (fired != alerts.end())
-      for (const store::Alert& a : store::list_alerts(*db, run.id, 1)) item["latest_alert"] = a.rule + ": " + a.message;
-    runs.push_back(std::move(item));
+  // Each store's runs newest first, as the store orders them; then, over several stores, one
+  // list newest first (an earlier store's run before a later one's made at the same instant),
+  // cut to the limit.
+  struct Listed {
+    double created_at;
+    size_t store;
+    json item;
+  };
+  std::vector<Listed> listed;
+  for (size_t i = 0; i < call.state.stores().size(); ++i) {
+    ServedStore& served = call.state.stores()[i];
+    auto db = served.reads.borrow();
+    const std::map<int64_t, int64_t> alerts = store::alert_counts(*db);
+    for (auto& run : store::list_runs(*db, filter)) {
+      json item = store::to_json(store::run_overview(*db, run, now));
+      address_run(item, served);
+      if (with_config) item["config"] = store::config_json(run);
+      // The runs table's badge: how many alerts fired, the newest in its hover.
+      const auto fired = alerts.find(run.id);
+      item["alerts"] = fired == alerts.end() ? 0 : fired->second;
+      if (fired != alerts.end())
+        for (const store::Alert& a : store::list_alerts(*db, run.id, 1))
+          item["latest_alert"] = a.rule + ": " + a.message;
+      listed.push_back({run.created_at, i, std::move(item)});
+    }
   }
+  std::stable_sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) {
+    return a.created_at != b.created_at ? a.created_at > b.created_at : a.store < b.store;
+  });
+  if (filter.limit > 0 && listed.size() > static_cast<size_t>(filter.limit))
+    listed.resize(static_cast<size_t>(filter.limit));
+  json runs = json::array();
+  for (Listed& run : listed) runs.push_back(std::move(run.item));
   return json_reply(runs);
 }
 
 Reply get_run(ApiCall& call) {
   const int64_t events = call.target.integer("events").value_or(kDefaultEvents);
   if (events < 0) throw ApiError(http::status::bad_request, "events must be 0 or more");
-  auto db = call.state.reads().borrow();
-  return json_reply(store::to_json(store::run_details(*db, call.run_id, static_cast<size_t>(events))));
+  auto db = call.reads();
+  json run = store::to_json(store::run_details(*db, call.run_id, static_cast<size_t>(events)));
+  address_run(run, *call.store);
+  // A fork's parents and forks are runs of its own store.
+  for (const char* side : {"ancestors", "forks"})
+    for (json& link : run["lineage"][side]) link["id"] = address(*call.store, link["id"].get<int64_t>());
+  return json_reply(run);
 }
 
 Reply get_metrics(ApiCall& call) {
@@ -166,7 +192,7 @@ Reply get_metrics(ApiCall& call) {
   // Every row, up to the cap: a range of fewer steps than that comes whole (a bucket per
   // step), a longer one downsampled to the cap rather than read into memory entire.
   query.max_points = static_cast<size_t>(points == 0 ? limits::kMaxSeriesPoints : points);
-  auto db = call.state.reads().borrow();
+  auto db = call.reads();
   json series = json::object();
   for (const std::string& key : keys) {
     query.key = key;
@@ -174,13 +200,13 @@ Reply get_metrics(ApiCall& call) {
     for (const auto& rank : store::metric_series(*db, call.run_id, query)) ranks.push_back(series_json(rank));
     series[key] = std::move(ranks);
   }
-  return json_reply({{"run", call.run_id}, {"series", series}});
+  return json_reply({{"run", call.run_address()}, {"series", series}});
 }
 
 Reply get_metric_fields(ApiCall&) { return json_reply(store::metric_fields_json()); }
 
 Reply get_valid(ApiCall& call) {
-  auto db = call.state.reads().borrow();
+  auto db = call.reads();
   return json_reply(array_of(store::list_valid(*db, call.run_id)));
 }
 
@@ -188,30 +214,30 @@ Reply get_samples(ApiCall& call) {
   const int64_t limit = call.target.integer("limit").value_or(kDefaultSamples);
   if (limit < 1 || limit > kMaxSamples)
     throw ApiError(http::status::bad_request, "limit must be from 1 to " + std::to_string(kMaxSamples));
-  auto db = call.state.reads().borrow();
+  auto db = call.reads();
   return json_reply(array_of(store::list_samples(*db, call.run_id, static_cast<size_t>(limit))));
 }
 
 Reply get_system(ApiCall& call) {
-  auto db = call.state.reads().borrow();
+  auto db = call.reads();
   return json_reply(array_of(store::list_system(*db, call.run_id, call.target.number("since").value_or(0))));
 }
 
 Reply get_events(ApiCall& call) {
-  auto db = call.state.reads().borrow();
+  auto db = call.reads();
   return json_reply(array_of(store::list_events(*db, call.run_id, call.target.integer("after").value_or(0))));
 }
 
 Reply get_commands(ApiCall& call) {
-  auto db = call.state.reads().borrow();
+  auto db = call.reads();
   return json_reply(array_of(store::list_commands(*db, call.run_id)));
 }
 
 Reply get_export_csv(ApiCall& call) {
-  auto db = call.state.reads().borrow();
+  auto db = call.reads();
   Reply reply;
   reply.content_type = "text/csv; charset=utf-8";
-  reply.chunks = std::make_shared<CsvExportChunks>(call.state, call.run_id, *db);
+  reply.chunks = std::make_shared<CsvExportChunks>(call.store->reads, call.run_id, *db);
   reply.content_disposition =
       "attachment; filename=\"" + download_name(store::get_run(*db, call.run_id).name) + "\"";
   return reply;
@@ -219,12 +245,28 @@ Reply get_export_csv(ApiCall& call) {
 
 Reply get_compare(ApiCall& call) {
   const std::vector<std::string> typed = call.target.list("runs");
-  // An unknown run is 404, as on every route with a {run}; the store then refuses fewer
-  // than two runs, or one run twice (400).
-  for (const std::string& run : typed) resolve_run_id(call.state, run);
-  auto db = call.state.reads().borrow();
-  const auto ids = store::resolve_distinct_runs(*db, typed);
-  return json_reply(store::to_json(store::compare_runs(*db, ids, call.target.number("target_loss"))));
+  // An unknown run is 404, as on every route with a {run}; then the store refuses fewer than
+  // two runs, or one run twice (400), each run named by its address.
+  std::vector<StoredRow> runs;
+  for (const std::string& run : typed) runs.push_back(resolve_run(call.state.stores(), run));
+  std::vector<std::string> addresses;
+  for (const StoredRow& run : runs) addresses.push_back(address_text(*run.store, run.id));
+  store::check_distinct_runs(typed, addresses);
+  // A connection to each store the runs are in, held for the comparison.
+  std::map<size_t, ConnectionPool::Lease> leases;
+  std::vector<store::ComparedRun> compared;
+  for (const StoredRow& run : runs) {
+    auto lease = leases.find(run.store->index);
+    if (lease == leases.end()) lease = leases.try_emplace(run.store->index, run.store->reads.borrow()).first;
+    compared.push_back({&*lease->second, run.id});
+  }
+  json comparison = store::to_json(store::compare_runs(compared, call.target.number("target_loss")));
+  for (const char* part : {"runs", "summary"})
+    for (size_t i = 0; i < runs.size(); ++i) {
+      comparison[part][i]["id"] = address(*runs[i].store, runs[i].id);
+      comparison[part][i]["store"] = runs[i].store->label;
+    }
+  return json_reply(comparison);
 }
 
 }  // namespace kiln::monitor

@@ -8,7 +8,6 @@
 #include "monitor/server/cross_site.h"
 #include "monitor/server/static_ui.h"
 #include "store/error.h"
-#include "store/run_queries.h"
 
 namespace kiln::monitor {
 
@@ -109,16 +108,21 @@ Reply guarded(Body body) {
 
 }  // namespace
 
-int64_t resolve_run_id(SharedState& state, const std::string& typed) {
-  auto db = state.reads().borrow();
-  try {
-    return store::resolve_run(*db, typed);
-  } catch (const store::DatabaseError&) {
-    throw;
-  } catch (const Error& e) {
-    throw ApiError(http::status::not_found, e.what());
-  }
+void refuse_read_only(const ServedStore& store, int64_t run_id) {
+  throw ApiError(http::status::forbidden,
+                 "run " + address_text(store, run_id) + " is in store '" + store.label + "' (" + store.path +
+                     "), which this server shows read-only: change it with `kiln runs ... --store " + store.path +
+                     "`, or from a dashboard that serves that store first");
 }
+
+ConnectionPool::Lease ApiCall::reads() const { return store->reads.borrow(); }
+
+ConnectionPool::Lease ApiCall::writes() const {
+  if (!store->writes) refuse_read_only(*store, run_id);
+  return store->writes->borrow();
+}
+
+nlohmann::json ApiCall::run_address() const { return address(*store, run_id); }
 
 json ApiCall::json_body() const {
   json body = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
@@ -143,23 +147,30 @@ Reply answer(SharedState& state, const Request& request) {
       throw ApiError(http::status::unsupported_media_type,
                      "send the body as JSON, with \"Content-Type: application/json\"");
     ApiCall call{state, request, target};
-    if (has_run(route)) call.run_id = resolve_run_id(state, target.segments[2]);
+    call.store = &state.stores().first();
+    if (has_run(route)) {
+      const StoredRow run = resolve_run(state.stores(), target.segments[2]);
+      call.store = run.store;
+      call.run_id = run.id;
+      // Steering, tags, notes and removal of another store's run: refused before any of it.
+      if (route.changes_state && !run.store->writable) refuse_read_only(*run.store, run.id);
+    }
     return route.handler(call);
   });
 }
 
-std::variant<int64_t, Reply> live_run(SharedState& state, const Request& request) {
-  int64_t run_id = 0;
+std::variant<StoredRow, Reply> live_run(SharedState& state, const Request& request) {
+  StoredRow run;
   Reply reply = guarded([&] {
     const RequestTarget target = parse_target(request.target());
     if (request.method() != http::verb::get || target.segments.size() != 4 || target.segments[0] != "api" ||
         target.segments[1] != "runs" || target.segments[3] != "live")
       throw ApiError(http::status::not_found, "WebSocket endpoints: /api/runs/{run}/live");
     if (!state.access().may_read(request)) throw ApiError(http::status::unauthorized, kReadsNeedTheToken);
-    run_id = resolve_run_id(state, target.segments[2]);
+    run = resolve_run(state.stores(), target.segments[2]);
     return Reply{};
   });
-  if (reply.body.empty()) return run_id;
+  if (reply.body.empty()) return run;
   return reply;
 }
 

@@ -85,13 +85,13 @@ void HttpSession::on_read(beast::error_code error) {
 }
 
 void HttpSession::upgrade(http::request<http::string_body>&& request) {
-  auto run_id = live_run(state_, request);
-  if (const Reply* reply = std::get_if<Reply>(&run_id)) return write(*reply, false);
+  auto run = live_run(state_, request);
+  if (const Reply* reply = std::get_if<Reply>(&run)) return write(*reply, false);
   auto subscriber = state_.subscribers().take();
   if (!subscriber)
     return write(too_busy(state_.subscribers().most(), "live subscribers", "--max-subscribers"), false);
   // The connection's slot goes with this session; the subscriber's goes with the new one.
-  std::make_shared<WebsocketSession>(stream_.release_socket(), state_, std::get<int64_t>(run_id),
+  std::make_shared<WebsocketSession>(stream_.release_socket(), state_, std::get<StoredRow>(run),
                                      std::move(*subscriber))
       ->run(std::move(request));
 }

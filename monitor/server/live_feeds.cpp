@@ -1,6 +1,7 @@
 #include "monitor/server/live_feeds.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -11,8 +12,8 @@
 
 namespace kiln::monitor {
 
-LiveFeeds::LiveFeeds(ConnectionPool& reads, std::chrono::milliseconds interval)
-    : reads_(reads), interval_(interval) {}
+LiveFeeds::LiveFeeds(const ServedStores& stores, std::chrono::milliseconds interval)
+    : stores_(stores), interval_(interval) {}
 
 void LiveFeeds::start(boost::asio::any_io_executor executor) {
   timer_ = std::make_unique<boost::asio::steady_timer>(executor);
@@ -30,32 +31,33 @@ void LiveFeeds::schedule() {
   });
 }
 
-void LiveFeeds::subscribe(int64_t run_id, const std::shared_ptr<WebsocketSession>& session) {
-  auto db = reads_.borrow();
+void LiveFeeds::subscribe(const StoredRow& run, const std::shared_ptr<WebsocketSession>& session) {
+  auto db = run.store->reads.borrow();
   std::lock_guard lock(mutex_);
-  Feed& feed = feeds_[run_id];
-  if (!feed.tail) feed.tail = std::make_unique<RunTail>(*db, run_id);
+  Feed& feed = feeds_[{run.store->index, run.id}];
+  if (!feed.tail) feed.tail = std::make_unique<RunTail>(*db, *run.store, run.id);
   feed.subscribers.push_back(session);
   session->send(std::make_shared<const std::string>(feed.tail->hello()));
 }
 
 void LiveFeeds::poll() {
-  {
-    std::lock_guard lock(mutex_);
-    if (feeds_.empty()) return;
-  }
-  try {
-    auto db = reads_.borrow();
-    poll(*db);
-  } catch (const ApiError&) {
-    // No connection to the store could be opened (the process is out of file descriptors,
-    // say): the next round tries again.
+  std::lock_guard lock(mutex_);
+  for (auto it = feeds_.begin(); it != feeds_.end();) {
+    const size_t store = it->first.first;
+    const auto end = feeds_.lower_bound({store + 1, std::numeric_limits<int64_t>::min()});
+    try {
+      auto db = stores_[store].reads.borrow();
+      it = poll(*db, it, end);
+    } catch (const ApiError&) {
+      // No connection to this store could be opened (the process is out of file descriptors,
+      // say): the next round tries again.
+      it = end;
+    }
   }
 }
 
-void LiveFeeds::poll(store::Database& db) {
-  std::lock_guard lock(mutex_);
-  for (auto it = feeds_.begin(); it != feeds_.end();) {
+LiveFeeds::Feeds::iterator LiveFeeds::poll(store::Database& db, Feeds::iterator it, Feeds::iterator end) {
+  while (it != end) {
     Feed& feed = it->second;
     std::erase_if(feed.subscribers, [](const auto& s) { return s.expired(); });
     if (feed.subscribers.empty()) {
@@ -80,6 +82,7 @@ void LiveFeeds::poll(store::Database& db) {
     }
     it = ended ? feeds_.erase(it) : std::next(it);
   }
+  return end;
 }
 
 std::vector<std::weak_ptr<WebsocketSession>> LiveFeeds::finish() {

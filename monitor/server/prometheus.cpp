@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,20 +45,33 @@ void sample(std::string& out, std::string_view name, const std::string& labels, 
   out += fmt::format("{}{{{}}} {}\n", name, labels, value);
 }
 
-std::string rank_labels(const store::RunRecord& run, int rank) {
-  return fmt::format("run=\"{}\",rank=\"{}\"", label(run.name), rank);
-}
+// A live run's latest rows, its alerts by rule, and the labels that name it: `run`, and with
+// several stores `store` too, since two hosts' stores may each hold a run of one name.
+struct LiveRun {
+  store::RunDetails d;
+  std::map<std::string, int64_t> alerts;
+  std::string labels;
+};
+
+std::string rank_labels(const LiveRun& run, int rank) { return fmt::format("{},rank=\"{}\"", run.labels, rank); }
 
 }  // namespace
 
 Reply get_prometheus(ApiCall& call) {
-  auto db = call.state.reads().borrow();
-  std::vector<store::RunDetails> live;
-  for (const auto status : {store::RunStatus::Running, store::RunStatus::Paused}) {
-    store::RunFilter filter;
-    filter.status = status;
-    for (const auto& run : store::list_runs(*db, filter))
-      live.push_back(store::run_details(*db, run.id, /*max_events=*/0));
+  const ServedStores& stores = call.state.stores();
+  std::vector<LiveRun> live;
+  for (size_t i = 0; i < stores.size(); ++i) {
+    auto db = stores[i].reads.borrow();
+    for (const auto status : {store::RunStatus::Running, store::RunStatus::Paused}) {
+      store::RunFilter filter;
+      filter.status = status;
+      for (const auto& run : store::list_runs(*db, filter)) {
+        LiveRun r{store::run_details(*db, run.id, /*max_events=*/0), store::alert_counts_by_rule(*db, run.id),
+                  fmt::format("run=\"{}\"", label(run.name))};
+        if (stores.size() > 1) r.labels += fmt::format(",store=\"{}\"", label(stores[i].label));
+        live.push_back(std::move(r));
+      }
+    }
   }
 
   std::string out;
@@ -65,32 +79,29 @@ Reply get_prometheus(ApiCall& call) {
   for (const store::MetricField& field : store::kMetricFields) {
     if (field.prometheus.empty()) continue;
     header(out, {field.prometheus, field.description, "gauge"});
-    for (const auto& d : live)
-      for (const auto& row : d.latest)
-        sample(out, field.prometheus, rank_labels(d.run, row.rank), store::metric_value(row, field));
+    for (const auto& r : live)
+      for (const auto& row : r.d.latest)
+        sample(out, field.prometheus, rank_labels(r, row.rank), store::metric_value(row, field));
   }
   header(out, {"kiln_step_seconds", "Time of the latest step (forward + backward + optimizer).", "gauge"});
-  for (const auto& d : live)
-    for (const auto& row : d.latest)
-      sample(out, "kiln_step_seconds", rank_labels(d.run, row.rank), (row.fwd_ms + row.bwd_ms + row.opt_ms) * 1e-3);
+  for (const auto& r : live)
+    for (const auto& row : r.d.latest)
+      sample(out, "kiln_step_seconds", rank_labels(r, row.rank), (row.fwd_ms + row.bwd_ms + row.opt_ms) * 1e-3);
   header(out, {"kiln_steps_total", "Highest step logged by the run.", "counter"});
-  for (const auto& d : live)
-    if (d.run.last_step)
-      sample(out, "kiln_steps_total", fmt::format("run=\"{}\"", label(d.run.name)), static_cast<double>(*d.run.last_step));
+  for (const auto& r : live)
+    if (r.d.run.last_step) sample(out, "kiln_steps_total", r.labels, static_cast<double>(*r.d.run.last_step));
   header(out, {"kiln_run_paused", "1 while the run is paused, 0 while it trains.", "gauge"});
-  for (const auto& d : live)
-    sample(out, "kiln_run_paused", fmt::format("run=\"{}\"", label(d.run.name)),
-           d.run.status == store::RunStatus::Paused ? 1 : 0);
+  for (const auto& r : live)
+    sample(out, "kiln_run_paused", r.labels, r.d.run.status == store::RunStatus::Paused ? 1 : 0);
   header(out, {"kiln_run_goodput",
                "Share of the run's wall clock spent in steps that survive, 0..1 (docs/resilience.md#goodput).", "gauge"});
   const double now = store::unix_now();
-  for (const auto& d : live)
-    if (const auto goodput = store::goodput(d.run, now))
-      sample(out, "kiln_run_goodput", fmt::format("run=\"{}\"", label(d.run.name)), *goodput);
+  for (const auto& r : live)
+    if (const auto goodput = store::goodput(r.d.run, now)) sample(out, "kiln_run_goodput", r.labels, *goodput);
   header(out, {"kiln_alerts_total", "Alerts the run's rules fired, by rule (docs/alerts.md).", "counter"});
-  for (const auto& d : live)
-    for (const auto& [rule, count] : store::alert_counts_by_rule(*db, d.run.id))
-      sample(out, "kiln_alerts_total", fmt::format("run=\"{}\",rule=\"{}\"", label(d.run.name), label(rule)),
+  for (const auto& r : live)
+    for (const auto& [rule, count] : r.alerts)
+      sample(out, "kiln_alerts_total", fmt::format("{},rule=\"{}\"", r.labels, label(rule)),
              static_cast<double>(count));
   Reply reply;
   reply.content_type = "text/plain; version=0.0.4; charset=utf-8";

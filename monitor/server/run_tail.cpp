@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "monitor/server/api_reply.h"
+#include "monitor/server/run_address.h"
 #include "monitor/server/server_limits.h"
 #include "store/expert_queries.h"
 #include "store/json_rows.h"
@@ -24,10 +25,10 @@ constexpr size_t kMaxSamplesPerPoll = 100;
 
 }  // namespace
 
-RunTail::RunTail(store::Database& db, int64_t run_id) : run_id_(run_id) {
+RunTail::RunTail(store::Database& db, const ServedStore& store, int64_t run_id) : store_(store), run_id_(run_id) {
   store::ReadSnapshot snapshot(db);
   const store::RunRecord run = store::get_run(db, run_id);
-  run_ = store::to_json(run);
+  run_ = record_json(run);
   last_step_ = run.last_step;
   const auto valid = store::list_valid(db, run_id);
   if (!valid.empty()) last_valid_step_ = valid.back().step;
@@ -39,6 +40,12 @@ RunTail::RunTail(store::Database& db, int64_t run_id) : run_id_(run_id) {
   const auto events = store::list_events(db, run_id);
   if (!events.empty()) last_event_id_ = events.back().id;
   rewinds_ = store::rewind_count(db, run_id);
+}
+
+json RunTail::record_json(const store::RunRecord& run) const {
+  json record = store::to_json(run);
+  address_run(record, store_);
+  return record;
 }
 
 void RunTail::back_to(int64_t step) {
@@ -125,7 +132,7 @@ std::vector<std::string> RunTail::poll(store::Database& db) {
   }
   if (!events.empty()) messages.push_back(dump_json({{"type", "events"}, {"events", events}}));
 
-  json record = store::to_json(run);
+  json record = record_json(run);
   if (record["status"] != run_["status"] || record["ended_at"] != run_["ended_at"])
     messages.push_back(dump_json({{"type", "status"}, {"run", record}}));
   run_ = std::move(record);

@@ -10,7 +10,8 @@
 //   {"type": "rewind", "rewind": {...}}  the run went back past a loss spike: the rows after
 //                                        its step were forgotten, and those that follow this
 //                                        message were trained again in their place
-// Every read is a prepared statement of the store's queries, inside one snapshot.
+// Every read is a prepared statement of the store's queries, inside one snapshot. The run's
+// record goes out as the API hands it out (run_address.h): its id an address, with its store.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "monitor/server/served_stores.h"
 #include "store/database.h"
 #include "store/types.h"
 
@@ -26,8 +28,9 @@ namespace kiln::monitor {
 
 class RunTail {
  public:
-  // Starts at the run's present state: the first poll returns only what comes after it.
-  RunTail(store::Database& db, int64_t run_id);
+  // Starts at the run's present state: the first poll returns only what comes after it. `db`
+  // is a connection to `store`, which holds the run; so must be each poll's.
+  RunTail(store::Database& db, const ServedStore& store, int64_t run_id);
 
   std::vector<std::string> poll(store::Database& db);
 
@@ -39,6 +42,10 @@ class RunTail {
   // A rewind forgot the run's rows past `step`: what comes after is new to the stream.
   void back_to(int64_t step);
 
+  // The record as the API hands it out.
+  nlohmann::json record_json(const store::RunRecord& run) const;
+
+  const ServedStore& store_;
   int64_t run_id_;
   nlohmann::json run_;  // the record as last sent
   std::optional<int64_t> last_step_;

@@ -35,6 +35,8 @@ class Server {
   void stop();
 
   uint16_t port() const;
+  // The stores it shows, with the labels their runs go by.
+  const ServedStores& stores() const { return state_.stores(); }
   // http://HOST:PORT/ as a browser would open it: for an address of every interface
   // (0.0.0.0, ::), the machine's host name.
   std::string url() const;

@@ -32,6 +32,13 @@ inline constexpr std::chrono::seconds kRetryAfter{1};
 inline constexpr std::chrono::milliseconds kAcceptRetryFirst{50};
 inline constexpr std::chrono::milliseconds kAcceptRetryMost{1000};
 
+// Stores one server shows (`kiln serve --store A --store B ...`, `--stores DIR`), and the
+// connections each store's pool keeps open between requests: the server's threads borrow
+// one at a time each, so a few suffice, and 64 stores then hold a few hundred descriptors
+// at most, however many requests come and go.
+inline constexpr size_t kMaxStores = 64;
+inline constexpr size_t kMaxIdleStoreConnections = 4;
+
 // GET /api/runs/{run}/metrics: keys (there are 17 metric columns, so more would repeat
 // one), ranks named in one request, and points per rank (0, "every row", is capped at this
 // too: a longer range comes downsampled to it).

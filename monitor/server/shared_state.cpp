@@ -10,8 +10,7 @@ SharedState::SharedState(ServerOptions options, const ListenAddress& address)
       allowed_hosts_(address, options_.allowed_hosts),
       connections_(options_.max_connections),
       subscribers_(options_.max_subscribers),
-      reads_(options_.store_path, store::Access::ReadOnly),
-      writes_(options_.store_path, store::Access::ReadWrite),
-      feeds_(reads_, options_.poll_interval) {}
+      stores_(options_.store_path, options_.read_only_stores),
+      feeds_(stores_, options_.poll_interval) {}
 
 }  // namespace kiln::monitor

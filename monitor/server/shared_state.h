@@ -1,5 +1,5 @@
 // What every session of one server shares: its options, who may use it, the host names it
-// answers to, the caps on sessions, the store connections and the live feeds.
+// answers to, the caps on sessions, the stores with their connections and the live feeds.
 #pragma once
 
 #include <chrono>
@@ -12,6 +12,7 @@
 #include "monitor/server/connection_pool.h"
 #include "monitor/server/listen_address.h"
 #include "monitor/server/live_feeds.h"
+#include "monitor/server/served_stores.h"
 #include "monitor/server/server_limits.h"
 #include "monitor/server/session_slots.h"
 #include "monitor/server/token_access.h"
@@ -19,7 +20,11 @@
 namespace kiln::monitor {
 
 struct ServerOptions {
+  // The store the server serves: its runs are read, steered and edited.
   std::string store_path;
+  // Stores shown beside it, read-only: their runs are read as the first store's are, and
+  // every change to one is refused (docs/dashboard.md#several-stores).
+  std::vector<std::string> read_only_stores;
   // When set, every API request needs it: "Authorization: Bearer TOKEN", or for reads the
   // session cookie a browser gets for it (token_access.h).
   std::string token;
@@ -45,15 +50,14 @@ struct ServerOptions {
 
 class SharedState {
  public:
-  // A bad --allow-host name is a kiln::Error.
+  // A bad --allow-host name is a kiln::Error, as are too many stores or one given twice.
   SharedState(ServerOptions options, const ListenAddress& address);
 
   const ServerOptions& options() const { return options_; }
   const AllowedHosts& allowed_hosts() const { return allowed_hosts_; }
   SessionSlots& connections() { return connections_; }
   SessionSlots& subscribers() { return subscribers_; }
-  ConnectionPool& reads() { return reads_; }
-  ConnectionPool& writes() { return writes_; }
+  const ServedStores& stores() const { return stores_; }
   LiveFeeds& feeds() { return feeds_; }
 
   const TokenAccess& access() const { return access_; }
@@ -64,8 +68,7 @@ class SharedState {
   AllowedHosts allowed_hosts_;
   SessionSlots connections_;
   SessionSlots subscribers_;
-  ConnectionPool reads_;
-  ConnectionPool writes_;
+  ServedStores stores_;
   LiveFeeds feeds_;
 };
 

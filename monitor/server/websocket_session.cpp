@@ -11,9 +11,9 @@ namespace kiln::monitor {
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 
-WebsocketSession::WebsocketSession(boost::asio::ip::tcp::socket&& socket, SharedState& state, int64_t run_id,
+WebsocketSession::WebsocketSession(boost::asio::ip::tcp::socket&& socket, SharedState& state, StoredRow run,
                                    SessionSlots::Slot slot)
-    : ws_(std::move(socket)), state_(state), slot_(std::move(slot)), run_id_(run_id) {}
+    : ws_(std::move(socket)), state_(state), slot_(std::move(slot)), run_(run) {}
 
 void WebsocketSession::run(beast::http::request<beast::http::string_body> request) {
   // The HTTP session's read deadline ends here; the WebSocket's own timeouts take over
@@ -37,7 +37,7 @@ void WebsocketSession::run(beast::http::request<beast::http::string_body> reques
 void WebsocketSession::on_accept(beast::error_code error) {
   if (error) return;
   try {
-    state_.feeds().subscribe(run_id_, shared_from_this());
+    state_.feeds().subscribe(run_, shared_from_this());
   } catch (const std::exception& e) {
     ws_.async_close(websocket::close_reason(websocket::close_code::try_again_later, e.what()),
                     [self = shared_from_this()](beast::error_code) {});

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "monitor/server/run_address.h"
 #include "monitor/server/session_slots.h"
 #include "monitor/server/shared_state.h"
 
@@ -21,7 +22,7 @@ namespace kiln::monitor {
 class WebsocketSession : public std::enable_shared_from_this<WebsocketSession> {
  public:
   // Holds one of the server's subscriber slots for its life.
-  WebsocketSession(boost::asio::ip::tcp::socket&& socket, SharedState& state, int64_t run_id,
+  WebsocketSession(boost::asio::ip::tcp::socket&& socket, SharedState& state, StoredRow run,
                    SessionSlots::Slot slot);
 
   // Completes the handshake the HTTP session read, then subscribes to the run's feed.
@@ -45,7 +46,7 @@ class WebsocketSession : public std::enable_shared_from_this<WebsocketSession> {
   boost::beast::flat_buffer buffer_;
   SharedState& state_;
   SessionSlots::Slot slot_;
-  int64_t run_id_;
+  StoredRow run_;
   std::deque<std::shared_ptr<const std::string>> queue_;
   bool dropped_ = false;
   bool closing_ = false;
