@@ -226,7 +226,6 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"latent_cp2_tp2_sequence_parallel", 4,
                " --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=true", kLatent + kDocuments},
         Layout{"deepseek_v3_tp2", 2, " --set parallel.tp=2", kDeepSeekV3},
-        Layout{"deepseek_v3_ep2_dp2", 4, " --set parallel.ep=2", kDeepSeekV3},
         Layout{"deepseek_v3_tp2_sequence_parallel_pp2", 4,
                " --set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.pp=2", kDeepSeekV3},
         // Multi-token prediction: the module on the last stage with its copy of the embedding,
@@ -532,11 +531,9 @@ INSTANTIATE_TEST_SUITE_P(
                     // Latent attention's up-projections by heads, its down-projection whole.
                     Layout{"latent_tp2_pp2", 4, " --set parallel.tp=2 --set parallel.pp=2",
                            " --set model.n_layer=2" + kLatent},
-                    Layout{"deepseek_v3_ep2_dp2_distributed_optimizer", 4,
-                           " --set parallel.ep=2 --set parallel.distributed_optimizer=true", kDeepSeekV3},
-                    // The module's experts split over the expert group on the last stage, which
-                    // holds a copy of the embedding (saved by the first) and the module's
-                    // selection bias (layer 2).
+                    // DeepSeek-V3's shape: the experts (the layers' and the module's) split over
+                    // the expert group, the module on the last stage with a copy of the embedding
+                    // (saved by the first) and its selection bias (layer 2).
                     Layout{"deepseek_v3_mtp_ep2_pp2_distributed_optimizer", 4,
                            " --set parallel.ep=2 --set parallel.pp=2 --set parallel.distributed_optimizer=true",
                            kDeepSeekV3Mtp}),
