@@ -48,6 +48,27 @@ inline double expect_gradients_match_finite_differences(GptModel& model,
   return worst;
 }
 
+// What data-parallel buckets rely on: once backward says the first n elements of the flat
+// gradient buffer are final, the rest of backward leaves them alone. Runs forward and backward
+// over the batch the model holds and returns backward's reports, each checked so, and below the
+// whole buffer (the embeddings, last, are never reported early).
+inline std::vector<int64_t> expect_reported_gradients_stay(GptModel& model) {
+  model.zero_grad();
+  model.forward();
+  const Tensor grads = model.parameters().flat_grads();
+  std::vector<int64_t> reported;
+  std::vector<std::vector<float>> snapshots;
+  model.backward(1.0, 0, [&](int64_t ready) {
+    reported.push_back(ready);
+    snapshots.emplace_back(grads.as<float>(), grads.as<float>() + ready);
+  });
+  for (size_t i = 0; i < reported.size(); ++i) {
+    EXPECT_LT(reported[i], grads.numel());
+    EXPECT_EQ(std::vector<float>(grads.as<float>(), grads.as<float>() + reported[i]), snapshots[i]) << "report " << i;
+  }
+  return reported;
+}
+
 // Trains the batch the model holds for `steps` AdamW steps at lr 1e-2 without weight decay;
 // returns the last loss.
 inline double train_on_its_batch(GptModel& model, Ops& ops, int steps) {
