@@ -78,27 +78,8 @@ ModelConfig export_model(const std::string& name) {
     test::use_latent_attention(m, name == "deepseek_v3_direct_q" ? 0 : 24, 16, 12, 8, 10);
     m.norm_eps = 1e-6;  // DeepseekV3's latent norms' whatever rms_norm_eps says
   }
-  if (name == "deepseek_v3") {
-    MoeConfig& moe = m.moe;
-    moe.num_experts = 16;
-    moe.top_k = 4;
-    moe.ffn_hidden = 16;
-    moe.shared_experts = 2;
-    moe.dense_layers = 1;
-    moe.score = "sigmoid";
-    moe.route_groups = 4;
-    moe.route_groups_topk = 2;
-    moe.gate_scale = 2.5;
-  }
-  if (name == "deepseek_v3_yarn") {
-    m.rope_scaling = "yarn";
-    m.rope_scaling_factor = 4;
-    m.rope_original_seq_len = 4;
-    m.rope_beta_fast = 4;
-    m.rope_beta_slow = 0.5;
-    m.rope_mscale = 1.0;
-    m.rope_mscale_all_dim = 0.7;
-  }
+  if (name == "deepseek_v3") test::use_deepseek_experts(m, 16, 16);
+  if (name == "deepseek_v3_yarn") test::use_short_yarn(m);
   if (llama3) {
     // Llama 3.1's scaling cut down to this model: with head dim 16 and an original context of
     // 32, the first frequency pair stays, the second is blended and the rest are divided.

@@ -39,4 +39,31 @@ inline void use_latent_attention(ModelConfig& m, int q_rank, int kv_rank, int no
   m.v_head_dim = value;
 }
 
+// YaRN on a 16-token model: stretched 4x from a context of 4, the mscales apart so that the
+// RoPE table's factor and latent attention's softmax factor both take part.
+inline void use_short_yarn(ModelConfig& m) {
+  m.rope_scaling = "yarn";
+  m.rope_scaling_factor = 4;
+  m.rope_original_seq_len = 4;
+  m.rope_beta_fast = 4;
+  m.rope_beta_slow = 0.5;
+  m.rope_mscale = 1.0;
+  m.rope_mscale_all_dim = 0.7;
+}
+
+// DeepSeek-V3's experts in small: `experts` sigmoid-scored experts of `width` in 4 groups, a
+// token's 4 from its 2 best groups, 2 shared experts, gates scaled by 2.5, layer 0 dense.
+inline void use_deepseek_experts(ModelConfig& m, int experts, int width) {
+  MoeConfig& moe = m.moe;
+  moe.num_experts = experts;
+  moe.top_k = 4;
+  moe.ffn_hidden = width;
+  moe.shared_experts = 2;
+  moe.dense_layers = 1;
+  moe.score = "sigmoid";
+  moe.route_groups = 4;
+  moe.route_groups_topk = 2;
+  moe.gate_scale = 2.5;
+}
+
 }  // namespace kiln::test

@@ -119,17 +119,7 @@ ModelConfig parity_model(const std::string& variant) {
   m.n_head = 4;
   m.n_kv_head = arch == "llama" ? 2 : 0;
   if (family == "mla") test::use_latent_attention(m, variant == "mla_direct_q" ? 0 : 24, 16, 12, 8, 10);
-  if (variant == "mla_yarn") {
-    // Stretched 4x from a context of 4 (the sequence runs to 16), the mscales apart so that
-    // the table's factor and the softmax's both take part.
-    m.rope_scaling = "yarn";
-    m.rope_scaling_factor = 4;
-    m.rope_original_seq_len = 4;
-    m.rope_beta_fast = 4;
-    m.rope_beta_slow = 0.5;
-    m.rope_mscale = 1.0;
-    m.rope_mscale_all_dim = 0.7;
-  }
+  if (variant == "mla_yarn") test::use_short_yarn(m);
   m.d_ff = arch == "llama" ? 96 : 0;  // gpt2: 4 * d_model
   m.vocab_size = 50;
   m.make_vocab_size_divisible_by = 16;  // 50 -> 64 rows: padding exists

@@ -38,17 +38,8 @@ ModelConfig deepseek_model(bool q_latent, bool experts) {
   test::use_latent_attention(m, q_latent ? 16 : 0, 12, 8, 4, 6);
   m.norm_eps = 1e-6;
   if (experts) {
-    MoeConfig& moe = m.moe;
-    moe.num_experts = 8;
-    moe.top_k = 4;
-    moe.ffn_hidden = 8;
-    moe.shared_experts = 2;
-    moe.dense_layers = 1;
-    moe.score = "sigmoid";
-    moe.route_groups = 4;
-    moe.route_groups_topk = 2;
-    moe.gate_scale = 2.5;
-    moe.normalize_top_k = false;
+    test::use_deepseek_experts(m, 8, 8);
+    m.moe.normalize_top_k = false;
   }
   return m;
 }
