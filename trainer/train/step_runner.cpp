@@ -144,27 +144,30 @@ double StepRunner::gradient_divisor(double scale, int64_t trained_tokens) const 
   return scale * (static_cast<double>(std::max<int64_t>(trained_tokens, 1)) / tokens_per_step);
 }
 
-void StepRunner::sum_losses(StepTimes& times, double nats) {
+void StepRunner::sum_losses(StepTimes& times, std::vector<double> sums) {
   Communicator& replicas = backend_.data_group();
   if (replicas.size() > 1) {
     const Clock::time_point start = Clock::now();
-    double sums[] = {nats, static_cast<double>(times.trained_tokens)};
-    replicas.all_reduce(Tensor{sums, DType::F64, {2}}, ReduceOp::Sum);
-    nats = sums[0];
-    times.trained_tokens = static_cast<int64_t>(sums[1]);
+    sums.push_back(static_cast<double>(times.trained_tokens));
+    replicas.all_reduce(Tensor{sums.data(), DType::F64, {static_cast<int64_t>(sums.size())}}, ReduceOp::Sum);
+    times.trained_tokens = static_cast<int64_t>(sums.back());
+    sums.pop_back();
     times.comm_ms += ms_since(start);
   }
-  times.loss = nats / static_cast<double>(std::max<int64_t>(times.trained_tokens, 1));
+  times.loss = sums[0] / static_cast<double>(std::max<int64_t>(times.trained_tokens, 1));
+  const size_t depths = (sums.size() - 1) / 2;
+  times.mtp_losses.clear();
+  for (size_t k = 0; k < depths; ++k) times.mtp_losses.push_back(sums[1 + k] / std::max(sums[1 + depths + k], 1.0));
 }
 
 void StepRunner::pipeline_step(int64_t first_sample, const std::function<void()>& phase_end, StepTimes& times) {
   const int64_t B = config_.train.micro_batch;
   const double tokens_per_step =
       static_cast<double>(config_.train.global_batch) * config_.model.seq_len;
-  double nats = 0;  // the summed losses of this replica's trained tokens
-  // Multi-token prediction's, depth by depth: the summed losses, then the targets' counts.
+  // The summed losses of this replica's trained tokens; then multi-token prediction's, depth by
+  // depth: the summed losses, then the targets' counts.
   const size_t depths = static_cast<size_t>(config_.model.mtp_depth);
-  std::vector<double> mtp(2 * depths, 0.0);
+  std::vector<double> sums(1 + 2 * depths, 0.0);
   const PipelineTimes pipeline = pipeline_.run(
       schedule_, loss_scaler_.scale() / tokens_per_step,
       [&](int micro, int slot) {
@@ -172,12 +175,12 @@ void StepRunner::pipeline_step(int64_t first_sample, const std::function<void()>
         times.trained_tokens += data_.trained_targets();
       },
       [&](int, int slot, double loss) {
-        nats += loss * static_cast<double>(model_.target_count(slot));
+        sums[0] += loss * static_cast<double>(model_.target_count(slot));
         // Only the chunk with the head has the modules.
-        const std::vector<double>& sums = model_.mtp_loss_sums(slot);
-        for (size_t k = 0; k < sums.size(); ++k) {
-          mtp[k] += sums[k];
-          mtp[depths + k] += static_cast<double>(model_.mtp_target_counts(slot)[k]);
+        const std::vector<double>& depth_sums = model_.mtp_loss_sums(slot);
+        for (size_t k = 0; k < depth_sums.size(); ++k) {
+          sums[1 + k] += depth_sums[k];
+          sums[1 + depths + k] += static_cast<double>(model_.mtp_target_counts(slot)[k]);
         }
       },
       phase_end,
@@ -193,26 +196,10 @@ void StepRunner::pipeline_step(int64_t first_sample, const std::function<void()>
     times.pipe_ms = pipeline.wait_ms;
     const Clock::time_point start = Clock::now();
     // The losses are the last stage's; every stage reports them (each read the same batches).
-    stages.all_reduce(Tensor{&nats, DType::F64, {1}}, ReduceOp::Sum);
-    if (depths > 0) stages.all_reduce(Tensor{mtp.data(), DType::F64, {static_cast<int64_t>(mtp.size())}}, ReduceOp::Sum);
+    stages.all_reduce(Tensor{sums.data(), DType::F64, {static_cast<int64_t>(sums.size())}}, ReduceOp::Sum);
     times.comm_ms += ms_since(start);
   }
-  sum_losses(times, nats);
-  if (depths > 0) sum_mtp_losses(times, mtp);
-}
-
-void StepRunner::sum_mtp_losses(StepTimes& times, std::vector<double>& sums_and_counts) {
-  Communicator& replicas = backend_.data_group();
-  if (replicas.size() > 1) {
-    const Clock::time_point start = Clock::now();
-    replicas.all_reduce(Tensor{sums_and_counts.data(), DType::F64, {static_cast<int64_t>(sums_and_counts.size())}},
-                        ReduceOp::Sum);
-    times.comm_ms += ms_since(start);
-  }
-  const size_t depths = sums_and_counts.size() / 2;
-  times.mtp_losses.clear();
-  for (size_t k = 0; k < depths; ++k)
-    times.mtp_losses.push_back(sums_and_counts[k] / std::max(sums_and_counts[depths + k], 1.0));
+  sum_losses(times, std::move(sums));
 }
 
 void StepRunner::sum_tied_embedding(StepTimes& times) {

@@ -83,11 +83,11 @@ class StepRunner {
   // Whether any gradient has replicas to sum: data-parallel ones, or whole experts' tensor
   // ranks (each routed its own tokens) with no data parallelism at all.
   bool has_replicas() const;
-  // The step's loss: the replicas' summed losses over their trained tokens, and those tokens.
-  void sum_losses(StepTimes& times, double nats);
-  // Multi-token prediction's: each depth's summed losses over its targets, summed over the
-  // replicas (sums_and_counts: the depths' sums, then their counts).
-  void sum_mtp_losses(StepTimes& times, std::vector<double>& sums_and_counts);
+  // The step's loss: the replicas' summed losses over their trained tokens, and those tokens;
+  // and multi-token prediction's, each depth's summed losses over its targets. sums: this
+  // replica's summed losses, then the depths' summed losses, then their targets' counts, summed
+  // over the replicas with the trained tokens in one all-reduce.
+  void sum_losses(StepTimes& times, std::vector<double> sums);
   // What the optimizer divides the gradients by: backward weighted every token by
   // loss scale / (global batch x seq_len), so this makes the gradient the mean over the trained
   // tokens (Megatron's per-token loss), the same as before wherever every token is trained.
