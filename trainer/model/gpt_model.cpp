@@ -659,18 +659,23 @@ void GptModel::logits_row(int64_t row, std::vector<float>& out, int slot) const 
 void GptModel::set_local_ids(const int32_t* tokens, const int32_t* targets, int64_t n, int slot) {
   Slot& a = slot_[static_cast<size_t>(slot)];
   const Batch& batch = batch_[static_cast<size_t>(slot)];
-  // Ids relative to this rank's slice; out of range they select nothing (ops.h).
   std::vector<int32_t> local(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) local[i] = static_cast<int32_t>(tokens[i] - vocab_start_);
+  for (int64_t i = 0; i < n; ++i) local[i] = local_token(tokens[i]);
   ops_.copy_from_host(batch.of(a.local_tokens), local.data());
   if (!targets) return;
   a.local_targets_host.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = targets[i] - vocab_start_;
-    const bool here = t >= 0 && t < local_vocab_;
-    a.local_targets_host[i] = targets[i] < 0 ? -1 : static_cast<int32_t>(here ? t : local_vocab_);
-  }
+  for (int64_t i = 0; i < n; ++i) a.local_targets_host[i] = local_target(targets[i]);
   ops_.copy_from_host(batch.of(a.local_targets), a.local_targets_host.data());
+}
+
+int32_t GptModel::local_token(int32_t id) const {
+  // Out of the slice's range it selects nothing (ops.h).
+  return static_cast<int32_t>(id - vocab_start_);
+}
+
+int32_t GptModel::local_target(int32_t id) const {
+  const int64_t t = id - vocab_start_;
+  return id < 0 ? -1 : static_cast<int32_t>(t >= 0 && t < local_vocab_ ? t : local_vocab_);
 }
 
 MoeMlp* GptModel::experts(int layer) {

@@ -216,6 +216,10 @@ class GptModel {
   void queue_cross_entropy(int slot);
   // The slot's ids as this rank's vocabulary slice numbers them.
   void set_local_ids(const int32_t* tokens, const int32_t* targets, int64_t n, int slot);
+  // One id so numbered: a token outside the slice selects no row; a target outside it is
+  // local_vocab_ (the vocabulary-parallel cross-entropy's "elsewhere"), a masked one -1.
+  int32_t local_token(int32_t id) const;
+  int32_t local_target(int32_t id) const;
   // The embedding of `ids` ([b, t], this rank's vocabulary slice's numbering) into `embedded`,
   // this rank's token share: summed over the tensor group (reduce-scattered under sequence
   // parallelism). positions: GPT-2's learned positions, added by one rank (else empty).

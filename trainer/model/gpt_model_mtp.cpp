@@ -34,13 +34,10 @@ void GptModel::set_mtp_ids(const int32_t* tokens, const int32_t* targets, int64_
       }
     }
     mtp_target_count_[s][k] = count;
-    // Numbered as this rank's vocabulary slice numbers them (set_local_ids).
+    // Numbered as this rank's vocabulary slice numbers them.
     for (int64_t i = 0; i < n; ++i) {
-      ids[static_cast<size_t>(i)] = static_cast<int32_t>(ids[static_cast<size_t>(i)] - vocab_start_);
-      const int32_t target = labels[static_cast<size_t>(i)];
-      const int64_t local = target - vocab_start_;
-      labels[static_cast<size_t>(i)] =
-          target < 0 ? -1 : static_cast<int32_t>(local >= 0 && local < local_vocab_ ? local : local_vocab_);
+      ids[static_cast<size_t>(i)] = local_token(ids[static_cast<size_t>(i)]);
+      labels[static_cast<size_t>(i)] = local_target(labels[static_cast<size_t>(i)]);
     }
     ops_.copy_from_host(batch.of(a.mtp_tokens[k]), ids.data());
     ops_.copy_from_host(batch.of(a.mtp_targets[k]), labels.data());
