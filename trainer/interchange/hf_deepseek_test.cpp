@@ -117,13 +117,8 @@ TEST(HfDeepseek, ConfigHasDeepseekV3sFieldsAndComesBack) {
 // transformers before 5 (which takes the factor as their ratio) and after (the factor) agree.
 TEST(HfDeepseek, YarnGoesOutAtItsStretchedContextAndComesBack) {
   ModelConfig m = deepseek_model(true, false);
-  m.rope_scaling = "yarn";
-  m.rope_scaling_factor = 4;
+  test::use_short_yarn(m);
   m.rope_original_seq_len = 8;
-  m.rope_beta_fast = 4;
-  m.rope_beta_slow = 0.5;
-  m.rope_mscale = 1.0;
-  m.rope_mscale_all_dim = 0.7;
   const json c = hf_config(m, DType::F32, 256);
   EXPECT_EQ(c["max_position_embeddings"], 32);
   EXPECT_EQ(c["rope_scaling"], (json{{"rope_type", "yarn"},

@@ -35,13 +35,7 @@ ModelConfig tiny_model(const std::string& arch) {
   return m;
 }
 
-struct Batch2x6 {
-  std::vector<int32_t> tokens = {1, 4, 2, 9, 10, 3, 0, 5, 5, 7, 8, 2};
-  std::vector<int32_t> targets = {4, 2, 9, 10, 3, 6, 5, 5, -1, 8, 2, 1};  // one masked
-  // Row 0 packs documents [0, 3) and [3, 6), row 1 [0, 1) and [1, 6).
-  std::vector<int32_t> positions = {0, 1, 2, 0, 1, 2, 0, 0, 1, 2, 3, 4};
-  std::vector<int32_t> starts = {0, 0, 0, 3, 3, 3, 0, 1, 1, 1, 1, 1};
-};
+using test::Batch2x6;
 
 class ModelGradients : public testing::TestWithParam<std::string> {};
 

@@ -37,13 +37,7 @@ ModelConfig mtp_model(bool moe = false) {
   return m;
 }
 
-struct PackedBatch {
-  std::vector<int32_t> tokens = {1, 4, 2, 9, 10, 3, 0, 5, 5, 7, 8, 2};
-  std::vector<int32_t> targets = {4, 2, 9, 10, 3, 6, 5, 5, -1, 8, 2, 1};  // one masked
-  // Row 0 packs documents [0, 3) and [3, 6), row 1 [0, 1) and [1, 6).
-  std::vector<int32_t> positions = {0, 1, 2, 0, 1, 2, 0, 0, 1, 2, 3, 4};
-  std::vector<int32_t> starts = {0, 0, 0, 3, 3, 3, 0, 1, 1, 1, 1, 1};
-};
+using PackedBatch = test::Batch2x6;
 
 // What backward differentiates: the mean next-token loss plus weight / D x the depths' summed
 // losses over the same count of targets, and every MoE layer's balancing and z losses (the
