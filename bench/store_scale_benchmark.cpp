@@ -3,7 +3,7 @@
 // writer takes a many-rank run's rows, and how fast `kiln serve` answers the dashboard's API
 // calls over them.
 //
-//   build/kiln_bench_store_scale [--dir DIR] [--scale F] [--stores abcd] [--requests N]
+//   build/kiln_bench_store_scale [--dir DIR] [--scale F] [--stores abcd] [--requests N] [--keep]
 //
 //   a  10,000 runs as sweeps of 100 to 1,000 points, each with its config, tags, a start and
 //      an end event, 20 logged steps and, for one run in ten, an alert
@@ -13,7 +13,8 @@
 //
 // --scale multiplies the steps of b, c and d (the ranks, experts and runs stay), so that a
 // small machine can run the same shapes shorter; the output says the scale. Each store is
-// written to DIR (default $TMPDIR or /tmp) and removed afterwards.
+// written to DIR (default $TMPDIR or /tmp) and removed afterwards, or with --keep left there
+// (its path printed) to profile a query against.
 //
 // For each store it prints: bytes on disk (the store file after a WAL checkpoint) per
 // rank-step (per run for a); the writer's sustained rank-rows per second, rank 0 handing it
@@ -66,6 +67,7 @@ struct Options {
   double scale = 1.0;
   std::string stores = "abcd";
   int requests = 20;
+  bool keep = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -82,6 +84,7 @@ Options parse(int argc, char** argv) {
     else if (arg == "--scale") o.scale = std::stod(value());
     else if (arg == "--stores") o.stores = value();
     else if (arg == "--requests") o.requests = std::stoi(value());
+    else if (arg == "--keep") o.keep = true;
     else throw std::runtime_error("unknown argument " + arg + " (see the comment atop bench/store_scale_benchmark.cpp)");
   }
   if (!(o.scale > 0 && o.scale <= 1)) throw std::runtime_error("--scale must be in (0, 1]");
@@ -391,8 +394,9 @@ int main(int argc, char** argv) {
         const Served served(kiln, path, port++);
         report_api(served, calls, o.requests);
       }
+      if (o.keep) fmt::print("  kept: {}\n", path);
+      else remove_store(path);
       std::fflush(stdout);
-      remove_store(path);
     }
     fmt::print("\nnot measured here: the TUI's paint times and the browser page's memory (no terminal or browser on "
                "the benchmark's machine)\n");
