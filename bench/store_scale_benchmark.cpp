@@ -16,6 +16,10 @@
 // written to DIR (default $TMPDIR or /tmp) and removed afterwards, or with --keep left there
 // (its path printed) to profile a query against.
 //
+// For store a it also times `kiln tui` (in tmux): from its start to the runs screen, and from
+// End to the last run in view; and the runs page in headless Chromium (bench/runs_page_memory.mjs):
+// its first rows, a scroll through every run, and the browser's memory after it.
+//
 // For each store it prints: bytes on disk (the store file after a WAL checkpoint) per
 // rank-step (per run for a); the writer's sustained rank-rows per second, rank 0 handing it
 // every rank's row of each step as the trainer's gather does and waiting only when the
@@ -28,6 +32,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -44,6 +49,7 @@
 #include <vector>
 
 #include "store/database.h"
+#include "trainer/config/config.h"
 #include "store/run_writer.h"
 #include "store/schema.h"
 #include "store/sweep_writer.h"
@@ -126,12 +132,14 @@ MetricRow rank_row(int64_t step, int rank) {
   return row;
 }
 
-RunInfo run_info(const std::string& name, int world_size) {
+// A run as kiln records it: the whole resolved config (every key, about 4 KB), as a trainer
+// writes it, with this learning rate.
+RunInfo run_info(const std::string& name, int world_size, double lr = 3e-4) {
   RunInfo info;
   info.name = name;
-  info.config_json = nlohmann::json{{"model", {{"n_layer", 32}, {"d_model", 4096}}},
-                                    {"train", {{"lr", 3e-4}, {"global_batch", 1024}}}}
-                         .dump();
+  kiln::Config config;
+  config.train.lr = lr;
+  info.config_json = kiln::config_to_json(config).dump();
   info.layout = "tp8.pp4.dp" + std::to_string(std::max(1, world_size / 32));
   info.backend = "cuda";
   info.device = "NVIDIA H100 80GB HBM3";
@@ -187,7 +195,7 @@ WriteFigures write_many_runs(const std::string& path) {
       WriterOptions options;
       options.heartbeat_interval_s = 0;
       RunWriter writer(path, options);
-      RunInfo info = run_info(name, 8);
+      RunInfo info = run_info(name, 8, 1e-4 * (p + 1));
       info.sweep_id = sweep_id;
       info.sweep_point = p;
       info.tags = {"scale", p % 2 == 0 ? "even" : "odd"};
@@ -328,6 +336,53 @@ void report_api(const Served& served, const std::vector<std::pair<std::string, s
   fmt::print("  server peak resident memory: {:.1f} MiB\n", static_cast<double>(served.peak_rss()) / (1 << 20));
 }
 
+// The output of a shell command.
+std::string output_of(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot run " + command);
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  pclose(pipe);
+  return out;
+}
+
+// `kiln tui` over a store in a detached tmux window of 160 x 50: the time from its start to
+// the runs screen showing `first` (the newest run), and from End to the screen showing
+// `last` (the oldest), p50 and p95 over `repeats` starts.
+void report_tui(const std::string& kiln, const std::string& path, const std::string& first, const std::string& last,
+                int repeats) {
+  const std::string tmux = fmt::format("tmux -L kiln-scale-{} -f /dev/null", getpid());
+  const auto wait_for = [&](const std::string& text, Clock::time_point start) {
+    while (seconds_since(start) < 60) {
+      if (output_of(tmux + " capture-pane -p -t main").find(text) != std::string::npos) return seconds_since(start) * 1e3;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    throw std::runtime_error("kiln tui did not show " + text + " within 60 s");
+  };
+  std::vector<double> opened, ended;
+  for (int i = 0; i < repeats; ++i) {
+    const Clock::time_point start = Clock::now();
+    if (std::system((tmux + " new-session -d -s main -x 160 -y 50 \"env LC_ALL=C.UTF-8 " + kiln + " tui --store " + path +
+                     "; sleep 600\"").c_str()) != 0)
+      throw std::runtime_error("tmux did not start");
+    opened.push_back(wait_for(first, start));
+    const Clock::time_point end_key = Clock::now();
+    std::system((tmux + " send-keys -t main End").c_str());
+    ended.push_back(wait_for(last, end_key));
+    std::system((tmux + " kill-server").c_str());
+  }
+  std::sort(opened.begin(), opened.end());
+  std::sort(ended.begin(), ended.end());
+  const auto at = [](const std::vector<double>& ms, double q) {
+    return ms[std::min(ms.size() - 1, static_cast<size_t>(q * static_cast<double>(ms.size())))];
+  };
+  fmt::print("  {:<34} {:>10.1f} {:>10.1f}  start to the runs screen's first rows\n", "TUI runs screen (kiln tui)",
+             at(opened, 0.5), at(opened, 0.95));
+  fmt::print("  {:<34} {:>10.1f} {:>10.1f}  End to the last run in view\n", "TUI scrolled to the end", at(ended, 0.5),
+             at(ended, 0.95));
+}
+
 std::string kiln_binary(const char* self) {
   const fs::path beside = fs::path(self).parent_path() / "kiln";
   if (!fs::exists(beside)) throw std::runtime_error("no kiln binary beside " + std::string(self));
@@ -355,7 +410,13 @@ int main(int argc, char** argv) {
         fmt::print("  written in {:.1f} s: {:.0f} runs/s\n", f.seconds, static_cast<double>(f.rank_steps) / f.seconds);
         fmt::print("  on disk: {} bytes, {:.0f} bytes a run (20 logged steps each)\n", store_bytes(path),
                    static_cast<double>(store_bytes(path)) / static_cast<double>(f.rank_steps));
-        calls = {{"runs table (/api/runs)", "/api/runs"},
+        // The runs page's first question (a page of 100 and the menus' config keys), then
+        // what a user asks next: another order, groups, a search, a far page with configs.
+        calls = {{"runs table, first page", "/api/runs?limit=100&config_keys=1"},
+                 {"runs table by loss", "/api/runs?limit=100&sort=loss&order=asc"},
+                 {"runs table grouped by train.lr", "/api/runs?limit=100&group=train.lr"},
+                 {"runs table, search", "/api/runs?limit=100&q=sweep-07%20even"},
+                 {"runs table, page 100 with configs", "/api/runs?limit=100&offset=9900&config=1"},
                  {"sweeps (/api/sweeps)", "/api/sweeps"},
                  {"a sweep of 1,000 (/api/sweeps/sweep-09)", "/api/sweeps/sweep-09"},
                  {"a run page (/api/runs/5000)", "/api/runs/5000"},
@@ -391,15 +452,22 @@ int main(int argc, char** argv) {
         throw std::runtime_error(std::string("--stores takes the letters a, b, c and d, got ") + which);
       }
       {
-        const Served served(kiln, path, port++);
+        const int served_port = port++;
+        const Served served(kiln, path, served_port);
         report_api(served, calls, o.requests);
+        // The runs page in a browser, from the repository's root (bench/store-scale.sh runs there).
+        if (which == 'a' &&
+            std::system(fmt::format("node bench/runs_page_memory.mjs http://127.0.0.1:{}/ sweep-19-p0099 sweep-00-p0000",
+                                    served_port)
+                            .c_str()) != 0)
+          fmt::print("  runs page: bench/runs_page_memory.mjs failed (run from the repository's root)\n");
+        std::fflush(stdout);
       }
+      if (which == 'a') report_tui(kiln, path, "sweep-19-p0099", "sweep-00-p0000", std::min(o.requests, 10));
       if (o.keep) fmt::print("  kept: {}\n", path);
       else remove_store(path);
       std::fflush(stdout);
     }
-    fmt::print("\nnot measured here: the TUI's paint times and the browser page's memory (no terminal or browser on "
-               "the benchmark's machine)\n");
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "kiln_bench_store_scale: {}\n", e.what());

@@ -17,19 +17,26 @@
 namespace kiln::store {
 namespace {
 
-// Every run column, with the effective status first: ?1 is the heartbeat cutoff.
+// Every run column, with the effective status first: ?1 is the heartbeat cutoff. {config} is
+// the config's column, or '' for a list that leaves it out.
 constexpr const char* kRunSelect = R"sql(
   SELECT id, name,
          CASE WHEN status IN ('running', 'paused')
                    AND coalesce(heartbeat_at, started_at, created_at) < ?1
               THEN 'lost' ELSE status END AS effective,
-         status, config_json, layout, backend, device, host, command_line, created_at,
+         status, {config}, layout, backend, device, host, command_line, created_at,
          started_at, ended_at, heartbeat_at, tags, notes, coalesce(error, ''),
          (SELECT max(step) FROM metrics WHERE metrics.run_id = runs.id), pid,
          planned_step_s, planned_memory_bytes, workdir, world_size, sweep_id, sweep_point,
          parent_id, parent_step, coalesce(launch, ''), step_seconds, counted_seconds,
          attempt_started_at
   FROM runs)sql";
+
+std::string run_select(const std::string& config_column) {
+  std::string sql = kRunSelect;
+  sql.replace(sql.find("{config}"), 8, config_column);
+  return sql;
+}
 
 std::vector<std::string> parse_tags(const std::string& text) {
   const auto json = nlohmann::json::parse(text, nullptr, false);
@@ -114,18 +121,25 @@ void bind_config_value(Statement& st, int index, const std::string& value) {
 }  // namespace
 
 std::vector<RunRecord> list_runs(Database& db, const RunFilter& filter, double stale_after_s) {
-  std::string sql = std::string("SELECT * FROM (") + kRunSelect + ") AS r WHERE 1";
+  // The filters name the table's columns (runs.config_json even where the answer leaves it
+  // out) and the effective status by its alias, which SQLite resolves in WHERE.
+  std::string sql = run_select(filter.with_config ? "config_json" : "'' AS config_json") + " WHERE 1";
   int index = 1;
   if (filter.status) sql += " AND effective = ?" + std::to_string(++index);
   if (!filter.tag.empty())
-    sql += " AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = ?" +
+    sql += " AND EXISTS (SELECT 1 FROM json_each(runs.tags) WHERE json_each.value = ?" +
            std::to_string(++index) + ")";
   if (!filter.name_contains.empty())
     sql += " AND instr(lower(name), lower(?" + std::to_string(++index) + ")) > 0";
+  for (size_t i = 0; i < filter.words.size(); ++i) {
+    const std::string word = "lower(?" + std::to_string(++index) + ")";
+    sql += " AND (instr(lower(name), " + word + ") > 0 OR EXISTS (SELECT 1 FROM json_each(runs.tags) WHERE instr(lower(json_each.value), " +
+           word + ") > 0))";
+  }
   if (filter.since) sql += " AND created_at >= ?" + std::to_string(++index);
   if (filter.sweep_id) sql += " AND sweep_id = ?" + std::to_string(++index);
   for (size_t i = 0; i < filter.config.size(); ++i, index += 2)
-    sql += " AND json_extract(r.config_json, ?" + std::to_string(index + 1) + ") = ?" + std::to_string(index + 2);
+    sql += " AND json_extract(runs.config_json, ?" + std::to_string(index + 1) + ") = ?" + std::to_string(index + 2);
   sql += " ORDER BY created_at DESC, id DESC";
   if (filter.limit > 0) sql += " LIMIT " + std::to_string(filter.limit);
 
@@ -135,6 +149,7 @@ std::vector<RunRecord> list_runs(Database& db, const RunFilter& filter, double s
   if (filter.status) st.bind(++index, to_string(*filter.status));
   if (!filter.tag.empty()) st.bind(++index, filter.tag);
   if (!filter.name_contains.empty()) st.bind(++index, filter.name_contains);
+  for (const std::string& word : filter.words) st.bind(++index, word);
   if (filter.since) st.bind(++index, *filter.since);
   if (filter.sweep_id) st.bind(++index, *filter.sweep_id);
   for (const ConfigMatch& m : filter.config) {
@@ -147,7 +162,7 @@ std::vector<RunRecord> list_runs(Database& db, const RunFilter& filter, double s
 }
 
 RunRecord get_run(Database& db, int64_t run_id, double stale_after_s) {
-  static const std::string sql = std::string(kRunSelect) + " WHERE id = ?2";
+  static const std::string sql = run_select("config_json") + " WHERE id = ?2";
   Statement& st = db.cached(sql);
   st.bind(1, unix_now() - stale_after_s).bind(2, run_id);
   if (!st.step()) fail("store: no run with id " + std::to_string(run_id) + " in " + db.path());

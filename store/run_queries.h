@@ -35,7 +35,11 @@ struct RunFilter {
   std::optional<double> since;      // created at or after, Unix seconds
   std::optional<int64_t> sweep_id;  // launched by this sweep (kiln sweep)
   std::vector<ConfigMatch> config;  // every one holds
+  std::vector<std::string> words;   // each is in the name or in a tag, in any case (a search)
   int limit = 0;                    // 0: no limit
+  // false: RunRecord::config_json is left empty. A list of thousands of runs reads a few
+  // hundred bytes a run instead of each resolved config's few kilobytes.
+  bool with_config = true;
 };
 
 // Newest first.

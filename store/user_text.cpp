@@ -238,4 +238,15 @@ std::string redact_config_json(std::string_view config_json) {
   return config.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+nlohmann::json redact_config_value(std::string_view dotted_key, nlohmann::json value) {
+  const bool empty = value.is_null() || (value.is_string() && value.get_ref<const std::string&>().empty());
+  for (size_t start = 0; start <= dotted_key.size();) {
+    const size_t dot = std::min(dotted_key.find('.', start), dotted_key.size());
+    if (names_secret(dotted_key.substr(start, dot - start)) && !empty) return std::string(kHidden);
+    start = dot + 1;
+  }
+  redact_json(value);
+  return value;
+}
+
 }  // namespace kiln::store

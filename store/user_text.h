@@ -7,6 +7,7 @@
 // their way in.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -44,5 +45,10 @@ std::string redact_secrets_in_text(std::string_view text);
 // API, `kiln runs show --json`, exports, comparisons and the terminal UI all show configs
 // through it.
 std::string redact_config_json(std::string_view config_json);
+
+// One value of a config as it would read in redact_config_json's answer: "***" under a dotted
+// key with a part that names a secret, its strings through redact_secrets_in_text otherwise
+// (the runs table's sort and group values, read one key at a time).
+nlohmann::json redact_config_value(std::string_view dotted_key, nlohmann::json value);
 
 }  // namespace kiln::store

@@ -117,7 +117,7 @@ TEST(ChildrenCli, WithATokenReadsAndTheLiveFeedNeedIt) {
   EXPECT_EQ(monitor::test::get(port, "/").status, 200u) << "the page itself holds no data";
   const monitor::test::HttpResult runs = monitor::test::get(port, "/api/runs", auth);
   EXPECT_EQ(runs.status, 200u);
-  EXPECT_EQ(runs.json()[0]["name"], "done");
+  EXPECT_EQ(runs.json()["runs"][0]["name"], "done");
   EXPECT_EQ(upgrade(port, "/api/runs/done/live", "Authorization: Bearer t0ken\r\n"), "HTTP/1.1 101 Switching Protocols");
   // The browser's way: the token once for a cookie that reads and follows.
   const monitor::test::HttpResult session =

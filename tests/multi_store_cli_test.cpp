@@ -30,7 +30,7 @@ nlohmann::json served_runs(const std::string& dir, const std::string& name, cons
     const uint16_t port = port_of(url);
     const auto listed = monitor::test::get(port, "/api/runs");
     EXPECT_EQ(listed.status, 200u) << listed.body;
-    runs = listed.json();
+    runs = listed.json()["runs"];
     // The second store's run is read-only: the server refuses to tag it.
     const auto tag = monitor::test::request(port, monitor::test::http::verb::post, "/api/runs/host-b:other/tags",
                                             R"({"add": ["x"]})");

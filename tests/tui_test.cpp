@@ -225,6 +225,17 @@ TEST(Tui, ShowsFinishedRunsOpensComparesAndFitsEightyByTwentyFour) {
   tmux.keys("Enter");
   screen = tmux.wait_for({"No run matches"});
   EXPECT_TRUE(shows(screen, "No run matches /^alp train.lr=0.002/")) << screen;
+  // Grouped by a config key: a header per value, in order, each before its runs.
+  tmux.keys("/ C-u Enter b");
+  tmux.type("train.lr");
+  tmux.keys("Enter");
+  screen = tmux.wait_for({"by train.lr", "0.002 · 1 run", "0.003 · 1 run"});
+  EXPECT_LT(row_of(screen, "0.002 · 1 run"), row_of(screen, "beta")) << screen;
+  EXPECT_LT(row_of(screen, "beta"), row_of(screen, "0.003 · 1 run")) << screen;
+  EXPECT_LT(row_of(screen, "0.003 · 1 run"), row_of(screen, "alpha")) << screen;
+  tmux.keys("b C-u Enter");
+  screen = tmux.wait_for({"kiln · 2 runs · sort"});
+  EXPECT_FALSE(shows(screen, "· 1 run")) << screen;
 
   // Ctrl-C ends the UI and gives the terminal back: the alternate screen is off again.
   ASSERT_EQ(tmux.pane("#{alternate_on}"), "1");

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "store/run_details.h"
 #include "store/run_overview.h"
 #include "store/run_queries.h"
+#include "store/run_table.h"
 #include "store/sample_queries.h"
 
 namespace kiln::monitor {
@@ -122,47 +124,71 @@ Reply get_runs(ApiCall& call) {
   filter.since = call.target.number("since");
   // where=train.lr=0.001,model.arch=llama: each a config value the runs hold.
   for (const std::string& match : call.target.list("where")) filter.config.push_back(store::parse_config_match(match));
-  const int64_t limit = call.target.integer("limit").value_or(0);
-  if (limit < 0 || limit > std::numeric_limits<int>::max())
-    throw ApiError(http::status::bad_request, "limit must be 0 (all) or a positive count");
-  filter.limit = static_cast<int>(limit);
+  // q: the search box's words; KEY=VALUE words match a config value, the others a name or a tag.
+  std::istringstream words(call.target.text("q").value_or(""));
+  for (std::string word; words >> word;) {
+    if (word.find('=') != std::string::npos) filter.config.push_back(store::parse_config_match(word));
+    else filter.words.push_back(word);
+  }
+  store::RunOrder order;
+  order.sort = call.target.text("sort").value_or(order.sort);
+  const std::string direction = call.target.text("order").value_or("desc");
+  if (direction != "asc" && direction != "desc") throw ApiError(http::status::bad_request, "order must be asc or desc");
+  order.descending = direction == "desc";
+  order.group = call.target.text("group").value_or("");
+  store::check_order(order);
+  const int64_t offset = call.target.integer("offset").value_or(0);
+  if (offset < 0) throw ApiError(http::status::bad_request, "offset must be 0 or more");
+  const int64_t limit = call.target.integer("limit").value_or(limits::kDefaultRunsPage);
+  if (limit < 1 || limit > limits::kMaxRunsPage)
+    throw ApiError(http::status::bad_request,
+                   "limit must be from 1 to " + std::to_string(limits::kMaxRunsPage) + " (page on with offset)");
   // The runs table asks for the configs, to show, filter and group by their keys.
   const bool with_config = call.target.text("config").value_or("") == "1";
   const double now = store::unix_now();
-  // Each store's runs newest first, as the store orders them; then, over several stores, one
-  // list newest first (an earlier store's run before a later one's made at the same instant),
-  // cut to the limit.
-  struct Listed {
-    double created_at;
-    size_t store;
-    json item;
-  };
-  std::vector<Listed> listed;
+
+  // Every store's lines, then one order over them all (an earlier store's run before a later
+  // one's where they are equal); only the page's runs read their config and latest alert.
+  std::vector<store::RunLine> lines;
   for (size_t i = 0; i < call.state.stores().size(); ++i) {
-    ServedStore& served = call.state.stores()[i];
-    auto db = served.reads.borrow();
-    const std::map<int64_t, int64_t> alerts = store::alert_counts(*db);
-    for (auto& run : store::list_runs(*db, filter)) {
-      json item = store::to_json(store::run_overview(*db, run, now));
-      address_run(item, served);
-      if (with_config) item["config"] = store::config_json(run);
-      // The runs table's badge: how many alerts fired, the newest in its hover.
-      const auto fired = alerts.find(run.id);
-      item["alerts"] = fired == alerts.end() ? 0 : fired->second;
-      if (fired != alerts.end())
-        for (const store::Alert& a : store::list_alerts(*db, run.id, 1))
-          item["latest_alert"] = a.rule + ": " + a.message;
-      listed.push_back({run.created_at, i, std::move(item)});
-    }
+    auto db = call.state.stores()[i].reads.borrow();
+    for (store::RunLine& line : store::read_run_lines(*db, filter, order, now, i)) lines.push_back(std::move(line));
   }
-  std::stable_sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) {
-    return a.created_at != b.created_at ? a.created_at > b.created_at : a.store < b.store;
-  });
-  if (filter.limit > 0 && listed.size() > static_cast<size_t>(filter.limit))
-    listed.resize(static_cast<size_t>(filter.limit));
-  json runs = json::array();
-  for (Listed& run : listed) runs.push_back(std::move(run.item));
-  return json_reply(runs);
+  store::order_run_lines(lines, order);
+  json page = json::array();
+  for (size_t at = static_cast<size_t>(std::min<int64_t>(offset, static_cast<int64_t>(lines.size())));
+       at < lines.size() && page.size() < static_cast<size_t>(limit); ++at) {
+    store::RunLine& line = lines[at];
+    ServedStore& served = call.state.stores()[line.source];
+    auto db = served.reads.borrow();
+    store::complete_line(*db, line);
+    json item = store::to_json(line.overview);
+    address_run(item, served);
+    if (with_config) item["config"] = store::config_json(line.overview.run);
+    // The runs table's badge: how many alerts fired, the newest in its hover.
+    item["alerts"] = line.alerts;
+    if (line.alerts > 0) item["latest_alert"] = line.latest_alert;
+    if (!order.group.empty()) item["group"] = line.group;
+    page.push_back(std::move(item));
+  }
+  json answer = {{"total", lines.size()}, {"offset", offset}, {"stores", call.state.stores().size()}, {"runs", std::move(page)}};
+  if (!order.group.empty()) {
+    json groups = json::array();
+    for (const store::RunGroup& g : store::run_groups(lines)) groups.push_back({{"label", g.label}, {"runs", g.runs}});
+    answer["groups"] = std::move(groups);
+  }
+  // config_keys=1: the config keys of each store's newest runs, for the table's menus.
+  if (call.target.text("config_keys").value_or("") == "1") {
+    std::set<std::string> keys;
+    for (size_t i = 0; i < call.state.stores().size(); ++i) {
+      ServedStore& served = call.state.stores()[i];
+      auto db = served.reads.borrow();
+      for (std::string& key : store::recent_config_keys(*db, limits::kConfigKeyRuns, limits::kMaxConfigKeys))
+        keys.insert(std::move(key));
+    }
+    answer["config_keys"] = json(std::vector<std::string>(keys.begin(), keys.end()));
+  }
+  return json_reply(answer);
 }
 
 Reply get_run(ApiCall& call) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "monitor/server/server_fixture.h"
 #include "monitor/server/test_client.h"
@@ -25,7 +27,8 @@ TEST_F(ServerTest, ListsRunsNewestFirstWithFilters) {
   const HttpResult all = get(port_, "/api/runs", {kAuth});
   ASSERT_EQ(all.status, 200u);
   EXPECT_EQ(all.content_type, "application/json");
-  const auto runs = all.json();
+  const auto runs = all.json()["runs"];
+  EXPECT_EQ(all.json()["total"], 2);
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0]["name"], "beta");
   EXPECT_EQ(runs[0]["status"], "running");
@@ -34,18 +37,75 @@ TEST_F(ServerTest, ListsRunsNewestFirstWithFilters) {
   EXPECT_EQ(runs[1]["steps"], 100);
   EXPECT_DOUBLE_EQ(runs[1]["loss"].get<double>(), (loss_of(30, 0) + loss_of(30, 1)) / 2);
 
-  EXPECT_EQ(get(port_, "/api/runs?status=completed", {kAuth}).json().size(), 1u);
-  EXPECT_EQ(get(port_, "/api/runs?tag=baseline", {kAuth}).json()[0]["name"], "alpha");
-  EXPECT_EQ(get(port_, "/api/runs?name=et", {kAuth}).json()[0]["name"], "beta");
-  EXPECT_EQ(get(port_, "/api/runs?limit=1", {kAuth}).json().size(), 1u);
+  EXPECT_EQ(get(port_, "/api/runs?status=completed", {kAuth}).json()["runs"].size(), 1u);
+  EXPECT_EQ(get(port_, "/api/runs?tag=baseline", {kAuth}).json()["runs"][0]["name"], "alpha");
+  EXPECT_EQ(get(port_, "/api/runs?name=et", {kAuth}).json()["runs"][0]["name"], "beta");
+  EXPECT_EQ(get(port_, "/api/runs?limit=1", {kAuth}).json()["runs"].size(), 1u);
   // Config values, comma-separated, all holding (beta's config sets train.lr 0.001, n_layer 2).
   const auto where = get(port_, "/api/runs?where=train.lr=1e-3,model.n_layer=2", {kAuth});
-  ASSERT_EQ(where.json().size(), 1u) << where.body;
-  EXPECT_EQ(where.json()[0]["name"], "beta");
-  EXPECT_TRUE(get(port_, "/api/runs?where=train.lr=0.002", {kAuth}).json().empty());
+  ASSERT_EQ(where.json()["runs"].size(), 1u) << where.body;
+  EXPECT_EQ(where.json()["runs"][0]["name"], "beta");
+  EXPECT_TRUE(get(port_, "/api/runs?where=train.lr=0.002", {kAuth}).json()["runs"].empty());
   const auto bad = get(port_, "/api/runs?where=train.lr", {kAuth});
   EXPECT_EQ(bad.status, 400u);
   EXPECT_NE(bad.body.find("is not KEY=VALUE with a dotted config key"), std::string::npos) << bad.body;
+}
+
+// The runs table's questions, answered by the server over every run: an order, a page, groups
+// and a search (alpha: lr 3e-4, tag baseline, completed; beta: lr 1e-3, no tags, running).
+// store/run_table_test.cpp holds the orders' finer points (absent values, text and numbers).
+TEST_F(ServerTest, SortsPagesGroupsAndSearchesRuns) {
+  const auto names = [&](const std::string& query) {
+    std::vector<std::string> found;
+    const nlohmann::json answer = get(port_, "/api/runs?" + query, {kAuth}).json();
+    for (const auto& run : answer["runs"]) found.push_back(run["name"]);
+    return found;
+  };
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(names("sort=name&order=asc"), (Names{"alpha", "beta"}));
+  EXPECT_EQ(names("sort=name"), (Names{"beta", "alpha"}));
+  EXPECT_EQ(names("sort=config:train.lr&order=asc"), (Names{"alpha", "beta"}));
+  // beta's latest loss (step 5) is above alpha's (step 30).
+  EXPECT_EQ(names("sort=loss&order=asc"), (Names{"alpha", "beta"}));
+  EXPECT_EQ(names("sort=loss&order=desc"), (Names{"beta", "alpha"}));
+  const auto page = get(port_, "/api/runs?sort=name&order=asc&offset=1&limit=1", {kAuth}).json();
+  EXPECT_EQ(page["total"], 2);
+  EXPECT_EQ(page["offset"], 1);
+  ASSERT_EQ(page["runs"].size(), 1u);
+  EXPECT_EQ(page["runs"][0]["name"], "beta");
+  EXPECT_TRUE(get(port_, "/api/runs?offset=5", {kAuth}).json()["runs"].empty());
+
+  // Groups in order of their values, absent last; each run says its group.
+  const auto by_tag = get(port_, "/api/runs?group=tag", {kAuth}).json();
+  EXPECT_EQ(by_tag["groups"], nlohmann::json::parse(R"j([{"label": "baseline", "runs": 1}, {"label": "(no tags)", "runs": 1}])j"));
+  EXPECT_EQ(by_tag["runs"][0]["group"], "baseline");
+  EXPECT_EQ(by_tag["runs"][1]["name"], "beta");
+  const auto by_lr = get(port_, "/api/runs?group=train.lr&sort=name", {kAuth}).json();
+  EXPECT_EQ(by_lr["groups"], nlohmann::json::parse(R"([{"label": "0.0003", "runs": 1}, {"label": "0.001", "runs": 1}])"));
+  EXPECT_FALSE(get(port_, "/api/runs", {kAuth}).json().contains("groups"));
+
+  // Search words: in the name or a tag, any case; KEY=VALUE words match a config value.
+  EXPECT_EQ(names("q=BASE"), (Names{"alpha"}));
+  EXPECT_EQ(names("q=et"), (Names{"beta"}));
+  EXPECT_EQ(names("q=a%20train.lr%3D0.001"), (Names{"beta"}));
+  EXPECT_TRUE(names("q=alpha%20beta").empty()) << "every word must match";
+
+  const auto keys = get(port_, "/api/runs?config_keys=1", {kAuth}).json()["config_keys"];
+  EXPECT_EQ(keys, nlohmann::json({"model.n_layer", "train.lr", "train.steps"}));
+
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"sort=speed", "cannot sort by 'speed': sort by one of status, name"},
+      {"sort=config:a..b", "is not KEY=VALUE with a dotted config key"},
+      {"order=up", "order must be asc or desc"},
+      {"group=a..b", "is not KEY=VALUE with a dotted config key"},
+      {"limit=0", "limit must be from 1 to 1000"},
+      {"limit=1001", "limit must be from 1 to 1000"},
+      {"offset=-1", "offset must be 0 or more"}};
+  for (const auto& [query, message] : refused) {
+    const HttpResult r = get(port_, "/api/runs?" + query, {kAuth});
+    EXPECT_EQ(r.status, 400u) << query;
+    EXPECT_NE(r.body.find(message), std::string::npos) << query << ": " << r.body;
+  }
 }
 
 TEST_F(ServerTest, ShowsOneRunByIdOrName) {

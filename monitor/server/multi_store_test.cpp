@@ -91,8 +91,9 @@ class MultiStoreTest : public store::testing_util::StoreTest {
 TEST_F(MultiStoreTest, ListsEveryStoresRunsAsOneListWithTheirStore) {
   const HttpResult r = get(port_, "/api/runs");
   ASSERT_EQ(r.status, 200u) << r.body;
-  const auto runs = r.json();
+  const auto runs = r.json()["runs"];
   ASSERT_EQ(runs.size(), 7u) << r.body;
+  EXPECT_EQ(r.json()["stores"], 3);
   int first_store = 0;
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& run = runs[i];
@@ -118,16 +119,22 @@ TEST_F(MultiStoreTest, ListsEveryStoresRunsAsOneListWithTheirStore) {
   // A sweep's run points at its sweep by the sweep's address in the same store.
   EXPECT_EQ(runs[0]["sweep_id"], "host-c:1");
   // Filters and the limit apply to the one list.
-  const auto limited = get(port_, "/api/runs?limit=2").json();
+  const auto limited = get(port_, "/api/runs?limit=2").json()["runs"];
   ASSERT_EQ(limited.size(), 2u);
   EXPECT_EQ(limited[0]["name"], "delta");
   EXPECT_EQ(limited[1]["name"], "twin");
   EXPECT_EQ(limited[1]["store"], "host-c");
-  const auto named = get(port_, "/api/runs?name=twin").json();
+  const auto named = get(port_, "/api/runs?name=twin").json()["runs"];
   ASSERT_EQ(named.size(), 2u);
   EXPECT_EQ(named[0]["store"], "host-c");
   EXPECT_EQ(named[1]["store"], "host-b");
-  EXPECT_EQ(get(port_, "/api/runs?status=running").json()[0]["id"], "host-b:" + std::to_string(gamma_));
+  EXPECT_EQ(get(port_, "/api/runs?status=running").json()["runs"][0]["id"], "host-b:" + std::to_string(gamma_));
+  // Pages over every store's runs in one order.
+  const auto second = get(port_, "/api/runs?limit=2&offset=1").json();
+  EXPECT_EQ(second["total"], 7);
+  ASSERT_EQ(second["runs"].size(), 2u);
+  EXPECT_EQ(second["runs"][0]["name"], "twin");
+  EXPECT_EQ(second["runs"][0]["store"], "host-c");
 }
 
 TEST_F(MultiStoreTest, ReadsAndChartsASecondStoresRunAsTheFirstsAreRead) {

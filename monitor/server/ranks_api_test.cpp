@@ -157,7 +157,7 @@ TEST_F(RanksApiTest, AlertsNewestLastWithTheRanksHostAndABadgeInTheRunsList) {
   EXPECT_EQ(get(port_, "/api/runs/beta/alerts?limit=1001", {kAuth}).status, 400u);
   EXPECT_TRUE(get(port_, "/api/runs/alpha/alerts", {kAuth}).json().empty());
 
-  const auto runs = get(port_, "/api/runs", {kAuth}).json();
+  const auto runs = get(port_, "/api/runs", {kAuth}).json()["runs"];
   for (const auto& run : runs) {
     if (run["name"] == "beta") {
       EXPECT_EQ(run["alerts"], 2);

@@ -79,9 +79,9 @@ TEST_F(ServerTest, LiveStreamPushesNewSamples) {
 }
 
 TEST_F(ServerTest, ListsRunsWithTheirConfigsWhenAsked) {
-  const auto plain = get(port_, "/api/runs", {kAuth}).json();
+  const auto plain = get(port_, "/api/runs", {kAuth}).json()["runs"];
   EXPECT_FALSE(plain[0].contains("config")) << "configs are large: only when asked";
-  const auto runs = get(port_, "/api/runs?config=1", {kAuth}).json();
+  const auto runs = get(port_, "/api/runs?config=1", {kAuth}).json()["runs"];
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0]["name"], "beta");
   EXPECT_DOUBLE_EQ(runs[0]["config"]["train"]["lr"].get<double>(), 0.001);

@@ -57,6 +57,14 @@ inline constexpr int64_t kMaxExpertSteps = 2000;
 inline constexpr size_t kMaxExpertCells = size_t{1} << 20;
 inline constexpr size_t kMaxExpertRowsPerPoll = 1024;
 
+// GET /api/runs: runs in one answer (a page; offset pages on), and the config keys its
+// config_keys=1 lists: those of each store's newest kConfigKeyRuns runs (runs of one kiln
+// version record every key), at most kMaxConfigKeys.
+inline constexpr int64_t kDefaultRunsPage = 200;
+inline constexpr int64_t kMaxRunsPage = 1000;
+inline constexpr size_t kConfigKeyRuns = 500;
+inline constexpr size_t kMaxConfigKeys = 2000;
+
 // GET /api/sweeps: sweeps in one answer (newest first), far more than a person keeps.
 inline constexpr int64_t kMaxSweeps = 1000;
 

@@ -100,7 +100,7 @@ TEST_F(SweepsApiTest, ServesASweepsPointsWithTheirRunsFigures) {
 }
 
 TEST_F(SweepsApiTest, RunsListCarriesEachRunsSweep) {
-  const auto runs = get(port_, "/api/runs", {kAuth}).json();
+  const auto runs = get(port_, "/api/runs", {kAuth}).json()["runs"];
   ASSERT_EQ(runs.size(), 2u);
   for (const auto& run : runs) {
     EXPECT_EQ(run["sweep_id"], 2) << run["name"];

@@ -1,7 +1,9 @@
 // The runs screen: the store's history as a table (status in colour, name, tags, layout,
 // device, step of planned steps, latest loss, tokens/s, MFU, start, duration), sorted by
-// any column, filtered by a regex, runs marked with Space for comparison (marks live in
-// this screen; tags are the store's); Enter opens one, n opens the launch form.
+// any column, filtered by a regex and config KEY=VALUE words, grouped by a tag or a config
+// key, runs marked with Space for comparison (marks live in this screen; tags are the
+// store's); Enter opens one, n opens the launch form. It orders and groups as the
+// dashboard's runs table does (store/run_table.h) and reads only the rows in view.
 #pragma once
 
 #include <memory>

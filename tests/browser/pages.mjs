@@ -36,6 +36,12 @@ try {
   const text = async (selector) => (await page.locator(selector).textContent()).trim();
   const headers = () => page.locator("#runs thead th").evaluateAll((ths) => ths.map((th) => th.textContent.replace(/ [▾▴]$/, "")));
   const visibleRuns = () => page.locator("#runs tbody tr[data-run]").evaluateAll((rows) => rows.map((r) => r.dataset.run));
+  // The runs table asks the server after each change: these wait for what it then draws.
+  const shownRuns = (expected) => page.waitForFunction((expected) =>
+    [...document.querySelectorAll("#runs tbody tr[data-run]")].map((r) => r.dataset.run).join() === expected, expected, { timeout }).catch(() => null);
+  const cellSettled = (selector) => page.waitForFunction((selector) => !["", "—", "…"].includes(document.querySelector(selector)?.textContent.trim() ?? ""),
+    selector, { timeout }).catch(() => null);
+  const groupsShown = (first) => page.locator(`#runs tr.group[data-group="${first}"]`).waitFor({ timeout });
 
   // --- The runs table ---
   await page.goto(url);
@@ -57,8 +63,11 @@ try {
   await page.click("#add-column-button");
   const lrColumn = (await headers()).indexOf("train.lr");
   expect(lrColumn > 0, `adding train.lr: columns ${await headers()}`);
-  const configs = Object.fromEntries((await api("api/runs?config=1")).map((r) => [r.name, r.config]));
-  const lrCell = async (run) => text(`#runs tr[data-run="${run}"] td:nth-child(${lrColumn + 1})`);
+  const configs = Object.fromEntries((await api("api/runs?config=1")).runs.map((r) => [r.name, r.config]));
+  const lrCell = async (run) => {
+    await cellSettled(`#runs tr[data-run="${run}"] td:nth-child(${lrColumn + 1})`);
+    return text(`#runs tr[data-run="${run}"] td:nth-child(${lrColumn + 1})`);
+  };
   expect(await lrCell(other) === "0.01", `train.lr of ${other}: ${await lrCell(other)}`);
   expect(Number(await lrCell(sampled)) === configs[sampled].train.lr, `train.lr of ${sampled}: ${await lrCell(sampled)}`);
   await page.click("#columns-menu summary");
@@ -70,16 +79,26 @@ try {
 
   await page.selectOption("#filter-key", "train.lr");
   await page.fill("#filter-value", "0.01");
+  await shownRuns(other);
   expect((await visibleRuns()).join() === other, `filter train.lr = 0.01: ${await visibleRuns()}`);
   await page.fill("#filter-value", "");
+  // The search: words in a name or a tag, and KEY=VALUE words for config values.
+  await page.fill("#filter-search", `${other.slice(0, 3).toUpperCase()} train.lr=0.01`);
+  await shownRuns(other);
+  expect((await visibleRuns()).join() === other, `search for ${other}: ${await visibleRuns()}`);
+  expect(await text("#runs-count") === "1 run", `the count after a search: ${await text("#runs-count")}`);
+  await page.fill("#filter-search", "");
+  await page.locator(`#runs tr[data-run="${sampled}"]`).waitFor({ timeout });
 
   await page.selectOption("#group-by", "tag");
+  await groupsShown("baseline");
   const groupsOf = () => page.locator("#runs tr.group").evaluateAll((rows) => rows.map((r) => r.dataset.group));
   expect((await groupsOf()).join() === "baseline,sweep,(no tags)", `group by tag: ${await groupsOf()}`);
   const after = (group) => page.locator(`#runs tr.group[data-group="${group}"] + tr`).getAttribute("data-run");
   expect(await after("baseline") === sampled && await after("sweep") === other && await after("(no tags)") === live,
     "group by tag: a run under the wrong tag");
   await page.selectOption("#group-by", "train.lr");
+  await groupsShown("0.01");
   const lrGroups = await groupsOf();
   expect(lrGroups.length === 2 && lrGroups.includes("0.01") && lrGroups.includes(String(configs[sampled].train.lr)), `group by train.lr: ${lrGroups}`);
   expect(await after("0.01") === other, "group by train.lr: the 0.01 group does not hold its run");
