@@ -143,8 +143,10 @@ std::vector<RunLine> read_run_lines(Database& db, const RunFilter& filter, const
   const bool by_tag = order.group == kGroupByTag;
   const std::map<int64_t, nlohmann::json> group_values =
       order.group.empty() || by_tag ? decltype(group_values){} : config_values(db, order.group);
+  std::vector<RunRecord> runs = list_runs(db, light);
   std::vector<RunLine> lines;
-  for (RunRecord& run : list_runs(db, light)) {
+  lines.reserve(runs.size());  // a line is large: growing the vector would move each several times
+  for (RunRecord& run : runs) {
     RunLine line;
     line.source = source;
     const auto value_in = [&](const std::map<int64_t, nlohmann::json>& values) {

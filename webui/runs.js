@@ -136,11 +136,13 @@ export function renderRuns(view, params) {
       message.textContent = answer.total ? "" : "No runs match. `kiln train` records one.";
       // Grouped by tag, a run with two tags is a row in each group.
       count.textContent = `${answer.total} ${choices.group === "tag" ? "rows" : answer.total === 1 ? "run" : "runs"}`;
+      draw();
+      // The sweeps' names for the links, once, after the rows are drawn.
       if (!sweepsAsked && answer.runs.some((r) => r.sweep_id != null)) {
         sweepsAsked = true;
         sweepNames = new Map((await getJson("/api/sweeps")).map((sw) => [sw.id, sw.name]));
+        draw();
       }
-      draw();
     } catch (e) {
       if (generation !== state.generation) return;
       state.pages.delete(page);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -152,7 +153,13 @@ Reply get_runs(ApiCall& call) {
   std::vector<store::RunLine> lines;
   for (size_t i = 0; i < call.state.stores().size(); ++i) {
     auto db = call.state.stores()[i].reads.borrow();
-    for (store::RunLine& line : store::read_run_lines(*db, filter, order, now, i)) lines.push_back(std::move(line));
+    std::vector<store::RunLine> read = store::read_run_lines(*db, filter, order, now, i);
+    if (lines.empty()) {
+      lines = std::move(read);
+      continue;
+    }
+    lines.reserve(lines.size() + read.size());
+    std::move(read.begin(), read.end(), std::back_inserter(lines));
   }
   store::order_run_lines(lines, order);
   json page = json::array();
