@@ -111,7 +111,7 @@ StepSpread spread_of_rows(Database& db, int64_t run_id, int64_t step) {
   return s;
 }
 
-int64_t rows_at(Database& db, int64_t run_id, int64_t step) {
+int64_t stored_row_count(Database& db, int64_t run_id, int64_t step) {
   Statement& st = db.cached("SELECT count(*) FROM metrics WHERE run_id = ? AND step = ?");
   st.bind_all(run_id, step);
   st.step();
@@ -206,7 +206,7 @@ void SpreadUpdate::write(Database& db, int64_t run_id) {
     }
     // Without a stored spread the batch usually holds the step's every row (the trainer's
     // gather hands them over together); when the table holds others, count them all.
-    const StepSpread spread = !stored && p.ordered && rows_at(db, run_id, step) == p.spread.ranks
+    const StepSpread spread = !stored && p.ordered && stored_row_count(db, run_id, step) == p.spread.ranks
                                   ? std::move(p.spread)
                                   : spread_of_rows(db, run_id, step);
     if (is_wide(spread.ranks))
@@ -280,15 +280,21 @@ std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::
   const Fields all = spread_fields();
   if (!field || std::find(all.begin(), all.end(), field) == all.end())
     fail("store: '" + key + "' has no spread across ranks (it is not a per-rank metric)");
-  // The bucket width from the range present: its first and last wide steps, two seeks.
-  Statement& edge = db.cached("SELECT min(step), max(step) FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ?");
-  edge.bind_all(run_id, first_step, last_step);
-  edge.step();
-  const bool any = !edge.is_null(0);
-  const int64_t first = any ? edge.int64(0) : 0, last = any ? edge.int64(1) : 0;
-  edge.reset();
+  // The bucket width from the range present: its first and last wide steps, a seek each (one
+  // statement with both min() and max() would walk the range).
+  const auto edge = [&](bool highest) {
+    Statement& st = db.cached(highest ? "SELECT max(step) FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ?"
+                                      : "SELECT min(step) FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ?");
+    st.bind_all(run_id, first_step, last_step);
+    st.step();
+    const std::optional<int64_t> step = st.opt_int64(0);
+    st.reset();
+    return step;
+  };
+  const std::optional<int64_t> lowest = edge(false);
   std::vector<SpreadPoint> points;
-  if (!any) return points;
+  if (!lowest) return points;
+  const int64_t first = *lowest, last = *edge(true);
   const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);
   const uint64_t width = max_points == 0 || span < max_points ? 1 : span / max_points + 1;
 
