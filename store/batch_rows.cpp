@@ -1,15 +1,17 @@
 #include "store/batch_rows.h"
 
 #include "store/metric_blocks.h"
+#include "store/metric_spread.h"
 #include "store/rows.h"
 
 namespace kiln::store {
 namespace {
 
-void write_item(Database& db, int64_t run, const WriteItem& item, BlockUpdate& blocks) {
+void write_item(Database& db, int64_t run, const WriteItem& item, BlockUpdate& blocks, SpreadUpdate& spread) {
   if (const auto* m = std::get_if<MetricBatch>(&item)) {
     for (const auto& row : m->rows) insert_metric(db, run, row);
     blocks.add(m->rows);
+    spread.add(m->rows);
     if (m->step_seconds) {
       Statement& st = db.cached("UPDATE runs SET step_seconds = ? WHERE id = ?");
       st.bind_all(*m->step_seconds, run);
@@ -61,11 +63,14 @@ void write_item(Database& db, int64_t run, const WriteItem& item, BlockUpdate& b
 }  // namespace
 
 void write_batch(Database& db, int64_t run, const Batch& batch, const std::string& note, double now) {
-  // The metric blocks once for the whole batch, after its rows: a block touched by many
-  // queued intervals is read and written once.
+  // The metric blocks and spreads once for the whole batch, after its rows: a block or step
+  // touched by many queued intervals is read and written once. The blocks first: the spread
+  // prunes rows they may read.
   BlockUpdate blocks;
-  for (const auto& item : batch.items) write_item(db, run, item, blocks);
+  SpreadUpdate spread;
+  for (const auto& item : batch.items) write_item(db, run, item, blocks, spread);
   blocks.write(db, run);
+  spread.write(db, run);
   if (batch.dropped.any()) {
     std::optional<int64_t> step;
     if (batch.dropped.metric_rows > 0) step = batch.dropped.last_step;

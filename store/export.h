@@ -1,4 +1,6 @@
-// Exporting a run's raw rows, every one, no sampling (`kiln runs export`).
+// Exporting a run's raw rows, every one the store holds, no sampling (`kiln runs export`). A
+// run of more than 8 ranks keeps the rows of ranks other than 0 for its newest 1,000 steps only
+// (metric_spread.h): before them its export has rank 0's rows alone.
 #pragma once
 
 #include <cstdint>

@@ -76,6 +76,7 @@ json metric_fields_json() {
                    {"type", is_integer_metric(f) ? "integer" : "real"},
                    {"unit", f.unit},
                    {"ranks", f.spread == RankSpread::PerRank ? "per_rank" : "same"},
+                   {"slow", f.spread == RankSpread::PerRank ? json(f.slow == SlowEnd::Low ? "low" : "high") : json()},
                    {"views", std::move(views)},
                    {"title", f.title},
                    {"description", f.description}});

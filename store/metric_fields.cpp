@@ -15,6 +15,14 @@ namespace {
 constexpr const char* kAbsentAggregate =
     "X'000000000000F87F000000000000F87F000000000000F87F00000000000000000000000000000000'";
 
+// A PerRank field's columns in metric_spread (metric_spread.h), as ADD COLUMN statements.
+std::string spread_columns(const MetricField& f) {
+  std::string sql;
+  for (const char* part : {"_min REAL", "_max REAL", "_sum REAL", "_count INTEGER", "_min_rank INTEGER", "_max_rank INTEGER"})
+    sql += "ALTER TABLE metric_spread ADD COLUMN " + std::string(f.name) + part + ";\n";
+  return sql;
+}
+
 }  // namespace
 
 const MetricField* find_metric_field(std::string_view name) {
@@ -38,6 +46,16 @@ std::span<const MetricField* const> block_fields() {
   return ordered;
 }
 
+std::span<const MetricField* const> spread_fields() {
+  static const std::vector<const MetricField*> fields = [] {
+    std::vector<const MetricField*> out;
+    for (const MetricField& f : kMetricFields)
+      if (f.spread == RankSpread::PerRank && !is_row_key(f)) out.push_back(&f);
+    return out;
+  }();
+  return fields;
+}
+
 const std::string& metric_column_list() {
   static const std::string columns = [] {
     std::string out;
@@ -50,11 +68,16 @@ const std::string& metric_column_list() {
 std::string metric_columns_added_in(int version) {
   std::string sql;
   if (version <= 1) return sql;
+  // The spread's table is created by its version, with the columns of the fields before it.
+  if (version == kSpreadSince)
+    for (const MetricField* f : spread_fields())
+      if (f->since < kSpreadSince) sql += spread_columns(*f);
   for (const MetricField& f : kMetricFields) {
     if (f.since != version) continue;
     sql += "ALTER TABLE metrics ADD COLUMN " + std::string(f.name) + (is_integer_metric(f) ? " INTEGER;\n" : " REAL;\n");
     // Its aggregate goes last in every block written before, as its slot does in the list.
     if (f.block_slot >= 0) sql += "UPDATE metric_blocks SET aggregates = aggregates || " + std::string(kAbsentAggregate) + ";\n";
+    if (f.spread == RankSpread::PerRank && !is_row_key(f) && f.since >= kSpreadSince) sql += spread_columns(f);
   }
   return sql;
 }

@@ -30,6 +30,10 @@ using MetricMember = std::variant<int64_t MetricRow::*, int MetricRow::*, double
 // trainer gathers from every rank to the first.
 enum class RankSpread { SameOnEveryRank, PerRank };
 
+// Which end of a per-rank field's spread across ranks is the slow rank, the one the others
+// wait for (metric_spread.h): the highest time or memory, the lowest throughput.
+enum class SlowEnd { High, Low };
+
 // The views that show a field (a bit set).
 enum MetricView : unsigned {
   kInRunChart = 1u << 0,       // a chart of its own on a run's page (the dashboard)
@@ -57,6 +61,7 @@ struct MetricField {
   std::string_view title;        // a chart's title, for the fields with kInRunChart or kInCompareGrid
   std::string_view prometheus;   // its gauge on GET /metrics; empty: not exported
   std::string_view description;  // one line: the gauge's help text, and docs/store.md's
+  SlowEnd slow = SlowEnd::High;  // for a PerRank field: which end of the spread is the slow rank
 };
 
 // Every field, in the order of the CSV export's columns and of the views.
@@ -75,11 +80,11 @@ inline constexpr MetricField kMetricFields[] = {
      "Gradient norm", "kiln_grad_norm", "Gradient norm at the latest logged step."},
     {"tokens_per_s", &MetricRow::tokens_per_s, "tokens/s", RankSpread::PerRank, 3, 1,
      kInRunChart | kInCompareGrid | kInRanks, 0, "Tokens/s", "kiln_tokens_per_second",
-     "Training throughput in tokens per second."},
+     "Training throughput in tokens per second.", SlowEnd::Low},
     {"tflops", &MetricRow::tflops, "TFLOP/s", RankSpread::PerRank, 4, 1, kInCompareChoice, 0, "", "",
-     "Model TFLOP/s achieved by this rank's device."},
+     "Model TFLOP/s achieved by this rank's device.", SlowEnd::Low},
     {"mfu", &MetricRow::mfu, "", RankSpread::PerRank, 5, 1, kInRunChart | kInCompareChoice, 0, "MFU", "kiln_mfu_ratio",
-     "Model FLOPs utilisation, 0 to 1."},
+     "Model FLOPs utilisation, 0 to 1.", SlowEnd::Low},
     {"mem_used", &MetricRow::mem_used, "bytes", RankSpread::PerRank, 11, 1, kInRunChart | kInCompareGrid | kInRanks, 0,
      "Memory used (bytes)", "kiln_memory_used_bytes", "Device memory in use at the end of the latest step."},
     {"mem_peak", &MetricRow::mem_peak, "bytes", RankSpread::PerRank, 12, 1, kInCompareChoice | kInRanks, 0, "", "",
@@ -125,9 +130,17 @@ std::span<const MetricField* const> block_fields();
 // "step, rank, time, ..." in the list's order: the columns SELECT and INSERT name.
 const std::string& metric_column_list();
 
-// SQL that adds the metric columns (and their blocks' aggregates) of a schema version after
-// the first: migrate() runs it after that version's own migration.
+// SQL that adds the metric columns (and their blocks' aggregates, and for a PerRank field its
+// spread's columns, metric_spread.h) of a schema version after the first: migrate() runs it
+// after that version's own migration.
 std::string metric_columns_added_in(int version);
+
+// The schema version that added the per-step spread across ranks (table metric_spread): its
+// columns for the PerRank fields of that version and before come with it.
+inline constexpr int kSpreadSince = 17;
+
+// The PerRank fields other than the row's key, in the list's order: the spread's fields.
+std::span<const MetricField* const> spread_fields();
 
 // The field's value as the store reads it back: integers as doubles, an absent one NaN.
 double metric_value(const MetricRow& row, const MetricField& field);

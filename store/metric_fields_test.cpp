@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <set>
 #include <string>
@@ -126,8 +128,14 @@ TEST_F(MetricFieldsTest, AVersionsNewColumnsComeFromTheList) {
   for (int d = 1; d <= 4; ++d)
     depths += "ALTER TABLE metrics ADD COLUMN mtp" + std::to_string(d) + "_loss REAL;\n" + empty_aggregate;
   EXPECT_EQ(metric_columns_added_in(16), depths);
+  // Version 17 made the spread's table: six columns for each per-rank field before it.
+  const std::string spread = metric_columns_added_in(kSpreadSince);
+  EXPECT_EQ(std::count(spread.begin(), spread.end(), '\n'), 6 * static_cast<int64_t>(spread_fields().size()));
+  EXPECT_NE(spread.find("ALTER TABLE metric_spread ADD COLUMN fwd_ms_min REAL;\n"), std::string::npos);
+  EXPECT_NE(spread.find("ALTER TABLE metric_spread ADD COLUMN pipe_ms_max_rank INTEGER;\n"), std::string::npos);
+  EXPECT_EQ(spread.find("loss_"), std::string::npos);  // the same on every rank: no spread
   for (int version = 1; version <= schema_version(); ++version)
-    if (version != 5 && version != 10 && version != 14 && version != 15 && version != 16) {
+    if (version != 5 && version != 10 && version != 14 && version != 15 && version != 16 && version != kSpreadSince) {
       EXPECT_EQ(metric_columns_added_in(version), "") << version;
     }
 }

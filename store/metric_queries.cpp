@@ -8,6 +8,7 @@
 
 #include "store/error.h"
 #include "store/metric_blocks.h"
+#include "store/metric_spread.h"
 #include "store/rows.h"
 #include "store/run_queries.h"
 
@@ -182,21 +183,8 @@ std::vector<RankSeries> series_from_blocks(const std::vector<RankBlocks>& ranks,
   return result;
 }
 
-}  // namespace
-
-std::span<const std::string_view> metric_keys() {
-  static const std::vector<std::string_view> keys = [] {
-    std::vector<std::string_view> out;
-    for (const MetricField* f : block_fields()) out.push_back(f->name);
-    return out;
-  }();
-  return keys;
-}
-
-std::vector<RankSeries> metric_series(Database& db, int64_t run_id, const SeriesQuery& q) {
-  check_key(q.key);
-  ReadSnapshot snapshot(db);  // the blocks, the rows and the range from the same commits
-  get_run(db, run_id);        // an unknown run is an error, not an empty chart
+// The series as the rows and blocks hold it (metric_series without the pruning).
+std::vector<RankSeries> series_in(Database& db, int64_t run_id, const SeriesQuery& q) {
   const RankList ranks = rank_list(q.ranks);
   if (q.max_points == 0)
     return series_from_rows(db, run_id, q.key, ranks, q.first_step, q.last_step, 1);
@@ -231,6 +219,70 @@ std::vector<RankSeries> metric_series(Database& db, int64_t run_id, const Series
       static_cast<uint64_t>(last_block) - static_cast<uint64_t>(first_block) + 1;
   return series_from_blocks(blocks, first_block,
                             count / q.max_points + (count % q.max_points != 0 ? 1 : 0));
+}
+
+// The series of ranks whose rows before `window` were pruned (metric_spread.h): whole blocks
+// up to the last block with a pruned step, a point per block or per several, then the rows
+// and blocks after it, each part with half the points.
+std::vector<RankSeries> pruned_series(Database& db, int64_t run_id, const SeriesQuery& q, int64_t window) {
+  const int64_t split = first_step_of(block_of(window - 1) + 1);
+  const bool recent = q.last_step >= split;
+  SeriesQuery old = q;
+  // Whole blocks: the rows that would cut one are gone.
+  old.first_step = first_step_of(block_of(q.first_step));
+  old.last_step = std::min(last_step_of(block_of(q.last_step)), split - 1);
+  const size_t old_points = recent ? std::max<size_t>(1, q.max_points / 2) : std::max<size_t>(1, q.max_points);
+  std::vector<RankBlocks> blocks = blocks_in_range(db, run_id, old, key_index(q.key));
+  int64_t first_block = std::numeric_limits<int64_t>::max(), last_block = std::numeric_limits<int64_t>::min();
+  for (const auto& r : blocks) {
+    first_block = std::min(first_block, r.blocks.front().block);
+    last_block = std::max(last_block, r.blocks.back().block);
+  }
+  const uint64_t count = blocks.empty() ? 0 : static_cast<uint64_t>(last_block) - static_cast<uint64_t>(first_block) + 1;
+  const uint64_t per_bucket = q.max_points == 0 ? 1 : std::max<uint64_t>(1, (count + old_points - 1) / old_points);
+  std::vector<RankSeries> result = series_from_blocks(blocks, first_block, per_bucket);
+  if (!recent) return result;
+  SeriesQuery later = q;
+  later.first_step = split;
+  if (q.max_points > 0) later.max_points = q.max_points - q.max_points / 2;
+  std::map<int, size_t> at;
+  for (size_t i = 0; i < result.size(); ++i) at[result[i].rank] = i;
+  for (RankSeries& r : series_in(db, run_id, later)) {
+    const auto it = at.find(r.rank);
+    if (it == at.end()) {
+      at[r.rank] = result.size();
+      result.push_back(std::move(r));
+    } else {
+      auto& points = result[it->second].points;
+      points.insert(points.end(), r.points.begin(), r.points.end());
+    }
+  }
+  std::sort(result.begin(), result.end(), [](const RankSeries& a, const RankSeries& b) { return a.rank < b.rank; });
+  return result;
+}
+
+}  // namespace
+
+std::span<const std::string_view> metric_keys() {
+  static const std::vector<std::string_view> keys = [] {
+    std::vector<std::string_view> out;
+    for (const MetricField* f : block_fields()) out.push_back(f->name);
+    return out;
+  }();
+  return keys;
+}
+
+std::vector<RankSeries> metric_series(Database& db, int64_t run_id, const SeriesQuery& q) {
+  check_key(q.key);
+  ReadSnapshot snapshot(db);  // the blocks, the rows and the range from the same commits
+  get_run(db, run_id);        // an unknown run is an error, not an empty chart
+  // Rank 0 keeps every row; the others' old rows may be gone, their blocks stand in.
+  const bool rank0_only = !q.ranks.empty() && std::all_of(q.ranks.begin(), q.ranks.end(), [](int r) { return r == 0; });
+  if (!rank0_only)
+    if (const std::optional<int64_t> window = pruned_before(db, run_id);
+        window && q.first_step < *window)
+      return pruned_series(db, run_id, q, *window);
+  return series_in(db, run_id, q);
 }
 
 void for_each_metric(Database& db, int64_t run_id,

@@ -4,6 +4,7 @@
 // sqlite3 shell shows them. Times are Unix seconds (REAL); docs/store.md has every column.
 #include <iterator>
 
+#include "store/metric_spread.h"
 #include "store/schema.h"
 
 namespace kiln::store {
@@ -408,8 +409,26 @@ constexpr const char* kV15 = "";
 // (`since` 16).
 constexpr const char* kV16 = "";
 
-constexpr Migration kMigrations[] = {{kV1},  {kV2},  {kV3},  {kV4},  {kV5},  {kV6},  {kV7},  {kV8},
-                                     {kV9},  {kV10}, {kV11}, {kV12}, {kV13}, {kV14}, {kV15}, {kV16}};
+// Version 16 -> 17: issue 42's storage that scales. Each wide step (logged by more than 8
+// ranks) gets one row of its spread across ranks: per PerRank field of the metric list its
+// min, max, sum and count over the ranks and the ranks at the min and the max (columns
+// <field>_min ... <field>_max_rank, added from the list after this SQL, six a field), so a
+// chart of every rank reads one row a step. Then the rows of ranks other than 0 older than the
+// newest 1,000 wide steps go (store/metric_spread.h): their blocks stay, and rank 0's rows.
+// build_spreads computes the existing steps' spreads and prunes, after the columns exist.
+constexpr const char* kV17 = R"sql(
+CREATE TABLE metric_spread (
+  run_id   INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step     INTEGER NOT NULL,
+  time     REAL NOT NULL,     -- the latest of the step's rows' times
+  ranks    INTEGER NOT NULL,  -- the rows counted (more than 8)
+  top_rank INTEGER NOT NULL,  -- the highest rank counted: rows of higher ranks merge in
+  PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+)sql";
+
+constexpr Migration kMigrations[] = {{kV1},  {kV2},  {kV3},  {kV4},  {kV5},  {kV6},  {kV7},  {kV8},  {kV9},
+                                     {kV10}, {kV11}, {kV12}, {kV13}, {kV14}, {kV15}, {kV16}, {kV17, build_spreads}};
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "store/metric_blocks.h"
+#include "store/metric_spread.h"
 #include "store/rank_places.h"
 #include "store/rows.h"
 #include "store/run_queries.h"
@@ -131,9 +132,11 @@ RankHeat rank_heat(Database& db, int64_t run_id, const HeatQuery& q) {
   RankHeat heat;
   const size_t max_rows = std::clamp<size_t>(q.max_rows, 1, kMaxHeatRows);
   const std::vector<int> ranks = block_ranks(db, run_id);
-  const auto lo = edge_step(db, run_id, q.from, q.to, false);
+  // Before the recent window only rank 0's rows are left: a column there would be one rank.
+  const int64_t from = std::max(q.from, pruned_before(db, run_id).value_or(q.from));
+  const auto lo = edge_step(db, run_id, from, q.to, false);
   if (!lo || ranks.empty() || ranks.back() < 0 || q.max_columns == 0) return heat;
-  const int64_t hi = *edge_step(db, run_id, q.from, q.to, true);
+  const int64_t hi = *edge_step(db, run_id, from, q.to, true);
 
   const size_t world = static_cast<size_t>(ranks.back()) + 1;
   heat.group = static_cast<int>((world + max_rows - 1) / max_rows);

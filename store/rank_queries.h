@@ -52,10 +52,11 @@ struct RanksNow {
 RanksNow ranks_now(Database& db, int64_t run_id);
 
 // The heat strip's bounds: columns per answer, rows per answer (a larger world is folded,
-// several ranks to a row), and cells one answer reads (fewer columns for a large world).
+// several ranks to a row), and rank-rows one answer reads (fewer columns for a large world:
+// 64 at 4,096 ranks, about 0.3 s on the 2-core VM, bench/README.md).
 inline constexpr size_t kMaxHeatColumns = 512;
 inline constexpr size_t kMaxHeatRows = 1024;
-inline constexpr size_t kMaxHeatCells = size_t{1} << 20;
+inline constexpr size_t kMaxHeatCells = size_t{1} << 18;
 
 struct HeatQuery {
   int64_t from = std::numeric_limits<int64_t>::min();  // steps, both ends included
@@ -64,7 +65,9 @@ struct HeatQuery {
   size_t max_rows = kMaxHeatRows;
 };
 
-// Ranks x steps. A range with more logged steps than the columns allow is sampled: for each
+// Ranks x steps, over the steps whose rows of every rank are kept (metric_spread.h: a range
+// reaching back before the recent window starts at it). A range with more logged steps than
+// the columns allow is sampled: for each
 // column, the first logged step at or after a mark spaced evenly from the range's first
 // logged step to its last (both ends in, none twice), each one seek of the key, so the cost
 // is the columns' rows whatever the range holds. A world of more ranks than rows folds

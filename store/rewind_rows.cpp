@@ -11,7 +11,8 @@ namespace {
 
 // The tables whose rows belong to one step of the run's training, which a rewind forgets past
 // the step it goes back to.
-constexpr const char* kStepTables[] = {"metrics", "valid_metrics", "samples", "expert_loads", "checkpoints"};
+constexpr const char* kStepTables[] = {"metrics", "metric_spread", "valid_metrics", "samples", "expert_loads",
+                                       "checkpoints"};
 
 }  // namespace
 

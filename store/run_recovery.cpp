@@ -13,6 +13,7 @@
 #include "store/batch_rows.h"
 #include "store/error.h"
 #include "store/metric_blocks.h"
+#include "store/metric_spread.h"
 #include "store/rows.h"
 #include "store/run_figures.h"
 #include "store/schema.h"
@@ -214,6 +215,9 @@ RecoveryLoad load_recovery(const std::string& file, const std::string& store) {
   BlockUpdate blocks;
   blocks.add(metrics);
   blocks.write(to, id);
+  SpreadUpdate spread;
+  spread.add(metrics);
+  spread.write(to, id);
   load.other_rows += copy_new<SystemRow>(
       from, to, id, select(kSystemColumns, "system_metrics", "rank, time"), read_system,
       "SELECT 1 FROM system_metrics WHERE run_id = ? AND rank = ? AND time = ?",

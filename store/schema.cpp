@@ -85,6 +85,7 @@ void migrate(Database& db, std::span<const Migration> steps) {
     // The metric columns of version k + 1 come from the one metric list, after its own SQL.
     const std::string metric_columns = metric_columns_added_in(k + 1);
     if (!metric_columns.empty()) db.exec(metric_columns);
+    if (steps[static_cast<size_t>(k)].then) steps[static_cast<size_t>(k)].then(db);
   }
   {
     Statement broken(db, "PRAGMA foreign_key_check");

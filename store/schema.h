@@ -14,9 +14,11 @@
 
 namespace kiln::store {
 
-// The SQL that takes a file from version `index` to `index + 1`.
+// The SQL that takes a file from version `index` to `index + 1`, and what SQL cannot do
+// (derived rows computed by kiln's own code), run after it and its metric columns.
 struct Migration {
   const char* sql;
+  void (*then)(Database&) = nullptr;
 };
 
 // This binary's migrations; their count is the schema version it writes.

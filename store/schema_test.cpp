@@ -12,6 +12,8 @@
 #include "base/check.h"
 #include "store/metric_blocks.h"
 #include "store/metric_queries.h"
+#include "store/metric_spread.h"
+#include "store/rows.h"
 #include "store/run_details.h"
 #include "store/run_queries.h"
 #include "store/rewind_rows.h"
@@ -63,7 +65,7 @@ std::unique_ptr<Database> migrated_from(const std::string& path, size_t version,
 
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 16);
+  EXPECT_EQ(schema_version(), 17);
   EXPECT_EQ(db->query_int("PRAGMA user_version"), schema_version());
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
@@ -73,7 +75,7 @@ TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   Statement st(*db, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name");
   while (st.step()) tables.push_back(st.text(0));
   EXPECT_EQ(tables, (std::vector<std::string>{"alerts", "checkpoints", "commands", "events", "expert_loads",
-                                              "metric_blocks", "metrics", "rewinds", "rewound_losses",
+                                              "metric_blocks", "metric_spread", "metrics", "rewinds", "rewound_losses",
                                               "run_ranks", "runs", "samples",
                                               "sweep_points", "sweeps", "system_metrics", "valid_metrics"}));
   // Reopening a current store changes nothing.
@@ -310,6 +312,58 @@ TEST_F(SchemaTest, VersionTwelveAddsRewindsAndOlderRunsHaveNone) {
   EXPECT_EQ(rewinds[0].losses[0].step, 7);
   EXPECT_DOUBLE_EQ(rewinds[0].losses[0].loss, 2.5);
   EXPECT_EQ(db->query_int("SELECT count(*) FROM metrics"), 0);
+}
+
+TEST_F(SchemaTest, VersionSeventeenBuildsTheSpreadOfWideStepsAndPrunesOldRowsButTheirBlocks) {
+  // A version-16 store: one run of 10 ranks (wide) over kRecentSteps + 3 steps with its blocks,
+  // and one of 2 ranks, as that version's writer left them.
+  const int64_t steps = kRecentSteps + 3;
+  {
+    Database db(path(), Access::ReadWrite);
+    migrate(db, migrations().first(16));
+    Transaction tx(db);
+    db.exec("INSERT INTO runs (name, created_at) VALUES ('wide', 1), ('narrow', 1)");
+    BlockUpdate wide, narrow;
+    for (int64_t step = 0; step < steps; ++step) {
+      std::vector<MetricRow> rows = testing_util::interval(step, 10);
+      for (MetricRow& r : rows) r.fwd_ms = r.rank == 7 && step == 1 ? 90.0 : 2.0 + r.rank;
+      for (const MetricRow& r : rows) insert_metric(db, 1, r);
+      wide.add(rows);
+      const std::vector<MetricRow> two = testing_util::interval(step, 2);
+      for (const MetricRow& r : two) insert_metric(db, 2, r);
+      narrow.add(two);
+    }
+    wide.write(db, 1);
+    narrow.write(db, 2);
+    tx.commit();
+  }
+  auto db = open_store(path(), Access::ReadWrite);
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM metric_spread WHERE run_id = 1"), steps);
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM metric_spread WHERE run_id = 2"), 0);
+  const auto first = spread_series(*db, 1, "fwd_ms", 1, 1, 0);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].ranks, 10);
+  EXPECT_EQ(first[0].min, 2.0);
+  EXPECT_EQ(first[0].max, 90.0);
+  EXPECT_EQ(first[0].slow_rank, 7);
+  EXPECT_DOUBLE_EQ(first[0].mean, (2.0 + 3 + 4 + 5 + 6 + 7 + 8 + 90 + 10 + 11) / 10);
+  const auto rate = spread_series(*db, 1, "tokens_per_s", 1, 1, 0);
+  ASSERT_EQ(rate.size(), 1u);
+  EXPECT_EQ(rate[0].slow_rank, 0);  // 1000 (r + 1) tokens/s: rank 0 is the slowest
+  // The 3 steps before the window kept rank 0's rows only; the narrow run kept all.
+  EXPECT_EQ(db->query_int("SELECT min(step) FROM metrics WHERE run_id = 1 AND rank <> 0"), 3);
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM metrics WHERE run_id = 1 AND rank = 0"), steps);
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM metrics WHERE run_id = 2"), 2 * steps);
+  // Rank 7's block 0 still holds its spike of step 1.
+  SeriesQuery q;
+  q.key = "fwd_ms";
+  q.ranks = {7};
+  q.last_step = 63;
+  q.max_points = 1000;
+  const auto rank7 = metric_series(*db, 1, q);
+  ASSERT_EQ(rank7.size(), 1u);
+  ASSERT_EQ(rank7[0].points.size(), 1u);
+  EXPECT_EQ(rank7[0].points[0].max, 90.0);
 }
 
 TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {

@@ -115,9 +115,10 @@ function eventsPlugin(marks) {
 // since a start, as durations).
 const xAxisLabels = { step: "step", tokens: "tokens", time: "wall time", elapsed: "time since start" };
 
-// lines: [{label, xs: [...], ys: [...], width?, stroke?, dash?}], merged onto one sorted x
-// axis. bands: [[upper, lower]] pairs of line indices to fill between, in the upper's colour.
-// events: a function giving [{x, kind, text}] to mark. The chart is on its box as `.chart`.
+// lines: [{label, xs: [...], ys: [...], width?, stroke?, dash?, notes?}], merged onto one sorted
+// x axis; notes, a text per point, follow the value in the legend. bands: [[upper, lower]]
+// pairs of line indices to fill between, in the upper's colour. events: a function giving
+// [{x, kind, text}] to mark. The chart is on its box as `.chart`.
 export function lineChart(container, title, lines,
   { logY = false, height = 220, id, xAxis = "step", bands = [], events, controls } = {}) {
   const axis = { stroke: cssVar("--muted"), grid: { stroke: cssVar("--line"), width: 1 }, ticks: { stroke: cssVar("--line") } };
@@ -147,6 +148,7 @@ export function lineChart(container, title, lines,
       logY ? { ...axis, size: 60 } : { ...axis, size: 60, incrs: roundIncrs, values: (u, ticks, axis, space, incr) => tickLabels(ticks, incr) }],
     series: [{ label: xAxisLabels[xAxis] }, ...lines.map((l, i) => ({
       label: l.label, stroke: stroke(l, i), width: l.width || 1.5, dash: l.dash, spanGaps: true,
+      ...(l.notes ? { value: notedValue } : {}),
     }))],
     bands: bands.map(([upper, lower]) => ({ series: [upper + 1, lower + 1], fill: stroke(lines[upper], upper) + "33" })),
     cursor: { drag: { x: true, y: false } },
@@ -155,7 +157,20 @@ export function lineChart(container, title, lines,
   const data = toData(lines, logY);
   box.dataset.points = data[0].length;
   box.chart = new uPlot(options, data, box);
+  lines.forEach((l, i) => { box.chart.series[i + 1].notes = notesOf(l); });
   return box.chart;
+}
+
+// A line's notes (a text per point, as a spread's slowest rank) by x, for the legend.
+function notesOf(line) {
+  return line.notes ? new Map(line.xs.map((x, i) => [x, line.notes[i]])) : null;
+}
+
+// The legend's value of a line with notes: the value and the note at the cursor's x.
+function notedValue(u, value, seriesIndex, index) {
+  if (value == null) return "--";
+  const note = u.series[seriesIndex].notes?.get(u.data[0][index]);
+  return `${+value.toPrecision(5)}${note ? ` (${note})` : ""}`;
 }
 
 // New values for the same lines (a live run's rows as they arrive, a new smoothing), and
@@ -167,6 +182,7 @@ export function setLines(chart, lines) {
   lines.forEach((line, i) => {
     const series = chart.series[i + 1];
     series.width = line.width || 1.5;
+    series.notes = notesOf(line);
     if (series.label === line.label) return;
     series.label = line.label;
     const cell = legendRows[firstRow + i]?.querySelector(".u-label");

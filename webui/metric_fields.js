@@ -9,3 +9,6 @@ const fields = await getJson("/api/metric-fields");
 // "time_within"), in the list's order.
 export const fieldsIn = (...views) => fields.filter((f) => f.views.some((v) => views.includes(v)));
 export const namesIn = (...views) => fieldsIn(...views).map((f) => f.name);
+// Which end of a per-rank field's spread across ranks is the slow rank: "high" (times,
+// memory) or "low" (throughputs); null for a field the same on every rank.
+export const slowEnd = (name) => fields.find((f) => f.name === name)?.slow ?? null;

@@ -15,7 +15,7 @@ import { systemPanels, cpuNote } from "/run_system.js";
 import { ranksSection } from "/run_ranks.js";
 import { alertsSection } from "/run_alerts.js";
 import { lineageSection } from "/run_lineage.js";
-import { fieldsIn, namesIn } from "/metric_fields.js";
+import { fieldsIn, namesIn, slowEnd } from "/metric_fields.js";
 
 // The keys the page reads: its own charts' and the time split's.
 const keys = namesIn("run_chart", "time_split", "time_within");
@@ -33,6 +33,9 @@ const xAxes = [["step", "step"], ["tokens", "tokens"], ["time", "wall time"]];
 
 export function renderRun(view, run, settings = { bands: false, x: "step", smoothing: 0, logY: { loss: true } }) {
   const series = {};  // key -> rank -> {steps, times, ys}: the values as the store holds them
+  // A wide run's per-rank fields (the metrics answer has a spread): key -> {steps, times, min,
+  // mean, max, slowRank, slow}, across ranks step by step; series then holds rank 0 alone.
+  const spreads = {};
   const tokensAt = new Map();  // step -> tokens the run had consumed by then
   let tokensPerStep = 1;  // for a step without its count: the config's, then the rows'
   const valid = { steps: [], times: [], ys: [] };
@@ -92,6 +95,27 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     push(((series[key] ||= {})[row.rank] ||= { steps: [], times: [], ys: [] }), row.step, row.time, row[key]);
   }
 
+  // A wide run's live rows, folded into a point a step (the writer commits a step's rows of
+  // every rank together, so they come in one message).
+  function addSpread(rows) {
+    const byStep = new Map();
+    for (const row of rows) byStep.set(row.step, [...(byStep.get(row.step) || []), row]);
+    for (const [key, s] of Object.entries(spreads))
+      for (const [step, stepRows] of byStep) {
+        const measured = stepRows.filter((row) => row[key] != null);
+        if (!measured.length || step <= (s.steps[s.steps.length - 1] ?? -Infinity)) continue;
+        const low = slowEnd(key) === "low";
+        const slowest = measured.reduce((a, b) => ((low ? b[key] < a[key] : b[key] > a[key]) ? b : a));
+        s.steps.push(step);
+        s.times.push(Math.max(...measured.map((row) => row.time)));
+        s.min.push(Math.min(...measured.map((row) => row[key])));
+        s.max.push(Math.max(...measured.map((row) => row[key])));
+        s.mean.push(measured.reduce((sum, row) => sum + row[key], 0) / measured.length);
+        s.slowRank.push(slowest.rank);
+        s.slow.push(slowest[key]);
+      }
+  }
+
   function noteTokens(step, tokens) {
     if (!(tokens > 0)) return;
     tokensAt.set(step, tokens);
@@ -129,7 +153,18 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     ];
   }
 
+  // A wide run's spread as the store keeps it: the band from min to max, the mean, and at the
+  // slow end (the max of a time, the min of a throughput) the slowest rank in the legend.
+  function spreadLines(key) {
+    const s = spreads[key];
+    const low = slowEnd(key) === "low";
+    const line = (label, ys, width, slow) => ({ label: slow ? `${label}, slowest rank` : label, width, stroke: palette[0],
+      ...shown({ steps: s.steps, times: s.times, ys }), ...(slow ? { notes: s.slowRank.map((r) => `rank ${r}`) } : {}) });
+    return [line("max", s.max, 1, !low), line("mean", s.mean, 2, false), line("min", s.min, 1, low)];
+  }
+
   function linesOf(spec) {
+    if (spreads[spec.key]) return spreadLines(spec.key);
     const byRank = series[spec.key] || {};
     const ranks = Object.keys(byRank).map(Number).sort((a, b) => a - b);
     const lines = settings.bands ? bandLines(ranks.map((r) => byRank[r]))
@@ -193,7 +228,8 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     hiddenPanels.hidden = !onCpu;
     hiddenPanels.textContent = onCpu ? cpuNote : "";
     charts = perRankCharts.filter((spec) => !(spec.gpuOnly && onCpu)).map((spec) =>
-      addChart(spec.key, (onCpu && spec.cpuTitle) || spec.title, () => linesOf(spec), { bands: settings.bands ? [[0, 2]] : [] }, spec.empty));
+      addChart(spec.key, (onCpu && spec.cpuTitle) || spec.title, () => linesOf(spec),
+        { bands: settings.bands || spreads[spec.key] ? [[0, 2]] : [] }, spec.empty));
     charts.push(addChart("split", "Step time split, rank 0 (ms)", splitLines));
     for (const panel of systemPanels(record?.backend))
       charts.push(addChart(panel.name, panel.title, () => systemLines(panel), { xAxis: "elapsed", events: () => eventMarks(true) }, panel.empty));
@@ -318,6 +354,17 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
         system.push(...newer);
         // The history goes before the rows that arrived while it loaded.
         for (const r of history.series.tokens) r.step.forEach((step, i) => noteTokens(step, r.value[i]));
+        for (const [key, s] of Object.entries(history.spread || {})) {
+          const newer = spreads[key];
+          spreads[key] = { steps: s.step, times: s.time, min: s.min, mean: s.mean, max: s.max, slowRank: s.slowest_rank, slow: s.slowest };
+          // Live steps after the history's last (a reconnect's history repeats the earlier ones).
+          const last = s.step[s.step.length - 1] ?? -Infinity;
+          newer?.steps.forEach((step, i) => {
+            if (step > last) for (const k of Object.keys(newer)) spreads[key][k].push(newer[k][i]);
+          });
+          // Live rows of every rank that came before the history: rank 0's line is kept.
+          if (series[key]) series[key] = { 0: series[key][0] || { steps: [], times: [], ys: [] } };
+        }
         for (const key of keys)
           for (const r of history.series[key]) {
             const newer = (series[key] ||= {})[r.rank] || { steps: [], times: [], ys: [] };
@@ -334,10 +381,13 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
         if (msg.last_expert_step != null)
           experts.load(await getJson(`/api/runs/${details.id}/experts?to=${msg.last_expert_step}`));
       } else if (msg.type === "metrics") {
+        // A wide run keeps rank 0's rows and the spread across ranks.
+        const wide = Object.keys(spreads).length > 0;
         for (const row of msg.rows) {
-          for (const key of keys) add(key, row);
+          for (const key of keys) if (!wide || row.rank === 0) add(key, row);
           noteTokens(row.step, row.tokens);
         }
+        if (wide) addSpread(msg.rows);
         record.last_step = Math.max(record.last_step ?? 0, ...msg.rows.map((row) => row.step));
         ranks.refresh();
         redraw();

@@ -16,11 +16,13 @@
 
 #include "monitor/server/api_call.h"
 #include "monitor/server/server_limits.h"
+#include "monitor/server/spread_json.h"
 #include "store/alert_rows.h"
 #include "store/commands.h"
 #include "store/export.h"
 #include "store/json_rows.h"
 #include "store/metric_queries.h"
+#include "store/metric_spread.h"
 #include "store/run_comparison.h"
 #include "store/run_details.h"
 #include "store/run_overview.h"
@@ -226,14 +228,21 @@ Reply get_metrics(ApiCall& call) {
   // step), a longer one downsampled to the cap rather than read into memory entire.
   query.max_points = static_cast<size_t>(points == 0 ? limits::kMaxSeriesPoints : points);
   auto db = call.reads();
-  json series = json::object();
+  // A wide run without ranks= (store/metric_spread.h): rank 0's series, and each per-rank
+  // key's spread across ranks, bounded whatever the world size.
+  const bool wide = query.ranks.empty() && store::has_spread(*db, call.run_id);
+  if (wide) query.ranks = {0};
+  json series = json::object(), spread = json::object();
   for (const std::string& key : keys) {
     query.key = key;
     json ranks = json::array();
     for (const auto& rank : store::metric_series(*db, call.run_id, query)) ranks.push_back(series_json(rank));
     series[key] = std::move(ranks);
+    if (json across = wide ? spread_json(*db, call.run_id, query) : json(); !across.is_null()) spread[key] = std::move(across);
   }
-  return json_reply({{"run", call.run_address()}, {"series", series}});
+  json answer = {{"run", call.run_address()}, {"series", series}};
+  if (wide) answer["spread"] = std::move(spread);
+  return json_reply(answer);
 }
 
 Reply get_metric_fields(ApiCall&) { return json_reply(store::metric_fields_json()); }

@@ -174,5 +174,40 @@ TEST_F(RanksApiTest, AlertsNewestLastWithTheRanksHostAndABadgeInTheRunsList) {
   EXPECT_EQ(marked, 2u);
 }
 
+// A wide run (more than 8 ranks a step) answers a chart of every rank with rank 0's series and
+// the spread across ranks; alpha's 2 ranks still answer a series a rank.
+TEST_F(RanksApiTest, EveryRankOfAWideRunIsTheSpreadAcrossRanksBesideRankZero) {
+  for (int64_t step = 6; step <= 9; ++step) {
+    std::vector<store::MetricRow> rows = four_ranks(step, step == 8 ? 3 : 1);
+    for (int r = 4; r < 12; ++r) {
+      rows.push_back(four_ranks(step, 1)[0]);
+      rows.back().rank = r;
+    }
+    live_writer_->log_metrics(rows);
+  }
+  live_writer_->flush();
+  const HttpResult r = get(port_, "/api/runs/beta/metrics?keys=fwd_ms,loss&points=1000", {kAuth});
+  ASSERT_EQ(r.status, 200u) << r.body;
+  const auto body = r.json();
+  ASSERT_EQ(body["series"]["fwd_ms"].size(), 1u);
+  EXPECT_EQ(body["series"]["fwd_ms"][0]["rank"], 0);
+  EXPECT_FALSE(body["spread"].contains("loss"));  // the same on every rank: rank 0's says it
+  const auto& fwd = body["spread"]["fwd_ms"];
+  EXPECT_EQ(fwd["step"], nlohmann::json({6, 7, 8, 9}));
+  EXPECT_EQ(fwd["ranks"][2], 12);
+  EXPECT_DOUBLE_EQ(fwd["min"][2].get<double>(), 10);
+  EXPECT_DOUBLE_EQ(fwd["max"][2].get<double>(), 30);
+  EXPECT_DOUBLE_EQ(fwd["mean"][2].get<double>(), (11 * 10 + 30) / 12.0);
+  EXPECT_EQ(fwd["slowest_rank"][2], 3);
+  EXPECT_DOUBLE_EQ(fwd["slowest"][2].get<double>(), 30);
+  // ranks= still answers those ranks' own series.
+  const auto rank3 = get(port_, "/api/runs/beta/metrics?keys=fwd_ms&ranks=3", {kAuth}).json();
+  EXPECT_FALSE(rank3.contains("spread"));
+  EXPECT_EQ(rank3["series"]["fwd_ms"][0]["rank"], 3);
+  const auto alpha = get(port_, "/api/runs/alpha/metrics?keys=fwd_ms", {kAuth}).json();
+  EXPECT_FALSE(alpha.contains("spread"));
+  EXPECT_EQ(alpha["series"]["fwd_ms"].size(), 2u);
+}
+
 }  // namespace
 }  // namespace kiln::monitor::test

@@ -57,6 +57,7 @@ class CompareScreen final : public Screen {
     for (size_t i = 0; i < ids_.size(); ++i) {
       store::SeriesQuery query;
       query.max_points = static_cast<size_t>(std::max(2 * COLS, 32));
+      query.ranks = {0};  // the loss, the same on every rank; rank 0 keeps every row
       PlotSeries curve;
       curve.tone = run_tone(i);
       const auto ranks = store::metric_series(db, ids_[i], query);

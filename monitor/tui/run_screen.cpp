@@ -108,9 +108,11 @@ Curve curve_of(store::Database& db, int64_t run_id, const std::string& key, int 
   store::SeriesQuery query;
   query.key = key;
   query.max_points = static_cast<size_t>(std::max(2 * width, 16));
+  // Rank 0 draws the curve: every rank logs the run's throughput and the same loss, and only
+  // rank 0 keeps every row of a wide run (store/metric_spread.h).
+  query.ranks = {0};
   Curve curve;
   curve.series.tone = tone;
-  // One rank draws the curve: every rank logs the run's throughput and the same loss.
   const std::vector<store::RankSeries> ranks = store::metric_series(db, run_id, query);
   if (ranks.empty()) return curve;
   for (const auto& p : ranks.front().points) {

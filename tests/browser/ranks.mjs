@@ -1,17 +1,18 @@
 // Drives headless Chromium (Debian's, through playwright-core) through the run page's
 // straggler view and alerts, each figure checked against the API's:
-//   node ranks.mjs URL STRAGGLER_RUN STEADY_RUN SCREENSHOT_DIR
+//   node ranks.mjs URL STRAGGLER_RUN STEADY_RUN SCREENSHOT_DIR WIDE_RUN
 // STRAGGLER_RUN is live (4 ranks on two hosts, rank 3 slow, two alerts) and logs a step every
 // few hundred milliseconds while this runs; STEADY_RUN has one rank and no alerts. Checks: the
 // runs table's badge counts the straggler's alerts (its hover names the latest) and the steady
 // run has none; the steady run shows no Ranks panel and no Alerts list; the straggler's table
 // holds the API's hosts and step times with the slowest rank highlighted; the heat strip has
 // a row per rank, reads the API's values under the pointer and grows as live steps arrive;
-// the alerts list and the charts' alert marks match the API. Any failed expectation exits
-// non-zero with one line saying which.
+// the alerts list and the charts' alert marks match the API; WIDE_RUN (12 ranks) draws its
+// throughput as the API's spread, the band, the mean and the slowest rank in the legend. Any
+// failed expectation exits non-zero with one line saying which.
 import { launchBrowser } from "./launch.mjs";
 
-const [url, straggler, steady, shots] = process.argv.slice(2);
+const [url, straggler, steady, shots, wide] = process.argv.slice(2);
 const timeout = 30000;
 const expect = (ok, what) => { if (!ok) throw new Error(what); };
 const api = async (path) => (await fetch(url + path)).json();
@@ -88,8 +89,24 @@ try {
   const width = await page.evaluate(() => ({ page: document.documentElement.scrollWidth, window: innerWidth }));
   expect(width.page <= width.window, `the run page overflows a 1400-px window: ${JSON.stringify(width)}`);
   await page.locator("#ranks").screenshot({ path: `${shots}/straggler-view.png` });
+
+  // --- A wide run (more than 8 ranks): a per-rank chart is the API's spread across ranks ---
+  const spread = (await api(`api/runs/${wide}/metrics?keys=tokens_per_s&points=2000`)).spread.tokens_per_s;
+  await page.goto(`${url}#/run/${wide}`);
+  await page.waitForFunction(() => document.getElementById("chart-tokens_per_s")?.chart?.data[0].length > 0, null, { timeout });
+  const rates = await page.evaluate(() => {
+    const u = document.getElementById("chart-tokens_per_s").chart;
+    return { labels: u.series.map((s) => s.label), data: u.data, bands: (u.bands || []).map((b) => b.series.join()),
+      legend: u.series[3].value(u, u.data[3][0], 3, 0) };
+  });
+  expect(rates.labels.join() === "step,max,mean,min, slowest rank", `wide run's chart: series ${rates.labels}`);
+  expect(rates.bands.join() === "1,3", `wide run's chart: bands ${rates.bands}`);
+  const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+  expect(same(rates.data[0], spread.step) && same(rates.data[1], spread.max) && same(rates.data[2], spread.mean) &&
+    same(rates.data[3], spread.min), "wide run's chart: its lines are not the API's spread");
+  expect(rates.legend === `500 (rank ${spread.slowest_rank[0]})` && spread.slowest_rank[0] === 5, `wide run's legend: ${rates.legend}`);
   expect(errors.length === 0, `page errors: ${errors.join("; ")}`);
-  console.log("straggler view: badge, hidden panels for a steady run, table, slowest rank, heat strip cells, alerts list and marks, live columns match the API");
+  console.log("straggler view: badge, hidden panels for a steady run, table, slowest rank, heat strip cells, alerts list and marks, live columns, a wide run's spread match the API");
 } finally {
   await browser.close();
 }

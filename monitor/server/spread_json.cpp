@@ -1,0 +1,30 @@
+#include "monitor/server/spread_json.h"
+
+#include "store/json_rows.h"
+#include "store/metric_fields.h"
+#include "store/metric_spread.h"
+
+namespace kiln::monitor {
+
+nlohmann::json spread_json(store::Database& db, int64_t run_id, const store::SeriesQuery& query) {
+  using nlohmann::json;
+  const store::MetricField* field = store::find_metric_field(query.key);
+  if (!field || field->spread != store::RankSpread::PerRank || store::is_row_key(*field)) return nullptr;
+  json step = json::array(), time = json::array(), ranks = json::array(), min = json::array(),
+       mean = json::array(), max = json::array(), slowest_rank = json::array(), slowest = json::array();
+  for (const store::SpreadPoint& p :
+       store::spread_series(db, run_id, query.key, query.first_step, query.last_step, query.max_points)) {
+    step.push_back(p.step);
+    time.push_back(store::json_number(p.time));
+    ranks.push_back(p.ranks);
+    min.push_back(store::json_number(p.min));
+    mean.push_back(store::json_number(p.mean));
+    max.push_back(store::json_number(p.max));
+    slowest_rank.push_back(p.slow_rank);
+    slowest.push_back(store::json_number(p.slow));
+  }
+  return {{"step", step}, {"time", time}, {"ranks", ranks},   {"min", min},
+          {"mean", mean}, {"max", max},   {"slowest_rank", slowest_rank}, {"slowest", slowest}};
+}
+
+}  // namespace kiln::monitor

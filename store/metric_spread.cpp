@@ -1,0 +1,337 @@
+#include "store/metric_spread.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "store/error.h"
+#include "store/metric_fields.h"
+
+namespace kiln::store {
+namespace {
+
+using Fields = std::span<const MetricField* const>;
+
+// The spread fields migration 17 knows: those whose metrics column existed then (a later
+// field's columns come with its own version).
+Fields fields_at_migration() {
+  static const std::vector<const MetricField*> fields = [] {
+    std::vector<const MetricField*> out;
+    for (const MetricField* f : spread_fields())
+      if (f->since <= kSpreadSince) out.push_back(f);
+    return out;
+  }();
+  return fields;
+}
+
+// "fwd_ms_min, fwd_ms_max, ..." for the fields: the spread's columns, six a field.
+std::string spread_column_list(Fields fields) {
+  std::string out;
+  for (const MetricField* f : fields)
+    for (const char* part : {"_min", "_max", "_sum", "_count", "_min_rank", "_max_rank"})
+      out += (out.empty() ? "" : ", ") + std::string(f->name) + part;
+  return out;
+}
+
+std::string field_names(Fields fields) {
+  std::string out;
+  for (const MetricField* f : fields) out += ", " + std::string(f->name);
+  return out;
+}
+
+StepSpread empty_spread(int64_t step, Fields fields) {
+  StepSpread s;
+  s.step = step;
+  s.fields.resize(fields.size());
+  return s;
+}
+
+void add_row(StepSpread& s, int rank, double time, const std::vector<double>& values) {
+  s.time = std::max(s.time, time);
+  ++s.ranks;
+  s.top_rank = std::max(s.top_rank, rank);
+  for (size_t k = 0; k < values.size(); ++k)
+    if (!std::isnan(values[k])) s.fields[k].add(rank, values[k]);
+}
+
+void insert_spread(Database& db, int64_t run_id, const StepSpread& s, Fields fields) {
+  const std::string columns = spread_column_list(fields);
+  std::string marks;
+  for (size_t i = 0; i < fields.size() * 6; ++i) marks += ", ?";
+  Statement& st = db.cached("INSERT OR REPLACE INTO metric_spread (run_id, step, time, ranks, top_rank, " +
+                            columns + ") VALUES (?, ?, ?, ?, ?" + marks + ")");
+  st.bind_all(run_id, s.step, s.time, s.ranks, int64_t{s.top_rank});
+  int column = 6;
+  for (const FieldSpread& f : s.fields) {
+    if (f.present()) {
+      st.bind(column, f.min).bind(column + 1, f.max).bind(column + 2, f.sum).bind(column + 3, f.count);
+      st.bind(column + 4, int64_t{f.min_rank}).bind(column + 5, int64_t{f.max_rank});
+    } else {
+      for (int c = column; c < column + 6; ++c) st.bind(c, std::nullopt);
+    }
+    column += 6;
+  }
+  st.run();
+}
+
+// The step's spread as stored, or nullopt.
+std::optional<StepSpread> stored_spread(Database& db, int64_t run_id, int64_t step) {
+  static const std::string sql = "SELECT time, ranks, top_rank, " + spread_column_list(spread_fields()) +
+                                 " FROM metric_spread WHERE run_id = ? AND step = ?";
+  Statement& st = db.cached(sql);
+  st.bind_all(run_id, step);
+  std::optional<StepSpread> s;
+  if (st.step()) {
+    s = empty_spread(step, spread_fields());
+    s->time = st.real(0);
+    s->ranks = st.int64(1);
+    s->top_rank = static_cast<int>(st.int64(2));
+    for (size_t k = 0; k < s->fields.size(); ++k) {
+      const int c = 3 + static_cast<int>(k) * 6;
+      if (st.is_null(c + 3)) continue;
+      s->fields[k] = FieldSpread{st.real(c), st.real(c + 1), st.real(c + 2), st.int64(c + 3),
+                                 static_cast<int>(st.int64(c + 4)), static_cast<int>(st.int64(c + 5))};
+    }
+  }
+  st.reset();
+  return s;
+}
+
+// The step's spread from its rows, as they are now.
+StepSpread spread_of_rows(Database& db, int64_t run_id, int64_t step) {
+  static const std::string sql = "SELECT rank, time" + field_names(spread_fields()) +
+                                 " FROM metrics WHERE run_id = ? AND step = ? ORDER BY rank";
+  Statement& st = db.cached(sql);
+  st.bind_all(run_id, step);
+  StepSpread s = empty_spread(step, spread_fields());
+  std::vector<double> values(spread_fields().size());
+  while (st.step()) {
+    for (size_t k = 0; k < values.size(); ++k) values[k] = st.real(static_cast<int>(k) + 2);  // NULL: NaN
+    add_row(s, static_cast<int>(st.int64(0)), st.real(1), values);
+  }
+  return s;
+}
+
+int64_t stored_row_count(Database& db, int64_t run_id, int64_t step) {
+  Statement& st = db.cached("SELECT count(*) FROM metrics WHERE run_id = ? AND step = ?");
+  st.bind_all(run_id, step);
+  st.step();
+  const int64_t rows = st.int64(0);
+  st.reset();
+  return rows;
+}
+
+void delete_spread(Database& db, int64_t run_id, int64_t step) {
+  Statement& st = db.cached("DELETE FROM metric_spread WHERE run_id = ? AND step = ?");
+  st.bind_all(run_id, step);
+  st.run();
+}
+
+// Deletes the rows of ranks other than 0 in [from, before).
+void prune(Database& db, int64_t run_id, int64_t from, int64_t before) {
+  Statement& st = db.cached("DELETE FROM metrics WHERE run_id = ? AND step >= ? AND step < ? AND rank <> 0");
+  st.bind_all(run_id, from, before);
+  st.run();
+}
+
+bool is_wide(int64_t ranks) { return ranks > static_cast<int64_t>(kSpreadAbove); }
+
+}  // namespace
+
+void FieldSpread::add(int rank, double value) {
+  if (!present() || value < min) {
+    min = value;
+    min_rank = rank;
+  }
+  if (!present() || value > max) {
+    max = value;
+    max_rank = rank;
+  }
+  sum += value;
+  ++count;
+}
+
+void FieldSpread::merge(const FieldSpread& higher) {
+  if (!higher.present()) return;
+  if (!present()) {
+    *this = higher;
+    return;
+  }
+  if (higher.min < min) {
+    min = higher.min;
+    min_rank = higher.min_rank;
+  }
+  if (higher.max > max) {
+    max = higher.max;
+    max_rank = higher.max_rank;
+  }
+  sum += higher.sum;
+  count += higher.count;
+}
+
+void StepSpread::add(const MetricRow& row) {
+  const Fields all = spread_fields();
+  if (fields.size() != all.size()) fields.resize(all.size());
+  std::vector<double> values(all.size());
+  for (size_t k = 0; k < all.size(); ++k) values[k] = metric_value(row, *all[k]);
+  add_row(*this, row.rank, row.time, values);
+}
+
+void SpreadUpdate::add(std::span<const MetricRow> rows) {
+  for (const MetricRow& row : rows) {
+    auto [it, fresh] = pending_.try_emplace(row.step);
+    Pending& p = it->second;
+    if (fresh) {
+      p.spread = empty_spread(row.step, spread_fields());
+      p.lowest_rank = row.rank;
+    } else {
+      p.ordered = p.ordered && row.rank > p.spread.top_rank;
+    }
+    p.spread.add(row);
+  }
+}
+
+void SpreadUpdate::write(Database& db, int64_t run_id) {
+  if (pending_.empty()) return;
+  const std::optional<int64_t> window_before = pruned_before(db, run_id);
+  for (auto& [step, p] : pending_) {
+    std::optional<StepSpread> stored = stored_spread(db, run_id, step);
+    if (stored && p.ordered && p.lowest_rank > stored->top_rank) {
+      // Ranks the stored spread has not counted: merge.
+      for (size_t k = 0; k < stored->fields.size(); ++k) stored->fields[k].merge(p.spread.fields[k]);
+      stored->time = std::max(stored->time, p.spread.time);
+      stored->ranks += p.spread.ranks;
+      stored->top_rank = p.spread.top_rank;
+      insert_spread(db, run_id, *stored, spread_fields());
+      continue;
+    }
+    // Without a stored spread the batch usually holds the step's every row (the trainer's
+    // gather hands them over together); when the table holds others, count them all.
+    const StepSpread spread = !stored && p.ordered && stored_row_count(db, run_id, step) == p.spread.ranks
+                                  ? std::move(p.spread)
+                                  : spread_of_rows(db, run_id, step);
+    if (is_wide(spread.ranks))
+      insert_spread(db, run_id, spread, spread_fields());
+    else if (stored)
+      delete_spread(db, run_id, step);
+  }
+  // The window moved up by the new wide steps; steps this batch logged below it (a resumed
+  // run logging old steps again) go too.
+  if (const std::optional<int64_t> window = pruned_before(db, run_id)) {
+    const int64_t from = window_before ? std::min(*window_before, pending_.begin()->first)
+                                       : std::numeric_limits<int64_t>::min();
+    prune(db, run_id, from, *window);
+  }
+  pending_.clear();
+}
+
+void build_spreads(Database& db) {
+  const Fields fields = fields_at_migration();
+  // One walk of the metrics table in its key's order: a step's rows are consecutive.
+  Statement walk(db, "SELECT run_id, step, rank, time" + field_names(fields) +
+                         " FROM metrics ORDER BY run_id, step, rank");
+  std::vector<int64_t> runs;
+  std::optional<int64_t> run;
+  StepSpread spread;
+  const auto close = [&] {
+    if (run && is_wide(spread.ranks)) {
+      insert_spread(db, *run, spread, fields);
+      if (runs.empty() || runs.back() != *run) runs.push_back(*run);
+    }
+  };
+  std::vector<double> values(fields.size());
+  while (walk.step()) {
+    const int64_t run_id = walk.int64(0), step = walk.int64(1);
+    if (run != run_id || spread.step != step) {
+      close();
+      run = run_id;
+      spread = empty_spread(step, fields);
+    }
+    for (size_t k = 0; k < values.size(); ++k) values[k] = walk.real(static_cast<int>(k) + 4);
+    add_row(spread, static_cast<int>(walk.int64(2)), walk.real(3), values);
+  }
+  close();
+  for (const int64_t id : runs)
+    if (const auto window = pruned_before(db, id)) prune(db, id, std::numeric_limits<int64_t>::min(), *window);
+}
+
+std::optional<int64_t> pruned_before(Database& db, int64_t run_id) {
+  Statement& st = db.cached("SELECT step FROM metric_spread WHERE run_id = ? ORDER BY step DESC LIMIT 2 OFFSET ?");
+  st.bind_all(run_id, kRecentSteps - 1);
+  std::optional<int64_t> first;
+  if (st.step()) {
+    first = st.int64(0);
+    if (!st.step()) first.reset();  // no wide step before the window: nothing pruned
+  }
+  st.reset();
+  return first;
+}
+
+bool has_spread(Database& db, int64_t run_id) {
+  Statement& st = db.cached("SELECT 1 FROM metric_spread WHERE run_id = ? LIMIT 1");
+  st.bind_all(run_id);
+  const bool any = st.step();
+  st.reset();
+  return any;
+}
+
+std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::string& key,
+                                       int64_t first_step, int64_t last_step, size_t max_points) {
+  const MetricField* field = find_metric_field(key);
+  const Fields all = spread_fields();
+  if (!field || std::find(all.begin(), all.end(), field) == all.end())
+    fail("store: '" + key + "' has no spread across ranks (it is not a per-rank metric)");
+  // The bucket width from the range present: its first and last wide steps, a seek each (one
+  // statement with both min() and max() would walk the range).
+  const auto edge = [&](bool highest) {
+    Statement& st = db.cached(highest ? "SELECT max(step) FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ?"
+                                      : "SELECT min(step) FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ?");
+    st.bind_all(run_id, first_step, last_step);
+    st.step();
+    const std::optional<int64_t> step = st.opt_int64(0);
+    st.reset();
+    return step;
+  };
+  const std::optional<int64_t> lowest = edge(false);
+  std::vector<SpreadPoint> points;
+  if (!lowest) return points;
+  const int64_t first = *lowest, last = *edge(true);
+  const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);
+  const uint64_t width = max_points == 0 || span < max_points ? 1 : span / max_points + 1;
+
+  const std::string f(field->name);
+  Statement& st = db.cached("SELECT step, time, ranks, " + f + "_min, " + f + "_max, " + f + "_sum, " + f +
+                            "_count, " + f + "_min_rank, " + f + "_max_rank FROM metric_spread "
+                            "WHERE run_id = ?1 AND step BETWEEN ?2 AND ?3 AND " + f + "_count > 0 ORDER BY step");
+  st.bind_all(run_id, first, last);
+  const bool slow_low = field->slow == SlowEnd::Low;
+  uint64_t bucket = 0;
+  FieldSpread across;  // the open bucket's
+  SpreadPoint point;
+  const auto close = [&] {
+    point.min = across.min;
+    point.max = across.max;
+    point.mean = across.sum / static_cast<double>(across.count);
+    point.slow_rank = slow_low ? across.min_rank : across.max_rank;
+    point.slow = slow_low ? across.min : across.max;
+    points.push_back(point);
+  };
+  while (st.step()) {
+    const int64_t step = st.int64(0);
+    const uint64_t b = (static_cast<uint64_t>(step) - static_cast<uint64_t>(first)) / width;
+    if (across.present() && b != bucket) {
+      close();
+      across = FieldSpread{};
+    }
+    bucket = b;
+    // Steps come in order: a tie keeps the earlier step's rank, as one step's keeps the lower.
+    across.merge(FieldSpread{st.real(3), st.real(4), st.real(5), st.int64(6), static_cast<int>(st.int64(7)),
+                             static_cast<int>(st.int64(8))});
+    point.step = step;
+    point.time = st.real(1);
+    point.ranks = st.int64(2);
+  }
+  if (across.present()) close();
+  return points;
+}
+
+}  // namespace kiln::store

@@ -1,0 +1,115 @@
+// The spread across ranks of each wide step (table metric_spread), and the recent-only
+// per-rank detail it makes affordable.
+//
+// A step logged by more than kSpreadAbove ranks is wide: for each PerRank field of the metric
+// list (metric_fields.h: spread_fields()) it gets the min, max, sum and count over its ranks,
+// with the rank at the min and the rank at the max, so a chart of the whole run draws the
+// band, the mean and the slow rank (MetricField::slow says which end) from one row a step
+// whatever the world size. The writer updates it in the transaction that inserts the rows
+// (SpreadUpdate, beside metric_blocks.h's BlockUpdate), and then drops the rows of ranks
+// other than 0 that have left the window of the newest kRecentSteps wide steps: rank 0's rows
+// (the values every rank shares: loss, lr, tokens, ...) and every rank's 64-step blocks stay
+// for the whole run. This file owns every statement on the table and that pruning.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "store/database.h"
+#include "store/types.h"
+
+namespace kiln::store {
+
+// A step of more ranks than this is wide. Fewer ranks keep every row and no spread: a spread
+// row (about 400 bytes, measured in docs/store.md) would cost a 2-rank run more than pruning
+// rank 1's old rows saves, and a chart of 8 ranks draws each one anyway.
+inline constexpr size_t kSpreadAbove = 8;
+
+// Wide steps whose rows of every rank are kept: the ranks table, the heat strip and a zoomed
+// chart of one rank read them at full resolution. 1,000 steps of 4,096 ranks are about 600 MB
+// of rows; past them a rank-step costs its 64-step block (about 16 bytes) and a share of
+// the step's spread row, a few tens of bytes in all.
+inline constexpr int64_t kRecentSteps = 1000;
+
+// One field over one step's ranks. Ranks are added in increasing order, so a tie keeps the
+// lowest rank.
+struct FieldSpread {
+  double min = kNoValue;
+  double max = kNoValue;
+  double sum = 0;
+  int64_t count = 0;  // ranks with a value
+  int min_rank = 0;
+  int max_rank = 0;
+
+  bool present() const { return count > 0; }
+  void add(int rank, double value);
+  // Folds in the spread of higher ranks.
+  void merge(const FieldSpread& higher);
+};
+
+struct StepSpread {
+  int64_t step = 0;
+  double time = 0;     // the latest of its rows' times
+  int64_t ranks = 0;   // rows counted
+  int top_rank = std::numeric_limits<int>::min();  // the highest rank counted
+  std::vector<FieldSpread> fields;  // in spread_fields() order
+
+  void add(const MetricRow& row);
+};
+
+// The spreads of the rows one transaction inserts, and the pruning they bring: add() the
+// rows after inserting them (and after BlockUpdate::write has read them), then write() before
+// the commit. A step whose new rows all rank above the ranks its stored spread counts merges
+// them in; any other (a row replaced by a resumed run, a rank twice) is recomputed from its
+// rows, as a metric block is. Then the rows of ranks other than 0 of the steps that left the
+// window (and of any step this batch logged before it) are deleted: a range of the primary key.
+class SpreadUpdate {
+ public:
+  void add(std::span<const MetricRow> rows);
+  // Writes every touched step, prunes, and starts over empty.
+  void write(Database& db, int64_t run_id);
+
+ private:
+  struct Pending {
+    StepSpread spread;
+    bool ordered = true;  // every rank added above the one before it: no rank twice
+    int lowest_rank = 0;
+  };
+  std::map<int64_t, Pending> pending_;  // by step
+};
+
+// Migration 17: the spread of every wide step already stored, and the old rows pruned.
+void build_spreads(Database& db);
+
+// The first step of the run's recent window when rows before it were pruned: the
+// kRecentSteps-th newest wide step, with a wide step before it; nullopt otherwise.
+std::optional<int64_t> pruned_before(Database& db, int64_t run_id);
+
+// Whether the run has a wide step: its charts of every rank read the spread.
+bool has_spread(Database& db, int64_t run_id);
+
+// One point of a spread series: a bucket of wide steps.
+struct SpreadPoint {
+  int64_t step = 0;  // the bucket's last step, with its time and rank count
+  double time = 0;
+  int64_t ranks = 0;
+  double min = 0;   // over the bucket's steps and ranks
+  double mean = 0;  // sum over count
+  double max = 0;
+  int slow_rank = 0;  // the rank at the slow end (MetricField::slow) and its value
+  double slow = 0;
+};
+
+// The spread of `key` (a PerRank field) over the wide steps in [first_step, last_step], in at
+// most max_points buckets of equal steps (0: a point a step). Steps without a value of the
+// key are skipped; an unknown key, or one that is not per rank, is an error.
+std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::string& key,
+                                       int64_t first_step, int64_t last_step, size_t max_points);
+
+}  // namespace kiln::store
