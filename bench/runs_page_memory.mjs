@@ -4,18 +4,20 @@
 // It opens the runs page, times the newest run's row appearing (in a fresh browser, then over
 // five reloads), scrolls the whole table down
 // in window-sized steps, times the oldest run's row appearing at the end, and prints the
-// page's JavaScript heap, its DOM nodes, and the resident memory of all of Chromium's
-// processes together (an upper bound: shared pages count once per process).
+// page's JavaScript heap, its DOM nodes, and the resident memory of its renderer and of all
+// of Chromium's processes.
 import { readFileSync } from "node:fs";
 import { launchBrowser } from "../tests/browser/launch.mjs";
 
 const [url, newest, oldest] = process.argv.slice(2);
 const timeout = 60000;
 
-// Resident bytes of this browser's processes (Chromium names them, with their kinds): its
-// renderers' (the page's, and the spare ones it keeps started), whole and their anonymous
-// part alone (the rest is Chromium's code and fonts, mapped from files and shared), and all
-// of its processes' (the browser, GPU and utility processes too).
+// Resident bytes of this browser's processes (Chromium names them, with their kinds): the
+// page's renderer (the renderer with the most anonymous memory: the others are spare ones
+// Chromium keeps started), whole and its anonymous part alone (the rest is Chromium's code
+// and fonts, mapped from files and shared with the other processes), and all of Chromium's
+// processes together (the browser, GPU, utility and spare renderers too; shared pages count
+// once a process, so an upper bound).
 async function residentBytes(browser) {
   const cdp = await browser.newBrowserCDPSession();
   const { processInfo } = await cdp.send("SystemInfo.getProcessInfo");
@@ -26,9 +28,9 @@ async function residentBytes(browser) {
       return 0;  // gone since
     }
   };
-  const sum = (some, name) => some.reduce((total, p) => total + field(p.id, name), 0);
-  const renderers = processInfo.filter((p) => p.type === "renderer");
-  return { renderers: sum(renderers, "VmRSS"), renderersAnon: sum(renderers, "RssAnon"), all: sum(processInfo, "VmRSS") };
+  const renderers = processInfo.filter((p) => p.type === "renderer")
+    .map((p) => ({ rss: field(p.id, "VmRSS"), anon: field(p.id, "RssAnon") })).sort((a, b) => b.anon - a.anon);
+  return { page: renderers[0] ?? { rss: 0, anon: 0 }, all: processInfo.reduce((total, p) => total + field(p.id, "VmRSS"), 0) };
 }
 
 const browser = await launchBrowser();
@@ -72,8 +74,8 @@ try {
   const mib = (bytes) => (bytes / 1048576).toFixed(1);
   console.log(`  runs page: first rows in ${firstRowsMs} ms in a fresh browser, ${reloads[2]} ms (median of 5 reloads, the slowest ${reloads[4]} ms); scrolled to the end in ${steps} window-sized steps, the last row in ${scrolledMs} ms`);
   console.log(`  runs page after scrolling every run: JS heap ${mib(m.JSHeapUsedSize)} MiB used of ${mib(m.JSHeapTotalSize)} MiB, ${m.Nodes} DOM nodes; `
-    + `resident: the renderers ${mib(resident.renderers)} MiB (under 500 MB ${resident.renderers < 500e6 ? "pass" : "FAIL"}; `
-    + `${mib(resident.renderersAnon)} MiB of it their own), all of Chromium ${mib(resident.all)} MiB`);
+    + `the page's renderer ${mib(resident.page.rss)} MiB resident (under 500 MB ${resident.page.rss < 500e6 ? "pass" : "FAIL"}; `
+    + `${mib(resident.page.anon)} MiB of it its own), all of Chromium's processes ${mib(resident.all)} MiB`);
 } finally {
   await browser.close();
 }

@@ -363,9 +363,12 @@ void report_tui(const std::string& kiln, const std::string& path, const std::str
   std::vector<double> opened, ended;
   for (int i = 0; i < repeats; ++i) {
     const Clock::time_point start = Clock::now();
-    if (std::system((tmux + " new-session -d -s main -x 160 -y 50 \"env LC_ALL=C.UTF-8 " + kiln + " tui --store " + path +
-                     "; sleep 600\"").c_str()) != 0)
-      throw std::runtime_error("tmux did not start");
+    const std::string started = output_of(tmux + " new-session -d -s main -x 160 -y 50 \"env LC_ALL=C.UTF-8 " + kiln +
+                                          " tui --store " + path + "; sleep 600\" 2>&1; echo $?");
+    if (started != "0\n") {
+      fmt::print("  TUI: tmux did not start: {}", started);
+      return;
+    }
     opened.push_back(wait_for(first, start));
     const Clock::time_point end_key = Clock::now();
     std::system((tmux + " send-keys -t main End").c_str());
@@ -386,7 +389,7 @@ void report_tui(const std::string& kiln, const std::string& path, const std::str
 std::string kiln_binary(const char* self) {
   const fs::path beside = fs::path(self).parent_path() / "kiln";
   if (!fs::exists(beside)) throw std::runtime_error("no kiln binary beside " + std::string(self));
-  return beside.string();
+  return fs::absolute(beside).string();
 }
 
 }  // namespace
