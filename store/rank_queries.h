@@ -53,10 +53,11 @@ RanksNow ranks_now(Database& db, int64_t run_id);
 
 // The heat strip's bounds: columns per answer, rows per answer (a larger world is folded,
 // several ranks to a row), and rank-rows one answer reads (fewer columns for a large world:
-// 64 at 4,096 ranks, about 0.3 s on the 2-core VM, bench/README.md).
+// 128 at 1,024 ranks, 32 at 4,096; 2^18 took 350 / 509 ms p50 / p95 at 1,024 ranks on the
+// 2-core VM, bench/README.md).
 inline constexpr size_t kMaxHeatColumns = 512;
 inline constexpr size_t kMaxHeatRows = 1024;
-inline constexpr size_t kMaxHeatCells = size_t{1} << 18;
+inline constexpr size_t kMaxHeatCells = size_t{1} << 17;
 
 struct HeatQuery {
   int64_t from = std::numeric_limits<int64_t>::min();  // steps, both ends included
