@@ -225,25 +225,15 @@ std::vector<RunGroup> run_groups(std::span<const RunLine> ordered) {
   return groups;
 }
 
-void complete_line(Database& db, RunLine& line) {
-  RunRecord& run = line.overview.run;
+void complete_line(Database& db, RunLine& line, double now_s) {
+  RunRecord run = std::move(line.overview.run);
   Statement& st = db.cached("SELECT config_json FROM runs WHERE id = ?");
   st.bind_all(run.id);
   if (st.step()) run.config_json = st.text(0);
   st.reset();
-  line.overview.planned_steps = planned_steps(run.config_json);
-  if (run.last_step) {
-    Statement& latest = db.cached(
-        "SELECT avg(loss), avg(tokens_per_s), avg(mfu) FROM metrics WHERE run_id = ? AND step = ?");
-    latest.bind_all(run.id, *run.last_step);
-    latest.step();
-    line.overview.loss = latest.opt_real(0).value_or(kNoValue);
-    line.overview.tokens_per_s = latest.opt_real(1).value_or(kNoValue);
-    line.overview.mfu = latest.opt_real(2).value_or(kNoValue);
-    latest.reset();
-  }
+  line.overview = run_overview(db, std::move(run), now_s);
   if (line.alerts > 0)
-    for (const Alert& a : list_alerts(db, run.id, 1)) line.latest_alert = a.rule + ": " + a.message;
+    for (const Alert& a : list_alerts(db, line.overview.run.id, 1)) line.latest_alert = a.rule + ": " + a.message;
 }
 
 std::vector<std::string> recent_config_keys(Database& db, size_t runs, size_t most) {

@@ -70,9 +70,10 @@ struct RunGroup {
 // The groups of ordered lines, in their order; empty when not grouped.
 std::vector<RunGroup> run_groups(std::span<const RunLine> ordered);
 
-// Reads what a line leaves out, for the runs shown: the config, planned steps, the latest
-// step's means, the latest alert.
-void complete_line(Database& db, RunLine& line);
+// Reads what a line leaves out, for the runs shown: the config, then the run's overview
+// (run_overview.h: planned steps, the latest step's means, the duration at now_s), and the
+// latest alert.
+void complete_line(Database& db, RunLine& line, double now_s);
 
 // The dotted config keys (lists as one value, as the tables show them) of the newest `runs`
 // runs, sorted, at most `most`: the choices of a runs table's filter, group and column menus.

@@ -121,7 +121,7 @@ TEST_F(RunTableTest, CompletesTheLinesShownWithConfigStepsAndMeans) {
   ASSERT_EQ(a.overview.run.name, "a");
   EXPECT_TRUE(a.overview.run.config_json.empty()) << "a line leaves the config's text out";
   EXPECT_TRUE(std::isnan(a.overview.loss));
-  complete_line(*db_, a);
+  complete_line(*db_, a, 1.8e9);
   EXPECT_NE(a.overview.run.config_json.find("hf_secret"), std::string::npos);
   EXPECT_DOUBLE_EQ(a.overview.loss, (testing_util::loss_of(30, 0) + testing_util::loss_of(30, 1)) / 2);
 }

@@ -170,7 +170,7 @@ Reply get_runs(ApiCall& call) {
     store::RunLine& line = lines[at];
     ServedStore& served = call.state.stores()[line.source];
     auto db = served.reads.borrow();
-    store::complete_line(*db, line);
+    store::complete_line(*db, line, now);
     json item = store::to_json(line.overview);
     address_run(item, served);
     if (with_config) item["config"] = store::config_json(line.overview.run);

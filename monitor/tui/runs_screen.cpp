@@ -136,7 +136,7 @@ class RunsScreen final : public Screen {
       }
       const size_t i = items_[k].line;
       if (!completed_[i]) {
-        store::complete_line(session.reader(), lines_[i]);
+        store::complete_line(session.reader(), lines_[i], store::unix_now());
         completed_[i] = true;
       }
       rows.push_back(cells(lines_[i].overview));
