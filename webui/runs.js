@@ -114,13 +114,24 @@ export function renderRuns(view, params) {
     return query;
   }
 
-  async function fetchPage(page, first = false) {
+  // The config keys of the newest runs, once, after the first rows are drawn: parsing
+  // hundreds of configs would otherwise hold the first rows back.
+  async function fetchKeys() {
+    try {
+      state.keys = (await getJson("/api/config-keys")).keys;
+    } catch (e) {
+      message.textContent = e.message;
+      message.className = "error";
+    }
+    fillSelectors();
+  }
+
+  async function fetchPage(page, thenKeys = false) {
     const generation = state.generation;
     state.pages.set(page, "asked");
     const query = question();
     query.set("offset", page * pageSize);
     query.set("limit", pageSize);
-    if (first) query.set("config_keys", "1");
     try {
       const answer = await getJson("/api/runs?" + query);
       if (generation !== state.generation) return;
@@ -128,15 +139,12 @@ export function renderRuns(view, params) {
       state.total = answer.total;
       state.groups = answer.groups || [];
       state.stores = answer.stores;
-      if (first) {
-        state.keys = answer.config_keys;
-        fillSelectors();
-      }
       message.className = "muted";
       message.textContent = answer.total ? "" : "No runs match. `kiln train` records one.";
       // Grouped by tag, a run with two tags is a row in each group.
       count.textContent = `${answer.total} ${choices.group === "tag" ? "rows" : answer.total === 1 ? "run" : "runs"}`;
       draw();
+      if (thenKeys) fetchKeys();
       // The sweeps' names for the links, once, after the rows are drawn.
       if (!sweepsAsked && answer.runs.some((r) => r.sweep_id != null)) {
         sweepsAsked = true;

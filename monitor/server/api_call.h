@@ -39,6 +39,7 @@ struct ApiCall {
 
 // api_read.cpp
 Reply get_runs(ApiCall& call);
+Reply get_config_keys(ApiCall& call);
 Reply get_run(ApiCall& call);
 Reply get_metrics(ApiCall& call);
 // The metric list (store/metric_fields.h) the dashboard draws its charts and columns from.

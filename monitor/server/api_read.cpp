@@ -186,18 +186,19 @@ Reply get_runs(ApiCall& call) {
     for (const store::RunGroup& g : store::run_groups(lines)) groups.push_back({{"label", g.label}, {"runs", g.runs}});
     answer["groups"] = std::move(groups);
   }
-  // config_keys=1: the config keys of each store's newest runs, for the table's menus.
-  if (call.target.text("config_keys").value_or("") == "1") {
-    std::set<std::string> keys;
-    for (size_t i = 0; i < call.state.stores().size(); ++i) {
-      ServedStore& served = call.state.stores()[i];
-      auto db = served.reads.borrow();
-      for (std::string& key : store::recent_config_keys(*db, limits::kConfigKeyRuns, limits::kMaxConfigKeys))
-        keys.insert(std::move(key));
-    }
-    answer["config_keys"] = json(std::vector<std::string>(keys.begin(), keys.end()));
-  }
   return json_reply(answer);
+}
+
+// The config keys of each store's newest runs, for the runs table's menus: asked apart from
+// the rows, after they are drawn, since it parses hundreds of configs.
+Reply get_config_keys(ApiCall& call) {
+  std::set<std::string> keys;
+  for (size_t i = 0; i < call.state.stores().size(); ++i) {
+    auto db = call.state.stores()[i].reads.borrow();
+    for (std::string& key : store::recent_config_keys(*db, limits::kConfigKeyRuns, limits::kMaxConfigKeys))
+      keys.insert(std::move(key));
+  }
+  return json_reply(json{{"keys", std::vector<std::string>(keys.begin(), keys.end())}});
 }
 
 Reply get_run(ApiCall& call) {
@@ -232,6 +233,11 @@ Reply get_metrics(ApiCall& call) {
   // key's spread across ranks, bounded whatever the world size.
   const bool wide = query.ranks.empty() && store::has_spread(*db, call.run_id);
   if (wide) query.ranks = {0};
+  // The answer's points within kMaxAnswerPoints: with many keys and ranks each series gets
+  // fewer. Its series per key: the ranks asked for, rank 0 and the spread of a wide run, or
+  // at most kSpreadAbove ranks of a narrow run asked for every rank.
+  const size_t per_key = wide ? 2 : query.ranks.empty() ? store::kSpreadAbove : query.ranks.size();
+  query.max_points = limits::points_per_series(query.max_points, keys.size() * per_key);
   json series = json::object(), spread = json::object();
   for (const std::string& key : keys) {
     query.key = key;

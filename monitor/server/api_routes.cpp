@@ -50,6 +50,7 @@ constexpr Route kRoutes[] = {
     {http::verb::put, {"api", "runs", kRunSegment, "notes"}, put_notes, true},
     {http::verb::get, {"api", "runs", kRunSegment, "export.csv"}, get_export_csv, false},
     {http::verb::get, {"api", "runs", kRunSegment, "live"}, live_without_upgrade, false},
+    {http::verb::get, {"api", "config-keys"}, get_config_keys, false},
     {http::verb::get, {"api", "compare"}, get_compare, false},
     {http::verb::get, {"api", "metric-fields"}, get_metric_fields, false},
     {http::verb::get, {"api", "sweeps"}, get_sweeps, false},

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "monitor/server/server_fixture.h"
+#include "monitor/server/server_limits.h"
 #include "monitor/server/test_client.h"
 #include "store/commands.h"
 #include "store/database.h"
@@ -90,7 +91,7 @@ TEST_F(ServerTest, SortsPagesGroupsAndSearchesRuns) {
   EXPECT_EQ(names("q=a%20train.lr%3D0.001"), (Names{"beta"}));
   EXPECT_TRUE(names("q=alpha%20beta").empty()) << "every word must match";
 
-  const auto keys = get(port_, "/api/runs?config_keys=1", {kAuth}).json()["config_keys"];
+  const auto keys = get(port_, "/api/config-keys", {kAuth}).json()["keys"];
   EXPECT_EQ(keys, nlohmann::json({"model.n_layer", "train.lr", "train.steps"}));
 
   const std::vector<std::pair<std::string, std::string>> refused = {
@@ -155,6 +156,15 @@ TEST_F(ServerTest, EveryRowIsCappedAtTheMostPoints) {
   EXPECT_DOUBLE_EQ(rank0["max"][0].get<double>(), loss_of(5, 0));
   const auto short_range = get(port_, "/api/runs/beta/metrics?ranks=0&points=0&to=7", {kAuth}).json()["series"]["loss"][0];
   EXPECT_EQ(short_range["step"], nlohmann::json({5, 6, 7}));
+}
+
+// One answer's points are shared among its series: many keys and ranks get fewer each.
+TEST(AnswerPointsTest, SeriesShareTheAnswersPoints) {
+  EXPECT_EQ(limits::points_per_series(1000, 1), 1000u);
+  EXPECT_EQ(limits::points_per_series(100000, 2), 100000u);
+  EXPECT_EQ(limits::points_per_series(100000, 17 * 8), 1927u);  // 2^18 / 136
+  EXPECT_EQ(limits::points_per_series(1000, 17 * 1024), 15u);
+  EXPECT_EQ(limits::points_per_series(1000, size_t{1} << 20), 1u);  // never none
 }
 
 // The export streams in chunks, each read on its own, and says the same as `kiln runs

@@ -18,10 +18,9 @@ namespace net = boost::asio;
 
 namespace {
 
-Reply too_busy(size_t most, const std::string& what, const std::string& option) {
-  Reply reply = error_reply(http::status::service_unavailable,
-                            "the server is at its limit of " + std::to_string(most) + " " + what + " (" + option +
-                                "); try again shortly");
+Reply too_busy(const std::string& limit) {
+  Reply reply =
+      error_reply(http::status::service_unavailable, "the server is at its limit of " + limit + "; try again shortly");
   reply.retry_after = std::to_string(limits::kRetryAfter.count());
   return reply;
 }
@@ -47,7 +46,7 @@ void HttpSession::run() {
   net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
     // Over the cap: say so at once, without reading the request, and close.
     if (!self->slot_)
-      return self->write(too_busy(self->state_.connections().most(), "connections", "--max-connections"), false);
+      return self->write(too_busy(std::to_string(self->state_.connections().most()) + " connections (--max-connections)"), false);
     self->read();
   });
 }
@@ -89,18 +88,22 @@ void HttpSession::upgrade(http::request<http::string_body>&& request) {
   if (const Reply* reply = std::get_if<Reply>(&run)) return write(*reply, false);
   auto subscriber = state_.subscribers().take();
   if (!subscriber)
-    return write(too_busy(state_.subscribers().most(), "live subscribers", "--max-subscribers"), false);
+    return write(too_busy(std::to_string(state_.subscribers().most()) + " live subscribers (--max-subscribers)"), false);
   // The connection's slot goes with this session; the subscriber's goes with the new one.
   std::make_shared<WebsocketSession>(stream_.release_socket(), state_, std::get<StoredRow>(run),
                                      std::move(*subscriber))
       ->run(std::move(request));
 }
 
-void HttpSession::write(const Reply& reply, bool keep_alive) {
+void HttpSession::write(Reply reply, bool keep_alive) {
   if (reply.chunks) return write_chunked(reply, keep_alive);
+  // The answer's bytes are held until the client has read them: past the server's budget
+  // for all answers at once it is dropped, and the client told to ask again.
+  if (auto share = state_.answer_bytes().take(reply.body.size())) answer_bytes_.emplace(std::move(*share));
+  else reply = too_busy(std::to_string(state_.answer_bytes().most()) + " bytes of answers being sent");
   response_ = std::make_shared<http::response<http::string_body>>(reply.status, 11);
   set_headers(*response_, reply, keep_alive);
-  response_->body() = reply.body;
+  response_->body() = std::move(reply.body);
   response_->prepare_payload();
   stream_.expires_after(limits::kWriteTimeout);
   http::async_write(stream_, *response_, [self = shared_from_this(), keep_alive](beast::error_code error, size_t) {
@@ -147,6 +150,7 @@ void HttpSession::write_next_chunk(bool keep_alive, beast::error_code error) {
 
 void HttpSession::on_write(bool keep_alive, beast::error_code error) {
   response_.reset();
+  answer_bytes_.reset();
   chunked_serializer_.reset();
   chunked_header_.reset();
   chunk_.clear();

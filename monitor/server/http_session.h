@@ -30,7 +30,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void read();
   void on_read(boost::beast::error_code error);
   void upgrade(boost::beast::http::request<boost::beast::http::string_body>&& request);
-  void write(const Reply& reply, bool keep_alive);
+  void write(Reply reply, bool keep_alive);
   void on_write(bool keep_alive, boost::beast::error_code error);
   // A chunked answer: the header, then each piece once the one before is written.
   void write_chunked(const Reply& reply, bool keep_alive);
@@ -44,6 +44,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   boost::beast::flat_buffer buffer_;
   SharedState& state_;
   std::optional<SessionSlots::Slot> slot_;
+  std::optional<SessionSlots::Slot> answer_bytes_;  // the written answer's share of the budget
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   std::shared_ptr<boost::beast::http::response<boost::beast::http::string_body>> response_;
   std::optional<boost::beast::http::response<boost::beast::http::empty_body>> chunked_header_;

@@ -25,6 +25,10 @@ inline constexpr std::chrono::seconds kDrainTimeout{5};
 // (--max-subscribers); past either, 503 with Retry-After and the connection closes.
 inline constexpr size_t kDefaultMaxConnections = 256;
 inline constexpr size_t kDefaultMaxSubscribers = 128;
+// Bytes of answers the server holds at once while their clients read them: far more than
+// the largest answer (a metrics answer of kMaxAnswerPoints is about 25 MiB), so only many
+// slow readers of large answers at once meet it, each of the others is then told to retry.
+inline constexpr size_t kMaxAnswerBytes = size_t{256} << 20;
 inline constexpr std::chrono::seconds kRetryAfter{1};
 
 // When accepting fails (out of file descriptors, say), the listener waits this long before
@@ -46,6 +50,15 @@ inline constexpr size_t kMaxSeriesKeys = 17;
 inline constexpr size_t kMaxSeriesRanks = 1024;
 inline constexpr int64_t kMaxSeriesPoints = 100000;
 inline constexpr int64_t kDefaultSeriesPoints = 1000;
+// Points in one metrics answer over all its keys and ranks (each series gets its share, at
+// least one): a point is five numbers, up to about 100 bytes of JSON and as much again in
+// the tree built for it, so one answer costs at most about 50 MiB while it is built.
+inline constexpr size_t kMaxAnswerPoints = size_t{1} << 18;
+// The points each of an answer's `series` gets when `asked` were asked for each.
+constexpr size_t points_per_series(size_t asked, size_t series) {
+  const size_t share = kMaxAnswerPoints / (series == 0 ? 1 : series);
+  return asked < share ? asked : share < 1 ? 1 : share;
+}
 
 // GET /api/runs/{run}/experts: steps per MoE layer (a longer range comes downsampled to
 // them), and the per-expert counts one answer may hold over all its layers (each layer gets
@@ -57,9 +70,9 @@ inline constexpr int64_t kMaxExpertSteps = 2000;
 inline constexpr size_t kMaxExpertCells = size_t{1} << 20;
 inline constexpr size_t kMaxExpertRowsPerPoll = 1024;
 
-// GET /api/runs: runs in one answer (a page; offset pages on), and the config keys its
-// config_keys=1 lists: those of each store's newest kConfigKeyRuns runs (runs of one kiln
-// version record every key), at most kMaxConfigKeys.
+// GET /api/runs: runs in one answer (a page; offset pages on). GET /api/config-keys: the
+// keys of each store's newest kConfigKeyRuns runs (runs of one kiln version record every
+// key), at most kMaxConfigKeys.
 inline constexpr int64_t kDefaultRunsPage = 200;
 inline constexpr int64_t kMaxRunsPage = 1000;
 inline constexpr size_t kConfigKeyRuns = 500;

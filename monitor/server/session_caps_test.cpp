@@ -1,5 +1,6 @@
 // The caps on connections and live subscribers at once: past either the server answers 503
-// with Retry-After and closes, and takes the next client once one has left.
+// with Retry-After and closes, and takes the next client once one has left. Past the budget
+// for answers being sent, an answer is dropped for a 503 with Retry-After.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -63,6 +64,23 @@ TEST_F(SessionCapsTest, SubscribersPastTheCapAreToldToComeBack) {
   for (int i = 0; i < 100 && (answer = raw_exchange(port_, upgrade_request(port_, target, kAuthLine))) != "HTTP/1.1 101 Switching Protocols"; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(answer, "HTTP/1.1 101 Switching Protocols");
+}
+
+class AnswerBudgetTest : public ServerTest {
+ protected:
+  void configure(ServerOptions& options) override { options.max_answer_bytes = 100; }
+};
+
+TEST_F(AnswerBudgetTest, AnAnswerPastTheBudgetIsToldToComeBack) {
+  const HttpResult small = get(port_, "/api/runs/beta/commands", {kAuth});
+  EXPECT_EQ(small.status, 200u);
+  EXPECT_LE(small.body.size(), 100u);
+  const HttpResult refused = get(port_, "/api/runs", {kAuth});
+  EXPECT_EQ(refused.status, 503u);
+  EXPECT_EQ(refused.json()["error"], "the server is at its limit of 100 bytes of answers being sent; try again shortly");
+  EXPECT_EQ(refused.headers[http::field::retry_after], "1");
+  // Each answer gives its share back once sent.
+  EXPECT_EQ(get(port_, "/api/runs/beta/commands", {kAuth}).status, 200u);
 }
 
 }  // namespace
