@@ -60,6 +60,9 @@ async function runsTable(page) {
 
   for (const narrower of [1000, 700]) {
     await page.setViewportSize({ width: narrower, height: 900 });
+    // The resize redraws on the next frame: two frames on, the table has been fitted again
+    // (the note may already show from the wider window before).
+    await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
     await page.waitForFunction(() => !document.getElementById("runs-fit").hidden, null, { timeout });
     width = await fits();
     expect(width.page <= width.window && width.table <= width.wrap, `the runs table overflows a ${narrower}-px window: ${JSON.stringify(width)}`);
