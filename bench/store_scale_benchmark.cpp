@@ -28,6 +28,7 @@
 // of --requests timed GETs against `kiln serve` (the binary beside this one), and the
 // server's peak resident memory.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +38,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -49,6 +51,7 @@
 #include <vector>
 
 #include "store/database.h"
+#include "store/metric_fields.h"
 #include "trainer/config/config.h"
 #include "store/run_writer.h"
 #include "store/schema.h"
@@ -273,9 +276,29 @@ class Served {
     throw std::runtime_error("kiln serve did not answer on port " + std::to_string(port));
   }
   ~Served() {
+    sampling_ = false;
+    if (sampler_.joinable()) sampler_.join();
     kill(pid_, SIGTERM);
     waitpid(pid_, nullptr, 0);
   }
+  // From now on, the server's resident memory every 2 ms, split as the kernel counts it: its
+  // own (anonymous: heap, stacks, answers) and the store's pages it maps (file-backed, the
+  // page cache's, which the kernel takes back under pressure).
+  void sample_memory() {
+    sampling_ = true;
+    sampler_ = std::thread([this] {
+      while (sampling_) {
+        std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+        for (std::string line; std::getline(status, line);) {
+          if (line.rfind("RssAnon:", 0) == 0) peak_anon_ = std::max<int64_t>(peak_anon_, std::stoll(line.substr(8)) * 1024);
+          if (line.rfind("RssFile:", 0) == 0) peak_file_ = std::max<int64_t>(peak_file_, std::stoll(line.substr(8)) * 1024);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    });
+  }
+  int64_t peak_anon() const { return peak_anon_; }
+  int64_t peak_file() const { return peak_file_; }
   // One GET; returns its body. A status other than 200 is an error.
   std::string get(const std::string& target) const {
     net::io_context io;
@@ -305,6 +328,9 @@ class Served {
  private:
   pid_t pid_ = -1;
   int port_;
+  std::atomic<bool> sampling_{false};
+  std::atomic<int64_t> peak_anon_{0}, peak_file_{0};
+  std::thread sampler_;
 };
 
 struct Latency {
@@ -333,7 +359,10 @@ void report_api(const Served& served, const std::vector<std::pair<std::string, s
                l.p95_ms < 500 ? "pass" : "FAIL");
     std::fflush(stdout);
   }
-  fmt::print("  server peak resident memory: {:.1f} MiB\n", static_cast<double>(served.peak_rss()) / (1 << 20));
+  const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+  fmt::print("  server peak resident memory: {:.1f} MiB; sampled every 2 ms, at most {:.1f} MiB its own (anonymous) "
+             "and {:.1f} MiB of the store's mapped pages\n",
+             mib(served.peak_rss()), mib(served.peak_anon()), mib(served.peak_file()));
 }
 
 // The output of a shell command.
@@ -352,7 +381,7 @@ std::string output_of(const std::string& command) {
 // `last` (the oldest), p50 and p95 over `repeats` starts.
 void report_tui(const std::string& kiln, const std::string& path, const std::string& first, const std::string& last,
                 int repeats) {
-  const std::string tmux = fmt::format("tmux -L kiln-scale-{} -f /dev/null", getpid());
+  std::string tmux;
   const auto wait_for = [&](const std::string& text, Clock::time_point start) {
     while (seconds_since(start) < 60) {
       if (output_of(tmux + " capture-pane -p -t main").find(text) != std::string::npos) return seconds_since(start) * 1e3;
@@ -362,6 +391,9 @@ void report_tui(const std::string& kiln, const std::string& path, const std::str
   };
   std::vector<double> opened, ended;
   for (int i = 0; i < repeats; ++i) {
+    // A server of its own each start: a client that reaches the previous start's server
+    // while kill-server is still taking it down fails with "server exited unexpectedly".
+    tmux = fmt::format("tmux -L kiln-scale-{}-{} -f /dev/null", getpid(), i);
     const Clock::time_point start = Clock::now();
     const std::string started = output_of(tmux + " new-session -d -s main -x 160 -y 50 \"env LC_ALL=C.UTF-8 " + kiln +
                                           " tui --store " + path + "; sleep 600\" 2>&1; echo $?");
@@ -384,6 +416,16 @@ void report_tui(const std::string& kiln, const std::string& path, const std::str
              at(opened, 0.5), at(opened, 0.95));
   fmt::print("  {:<34} {:>10.1f} {:>10.1f}  End to the last run in view\n", "TUI scrolled to the end", at(ended, 0.5),
              at(ended, 0.95));
+}
+
+// The most a metrics question may ask: 17 keys of 1,024 ranks, every row of each. The
+// server shares its points among the series (server_limits.h: kMaxAnswerPoints).
+std::string largest_metrics_target() {
+  std::vector<std::string> keys, ranks;
+  for (const MetricField* field : block_fields())
+    if (keys.size() < 17) keys.emplace_back(field->name);
+  for (int rank = 0; rank < 1024; ++rank) ranks.push_back(std::to_string(rank));
+  return fmt::format("/api/runs/1/metrics?keys={}&ranks={}&points=0", fmt::join(keys, ","), fmt::join(ranks, ","));
 }
 
 std::string kiln_binary(const char* self) {
@@ -413,9 +455,10 @@ int main(int argc, char** argv) {
         fmt::print("  written in {:.1f} s: {:.0f} runs/s\n", f.seconds, static_cast<double>(f.rank_steps) / f.seconds);
         fmt::print("  on disk: {} bytes, {:.0f} bytes a run (20 logged steps each)\n", store_bytes(path),
                    static_cast<double>(store_bytes(path)) / static_cast<double>(f.rank_steps));
-        // The runs page's first question (a page of 100 and the menus' config keys), then
+        // The runs page's first questions (a page of 100, then the menus' config keys), then
         // what a user asks next: another order, groups, a search, a far page with configs.
-        calls = {{"runs table, first page", "/api/runs?limit=100&config_keys=1"},
+        calls = {{"runs table, first page", "/api/runs?limit=100"},
+                 {"config keys (/api/config-keys)", "/api/config-keys"},
                  {"runs table by loss", "/api/runs?limit=100&sort=loss&order=asc"},
                  {"runs table grouped by train.lr", "/api/runs?limit=100&group=train.lr"},
                  {"runs table, search", "/api/runs?limit=100&q=sweep-07%20even"},
@@ -423,7 +466,8 @@ int main(int argc, char** argv) {
                  {"sweeps (/api/sweeps)", "/api/sweeps"},
                  {"a sweep of 1,000 (/api/sweeps/sweep-09)", "/api/sweeps/sweep-09"},
                  {"a run page (/api/runs/5000)", "/api/runs/5000"},
-                 {"compare 10 runs", "/api/compare?runs=1,2,3,4,5,6,7,8,9,10"}};
+                 {"compare 10 runs", "/api/compare?runs=1,2,3,4,5,6,7,8,9,10"},
+                 {"Prometheus scrape (/metrics)", "/metrics"}};
       } else if (which == 'b' || which == 'c') {
         const int ranks = which == 'b' ? 1024 : 4096;
         const int64_t n = steps(which == 'b' ? 100000 : 20000);
@@ -440,7 +484,8 @@ int main(int argc, char** argv) {
                  {"loss chart, rank 0, 1000 points", "/api/runs/1/metrics?keys=loss&ranks=0&points=1000"},
                  {"step time chart, every rank", "/api/runs/1/metrics?keys=fwd_ms&points=1000"},
                  {"ranks table (/ranks)", "/api/runs/1/ranks"},
-                 {"rank heat strip (/rank-heat)", "/api/runs/1/rank-heat"}};
+                 {"rank heat strip (/rank-heat)", "/api/runs/1/rank-heat"},
+                 {"largest metrics answer (17 x 1024)", largest_metrics_target()}};
       } else if (which == 'd') {
         const int64_t n = steps(100000);
         fmt::print("\n(d) a 64-expert MoE run, 4 MoE layers, expert loads at {} steps\n", n);
@@ -456,7 +501,8 @@ int main(int argc, char** argv) {
       }
       {
         const int served_port = port++;
-        const Served served(kiln, path, served_port);
+        Served served(kiln, path, served_port);
+        served.sample_memory();
         report_api(served, calls, o.requests);
         // The runs page in a browser, from the repository's root (bench/store-scale.sh runs there).
         if (which == 'a' &&
