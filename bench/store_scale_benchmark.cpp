@@ -16,8 +16,9 @@
 // written to DIR (default $TMPDIR or /tmp) and removed afterwards, or with --keep left there
 // (its path printed) to profile a query against.
 //
-// For store a it also times `kiln tui` (in tmux): from its start to the runs screen, and from
-// End to the last run in view; and the runs page in headless Chromium (bench/runs_page_memory.mjs):
+// It times `kiln tui` (in tmux): for store a from its start to the runs screen, from End to
+// the last run in view and a compare of 10 runs; for b and c to the runs screen and then the
+// run screen with its ranks. For a, the runs page in headless Chromium (bench/runs_page_memory.mjs):
 // its first rows, a scroll through every run, and the browser's memory after it.
 //
 // For each store it prints: bytes on disk (the store file after a WAL checkpoint) per
@@ -376,46 +377,63 @@ std::string output_of(const std::string& command) {
   return out;
 }
 
-// `kiln tui` over a store in a detached tmux window of 160 x 50: the time from its start to
-// the runs screen showing `first` (the newest run), and from End to the screen showing
-// `last` (the oldest), p50 and p95 over `repeats` starts.
-void report_tui(const std::string& kiln, const std::string& path, const std::string& first, const std::string& last,
-                int repeats) {
+// One timed step of the TUI: the keys sent (tmux send-keys names; none for the start) and
+// the text whose appearance ends it.
+struct TuiStep {
+  std::string label;
+  std::string keys;
+  std::string shows;
+};
+
+// `kiln tui` over a store in a detached tmux window of 160 x 50: each step's time from its
+// keys (the first, from the start) to the screen showing its text, p50 and p95 over `repeats`
+// starts.
+void report_tui(const std::string& kiln, const std::string& path, const std::vector<TuiStep>& steps, int repeats) {
   std::string tmux;
-  const auto wait_for = [&](const std::string& text, Clock::time_point start) {
+  // The milliseconds from `start` to the screen showing `text`, or nothing after a minute.
+  const auto wait_for = [&](const std::string& text, Clock::time_point start) -> std::optional<double> {
     while (seconds_since(start) < 60) {
       if (output_of(tmux + " capture-pane -p -t main").find(text) != std::string::npos) return seconds_since(start) * 1e3;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    throw std::runtime_error("kiln tui did not show " + text + " within 60 s");
+    return std::nullopt;
   };
-  std::vector<double> opened, ended;
+  std::vector<std::vector<double>> ms(steps.size());
   for (int i = 0; i < repeats; ++i) {
     // A server of its own each start: a client that reaches the previous start's server
     // while kill-server is still taking it down fails with "server exited unexpectedly".
     tmux = fmt::format("tmux -L kiln-scale-{}-{} -f /dev/null", getpid(), i);
-    const Clock::time_point start = Clock::now();
-    const std::string started = output_of(tmux + " new-session -d -s main -x 160 -y 50 \"env LC_ALL=C.UTF-8 " + kiln +
-                                          " tui --store " + path + "; sleep 600\" 2>&1; echo $?");
-    if (started != "0\n") {
-      fmt::print("  TUI: tmux did not start: {}", started);
-      return;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const Clock::time_point start = Clock::now();
+      if (k == 0) {
+        const std::string started = output_of(tmux + " new-session -d -s main -x 160 -y 50 \"env LC_ALL=C.UTF-8 " +
+                                              kiln + " tui --store " + path + "; sleep 600\" 2>&1; echo $?");
+        if (started != "0\n") {
+          fmt::print("  TUI: tmux did not start: {}", started);
+          return;
+        }
+      } else {
+        std::system((tmux + " send-keys -t main " + steps[k].keys).c_str());
+      }
+      const std::optional<double> shown = wait_for(steps[k].shows, start);
+      if (!shown) {
+        fmt::print("  TUI: \"{}\" was not on the screen a minute after {}\n", steps[k].shows,
+                   k == 0 ? "the start" : steps[k].keys);
+        std::system((tmux + " kill-server").c_str());
+        return;
+      }
+      ms[k].push_back(*shown);
     }
-    opened.push_back(wait_for(first, start));
-    const Clock::time_point end_key = Clock::now();
-    std::system((tmux + " send-keys -t main End").c_str());
-    ended.push_back(wait_for(last, end_key));
     std::system((tmux + " kill-server").c_str());
   }
-  std::sort(opened.begin(), opened.end());
-  std::sort(ended.begin(), ended.end());
-  const auto at = [](const std::vector<double>& ms, double q) {
-    return ms[std::min(ms.size() - 1, static_cast<size_t>(q * static_cast<double>(ms.size())))];
-  };
-  fmt::print("  {:<34} {:>10.1f} {:>10.1f}  start to the runs screen's first rows\n", "TUI runs screen (kiln tui)",
-             at(opened, 0.5), at(opened, 0.95));
-  fmt::print("  {:<34} {:>10.1f} {:>10.1f}  End to the last run in view\n", "TUI scrolled to the end", at(ended, 0.5),
-             at(ended, 0.95));
+  for (size_t k = 0; k < steps.size(); ++k) {
+    std::sort(ms[k].begin(), ms[k].end());
+    const auto at = [&](double q) {
+      return ms[k][std::min(ms[k].size() - 1, static_cast<size_t>(q * static_cast<double>(ms[k].size())))];
+    };
+    fmt::print("  {:<34} {:>10.1f} {:>10.1f} {:>12}  p95 < 500 ms {}\n", steps[k].label, at(0.5), at(0.95), "",
+               at(0.95) < 500 ? "pass" : "FAIL");
+  }
 }
 
 // The most a metrics question may ask: 17 keys of 1,024 ranks, every row of each. The
@@ -512,7 +530,21 @@ int main(int argc, char** argv) {
           fmt::print("  runs page: bench/runs_page_memory.mjs failed (run from the repository's root)\n");
         std::fflush(stdout);
       }
-      if (which == 'a') report_tui(kiln, path, "sweep-19-p0099", "sweep-00-p0000", std::min(o.requests, 10));
+      const int starts = std::min(o.requests, 10);
+      if (which == 'a')
+        report_tui(kiln, path,
+                   {{"TUI runs screen (kiln tui)", "", "sweep-19-p0099"},
+                    {"TUI scrolled to the end", "End", "sweep-00-p0000"},
+                    {"TUI compare of 10 marked runs", "Home Space Space Space Space Space Space Space Space Space Space c",
+                     "compare 10 runs"}},
+                   starts);
+      if (which == 'b' || which == 'c') {
+        const std::string ranks = which == 'b' ? "1024" : "4096";
+        report_tui(kiln, path,
+                   {{"TUI runs screen (kiln tui)", "", "ranks-" + ranks},
+                    {"TUI run screen with its ranks", "Enter", "ranks (" + ranks}},
+                   starts);
+      }
       if (o.keep) fmt::print("  kept: {}\n", path);
       else remove_store(path);
       std::fflush(stdout);
