@@ -227,7 +227,8 @@ std::vector<RankSeries> series_in(Database& db, int64_t run_id, const SeriesQuer
   // keep the count within max_points.
   const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(*first);
   const uint64_t width = span < q.max_points ? 1 : span / q.max_points + 1;
-  if (width < static_cast<uint64_t>(kStepsPerBlock))
+  const bool rows_allowed = q.max_rows == 0 || (span + 1) * blocks.size() <= q.max_rows;
+  if (width < static_cast<uint64_t>(kStepsPerBlock) && rows_allowed)
     return series_from_rows(db, run_id, q.key, ranks, *first, last, width);
   const uint64_t count =
       static_cast<uint64_t>(last_block) - static_cast<uint64_t>(first_block) + 1;

@@ -34,6 +34,10 @@ struct SeriesQuery {
   // a 1000-point chart of a long run reads one block per 64 steps instead of every row, with
   // the values a scan would give (a block the step range cuts is read from its rows).
   size_t max_points = 0;
+  // Rows a downsampled series may read over all its ranks (0: no bound). Buckets narrower
+  // than a block that would read more come from whole blocks instead (a point a block), so
+  // an answer of many ranks costs its blocks, not every rank's rows.
+  size_t max_rows = 0;
 };
 
 // One point: the bucket's last row (step, time, value) and the extremes over the bucket.

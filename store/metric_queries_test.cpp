@@ -168,6 +168,34 @@ TEST_F(MetricQueriesTest, BucketsNarrowerThanABlockStartAtTheFirstStep) {
   EXPECT_EQ(points[50].max, 100.0);  // steps 5003..5022
 }
 
+// Narrow buckets over more rows than max_rows: a point a block instead, the cut blocks from
+// their rows in the range.
+TEST_F(MetricQueriesTest, PastItsRowsASeriesReadsBlocks) {
+  SeriesQuery q;
+  q.key = "loss";
+  q.ranks = {0, 1};
+  q.first_step = 4003;
+  q.last_step = 6002;
+  q.max_points = 100;
+  q.max_rows = 4000;  // 2000 steps of 2 ranks: rows, as above
+  ASSERT_EQ(metric_series(*db_, run_, q)[0].points.size(), 100u);
+  q.max_rows = 3999;
+  const auto series = metric_series(*db_, run_, q);
+  ASSERT_EQ(series.size(), 2u);
+  const auto& points = series[0].points;
+  ASSERT_EQ(points.size(), 32u);  // blocks 62 (steps 3968..4031) to 93 (5952..6015)
+  for (size_t i = 0; i < points.size(); ++i) {
+    const int64_t block = 62 + static_cast<int64_t>(i);
+    const SeriesPoint want = expected_point(std::max<int64_t>(4003, block * 64), std::min<int64_t>(6002, block * 64 + 63));
+    EXPECT_EQ(points[i].step, want.step);
+    EXPECT_EQ(points[i].value, want.value);
+    EXPECT_EQ(points[i].min, want.min);
+    EXPECT_EQ(points[i].max, want.max);
+  }
+  EXPECT_EQ(points[16].max, 100.0);  // block 78 holds the spike at 5003
+  EXPECT_EQ(series[1].points.size(), 32u);
+}
+
 TEST_F(MetricQueriesTest, ARangeThatCutsBlocksCountsOnlyItsOwnSteps) {
   SeriesQuery q;
   q.key = "loss";

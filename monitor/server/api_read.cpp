@@ -219,6 +219,11 @@ Reply get_metrics(ApiCall& call) {
   if (keys.empty()) keys.push_back("loss");
   store::SeriesQuery query;
   query.ranks = ranks_param(call.target);
+  if (keys.size() * query.ranks.size() > limits::kMaxAnswerSeries)
+    throw ApiError(http::status::bad_request,
+                   fmt::format("keys x ranks: at most {} series may be asked for at once, not {} x {}; ask for fewer "
+                               "keys or ranks at a time",
+                               limits::kMaxAnswerSeries, keys.size(), query.ranks.size()));
   query.first_step = call.target.integer("from").value_or(query.first_step);
   query.last_step = call.target.integer("to").value_or(query.last_step);
   const int64_t points = call.target.integer("points").value_or(limits::kDefaultSeriesPoints);
@@ -238,6 +243,7 @@ Reply get_metrics(ApiCall& call) {
   // at most kSpreadAbove ranks of a narrow run asked for every rank.
   const size_t per_key = wide ? 2 : query.ranks.empty() ? store::kSpreadAbove : query.ranks.size();
   query.max_points = limits::points_per_series(query.max_points, keys.size() * per_key);
+  query.max_rows = limits::kMaxAnswerRows / keys.size();
   json series = json::object(), spread = json::object();
   for (const std::string& key : keys) {
     query.key = key;

@@ -163,7 +163,7 @@ TEST(AnswerPointsTest, SeriesShareTheAnswersPoints) {
   EXPECT_EQ(limits::points_per_series(1000, 1), 1000u);
   EXPECT_EQ(limits::points_per_series(100000, 2), 100000u);
   EXPECT_EQ(limits::points_per_series(100000, 17 * 8), 1927u);  // 2^18 / 136
-  EXPECT_EQ(limits::points_per_series(1000, 17 * 1024), 15u);
+  EXPECT_EQ(limits::points_per_series(1000, 1024), 256u);
   EXPECT_EQ(limits::points_per_series(1000, size_t{1} << 20), 1u);  // never none
 }
 

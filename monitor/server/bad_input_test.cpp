@@ -54,7 +54,7 @@ TEST_F(BadInputTest, BadQueryParameters) {
 }
 
 // Each key and rank costs a query and a series: a request cannot ask for more than there
-// are, or for one twice.
+// are, for one twice, or for more series than an answer holds.
 TEST_F(BadInputTest, MetricsQueriesWithinBounds) {
   expect_error(get(port_, "/api/runs/alpha/metrics?keys=loss,lr,loss", {kAuth}), 400, "keys: loss is asked for twice");
   std::string keys = "loss";
@@ -66,6 +66,10 @@ TEST_F(BadInputTest, MetricsQueriesWithinBounds) {
   for (int i = 1; i <= 1024; ++i) ranks.append(",").append(std::to_string(i));
   expect_error(get(port_, "/api/runs/alpha/metrics?ranks=" + ranks, {kAuth}), 400,
                "ranks: at most 1024 may be asked for at once, not 1025");
+  // Two keys of 1024 ranks: each within its bound, the series past theirs.
+  expect_error(get(port_, "/api/runs/alpha/metrics?keys=loss,lr&ranks=" + ranks.substr(0, ranks.rfind(',')), {kAuth}), 400,
+               "keys x ranks: at most 1024 series may be asked for at once, not 2 x 1024; ask for fewer keys or ranks "
+               "at a time");
   expect_error(get(port_, "/api/runs/alpha/metrics?points=100001", {kAuth}), 400, "points must be from 0 (every row) to 100000");
 }
 

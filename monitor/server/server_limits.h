@@ -50,10 +50,18 @@ inline constexpr size_t kMaxSeriesKeys = 17;
 inline constexpr size_t kMaxSeriesRanks = 1024;
 inline constexpr int64_t kMaxSeriesPoints = 100000;
 inline constexpr int64_t kDefaultSeriesPoints = 1000;
+// Series (keys x ranks) in one answer: each reads its rank's rows or blocks on its own, so
+// the work of an answer grows with them (every rank's one key, or every key of 60 ranks).
+inline constexpr size_t kMaxAnswerSeries = 1024;
 // Points in one metrics answer over all its keys and ranks (each series gets its share, at
 // least one): a point is five numbers, up to about 100 bytes of JSON and as much again in
 // the tree built for it, so one answer costs at most about 50 MiB while it is built.
 inline constexpr size_t kMaxAnswerPoints = size_t{1} << 18;
+// Rows one metrics answer reads for its downsampled series (store/metric_queries.h:
+// SeriesQuery::max_rows), about a quarter of a second of SQLite's time: past them its
+// series come from the 64-step blocks, so a chart of 1024 ranks answers as fast as the
+// blocks allow. One rank's series of up to 262,144 steps still comes from its rows.
+inline constexpr size_t kMaxAnswerRows = size_t{1} << 18;
 // The points each of an answer's `series` gets when `asked` were asked for each.
 constexpr size_t points_per_series(size_t asked, size_t series) {
   const size_t share = kMaxAnswerPoints / (series == 0 ? 1 : series);
