@@ -30,6 +30,7 @@ TEST_F(ServerTest, LiveStreamPushesRowsEventsAndStatus) {
   while (rows.size() < 4) {
     const auto message = next_of(client, "metrics");
     if (message.is_null()) break;
+    EXPECT_FALSE(message.contains("spread")) << "a step of 2 ranks is narrow: every rank's row, no spread";
     for (const auto& row : message["rows"]) rows.push_back(row);
   }
   ASSERT_EQ(rows.size(), 4u);
@@ -120,6 +121,56 @@ TEST_F(ServerTest, ARewindComesFirstAndTheStepsTrainedAgainFollowIt) {
   EXPECT_EQ(details["rewinds"][0]["spike_step"], 8);
   EXPECT_EQ(details["rewinds"][0]["losses"]["step"].size(), 3u);
   EXPECT_EQ(details["last_step"], 8);
+}
+
+// A step of 12 ranks, wide (store/metric_spread.h): rank 7 the slowest in forward time,
+// rank 4 in throughput.
+std::vector<store::MetricRow> twelve_ranks(int64_t step) {
+  std::vector<store::MetricRow> rows = interval(step, 12);
+  for (store::MetricRow& row : rows) {
+    row.fwd_ms = row.rank == 7 ? 14 : 2;
+    if (row.rank == 4) row.tokens_per_s = 300;
+  }
+  return rows;
+}
+
+// Beta, 2 ranks a step so far, turns wide: its wide step comes as rank 0's row and the
+// step's spread across ranks, as the REST API answers it; a narrow step after it comes whole.
+TEST_F(ServerTest, AWideStepIsRankZerosRowAndTheSpreadAcrossRanks) {
+  LiveClient client(port_, "/api/runs/beta/live", {kAuth});
+  EXPECT_EQ(client.next()["last_step"], 5);
+  live_writer_->log_metrics(twelve_ranks(6));
+  live_writer_->flush();
+  const auto wide = next_of(client, "metrics");
+  ASSERT_EQ(wide["rows"].size(), 1u) << wide.dump();
+  EXPECT_EQ(wide["rows"][0]["rank"], 0);
+  EXPECT_EQ(wide["rows"][0]["step"], 6);
+  EXPECT_DOUBLE_EQ(wide["rows"][0]["loss"].get<double>(), loss_of(6, 0));
+  EXPECT_FALSE(wide["spread"].contains("loss"));  // the same on every rank: rank 0's row says it
+  const auto& fwd = wide["spread"]["fwd_ms"];
+  EXPECT_EQ(fwd["step"], nlohmann::json({6}));
+  EXPECT_EQ(fwd["ranks"], nlohmann::json({12}));
+  EXPECT_DOUBLE_EQ(fwd["min"][0].get<double>(), 2);
+  EXPECT_DOUBLE_EQ(fwd["max"][0].get<double>(), 14);
+  EXPECT_DOUBLE_EQ(fwd["mean"][0].get<double>(), (11 * 2 + 14) / 12.0);
+  EXPECT_EQ(fwd["slowest_rank"][0], 7);
+  EXPECT_DOUBLE_EQ(fwd["slowest"][0].get<double>(), 14);
+  // A throughput's slow end is its min: 1000 x (rank + 1) but rank 4's 300.
+  const auto& rate = wide["spread"]["tokens_per_s"];
+  EXPECT_DOUBLE_EQ(rate["min"][0].get<double>(), 300);
+  EXPECT_DOUBLE_EQ(rate["max"][0].get<double>(), 12000);
+  EXPECT_DOUBLE_EQ(rate["mean"][0].get<double>(), (78000 - 5000 + 300) / 12.0);
+  EXPECT_EQ(rate["slowest_rank"][0], 4);
+  // The shape is the REST API's, a point a step.
+  const auto history = get(port_, "/api/runs/beta/metrics?keys=fwd_ms,tokens_per_s&from=6&to=6", {kAuth}).json();
+  EXPECT_EQ(history["spread"]["fwd_ms"], fwd);
+  EXPECT_EQ(history["spread"]["tokens_per_s"], rate);
+
+  live_writer_->log_metrics(interval(7, 2));
+  live_writer_->flush();
+  const auto narrow = next_of(client, "metrics");
+  EXPECT_EQ(narrow["rows"].size(), 2u);
+  EXPECT_FALSE(narrow.contains("spread"));
 }
 
 TEST_F(ServerTest, ManyClientsEachGetEveryRow) {
