@@ -5,6 +5,8 @@
 
 #include "store/error.h"
 #include "store/metric_fields.h"
+#include "store/metric_queries.h"
+#include "store/rows.h"
 
 namespace kiln::store {
 namespace {
@@ -272,6 +274,31 @@ bool has_spread(Database& db, int64_t run_id) {
   const bool any = st.step();
   st.reset();
   return any;
+}
+
+size_t for_each_row_beside_spread(Database& db, int64_t run_id, const std::function<void(const MetricRow&)>& visit,
+                                  int64_t first_step, int64_t last_step) {
+  std::vector<int64_t> wide;
+  Statement& steps = db.cached("SELECT step FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step");
+  steps.bind_all(run_id, first_step, last_step);
+  while (steps.step()) wide.push_back(steps.int64(0));
+  steps.reset();
+  // The narrow steps between the wide ones are ranges of the primary key; a wide step's rank 0
+  // is one seek into it, where a filter on its rows would walk all of them.
+  static const std::string sql = "SELECT " + metric_column_list() + " FROM metrics WHERE run_id = ? AND step = ? AND rank = 0";
+  int64_t from = first_step;
+  for (const int64_t step : wide) {
+    if (step > from) for_each_metric(db, run_id, visit, from, step - 1);
+    Statement& rank0 = db.cached(sql);
+    rank0.bind_all(run_id, step);
+    std::optional<MetricRow> row;
+    if (rank0.step()) row = read_metric(rank0);
+    rank0.reset();  // before `visit`, which may run other queries on this connection
+    if (row) visit(*row);
+    from = step + 1;
+  }
+  if (wide.empty() || wide.back() < last_step) for_each_metric(db, run_id, visit, from, last_step);
+  return wide.size();
 }
 
 std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::string& key,

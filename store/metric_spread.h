@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -93,6 +94,14 @@ std::optional<int64_t> pruned_before(Database& db, int64_t run_id);
 
 // Whether the run has a wide step: its charts of every rank read the spread.
 bool has_spread(Database& db, int64_t run_id);
+
+// The metric rows of the steps in [first_step, last_step], in (step, rank) order, that no
+// spread stands for: every rank's of a narrow step, rank 0's alone of a wide one (it holds
+// the values every rank shares: loss, lr, tokens). A wide step's other rows are not read.
+// Returns how many of the steps are wide. The live stream sends these rows beside the wide
+// steps' spread.
+size_t for_each_row_beside_spread(Database& db, int64_t run_id, const std::function<void(const MetricRow&)>& visit,
+                                  int64_t first_step, int64_t last_step);
 
 // One point of a spread series: a bucket of wide steps.
 struct SpreadPoint {

@@ -110,6 +110,22 @@ TEST_F(SpreadTest, AFewRanksKeepEveryRowAndNoSpread) {
   EXPECT_EQ(count("SELECT count(*) FROM metrics"), 3 * static_cast<int64_t>(kSpreadAbove));
 }
 
+// What the live stream sends: each step by its own rank count, a narrow one's every row, a
+// wide one's rank 0 row.
+TEST_F(SpreadTest, BesideTheSpreadAreNarrowStepsRowsAndWideStepsRankZero) {
+  commit(ranks_of(1, 0, 2));
+  commit(ranks_of(2, 0, kWide));
+  commit(ranks_of(3, 0, 2));
+  commit(ranks_of(4, 0, kWide));
+  std::vector<std::pair<int64_t, int>> rows;
+  const auto visit = [&](const MetricRow& row) { rows.emplace_back(row.step, row.rank); };
+  EXPECT_EQ(for_each_row_beside_spread(*db_, 1, visit, 1, std::numeric_limits<int64_t>::max()), 2u);
+  EXPECT_EQ(rows, (std::vector<std::pair<int64_t, int>>{{1, 0}, {1, 1}, {2, 0}, {3, 0}, {3, 1}, {4, 0}}));
+  rows.clear();
+  EXPECT_EQ(for_each_row_beside_spread(*db_, 1, visit, 2, 3), 1u);
+  EXPECT_EQ(rows, (std::vector<std::pair<int64_t, int>>{{2, 0}, {3, 0}, {3, 1}}));
+}
+
 TEST_F(SpreadTest, OldRowsOfRanksOtherThanZeroGoAndTheirBlocksStay) {
   const int64_t steps = kRecentSteps + 70;
   for (int64_t step = 0; step < steps; step += 10) {

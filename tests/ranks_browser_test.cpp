@@ -1,8 +1,8 @@
 // End-to-end: the run page's straggler view and alerts in headless Chromium
 // (tests/browser/ranks.mjs) against `kiln serve`, over a store holding a steady run and a live
 // 4-rank run on two hosts whose rank 3 turns slow, with the alerts its rules would fire, and a
-// finished run of 12 ranks, whose charts draw the spread across ranks. The
-// test keeps logging steps while the browser looks. A screenshot of the Ranks panel lands in
+// live run of 12 ranks, whose charts draw the spread across ranks (its live steps' from the
+// WebSocket). The test keeps logging steps of both live runs while the browser looks. A screenshot of the Ranks panel lands in
 // build/screenshots/ranks/ (docs/images/straggler-view.png).
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -60,18 +60,18 @@ TEST(RanksBrowser, StragglerViewAndAlertsShowTheApisValues) {
     steady.finish(store::RunStatus::Completed);
     steady.flush();
   }
-  {
-    // A wide run: 12 ranks a step (store/metric_spread.h), rank 5 the slowest in throughput.
-    store::RunWriter wide(store);
-    wide.create_run(store::testing_util::run_info("wide"));
-    for (int64_t step = 1; step <= 10; ++step) {
-      std::vector<store::MetricRow> rows = step_rows(step, 12);
-      rows[5].tokens_per_s = 500;
-      wide.log_metrics(rows);
-    }
-    wide.finish(store::RunStatus::Completed);
-    wide.flush();
-  }
+  // A wide run: 12 ranks a step (store/metric_spread.h), rank 5 the slowest in throughput
+  // for its first 10 steps and rank 9 for those logged while the browser looks.
+  store::RunWriter wide(store);
+  wide.create_run(store::testing_util::run_info("wide"));
+  int64_t wide_step = 0;
+  const auto log_wide = [&](int slow_rank, double rate) {
+    std::vector<store::MetricRow> rows = step_rows(++wide_step, 12);
+    rows[static_cast<size_t>(slow_rank)].tokens_per_s = rate;
+    wide.log_metrics(rows);
+  };
+  while (wide_step < 10) log_wide(5, 500);
+  wide.flush();
   store::RunWriter writer(store);
   writer.create_run(store::testing_util::run_info("straggler"));
   writer.record_ranks({{0, "gpu-node-a", "cuda:0", 4100}, {1, "gpu-node-a", "cuda:1", 4101},
@@ -92,10 +92,15 @@ TEST(RanksBrowser, StragglerViewAndAlertsShowTheApisValues) {
   std::filesystem::create_directories(shots);
   const std::string browser_log = dir + "/browser.log";
   const int status = watch_browser("node " KILN_SOURCE_DIR "/tests/browser/ranks.mjs " + url + " straggler steady " + shots + " wide",
-                                   browser_log, [&] { writer.log_metrics(step_rows(++step, 4)); });
+                                   browser_log, [&] {
+                                     writer.log_metrics(step_rows(++step, 4));
+                                     log_wide(9, 400);
+                                   });
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(browser_log);
   EXPECT_TRUE(std::filesystem::exists(shots + "/straggler-view.png"));
 
+  wide.finish(store::RunStatus::Completed);
+  wide.flush();
   finish_run_and_stop_server(writer, server, serve_log);
 }
 

@@ -95,25 +95,31 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
     push(((series[key] ||= {})[row.rank] ||= { steps: [], times: [], ys: [] }), row.step, row.time, row[key]);
   }
 
-  // A wide run's live rows, folded into a point a step (the writer commits a step's rows of
-  // every rank together, so they come in one message).
-  function addSpread(rows) {
-    const byStep = new Map();
-    for (const row of rows) byStep.set(row.step, [...(byStep.get(row.step) || []), row]);
-    for (const [key, s] of Object.entries(spreads))
-      for (const [step, stepRows] of byStep) {
-        const measured = stepRows.filter((row) => row[key] != null);
-        if (!measured.length || step <= (s.steps[s.steps.length - 1] ?? -Infinity)) continue;
-        const low = slowEnd(key) === "low";
-        const slowest = measured.reduce((a, b) => ((low ? b[key] < a[key] : b[key] > a[key]) ? b : a));
-        s.steps.push(step);
-        s.times.push(Math.max(...measured.map((row) => row.time)));
-        s.min.push(Math.min(...measured.map((row) => row[key])));
-        s.max.push(Math.max(...measured.map((row) => row[key])));
-        s.mean.push(measured.reduce((sum, row) => sum + row[key], 0) / measured.length);
-        s.slowRank.push(slowest.rank);
-        s.slow.push(slowest[key]);
-      }
+  // The spread as the API's columns name it (GET /api/runs/{run}/metrics' and the live
+  // metrics message's), as the page keeps it.
+  const spreadOf = (s) => ({ steps: s.step, times: s.time, min: s.min, mean: s.mean, max: s.max, slowRank: s.slowest_rank, slow: s.slowest });
+
+  // A live metrics message's spread: its wide steps, a point each, after those already held.
+  // The page's first spread turns the run wide, as its history would have (rank 0's rows
+  // alone); returns whether it did, so the charts are built again as bands.
+  function addSpread(spread) {
+    const turned = Object.keys(spreads).length === 0 && keys.some((key) => spread[key]);
+    for (const key of keys) {
+      if (!spread[key]) continue;
+      const held = (spreads[key] ||= spreadOf({ step: [], time: [], min: [], mean: [], max: [], slowest_rank: [], slowest: [] }));
+      const fresh = spreadOf(spread[key]);
+      const last = held.steps[held.steps.length - 1] ?? -Infinity;
+      fresh.steps.forEach((step, i) => {
+        if (step > last) for (const k of Object.keys(held)) held[k].push(fresh[k][i]);
+      });
+    }
+    if (turned) keepRankZero();
+    return turned;
+  }
+
+  // A wide run's series hold rank 0 alone, as the API answers it: the spread stands for the others.
+  function keepRankZero() {
+    for (const key of Object.keys(series)) series[key] = { 0: series[key][0] || { steps: [], times: [], ys: [] } };
   }
 
   function noteTokens(step, tokens) {
@@ -356,20 +362,20 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
         for (const r of history.series.tokens) r.step.forEach((step, i) => noteTokens(step, r.value[i]));
         for (const [key, s] of Object.entries(history.spread || {})) {
           const newer = spreads[key];
-          spreads[key] = { steps: s.step, times: s.time, min: s.min, mean: s.mean, max: s.max, slowRank: s.slowest_rank, slow: s.slowest };
+          spreads[key] = spreadOf(s);
           // Live steps after the history's last (a reconnect's history repeats the earlier ones).
           const last = s.step[s.step.length - 1] ?? -Infinity;
           newer?.steps.forEach((step, i) => {
             if (step > last) for (const k of Object.keys(newer)) spreads[key][k].push(newer[k][i]);
           });
-          // Live rows of every rank that came before the history: rank 0's line is kept.
-          if (series[key]) series[key] = { 0: series[key][0] || { steps: [], times: [], ys: [] } };
         }
         for (const key of keys)
           for (const r of history.series[key]) {
             const newer = (series[key] ||= {})[r.rank] || { steps: [], times: [], ys: [] };
             series[key][r.rank] = { steps: [...r.step, ...newer.steps], times: [...r.time, ...newer.times], ys: [...r.value, ...newer.ys] };
           }
+        // Live rows of every rank of narrow steps that came before a wide run's history.
+        if (Object.keys(spreads).length > 0) keepRankZero();
         const older = { steps: [], times: [], ys: [] };
         for (const v of validRows) if (v.step <= (msg.last_valid_step ?? -1) && v.loss != null) push(older, v.step, v.time, v.loss);
         for (const k of ["steps", "times", "ys"]) valid[k].unshift(...older[k]);
@@ -381,16 +387,18 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
         if (msg.last_expert_step != null)
           experts.load(await getJson(`/api/runs/${details.id}/experts?to=${msg.last_expert_step}`));
       } else if (msg.type === "metrics") {
-        // A wide run keeps rank 0's rows and the spread across ranks.
+        // A wide step comes as rank 0's row and its spread across ranks; a wide run keeps rank
+        // 0's rows of any narrow step too, as its history does.
+        const turnedWide = msg.spread ? addSpread(msg.spread) : false;
         const wide = Object.keys(spreads).length > 0;
         for (const row of msg.rows) {
           for (const key of keys) if (!wide || row.rank === 0) add(key, row);
           noteTokens(row.step, row.tokens);
         }
-        if (wide) addSpread(msg.rows);
         record.last_step = Math.max(record.last_step ?? 0, ...msg.rows.map((row) => row.step));
         ranks.refresh();
-        redraw();
+        if (turnedWide) build();
+        else redraw();
       } else if (msg.type === "valid") {
         for (const v of msg.rows) if (v.loss != null) push(valid, v.step, v.time, v.loss);
         redraw();

@@ -5,9 +5,10 @@
 #include "monitor/server/api_reply.h"
 #include "monitor/server/run_address.h"
 #include "monitor/server/server_limits.h"
+#include "monitor/server/spread_json.h"
 #include "store/expert_queries.h"
 #include "store/json_rows.h"
-#include "store/metric_queries.h"
+#include "store/metric_spread.h"
 #include "store/rewind_rows.h"
 #include "store/run_queries.h"
 #include "store/sample_queries.h"
@@ -80,13 +81,22 @@ std::vector<std::string> RunTail::poll(store::Database& db) {
   }
 
   if (run.last_step && (!last_step_ || *run.last_step > *last_step_)) {
+    // Each step by its own rank count (store/metric_spread.h): a narrow step's rows of every
+    // rank, a wide one's rank 0 row and its spread across ranks as the store keeps it, so a
+    // message stays a few kB a step whatever the world size. A run that turns wide mid-stream
+    // (resumed on more ranks) does so at its first wide step: the steps before it went out
+    // whole, and from its first spread a client draws the run as the REST API answers a wide
+    // one (rank 0's series and the spread). A narrow step after a wide one comes whole: no
+    // spread stands for its ranks.
     json rows = json::array();
     const int64_t first = last_step_ ? *last_step_ + 1 : std::numeric_limits<int64_t>::min();
-    store::for_each_metric(
-        db, run_id_, [&](const store::MetricRow& row) { rows.push_back(store::to_json(row)); },
-        first);
+    const int64_t last = std::numeric_limits<int64_t>::max();
+    const size_t wide = store::for_each_row_beside_spread(
+        db, run_id_, [&](const store::MetricRow& row) { rows.push_back(store::to_json(row)); }, first, last);
     last_step_ = run.last_step;
-    if (!rows.empty()) messages.push_back(dump_json({{"type", "metrics"}, {"rows", rows}}));
+    json message = {{"type", "metrics"}, {"rows", std::move(rows)}};
+    if (wide > 0) message["spread"] = step_spreads_json(db, run_id_, first, last);
+    if (!message["rows"].empty() || wide > 0) messages.push_back(dump_json(message));
   }
 
   json valid = json::array();

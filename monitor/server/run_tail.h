@@ -1,6 +1,12 @@
 // Follows one run in the store: each poll returns what was committed since the last one, as
 // the JSON messages the live WebSocket sends (docs/dashboard.md):
-//   {"type": "metrics", "rows": [...]}   new metric rows, every rank of each new step
+//   {"type": "metrics", "rows": [...],   new metric rows: every rank's of each new step of up
+//    "spread": {...}}                    to kSpreadAbove ranks, rank 0's alone of a wider one;
+//                                        then "spread" holds, per per-rank field, those wide
+//                                        steps' spread across ranks from the store's
+//                                        metric_spread rows (spread_json.h: the REST API's
+//                                        shape, a point a step), so a message of a 4,096-rank
+//                                        step is a few kB, not 2 MB
 //   {"type": "valid", "rows": [...]}     new validation rows
 //   {"type": "samples", "rows": [...]}   text generated at new validation steps
 //   {"type": "experts", "rows": [...]}   new steps' expert loads, every MoE layer of each

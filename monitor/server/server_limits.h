@@ -96,6 +96,14 @@ inline constexpr size_t kCsvRowsPerChunk = 1024;
 // A WebSocket client: messages queued for it (one that stops reading is disconnected once
 // that many wait), and the largest message it may send (clients only listen).
 inline constexpr size_t kMaxQueuedMessages = 4096;
+// ...and the bytes of those messages, since a count alone does not bound memory: a message
+// may hold one step of a few kB or a poll's backlog of MBs. 16 MiB is the count's worth of
+// ordinary messages (a step of up to 8 ranks' rows, or a wide step's rank 0 row and spread:
+// a few kB each), several of the largest any limit here allows (a samples message, 100 x 32
+// KiB), and at kDefaultMaxSubscribers clients all falling behind, 2 GiB at most. A message
+// into an empty queue always goes: the bound is on a client falling behind, not on the size
+// of what the run logged.
+inline constexpr size_t kMaxQueuedBytes = size_t{16} << 20;
 inline constexpr size_t kMaxIncomingMessage = 4096;
 // Its handshake, and how long it may stay silent (pinged halfway) before it is closed.
 inline constexpr std::chrono::seconds kWebsocketHandshakeTimeout{30};

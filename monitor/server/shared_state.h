@@ -42,6 +42,7 @@ struct ServerOptions {
       normalize_setting;
   std::chrono::milliseconds poll_interval{200};
   size_t max_queued_messages = limits::kMaxQueuedMessages;  // per WebSocket client
+  size_t max_queued_bytes = limits::kMaxQueuedBytes;  // per WebSocket client
   int threads = 2;
   // The server shares its process with a training run (`kiln train --serve`): its threads
   // run at the lowest CPU priority, so they take the time the run leaves idle and never

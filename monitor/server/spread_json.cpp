@@ -27,4 +27,18 @@ nlohmann::json spread_json(store::Database& db, int64_t run_id, const store::Ser
           {"mean", mean}, {"max", max},   {"slowest_rank", slowest_rank}, {"slowest", slowest}};
 }
 
+nlohmann::json step_spreads_json(store::Database& db, int64_t run_id, int64_t first_step, int64_t last_step) {
+  nlohmann::json spreads = nlohmann::json::object();
+  store::SeriesQuery query;
+  query.first_step = first_step;
+  query.last_step = last_step;
+  query.max_points = 0;  // a point a step
+  for (const store::MetricField* field : store::spread_fields()) {
+    query.key = field->name;
+    nlohmann::json spread = spread_json(db, run_id, query);
+    if (!spread.is_null() && !spread["step"].empty()) spreads[query.key] = std::move(spread);
+  }
+  return spreads;
+}
+
 }  // namespace kiln::monitor

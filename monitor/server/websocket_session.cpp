@@ -66,7 +66,9 @@ void WebsocketSession::send(std::shared_ptr<const std::string> message) {
 
 void WebsocketSession::enqueue(std::shared_ptr<const std::string> message) {
   if (dropped_ || closing_) return;
-  if (queue_.size() >= state_.options().max_queued_messages) {
+  const ServerOptions& options = state_.options();
+  if (queue_.size() >= options.max_queued_messages ||
+      (!queue_.empty() && queued_bytes_ + message->size() > options.max_queued_bytes)) {
     // Too far behind: closing the socket fails the write in flight and the read, and the
     // session ends; nothing more is queued for it.
     dropped_ = true;
@@ -74,6 +76,7 @@ void WebsocketSession::enqueue(std::shared_ptr<const std::string> message) {
     beast::get_lowest_layer(ws_).socket().close(ignored);
     return;
   }
+  queued_bytes_ += message->size();
   queue_.push_back(std::move(message));
   if (queue_.size() == 1) write_front();
 }
@@ -88,6 +91,7 @@ void WebsocketSession::write_front() {
 
 void WebsocketSession::on_write(beast::error_code error) {
   if (error || dropped_) return;
+  queued_bytes_ -= queue_.front()->size();
   queue_.pop_front();
   if (!queue_.empty()) return write_front();
   if (closing_) close_when_sent();

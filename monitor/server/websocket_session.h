@@ -1,7 +1,9 @@
 // One WebSocket client following a run (GET /api/runs/{run}/live). Messages go out one write
-// at a time from a queue on the session's strand. The queue is bounded: a client that falls
-// that far behind is disconnected rather than let the server's memory grow; it reconnects
-// and reloads the history.
+// at a time from a queue on the session's strand. The queue is bounded in messages and in
+// bytes: a client that falls that far behind is disconnected rather than let the server's
+// memory grow; it reconnects and reloads the history. A message is shared by every
+// subscriber of its run, but each queue counts it whole: the bound is on what one client
+// keeps alive.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
@@ -48,6 +50,7 @@ class WebsocketSession : public std::enable_shared_from_this<WebsocketSession> {
   SessionSlots::Slot slot_;
   StoredRow run_;
   std::deque<std::shared_ptr<const std::string>> queue_;
+  size_t queued_bytes_ = 0;  // of the messages in queue_
   bool dropped_ = false;
   bool closing_ = false;
 };

@@ -30,6 +30,7 @@ TEST_F(ServerTest, LiveStreamPushesRowsEventsAndStatus) {
   while (rows.size() < 4) {
     const auto message = next_of(client, "metrics");
     if (message.is_null()) break;
+    EXPECT_FALSE(message.contains("spread")) << "a step of 2 ranks is narrow: every rank's row, no spread";
     for (const auto& row : message["rows"]) rows.push_back(row);
   }
   ASSERT_EQ(rows.size(), 4u);
@@ -122,6 +123,56 @@ TEST_F(ServerTest, ARewindComesFirstAndTheStepsTrainedAgainFollowIt) {
   EXPECT_EQ(details["last_step"], 8);
 }
 
+// A step of 12 ranks, wide (store/metric_spread.h): rank 7 the slowest in forward time,
+// rank 4 in throughput.
+std::vector<store::MetricRow> twelve_ranks(int64_t step) {
+  std::vector<store::MetricRow> rows = interval(step, 12);
+  for (store::MetricRow& row : rows) {
+    row.fwd_ms = row.rank == 7 ? 14 : 2;
+    if (row.rank == 4) row.tokens_per_s = 300;
+  }
+  return rows;
+}
+
+// Beta, 2 ranks a step so far, turns wide: its wide step comes as rank 0's row and the
+// step's spread across ranks, as the REST API answers it; a narrow step after it comes whole.
+TEST_F(ServerTest, AWideStepIsRankZerosRowAndTheSpreadAcrossRanks) {
+  LiveClient client(port_, "/api/runs/beta/live", {kAuth});
+  EXPECT_EQ(client.next()["last_step"], 5);
+  live_writer_->log_metrics(twelve_ranks(6));
+  live_writer_->flush();
+  const auto wide = next_of(client, "metrics");
+  ASSERT_EQ(wide["rows"].size(), 1u) << wide.dump();
+  EXPECT_EQ(wide["rows"][0]["rank"], 0);
+  EXPECT_EQ(wide["rows"][0]["step"], 6);
+  EXPECT_DOUBLE_EQ(wide["rows"][0]["loss"].get<double>(), loss_of(6, 0));
+  EXPECT_FALSE(wide["spread"].contains("loss"));  // the same on every rank: rank 0's row says it
+  const auto& fwd = wide["spread"]["fwd_ms"];
+  EXPECT_EQ(fwd["step"], nlohmann::json({6}));
+  EXPECT_EQ(fwd["ranks"], nlohmann::json({12}));
+  EXPECT_DOUBLE_EQ(fwd["min"][0].get<double>(), 2);
+  EXPECT_DOUBLE_EQ(fwd["max"][0].get<double>(), 14);
+  EXPECT_DOUBLE_EQ(fwd["mean"][0].get<double>(), (11 * 2 + 14) / 12.0);
+  EXPECT_EQ(fwd["slowest_rank"][0], 7);
+  EXPECT_DOUBLE_EQ(fwd["slowest"][0].get<double>(), 14);
+  // A throughput's slow end is its min: 1000 x (rank + 1) but rank 4's 300.
+  const auto& rate = wide["spread"]["tokens_per_s"];
+  EXPECT_DOUBLE_EQ(rate["min"][0].get<double>(), 300);
+  EXPECT_DOUBLE_EQ(rate["max"][0].get<double>(), 12000);
+  EXPECT_DOUBLE_EQ(rate["mean"][0].get<double>(), (78000 - 5000 + 300) / 12.0);
+  EXPECT_EQ(rate["slowest_rank"][0], 4);
+  // The shape is the REST API's, a point a step.
+  const auto history = get(port_, "/api/runs/beta/metrics?keys=fwd_ms,tokens_per_s&from=6&to=6", {kAuth}).json();
+  EXPECT_EQ(history["spread"]["fwd_ms"], fwd);
+  EXPECT_EQ(history["spread"]["tokens_per_s"], rate);
+
+  live_writer_->log_metrics(interval(7, 2));
+  live_writer_->flush();
+  const auto narrow = next_of(client, "metrics");
+  EXPECT_EQ(narrow["rows"].size(), 2u);
+  EXPECT_FALSE(narrow.contains("spread"));
+}
+
 TEST_F(ServerTest, ManyClientsEachGetEveryRow) {
   std::vector<std::unique_ptr<LiveClient>> clients;
   for (int i = 0; i < 8; ++i) {
@@ -203,6 +254,71 @@ TEST_F(SlowClientTest, ClientThatStopsReadingIsDroppedWhileOthersGetEveryRow) {
   }
   EXPECT_TRUE(ended) << "the stalled client was still connected after step " << next_step - 1;
   EXPECT_LT(next_step - 1, kLast);
+  EXPECT_EQ(get(port_, "/api/runs", {kAuth}).status, 200u);
+}
+
+// The queue's bound in bytes: a client that stops reading is disconnected once what waits for
+// it passes max_queued_bytes, long before max_queued_messages; one that reads gets every
+// message, each near the bound, since a message into an empty queue always goes.
+class SlowClientBytesTest : public ServerTest {
+ protected:
+  void configure(ServerOptions& options) override {
+    options.max_queued_bytes = size_t{3} << 20;
+    options.poll_interval = std::chrono::milliseconds(10);
+  }
+};
+
+// A step's samples as large as the store keeps them: the most prompts, 2 x 16 KiB of text each.
+std::vector<store::Sample> large_samples(int64_t step) {
+  std::vector<store::Sample> samples(store::kMaxSamplesPerStep);
+  for (size_t slot = 0; slot < samples.size(); ++slot) {
+    samples[slot].step = step;
+    samples[slot].slot = static_cast<int>(slot);
+    samples[slot].prompt = std::string(store::kMaxSampleBytes, 'p');
+    samples[slot].text = std::string(store::kMaxSampleBytes, 't');
+  }
+  return samples;
+}
+
+TEST_F(SlowClientBytesTest, ClientThatStopsReadingIsDroppedPastTheBytes) {
+  // Each batch is a samples message of 64 x 32 KiB, 2 MiB: 16 MiB in all, more than the two
+  // sockets' buffers (a few MB at most on Linux) and the 3 MiB a queue may hold.
+  constexpr int kBatches = 8, kStepsPerBatch = 4;
+  constexpr size_t kSamplesPerBatch = kStepsPerBatch * store::kMaxSamplesPerStep;
+  LiveClient stalled(port_, "/api/runs/beta/live", {kAuth}, 4096);
+  LiveClient keeping_up(port_, "/api/runs/beta/live", {kAuth});
+  ASSERT_EQ(keeping_up.next()["type"], "hello");
+  int64_t step = 0;
+  for (int batch = 0; batch < kBatches; ++batch) {
+    for (int i = 0; i < kStepsPerBatch; ++i) live_writer_->log_samples(large_samples(++step));
+    live_writer_->flush();
+    // The reading client gets every sample, each batch before the next is written: a message,
+    // or a few where the writer committed the batch in parts.
+    for (size_t got = 0; got < kSamplesPerBatch;) {
+      const auto message = next_of(keeping_up, "samples");
+      ASSERT_FALSE(message.is_null());
+      got += message["rows"].size();
+      if (got == kSamplesPerBatch) {
+        ASSERT_EQ(message["rows"].back()["step"], step);
+      }
+    }
+  }
+  // The stalled client finds what its buffers held, then the connection's end, before the
+  // last batch.
+  int64_t last_step = 0;
+  bool ended = false;
+  try {
+    for (;;) {
+      const auto message = stalled.next(std::chrono::seconds(5));
+      if (message["type"] == "samples") last_step = message["rows"].back()["step"].get<int64_t>();
+    }
+  } catch (const beast::system_error&) {
+    ended = true;
+  } catch (const std::runtime_error&) {
+    // No message in time: still connected, which the expectation below reports.
+  }
+  EXPECT_TRUE(ended) << "the stalled client was still connected after step " << last_step;
+  EXPECT_LT(last_step, step);
   EXPECT_EQ(get(port_, "/api/runs", {kAuth}).status, 200u);
 }
 

@@ -7,8 +7,10 @@
 // run has none; the steady run shows no Ranks panel and no Alerts list; the straggler's table
 // holds the API's hosts and step times with the slowest rank highlighted; the heat strip has
 // a row per rank, reads the API's values under the pointer and grows as live steps arrive;
-// the alerts list and the charts' alert marks match the API; WIDE_RUN (12 ranks) draws its
-// throughput as the API's spread, the band, the mean and the slowest rank in the legend. Any
+// the alerts list and the charts' alert marks match the API; WIDE_RUN (12 ranks, live: rank 5
+// the slowest in throughput at its first 10 steps, rank 9 at those logged since) draws its
+// throughput as the API's spread, the band, the mean and the slowest rank in the legend, and
+// a step that arrives over the WebSocket joins the band as the API's spread has it. Any
 // failed expectation exits non-zero with one line saying which.
 import { launchBrowser } from "./launch.mjs";
 
@@ -91,22 +93,31 @@ try {
   await page.locator("#ranks").screenshot({ path: `${shots}/straggler-view.png` });
 
   // --- A wide run (more than 8 ranks): a per-rank chart is the API's spread across ranks ---
-  const spread = (await api(`api/runs/${wide}/metrics?keys=tokens_per_s&points=2000`)).spread.tokens_per_s;
   await page.goto(`${url}#/run/${wide}`);
-  await page.waitForFunction(() => document.getElementById("chart-tokens_per_s")?.chart?.data[0].length > 0, null, { timeout });
+  const lastShown = () => {
+    const xs = document.getElementById("chart-tokens_per_s")?.chart?.data[0] || [];
+    return xs.length ? xs[xs.length - 1] : null;
+  };
+  await page.waitForFunction(lastShown, null, { timeout });
+  // A step logged after the page drew: it can only have come over the WebSocket.
+  await page.waitForFunction((shown) => document.getElementById("chart-tokens_per_s").chart.data[0].at(-1) > shown,
+    await page.evaluate(lastShown), { timeout });
   const rates = await page.evaluate(() => {
-    const u = document.getElementById("chart-tokens_per_s").chart;
+    const u = document.getElementById("chart-tokens_per_s").chart, last = u.data[0].length - 1;
     return { labels: u.series.map((s) => s.label), data: u.data, bands: (u.bands || []).map((b) => b.series.join()),
-      legend: u.series[3].value(u, u.data[3][0], 3, 0) };
+      legend: u.series[3].value(u, u.data[3][0], 3, 0), liveLegend: u.series[3].value(u, u.data[3][last], 3, last) };
   });
+  const lastStep = rates.data[0].at(-1);
+  const spread = (await api(`api/runs/${wide}/metrics?keys=tokens_per_s&points=2000&to=${lastStep}`)).spread.tokens_per_s;
   expect(rates.labels.join() === "step,max,mean,min, slowest rank", `wide run's chart: series ${rates.labels}`);
   expect(rates.bands.join() === "1,3", `wide run's chart: bands ${rates.bands}`);
   const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
   expect(same(rates.data[0], spread.step) && same(rates.data[1], spread.max) && same(rates.data[2], spread.mean) &&
-    same(rates.data[3], spread.min), "wide run's chart: its lines are not the API's spread");
+    same(rates.data[3], spread.min), `wide run's chart up to step ${lastStep}: its lines are not the API's spread`);
   expect(rates.legend === `500 (rank ${spread.slowest_rank[0]})` && spread.slowest_rank[0] === 5, `wide run's legend: ${rates.legend}`);
+  expect(lastStep > 10 && rates.liveLegend === "400 (rank 9)", `wide run's live step ${lastStep}: legend ${rates.liveLegend}`);
   expect(errors.length === 0, `page errors: ${errors.join("; ")}`);
-  console.log("straggler view: badge, hidden panels for a steady run, table, slowest rank, heat strip cells, alerts list and marks, live columns, a wide run's spread match the API");
+  console.log("straggler view: badge, hidden panels for a steady run, table, slowest rank, heat strip cells, alerts list and marks, live columns, a wide run's spread, a live step's too, match the API");
 } finally {
   await browser.close();
 }
