@@ -98,9 +98,10 @@ void HttpSession::upgrade(http::request<http::string_body>&& request) {
 void HttpSession::write(Reply reply, bool keep_alive) {
   if (reply.chunks) return write_chunked(reply, keep_alive);
   // The answer's bytes are held until the client has read them: past the server's budget
-  // for all answers at once it is dropped, and the client told to ask again.
-  if (auto share = state_.answer_bytes().take(reply.body.size())) answer_bytes_.emplace(std::move(*share));
-  else reply = too_busy(std::to_string(state_.answer_bytes().most()) + " bytes of answers being sent");
+  // for bytes waiting for clients (answers and live messages) it is dropped, and the client
+  // told to ask again.
+  if (auto share = state_.unsent_bytes().take(reply.body.size())) unsent_bytes_.emplace(std::move(*share));
+  else reply = too_busy(std::to_string(state_.unsent_bytes().most()) + " bytes waiting for clients to read them");
   response_ = std::make_shared<http::response<http::string_body>>(reply.status, 11);
   set_headers(*response_, reply, keep_alive);
   response_->body() = std::move(reply.body);
@@ -150,7 +151,7 @@ void HttpSession::write_next_chunk(bool keep_alive, beast::error_code error) {
 
 void HttpSession::on_write(bool keep_alive, beast::error_code error) {
   response_.reset();
-  answer_bytes_.reset();
+  unsent_bytes_.reset();
   chunked_serializer_.reset();
   chunked_header_.reset();
   chunk_.clear();

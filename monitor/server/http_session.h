@@ -44,7 +44,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   boost::beast::flat_buffer buffer_;
   SharedState& state_;
   std::optional<SessionSlots::Slot> slot_;
-  std::optional<SessionSlots::Slot> answer_bytes_;  // the written answer's share of the budget
+  std::optional<SessionSlots::Slot> unsent_bytes_;  // the answer's share of the unsent bytes
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   std::shared_ptr<boost::beast::http::response<boost::beast::http::string_body>> response_;
   std::optional<boost::beast::http::response<boost::beast::http::empty_body>> chunked_header_;

@@ -25,10 +25,12 @@ inline constexpr std::chrono::seconds kDrainTimeout{5};
 // (--max-subscribers); past either, 503 with Retry-After and the connection closes.
 inline constexpr size_t kDefaultMaxConnections = 256;
 inline constexpr size_t kDefaultMaxSubscribers = 128;
-// Bytes of answers the server holds at once while their clients read them: far more than
-// the largest answer (a metrics answer of kMaxAnswerPoints is about 25 MiB), so only many
-// slow readers of large answers at once meet it, each of the others is then told to retry.
-inline constexpr size_t kMaxAnswerBytes = size_t{256} << 20;
+// Bytes the server holds at once for its clients to read: the answers being sent and the
+// messages queued for WebSocket clients, all together. Far more than the largest answer (a
+// metrics answer of kMaxAnswerPoints is about 25 MiB), so only many slow readers of large
+// answers at once meet it; then an answer is refused with 503 and Retry-After, and a live
+// client whose next message does not fit is disconnected (it reconnects and reloads).
+inline constexpr size_t kMaxUnsentBytes = size_t{256} << 20;
 inline constexpr std::chrono::seconds kRetryAfter{1};
 
 // When accepting fails (out of file descriptors, say), the listener waits this long before
@@ -100,7 +102,7 @@ inline constexpr size_t kMaxQueuedMessages = 4096;
 // may hold one step of a few kB or a poll's backlog of MBs. 16 MiB is the count's worth of
 // ordinary messages (a step of up to 8 ranks' rows, or a wide step's rank 0 row and spread:
 // a few kB each), several of the largest any limit here allows (a samples message, 100 x 32
-// KiB), and at kDefaultMaxSubscribers clients all falling behind, 2 GiB at most. A message
+// KiB); all clients' queues together are within kMaxUnsentBytes. A message
 // into an empty queue always goes: the bound is on a client falling behind, not on the size
 // of what the run logged.
 inline constexpr size_t kMaxQueuedBytes = size_t{16} << 20;

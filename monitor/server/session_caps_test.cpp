@@ -1,6 +1,7 @@
 // The caps on connections and live subscribers at once: past either the server answers 503
 // with Retry-After and closes, and takes the next client once one has left. Past the budget
-// for answers being sent, an answer is dropped for a 503 with Retry-After.
+// for bytes waiting for clients, an answer is dropped for a 503 with Retry-After, and a live
+// client is disconnected.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -68,7 +69,7 @@ TEST_F(SessionCapsTest, SubscribersPastTheCapAreToldToComeBack) {
 
 class AnswerBudgetTest : public ServerTest {
  protected:
-  void configure(ServerOptions& options) override { options.max_answer_bytes = 100; }
+  void configure(ServerOptions& options) override { options.max_unsent_bytes = 100; }
 };
 
 TEST_F(AnswerBudgetTest, AnAnswerPastTheBudgetIsToldToComeBack) {
@@ -77,9 +78,16 @@ TEST_F(AnswerBudgetTest, AnAnswerPastTheBudgetIsToldToComeBack) {
   EXPECT_LE(small.body.size(), 100u);
   const HttpResult refused = get(port_, "/api/runs", {kAuth});
   EXPECT_EQ(refused.status, 503u);
-  EXPECT_EQ(refused.json()["error"], "the server is at its limit of 100 bytes of answers being sent; try again shortly");
+  EXPECT_EQ(refused.json()["error"], "the server is at its limit of 100 bytes waiting for clients to read them; try again shortly");
   EXPECT_EQ(refused.headers[http::field::retry_after], "1");
   // Each answer gives its share back once sent.
+  EXPECT_EQ(get(port_, "/api/runs/beta/commands", {kAuth}).status, 200u);
+}
+
+// A live client's messages draw on the same budget: one whose hello does not fit is let go.
+TEST_F(AnswerBudgetTest, ALiveClientWhoseMessageDoesNotFitIsDisconnected) {
+  LiveClient live(port_, "/api/runs/beta/live", {kAuth});
+  EXPECT_THROW(live.next(std::chrono::seconds(5)), beast::system_error);
   EXPECT_EQ(get(port_, "/api/runs/beta/commands", {kAuth}).status, 200u);
 }
 

@@ -10,7 +10,7 @@ SharedState::SharedState(ServerOptions options, const ListenAddress& address)
       allowed_hosts_(address, options_.allowed_hosts),
       connections_(options_.max_connections),
       subscribers_(options_.max_subscribers),
-      answer_bytes_(options_.max_answer_bytes),
+      unsent_bytes_(options_.max_unsent_bytes),
       stores_(options_.store_path, options_.read_only_stores),
       feeds_(stores_, options_.poll_interval) {}
 

@@ -33,7 +33,7 @@ struct ServerOptions {
   std::vector<std::string> allowed_hosts;
   size_t max_connections = limits::kDefaultMaxConnections;  // HTTP connections at once
   size_t max_subscribers = limits::kDefaultMaxSubscribers;  // WebSocket clients at once
-  size_t max_answer_bytes = limits::kMaxAnswerBytes;  // answers being sent, all together
+  size_t max_unsent_bytes = limits::kMaxUnsentBytes;  // answers and live messages not yet read
   // Checks a `set` command's "key=value" against the run's config JSON (a sane range, unless
   // the request says "force") and returns it normalised; a bad one is a kiln::Error. The CLI
   // hands in the trainer's own check, so the server accepts exactly what `kiln runs set`
@@ -59,7 +59,7 @@ class SharedState {
   const AllowedHosts& allowed_hosts() const { return allowed_hosts_; }
   SessionSlots& connections() { return connections_; }
   SessionSlots& subscribers() { return subscribers_; }
-  SessionSlots& answer_bytes() { return answer_bytes_; }
+  SessionSlots& unsent_bytes() { return unsent_bytes_; }
   const ServedStores& stores() const { return stores_; }
   LiveFeeds& feeds() { return feeds_; }
 
@@ -71,7 +71,7 @@ class SharedState {
   AllowedHosts allowed_hosts_;
   SessionSlots connections_;
   SessionSlots subscribers_;
-  SessionSlots answer_bytes_;
+  SessionSlots unsent_bytes_;
   ServedStores stores_;
   LiveFeeds feeds_;
 };

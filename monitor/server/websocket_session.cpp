@@ -67,7 +67,8 @@ void WebsocketSession::send(std::shared_ptr<const std::string> message) {
 void WebsocketSession::enqueue(std::shared_ptr<const std::string> message) {
   if (dropped_ || closing_) return;
   const ServerOptions& options = state_.options();
-  if (queue_.size() >= options.max_queued_messages ||
+  std::optional<SessionSlots::Slot> share = state_.unsent_bytes().take(message->size());
+  if (!share || queue_.size() >= options.max_queued_messages ||
       (!queue_.empty() && queued_bytes_ + message->size() > options.max_queued_bytes)) {
     // Too far behind: closing the socket fails the write in flight and the read, and the
     // session ends; nothing more is queued for it.
@@ -77,13 +78,13 @@ void WebsocketSession::enqueue(std::shared_ptr<const std::string> message) {
     return;
   }
   queued_bytes_ += message->size();
-  queue_.push_back(std::move(message));
+  queue_.push_back({std::move(message), std::move(*share)});
   if (queue_.size() == 1) write_front();
 }
 
 void WebsocketSession::write_front() {
   ws_.text(true);
-  ws_.async_write(boost::asio::buffer(*queue_.front()),
+  ws_.async_write(boost::asio::buffer(*queue_.front().message),
                   [self = shared_from_this()](beast::error_code error, size_t) {
                     self->on_write(error);
                   });
@@ -91,7 +92,7 @@ void WebsocketSession::write_front() {
 
 void WebsocketSession::on_write(beast::error_code error) {
   if (error || dropped_) return;
-  queued_bytes_ -= queue_.front()->size();
+  queued_bytes_ -= queue_.front().message->size();
   queue_.pop_front();
   if (!queue_.empty()) return write_front();
   if (closing_) close_when_sent();

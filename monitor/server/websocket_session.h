@@ -3,7 +3,8 @@
 // bytes: a client that falls that far behind is disconnected rather than let the server's
 // memory grow; it reconnects and reloads the history. A message is shared by every
 // subscriber of its run, but each queue counts it whole: the bound is on what one client
-// keeps alive.
+// keeps alive. Every queue also draws on the server's budget for unsent bytes, which HTTP
+// answers share (server_limits.h: kMaxUnsentBytes).
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
@@ -49,7 +50,12 @@ class WebsocketSession : public std::enable_shared_from_this<WebsocketSession> {
   SharedState& state_;
   SessionSlots::Slot slot_;
   StoredRow run_;
-  std::deque<std::shared_ptr<const std::string>> queue_;
+  // A queued message holds its share of the server's budget for unsent bytes until written.
+  struct Queued {
+    std::shared_ptr<const std::string> message;
+    SessionSlots::Slot share;
+  };
+  std::deque<Queued> queue_;
   size_t queued_bytes_ = 0;  // of the messages in queue_
   bool dropped_ = false;
   bool closing_ = false;
