@@ -18,8 +18,9 @@ constexpr const char* kAbsentAggregate =
 // A PerRank field's columns in metric_spread (metric_spread.h), as ADD COLUMN statements.
 std::string spread_columns(const MetricField& f) {
   std::string sql;
-  for (const char* part : {"_min REAL", "_max REAL", "_sum REAL", "_count INTEGER", "_min_rank INTEGER", "_max_rank INTEGER"})
-    sql += "ALTER TABLE metric_spread ADD COLUMN " + std::string(f.name) + part + ";\n";
+  for (const SpreadColumn& c : kSpreadColumns)
+    sql += "ALTER TABLE metric_spread ADD COLUMN " + std::string(f.name) + std::string(c.suffix) + " " +
+           std::string(c.sql_type) + ";\n";
   return sql;
 }
 
@@ -54,6 +55,13 @@ std::span<const MetricField* const> spread_fields() {
     return out;
   }();
   return fields;
+}
+
+std::vector<const MetricField*> spread_fields_at(int version) {
+  std::vector<const MetricField*> out;
+  for (const MetricField* f : spread_fields())
+    if (f->since <= version) out.push_back(f);
+  return out;
 }
 
 const std::string& metric_column_list() {

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "store/types.h"
 
@@ -139,8 +140,20 @@ std::string metric_columns_added_in(int version);
 // columns for the PerRank fields of that version and before come with it.
 inline constexpr int kSpreadSince = 17;
 
+// The columns a spread field takes in the spread's table, <field><suffix>: over the ranks with
+// a value, its min, max, sum and count, and the ranks at the min and the max.
+struct SpreadColumn {
+  std::string_view suffix;
+  std::string_view sql_type;
+};
+inline constexpr SpreadColumn kSpreadColumns[] = {{"_min", "REAL"},      {"_max", "REAL"},
+                                                  {"_sum", "REAL"},      {"_count", "INTEGER"},
+                                                  {"_min_rank", "INTEGER"}, {"_max_rank", "INTEGER"}};
+
 // The PerRank fields other than the row's key, in the list's order: the spread's fields.
 std::span<const MetricField* const> spread_fields();
+// Those whose columns a store of schema `version` has (a migration reads no later ones).
+std::vector<const MetricField*> spread_fields_at(int version);
 
 // The field's value as the store reads it back: integers as doubles, an absent one NaN.
 double metric_value(const MetricRow& row, const MetricField& field);

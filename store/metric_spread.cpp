@@ -7,32 +7,12 @@
 #include "store/metric_fields.h"
 #include "store/metric_queries.h"
 #include "store/rows.h"
+#include "store/spread_columns.h"
 
 namespace kiln::store {
 namespace {
 
 using Fields = std::span<const MetricField* const>;
-
-// The spread fields migration 17 knows: those whose metrics column existed then (a later
-// field's columns come with its own version).
-Fields fields_at_migration() {
-  static const std::vector<const MetricField*> fields = [] {
-    std::vector<const MetricField*> out;
-    for (const MetricField* f : spread_fields())
-      if (f->since <= kSpreadSince) out.push_back(f);
-    return out;
-  }();
-  return fields;
-}
-
-// "fwd_ms_min, fwd_ms_max, ..." for the fields: the spread's columns, six a field.
-std::string spread_column_list(Fields fields) {
-  std::string out;
-  for (const MetricField* f : fields)
-    for (const char* part : {"_min", "_max", "_sum", "_count", "_min_rank", "_max_rank"})
-      out += (out.empty() ? "" : ", ") + std::string(f->name) + part;
-  return out;
-}
 
 std::string field_names(Fields fields) {
   std::string out;
@@ -56,22 +36,10 @@ void add_row(StepSpread& s, int rank, double time, const std::vector<double>& va
 }
 
 void insert_spread(Database& db, int64_t run_id, const StepSpread& s, Fields fields) {
-  const std::string columns = spread_column_list(fields);
-  std::string marks;
-  for (size_t i = 0; i < fields.size() * 6; ++i) marks += ", ?";
   Statement& st = db.cached("INSERT OR REPLACE INTO metric_spread (run_id, step, time, ranks, top_rank, " +
-                            columns + ") VALUES (?, ?, ?, ?, ?" + marks + ")");
+                            spread_column_list(fields) + ") VALUES (?, ?, ?, ?, ?" + spread_placeholders(fields) + ")");
   st.bind_all(run_id, s.step, s.time, s.ranks, int64_t{s.top_rank});
-  int column = 6;
-  for (const FieldSpread& f : s.fields) {
-    if (f.present()) {
-      st.bind(column, f.min).bind(column + 1, f.max).bind(column + 2, f.sum).bind(column + 3, f.count);
-      st.bind(column + 4, int64_t{f.min_rank}).bind(column + 5, int64_t{f.max_rank});
-    } else {
-      for (int c = column; c < column + 6; ++c) st.bind(c, std::nullopt);
-    }
-    column += 6;
-  }
+  bind_spreads(st, 6, s.fields);
   st.run();
 }
 
@@ -87,12 +55,7 @@ std::optional<StepSpread> stored_spread(Database& db, int64_t run_id, int64_t st
     s->time = st.real(0);
     s->ranks = st.int64(1);
     s->top_rank = static_cast<int>(st.int64(2));
-    for (size_t k = 0; k < s->fields.size(); ++k) {
-      const int c = 3 + static_cast<int>(k) * 6;
-      if (st.is_null(c + 3)) continue;
-      s->fields[k] = FieldSpread{st.real(c), st.real(c + 1), st.real(c + 2), st.int64(c + 3),
-                                 static_cast<int>(st.int64(c + 4)), static_cast<int>(st.int64(c + 5))};
-    }
+    s->fields = read_spreads(st, 3, spread_fields().size());
   }
   st.reset();
   return s;
@@ -227,7 +190,8 @@ void SpreadUpdate::write(Database& db, int64_t run_id) {
 }
 
 void build_spreads(Database& db) {
-  const Fields fields = fields_at_migration();
+  // The fields whose columns existed then: a later field's come with its own version.
+  const std::vector<const MetricField*> fields = spread_fields_at(kSpreadSince);
   // One walk of the metrics table in its key's order: a step's rows are consecutive.
   Statement walk(db, "SELECT run_id, step, rank, time" + field_names(fields) +
                          " FROM metrics ORDER BY run_id, step, rank");
