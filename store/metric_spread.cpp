@@ -7,6 +7,7 @@
 #include "store/metric_fields.h"
 #include "store/metric_queries.h"
 #include "store/rows.h"
+#include "store/spread_blocks.h"
 #include "store/spread_columns.h"
 
 namespace kiln::store {
@@ -115,22 +116,22 @@ void FieldSpread::add(int rank, double value) {
   ++count;
 }
 
-void FieldSpread::merge(const FieldSpread& higher) {
-  if (!higher.present()) return;
+void FieldSpread::merge(const FieldSpread& later) {
+  if (!later.present()) return;
   if (!present()) {
-    *this = higher;
+    *this = later;
     return;
   }
-  if (higher.min < min) {
-    min = higher.min;
-    min_rank = higher.min_rank;
+  if (later.min < min) {
+    min = later.min;
+    min_rank = later.min_rank;
   }
-  if (higher.max > max) {
-    max = higher.max;
-    max_rank = higher.max_rank;
+  if (later.max > max) {
+    max = later.max;
+    max_rank = later.max_rank;
   }
-  sum += higher.sum;
-  count += higher.count;
+  sum += later.sum;
+  count += later.count;
 }
 
 void StepSpread::add(const MetricRow& row) {
@@ -158,6 +159,7 @@ void SpreadUpdate::add(std::span<const MetricRow> rows) {
 void SpreadUpdate::write(Database& db, int64_t run_id) {
   if (pending_.empty()) return;
   const std::optional<int64_t> window_before = pruned_before(db, run_id);
+  SpreadBlockUpdate blocks;
   for (auto& [step, p] : pending_) {
     std::optional<StepSpread> stored = stored_spread(db, run_id, step);
     if (stored && p.ordered && p.lowest_rank > stored->top_rank) {
@@ -167,6 +169,7 @@ void SpreadUpdate::write(Database& db, int64_t run_id) {
       stored->ranks += p.spread.ranks;
       stored->top_rank = p.spread.top_rank;
       insert_spread(db, run_id, *stored, spread_fields());
+      blocks.changed(step);
       continue;
     }
     // Without a stored spread the batch usually holds the step's every row (the trainer's
@@ -174,11 +177,16 @@ void SpreadUpdate::write(Database& db, int64_t run_id) {
     const StepSpread spread = !stored && p.ordered && stored_row_count(db, run_id, step) == p.spread.ranks
                                   ? std::move(p.spread)
                                   : spread_of_rows(db, run_id, step);
-    if (is_wide(spread.ranks))
+    if (is_wide(spread.ranks)) {
       insert_spread(db, run_id, spread, spread_fields());
-    else if (stored)
+      if (stored) blocks.changed(step);
+      else blocks.added(spread);
+    } else if (stored) {
       delete_spread(db, run_id, step);
+      blocks.changed(step);
+    }
   }
+  blocks.write(db, run_id);
   // The window moved up by the new wide steps; steps this batch logged below it (a resumed
   // run logging old steps again) go too.
   if (const std::optional<int64_t> window = pruned_before(db, run_id)) {
@@ -263,6 +271,21 @@ size_t for_each_row_beside_spread(Database& db, int64_t run_id, const std::funct
   }
   if (wide.empty() || wide.back() < last_step) for_each_metric(db, run_id, visit, from, last_step);
   return wide.size();
+}
+
+void for_each_spread(Database& db, int64_t run_id, int64_t first_step, int64_t last_step, Fields fields,
+                     const std::function<void(const StepSpread&)>& visit) {
+  Statement& st = db.cached("SELECT step, time, ranks, " + spread_column_list(fields) +
+                            " FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step");
+  st.bind_all(run_id, first_step, last_step);
+  StepSpread s;
+  while (st.step()) {
+    s.step = st.int64(0);
+    s.time = st.real(1);
+    s.ranks = st.int64(2);
+    s.fields = read_spreads(st, 3, fields.size());
+    visit(s);
+  }
 }
 
 std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::string& key,

@@ -1,6 +1,7 @@
-// The columns a spread field takes in a row of the spread's table (metric_spread.h): the
-// metric list's kSpreadColumns, named in SQL, bound from a FieldSpread and read back into one.
-// Its readers and writers go through here, so the columns are spelled once.
+// The columns a spread field takes in a row of either spread table (a step's in
+// metric_spread.h, a block's in spread_blocks.h): the metric list's kSpreadColumns, named in
+// SQL, bound from a FieldSpread and read back into one. Both tables' readers and writers go
+// through here, so the columns are spelled once.
 #pragma once
 
 #include <cstddef>
