@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "store/error.h"
+#include "store/metric_blocks.h"
 #include "store/metric_fields.h"
 #include "store/metric_queries.h"
 #include "store/rows.h"
@@ -100,6 +101,59 @@ void prune(Database& db, int64_t run_id, int64_t from, int64_t before) {
 }
 
 bool is_wide(int64_t ranks) { return ranks > static_cast<int64_t>(kSpreadAbove); }
+
+// Calls visit with the field's spread at each wide step in [first, last], in step order.
+template <class Visit>
+void for_each_spread_step(Database& db, int64_t run_id, const MetricField& field, int64_t first, int64_t last,
+                          const Visit& visit) {
+  const MetricField* const one[] = {&field};
+  Statement& st = db.cached("SELECT step, time, ranks, " + spread_column_list(one) +
+                            " FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step");
+  st.bind_all(run_id, first, last);
+  while (st.step()) visit(SpreadPart{st.int64(0), st.real(1), st.int64(2), read_spread(st, 3)});
+}
+
+// A series' points from its parts in order (steps, or blocks: the units): a bucket holds
+// per_bucket units from `origin`, and its point merges its parts' spreads in order, so a tie
+// keeps the earlier part's rank, at its last part's step, time and rank count. A bucket whose
+// parts hold no value of the field has no point.
+class SpreadBuckets {
+ public:
+  SpreadBuckets(int64_t origin, uint64_t per_bucket, SlowEnd slow)
+      : origin_(origin), per_bucket_(per_bucket), slow_low_(slow == SlowEnd::Low) {}
+
+  void add(int64_t unit, const SpreadPart& part) {
+    const uint64_t bucket = (static_cast<uint64_t>(unit) - static_cast<uint64_t>(origin_)) / per_bucket_;
+    if (bucket != bucket_) {
+      close();
+      across_ = FieldSpread{};
+      bucket_ = bucket;
+    }
+    across_.merge(part.spread);
+    last_ = part;
+  }
+
+  std::vector<SpreadPoint> finish() {
+    close();
+    return std::move(points_);
+  }
+
+ private:
+  void close() {
+    if (!across_.present()) return;
+    points_.push_back(SpreadPoint{last_.step, last_.time, last_.ranks, across_.min,
+                                  across_.sum / static_cast<double>(across_.count), across_.max,
+                                  slow_low_ ? across_.min_rank : across_.max_rank, slow_low_ ? across_.min : across_.max});
+  }
+
+  int64_t origin_;
+  uint64_t per_bucket_;
+  bool slow_low_;
+  uint64_t bucket_ = 0;
+  FieldSpread across_;  // the open bucket's
+  SpreadPart last_;
+  std::vector<SpreadPoint> points_;
+};
 
 }  // namespace
 
@@ -273,6 +327,53 @@ size_t for_each_row_beside_spread(Database& db, int64_t run_id, const std::funct
   return wide.size();
 }
 
+std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::string& key,
+                                       int64_t first_step, int64_t last_step, size_t max_points) {
+  const MetricField* field = find_metric_field(key);
+  const Fields all = spread_fields();
+  if (!field || std::find(all.begin(), all.end(), field) == all.end())
+    fail("store: '" + key + "' has no spread across ranks (it is not a per-rank metric)");
+  ReadSnapshot snapshot(db);  // the range, the blocks and the rows from the same commits
+  // The bucket width from the range present: its first and last wide steps, a seek each (one
+  // statement with both min() and max() would walk the range).
+  const auto edge = [&](bool highest) {
+    Statement& st = db.cached(highest ? "SELECT max(step) FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ?"
+                                      : "SELECT min(step) FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ?");
+    st.bind_all(run_id, first_step, last_step);
+    st.step();
+    const std::optional<int64_t> step = st.opt_int64(0);
+    st.reset();
+    return step;
+  };
+  const std::optional<int64_t> lowest = edge(false);
+  if (!lowest) return {};
+  const int64_t first = *lowest, last = *edge(true);
+  const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);
+  const uint64_t width = max_points == 0 || span < max_points ? 1 : span / max_points + 1;
+  if (width < static_cast<uint64_t>(kStepsPerBlock)) {
+    SpreadBuckets buckets(first, width, field->slow);
+    for_each_spread_step(db, run_id, *field, first, last, [&](const SpreadPart& part) { buckets.add(part.step, part); });
+    return buckets.finish();
+  }
+
+  // SpreadBuckets of whole blocks, as many a bucket as keep the count within max_points. A block the
+  // range cuts also counts steps outside it: the (at most two) cut ones come from their rows.
+  const int64_t head = block_of(first), tail = block_of(last);
+  const bool cut_head = first_step > first_step_of(head);
+  // One block cut at both ends is read as the head.
+  const bool cut_tail = last_step < last_step_of(tail) && !(cut_head && head == tail);
+  const uint64_t blocks = static_cast<uint64_t>(tail) - static_cast<uint64_t>(head) + 1;
+  SpreadBuckets buckets(head, blocks / max_points + (blocks % max_points != 0 ? 1 : 0), field->slow);
+  const auto rows_as_block = [&](int64_t block, int64_t from, int64_t to) {
+    for_each_spread_step(db, run_id, *field, from, to, [&](const SpreadPart& part) { buckets.add(block, part); });
+  };
+  if (cut_head) rows_as_block(head, first, std::min(last_step_of(head), last));
+  for (const FieldBlock& b : read_field_blocks(db, run_id, *field, head + (cut_head ? 1 : 0), tail - (cut_tail ? 1 : 0)))
+    buckets.add(b.block, b.part);
+  if (cut_tail) rows_as_block(tail, std::max(first_step_of(tail), first), last);
+  return buckets.finish();
+}
+
 void for_each_spread(Database& db, int64_t run_id, int64_t first_step, int64_t last_step, Fields fields,
                      const std::function<void(const StepSpread&)>& visit) {
   Statement& st = db.cached("SELECT step, time, ranks, " + spread_column_list(fields) +
@@ -286,66 +387,6 @@ void for_each_spread(Database& db, int64_t run_id, int64_t first_step, int64_t l
     s.fields = read_spreads(st, 3, fields.size());
     visit(s);
   }
-}
-
-std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::string& key,
-                                       int64_t first_step, int64_t last_step, size_t max_points) {
-  const MetricField* field = find_metric_field(key);
-  const Fields all = spread_fields();
-  if (!field || std::find(all.begin(), all.end(), field) == all.end())
-    fail("store: '" + key + "' has no spread across ranks (it is not a per-rank metric)");
-  // The bucket width from the range present: its first and last wide steps, a seek each (one
-  // statement with both min() and max() would walk the range).
-  const auto edge = [&](bool highest) {
-    Statement& st = db.cached(highest ? "SELECT max(step) FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ?"
-                                      : "SELECT min(step) FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ?");
-    st.bind_all(run_id, first_step, last_step);
-    st.step();
-    const std::optional<int64_t> step = st.opt_int64(0);
-    st.reset();
-    return step;
-  };
-  const std::optional<int64_t> lowest = edge(false);
-  std::vector<SpreadPoint> points;
-  if (!lowest) return points;
-  const int64_t first = *lowest, last = *edge(true);
-  const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);
-  const uint64_t width = max_points == 0 || span < max_points ? 1 : span / max_points + 1;
-
-  const std::string f(field->name);
-  Statement& st = db.cached("SELECT step, time, ranks, " + f + "_min, " + f + "_max, " + f + "_sum, " + f +
-                            "_count, " + f + "_min_rank, " + f + "_max_rank FROM metric_spread "
-                            "WHERE run_id = ?1 AND step BETWEEN ?2 AND ?3 AND " + f + "_count > 0 ORDER BY step");
-  st.bind_all(run_id, first, last);
-  const bool slow_low = field->slow == SlowEnd::Low;
-  uint64_t bucket = 0;
-  FieldSpread across;  // the open bucket's
-  SpreadPoint point;
-  const auto close = [&] {
-    point.min = across.min;
-    point.max = across.max;
-    point.mean = across.sum / static_cast<double>(across.count);
-    point.slow_rank = slow_low ? across.min_rank : across.max_rank;
-    point.slow = slow_low ? across.min : across.max;
-    points.push_back(point);
-  };
-  while (st.step()) {
-    const int64_t step = st.int64(0);
-    const uint64_t b = (static_cast<uint64_t>(step) - static_cast<uint64_t>(first)) / width;
-    if (across.present() && b != bucket) {
-      close();
-      across = FieldSpread{};
-    }
-    bucket = b;
-    // Steps come in order: a tie keeps the earlier step's rank, as one step's keeps the lower.
-    across.merge(FieldSpread{st.real(3), st.real(4), st.real(5), st.int64(6), static_cast<int>(st.int64(7)),
-                             static_cast<int>(st.int64(8))});
-    point.step = step;
-    point.time = st.real(1);
-    point.ranks = st.int64(2);
-  }
-  if (across.present()) close();
-  return points;
 }
 
 }  // namespace kiln::store

@@ -115,7 +115,8 @@ size_t for_each_row_beside_spread(Database& db, int64_t run_id, const std::funct
 
 // One point of a spread series: a bucket of wide steps.
 struct SpreadPoint {
-  int64_t step = 0;  // the bucket's last step, with its time and rank count
+  int64_t step = 0;  // the bucket's last wide step (with a value of the key or not), with its
+                     // time and rank count: what a block keeps of its steps
   double time = 0;
   int64_t ranks = 0;
   double min = 0;   // over the bucket's steps and ranks
@@ -126,8 +127,13 @@ struct SpreadPoint {
 };
 
 // The spread of `key` (a PerRank field) over the wide steps in [first_step, last_step], in at
-// most max_points buckets of equal steps (0: a point a step). Steps without a value of the
-// key are skipped; an unknown key, or one that is not per rank, is an error.
+// most max_points buckets of equal steps (0: a point a step); a bucket without a value of the
+// key has no point. An unknown key, or one that is not per rank, is an error. As
+// metric_series does, it reads the rows (one a step) while a bucket is narrower than a
+// 64-step block, and otherwise buckets of whole blocks from spread_blocks.h, their edges on
+// multiples of kStepsPerBlock, with the (at most two) blocks the range cuts read from their
+// rows: the same answer a walk of the rows gives for buckets on those edges (the mean to the
+// rounding of its sum, which adds in another order).
 std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::string& key,
                                        int64_t first_step, int64_t last_step, size_t max_points);
 

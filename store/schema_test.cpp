@@ -395,6 +395,12 @@ TEST_F(SchemaTest, VersionEighteenRollsTheStoredSpreadUpIntoBlocks) {
   EXPECT_EQ(blocks[1].part.step, 70);
   EXPECT_EQ(blocks[1].part.spread.sum, 45.0);
   EXPECT_FALSE(read_field_blocks(*db, 1, *find_metric_field("tokens_per_s"), 0, 0).at(0).part.spread.present());
+  // A chart of the three steps in one point reads the two blocks.
+  const auto points = spread_series(*db, 1, "fwd_ms", 0, 1000, 1);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].step, 70);
+  EXPECT_EQ(points[0].slow_rank, 4);
+  EXPECT_EQ(points[0].mean, 135.0 / 31);
 }
 
 TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
