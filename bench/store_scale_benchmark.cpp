@@ -369,7 +369,8 @@ Latency time_gets(const Served& served, const std::string& target, int requests)
 // the server's chart of every rank asks it, timed in this process against the store file.
 void report_spread(const std::string& path, int requests) {
   const std::unique_ptr<Database> db = open_store(path, Access::ReadOnly);
-  fmt::print("  reads: {} metric_spread rows\n", db->query_int("SELECT count(*) FROM metric_spread"));
+  fmt::print("  holds: {} metric_spread rows, {} spread_blocks rows\n", db->query_int("SELECT count(*) FROM metric_spread"),
+             db->query_int("SELECT count(*) FROM spread_blocks"));
   size_t points = 0;
   const Latency l = time_calls(requests, [&] {
     points = spread_series(*db, 1, "fwd_ms", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
