@@ -143,7 +143,8 @@ class SpreadBuckets {
     if (!across_.present()) return;
     points_.push_back(SpreadPoint{last_.step, last_.time, last_.ranks, across_.min,
                                   across_.sum / static_cast<double>(across_.count), across_.max,
-                                  slow_low_ ? across_.min_rank : across_.max_rank, slow_low_ ? across_.min : across_.max});
+                                  slow_low_ ? across_.min_rank : across_.max_rank,
+                                  slow_low_ ? across_.min : across_.max});
   }
 
   int64_t origin_;
@@ -352,11 +353,12 @@ std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::
   const uint64_t width = max_points == 0 || span < max_points ? 1 : span / max_points + 1;
   if (width < static_cast<uint64_t>(kStepsPerBlock)) {
     SpreadBuckets buckets(first, width, field->slow);
-    for_each_spread_step(db, run_id, *field, first, last, [&](const SpreadPart& part) { buckets.add(part.step, part); });
+    for_each_spread_step(db, run_id, *field, first, last,
+                         [&](const SpreadPart& part) { buckets.add(part.step, part); });
     return buckets.finish();
   }
 
-  // SpreadBuckets of whole blocks, as many a bucket as keep the count within max_points. A block the
+  // Buckets of whole blocks, as many a bucket as keep the count within max_points. A block the
   // range cuts also counts steps outside it: the (at most two) cut ones come from their rows.
   const int64_t head = block_of(first), tail = block_of(last);
   const bool cut_head = first_step > first_step_of(head);
@@ -368,8 +370,8 @@ std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::
     for_each_spread_step(db, run_id, *field, from, to, [&](const SpreadPart& part) { buckets.add(block, part); });
   };
   if (cut_head) rows_as_block(head, first, std::min(last_step_of(head), last));
-  for (const FieldBlock& b : read_field_blocks(db, run_id, *field, head + (cut_head ? 1 : 0), tail - (cut_tail ? 1 : 0)))
-    buckets.add(b.block, b.part);
+  const int64_t first_whole = head + (cut_head ? 1 : 0), last_whole = tail - (cut_tail ? 1 : 0);
+  for (const FieldBlock& b : read_field_blocks(db, run_id, *field, first_whole, last_whole)) buckets.add(b.block, b.part);
   if (cut_tail) rows_as_block(tail, std::max(first_step_of(tail), first), last);
   return buckets.finish();
 }

@@ -32,9 +32,10 @@ std::string spread_block_insert_sql(SpreadFieldList fields) {
          ") VALUES (?, ?, ?, ?, ?" + spread_placeholders(fields) + ")";
 }
 
-// Writes the block's row with the columns `sql` names (spread_block_insert_sql of the current list's
-// fields, or of a migration's: as many as the row holds).
-void store_spread_block(Database& db, int64_t run_id, int64_t block, const SpreadBlockRow& row, const std::string& sql) {
+// Writes the block's row with the columns `sql` names (spread_block_insert_sql of the current
+// list's fields, or of a migration's: as many as the row holds).
+void store_spread_block(Database& db, int64_t run_id, int64_t block, const SpreadBlockRow& row,
+                        const std::string& sql) {
   Statement& st = db.cached(sql);
   st.bind_all(run_id, block, row.step, row.time, row.ranks);
   bind_spreads(st, 6, row.fields);
@@ -52,7 +53,8 @@ std::optional<SpreadBlockRow> stored_spread_block(Database& db, int64_t run_id, 
   Statement& st = db.cached(sql);
   st.bind_all(run_id, block);
   std::optional<SpreadBlockRow> row;
-  if (st.step()) row = SpreadBlockRow{st.int64(0), st.real(1), st.int64(2), read_spreads(st, 3, spread_fields().size())};
+  if (st.step())
+    row = SpreadBlockRow{st.int64(0), st.real(1), st.int64(2), read_spreads(st, 3, spread_fields().size())};
   st.reset();
   return row;
 }
@@ -134,7 +136,8 @@ std::vector<FieldBlock> read_field_blocks(Database& db, int64_t run_id, const Me
                             " FROM spread_blocks WHERE run_id = ? AND block BETWEEN ? AND ? ORDER BY block");
   st.bind_all(run_id, first_block, last_block);
   std::vector<FieldBlock> blocks;
-  while (st.step()) blocks.push_back({st.int64(0), SpreadPart{st.int64(1), st.real(2), st.int64(3), read_spread(st, 4)}});
+  while (st.step())
+    blocks.push_back({st.int64(0), SpreadPart{st.int64(1), st.real(2), st.int64(3), read_spread(st, 4)}});
   return blocks;
 }
 

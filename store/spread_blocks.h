@@ -25,10 +25,13 @@ namespace kiln::store {
 
 // The blocks of the spread rows one transaction writes: tell it each step written, then
 // write() in the same transaction. A block whose written steps are all new wide steps after
-// the last step it counts merges their spreads in (appending: a block row read and written, no
-// spread rows read). Any other (a step's spread recomputed, extended by ranks of a later
-// commit, or gone; a new step before the block's last) is recomputed from its spread rows:
-// at most 64, and a min or max cannot give back a value that a replaced row held.
+// the last step it counts merges their spreads in: the commit of a training run's newest
+// steps, nearly every commit, reads and writes one block row instead of reading up to 64
+// spread rows of some 80 columns. Merging is exact only there: the block's ties already
+// belong to earlier steps, as the rule wants, and nothing it counted changed. Any other
+// block (a step's spread recomputed, extended by ranks of a later commit, or gone; a new step
+// before the block's last) is recomputed from its spread rows, at most 64: a min or max cannot
+// give back a value that a replaced row held, and a tie must go to the earlier step.
 class SpreadBlockUpdate {
  public:
   // A wide step whose spread the table did not hold before this transaction.

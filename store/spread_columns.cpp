@@ -5,7 +5,8 @@ namespace kiln::store {
 std::string spread_column_list(SpreadFieldList fields) {
   std::string out;
   for (const MetricField* f : fields)
-    for (const SpreadColumn& c : kSpreadColumns) out += (out.empty() ? "" : ", ") + std::string(f->name) + std::string(c.suffix);
+    for (const SpreadColumn& c : kSpreadColumns)
+      out += (out.empty() ? "" : ", ") + std::string(f->name) + std::string(c.suffix);
   return out;
 }
 
