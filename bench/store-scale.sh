@@ -4,7 +4,7 @@
 # output also written to bench/results/<UTC time>-store-scale.txt with the machine, the
 # commit and the command.
 #
-#   bench/store-scale.sh [--scale F] [--stores abcd] [--requests N] [--dir DIR] [--keep]
+#   bench/store-scale.sh [--scale F] [--stores abcde] [--requests N] [--dir DIR] [--keep]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}

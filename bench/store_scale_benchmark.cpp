@@ -1,20 +1,26 @@
 // The workstation at cluster scale (bench/README.md, "Store and dashboard at scale"): writes
-// four stores through kiln's own writers, then measures what they cost on disk, how fast the
+// stores through kiln's own writers, then measures what they cost on disk, how fast the
 // writer takes a many-rank run's rows, and how fast `kiln serve` answers the dashboard's API
 // calls over them.
 //
-//   build/kiln_bench_store_scale [--dir DIR] [--scale F] [--stores abcd] [--requests N] [--keep]
+//   build/kiln_bench_store_scale [--dir DIR] [--scale F] [--stores abcde] [--requests N] [--keep]
 //
 //   a  10,000 runs as sweeps of 100 to 1,000 points, each with its config, tags, a start and
 //      an end event, 20 logged steps and, for one run in ten, an alert
 //   b  one run of 1,024 ranks x 100,000 logged steps
 //   c  one run of 4,096 ranks x 20,000 logged steps
 //   d  one run of a 64-expert MoE (4 MoE layers) logging its expert loads at 100,000 steps
+//   e  one run of 16 ranks x 100,000 logged steps, for the spread across ranks that a chart of
+//      every rank reads (store/metric_spread.h: one row a step of more than 8 ranks, so the
+//      rows it reads grow with the steps, not the ranks); not in the default set
 //
-// --scale multiplies the steps of b, c and d (the ranks, experts and runs stay), so that a
+// --scale multiplies the steps of b, c, d and e (the ranks, experts and runs stay), so that a
 // small machine can run the same shapes shorter; the output says the scale. Each store is
 // written to DIR (default $TMPDIR or /tmp) and removed afterwards, or with --keep left there
 // (its path printed) to profile a query against.
+//
+// Store e is timed in this process, without `kiln serve` (which it does not need): the p50 and
+// p95 of --requests calls of store::spread_series over the whole run at 1,000 points.
 //
 // It times `kiln tui` (in tmux): for store a from its start to the runs screen, from End to
 // the last run in view and a compare of 10 runs; for b and c to the runs screen and then the
@@ -44,6 +50,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -52,6 +59,7 @@
 #include <vector>
 
 #include "store/database.h"
+#include "store/metric_spread.h"
 #include "trainer/config/config.h"
 #include "store/run_writer.h"
 #include "store/schema.h"
@@ -338,17 +346,39 @@ struct Latency {
   size_t bytes = 0;
 };
 
-Latency time_gets(const Served& served, const std::string& target, int requests) {
+// The p50 and p95 of `requests` calls of `call`, which returns the size of its answer.
+template <class Call>
+Latency time_calls(int requests, const Call& call) {
   std::vector<double> ms;
   size_t bytes = 0;
   for (int i = 0; i < requests; ++i) {
     const Clock::time_point start = Clock::now();
-    bytes = served.get(target).size();
+    bytes = call();
     ms.push_back(seconds_since(start) * 1e3);
   }
   std::sort(ms.begin(), ms.end());
   const auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * static_cast<double>(ms.size())))]; };
   return {at(0.5), at(0.95), bytes};
+}
+
+Latency time_gets(const Served& served, const std::string& target, int requests) {
+  return time_calls(requests, [&] { return served.get(target).size(); });
+}
+
+// Store e's question: the spread of a per-rank field over the whole run at 1,000 points, as
+// the server's chart of every rank asks it, timed in this process against the store file.
+void report_spread(const std::string& path, int requests) {
+  const std::unique_ptr<Database> db = open_store(path, Access::ReadOnly);
+  fmt::print("  holds: {} metric_spread rows, {} spread_blocks rows\n", db->query_int("SELECT count(*) FROM metric_spread"),
+             db->query_int("SELECT count(*) FROM spread_blocks"));
+  size_t points = 0;
+  const Latency l = time_calls(requests, [&] {
+    points = spread_series(*db, 1, "fwd_ms", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+                           1000).size();
+    return points;
+  });
+  fmt::print("  {:<34} {:>10} {:>10} {:>12}\n", "in-process call", "p50 ms", "p95 ms", "points");
+  fmt::print("  {:<34} {:>10.1f} {:>10.1f} {:>12}\n", "spread_series fwd_ms, 1000 points", l.p50_ms, l.p95_ms, points);
 }
 
 void report_api(const Served& served, const std::vector<std::pair<std::string, std::string>>& calls, int requests) {
@@ -454,7 +484,8 @@ std::string kiln_binary(const char* self) {
 int main(int argc, char** argv) {
   try {
     const Options o = parse(argc, argv);
-    const std::string kiln = kiln_binary(argv[0]);
+    // Every store but e is served by the kiln binary beside this one.
+    const std::string kiln = o.stores.find_first_not_of('e') == std::string::npos ? "" : kiln_binary(argv[0]);
     fmt::print("kiln_bench_store_scale: --scale {} --stores {} --requests {}, stores in {}\n", o.scale, o.stores,
                o.requests, o.dir);
     int port = 18000 + static_cast<int>(getpid() % 1000);
@@ -511,10 +542,20 @@ int main(int argc, char** argv) {
         fmt::print("  on disk: {} bytes, {:.1f} bytes a step (4 layers x 64 experts and a metric row)\n", bytes,
                    static_cast<double>(bytes) / static_cast<double>(f.rank_steps));
         calls = {{"experts heatmap (/experts)", "/api/runs/1/experts"}, {"run page (/api/runs/1)", "/api/runs/1"}};
+      } else if (which == 'e') {
+        const int64_t n = steps(100000);
+        fmt::print("\n(e) one run of 16 ranks x {} logged steps: the spread across ranks\n", n);
+        f = write_rank_run(path, "ranks-16", 16, n);
+        fmt::print("  written in {:.1f} s: {:.0f} rank-rows/s sustained, {} rows thinned\n", f.seconds,
+                   static_cast<double>(f.rank_steps) / f.seconds, f.dropped);
+        const int64_t bytes = store_bytes(path);
+        fmt::print("  on disk: {} bytes, {:.1f} bytes a rank-step\n", bytes,
+                   static_cast<double>(bytes) / static_cast<double>(f.rank_steps));
+        report_spread(path, o.requests);
       } else {
-        throw std::runtime_error(std::string("--stores takes the letters a, b, c and d, got ") + which);
+        throw std::runtime_error(std::string("--stores takes the letters a, b, c, d and e, got ") + which);
       }
-      {
+      if (!calls.empty()) {
         const int served_port = port++;
         Served served(kiln, path, served_port);
         served.sample_memory();

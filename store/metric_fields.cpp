@@ -15,13 +15,24 @@ namespace {
 constexpr const char* kAbsentAggregate =
     "X'000000000000F87F000000000000F87F000000000000F87F00000000000000000000000000000000'";
 
-// A PerRank field's columns in metric_spread (metric_spread.h), as ADD COLUMN statements.
-std::string spread_columns(const MetricField& f) {
+// The tables of the spread across ranks, and the versions that created them: each holds the
+// kSpreadColumns of every spread field.
+struct SpreadTable {
+  const char* name;
+  int since;
+};
+constexpr SpreadTable kSpreadTables[] = {{"metric_spread", kSpreadSince}, {"spread_blocks", kSpreadBlocksSince}};
+
+// A PerRank field's columns in a spread table, as ADD COLUMN statements.
+std::string spread_columns(const char* table, const MetricField& f) {
   std::string sql;
-  for (const char* part : {"_min REAL", "_max REAL", "_sum REAL", "_count INTEGER", "_min_rank INTEGER", "_max_rank INTEGER"})
-    sql += "ALTER TABLE metric_spread ADD COLUMN " + std::string(f.name) + part + ";\n";
+  for (const SpreadColumn& c : kSpreadColumns)
+    sql += "ALTER TABLE " + std::string(table) + " ADD COLUMN " + std::string(f.name) + std::string(c.suffix) + " " +
+           std::string(c.sql_type) + ";\n";
   return sql;
 }
+
+bool is_spread_field(const MetricField& f) { return f.spread == RankSpread::PerRank && !is_row_key(f); }
 
 }  // namespace
 
@@ -50,10 +61,17 @@ std::span<const MetricField* const> spread_fields() {
   static const std::vector<const MetricField*> fields = [] {
     std::vector<const MetricField*> out;
     for (const MetricField& f : kMetricFields)
-      if (f.spread == RankSpread::PerRank && !is_row_key(f)) out.push_back(&f);
+      if (is_spread_field(f)) out.push_back(&f);
     return out;
   }();
   return fields;
+}
+
+std::vector<const MetricField*> spread_fields_at(int version) {
+  std::vector<const MetricField*> out;
+  for (const MetricField* f : spread_fields())
+    if (f->since <= version) out.push_back(f);
+  return out;
 }
 
 const std::string& metric_column_list() {
@@ -68,16 +86,19 @@ const std::string& metric_column_list() {
 std::string metric_columns_added_in(int version) {
   std::string sql;
   if (version <= 1) return sql;
-  // The spread's table is created by its version, with the columns of the fields before it.
-  if (version == kSpreadSince)
-    for (const MetricField* f : spread_fields())
-      if (f->since < kSpreadSince) sql += spread_columns(*f);
+  // A spread table is created by its version, with the columns of the fields before it.
+  for (const SpreadTable& table : kSpreadTables)
+    if (version == table.since)
+      for (const MetricField* f : spread_fields())
+        if (f->since < table.since) sql += spread_columns(table.name, *f);
   for (const MetricField& f : kMetricFields) {
     if (f.since != version) continue;
     sql += "ALTER TABLE metrics ADD COLUMN " + std::string(f.name) + (is_integer_metric(f) ? " INTEGER;\n" : " REAL;\n");
     // Its aggregate goes last in every block written before, as its slot does in the list.
     if (f.block_slot >= 0) sql += "UPDATE metric_blocks SET aggregates = aggregates || " + std::string(kAbsentAggregate) + ";\n";
-    if (f.spread == RankSpread::PerRank && !is_row_key(f) && f.since >= kSpreadSince) sql += spread_columns(f);
+    if (is_spread_field(f))
+      for (const SpreadTable& table : kSpreadTables)
+        if (f.since >= table.since) sql += spread_columns(table.name, f);
   }
   return sql;
 }

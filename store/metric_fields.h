@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "store/types.h"
 
@@ -131,16 +132,32 @@ std::span<const MetricField* const> block_fields();
 const std::string& metric_column_list();
 
 // SQL that adds the metric columns (and their blocks' aggregates, and for a PerRank field its
-// spread's columns, metric_spread.h) of a schema version after the first: migrate() runs it
-// after that version's own migration.
+// columns in the spread's tables, metric_spread.h and spread_blocks.h) of a schema version
+// after the first: migrate() runs it after that version's own migration.
 std::string metric_columns_added_in(int version);
 
 // The schema version that added the per-step spread across ranks (table metric_spread): its
 // columns for the PerRank fields of that version and before come with it.
 inline constexpr int kSpreadSince = 17;
+// The version that added the spread's 64-step rollup (table spread_blocks, spread_blocks.h),
+// likewise with the columns of the fields of that version and before.
+inline constexpr int kSpreadBlocksSince = 18;
+
+// The columns a spread field takes in each spread table, <field><suffix>: over the ranks (and,
+// in a block, the steps) with a value, its min, max, sum and count, and the ranks at the min
+// and the max.
+struct SpreadColumn {
+  std::string_view suffix;
+  std::string_view sql_type;
+};
+inline constexpr SpreadColumn kSpreadColumns[] = {{"_min", "REAL"},      {"_max", "REAL"},
+                                                  {"_sum", "REAL"},      {"_count", "INTEGER"},
+                                                  {"_min_rank", "INTEGER"}, {"_max_rank", "INTEGER"}};
 
 // The PerRank fields other than the row's key, in the list's order: the spread's fields.
 std::span<const MetricField* const> spread_fields();
+// Those whose columns a store of schema `version` has (a migration reads no later ones).
+std::vector<const MetricField*> spread_fields_at(int version);
 
 // The field's value as the store reads it back: integers as doubles, an absent one NaN.
 double metric_value(const MetricRow& row, const MetricField& field);

@@ -134,8 +134,13 @@ TEST_F(MetricFieldsTest, AVersionsNewColumnsComeFromTheList) {
   EXPECT_NE(spread.find("ALTER TABLE metric_spread ADD COLUMN fwd_ms_min REAL;\n"), std::string::npos);
   EXPECT_NE(spread.find("ALTER TABLE metric_spread ADD COLUMN pipe_ms_max_rank INTEGER;\n"), std::string::npos);
   EXPECT_EQ(spread.find("loss_"), std::string::npos);  // the same on every rank: no spread
+  // Version 18 made the spread's blocks: the same columns, from the same list.
+  std::string blocks = spread;
+  for (size_t at = 0; (at = blocks.find("metric_spread", at)) != std::string::npos;) blocks.replace(at, 13, "spread_blocks");
+  EXPECT_EQ(metric_columns_added_in(kSpreadBlocksSince), blocks);
   for (int version = 1; version <= schema_version(); ++version)
-    if (version != 5 && version != 10 && version != 14 && version != 15 && version != 16 && version != kSpreadSince) {
+    if (version != 5 && version != 10 && version != 14 && version != 15 && version != 16 && version != kSpreadSince &&
+        version != kSpreadBlocksSince) {
       EXPECT_EQ(metric_columns_added_in(version), "") << version;
     }
 }

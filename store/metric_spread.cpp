@@ -4,35 +4,17 @@
 #include <cmath>
 
 #include "store/error.h"
+#include "store/metric_blocks.h"
 #include "store/metric_fields.h"
 #include "store/metric_queries.h"
 #include "store/rows.h"
+#include "store/spread_blocks.h"
+#include "store/spread_columns.h"
 
 namespace kiln::store {
 namespace {
 
 using Fields = std::span<const MetricField* const>;
-
-// The spread fields migration 17 knows: those whose metrics column existed then (a later
-// field's columns come with its own version).
-Fields fields_at_migration() {
-  static const std::vector<const MetricField*> fields = [] {
-    std::vector<const MetricField*> out;
-    for (const MetricField* f : spread_fields())
-      if (f->since <= kSpreadSince) out.push_back(f);
-    return out;
-  }();
-  return fields;
-}
-
-// "fwd_ms_min, fwd_ms_max, ..." for the fields: the spread's columns, six a field.
-std::string spread_column_list(Fields fields) {
-  std::string out;
-  for (const MetricField* f : fields)
-    for (const char* part : {"_min", "_max", "_sum", "_count", "_min_rank", "_max_rank"})
-      out += (out.empty() ? "" : ", ") + std::string(f->name) + part;
-  return out;
-}
 
 std::string field_names(Fields fields) {
   std::string out;
@@ -56,22 +38,10 @@ void add_row(StepSpread& s, int rank, double time, const std::vector<double>& va
 }
 
 void insert_spread(Database& db, int64_t run_id, const StepSpread& s, Fields fields) {
-  const std::string columns = spread_column_list(fields);
-  std::string marks;
-  for (size_t i = 0; i < fields.size() * 6; ++i) marks += ", ?";
   Statement& st = db.cached("INSERT OR REPLACE INTO metric_spread (run_id, step, time, ranks, top_rank, " +
-                            columns + ") VALUES (?, ?, ?, ?, ?" + marks + ")");
+                            spread_column_list(fields) + ") VALUES (?, ?, ?, ?, ?" + spread_placeholders(fields) + ")");
   st.bind_all(run_id, s.step, s.time, s.ranks, int64_t{s.top_rank});
-  int column = 6;
-  for (const FieldSpread& f : s.fields) {
-    if (f.present()) {
-      st.bind(column, f.min).bind(column + 1, f.max).bind(column + 2, f.sum).bind(column + 3, f.count);
-      st.bind(column + 4, int64_t{f.min_rank}).bind(column + 5, int64_t{f.max_rank});
-    } else {
-      for (int c = column; c < column + 6; ++c) st.bind(c, std::nullopt);
-    }
-    column += 6;
-  }
+  bind_spreads(st, 6, s.fields);
   st.run();
 }
 
@@ -87,12 +57,7 @@ std::optional<StepSpread> stored_spread(Database& db, int64_t run_id, int64_t st
     s->time = st.real(0);
     s->ranks = st.int64(1);
     s->top_rank = static_cast<int>(st.int64(2));
-    for (size_t k = 0; k < s->fields.size(); ++k) {
-      const int c = 3 + static_cast<int>(k) * 6;
-      if (st.is_null(c + 3)) continue;
-      s->fields[k] = FieldSpread{st.real(c), st.real(c + 1), st.real(c + 2), st.int64(c + 3),
-                                 static_cast<int>(st.int64(c + 4)), static_cast<int>(st.int64(c + 5))};
-    }
+    s->fields = read_spreads(st, 3, spread_fields().size());
   }
   st.reset();
   return s;
@@ -137,6 +102,60 @@ void prune(Database& db, int64_t run_id, int64_t from, int64_t before) {
 
 bool is_wide(int64_t ranks) { return ranks > static_cast<int64_t>(kSpreadAbove); }
 
+// Calls visit with the field's spread at each wide step in [first, last], in step order.
+template <class Visit>
+void for_each_spread_step(Database& db, int64_t run_id, const MetricField& field, int64_t first, int64_t last,
+                          const Visit& visit) {
+  const MetricField* const one[] = {&field};
+  Statement& st = db.cached("SELECT step, time, ranks, " + spread_column_list(one) +
+                            " FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step");
+  st.bind_all(run_id, first, last);
+  while (st.step()) visit(SpreadPart{st.int64(0), st.real(1), st.int64(2), read_spread(st, 3)});
+}
+
+// A series' points from its parts in order (steps, or blocks: the units): a bucket holds
+// per_bucket units from `origin`, and its point merges its parts' spreads in order, so a tie
+// keeps the earlier part's rank, at its last part's step, time and rank count. A bucket whose
+// parts hold no value of the field has no point.
+class SpreadBuckets {
+ public:
+  SpreadBuckets(int64_t origin, uint64_t per_bucket, SlowEnd slow)
+      : origin_(origin), per_bucket_(per_bucket), slow_low_(slow == SlowEnd::Low) {}
+
+  void add(int64_t unit, const SpreadPart& part) {
+    const uint64_t bucket = (static_cast<uint64_t>(unit) - static_cast<uint64_t>(origin_)) / per_bucket_;
+    if (bucket != bucket_) {
+      close();
+      across_ = FieldSpread{};
+      bucket_ = bucket;
+    }
+    across_.merge(part.spread);
+    last_ = part;
+  }
+
+  std::vector<SpreadPoint> finish() {
+    close();
+    return std::move(points_);
+  }
+
+ private:
+  void close() {
+    if (!across_.present()) return;
+    points_.push_back(SpreadPoint{last_.step, last_.time, last_.ranks, across_.min,
+                                  across_.sum / static_cast<double>(across_.count), across_.max,
+                                  slow_low_ ? across_.min_rank : across_.max_rank,
+                                  slow_low_ ? across_.min : across_.max});
+  }
+
+  int64_t origin_;
+  uint64_t per_bucket_;
+  bool slow_low_;
+  uint64_t bucket_ = 0;
+  FieldSpread across_;  // the open bucket's
+  SpreadPart last_;
+  std::vector<SpreadPoint> points_;
+};
+
 }  // namespace
 
 void FieldSpread::add(int rank, double value) {
@@ -152,22 +171,22 @@ void FieldSpread::add(int rank, double value) {
   ++count;
 }
 
-void FieldSpread::merge(const FieldSpread& higher) {
-  if (!higher.present()) return;
+void FieldSpread::merge(const FieldSpread& later) {
+  if (!later.present()) return;
   if (!present()) {
-    *this = higher;
+    *this = later;
     return;
   }
-  if (higher.min < min) {
-    min = higher.min;
-    min_rank = higher.min_rank;
+  if (later.min < min) {
+    min = later.min;
+    min_rank = later.min_rank;
   }
-  if (higher.max > max) {
-    max = higher.max;
-    max_rank = higher.max_rank;
+  if (later.max > max) {
+    max = later.max;
+    max_rank = later.max_rank;
   }
-  sum += higher.sum;
-  count += higher.count;
+  sum += later.sum;
+  count += later.count;
 }
 
 void StepSpread::add(const MetricRow& row) {
@@ -195,6 +214,7 @@ void SpreadUpdate::add(std::span<const MetricRow> rows) {
 void SpreadUpdate::write(Database& db, int64_t run_id) {
   if (pending_.empty()) return;
   const std::optional<int64_t> window_before = pruned_before(db, run_id);
+  SpreadBlockUpdate blocks;
   for (auto& [step, p] : pending_) {
     std::optional<StepSpread> stored = stored_spread(db, run_id, step);
     if (stored && p.ordered && p.lowest_rank > stored->top_rank) {
@@ -204,6 +224,7 @@ void SpreadUpdate::write(Database& db, int64_t run_id) {
       stored->ranks += p.spread.ranks;
       stored->top_rank = p.spread.top_rank;
       insert_spread(db, run_id, *stored, spread_fields());
+      blocks.changed(step);
       continue;
     }
     // Without a stored spread the batch usually holds the step's every row (the trainer's
@@ -211,11 +232,16 @@ void SpreadUpdate::write(Database& db, int64_t run_id) {
     const StepSpread spread = !stored && p.ordered && stored_row_count(db, run_id, step) == p.spread.ranks
                                   ? std::move(p.spread)
                                   : spread_of_rows(db, run_id, step);
-    if (is_wide(spread.ranks))
+    if (is_wide(spread.ranks)) {
       insert_spread(db, run_id, spread, spread_fields());
-    else if (stored)
+      if (stored) blocks.changed(step);
+      else blocks.added(spread);
+    } else if (stored) {
       delete_spread(db, run_id, step);
+      blocks.changed(step);
+    }
   }
+  blocks.write(db, run_id);
   // The window moved up by the new wide steps; steps this batch logged below it (a resumed
   // run logging old steps again) go too.
   if (const std::optional<int64_t> window = pruned_before(db, run_id)) {
@@ -227,7 +253,8 @@ void SpreadUpdate::write(Database& db, int64_t run_id) {
 }
 
 void build_spreads(Database& db) {
-  const Fields fields = fields_at_migration();
+  // The fields whose columns existed then: a later field's come with its own version.
+  const std::vector<const MetricField*> fields = spread_fields_at(kSpreadSince);
   // One walk of the metrics table in its key's order: a step's rows are consecutive.
   Statement walk(db, "SELECT run_id, step, rank, time" + field_names(fields) +
                          " FROM metrics ORDER BY run_id, step, rank");
@@ -307,6 +334,7 @@ std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::
   const Fields all = spread_fields();
   if (!field || std::find(all.begin(), all.end(), field) == all.end())
     fail("store: '" + key + "' has no spread across ranks (it is not a per-rank metric)");
+  ReadSnapshot snapshot(db);  // the range, the blocks and the rows from the same commits
   // The bucket width from the range present: its first and last wide steps, a seek each (one
   // statement with both min() and max() would walk the range).
   const auto edge = [&](bool highest) {
@@ -319,46 +347,48 @@ std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::
     return step;
   };
   const std::optional<int64_t> lowest = edge(false);
-  std::vector<SpreadPoint> points;
-  if (!lowest) return points;
+  if (!lowest) return {};
   const int64_t first = *lowest, last = *edge(true);
   const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);
   const uint64_t width = max_points == 0 || span < max_points ? 1 : span / max_points + 1;
-
-  const std::string f(field->name);
-  Statement& st = db.cached("SELECT step, time, ranks, " + f + "_min, " + f + "_max, " + f + "_sum, " + f +
-                            "_count, " + f + "_min_rank, " + f + "_max_rank FROM metric_spread "
-                            "WHERE run_id = ?1 AND step BETWEEN ?2 AND ?3 AND " + f + "_count > 0 ORDER BY step");
-  st.bind_all(run_id, first, last);
-  const bool slow_low = field->slow == SlowEnd::Low;
-  uint64_t bucket = 0;
-  FieldSpread across;  // the open bucket's
-  SpreadPoint point;
-  const auto close = [&] {
-    point.min = across.min;
-    point.max = across.max;
-    point.mean = across.sum / static_cast<double>(across.count);
-    point.slow_rank = slow_low ? across.min_rank : across.max_rank;
-    point.slow = slow_low ? across.min : across.max;
-    points.push_back(point);
-  };
-  while (st.step()) {
-    const int64_t step = st.int64(0);
-    const uint64_t b = (static_cast<uint64_t>(step) - static_cast<uint64_t>(first)) / width;
-    if (across.present() && b != bucket) {
-      close();
-      across = FieldSpread{};
-    }
-    bucket = b;
-    // Steps come in order: a tie keeps the earlier step's rank, as one step's keeps the lower.
-    across.merge(FieldSpread{st.real(3), st.real(4), st.real(5), st.int64(6), static_cast<int>(st.int64(7)),
-                             static_cast<int>(st.int64(8))});
-    point.step = step;
-    point.time = st.real(1);
-    point.ranks = st.int64(2);
+  if (width < static_cast<uint64_t>(kStepsPerBlock)) {
+    SpreadBuckets buckets(first, width, field->slow);
+    for_each_spread_step(db, run_id, *field, first, last,
+                         [&](const SpreadPart& part) { buckets.add(part.step, part); });
+    return buckets.finish();
   }
-  if (across.present()) close();
-  return points;
+
+  // Buckets of whole blocks, as many a bucket as keep the count within max_points. A block the
+  // range cuts also counts steps outside it: the (at most two) cut ones come from their rows.
+  const int64_t head = block_of(first), tail = block_of(last);
+  const bool cut_head = first_step > first_step_of(head);
+  // One block cut at both ends is read as the head.
+  const bool cut_tail = last_step < last_step_of(tail) && !(cut_head && head == tail);
+  const uint64_t blocks = static_cast<uint64_t>(tail) - static_cast<uint64_t>(head) + 1;
+  SpreadBuckets buckets(head, blocks / max_points + (blocks % max_points != 0 ? 1 : 0), field->slow);
+  const auto rows_as_block = [&](int64_t block, int64_t from, int64_t to) {
+    for_each_spread_step(db, run_id, *field, from, to, [&](const SpreadPart& part) { buckets.add(block, part); });
+  };
+  if (cut_head) rows_as_block(head, first, std::min(last_step_of(head), last));
+  const int64_t first_whole = head + (cut_head ? 1 : 0), last_whole = tail - (cut_tail ? 1 : 0);
+  for (const FieldBlock& b : read_field_blocks(db, run_id, *field, first_whole, last_whole)) buckets.add(b.block, b.part);
+  if (cut_tail) rows_as_block(tail, std::max(first_step_of(tail), first), last);
+  return buckets.finish();
+}
+
+void for_each_spread(Database& db, int64_t run_id, int64_t first_step, int64_t last_step, Fields fields,
+                     const std::function<void(const StepSpread&)>& visit) {
+  Statement& st = db.cached("SELECT step, time, ranks, " + spread_column_list(fields) +
+                            " FROM metric_spread WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step");
+  st.bind_all(run_id, first_step, last_step);
+  StepSpread s;
+  while (st.step()) {
+    s.step = st.int64(0);
+    s.time = st.real(1);
+    s.ranks = st.int64(2);
+    s.fields = read_spreads(st, 3, fields.size());
+    visit(s);
+  }
 }
 
 }  // namespace kiln::store

@@ -5,7 +5,8 @@
 // list (metric_fields.h: spread_fields()) it gets the min, max, sum and count over its ranks,
 // with the rank at the min and the rank at the max, so a chart of the whole run draws the
 // band, the mean and the slow rank (MetricField::slow says which end) from one row a step
-// whatever the world size. The writer updates it in the transaction that inserts the rows
+// whatever the world size, and a chart of a long run from one row per 64-step block of them
+// (spread_blocks.h). The writer updates both in the transaction that inserts the rows
 // (SpreadUpdate, beside metric_blocks.h's BlockUpdate), and then drops the rows of ranks
 // other than 0 that have left the window of the newest kRecentSteps wide steps: rank 0's rows
 // (the values every rank shares: loss, lr, tokens, ...) and every rank's 64-step blocks stay
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "store/database.h"
+#include "store/metric_fields.h"
 #include "store/types.h"
 
 namespace kiln::store {
@@ -50,8 +52,9 @@ struct FieldSpread {
 
   bool present() const { return count > 0; }
   void add(int rank, double value);
-  // Folds in the spread of higher ranks.
-  void merge(const FieldSpread& higher);
+  // Folds in the spread of what comes after: higher ranks of the step, or later steps (a
+  // series' bucket, a block). A tie keeps this spread's rank: the lower, or the earlier step's.
+  void merge(const FieldSpread& later);
 };
 
 struct StepSpread {
@@ -68,12 +71,13 @@ struct StepSpread {
 // rows after inserting them (and after BlockUpdate::write has read them), then write() before
 // the commit. A step whose new rows all rank above the ranks its stored spread counts merges
 // them in; any other (a row replaced by a resumed run, a rank twice) is recomputed from its
-// rows, as a metric block is. Then the rows of ranks other than 0 of the steps that left the
+// rows, as a metric block is. The spread blocks of the touched steps follow
+// (SpreadBlockUpdate). Then the rows of ranks other than 0 of the steps that left the
 // window (and of any step this batch logged before it) are deleted: a range of the primary key.
 class SpreadUpdate {
  public:
   void add(std::span<const MetricRow> rows);
-  // Writes every touched step, prunes, and starts over empty.
+  // Writes every touched step and its block, prunes, and starts over empty.
   void write(Database& db, int64_t run_id);
 
  private:
@@ -87,6 +91,12 @@ class SpreadUpdate {
 
 // Migration 17: the spread of every wide step already stored, and the old rows pruned.
 void build_spreads(Database& db);
+
+// Calls visit with the stored spread of each of the run's wide steps in [first_step,
+// last_step], in step order: the given fields' (spread_fields(), or those a migration's
+// version has; StepSpread::top_rank is left unread). visit must not write metric_spread.
+void for_each_spread(Database& db, int64_t run_id, int64_t first_step, int64_t last_step,
+                     std::span<const MetricField* const> fields, const std::function<void(const StepSpread&)>& visit);
 
 // The first step of the run's recent window when rows before it were pruned: the
 // kRecentSteps-th newest wide step, with a wide step before it; nullopt otherwise.
@@ -105,7 +115,8 @@ size_t for_each_row_beside_spread(Database& db, int64_t run_id, const std::funct
 
 // One point of a spread series: a bucket of wide steps.
 struct SpreadPoint {
-  int64_t step = 0;  // the bucket's last step, with its time and rank count
+  int64_t step = 0;  // the bucket's last wide step (with a value of the key or not), with its
+                     // time and rank count: what a block keeps of its steps
   double time = 0;
   int64_t ranks = 0;
   double min = 0;   // over the bucket's steps and ranks
@@ -116,8 +127,13 @@ struct SpreadPoint {
 };
 
 // The spread of `key` (a PerRank field) over the wide steps in [first_step, last_step], in at
-// most max_points buckets of equal steps (0: a point a step). Steps without a value of the
-// key are skipped; an unknown key, or one that is not per rank, is an error.
+// most max_points buckets of equal steps (0: a point a step); a bucket without a value of the
+// key has no point. An unknown key, or one that is not per rank, is an error. As
+// metric_series does, it reads the rows (one a step) while a bucket is narrower than a
+// 64-step block, and otherwise buckets of whole blocks from spread_blocks.h, their edges on
+// multiples of kStepsPerBlock, with the (at most two) blocks the range cuts read from their
+// rows: the same answer a walk of the rows gives for buckets on those edges (the mean to the
+// rounding of its sum, which adds in another order).
 std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::string& key,
                                        int64_t first_step, int64_t last_step, size_t max_points);
 

@@ -6,6 +6,7 @@
 
 #include "store/metric_spread.h"
 #include "store/schema.h"
+#include "store/spread_blocks.h"
 
 namespace kiln::store {
 namespace {
@@ -427,8 +428,26 @@ CREATE TABLE metric_spread (
 ) WITHOUT ROWID;
 )sql";
 
-constexpr Migration kMigrations[] = {{kV1},  {kV2},  {kV3},  {kV4},  {kV5},  {kV6},  {kV7},  {kV8},  {kV9},
-                                     {kV10}, {kV11}, {kV12}, {kV13}, {kV14}, {kV15}, {kV16}, {kV17, build_spreads}};
+// Version 17 -> 18: the spread rolled up per block of 64 steps (store/spread_blocks.h), so a
+// chart of every rank of a long run reads a row a block instead of a row a step: per spread
+// field the same six columns as metric_spread (added from the metric list after this SQL),
+// over the block's wide steps and their ranks. build_spread_blocks computes the blocks of the
+// spread rows already stored, after the columns exist.
+constexpr const char* kV18 = R"sql(
+CREATE TABLE spread_blocks (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  block  INTEGER NOT NULL,  -- floor(step / 64)
+  step   INTEGER NOT NULL,  -- the block's last wide step
+  time   REAL NOT NULL,     -- that step's time (the latest of its rows')
+  ranks  INTEGER NOT NULL,  -- that step's rows counted
+  PRIMARY KEY (run_id, block)
+) WITHOUT ROWID;
+)sql";
+
+constexpr Migration kMigrations[] = {{kV1},  {kV2},  {kV3},  {kV4},  {kV5},  {kV6},
+                                     {kV7},  {kV8},  {kV9},  {kV10}, {kV11}, {kV12},
+                                     {kV13}, {kV14}, {kV15}, {kV16}, {kV17, build_spreads},
+                                     {kV18, build_spread_blocks}};
 
 }  // namespace
 

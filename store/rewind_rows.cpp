@@ -5,6 +5,7 @@
 #include "base/utf8.h"
 #include "store/metric_blocks.h"
 #include "store/rows.h"
+#include "store/spread_blocks.h"
 
 namespace kiln::store {
 namespace {
@@ -38,6 +39,7 @@ int64_t insert_rewind(Database& db, int64_t run_id, const Rewind& rewind) {
     forget.run();
   }
   trim_blocks_after(db, run_id, rewind.to_step);
+  trim_spread_blocks_after(db, run_id, rewind.to_step);
   insert_event(db, run_id, Event{0, time, rewind.to_step, std::string(event_kind::kRewind), message});
   return id;
 }

@@ -18,7 +18,8 @@ inline constexpr size_t kMaxRewindMessageBytes = 1024;
 // Records `rewind` in the caller's transaction: its row; rank 0's logged losses past
 // rewind.to_step, which it abandoned (rewind.losses is not read: the metrics table has them);
 // the rows of every step past to_step removed from metrics (their blocks recomputed),
-// valid_metrics, samples, expert_loads and checkpoints; and its `rewind` event at to_step.
+// metric_spread (its blocks likewise), valid_metrics, samples, expert_loads and checkpoints;
+// and its `rewind` event at to_step.
 // Returns the rewind's id.
 int64_t insert_rewind(Database& db, int64_t run_id, const Rewind& rewind);
 // A run's rewinds, oldest first, each with its abandoned losses in step order.

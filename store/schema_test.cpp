@@ -19,6 +19,7 @@
 #include "store/rewind_rows.h"
 #include "store/run_writer.h"
 #include "store/sample_queries.h"
+#include "store/spread_blocks.h"
 #include "store/test_util.h"
 
 namespace kiln::store {
@@ -65,7 +66,7 @@ std::unique_ptr<Database> migrated_from(const std::string& path, size_t version,
 
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 17);
+  EXPECT_EQ(schema_version(), 18);
   EXPECT_EQ(db->query_int("PRAGMA user_version"), schema_version());
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
@@ -76,7 +77,7 @@ TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   while (st.step()) tables.push_back(st.text(0));
   EXPECT_EQ(tables, (std::vector<std::string>{"alerts", "checkpoints", "commands", "events", "expert_loads",
                                               "metric_blocks", "metric_spread", "metrics", "rewinds", "rewound_losses",
-                                              "run_ranks", "runs", "samples",
+                                              "run_ranks", "runs", "samples", "spread_blocks",
                                               "sweep_points", "sweeps", "system_metrics", "valid_metrics"}));
   // Reopening a current store changes nothing.
   db.reset();
@@ -364,6 +365,42 @@ TEST_F(SchemaTest, VersionSeventeenBuildsTheSpreadOfWideStepsAndPrunesOldRowsBut
   ASSERT_EQ(rank7.size(), 1u);
   ASSERT_EQ(rank7[0].points.size(), 1u);
   EXPECT_EQ(rank7[0].points[0].max, 90.0);
+}
+
+TEST_F(SchemaTest, VersionEighteenRollsTheStoredSpreadUpIntoBlocks) {
+  // A version-17 store: the spread of run 1's steps 1, 2 and 70 as that version's writer left
+  // it (fwd_ms measured, the other fields not), and run 2 without any.
+  auto db = migrated_from(
+      path(), 17,
+      "INSERT INTO runs (name, created_at) VALUES ('wide', 1), ('narrow', 1);"
+      "INSERT INTO metric_spread (run_id, step, time, ranks, top_rank, fwd_ms_min, fwd_ms_max, fwd_ms_sum, "
+      "fwd_ms_count, fwd_ms_min_rank, fwd_ms_max_rank) VALUES "
+      "(1, 1, 101, 10, 9, 2, 9, 40, 10, 3, 4), (1, 2, 102, 12, 11, 1, 9, 50, 12, 0, 1), "
+      "(1, 70, 170, 9, 8, 5, 5, 45, 9, 0, 0)");
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM spread_blocks WHERE run_id = 2"), 0);
+  const auto blocks = read_field_blocks(*db, 1, *find_metric_field("fwd_ms"), 0, 10);
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_EQ(blocks[0].block, 0);
+  EXPECT_EQ(blocks[0].part.step, 2);
+  EXPECT_EQ(blocks[0].part.time, 102.0);
+  EXPECT_EQ(blocks[0].part.ranks, 12);
+  const FieldSpread& first = blocks[0].part.spread;
+  EXPECT_EQ(first.min, 1.0);
+  EXPECT_EQ(first.min_rank, 0);
+  EXPECT_EQ(first.max, 9.0);
+  EXPECT_EQ(first.max_rank, 4);  // step 1's: a tie keeps the earlier step's rank
+  EXPECT_EQ(first.sum, 90.0);
+  EXPECT_EQ(first.count, 22);
+  EXPECT_EQ(blocks[1].block, 1);
+  EXPECT_EQ(blocks[1].part.step, 70);
+  EXPECT_EQ(blocks[1].part.spread.sum, 45.0);
+  EXPECT_FALSE(read_field_blocks(*db, 1, *find_metric_field("tokens_per_s"), 0, 0).at(0).part.spread.present());
+  // A chart of the three steps in one point reads the two blocks.
+  const auto points = spread_series(*db, 1, "fwd_ms", 0, 1000, 1);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].step, 70);
+  EXPECT_EQ(points[0].slow_rank, 4);
+  EXPECT_EQ(points[0].mean, 135.0 / 31);
 }
 
 TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
