@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "bench/rank_row.h"
 #include "monitor/server/run_tail.h"
 #include "monitor/server/served_stores.h"
 #include "monitor/server/server_limits.h"
@@ -25,27 +26,10 @@ namespace {
 using namespace kiln;
 using Clock = std::chrono::steady_clock;
 
-// A rank's row with the figures a trainer logs; the per-rank ones differ by rank.
+// A rank's row (bench/rank_row.h) at a time of its step.
 store::MetricRow rank_row(int64_t step, int rank) {
-  store::MetricRow row;
-  row.step = step;
-  row.rank = rank;
+  store::MetricRow row = bench::rank_row(step, rank);
   row.time = 1.7e9 + static_cast<double>(step);
-  row.tokens = step * 4096;
-  row.loss = 2.0 + 8.0 / static_cast<double>(step + 1);
-  row.lr = 3e-4;
-  row.grad_norm = 1.0 + 0.001 * static_cast<double>(step % 97);
-  row.tokens_per_s = 9000.0 + static_cast<double>((rank * 31 + step) % 500);
-  row.tflops = 400.0;
-  row.mfu = 0.4;
-  row.fwd_ms = 100.0 + static_cast<double>(rank % 7);
-  row.bwd_ms = 200.0 + static_cast<double>(rank % 11);
-  row.opt_ms = 10.0;
-  row.comm_ms = 5.0 + static_cast<double>((rank + step) % 3);
-  row.data_ms = 1.0;
-  row.mem_used = int64_t{60} << 30;
-  row.mem_peak = int64_t{70} << 30;
-  row.trained_tokens = 4096 * 1024;
   return row;
 }
 

@@ -58,12 +58,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench/rank_row.h"
 #include "store/database.h"
 #include "store/metric_spread.h"
-#include "trainer/config/config.h"
 #include "store/run_writer.h"
 #include "store/schema.h"
 #include "store/sweep_writer.h"
+#include "trainer/config/config.h"
 
 namespace {
 
@@ -74,6 +75,7 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using namespace kiln::store;
+using kiln::bench::rank_row;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -117,30 +119,6 @@ void remove_store(const std::string& path) {
 int64_t store_bytes(const std::string& path) {
   open_store(path, Access::ReadWrite)->exec("PRAGMA wal_checkpoint(TRUNCATE)");
   return static_cast<int64_t>(fs::file_size(path));
-}
-
-// A metric row as a trainer's rank logs it: loss and lr the same on every rank, the times
-// its own.
-MetricRow rank_row(int64_t step, int rank) {
-  MetricRow row;
-  row.step = step;
-  row.rank = rank;
-  row.tokens = step * 4096;
-  row.loss = 2.0 + 8.0 / static_cast<double>(step + 1);
-  row.lr = 3e-4;
-  row.grad_norm = 1.0 + 0.001 * static_cast<double>(step % 97);
-  row.tokens_per_s = 9000.0 + static_cast<double>((rank * 31 + step) % 500);
-  row.tflops = 400.0;
-  row.mfu = 0.4;
-  row.fwd_ms = 100.0 + static_cast<double>(rank % 7);
-  row.bwd_ms = 200.0 + static_cast<double>(rank % 11);
-  row.opt_ms = 10.0;
-  row.comm_ms = 5.0 + static_cast<double>((rank + step) % 3);
-  row.data_ms = 1.0;
-  row.mem_used = int64_t{60} << 30;
-  row.mem_peak = int64_t{70} << 30;
-  row.trained_tokens = 4096 * 1024;
-  return row;
 }
 
 // A run as kiln records it: the whole resolved config (every key, about 4 KB), as a trainer
