@@ -22,7 +22,7 @@
 
 namespace kiln::store {
 
-// A block's row (~700 bytes) adds ~11 bytes to each row of a run that logs every step
+// A block's row (~1,000 bytes) adds ~16 bytes to each row of a run that logs every step
 // (about 8% of a row), while a 1000-point chart of a run longer than 64,000 steps reads
 // 1/64 as many rows. A run that logs once in 64 steps or less often has a block per row.
 inline constexpr int64_t kStepsPerBlock = 64;

@@ -444,10 +444,32 @@ CREATE TABLE spread_blocks (
 ) WITHOUT ROWID;
 )sql";
 
+// Version 18 -> 19: metric_blocks becomes a rowid table, its key a unique index. A WITHOUT
+// ROWID table keeps a row in its b-tree's cells, which hold about 1,000 bytes at most on a
+// 4 KiB page before the rest goes to an overflow page; a block's aggregates grew to 1,000
+// bytes with the metric list (25 keys x 40), so every block took a page of its own, 4 KiB
+// for 1 KiB, 80% of a 1,024-rank run's store (bench/README.md, "Store and dashboard at
+// scale"). A rowid table's cells hold a whole page, so four blocks share one. The rows are
+// copied in (run, block, rank) order, as the writer appends them.
+constexpr const char* kV19 = R"sql(
+CREATE TABLE metric_blocks_v19 (
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank       INTEGER NOT NULL,
+  block      INTEGER NOT NULL,
+  aggregates BLOB NOT NULL,  -- per metric key, 40 bytes little-endian: min, max, last (f64),
+                             -- last step (i64), its time (f64); NaN min: no value in the block
+  UNIQUE (run_id, rank, block)
+);
+INSERT INTO metric_blocks_v19 (run_id, rank, block, aggregates)
+  SELECT run_id, rank, block, aggregates FROM metric_blocks ORDER BY run_id, block, rank;
+DROP TABLE metric_blocks;
+ALTER TABLE metric_blocks_v19 RENAME TO metric_blocks;
+)sql";
+
 constexpr Migration kMigrations[] = {{kV1},  {kV2},  {kV3},  {kV4},  {kV5},  {kV6},
                                      {kV7},  {kV8},  {kV9},  {kV10}, {kV11}, {kV12},
                                      {kV13}, {kV14}, {kV15}, {kV16}, {kV17, build_spreads},
-                                     {kV18, build_spread_blocks}};
+                                     {kV18, build_spread_blocks}, {kV19}};
 
 }  // namespace
 

@@ -66,7 +66,7 @@ std::unique_ptr<Database> migrated_from(const std::string& path, size_t version,
 
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 18);
+  EXPECT_EQ(schema_version(), 19);
   EXPECT_EQ(db->query_int("PRAGMA user_version"), schema_version());
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
@@ -401,6 +401,21 @@ TEST_F(SchemaTest, VersionEighteenRollsTheStoredSpreadUpIntoBlocks) {
   EXPECT_EQ(points[0].step, 70);
   EXPECT_EQ(points[0].slow_rank, 4);
   EXPECT_EQ(points[0].mean, 135.0 / 31);
+}
+
+TEST_F(SchemaTest, VersionNineteenKeepsTheBlocksWithoutOverflowPages) {
+  // A version-18 store's blocks, two ranks of two blocks each, with aggregates of today's size.
+  const std::string blob = "x'" + std::string(2 * kKeyAggregateBytes * metric_keys().size(), 'a') + "'";
+  auto db = migrated_from(path(), 18,
+                          "INSERT INTO runs (name, created_at) VALUES ('blocks', 1);"
+                          "INSERT INTO metric_blocks (run_id, rank, block, aggregates) VALUES (1, 0, 0, " + blob +
+                              "), (1, 0, 1, " + blob + "), (1, 1, 0, " + blob + "), (1, 1, 1, " + blob + ")");
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM metric_blocks WHERE run_id = 1 AND aggregates = " + blob), 4);
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM metric_blocks WHERE rank = 1 AND block = 1"), 1);
+  // A block's 1,000 bytes sit in its table's page, not on an overflow page each.
+  EXPECT_EQ(kKeyAggregateBytes * metric_keys().size(), 1000u);
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM dbstat WHERE name = 'metric_blocks' AND pagetype = 'overflow'"), 0);
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM dbstat WHERE name = 'metric_blocks'"), 1);
 }
 
 TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {
