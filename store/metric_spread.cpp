@@ -329,7 +329,7 @@ size_t for_each_row_beside_spread(Database& db, int64_t run_id, const std::funct
 }
 
 std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::string& key,
-                                       int64_t first_step, int64_t last_step, size_t max_points) {
+                                       int64_t first_step, int64_t last_step, size_t max_points, size_t max_rows) {
   const MetricField* field = find_metric_field(key);
   const Fields all = spread_fields();
   if (!field || std::find(all.begin(), all.end(), field) == all.end())
@@ -351,7 +351,7 @@ std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::
   const int64_t first = *lowest, last = *edge(true);
   const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);
   const uint64_t width = max_points == 0 || span < max_points ? 1 : span / max_points + 1;
-  if (width < static_cast<uint64_t>(kStepsPerBlock)) {
+  if (width < static_cast<uint64_t>(kStepsPerBlock) && (max_rows == 0 || span + 1 <= max_rows)) {
     SpreadBuckets buckets(first, width, field->slow);
     for_each_spread_step(db, run_id, *field, first, last,
                          [&](const SpreadPart& part) { buckets.add(part.step, part); });

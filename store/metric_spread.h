@@ -133,8 +133,10 @@ struct SpreadPoint {
 // 64-step block, and otherwise buckets of whole blocks from spread_blocks.h, their edges on
 // multiples of kStepsPerBlock, with the (at most two) blocks the range cuts read from their
 // rows: the same answer a walk of the rows gives for buckets on those edges (the mean to the
-// rounding of its sum, which adds in another order).
+// rounding of its sum, which adds in another order). Narrow buckets that would read more than
+// max_rows rows (0: no bound) come from whole blocks too, as SeriesQuery::max_rows does.
 std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::string& key,
-                                       int64_t first_step, int64_t last_step, size_t max_points);
+                                       int64_t first_step, int64_t last_step, size_t max_points,
+                                       size_t max_rows = 0);
 
 }  // namespace kiln::store

@@ -318,6 +318,16 @@ TEST_F(SpreadTest, BucketsOfWholeBlocksMergeInStepOrderAndATieKeepsTheEarlierSte
   ASSERT_EQ(points.size(), 4u);
   EXPECT_EQ(points[1].slow_rank, 0);
   EXPECT_EQ(points[3].step, 130);
+  // 100 points are narrow buckets, read from the rows while steps 3-140 (138 rows) are within
+  // max_rows; past it, a point a whole block.
+  EXPECT_EQ(spread_series(*db_, 1, "fwd_ms", 0, 200, 100, 138).size(), 4u);
+  points = spread_series(*db_, 1, "fwd_ms", 0, 200, 100, 137);
+  ASSERT_EQ(points.size(), 3u);
+  EXPECT_EQ(points[0].step, 7);
+  EXPECT_EQ(points[0].slow_rank, 2);
+  EXPECT_EQ(points[1].step, 64);
+  EXPECT_EQ(points[2].step, 140);
+  EXPECT_EQ(points[2].mean, 18.0 / 10);
 }
 
 TEST_F(SpreadTest, BucketsOfWholeBlocksAnswerWhatAWalkOfTheRowsAnswers) {

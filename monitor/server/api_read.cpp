@@ -243,7 +243,7 @@ Reply get_metrics(ApiCall& call) {
   // at most kSpreadAbove ranks of a narrow run asked for every rank.
   const size_t per_key = wide ? 2 : query.ranks.empty() ? store::kSpreadAbove : query.ranks.size();
   query.max_points = limits::points_per_series(query.max_points, keys.size() * per_key);
-  query.max_rows = limits::kMaxAnswerRows / keys.size();
+  query.max_rows = limits::kMaxAnswerRows / (keys.size() * (wide ? 2 : 1));  // a wide run's spread reads rows too
   json series = json::object(), spread = json::object();
   for (const std::string& key : keys) {
     query.key = key;

@@ -13,7 +13,8 @@ nlohmann::json spread_json(store::Database& db, int64_t run_id, const store::Ser
   json step = json::array(), time = json::array(), ranks = json::array(), min = json::array(),
        mean = json::array(), max = json::array(), slowest_rank = json::array(), slowest = json::array();
   for (const store::SpreadPoint& p :
-       store::spread_series(db, run_id, query.key, query.first_step, query.last_step, query.max_points)) {
+       store::spread_series(db, run_id, query.key, query.first_step, query.last_step, query.max_points,
+                           query.max_rows)) {
     step.push_back(p.step);
     time.push_back(store::json_number(p.time));
     ranks.push_back(p.ranks);
