@@ -245,16 +245,34 @@ std::vector<KeyBlock> read_key_blocks(Database& db, int64_t run_id, int rank, si
 }
 
 std::map<int, KeyAggregate> aggregate_key_rows(Database& db, int64_t run_id, size_t key,
-                                               int64_t first_step, int64_t last_step) {
+                                               std::span<const int> ranks, int64_t first_step,
+                                               int64_t last_step) {
   const std::string column(metric_keys()[key]);
-  Statement& st = db.cached("SELECT rank, step, time, " + column +
-                            " FROM metrics WHERE run_id = ? AND step BETWEEN ? AND ? AND " +
-                            column + " IS NOT NULL");
-  st.bind_all(run_id, first_step, last_step);
-  std::map<int, KeyAggregate> ranks;
+  // Every rank: a walk of the primary key (run_id, step, rank) over the range. Some ranks:
+  // the range is at most a block's steps, so a seek per step and wanted rank; a walk would
+  // read every rank's rows (rank 0 of a 4,096-rank run: 4,096 rows a step to keep one).
+  Statement& st = ranks.empty()
+      ? db.cached("SELECT rank, step, time, " + column + " FROM metrics WHERE run_id = ?1 AND step BETWEEN ?2 AND ?3 AND " +
+                  column + " IS NOT NULL")
+      : db.cached(R"sql(
+      WITH RECURSIVE steps(step) AS (SELECT ?2 UNION ALL SELECT step + 1 FROM steps WHERE step < ?3)
+      SELECT m.rank, m.step, m.time, m.)sql" + column + R"sql(
+      FROM steps CROSS JOIN json_each(?4) AS wanted CROSS JOIN metrics AS m
+        ON m.run_id = ?1 AND m.step = steps.step AND m.rank = wanted.value
+      WHERE m.)sql" + column + " IS NOT NULL");
+  if (ranks.empty()) st.bind_all(run_id, first_step, last_step);
+  else st.bind_all(run_id, first_step, last_step, rank_array(ranks));
+  std::map<int, KeyAggregate> found;
   while (st.step())
-    ranks[static_cast<int>(st.int64(0))].add(st.int64(1), st.real(2), st.real(3));
-  return ranks;
+    found[static_cast<int>(st.int64(0))].add(st.int64(1), st.real(2), st.real(3));
+  return found;
+}
+
+std::optional<std::string> rank_array(std::span<const int> ranks) {
+  if (ranks.empty()) return std::nullopt;
+  std::string json = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) json += (i ? "," : "") + std::to_string(ranks[i]);
+  return json + "]";
 }
 
 }  // namespace kiln::store

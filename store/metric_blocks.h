@@ -12,7 +12,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -111,8 +113,13 @@ std::vector<KeyBlock> read_key_blocks(Database& db, int64_t run_id, int rank, si
                                       int64_t first_block, int64_t last_block);
 
 // One key's aggregate per rank over the rows in [first_step, last_step] (the part of a block
-// a step range cuts); ranks without a value there are left out.
+// a step range cuts), of the wanted ranks (empty: every rank); ranks without a value there
+// are left out.
 std::map<int, KeyAggregate> aggregate_key_rows(Database& db, int64_t run_id, size_t key,
-                                               int64_t first_step, int64_t last_step);
+                                               std::span<const int> ranks, int64_t first_step,
+                                               int64_t last_step);
+
+// Ranks as a JSON array, for a statement to bind and read with json_each; none: NULL.
+std::optional<std::string> rank_array(std::span<const int> ranks);
 
 }  // namespace kiln::store

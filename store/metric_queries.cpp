@@ -30,13 +30,6 @@ constexpr const char* kRankFilter = " AND (?4 IS NULL OR rank IN (SELECT value F
 
 using RankList = std::optional<std::string>;
 
-RankList rank_list(const std::vector<int>& ranks) {
-  if (ranks.empty()) return std::nullopt;
-  std::string json = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) json += (i ? "," : "") + std::to_string(ranks[i]);
-  return json + "]";
-}
-
 // The lowest step in [first, last] where one of the ranks has a value of the key: a walk
 // of the primary key (run_id, step, rank) from `first` that stops at the first match.
 std::optional<int64_t> first_step_with_value(Database& db, int64_t run_id,
@@ -148,10 +141,10 @@ std::vector<RankBlocks> blocks_in_range(Database& db, int64_t run_id, const Seri
   const bool cut_tail = q.last_step < last_step_of(tail) && !(cut_head && head == tail);
   std::map<int, KeyAggregate> head_rows, tail_rows;
   if (cut_head)
-    head_rows = aggregate_key_rows(db, run_id, key, q.first_step,
+    head_rows = aggregate_key_rows(db, run_id, key, q.ranks, q.first_step,
                                    std::min(last_step_of(head), q.last_step));
   if (cut_tail)
-    tail_rows = aggregate_key_rows(db, run_id, key, std::max(first_step_of(tail), q.first_step),
+    tail_rows = aggregate_key_rows(db, run_id, key, q.ranks, std::max(first_step_of(tail), q.first_step),
                                    q.last_step);
 
   std::vector<RankBlocks> result;
@@ -199,7 +192,7 @@ std::vector<RankSeries> series_from_blocks(const std::vector<RankBlocks>& ranks,
 
 // The series as the rows and blocks hold it (metric_series without the pruning).
 std::vector<RankSeries> series_in(Database& db, int64_t run_id, const SeriesQuery& q) {
-  const RankList ranks = rank_list(q.ranks);
+  const RankList ranks = rank_array(q.ranks);
   if (q.max_points == 0)
     return series_from_rows(db, run_id, q.key, ranks, q.first_step, q.last_step, 1);
 

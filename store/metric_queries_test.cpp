@@ -226,6 +226,45 @@ TEST_F(MetricQueriesTest, ARangeThatCutsBlocksCountsOnlyItsOwnSteps) {
   EXPECT_EQ(series[0].points[0].max, 100.0);
 }
 
+// A range's cut block is read from the rows of the wanted ranks alone (a seek per step and
+// rank): rank 0 of a 4,096-rank run read every rank's rows of the cut block, 30 ms a key.
+TEST_F(MetricQueriesTest, ACutBlockReadsTheWantedRanksAlone) {
+  const size_t loss = key_index("loss");
+  const std::vector<int> one{1};
+  auto found = aggregate_key_rows(*db_, run_, loss, one, 4990, 5010);
+  ASSERT_EQ(found.size(), 1u);
+  const KeyAggregate& a = found.at(1);
+  EXPECT_EQ(a.last_step, 5010);
+  EXPECT_EQ(a.last, value_at(5010, 1));
+  double low = INFINITY, high = -INFINITY;
+  for (int64_t s = 4990; s <= 5010; ++s) {
+    low = std::min(low, value_at(s, 1));
+    high = std::max(high, value_at(s, 1));
+  }
+  EXPECT_EQ(a.min, low);
+  EXPECT_EQ(a.max, high);
+  EXPECT_LT(a.max, 100.0);  // rank 0's spike at 5003 is not rank 1's
+  // Every rank; and a rank with no rows is left out.
+  EXPECT_EQ(aggregate_key_rows(*db_, run_, loss, {}, 4990, 5010).size(), 2u);
+  const std::vector<int> absent{0, 7};
+  found = aggregate_key_rows(*db_, run_, loss, absent, 5003, 5003);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found.at(0).max, 100.0);
+  // The series of rank 1 over a range cutting blocks 77 and 78 agrees.
+  SeriesQuery q;
+  q.key = "loss";
+  q.ranks = one;
+  q.first_step = 4990;
+  q.last_step = 5010;
+  q.max_points = 1;
+  q.max_rows = 1;  // from the blocks, both cut
+  const auto series = metric_series(*db_, run_, q);
+  ASSERT_EQ(series.size(), 1u);
+  ASSERT_EQ(series[0].points.size(), 1u);
+  EXPECT_EQ(series[0].points[0].min, low);
+  EXPECT_EQ(series[0].points[0].max, high);
+}
+
 TEST_F(MetricQueriesTest, NullValuesAreSkippedAndKeysChecked) {
   SeriesQuery q;
   q.key = "grad_norm";
