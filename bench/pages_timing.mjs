@@ -2,9 +2,10 @@
 // benchmark runs it against stores a to d, bench/README.md):
 //   node bench/pages_timing.mjs URL PAGE...
 // PAGE is one of:
-//   run:     #/run/1: first paint is the loss chart's box on the page, the full chart its
-//            line drawn with the ranks' heat strip (a run of more than one rank) or the
-//            experts heatmap (an MoE run) drawn too.
+//   ranks:   #/run/1 of a run of many ranks: first paint is the loss chart's box on the
+//            page, the full chart its line drawn and the Ranks panel shown with its table and
+//            heat strip drawn.
+//   experts: #/run/1 of an MoE run: the same, with the experts heatmap drawn.
 //   compare: #/compare?runs=1,...,10: first paint is the loss chart's box, the full chart
 //            its ten runs' lines drawn.
 // For each page it loads it once in a fresh browser, then reloads it ten times, and prints
@@ -17,16 +18,21 @@ const [url, ...pages] = process.argv.slice(2);
 const timeout = 60000;
 const reloads = 10;
 
-const specs = {
-  run: {
+// The run page, full once its loss line and the panel `canvas` (shown, with its steps drawn)
+// are: a panel that is still hidden has not been drawn yet.
+function runPage(canvas) {
+  return {
     hash: "#/run/1",
     first: () => document.getElementById("chart-loss") !== null,
-    full: () => document.getElementById("chart-loss")?.chart?.data[0].length > 0 &&
-      ["ranks-heat", "experts-heatmap"].every((id) => {
-        const canvas = document.getElementById(id);
-        return !canvas || canvas.closest("[hidden]") !== null || Number(canvas.dataset.steps) > 0;
-      }),
-  },
+    full: `document.getElementById("chart-loss")?.chart?.data[0].length > 0 &&
+      document.getElementById("${canvas}")?.closest("[hidden]") === null &&
+      Number(document.getElementById("${canvas}").dataset.steps) > 0`,
+  };
+}
+
+const specs = {
+  ranks: runPage("ranks-heat"),
+  experts: runPage("experts-heatmap"),
   compare: {
     hash: "#/compare?runs=1,2,3,4,5,6,7,8,9,10",
     first: () => document.getElementById("compare-loss") !== null,
@@ -39,7 +45,7 @@ const browser = await launchBrowser();
 try {
   for (const name of pages) {
     const spec = specs[name];
-    if (!spec) throw new Error(`no page '${name}': run or compare`);
+    if (!spec) throw new Error(`no page '${name}': ranks, experts or compare`);
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     // One load, timed from navigation to each condition.
     const load = async (go) => {

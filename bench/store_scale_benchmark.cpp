@@ -25,7 +25,9 @@
 // It times `kiln tui` (in tmux): for store a from its start to the runs screen, from End to
 // the last run in view and a compare of 10 runs; for b and c to the runs screen and then the
 // run screen with its ranks. In headless Chromium (bench/pages_timing.mjs) the compare page
-// of 10 runs over a and the run page over b, c and d: first paint and full chart. For a, the runs page (bench/runs_page_memory.mjs):
+// of 10 runs over a and the run page over b, c and d: first paint and full chart (its loss
+// line and the Ranks panel's heat strip on b and c, the experts heatmap on d). For a, the
+// runs page (bench/runs_page_memory.mjs):
 // its first rows, a scroll through every run, and the browser's memory after it.
 //
 // For each store it prints: bytes on disk (the store file after a WAL checkpoint) per
@@ -557,7 +559,7 @@ int main(int argc, char** argv) {
           fmt::print("  runs page: bench/runs_page_memory.mjs failed (run from the repository's root)\n");
         // The chart pages in a browser: a compare of 10 runs over a; the run page (its heat
         // strip, or its experts heatmap) over b, c and d.
-        const char* chart_pages = which == 'a' ? "compare" : "run";
+        const char* chart_pages = which == 'a' ? "compare" : which == 'd' ? "experts" : "ranks";
         if (std::system(fmt::format("node bench/pages_timing.mjs http://127.0.0.1:{}/ {}", served_port, chart_pages)
                             .c_str()) != 0)
           fmt::print("  chart pages: bench/pages_timing.mjs failed (run from the repository's root)\n");

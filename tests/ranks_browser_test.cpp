@@ -2,7 +2,8 @@
 // (tests/browser/ranks.mjs) against `kiln serve`, over a store holding a steady run and a live
 // 4-rank run on two hosts whose rank 3 turns slow, with the alerts its rules would fire, and a
 // live run of 12 ranks, whose charts draw the spread across ranks (its live steps' from the
-// WebSocket). The test keeps logging steps of both live runs while the browser looks. A screenshot of the Ranks panel lands in
+// WebSocket), and a run of 300 ranks, whose table draws only the rows in view. The test keeps
+// logging steps of both live runs while the browser looks. A screenshot of the Ranks panel lands in
 // build/screenshots/ranks/ (docs/images/straggler-view.png).
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -60,6 +61,19 @@ TEST(RanksBrowser, StragglerViewAndAlertsShowTheApisValues) {
     steady.finish(store::RunStatus::Completed);
     steady.flush();
   }
+  {
+    // 300 ranks, rank 200 the slowest (its step time twice the others').
+    store::RunWriter many(store);
+    many.create_run(store::testing_util::run_info("many"));
+    for (int64_t step = 1; step <= 3; ++step) {
+      std::vector<store::MetricRow> rows = step_rows(step, 300);
+      rows[200].fwd_ms *= 2;
+      rows[200].bwd_ms *= 2;
+      many.log_metrics(rows);
+    }
+    many.finish(store::RunStatus::Completed);
+    many.flush();
+  }
   // A wide run: 12 ranks a step (store/metric_spread.h), rank 5 the slowest in throughput
   // for its first 10 steps and rank 9 for those logged while the browser looks.
   store::RunWriter wide(store);
@@ -91,7 +105,7 @@ TEST(RanksBrowser, StragglerViewAndAlertsShowTheApisValues) {
   const std::string shots = (std::filesystem::path(KILN_BINARY).parent_path() / "screenshots" / "ranks").string();
   std::filesystem::create_directories(shots);
   const std::string browser_log = dir + "/browser.log";
-  const int status = watch_browser("node " KILN_SOURCE_DIR "/tests/browser/ranks.mjs " + url + " straggler steady " + shots + " wide",
+  const int status = watch_browser("node " KILN_SOURCE_DIR "/tests/browser/ranks.mjs " + url + " straggler steady " + shots + " wide many",
                                    browser_log, [&] {
                                      writer.log_metrics(step_rows(++step, 4));
                                      log_wide(9, 400);

@@ -351,6 +351,7 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
       const msg = JSON.parse(m.data);
       if (msg.type === "hello") {
         const to = msg.last_step == null ? -1 : msg.last_step;
+        ranks.load();  // its own answers, asked beside the history's
         const [history, validRows, systemRows, sampleRows] = await Promise.all([
           getJson(`/api/runs/${details.id}/metrics?keys=${keys.join(",")},tokens&to=${to}&points=2000`),
           getJson(`/api/runs/${details.id}/valid`), getJson(`/api/runs/${details.id}/system`),
@@ -382,7 +383,6 @@ export function renderRun(view, run, settings = { bands: false, x: "step", smoot
         samples.add(sampleRows.filter((s) => s.step <= (msg.last_sample_step ?? -Infinity)));
         build();
         showProgress();
-        ranks.load();
         alerts.load();
         if (msg.last_expert_step != null)
           experts.load(await getJson(`/api/runs/${details.id}/experts?to=${msg.last_expert_step}`));

@@ -2,7 +2,9 @@
 // host, device, latest step time and its split (numbers and a stacked bar) and memory, the
 // slowest rank highlighted; and a heat strip of every rank over the steps (a row per rank, a
 // column per step), coloured by the rank's working time (forward, backward, optimizer) over
-// the median rank's at that step. It stays hidden for a run of one rank.
+// the median rank's at that step. It stays hidden for a run of one rank. The table scrolls in
+// its own box and draws only the rows in view (a 4,096-rank run's 4,096 rows laid out took
+// the page half a second); a click on a column's heading sorts the ranks by it.
 import { getJson, el, format } from "/api.js";
 import { palette } from "/charts.js";
 import { namesIn } from "/metric_fields.js";
@@ -11,6 +13,8 @@ import { namesIn } from "/metric_fields.js";
 const splitKeys = namesIn("time_split").map((k) => [k, k.replace(/_ms$/, "")]);
 const margin = { left: 64, bottom: 22, top: 4, right: 8 };
 const refreshEvery = 2000;  // ms: a live run's panel asks for new figures at most this often
+const overscan = 10;        // rows drawn above and below the table's box
+const boxHeight = 480;      // px: the table's box at most (style.css #ranks-scroll)
 // The strip's colours: the median rank neutral, slower ones towards red (saturating at 1.5x),
 // faster ones towards blue (at 0.5x); readable on light and dark pages alike.
 const fast = [37, 99, 235], neutral = [148, 163, 184], slow = [220, 38, 38];
@@ -36,6 +40,14 @@ export function ranksSection(run, onSlowest) {
   let last = 0, timer = null, inFlight = false;
 
   const table = el("table", { id: "ranks-table" });
+  const box = el("div", { class: "table-wrap", id: "ranks-scroll" }, table);
+  let body = null;    // the latest /ranks answer
+  let order = [];     // its ranks, sorted
+  let longest = 1e-9; // the longest step time, the split bars' full width
+  let rowHeight = 27; // px: a drawn row's, measured once rows are drawn
+  const sort = { key: "rank", descending: false };
+  const columns = [["rank", "rank"], ["host", "host"], ["device", "device"], ["step", "step"], ["step ms", "step_ms"],
+    ["work / median", "relative"], ...splitKeys.map(([k, label]) => [`${label} ms`, k])];
   const summary = el("p", { id: "ranks-summary", class: "muted" });
   const heading = el("h3", {}, "Each rank's working time (forward, backward, optimizer) over the median rank's, by step");
   const canvas = el("canvas", { id: "ranks-heat", height: "160" });
@@ -44,7 +56,7 @@ export function ranksSection(run, onSlowest) {
       el("span", { class: "legend-swatch", style: `background:${heatColour(r)}` }, label)));
   const readout = el("div", { id: "ranks-readout", class: "muted" }, "point at a cell for its rank, host, step and time");
   const element = el("section", { id: "ranks", hidden: "" }, el("h2", {}, "Ranks"), summary,
-    el("div", { class: "table-wrap" }, table), el("div", { class: "chart heatmap" }, heading, canvas, legend, readout));
+    box, el("div", { class: "chart heatmap" }, heading, canvas, legend, readout));
 
   function splitBar(r, longest) {
     const bar = el("span", { class: "split-bar", title: splitKeys.map(([k, label]) => `${label} ${ms(r[k])} ms`).join(", ") });
@@ -54,23 +66,87 @@ export function ranksSection(run, onSlowest) {
     return bar;
   }
 
-  function drawTable(body) {
-    const longest = Math.max(1e-9, ...body.ranks.map((r) => r.step_ms ?? 0));
-    const key = splitKeys.map(([, label], i) => el("span", {}, el("span", { class: "swatch", style: `background:${palette[i]}` }), label, " "));
-    const head = el("tr", {}, ...["rank", "host", "device", "step", "step ms", "work / median", ...splitKeys.map(([, l]) => `${l} ms`)]
-      .map((h, i) => el("th", { class: i >= 3 ? "num" : "" }, h)), el("th", { class: "split-key" }, ...key), el("th", {}, "memory used / peak"));
-    const rows = body.ranks.map((r) => el("tr", { "data-rank": r.rank, class: r.slowest ? "slowest" : null, title: r.slowest ? "the slowest rank" : null },
+  // Sorts by the column `key`, absent values last, ties by rank.
+  function sortRanks() {
+    const absent = (x) => x == null || x === "";
+    const { key, descending } = sort;
+    order = body.ranks.slice().sort((a, b) => {
+      const x = a[key], y = b[key];
+      if (absent(x) || absent(y)) return absent(x) - absent(y) || a.rank - b.rank;
+      const c = typeof x === "string" ? x.localeCompare(y) : x - y;
+      return (descending ? -c : c) || a.rank - b.rank;
+    });
+  }
+
+  function columnHead([label, key], i) {
+    const arrow = sort.key === key ? (sort.descending ? " ▾" : " ▴") : "";
+    return el("th", { class: i >= 3 ? "num" : null, "data-sort": key, title: `sort the ranks by ${label}`, onclick: () => {
+      // A figure sorts largest first (the slow ranks on top), a name or the rank in order.
+      sort.descending = sort.key === key ? !sort.descending : i >= 3;
+      sort.key = key;
+      sortRanks();
+      drawHead();
+      drawRows();
+    } }, label + arrow);
+  }
+
+  function drawHead() {
+    const swatches = splitKeys.map(([, label], i) => el("span", {}, el("span", { class: "swatch", style: `background:${palette[i]}` }), label, " "));
+    table.tHead.replaceChildren(el("tr", {}, ...columns.map(columnHead), el("th", { class: "split-key" }, ...swatches),
+      columnHead(["memory used / peak", "mem_used"], 3)));
+  }
+
+  function rankRow(r) {
+    return el("tr", { "data-rank": r.rank, class: r.slowest ? "slowest" : null, title: r.slowest ? "the slowest rank" : null },
       el("td", {}, String(r.rank)), el("td", {}, r.host || "—"), el("td", {}, r.device || "—"),
       ...[r.step == null ? "—" : String(r.step), ms(r.step_ms), times(r.relative), ...splitKeys.map(([k]) => ms(r[k]))].map((t) => el("td", { class: "num" }, t)),
       el("td", {}, r.step_ms == null ? "" : splitBar(r, longest)),
-      el("td", {}, `${format.bytes(r.mem_used)} / ${format.bytes(r.mem_peak)}`)));
-    table.replaceChildren(el("thead", {}, head), el("tbody", {}, ...rows));
+      el("td", {}, `${format.bytes(r.mem_used)} / ${format.bytes(r.mem_peak)}`));
+  }
+
+  // A row of the given height standing in for the rows not drawn.
+  function spacer(height) {
+    return el("tr", { class: "spacer", "aria-hidden": "true" }, el("td", { colspan: columns.length + 2, style: `height: ${height}px; padding: 0; border: 0` }));
+  }
+
+  // Draws the rows in the box's view and some around them. The spacers' heights and the rows
+  // in view both come from rowHeight, so a first estimate that the drawn rows belie is
+  // replaced by their mean height and the rows drawn again.
+  function drawRows(measured = false) {
+    const n = order.length;
+    const first = Math.max(0, Math.min(n, Math.floor(box.scrollTop / rowHeight) - overscan));
+    const last = Math.min(n, first + Math.ceil(Math.max(box.clientHeight, boxHeight) / rowHeight) + 2 * overscan);
+    table.tBodies[0].replaceChildren(...(first > 0 ? [spacer(first * rowHeight)] : []), ...order.slice(first, last).map(rankRow),
+      ...(last < n ? [spacer((n - last) * rowHeight)] : []));
+    const rows = table.tBodies[0].querySelectorAll("tr[data-rank]");
+    if (measured || rows.length === 0) return;
+    const height = (rows[rows.length - 1].getBoundingClientRect().bottom - rows[0].getBoundingClientRect().top) / rows.length;
+    if (!(height > 0) || Math.abs(height - rowHeight) < 0.5) return;
+    rowHeight = height;
+    drawRows(true);
+  }
+
+  function drawTable() {
+    longest = Math.max(1e-9, ...body.ranks.map((r) => r.step_ms ?? 0));
+    if (!table.tHead) table.append(el("thead"), el("tbody"));
+    sortRanks();
+    drawHead();
+    drawRows();
     const slowest = body.ranks.find((r) => r.slowest);
     summary.textContent = slowest
       ? `At step ${body.step} rank ${slowest.rank}${slowest.host ? ` on ${slowest.host}` : ""} is the slowest: ` +
         `${ms(slowest.working_ms)} ms of work, ${times(slowest.relative)} the median rank's ${ms(body.median_working_ms)} ms.`
       : body.step == null ? "No step logged yet." : `At step ${body.step} no rank is slower than the others.`;
   }
+
+  let frame = 0;
+  box.addEventListener("scroll", () => {
+    if (frame || !body) return;
+    frame = requestAnimationFrame(() => {
+      frame = 0;
+      drawRows();
+    });
+  }, { passive: true });
 
   function rowLabel(i) {
     const first = heat.ranks[i], lastRank = first + heat.group - 1;
@@ -137,17 +213,18 @@ export function ranksSection(run, onSlowest) {
     inFlight = true;
     last = Date.now();
     try {
-      const columns = Math.max(16, Math.min(512, Math.floor((canvas.clientWidth || 800) / 4)));
-      const [body, strip] = await Promise.all([getJson(`/api/runs/${run}/ranks`), getJson(`/api/runs/${run}/rank-heat?columns=${columns}`)]);
-      if (body.ranks.length < 2) return;
-      if (body.slowest !== slowest) {
-        slowest = body.slowest;
+      const stripColumns = Math.max(16, Math.min(512, Math.floor((canvas.clientWidth || 800) / 4)));
+      const [answer, strip] = await Promise.all([getJson(`/api/runs/${run}/ranks`), getJson(`/api/runs/${run}/rank-heat?columns=${stripColumns}`)]);
+      if (answer.ranks.length < 2) return;
+      if (answer.slowest !== slowest) {
+        slowest = answer.slowest;
         onSlowest(slowest);
       }
       element.hidden = false;
+      body = answer;
       places = new Map(body.ranks.map((r) => [r.rank, r.host]));
       heat = strip;
-      drawTable(body);
+      drawTable();
       drawHeat();
     } finally {
       inFlight = false;
@@ -167,6 +244,7 @@ export function ranksSection(run, onSlowest) {
     },
     close() {
       clearTimeout(timer);
+      cancelAnimationFrame(frame);
     },
   };
 }

@@ -1,6 +1,6 @@
 // Drives headless Chromium (Debian's, through playwright-core) through the run page's
 // straggler view and alerts, each figure checked against the API's:
-//   node ranks.mjs URL STRAGGLER_RUN STEADY_RUN SCREENSHOT_DIR WIDE_RUN
+//   node ranks.mjs URL STRAGGLER_RUN STEADY_RUN SCREENSHOT_DIR WIDE_RUN MANY_RUN
 // STRAGGLER_RUN is live (4 ranks on two hosts, rank 3 slow, two alerts) and logs a step every
 // few hundred milliseconds while this runs; STEADY_RUN has one rank and no alerts. Checks: the
 // runs table's badge counts the straggler's alerts (its hover names the latest) and the steady
@@ -10,11 +10,13 @@
 // the alerts list and the charts' alert marks match the API; WIDE_RUN (12 ranks, live: rank 5
 // the slowest in throughput at its first 10 steps, rank 9 at those logged since) draws its
 // throughput as the API's spread, the band, the mean and the slowest rank in the legend, and
-// a step that arrives over the WebSocket joins the band as the API's spread has it. Any
+// a step that arrives over the WebSocket joins the band as the API's spread has it. MANY_RUN
+// (300 ranks, rank 200 the slowest) draws only the table's rows in its box's view, the last
+// rank's once scrolled to the end, and the slowest rank first when sorted by step time. Any
 // failed expectation exits non-zero with one line saying which.
 import { launchBrowser } from "./launch.mjs";
 
-const [url, straggler, steady, shots, wide] = process.argv.slice(2);
+const [url, straggler, steady, shots, wide, many] = process.argv.slice(2);
 const timeout = 30000;
 const expect = (ok, what) => { if (!ok) throw new Error(what); };
 const api = async (path) => (await fetch(url + path)).json();
@@ -116,8 +118,24 @@ try {
     same(rates.data[3], spread.min), `wide run's chart up to step ${lastStep}: its lines are not the API's spread`);
   expect(rates.legend === `500 (rank ${spread.slowest_rank[0]})` && spread.slowest_rank[0] === 5, `wide run's legend: ${rates.legend}`);
   expect(lastStep > 10 && rates.liveLegend === "400 (rank 9)", `wide run's live step ${lastStep}: legend ${rates.liveLegend}`);
+
+  // --- 300 ranks: the rows in view, scrolled, sorted ---
+  await page.goto(`${url}#/run/${many}`);
+  const drawn = () => page.locator("#ranks-table tbody tr[data-rank]").evaluateAll((trs) => trs.map((tr) => Number(tr.dataset.rank)));
+  await page.locator("#ranks-table tbody tr[data-rank]").first().waitFor({ timeout });
+  let ranksDrawn = await drawn();
+  expect(ranksDrawn.length > 10 && ranksDrawn.length < 100 && ranksDrawn[0] === 0, `300 ranks: the table drew ranks ${ranksDrawn[0]}..${ranksDrawn.at(-1)} (${ranksDrawn.length} rows)`);
+  await page.locator("#ranks-scroll").evaluate((box) => { box.scrollTop = box.scrollHeight; });
+  await page.waitForFunction(() => document.querySelector('#ranks-table tr[data-rank="299"]') !== null, null, { timeout });
+  ranksDrawn = await drawn();
+  expect(ranksDrawn.length < 100 && !ranksDrawn.includes(0), `scrolled to the end, the table drew ranks ${ranksDrawn[0]}..${ranksDrawn.at(-1)}`);
+  await page.locator('#ranks-table th[data-sort="step_ms"]').click();
+  await page.locator("#ranks-scroll").evaluate((box) => { box.scrollTop = 0; });
+  await page.waitForFunction(() => document.querySelector("#ranks-table tbody tr[data-rank]")?.dataset.rank === "200", null, { timeout });
+  expect(await page.locator("#ranks-table tbody tr[data-rank]").first().getAttribute("class") === "slowest", "sorted by step time, the first row is not the slowest rank's");
+  expect((await text('#ranks-table th[data-sort="step_ms"]')).endsWith("▾"), "the step time heading does not show the order");
   expect(errors.length === 0, `page errors: ${errors.join("; ")}`);
-  console.log("straggler view: badge, hidden panels for a steady run, table, slowest rank, heat strip cells, alerts list and marks, live columns, a wide run's spread, a live step's too, match the API");
+  console.log("straggler view: badge, hidden panels for a steady run, table, slowest rank, heat strip cells, alerts list and marks, live columns, a wide run's spread, a live step's too, match the API; 300 ranks' table draws the rows in view, scrolls and sorts");
 } finally {
   await browser.close();
 }
