@@ -17,6 +17,7 @@
 #include "monitor/format/config_text.h"
 #include "monitor/format/expert_text.h"
 #include "monitor/format/figures.h"
+#include "monitor/server/spread_json.h"
 #include "store/json_rows.h"
 #include "store/run_details.h"
 #include "store/run_figures.h"
@@ -121,6 +122,9 @@ void print_latest(const store::RunDetails& d) {
                  bytes_or_absent(m.mem_used), bytes_or_absent(m.mem_peak)});
     }
     table.print(stdout, 2);
+    if (d.latest_ranks > static_cast<int64_t>(d.latest.size()))
+      fmt::print("  rank 0 of the {} ranks that logged the step; every rank's: the dashboard's Ranks panel or kiln tui\n",
+                 d.latest_ranks);
   }
   if (d.latest_valid)
     fmt::print("latest validation loss: {} at step {}\n", fixed4(d.latest_valid->loss),
@@ -210,7 +214,7 @@ void runs_show(const ShowOptions& options) {
   const store::RunDetails d =
       store::run_details(*db, id, static_cast<size_t>(options.events));
   if (options.json) {
-    fmt::print("{}\n", store::dump_json(to_json(d), 2));
+    fmt::print("{}\n", store::dump_json(monitor::details_json(*db, d), 2));
     return;
   }
   print_record(d.run, d.lineage, store::unix_now());

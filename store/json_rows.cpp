@@ -189,6 +189,7 @@ json to_json(const RunDetails& d) {
     return array;
   };
   out["latest_metrics"] = rows(d.latest);
+  out["latest_ranks"] = d.latest_ranks;
   out["latest_valid"] = d.latest_valid ? to_json(*d.latest_valid) : json();
   out["latest_samples"] = rows(d.latest_samples);
   out["latest_experts"] = rows(d.latest_experts);

@@ -328,6 +328,14 @@ size_t for_each_row_beside_spread(Database& db, int64_t run_id, const std::funct
   return wide.size();
 }
 
+int64_t wide_step_ranks(Database& db, int64_t run_id, int64_t step) {
+  Statement& st = db.cached("SELECT ranks FROM metric_spread WHERE run_id = ? AND step = ?");
+  st.bind_all(run_id, step);
+  const int64_t ranks = st.step() ? st.int64(0) : 0;
+  st.reset();
+  return ranks;
+}
+
 std::vector<SpreadPoint> spread_series(Database& db, int64_t run_id, const std::string& key,
                                        int64_t first_step, int64_t last_step, size_t max_points, size_t max_rows) {
   const MetricField* field = find_metric_field(key);

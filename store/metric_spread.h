@@ -113,6 +113,9 @@ bool has_spread(Database& db, int64_t run_id);
 size_t for_each_row_beside_spread(Database& db, int64_t run_id, const std::function<void(const MetricRow&)>& visit,
                                   int64_t first_step, int64_t last_step);
 
+// The ranks counted by the spread of the run's `step`; 0 when the step is not wide.
+int64_t wide_step_ranks(Database& db, int64_t run_id, int64_t step);
+
 // One point of a spread series: a bucket of wide steps.
 struct SpreadPoint {
   int64_t step = 0;  // the bucket's last wide step (with a value of the key or not), with its

@@ -18,6 +18,7 @@
 #include "store/metric_queries.h"
 #include "store/rank_queries.h"
 #include "store/rewind_rows.h"
+#include "store/run_details.h"
 #include "store/schema.h"
 #include "store/test_util.h"
 
@@ -216,6 +217,21 @@ TEST_F(SpreadTest, BesideTheSpreadAreNarrowStepsRowsAndWideStepsRankZero) {
   rows.clear();
   EXPECT_EQ(for_each_row_beside_spread(*db_, 1, visit, 2, 3), 1u);
   EXPECT_EQ(rows, (std::vector<std::pair<int64_t, int>>{{2, 0}, {3, 0}, {3, 1}}));
+}
+
+TEST_F(SpreadTest, TheDetailsOfAWideLatestStepHoldRankZerosRowAndTheRankCount) {
+  commit(ranks_of(1, 0, 2));
+  EXPECT_EQ(run_details(*db_, 1).latest.size(), 2u);
+  EXPECT_EQ(run_details(*db_, 1).latest_ranks, 2);
+  commit(ranks_of(2, 0, kWide));
+  const RunDetails d = run_details(*db_, 1);
+  ASSERT_EQ(d.latest.size(), 1u);
+  EXPECT_EQ(d.latest[0].step, 2);
+  EXPECT_EQ(d.latest[0].rank, 0);
+  EXPECT_EQ(d.latest_ranks, kWide);
+  const std::vector<MetricRow> every = latest_rows_of_every_rank(*db_, 1);
+  ASSERT_EQ(every.size(), static_cast<size_t>(kWide));
+  EXPECT_EQ(every.back().rank, kWide - 1);
 }
 
 TEST_F(SpreadTest, OldRowsOfRanksOtherThanZeroGoAndTheirBlocksStay) {

@@ -6,6 +6,7 @@
 #include "store/commands.h"
 #include "store/expert_queries.h"
 #include "store/lineage.h"
+#include "store/metric_spread.h"
 #include "store/rewind_rows.h"
 #include "store/rows.h"
 #include "store/sample_queries.h"
@@ -15,13 +16,12 @@ namespace kiln::store {
 RunDetails run_details(Database& db, int64_t run_id, size_t max_events, double stale_after_s) {
   RunDetails d;
   d.run = get_run(db, run_id, stale_after_s);
-  {
-    static const std::string sql = "SELECT " + metric_column_list() +
-                                   " FROM metrics WHERE run_id = ?1 AND step = "
-                                   "(SELECT max(step) FROM metrics WHERE run_id = ?1) ORDER BY rank";
-    Statement& st = db.cached(sql);
-    st.bind(1, run_id);
-    while (st.step()) d.latest.push_back(read_metric(st));
+  if (d.run.last_step) {
+    const int64_t step = *d.run.last_step;
+    const auto keep = [&](const MetricRow& row) { d.latest.push_back(row); };
+    d.latest_ranks = for_each_row_beside_spread(db, run_id, keep, step, step) > 0
+                         ? wide_step_ranks(db, run_id, step)
+                         : static_cast<int64_t>(d.latest.size());
   }
   {
     Statement& st = db.cached(
@@ -45,6 +45,17 @@ RunDetails run_details(Database& db, int64_t run_id, size_t max_events, double s
   d.rewinds = list_rewinds(db, run_id);
   d.lineage = run_lineage(db, run_id, stale_after_s);
   return d;
+}
+
+std::vector<MetricRow> latest_rows_of_every_rank(Database& db, int64_t run_id) {
+  static const std::string sql = "SELECT " + metric_column_list() +
+                                 " FROM metrics WHERE run_id = ?1 AND step = "
+                                 "(SELECT max(step) FROM metrics WHERE run_id = ?1) ORDER BY rank";
+  Statement& st = db.cached(sql);
+  st.bind(1, run_id);
+  std::vector<MetricRow> rows;
+  while (st.step()) rows.push_back(read_metric(st));
+  return rows;
 }
 
 }  // namespace kiln::store

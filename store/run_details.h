@@ -16,7 +16,11 @@ namespace kiln::store {
 
 struct RunDetails {
   RunRecord run;
-  std::vector<MetricRow> latest;  // the latest logged step, one row per rank that logged it
+  // The latest logged step's rows: every rank's, or of a wide step (metric_spread.h) rank 0's
+  // alone, the step's spread standing for the others (a 4,096-rank run's page was sent 4,096
+  // rows, 1.9 MB, that it did not draw).
+  std::vector<MetricRow> latest;
+  int64_t latest_ranks = 0;  // ranks that logged the latest step
   std::optional<ValidRow> latest_valid;
   std::vector<Sample> latest_samples;  // the texts generated at the latest validation step, by slot
   std::vector<ExpertLoad> latest_experts;  // each MoE layer's latest load, by layer
@@ -28,5 +32,9 @@ struct RunDetails {
 };
 RunDetails run_details(Database& db, int64_t run_id, size_t max_events = 100,
                        double stale_after_s = kDefaultStaleAfterS);
+
+// Every rank's row of the run's latest logged step, by rank: the per-rank gauges of the
+// dashboard's Prometheus scrape.
+std::vector<MetricRow> latest_rows_of_every_rank(Database& db, int64_t run_id);
 
 }  // namespace kiln::store

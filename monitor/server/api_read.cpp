@@ -205,7 +205,7 @@ Reply get_run(ApiCall& call) {
   const int64_t events = call.target.integer("events").value_or(kDefaultEvents);
   if (events < 0) throw ApiError(http::status::bad_request, "events must be 0 or more");
   auto db = call.reads();
-  json run = store::to_json(store::run_details(*db, call.run_id, static_cast<size_t>(events)));
+  json run = details_json(*db, store::run_details(*db, call.run_id, static_cast<size_t>(events)));
   address_run(run, *call.store);
   // A fork's parents and forks are runs of its own store.
   for (const char* side : {"ancestors", "forks"})

@@ -49,6 +49,7 @@ void sample(std::string& out, std::string_view name, const std::string& labels, 
 // several stores `store` too, since two hosts' stores may each hold a run of one name.
 struct LiveRun {
   store::RunDetails d;
+  std::vector<store::MetricRow> latest;  // every rank's
   std::map<std::string, int64_t> alerts;
   std::string labels;
 };
@@ -66,7 +67,8 @@ Reply get_prometheus(ApiCall& call) {
       store::RunFilter filter;
       filter.status = status;
       for (const auto& run : store::list_runs(*db, filter)) {
-        LiveRun r{store::run_details(*db, run.id, /*max_events=*/0), store::alert_counts_by_rule(*db, run.id),
+        LiveRun r{store::run_details(*db, run.id, /*max_events=*/0), store::latest_rows_of_every_rank(*db, run.id),
+                  store::alert_counts_by_rule(*db, run.id),
                   fmt::format("run=\"{}\"", label(run.name))};
         if (stores.size() > 1) r.labels += fmt::format(",store=\"{}\"", label(stores[i].label));
         live.push_back(std::move(r));
@@ -80,12 +82,12 @@ Reply get_prometheus(ApiCall& call) {
     if (field.prometheus.empty()) continue;
     header(out, {field.prometheus, field.description, "gauge"});
     for (const auto& r : live)
-      for (const auto& row : r.d.latest)
+      for (const auto& row : r.latest)
         sample(out, field.prometheus, rank_labels(r, row.rank), store::metric_value(row, field));
   }
   header(out, {"kiln_step_seconds", "Time of the latest step (forward + backward + optimizer).", "gauge"});
   for (const auto& r : live)
-    for (const auto& row : r.d.latest)
+    for (const auto& row : r.latest)
       sample(out, "kiln_step_seconds", rank_labels(r, row.rank), (row.fwd_ms + row.bwd_ms + row.opt_ms) * 1e-3);
   header(out, {"kiln_steps_total", "Highest step logged by the run.", "counter"});
   for (const auto& r : live)

@@ -209,5 +209,35 @@ TEST_F(RanksApiTest, EveryRankOfAWideRunIsTheSpreadAcrossRanksBesideRankZero) {
   EXPECT_EQ(alpha["series"]["fwd_ms"].size(), 2u);
 }
 
+// The run's answer of a wide latest step: rank 0's row and the step's spread, not every
+// rank's row (4,096 of them were 1.9 MB that the run page did not draw); Prometheus still
+// has every rank's gauge. alpha's 2 ranks keep their rows.
+TEST_F(RanksApiTest, AWideLatestStepIsRankZerosRowAndTheSpread) {
+  for (int64_t step = 16; step <= 17; ++step) {
+    std::vector<store::MetricRow> rows = four_ranks(step, step == 17 ? 3 : 1);
+    for (int r = 4; r < 12; ++r) {
+      rows.push_back(four_ranks(step, 1)[0]);
+      rows.back().rank = r;
+    }
+    live_writer_->log_metrics(rows);
+  }
+  live_writer_->flush();
+  const auto beta = get(port_, "/api/runs/beta", {kAuth}).json();
+  ASSERT_EQ(beta["latest_metrics"].size(), 1u);
+  EXPECT_EQ(beta["latest_metrics"][0]["rank"], 0);
+  EXPECT_EQ(beta["latest_metrics"][0]["step"], 17);
+  EXPECT_EQ(beta["latest_ranks"], 12);
+  const auto& fwd = beta["latest_spread"]["fwd_ms"];
+  EXPECT_EQ(fwd["step"], nlohmann::json({17}));
+  EXPECT_EQ(fwd["slowest_rank"][0], 3);
+  EXPECT_DOUBLE_EQ(fwd["max"][0].get<double>(), 30);
+  const auto alpha = get(port_, "/api/runs/alpha", {kAuth}).json();
+  EXPECT_EQ(alpha["latest_metrics"].size(), 2u);
+  EXPECT_EQ(alpha["latest_ranks"], 2);
+  EXPECT_FALSE(alpha.contains("latest_spread"));
+  const std::string scrape = get(port_, "/metrics", {kAuth}).body;
+  EXPECT_NE(scrape.find("rank=\"11\""), std::string::npos) << scrape;
+}
+
 }  // namespace
 }  // namespace kiln::monitor::test

@@ -42,4 +42,11 @@ nlohmann::json step_spreads_json(store::Database& db, int64_t run_id, int64_t fi
   return spreads;
 }
 
+nlohmann::json details_json(store::Database& db, const store::RunDetails& d) {
+  nlohmann::json out = store::to_json(d);
+  if (d.run.last_step && d.latest_ranks > static_cast<int64_t>(d.latest.size()))
+    out["latest_spread"] = step_spreads_json(db, d.run.id, *d.run.last_step, *d.run.last_step);
+  return out;
+}
+
 }  // namespace kiln::monitor

@@ -8,6 +8,7 @@
 
 #include "store/database.h"
 #include "store/metric_queries.h"
+#include "store/run_details.h"
 
 namespace kiln::monitor {
 
@@ -20,5 +21,10 @@ nlohmann::json spread_json(store::Database& db, int64_t run_id, const store::Ser
 // {"fwd_ms": {...as above...}, ...}, a field without a value in those steps left out. The live
 // stream's metrics message carries it beside rank 0's rows of the steps.
 nlohmann::json step_spreads_json(store::Database& db, int64_t run_id, int64_t first_step, int64_t last_step);
+
+// A run's details as GET /api/runs/{run} and `kiln runs show --json` give them: the store's
+// (store/json_rows.h), and for a wide latest step, beside rank 0's row in `latest_metrics`,
+// the step's spread as `latest_spread` (step_spreads_json's shape, one point).
+nlohmann::json details_json(store::Database& db, const store::RunDetails& d);
 
 }  // namespace kiln::monitor

@@ -154,6 +154,7 @@ class RunScreen final : public Screen {
     store::Database& db = session.reader();
     if (!id_ && !find_launched(db)) return;
     details_ = store::run_details(db, *id_, kEvents);
+    ranks_ = store::latest_rows_of_every_rank(db, *id_);
     commands_ = store::list_commands(db, *id_);
     name_ = details_->run.name;
     const int plot_width = std::max(8, COLS / 2 - 10);
@@ -199,8 +200,8 @@ class RunScreen final : public Screen {
     const bool tall = LINES >= kTallTerminalRows;
     // The heat strip only where it leaves the ranks table the rows it would have without it.
     int strip_rows = ranks_block_rows(heat_);
-    RunLayout layout = run_layout(height, details_->latest.size(), tall, expert_rows + strip_rows);
-    if (const RunLayout without = run_layout(height, details_->latest.size(), tall, expert_rows);
+    RunLayout layout = run_layout(height, ranks_.size(), tall, expert_rows + strip_rows);
+    if (const RunLayout without = run_layout(height, ranks_.size(), tall, expert_rows);
         layout.ranks_rows < without.ranks_rows) {
       layout = without;
       strip_rows = 0;
@@ -246,7 +247,7 @@ class RunScreen final : public Screen {
     }
     if (!details_) return Outcome::ignored();
     // In the samples, the selection is the first line shown.
-    const size_t count = pane_ == Pane::Ranks    ? details_->latest.size()
+    const size_t count = pane_ == Pane::Ranks    ? ranks_.size()
                          : pane_ == Pane::Events ? details_->events.size()
                                                  : sample_scroll_lines_;
     size_t& selected = pane_ == Pane::Ranks ? rank_selected_ : pane_ == Pane::Events ? event_selected_ : sample_first_;
@@ -380,12 +381,12 @@ class RunScreen final : public Screen {
   // The slowest by working time at the latest step (store::slowest_of, as the dashboard's):
   // the others' exposed communication is their wait for it.
   std::optional<int> slowest_rank() const {
-    const auto at = store::slowest_of(details_->latest);
-    return at ? std::optional<int>(details_->latest[*at].rank) : std::nullopt;
+    const auto at = store::slowest_of(ranks_);
+    return at ? std::optional<int>(ranks_[*at].rank) : std::nullopt;
   }
 
   void draw_ranks(int row, int height, const Theme& theme, double now) {
-    const auto& rows = details_->latest;
+    const auto& rows = ranks_;
     const size_t slowest = store::slowest_of(rows).value_or(rows.size());
     const auto times = time_fields(rows);
     std::vector<std::vector<TableCell>> cells;
@@ -532,6 +533,7 @@ class RunScreen final : public Screen {
   std::optional<int64_t> id_;
   std::string name_;
   std::optional<store::RunDetails> details_;
+  std::vector<store::MetricRow> ranks_;  // every rank's row at the latest step (the details hold rank 0's of a wide step)
   std::vector<store::Command> commands_;
   std::vector<store::RankPlace> places_;
   store::RankHeat heat_;
