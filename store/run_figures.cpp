@@ -25,17 +25,6 @@ std::optional<double> goodput(const RunRecord& run, double now_s) {
   return *run.step_seconds / counted;
 }
 
-double mean_over_ranks(const std::vector<MetricRow>& rows, double MetricRow::*field) {
-  double sum = 0;
-  int count = 0;
-  for (const auto& row : rows) {
-    if (std::isnan(row.*field)) continue;
-    sum += row.*field;
-    ++count;
-  }
-  return count > 0 ? sum / count : kNoValue;
-}
-
 double measured_step_s(const std::vector<MetricRow>& latest) {
   if (latest.empty()) return kNoValue;
   const auto zero = std::find_if(latest.begin(), latest.end(), [](const MetricRow& r) { return r.rank == 0; });

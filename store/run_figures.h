@@ -25,10 +25,6 @@ double run_duration_s(const RunRecord& run, double now_s);
 // not measure its steps.
 std::optional<double> goodput(const RunRecord& run, double now_s);
 
-// The mean of one metric over the ranks that measured it; NaN when none did (a pipeline
-// stage without the loss logs none).
-double mean_over_ranks(const std::vector<MetricRow>& rows, double MetricRow::*field);
-
 // Seconds a step took at the latest logged step, as rank 0 measured it (wall clock: the
 // tokens a step trains over its tokens/s); NaN without a step, tokens or a rate.
 double measured_step_s(const std::vector<MetricRow>& latest);

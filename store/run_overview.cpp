@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "store/json_rows.h"
-#include "store/metric_queries.h"
 #include "store/run_figures.h"
 
 namespace kiln::store {
@@ -14,13 +13,17 @@ RunOverview run_overview(Database& db, RunRecord run, double now_s) {
   overview.planned_steps = planned_steps(run.config_json);
   overview.duration_s = run_duration_s(run, now_s);
   if (run.last_step) {
-    std::vector<MetricRow> latest;
-    for_each_metric(
-        db, run.id, [&](const MetricRow& row) { latest.push_back(row); }, *run.last_step,
-        *run.last_step);
-    overview.loss = mean_over_ranks(latest, &MetricRow::loss);
-    overview.tokens_per_s = mean_over_ranks(latest, &MetricRow::tokens_per_s);
-    overview.mfu = mean_over_ranks(latest, &MetricRow::mfu);
+    // A prepared statement kept for the next run: `kiln runs list` of 10,000 runs prepared a
+    // statement a run and read every column of the rows to average three (1.9 s).
+    Statement& st = db.cached(
+        "SELECT avg(loss), avg(tokens_per_s), avg(mfu) FROM metrics WHERE run_id = ? AND step = ?");
+    st.bind_all(run.id, *run.last_step);
+    if (st.step()) {
+      overview.loss = st.opt_real(0).value_or(kNoValue);
+      overview.tokens_per_s = st.opt_real(1).value_or(kNoValue);
+      overview.mfu = st.opt_real(2).value_or(kNoValue);
+    }
+    st.reset();
   }
   overview.run = std::move(run);
   return overview;
