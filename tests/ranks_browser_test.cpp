@@ -2,7 +2,8 @@
 // (tests/browser/ranks.mjs) against `kiln serve`, over a store holding a steady run and a live
 // 4-rank run on two hosts whose rank 3 turns slow, with the alerts its rules would fire, and a
 // live run of 12 ranks, whose charts draw the spread across ranks (its live steps' from the
-// WebSocket), and a run of 300 ranks, whose table draws only the rows in view. The test keeps
+// WebSocket), a run of 300 ranks, whose table draws only the rows in view, and a live run that
+// turns from 4 ranks to 12 while its page is open. The test keeps
 // logging steps of both live runs while the browser looks. A screenshot of the Ranks panel lands in
 // build/screenshots/ranks/ (docs/images/straggler-view.png).
 #include <gtest/gtest.h>
@@ -86,6 +87,17 @@ TEST(RanksBrowser, StragglerViewAndAlertsShowTheApisValues) {
   };
   while (wide_step < 10) log_wide(5, 500);
   wide.flush();
+  // A run that turns wide while its page is open (resumed on more ranks): 4 ranks a step
+  // until the browser has drawn them and writes `turn`, then 12.
+  store::RunWriter turning(store);
+  turning.create_run(store::testing_util::run_info("turning"));
+  const std::string turn = dir + "/turn-wide";
+  int64_t turning_step = 0;
+  const auto log_turning = [&] {
+    turning.log_metrics(step_rows(++turning_step, std::filesystem::exists(turn) ? 12 : 4));
+  };
+  while (turning_step < 5) log_turning();
+  turning.flush();
   store::RunWriter writer(store);
   writer.create_run(store::testing_util::run_info("straggler"));
   writer.record_ranks({{0, "gpu-node-a", "cuda:0", 4100}, {1, "gpu-node-a", "cuda:1", 4101},
@@ -105,16 +117,19 @@ TEST(RanksBrowser, StragglerViewAndAlertsShowTheApisValues) {
   const std::string shots = (std::filesystem::path(KILN_BINARY).parent_path() / "screenshots" / "ranks").string();
   std::filesystem::create_directories(shots);
   const std::string browser_log = dir + "/browser.log";
-  const int status = watch_browser("node " KILN_SOURCE_DIR "/tests/browser/ranks.mjs " + url + " straggler steady " + shots + " wide many",
+  const int status = watch_browser("node " KILN_SOURCE_DIR "/tests/browser/ranks.mjs " + url + " straggler steady " + shots + " wide many turning " + turn,
                                    browser_log, [&] {
                                      writer.log_metrics(step_rows(++step, 4));
                                      log_wide(9, 400);
+                                     log_turning();
                                    });
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(browser_log);
   EXPECT_TRUE(std::filesystem::exists(shots + "/straggler-view.png"));
 
   wide.finish(store::RunStatus::Completed);
   wide.flush();
+  turning.finish(store::RunStatus::Completed);
+  turning.flush();
   finish_run_and_stop_server(writer, server, serve_log);
 }
 

@@ -1,6 +1,6 @@
 // Drives headless Chromium (Debian's, through playwright-core) through the run page's
 // straggler view and alerts, each figure checked against the API's:
-//   node ranks.mjs URL STRAGGLER_RUN STEADY_RUN SCREENSHOT_DIR WIDE_RUN MANY_RUN
+//   node ranks.mjs URL STRAGGLER_RUN STEADY_RUN SCREENSHOT_DIR WIDE_RUN MANY_RUN TURNING_RUN TURN_FILE
 // STRAGGLER_RUN is live (4 ranks on two hosts, rank 3 slow, two alerts) and logs a step every
 // few hundred milliseconds while this runs; STEADY_RUN has one rank and no alerts. Checks: the
 // runs table's badge counts the straggler's alerts (its hover names the latest) and the steady
@@ -12,11 +12,14 @@
 // throughput as the API's spread, the band, the mean and the slowest rank in the legend, and
 // a step that arrives over the WebSocket joins the band as the API's spread has it. MANY_RUN
 // (300 ranks, rank 200 the slowest) draws only the table's rows in its box's view, the last
-// rank's once scrolled to the end, and the slowest rank first when sorted by step time. Any
+// rank's once scrolled to the end, and the slowest rank first when sorted by step time.
+// TURNING_RUN logs 4 ranks a step until this script writes TURN_FILE, then 12: its open page
+// turns from a line per rank to the spread, and draws what a reload of the page draws. Any
 // failed expectation exits non-zero with one line saying which.
+import { writeFileSync } from "node:fs";
 import { launchBrowser } from "./launch.mjs";
 
-const [url, straggler, steady, shots, wide, many] = process.argv.slice(2);
+const [url, straggler, steady, shots, wide, many, turning, turnFile] = process.argv.slice(2);
 const timeout = 30000;
 const expect = (ok, what) => { if (!ok) throw new Error(what); };
 const api = async (path) => (await fetch(url + path)).json();
@@ -134,8 +137,36 @@ try {
   await page.waitForFunction(() => document.querySelector("#ranks-table tbody tr[data-rank]")?.dataset.rank === "200", null, { timeout });
   expect(await page.locator("#ranks-table tbody tr[data-rank]").first().getAttribute("class") === "slowest", "sorted by step time, the first row is not the slowest rank's");
   expect((await text('#ranks-table th[data-sort="step_ms"]')).endsWith("▾"), "the step time heading does not show the order");
+
+  // --- A run that turns wide while its page is open ---
+  await page.goto(`${url}#/run/${turning}`);
+  const chartOf = () => {
+    const u = document.getElementById("chart-tokens_per_s")?.chart;
+    return u ? { labels: u.series.map((s) => s.label), data: u.data } : null;
+  };
+  await page.waitForFunction(() => document.getElementById("chart-tokens_per_s")?.chart?.series.length === 5, null, { timeout });
+  const narrow = await page.evaluate(chartOf);
+  expect(narrow.labels[1].startsWith("rank 0") && narrow.labels[4].startsWith("rank 3"), `4 ranks' chart: series ${narrow.labels}`);
+  writeFileSync(turnFile, "");
+  // Two wide steps drawn, the second from the WebSocket.
+  await page.waitForFunction(() => {
+    const u = document.getElementById("chart-tokens_per_s")?.chart;
+    return u?.series[1].label === "max" && u.data[1].filter((y) => y != null).length >= 2;
+  }, null, { timeout });
+  const live = await page.evaluate(chartOf);
+  expect(live.labels.join() === "step,max,mean,min, slowest rank", `turned wide: series ${live.labels}`);
+  const seen = live.data[0].at(-1);
+  await page.reload();
+  await page.waitForFunction((n) => document.getElementById("chart-tokens_per_s")?.chart?.data[0].at(-1) >= n, seen, { timeout });
+  const fresh = await page.evaluate(chartOf);
+  const upTo = (chart) => {
+    const end = chart.data[0].filter((x) => x <= seen).length;  // steps ascend
+    return chart.data.map((ys) => ys.slice(0, end));
+  };
+  expect(fresh.labels.join() === live.labels.join() && JSON.stringify(upTo(fresh)) === JSON.stringify(upTo(live)),
+    `turned wide live, the chart up to step ${seen} is not the reloaded page's: ${JSON.stringify(upTo(live))} against ${JSON.stringify(upTo(fresh))}`);
   expect(errors.length === 0, `page errors: ${errors.join("; ")}`);
-  console.log("straggler view: badge, hidden panels for a steady run, table, slowest rank, heat strip cells, alerts list and marks, live columns, a wide run's spread, a live step's too, match the API; 300 ranks' table draws the rows in view, scrolls and sorts");
+  console.log("straggler view: badge, hidden panels for a steady run, table, slowest rank, heat strip cells, alerts list and marks, live columns, a wide run's spread, a live step's too, match the API; 300 ranks' table draws the rows in view, scrolls and sorts; a run turning wide while its page is open draws what a reload draws");
 } finally {
   await browser.close();
 }
