@@ -105,6 +105,35 @@ void BM_WriterInsert(benchmark::State& state) {
 BENCHMARK(BM_WriterInsert)->Arg(8)->Arg(64)->Arg(1024)->Arg(4096)->ArgName("ranks")->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// A trainer slower than the writer: each log interval committed alone (flush() after each),
+// the cost of one commit. Above 8 ranks a step is wide (store/metric_spread.h), and each
+// commit also reads and writes its step's spread row and its 64-step spread block, and prunes
+// the rows that left the recent window; 8 ranks write none of that, so 8 against 9 and 16
+// shows the spread's share of a commit.
+void BM_WriterCommitPerInterval(benchmark::State& state) {
+  const int ranks = static_cast<int>(state.range(0));
+  const std::string path = temp_path("commit.db");
+  remove_store(path);
+  {
+    RunWriter writer(path);
+    RunInfo info;
+    info.name = "bench";
+    writer.create_run(info);
+    int64_t step = 0;
+    for (auto _ : state) {
+      std::vector<MetricRow> rows;
+      for (int r = 0; r < ranks; ++r) rows.push_back(full_row(step, r));
+      writer.log_metrics(std::move(rows));
+      writer.flush();
+      ++step;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  remove_store(path);
+}
+BENCHMARK(BM_WriterCommitPerInterval)->Arg(8)->Arg(9)->Arg(16)->ArgName("ranks")->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()->MinTime(3);
+
 // SQLite's own ceiling for our rows: one transaction of 10,000 inserts, no thread.
 void BM_RawInsert(benchmark::State& state) {
   constexpr int kRows = 10000;
