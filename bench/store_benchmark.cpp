@@ -221,6 +221,116 @@ BENCHMARK(BM_Series_8Ranks125kSteps_Rank0_1000Points)->Unit(benchmark::kMillisec
 BENCHMARK(BM_Series_1Rank1MSteps_Range800k_1000Points)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Series_1Rank1MSteps_AllPoints)->Unit(benchmark::kMillisecond);
 
+
+// The two charts whose work grew with the run (bench/README.md, "Store and dashboard at
+// scale"), asked as the dashboard's server asks them (monitor/server/api_read.cpp's
+// arithmetic over kMaxAnswerPoints and kMaxAnswerRows, 2^18 each). Each store is built
+// once per process, only when its benchmark runs.
+constexpr size_t kAnswerBound = size_t{1} << 18;
+
+// A run of 1,024 ranks x 100,000 steps as the writer leaves it: every rank's blocks, rank
+// 0's rows, every rank's rows of the newest 1,000 steps only (older ones were pruned), and a
+// spread row a step (bare: only what says the run is wide). The blocks come from the rows
+// through BlockUpdate without inserting the pruned rows, which the writer deleted anyway.
+struct BulkStore {
+  static constexpr int kRanks = 1024;
+  static constexpr int64_t kSteps = 100000;
+  std::string path = temp_path("bulk.db");
+  std::unique_ptr<Database> db;
+
+  BulkStore() {
+    remove_store(path);
+    auto w = open_store(path, Access::ReadWrite);
+    w->exec("INSERT INTO runs (name, created_at) VALUES ('bulk', 0)");
+    for (int64_t s0 = 1; s0 <= kSteps; s0 += 6400) {
+      Transaction tx(*w);
+      BlockUpdate blocks;
+      for (int64_t s = s0; s < std::min(kSteps + 1, s0 + 6400); ++s) {
+        std::vector<MetricRow> rows;
+        for (int r = 0; r < kRanks; ++r) rows.push_back(full_row(s, r));
+        for (auto& row : rows) row.fwd_ms += 0.01 * static_cast<double>((s * 31 + row.rank * 17) % 97);
+        for (const auto& row : rows)
+          if (row.rank == 0 || s > kSteps - 1000) insert_metric(*w, 1, row);
+        blocks.add(rows);
+        w->cached("INSERT INTO metric_spread (run_id, step, time, ranks, top_rank) VALUES (1, ?, 0, ?, ?)")
+            .bind_all(s, kRanks, kRanks - 1)
+            .run();
+      }
+      blocks.write(*w, 1);
+      tx.commit();
+    }
+    w.reset();
+    db = open_store(path, Access::ReadOnly);
+  }
+  ~BulkStore() {
+    db.reset();
+    remove_store(path);
+  }
+};
+
+// A narrow run (8 ranks keep every row) of 1,000,000 steps, written as QueryStore's runs.
+struct LongNarrowStore {
+  std::string path = temp_path("narrow.db");
+  int64_t run = 0;
+  std::unique_ptr<Database> db;
+
+  LongNarrowStore() {
+    remove_store(path);
+    auto w = open_store(path, Access::ReadWrite);
+    run = QueryStore::fill(*w, "narrow", 8, 1000000);
+    w.reset();
+    db = open_store(path, Access::ReadOnly);
+  }
+  ~LongNarrowStore() {
+    db.reset();
+    remove_store(path);
+  }
+};
+
+// bench/store-scale.sh's bulk answer: one key of 1,024 ranks over the whole run, as
+// /api/runs/1/metrics?keys=fwd_ms&ranks=0,...,1023 asks it, each series getting
+// 2^18 / 1024 = 256 points of the points asked for, the answer 2^18 rows.
+void BM_Bulk_1024Ranks100kSteps(benchmark::State& state) {
+  static BulkStore store;
+  SeriesQuery query;
+  query.key = "fwd_ms";
+  for (int r = 0; r < BulkStore::kRanks; ++r) query.ranks.push_back(r);
+  query.max_points = std::min<size_t>(static_cast<size_t>(state.range(0)), kAnswerBound / BulkStore::kRanks);
+  query.max_rows = kAnswerBound;
+  size_t points = 0;
+  for (auto _ : state) {
+    points = 0;
+    for (const auto& s : metric_series(*store.db, 1, query)) points += s.points.size();
+    benchmark::DoNotOptimize(points);
+  }
+  state.counters["points"] = static_cast<double>(points);
+}
+BENCHMARK(BM_Bulk_1024Ranks100kSteps)->Arg(2000)->ArgName("points")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The run page of the narrow run: its charts' keys and the time split's, with tokens, at
+// 2,000 points (the page's) for every rank, the server's bound of 2^18 rows split over the
+// keys, one call of metric_series per key.
+void BM_RunPage_8Ranks1MSteps(benchmark::State& state) {
+  static LongNarrowStore store;
+  const std::vector<std::string> keys = {"loss",   "lr",     "grad_norm", "tokens_per_s", "mfu",
+                                         "mem_used", "fwd_ms", "bwd_ms",  "opt_ms",       "comm_ms",
+                                         "data_ms", "a2a_ms", "shard_ms", "pipe_ms",     "tokens"};
+  SeriesQuery query;
+  query.max_points = std::min<size_t>(2000, kAnswerBound / (keys.size() * 8));
+  query.max_rows = kAnswerBound / keys.size();
+  size_t points = 0;
+  for (auto _ : state) {
+    points = 0;
+    for (const auto& key : keys) {
+      query.key = key;
+      for (const auto& s : metric_series(*store.db, store.run, query)) points += s.points.size();
+    }
+    benchmark::DoNotOptimize(points);
+  }
+  state.counters["points"] = static_cast<double>(points);
+}
+BENCHMARK(BM_RunPage_8Ranks1MSteps)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();
