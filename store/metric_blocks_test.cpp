@@ -130,33 +130,42 @@ void expect_same(const std::vector<RankSeries>& got, const std::vector<RankSerie
   }
 }
 
-// Every stored block equals the block recomputed from the metrics table, and every
-// (rank, block) with rows has one.
-void expect_blocks_exact(Database& db, int64_t run, const Rows& truth) {
+// Every stored unit of the table (blocks of 64 steps, superblocks of 4,096) equals every key's
+// aggregate recomputed from the metrics table over its steps, and every (rank, unit) with rows
+// has one.
+void expect_level_exact(Database& db, int64_t run, const Rows& truth, const std::string& table,
+                        const std::string& unit, int64_t steps) {
+  const auto first_of = [steps](int64_t u) { return u * steps; };
+  const auto unit_of = [steps](int64_t step) { return step / steps - (step % steps < 0 ? 1 : 0); };
   std::map<std::pair<int, int64_t>, bool> wanted;
-  for (const auto& [where, r] : truth) wanted[{where.first, block_of(where.second)}] = false;
-  Statement st(db, "SELECT rank, block, aggregates FROM metric_blocks WHERE run_id = ?");
+  for (const auto& [where, r] : truth) wanted[{where.first, unit_of(where.second)}] = false;
+  Statement st(db, "SELECT rank, " + unit + ", aggregates FROM " + table + " WHERE run_id = ?");
   st.bind(1, run);
   while (st.step()) {
     const int rank = static_cast<int>(st.int64(0));
-    const int64_t block = st.int64(1);
-    ASSERT_TRUE(wanted.count({rank, block})) << "a block without rows: " << rank << "/" << block;
-    wanted[{rank, block}] = true;
+    const int64_t u = st.int64(1);
+    ASSERT_TRUE(wanted.count({rank, u})) << table << " without rows: " << rank << "/" << u;
+    wanted[{rank, u}] = true;
     const BlockAggregates stored = decode_block(st.blob(2));
-    const BlockAggregates fresh =
-        aggregate_rows(db, run, first_step_of(block), last_step_of(block)).at(rank);
+    const BlockAggregates fresh = aggregate_rows(db, run, first_of(u), first_of(u) + steps - 1).at(rank);
     ASSERT_EQ(stored.size(), fresh.size());
     for (size_t k = 0; k < stored.size(); ++k) {
-      ASSERT_EQ(stored[k].present(), fresh[k].present()) << metric_keys()[k] << " " << block;
+      ASSERT_EQ(stored[k].present(), fresh[k].present()) << metric_keys()[k] << " " << table << " " << u;
       if (!stored[k].present()) continue;
       EXPECT_TRUE(stored[k].min == fresh[k].min && stored[k].max == fresh[k].max &&
                   stored[k].last == fresh[k].last && stored[k].last_step == fresh[k].last_step &&
                   stored[k].last_time == fresh[k].last_time)
-          << metric_keys()[k] << " of rank " << rank << ", block " << block;
+          << metric_keys()[k] << " of rank " << rank << ", " << table << " " << u;
     }
   }
   for (const auto& [where, seen] : wanted)
-    EXPECT_TRUE(seen) << "no block for rank " << where.first << ", block " << where.second;
+    EXPECT_TRUE(seen) << "no " << table << " row for rank " << where.first << ", " << unit << " " << where.second;
+}
+
+// Both levels of the rollup agree with the rows.
+void expect_rollup_exact(Database& db, int64_t run, const Rows& truth) {
+  expect_level_exact(db, run, truth, "metric_blocks", "block", kStepsPerBlock);
+  expect_level_exact(db, run, truth, "metric_superblocks", "superblock", kStepsPerBlock * kBlocksPerSuperblock);
 }
 
 class MetricBlocksTest : public StoreTest {};
@@ -172,6 +181,14 @@ TEST(MetricBlocksMath, BlocksAreFloorDivisionsBy64) {
   EXPECT_EQ(last_step_of(-1), -1);
   EXPECT_EQ(first_step_of(block_of(kMin)), kMin);  // the extremes do not overflow
   EXPECT_EQ(last_step_of(block_of(kMax)), kMax);
+  EXPECT_EQ(superblock_of(block_of(4095)), 0);
+  EXPECT_EQ(superblock_of(block_of(4096)), 1);
+  EXPECT_EQ(superblock_of(block_of(-1)), -1);
+  EXPECT_EQ(superblock_of(block_of(-4097)), -2);
+  EXPECT_EQ(first_step_of(first_block_of(-2)), -8192);
+  EXPECT_EQ(last_step_of(last_block_of(1)), 8191);
+  EXPECT_EQ(first_step_of(first_block_of(superblock_of(block_of(kMin)))), kMin);
+  EXPECT_EQ(last_step_of(last_block_of(superblock_of(block_of(kMax)))), kMax);
 }
 
 TEST(MetricBlocksMath, TheBlobIsLittleEndianAndRoundTrips) {
@@ -241,7 +258,7 @@ TEST_F(MetricBlocksTest, RandomRunsReadFromBlocksMatchABruteForceOverTheRows) {
   writer.flush();
 
   auto db = open_store(path(), Access::ReadOnly);
-  expect_blocks_exact(*db, run, truth);
+  expect_rollup_exact(*db, run, truth);
 
   const std::vector<std::string> keys = {"loss", "grad_norm", "mem_used", "time", "tokens"};
   const std::vector<size_t> points = {0, 1, 2, 7, 50, 100, 1000, 5000};
@@ -312,7 +329,7 @@ TEST_F(MetricBlocksTest, ASpikeSurvivesAndALoggedAgainStepReplacesItsExtremes) {
   EXPECT_EQ(series[0].points[0].max, 3.0);
   EXPECT_EQ(series[0].points[0].time, 1127.0);
   expect_same(series, brute_force(truth, q), "after the resume");
-  expect_blocks_exact(*db, run, truth);
+  expect_rollup_exact(*db, run, truth);
 }
 
 TEST_F(MetricBlocksTest, ACommitCountsAStepLoggedTwiceOnceAndValuesAsStored) {
@@ -431,7 +448,7 @@ TEST_F(MetricBlocksTest, NegativeStepsAndRangesInsideOneBlock) {
     expect_same(metric_series(*db, run, q), brute_force(truth, q),
                 std::to_string(first) + ".." + std::to_string(last));
   }
-  expect_blocks_exact(*db, run, truth);
+  expect_rollup_exact(*db, run, truth);
 }
 
 TEST_F(MetricBlocksTest, RemovingARunRemovesItsBlocks) {
