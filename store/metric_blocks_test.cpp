@@ -53,8 +53,10 @@ double value_of(const MetricRow& r, const std::string& key) {
 }
 
 // metric_series' contract, computed the slow way: the rows in range with a value, the step
-// range they span, buckets of `width` steps from the first step, or, at 64 steps and wider,
-// whole 64-step blocks, as few per bucket as keep the count within max_points.
+// range they span, buckets of `width` steps from the first step, or, at 64 steps and wider
+// (or past max_rows rows), whole 64-step blocks, as few per bucket as keep the count within
+// max_points, or, at 64 blocks a bucket and more (or past max_rows blocks), whole 4,096-step
+// superblocks likewise.
 std::vector<RankSeries> brute_force(const Rows& rows, const SeriesQuery& q) {
   struct Row {
     int64_t step;
@@ -79,14 +81,25 @@ std::vector<RankSeries> brute_force(const Rows& rows, const SeriesQuery& q) {
   std::function<uint64_t(int64_t)> bucket_of = [&](int64_t step) {
     return static_cast<uint64_t>(step - first) / width;
   };
-  if (width >= 64) {
-    // floor division by hand, apart from the store's block_of
-    auto block = [](int64_t s) { return s >= 0 ? s / 64 : -((-s + 63) / 64); };
-    const auto blocks = static_cast<uint64_t>(block(last) - block(first) + 1);
+  const auto within_rows = [&](uint64_t reads) { return q.max_rows == 0 || reads * by_rank.size() <= q.max_rows; };
+  // floor division by hand, apart from the store's block_of
+  auto unit = [](int64_t steps) {
+    return [steps](int64_t s) { return s >= 0 ? s / steps : -((-s + steps - 1) / steps); };
+  };
+  const auto block = unit(64), superblock = unit(4096);
+  const auto blocks = static_cast<uint64_t>(block(last) - block(first) + 1);
+  if (mp > 0 && (width >= 64 || !within_rows(span + 1))) {
     const uint64_t per_bucket = (blocks + mp - 1) / mp;
     bucket_of = [=](int64_t step) {
       return static_cast<uint64_t>(block(step) - block(first)) / per_bucket;
     };
+    if (per_bucket >= 64 || !within_rows(blocks)) {
+      const auto superblocks = static_cast<uint64_t>(superblock(last) - superblock(first) + 1);
+      const uint64_t per_super = (superblocks + mp - 1) / mp;
+      bucket_of = [=](int64_t step) {
+        return static_cast<uint64_t>(superblock(step) - superblock(first)) / per_super;
+      };
+    }
   }
   std::vector<RankSeries> result;
   for (const auto& [rank, list] : by_rank) {
@@ -284,6 +297,84 @@ TEST_F(MetricBlocksTest, RandomRunsReadFromBlocksMatchABruteForceOverTheRows) {
       ++from_blocks;
   }
   EXPECT_GT(from_blocks, 50);  // many queries took the block path
+}
+
+// A run long enough for many superblocks (-5,000..200,000, every 5th step), resumed from step
+// 150,001 with other values (and some steps logged twice), then rewound to step 180,000 and
+// trained on: after each, both levels equal a scan of the rows, and series of a few points,
+// or bounded to few rows, read from superblocks give what the rows give.
+TEST_F(MetricBlocksTest, LongRunsResumedAndRewoundReadFromSuperblocksAsFromTheRows) {
+  std::mt19937_64 rng(20261129);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  std::bernoulli_distribution null_value(0.2), missing_rank(0.1), flush_now(0.01);
+  const std::vector<int> kRanks = {0, 2, 3};
+  Rows truth;
+  RunWriter writer(path());
+  const int64_t run = writer.create_run(run_info("long"));
+  auto interval = [&](int64_t step, double generation) {
+    std::vector<MetricRow> rows;
+    for (const int rank : kRanks) {
+      if (missing_rank(rng)) continue;
+      MetricRow m;
+      m.step = step;
+      m.rank = rank;
+      m.time = 1.7e9 + 0.5 * static_cast<double>(step) + generation;
+      m.tokens = step * 4096;
+      m.loss = null_value(rng) ? kNoValue : 3.0 + uniform(rng) + generation;
+      m.grad_norm = step > 40000 && null_value(rng) ? kNoValue : std::abs(uniform(rng)) * 10.0;
+      rows.push_back(m);
+    }
+    return rows;
+  };
+  auto db = open_store(path(), Access::ReadOnly);
+  std::uniform_int_distribution<int64_t> step_in(-6000, 211000);
+  int from_superblocks = 0;
+  auto check = [&](const std::string& phase) {
+    writer.flush();
+    expect_rollup_exact(*db, run, truth);
+    const std::vector<std::string> keys = {"loss", "grad_norm", "time"};
+    const std::vector<size_t> points = {1, 2, 3, 7, 20, 60, 500};
+    const std::vector<size_t> bounds = {0, 0, 50, 400, 3000};
+    for (int i = 0; i < 60; ++i) {
+      SeriesQuery q;
+      q.key = keys[static_cast<size_t>(rng() % keys.size())];
+      if (rng() % 3 == 0) q.ranks = {kRanks[static_cast<size_t>(rng() % kRanks.size())]};
+      if (rng() % 3 != 0) q.first_step = step_in(rng);
+      if (rng() % 3 != 0) q.last_step = std::max(q.first_step, step_in(rng));
+      q.max_points = points[static_cast<size_t>(rng() % points.size())];
+      q.max_rows = bounds[static_cast<size_t>(rng() % bounds.size())];
+      const auto want = brute_force(truth, q);
+      expect_same(metric_series(*db, run, q), want,
+                  phase + ": " + q.key + " steps " + std::to_string(q.first_step) + ".." +
+                      std::to_string(q.last_step) + " points " + std::to_string(q.max_points) + " rows " +
+                      std::to_string(q.max_rows));
+      if (!want.empty() && want[0].points.size() > 1 && want[0].points[1].step - want[0].points[0].step >= 4096)
+        ++from_superblocks;
+    }
+  };
+  for (int64_t step = -5000; step <= 200000; step += 5) {
+    log(writer, truth, interval(step, 0));
+    if (flush_now(rng)) writer.flush();
+  }
+  check("written");
+  for (int64_t step = 150001; step <= 210000; step += 5) {  // resumed from step 150,001
+    log(writer, truth, interval(step, 1));
+    if (step % 997 == 0) log(writer, truth, interval(step, 2));  // the same step twice
+    if (flush_now(rng)) writer.flush();
+  }
+  check("resumed");
+  Rewind back;
+  back.number = 1;
+  back.spike_step = 205001;
+  back.from_step = 210000;
+  back.to_step = 180000;
+  writer.log_rewind(back);
+  for (auto it = truth.begin(); it != truth.end();)
+    it = it->first.second > back.to_step ? truth.erase(it) : std::next(it);
+  check("rewound");
+  for (int64_t step = 180003; step <= 190000; step += 5) log(writer, truth, interval(step, 3));
+  check("trained again");
+  EXPECT_GT(from_superblocks, 40);
 }
 
 TEST_F(MetricBlocksTest, ASpikeSurvivesAndALoggedAgainStepReplacesItsExtremes) {
