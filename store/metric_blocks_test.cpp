@@ -181,6 +181,28 @@ void expect_rollup_exact(Database& db, int64_t run, const Rows& truth) {
   expect_level_exact(db, run, truth, "metric_superblocks", "superblock", kStepsPerBlock * kBlocksPerSuperblock);
 }
 
+// An interval logged the way trainers log: a rank now and then missing, values often NULL,
+// a later generation (a resumed run's) with other times and losses.
+std::vector<MetricRow> random_interval(std::mt19937_64& rng, const std::vector<int>& ranks, int64_t step,
+                                       double generation) {
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  std::bernoulli_distribution null_value(0.2), missing_rank(0.1);
+  std::vector<MetricRow> rows;
+  for (const int rank : ranks) {
+    if (missing_rank(rng)) continue;
+    MetricRow m;
+    m.step = step;
+    m.rank = rank;
+    m.time = 1.7e9 + 0.5 * static_cast<double>(step) + generation;
+    m.tokens = step * 4096;
+    m.loss = null_value(rng) ? kNoValue : 3.0 + uniform(rng) + generation;
+    m.grad_norm = null_value(rng) ? kNoValue : std::abs(uniform(rng)) * 10.0;
+    if (!null_value(rng)) m.mem_used = static_cast<int64_t>(1e9 * (2.0 + uniform(rng)));
+    rows.push_back(m);
+  }
+  return rows;
+}
+
 class MetricBlocksTest : public StoreTest {};
 
 TEST(MetricBlocksMath, BlocksAreFloorDivisionsBy64) {
@@ -236,28 +258,12 @@ TEST(MetricBlocksMath, TheBlobIsLittleEndianAndRoundTrips) {
 // values; an interval now and then logged twice before a commit. Commits vary in size.
 TEST_F(MetricBlocksTest, RandomRunsReadFromBlocksMatchABruteForceOverTheRows) {
   std::mt19937_64 rng(20260501);
-  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  std::bernoulli_distribution null_value(0.2), missing_rank(0.1), flush_now(0.05);
+  std::bernoulli_distribution flush_now(0.05);
   const std::vector<int> kRanks = {0, 1, 5};
   Rows truth;
   RunWriter writer(path());
   const int64_t run = writer.create_run(run_info("random"));
-  auto interval = [&](int64_t step, double generation) {
-    std::vector<MetricRow> rows;
-    for (const int rank : kRanks) {
-      if (missing_rank(rng)) continue;
-      MetricRow m;
-      m.step = step;
-      m.rank = rank;
-      m.time = 1.7e9 + 0.5 * static_cast<double>(step) + generation;
-      m.tokens = step * 4096;
-      m.loss = null_value(rng) ? kNoValue : 3.0 + uniform(rng) + generation;
-      m.grad_norm = null_value(rng) ? kNoValue : std::abs(uniform(rng)) * 10.0;
-      if (!null_value(rng)) m.mem_used = static_cast<int64_t>(1e9 * (2.0 + uniform(rng)));
-      rows.push_back(m);
-    }
-    return rows;
-  };
+  auto interval = [&](int64_t step, double generation) { return random_interval(rng, kRanks, step, generation); };
   for (int64_t step = -200; step <= 15000; step += 3) {
     log(writer, truth, interval(step, 0));
     if (flush_now(rng)) writer.flush();
@@ -305,27 +311,12 @@ TEST_F(MetricBlocksTest, RandomRunsReadFromBlocksMatchABruteForceOverTheRows) {
 // or bounded to few rows, read from superblocks give what the rows give.
 TEST_F(MetricBlocksTest, LongRunsResumedAndRewoundReadFromSuperblocksAsFromTheRows) {
   std::mt19937_64 rng(20261129);
-  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  std::bernoulli_distribution null_value(0.2), missing_rank(0.1), flush_now(0.01);
+  std::bernoulli_distribution flush_now(0.01);
   const std::vector<int> kRanks = {0, 2, 3};
   Rows truth;
   RunWriter writer(path());
   const int64_t run = writer.create_run(run_info("long"));
-  auto interval = [&](int64_t step, double generation) {
-    std::vector<MetricRow> rows;
-    for (const int rank : kRanks) {
-      if (missing_rank(rng)) continue;
-      MetricRow m;
-      m.step = step;
-      m.rank = rank;
-      m.time = 1.7e9 + 0.5 * static_cast<double>(step) + generation;
-      m.tokens = step * 4096;
-      m.loss = null_value(rng) ? kNoValue : 3.0 + uniform(rng) + generation;
-      m.grad_norm = step > 40000 && null_value(rng) ? kNoValue : std::abs(uniform(rng)) * 10.0;
-      rows.push_back(m);
-    }
-    return rows;
-  };
+  auto interval = [&](int64_t step, double generation) { return random_interval(rng, kRanks, step, generation); };
   auto db = open_store(path(), Access::ReadOnly);
   std::uniform_int_distribution<int64_t> step_in(-6000, 211000);
   int from_superblocks = 0;

@@ -228,6 +228,9 @@ int64_t first_block_with_value(Database& db, int64_t run_id, const std::vector<R
     if (from > to) continue;
     if (const auto block = first_key_block(db, run_id, r.rank, key, from, to)) found = *block;
   }
+  if (found == std::numeric_limits<int64_t>::max())
+    fail("store: the metric blocks of run " + std::to_string(run_id) + " in " + db.path() +
+         " disagree with its superblocks (superblock " + std::to_string(e.first_unit) + " has none)");
   return found;
 }
 
