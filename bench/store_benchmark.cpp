@@ -17,7 +17,10 @@
 #include <vector>
 
 #include "store/metric_blocks.h"
+#include "store/metric_fields.h"
 #include "store/metric_queries.h"
+#include "store/metric_spread.h"
+#include "store/metric_superblocks.h"
 #include "store/rows.h"
 #include "store/run_writer.h"
 #include "store/schema.h"
@@ -155,25 +158,33 @@ void BM_RawInsert(benchmark::State& state) {
 }
 BENCHMARK(BM_RawInsert)->Unit(benchmark::kMillisecond);
 
+// A store file of the benchmarks': built by the derived fixture through `writer`, then read
+// through `db`, and removed with it.
+struct BenchStore {
+  std::string path;
+  std::unique_ptr<Database> db;
+
+  explicit BenchStore(const std::string& name) : path(temp_path(name)) { remove_store(path); }
+  ~BenchStore() {
+    db.reset();
+    remove_store(path);
+  }
+  std::unique_ptr<Database> writer() const { return open_store(path, Access::ReadWrite); }
+  void written() { db = open_store(path, Access::ReadOnly); }
+};
+
 // A store with two runs of 1,000,000 metric rows each: one rank x 1,000,000 steps, and
 // 8 ranks x 125,000 steps, with their metric blocks as the writer keeps them. Built once per
 // process.
-struct QueryStore {
-  std::string path = temp_path("query.db");
+struct QueryStore : BenchStore {
   int64_t one_rank = 0, eight_ranks = 0;
-  std::unique_ptr<Database> db;
 
-  QueryStore() {
-    remove_store(path);
-    auto writer = open_store(path, Access::ReadWrite);
-    one_rank = fill(*writer, "one-rank", 1, 1000000);
-    eight_ranks = fill(*writer, "eight-ranks", 8, 125000);
-    writer.reset();
-    db = open_store(path, Access::ReadOnly);
-  }
-  ~QueryStore() {
-    db.reset();
-    remove_store(path);
+  QueryStore() : BenchStore("query.db") {
+    auto w = writer();
+    one_rank = fill(*w, "one-rank", 1, 1000000);
+    eight_ranks = fill(*w, "eight-ranks", 8, 125000);
+    w.reset();
+    written();
   }
   static int64_t fill(Database& db, const char* name, int ranks, int64_t steps) {
     Statement st(db, "INSERT INTO runs (name, created_at) VALUES (?, 0)");
@@ -249,6 +260,179 @@ BENCHMARK(BM_Series_8Ranks125kSteps_AllRanks_1000Points)->Unit(benchmark::kMilli
 BENCHMARK(BM_Series_8Ranks125kSteps_Rank0_1000Points)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Series_1Rank1MSteps_Range800k_1000Points)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Series_1Rank1MSteps_AllPoints)->Unit(benchmark::kMillisecond);
+
+
+// The two charts whose work grew with the run (bench/README.md, "Store and dashboard at
+// scale"), asked as the dashboard's server asks them (monitor/server/api_read.cpp's
+// arithmetic over kMaxAnswerPoints and kMaxAnswerRows, 2^18 each). Each store is built
+// once per process, only when its benchmark runs.
+constexpr size_t kAnswerBound = size_t{1} << 18;
+
+// A run of 1,024 ranks x 100,000 steps as the writer leaves it: every rank's blocks, rank
+// 0's rows, every rank's rows of the newest 1,000 steps only (older ones were pruned), and a
+// spread row a step (bare: only what says the run is wide). The blocks come from the rows
+// through BlockUpdate without inserting the pruned rows, which the writer deleted anyway.
+struct BulkStore : BenchStore {
+  static constexpr int kRanks = 1024;
+  static constexpr int64_t kSteps = 100000;
+
+  BulkStore() : BenchStore("bulk.db") {
+    auto w = writer();
+    w->exec("INSERT INTO runs (name, created_at) VALUES ('bulk', 0)");
+    for (int64_t s0 = 1; s0 <= kSteps; s0 += 6400) {
+      Transaction tx(*w);
+      BlockUpdate blocks;
+      for (int64_t s = s0; s < std::min(kSteps + 1, s0 + 6400); ++s) {
+        std::vector<MetricRow> rows;
+        for (int r = 0; r < kRanks; ++r) rows.push_back(full_row(s, r));
+        for (auto& row : rows) row.fwd_ms += 0.01 * static_cast<double>((s * 31 + row.rank * 17) % 97);
+        for (const auto& row : rows)
+          if (row.rank == 0 || s > kSteps - 1000) insert_metric(*w, 1, row);
+        blocks.add(rows);
+        w->cached("INSERT INTO metric_spread (run_id, step, time, ranks, top_rank) VALUES (1, ?, 0, ?, ?)")
+            .bind_all(s, kRanks, kRanks - 1)
+            .run();
+      }
+      blocks.write(*w, 1);
+      tx.commit();
+    }
+    w.reset();
+    written();
+  }
+};
+
+// A narrow run (8 ranks keep every row) of 1,000,000 steps, written as QueryStore's runs.
+struct LongNarrowStore : BenchStore {
+  int64_t run = 0;
+
+  LongNarrowStore() : BenchStore("narrow.db") {
+    run = QueryStore::fill(*writer(), "narrow", 8, 1000000);
+    written();
+  }
+};
+
+LongNarrowStore& long_narrow_store() {
+  static LongNarrowStore store;
+  return store;
+}
+
+// bench/store-scale.sh's bulk answer: one key of 1,024 ranks over the whole run, as
+// /api/runs/1/metrics?keys=fwd_ms&ranks=0,...,1023 asks it, each series getting
+// 2^18 / 1024 = 256 points of the points asked for, the answer 2^18 rows.
+void BM_Bulk_1024Ranks100kSteps(benchmark::State& state) {
+  static BulkStore store;
+  SeriesQuery query;
+  query.key = "fwd_ms";
+  for (int r = 0; r < BulkStore::kRanks; ++r) query.ranks.push_back(r);
+  query.max_points = std::min<size_t>(static_cast<size_t>(state.range(0)), kAnswerBound / BulkStore::kRanks);
+  query.max_rows = kAnswerBound;
+  size_t points = 0;
+  for (auto _ : state) {
+    points = 0;
+    for (const auto& s : metric_series(*store.db, 1, query)) points += s.points.size();
+    benchmark::DoNotOptimize(points);
+  }
+  state.counters["points"] = static_cast<double>(points);
+}
+BENCHMARK(BM_Bulk_1024Ranks100kSteps)->Arg(2000)->ArgName("points")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The run page of the narrow run: its charts' keys and the time split's, with tokens, at
+// 2,000 points (the page's) for every rank, the server's bound of 2^18 rows split over the
+// keys, one call of metric_series per key.
+void BM_RunPage_8Ranks1MSteps(benchmark::State& state) {
+  LongNarrowStore& store = long_narrow_store();
+  const std::vector<std::string> keys = {"loss",   "lr",     "grad_norm", "tokens_per_s", "mfu",
+                                         "mem_used", "fwd_ms", "bwd_ms",  "opt_ms",       "comm_ms",
+                                         "data_ms", "a2a_ms", "shard_ms", "pipe_ms",     "tokens"};
+  SeriesQuery query;
+  query.max_points = std::min<size_t>(2000, kAnswerBound / (keys.size() * 8));
+  query.max_rows = kAnswerBound / keys.size();
+  size_t points = 0;
+  for (auto _ : state) {
+    points = 0;
+    for (const auto& key : keys) {
+      query.key = key;
+      for (const auto& s : metric_series(*store.db, store.run, query)) points += s.points.size();
+    }
+    benchmark::DoNotOptimize(points);
+  }
+  state.counters["points"] = static_cast<double>(points);
+}
+BENCHMARK(BM_RunPage_8Ranks1MSteps)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Migration 20's work on the narrow run: its 125,000 blocks rolled up into superblocks again,
+// in a transaction rolled back each time.
+void BM_BuildSuperblocks_8Ranks1MSteps(benchmark::State& state) {
+  LongNarrowStore& store = long_narrow_store();
+  Database db(store.path, Access::ReadWrite);
+  for (auto _ : state) {
+    Transaction tx(db);
+    db.exec("DELETE FROM metric_superblocks");
+    build_superblocks(db);
+  }
+  state.counters["superblocks"] = static_cast<double>(db.query_int("SELECT count(*) FROM metric_superblocks"));
+}
+BENCHMARK(BM_BuildSuperblocks_8Ranks1MSteps)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A wide run (16 ranks) of 1,000,000 steps as the writer leaves it: blocks and superblocks,
+// the spread a step and its blocks, and every rank's rows of the newest 1,000 steps only.
+struct LongWideStore : BenchStore {
+  LongWideStore() : BenchStore("wide.db") {
+    auto w = writer();
+    w->exec("INSERT INTO runs (name, created_at) VALUES ('wide', 0)");
+    for (int64_t s0 = 0; s0 < 1000000; s0 += 5000) {
+      Transaction tx(*w);
+      BlockUpdate blocks;
+      SpreadUpdate spread;
+      for (int64_t s = s0; s < s0 + 5000; ++s) {
+        std::vector<MetricRow> rows;
+        for (int r = 0; r < 16; ++r) rows.push_back(full_row(s, r));
+        for (const auto& row : rows) insert_metric(*w, 1, row);
+        blocks.add(rows);
+        spread.add(rows);
+      }
+      blocks.write(*w, 1);
+      spread.write(*w, 1);
+      tx.commit();
+    }
+    w.reset();
+    written();
+  }
+};
+
+// The run page of the wide run: each key's rank 0 series and each per-rank key's spread
+// across ranks, at 2,000 points, the server's 2^18 rows split over the keys' two series.
+// Apart, to tell the rollup of the rows from the spread's.
+void wide_run_page(benchmark::State& state, bool spread) {
+  static LongWideStore store;
+  const std::vector<std::string> keys = {"loss",   "lr",     "grad_norm", "tokens_per_s", "mfu",
+                                         "mem_used", "fwd_ms", "bwd_ms",  "opt_ms",       "comm_ms",
+                                         "data_ms", "a2a_ms", "shard_ms", "pipe_ms",     "tokens"};
+  SeriesQuery query;
+  query.ranks = {0};
+  query.max_points = 2000;
+  query.max_rows = kAnswerBound / (keys.size() * 2);
+  size_t points = 0;
+  for (auto _ : state) {
+    points = 0;
+    for (const auto& key : keys) {
+      query.key = key;
+      const MetricField* field = find_metric_field(key);
+      if (!spread)
+        for (const auto& s : metric_series(*store.db, 1, query)) points += s.points.size();
+      else if (field->spread == RankSpread::PerRank && !is_row_key(*field))
+        points += spread_series(*store.db, 1, key, query.first_step, query.last_step, query.max_points,
+                                query.max_rows)
+                      .size();
+    }
+    benchmark::DoNotOptimize(points);
+  }
+  state.counters["points"] = static_cast<double>(points);
+}
+void BM_WideRunPage_16Ranks1MSteps_Rank0(benchmark::State& state) { wide_run_page(state, false); }
+void BM_WideRunPage_16Ranks1MSteps_Spread(benchmark::State& state) { wide_run_page(state, true); }
+BENCHMARK(BM_WideRunPage_16Ranks1MSteps_Rank0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_WideRunPage_16Ranks1MSteps_Spread)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

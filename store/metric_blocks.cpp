@@ -9,11 +9,27 @@
 #include "store/error.h"
 #include "store/metric_fields.h"
 #include "store/metric_queries.h"
+#include "store/metric_superblocks.h"
 
 namespace kiln::store {
 namespace {
 
 size_t block_bytes() { return metric_keys().size() * kKeyAggregateBytes; }
+
+// Each level's table and unit column: the statements on them differ only there.
+struct LevelSql {
+  std::string read_one, read_range;
+};
+const LevelSql& sql_of(Level level) {
+  static const auto make = [](const std::string& table, const std::string& unit) {
+    return LevelSql{"SELECT aggregates FROM " + table + " WHERE run_id = ? AND rank = ? AND " + unit + " = ?",
+                    "SELECT " + unit + ", aggregates FROM " + table + " WHERE run_id = ? AND rank = ? AND " + unit +
+                        " BETWEEN ? AND ? ORDER BY " + unit};
+  };
+  static const LevelSql blocks = make("metric_blocks", "block");
+  static const LevelSql superblocks = make("metric_superblocks", "superblock");
+  return level == Level::Block ? blocks : superblocks;
+}
 
 void check_size(std::span<const std::byte> blob) {
   if (blob.size() != block_bytes())
@@ -33,6 +49,12 @@ uint64_t get_bits(const std::byte* in) {
   return bits;
 }
 double get_real(const std::byte* in) { return std::bit_cast<double>(get_bits(in)); }
+
+KeyAggregate key_at(std::span<const std::byte> blob, size_t key) {
+  const std::byte* in = blob.data() + key * kKeyAggregateBytes;
+  return KeyAggregate{get_real(in), get_real(in + 8), get_real(in + 16),
+                      static_cast<int64_t>(get_bits(in + 24)), get_real(in + 32)};
+}
 
 // The highest step among the rows a block counts: any row there may be replaced. (Time is
 // never NULL, so this is simply the block's highest row.)
@@ -92,13 +114,21 @@ void KeyAggregate::merge(const KeyAggregate& other) {
   }
 }
 
+void merge_into(BlockAggregates& into, const BlockAggregates& other) {
+  for (size_t k = 0; k < into.size(); ++k) into[k].merge(other[k]);
+}
+
 std::vector<std::byte> encode_block(const BlockAggregates& block) {
   if (block.size() != metric_keys().size())
     fail("store: a metric block needs " + std::to_string(metric_keys().size()) +
          " aggregates, not " + std::to_string(block.size()));
-  std::vector<std::byte> blob(block_bytes());
+  return encode_keys(block);
+}
+
+std::vector<std::byte> encode_keys(const BlockAggregates& keys) {
+  std::vector<std::byte> blob(keys.size() * kKeyAggregateBytes);
   std::byte* out = blob.data();
-  for (const auto& k : block) {
+  for (const auto& k : keys) {
     put(out, k.min);
     put(out + 8, k.max);
     put(out + 16, k.last);
@@ -111,16 +141,21 @@ std::vector<std::byte> encode_block(const BlockAggregates& block) {
 
 KeyAggregate decode_key(std::span<const std::byte> blob, size_t key) {
   check_size(blob);
-  const std::byte* in = blob.data() + key * kKeyAggregateBytes;
-  return KeyAggregate{get_real(in), get_real(in + 8), get_real(in + 16),
-                      static_cast<int64_t>(get_bits(in + 24)), get_real(in + 32)};
+  return key_at(blob, key);
 }
 
 BlockAggregates decode_block(std::span<const std::byte> blob) {
   check_size(blob);
-  BlockAggregates block;
-  for (size_t k = 0; k < metric_keys().size(); ++k) block.push_back(decode_key(blob, k));
-  return block;
+  return decode_keys(blob);
+}
+
+BlockAggregates decode_keys(std::span<const std::byte> blob) {
+  if (blob.size() % kKeyAggregateBytes != 0)
+    fail("store: a metric block of " + std::to_string(blob.size()) + " bytes is not whole keys of " +
+         std::to_string(kKeyAggregateBytes));
+  BlockAggregates keys;
+  for (size_t k = 0; k < blob.size() / kKeyAggregateBytes; ++k) keys.push_back(key_at(blob, k));
+  return keys;
 }
 
 size_t key_index(std::string_view key) {
@@ -175,22 +210,19 @@ void BlockUpdate::write(Database& db, int64_t run_id) {
   // Blocks to recompute, by block, with whether each rank's is stored: one walk over a
   // block's rows serves all its ranks.
   std::map<int64_t, std::vector<std::pair<int, bool>>> recompute;
+  SuperblockUpdate superblocks;
   for (auto& [where, p] : pending_) {
     const auto [rank, block] = where;
-    Statement& read = db.cached(
-        "SELECT aggregates FROM metric_blocks WHERE run_id = ? AND rank = ? AND block = ?");
-    read.bind_all(run_id, rank, block);
-    std::optional<BlockAggregates> stored_block;
-    if (read.step()) stored_block = decode_block(read.blob(0));
-    read.reset();
-
+    std::optional<BlockAggregates> stored_block = read_aggregates(db, Level::Block, run_id, rank, block);
     const bool exists = stored_block.has_value();
     if (!p.ordered || (exists && p.first_step <= last_counted_step(*stored_block))) {
       recompute[block].emplace_back(rank, exists);
+      superblocks.recomputed(rank, block);
       continue;
     }
+    superblocks.appended(rank, block, p.keys);
     if (exists) {
-      for (size_t k = 0; k < p.keys.size(); ++k) (*stored_block)[k].merge(p.keys[k]);
+      merge_into(*stored_block, p.keys);
       p.keys = std::move(*stored_block);
     }
     store_block(db, run_id, rank, block, p.keys, exists);
@@ -200,6 +232,7 @@ void BlockUpdate::write(Database& db, int64_t run_id) {
     for (const auto& [rank, exists] : ranks)
       store_block(db, run_id, rank, block, fresh.at(rank), exists);
   }
+  superblocks.write(db, run_id);
   pending_.clear();
 }
 
@@ -210,6 +243,7 @@ void trim_blocks_after(Database& db, int64_t run_id, int64_t last_step) {
   past.run();
   const auto fresh = aggregate_rows(db, run_id, first_step_of(block), last_step);
   for (const auto& [rank, keys] : fresh) store_block(db, run_id, rank, block, keys, false);
+  trim_superblocks_after(db, run_id, last_step);
 }
 
 std::vector<int> block_ranks(Database& db, int64_t run_id) {
@@ -230,11 +264,18 @@ std::vector<int> block_ranks(Database& db, int64_t run_id) {
   return ranks;
 }
 
+std::optional<BlockAggregates> read_aggregates(Database& db, Level level, int64_t run_id, int rank, int64_t unit) {
+  Statement& read = db.cached(sql_of(level).read_one);
+  read.bind_all(run_id, rank, unit);
+  std::optional<BlockAggregates> stored;
+  if (read.step()) stored = decode_block(read.blob(0));
+  read.reset();
+  return stored;
+}
+
 std::vector<KeyBlock> read_key_blocks(Database& db, int64_t run_id, int rank, size_t key,
-                                      int64_t first_block, int64_t last_block) {
-  Statement& st = db.cached(
-      "SELECT block, aggregates FROM metric_blocks WHERE run_id = ? AND rank = ? "
-      "AND block BETWEEN ? AND ? ORDER BY block");
+                                      int64_t first_block, int64_t last_block, Level level) {
+  Statement& st = db.cached(sql_of(level).read_range);
   st.bind_all(run_id, rank, first_block, last_block);
   std::vector<KeyBlock> blocks;
   while (st.step()) {
@@ -244,27 +285,43 @@ std::vector<KeyBlock> read_key_blocks(Database& db, int64_t run_id, int rank, si
   return blocks;
 }
 
+std::optional<int64_t> first_key_block(Database& db, int64_t run_id, int rank, size_t key,
+                                       int64_t first_block, int64_t last_block) {
+  Statement& st = db.cached(sql_of(Level::Block).read_range);
+  st.bind_all(run_id, rank, first_block, last_block);
+  std::optional<int64_t> first;
+  while (!first && st.step())
+    if (decode_key(st.blob(1), key).present()) first = st.int64(0);
+  st.reset();
+  return first;
+}
+
 std::map<int, KeyAggregate> aggregate_key_rows(Database& db, int64_t run_id, size_t key,
                                                std::span<const int> ranks, int64_t first_step,
                                                int64_t last_step) {
   const std::string column(metric_keys()[key]);
-  // Every rank: a walk of the primary key (run_id, step, rank) over the range. Some ranks:
-  // the range is at most a block's steps, so a seek per step and wanted rank; a walk would
-  // read every rank's rows (rank 0 of a 4,096-rank run: 4,096 rows a step to keep one).
-  Statement& st = ranks.empty()
-      ? db.cached("SELECT rank, step, time, " + column + " FROM metrics WHERE run_id = ?1 AND step BETWEEN ?2 AND ?3 AND " +
-                  column + " IS NOT NULL")
-      : db.cached(R"sql(
+  // The range is at most a block's steps. A few ranks: a seek per step and wanted rank (a
+  // walk read every rank's rows: rank 0 of a 4,096-rank run read 4,096 rows a step to keep
+  // one, 30 ms a key). Every rank, or more than a block's worth of seeks a step: a walk of
+  // the primary key (run_id, step, rank) over the range, keeping the wanted ranks.
+  const bool seek = !ranks.empty() && ranks.size() <= static_cast<size_t>(kStepsPerBlock);
+  Statement& st = seek ? db.cached(R"sql(
       WITH RECURSIVE steps(step) AS (SELECT ?2 UNION ALL SELECT step + 1 FROM steps WHERE step < ?3)
       SELECT m.rank, m.step, m.time, m.)sql" + column + R"sql(
       FROM steps CROSS JOIN json_each(?4) AS wanted CROSS JOIN metrics AS m
         ON m.run_id = ?1 AND m.step = steps.step AND m.rank = wanted.value
-      WHERE m.)sql" + column + " IS NOT NULL");
-  if (ranks.empty()) st.bind_all(run_id, first_step, last_step);
-  else st.bind_all(run_id, first_step, last_step, rank_array(ranks));
+      WHERE m.)sql" + column + " IS NOT NULL")
+                       : db.cached("SELECT rank, step, time, " + column +
+                                   " FROM metrics WHERE run_id = ?1 AND step BETWEEN ?2 AND ?3 AND " + column +
+                                   " IS NOT NULL");
+  if (seek) st.bind_all(run_id, first_step, last_step, rank_array(ranks));
+  else st.bind_all(run_id, first_step, last_step);
   std::map<int, KeyAggregate> found;
-  while (st.step())
-    found[static_cast<int>(st.int64(0))].add(st.int64(1), st.real(2), st.real(3));
+  while (st.step()) {
+    const int rank = static_cast<int>(st.int64(0));
+    if (!seek && !ranks.empty() && !std::binary_search(ranks.begin(), ranks.end(), rank)) continue;
+    found[rank].add(st.int64(1), st.real(2), st.real(3));
+  }
   return found;
 }
 

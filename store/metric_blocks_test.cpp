@@ -53,8 +53,10 @@ double value_of(const MetricRow& r, const std::string& key) {
 }
 
 // metric_series' contract, computed the slow way: the rows in range with a value, the step
-// range they span, buckets of `width` steps from the first step, or, at 64 steps and wider,
-// whole 64-step blocks, as few per bucket as keep the count within max_points.
+// range they span, buckets of `width` steps from the first step, or, at 64 steps and wider
+// (or past max_rows rows), whole 64-step blocks, as few per bucket as keep the count within
+// max_points, or, at 64 blocks a bucket and more (or past max_rows blocks), whole 4,096-step
+// superblocks likewise.
 std::vector<RankSeries> brute_force(const Rows& rows, const SeriesQuery& q) {
   struct Row {
     int64_t step;
@@ -79,14 +81,25 @@ std::vector<RankSeries> brute_force(const Rows& rows, const SeriesQuery& q) {
   std::function<uint64_t(int64_t)> bucket_of = [&](int64_t step) {
     return static_cast<uint64_t>(step - first) / width;
   };
-  if (width >= 64) {
-    // floor division by hand, apart from the store's block_of
-    auto block = [](int64_t s) { return s >= 0 ? s / 64 : -((-s + 63) / 64); };
-    const auto blocks = static_cast<uint64_t>(block(last) - block(first) + 1);
+  const auto within_rows = [&](uint64_t reads) { return q.max_rows == 0 || reads * by_rank.size() <= q.max_rows; };
+  // floor division by hand, apart from the store's block_of
+  auto unit = [](int64_t steps) {
+    return [steps](int64_t s) { return s >= 0 ? s / steps : -((-s + steps - 1) / steps); };
+  };
+  const auto block = unit(64), superblock = unit(4096);
+  const auto blocks = static_cast<uint64_t>(block(last) - block(first) + 1);
+  if (mp > 0 && (width >= 64 || !within_rows(span + 1))) {
     const uint64_t per_bucket = (blocks + mp - 1) / mp;
     bucket_of = [=](int64_t step) {
       return static_cast<uint64_t>(block(step) - block(first)) / per_bucket;
     };
+    if (per_bucket >= 64 || !within_rows(blocks)) {
+      const auto superblocks = static_cast<uint64_t>(superblock(last) - superblock(first) + 1);
+      const uint64_t per_super = (superblocks + mp - 1) / mp;
+      bucket_of = [=](int64_t step) {
+        return static_cast<uint64_t>(superblock(step) - superblock(first)) / per_super;
+      };
+    }
   }
   std::vector<RankSeries> result;
   for (const auto& [rank, list] : by_rank) {
@@ -130,33 +143,64 @@ void expect_same(const std::vector<RankSeries>& got, const std::vector<RankSerie
   }
 }
 
-// Every stored block equals the block recomputed from the metrics table, and every
-// (rank, block) with rows has one.
-void expect_blocks_exact(Database& db, int64_t run, const Rows& truth) {
+// Every stored unit of the table (blocks of 64 steps, superblocks of 4,096) equals every key's
+// aggregate recomputed from the metrics table over its steps, and every (rank, unit) with rows
+// has one.
+void expect_level_exact(Database& db, int64_t run, const Rows& truth, const std::string& table,
+                        const std::string& unit, int64_t steps) {
+  const auto first_of = [steps](int64_t u) { return u * steps; };
+  const auto unit_of = [steps](int64_t step) { return step / steps - (step % steps < 0 ? 1 : 0); };
   std::map<std::pair<int, int64_t>, bool> wanted;
-  for (const auto& [where, r] : truth) wanted[{where.first, block_of(where.second)}] = false;
-  Statement st(db, "SELECT rank, block, aggregates FROM metric_blocks WHERE run_id = ?");
+  for (const auto& [where, r] : truth) wanted[{where.first, unit_of(where.second)}] = false;
+  Statement st(db, "SELECT rank, " + unit + ", aggregates FROM " + table + " WHERE run_id = ?");
   st.bind(1, run);
   while (st.step()) {
     const int rank = static_cast<int>(st.int64(0));
-    const int64_t block = st.int64(1);
-    ASSERT_TRUE(wanted.count({rank, block})) << "a block without rows: " << rank << "/" << block;
-    wanted[{rank, block}] = true;
+    const int64_t u = st.int64(1);
+    ASSERT_TRUE(wanted.count({rank, u})) << table << " without rows: " << rank << "/" << u;
+    wanted[{rank, u}] = true;
     const BlockAggregates stored = decode_block(st.blob(2));
-    const BlockAggregates fresh =
-        aggregate_rows(db, run, first_step_of(block), last_step_of(block)).at(rank);
+    const BlockAggregates fresh = aggregate_rows(db, run, first_of(u), first_of(u) + steps - 1).at(rank);
     ASSERT_EQ(stored.size(), fresh.size());
     for (size_t k = 0; k < stored.size(); ++k) {
-      ASSERT_EQ(stored[k].present(), fresh[k].present()) << metric_keys()[k] << " " << block;
+      ASSERT_EQ(stored[k].present(), fresh[k].present()) << metric_keys()[k] << " " << table << " " << u;
       if (!stored[k].present()) continue;
       EXPECT_TRUE(stored[k].min == fresh[k].min && stored[k].max == fresh[k].max &&
                   stored[k].last == fresh[k].last && stored[k].last_step == fresh[k].last_step &&
                   stored[k].last_time == fresh[k].last_time)
-          << metric_keys()[k] << " of rank " << rank << ", block " << block;
+          << metric_keys()[k] << " of rank " << rank << ", " << table << " " << u;
     }
   }
   for (const auto& [where, seen] : wanted)
-    EXPECT_TRUE(seen) << "no block for rank " << where.first << ", block " << where.second;
+    EXPECT_TRUE(seen) << "no " << table << " row for rank " << where.first << ", " << unit << " " << where.second;
+}
+
+// Both levels of the rollup agree with the rows.
+void expect_rollup_exact(Database& db, int64_t run, const Rows& truth) {
+  expect_level_exact(db, run, truth, "metric_blocks", "block", kStepsPerBlock);
+  expect_level_exact(db, run, truth, "metric_superblocks", "superblock", kStepsPerBlock * kBlocksPerSuperblock);
+}
+
+// An interval logged the way trainers log: a rank now and then missing, values often NULL,
+// a later generation (a resumed run's) with other times and losses.
+std::vector<MetricRow> random_interval(std::mt19937_64& rng, const std::vector<int>& ranks, int64_t step,
+                                       double generation) {
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  std::bernoulli_distribution null_value(0.2), missing_rank(0.1);
+  std::vector<MetricRow> rows;
+  for (const int rank : ranks) {
+    if (missing_rank(rng)) continue;
+    MetricRow m;
+    m.step = step;
+    m.rank = rank;
+    m.time = 1.7e9 + 0.5 * static_cast<double>(step) + generation;
+    m.tokens = step * 4096;
+    m.loss = null_value(rng) ? kNoValue : 3.0 + uniform(rng) + generation;
+    m.grad_norm = null_value(rng) ? kNoValue : std::abs(uniform(rng)) * 10.0;
+    if (!null_value(rng)) m.mem_used = static_cast<int64_t>(1e9 * (2.0 + uniform(rng)));
+    rows.push_back(m);
+  }
+  return rows;
 }
 
 class MetricBlocksTest : public StoreTest {};
@@ -172,6 +216,14 @@ TEST(MetricBlocksMath, BlocksAreFloorDivisionsBy64) {
   EXPECT_EQ(last_step_of(-1), -1);
   EXPECT_EQ(first_step_of(block_of(kMin)), kMin);  // the extremes do not overflow
   EXPECT_EQ(last_step_of(block_of(kMax)), kMax);
+  EXPECT_EQ(superblock_of(block_of(4095)), 0);
+  EXPECT_EQ(superblock_of(block_of(4096)), 1);
+  EXPECT_EQ(superblock_of(block_of(-1)), -1);
+  EXPECT_EQ(superblock_of(block_of(-4097)), -2);
+  EXPECT_EQ(first_step_of(first_block_of(-2)), -8192);
+  EXPECT_EQ(last_step_of(last_block_of(1)), 8191);
+  EXPECT_EQ(first_step_of(first_block_of(superblock_of(block_of(kMin)))), kMin);
+  EXPECT_EQ(last_step_of(last_block_of(superblock_of(block_of(kMax)))), kMax);
 }
 
 TEST(MetricBlocksMath, TheBlobIsLittleEndianAndRoundTrips) {
@@ -206,28 +258,12 @@ TEST(MetricBlocksMath, TheBlobIsLittleEndianAndRoundTrips) {
 // values; an interval now and then logged twice before a commit. Commits vary in size.
 TEST_F(MetricBlocksTest, RandomRunsReadFromBlocksMatchABruteForceOverTheRows) {
   std::mt19937_64 rng(20260501);
-  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  std::bernoulli_distribution null_value(0.2), missing_rank(0.1), flush_now(0.05);
+  std::bernoulli_distribution flush_now(0.05);
   const std::vector<int> kRanks = {0, 1, 5};
   Rows truth;
   RunWriter writer(path());
   const int64_t run = writer.create_run(run_info("random"));
-  auto interval = [&](int64_t step, double generation) {
-    std::vector<MetricRow> rows;
-    for (const int rank : kRanks) {
-      if (missing_rank(rng)) continue;
-      MetricRow m;
-      m.step = step;
-      m.rank = rank;
-      m.time = 1.7e9 + 0.5 * static_cast<double>(step) + generation;
-      m.tokens = step * 4096;
-      m.loss = null_value(rng) ? kNoValue : 3.0 + uniform(rng) + generation;
-      m.grad_norm = null_value(rng) ? kNoValue : std::abs(uniform(rng)) * 10.0;
-      if (!null_value(rng)) m.mem_used = static_cast<int64_t>(1e9 * (2.0 + uniform(rng)));
-      rows.push_back(m);
-    }
-    return rows;
-  };
+  auto interval = [&](int64_t step, double generation) { return random_interval(rng, kRanks, step, generation); };
   for (int64_t step = -200; step <= 15000; step += 3) {
     log(writer, truth, interval(step, 0));
     if (flush_now(rng)) writer.flush();
@@ -241,7 +277,7 @@ TEST_F(MetricBlocksTest, RandomRunsReadFromBlocksMatchABruteForceOverTheRows) {
   writer.flush();
 
   auto db = open_store(path(), Access::ReadOnly);
-  expect_blocks_exact(*db, run, truth);
+  expect_rollup_exact(*db, run, truth);
 
   const std::vector<std::string> keys = {"loss", "grad_norm", "mem_used", "time", "tokens"};
   const std::vector<size_t> points = {0, 1, 2, 7, 50, 100, 1000, 5000};
@@ -267,6 +303,69 @@ TEST_F(MetricBlocksTest, RandomRunsReadFromBlocksMatchABruteForceOverTheRows) {
       ++from_blocks;
   }
   EXPECT_GT(from_blocks, 50);  // many queries took the block path
+}
+
+// A run long enough for many superblocks (-5,000..200,000, every 5th step), resumed from step
+// 150,001 with other values (and some steps logged twice), then rewound to step 180,000 and
+// trained on: after each, both levels equal a scan of the rows, and series of a few points,
+// or bounded to few rows, read from superblocks give what the rows give.
+TEST_F(MetricBlocksTest, LongRunsResumedAndRewoundReadFromSuperblocksAsFromTheRows) {
+  std::mt19937_64 rng(20261129);
+  std::bernoulli_distribution flush_now(0.01);
+  const std::vector<int> kRanks = {0, 2, 3};
+  Rows truth;
+  RunWriter writer(path());
+  const int64_t run = writer.create_run(run_info("long"));
+  auto interval = [&](int64_t step, double generation) { return random_interval(rng, kRanks, step, generation); };
+  auto db = open_store(path(), Access::ReadOnly);
+  std::uniform_int_distribution<int64_t> step_in(-6000, 211000);
+  int from_superblocks = 0;
+  auto check = [&](const std::string& phase) {
+    writer.flush();
+    expect_rollup_exact(*db, run, truth);
+    const std::vector<std::string> keys = {"loss", "grad_norm", "time"};
+    const std::vector<size_t> points = {1, 2, 3, 7, 20, 60, 500};
+    const std::vector<size_t> bounds = {0, 0, 50, 400, 3000};
+    for (int i = 0; i < 60; ++i) {
+      SeriesQuery q;
+      q.key = keys[static_cast<size_t>(rng() % keys.size())];
+      if (rng() % 3 == 0) q.ranks = {kRanks[static_cast<size_t>(rng() % kRanks.size())]};
+      if (rng() % 3 != 0) q.first_step = step_in(rng);
+      if (rng() % 3 != 0) q.last_step = std::max(q.first_step, step_in(rng));
+      q.max_points = points[static_cast<size_t>(rng() % points.size())];
+      q.max_rows = bounds[static_cast<size_t>(rng() % bounds.size())];
+      const auto want = brute_force(truth, q);
+      expect_same(metric_series(*db, run, q), want,
+                  phase + ": " + q.key + " steps " + std::to_string(q.first_step) + ".." +
+                      std::to_string(q.last_step) + " points " + std::to_string(q.max_points) + " rows " +
+                      std::to_string(q.max_rows));
+      if (!want.empty() && want[0].points.size() > 1 && want[0].points[1].step - want[0].points[0].step >= 4096)
+        ++from_superblocks;
+    }
+  };
+  for (int64_t step = -5000; step <= 200000; step += 5) {
+    log(writer, truth, interval(step, 0));
+    if (flush_now(rng)) writer.flush();
+  }
+  check("written");
+  for (int64_t step = 150001; step <= 210000; step += 5) {  // resumed from step 150,001
+    log(writer, truth, interval(step, 1));
+    if (step % 997 == 0) log(writer, truth, interval(step, 2));  // the same step twice
+    if (flush_now(rng)) writer.flush();
+  }
+  check("resumed");
+  Rewind back;
+  back.number = 1;
+  back.spike_step = 205001;
+  back.from_step = 210000;
+  back.to_step = 180000;
+  writer.log_rewind(back);
+  for (auto it = truth.begin(); it != truth.end();)
+    it = it->first.second > back.to_step ? truth.erase(it) : std::next(it);
+  check("rewound");
+  for (int64_t step = 180003; step <= 190000; step += 5) log(writer, truth, interval(step, 3));
+  check("trained again");
+  EXPECT_GT(from_superblocks, 40);
 }
 
 TEST_F(MetricBlocksTest, ASpikeSurvivesAndALoggedAgainStepReplacesItsExtremes) {
@@ -312,7 +411,7 @@ TEST_F(MetricBlocksTest, ASpikeSurvivesAndALoggedAgainStepReplacesItsExtremes) {
   EXPECT_EQ(series[0].points[0].max, 3.0);
   EXPECT_EQ(series[0].points[0].time, 1127.0);
   expect_same(series, brute_force(truth, q), "after the resume");
-  expect_blocks_exact(*db, run, truth);
+  expect_rollup_exact(*db, run, truth);
 }
 
 TEST_F(MetricBlocksTest, ACommitCountsAStepLoggedTwiceOnceAndValuesAsStored) {
@@ -431,7 +530,7 @@ TEST_F(MetricBlocksTest, NegativeStepsAndRangesInsideOneBlock) {
     expect_same(metric_series(*db, run, q), brute_force(truth, q),
                 std::to_string(first) + ".." + std::to_string(last));
   }
-  expect_blocks_exact(*db, run, truth);
+  expect_rollup_exact(*db, run, truth);
 }
 
 TEST_F(MetricBlocksTest, RemovingARunRemovesItsBlocks) {

@@ -6,6 +6,7 @@
 
 #include "base/overloaded.h"
 #include "store/error.h"
+#include "store/metric_superblocks.h"
 
 namespace kiln::store {
 namespace {
@@ -96,6 +97,8 @@ std::string metric_columns_added_in(int version) {
     sql += "ALTER TABLE metrics ADD COLUMN " + std::string(f.name) + (is_integer_metric(f) ? " INTEGER;\n" : " REAL;\n");
     // Its aggregate goes last in every block written before, as its slot does in the list.
     if (f.block_slot >= 0) sql += "UPDATE metric_blocks SET aggregates = aggregates || " + std::string(kAbsentAggregate) + ";\n";
+    if (f.block_slot >= 0 && f.since > kSuperblocksSince)
+      sql += "UPDATE metric_superblocks SET aggregates = aggregates || " + std::string(kAbsentAggregate) + ";\n";
     if (is_spread_field(f))
       for (const SpreadTable& table : kSpreadTables)
         if (f.since >= table.since) sql += spread_columns(table.name, f);

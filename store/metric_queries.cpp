@@ -120,51 +120,116 @@ std::vector<RankSeries> series_from_rows(Database& db, int64_t run_id, const std
   return result;
 }
 
-// One rank's aggregates of the key, per block with a value in the query's range, by block.
+// One rank's aggregates of the key, per unit (block or superblock) with a value in a range,
+// by unit.
 struct RankBlocks {
   int rank = 0;
   std::vector<KeyBlock> blocks;
 };
 
-// Every wanted rank's blocks in the query's step range, ranks ascending, ranks without a
-// value left out. Whole blocks come from the rollup. A block the range cuts also counts rows
-// outside it, so the (at most two) cut blocks are aggregated from their rows in the range.
-std::vector<RankBlocks> blocks_in_range(Database& db, int64_t run_id, const SeriesQuery& q,
-                                        size_t key) {
+// The wanted ranks, ascending and once each; every rank with blocks when none are named.
+std::vector<int> wanted_ranks(Database& db, int64_t run_id, const SeriesQuery& q) {
   std::vector<int> ranks = q.ranks.empty() ? block_ranks(db, run_id) : q.ranks;
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
 
-  const int64_t head = block_of(q.first_step), tail = block_of(q.last_step);
-  const bool cut_head = q.first_step > first_step_of(head);
-  // One block cut at both ends is read whole as the head.
-  const bool cut_tail = q.last_step < last_step_of(tail) && !(cut_head && head == tail);
-  std::map<int, KeyAggregate> head_rows, tail_rows;
+int64_t unit_of(Level level, int64_t step) {
+  return level == Level::Block ? block_of(step) : superblock_of(block_of(step));
+}
+int64_t first_step_in(Level level, int64_t unit) {
+  return first_step_of(level == Level::Block ? unit : first_block_of(unit));
+}
+int64_t last_step_in(Level level, int64_t unit) {
+  return last_step_of(level == Level::Block ? unit : last_block_of(unit));
+}
+
+std::vector<RankBlocks> units_in_range(Database& db, int64_t run_id, const std::vector<int>& ranks, size_t key,
+                                       Level level, int64_t first, int64_t last);
+
+// Per rank, the key's aggregate over [first, last], a part of one unit of `level`: from the
+// rows under a block, from the blocks (and their cut edges' rows) under a superblock.
+std::map<int, KeyAggregate> part_of_unit(Database& db, int64_t run_id, const std::vector<int>& ranks, size_t key,
+                                         Level level, int64_t first, int64_t last) {
+  if (level == Level::Block) return aggregate_key_rows(db, run_id, key, ranks, first, last);
+  std::map<int, KeyAggregate> part;
+  for (const RankBlocks& r : units_in_range(db, run_id, ranks, key, Level::Block, first, last))
+    for (const KeyBlock& b : r.blocks) part[r.rank].merge(b.aggregate);
+  return part;
+}
+
+// Every wanted rank's units of `level` in [first, last], ranks without a value left out.
+// Whole units come from the level's table. A unit the range cuts also counts steps outside
+// it, so the (at most two) cut units are aggregated from the level below within the range.
+std::vector<RankBlocks> units_in_range(Database& db, int64_t run_id, const std::vector<int>& ranks, size_t key,
+                                       Level level, int64_t first, int64_t last) {
+  const int64_t head = unit_of(level, first), tail = unit_of(level, last);
+  const bool cut_head = first > first_step_in(level, head);
+  // One unit cut at both ends is read whole as the head.
+  const bool cut_tail = last < last_step_in(level, tail) && !(cut_head && head == tail);
+  std::map<int, KeyAggregate> head_part, tail_part;
   if (cut_head)
-    head_rows = aggregate_key_rows(db, run_id, key, q.ranks, q.first_step,
-                                   std::min(last_step_of(head), q.last_step));
+    head_part = part_of_unit(db, run_id, ranks, key, level, first, std::min(last_step_in(level, head), last));
   if (cut_tail)
-    tail_rows = aggregate_key_rows(db, run_id, key, q.ranks, std::max(first_step_of(tail), q.first_step),
-                                   q.last_step);
+    tail_part = part_of_unit(db, run_id, ranks, key, level, std::max(first_step_in(level, tail), first), last);
 
   std::vector<RankBlocks> result;
   for (const int rank : ranks) {
     RankBlocks r{rank, {}};
-    if (const auto it = head_rows.find(rank); it != head_rows.end())
+    if (const auto it = head_part.find(rank); it != head_part.end() && it->second.present())
       r.blocks.push_back({head, it->second});
-    const std::vector<KeyBlock> whole = read_key_blocks(
-        db, run_id, rank, key, head + (cut_head ? 1 : 0), tail - (cut_tail ? 1 : 0));
+    const std::vector<KeyBlock> whole =
+        read_key_blocks(db, run_id, rank, key, head + (cut_head ? 1 : 0), tail - (cut_tail ? 1 : 0), level);
     r.blocks.insert(r.blocks.end(), whole.begin(), whole.end());
-    if (const auto it = tail_rows.find(rank); it != tail_rows.end())
+    if (const auto it = tail_part.find(rank); it != tail_part.end() && it->second.present())
       r.blocks.push_back({tail, it->second});
     if (!r.blocks.empty()) result.push_back(std::move(r));
   }
   return result;
 }
 
-// The series from blocks: bucket b holds blocks first_block + b * per_bucket onwards.
-std::vector<RankSeries> series_from_blocks(const std::vector<RankBlocks>& ranks,
-                                           int64_t first_block, uint64_t per_bucket) {
+// The units the ranks' values span and the last step with one.
+struct Extent {
+  int64_t first_unit = std::numeric_limits<int64_t>::max();
+  int64_t last_unit = std::numeric_limits<int64_t>::min();
+  int64_t last_step = std::numeric_limits<int64_t>::min();
+  std::vector<int> ranks;  // those with a value
+};
+
+Extent extent_of(const std::vector<RankBlocks>& units) {
+  Extent e;
+  for (const auto& r : units) {
+    e.first_unit = std::min(e.first_unit, r.blocks.front().block);
+    e.last_unit = std::max(e.last_unit, r.blocks.back().block);
+    e.last_step = std::max(e.last_step, r.blocks.back().aggregate.last_step);
+    e.ranks.push_back(r.rank);
+  }
+  return e;
+}
+
+// The first block in [first, last] with a value, inside the first superblock with one: a
+// seek per rank that has a value there, usually answered by its first block.
+int64_t first_block_with_value(Database& db, int64_t run_id, const std::vector<RankBlocks>& superblocks,
+                               size_t key, int64_t first, int64_t last) {
+  const Extent e = extent_of(superblocks);
+  int64_t found = std::numeric_limits<int64_t>::max();
+  for (const auto& r : superblocks) {
+    if (r.blocks.front().block != e.first_unit) continue;
+    const int64_t from = block_of(std::max(first, first_step_in(Level::Superblock, e.first_unit)));
+    const int64_t to = std::min(found - 1, block_of(std::min(last, last_step_in(Level::Superblock, e.first_unit))));
+    if (from > to) continue;
+    if (const auto block = first_key_block(db, run_id, r.rank, key, from, to)) found = *block;
+  }
+  if (found == std::numeric_limits<int64_t>::max())
+    fail("store: the metric blocks of run " + std::to_string(run_id) + " in " + db.path() +
+         " disagree with its superblocks (superblock " + std::to_string(e.first_unit) + " has none)");
+  return found;
+}
+
+// The series from units: bucket b holds units first_unit + b * per_bucket onwards.
+std::vector<RankSeries> series_from_blocks(const std::vector<RankBlocks>& ranks, int64_t first_unit,
+                                           uint64_t per_bucket) {
   std::vector<RankSeries> result;
   for (const auto& r : ranks) {
     RankSeries series{r.rank, {}};
@@ -176,7 +241,7 @@ std::vector<RankSeries> series_from_blocks(const std::vector<RankBlocks>& ranks,
     };
     for (const auto& b : r.blocks) {
       const uint64_t i =
-          (static_cast<uint64_t>(b.block) - static_cast<uint64_t>(first_block)) / per_bucket;
+          (static_cast<uint64_t>(b.block) - static_cast<uint64_t>(first_unit)) / per_bucket;
       if (bucket.present() && i != index) {
         close();
         bucket = KeyAggregate{};
@@ -190,65 +255,81 @@ std::vector<RankSeries> series_from_blocks(const std::vector<RankBlocks>& ranks,
   return result;
 }
 
+uint64_t per_bucket(uint64_t units, size_t points) {
+  return points == 0 ? 1 : units / points + (units % points != 0 ? 1 : 0);
+}
+
+// The series over [first, last] from the rollup, in `points` buckets at most: of whole blocks
+// from first_block's, or, when a bucket would span a superblock's 64 blocks or more, or the
+// blocks would read more than max_rows, of whole superblocks from the first one's. The
+// superblocks are already read: the first level every series reads.
+std::vector<RankSeries> series_from_rollup(Database& db, int64_t run_id, size_t key,
+                                           const std::vector<RankBlocks>& superblocks, int64_t first_block,
+                                           int64_t first, int64_t last, size_t points, size_t max_rows) {
+  const Extent e = extent_of(superblocks);
+  const uint64_t blocks = static_cast<uint64_t>(block_of(e.last_step)) - static_cast<uint64_t>(first_block) + 1;
+  const uint64_t per_block_bucket = per_bucket(blocks, points);
+  if (per_block_bucket < static_cast<uint64_t>(kBlocksPerSuperblock) &&
+      (max_rows == 0 || blocks * e.ranks.size() <= max_rows))
+    return series_from_blocks(units_in_range(db, run_id, e.ranks, key, Level::Block, first, last), first_block,
+                              per_block_bucket);
+  const uint64_t count = static_cast<uint64_t>(e.last_unit) - static_cast<uint64_t>(e.first_unit) + 1;
+  return series_from_blocks(superblocks, e.first_unit, per_bucket(count, points));
+}
+
 // The series as the rows and blocks hold it (metric_series without the pruning).
 std::vector<RankSeries> series_in(Database& db, int64_t run_id, const SeriesQuery& q) {
   const RankList ranks = rank_array(q.ranks);
   if (q.max_points == 0)
     return series_from_rows(db, run_id, q.key, ranks, q.first_step, q.last_step, 1);
 
-  // The blocks give the present step range without a walk over rows: the last step is in
-  // their aggregates, the first is an index lookup among the first block's rows.
-  const std::vector<RankBlocks> blocks = blocks_in_range(db, run_id, q, key_index(q.key));
-  if (blocks.empty()) return {};
-  int64_t first_block = std::numeric_limits<int64_t>::max();
-  int64_t last_block = std::numeric_limits<int64_t>::min();
-  int64_t last = std::numeric_limits<int64_t>::min();
-  for (const auto& r : blocks) {
-    first_block = std::min(first_block, r.blocks.front().block);
-    last_block = std::max(last_block, r.blocks.back().block);
-    last = std::max(last, r.blocks.back().aggregate.last_step);
-  }
-  const auto first = first_step_with_value(db, run_id, q.key, ranks,
-                                           std::max(first_step_of(first_block), q.first_step),
-                                           std::min(last_step_of(first_block), q.last_step));
+  // The superblocks give the present step range without a walk over rows or blocks: the last
+  // step is in their aggregates; the first is in the first one, found by a seek among its
+  // blocks and an index walk of the rows from there (a stored block the range cuts may hold
+  // its values before the range: the walk goes on to the next).
+  const size_t key = key_index(q.key);
+  const std::vector<RankBlocks> superblocks =
+      units_in_range(db, run_id, wanted_ranks(db, run_id, q), key, Level::Superblock, q.first_step, q.last_step);
+  if (superblocks.empty()) return {};
+  const Extent e = extent_of(superblocks);
+  const int64_t from = first_block_with_value(db, run_id, superblocks, key, q.first_step, q.last_step);
+  const auto first =
+      first_step_with_value(db, run_id, q.key, ranks, std::max(first_step_of(from), q.first_step),
+                            std::min(last_step_in(Level::Superblock, e.first_unit), q.last_step));
   if (!first)
     fail("store: the metric blocks of run " + std::to_string(run_id) + " in " + db.path() +
-         " disagree with its rows (block " + std::to_string(first_block) + " has none)");
+         " disagree with its rows (superblock " + std::to_string(e.first_unit) + " has none)");
+  const int64_t last = e.last_step;
 
   // Bucket width in steps: the range cut into at most max_points buckets. Below a block's
-  // width the buckets come from the rows; otherwise from whole blocks, as many per bucket as
-  // keep the count within max_points.
+  // width, and within max_rows, the buckets come from the rows; otherwise from the rollup.
   const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(*first);
   const uint64_t width = span < q.max_points ? 1 : span / q.max_points + 1;
-  const bool rows_allowed = q.max_rows == 0 || (span + 1) * blocks.size() <= q.max_rows;
+  const bool rows_allowed = q.max_rows == 0 || (span + 1) * superblocks.size() <= q.max_rows;
   if (width < static_cast<uint64_t>(kStepsPerBlock) && rows_allowed)
     return series_from_rows(db, run_id, q.key, ranks, *first, last, width);
-  const uint64_t count =
-      static_cast<uint64_t>(last_block) - static_cast<uint64_t>(first_block) + 1;
-  return series_from_blocks(blocks, first_block,
-                            count / q.max_points + (count % q.max_points != 0 ? 1 : 0));
+  return series_from_rollup(db, run_id, key, superblocks, block_of(*first), q.first_step, q.last_step,
+                            q.max_points, q.max_rows);
 }
 
 // The series of ranks whose rows before `window` were pruned (metric_spread.h): whole blocks
-// up to the last block with a pruned step, a point per block or per several, then the rows
-// and blocks after it, each part with half the points.
+// (or superblocks) up to the last block with a pruned step, then the rows and blocks after
+// it, each part with half the points.
 std::vector<RankSeries> pruned_series(Database& db, int64_t run_id, const SeriesQuery& q, int64_t window) {
   const int64_t split = first_step_of(block_of(window - 1) + 1);
   const bool recent = q.last_step >= split;
-  SeriesQuery old = q;
   // Whole blocks: the rows that would cut one are gone.
-  old.first_step = first_step_of(block_of(q.first_step));
-  old.last_step = std::min(last_step_of(block_of(q.last_step)), split - 1);
+  const int64_t first = first_step_of(block_of(q.first_step));
+  const int64_t last = std::min(last_step_of(block_of(q.last_step)), split - 1);
   const size_t old_points = recent ? std::max<size_t>(1, q.max_points / 2) : std::max<size_t>(1, q.max_points);
-  std::vector<RankBlocks> blocks = blocks_in_range(db, run_id, old, key_index(q.key));
-  int64_t first_block = std::numeric_limits<int64_t>::max(), last_block = std::numeric_limits<int64_t>::min();
-  for (const auto& r : blocks) {
-    first_block = std::min(first_block, r.blocks.front().block);
-    last_block = std::max(last_block, r.blocks.back().block);
-  }
-  const uint64_t count = blocks.empty() ? 0 : static_cast<uint64_t>(last_block) - static_cast<uint64_t>(first_block) + 1;
-  const uint64_t per_bucket = q.max_points == 0 ? 1 : std::max<uint64_t>(1, (count + old_points - 1) / old_points);
-  std::vector<RankSeries> result = series_from_blocks(blocks, first_block, per_bucket);
+  const size_t key = key_index(q.key);
+  const std::vector<RankBlocks> superblocks =
+      units_in_range(db, run_id, wanted_ranks(db, run_id, q), key, Level::Superblock, first, last);
+  std::vector<RankSeries> result;
+  if (!superblocks.empty())
+    result = series_from_rollup(db, run_id, key, superblocks,
+                                first_block_with_value(db, run_id, superblocks, key, first, last), first, last,
+                                q.max_points == 0 ? 0 : old_points, q.max_rows);
   if (!recent) return result;
   SeriesQuery later = q;
   later.first_step = split;

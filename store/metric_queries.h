@@ -33,10 +33,15 @@ struct SeriesQuery {
   // within max_points, and come from the store's per-block aggregates (metric_blocks.h):
   // a 1000-point chart of a long run reads one block per 64 steps instead of every row, with
   // the values a scan would give (a block the step range cuts is read from its rows).
+  // Buckets of 64 blocks or more are whole superblocks of 4,096 steps likewise (the first
+  // starting at the first step's superblock; metric_superblocks.h), a superblock the range
+  // cuts read from its blocks in the range.
   size_t max_points = 0;
   // Rows a downsampled series may read over all its ranks (0: no bound). Buckets narrower
-  // than a block that would read more come from whole blocks instead (a point a block), so
-  // an answer of many ranks costs its blocks, not every rank's rows.
+  // than a block that would read more come from whole blocks instead (a point a block), and
+  // buckets narrower than a superblock whose blocks would number more come from whole
+  // superblocks (a point a superblock), so an answer of many ranks or steps costs its
+  // superblocks, not every rank's blocks.
   size_t max_rows = 0;
 };
 

@@ -196,6 +196,50 @@ TEST_F(MetricQueriesTest, PastItsRowsASeriesReadsBlocks) {
   EXPECT_EQ(series[1].points.size(), 32u);
 }
 
+TEST_F(MetricQueriesTest, PastItsBlocksASeriesReadsSuperblocks) {
+  SeriesQuery q;
+  q.key = "loss";
+  q.ranks = {0, 1};
+  q.first_step = 1000;
+  q.last_step = 9500;
+  q.max_points = 100;
+  q.max_rows = 268;  // blocks 15 (steps 960..1023) to 148 (9472..9535) of 2 ranks: blocks
+  ASSERT_EQ(metric_series(*db_, run_, q)[0].points.size(), 67u);  // two blocks a point
+  q.max_rows = 267;
+  const auto series = metric_series(*db_, run_, q);
+  ASSERT_EQ(series.size(), 2u);
+  // Superblocks 0 (steps ..4095, cut by the range: its blocks, and block 15's rows), 1 (whole)
+  // and 2 (8192.., cut: its blocks to 147 and block 148's rows to 9500).
+  const auto& points = series[0].points;
+  ASSERT_EQ(points.size(), 3u);
+  const int64_t edges[] = {1000, 4096, 8192, 9501};
+  for (size_t i = 0; i < points.size(); ++i) {
+    const SeriesPoint want = expected_point(edges[i], edges[i + 1] - 1);
+    EXPECT_EQ(points[i].step, want.step);
+    EXPECT_EQ(points[i].time, want.time);
+    EXPECT_EQ(points[i].value, want.value);
+    EXPECT_EQ(points[i].min, want.min);
+    EXPECT_EQ(points[i].max, want.max);
+  }
+  EXPECT_EQ(points[1].max, 100.0);  // the spike at 5003
+  EXPECT_EQ(series[1].points.size(), 3u);
+  EXPECT_EQ(series[1].points[2].value, value_at(9500, 1));
+
+  // Buckets of 64 blocks or more are superblocks whatever the bound: 10,000 steps at two
+  // points, two superblocks a point.
+  q = SeriesQuery{};
+  q.ranks = {0};
+  q.max_points = 2;
+  const auto wide = metric_series(*db_, run_, q);
+  ASSERT_EQ(wide.size(), 1u);
+  ASSERT_EQ(wide[0].points.size(), 2u);
+  EXPECT_EQ(wide[0].points[0].step, 8191);
+  EXPECT_EQ(wide[0].points[0].max, 100.0);
+  EXPECT_EQ(wide[0].points[0].min, expected_point(0, 8191).min);
+  EXPECT_EQ(wide[0].points[1].step, 9999);
+  EXPECT_EQ(wide[0].points[1].min, expected_point(8192, 9999).min);
+}
+
 TEST_F(MetricQueriesTest, ARangeThatCutsBlocksCountsOnlyItsOwnSteps) {
   SeriesQuery q;
   q.key = "loss";

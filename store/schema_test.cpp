@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <tuple>
 #include <vector>
 
 #include "base/check.h"
@@ -64,9 +65,19 @@ std::unique_ptr<Database> migrated_from(const std::string& path, size_t version,
   return db;
 }
 
+// The blocks of a run's rows in first_block..last_block, as a writer before version 20 left
+// them: without superblocks, whose table BlockUpdate writes now.
+void insert_blocks_before_20(Database& db, int64_t run, int64_t last_block, int64_t first_block = 0) {
+  for (int64_t block = first_block; block <= last_block; ++block)
+    for (const auto& [rank, keys] : aggregate_rows(db, run, first_step_of(block), last_step_of(block)))
+      db.cached("INSERT INTO metric_blocks (run_id, rank, block, aggregates) VALUES (?, ?, ?, ?)")
+          .bind_all(run, rank, block, encode_block(keys))
+          .run();
+}
+
 TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   auto db = open_store(path(), Access::ReadWrite);
-  EXPECT_EQ(schema_version(), 19);
+  EXPECT_EQ(schema_version(), 20);
   EXPECT_EQ(db->query_int("PRAGMA user_version"), schema_version());
   EXPECT_EQ(db->query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(db->query_text("PRAGMA journal_mode"), "wal");
@@ -76,7 +87,7 @@ TEST_F(SchemaTest, CreatesEveryTableAtTheCurrentVersion) {
   Statement st(*db, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name");
   while (st.step()) tables.push_back(st.text(0));
   EXPECT_EQ(tables, (std::vector<std::string>{"alerts", "checkpoints", "commands", "events", "expert_loads",
-                                              "metric_blocks", "metric_spread", "metrics", "rewinds", "rewound_losses",
+                                              "metric_blocks", "metric_spread", "metric_superblocks", "metrics", "rewinds", "rewound_losses",
                                               "run_ranks", "runs", "samples", "spread_blocks",
                                               "sweep_points", "sweeps", "system_metrics", "valid_metrics"}));
   // Reopening a current store changes nothing.
@@ -324,18 +335,13 @@ TEST_F(SchemaTest, VersionSeventeenBuildsTheSpreadOfWideStepsAndPrunesOldRowsBut
     migrate(db, migrations().first(16));
     Transaction tx(db);
     db.exec("INSERT INTO runs (name, created_at) VALUES ('wide', 1), ('narrow', 1)");
-    BlockUpdate wide, narrow;
     for (int64_t step = 0; step < steps; ++step) {
       std::vector<MetricRow> rows = testing_util::interval(step, 10);
       for (MetricRow& r : rows) r.fwd_ms = r.rank == 7 && step == 1 ? 90.0 : 2.0 + r.rank;
       for (const MetricRow& r : rows) insert_metric(db, 1, r);
-      wide.add(rows);
-      const std::vector<MetricRow> two = testing_util::interval(step, 2);
-      for (const MetricRow& r : two) insert_metric(db, 2, r);
-      narrow.add(two);
+      for (const MetricRow& r : testing_util::interval(step, 2)) insert_metric(db, 2, r);
     }
-    wide.write(db, 1);
-    narrow.write(db, 2);
+    for (const int64_t run : {1, 2}) insert_blocks_before_20(db, run, block_of(steps - 1));
     tx.commit();
   }
   auto db = open_store(path(), Access::ReadWrite);
@@ -416,6 +422,85 @@ TEST_F(SchemaTest, VersionNineteenKeepsTheBlocksWithoutOverflowPages) {
   EXPECT_EQ(kKeyAggregateBytes * metric_keys().size(), 1000u);
   EXPECT_EQ(db->query_int("SELECT count(*) FROM dbstat WHERE name = 'metric_blocks' AND pagetype = 'overflow'"), 0);
   EXPECT_EQ(db->query_int("SELECT count(*) FROM dbstat WHERE name = 'metric_blocks'"), 1);
+}
+
+// Two runs' rows over steps -300..13,000 (three ranks, values now and then NULL, one rank
+// missing at some steps; and one rank), each row's values from its step and rank.
+std::vector<MetricRow> superblock_rows(int64_t run) {
+  std::vector<MetricRow> rows;
+  for (int64_t step = -300; step <= 13000; step += 7)
+    for (int rank = 0; rank < (run == 1 ? 3 : 1); ++rank) {
+      if (rank == 2 && step % 5 == 0) continue;
+      MetricRow m;
+      m.step = step;
+      m.rank = rank;
+      m.time = 1000.0 + static_cast<double>(step);
+      m.loss = step % 11 == 0 ? kNoValue : static_cast<double>((step * 37 + rank * 101) % 1009);
+      m.grad_norm = static_cast<double>(rank) + 1e-3 * static_cast<double>(step);
+      rows.push_back(m);
+    }
+  return rows;
+}
+
+// The superblocks table, row by row, in key order.
+std::vector<std::tuple<int64_t, int64_t, int64_t, std::vector<std::byte>>> superblock_table(Database& db) {
+  std::vector<std::tuple<int64_t, int64_t, int64_t, std::vector<std::byte>>> table;
+  Statement st(db, "SELECT run_id, rank, superblock, aggregates FROM metric_superblocks ORDER BY 1, 2, 3");
+  while (st.step()) {
+    const auto blob = st.blob(3);
+    table.emplace_back(st.int64(0), st.int64(1), st.int64(2), std::vector<std::byte>(blob.begin(), blob.end()));
+  }
+  return table;
+}
+
+TEST_F(SchemaTest, VersionTwentyRollsTheBlocksUpIntoSuperblocksAsTheWriterDoes) {
+  {
+    Database db(path(), Access::ReadWrite);
+    migrate(db, migrations().first(19));
+    Transaction tx(db);
+    db.exec("INSERT INTO runs (name, created_at) VALUES ('three', 1), ('one', 1)");
+    for (const int64_t run : {1, 2}) {
+      for (const MetricRow& r : superblock_rows(run)) insert_metric(db, run, r);
+      insert_blocks_before_20(db, run, block_of(13000), block_of(-300));
+    }
+    tx.commit();
+  }
+  auto migrated = open_store(path(), Access::ReadWrite);
+  // The same rows through today's writer path.
+  auto fresh = open_store(path("fresh.db"), Access::ReadWrite);
+  fresh->exec("INSERT INTO runs (name, created_at) VALUES ('three', 1), ('one', 1)");
+  for (const int64_t run : {1, 2}) {
+    Transaction tx(*fresh);
+    const std::vector<MetricRow> rows = superblock_rows(run);
+    for (const MetricRow& r : rows) insert_metric(*fresh, run, r);
+    BlockUpdate blocks;
+    blocks.add(rows);
+    blocks.write(*fresh, run);
+    tx.commit();
+  }
+  const auto table = superblock_table(*migrated);
+  EXPECT_EQ(table.size(), 3u * 5 + 5);  // superblocks -1..3 of each rank
+  EXPECT_TRUE(table == superblock_table(*fresh));
+  // Rank 1's superblock 1 (steps 4096..8191), its loss: (37 step + 101) mod 1009 over the
+  // steps logged there with a loss.
+  double min = INFINITY, max = -INFINITY, last = 0;
+  int64_t last_step = 0;
+  for (int64_t step = -300; step <= 13000; step += 7)
+    if (step >= 4096 && step <= 8191 && step % 11 != 0) {
+      last = static_cast<double>((step * 37 + 101) % 1009);
+      min = std::min(min, last);
+      max = std::max(max, last);
+      last_step = step;
+    }
+  const auto& [run, rank, superblock, blob] = table[5 + 2];  // after rank 0's five, -1 and 0
+  ASSERT_TRUE(run == 1 && rank == 1 && superblock == 1);
+  const KeyAggregate loss = decode_key(blob, key_index("loss"));
+  EXPECT_EQ(loss.min, min);
+  EXPECT_EQ(loss.max, max);
+  EXPECT_EQ(loss.last, last);
+  EXPECT_EQ(loss.last_step, last_step);
+  EXPECT_EQ(loss.last_step, 8191);
+  EXPECT_EQ(loss.last_time, 1000.0 + 8191);
 }
 
 TEST_F(SchemaTest, AppliesANewerMigrationAndKeepsTheRows) {

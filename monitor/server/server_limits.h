@@ -61,8 +61,9 @@ inline constexpr size_t kMaxAnswerSeries = 1024;
 inline constexpr size_t kMaxAnswerPoints = size_t{1} << 18;
 // Rows one metrics answer reads for its downsampled series (store/metric_queries.h:
 // SeriesQuery::max_rows), about a quarter of a second of SQLite's time: past them its
-// series come from the 64-step blocks, so a chart of 1024 ranks answers as fast as the
-// blocks allow. One rank's series of up to 262,144 steps still comes from its rows.
+// series come from the 64-step blocks, and past as many blocks from the 4,096-step
+// superblocks (a block reads about as fast as a row), so a chart of 1024 ranks of any length
+// answers within the bound. One rank's series of up to 262,144 steps still comes from its rows.
 inline constexpr size_t kMaxAnswerRows = size_t{1} << 18;
 // The points each of an answer's `series` gets when `asked` were asked for each.
 constexpr size_t points_per_series(size_t asked, size_t series) {
