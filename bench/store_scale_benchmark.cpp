@@ -22,7 +22,8 @@
 // Store e is timed in this process, without `kiln serve` (which it does not need): the p50 and
 // p95 of --requests calls of store::spread_series over the whole run at 1,000 points.
 //
-// It times `kiln tui` (in tmux): for store a from its start to the runs screen, from End to
+// Over store a it times `kiln runs list` (every run, printed to /dev/null). It times
+// `kiln tui` (in tmux): for store a from its start to the runs screen, from End to
 // the last run in view and a compare of 10 runs; for b and c to the runs screen and then the
 // run screen with its ranks. In headless Chromium (bench/pages_timing.mjs) the compare page
 // of 10 runs over a and the run page over b, c and d: first paint and full chart (its loss
@@ -566,13 +567,21 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
       const int starts = std::min(o.requests, 10);
-      if (which == 'a')
+      if (which == 'a') {
+        // The CLI's whole list: every run's line, its latest step's means read run by run.
+        const std::string list = fmt::format("{} runs list --store {} > /dev/null", kiln, path);
+        const Latency listed = time_calls(starts, [&] {
+          if (std::system(list.c_str()) != 0) throw std::runtime_error("`" + list + "` failed");
+          return size_t{0};
+        });
+        fmt::print("  {:<34} {:>10.1f} {:>10.1f}\n", "kiln runs list (all 10,000 runs)", listed.p50_ms, listed.p95_ms);
         report_tui(kiln, path,
                    {{"TUI runs screen (kiln tui)", "", "sweep-19-p0099"},
                     {"TUI scrolled to the end", "End", "sweep-00-p0000"},
                     {"TUI compare of 10 marked runs", "Home Space Space Space Space Space Space Space Space Space Space c",
                      "compare 10 runs"}},
                    starts);
+      }
       if (which == 'b' || which == 'c') {
         const std::string ranks = which == 'b' ? "1024" : "4096";
         report_tui(kiln, path,
