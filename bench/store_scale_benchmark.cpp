@@ -64,6 +64,7 @@
 
 #include "bench/rank_row.h"
 #include "store/database.h"
+#include "store/metric_fields.h"
 #include "store/metric_spread.h"
 #include "store/run_writer.h"
 #include "store/schema.h"
@@ -328,6 +329,17 @@ struct Latency {
   size_t bytes = 0;
 };
 
+// The metrics call of the dashboard's run page (webui/run.js) of a run whose last step is
+// `last_step`: every field it charts (the metric list's run charts and step split) and the
+// tokens, at 2,000 points.
+std::string run_page_charts_target(int64_t last_step) {
+  std::string keys;
+  for (const kiln::store::MetricField& field : kiln::store::kMetricFields)
+    if (field.views & (kiln::store::kInRunChart | kiln::store::kInTimeSplit | kiln::store::kInTimeWithin))
+      keys += std::string(field.name) + ",";
+  return fmt::format("/api/runs/1/metrics?keys={}tokens&to={}&points=2000", keys, last_step);
+}
+
 // The q-quantile of times sorted ascending: the one at rank floor(q * n).
 double quantile(const std::vector<double>& sorted_ms, double q) {
   return sorted_ms[std::min(sorted_ms.size() - 1, static_cast<size_t>(q * static_cast<double>(sorted_ms.size())))];
@@ -522,7 +534,8 @@ int main(int argc, char** argv) {
                  {"loss chart, rank 0, 1000 points", "/api/runs/1/metrics?keys=loss&ranks=0&points=1000"},
                  {"step time chart, every rank", "/api/runs/1/metrics?keys=fwd_ms&points=1000"},
                  {"ranks table (/ranks)", "/api/runs/1/ranks"},
-                 {"rank heat strip (/rank-heat)", "/api/runs/1/rank-heat"}};
+                 {"rank heat strip (/rank-heat)", "/api/runs/1/rank-heat"},
+                 {"run page's charts, 2000 points", run_page_charts_target(n)}};
         bulk = {{"1024 ranks' fwd_ms, every row", largest_metrics_target()}};
       } else if (which == 'd') {
         const int64_t n = steps(100000);

@@ -120,6 +120,12 @@ TEST_F(RanksApiTest, HeatStripIsRanksByStepsWithinItsBounds) {
   EXPECT_EQ(folded["group"], 2);
   EXPECT_EQ(folded["ranks"], nlohmann::json({0, 2}));
   EXPECT_DOUBLE_EQ(folded["relative"][1][0].get<double>(), 1.5) << "a row shows its slowest rank";
+  // `relative` comes to four decimals: rank 3 working 4/3 the median's time reads 1.3333.
+  live_writer_->log_metrics(four_ranks(16, 4.0 / 3));
+  live_writer_->flush();
+  const auto third = get(port_, "/api/runs/beta/rank-heat?from=16", {kAuth}).json();
+  EXPECT_EQ(third["relative"][3][0].get<double>(), 1.3333);
+  EXPECT_EQ(third["relative"][0][0].get<double>(), 1.0);
 
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"columns=0", "columns must be from 1 to 512"},
