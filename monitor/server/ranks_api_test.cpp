@@ -35,6 +35,16 @@ std::vector<store::MetricRow> four_ranks(int64_t step, double slow) {
   return rows;
 }
 
+// A wide step (more than 8 ranks): four_ranks' and 8 more ranks working as rank 0.
+std::vector<store::MetricRow> twelve_ranks(int64_t step, double slow) {
+  std::vector<store::MetricRow> rows = four_ranks(step, slow);
+  for (int r = 4; r < 12; ++r) {
+    rows.push_back(rows[0]);
+    rows.back().rank = r;
+  }
+  return rows;
+}
+
 class RanksApiTest : public ServerTest {
  protected:
   // beta: four ranks on two hosts, steps 6..15, rank 3 slow (1.5x) from step 11; two alerts.
@@ -183,14 +193,7 @@ TEST_F(RanksApiTest, AlertsNewestLastWithTheRanksHostAndABadgeInTheRunsList) {
 // A wide run (more than 8 ranks a step) answers a chart of every rank with rank 0's series and
 // the spread across ranks; alpha's 2 ranks still answer a series a rank.
 TEST_F(RanksApiTest, EveryRankOfAWideRunIsTheSpreadAcrossRanksBesideRankZero) {
-  for (int64_t step = 6; step <= 9; ++step) {
-    std::vector<store::MetricRow> rows = four_ranks(step, step == 8 ? 3 : 1);
-    for (int r = 4; r < 12; ++r) {
-      rows.push_back(four_ranks(step, 1)[0]);
-      rows.back().rank = r;
-    }
-    live_writer_->log_metrics(rows);
-  }
+  for (int64_t step = 6; step <= 9; ++step) live_writer_->log_metrics(twelve_ranks(step, step == 8 ? 3 : 1));
   live_writer_->flush();
   const HttpResult r = get(port_, "/api/runs/beta/metrics?keys=fwd_ms,loss&points=1000", {kAuth});
   ASSERT_EQ(r.status, 200u) << r.body;
@@ -219,14 +222,7 @@ TEST_F(RanksApiTest, EveryRankOfAWideRunIsTheSpreadAcrossRanksBesideRankZero) {
 // rank's row (4,096 of them were 1.9 MB that the run page did not draw); Prometheus still
 // has every rank's gauge. alpha's 2 ranks keep their rows.
 TEST_F(RanksApiTest, AWideLatestStepIsRankZerosRowAndTheSpread) {
-  for (int64_t step = 16; step <= 17; ++step) {
-    std::vector<store::MetricRow> rows = four_ranks(step, step == 17 ? 3 : 1);
-    for (int r = 4; r < 12; ++r) {
-      rows.push_back(four_ranks(step, 1)[0]);
-      rows.back().rank = r;
-    }
-    live_writer_->log_metrics(rows);
-  }
+  for (int64_t step = 16; step <= 17; ++step) live_writer_->log_metrics(twelve_ranks(step, step == 17 ? 3 : 1));
   live_writer_->flush();
   const auto beta = get(port_, "/api/runs/beta", {kAuth}).json();
   ASSERT_EQ(beta["latest_metrics"].size(), 1u);
