@@ -137,6 +137,40 @@ void BM_WriterCommitPerInterval(benchmark::State& state) {
 BENCHMARK(BM_WriterCommitPerInterval)->Arg(8)->Arg(9)->Arg(16)->ArgName("ranks")->Unit(benchmark::kMicrosecond)
     ->UseRealTime()->MinTime(3);
 
+// A resumed run logging again the steps since its checkpoint, each interval committed alone:
+// a commit that replaces a step's rows recomputes its block from the block's rows (64 a rank)
+// and its superblock from its blocks (up to 64 a rank), where an appending commit
+// (BM_WriterCommitPerInterval) merges. The steps of a whole superblock are logged again, in
+// turn; 8 ranks, a narrow run, so that no pruning of old rows mixes in.
+void BM_WriterRelogCommit(benchmark::State& state) {
+  constexpr int kRanks = 8;
+  constexpr int64_t kSuperblockSteps = 64 * 64;
+  const std::string path = temp_path("relog.db");
+  remove_store(path);
+  {
+    RunWriter writer(path);
+    RunInfo info;
+    info.name = "bench";
+    writer.create_run(info);
+    const auto log_step = [&](int64_t step) {
+      std::vector<MetricRow> rows;
+      for (int r = 0; r < kRanks; ++r) rows.push_back(full_row(step, r));
+      writer.log_metrics(std::move(rows));
+    };
+    for (int64_t step = 0; step < 2 * kSuperblockSteps; ++step) log_step(step);
+    writer.flush();
+    int64_t step = kSuperblockSteps;
+    for (auto _ : state) {
+      log_step(step);
+      writer.flush();
+      step = step + 1 < 2 * kSuperblockSteps ? step + 1 : kSuperblockSteps;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  remove_store(path);
+}
+BENCHMARK(BM_WriterRelogCommit)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(3);
+
 // SQLite's own ceiling for our rows: one transaction of 10,000 inserts, no thread.
 void BM_RawInsert(benchmark::State& state) {
   constexpr int kRows = 10000;
