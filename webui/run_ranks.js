@@ -15,6 +15,10 @@ const margin = { left: 64, bottom: 22, top: 4, right: 8 };
 const refreshEvery = 2000;  // ms: a live run's panel asks for new figures at most this often
 const overscan = 10;        // rows drawn above and below the table's box
 const boxHeight = 480;      // px: the table's box at most (style.css #ranks-scroll)
+// The heat strip's rows at most: 3 px each, the strip at most 480 px high. A larger world's
+// consecutive ranks share a row showing their slowest (the API's `group`), which also leaves
+// the answer's cells to more steps.
+const stripRows = 160;
 // The strip's colours: the median rank neutral, slower ones towards red (saturating at 1.5x),
 // faster ones towards blue (at 0.5x); readable on light and dark pages alike.
 const fast = [37, 99, 235], neutral = [148, 163, 184], slow = [220, 38, 38];
@@ -160,7 +164,7 @@ export function ranksSection(run, onSlowest) {
   function drawHeat() {
     const rows = heat.ranks.length, n = heat.steps.length;
     const ratio = devicePixelRatio || 1;
-    const rowH = Math.max(3, Math.min(18, 320 / Math.max(1, rows)));
+    const rowH = Math.max(3, Math.min(18, 320 / Math.max(1, rows)));  // 3 px from 107 rows
     const width = canvas.clientWidth || 800, height = Math.round(rows * rowH + margin.top + margin.bottom);
     canvas.style.height = `${height}px`;
     canvas.width = Math.round(width * ratio);
@@ -226,7 +230,7 @@ export function ranksSection(run, onSlowest) {
     last = Date.now();
     try {
       const stripColumns = Math.max(16, Math.min(512, Math.floor((canvas.clientWidth || 800) / 4)));
-      const [answer, strip] = await Promise.all([getJson(`/api/runs/${run}/ranks`), getJson(`/api/runs/${run}/rank-heat?columns=${stripColumns}`)]);
+      const [answer, strip] = await Promise.all([getJson(`/api/runs/${run}/ranks`), getJson(`/api/runs/${run}/rank-heat?columns=${stripColumns}&rows=${stripRows}`)]);
       if (answer.ranks.length < 2) return;
       if (answer.slowest !== slowest) {
         slowest = answer.slowest;

@@ -12,7 +12,8 @@
 // throughput as the API's spread, the band, the mean and the slowest rank in the legend, and
 // a step that arrives over the WebSocket joins the band as the API's spread has it. MANY_RUN
 // (300 ranks, rank 200 the slowest) draws only the table's rows in its box's view, the last
-// rank's once scrolled to the end, and the slowest rank first when sorted by step time.
+// rank's once scrolled to the end, the slowest rank first when sorted by step time, and its
+// heat strip two ranks to a row.
 // TURNING_RUN logs 4 ranks a step until this script writes TURN_FILE, then 12: its open page
 // turns from a line per rank to the spread, and draws what a reload of the page draws. Any
 // failed expectation exits non-zero with one line saying which.
@@ -137,6 +138,14 @@ try {
   await page.waitForFunction(() => document.querySelector("#ranks-table tbody tr[data-rank]")?.dataset.rank === "200", null, { timeout });
   expect(await page.locator("#ranks-table tbody tr[data-rank]").first().getAttribute("class") === "slowest", "sorted by step time, the first row is not the slowest rank's");
   expect((await text('#ranks-table th[data-sort="step_ms"]')).endsWith("▾"), "the step time heading does not show the order");
+  // The strip folds the 300 ranks two to a row (at most 160 rows); a row reads as its pair.
+  const strip = page.locator("#ranks-heat");
+  expect(await strip.getAttribute("data-rows") === "150", `300 ranks' strip has ${await strip.getAttribute("data-rows")} rows`);
+  await strip.scrollIntoViewIfNeeded();
+  const stripBox = await strip.boundingBox();
+  await page.mouse.move(stripBox.x + stripBox.width - 10, stripBox.y + 4 + 3 * 100.5);
+  const pair = await text("#ranks-readout");
+  expect(/^ranks 200–201 \(the slowest of them\) · step 3: [\d.]+ ms, working 1\.9\dx the median rank's$/.test(pair), `300 ranks' strip readout "${pair}"`);
 
   // --- A run that turns wide while its page is open ---
   await page.goto(`${url}#/run/${turning}`);
