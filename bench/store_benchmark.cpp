@@ -66,6 +66,21 @@ MetricRow full_row(int64_t step, int rank) {
   return m;
 }
 
+// One log interval: every rank's row of `step`.
+std::vector<MetricRow> interval_rows(int64_t step, int ranks) {
+  std::vector<MetricRow> rows;
+  rows.reserve(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) rows.push_back(full_row(step, r));
+  return rows;
+}
+
+// The run every writer benchmark logs into.
+void create_bench_run(RunWriter& writer) {
+  RunInfo info;
+  info.name = "bench";
+  writer.create_run(info);
+}
+
 // The trainer's path: RunWriter::log_metrics with one log interval (every rank's row for
 // one step) per call, committed by the writer thread; flush() at the end of each iteration
 // so the figure is rows on disk per second, not rows queued. About 16,000 rows an iteration
@@ -80,17 +95,10 @@ void BM_WriterInsert(benchmark::State& state) {
     WriterOptions options;
     options.max_queued_rows = size_t{1} << 22;  // measure the disk, not the thinning
     RunWriter writer(path, options);
-    RunInfo info;
-    info.name = "bench";
-    writer.create_run(info);
+    create_bench_run(writer);
     int64_t step = 0;
     for (auto _ : state) {
-      for (int i = 0; i < intervals; ++i, ++step) {
-        std::vector<MetricRow> rows;
-        rows.reserve(static_cast<size_t>(ranks));
-        for (int r = 0; r < ranks; ++r) rows.push_back(full_row(step, r));
-        writer.log_metrics(std::move(rows));
-      }
+      for (int i = 0; i < intervals; ++i, ++step) writer.log_metrics(interval_rows(step, ranks));
       writer.flush();
     }
     const WriterStats stats = writer.stats();
@@ -119,16 +127,11 @@ void BM_WriterCommitPerInterval(benchmark::State& state) {
   remove_store(path);
   {
     RunWriter writer(path);
-    RunInfo info;
-    info.name = "bench";
-    writer.create_run(info);
+    create_bench_run(writer);
     int64_t step = 0;
     for (auto _ : state) {
-      std::vector<MetricRow> rows;
-      for (int r = 0; r < ranks; ++r) rows.push_back(full_row(step, r));
-      writer.log_metrics(std::move(rows));
+      writer.log_metrics(interval_rows(step++, ranks));
       writer.flush();
-      ++step;
     }
   }
   state.SetItemsProcessed(state.iterations());
@@ -149,19 +152,12 @@ void BM_WriterRelogCommit(benchmark::State& state) {
   remove_store(path);
   {
     RunWriter writer(path);
-    RunInfo info;
-    info.name = "bench";
-    writer.create_run(info);
-    const auto log_step = [&](int64_t step) {
-      std::vector<MetricRow> rows;
-      for (int r = 0; r < kRanks; ++r) rows.push_back(full_row(step, r));
-      writer.log_metrics(std::move(rows));
-    };
-    for (int64_t step = 0; step < 2 * kSuperblockSteps; ++step) log_step(step);
+    create_bench_run(writer);
+    for (int64_t step = 0; step < 2 * kSuperblockSteps; ++step) writer.log_metrics(interval_rows(step, kRanks));
     writer.flush();
     int64_t step = kSuperblockSteps;
     for (auto _ : state) {
-      log_step(step);
+      writer.log_metrics(interval_rows(step, kRanks));
       writer.flush();
       step = step + 1 < 2 * kSuperblockSteps ? step + 1 : kSuperblockSteps;
     }
