@@ -458,6 +458,32 @@ TEST_F(RunsCli, ShowPrintsRecordConfigMetricsEventsAndCheckpoints) {
   EXPECT_EQ(checkpoint[3], "2024-11-20 14:02:05");
 }
 
+// A step of more than 8 ranks shows rank 0's row and how many ranks logged it; --json adds
+// the step's spread across ranks.
+TEST_F(RunsCli, ShowOfAWideStepIsRankZeroAndTheRankCount) {
+  {
+    store::RunWriter writer(store_);
+    writer.create_run(info("wide", 0.001));
+    std::vector<store::MetricRow> rows;
+    for (int rank = 0; rank < 12; ++rank) {
+      rows.push_back(metric(10, rank, kBaselineStart + 60, 3.1, 900, 10, 0.35));
+      rows.back().fwd_ms = rank == 7 ? 40 : 10;
+    }
+    writer.log_metrics(rows);
+    writer.finish(RunStatus::Completed);
+    writer.flush();
+  }
+  const CommandResult r = kiln_runs(store_, "show", "wide");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(row_with(r.output, 0, "0")[1], "3.1000") << r.output;
+  EXPECT_TRUE(row_with(r.output, 0, "1").empty()) << r.output;
+  EXPECT_NE(r.output.find("rank 0 of the 12 ranks that logged the step"), std::string::npos) << r.output;
+  const json run = json::parse(kiln_runs(store_, "show", "wide --json").output);
+  ASSERT_EQ(run["latest_metrics"].size(), 1u);
+  EXPECT_EQ(run["latest_ranks"], 12);
+  EXPECT_EQ(run["latest_spread"]["fwd_ms"]["slowest_rank"], json({7}));
+}
+
 // A learning rate mid-schedule has every digit of a double; the table shows three.
 TEST_F(RunsCli, ShowPrintsTheLearningRateInThreeDigits) {
   {
