@@ -273,6 +273,19 @@ std::optional<BlockAggregates> read_aggregates(Database& db, Level level, int64_
   return stored;
 }
 
+std::optional<BlockAggregates> merged_aggregates(Database& db, Level level, int64_t run_id, int rank,
+                                                 int64_t first, int64_t last) {
+  Statement& st = db.cached(sql_of(level).read_range);
+  st.bind_all(run_id, rank, first, last);
+  std::optional<BlockAggregates> merged;
+  while (st.step()) {
+    const BlockAggregates unit = decode_block(st.blob(1));
+    if (!merged) merged.emplace(unit.size());
+    merge_into(*merged, unit);
+  }
+  return merged;
+}
+
 std::vector<KeyBlock> read_key_blocks(Database& db, int64_t run_id, int rank, size_t key,
                                       int64_t first_block, int64_t last_block, Level level) {
   Statement& st = db.cached(sql_of(level).read_range);

@@ -125,6 +125,9 @@ enum class Level { Block, Superblock };
 
 // Every key's aggregate in rank's unit, if stored.
 std::optional<BlockAggregates> read_aggregates(Database& db, Level level, int64_t run_id, int rank, int64_t unit);
+// Every key's aggregate over rank's stored units first..last, merged; none when none is stored.
+std::optional<BlockAggregates> merged_aggregates(Database& db, Level level, int64_t run_id, int rank,
+                                                 int64_t first, int64_t last);
 
 struct KeyBlock {
   int64_t block = 0;  // the unit: a block, or a superblock at Level::Superblock

@@ -18,17 +18,8 @@ void store_superblock(Database& db, int64_t run_id, int rank, int64_t superblock
 }
 
 // The merge of rank's stored blocks in the superblock; none when it has none.
-std::optional<BlockAggregates> merged_blocks(Database& db, int64_t run_id, int rank, int64_t superblock) {
-  Statement& st = db.cached(
-      "SELECT aggregates FROM metric_blocks WHERE run_id = ? AND rank = ? AND block BETWEEN ? AND ?");
-  st.bind_all(run_id, rank, first_block_of(superblock), last_block_of(superblock));
-  std::optional<BlockAggregates> merged;
-  while (st.step()) {
-    const BlockAggregates block = decode_block(st.blob(0));
-    if (!merged) merged.emplace(block.size());
-    merge_into(*merged, block);
-  }
-  return merged;
+std::optional<BlockAggregates> blocks_of(Database& db, int64_t run_id, int rank, int64_t superblock) {
+  return merged_aggregates(db, Level::Block, run_id, rank, first_block_of(superblock), last_block_of(superblock));
 }
 
 }  // namespace
@@ -45,14 +36,13 @@ void SuperblockUpdate::write(Database& db, int64_t run_id) {
   for (auto& [where, p] : pending_) {
     const auto [rank, superblock] = where;
     if (p.recompute) {
-      if (const auto merged = merged_blocks(db, run_id, rank, superblock))
+      if (const auto merged = blocks_of(db, run_id, rank, superblock))
         store_superblock(db, run_id, rank, superblock, *merged);
       continue;
     }
-    if (const auto stored = read_aggregates(db, Level::Superblock, run_id, rank, superblock)) {
-      BlockAggregates keys = *stored;
-      merge_into(keys, p.added);
-      p.added = std::move(keys);
+    if (auto stored = read_aggregates(db, Level::Superblock, run_id, rank, superblock)) {
+      merge_into(*stored, p.added);
+      p.added = std::move(*stored);
     }
     store_superblock(db, run_id, rank, superblock, p.added);
   }
@@ -63,7 +53,7 @@ void trim_superblocks_after(Database& db, int64_t run_id, int64_t last_step) {
   const int64_t superblock = superblock_of(block_of(last_step));
   db.cached("DELETE FROM metric_superblocks WHERE run_id = ? AND superblock >= ?").bind_all(run_id, superblock).run();
   for (const int rank : block_ranks(db, run_id))
-    if (const auto merged = merged_blocks(db, run_id, rank, superblock))
+    if (const auto merged = blocks_of(db, run_id, rank, superblock))
       store_superblock(db, run_id, rank, superblock, *merged);
 }
 
